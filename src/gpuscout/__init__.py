@@ -1,0 +1,11 @@
+"""gpuscout: trustworthy training benchmarks for TensorFlow/Keras on NVIDIA GPUs.
+
+The parent process (this package's CLI and library) never imports TensorFlow, JAX or Keras:
+every measurement runs in a child process (see ``gpuscout.measure.worker``).
+"""
+
+__version__ = "0.1.0"
+
+# Bump whenever the way of measuring changes (docs/methodology.md); records of another
+# methodology are never mixed in comparisons.
+METHODOLOGY_VERSION = 1

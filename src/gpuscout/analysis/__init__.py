@@ -1,0 +1,1 @@
+"""Statistics, flags and derived figures; pure functions over measured data."""

@@ -1,0 +1,92 @@
+"""Warnings attached to a run: typed values that carry the hint of what to do next.
+
+Thresholds (docs/methodology.md):
+- high_variance: coefficient of variation across windows above 2% (DESIGN.md).
+- slow_first_window: the first window more than 5% below the median of the others, the
+  analogue of hyperfine's "first run was significantly slower" warning.
+- throttled: a thermal/power slowdown reason during a window, or a mean SM clock under 90% of
+  the GPU's maximum.
+- gpu_shared: other compute processes on the GPU before, during or after the run.
+- input_bound: the training loop waited for input more than 5% of the window time (the
+  TensorFlow profiler's bands: < 5% not, 5-20% moderately, > 20% highly input-bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+HIGH_VARIANCE_CV = 0.02
+SLOW_FIRST_WINDOW = 0.05
+THROTTLE_CLOCK_SHARE = 0.90
+INPUT_BOUND_MODERATE = 0.05
+INPUT_BOUND_HIGH = 0.20
+
+
+@dataclass(frozen=True)
+class Flag:
+    code: str
+    message: str
+    hint: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def variance_flags(throughputs: list[float], cv: float | None) -> list[Flag]:
+    flags = []
+    if cv is not None and cv > HIGH_VARIANCE_CV:
+        flags.append(Flag(
+            "high_variance", f"throughput varied by {cv:.1%} (CV) across windows",
+            "close other programs using this GPU/CPU, raise --windows or --window-seconds, "
+            "and check the throttled flag"))
+    if len(throughputs) >= 3:
+        rest = sorted(throughputs[1:])
+        median_rest = rest[len(rest) // 2] if len(rest) % 2 else sum(rest[len(rest) // 2 - 1:len(rest) // 2 + 1]) / 2
+        if throughputs[0] < (1 - SLOW_FIRST_WINDOW) * median_rest:
+            flags.append(Flag(
+                "slow_first_window",
+                f"the first window was {1 - throughputs[0] / median_rest:.0%} slower than the others",
+                "warm-up was too short for this workload: raise --warmup-steps"))
+    return flags
+
+
+def throttle_flag(slowdown_reasons: list[str], sm_clock_mean_mhz: float | None,
+                  sm_clock_max_mhz: int | None) -> Flag | None:
+    low_clock = (sm_clock_mean_mhz is not None and sm_clock_max_mhz
+                 and sm_clock_mean_mhz < THROTTLE_CLOCK_SHARE * sm_clock_max_mhz)
+    if not slowdown_reasons and not low_clock:
+        return None
+    parts = []
+    if slowdown_reasons:
+        parts.append("slowdown reasons " + ", ".join(slowdown_reasons))
+    if low_clock:
+        parts.append(f"mean SM clock {sm_clock_mean_mhz:.0f} MHz of {sm_clock_max_mhz} MHz max")
+    return Flag("throttled", "the GPU was throttled during the windows: " + "; ".join(parts),
+                "numbers reflect this card's cooling and power limit; check airflow and "
+                "`nvidia-smi -q -d PERFORMANCE` before comparing with another machine")
+
+
+def shared_flag(other_pids: list[int]) -> Flag | None:
+    if not other_pids:
+        return None
+    pids = ", ".join(str(p) for p in sorted(set(other_pids)))
+    return Flag("gpu_shared", f"other compute processes used this GPU (pids {pids})",
+                "stop them (see `nvidia-smi`) or pick an idle GPU with --gpu")
+
+
+def input_flag(input_wait_share: float | None) -> Flag | None:
+    if input_wait_share is None or input_wait_share <= INPUT_BOUND_MODERATE:
+        return None
+    band = "highly" if input_wait_share > INPUT_BOUND_HIGH else "moderately"
+    return Flag("input_bound",
+                f"{band} input-bound: {input_wait_share:.0%} of step time waiting for input",
+                "parallelise and prefetch the input pipeline (tf.data AUTOTUNE), cache decoded "
+                "data, or compare with --data synthetic to see what the model alone reaches")
+
+
+def loss_flag(loss: float | None) -> Flag | None:
+    if loss is None or loss == loss and abs(loss) != float("inf"):
+        return None
+    return Flag("loss_not_finite", f"the training loss became {loss}",
+                "this precision broke training: use mixed_float16 with loss scaling, "
+                "mixed_bfloat16, or fp32")

@@ -1,0 +1,78 @@
+"""Statistics of timing windows and of independent runs (docs/methodology.md).
+
+Median as the centre (robust to a disturbed window, as hyperfine and pytest-benchmark report
+it), IQR and coefficient of variation for spread, a 95% confidence interval of the median by
+percentile bootstrap (scipy.stats.bootstrap, fixed seed: the same windows always give the same
+interval), and across runs MLPerf's olympic mean once there are 5 or more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    min: float
+    max: float
+    iqr: float
+    cv: float | None  # sample standard deviation / mean; None for one value
+    ci95_low: float | None  # 95% CI of the median; None for one value
+    ci95_high: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(values) -> Summary:
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("no values to summarise")
+    q1, q3 = np.percentile(x, [25, 75])
+    cv = float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 and np.mean(x) != 0 else None
+    low, high = median_ci95(x)
+    return Summary(
+        n=int(x.size), median=float(np.median(x)), mean=float(np.mean(x)), min=float(x.min()),
+        max=float(x.max()), iqr=float(q3 - q1), cv=cv, ci95_low=low, ci95_high=high,
+    )
+
+
+def median_ci95(x: np.ndarray) -> tuple[float | None, float | None]:
+    if x.size < 2:
+        return None, None
+    if np.all(x == x[0]):  # bootstrap is degenerate; every resample has this median
+        return float(x[0]), float(x[0])
+    result = stats.bootstrap(
+        (x,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile", rng=np.random.default_rng(BOOTSTRAP_SEED), vectorized=True,
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def olympic_mean(values) -> float:
+    """Mean after dropping one minimum and one maximum (MLPerf Training rules, 5+ results)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    if x.size < 5:
+        raise ValueError(f"the olympic mean needs at least 5 values, got {x.size}")
+    return float(np.mean(x[1:-1]))
+
+
+def across_runs(values) -> dict:
+    """Summary of independent runs' medians: olympic mean when there are 5+, else the mean."""
+    x = np.asarray(values, dtype=float)
+    if x.size >= 5:
+        centre, method = olympic_mean(x), "olympic_mean"
+    else:
+        centre, method = float(np.mean(x)), "mean"
+    return {"n": int(x.size), "centre": centre, "method": method, "min": float(x.min()),
+            "max": float(x.max()),
+            "cv": float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 else None}

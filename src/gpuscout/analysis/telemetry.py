@@ -1,0 +1,50 @@
+"""Summarising telemetry samples over the child's timing windows."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from gpuscout.telemetry.nvml import Sample, slowdown_names
+
+
+def _values(samples: list[Sample], name: str) -> list[float]:
+    return [getattr(s, name) for s in samples if getattr(s, name) is not None]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize_telemetry(samples: list[Sample], windows: list[dict], samples_measured: int,
+                        interval_s: float) -> dict:
+    """Figures over the samples that fall inside a timing window (warm-up and compile excluded)."""
+    inside = [s for s in samples
+              if any(w["start_monotonic_s"] <= s.t_monotonic_s <= w["end_monotonic_s"] for w in windows)]
+    measured_s = sum(w["end_monotonic_s"] - w["start_monotonic_s"] for w in windows)
+    power = _values(inside, "power_w")
+    power_mean = _mean(power)
+    reasons: set[str] = set()
+    for s in inside:
+        reasons.update(slowdown_names(s.clock_event_reasons))
+    energy_j = power_mean * measured_s if power_mean is not None else None
+    clocks = _values(inside, "sm_clock_mhz")
+    temps = _values(inside, "temperature_c")
+    memory = _values(samples, "memory_used_bytes")
+    return {
+        "interval_s": interval_s,
+        "sample_count": len(samples),
+        "window_sample_count": len(inside),
+        "gpu_util_mean_pct": _mean(_values(inside, "gpu_util_pct")),
+        "memory_util_mean_pct": _mean(_values(inside, "memory_util_pct")),
+        "power_mean_w": power_mean,
+        "power_max_w": max(power) if power else None,
+        "energy_j": energy_j,
+        "energy_j_per_1000_samples": (1000 * energy_j / samples_measured
+                                      if energy_j is not None and samples_measured else None),
+        "sm_clock_mean_mhz": _mean(clocks),
+        "sm_clock_min_mhz": min(clocks) if clocks else None,
+        "temperature_max_c": max(temps) if temps else None,
+        "memory_used_max_bytes": int(max(memory)) if memory else None,
+        "slowdown_reasons": sorted(reasons),
+        "samples": [asdict(s) for s in samples],
+    }

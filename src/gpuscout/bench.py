@@ -1,0 +1,283 @@
+"""`gpuscout bench`: plan validated runs, measure each in a child, build records, store them.
+
+Measuring code never formats: this module returns plain records; ``report/`` renders them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from gpuscout import METHODOLOGY_VERSION, __version__
+from gpuscout import backends, catalog, workloads
+from gpuscout.analysis import flags as flagging
+from gpuscout.analysis.mfu import achieved_tflops, mfu
+from gpuscout.analysis.stats import across_runs, summarize
+from gpuscout.analysis.telemetry import summarize_telemetry
+from gpuscout.errors import UsageError
+from gpuscout.executor.local import ChildOutcome, child_env, run_child
+from gpuscout.provenance import host_provenance, relevant_env, utc_now
+from gpuscout.spec import DataMode, Precision, RunSpec, build_spec
+from gpuscout.store import SCHEMA_VERSION, Store
+from gpuscout.telemetry.nvml import GpuInfo, Nvml
+from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+@dataclass
+class BenchOptions:
+    backend: str = "auto"
+    precision: str = "fp32"
+    xla: bool = True
+    batch_size: int | None = None  # None: the workload's default
+    data: str = "synthetic"
+    warmup_steps: int = 10
+    windows: int = 5
+    window_steps: int = 10
+    window_seconds: float = 2.0
+    pipeline_cost: int = 1
+    repeats: int = 1
+    gpu: int | None = None
+    cpu: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    telemetry: bool = True
+    telemetry_interval_s: float = DEFAULT_INTERVAL_S
+    seed: int = 0
+
+
+def choose_device(options: BenchOptions, nvml: Nvml) -> tuple[int | None, str | None]:
+    """(GPU index or None for the CPU, a notice to show once or None)."""
+    if options.cpu and options.gpu is not None:
+        raise UsageError("--gpu and --cpu exclude each other: pick one")
+    if options.cpu:
+        return None, None
+    if options.gpu is not None:
+        if not nvml.available:
+            raise UsageError(f"--gpu {options.gpu} asked for, but NVML found no GPU ({nvml.error}); "
+                             "use --cpu, or run `gpuscout doctor`")
+        if options.gpu >= nvml.count:
+            raise UsageError(f"GPU index {options.gpu} not found: this machine has {nvml.count} "
+                             f"GPU(s), indices 0..{nvml.count - 1}")
+        return options.gpu, None
+    if nvml.available and nvml.count > 0:
+        return 0, None
+    reason = nvml.error or "NVML reports no GPU"
+    return None, f"no NVIDIA GPU found ({reason}): running on the CPU; telemetry is off"
+
+
+def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml) -> tuple[list[RunSpec], str | None]:
+    """Validate everything before any work: returns the runs (one per workload) and a notice."""
+    if not workload_names:
+        raise UsageError(f"name at least one workload: {', '.join(workloads.names())}")
+    if options.repeats < 1:
+        raise UsageError(f"--repeats must be >= 1, got {options.repeats}")
+    if options.timeout_s <= 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {options.timeout_s:g}")
+    if options.batch_size is not None and options.batch_size < 1:
+        raise UsageError(f"--batch-size must be >= 1, got {options.batch_size}")
+    try:
+        data = DataMode(options.data)
+    except ValueError:
+        raise UsageError(f"unknown --data {options.data!r}: choose synthetic or pipeline") from None
+    found = [workloads.get(name) for name in workload_names]
+    backend = backends.resolve(options.backend)
+    precision = backends.check_precision(backend, options.precision)
+    gpu_index, notice = choose_device(options, nvml)
+    if gpu_index is not None and precision is Precision.mixed_bfloat16:
+        cc = nvml.gpu(gpu_index).compute_capability
+        if cc is not None and float(cc) < 8.0:
+            raise UsageError(f"GPU {gpu_index} (compute capability {cc}) has no bfloat16 tensor "
+                             "cores: use --precision mixed_float16")
+    specs = [
+        build_spec(
+            workload=w.name, backend=backend, precision=precision, xla=options.xla,
+            batch_size=options.batch_size or w.default_batch_size, data=data,
+            warmup_steps=options.warmup_steps, windows=options.windows,
+            window_steps=options.window_steps, window_seconds=options.window_seconds,
+            pipeline_cost=options.pipeline_cost, seed=options.seed, gpu_index=gpu_index,
+        )
+        for w in found
+    ]
+    return specs, notice
+
+
+class Progress:
+    """What the runner tells a display; the default displays nothing."""
+
+    def run_started(self, spec: RunSpec, number: int, total: int) -> None: ...
+    def event(self, spec: RunSpec, event: dict) -> None: ...
+    def run_finished(self, record: dict) -> None: ...
+
+
+def run_bench(specs: list[RunSpec], options: BenchOptions, store: Store, nvml: Nvml,
+              progress: Progress | None = None) -> list[dict]:
+    progress = progress or Progress()
+    group_id = uuid.uuid4().hex[:8]
+    host = host_provenance(nvml)
+    total = len(specs) * options.repeats
+    records = []
+    for repeat in range(options.repeats):
+        for spec in specs:
+            progress.run_started(spec, len(records) + 1, total)
+            record = measure_one(spec, options, nvml, host, group_id, repeat,
+                                 on_event=lambda e, s=spec: progress.event(s, e))
+            store.put(record)
+            records.append(record)
+            progress.run_finished(record)
+    return records
+
+
+def measure_one(spec: RunSpec, options: BenchOptions, nvml: Nvml, host: dict, group_id: str,
+                repeat: int, on_event: Callable[[dict], None] = lambda e: None) -> dict:
+    gpu = nvml.gpu(spec.gpu_index) if spec.gpu_index is not None and nvml.available else None
+    env = child_env(spec)
+    sampler = None
+    if gpu is not None and options.telemetry:
+        sampler = Sampler(nvml, spec.gpu_index, options.telemetry_interval_s).start()
+    during: list[dict] = []
+    child_pid: list[int] = []
+
+    def watch(event: dict) -> None:
+        # One process-list call mid-run (never in the sampling loop): who else is on the GPU now.
+        if gpu is not None and event.get("event") == "warmed_up":
+            during.extend(nvml.compute_processes(spec.gpu_index))
+        on_event(event)
+
+    try:
+        outcome = run_child(spec, timeout_s=options.timeout_s, on_event=watch, env=env,
+                            on_start=child_pid.append)
+    finally:
+        samples = sampler.stop() if sampler else []
+    after = nvml.compute_processes(spec.gpu_index) if gpu is not None else []
+    return build_record(spec, outcome, gpu, host, env, group_id, repeat, samples,
+                        options.telemetry_interval_s, _others(gpu, during, after, child_pid))
+
+
+def _others(gpu: GpuInfo | None, during: list[dict], after: list[dict], child_pid: list[int]) -> list[int]:
+    """Pids of other compute processes seen before, during or after the run."""
+    if gpu is None:
+        return []
+    ours = set(child_pid)
+    others = {p["pid"] for p in gpu.compute_processes + after} - ours
+    seen = {p["pid"] for p in during}
+    if seen & ours:
+        others |= seen - ours
+    elif len(seen) > 1:
+        # In a container NVML can report host pids, so our child's pid may not appear: one
+        # process during the run is ours, more mean someone else is on the GPU too.
+        others |= seen
+    return sorted(others)
+
+
+def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host: dict,
+                 env: dict, group_id: str, repeat: int, samples: list, interval_s: float,
+                 other_pids: list[int]) -> dict:
+    workload = workloads.get(spec.workload)
+    entry = catalog.match(gpu.name) if gpu else None
+    result = outcome.result
+    record = {
+        "id": uuid.uuid4().hex[:12],
+        "created_utc": utc_now(),
+        "group_id": group_id,
+        "repeat_index": repeat,
+        "workload": spec.workload,
+        "backend": spec.backend.value,
+        "precision": spec.precision.value,
+        "xla": spec.xla,
+        "batch_size": spec.batch_size,
+        "data": spec.data.value,
+        "device": spec.device_kind,
+        "status": outcome.status,
+        "error": None if outcome.status == "ok" else {
+            "message": outcome.message, "stderr_tail": outcome.stderr_tail,
+            "returncode": outcome.returncode},
+        "duration_s": outcome.duration_s,
+        "unit": f"{workload.unit}/s",
+        "throughput": None, "step_time_s": None, "epoch_time_s": None, "compile_s": None,
+        "warmup_s": None, "steps_per_window": None, "windows": [], "loss": None,
+        "input_wait_share": None, "peak_memory_bytes": None, "host_peak_rss_bytes": None,
+        "nvml_peak_memory_bytes": None,
+        "training_flops_per_sample": workload.training_flops_per_sample,
+        "achieved_tflops": None, "mfu": None, "mfu_peak_tflops": None, "mfu_peak_path": None,
+        "telemetry": None,
+        "flags": [],
+        "gpu": None if gpu is None else {**gpu.to_dict(), "catalog_id": entry.id if entry else None},
+        "spec": spec.model_dump(mode="json"),
+        "env": {**host, "child_env": relevant_env(env), "framework": None, "compiled": None},
+        "gpuscout_version": __version__,
+        "methodology_version": METHODOLOGY_VERSION,
+        "schema_version": SCHEMA_VERSION,
+    }
+    flags: list[flagging.Flag] = []
+    shared = flagging.shared_flag(other_pids)
+    if shared:
+        flags.append(shared)
+    if result is not None:
+        _add_measurements(record, result, spec, workload, entry, flags)
+        if samples:
+            telemetry = summarize_telemetry(samples, result["windows"],
+                                            sum(w["samples"] for w in result["windows"]), interval_s)
+            record["telemetry"] = telemetry
+            record["nvml_peak_memory_bytes"] = telemetry["memory_used_max_bytes"]
+            throttled = flagging.throttle_flag(telemetry["slowdown_reasons"],
+                                               telemetry["sm_clock_mean_mhz"], gpu.sm_clock_max_mhz)
+            if throttled:
+                flags.append(throttled)
+    record["flags"] = [f.to_dict() for f in flags]
+    return record
+
+
+def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry, flags: list) -> None:
+    windows = result["windows"]
+    for w in windows:
+        w["seconds"] = w["end_monotonic_s"] - w["start_monotonic_s"]
+        w["throughput"] = w["samples"] / w["seconds"]
+    throughputs = [w["throughput"] for w in windows]
+    summary = summarize(throughputs)
+    median = summary.median
+    achieved = achieved_tflops(workload.training_flops_per_sample, median)
+    utilisation, peak, path = mfu(achieved, entry, spec.precision)
+    measured_s = sum(w["seconds"] for w in windows)
+    wait_share = (sum(w["input_wait_s"] for w in windows) / measured_s
+                  if spec.data is DataMode.pipeline else None)
+    record.update({
+        "throughput": {**summary.to_dict(), "unit": record["unit"]},
+        "step_time_s": spec.batch_size / median,
+        "epoch_time_s": workload.reference_dataset_size / median,
+        "compile_s": result["compile_s"],
+        "warmup_s": result["warmup_s"],
+        "steps_per_window": result["steps_per_window"],
+        "windows": windows,
+        "loss": result["loss"],
+        "input_wait_share": wait_share,
+        "peak_memory_bytes": result["peak_memory_bytes"],
+        "host_peak_rss_bytes": result["host_peak_rss_bytes"],
+        "achieved_tflops": achieved,
+        "mfu": utilisation, "mfu_peak_tflops": peak, "mfu_peak_path": path,
+    })
+    record["env"]["framework"] = result["framework"]
+    record["env"]["compiled"] = result["compiled"]
+    flags.extend(flagging.variance_flags(throughputs, summary.cv))
+    for extra in (flagging.input_flag(wait_share), flagging.loss_flag(result["loss"])):
+        if extra:
+            flags.append(extra)
+
+
+def summarize_repeats(records: list[dict]) -> list[dict]:
+    """Across independent runs of the same configuration: olympic mean with 5+, else the mean."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        key = (r["workload"], r["backend"], r["precision"], r["xla"], r["batch_size"], r["data"], r["device"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for key, runs in groups.items():
+        medians = [r["throughput"]["median"] for r in runs if r["status"] == "ok"]
+        if len(runs) < 2 or not medians:
+            continue
+        out.append({"workload": key[0], "backend": key[1], "precision": key[2], "xla": key[3],
+                    "batch_size": key[4], "data": key[5], "device": key[6],
+                    "run_ids": [r["id"] for r in runs], "unit": runs[0]["unit"],
+                    "throughput": across_runs(medians)})
+    return out

@@ -1,0 +1,113 @@
+"""`gpuscout bench`: parse, validate, run, store, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gpuscout import bench as bench_lib
+from gpuscout import workloads
+from gpuscout.report import console as console_report
+from gpuscout.report.export import json_document
+from gpuscout.spec import RunSpec
+from gpuscout.store import Store
+from gpuscout.telemetry.nvml import Nvml
+
+
+class _RichProgress(bench_lib.Progress):
+    """One bar per run: compile, warm-up, then one tick per timing window."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = None
+
+    def run_started(self, spec: RunSpec, number: int, total: int) -> None:
+        label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}"
+        self.label = label
+        self.task = self.progress.add_task(f"{label}: starting", total=spec.windows)
+
+    def event(self, spec: RunSpec, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "compiled":
+            self.progress.update(self.task, description=f"{self.label}: compiled in "
+                                 f"{event['compile_s']:.1f} s, warming up")
+        elif kind == "warmed_up":
+            self.progress.update(self.task, description=f"{self.label}: measuring "
+                                 f"({event['steps_per_window']} steps/window)")
+        elif kind == "window":
+            self.progress.update(self.task, advance=1, description=f"{self.label}: window "
+                                 f"{event['index'] + 1}/{event['of']} {event['throughput']:,.1f}/s")
+
+    def run_finished(self, record: dict) -> None:
+        self.progress.update(self.task, description=f"{self.label}: {record['status']}")
+
+
+def bench(
+    workload_names: Optional[list[str]] = typer.Argument(None, metavar="[WORKLOAD]...",
+                                                         help="Workloads to run (see --list)."),
+    backend: str = typer.Option("auto", help="auto | tensorflow | jax (auto: first installed)."),
+    precision: str = typer.Option("fp32", help="fp32 | mixed_float16 | mixed_bfloat16."),
+    xla: bool = typer.Option(True, "--xla/--no-xla", help="XLA-compile the train step (tensorflow; jax always does)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Global batch size [default: the workload's]."),
+    data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (host input pipeline)."),
+    windows: int = typer.Option(5, help="Timing windows."),
+    warmup_steps: int = typer.Option(10, help="Steps run and discarded after the compile step."),
+    window_steps: int = typer.Option(10, help="Minimum steps per window."),
+    window_seconds: float = typer.Option(2.0, help="Minimum seconds per window."),
+    pipeline_cost: int = typer.Option(1, help="pipeline mode: augmentation passes per sample (host cost)."),
+    repeats: int = typer.Option(1, help="Independent runs (fresh processes) of each workload."),
+    gpu: Optional[int] = typer.Option(None, help="GPU index to run on [default: 0 when there is a GPU]."),
+    cpu: bool = typer.Option(False, "--cpu", help="Run on the CPU even when a GPU is present."),
+    timeout: float = typer.Option(bench_lib.DEFAULT_TIMEOUT_S, help="Seconds before a run is killed and recorded as timeout."),
+    telemetry: bool = typer.Option(True, "--telemetry/--no-telemetry", help="Sample GPU telemetry (NVML) during runs."),
+    seed: int = typer.Option(0, help="Seed for weights and synthetic data."),
+    store_path: Optional[Path] = typer.Option(None, "--store", envvar="GPUSCOUT_STORE",
+                                              help="Results store (SQLite) [default: user data dir]."),
+    as_json: bool = typer.Option(False, "--json", help="Print the records as one JSON object."),
+    list_workloads: bool = typer.Option(False, "--list", help="List the workloads and exit."),
+) -> None:
+    """Benchmark training under the fixed protocol: compile apart, warm-up discarded, timed windows.
+
+    Exits 0 when every run succeeded, 1 when a run ended oom/failed/timeout, 2 on bad input.
+
+    Examples:
+
+        gpuscout bench resnet50 --precision mixed_bfloat16 --batch-size 256
+
+        gpuscout bench resnet18_cifar mlp --backend jax --repeats 3 --json
+
+        gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
+
+        gpuscout bench mlp --cpu --windows 3 --window-seconds 0.5   # smoke test
+    """
+    out, err = Console(), Console(stderr=True)
+    if list_workloads:
+        for name in workloads.names():
+            w = workloads.get(name)
+            out.print(f"{name:16} {w.description} (default batch {w.default_batch_size})", highlight=False)
+        return
+    options = bench_lib.BenchOptions(
+        backend=backend, precision=precision, xla=xla, batch_size=batch_size, data=data,
+        warmup_steps=warmup_steps, windows=windows, window_steps=window_steps,
+        window_seconds=window_seconds, pipeline_cost=pipeline_cost, repeats=repeats, gpu=gpu,
+        cpu=cpu, timeout_s=timeout, telemetry=telemetry, seed=seed)
+    with Nvml() as nvml:
+        specs, notice = bench_lib.plan(workload_names or [], options, nvml)
+        with Store(store_path) as store:  # opened (and checked) before anything runs
+            if notice:
+                err.print(f"[yellow]note:[/] {notice}")
+            with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                          console=err, transient=as_json) as progress:
+                records = bench_lib.run_bench(specs, options, store, nvml, _RichProgress(progress))
+    summaries = bench_lib.summarize_repeats(records)
+    if as_json:
+        typer.echo(json_document(records, summaries=summaries))
+    else:
+        console_report.print_bench(out, records, summaries)
+        err.print(f"stored {len(records)} run(s) in {store.path}")
+    if any(r["status"] != "ok" for r in records):
+        raise typer.Exit(1)

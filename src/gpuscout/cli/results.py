@@ -1,0 +1,90 @@
+"""`gpuscout results list|show|export`: what the store holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from gpuscout.errors import UsageError
+from gpuscout.report import console as console_report
+from gpuscout.report.export import csv_text, json_document
+from gpuscout.store import Store
+
+app = typer.Typer(help="Stored benchmark results: list, show, export.", no_args_is_help=True)
+
+_STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
+
+
+@app.command("list")
+def list_(
+    workload: Optional[str] = typer.Option(None, help="Only this workload."),
+    status: Optional[str] = typer.Option(None, help="Only runs with this status (ok, oom, failed, timeout)."),
+    limit: int = typer.Option(50, help="At most this many, newest first."),
+    store_path: Optional[Path] = _STORE,
+    as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
+) -> None:
+    """List stored runs, newest first.
+
+    Example: gpuscout results list --workload resnet50 --limit 10
+    """
+    if limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {limit}")
+    with Store(store_path, create=False) as store:
+        records = store.list(workload=workload, status=status, limit=limit)
+    if as_json:
+        typer.echo(json_document(records))
+    elif not records:
+        Console().print("no stored runs match")
+    else:
+        Console().print(console_report.runs_table(records))
+
+
+@app.command("show")
+def show(
+    run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
+    store_path: Optional[Path] = _STORE,
+    as_json: bool = typer.Option(False, "--json", help="Print the whole record as JSON."),
+) -> None:
+    """Show one run with its provenance.
+
+    Example: gpuscout results show 3fa2
+    """
+    with Store(store_path, create=False) as store:
+        record = store.get(run_id)
+    if as_json:
+        typer.echo(json_document([record]))
+    else:
+        console_report.print_run(Console(), record)
+
+
+@app.command("export")
+def export(
+    fmt: str = typer.Option("json", "--format", help="json | csv."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
+    workload: Optional[str] = typer.Option(None, help="Only this workload."),
+    store_path: Optional[Path] = _STORE,
+) -> None:
+    """Export stored runs as JSON (whole records) or CSV (one flat row per run).
+
+    Examples:
+
+        gpuscout results export --format csv -o runs.csv
+
+        gpuscout results export > all.json
+    """
+    if fmt not in ("json", "csv"):
+        raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
+    with Store(store_path, create=False) as store:
+        records = store.list(workload=workload)
+    text = json_document(records) if fmt == "json" else csv_text(records)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+        Console(stderr=True).print(f"wrote {len(records)} run(s) to {out}")

@@ -1,0 +1,172 @@
+"""Local executor: one child process per run, its own process group, a watchdog.
+
+Why a child per run (DESIGN.md): Keras fixes its backend at import, each run gets clean GPU
+memory, and an out-of-memory crash or a hang cannot take the parent down. The child runs in a
+new session (its own process group): Ctrl-C reaches only the parent, which then kills the
+whole group, so no grandchild (a tf.data worker, a compiler) is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from gpuscout.failures import classify_failure
+from gpuscout.measure.worker import EVENT_PREFIX
+from gpuscout.spec import Backend, RunSpec
+
+STDERR_TAIL_CHARS = 4000
+# Seconds between SIGTERM and SIGKILL when stopping a child's process group.
+TERM_GRACE_S = 3.0
+# Test and debugging knob: a command to run instead of the real worker (the spec path is appended).
+WORKER_ENV = "GPUSCOUT_WORKER"
+
+
+@dataclass
+class ChildOutcome:
+    status: str  # ok | oom | failed | timeout
+    result: dict | None  # the worker's "result" event
+    message: str | None
+    stderr_tail: str
+    returncode: int | None
+    duration_s: float
+    events: list[dict] = field(default_factory=list)
+
+
+def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a run's child starts with, set before any framework import."""
+    env = dict(os.environ if base is None else base)
+    env["KERAS_BACKEND"] = spec.backend.value
+    env["PYTHONUNBUFFERED"] = "1"
+    # NVML numbers GPUs by PCI bus id; make CUDA agree, so --gpu N is the same GPU in both.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if spec.gpu_index is None:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        if spec.backend is Backend.jax:
+            env["JAX_PLATFORMS"] = "cpu"
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu_index)
+    # TensorFlow otherwise maps all memory of every visible GPU at start-up.
+    env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    # The child must import this very gpuscout, also when it runs from a source tree.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def worker_command() -> list[str]:
+    override = os.environ.get(WORKER_ENV)
+    if override:
+        return shlex.split(override)
+    return [sys.executable, "-m", "gpuscout.measure.worker"]
+
+
+def kill_group(pgid: int) -> None:
+    """SIGTERM the group, then SIGKILL whatever is left of it."""
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.05)
+
+
+def run_child(
+    spec: RunSpec,
+    *,
+    timeout_s: float,
+    on_event: Callable[[dict], None] = lambda event: None,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[int], None] = lambda pid: None,
+) -> ChildOutcome:
+    """Run one measurement in a child process and classify how it ended."""
+    with tempfile.TemporaryDirectory(prefix="gpuscout-run-") as tmp:
+        spec_path = Path(tmp, "spec.json")
+        spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+        stderr_path = Path(tmp, "stderr.txt")
+        events: list[dict] = []
+        started = time.monotonic()
+        with open(stderr_path, "w", encoding="utf-8") as stderr_file:
+            proc = subprocess.Popen(
+                [*worker_command(), str(spec_path)],
+                stdout=subprocess.PIPE,
+                stderr=stderr_file,
+                stdin=subprocess.DEVNULL,
+                env=env if env is not None else child_env(spec),
+                start_new_session=True,
+                text=True,
+                bufsize=1,
+            )
+            reader = threading.Thread(target=_read_events, args=(proc.stdout, events, on_event), daemon=True)
+            reader.start()
+            on_start(proc.pid)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            except BaseException:  # Ctrl-C or anything else: leave nothing running behind us
+                kill_group(proc.pid)
+                proc.wait()
+                raise
+            finally:
+                # Grandchildren can outlive a child that exited; the group id still names them.
+                kill_group(proc.pid)
+                proc.wait()
+                reader.join(timeout=5)
+        duration = time.monotonic() - started
+        tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
+    return _classify(events, proc.returncode, timed_out, timeout_s, tail, duration)
+
+
+def _read_events(stream, events: list[dict], on_event: Callable[[dict], None]) -> None:
+    for line in stream:
+        if not line.startswith(EVENT_PREFIX):
+            continue
+        try:
+            event = json.loads(line[len(EVENT_PREFIX):])
+        except json.JSONDecodeError:
+            continue
+        events.append(event)
+        try:
+            on_event(event)
+        except Exception:  # a progress display must never break a measurement
+            pass
+
+
+def _classify(events, returncode, timed_out, timeout_s, tail, duration) -> ChildOutcome:
+    result = next((e for e in events if e.get("event") == "result"), None)
+    error = next((e for e in events if e.get("event") == "error"), None)
+    if timed_out:
+        return ChildOutcome("timeout", None, f"exceeded the {timeout_s:g} s timeout and was killed",
+                            tail, returncode, duration, events)
+    if result is not None and returncode == 0:
+        return ChildOutcome("ok", result, None, tail, returncode, duration, events)
+    if error is not None:
+        return ChildOutcome(error.get("kind", "failed"), None, error.get("message"), tail,
+                            returncode, duration, events)
+    status = classify_failure(tail)
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        message = f"the worker was killed by {name}"
+        if -returncode == signal.SIGKILL and status != "oom":
+            message += " (often the host's out-of-memory killer)"
+    else:
+        message = f"the worker exited with code {returncode} without a result"
+    return ChildOutcome(status, None, message, tail, returncode, duration, events)

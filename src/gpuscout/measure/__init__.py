@@ -1,0 +1,1 @@
+"""The measurement protocol; everything here runs in the child process."""

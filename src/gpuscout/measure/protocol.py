@@ -1,0 +1,106 @@
+"""The timing protocol (methodology version 1, docs/methodology.md), framework-agnostic.
+
+compile step (timed apart) -> warm-up steps (discarded; they also calibrate the window length)
+-> `windows` timing windows of equal step count, each at least `window_steps` steps and
+`window_seconds` seconds. The device is synchronised only at window boundaries (the backend's
+`sync` fetches the loss to the host), never per step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass
+class StepRunner:
+    """What a backend hands the protocol: one compiled training step and its sync point."""
+
+    step: Callable[[int], Any]  # dispatches training step i, returns a handle on its outputs
+    sync: Callable[[Any], float]  # blocks until that step is done; returns the loss
+    input_wait_s: Callable[[], float]  # cumulative host seconds spent waiting for input batches
+    peak_memory_bytes: Callable[[], int | None]  # framework allocator peak, None when unknown
+    compiled: str  # a line saying what was compiled
+
+
+@dataclass
+class Window:
+    index: int
+    start_monotonic_s: float
+    end_monotonic_s: float
+    steps: int
+    samples: int
+    input_wait_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end_monotonic_s - self.start_monotonic_s
+
+    @property
+    def throughput(self) -> float:
+        return self.samples / self.seconds
+
+
+@dataclass
+class ProtocolResult:
+    compile_s: float
+    warmup_s: float
+    steps_per_window: int
+    windows: list[Window]
+    loss: float
+
+
+def run_protocol(
+    runner: StepRunner,
+    *,
+    batch_size: int,
+    warmup_steps: int,
+    windows: int,
+    window_steps: int,
+    window_seconds: float,
+    on_event: Callable[[dict], None] = lambda event: None,
+) -> ProtocolResult:
+    step_index = 0
+
+    def run_steps(count: int) -> float:
+        nonlocal step_index
+        handle = None
+        for _ in range(count):
+            handle = runner.step(step_index)
+            step_index += 1
+        return runner.sync(handle)
+
+    start = time.monotonic()
+    loss = run_steps(1)
+    compile_s = time.monotonic() - start
+    on_event({"event": "compiled", "compile_s": compile_s})
+
+    # Warm-up, timed as a whole to estimate the step time for the window length. With no
+    # warm-up asked for, one step still calibrates (and is discarded).
+    calibration_steps = max(warmup_steps, 1)
+    start = time.monotonic()
+    loss = run_steps(calibration_steps)
+    warmup_s = time.monotonic() - start
+    step_estimate_s = warmup_s / calibration_steps
+    steps_per_window = max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9)))
+    on_event({"event": "warmed_up", "warmup_s": warmup_s, "steps_per_window": steps_per_window})
+
+    measured: list[Window] = []
+    for index in range(windows):
+        wait_before = runner.input_wait_s()
+        start = time.monotonic()
+        loss = run_steps(steps_per_window)
+        end = time.monotonic()
+        window = Window(
+            index=index,
+            start_monotonic_s=start,
+            end_monotonic_s=end,
+            steps=steps_per_window,
+            samples=steps_per_window * batch_size,
+            input_wait_s=runner.input_wait_s() - wait_before,
+        )
+        measured.append(window)
+        on_event({"event": "window", "index": index, "of": windows, "throughput": window.throughput})
+    return ProtocolResult(compile_s, warmup_s, steps_per_window, measured, loss)

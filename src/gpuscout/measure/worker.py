@@ -1,0 +1,101 @@
+"""The child process: one run, measured by the protocol, reported as JSON event lines.
+
+Started by gpuscout.executor.local as ``python -m gpuscout.measure.worker SPEC.json`` with the
+environment already set (KERAS_BACKEND, CUDA_VISIBLE_DEVICES, TF_FORCE_GPU_ALLOW_GROWTH ...):
+Keras fixes its backend at import, so nothing here imports it before main() runs.
+
+Every line it means for the parent starts with EVENT_PREFIX; anything else on stdout is the
+frameworks' chatter and is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import traceback
+
+from gpuscout.failures import classify_failure
+from gpuscout.spec import Backend, RunSpec
+
+EVENT_PREFIX = "@@gpuscout "
+
+
+def emit(event: dict) -> None:
+    sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _backend_module(backend: Backend):
+    if backend is Backend.jax:
+        from gpuscout.backends import jax_steps as module
+    else:
+        from gpuscout.backends import tensorflow_steps as module
+    return module
+
+
+def measure(spec: RunSpec) -> dict:
+    import keras
+
+    from gpuscout.measure.protocol import run_protocol
+    from gpuscout.workloads import get
+
+    keras.utils.set_random_seed(spec.seed)
+    keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
+    workload = get(spec.workload)
+    module = _backend_module(spec.backend)
+    framework = module.framework_info()
+    if spec.gpu_index is not None and framework["platform"] != "gpu":
+        raise RuntimeError(
+            f"the {spec.backend.value} backend sees no GPU (a CPU-only build, or CUDA libraries "
+            "missing): run `gpuscout doctor` for the fix, or pass --cpu")
+    emit({"event": "started", "framework": framework})
+    runner = module.build_runner(spec, workload, keras)
+    result = run_protocol(
+        runner,
+        batch_size=spec.batch_size,
+        warmup_steps=spec.warmup_steps,
+        windows=spec.windows,
+        window_steps=spec.window_steps,
+        window_seconds=spec.window_seconds,
+        on_event=emit,
+    )
+    return {
+        "event": "result",
+        "compile_s": result.compile_s,
+        "warmup_s": result.warmup_s,
+        "steps_per_window": result.steps_per_window,
+        "windows": [
+            {"index": w.index, "start_monotonic_s": w.start_monotonic_s,
+             "end_monotonic_s": w.end_monotonic_s, "steps": w.steps, "samples": w.samples,
+             "input_wait_s": w.input_wait_s}
+            for w in result.windows
+        ],
+        "loss": result.loss,
+        "peak_memory_bytes": runner.peak_memory_bytes(),
+        # ru_maxrss is in KiB on Linux (getrusage(2))
+        "host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "compiled": runner.compiled,
+        "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},
+        "pid": os.getpid(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0], encoding="utf-8") as handle:
+        spec = RunSpec.model_validate_json(handle.read())
+    try:
+        emit(measure(spec))
+        return 0
+    except Exception as exc:  # the parent records it; the traceback goes to stderr for the tail
+        text = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+        emit({"event": "error", "kind": classify_failure(text + traceback.format_exc()),
+              "message": text.splitlines()[0][:500] if text else type(exc).__name__})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Child process for `gpuscout doctor`: what one backend sees, as one JSON line on stdout.
+
+Run as ``python -m gpuscout.probe tensorflow|jax``; the parent never imports the frameworks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+
+def _probe_tensorflow() -> dict:
+    import tensorflow as tf
+
+    from gpuscout.backends.tensorflow_steps import framework_info
+
+    info = framework_info()
+    gpus = tf.config.list_physical_devices("GPU")
+    info["gpus"] = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+    info["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
+    doubled = tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True)
+    info["xla_ok"] = bool(float(doubled(tf.constant([1.0]))[0]) == 3.0)
+    return info
+
+
+def _probe_jax() -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    from gpuscout.backends.jax_steps import framework_info
+
+    info = framework_info()
+    info["gpus"] = [d.device_kind for d in jax.devices() if d.platform == "gpu"]
+    info["built_with_cuda"] = any(
+        importlib.util.find_spec(name) is not None
+        for name in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"))
+    info["xla_ok"] = bool(float(jax.jit(lambda x: x * 2.0 + 1.0)(jnp.ones(1))[0]) == 3.0)
+    return info
+
+
+def main() -> int:
+    backend = sys.argv[1]
+    try:
+        info = _probe_tensorflow() if backend == "tensorflow" else _probe_jax()
+        info["error"] = None
+    except Exception as exc:
+        info = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
+    print("@@gpuscout-probe " + json.dumps(info), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Rendering records: terminal tables (rich), JSON and CSV. Nothing here measures."""

@@ -1,0 +1,98 @@
+"""Terminal tables for bench results and stored runs."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuscout.report import format as fmt
+
+_STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red"}
+
+
+def _config(r: dict) -> str:
+    xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
+    return f"{r['backend']} {r['precision']}{xla}"
+
+
+def _throughput(r: dict) -> str:
+    t = r.get("throughput")
+    if not t:
+        return fmt.DASH
+    ci = (f" [{fmt.number(t['ci95_low'])}–{fmt.number(t['ci95_high'])}]"
+          if t.get("ci95_low") is not None else "")
+    return f"{fmt.number(t['median'])}{ci} {r['unit']}"
+
+
+def bench_table(records: list[dict]) -> Table:
+    table = Table(title="gpuscout bench", title_justify="left", header_style="bold")
+    for name, justify in (("id", "left"), ("workload", "left"), ("config", "left"), ("batch", "right"),
+                          ("status", "left"), ("throughput (median [95% CI])", "right"), ("CV", "right"),
+                          ("step", "right"), ("epoch", "right"), ("compile", "right"),
+                          ("peak mem", "right"), ("MFU", "right"), ("power", "right")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for r in records:
+        telemetry = r.get("telemetry") or {}
+        status = r["status"]
+        table.add_row(
+            r["id"], r["workload"], _config(r), str(r["batch_size"]),
+            f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]",
+            _throughput(r),
+            fmt.percent((r.get("throughput") or {}).get("cv"), 2),
+            fmt.seconds(r.get("step_time_s")), fmt.seconds(r.get("epoch_time_s")),
+            fmt.seconds(r.get("compile_s")), fmt.bytes_(r.get("peak_memory_bytes")),
+            fmt.percent(r.get("mfu")),
+            fmt.DASH if telemetry.get("power_mean_w") is None else f"{telemetry['power_mean_w']:.0f} W",
+        )
+    return table
+
+
+def print_bench(console: Console, records: list[dict], summaries: list[dict]) -> None:
+    """The table, then one line per flag (with its hint) and per failed run (with its stderr)."""
+    console.print(bench_table(records))
+    for r in records:
+        for flag in r.get("flags", []):
+            console.print(f"[yellow]warning[/] {r['id']} {flag['code']}: {flag['message']} — {flag['hint']}")
+        if r["status"] != "ok" and r.get("error"):
+            console.print(f"[red]{r['status']}[/] {r['id']} {r['workload']}: {r['error']['message']}")
+            tail = (r["error"].get("stderr_tail") or "").strip().splitlines()[-5:]
+            for line in tail:
+                console.print(f"    {line}", markup=False, highlight=False)
+    for s in summaries:
+        t = s["throughput"]
+        console.print(f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
+                      f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
+                      f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}")
+
+
+def runs_table(records: list[dict]) -> Table:
+    table = Table(title="stored runs", title_justify="left", header_style="bold")
+    for name in ("id", "created (UTC)", "workload", "config", "batch", "device", "status", "throughput"):
+        table.add_column(name)
+    for r in records:
+        device = (r.get("gpu") or {}).get("name") or r["device"]
+        table.add_row(r["id"], r["created_utc"], r["workload"], _config(r), str(r["batch_size"]),
+                      device, r["status"], _throughput(r))
+    return table
+
+
+def print_run(console: Console, r: dict) -> None:
+    console.print(bench_table([r]))
+    env = r.get("env") or {}
+    framework = env.get("framework") or {}
+    lines = [
+        ("created", r["created_utc"]),
+        ("GPU", (r.get("gpu") or {}).get("name") or "none (CPU run)"),
+        ("driver / CUDA (driver)", f"{env.get('driver_version') or fmt.DASH} / {env.get('cuda_driver_version') or fmt.DASH}"),
+        ("backend", f"{r['backend']} {framework.get('backend_version') or ''} (keras {framework.get('keras_version') or fmt.DASH})"),
+        ("CUDA / cuDNN (framework)", f"{framework.get('cuda_version') or fmt.DASH} / {framework.get('cudnn_version') or fmt.DASH}"),
+        ("compiled", env.get("compiled") or fmt.DASH),
+        ("achieved", f"{fmt.number(r.get('achieved_tflops'), 2)} TFLOP/s"
+                     + (f" of {r['mfu_peak_tflops']} ({r['mfu_peak_path']} dense peak)" if r.get("mfu_peak_tflops") else "")),
+        ("windows", ", ".join(fmt.number(w["throughput"]) for w in r.get("windows", [])) or fmt.DASH),
+        ("CPU", f"{env.get('cpu_model') or fmt.DASH} x {env.get('cpu_count') or fmt.DASH}"),
+        ("gpuscout / methodology", f"{r['gpuscout_version']} / {r['methodology_version']}"),
+        ("command", env.get("command_line") or fmt.DASH),
+    ]
+    for key, value in lines:
+        console.print(f"[bold]{key}[/]: {value}", highlight=False)

@@ -1,0 +1,38 @@
+"""Human formatting of numbers with units; None renders as an em dash."""
+
+from __future__ import annotations
+
+DASH = "—"
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return DASH
+    if abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def bytes_(value: int | None) -> str:
+    if value is None:
+        return DASH
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return DASH
+    if value < 1:
+        return f"{value * 1000:.1f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    if value < 7200:
+        return f"{value / 60:.1f} min"
+    return f"{value / 3600:.1f} h"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    return DASH if value is None else f"{value * 100:.{digits}f}%"

@@ -1,0 +1,80 @@
+"""Validated inputs of a benchmark run.
+
+A ``RunSpec`` is everything the child process needs to measure one run. It is built and
+validated in the parent (bad input stops here, exit 2, nothing run), serialised to JSON and read
+back by the child.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpuscout.errors import UsageError
+
+
+class Backend(str, Enum):
+    tensorflow = "tensorflow"
+    jax = "jax"
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    mixed_float16 = "mixed_float16"
+    mixed_bfloat16 = "mixed_bfloat16"
+
+    @property
+    def keras_policy(self) -> str:
+        return "float32" if self is Precision.fp32 else self.value
+
+
+class DataMode(str, Enum):
+    synthetic = "synthetic"  # a few random batches resident on the device, rotated
+    pipeline = "pipeline"  # a host input pipeline over host-resident data
+
+
+class RunSpec(BaseModel):
+    """One benchmark run, as the child process receives it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: str
+    backend: Backend
+    precision: Precision = Precision.fp32
+    xla: bool = True
+    batch_size: int = Field(ge=1, le=1_000_000)
+    data: DataMode = DataMode.synthetic
+    # Protocol (docs/methodology.md): first step = compile, then warm-up steps discarded, then
+    # `windows` timing windows of at least `window_steps` steps and `window_seconds` seconds.
+    warmup_steps: int = Field(default=10, ge=0, le=100_000)
+    windows: int = Field(default=5, ge=1, le=1000)
+    window_steps: int = Field(default=10, ge=1, le=1_000_000)
+    window_seconds: float = Field(default=2.0, ge=0.0, le=3600.0)
+    # pipeline mode: how many times the per-sample augmentation is applied (host cost knob)
+    pipeline_cost: int = Field(default=1, ge=1, le=1000)
+    seed: int = 0
+    # None = CPU run; otherwise the physical GPU index (NVML and CUDA order, see executor)
+    gpu_index: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _jax_always_compiles(self) -> "RunSpec":
+        if self.backend is Backend.jax and not self.xla:
+            raise ValueError("the jax backend always compiles with XLA: drop --no-xla or use --backend tensorflow")
+        return self
+
+    @property
+    def device_kind(self) -> str:
+        return "cpu" if self.gpu_index is None else "gpu"
+
+
+def build_spec(**fields) -> RunSpec:
+    """Build a RunSpec, turning pydantic's report into one line that names the bad field."""
+    try:
+        return RunSpec(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        message = first["msg"].removeprefix("Value error, ")
+        raise UsageError(f"invalid {where}: {message} (got {first.get('input')!r})"
+                         if first["loc"] else message) from None

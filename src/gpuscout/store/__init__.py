@@ -1,0 +1,5 @@
+"""The results store: SQLite, schema-versioned, safe with several writers."""
+
+from gpuscout.store.sqlite import SCHEMA_VERSION, Store, StoreError, default_store_path
+
+__all__ = ["SCHEMA_VERSION", "Store", "StoreError", "default_store_path"]

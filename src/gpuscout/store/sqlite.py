@@ -1,0 +1,179 @@
+"""SQLite results store.
+
+- One row per run: indexed columns for filtering plus the whole record as JSON (the record is
+  the contract; columns are for queries), in the spirit of asv's and pytest-benchmark's stores.
+- WAL journal and a busy timeout: several processes can write at once (a sweep, two shells).
+- The schema version lives in ``PRAGMA user_version`` and the file is marked as ours with
+  ``PRAGMA application_id``. A file from a newer gpuscout is refused, naming both versions;
+  a file that is not a gpuscout store is refused; nothing is changed in either case.
+- Every write is one transaction: a record is stored whole or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import platformdirs
+
+from gpuscout.errors import UsageError
+
+SCHEMA_VERSION = 1
+# "GPUS" in ASCII: marks the SQLite file as a gpuscout store (sqlite.org/pragma.html#pragma_application_id).
+APPLICATION_ID = 0x47505553
+BUSY_TIMEOUT_MS = 30_000
+STORE_ENV = "GPUSCOUT_STORE"
+
+_SCHEMA = """
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    created_utc TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    xla INTEGER NOT NULL,
+    batch_size INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    device TEXT NOT NULL,
+    gpu_name TEXT,
+    status TEXT NOT NULL,
+    throughput_median REAL,
+    methodology_version INTEGER NOT NULL,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX runs_by_workload ON runs (workload, created_utc);
+CREATE INDEX runs_by_group ON runs (group_id);
+"""
+
+_COLUMNS = ("id", "created_utc", "group_id", "workload", "backend", "precision", "xla",
+            "batch_size", "data", "device", "gpu_name", "status", "throughput_median",
+            "methodology_version")
+
+
+class StoreError(UsageError):
+    """The store cannot be used as asked (exit 2; nothing is changed)."""
+
+
+def default_store_path() -> Path:
+    env = os.environ.get(STORE_ENV)
+    if env:
+        return Path(env)
+    return Path(platformdirs.user_data_dir("gpuscout")) / "results.sqlite"
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        if not self.path.exists() and not create:
+            raise StoreError(f"no results store at {self.path}: run `gpuscout bench` first or pass --store")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the results store {self.path}: {exc}") from None
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._check_and_create()
+            self._db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"{self.path} is not a usable gpuscout results store ({exc}); "
+                             "pass another --store or move this file away") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_and_create(self) -> None:
+        # BEGIN IMMEDIATE takes the write lock: this both proves the file is writable and
+        # serialises two processes creating the same new store.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+            tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables == 0 and version == 0:
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif app_id != APPLICATION_ID:
+                raise StoreError(f"{self.path} is an SQLite file but not a gpuscout results store; "
+                                 "pass another --store")
+            elif version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer gpuscout (store schema {version}); this "
+                    f"gpuscout reads schema {SCHEMA_VERSION}: upgrade gpuscout (pip install -U gpuscout)")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def put(self, record: dict) -> None:
+        row = _row(record)
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                f"INSERT INTO runs ({', '.join(_COLUMNS)}, record_json) VALUES "
+                f"({', '.join('?' * (len(_COLUMNS) + 1))})", row)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def get(self, run_id: str) -> dict:
+        """A record by id or unique id prefix; StoreError names the problem otherwise."""
+        exact = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if exact:
+            return json.loads(exact[0])
+        rows = self._db.execute("SELECT record_json FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
+                                (_like_prefix(run_id),)).fetchall()
+        if not rows:
+            raise StoreError(f"no run {run_id!r} in {self.path}: `gpuscout results list` shows the ids")
+        if len(rows) > 1:
+            raise StoreError(f"run id prefix {run_id!r} is ambiguous: give more characters")
+        return json.loads(rows[0][0])
+
+    def list(self, *, workload: str | None = None, status: str | None = None,
+             limit: int | None = None) -> list[dict]:
+        query, params = "SELECT record_json FROM runs", []
+        where = []
+        if workload:
+            where.append("workload = ?")
+            params.append(workload)
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        query += " ORDER BY created_utc DESC, id"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        return [json.loads(r[0]) for r in self._db.execute(query, params)]
+
+    def count(self) -> int:
+        return self._db.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _row(record: dict) -> tuple:
+    throughput = record.get("throughput") or {}
+    return (
+        record["id"], record["created_utc"], record["group_id"], record["workload"],
+        record["backend"], record["precision"], int(bool(record["xla"])), record["batch_size"],
+        record["data"], record["device"], (record.get("gpu") or {}).get("name"), record["status"],
+        throughput.get("median"), record["methodology_version"], json.dumps(record),
+    )

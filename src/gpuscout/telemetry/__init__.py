@@ -1,0 +1,1 @@
+"""GPU telemetry through NVML (nvidia-ml-py). ``nvml.py`` is the only module that imports pynvml."""

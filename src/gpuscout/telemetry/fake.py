@@ -1,0 +1,107 @@
+"""A scripted stand-in for pynvml, for tests and for trying gpuscout without a GPU.
+
+Point ``GPUSCOUT_FAKE_NVML`` at a JSON file::
+
+    {"driver_version": "550.54.15", "cuda_driver_version": 12040,
+     "init_error": null,                      # e.g. "Driver Not Loaded" to act as no driver
+     "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0", "memory_total_bytes": 85899345920,
+               "compute_capability": [9, 0], "power_limit_w": 700, "sm_clock_max_mhz": 1980,
+               "sm_clock_mhz": 1980, "utilization_pct": 98, "power_w": 600, "temperature_c": 60,
+               "memory_used_bytes": 1000000, "clock_event_reasons": 0,
+               "processes": [{"pid": 4242, "used_memory_bytes": 1000}],
+               "unsupported": ["power_w"]}]}
+
+Fields named in "unsupported" raise NVMLError_NotSupported, as real NVML does on some GPUs.
+The error classes are pynvml's own, so code that catches them is exercised for real.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pynvml
+
+
+class FakeNvml:
+    NVMLError = pynvml.NVMLError
+    NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
+    NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.gpus = config.get("gpus", [])
+
+    @classmethod
+    def from_file(cls, path: str) -> "FakeNvml":
+        with open(path, encoding="utf-8") as handle:
+            return cls(json.load(handle))
+
+    def _field(self, handle: int, name: str):
+        gpu = self.gpus[handle]
+        if name in gpu.get("unsupported", []):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return gpu.get(name)
+
+    def nvmlInit(self) -> None:
+        if self.config.get("init_error"):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.config.get("driver_version", "550.54.15")
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return int(self.config.get("cuda_driver_version", 12040))
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        if index >= len(self.gpus):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return index
+
+    def nvmlDeviceGetName(self, h):
+        return self._field(h, "name")
+
+    def nvmlDeviceGetUUID(self, h):
+        return self._field(h, "uuid")
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(total=self._field(h, "memory_total_bytes"),
+                               used=self._field(h, "memory_used_bytes") or 0)
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return tuple(self._field(h, "compute_capability"))
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        return int(self._field(h, "power_limit_w") * 1000)
+
+    def nvmlDeviceGetMaxClockInfo(self, h, clock):
+        return self._field(h, "sm_clock_max_mhz")
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        return self._field(h, "sm_clock_mhz")
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return SimpleNamespace(busId=f"00000000:{h + 1:02X}:00.0")
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_memory_bytes"))
+                for p in self._field(h, "processes") or []]
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        value = self._field(h, "utilization_pct")
+        return SimpleNamespace(gpu=value, memory=value)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return int(self._field(h, "power_w") * 1000)
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return self._field(h, "temperature_c")
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self._field(h, "clock_event_reasons") or 0

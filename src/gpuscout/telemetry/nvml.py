@@ -1,0 +1,183 @@
+"""The one place that talks to NVML (nvidia-ml-py's ``pynvml``), or to the fake in tests.
+
+Every query goes through ``_safe``: a field NVML does not support on a GPU is ``None``, never a
+crash (DESIGN.md reliability rules). Set ``GPUSCOUT_FAKE_NVML=path.json`` to use the scripted
+fake (``telemetry/fake.py``) instead of the real library.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+FAKE_ENV = "GPUSCOUT_FAKE_NVML"
+
+# Clock-event reasons that mean the GPU was slowed down (nvml.h, nvmlClocksEventReason*).
+SLOWDOWN_REASONS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+}
+
+
+def _load_module():
+    fake = os.environ.get(FAKE_ENV)
+    if fake:
+        from gpuscout.telemetry.fake import FakeNvml
+
+        return FakeNvml.from_file(fake)
+    import pynvml
+
+    return pynvml
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    name: str | None
+    uuid: str | None
+    memory_total_bytes: int | None
+    compute_capability: str | None  # "9.0"
+    power_limit_w: float | None
+    sm_clock_max_mhz: int | None
+    sm_clock_mhz: int | None
+    pci_bus_id: str | None
+    compute_processes: list[dict] = field(default_factory=list)  # [{"pid", "used_memory_bytes"}]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Sample:
+    t_monotonic_s: float
+    gpu_util_pct: float | None
+    memory_util_pct: float | None
+    memory_used_bytes: int | None
+    power_w: float | None
+    sm_clock_mhz: int | None
+    temperature_c: float | None
+    clock_event_reasons: int | None
+
+
+class Nvml:
+    """An opened NVML session. ``available`` is False (and ``error`` says why) without a driver."""
+
+    def __init__(self, module=None) -> None:
+        self.error: str | None = None
+        self._handles: list = []
+        try:
+            self._m = module if module is not None else _load_module()
+            self._m.nvmlInit()
+            count = self._m.nvmlDeviceGetCount()
+            self._handles = [self._m.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self.available = True
+        except Exception as exc:  # NVMLError (no driver/library), ImportError, OSError
+            self.available = False
+            self.error = _describe(exc)
+
+    def close(self) -> None:
+        if self.available:
+            self._safe(self._m.nvmlShutdown)
+            self.available = False
+
+    def __enter__(self) -> "Nvml":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _safe(self, fn, *args):
+        try:
+            return fn(*args)
+        except Exception:  # NVMLError_NotSupported and friends, or a missing function
+            return None
+
+    @property
+    def count(self) -> int:
+        return len(self._handles)
+
+    def driver_version(self) -> str | None:
+        return _text(self._safe(self._m.nvmlSystemGetDriverVersion)) if self.available else None
+
+    def cuda_driver_version(self) -> str | None:
+        """The newest CUDA version the driver supports, e.g. "12.4"."""
+        if not self.available:
+            return None
+        value = self._safe(self._m.nvmlSystemGetCudaDriverVersion_v2)
+        return None if value is None else f"{value // 1000}.{value % 1000 // 10}"
+
+    def gpu(self, index: int) -> GpuInfo:
+        m, h = self._m, self._handles[index]
+        cc = self._safe(m.nvmlDeviceGetCudaComputeCapability, h)
+        memory = self._safe(m.nvmlDeviceGetMemoryInfo, h)
+        limit_mw = self._safe(m.nvmlDeviceGetPowerManagementLimit, h)
+        pci = self._safe(m.nvmlDeviceGetPciInfo, h)
+        return GpuInfo(
+            index=index,
+            name=_text(self._safe(m.nvmlDeviceGetName, h)),
+            uuid=_text(self._safe(m.nvmlDeviceGetUUID, h)),
+            memory_total_bytes=None if memory is None else int(memory.total),
+            compute_capability=None if cc is None else f"{cc[0]}.{cc[1]}",
+            power_limit_w=None if limit_mw is None else limit_mw / 1000.0,
+            sm_clock_max_mhz=self._safe(m.nvmlDeviceGetMaxClockInfo, h, m.NVML_CLOCK_SM),
+            sm_clock_mhz=self._safe(m.nvmlDeviceGetClockInfo, h, m.NVML_CLOCK_SM),
+            pci_bus_id=None if pci is None else _text(pci.busId),
+            compute_processes=self.compute_processes(index),
+        )
+
+    def gpus(self) -> list[GpuInfo]:
+        return [self.gpu(i) for i in range(self.count)]
+
+    def compute_processes(self, index: int) -> list[dict]:
+        """Compute processes on a GPU. Slow on some drivers: never call it from the sampling loop."""
+        procs = self._safe(self._m.nvmlDeviceGetComputeRunningProcesses, self._handles[index]) or []
+        return [{"pid": int(p.pid), "used_memory_bytes": _int_or_none(p.usedGpuMemory)} for p in procs]
+
+    def sample(self, index: int) -> Sample:
+        m, h = self._m, self._handles[index]
+        util = self._safe(m.nvmlDeviceGetUtilizationRates, h)
+        memory = self._safe(m.nvmlDeviceGetMemoryInfo, h)
+        power_mw = self._safe(m.nvmlDeviceGetPowerUsage, h)
+        reasons = self._safe(m.nvmlDeviceGetCurrentClocksEventReasons, h)
+        if reasons is None:  # drivers older than 535 only have the old name
+            reasons = self._safe(m.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+        return Sample(
+            t_monotonic_s=time.monotonic(),
+            gpu_util_pct=None if util is None else float(util.gpu),
+            memory_util_pct=None if util is None else float(util.memory),
+            memory_used_bytes=None if memory is None else int(memory.used),
+            power_w=None if power_mw is None else power_mw / 1000.0,
+            sm_clock_mhz=self._safe(m.nvmlDeviceGetClockInfo, h, m.NVML_CLOCK_SM),
+            temperature_c=self._safe(m.nvmlDeviceGetTemperature, h, m.NVML_TEMPERATURE_GPU),
+            clock_event_reasons=reasons,
+        )
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _int_or_none(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    if "NVML Shared Library Not Found" in text or "Driver Not Loaded" in text or "libnvidia-ml" in text:
+        return f"no NVIDIA driver found ({text})"
+    return text
+
+
+def slowdown_names(reasons: int | None) -> list[str]:
+    if not reasons:
+        return []
+    return [name for bit, name in SLOWDOWN_REASONS.items() if reasons & bit]

@@ -1,0 +1,34 @@
+"""Workload registry: one module per workload, found by name; duplicates are refused."""
+
+from __future__ import annotations
+
+import difflib
+
+from gpuscout.errors import UsageError
+from gpuscout.workloads.base import Workload
+
+_REGISTRY: dict[str, Workload] = {}
+
+
+def register(workload: Workload) -> Workload:
+    if workload.name in _REGISTRY:
+        raise ValueError(f"workload {workload.name!r} is registered twice")
+    _REGISTRY[workload.name] = workload
+    return workload
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Workload:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, names(), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise UsageError(f"unknown workload {name!r}: {hint}known workloads: {', '.join(names())}") from None
+
+
+# Importing the modules registers them (keep this list sorted; each module is one workload).
+from gpuscout.workloads import mlp, resnet18_cifar, resnet50  # noqa: E402,F401
