@@ -1,7 +1,7 @@
 """The timing protocol (methodology version 1, docs/methodology.md), framework-agnostic.
 
-compile step (timed apart) -> warm-up steps (discarded; they also calibrate the window length)
--> `windows` timing windows of equal step count, each at least `window_steps` steps and
+compile step (timed apart) -> warm-up steps (discarded) -> one calibration pass of
+`window_steps` steps (discarded; it sets the window length) -> `windows` timing windows of equal step count, each at least `window_steps` steps and
 `window_seconds` seconds. The device is synchronised only at window boundaries (the backend's
 `sync` fetches the loss to the host), never per step.
 """
@@ -77,13 +77,17 @@ def run_protocol(
     compile_s = time.monotonic() - start
     on_event({"event": "compiled", "compile_s": compile_s})
 
-    # Warm-up, timed as a whole to estimate the step time for the window length. With no
-    # warm-up asked for, one step still calibrates (and is discarded).
-    calibration_steps = max(warmup_steps, 1)
+    # Warm-up, discarded. Then one calibration pass of `window_steps` steps, also discarded,
+    # sets the window length: warm-up steps can be far slower than later ones (on an H200 the
+    # first ResNet-50 warm-up steps ran ~8x slower while kernels were autotuned; docs/benchmarks.md),
+    # so they cannot be used to estimate the step time.
     start = time.monotonic()
-    loss = run_steps(calibration_steps)
+    if warmup_steps:
+        loss = run_steps(warmup_steps)
     warmup_s = time.monotonic() - start
-    step_estimate_s = warmup_s / calibration_steps
+    start = time.monotonic()
+    loss = run_steps(window_steps)
+    step_estimate_s = (time.monotonic() - start) / window_steps
     steps_per_window = max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9)))
     on_event({"event": "warmed_up", "warmup_s": warmup_s, "steps_per_window": steps_per_window})
 
