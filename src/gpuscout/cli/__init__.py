@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import functools
 
 import typer
 from rich.console import Console
@@ -33,32 +33,34 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Trustworthy training benchmarks for TensorFlow/Keras on NVIDIA GPUs."""
 
 
+def handle_errors(command):
+    """Turn bad input into one line and exit 2, and Ctrl-C into exit 130, for one command.
+
+    Done inside each command (not around the app) because Typer's standalone mode owns the
+    outermost layer: it prints tracebacks for anything it does not know.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        err = Console(stderr=True, highlight=False)
+        try:
+            return command(*args, **kwargs)
+        except UsageError as exc:
+            err.print(f"[red]error:[/] {exc}", soft_wrap=True)  # one line, however long
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("interrupted: runs that finished are stored; nothing half-written was kept")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
 from gpuscout.cli import bench, doctor, results  # noqa: E402  (registration order = workflow order)
 
-app.command("doctor")(doctor.doctor)
-app.command("bench")(bench.bench)
+app.command("doctor")(handle_errors(doctor.doctor))
+app.command("bench")(handle_errors(bench.bench))
 app.add_typer(results.app, name="results")
 
 
 def main() -> None:
-    err = Console(stderr=True, highlight=False)
-    try:
-        app(standalone_mode=False)
-    except UsageError as exc:
-        err.print(f"[red]error:[/] {exc}", markup=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted: runs that finished are stored; nothing half-written was kept")
-        sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors and aborts
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            err.print("aborted")
-            sys.exit(130)
-        raise
+    app()

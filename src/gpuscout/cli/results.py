@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from gpuscout.cli import handle_errors
 from gpuscout.errors import UsageError
 from gpuscout.report import console as console_report
 from gpuscout.report.export import csv_text, json_document
@@ -19,6 +20,7 @@ _STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results st
 
 
 @app.command("list")
+@handle_errors
 def list_(
     workload: Optional[str] = typer.Option(None, help="Only this workload."),
     status: Optional[str] = typer.Option(None, help="Only runs with this status (ok, oom, failed, timeout)."),
@@ -43,6 +45,7 @@ def list_(
 
 
 @app.command("show")
+@handle_errors
 def show(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
     store_path: Optional[Path] = _STORE,
@@ -61,6 +64,7 @@ def show(
 
 
 @app.command("export")
+@handle_errors
 def export(
     fmt: str = typer.Option("json", "--format", help="json | csv."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),

@@ -11,7 +11,8 @@ Point ``GPUSCOUT_FAKE_NVML`` at a JSON file::
                "processes": [{"pid": 4242, "used_memory_bytes": 1000}],
                "unsupported": ["power_w"]}]}
 
-Fields named in "unsupported" raise NVMLError_NotSupported, as real NVML does on some GPUs.
+Fields named in "unsupported", or left out, raise NVMLError_NotSupported, as real NVML does
+for what a GPU does not report.
 The error classes are pynvml's own, so code that catches them is exercised for real.
 """
 
@@ -39,9 +40,9 @@ class FakeNvml:
 
     def _field(self, handle: int, name: str):
         gpu = self.gpus[handle]
-        if name in gpu.get("unsupported", []):
+        if name in gpu.get("unsupported", []) or name not in gpu:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu.get(name)
+        return gpu[name]
 
     def nvmlInit(self) -> None:
         if self.config.get("init_error"):
@@ -72,7 +73,7 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, h):
         return SimpleNamespace(total=self._field(h, "memory_total_bytes"),
-                               used=self._field(h, "memory_used_bytes") or 0)
+                               used=self.gpus[h].get("memory_used_bytes", 0))
 
     def nvmlDeviceGetCudaComputeCapability(self, h):
         return tuple(self._field(h, "compute_capability"))
@@ -91,7 +92,7 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_memory_bytes"))
-                for p in self._field(h, "processes") or []]
+                for p in self.gpus[h].get("processes", [])]
 
     def nvmlDeviceGetUtilizationRates(self, h):
         value = self._field(h, "utilization_pct")
@@ -104,4 +105,4 @@ class FakeNvml:
         return self._field(h, "temperature_c")
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h):
-        return self._field(h, "clock_event_reasons") or 0
+        return self._field(h, "clock_event_reasons")

@@ -1,0 +1,69 @@
+"""Shared fixtures. GPU tests (marked `gpu`) run only where NVML reports a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _nvml_gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount()
+    except Exception:
+        return 0
+
+
+def pytest_collection_modifyitems(config, items):
+    if _nvml_gpu_count() > 0:
+        return
+    skip = pytest.mark.skip(reason="no NVIDIA GPU (NVML found none)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def store_path(tmp_path) -> Path:
+    return tmp_path / "results.sqlite"
+
+
+@pytest.fixture
+def fake_gpu(tmp_path):
+    """Write a fake-NVML config and return a function that updates it and gives its path."""
+    path = tmp_path / "fake_nvml.json"
+
+    def make(**gpu_overrides) -> Path:
+        gpu = {
+            "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-fake-0", "memory_total_bytes": 85899345920,
+            "compute_capability": [9, 0], "power_limit_w": 700, "sm_clock_max_mhz": 1980,
+            "sm_clock_mhz": 1980, "utilization_pct": 98, "power_w": 600.0, "temperature_c": 60,
+            "memory_used_bytes": 2 * 2**30, "clock_event_reasons": 0, "processes": [],
+        }
+        gpu.update(gpu_overrides)
+        path.write_text(json.dumps({"driver_version": "550.54.15", "cuda_driver_version": 12040,
+                                    "gpus": [gpu]}))
+        return path
+
+    return make
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real `gpuscout` CLI in a fresh interpreter, as a user would."""
+    full_env = dict(os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(
+        p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
+    full_env.pop("GPUSCOUT_FAKE_NVML", None)
+    full_env.pop("GPUSCOUT_WORKER", None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)

@@ -1,0 +1,63 @@
+"""Bad input: exit 2, one clear line, nothing run, nothing stored changed."""
+
+import hashlib
+import sqlite3
+
+import pytest
+
+from gpuscout.store.sqlite import APPLICATION_ID
+from tests.conftest import run_cli
+
+
+def one_error_line(result, fragment):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:") and fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["resnet5"], "unknown workload 'resnet5': did you mean resnet50"),
+    (["mlp", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["mlp", "--precision", "fp16"], "unknown precision 'fp16'"),
+    (["mlp", "--backend", "torch"], "unknown backend 'torch'"),
+    (["mlp", "--gpu", "0"], "NVML found no GPU"),
+    (["mlp", "--backend", "jax", "--no-xla"], "always compiles with XLA"),
+    ([], "name at least one workload"),
+])
+def test_bad_bench_input(store_path, args, fragment):
+    one_error_line(run_cli("bench", *args, "--store", str(store_path)), fragment)
+    assert not store_path.exists()  # validation happens before the store is even opened
+
+
+def test_corrupt_store_is_refused_and_untouched(store_path):
+    store_path.write_bytes(b"garbage" * 1000)
+    before = hashlib.sha256(store_path.read_bytes()).hexdigest()
+    one_error_line(run_cli("bench", "mlp", "--cpu", "--store", str(store_path)), "not a usable gpuscout results store")
+    assert hashlib.sha256(store_path.read_bytes()).hexdigest() == before
+
+
+def test_newer_store_is_refused(store_path):
+    db = sqlite3.connect(store_path)
+    db.execute("CREATE TABLE runs (id)")
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute("PRAGMA user_version = 7")
+    db.commit()
+    db.close()
+    one_error_line(run_cli("results", "list", "--store", str(store_path)),
+                   "written by a newer gpuscout (store schema 7)")
+
+
+def test_results_errors(store_path):
+    one_error_line(run_cli("results", "list", "--store", str(store_path)), "no results store")
+    one_error_line(run_cli("results", "export", "--format", "xml", "--store", str(store_path)), "unknown --format 'xml'")
+
+
+def test_help_lists_verbs_in_workflow_order_and_version():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    commands = result.stdout[result.stdout.index("Commands"):]
+    positions = [commands.index(f" {verb} ") for verb in ("doctor", "bench", "results")]
+    assert positions == sorted(positions)
+    assert run_cli("--version").stdout.strip() == "gpuscout 0.1.0"
+    assert "Examples" in run_cli("bench", "--help").stdout

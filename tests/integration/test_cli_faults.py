@@ -1,0 +1,102 @@
+"""Failing, hanging and interrupted children, and GPU telemetry, through the real CLI with a
+fake worker (tests/fixtures/fake_worker.py) and a fake NVML."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from gpuscout.store import Store
+from tests.conftest import FIXTURES, SRC
+
+FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
+
+
+def cli_env(tmp_path, **extra):
+    env = dict(os.environ, COLUMNS="200", GPUSCOUT_WORKER=FAKE_WORKER, FAKE_PIDS=str(tmp_path / "pids"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
+    env.pop("GPUSCOUT_FAKE_NVML", None)
+    env.update(extra)
+    return env
+
+
+def gpuscout(args, env, timeout=120):
+    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def gone(pid):
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):
+    result = gpuscout(["bench", "mlp", "resnet18_cifar", "--cpu", "--backend", "jax", "--json",
+                       "--store", str(store_path)], cli_env(tmp_path))
+    assert result.returncode == 1
+    runs = json.loads(result.stdout)["runs"]
+    assert [r["status"] for r in runs] == ["oom", "ok"]
+    assert "RESOURCE_EXHAUSTED" in runs[0]["error"]["stderr_tail"] and runs[0]["throughput"] is None
+    with Store(store_path) as store:
+        assert sorted(r["status"] for r in store.list()) == ["ok", "oom"]
+
+
+def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
+    result = gpuscout(["bench", "resnet50", "--cpu", "--backend", "jax", "--timeout", "3",
+                       "--store", str(store_path)], cli_env(tmp_path))
+    assert result.returncode == 1 and "timeout" in result.stdout
+    pids = map(int, (tmp_path / "pids").read_text().split())
+    time.sleep(0.2)
+    assert all(gone(p) for p in pids)
+    with Store(store_path) as store:
+        assert [r["status"] for r in store.list()] == ["timeout"]
+
+
+def test_ctrl_c_leaves_no_child_and_no_record(tmp_path, store_path):
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", "bench", "resnet50", "--cpu", "--backend",
+                             "jax", "--store", str(store_path)], env=cli_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid_file = tmp_path / "pids"
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = list(map(int, pid_file.read_text().split()))
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in err
+    time.sleep(0.2)
+    assert all(gone(p) for p in pids)
+    with Store(store_path) as store:
+        assert store.count() == 0
+
+
+def test_gpu_run_records_telemetry_throttling_and_other_processes(tmp_path, store_path, fake_gpu):
+    fake = fake_gpu(clock_event_reasons=0x40, sm_clock_mhz=1600, processes=[{"pid": 4242, "used_memory_bytes": 1}])
+    result = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json",
+                       "--store", str(store_path)], cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)))
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["device"] == "gpu" and run["gpu"]["name"] == "NVIDIA H100 80GB HBM3"
+    assert run["gpu"]["catalog_id"] == "h100_sxm" and run["mfu_peak_path"] == "tf32"
+    assert run["mfu"] == run["achieved_tflops"] / 494.5
+    t = run["telemetry"]
+    assert t["window_sample_count"] >= 3 and t["power_mean_w"] == 600.0
+    assert t["slowdown_reasons"] == ["hw_thermal_slowdown"]
+    assert t["energy_j_per_1000_samples"] > 0
+    codes = {f["code"] for f in run["flags"]}
+    assert {"throttled", "gpu_shared"} <= codes
+    assert run["env"]["driver_version"] == "550.54.15" and run["env"]["child_env"]["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_no_telemetry_option(tmp_path, store_path, fake_gpu):
+    fake = fake_gpu()
+    result = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json", "--no-telemetry",
+                       "--store", str(store_path)], cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)))
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["status"] == "ok" and run["telemetry"] is None and run["gpu"]["name"]

@@ -1,0 +1,69 @@
+"""Failure paths of the child executor, with a fake worker (tests/fixtures/fake_worker.py)."""
+
+import sys
+import time
+
+import psutil
+import pytest
+
+from gpuscout.executor.local import child_env, run_child
+from gpuscout.spec import Backend, build_spec
+from tests.conftest import FIXTURES
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def fake_worker(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUSCOUT_WORKER", f"{sys.executable} {FIXTURES / 'fake_worker.py'}")
+    monkeypatch.setenv("FAKE_PIDS", str(tmp_path / "pids"))
+    return tmp_path / "pids"
+
+
+def spec(workload: str):
+    return build_spec(workload=workload, backend=Backend.jax, batch_size=4)
+
+
+def test_success_returns_the_result_and_streams_events():
+    seen = []
+    outcome = run_child(spec("resnet18_cifar"), timeout_s=60, on_event=seen.append)
+    assert outcome.status == "ok" and outcome.returncode == 0
+    assert len(outcome.result["windows"]) == 3
+    assert [e["event"] for e in seen] == ["compiled", "warmed_up", "window", "window", "window", "result"]
+
+
+def test_out_of_memory_is_recorded_as_oom_with_the_stderr_tail():
+    outcome = run_child(spec("mlp"), timeout_s=60)
+    assert outcome.status == "oom" and outcome.result is None
+    assert "RESOURCE_EXHAUSTED" in outcome.stderr_tail
+
+
+def test_crash_is_recorded_as_failed_naming_the_signal(monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    outcome = run_child(spec("resnet18_cifar"), timeout_s=60)
+    assert outcome.status == "failed" and "SIGABRT" in outcome.message
+    assert "about to crash" in outcome.stderr_tail
+
+
+def test_timeout_kills_the_whole_process_group(fake_worker):
+    started = time.monotonic()
+    outcome = run_child(spec("resnet50"), timeout_s=3)
+    assert outcome.status == "timeout" and "3 s timeout" in outcome.message
+    assert time.monotonic() - started < 15
+    child, grandchild = map(int, fake_worker.read_text().split())
+    time.sleep(0.2)
+    assert not alive(child) and not alive(grandchild)
+
+
+def test_child_environment_is_set_before_framework_import():
+    gpu = child_env(build_spec(workload="mlp", backend=Backend.tensorflow, batch_size=4, gpu_index=1), base={})
+    assert gpu["KERAS_BACKEND"] == "tensorflow" and gpu["CUDA_VISIBLE_DEVICES"] == "1"
+    assert gpu["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and gpu["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    cpu = child_env(spec("mlp"), base={"XLA_PYTHON_CLIENT_PREALLOCATE": "true"})
+    assert cpu["CUDA_VISIBLE_DEVICES"] == "" and cpu["JAX_PLATFORMS"] == "cpu"
+    assert cpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"  # the user's choice wins

@@ -1,0 +1,76 @@
+import pytest
+
+from gpuscout import backends
+from gpuscout.bench import BenchOptions, plan
+from gpuscout.errors import UsageError
+from gpuscout.spec import Backend, build_spec
+from gpuscout.telemetry.fake import FakeNvml
+from gpuscout.telemetry.nvml import Nvml
+
+NO_GPU = Nvml(FakeNvml({"init_error": "Driver Not Loaded", "gpus": []}))
+
+
+def one_gpu(cc=(9, 0)):
+    return Nvml(FakeNvml({"gpus": [{"name": "Tesla T4" if cc < (8, 0) else "NVIDIA H200",
+                                    "compute_capability": list(cc), "processes": []}]}))
+
+
+def test_batch_size_below_one_names_the_field():
+    with pytest.raises(UsageError, match="invalid batch_size: .*greater than or equal to 1"):
+        build_spec(workload="mlp", backend=Backend.jax, batch_size=0)
+
+
+def test_jax_without_xla_is_refused():
+    with pytest.raises(UsageError, match="always compiles with XLA"):
+        build_spec(workload="mlp", backend=Backend.jax, batch_size=8, xla=False)
+
+
+def test_plan_defaults_to_cpu_without_gpu_and_says_so():
+    specs, notice = plan(["mlp"], BenchOptions(backend="jax"), NO_GPU)
+    assert specs[0].gpu_index is None and specs[0].batch_size == 256
+    assert "no NVIDIA GPU found" in notice
+
+
+def test_plan_picks_gpu_zero_when_there_is_one():
+    specs, notice = plan(["mlp", "resnet50"], BenchOptions(backend="jax", batch_size=64), one_gpu())
+    assert [s.gpu_index for s in specs] == [0, 0] and notice is None
+    assert [s.batch_size for s in specs] == [64, 64]
+
+
+@pytest.mark.parametrize("options, message", [
+    (BenchOptions(backend="jax", precision="fp16"), "unknown precision 'fp16'"),
+    (BenchOptions(backend="cuda"), "unknown backend 'cuda'"),
+    (BenchOptions(backend="jax", batch_size=0), "--batch-size must be >= 1"),
+    (BenchOptions(backend="jax", repeats=0), "--repeats must be >= 1"),
+    (BenchOptions(backend="jax", timeout_s=0), "--timeout must be > 0"),
+    (BenchOptions(backend="jax", data="disk"), "unknown --data 'disk'"),
+    (BenchOptions(backend="jax", gpu=0, cpu=True), "exclude each other"),
+    (BenchOptions(backend="jax", windows=0), "invalid windows"),
+])
+def test_bad_options_are_refused_before_anything_runs(options, message):
+    with pytest.raises(UsageError, match=message):
+        plan(["mlp"], options, NO_GPU)
+
+
+def test_gpu_index_must_exist():
+    with pytest.raises(UsageError, match="GPU index 3 not found: this machine has 1 GPU"):
+        plan(["mlp"], BenchOptions(backend="jax", gpu=3), one_gpu())
+    with pytest.raises(UsageError, match="NVML found no GPU"):
+        plan(["mlp"], BenchOptions(backend="jax", gpu=0), NO_GPU)
+
+
+def test_bfloat16_needs_ampere():
+    with pytest.raises(UsageError, match="compute capability 7.5.*mixed_float16"):
+        plan(["mlp"], BenchOptions(backend="jax", precision="mixed_bfloat16"), one_gpu((7, 5)))
+
+
+def test_missing_backend_names_the_extra(monkeypatch):
+    monkeypatch.setattr(backends, "is_installed", lambda b: b is Backend.jax)
+    with pytest.raises(UsageError, match=r"'tensorflow' is not installed: pip install 'gpuscout\[tensorflow\]'"):
+        plan(["mlp"], BenchOptions(backend="tensorflow"), NO_GPU)
+    assert backends.resolve("auto") is Backend.jax
+
+
+def test_unknown_workload_stops_the_plan():
+    with pytest.raises(UsageError, match="unknown workload 'resnet5'"):
+        plan(["mlp", "resnet5"], BenchOptions(backend="jax"), NO_GPU)

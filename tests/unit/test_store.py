@@ -1,0 +1,103 @@
+import hashlib
+import multiprocessing
+import sqlite3
+
+import pytest
+
+from gpuscout.store import SCHEMA_VERSION, Store, StoreError
+
+
+def record(run_id: str, workload: str = "mlp", median: float = 100.0) -> dict:
+    return {
+        "id": run_id, "created_utc": "2026-11-21T00:00:00+00:00", "group_id": "g1",
+        "workload": workload, "backend": "jax", "precision": "fp32", "xla": True, "batch_size": 32,
+        "data": "synthetic", "device": "cpu", "gpu": None, "status": "ok",
+        "throughput": {"median": median}, "methodology_version": 1, "nested": {"windows": [1, 2]},
+    }
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_round_trip_and_prefix_lookup(store_path):
+    with Store(store_path) as store:
+        store.put(record("abc123", median=12.5))
+        store.put(record("abd999", workload="resnet50"))
+    with Store(store_path, create=False) as store:
+        assert store.get("abc123")["throughput"]["median"] == 12.5
+        assert store.get("abc")["id"] == "abc123"
+        assert store.get("abc")["nested"] == {"windows": [1, 2]}
+        assert [r["id"] for r in store.list(workload="resnet50")] == ["abd999"]
+        with pytest.raises(StoreError, match="ambiguous"):
+            store.get("ab")
+        with pytest.raises(StoreError, match="no run 'zz'"):
+            store.get("zz")
+
+
+def test_duplicate_id_is_refused_and_store_unchanged(store_path):
+    with Store(store_path) as store:
+        store.put(record("same"))
+        with pytest.raises(sqlite3.IntegrityError):
+            store.put(record("same", median=1.0))
+        assert store.count() == 1 and store.get("same")["throughput"]["median"] == 100.0
+
+
+def test_missing_store_is_not_created_for_reading(tmp_path):
+    with pytest.raises(StoreError, match="no results store"):
+        Store(tmp_path / "nope.sqlite", create=False)
+    assert not (tmp_path / "nope.sqlite").exists()
+
+
+def test_newer_schema_is_refused_naming_both_versions(store_path):
+    Store(store_path).close()
+    db = sqlite3.connect(store_path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    before = digest(store_path)
+    with pytest.raises(StoreError, match=rf"schema {SCHEMA_VERSION + 1}.*reads schema {SCHEMA_VERSION}"):
+        Store(store_path)
+    assert digest(store_path) == before
+
+
+def test_foreign_sqlite_file_is_refused(store_path):
+    db = sqlite3.connect(store_path)
+    db.execute("CREATE TABLE other (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="not a gpuscout results store"):
+        Store(store_path)
+
+
+def test_corrupt_file_is_refused_and_left_alone(store_path):
+    store_path.write_bytes(b"this is not a database at all" * 100)
+    before = digest(store_path)
+    with pytest.raises(StoreError, match="not a usable gpuscout results store"):
+        Store(store_path)
+    assert digest(store_path) == before
+
+
+def test_unwritable_location_is_a_store_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot open the results store"):
+        Store(blocker / "sub" / "results.sqlite")
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    with Store(path) as store:
+        for i in range(count):
+            store.put(record(f"w{worker}-{i}"))
+
+
+def test_concurrent_writers_lose_nothing(store_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(store_path), w, 25)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with Store(store_path) as store:
+        assert store.count() == 100
+        assert len({r["id"] for r in store.list()}) == 100
