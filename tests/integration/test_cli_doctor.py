@@ -1,6 +1,7 @@
 """`gpuscout doctor` through the real CLI; backends are probed for real (CPU builds here)."""
 
 import json
+import re
 
 import pytest
 
@@ -35,3 +36,10 @@ def test_doctor_catches_cpu_only_builds_on_a_gpu_machine(fake_gpu):
     assert checks["jax"]["status"] == "fail" and "jax[cuda12]" in checks["jax"]["fix"]
     assert checks["gpu 0 busy"]["status"] == "warn" and "99" in checks["gpu 0 busy"]["message"]
     assert "bf16" in checks["gpu 0"]["message"]
+
+
+def test_doctor_table_keeps_bracketed_install_hints(fake_gpu):
+    result = run_cli("doctor", env={"GPUSCOUT_FAKE_NVML": str(fake_gpu())})
+    assert result.returncode == 1
+    flat = re.sub(r"[\s│]", "", result.stdout)  # the table may wrap the fix column
+    assert "tensorflow[and-cuda]" in flat

@@ -61,3 +61,19 @@ def test_help_lists_verbs_in_workflow_order_and_version():
     assert positions == sorted(positions)
     assert run_cli("--version").stdout.strip() == "gpuscout 0.1.0"
     assert "Examples" in run_cli("bench", "--help").stdout
+
+
+
+def test_brackets_in_messages_survive_rich_markup(store_path, monkeypatch):
+    """An install hint such as 'gpuscout[tensorflow]' must not be eaten as a markup tag."""
+    from typer.testing import CliRunner
+
+    from gpuscout import backends
+    from gpuscout.cli import app
+    from gpuscout.spec import Backend
+
+    monkeypatch.setattr(backends, "is_installed", lambda b: b is Backend.jax)
+    result = CliRunner().invoke(app, ["bench", "mlp", "--backend", "tensorflow", "--store", str(store_path)])
+    assert result.exit_code == 2
+    assert "pip install 'gpuscout[tensorflow]'" in result.output
+

@@ -6,6 +6,7 @@ import functools
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpuscout import __version__
 from gpuscout.errors import UsageError
@@ -46,7 +47,7 @@ def handle_errors(command):
         try:
             return command(*args, **kwargs)
         except UsageError as exc:
-            err.print(f"[red]error:[/] {exc}", soft_wrap=True)  # one line, however long
+            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, however long
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err.print("interrupted: runs that finished are stored; nothing half-written was kept")

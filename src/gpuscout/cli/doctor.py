@@ -6,6 +6,7 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpuscout.doctor import run_doctor
@@ -36,7 +37,8 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
         for column in ("check", "status", "finding", "fix"):
             table.add_column(column, overflow="fold")
         for c in report["checks"]:
-            table.add_row(c["name"], f"[{_STYLE[c['status']]}]{c['status']}[/]", c["message"], c["fix"] or "")
+            table.add_row(escape(c["name"]), f"[{_STYLE[c['status']]}]{c['status']}[/]", escape(c["message"]),
+                          escape(c["fix"] or ""))
         out.print(table)
         if not report["gpus"]:
             out.print("No NVIDIA GPU found: `gpuscout bench` will run on the CPU.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpuscout.report import format as fmt
@@ -52,9 +53,10 @@ def print_bench(console: Console, records: list[dict], summaries: list[dict]) ->
     console.print(bench_table(records))
     for r in records:
         for flag in r.get("flags", []):
-            console.print(f"[yellow]warning[/] {r['id']} {flag['code']}: {flag['message']} — {flag['hint']}")
+            console.print(f"[yellow]warning[/] {r['id']} {flag['code']}: {escape(flag['message'])} — "
+                          f"{escape(flag['hint'])}")
         if r["status"] != "ok" and r.get("error"):
-            console.print(f"[red]{r['status']}[/] {r['id']} {r['workload']}: {r['error']['message']}")
+            console.print(f"[red]{r['status']}[/] {r['id']} {r['workload']}: {escape(r['error']['message'] or '')}")
             tail = (r["error"].get("stderr_tail") or "").strip().splitlines()[-5:]
             for line in tail:
                 console.print(f"    {line}", markup=False, highlight=False)
@@ -95,4 +97,4 @@ def print_run(console: Console, r: dict) -> None:
         ("command", env.get("command_line") or fmt.DASH),
     ]
     for key, value in lines:
-        console.print(f"[bold]{key}[/]: {value}", highlight=False)
+        console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
