@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Install gpuscout into ./.venv and run a quick benchmark on this machine's GPU, or its CPU.
+
+Needs only Python 3.10+. With an NVIDIA driver (nvidia-smi works) it installs the `gpu` extra
+(TensorFlow with its CUDA libraries) and benchmarks ResNet-50 in mixed bfloat16 (mixed float16
+before Ampere); without one, the CPU build of TensorFlow and a short ResNet-18/CIFAR run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / ".venv"
+
+
+def has_gpu() -> bool:
+    if not shutil.which("nvidia-smi"):
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+def compute_capability() -> float:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.split()
+    try:
+        return float(out[0])
+    except (IndexError, ValueError):
+        return 0.0
+
+
+def main() -> int:
+    if sys.version_info < (3, 10):
+        sys.exit("gpuscout needs Python 3.10 or newer")
+    if not (VENV / "bin" / "python").exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    python = str(VENV / "bin" / "python")
+    gpu = has_gpu()
+    extra = "gpu" if gpu else "tensorflow"
+    print(f"installing gpuscout[{extra}] into {VENV} ...", flush=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "-e", f"{ROOT}[{extra}]"], check=True)
+    gpuscout = str(VENV / "bin" / "gpuscout")
+    subprocess.run([gpuscout, "doctor"])
+    if gpu:
+        precision = "mixed_bfloat16" if compute_capability() >= 8.0 else "mixed_float16"
+        args = ["resnet50", "--precision", precision]
+    else:
+        args = ["resnet18_cifar", "--cpu", "--batch-size", "64", "--warmup-steps", "3", "--windows", "3",
+                "--window-steps", "3", "--window-seconds", "3"]
+    return subprocess.run([gpuscout, "bench", *args]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
