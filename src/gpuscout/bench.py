@@ -32,6 +32,7 @@ class BenchOptions:
     precision: str = "fp32"
     xla: bool = True
     batch_size: int | None = None  # None: the workload's default
+    seq_len: int | None = None  # token workloads; None: the workload's default
     data: str = "synthetic"
     warmup_steps: int = 10
     windows: int = 5
@@ -82,6 +83,13 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml) -> tuple[
     except ValueError:
         raise UsageError(f"unknown --data {options.data!r}: choose synthetic or pipeline") from None
     found = [workloads.get(name) for name in workload_names]
+    if options.seq_len is not None:
+        fixed = [w.name for w in found if not w.is_sequence]
+        if fixed:
+            raise UsageError(f"--seq-len applies to token workloads only, not {', '.join(fixed)}")
+        for w in found:
+            if not 1 <= options.seq_len <= w.max_seq_len:
+                raise UsageError(f"--seq-len {options.seq_len} is outside 1..{w.max_seq_len} for {w.name}")
     backend = backends.resolve(options.backend)
     precision = backends.check_precision(backend, options.precision)
     gpu_index, notice = choose_device(options, nvml)
@@ -94,6 +102,7 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml) -> tuple[
         build_spec(
             workload=w.name, backend=backend, precision=precision, xla=options.xla,
             batch_size=options.batch_size or w.default_batch_size, data=data,
+            seq_len=(options.seq_len or w.default_seq_len) if w.is_sequence else None,
             warmup_steps=options.warmup_steps, windows=options.windows,
             window_steps=options.window_steps, window_seconds=options.window_seconds,
             pipeline_cost=options.pipeline_cost, seed=options.seed, gpu_index=gpu_index,
@@ -187,6 +196,7 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "precision": spec.precision.value,
         "xla": spec.xla,
         "batch_size": spec.batch_size,
+        "seq_len": spec.seq_len,
         "data": spec.data.value,
         "device": spec.device_kind,
         "status": outcome.status,
@@ -195,11 +205,11 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
             "returncode": outcome.returncode},
         "duration_s": outcome.duration_s,
         "unit": f"{workload.unit}/s",
-        "throughput": None, "step_time_s": None, "epoch_time_s": None, "compile_s": None,
+        "throughput": None, "samples_per_s": None, "step_time_s": None, "epoch_time_s": None, "compile_s": None,
         "warmup_s": None, "steps_per_window": None, "windows": [], "loss": None,
         "input_wait_share": None, "peak_memory_bytes": None, "host_peak_rss_bytes": None,
         "nvml_peak_memory_bytes": None,
-        "training_flops_per_sample": workload.training_flops_per_sample,
+        "training_flops_per_sample": workload.training_flops_per_sample(spec.seq_len),
         "achieved_tflops": None, "mfu": None, "mfu_peak_tflops": None, "mfu_peak_path": None,
         "telemetry": None,
         "flags": [],
@@ -231,21 +241,23 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
 
 def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry, flags: list) -> None:
     windows = result["windows"]
+    units = workload.units_per_sample(spec.seq_len)  # tokens per sequence, or 1
     for w in windows:
         w["seconds"] = w["end_monotonic_s"] - w["start_monotonic_s"]
-        w["throughput"] = w["samples"] / w["seconds"]
+        w["throughput"] = w["samples"] * units / w["seconds"]
     throughputs = [w["throughput"] for w in windows]
     summary = summarize(throughputs)
-    median = summary.median
-    achieved = achieved_tflops(workload.training_flops_per_sample, median)
+    samples_per_s = summary.median / units
+    achieved = achieved_tflops(workload.training_flops_per_sample(spec.seq_len), samples_per_s)
     utilisation, peak, path = mfu(achieved, entry, spec.precision)
     measured_s = sum(w["seconds"] for w in windows)
     wait_share = (sum(w["input_wait_s"] for w in windows) / measured_s
                   if spec.data is DataMode.pipeline else None)
     record.update({
         "throughput": {**summary.to_dict(), "unit": record["unit"]},
-        "step_time_s": spec.batch_size / median,
-        "epoch_time_s": workload.reference_dataset_size / median,
+        "samples_per_s": samples_per_s,
+        "step_time_s": spec.batch_size / samples_per_s,
+        "epoch_time_s": workload.reference_dataset_size / summary.median,
         "compile_s": result["compile_s"],
         "warmup_s": result["warmup_s"],
         "steps_per_window": result["steps_per_window"],
@@ -269,7 +281,8 @@ def summarize_repeats(records: list[dict]) -> list[dict]:
     """Across independent runs of the same configuration: olympic mean with 5+, else the mean."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        key = (r["workload"], r["backend"], r["precision"], r["xla"], r["batch_size"], r["data"], r["device"])
+        key = (r["workload"], r["backend"], r["precision"], r["xla"], r["batch_size"], r["data"], r["device"],
+               r.get("seq_len"))
         groups.setdefault(key, []).append(r)
     out = []
     for key, runs in groups.items():
@@ -277,7 +290,7 @@ def summarize_repeats(records: list[dict]) -> list[dict]:
         if len(runs) < 2 or not medians:
             continue
         out.append({"workload": key[0], "backend": key[1], "precision": key[2], "xla": key[3],
-                    "batch_size": key[4], "data": key[5], "device": key[6],
+                    "batch_size": key[4], "data": key[5], "device": key[6], "seq_len": key[7],
                     "run_ids": [r["id"] for r in runs], "unit": runs[0]["unit"],
                     "throughput": across_runs(medians)})
     return out

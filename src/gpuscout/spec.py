@@ -44,6 +44,7 @@ class RunSpec(BaseModel):
     precision: Precision = Precision.fp32
     xla: bool = True
     batch_size: int = Field(ge=1, le=1_000_000)
+    seq_len: int | None = Field(default=None, ge=1, le=1_000_000)  # token workloads only
     data: DataMode = DataMode.synthetic
     # Protocol (docs/methodology.md): first step = compile, then warm-up steps discarded, then
     # `windows` timing windows of at least `window_steps` steps and `window_seconds` seconds.

@@ -53,13 +53,9 @@ def _cudnn_version(query) -> str | None:
 def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     import jax
 
-    model = workload.build_model(keras)
-    model.compile(
-        optimizer=workload.build_optimizer(keras),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=True,
-    )
-    host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed)
+    model = workload.build_model(keras, spec.seq_len)
+    model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras), jit_compile=True)
+    host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)
     # Creates the optimizer's and the loss tracker's variables, as fit() does before its loop.
     model._symbolic_build(data_batch=host_batches[0])
     state = [(
@@ -111,7 +107,7 @@ def _pipeline(spec: RunSpec, workload: Workload):
     """Host pipeline: tf.data when TensorFlow is installed (GPU hidden from it), else numpy."""
     import jax
 
-    x, y = data.host_dataset(workload, spec.batch_size, spec.seed)
+    x, y = data.host_dataset(workload, spec.batch_size, spec.seed, spec.seq_len)
     try:
         import tensorflow as tf
     except ImportError:
@@ -141,14 +137,13 @@ def _numpy_pipeline(x: np.ndarray, y: np.ndarray, spec: RunSpec, workload: Workl
     """A producer thread that shuffles, augments and batches on the host, two batches ahead."""
     out: queue.Queue = queue.Queue(maxsize=2)
     rng = np.random.default_rng(spec.seed)
-    image = workload.input_kind == "image"
 
     def produce() -> None:
         while True:
             order = rng.permutation(len(x))
             for start in range(0, len(x) - spec.batch_size + 1, spec.batch_size):
                 idx = order[start:start + spec.batch_size]
-                out.put((data.augment_numpy(x[idx], rng, spec.pipeline_cost, image), y[idx]))
+                out.put((data.augment_numpy(x[idx], rng, spec.pipeline_cost, workload.input_kind), y[idx]))
 
     threading.Thread(target=produce, daemon=True).start()
     while True:

@@ -30,6 +30,7 @@ def framework_info() -> dict:
 def tf_dataset(tf, x, y, spec: RunSpec, workload: Workload):
     """The tuned tf.data pipeline: parallel per-sample map, batch, prefetch (tf.data guide)."""
     image = workload.input_kind == "image"
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=spec.seed).repeat()
 
     def augment(sample, label):
         out = tf.cast(sample, tf.float32) * (1.0 / 255.0 if image else 1.0)
@@ -40,27 +41,18 @@ def tf_dataset(tf, x, y, spec: RunSpec, workload: Workload):
             out = out - tf.reduce_mean(out)
         return out, label
 
-    return (
-        tf.data.Dataset.from_tensor_slices((x, y))
-        .shuffle(len(x), seed=spec.seed)
-        .repeat()
-        .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
-        .batch(spec.batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    if workload.input_kind != "tokens":  # token ids arrive ready: nothing to decode
+        dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.batch(spec.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     import tensorflow as tf
 
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
-    model = workload.build_model(keras)
-    model.compile(
-        optimizer=workload.build_optimizer(keras),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=spec.xla,
-    )
-    host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed)
+    model = workload.build_model(keras, spec.seq_len)
+    model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras), jit_compile=spec.xla)
+    host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)
     # Creates the optimizer's and the loss tracker's variables outside the tf.function.
     model._symbolic_build(data_batch=host_batches[0])
     train_step = tf.function(model.train_step, jit_compile=spec.xla, reduce_retracing=True)
@@ -71,7 +63,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
             device_batches = [(tf.constant(x), tf.constant(y)) for x, y in host_batches]
         next_batch = lambda i: device_batches[i % len(device_batches)]  # noqa: E731
     else:
-        x, y = data.host_dataset(workload, spec.batch_size, spec.seed)
+        x, y = data.host_dataset(workload, spec.batch_size, spec.seed, spec.seq_len)
         iterator = iter(tf_dataset(tf, x, y, spec, workload))
 
         def next_batch(i):

@@ -26,7 +26,8 @@ class _RichProgress(bench_lib.Progress):
         self.task = None
 
     def run_started(self, spec: RunSpec, number: int, total: int) -> None:
-        label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}"
+        seq = f" seq{spec.seq_len}" if spec.seq_len else ""
+        label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}{seq}"
         self.label = label
         self.task = self.progress.add_task(f"{label}: starting", total=spec.windows)
 
@@ -47,12 +48,13 @@ class _RichProgress(bench_lib.Progress):
 
 
 def bench(
-    workload_names: Optional[list[str]] = typer.Argument(None, metavar="[WORKLOAD]...",
+    workload_names: Optional[list[str]] = typer.Argument(None, metavar="WORKLOAD",
                                                          help="Workloads to run (see --list)."),
     backend: str = typer.Option("auto", help="auto | tensorflow | jax (auto: first installed)."),
     precision: str = typer.Option("fp32", help="fp32 | mixed_float16 | mixed_bfloat16."),
     xla: bool = typer.Option(True, "--xla/--no-xla", help="XLA-compile the train step (tensorflow; jax always does)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Global batch size [default: the workload's]."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length of token workloads [default: the workload's]."),
     data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (host input pipeline)."),
     windows: int = typer.Option(5, help="Timing windows."),
     warmup_steps: int = typer.Option(10, help="Steps run and discarded after the compile step."),
@@ -80,6 +82,10 @@ def bench(
 
         gpuscout bench resnet18_cifar mlp --backend jax --repeats 3 --json
 
+        gpuscout bench gpt2_small bert_base vit_b16 --precision mixed_bfloat16
+
+        gpuscout bench bert_base --seq-len 512 --batch-size 32
+
         gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
 
         gpuscout bench mlp --cpu --windows 3 --window-seconds 0.5   # smoke test
@@ -88,10 +94,12 @@ def bench(
     if list_workloads:
         for name in workloads.names():
             w = workloads.get(name)
-            out.print(f"{name:16} {w.description} (default batch {w.default_batch_size})", highlight=False)
+            seq = f", sequence {w.default_seq_len} (max {w.max_seq_len})" if w.is_sequence else ""
+            out.print(f"{name:16} {w.description} (default batch {w.default_batch_size}{seq}; {w.unit}/s)",
+                      highlight=False)
         return
     options = bench_lib.BenchOptions(
-        backend=backend, precision=precision, xla=xla, batch_size=batch_size, data=data,
+        backend=backend, precision=precision, xla=xla, batch_size=batch_size, seq_len=seq_len, data=data,
         warmup_steps=warmup_steps, windows=windows, window_steps=window_steps,
         window_seconds=window_seconds, pipeline_cost=pipeline_cost, repeats=repeats, gpu=gpu,
         cpu=cpu, timeout_s=timeout, telemetry=telemetry, seed=seed)

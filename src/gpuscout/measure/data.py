@@ -18,32 +18,45 @@ SYNTHETIC_BYTES_MAX = 1 << 30
 PIPELINE_HOST_BATCHES = 16
 
 
-def synthetic_batches(workload: Workload, batch_size: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    batch_bytes = 4 * batch_size * int(np.prod(workload.input_shape))
-    count = int(max(2, min(SYNTHETIC_BATCHES_MAX, SYNTHETIC_BYTES_MAX // max(batch_bytes, 1))))
-    batches = []
-    for _ in range(count):
-        x = rng.standard_normal((batch_size, *workload.input_shape), dtype=np.float32)
-        y = rng.integers(0, workload.num_classes, size=(batch_size,), dtype=np.int32)
-        batches.append((x, y))
-    return batches
-
-
-def host_dataset(workload: Workload, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Host-resident samples as a real loader would hold them: uint8 images or float32 vectors."""
-    rng = np.random.default_rng(seed)
-    n = batch_size * PIPELINE_HOST_BATCHES
-    if workload.input_kind == "image":
-        x = rng.integers(0, 256, size=(n, *workload.input_shape), dtype=np.uint8)
+def _batch(workload: Workload, rng: np.random.Generator, n: int, seq_len: int | None,
+           host_images: bool) -> tuple[np.ndarray, np.ndarray]:
+    """n samples of the workload's input and labels (random, never zeros)."""
+    shape = (n, *workload.input_shape(seq_len))
+    if workload.input_kind == "tokens":
+        x = rng.integers(0, workload.num_classes, size=shape, dtype=np.int32)
+        y = rng.integers(0, workload.num_classes, size=shape, dtype=np.int32)
+        if workload.masked_fraction is not None:  # masked LM: only masked positions carry a label
+            y = np.where(rng.random(shape) < workload.masked_fraction, y, workload.ignore_label).astype(np.int32)
+        return x, y
+    if workload.input_kind == "image" and host_images:
+        x = rng.integers(0, 256, size=shape, dtype=np.uint8)  # as a decoder hands them over
     else:
-        x = rng.standard_normal((n, *workload.input_shape), dtype=np.float32)
-    y = rng.integers(0, workload.num_classes, size=(n,), dtype=np.int32)
-    return x, y
+        x = rng.standard_normal(shape, dtype=np.float32)
+    return x, rng.integers(0, workload.num_classes, size=(n,), dtype=np.int32)
 
 
-def augment_numpy(x: np.ndarray, rng: np.random.Generator, cost: int, image: bool) -> np.ndarray:
-    """The numpy twin of tensorflow_steps' tf.data map: decode to float, normalise, flip, jitter."""
+def synthetic_batches(workload: Workload, batch_size: int, seed: int,
+                      seq_len: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    x_bytes = 4 * batch_size * int(np.prod(workload.input_shape(seq_len)))
+    count = int(max(2, min(SYNTHETIC_BATCHES_MAX, SYNTHETIC_BYTES_MAX // max(x_bytes, 1))))
+    return [_batch(workload, rng, batch_size, seq_len, host_images=False) for _ in range(count)]
+
+
+def host_dataset(workload: Workload, batch_size: int, seed: int,
+                 seq_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Host-resident samples as a real loader would hold them: uint8 images, float32 vectors,
+    int32 token ids."""
+    rng = np.random.default_rng(seed)
+    return _batch(workload, rng, batch_size * PIPELINE_HOST_BATCHES, seq_len, host_images=True)
+
+
+def augment_numpy(x: np.ndarray, rng: np.random.Generator, cost: int, kind: str) -> np.ndarray:
+    """The numpy twin of tensorflow_steps' tf.data map: decode to float, normalise, flip, jitter.
+    Token ids pass through unchanged (tokenisation happens before a training pipeline)."""
+    if kind == "tokens":
+        return x
+    image = kind == "image"
     out = x.astype(np.float32) * (1.0 / 255.0 if image else 1.0)
     for _ in range(cost):
         if image:

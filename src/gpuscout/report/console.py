@@ -16,6 +16,10 @@ def _config(r: dict) -> str:
     return f"{r['backend']} {r['precision']}{xla}"
 
 
+def _batch(r: dict) -> str:
+    return f"{r['batch_size']}x{r['seq_len']}" if r.get("seq_len") else str(r["batch_size"])
+
+
 def _throughput(r: dict) -> str:
     t = r.get("throughput")
     if not t:
@@ -36,7 +40,7 @@ def bench_table(records: list[dict]) -> Table:
         telemetry = r.get("telemetry") or {}
         status = r["status"]
         table.add_row(
-            r["id"], r["workload"], _config(r), str(r["batch_size"]),
+            r["id"], r["workload"], _config(r), _batch(r),
             f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]",
             _throughput(r),
             fmt.percent((r.get("throughput") or {}).get("cv"), 2),
@@ -73,7 +77,7 @@ def runs_table(records: list[dict]) -> Table:
         table.add_column(name)
     for r in records:
         device = (r.get("gpu") or {}).get("name") or r["device"]
-        table.add_row(r["id"], r["created_utc"], r["workload"], _config(r), str(r["batch_size"]),
+        table.add_row(r["id"], r["created_utc"], r["workload"], _config(r), _batch(r),
                       device, r["status"], _throughput(r))
     return table
 

@@ -11,8 +11,8 @@ from gpuscout.store import SCHEMA_VERSION
 
 CSV_COLUMNS = (
     "id", "created_utc", "group_id", "workload", "backend", "precision", "xla", "batch_size",
-    "data", "device", "gpu_name", "status", "unit", "throughput_median", "throughput_ci95_low",
-    "throughput_ci95_high", "throughput_cv", "step_time_s", "epoch_time_s", "compile_s",
+    "seq_len", "data", "device", "gpu_name", "status", "unit", "throughput_median", "throughput_ci95_low",
+    "throughput_ci95_high", "throughput_cv", "samples_per_s", "step_time_s", "epoch_time_s", "compile_s",
     "peak_memory_bytes", "achieved_tflops", "mfu", "power_mean_w", "energy_j_per_1000_samples",
     "flags", "methodology_version",
 )

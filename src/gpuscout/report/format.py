@@ -31,7 +31,9 @@ def seconds(value: float | None) -> str:
         return f"{value:.1f} s"
     if value < 7200:
         return f"{value / 60:.1f} min"
-    return f"{value / 3600:.1f} h"
+    if value < 172_800:
+        return f"{value / 3600:.1f} h"
+    return f"{value / 86_400:,.1f} d"
 
 
 def percent(value: float | None, digits: int = 1) -> str:

@@ -31,4 +31,4 @@ def get(name: str) -> Workload:
 
 
 # Importing the modules registers them (keep this list sorted; each module is one workload).
-from gpuscout.workloads import mlp, resnet18_cifar, resnet50  # noqa: E402,F401
+from gpuscout.workloads import bert_base, gpt2_small, mlp, resnet18_cifar, resnet50, vit_b16  # noqa: E402,F401

@@ -4,8 +4,11 @@ Workload modules are imported by the parent, so they must not import Keras at mo
 ``build_model`` receives the already-imported ``keras`` module in the child.
 
 FLOPs convention (DESIGN.md, as in nanoGPT's MFU estimate and the PaLM appendix): 2 FLOPs per
-multiply-add; only convolutions and dense layers (matrix work) are counted; training costs
-3 x forward (forward, backward w.r.t. activations, backward w.r.t. weights).
+multiply-add; matrix work only (convolutions, dense layers, and for transformers the two
+attention products Q.K^T and A.V, counted over the full sequence even when causal); training
+costs 3 x forward (forward, backward w.r.t. activations, backward w.r.t. weights). For a
+transformer this is 6N + 12.L.H.Q.T FLOPs per token (N: parameters in matrix products, L
+layers, H heads, Q head size, T sequence length).
 """
 
 from __future__ import annotations
@@ -20,21 +23,47 @@ TRAINING_FLOPS_PER_FORWARD = 3
 class Workload:
     name: str
     description: str
-    # Per-sample input shape, without the batch dimension.
-    input_shape: tuple[int, ...]
-    num_classes: int
-    # "image": host data is uint8 HWC and the pipeline decodes/augments it; "vector": float32.
+    # "image": host data is uint8 HWC and the pipeline decodes/augments it; "vector": float32;
+    # "tokens": int32 token ids of length seq_len.
     input_kind: str
-    # Analytic forward FLOPs per sample (convention above); tests check it against the model.
-    forward_flops_per_sample: float
+    # Classes of the classifier; for token workloads the (padded) vocabulary.
+    num_classes: int
     default_batch_size: int
-    # Samples in the workload's reference dataset, for the epoch time (e.g. ImageNet-1k train).
+    # Size of the workload's reference dataset in `unit`s, for the epoch time.
     reference_dataset_size: int
     reference_dataset: str
-    unit: str  # what a sample is called in throughput units ("images", "samples")
-    build_model: Callable[[Any], Any]  # (keras) -> keras.Model returning logits
+    unit: str  # what throughput counts: "images", "samples", "tokens"
+    build_model: Callable[[Any, int | None], Any]  # (keras, seq_len) -> keras.Model returning logits
     build_optimizer: Callable[[Any], Any]  # (keras) -> keras.optimizers.Optimizer
+    # Analytic forward FLOPs of one sample (convention above) for a sequence length (None for
+    # fixed-size inputs); tests check it against a count over the built model.
+    forward_flops: Callable[[int | None], float]
+    fixed_input_shape: tuple[int, ...] | None = None  # per sample, for image/vector inputs
+    default_seq_len: int | None = None  # token workloads only
+    max_seq_len: int | None = None
+    # Token workloads: labels equal to this are ignored by the loss (masked LM: only the
+    # masked positions, `masked_fraction` of them, carry a label).
+    ignore_label: int | None = None
+    masked_fraction: float | None = None
 
     @property
-    def training_flops_per_sample(self) -> float:
-        return TRAINING_FLOPS_PER_FORWARD * self.forward_flops_per_sample
+    def is_sequence(self) -> bool:
+        return self.input_kind == "tokens"
+
+    def input_shape(self, seq_len: int | None) -> tuple[int, ...]:
+        return (seq_len,) if self.is_sequence else self.fixed_input_shape
+
+    def units_per_sample(self, seq_len: int | None) -> int:
+        return seq_len if self.unit == "tokens" else 1
+
+    def build_loss(self, keras):
+        """Cross-entropy on logits; masked-LM labels equal to `ignore_label` are left out."""
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=self.ignore_label)
+
+    def training_flops_per_sample(self, seq_len: int | None = None) -> float:
+        return TRAINING_FLOPS_PER_FORWARD * self.forward_flops(seq_len)
+
+
+def fixed_flops(value: float) -> Callable[[int | None], float]:
+    """FLOPs of a fixed-size input, whatever the sequence length."""
+    return lambda seq_len: value

@@ -1,7 +1,8 @@
 """Count a built Keras model's forward FLOPs per sample (runs in the child, or in tests).
 
-Convention (workloads/base.py): 2 FLOPs per multiply-add, conv and dense layers only; batch
-norm, activations, pooling and the loss are left out (a few percent of ResNet-50's total).
+Convention (workloads/base.py): 2 FLOPs per multiply-add; convolutions, dense layers and
+layers that declare their own matrix work (``forward_flops_per_sample()``, e.g. self-attention);
+batch norm, layer norm, activations, pooling and the loss are left out.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ def forward_flops_per_sample(model) -> int:
     total = 0
     for layer in _leaf_layers(model):
         kind = type(layer).__name__
-        if kind in ("Conv1D", "Conv2D", "Conv3D"):
+        if hasattr(layer, "forward_flops_per_sample"):
+            total += int(layer.forward_flops_per_sample())
+        elif kind in ("Conv1D", "Conv2D", "Conv3D"):
             kernel = layer.kernel.shape  # (*spatial, in/groups, out)
             macs_per_output = math.prod(int(d) for d in kernel[:-1])
             total += 2 * _per_sample(layer.output.shape) * macs_per_output
@@ -31,8 +34,9 @@ def forward_flops_per_sample(model) -> int:
 
 
 def _leaf_layers(model):
+    """Layers of a (nested) functional model; a layer that counts itself is not opened."""
     for layer in model.layers:
-        if hasattr(layer, "layers") and layer.layers:
+        if getattr(layer, "layers", None) and not hasattr(layer, "forward_flops_per_sample"):
             yield from _leaf_layers(layer)
         else:
             yield layer

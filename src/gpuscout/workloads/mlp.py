@@ -4,12 +4,12 @@ Runs in a second on a laptop CPU; its numbers say nothing about a GPU.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload
+from gpuscout.workloads.base import Workload, fixed_flops
 
 _LAYERS = (784, 512, 512, 10)
 
 
-def _build_model(keras):
+def _build_model(keras, seq_len=None):
     inputs = keras.Input(shape=(_LAYERS[0],), name="features")
     x = inputs
     for width in _LAYERS[1:-1]:
@@ -26,11 +26,11 @@ WORKLOAD = register(
     Workload(
         name="mlp",
         description="tiny MLP 784-512-512-10 (smoke tests)",
-        input_shape=(_LAYERS[0],),
+        fixed_input_shape=(_LAYERS[0],),
         num_classes=_LAYERS[-1],
         input_kind="vector",
         # 2 * sum(in * out) over the three dense layers = 2 * (784*512 + 512*512 + 512*10)
-        forward_flops_per_sample=2 * sum(a * b for a, b in zip(_LAYERS, _LAYERS[1:])),
+        forward_flops=fixed_flops(2 * sum(a * b for a, b in zip(_LAYERS, _LAYERS[1:]))),
         default_batch_size=256,
         reference_dataset_size=60_000,
         reference_dataset="MNIST train (60,000)",

@@ -8,7 +8,7 @@ so the model is defined here.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload
+from gpuscout.workloads.base import Workload, fixed_flops
 
 _STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
 
@@ -27,7 +27,7 @@ def _basic_block(keras, x, filters, stride):
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
-def _build_model(keras):
+def _build_model(keras, seq_len=None):
     layers = keras.layers
     inputs = keras.Input(shape=(32, 32, 3))
     x = layers.Conv2D(64, 3, padding="same", use_bias=False)(inputs)
@@ -49,12 +49,12 @@ WORKLOAD = register(
     Workload(
         name="resnet18_cifar",
         description="ResNet-18, CIFAR variant (3x3 stem, no max-pool), 32x32x3, 10 classes",
-        input_shape=(32, 32, 3),
+        fixed_input_shape=(32, 32, 3),
         num_classes=10,
         input_kind="image",
         # Counted from this model by gpuscout.workloads.flops (conv + dense): 0.555 GMACs, the
         # 0.56 G multiply-adds usually quoted for kuangliu/pytorch-cifar's ResNet18.
-        forward_flops_per_sample=1_110_845_440,
+        forward_flops=fixed_flops(1_110_845_440),
         default_batch_size=512,
         reference_dataset_size=50_000,
         reference_dataset="CIFAR-10 train (50,000)",

@@ -5,10 +5,10 @@ Optimizer: SGD with momentum 0.9, as in the reference ImageNet recipe (Goyal et 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload
+from gpuscout.workloads.base import Workload, fixed_flops
 
 
-def _build_model(keras):
+def _build_model(keras, seq_len=None):
     return keras.applications.ResNet50(
         weights=None, input_shape=(224, 224, 3), classes=1000, classifier_activation=None
     )
@@ -22,13 +22,13 @@ WORKLOAD = register(
     Workload(
         name="resnet50",
         description="ResNet-50 (keras.applications), 224x224x3, 1000 classes",
-        input_shape=(224, 224, 3),
+        fixed_input_shape=(224, 224, 3),
         num_classes=1000,
         input_kind="image",
         # Counted from the keras.applications model by gpuscout.workloads.flops (conv + dense,
         # 2 FLOPs per multiply-add): 3.86 GMACs. He et al. (2016) Table 1 quotes 3.8e9 for v1;
         # the often-quoted 4.1 GMACs is v1.5 (stride in the 3x3 convolution), which is not this.
-        forward_flops_per_sample=7_715_946_496,
+        forward_flops=fixed_flops(7_715_946_496),
         default_batch_size=256,
         reference_dataset_size=1_281_167,
         reference_dataset="ImageNet-1k train (1,281,167)",

@@ -1,0 +1,62 @@
+"""`bert_base`: BERT-base masked-LM pretraining step, sequence length 128 (option --seq-len, up to 512).
+
+As Devlin et al. (2019) / Hugging Face's BertForMaskedLM: 12 post-norm blocks, width 768,
+12 heads, FFN 3072, exact GELU, vocabulary 30,522, learned positions, the MLM head (dense +
+GELU + layer norm + decoder to the vocabulary, logits at every position as BertForMaskedLM
+computes them), 15% of positions masked (the others carry the ignored label -100). Differences
+that do not change the matrix work: no token-type embedding (a single segment), no dropout
+(the PyTorch peer in benchmarks/ is configured the same), an untied decoder. AdamW (lr 1e-4,
+weight decay 0.01) as in the paper's pretraining.
+"""
+
+from gpuscout.workloads import register
+from gpuscout.workloads.base import Workload
+
+VOCAB, WIDTH, LAYERS, HEADS = 30_522, 768, 12, 12
+MATMUL_PARAMS = (LAYERS * (WIDTH * 3 * WIDTH + WIDTH * WIDTH + 2 * WIDTH * 4 * WIDTH)
+                 + WIDTH * WIDTH + WIDTH * VOCAB)  # blocks, MLM transform, decoder
+
+
+def _build_model(keras, seq_len):
+    from gpuscout.workloads.transformer import LearnedPositions, block
+
+    layers = keras.layers
+    tokens = keras.Input(shape=(seq_len,), dtype="int32", name="tokens")
+    x = layers.Embedding(VOCAB, WIDTH, embeddings_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(tokens)
+    x = layers.LayerNormalization(epsilon=1e-12)(LearnedPositions()(x))
+    for _ in range(LAYERS):
+        x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=False, pre_norm=False,
+                  epsilon=1e-12, gelu_approximate=False)
+    x = layers.Dense(WIDTH, activation=lambda t: keras.activations.gelu(t, approximate=False))(x)
+    x = layers.LayerNormalization(epsilon=1e-12)(x)
+    logits = layers.Dense(VOCAB, name="mlm_decoder")(x)
+    return keras.Model(tokens, logits, name="bert_base")
+
+
+def _build_optimizer(keras):
+    return keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01)
+
+
+def _forward_flops(seq_len):
+    return seq_len * (2 * MATMUL_PARAMS + 4 * LAYERS * seq_len * WIDTH)
+
+
+WORKLOAD = register(
+    Workload(
+        name="bert_base",
+        description="BERT-base masked-LM pretraining step, sequence length 128",
+        input_kind="tokens",
+        num_classes=VOCAB,
+        default_batch_size=256,
+        reference_dataset_size=3_300_000_000,
+        reference_dataset="BooksCorpus + English Wikipedia (3.3B words, Devlin et al.)",
+        unit="tokens",
+        build_model=_build_model,
+        build_optimizer=_build_optimizer,
+        forward_flops=_forward_flops,
+        default_seq_len=128,
+        max_seq_len=512,
+        ignore_label=-100,
+        masked_fraction=0.15,
+    )
+)

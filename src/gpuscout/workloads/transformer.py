@@ -1,0 +1,79 @@
+"""Transformer building blocks for the sequence and vision workloads (GPT-2, BERT, ViT).
+
+Imported only inside the child, from a workload's build function: it imports Keras. Attention
+goes through ``keras.ops.dot_product_attention``, which picks the backend's fused kernel
+(cuDNN flash attention under JAX on a GPU, for bf16/fp16 inputs) when it can.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import layers, ops
+
+
+class SelfAttention(layers.Layer):
+    """Multi-head self-attention: one fused QKV projection, fused attention, output projection."""
+
+    def __init__(self, dim: int, heads: int, causal: bool, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.dim, self.heads, self.causal = dim, heads, causal
+        self.qkv = layers.Dense(3 * dim, name="qkv")
+        self.out = layers.Dense(dim, name="out")
+        self.seq_len = None
+
+    def build(self, input_shape) -> None:
+        self.seq_len = int(input_shape[1])
+        self.qkv.build(input_shape)
+        self.out.build(input_shape)
+
+    def call(self, x):
+        head_dim = self.dim // self.heads
+        qkv = ops.reshape(self.qkv(x), (-1, self.seq_len, 3, self.heads, head_dim))
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (batch, seq, heads, head_dim)
+        attended = ops.dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.out(ops.reshape(attended, (-1, self.seq_len, self.dim)))
+
+    def forward_flops_per_sample(self) -> int:
+        """Projections (QKV and output: 4 x seq x dim^2 multiply-adds) and Q.K^T and A.V
+        (2 x seq^2 x dim multiply-adds), at 2 FLOPs per multiply-add."""
+        return 2 * (4 * self.seq_len * self.dim * self.dim) + 4 * self.seq_len * self.seq_len * self.dim
+
+
+class LearnedPositions(layers.Layer):
+    """Adds a learned embedding per position (GPT-2, BERT, ViT)."""
+
+    def build(self, input_shape) -> None:
+        self.table = self.add_weight(shape=tuple(int(d) for d in input_shape[1:]),
+                                     initializer=keras.initializers.RandomNormal(stddev=0.02),
+                                     name="positions")
+
+    def call(self, x):
+        return x + ops.cast(self.table, x.dtype)
+
+
+class ClassToken(layers.Layer):
+    """Prepends ViT's learned [class] token to the patch sequence."""
+
+    def build(self, input_shape) -> None:
+        self.token = self.add_weight(shape=(1, 1, int(input_shape[-1])), initializer="zeros", name="cls")
+
+    def call(self, x):
+        token = ops.broadcast_to(ops.cast(self.token, x.dtype), (ops.shape(x)[0], 1, ops.shape(x)[-1]))
+        return ops.concatenate([token, x], axis=1)
+
+
+def block(x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool, epsilon: float,
+          gelu_approximate: bool):
+    """One encoder/decoder block; pre-norm (GPT-2, ViT) or post-norm (BERT)."""
+
+    def mlp(h):
+        h = layers.Dense(mlp_dim)(h)
+        h = layers.Activation(lambda t: keras.activations.gelu(t, approximate=gelu_approximate))(h)
+        return layers.Dense(dim)(h)
+
+    attention = SelfAttention(dim, heads, causal)
+    if pre_norm:
+        x = x + attention(layers.LayerNormalization(epsilon=epsilon)(x))
+        return x + mlp(layers.LayerNormalization(epsilon=epsilon)(x))
+    x = layers.LayerNormalization(epsilon=epsilon)(x + attention(x))
+    return layers.LayerNormalization(epsilon=epsilon)(x + mlp(x))
