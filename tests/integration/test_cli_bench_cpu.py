@@ -1,6 +1,7 @@
 """End to end through the real CLI: real tiny Keras runs on the CPU, both backends."""
 
 import csv
+import math
 import io
 import json
 
@@ -15,7 +16,7 @@ QUICK = ["--cpu", "--windows", "3", "--warmup-steps", "2", "--window-steps", "5"
 
 
 def bench_json(store, *args):
-    result = run_cli("bench", *args, *QUICK, "--json", "--store", str(store))
+    result = run_cli("bench", *QUICK, *args, "--json", "--store", str(store))  # later options win
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -80,3 +81,20 @@ def test_human_output_has_the_table_and_store_line(store_path):
     assert result.returncode == 0
     assert "gpuscout bench" in result.stdout and "samples/s" in result.stdout
     assert f"stored 1 run(s) in {store_path}" in result.stderr.replace("\n", "")
+
+
+def test_token_workloads_report_tokens_per_second(store_path):
+    doc = bench_json(store_path, "gpt2_small", "bert_base", "--backend", "jax", "--seq-len", "16",
+                     "--batch-size", "2", "--window-steps", "1", "--window-seconds", "0", "--warmup-steps", "0")
+    for run in doc["runs"]:
+        assert run["status"] == "ok" and run["seq_len"] == 16 and run["unit"] == "tokens/s"
+        assert run["throughput"]["median"] == pytest.approx(run["samples_per_s"] * 16)
+        assert run["step_time_s"] == pytest.approx(2 / run["samples_per_s"])
+        assert run["training_flops_per_sample"] > 0 and math.isfinite(run["loss"])
+
+
+def test_vit_trains_on_the_cpu(store_path):
+    doc = bench_json(store_path, "vit_b16", "--backend", "tensorflow", "--batch-size", "1",
+                     "--window-steps", "1", "--window-seconds", "0", "--warmup-steps", "0")
+    (run,) = doc["runs"]
+    assert run["status"] == "ok" and run["unit"] == "images/s" and run["seq_len"] is None

@@ -22,7 +22,7 @@ def test_synthetic_batches_are_random_rotated_and_bounded():
 def test_numpy_augmentation_decodes_and_normalises_images():
     x, _ = data.host_dataset(get("resnet18_cifar"), 4, seed=0)
     assert x.dtype == np.uint8 and x.shape == (4 * data.PIPELINE_HOST_BATCHES, 32, 32, 3)
-    out = data.augment_numpy(x[:4], np.random.default_rng(0), cost=2, image=True)
+    out = data.augment_numpy(x[:4], np.random.default_rng(0), cost=2, kind="image")
     assert out.dtype == np.float32 and out.shape == (4, 32, 32, 3)
     assert np.allclose(out.mean(axis=(1, 2, 3)), 0.0, atol=1e-5)
 

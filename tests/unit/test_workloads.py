@@ -12,7 +12,7 @@ from gpuscout.workloads.base import Workload
 def test_unknown_workload_suggests_close_names():
     with pytest.raises(UsageError, match="did you mean resnet50"):
         workloads.get("resnet5")
-    with pytest.raises(UsageError, match="known workloads: mlp, resnet18_cifar, resnet50"):
+    with pytest.raises(UsageError, match="known workloads: bert_base, gpt2_small, mlp, resnet18_cifar, resnet50, vit_b16"):
         workloads.get("zzz")
 
 
@@ -24,7 +24,17 @@ def test_registry_refuses_duplicates():
 def test_training_flops_are_three_forwards():
     w = workloads.get("mlp")
     assert isinstance(w, Workload)
-    assert w.training_flops_per_sample == 3 * 2 * (784 * 512 + 512 * 512 + 512 * 10)
+    assert w.training_flops_per_sample() == 3 * 2 * (784 * 512 + 512 * 512 + 512 * 10)
+
+
+def test_transformer_flops_follow_6n_plus_12lhqt_per_token():
+    from gpuscout.workloads import gpt2_small
+
+    w = workloads.get("gpt2_small")
+    n, layers, heads, head_dim, t = gpt2_small.MATMUL_PARAMS, 12, 12, 64, 1024
+    assert w.training_flops_per_sample(t) / t == 6 * n + 12 * layers * heads * head_dim * t
+    assert n == 123_568_128  # 124M GPT-2 with an untied head over 50,304 tokens, less embeddings
+    assert w.units_per_sample(t) == t and workloads.get("vit_b16").units_per_sample(None) == 1
 
 
 @pytest.mark.slow
@@ -36,7 +46,8 @@ def test_declared_flops_match_the_models():
         "from gpuscout.workloads.flops import forward_flops_per_sample\n"
         "for n in names():\n"
         "    w = get(n)\n"
-        "    print(n, forward_flops_per_sample(w.build_model(keras)), w.forward_flops_per_sample)\n"
+        "    seq = 64 if w.is_sequence else None  # any length: the formula must follow it\n"
+        "    print(n, forward_flops_per_sample(w.build_model(keras, seq)), int(w.forward_flops(seq)))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"), timeout=300)

@@ -10,7 +10,7 @@ from gpuscout.workloads.base import Workload
 
 VOCAB, WIDTH, LAYERS, HEADS = 50_304, 768, 12, 12
 # Parameters in matrix products (N of 6N + 12LHQT): per block QKV, output, two MLP matrices,
-# then the untied head: 12 x 7,077,888 + 768 x 50,304 = 123.5M (biases and norms excluded).
+# then the untied head: 12 x 7,077,888 + 768 x 50,304 = 123.6M (biases and norms excluded).
 MATMUL_PARAMS = LAYERS * (WIDTH * 3 * WIDTH + WIDTH * WIDTH + 2 * WIDTH * 4 * WIDTH) + WIDTH * VOCAB
 
 

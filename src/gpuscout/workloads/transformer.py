@@ -11,6 +11,21 @@ import keras
 from keras import layers, ops
 
 
+# cuDNN's fused attention trains only on sequence lengths it supports (an H200 with jax 0.11:
+# 197, ViT-B/16's length, is refused and Keras falls back to XLA's unfused attention, 2.29 ms
+# against 0.98 ms per layer at length 208; docs/benchmarks.md). Under JAX on a GPU, such
+# sequences are padded to a multiple of this and the padded keys masked out: the same result.
+CUDNN_SEQ_MULTIPLE = 16
+
+
+def _padding_for_cudnn(seq_len: int) -> int:
+    if keras.backend.backend() != "jax" or seq_len % CUDNN_SEQ_MULTIPLE == 0:
+        return 0
+    import jax
+
+    return (-seq_len) % CUDNN_SEQ_MULTIPLE if jax.default_backend() == "gpu" else 0
+
+
 class SelfAttention(layers.Layer):
     """Multi-head self-attention: one fused QKV projection, fused attention, output projection."""
 
@@ -20,9 +35,11 @@ class SelfAttention(layers.Layer):
         self.qkv = layers.Dense(3 * dim, name="qkv")
         self.out = layers.Dense(dim, name="out")
         self.seq_len = None
+        self.padding = 0
 
     def build(self, input_shape) -> None:
         self.seq_len = int(input_shape[1])
+        self.padding = _padding_for_cudnn(self.seq_len)
         self.qkv.build(input_shape)
         self.out.build(input_shape)
 
@@ -30,7 +47,16 @@ class SelfAttention(layers.Layer):
         head_dim = self.dim // self.heads
         qkv = ops.reshape(self.qkv(x), (-1, self.seq_len, 3, self.heads, head_dim))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (batch, seq, heads, head_dim)
-        attended = ops.dot_product_attention(q, k, v, is_causal=self.causal)
+        if self.padding:
+            q, k, v = (ops.pad(t, [[0, 0], [0, self.padding], [0, 0], [0, 0]]) for t in (q, k, v))
+            padded = self.seq_len + self.padding
+            # cuDNN takes a mask only in its full (.., queries, keys) shape
+            real_keys = ops.broadcast_to(ops.reshape(ops.arange(padded) < self.seq_len, (1, 1, 1, padded)),
+                                         (1, 1, padded, padded))
+            attended = ops.dot_product_attention(q, k, v, mask=real_keys, is_causal=self.causal)
+            attended = attended[:, :self.seq_len]
+        else:
+            attended = ops.dot_product_attention(q, k, v, is_causal=self.causal)
         return self.out(ops.reshape(attended, (-1, self.seq_len, self.dim)))
 
     def forward_flops_per_sample(self) -> int:

@@ -1,0 +1,49 @@
+"""The transformer blocks (run on the CPU with the JAX backend, in a child interpreter)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpuscout.measure import data
+from gpuscout.workloads import get
+
+pytestmark = pytest.mark.slow
+
+PADDING_SCRIPT = r"""
+import numpy as np, keras
+from gpuscout.workloads import transformer
+layer = transformer.SelfAttention(24, 3, causal=CAUSAL)
+x = np.random.default_rng(0).standard_normal((2, 13, 24)).astype("float32")
+plain = np.asarray(layer(x))
+transformer._padding_for_cudnn = lambda seq_len: 3      # as on a GPU for a length cuDNN refuses
+padded_layer = transformer.SelfAttention(24, 3, causal=CAUSAL)
+padded_layer.build(x.shape)
+padded_layer.set_weights(layer.get_weights())
+assert padded_layer.padding == 3
+print(float(np.abs(np.asarray(padded_layer(x)) - plain).max()))
+"""
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_padding_for_cudnn_changes_nothing(causal):
+    out = subprocess.run([sys.executable, "-c", PADDING_SCRIPT.replace("CAUSAL", str(causal))],
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.split()[-1]) < 1e-5
+
+
+def test_masked_lm_labels_mark_fifteen_percent():
+    x, y = data.synthetic_batches(get("bert_base"), 64, seed=0, seq_len=128)[0]
+    assert x.shape == y.shape == (64, 128) and x.dtype == np.int32
+    labelled = (y != -100).mean()
+    assert 0.13 < labelled < 0.17
+    assert y[y != -100].max() < 30_522 and x.max() < 30_522
+
+
+def test_causal_lm_labels_are_all_tokens():
+    x, y = data.synthetic_batches(get("gpt2_small"), 2, seed=0, seq_len=32)[0]
+    assert x.shape == y.shape == (2, 32) and (y >= 0).all() and y.max() < 50_304
