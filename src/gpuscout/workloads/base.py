@@ -67,3 +67,14 @@ class Workload:
 def fixed_flops(value: float) -> Callable[[int | None], float]:
     """FLOPs of a fixed-size input, whatever the sequence length."""
     return lambda seq_len: value
+
+
+def block_matmul_params(width: int, mlp_width: int) -> int:
+    """Weights in one transformer block's matrix products: QKV, output, the two MLP matrices."""
+    return width * 3 * width + width * width + 2 * width * mlp_width
+
+
+def transformer_flops(matmul_params: int, layers: int, width: int) -> Callable[[int | None], float]:
+    """Forward FLOPs of one sequence of T tokens: T x (2N + 4.L.T.d), the forward third of
+    6N + 12LHQT (H.Q = d)."""
+    return lambda seq_len: seq_len * (2 * matmul_params + 4 * layers * seq_len * width)

@@ -10,11 +10,10 @@ weight decay 0.01) as in the paper's pretraining.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload
+from gpuscout.workloads.base import Workload, block_matmul_params, transformer_flops
 
 VOCAB, WIDTH, LAYERS, HEADS = 30_522, 768, 12, 12
-MATMUL_PARAMS = (LAYERS * (WIDTH * 3 * WIDTH + WIDTH * WIDTH + 2 * WIDTH * 4 * WIDTH)
-                 + WIDTH * WIDTH + WIDTH * VOCAB)  # blocks, MLM transform, decoder
+MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * WIDTH + WIDTH * VOCAB  # + MLM head
 
 
 def _build_model(keras, seq_len):
@@ -37,10 +36,6 @@ def _build_optimizer(keras):
     return keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01)
 
 
-def _forward_flops(seq_len):
-    return seq_len * (2 * MATMUL_PARAMS + 4 * LAYERS * seq_len * WIDTH)
-
-
 WORKLOAD = register(
     Workload(
         name="bert_base",
@@ -53,7 +48,7 @@ WORKLOAD = register(
         unit="tokens",
         build_model=_build_model,
         build_optimizer=_build_optimizer,
-        forward_flops=_forward_flops,
+        forward_flops=transformer_flops(MATMUL_PARAMS, LAYERS, WIDTH),
         default_seq_len=128,
         max_seq_len=512,
         ignore_label=-100,

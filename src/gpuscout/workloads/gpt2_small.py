@@ -6,12 +6,12 @@ to 50,304 (a multiple of 64, as nanoGPT does for speed), untied output head, no 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload
+from gpuscout.workloads.base import Workload, block_matmul_params, transformer_flops
 
 VOCAB, WIDTH, LAYERS, HEADS = 50_304, 768, 12, 12
 # Parameters in matrix products (N of 6N + 12LHQT): per block QKV, output, two MLP matrices,
 # then the untied head: 12 x 7,077,888 + 768 x 50,304 = 123.6M (biases and norms excluded).
-MATMUL_PARAMS = LAYERS * (WIDTH * 3 * WIDTH + WIDTH * WIDTH + 2 * WIDTH * 4 * WIDTH) + WIDTH * VOCAB
+MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * VOCAB
 
 
 def _build_model(keras, seq_len):
@@ -33,11 +33,6 @@ def _build_optimizer(keras):
     return keras.optimizers.AdamW(learning_rate=6e-4, beta_1=0.9, beta_2=0.95, weight_decay=0.1)
 
 
-def _forward_flops(seq_len):
-    # per token 2N + 4.L.T.d (attention over the full context), times T tokens
-    return seq_len * (2 * MATMUL_PARAMS + 4 * LAYERS * seq_len * WIDTH)
-
-
 WORKLOAD = register(
     Workload(
         name="gpt2_small",
@@ -50,7 +45,7 @@ WORKLOAD = register(
         unit="tokens",
         build_model=_build_model,
         build_optimizer=_build_optimizer,
-        forward_flops=_forward_flops,
+        forward_flops=transformer_flops(MATMUL_PARAMS, LAYERS, WIDTH),
         default_seq_len=1024,
         max_seq_len=1024,
     )

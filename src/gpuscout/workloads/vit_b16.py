@@ -6,11 +6,11 @@ the class token; no dropout. AdamW (lr 1e-3, weight decay 0.05) as in DeiT/timm 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, fixed_flops
+from gpuscout.workloads.base import Workload, block_matmul_params, fixed_flops
 
 WIDTH, LAYERS, HEADS, PATCH, IMAGE, CLASSES = 768, 12, 12, 16, 224, 1000
 TOKENS = (IMAGE // PATCH) ** 2 + 1
-_BLOCK_PARAMS = WIDTH * 3 * WIDTH + WIDTH * WIDTH + 2 * WIDTH * 4 * WIDTH
+_BLOCK_PARAMS = block_matmul_params(WIDTH, 4 * WIDTH)
 # Patch embedding (196 patches x 768 x 768 multiply-adds), blocks over 197 tokens, attention,
 # head on the class token; 2 FLOPs per multiply-add.
 FORWARD_FLOPS = 2 * ((TOKENS - 1) * PATCH * PATCH * 3 * WIDTH + LAYERS * TOKENS * _BLOCK_PARAMS
