@@ -68,8 +68,11 @@ def choose_device(options: BenchOptions, nvml: Nvml) -> tuple[int | None, str | 
     return None, f"no NVIDIA GPU found ({reason}): running on the CPU; telemetry is off"
 
 
-def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml) -> tuple[list[RunSpec], str | None]:
-    """Validate everything before any work: returns the runs (one per workload) and a notice."""
+def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
+         batch_sizes: dict[str, int] | None = None) -> tuple[list[RunSpec], str | None]:
+    """Validate everything before any work: returns the runs (one per workload) and a notice.
+
+    Batch size: --batch-size, else `batch_sizes` (a suite's), else the workload's default."""
     if not workload_names:
         raise UsageError(f"name at least one workload: {', '.join(workloads.names())}")
     if options.repeats < 1:
@@ -101,7 +104,7 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml) -> tuple[
     specs = [
         build_spec(
             workload=w.name, backend=backend, precision=precision, xla=options.xla,
-            batch_size=options.batch_size or w.default_batch_size, data=data,
+            batch_size=options.batch_size or (batch_sizes or {}).get(w.name) or w.default_batch_size, data=data,
             seq_len=(options.seq_len or w.default_seq_len) if w.is_sequence else None,
             warmup_steps=options.warmup_steps, windows=options.windows,
             window_steps=options.window_steps, window_seconds=options.window_seconds,

@@ -24,6 +24,8 @@ def one_error_line(result, fragment):
     (["mlp", "--gpu", "0"], "NVML found no GPU"),
     (["mlp", "--backend", "jax", "--no-xla"], "always compiles with XLA"),
     ([], "name at least one workload"),
+    (["resnet50", "--suite", "quick"], "name workloads or a --suite, not both"),
+    (["--suite", "fast"], "unknown suite 'fast': choose quick, standard"),
     (["resnet50", "--seq-len", "64"], "--seq-len applies to token workloads only, not resnet50"),
     (["gpt2_small", "--seq-len", "2048"], "--seq-len 2048 is outside 1..1024 for gpt2_small"),
 ])

@@ -100,3 +100,15 @@ def test_no_telemetry_option(tmp_path, store_path, fake_gpu):
                        "--store", str(store_path)], cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)))
     (run,) = json.loads(result.stdout)["runs"]
     assert run["status"] == "ok" and run["telemetry"] is None and run["gpu"]["name"]
+
+
+def test_quick_suite_runs_every_workload_small_and_short(tmp_path, store_path):
+    result = gpuscout(["bench", "--suite", "quick", "--cpu", "--backend", "jax", "--windows", "4", "--json",
+                       "--store", str(store_path)], cli_env(tmp_path, FAKE_MODE="ok"))
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert [r["workload"] for r in runs] == ["mlp", "resnet18_cifar", "resnet50", "vit_b16", "bert_base", "gpt2_small"]
+    assert [r["batch_size"] for r in runs] == [64, 128, 64, 64, 64, 4]  # a quarter of each default
+    spec = runs[0]["spec"]
+    assert (spec["warmup_steps"], spec["window_seconds"]) == (5, 1.0)  # the suite's
+    assert spec["windows"] == 4  # an explicit option wins over the suite

@@ -74,3 +74,16 @@ def test_missing_backend_names_the_extra(monkeypatch):
 def test_unknown_workload_stops_the_plan():
     with pytest.raises(UsageError, match="unknown workload 'resnet5'"):
         plan(["mlp", "resnet5"], BenchOptions(backend="jax"), NO_GPU)
+
+
+def test_suites_set_batches_and_protocol():
+    from gpuscout import suites
+
+    quick = suites.get("quick")
+    assert quick.workloads == suites.ALL and quick.batch_size("resnet50") == 64 and quick.batch_size("gpt2_small") == 4
+    assert suites.get("standard").batch_size("resnet50") == 256
+    specs, _ = plan(list(quick.workloads), BenchOptions(backend="jax"), NO_GPU,
+                    {n: quick.batch_size(n) for n in quick.workloads})
+    assert [(s.workload, s.batch_size, s.seq_len) for s in specs][-2:] == [("bert_base", 64, 128), ("gpt2_small", 4, 1024)]
+    with pytest.raises(UsageError, match="unknown suite 'fast': choose quick, standard"):
+        suites.get("fast")

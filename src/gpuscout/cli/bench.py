@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuscout import bench as bench_lib
-from gpuscout import workloads
+from gpuscout import suites, workloads
+from gpuscout.errors import UsageError
 from gpuscout.report import console as console_report
 from gpuscout.report.export import json_document
 from gpuscout.spec import RunSpec
@@ -56,10 +57,11 @@ def bench(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Global batch size [default: the workload's]."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length of token workloads [default: the workload's]."),
     data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (host input pipeline)."),
-    windows: int = typer.Option(5, help="Timing windows."),
-    warmup_steps: int = typer.Option(10, help="Steps run and discarded after the compile step."),
+    suite: Optional[str] = typer.Option(None, help="Run a named suite instead of naming workloads: quick | standard."),
+    windows: Optional[int] = typer.Option(None, help="Timing windows [default: 5, or the suite's]."),
+    warmup_steps: Optional[int] = typer.Option(None, help="Steps run and discarded after the compile step [default: 10, or the suite's]."),
     window_steps: int = typer.Option(10, help="Minimum steps per window."),
-    window_seconds: float = typer.Option(2.0, help="Minimum seconds per window."),
+    window_seconds: Optional[float] = typer.Option(None, help="Minimum seconds per window [default: 2, or the suite's]."),
     pipeline_cost: int = typer.Option(1, help="pipeline mode: augmentation passes per sample (host cost)."),
     repeats: int = typer.Option(1, help="Independent runs (fresh processes) of each workload."),
     gpu: Optional[int] = typer.Option(None, help="GPU index to run on [default: 0 when there is a GPU]."),
@@ -84,6 +86,8 @@ def bench(
 
         gpuscout bench gpt2_small bert_base vit_b16 --precision mixed_bfloat16
 
+        gpuscout bench --suite quick --precision mixed_bfloat16   # every workload, a few minutes on a GPU
+
         gpuscout bench bert_base --seq-len 512 --batch-size 32
 
         gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
@@ -98,13 +102,25 @@ def bench(
             out.print(f"{name:16} {w.description} (default batch {w.default_batch_size}{seq}; {w.unit}/s)",
                       highlight=False)
         return
+    protocol = bench_lib.BenchOptions()  # the protocol's defaults
+    batch_sizes = None
+    if suite is not None:
+        if workload_names:
+            raise UsageError("name workloads or a --suite, not both")
+        chosen = suites.get(suite)
+        workload_names = list(chosen.workloads)
+        batch_sizes = {name: chosen.batch_size(name) for name in workload_names}
+        protocol = bench_lib.BenchOptions(warmup_steps=chosen.warmup_steps, windows=chosen.windows,
+                                          window_seconds=chosen.window_seconds)
     options = bench_lib.BenchOptions(
         backend=backend, precision=precision, xla=xla, batch_size=batch_size, seq_len=seq_len, data=data,
-        warmup_steps=warmup_steps, windows=windows, window_steps=window_steps,
-        window_seconds=window_seconds, pipeline_cost=pipeline_cost, repeats=repeats, gpu=gpu,
+        warmup_steps=protocol.warmup_steps if warmup_steps is None else warmup_steps,
+        windows=protocol.windows if windows is None else windows, window_steps=window_steps,
+        window_seconds=protocol.window_seconds if window_seconds is None else window_seconds,
+        pipeline_cost=pipeline_cost, repeats=repeats, gpu=gpu,
         cpu=cpu, timeout_s=timeout, telemetry=telemetry, seed=seed)
     with Nvml() as nvml:
-        specs, notice = bench_lib.plan(workload_names or [], options, nvml)
+        specs, notice = bench_lib.plan(workload_names or [], options, nvml, batch_sizes)
         with Store(store_path) as store:  # opened (and checked) before anything runs
             if notice:
                 err.print(f"[yellow]note:[/] {notice}")
