@@ -251,7 +251,7 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
     throughputs = [w["throughput"] for w in windows]
     summary = summarize(throughputs)
     samples_per_s = summary.median / units
-    achieved = achieved_tflops(workload.training_flops_per_sample(spec.seq_len), samples_per_s)
+    achieved = achieved_tflops(record["training_flops_per_sample"], samples_per_s)
     utilisation, peak, path = mfu(achieved, entry, spec.precision)
     measured_s = sum(w["seconds"] for w in windows)
     wait_share = (sum(w["input_wait_s"] for w in windows) / measured_s

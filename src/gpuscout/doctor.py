@@ -90,7 +90,7 @@ def run_doctor() -> dict:
         "cuda_driver_version": cuda_driver,
         "backends": [{"name": b.value, "installed": b in probes, **(probes.get(b) or {})} for b in Backend],
         "gpus": [{**g.to_dict(), "tensor_cores": tensor_core_paths(g.compute_capability),
-                  "catalog_id": (catalog.match(g.name).id if catalog.match(g.name) else None)}
+                  "catalog_id": getattr(catalog.match(g.name), "id", None)}
                  for g in gpus],
         "checks": [asdict(c) for c in checks],
     }

@@ -15,6 +15,7 @@ Thresholds (docs/methodology.md):
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 
 HIGH_VARIANCE_CV = 0.02
@@ -43,8 +44,7 @@ def variance_flags(throughputs: list[float], cv: float | None) -> list[Flag]:
             "close other programs using this GPU/CPU, raise --windows or --window-seconds, "
             "and check the throttled flag"))
     if len(throughputs) >= 3:
-        rest = sorted(throughputs[1:])
-        median_rest = rest[len(rest) // 2] if len(rest) % 2 else sum(rest[len(rest) // 2 - 1:len(rest) // 2 + 1]) / 2
+        median_rest = statistics.median(throughputs[1:])
         if throughputs[0] < (1 - SLOW_FIRST_WINDOW) * median_rest:
             flags.append(Flag(
                 "slow_first_window",

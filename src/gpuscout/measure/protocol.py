@@ -83,7 +83,7 @@ def run_protocol(
     # so they cannot be used to estimate the step time.
     start = time.monotonic()
     if warmup_steps:
-        loss = run_steps(warmup_steps)
+        run_steps(warmup_steps)
     warmup_s = time.monotonic() - start
     start = time.monotonic()
     loss = run_steps(window_steps)
