@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gpuscout import METHODOLOGY_VERSION, __version__
-from gpuscout import backends, catalog, workloads
+from gpuscout import backends, catalog, sizing, workloads
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import across_runs, summarize
@@ -31,7 +31,7 @@ class BenchOptions:
     backend: str = "auto"
     precision: str = "fp32"
     xla: bool = True
-    batch_size: int | None = None  # None: the workload's default
+    batch_size: int | str | None = None  # None: the workload's default; "auto": sizing.auto_batch_size
     seq_len: int | None = None  # token workloads; None: the workload's default
     data: str = "synthetic"
     warmup_steps: int = 10
@@ -46,6 +46,7 @@ class BenchOptions:
     telemetry: bool = True
     telemetry_interval_s: float = DEFAULT_INTERVAL_S
     seed: int = 0
+    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/sizing.py)
 
 
 def choose_device(options: BenchOptions, nvml: Nvml) -> tuple[int | None, str | None]:
@@ -72,14 +73,16 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
          batch_sizes: dict[str, int] | None = None) -> tuple[list[RunSpec], str | None]:
     """Validate everything before any work: returns the runs (one per workload) and a notice.
 
-    Batch size: --batch-size, else `batch_sizes` (a suite's), else the workload's default."""
+    Batch size: --batch-size (a number, or "auto": scaled to the GPU's memory), else
+    `batch_sizes` (a suite's), else the workload's default. A GPU run whose memory estimate is
+    clearly over the GPU's memory is refused here, before anything runs."""
     if not workload_names:
         raise UsageError(f"name at least one workload: {', '.join(workloads.names())}")
     if options.repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {options.repeats}")
     if options.timeout_s <= 0:
         raise UsageError(f"--timeout must be > 0 seconds, got {options.timeout_s:g}")
-    if options.batch_size is not None and options.batch_size < 1:
+    if isinstance(options.batch_size, int) and options.batch_size < 1:
         raise UsageError(f"--batch-size must be >= 1, got {options.batch_size}")
     try:
         data = DataMode(options.data)
@@ -101,10 +104,18 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         if cc is not None and float(cc) < 8.0:
             raise UsageError(f"GPU {gpu_index} (compute capability {cc}) has no bfloat16 tensor "
                              "cores: use --precision mixed_float16")
+    memory_total = nvml.gpu(gpu_index).memory_total_bytes if gpu_index is not None else None
+
+    def batch_for(w) -> int:
+        seq = (options.seq_len or w.default_seq_len) if w.is_sequence else None
+        if options.batch_size == "auto":
+            return sizing.auto_batch_size(w, precision, seq, memory_total)
+        return options.batch_size or (batch_sizes or {}).get(w.name) or w.default_batch_size
+
     specs = [
         build_spec(
             workload=w.name, backend=backend, precision=precision, xla=options.xla,
-            batch_size=options.batch_size or (batch_sizes or {}).get(w.name) or w.default_batch_size, data=data,
+            batch_size=batch_for(w), data=data,
             seq_len=(options.seq_len or w.default_seq_len) if w.is_sequence else None,
             warmup_steps=options.warmup_steps, windows=options.windows,
             window_steps=options.window_steps, window_seconds=options.window_seconds,
@@ -112,6 +123,11 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         )
         for w in found
     ]
+    if options.fit_check:
+        too_big = [reason for spec in specs if (reason := sizing.clearly_too_big(
+            workloads.get(spec.workload), spec.batch_size, spec.precision, spec.seq_len, memory_total))]
+        if too_big:
+            raise UsageError("; ".join(too_big) + " (estimate: docs/methodology.md; --no-fit-check runs it anyway)")
     return specs, notice
 
 
@@ -213,6 +229,7 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "input_wait_share": None, "peak_memory_bytes": None, "host_peak_rss_bytes": None,
         "nvml_peak_memory_bytes": None,
         "training_flops_per_sample": workload.training_flops_per_sample(spec.seq_len),
+        "estimated_peak_memory_bytes": sizing.estimate_bytes(workload, spec.batch_size, spec.precision, spec.seq_len),
         "achieved_tflops": None, "mfu": None, "mfu_peak_tflops": None, "mfu_peak_path": None,
         "telemetry": None,
         "flags": [],

@@ -48,13 +48,22 @@ class _RichProgress(bench_lib.Progress):
         self.progress.update(self.task, description=f"{self.label}: {record['status']}")
 
 
+def parse_batch_size(text: str | None) -> int | str | None:
+    if text is None or text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"--batch-size must be a whole number or auto, got {text!r}") from None
+
+
 def bench(
     workload_names: Optional[list[str]] = typer.Argument(None, metavar="WORKLOAD",
                                                          help="Workloads to run (see --list)."),
     backend: str = typer.Option("auto", help="auto | tensorflow | jax (auto: first installed)."),
     precision: str = typer.Option("fp32", help="fp32 | mixed_float16 | mixed_bfloat16."),
     xla: bool = typer.Option(True, "--xla/--no-xla", help="XLA-compile the train step (tensorflow; jax always does)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Global batch size [default: the workload's]."),
+    batch_size: Optional[str] = typer.Option(None, "--batch-size", "-b", help="Global batch size, or auto: the workload's default scaled to the GPU's memory [default: the workload's]."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length of token workloads [default: the workload's]."),
     data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (host input pipeline)."),
     suite: Optional[str] = typer.Option(None, help="Run a named suite instead of naming workloads: quick | standard."),
@@ -69,6 +78,8 @@ def bench(
     timeout: float = typer.Option(bench_lib.DEFAULT_TIMEOUT_S, help="Seconds before a run is killed and recorded as timeout."),
     telemetry: bool = typer.Option(True, "--telemetry/--no-telemetry", help="Sample GPU telemetry (NVML) during runs."),
     seed: int = typer.Option(0, help="Seed for weights and synthetic data."),
+    fit_check: bool = typer.Option(True, "--fit-check/--no-fit-check",
+                                   help="Refuse a run whose memory estimate is clearly over the GPU's memory."),
     store_path: Optional[Path] = typer.Option(None, "--store", envvar="GPUSCOUT_STORE",
                                               help="Results store (SQLite) [default: user data dir]."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as one JSON object."),
@@ -89,6 +100,8 @@ def bench(
         gpuscout bench --suite quick --precision mixed_bfloat16   # every workload, a few minutes on a GPU
 
         gpuscout bench bert_base --seq-len 512 --batch-size 32
+
+        gpuscout bench vit_b16 --batch-size auto --precision mixed_bfloat16   # as large as this GPU allows
 
         gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
 
@@ -113,7 +126,8 @@ def bench(
         protocol = bench_lib.BenchOptions(warmup_steps=chosen.warmup_steps, windows=chosen.windows,
                                           window_seconds=chosen.window_seconds)
     options = bench_lib.BenchOptions(
-        backend=backend, precision=precision, xla=xla, batch_size=batch_size, seq_len=seq_len, data=data,
+        backend=backend, precision=precision, xla=xla, batch_size=parse_batch_size(batch_size),
+        seq_len=seq_len, data=data, fit_check=fit_check,
         warmup_steps=protocol.warmup_steps if warmup_steps is None else warmup_steps,
         windows=protocol.windows if windows is None else windows, window_steps=window_steps,
         window_seconds=protocol.window_seconds if window_seconds is None else window_seconds,

@@ -20,6 +20,19 @@ TRAINING_FLOPS_PER_FORWARD = 3
 
 
 @dataclass(frozen=True)
+class MemoryModel:
+    """Peak device memory of a training step = fixed + per_sample x batch (gpuscout/sizing.py)."""
+
+    fixed_bytes: float
+    per_sample_bytes: float  # at the workload's default sequence length
+
+
+def memory_models(**by_precision: tuple[float, float]) -> dict[str, MemoryModel]:
+    """{precision: (fixed GiB, per-sample MiB)}, as benchmarks/memory_model.py prints them."""
+    return {p: MemoryModel(fixed * 2**30, per * 2**20) for p, (fixed, per) in by_precision.items()}
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str
     description: str
@@ -45,6 +58,8 @@ class Workload:
     # masked positions, `masked_fraction` of them, carry a label).
     ignore_label: int | None = None
     masked_fraction: float | None = None
+    # Peak-memory models by precision (mixed_bfloat16, fp32), measured: see gpuscout/sizing.py.
+    memory: dict[str, MemoryModel] | None = None
 
     @property
     def is_sequence(self) -> bool:

@@ -10,7 +10,7 @@ weight decay 0.01) as in the paper's pretraining.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, block_matmul_params, transformer_flops
+from gpuscout.workloads.base import memory_models, Workload, block_matmul_params, transformer_flops
 
 VOCAB, WIDTH, LAYERS, HEADS = 30_522, 768, 12, 12
 MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * WIDTH + WIDTH * VOCAB  # + MLM head
@@ -42,6 +42,8 @@ WORKLOAD = register(
         description="BERT-base masked-LM pretraining step, sequence length 128",
         input_kind="tokens",
         num_classes=VOCAB,
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(1.89, 57.7), fp32=(1.61, 116.5)),
         default_batch_size=256,
         reference_dataset_size=3_300_000_000,
         reference_dataset="BooksCorpus + English Wikipedia (3.3B words, Devlin et al.)",

@@ -6,7 +6,7 @@ to 50,304 (a multiple of 64, as nanoGPT does for speed), untied output head, no 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, block_matmul_params, transformer_flops
+from gpuscout.workloads.base import memory_models, Workload, block_matmul_params, transformer_flops
 
 VOCAB, WIDTH, LAYERS, HEADS = 50_304, 768, 12, 12
 # Parameters in matrix products (N of 6N + 12LHQT): per block QKV, output, two MLP matrices,
@@ -39,6 +39,8 @@ WORKLOAD = register(
         description="GPT-2 124M causal LM (nanoGPT layout), context 1024",
         input_kind="tokens",
         num_classes=VOCAB,
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(2.24, 559.9), fp32=(2.00, 2274.9)),
         default_batch_size=16,
         reference_dataset_size=9_035_582_198,
         reference_dataset="OpenWebText train, GPT-2 tokens (9.0B, nanoGPT's prepare.py)",

@@ -4,7 +4,7 @@ Runs in a second on a laptop CPU; its numbers say nothing about a GPU.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, fixed_flops
+from gpuscout.workloads.base import memory_models, Workload, fixed_flops
 
 _LAYERS = (784, 512, 512, 10)
 
@@ -31,6 +31,8 @@ WORKLOAD = register(
         input_kind="vector",
         # 2 * sum(in * out) over the three dense layers = 2 * (784*512 + 512*512 + 512*10)
         forward_flops=fixed_flops(2 * sum(a * b for a, b in zip(_LAYERS, _LAYERS[1:]))),
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(0.14, 0.006)),
         default_batch_size=256,
         reference_dataset_size=60_000,
         reference_dataset="MNIST train (60,000)",

@@ -8,7 +8,7 @@ so the model is defined here.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, fixed_flops
+from gpuscout.workloads.base import memory_models, Workload, fixed_flops
 
 _STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
 
@@ -55,6 +55,8 @@ WORKLOAD = register(
         # Counted from this model by gpuscout.workloads.flops (conv + dense): 0.555 GMACs, the
         # 0.56 G multiply-adds usually quoted for kuangliu/pytorch-cifar's ResNet18.
         forward_flops=fixed_flops(1_110_845_440),
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(0.14, 2.5)),
         default_batch_size=512,
         reference_dataset_size=50_000,
         reference_dataset="CIFAR-10 train (50,000)",

@@ -5,7 +5,7 @@ Optimizer: SGD with momentum 0.9, as in the reference ImageNet recipe (Goyal et 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, fixed_flops
+from gpuscout.workloads.base import memory_models, Workload, fixed_flops
 
 
 def _build_model(keras, seq_len=None):
@@ -29,6 +29,8 @@ WORKLOAD = register(
         # 2 FLOPs per multiply-add): 3.86 GMACs. He et al. (2016) Table 1 quotes 3.8e9 for v1;
         # the often-quoted 4.1 GMACs is v1.5 (stride in the 3x3 convolution), which is not this.
         forward_flops=fixed_flops(7_715_946_496),
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(0.37, 39.3), fp32=(0.59, 76.2)),
         default_batch_size=256,
         reference_dataset_size=1_281_167,
         reference_dataset="ImageNet-1k train (1,281,167)",

@@ -6,7 +6,7 @@ the class token; no dropout. AdamW (lr 1e-3, weight decay 0.05) as in DeiT/timm 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import Workload, block_matmul_params, fixed_flops
+from gpuscout.workloads.base import memory_models, Workload, block_matmul_params, fixed_flops
 
 WIDTH, LAYERS, HEADS, PATCH, IMAGE, CLASSES = 768, 12, 12, 16, 224, 1000
 TOKENS = (IMAGE // PATCH) ** 2 + 1
@@ -43,6 +43,8 @@ WORKLOAD = register(
         description="ViT-B/16, 224x224x3, 1000 classes",
         input_kind="image",
         num_classes=CLASSES,
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(1.15, 91.5), fp32=(1.00, 193.1)),
         default_batch_size=256,
         reference_dataset_size=1_281_167,
         reference_dataset="ImageNet-1k train (1,281,167)",
