@@ -9,3 +9,12 @@ __version__ = "0.1.0"
 # Bump whenever the way of measuring changes (docs/methodology.md); records of another
 # methodology are never mixed in comparisons.
 METHODOLOGY_VERSION = 1
+
+
+def __getattr__(name: str):
+    # `from gpuscout import InputSpec` in a user's model file, without importing it eagerly here.
+    if name == "InputSpec":
+        from gpuscout.workloads.user import InputSpec
+
+        return InputSpec
+    raise AttributeError(f"module 'gpuscout' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from gpuscout.spec import DataMode, Precision, RunSpec, build_spec
 from gpuscout.store import SCHEMA_VERSION, Store
 from gpuscout.telemetry.nvml import GpuInfo, Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler
+from gpuscout.workloads import user
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -46,6 +47,12 @@ class BenchOptions:
     telemetry: bool = True
     telemetry_interval_s: float = DEFAULT_INTERVAL_S
     seed: int = 0
+    model: str | None = None  # a user's model: file.py[:function] or file.keras (workloads/user.py)
+    input_shape: str | None = None  # .keras models with free input dimensions
+    flops_per_sample: float | None = None  # forward FLOPs of a user's model, instead of the count
+    to_accuracy: float | None = None  # train on real data to this validation accuracy
+    dataset: str | None = None
+    max_epochs: int = 30
     fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/sizing.py)
 
 
@@ -76,8 +83,12 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
     Batch size: --batch-size (a number, or "auto": scaled to the GPU's memory), else
     `batch_sizes` (a suite's), else the workload's default. A GPU run whose memory estimate is
     clearly over the GPU's memory is refused here, before anything runs."""
-    if not workload_names:
-        raise UsageError(f"name at least one workload: {', '.join(workloads.names())}")
+    if options.model and workload_names:
+        raise UsageError("name workloads or a --model, not both")
+    if not workload_names and not options.model:
+        raise UsageError(f"name at least one workload or a --model: {', '.join(workloads.names())}")
+    if options.flops_per_sample is not None and (not options.model or options.flops_per_sample <= 0):
+        raise UsageError("--flops-per-sample is a positive number for a --model")
     if options.repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {options.repeats}")
     if options.timeout_s <= 0:
@@ -88,6 +99,9 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         data = DataMode(options.data)
     except ValueError:
         raise UsageError(f"unknown --data {options.data!r}: choose synthetic or pipeline") from None
+    ref = user.parse_ref(options.model, options.input_shape) if options.model else None
+    if ref is not None and options.batch_size == "auto":
+        raise UsageError("--batch-size auto needs a workload's measured memory model; give a user model a number")
     found = [workloads.get(name) for name in workload_names]
     if options.seq_len is not None:
         fixed = [w.name for w in found if not w.is_sequence]
@@ -105,6 +119,11 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
             raise UsageError(f"GPU {gpu_index} (compute capability {cc}) has no bfloat16 tensor "
                              "cores: use --precision mixed_float16")
     memory_total = nvml.gpu(gpu_index).memory_total_bytes if gpu_index is not None else None
+    info = None
+    if ref is not None:  # last: it starts a child that builds the user's model on the CPU
+        info = user.inspect_in_child(ref, backend, precision, options.flops_per_sample)
+        info = info.model_copy(update={"name": user.display_name(ref)})
+        found = [user.workload_from_info(info)]
 
     def batch_for(w) -> int:
         seq = (options.seq_len or w.default_seq_len) if w.is_sequence else None
@@ -120,12 +139,13 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
             warmup_steps=options.warmup_steps, windows=options.windows,
             window_steps=options.window_steps, window_seconds=options.window_seconds,
             pipeline_cost=options.pipeline_cost, seed=options.seed, gpu_index=gpu_index,
+            model=ref, model_info=info,
         )
         for w in found
     ]
     if options.fit_check:
         too_big = [reason for spec in specs if (reason := sizing.clearly_too_big(
-            workloads.get(spec.workload), spec.batch_size, spec.precision, spec.seq_len, memory_total))]
+            workloads.for_spec(spec), spec.batch_size, spec.precision, spec.seq_len, memory_total))]
         if too_big:
             raise UsageError("; ".join(too_big) + " (estimate: docs/methodology.md; --no-fit-check runs it anyway)")
     return specs, notice
@@ -202,7 +222,7 @@ def _others(gpu: GpuInfo | None, during: list[dict], after: list[dict], child_pi
 def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host: dict,
                  env: dict, group_id: str, repeat: int, samples: list, interval_s: float,
                  other_pids: list[int]) -> dict:
-    workload = workloads.get(spec.workload)
+    workload = workloads.for_spec(spec)
     entry = catalog.match(gpu.name) if gpu else None
     result = outcome.result
     record = {
@@ -277,7 +297,8 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
         "throughput": {**summary.to_dict(), "unit": record["unit"]},
         "samples_per_s": samples_per_s,
         "step_time_s": spec.batch_size / samples_per_s,
-        "epoch_time_s": workload.reference_dataset_size / summary.median,
+        "epoch_time_s": (workload.reference_dataset_size / summary.median
+                         if workload.reference_dataset_size else None),
         "compile_s": result["compile_s"],
         "warmup_s": result["warmup_s"],
         "steps_per_window": result["steps_per_window"],

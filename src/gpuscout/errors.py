@@ -8,3 +8,11 @@ class UsageError(Exception):
     """Bad input: the CLI prints ``error: <message>`` and exits with code 2."""
 
     exit_code = 2
+
+
+class UserCodeError(UsageError):
+    """The user's own code (a model file) failed: its traceback is shown above the line."""
+
+    def __init__(self, message: str, traceback_text: str) -> None:
+        super().__init__(message)
+        self.traceback_text = traceback_text

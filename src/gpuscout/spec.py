@@ -34,6 +34,53 @@ class DataMode(str, Enum):
     pipeline = "pipeline"  # a host input pipeline over host-resident data
 
 
+class Task(str, Enum):
+    measure = "measure"  # the timing protocol (measure/protocol.py)
+    inspect = "inspect"  # load a user's model, describe it, one CPU step (workloads/user.py)
+    to_accuracy = "to_accuracy"  # train on real data until a validation accuracy (measure/accuracy.py)
+
+
+class ModelRef(BaseModel):
+    """A user's model: `file.py:function` or a saved `.keras` file (workloads/user.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str  # absolute
+    function: str | None = None  # .py files: the function that builds the model
+    sha256: str  # of the file, for provenance
+    input_shape: tuple[int, ...] | None = None  # --input-shape, per sample
+
+
+class ModelInfo(BaseModel):
+    """What the inspection child found out about a user's model; the parent's workload."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    input_shape: tuple[int, ...]
+    input_dtype: str
+    label_shape: tuple[int, ...]
+    label_kind: str  # sparse: class ids; onehot: one-hot class targets; dense: float targets
+    num_classes: int | None
+    vocab_size: int | None  # integer inputs: ids drawn below this
+    params: int
+    compute_dtype: str  # of the layer holding the most weights: shows the precision policy took
+    forward_flops: float
+    flops_source: str  # "given" by the user or "counted" (workloads/flops.py)
+    flops_coverage: float | None  # counted: share of the weights in layers whose FLOPs were counted
+    default_batch_size: int
+
+
+class ToAccuracy(BaseModel):
+    """Train on real data until a validation accuracy is reached (measure/accuracy.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: float = Field(gt=0.0, le=1.0)
+    dataset: str  # a name in datasets.py or a path
+    max_epochs: int = Field(default=30, ge=1, le=10_000)
+
+
 class RunSpec(BaseModel):
     """One benchmark run, as the child process receives it."""
 
@@ -57,6 +104,10 @@ class RunSpec(BaseModel):
     seed: int = 0
     # None = CPU run; otherwise the physical GPU index (NVML and CUDA order, see executor)
     gpu_index: int | None = Field(default=None, ge=0)
+    task: Task = Task.measure
+    model: ModelRef | None = None  # a user's model instead of a registered workload
+    model_info: ModelInfo | None = None  # filled in by the inspection run
+    to_accuracy: ToAccuracy | None = None
 
     @model_validator(mode="after")
     def _jax_always_compiles(self) -> "RunSpec":

@@ -41,7 +41,7 @@ def tf_dataset(tf, x, y, spec: RunSpec, workload: Workload):
             out = out - tf.reduce_mean(out)
         return out, label
 
-    if workload.input_kind != "tokens":  # token ids arrive ready: nothing to decode
+    if workload.input_kind not in ("tokens", "ids"):  # ids arrive ready: nothing to decode
         dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.batch(spec.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 

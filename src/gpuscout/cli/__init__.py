@@ -47,6 +47,8 @@ def handle_errors(command):
         try:
             return command(*args, **kwargs)
         except UsageError as exc:
+            if getattr(exc, "traceback_text", None):
+                err.print(escape(exc.traceback_text.rstrip()), soft_wrap=True)
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, however long
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:

@@ -66,6 +66,9 @@ def bench(
     batch_size: Optional[str] = typer.Option(None, "--batch-size", "-b", help="Global batch size, or auto: the workload's default scaled to the GPU's memory [default: the workload's]."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length of token workloads [default: the workload's]."),
     data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (host input pipeline)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Your own model: file.py:build (returns the model and a gpuscout.InputSpec) or model.keras."),
+    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Per-sample input shape of a .keras model with free dimensions, e.g. 32,32,3."),
+    flops_per_sample: Optional[float] = typer.Option(None, "--flops-per-sample", help="Forward FLOPs per sample of --model (2 per multiply-add) [default: counted from its layers]."),
     suite: Optional[str] = typer.Option(None, help="Run a named suite instead of naming workloads: quick | standard."),
     windows: Optional[int] = typer.Option(None, help="Timing windows [default: 5, or the suite's]."),
     warmup_steps: Optional[int] = typer.Option(None, help="Steps run and discarded after the compile step [default: 10, or the suite's]."),
@@ -103,6 +106,10 @@ def bench(
 
         gpuscout bench vit_b16 --batch-size auto --precision mixed_bfloat16   # as large as this GPU allows
 
+        gpuscout bench --model my_model.py:build --precision mixed_bfloat16   # your own model
+
+        gpuscout bench --model saved.keras --input-shape 128,128,3 --batch-size 64
+
         gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
 
         gpuscout bench mlp --cpu --windows 3 --window-seconds 0.5   # smoke test
@@ -127,7 +134,8 @@ def bench(
                                           window_seconds=chosen.window_seconds)
     options = bench_lib.BenchOptions(
         backend=backend, precision=precision, xla=xla, batch_size=parse_batch_size(batch_size),
-        seq_len=seq_len, data=data, fit_check=fit_check,
+        seq_len=seq_len, data=data, fit_check=fit_check, model=model, input_shape=input_shape,
+        flops_per_sample=flops_per_sample,
         warmup_steps=protocol.warmup_steps if warmup_steps is None else warmup_steps,
         windows=protocol.windows if windows is None else windows, window_steps=window_steps,
         window_seconds=protocol.window_seconds if window_seconds is None else window_seconds,

@@ -22,6 +22,18 @@ def _batch(workload: Workload, rng: np.random.Generator, n: int, seq_len: int | 
            host_images: bool) -> tuple[np.ndarray, np.ndarray]:
     """n samples of the workload's input and labels (random, never zeros)."""
     shape = (n, *workload.input_shape(seq_len))
+    if workload.label_shape is not None:  # a user's model: inputs and labels of its own shapes
+        if workload.input_kind == "ids":
+            x = rng.integers(0, workload.vocab_size, size=shape, dtype=np.int32)
+        else:
+            x = rng.standard_normal(shape, dtype=np.float32)
+        label_shape = (n, *workload.label_shape)
+        if workload.label_kind == "dense":
+            return x, rng.standard_normal(label_shape, dtype=np.float32)
+        if workload.label_kind == "onehot":
+            ids = rng.integers(0, workload.num_classes, size=label_shape[:-1])
+            return x, np.eye(workload.num_classes, dtype=np.float32)[ids]
+        return x, rng.integers(0, workload.num_classes, size=label_shape, dtype=np.int32)
     if workload.input_kind == "tokens":
         x = rng.integers(0, workload.num_classes, size=shape, dtype=np.int32)
         y = rng.integers(0, workload.num_classes, size=shape, dtype=np.int32)
@@ -54,7 +66,7 @@ def host_dataset(workload: Workload, batch_size: int, seed: int,
 def augment_numpy(x: np.ndarray, rng: np.random.Generator, cost: int, kind: str) -> np.ndarray:
     """The numpy twin of tensorflow_steps' tf.data map: decode to float, normalise, flip, jitter.
     Token ids pass through unchanged (tokenisation happens before a training pipeline)."""
-    if kind == "tokens":
+    if kind in ("tokens", "ids"):
         return x
     image = kind == "image"
     out = x.astype(np.float32) * (1.0 / 255.0 if image else 1.0)

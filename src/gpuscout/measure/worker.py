@@ -17,7 +17,7 @@ import sys
 import traceback
 
 from gpuscout.failures import classify_failure
-from gpuscout.spec import Backend, RunSpec
+from gpuscout.spec import Backend, RunSpec, Task
 
 EVENT_PREFIX = "@@gpuscout "
 
@@ -43,7 +43,17 @@ def measure(spec: RunSpec) -> dict:
 
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
-    workload = get(spec.workload)
+    if spec.task is Task.inspect:
+        from gpuscout.workloads import user
+
+        return {"event": "result", "info": user.inspect(spec.model, keras, spec.precision.keras_policy)}
+    if spec.model is not None:
+        from gpuscout.workloads import user
+
+        model, given = user.load(spec.model, keras, spec.precision.keras_policy)
+        workload, _ = user.resolve(model, given, keras)
+    else:
+        workload = get(spec.workload)
     module = _backend_module(spec.backend)
     framework = module.framework_info()
     if spec.gpu_index is not None and framework["platform"] != "gpu":

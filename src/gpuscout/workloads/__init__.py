@@ -30,5 +30,14 @@ def get(name: str) -> Workload:
         raise UsageError(f"unknown workload {name!r}: {hint}known workloads: {', '.join(names())}") from None
 
 
+def for_spec(spec) -> Workload:
+    """The workload a run measures: a registered one, or the user's model it inspected."""
+    if spec.model_info is not None:
+        from gpuscout.workloads.user import workload_from_info
+
+        return workload_from_info(spec.model_info)
+    return get(spec.workload)
+
+
 # Importing the modules registers them (keep this list sorted; each module is one workload).
 from gpuscout.workloads import bert_base, gpt2_small, mlp, resnet18_cifar, resnet50, vit_b16  # noqa: E402,F401

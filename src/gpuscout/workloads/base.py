@@ -37,14 +37,14 @@ class Workload:
     name: str
     description: str
     # "image": host data is uint8 HWC and the pipeline decodes/augments it; "vector": float32;
-    # "tokens": int32 token ids of length seq_len.
+    # "tokens": int32 token ids of length seq_len; "ids": int32 ids of a fixed shape (user models).
     input_kind: str
     # Classes of the classifier; for token workloads the (padded) vocabulary.
     num_classes: int
     default_batch_size: int
     # Size of the workload's reference dataset in `unit`s, for the epoch time.
-    reference_dataset_size: int
-    reference_dataset: str
+    reference_dataset_size: int | None  # None: no reference dataset (user models), no epoch time
+    reference_dataset: str | None
     unit: str  # what throughput counts: "images", "samples", "tokens"
     build_model: Callable[[Any, int | None], Any]  # (keras, seq_len) -> keras.Model returning logits
     build_optimizer: Callable[[Any], Any]  # (keras) -> keras.optimizers.Optimizer
@@ -58,6 +58,13 @@ class Workload:
     # masked positions, `masked_fraction` of them, carry a label).
     ignore_label: int | None = None
     masked_fraction: float | None = None
+    # Labels per sample: None is one class id (images, vectors) or one per token (tokens);
+    # user models give the shape of their output less its class axis.
+    label_shape: tuple[int, ...] | None = None
+    label_kind: str = "sparse"  # sparse: class ids below num_classes; dense: float targets
+    vocab_size: int | None = None  # "ids" inputs: integers drawn below this
+    # A loss other than sparse cross-entropy on logits: (keras) -> loss
+    loss: Callable[[Any], Any] | None = None
     # Peak-memory models by precision (mixed_bfloat16, fp32), measured: see gpuscout/sizing.py.
     memory: dict[str, MemoryModel] | None = None
 
@@ -73,6 +80,8 @@ class Workload:
 
     def build_loss(self, keras):
         """Cross-entropy on logits; masked-LM labels equal to `ignore_label` are left out."""
+        if self.loss is not None:
+            return self.loss(keras)
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=self.ignore_label)
 
     def training_flops_per_sample(self, seq_len: int | None = None) -> float:

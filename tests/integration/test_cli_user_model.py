@@ -1,0 +1,93 @@
+"""`gpuscout bench --model`: a user's file or saved model, end to end on the CPU (jax backend)."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import FIXTURES, run_cli
+
+MODELS = FIXTURES / "user_models"
+QUICK = ("--cpu", "--backend", "jax", "--windows", "1", "--window-seconds", "0.2", "--warmup-steps", "1", "--json")
+pytestmark = pytest.mark.slow
+
+
+def bench_json(*args, store):
+    proc = run_cli("bench", *args, *QUICK, "--store", str(store))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)["runs"][0]
+
+
+def test_a_build_function_is_measured_with_its_counted_flops(store_path):
+    run = bench_json("--model", f"{MODELS}/small_cnn.py:build", store=store_path)
+    assert run["status"] == "ok" and run["workload"] == "small_cnn.py:build"
+    assert run["batch_size"] == 16  # the InputSpec's batch
+    # conv: 16*16*8 outputs x 27 MACs, dense: 5 x 8 MACs; x2 FLOPs per MAC, x3 for training
+    assert run["training_flops_per_sample"] == 3 * 2 * (16 * 16 * 8 * 27 + 5 * 8)
+    info = run["spec"]["model_info"]
+    assert info["flops_source"] == "counted" and info["flops_coverage"] == 1.0
+    assert run["spec"]["model"]["sha256"] and run["spec"]["model"]["function"] == "build"
+
+
+def test_multi_head_attention_and_integer_inputs_are_understood(store_path):
+    run = bench_json("--model", f"{MODELS}/small_cnn.py:build_text", store=store_path)
+    info = run["spec"]["model_info"]
+    assert info["vocab_size"] == 100 and info["input_dtype"] == "int32"
+    # q, k, v: 3 x 10*8*8 MACs; scores and A.V: 10*10*2*(4+4); output: 10*2*4*8; classifier 3*8
+    assert info["forward_flops"] == 2 * (3 * 640 + 1600 + 640 + 24)
+
+
+def test_a_compiled_regression_model_keeps_its_loss_and_a_flops_override_wins(store_path):
+    run = bench_json("--model", f"{MODELS}/small_cnn.py:build_regression", "--flops-per-sample", "1000",
+                     store=store_path)
+    info = run["spec"]["model_info"]
+    assert info["label_kind"] == "dense" and info["label_shape"] == [3]
+    assert info["flops_source"] == "given" and run["training_flops_per_sample"] == 3000
+
+
+def test_an_error_in_the_users_file_shows_its_traceback_and_stores_nothing(store_path):
+    bench_json("mlp", store=store_path)
+    proc = run_cli("bench", "--model", f"{MODELS}/broken.py", *QUICK, "--store", str(store_path))
+    assert proc.returncode == 2
+    assert 'broken.py", line 6, in build' in proc.stderr and "NameError" in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: broken.py:build: NameError: name 'undefined_tensor' is not defined")
+    with sqlite3.connect(store_path) as db:
+        assert db.execute("select count(*) from runs").fetchone()[0] == 1
+
+
+def test_a_saved_model_with_free_dimensions_needs_and_takes_an_input_shape(tmp_path, store_path):
+    saved = tmp_path / "free.keras"
+    script = textwrap.dedent(f"""
+        import keras
+        i = keras.Input((None, None, 3))
+        x = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(4, 3)(i))
+        m = keras.Model(i, keras.layers.Dense(6, activation="softmax")(x))
+        m.compile("adam", "sparse_categorical_crossentropy")
+        m.save({str(saved)!r})
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                   env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+    proc = run_cli("bench", "--model", str(saved), *QUICK, "--store", str(store_path))
+    assert proc.returncode == 2 and "pass --input-shape" in proc.stderr.splitlines()[-1]
+    run = bench_json("--model", str(saved), "--input-shape", "24,24,3", "--precision", "mixed_bfloat16",
+                     store=store_path)
+    info = run["spec"]["model_info"]
+    assert run["status"] == "ok" and info["compute_dtype"] == "bfloat16"
+    assert info["forward_flops"] == 2 * (22 * 22 * 4 * 27 + 6 * 4)  # counted on the concrete shape
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--model", "nowhere.py:build"), "--model file not found"),
+    (("--model", f"{MODELS}/small_cnn.py:build", "--input-shape", "3,3"), "--input-shape is for .keras models"),
+    (("--model", f"{MODELS}/../fake_worker.py:1build"), "is not a Python function name"),
+    (("--model", f"{MODELS}/small_cnn.py", "mlp"), "name workloads or a --model, not both"),
+    (("--model", f"{MODELS}/small_cnn.py", "--batch-size", "auto"), "--batch-size auto needs"),
+    (("--model", str(FIXTURES / "fake_worker.py").replace(".py", ".txt")), "give a Python file"),
+])
+def test_bad_model_arguments_exit_2_before_anything_runs(args, message, store_path):
+    proc = run_cli("bench", *args, "--cpu", "--store", str(store_path))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
