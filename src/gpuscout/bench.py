@@ -6,11 +6,12 @@ Measuring code never formats: this module returns plain records; ``report/`` ren
 from __future__ import annotations
 
 import uuid
+from statistics import median
 from dataclasses import dataclass
 from typing import Callable
 
 from gpuscout import METHODOLOGY_VERSION, __version__
-from gpuscout import backends, catalog, sizing, workloads
+from gpuscout import backends, catalog, datasets, sizing, workloads
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import across_runs, summarize
@@ -18,7 +19,7 @@ from gpuscout.analysis.telemetry import summarize_telemetry
 from gpuscout.errors import UsageError
 from gpuscout.executor.local import ChildOutcome, child_env, run_child
 from gpuscout.provenance import host_provenance, relevant_env, utc_now
-from gpuscout.spec import DataMode, Precision, RunSpec, build_spec
+from gpuscout.spec import DataMode, Precision, RunSpec, Task, ToAccuracy, build_spec
 from gpuscout.store import SCHEMA_VERSION, Store
 from gpuscout.telemetry.nvml import GpuInfo, Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler
@@ -99,6 +100,7 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         data = DataMode(options.data)
     except ValueError:
         raise UsageError(f"unknown --data {options.data!r}: choose synthetic or pipeline") from None
+    goal = _accuracy_goal(options)
     ref = user.parse_ref(options.model, options.input_shape) if options.model else None
     if ref is not None and options.batch_size == "auto":
         raise UsageError("--batch-size auto needs a workload's measured memory model; give a user model a number")
@@ -124,6 +126,11 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         info = user.inspect_in_child(ref, backend, precision, options.flops_per_sample)
         info = info.model_copy(update={"name": user.display_name(ref)})
         found = [user.workload_from_info(info)]
+    if goal is not None:
+        for w in found:
+            if w.is_sequence or w.input_kind == "ids" or w.label_kind != "sparse":
+                raise UsageError(f"--to-accuracy trains image classifiers; {w.name} is not one")
+            datasets.check_fits(goal.dataset, w.input_shape(None), w.name)
 
     def batch_for(w) -> int:
         seq = (options.seq_len or w.default_seq_len) if w.is_sequence else None
@@ -140,6 +147,7 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
             window_steps=options.window_steps, window_seconds=options.window_seconds,
             pipeline_cost=options.pipeline_cost, seed=options.seed, gpu_index=gpu_index,
             model=ref, model_info=info,
+            task=Task.to_accuracy if goal else Task.measure, to_accuracy=goal,
         )
         for w in found
     ]
@@ -149,6 +157,23 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         if too_big:
             raise UsageError("; ".join(too_big) + " (estimate: docs/methodology.md; --no-fit-check runs it anyway)")
     return specs, notice
+
+
+def _accuracy_goal(options: BenchOptions) -> ToAccuracy | None:
+    if options.to_accuracy is None:
+        if options.dataset is not None:
+            raise UsageError("--dataset is for --to-accuracy runs: add --to-accuracy TARGET (e.g. 0.9)")
+        return None
+    if not 0 < options.to_accuracy <= 1:
+        raise UsageError(f"--to-accuracy is a validation accuracy in (0, 1], got {options.to_accuracy:g}")
+    if options.dataset is None:
+        raise UsageError(f"--to-accuracy needs real data: --dataset {' | '.join(datasets.NAMES)} | FILE.npz | DIR")
+    if options.max_epochs < 1:
+        raise UsageError(f"--max-epochs must be >= 1, got {options.max_epochs}")
+    if options.data != DataMode.synthetic.value:
+        raise UsageError("--to-accuracy reads its --dataset; drop --data")
+    return ToAccuracy(target=options.to_accuracy, dataset=datasets.locate(options.dataset),
+                      max_epochs=options.max_epochs)
 
 
 class Progress:
@@ -252,6 +277,7 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "estimated_peak_memory_bytes": sizing.estimate_bytes(workload, spec.batch_size, spec.precision, spec.seq_len),
         "achieved_tflops": None, "mfu": None, "mfu_peak_tflops": None, "mfu_peak_path": None,
         "telemetry": None,
+        "time_to_accuracy": None,
         "flags": [],
         "gpu": None if gpu is None else {**gpu.to_dict(), "catalog_id": entry.id if entry else None},
         "spec": spec.model_dump(mode="json"),
@@ -266,6 +292,16 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         flags.append(shared)
     if result is not None:
         _add_measurements(record, result, spec, workload, entry, flags)
+        if result.get("time_to_accuracy"):
+            record["time_to_accuracy"] = result["time_to_accuracy"]
+            curve = result["time_to_accuracy"]["curve"]
+            # an epoch of the real dataset, without the first (it holds the compilation)
+            record["epoch_time_s"] = median(p["train_s"] for p in (curve[1:] or curve))
+            if not result["time_to_accuracy"]["reached"]:
+                record["status"] = "not_reached"
+                record["error"] = {"message": f"validation accuracy {result['time_to_accuracy']['best_val_accuracy']:.4f} "
+                                   f"after {result['time_to_accuracy']['epochs']} epochs, target {spec.to_accuracy.target}",
+                                   "stderr_tail": "", "returncode": 0}
         if samples:
             telemetry = summarize_telemetry(samples, result["windows"],
                                             sum(w["samples"] for w in result["windows"]), interval_s)

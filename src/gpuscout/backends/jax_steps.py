@@ -50,6 +50,14 @@ def _cudnn_version(query) -> str | None:
     return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
 
 
+def device_peak_memory_bytes() -> int | None:
+    """The allocator's peak on the first device (None on a CPU, which keeps no such count)."""
+    import jax
+
+    stats = jax.local_devices()[0].memory_stats()
+    return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
+
+
 def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     import jax
 
@@ -82,11 +90,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     def sync(logs) -> float:
         return float(logs["loss"])  # fetching the value waits for the step (and all before it)
 
-    def peak_memory_bytes() -> int | None:
-        stats = device.memory_stats()
-        return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
-
-    return StepRunner(step, sync, wait.total, peak_memory_bytes,
+    return StepRunner(step, sync, wait.total, device_peak_memory_bytes,
                       compiled="jax.jit(keras Model.train_step, donate_argnums=0)")
 
 

@@ -46,6 +46,15 @@ def tf_dataset(tf, x, y, spec: RunSpec, workload: Workload):
     return dataset.batch(spec.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
+def device_peak_memory_bytes() -> int | None:
+    """TensorFlow's allocator peak on the first GPU (None on a CPU)."""
+    import tensorflow as tf
+
+    if not tf.config.list_physical_devices("GPU"):
+        return None
+    return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+
+
 def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     import tensorflow as tf
 
@@ -78,10 +87,5 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     def sync(logs) -> float:
         return float(logs["loss"])  # .numpy() waits for the step (and all before it)
 
-    def peak_memory_bytes() -> int | None:
-        if not on_gpu:
-            return None
-        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-
-    return StepRunner(step, sync, lambda: waited[0], peak_memory_bytes,
+    return StepRunner(step, sync, lambda: waited[0], device_peak_memory_bytes,
                       compiled=f"tf.function(keras Model.train_step, jit_compile={spec.xla})")

@@ -30,7 +30,8 @@ class _RichProgress(bench_lib.Progress):
         seq = f" seq{spec.seq_len}" if spec.seq_len else ""
         label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}{seq}"
         self.label = label
-        self.task = self.progress.add_task(f"{label}: starting", total=spec.windows)
+        total = spec.to_accuracy.max_epochs if spec.to_accuracy else spec.windows
+        self.task = self.progress.add_task(f"{label}: starting", total=total)
 
     def event(self, spec: RunSpec, event: dict) -> None:
         kind = event.get("event")
@@ -40,6 +41,10 @@ class _RichProgress(bench_lib.Progress):
         elif kind == "warmed_up":
             self.progress.update(self.task, description=f"{self.label}: measuring "
                                  f"({event['steps_per_window']} steps/window)")
+        elif kind == "epoch":
+            self.progress.update(self.task, advance=1, description=f"{self.label}: epoch {event['epoch']}/"
+                                 f"{event['of']} val accuracy {event['val_accuracy']:.4f} (target {event['target']:g}), "
+                                 f"{event['elapsed_s']:.0f} s")
         elif kind == "window":
             self.progress.update(self.task, advance=1, description=f"{self.label}: window "
                                  f"{event['index'] + 1}/{event['of']} {event['throughput']:,.1f}/s")
@@ -69,6 +74,9 @@ def bench(
     model: Optional[str] = typer.Option(None, "--model", help="Your own model: file.py:build (returns the model and a gpuscout.InputSpec) or model.keras."),
     input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Per-sample input shape of a .keras model with free dimensions, e.g. 32,32,3."),
     flops_per_sample: Optional[float] = typer.Option(None, "--flops-per-sample", help="Forward FLOPs per sample of --model (2 per multiply-add) [default: counted from its layers]."),
+    to_accuracy: Optional[float] = typer.Option(None, "--to-accuracy", help="Train on --dataset until this validation accuracy (e.g. 0.94) and record the time it took."),
+    dataset: Optional[str] = typer.Option(None, help="Real data for --to-accuracy: cifar10 | mnist (Keras' cache) | digits (scikit-learn) | FILE.npz | DIR."),
+    max_epochs: int = typer.Option(30, help="--to-accuracy: give up after this many epochs (status not_reached)."),
     suite: Optional[str] = typer.Option(None, help="Run a named suite instead of naming workloads: quick | standard."),
     windows: Optional[int] = typer.Option(None, help="Timing windows [default: 5, or the suite's]."),
     warmup_steps: Optional[int] = typer.Option(None, help="Steps run and discarded after the compile step [default: 10, or the suite's]."),
@@ -90,7 +98,8 @@ def bench(
 ) -> None:
     """Benchmark training under the fixed protocol: compile apart, warm-up discarded, timed windows.
 
-    Exits 0 when every run succeeded, 1 when a run ended oom/failed/timeout, 2 on bad input.
+    Exits 0 when every run succeeded, 1 when a run ended oom/failed/timeout (or missed its
+    --to-accuracy target: not_reached), 2 on bad input.
 
     Examples:
 
@@ -105,6 +114,8 @@ def bench(
         gpuscout bench bert_base --seq-len 512 --batch-size 32
 
         gpuscout bench vit_b16 --batch-size auto --precision mixed_bfloat16   # as large as this GPU allows
+
+        gpuscout bench resnet18_cifar --to-accuracy 0.94 --dataset cifar10 --precision mixed_bfloat16
 
         gpuscout bench --model my_model.py:build --precision mixed_bfloat16   # your own model
 
@@ -135,7 +146,7 @@ def bench(
     options = bench_lib.BenchOptions(
         backend=backend, precision=precision, xla=xla, batch_size=parse_batch_size(batch_size),
         seq_len=seq_len, data=data, fit_check=fit_check, model=model, input_shape=input_shape,
-        flops_per_sample=flops_per_sample,
+        flops_per_sample=flops_per_sample, to_accuracy=to_accuracy, dataset=dataset, max_epochs=max_epochs,
         warmup_steps=protocol.warmup_steps if warmup_steps is None else warmup_steps,
         windows=protocol.windows if windows is None else windows, window_steps=window_steps,
         window_seconds=protocol.window_seconds if window_seconds is None else window_seconds,

@@ -61,6 +61,14 @@ def measure(spec: RunSpec) -> dict:
             f"the {spec.backend.value} backend sees no GPU (a CPU-only build, or CUDA libraries "
             "missing): run `gpuscout doctor` for the fix, or pass --cpu")
     emit({"event": "started", "framework": framework})
+    if spec.task is Task.to_accuracy:
+        from gpuscout.measure.accuracy import train_to_accuracy
+
+        result = train_to_accuracy(spec, workload, keras, emit)
+        return {"event": "result", **result, "peak_memory_bytes": module.device_peak_memory_bytes(),
+                "host_peak_rss_bytes": _host_peak_rss_bytes(),
+                "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},
+                "pid": os.getpid()}
     runner = module.build_runner(spec, workload, keras)
     result = run_protocol(
         runner,
@@ -84,12 +92,15 @@ def measure(spec: RunSpec) -> dict:
         ],
         "loss": result.loss,
         "peak_memory_bytes": runner.peak_memory_bytes(),
-        # ru_maxrss is in KiB on Linux (getrusage(2))
-        "host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "host_peak_rss_bytes": _host_peak_rss_bytes(),
         "compiled": runner.compiled,
         "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},
         "pid": os.getpid(),
     }
+
+
+def _host_peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux (getrusage(2))
 
 
 def main(argv: list[str] | None = None) -> int:

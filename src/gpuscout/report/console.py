@@ -8,7 +8,7 @@ from rich.table import Table
 
 from gpuscout.report import format as fmt
 
-_STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red"}
+_STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red", "not_reached": "yellow"}
 
 
 def _config(r: dict) -> str:
@@ -64,11 +64,22 @@ def print_bench(console: Console, records: list[dict], summaries: list[dict]) ->
             tail = (r["error"].get("stderr_tail") or "").strip().splitlines()[-5:]
             for line in tail:
                 console.print(f"    {line}", markup=False, highlight=False)
+    for r in records:
+        if r.get("time_to_accuracy"):
+            console.print(accuracy_line(r), highlight=False)
     for s in summaries:
         t = s["throughput"]
         console.print(f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
                       f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
                       f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}")
+
+
+def accuracy_line(r: dict) -> str:
+    tta = r["time_to_accuracy"]
+    curve = ", ".join(f"{p['val_accuracy']:.3f}" for p in tta["curve"])
+    head = (f"reached {tta['target']:g} in {fmt.seconds(tta['seconds'])} ({tta['epochs']} epochs)" if tta["reached"]
+            else f"did not reach {tta['target']:g} in {tta['epochs']} epochs (best {tta['best_val_accuracy']:.4f})")
+    return f"time to accuracy {r['id']} {r['workload']}: {head}; validation accuracy by epoch: {curve}"
 
 
 def runs_table(records: list[dict]) -> Table:
@@ -102,3 +113,5 @@ def print_run(console: Console, r: dict) -> None:
     ]
     for key, value in lines:
         console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
+    if r.get("time_to_accuracy"):
+        console.print(escape(accuracy_line(r)), highlight=False)

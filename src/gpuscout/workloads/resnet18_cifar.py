@@ -13,17 +13,24 @@ from gpuscout.workloads.base import memory_models, Workload, fixed_flops
 _STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
 
 
+def _norm(layers):
+    # PyTorch's default running-statistics momentum (0.1, i.e. Keras' 0.9), as in the reference
+    # model; Keras' default 0.99 leaves the statistics at their initial values for the first
+    # few hundred steps, so short time-to-accuracy runs evaluated at chance (10%).
+    return layers.BatchNormalization(momentum=0.9, epsilon=1e-5)
+
+
 def _basic_block(keras, x, filters, stride):
     layers = keras.layers
     shortcut = x
     y = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(x)
-    y = layers.BatchNormalization()(y)
+    y = _norm(layers)(y)
     y = layers.ReLU()(y)
     y = layers.Conv2D(filters, 3, padding="same", use_bias=False)(y)
-    y = layers.BatchNormalization()(y)
+    y = _norm(layers)(y)
     if stride != 1 or x.shape[-1] != filters:
         shortcut = layers.Conv2D(filters, 1, strides=stride, use_bias=False)(x)
-        shortcut = layers.BatchNormalization()(shortcut)
+        shortcut = _norm(layers)(shortcut)
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
@@ -31,7 +38,7 @@ def _build_model(keras, seq_len=None):
     layers = keras.layers
     inputs = keras.Input(shape=(32, 32, 3))
     x = layers.Conv2D(64, 3, padding="same", use_bias=False)(inputs)
-    x = layers.BatchNormalization()(x)
+    x = _norm(layers)(x)
     x = layers.ReLU()(x)
     for filters, stride in _STAGES:
         x = _basic_block(keras, x, filters, stride)
