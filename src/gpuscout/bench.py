@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from statistics import median
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from gpuscout import METHODOLOGY_VERSION, __version__
@@ -17,6 +17,7 @@ from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import across_runs, summarize
 from gpuscout.analysis.telemetry import summarize_telemetry
 from gpuscout.errors import UsageError
+from gpuscout.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.executor.local import ChildOutcome, child_env, run_child
 from gpuscout.provenance import host_provenance, relevant_env, utc_now
 from gpuscout.spec import DataMode, Precision, RunSpec, Task, ToAccuracy, build_spec
@@ -54,6 +55,7 @@ class BenchOptions:
     to_accuracy: float | None = None  # train on real data to this validation accuracy
     dataset: str | None = None
     max_epochs: int = 30
+    pricing: PricingOptions = field(default_factory=PricingOptions)
     fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/sizing.py)
 
 
@@ -100,6 +102,7 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         data = DataMode(options.data)
     except ValueError:
         raise UsageError(f"unknown --data {options.data!r}: choose synthetic or pipeline") from None
+    options.pricing.check()
     goal = _accuracy_goal(options)
     ref = user.parse_ref(options.model, options.input_shape) if options.model else None
     if ref is not None and options.batch_size == "auto":
@@ -225,7 +228,7 @@ def measure_one(spec: RunSpec, options: BenchOptions, nvml: Nvml, host: dict, gr
         samples = sampler.stop() if sampler else []
     after = nvml.compute_processes(spec.gpu_index) if gpu is not None else []
     return build_record(spec, outcome, gpu, host, env, group_id, repeat, samples,
-                        options.telemetry_interval_s, _others(gpu, during, after, child_pid))
+                        options.telemetry_interval_s, _others(gpu, during, after, child_pid), options.pricing)
 
 
 def _others(gpu: GpuInfo | None, during: list[dict], after: list[dict], child_pid: list[int]) -> list[int]:
@@ -246,7 +249,7 @@ def _others(gpu: GpuInfo | None, during: list[dict], after: list[dict], child_pi
 
 def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host: dict,
                  env: dict, group_id: str, repeat: int, samples: list, interval_s: float,
-                 other_pids: list[int]) -> dict:
+                 other_pids: list[int], pricing: PricingOptions = PricingOptions()) -> dict:
     workload = workloads.for_spec(spec)
     entry = catalog.match(gpu.name) if gpu else None
     result = outcome.result
@@ -278,6 +281,7 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "achieved_tflops": None, "mfu": None, "mfu_peak_tflops": None, "mfu_peak_path": None,
         "telemetry": None,
         "time_to_accuracy": None,
+        "cost": None,
         "flags": [],
         "gpu": None if gpu is None else {**gpu.to_dict(), "catalog_id": entry.id if entry else None},
         "spec": spec.model_dump(mode="json"),
@@ -311,6 +315,8 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
                                                telemetry["sm_clock_mean_mhz"], gpu.sm_clock_max_mhz)
             if throttled:
                 flags.append(throttled)
+    if entry is not None and record["throughput"] is not None:
+        _add_cost(record, entry, workload, pricing)
     record["flags"] = [f.to_dict() for f in flags]
     return record
 
@@ -352,6 +358,17 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
     for extra in (flagging.input_flag(wait_share), flagging.loss_flag(result["loss"])):
         if extra:
             flags.append(extra)
+
+
+def _add_cost(record: dict, entry, workload, pricing: PricingOptions) -> None:
+    """Cost figures at the GPU's hourly cost (docs/catalog.md); none when no price is known."""
+    power = (record.get("telemetry") or {}).get("power_mean_w")
+    hourly = hourly_cost(catalog.load(), entry.id, pricing, power)
+    if hourly is None:
+        return
+    tta = record.get("time_to_accuracy") or {}
+    record["cost"] = cost_figures(hourly, record["throughput"]["median"], workload.unit, record["epoch_time_s"],
+                                  tta.get("seconds"), power)
 
 
 def summarize_repeats(records: list[dict]) -> list[dict]:

@@ -92,6 +92,26 @@ def test_gpu_run_records_telemetry_throttling_and_other_processes(tmp_path, stor
     codes = {f["code"] for f in run["flags"]}
     assert {"throttled", "gpu_shared"} <= codes
     assert run["env"]["driver_version"] == "550.54.15" and run["env"]["child_env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    # cost at the catalog's cheapest H100 SXM price (Lambda, 2.99 USD/h, stale)
+    cost = run["cost"]
+    assert cost["hourly"]["usd_per_hour"] == 2.99 and cost["hourly"]["stale"]
+    per_s = 2.99 / 3600
+    assert cost["usd_per_million_images"] == per_s / run["throughput"]["median"] * 1e6
+    assert cost["usd_per_epoch"] == per_s * run["epoch_time_s"]
+    assert cost["kwh_per_million_images"] == 600.0 / run["throughput"]["median"] * 1e6 / 3.6e6
+
+
+def test_an_owned_gpu_and_a_given_price_change_the_cost(tmp_path, store_path, fake_gpu):
+    env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake_gpu()))
+    given = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json", "--price", "7.2",
+                      "--store", str(store_path)], env)
+    assert given.returncode == 0, given.stderr
+    assert json.loads(given.stdout)["runs"][0]["cost"]["hourly"]["basis"] == "--price 7.2 USD/h"
+    owned = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--owned", "--store", str(store_path)], env)
+    assert owned.returncode == 0  # no purchase price for an H100 in the catalog: no cost, no error
+    bad = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--provider", "azure",
+                    "--store", str(store_path)], env)
+    assert bad.returncode == 2 and "no 'azure' price for h100_sxm" in bad.stderr
 
 
 def test_no_telemetry_option(tmp_path, store_path, fake_gpu):

@@ -58,11 +58,14 @@ def handle_errors(command):
     return wrapper
 
 
-from gpuscout.cli import bench, doctor, results  # noqa: E402  (registration order = workflow order)
+from gpuscout.cli import bench, catalog, doctor, recommend, results  # noqa: E402
 
+# registration order = workflow order
 app.command("doctor")(handle_errors(doctor.doctor))
 app.command("bench")(handle_errors(bench.bench))
 app.add_typer(results.app, name="results")
+app.command("catalog")(handle_errors(catalog.catalog))
+app.command("recommend")(handle_errors(recommend.recommend))
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from gpuscout import bench as bench_lib
 from gpuscout import suites, workloads
 from gpuscout.errors import UsageError
+from gpuscout.pricing import PricingOptions
 from gpuscout.report import console as console_report
 from gpuscout.report.export import json_document
 from gpuscout.spec import RunSpec
@@ -89,6 +90,11 @@ def bench(
     timeout: float = typer.Option(bench_lib.DEFAULT_TIMEOUT_S, help="Seconds before a run is killed and recorded as timeout."),
     telemetry: bool = typer.Option(True, "--telemetry/--no-telemetry", help="Sample GPU telemetry (NVML) during runs."),
     seed: int = typer.Option(0, help="Seed for weights and synthetic data."),
+    price: Optional[float] = typer.Option(None, "--price", help="Cost of one GPU-hour in USD, instead of the catalog's."),
+    provider: Optional[str] = typer.Option(None, help="Use this cloud provider's catalog price (aws, gcp, lambda, or one from your --catalog)."),
+    owned: bool = typer.Option(False, "--owned", help="Cost an owned GPU: purchase price over --amortise-years plus measured power."),
+    amortise_years: float = typer.Option(3.0, help="--owned: years the purchase price is spread over."),
+    electricity_usd_per_kwh: float = typer.Option(0.15, help="--owned: electricity price."),
     fit_check: bool = typer.Option(True, "--fit-check/--no-fit-check",
                                    help="Refuse a run whose memory estimate is clearly over the GPU's memory."),
     store_path: Optional[Path] = typer.Option(None, "--store", envvar="GPUSCOUT_STORE",
@@ -146,6 +152,7 @@ def bench(
     options = bench_lib.BenchOptions(
         backend=backend, precision=precision, xla=xla, batch_size=parse_batch_size(batch_size),
         seq_len=seq_len, data=data, fit_check=fit_check, model=model, input_shape=input_shape,
+        pricing=PricingOptions(price, provider, owned, amortise_years, electricity_usd_per_kwh),
         flops_per_sample=flops_per_sample, to_accuracy=to_accuracy, dataset=dataset, max_epochs=max_epochs,
         warmup_steps=protocol.warmup_steps if warmup_steps is None else warmup_steps,
         windows=protocol.windows if windows is None else windows, window_steps=window_steps,

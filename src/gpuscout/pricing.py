@@ -1,0 +1,114 @@
+"""What an hour of a GPU costs, and what a benchmark's numbers cost at that rate.
+
+An hour is, in order of precedence: the user's `--price`; for an owned GPU (`--owned`), its
+purchase price spread over `--amortise-years` of continuous use plus its power (measured when
+there is a measurement, else its TDP) at `--electricity-usd-per-kwh`; else the catalog's
+on-demand cloud price (the `--provider`'s, else the cheapest one that is not stale, else the
+cheapest stale one, marked stale).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from gpuscout.catalog import Catalog, PriceEntry
+from gpuscout.errors import UsageError
+
+HOURS_PER_YEAR = 24 * 365
+DEFAULT_AMORTISE_YEARS = 3.0
+# A round figure near the 2024 US average for commercial customers (EIA, Electric Power
+# Monthly, table 5.6.A: 12.7 cents/kWh); pass your own.
+DEFAULT_USD_PER_KWH = 0.15
+
+
+@dataclass(frozen=True)
+class PricingOptions:
+    price_usd_per_hour: float | None = None
+    provider: str | None = None
+    owned: bool = False
+    amortise_years: float = DEFAULT_AMORTISE_YEARS
+    usd_per_kwh: float = DEFAULT_USD_PER_KWH
+
+    def check(self) -> "PricingOptions":
+        if self.price_usd_per_hour is not None and self.price_usd_per_hour <= 0:
+            raise UsageError(f"--price must be > 0 USD per GPU-hour, got {self.price_usd_per_hour:g}")
+        if self.amortise_years <= 0:
+            raise UsageError(f"--amortise-years must be > 0, got {self.amortise_years:g}")
+        if self.usd_per_kwh < 0:
+            raise UsageError(f"--electricity-usd-per-kwh must be >= 0, got {self.usd_per_kwh:g}")
+        if self.owned and self.provider:
+            raise UsageError("--owned prices a GPU you bought; --provider picks a cloud: use one")
+        return self
+
+
+@dataclass(frozen=True)
+class HourlyCost:
+    usd_per_hour: float
+    basis: str  # one line a user can check
+    kind: str  # given | cloud | owned
+    provider: str | None = None
+    date: str | None = None
+    stale: bool = False
+    source: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _pick(entries: list[PriceEntry]) -> PriceEntry:
+    fresh = [p for p in entries if not p.stale()]
+    return min(fresh or entries, key=lambda p: p.usd)
+
+
+def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = PricingOptions(),
+                power_w: float | None = None, strict: bool = True) -> HourlyCost | None:
+    """The cost of one GPU-hour, or None when nothing is known (no price, no --price). With
+    `strict` (one GPU asked about), a --provider without a price for it is an error."""
+    if options.price_usd_per_hour is not None:
+        return HourlyCost(options.price_usd_per_hour, f"--price {options.price_usd_per_hour:g} USD/h", "given")
+    entries = catalog.prices_for(gpu_id)
+    if options.owned:
+        purchases = [p for p in entries if p.kind == "purchase"]
+        if not purchases:
+            return None
+        bought = _pick(purchases)
+        gpu = next(g for g in catalog.gpus if g.id == gpu_id)
+        watts = power_w if power_w is not None else gpu.tdp_w
+        capital = bought.usd / (options.amortise_years * HOURS_PER_YEAR)
+        energy = watts / 1000 * options.usd_per_kwh
+        basis = (f"owned: {bought.usd:,.0f} USD ({bought.provider}, {bought.date}) over {options.amortise_years:g} "
+                 f"years + {watts:.0f} W ({'measured' if power_w is not None else 'TDP'}) at "
+                 f"{options.usd_per_kwh:g} USD/kWh")
+        return HourlyCost(capital + energy, basis, "owned", bought.provider, bought.date, bought.stale(), bought.source)
+    clouds = [p for p in entries if p.kind == "cloud"]
+    if options.provider:
+        chosen = [p for p in clouds if p.provider == options.provider]
+        if not chosen and not strict:
+            return None
+        if not chosen:
+            offered = sorted({p.provider for p in clouds})
+            raise UsageError(f"no {options.provider!r} price for {gpu_id}: "
+                             + (f"the catalog has {', '.join(offered)}" if offered else "the catalog has none")
+                             + "; add one with --catalog FILE or give --price")
+        clouds = chosen
+    if not clouds:
+        return None
+    best = _pick(clouds)
+    stale = " (stale: over a year old)" if best.stale() else ""
+    return HourlyCost(best.usd, f"{best.provider} on demand, {best.date}{stale}", "cloud", best.provider,
+                      best.date, best.stale(), best.source)
+
+
+def cost_figures(hourly: HourlyCost, units_per_s: float | None, unit: str, epoch_s: float | None = None,
+                 tta_s: float | None = None, power_w: float | None = None) -> dict:
+    """USD per million units (samples, images or tokens), per epoch and per time-to-accuracy
+    run, and energy per million units from the measured power."""
+    per_s = hourly.usd_per_hour / 3600
+    million = f"usd_per_million_{unit}"
+    return {
+        "hourly": hourly.to_dict(),
+        million: per_s / units_per_s * 1e6 if units_per_s else None,
+        "usd_per_epoch": per_s * epoch_s if epoch_s else None,
+        "usd_per_time_to_accuracy": per_s * tta_s if tta_s else None,
+        f"kwh_per_million_{unit}": (power_w / units_per_s * 1e6 / 3.6e6) if power_w and units_per_s else None,
+    }

@@ -1,0 +1,63 @@
+"""`gpuscout catalog` and `gpuscout recommend` through the real CLI."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def test_catalog_lists_every_gpu_as_json_with_stale_prices():
+    proc = run_cli("catalog", "--json")
+    assert proc.returncode == 0, proc.stderr
+    gpus = json.loads(proc.stdout)["gpus"]
+    assert len(gpus) >= 18
+    h100 = next(g for g in gpus if g["id"] == "h100_sxm")
+    assert h100["bf16_tflops"] == 989.5 and h100["bf16_sparse_tflops"] == 1979.0
+    assert all(p["stale"] in (True, False) for p in h100["prices"]) and h100["prices"]
+
+
+def test_one_gpu_in_full_and_a_near_miss():
+    shown = run_cli("catalog", "a10g")
+    assert shown.returncode == 0 and "source" in shown.stdout and "g5.xlarge" in shown.stdout
+    miss = run_cli("catalog", "a100_sxm_80gb")
+    assert miss.returncode == 2 and "did you mean a100_sxm4_80gb" in miss.stderr
+
+
+def test_recommend_ranks_with_reasons_as_json(tmp_path):
+    proc = run_cli("recommend", "--workload", "resnet50", "--epochs", "90", "--json", "--store", str(tmp_path / "none.sqlite"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    rows = doc["rows"]
+    assert len(rows) >= 18 and rows[0]["eligible"] and rows[0]["cost_usd"] is not None
+    costs = [r["cost_usd"] for r in rows if r["eligible"] and r["cost_usd"] is not None]
+    assert costs == sorted(costs)
+    a100 = next(r for r in rows if r["gpu"] == "a100_sxm4_80gb")
+    assert a100["throughput"]["basis"] == "published" and a100["throughput"]["value"] == 2470
+    h100 = next(r for r in rows if r["gpu"] == "h100_sxm")
+    assert h100["throughput"]["basis"] == "predicted" and h100["throughput"]["low"] < h100["throughput"]["value"]
+    assert any("memory-bound" in reason for reason in h100["reasons"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--workload", "resnet50", "--budget-usd-per-hour", "0"), "--budget-usd-per-hour must be > 0"),
+    (("--workload", "resnet5"), "unknown workload 'resnet5': did you mean resnet50"),
+    (("--params", "1.3B", "--workload", "mlp"), "give exactly one of --workload, --model or --params"),
+    (("--params", "70B", "--dataset-size", "1e12", "--deadline", "1h", "--max-gpus", "8"),
+     "no GPU in the catalog trains decoder 70B"),
+    (("--params", "1B", "--deadline", "12h"), "--deadline needs the job's size"),
+    (("--workload", "mlp", "--deadline", "soon", "--dataset-size", "10"), "--deadline must be a positive duration"),
+    (("--workload", "mlp", "--scenario", "cloud"), "unknown --scenario 'cloud'"),
+])
+def test_recommend_bad_input_exits_2(args, message, tmp_path):
+    proc = run_cli("recommend", *args, "--store", str(tmp_path / "none.sqlite"))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_a_malformed_catalog_file_is_named_with_its_line(tmp_path):
+    bad = tmp_path / "mine.toml"
+    bad.write_text('[[price]]\ngpu = "l4"\nkind = "rental"\nprovider = "x"\nusd = 1\ndate = "2026-01"\nsource = "a bill"\n')
+    proc = run_cli("recommend", "--workload", "mlp", "--catalog", str(bad))
+    assert proc.returncode == 2 and "[[price]] #1 (line 1): kind" in proc.stderr
+    env_proc = run_cli("catalog", env={"GPUSCOUT_CATALOG": str(bad)})
+    assert env_proc.returncode == 2 and "line 1" in env_proc.stderr
