@@ -32,7 +32,9 @@ def test_bench_mlp_on_the_cpu(store_path, backend):
     assert t["unit"] == "samples/s" and t["median"] > 0
     assert t["ci95_low"] <= t["median"] <= t["ci95_high"] and t["cv"] is not None
     assert len(run["windows"]) == 3 and all(w["steps"] >= 5 for w in run["windows"])
-    assert all(w["seconds"] >= 0.3 * 0.5 for w in run["windows"])  # calibrated to the asked length
+    # calibrated to the asked length (0.3 s); a quarter of it leaves room for a busy CI machine, and
+    # still fails when windows fall back to the minimum steps (about 0.01 s for this model)
+    assert all(w["seconds"] >= 0.3 * 0.25 for w in run["windows"])
     assert run["step_time_s"] == pytest.approx(64 / t["median"])
     assert run["epoch_time_s"] == pytest.approx(60_000 / t["median"])
     assert run["compile_s"] > 0 and run["loss"] > 0

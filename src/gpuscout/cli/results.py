@@ -11,10 +11,10 @@ from rich.console import Console
 from gpuscout.cli import handle_errors
 from gpuscout.errors import UsageError
 from gpuscout.report import console as console_report
-from gpuscout.report.export import csv_text, json_document
+from gpuscout.report.export import csv_text, json_document, parse_document
 from gpuscout.store import Store
 
-app = typer.Typer(help="Stored benchmark results: list, show, export.", no_args_is_help=True)
+app = typer.Typer(help="Stored benchmark results: list, show, export, import.", no_args_is_help=True)
 
 _STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
 
@@ -92,3 +92,26 @@ def export(
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror}") from None
         Console(stderr=True).print(f"wrote {len(records)} run(s) to {out}")
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    path: Path = typer.Argument(..., help="A JSON file written by `gpuscout results export` (on any machine)."),
+    store_path: Optional[Path] = _STORE,
+) -> None:
+    """Import runs from another machine's export, all or nothing; runs already stored are skipped.
+
+    Example: gpuscout results import h100-box.json && gpuscout report --out all-gpus.html
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not a gpuscout results file (not UTF-8 text)") from None
+    records = parse_document(text, str(path))
+    with Store(store_path) as store:
+        added = store.put_many(records)
+    Console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
+                               f"into {store.path}")

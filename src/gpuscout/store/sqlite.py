@@ -130,6 +130,31 @@ class Store:
                 self._db.execute("ROLLBACK")
             raise
 
+    def put_many(self, records: list[dict]) -> int:
+        """Insert records not already stored (by id), all or none: one transaction. Returns how
+        many were new. A stored id whose record differs is an error (nothing is written)."""
+        rows = [_row(r) for r in records]
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            added = 0
+            for record, row in zip(records, rows):
+                existing = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (record["id"],)).fetchone()
+                if existing is not None:
+                    if json.loads(existing[0]) != json.loads(json.dumps(record)):
+                        raise StoreError(f"run {record['id']} is already stored with different contents: "
+                                         "nothing was imported")
+                    continue
+                self._db.execute(
+                    f"INSERT INTO runs ({', '.join(_COLUMNS)}, record_json) VALUES "
+                    f"({', '.join('?' * (len(_COLUMNS) + 1))})", row)
+                added += 1
+            self._db.execute("COMMIT")
+            return added
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
     def get(self, run_id: str) -> dict:
         """A record by id or unique id prefix; StoreError names the problem otherwise."""
         exact = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (run_id,)).fetchone()

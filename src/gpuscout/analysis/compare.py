@@ -1,0 +1,180 @@
+"""Comparing stored runs: ratios against a baseline with their uncertainty, and whether a
+difference is there at all (pytest-benchmark's compare and hyperfine's honesty as models).
+
+Runs are compared only with runs that differ in the one field asked about (`by`): same
+workload, and the same backend, precision, XLA, batch, sequence length, data mode and device
+otherwise. Each group's windows are pooled. The ratio of medians gets a bootstrap 95% interval
+(windows resampled within each group). A difference is called when a two-sided Mann-Whitney U
+test on the windows gives p < 0.05 (both groups with at least MIN_WINDOWS windows), else only
+when the two medians' 95% intervals do not overlap. Runs of different methodology versions are
+never pooled or compared; other differences in their environments (driver, framework versions,
+GPU when not compared by GPU) are named in notes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.stats import mannwhitneyu
+
+from gpuscout.errors import UsageError
+
+ALPHA = 0.05
+MIN_WINDOWS = 3
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
+
+def _gpu(r: dict) -> str:
+    return (r.get("gpu") or {}).get("name") or r["device"]
+
+
+FIELDS = {
+    "gpu": _gpu,
+    "backend": lambda r: r["backend"],
+    "precision": lambda r: r["precision"],
+    "xla": lambda r: "xla" if r["xla"] else "no-xla",
+    "batch_size": lambda r: r["batch_size"],
+    "seq_len": lambda r: r.get("seq_len"),
+    "data": lambda r: r["data"],
+    "device": lambda r: r["device"],
+}
+# What else can differ between runs and is named, not used to split
+ENVIRONMENT = {
+    "gpu": _gpu,
+    "driver": lambda r: (r.get("env") or {}).get("driver_version"),
+    "framework": lambda r: ((r.get("env") or {}).get("framework") or {}).get("backend_version"),
+    "keras": lambda r: ((r.get("env") or {}).get("framework") or {}).get("keras_version"),
+    "gpuscout": lambda r: r.get("gpuscout_version"),
+}
+
+
+@dataclass
+class Group:
+    label: str
+    run_ids: list[str]
+    windows: list[float]  # pooled window throughputs
+    median: float
+    ci95_low: float | None
+    ci95_high: float | None
+    ratio: float | None = None  # median / baseline median
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    p_value: float | None = None
+    test: str | None = None  # mann-whitney | ci-overlap
+    verdict: str = "baseline"  # baseline | faster | slower | no significant difference
+
+
+@dataclass
+class Comparison:
+    workload: str
+    unit: str
+    by: str
+    held: dict  # the fields every group shares
+    methodology_version: int
+    groups: list[Group]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "groups": [asdict(g) for g in self.groups]}
+
+
+def _windows(r: dict) -> list[float]:
+    return [w["throughput"] for w in r.get("windows") or [] if "throughput" in w] or [r["throughput"]["median"]]
+
+
+def _group(label: str, runs: list[dict]) -> Group:
+    windows = [t for r in runs for t in _windows(r)]
+    if len(runs) == 1:
+        t = runs[0]["throughput"]
+        return Group(label, [runs[0]["id"]], windows, t["median"], t.get("ci95_low"), t.get("ci95_high"))
+    low, high = _bootstrap_median_ci(np.asarray(windows))
+    return Group(label, [r["id"] for r in runs], windows, statistics.median(windows), low, high)
+
+
+def _bootstrap_median_ci(x: np.ndarray) -> tuple[float | None, float | None]:
+    if len(x) < 2:
+        return None, None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    medians = np.median(rng.choice(x, size=(BOOTSTRAP_RESAMPLES, len(x))), axis=1)
+    return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
+
+
+def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float]:
+    """95% bootstrap interval of median(a) / median(b)."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    xa, xb = np.asarray(a), np.asarray(b)
+    ma = np.median(rng.choice(xa, size=(BOOTSTRAP_RESAMPLES, len(xa))), axis=1)
+    mb = np.median(rng.choice(xb, size=(BOOTSTRAP_RESAMPLES, len(xb))), axis=1)
+    ratios = ma / mb
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
+def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None, str]:
+    """(different?, p-value or None, the test used)."""
+    if len(candidate.windows) >= MIN_WINDOWS and len(baseline.windows) >= MIN_WINDOWS:
+        p = float(mannwhitneyu(candidate.windows, baseline.windows, alternative="two-sided").pvalue)
+        return p < ALPHA, p, "mann-whitney"
+    if None in (candidate.ci95_low, candidate.ci95_high, baseline.ci95_low, baseline.ci95_high):
+        return False, None, "too few windows"
+    overlap = candidate.ci95_low <= baseline.ci95_high and baseline.ci95_low <= candidate.ci95_high
+    return not overlap, None, "ci-overlap"
+
+
+def compare(records: list[dict], by: str, baseline: str | None = None) -> list[Comparison]:
+    if by not in FIELDS and by != "run":
+        raise UsageError(f"unknown --by {by!r}: choose run, {', '.join(FIELDS)}")
+    usable = [r for r in records if r["status"] == "ok" and r.get("throughput")]
+    if not usable:
+        raise UsageError("none of the selected runs finished with a throughput (status ok) to compare")
+    held_fields = [f for f in FIELDS if f != by and not (by == "gpu" and f == "device")]
+    sets: dict[tuple, list[dict]] = {}
+    for r in usable:
+        key = (r["workload"], r["methodology_version"], *(FIELDS[f](r) for f in held_fields))
+        sets.setdefault(key, []).append(r)
+    versions = {r["methodology_version"] for r in usable}
+    comparisons = []
+    for key, runs in sets.items():
+        label_of = (lambda r: r["id"]) if by == "run" else (lambda r: str(FIELDS[by](r)))
+        by_label: dict[str, list[dict]] = {}
+        for r in sorted(runs, key=lambda r: r["created_utc"]):
+            by_label.setdefault(label_of(r), []).append(r)
+        if len(by_label) < 2:
+            continue
+        labels = sorted(by_label, key=_natural) if by != "run" else list(by_label)
+        if baseline is not None:
+            if baseline not in by_label:
+                continue
+            labels.remove(baseline)
+            labels.insert(0, baseline)
+        groups = [_group(label, by_label[label]) for label in labels]
+        base = groups[0]
+        for g in groups[1:]:
+            g.ratio = g.median / base.median
+            g.ratio_low, g.ratio_high = ratio_ci(g.windows, base.windows)
+            different, g.p_value, g.test = significance(g, base)
+            g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
+        comparison = Comparison(
+            workload=key[0], unit=runs[0]["unit"], by=by, methodology_version=key[1],
+            held={f: v for f, v in zip(held_fields, key[2:])}, groups=groups)
+        for name, get in ENVIRONMENT.items():
+            if name == by or (by == "gpu" and name == "driver"):
+                continue
+            seen = sorted({str(get(r)) for r in runs})
+            if len(seen) > 1:
+                comparison.notes.append(f"runs differ in {name}: {', '.join(seen)}")
+        comparisons.append(comparison)
+    if baseline is not None and not comparisons:
+        raise UsageError(f"no comparison has a {by} {baseline!r} to use as the baseline")
+    if len(versions) > 1 and comparisons:
+        comparisons[0].notes.append(f"methodology versions {sorted(versions)} are compared only within their own version")
+    return comparisons
+
+
+def _natural(text: str):
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)

@@ -1,0 +1,90 @@
+"""`gpuscout compare`: stored runs side by side, with ratios, intervals and significance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from gpuscout.analysis.compare import FIELDS, compare as compare_runs
+from gpuscout.errors import UsageError
+from gpuscout.report import comparison as render
+from gpuscout.store import Store
+
+_STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
+
+
+def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None, gpu: str | None,
+           precision: str | None, backend: str | None) -> list[dict]:
+    """The runs a report or comparison covers; filters that match nothing say what exists."""
+    if run_ids:
+        return [store.get(run_id) for run_id in run_ids]
+    records = store.list()
+    if not records:
+        raise UsageError(f"{store.path} holds no runs: run `gpuscout bench` or `gpuscout results import FILE`")
+    for name, wanted, get in (("workload", workloads, lambda r: r["workload"]),
+                              ("gpu", [gpu] if gpu else None, FIELDS["gpu"]),
+                              ("precision", [precision] if precision else None, FIELDS["precision"]),
+                              ("backend", [backend] if backend else None, FIELDS["backend"])):
+        if not wanted:
+            continue
+        chosen = [r for r in records if any(w.lower() in str(get(r)).lower() for w in wanted)]
+        if not chosen:
+            present = sorted({str(get(r)) for r in records})
+            raise UsageError(f"no stored run matches {name} {', '.join(wanted)}: the store has {', '.join(present)}")
+        records = chosen
+    return records
+
+
+def compare(
+    run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Compare these runs (ids or prefixes)."),
+    by: Optional[str] = typer.Option(None, help=f"The field that differs: run, {', '.join(FIELDS)} [default: gpu, or run with RUN_IDs]."),
+    baseline: Optional[str] = typer.Option(None, help="The group (a value of --by) the others are divided by [default: the first]."),
+    workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
+    gpu: Optional[str] = typer.Option(None, help="Only runs on GPUs whose name contains this."),
+    precision: Optional[str] = typer.Option(None, help="Only this precision."),
+    backend: Optional[str] = typer.Option(None, help="Only this backend."),
+    store_path: Optional[Path] = _STORE,
+    as_json: bool = typer.Option(False, "--json", help="Print the comparisons as JSON."),
+    as_markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV rows."),
+) -> None:
+    """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
+    with its bootstrap CI, and whether the difference is significant (Mann-Whitney U on the
+    windows; overlapping CIs when there are too few). Runs are compared only with runs that differ
+    in the --by field alone; different methodology versions are never mixed.
+
+    Examples:
+
+        gpuscout compare --by gpu --workload resnet50
+
+        gpuscout compare --by precision --workload bert_base --markdown
+
+        gpuscout compare 3fa2 9c1d              # two runs, run by run
+
+        gpuscout compare --by batch_size --baseline 256 --json
+    """
+    if sum((as_json, as_markdown, as_csv)) > 1:
+        raise UsageError("choose one of --json, --markdown and --csv")
+    by = by or ("run" if run_ids else "gpu")
+    with Store(store_path, create=False) as store:
+        records = select(store, run_ids, workload, gpu, precision, backend)
+    comparisons = compare_runs(records, by, baseline)
+    if not comparisons:
+        raise UsageError(f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
+                         f"groups that differ in {by} alone; try another --by or `gpuscout results list`")
+    if as_json:
+        typer.echo(json.dumps({"comparisons": [c.to_dict() for c in comparisons]}, indent=2))
+    elif as_markdown:
+        typer.echo(render.markdown(comparisons))
+    elif as_csv:
+        typer.echo(render.csv_text(comparisons), nl=False)
+    else:
+        out = Console()
+        for c in comparisons:
+            out.print(render.table(c))
+            for note in c.notes:
+                out.print(f"[yellow]note[/]: {note}", highlight=False)

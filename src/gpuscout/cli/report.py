@@ -1,0 +1,69 @@
+"""`gpuscout report`: the stored results as one self-contained HTML file (or Markdown + PNGs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from gpuscout.cli.compare import select
+from gpuscout.errors import UsageError
+from gpuscout.store import Store
+
+_STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
+
+
+def report(
+    run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write [default: report.html, or report.md]."),
+    markdown: bool = typer.Option(False, "--markdown", help="Write Markdown with PNG plots beside it instead of HTML."),
+    workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
+    gpu: Optional[str] = typer.Option(None, help="Only runs on GPUs whose name contains this."),
+    precision: Optional[str] = typer.Option(None, help="Only this precision."),
+    backend: Optional[str] = typer.Option(None, help="Only this backend."),
+    telemetry_run: Optional[str] = typer.Option(None, help="The run whose telemetry is plotted [default: the newest with telemetry]."),
+    title: str = typer.Option("gpuscout report", help="The report's title."),
+    store_path: Optional[Path] = _STORE,
+) -> None:
+    """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
+    batch size, ablations, telemetry over time, and every run's provenance, in one HTML file that
+    opens offline (no CDN), with sortable and filterable tables.
+
+    Examples:
+
+        gpuscout report --out report.html
+
+        gpuscout report --workload resnet50 --gpu H100 --out h100.html
+
+        gpuscout report --markdown --out results/report.md   # PNG plots in results/report_files/
+    """
+    out = out or Path("report.md" if markdown else "report.html")
+    from gpuscout.report import document
+
+    with Store(store_path, create=False) as store:
+        records = select(store, run_ids, workload, gpu, precision, backend)
+        chosen = store.get(telemetry_run) if telemetry_run else None
+    if chosen is not None and not (chosen.get("telemetry") or {}).get("samples"):
+        raise UsageError(f"run {chosen['id']} has no telemetry samples (a CPU run or --no-telemetry)")
+    if chosen is None:
+        with_telemetry = [r for r in records if (r.get("telemetry") or {}).get("samples")]
+        chosen = max(with_telemetry, key=lambda r: r["created_utc"]) if with_telemetry else None
+    doc = document.build(records, chosen, title)
+    err = Console(stderr=True)
+    with err.status(f"drawing the report of {len(records)} run(s)…"):
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if markdown:
+                from gpuscout.report import markdown as md
+
+                written = md.render(doc, out)
+            else:
+                from gpuscout.report import html
+
+                out.write_text(html.render(doc), encoding="utf-8")
+                written = [out]
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    err.print(f"wrote {out} ({len(records)} runs{f', {len(written) - 1} plot files' if markdown else ''})")

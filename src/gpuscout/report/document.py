@@ -1,0 +1,131 @@
+"""What a report says, independent of HTML or Markdown: sections of text, figures and tables
+built from stored records (`report/html.py` and `report/markdown.py` render it)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable
+
+from matplotlib.figure import Figure
+
+from gpuscout.report import format as fmt
+from gpuscout.report import plots
+
+
+@dataclass
+class TableData:
+    id: str
+    headers: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    text: list[str] = field(default_factory=list)
+    figures: list[tuple[str, Callable[[], Figure | None]]] = field(default_factory=list)  # (caption, drawer)
+    tables: list[TableData] = field(default_factory=list)
+    details: list[tuple[str, str]] = field(default_factory=list)  # (summary, preformatted text)
+
+
+@dataclass
+class Document:
+    title: str
+    subtitle: str
+    sections: list[Section]
+
+
+def _machines(records: list[dict]) -> TableData:
+    seen: dict[tuple, dict] = {}
+    for r in records:
+        env = r.get("env") or {}
+        gpu = r.get("gpu") or {}
+        key = (env.get("hostname"), gpu.get("name"), env.get("driver_version"))
+        row = seen.setdefault(key, {"runs": 0, "first": r["created_utc"], "last": r["created_utc"], "r": r})
+        row["runs"] += 1
+        row["first"] = min(row["first"], r["created_utc"])
+        row["last"] = max(row["last"], r["created_utc"])
+    rows = []
+    for (host, gpu, driver), row in seen.items():
+        r = row["r"]
+        env = r.get("env") or {}
+        memory = (r.get("gpu") or {}).get("memory_total_bytes")
+        rows.append([host or fmt.DASH, gpu or "CPU", fmt.bytes_(memory), driver or fmt.DASH,
+                     env.get("cuda_driver_version") or fmt.DASH,
+                     f"{env.get('cpu_model') or fmt.DASH} x {env.get('cpu_count') or fmt.DASH}",
+                     str(row["runs"]), f"{row['first'][:10]} – {row['last'][:10]}"])
+    return TableData("machines", ["host", "GPU", "GPU memory", "driver", "CUDA (driver)", "CPU", "runs", "dates"], rows)
+
+
+def _runs(records: list[dict]) -> TableData:
+    rows = []
+    for r in records:
+        t = r.get("throughput") or {}
+        cost = r.get("cost") or {}
+        per_million = next((v for k, v in cost.items() if k.startswith("usd_per_million_")), None)
+        rows.append([
+            r["id"], r["created_utc"][:19], r["workload"], plots.FIELDS["gpu"](r), r["backend"], r["precision"],
+            str(r["batch_size"]), r["status"], fmt.number(t.get("median")),
+            f"{fmt.number(t.get('ci95_low'))}–{fmt.number(t.get('ci95_high'))}" if t else fmt.DASH,
+            r.get("unit", ""), fmt.percent(t.get("cv"), 2) if t else fmt.DASH, fmt.percent(r.get("mfu")),
+            fmt.bytes_(r.get("peak_memory_bytes")), fmt.DASH if per_million is None else f"{per_million:.4f}",
+            ", ".join(f["code"] for f in r.get("flags", [])) or fmt.DASH])
+    return TableData("runs", ["id", "created (UTC)", "workload", "GPU", "backend", "precision", "batch", "status",
+                              "median", "95% CI", "unit", "CV", "MFU", "peak memory", "USD / 1M", "flags"], rows)
+
+
+def _provenance(r: dict) -> str:
+    shown = {**r, "telemetry": {k: v for k, v in (r.get("telemetry") or {}).items() if k != "samples"} or None}
+    return json.dumps(shown, indent=2, default=str)
+
+
+def build(records: list[dict], telemetry_run: dict | None, title: str = "gpuscout report") -> Document:
+    workloads = sorted({r["workload"] for r in records})
+    gpus = sorted({plots.FIELDS["gpu"](r) for r in records})
+    dates = sorted(r["created_utc"] for r in records)
+    subtitle = (f"{len(records)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, "
+                f"{dates[0][:10]} to {dates[-1][:10]}")
+    sections = [Section("machines", "Machines and GPUs", tables=[_machines(records)])]
+    throughput = Section("throughput", "Throughput per workload and GPU",
+                         ["Median throughput over each run's timing windows; the bars are its 95% confidence "
+                          "interval (bootstrap of the median; docs/methodology.md)."])
+    cost = Section("cost", "Cost efficiency", ["Throughput per dollar against throughput, at each run's hourly "
+                                               "cost (catalog price, --price or owned; docs/catalog.md)."])
+    scaling = Section("scaling", "Scaling over GPUs", ["Throughput against the number of GPUs (`gpuscout scale`)."])
+    batch = Section("batch", "Throughput against batch size", ["Newest run per batch size; log2 batch axis."])
+    ablation = Section("ablation", "Ablations", ["Each precision, XLA and input setting measured for the same "
+                                                 "workload, GPU and batch, as a speedup over the slowest."])
+    for w in workloads:
+        for section, drawer in ((throughput, plots.throughput_by_config), (cost, plots.cost_efficiency),
+                                (scaling, plots.scaling), (batch, plots.throughput_vs_batch),
+                                (ablation, plots.ablation)):
+            section.figures.append((w, lambda d=drawer, w=w: d(records, w)))
+    for section in (cost, scaling, batch, ablation):
+        section.text.append(_empty_hint(section.id))
+    sections += [throughput, cost, scaling, batch, ablation]
+    tele = Section("telemetry", "Telemetry over time",
+                   ["NVML samples at 10 Hz for one run (`--telemetry-run ID`; default: the newest run with "
+                    "telemetry); shaded: the timing windows the throughput was measured in."])
+    if telemetry_run is not None:
+        tele.figures.append((telemetry_run["id"], lambda: plots.telemetry(telemetry_run)))
+    else:
+        tele.text.append("No stored run has telemetry (CPU runs, or --no-telemetry).")
+    sections.append(tele)
+    sections.append(Section("runs", "All runs", ["Click a column to sort; type to filter."], tables=[_runs(records)]))
+    sections.append(Section("provenance", "Provenance of every run",
+                            ["The whole record of each run (telemetry samples left out): environment, versions, "
+                             "specification, windows, flags."],
+                            details=[(f"{r['id']} · {r['workload']} · {plots.FIELDS['gpu'](r)} · {r['created_utc'][:19]}",
+                                      _provenance(r)) for r in records]))
+    return Document(title, subtitle, sections)
+
+
+def _empty_hint(section_id: str) -> str:
+    return {
+        "cost": "Runs without a price (GPU not in the catalog, no --price) are not shown here.",
+        "scaling": "Shown for workloads measured at two or more GPU counts.",
+        "batch": "Shown for configurations measured at two or more batch sizes.",
+        "ablation": "Shown where two or more settings were measured on the same GPU and batch.",
+    }[section_id]

@@ -1,0 +1,95 @@
+"""One self-contained HTML file: inline SVG plots, inline CSS and script, nothing fetched."""
+
+from __future__ import annotations
+
+from html import escape
+
+from gpuscout import __version__
+from gpuscout.provenance import utc_now
+from gpuscout.report import plots
+from gpuscout.report.document import Document, TableData
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#222}
+h1{margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+.subtitle{color:#555;margin-top:.2em}.note{color:#555}
+nav a{margin-right:1em}figure{margin:1em 0}figure svg{max-width:100%;height:auto}
+figcaption{color:#555;font-size:.9em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left}
+th{background:#f4f4f4;cursor:pointer;user-select:none}th.sorted-asc::after{content:" ▲"}th.sorted-desc::after{content:" ▼"}
+input.filter{margin:.5em 0;padding:.3em;width:20em}details pre{background:#f8f8f8;padding:.5em;overflow:auto;font-size:.8em}
+#js-errors{color:#b00}
+"""
+
+# Sorting and filtering, and a self-check the browser test reads: every plot's SVG has a size.
+SCRIPT = """
+window.addEventListener('error', function (e) {
+  document.getElementById('js-errors').textContent += 'error: ' + e.message + '\\n';
+});
+function cellValue(row, i) {
+  var t = row.cells[i].textContent.trim().replace(/,/g, '').replace(/%$/, '');
+  var n = parseFloat(t);
+  return isNaN(n) || !/^[-0-9.]/.test(t) ? t.toLowerCase() : n;
+}
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var asc = !th.classList.contains('sorted-asc');
+      table.querySelectorAll('th').forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
+      th.classList.add(asc ? 'sorted-asc' : 'sorted-desc');
+      var body = table.tBodies[0];
+      Array.from(body.rows).sort(function (a, b) {
+        var x = cellValue(a, i), y = cellValue(b, i);
+        return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1);
+      }).forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+document.querySelectorAll('input.filter').forEach(function (input) {
+  input.addEventListener('input', function () {
+    var table = document.getElementById(input.dataset.table), q = input.value.toLowerCase();
+    Array.from(table.tBodies[0].rows).forEach(function (r) {
+      r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+    });
+  });
+});
+window.addEventListener('load', function () {
+  var svgs = document.querySelectorAll('figure.plot svg'), drawn = 0;
+  svgs.forEach(function (s) { var b = s.getBoundingClientRect(); if (b.width > 50 && b.height > 50 && s.querySelector('path, use, rect')) drawn++; });
+  document.body.dataset.plotsExpected = svgs.length;
+  document.body.dataset.plotsRendered = drawn;
+});
+"""
+
+
+def _table(t: TableData) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in t.rows)
+    return (f'<input class="filter" data-table="{t.id}" placeholder="filter {escape(t.id)}…">'
+            f'<table class="sortable" id="{t.id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+
+
+def render(doc: Document) -> str:
+    nav = " ".join(f'<a href="#{s.id}">{escape(s.title)}</a>' for s in doc.sections)
+    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(doc.title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
+             f"<p class=\"subtitle\">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>"
+             f"<pre id=\"js-errors\"></pre><nav>{nav}</nav>"]
+    for section in doc.sections:
+        parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
+        drawn = []
+        for caption, draw in section.figures:
+            fig = draw()
+            if fig is not None:
+                drawn.append(f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>')
+        parts.extend(f'<p class="note">{escape(t)}</p>' for t in section.text
+                     if not drawn or not t.startswith(("Shown", "Runs without")))
+        if section.figures and not drawn:
+            parts.append('<p class="note">Nothing stored for this yet.</p>')
+        parts.extend(drawn)
+        parts.extend(_table(t) for t in section.tables)
+        parts.extend(f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>"
+                     for summary, text in section.details)
+        parts.append("</section>")
+    parts.append(f"<script>{SCRIPT}</script></body></html>")
+    return "".join(parts)

@@ -1,0 +1,180 @@
+"""The report's figures, drawn with matplotlib (Agg) from stored records. Each function returns a
+Figure or None when the records hold nothing for it; `report/html.py` and `report/markdown.py`
+decide how to embed them (inline SVG, or PNG files)."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files and strings only
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from gpuscout.analysis.compare import FIELDS  # noqa: E402
+
+plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
+                     "svg.fonttype": "none", "figure.autolayout": True})
+
+
+def ok_runs(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["status"] in ("ok", "not_reached") and r.get("throughput")]
+
+
+def config_label(r: dict) -> str:
+    seq = f" seq{r['seq_len']}" if r.get("seq_len") else ""
+    xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
+    return f"{FIELDS['gpu'](r)} · {r['backend']} {r['precision']}{xla} · b{r['batch_size']}{seq}"
+
+
+def throughput_by_config(records: list[dict], workload: str) -> Figure | None:
+    """Median throughput of each configuration of one workload, with its 95% CI as error bars."""
+    runs = [r for r in ok_runs(records) if r["workload"] == workload]
+    if not runs:
+        return None
+    runs.sort(key=lambda r: r["throughput"]["median"])
+    labels = [f"{config_label(r)} [{r['id'][:6]}]" for r in runs]
+    medians = [r["throughput"]["median"] for r in runs]
+    low = [m - (r["throughput"].get("ci95_low") or m) for m, r in zip(medians, runs)]
+    high = [(r["throughput"].get("ci95_high") or m) - m for m, r in zip(medians, runs)]
+    fig, ax = plt.subplots(figsize=(9, 0.9 + 0.32 * len(runs)))
+    ax.barh(range(len(runs)), medians, xerr=[low, high], color="#4C72B0", ecolor="black", capsize=3)
+    ax.set_yticks(range(len(runs)), labels)
+    ax.set_xlabel(f"throughput ({runs[0]['unit']}), median of windows, 95% CI")
+    ax.set_title(f"{workload}: throughput by configuration")
+    return fig
+
+
+def cost_efficiency(records: list[dict], workload: str) -> Figure | None:
+    """Throughput per dollar against throughput: up and to the right is better."""
+    runs = [r for r in ok_runs(records) if r["workload"] == workload and (r.get("cost") or {}).get("hourly")]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for r in runs:
+        per_hour = r["cost"]["hourly"]["usd_per_hour"]
+        x = r["throughput"]["median"]
+        y = x * 3600 / per_hour
+        ax.scatter(x, y, s=40)
+        ax.annotate(f"{FIELDS['gpu'](r)} {r['precision']} ({per_hour:.2f} $/h)", (x, y), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    unit = runs[0]["unit"].split("/")[0]
+    ax.set_xlabel(f"throughput ({runs[0]['unit']})")
+    ax.set_ylabel(f"{unit} per USD")
+    ax.set_title(f"{workload}: cost efficiency")
+    return fig
+
+
+def throughput_vs_batch(records: list[dict], workload: str) -> Figure | None:
+    """One line per GPU/backend/precision with two or more batch sizes measured."""
+    lines: dict[str, list[dict]] = {}
+    for r in ok_runs(records):
+        if r["workload"] == workload:
+            key = f"{FIELDS['gpu'](r)} · {r['backend']} {r['precision']}"
+            lines.setdefault(key, []).append(r)
+    lines = {k: v for k, v in lines.items() if len({r["batch_size"] for r in v}) >= 2}
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for key, runs in lines.items():
+        best: dict[int, dict] = {}
+        for r in runs:  # the newest run per batch size
+            if r["batch_size"] not in best or r["created_utc"] > best[r["batch_size"]]["created_utc"]:
+                best[r["batch_size"]] = r
+        xs = sorted(best)
+        ys = [best[x]["throughput"]["median"] for x in xs]
+        err = [[y - (best[x]["throughput"].get("ci95_low") or y) for x, y in zip(xs, ys)],
+               [(best[x]["throughput"].get("ci95_high") or y) - y for x, y in zip(xs, ys)]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=key)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("global batch size")
+    ax.set_ylabel(f"throughput ({next(iter(lines.values()))[0]['unit']})")
+    ax.set_title(f"{workload}: throughput against batch size")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def ablation(records: list[dict], workload: str) -> Figure | None:
+    """Speedup of each precision/XLA/data setting over the slowest, per GPU and batch."""
+    groups: dict[str, list[dict]] = {}
+    for r in ok_runs(records):
+        if r["workload"] == workload:
+            groups.setdefault(f"{FIELDS['gpu'](r)} b{r['batch_size']}", []).append(r)
+    groups = {k: v for k, v in groups.items()
+              if len({(r["backend"], r["precision"], r["xla"], r["data"]) for r in v}) >= 2}
+    if not groups:
+        return None
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 1.2 + 1.6 * len(groups)), squeeze=False)
+    for ax, (key, runs) in zip(axes[:, 0], groups.items()):
+        settings: dict[str, float] = {}
+        for r in runs:
+            label = f"{r['backend']} {r['precision']}{'' if r['backend'] == 'jax' else (' xla' if r['xla'] else ' no-xla')} {r['data']}"
+            settings[label] = max(settings.get(label, 0.0), r["throughput"]["median"])
+        base = min(settings.values())
+        names = sorted(settings, key=settings.get)
+        ax.barh(names, [settings[n] / base for n in names], color="#55A868")
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.set_xlabel("speedup over the slowest setting (x)")
+        ax.set_title(f"{workload} on {key}: what each setting buys", fontsize=9)
+    return fig
+
+
+def scaling(records: list[dict], workload: str) -> Figure | None:
+    """Throughput and efficiency against GPU count, from `gpuscout scale` records."""
+    runs = [r for r in ok_runs(records) if r["workload"] == workload and r.get("gpu_count")]
+    if len({r["gpu_count"] for r in runs}) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    series: dict[str, dict[int, float]] = {}
+    for r in runs:
+        series.setdefault(f"{FIELDS['gpu'](r)} {r['precision']}", {})[r["gpu_count"]] = r["throughput"]["median"]
+    for key, points in series.items():
+        xs = sorted(points)
+        ax.plot(xs, [points[x] for x in xs], marker="o", label=key)
+        ax.plot(xs, [points[xs[0]] * x / xs[0] for x in xs], ls="--", color="grey", lw=0.8)
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel(f"throughput ({runs[0]['unit']})")
+    ax.set_title(f"{workload}: scaling (dashed: linear)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+TELEMETRY_PANELS = (("gpu_util_pct", "GPU utilisation (%)"), ("sm_clock_mhz", "SM clock (MHz)"),
+                    ("power_w", "power (W)"), ("memory_used_bytes", "memory used (GiB)"),
+                    ("temperature_c", "temperature (°C)"))
+
+
+def telemetry(record: dict) -> Figure | None:
+    """NVML samples over the run, with its timing windows shaded."""
+    samples = (record.get("telemetry") or {}).get("samples") or []
+    if not samples:
+        return None
+    t0 = samples[0]["t_monotonic_s"]
+    ts = [s["t_monotonic_s"] - t0 for s in samples]
+    fig, axes = plt.subplots(len(TELEMETRY_PANELS), 1, figsize=(9, 7.5), sharex=True)
+    for ax, (key, label) in zip(axes, TELEMETRY_PANELS):
+        values = [s.get(key) for s in samples]
+        if key == "memory_used_bytes":
+            values = [None if v is None else v / 2**30 for v in values]
+        ax.plot(ts, [float("nan") if v is None else v for v in values], lw=1)
+        ax.set_ylabel(label, fontsize=8)
+        for w in record.get("windows") or []:
+            ax.axvspan(w["start_monotonic_s"] - t0, w["end_monotonic_s"] - t0, color="orange", alpha=0.15)
+    axes[-1].set_xlabel("time since the first sample (s); shaded: timing windows")
+    axes[0].set_title(f"telemetry of run {record['id']} ({record['workload']}, {FIELDS['gpu'](record)})")
+    return fig
+
+
+def svg(fig: Figure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
+
+
+def png(fig: Figure, path) -> None:
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)

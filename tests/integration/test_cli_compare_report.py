@@ -1,0 +1,137 @@
+"""`gpuscout compare`, `report` and `results import` on checked-in results (golden files), and the
+HTML report in a real headless browser."""
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+
+import pytest
+
+from tests.conftest import FIXTURES, run_cli
+
+RESULTS = FIXTURES / "results"
+GOLDEN = RESULTS / "golden.json"
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "results.sqlite"
+    proc = run_cli("results", "import", str(GOLDEN), "--store", str(path))
+    assert proc.returncode == 0 and "imported 6 new run(s)" in proc.stderr, proc.stderr
+    return path
+
+
+def count(path):
+    with sqlite3.connect(path) as db:
+        return db.execute("select count(*) from runs").fetchone()[0]
+
+
+def test_compare_tables_match_the_golden_files(store):
+    md = run_cli("compare", "--by", "gpu", "--markdown", "--store", str(store))
+    assert md.returncode == 0 and md.stdout == (RESULTS / "compare_by_gpu.md").read_text()
+    csv = run_cli("compare", "--by", "precision", "--csv", "--store", str(store))
+    assert csv.returncode == 0 and csv.stdout == (RESULTS / "compare_by_precision.csv").read_text()
+
+
+def test_compare_marks_a_non_difference_and_prints_json(store):
+    proc = run_cli("compare", "bertrun00001", "bertrun00002", "--json", "--store", str(store))
+    (c,) = json.loads(proc.stdout)["comparisons"]
+    assert c["by"] == "run" and c["groups"][1]["verdict"] == "no significant difference"
+    table = run_cli("compare", "bertrun00001", "bertrun00002", "--store", str(store))
+    assert "no significant difference" in table.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("compare", "nosuchrun"), "no run 'nosuchrun'"),
+    (("compare", "--workload", "gpt2_small"), "no stored run matches workload gpt2_small: the store has bert_base, resnet50"),
+    (("compare", "--gpu", "T4"), "no stored run matches gpu T4: the store has NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3"),
+    (("compare", "--by", "data"), "nothing to compare by data"),
+    (("report", "--telemetry-run", "a100bf16b256"), "has no telemetry samples"),
+])
+def test_bad_selections_exit_2_and_say_what_exists(store, args, message):
+    proc = run_cli(*args, "--store", str(store))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):
+    doc = json.loads(GOLDEN.read_text())
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**doc, "schema_version": 99}))
+    half_bad = tmp_path / "half.json"
+    bad_run = {k: v for k, v in doc["runs"][0].items() if k != "status"} | {"id": "fresh1"}
+    half_bad.write_text(json.dumps({**doc, "runs": [doc["runs"][1] | {"id": "fresh0"}, bad_run]}))
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps({**doc, "runs": [doc["runs"][0] | {"id": "fresh2"}, doc["runs"][1] | {"batch_size": 7}]}))
+    not_ours = tmp_path / "other.json"
+    not_ours.write_text('{"hello": 1}')
+    for path, message in ((newer, "newer than this gpuscout's"), (half_bad, "run #2 lacks status"),
+                          (changed, "already stored with different contents"), (not_ours, "not a gpuscout results file"),
+                          (tmp_path / "missing.json", "cannot read")):
+        proc = run_cli("results", "import", str(path), "--store", str(store))
+        assert proc.returncode == 2 and message in proc.stderr, (path, proc.stderr)
+        assert count(store) == 6  # nothing half-applied
+    again = run_cli("results", "import", str(GOLDEN), "--store", str(store))
+    assert again.returncode == 0 and "imported 0 new run(s)" in again.stderr and count(store) == 6
+
+
+def test_export_then_import_moves_runs_between_stores(store, tmp_path):
+    exported = tmp_path / "out.json"
+    assert run_cli("results", "export", "-o", str(exported), "--store", str(store)).returncode == 0
+    other = tmp_path / "other.sqlite"
+    assert run_cli("results", "import", str(exported), "--store", str(other)).returncode == 0
+    assert count(other) == 6
+
+
+def test_the_html_report_holds_every_section_and_is_self_contained(store, tmp_path):
+    out = tmp_path / "r.html"
+    proc = run_cli("report", "--out", str(out), "--store", str(store))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    for section in ("machines", "throughput", "cost", "scaling", "batch", "ablation", "telemetry", "runs", "provenance"):
+        assert f'<section id="{section}">' in html
+    assert html.count('<figure class="plot"><svg') == 6  # 2 workloads + cost + batch + ablation + telemetry
+    assert all(f"<summary>{run_id}" in html for run_id in
+               ("h100bf16b256", "h100bf16b512", "h100fp32b256", "a100bf16b256", "bertrun00001", "bertrun00002"))
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)="https?:', html)  # nothing fetched
+    assert "throughput (images/s)" in html and "power (W)" in html  # labelled with units
+
+
+def test_the_markdown_report_writes_its_plots_beside_it(store, tmp_path):
+    out = tmp_path / "md" / "report.md"
+    proc = run_cli("report", "--markdown", "--out", str(out), "--workload", "resnet50", "--store", str(store))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    pngs = sorted((tmp_path / "md" / "report_files").glob("*.png"))
+    assert len(pngs) == 5 and all(p.stat().st_size > 5000 for p in pngs)
+    assert all(f"report_files/{p.name}" in text for p in pngs) and "| a100bf16b256 |" in text
+
+
+def _browser():
+    return next((p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None)
+
+
+def test_the_report_renders_in_a_headless_browser_without_errors(store, tmp_path):
+    browser = _browser()
+    if browser is None:
+        if os.environ.get("GPUSCOUT_SKIP_BROWSER") == "1":
+            pytest.skip("GPUSCOUT_SKIP_BROWSER=1 and no Chromium")
+        pytest.fail("no Chromium: run `python3 scripts/ensure_browser.py` (the README's test command does)")
+    out = tmp_path / "report.html"
+    assert run_cli("report", "--out", str(out), "--store", str(store)).returncode == 0
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--enable-logging=stderr",
+             "--v=0", "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    expected = re.search(r'data-plots-expected="(\d+)"', dom.stdout)
+    rendered = re.search(r'data-plots-rendered="(\d+)"', dom.stdout)
+    assert expected and rendered, "the report's self-check did not run"
+    assert int(expected.group(1)) == 6 and rendered.group(1) == expected.group(1)
+    assert re.search(r'<pre id="js-errors"></pre>', dom.stdout), "a script error was caught on the page"
+    assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror", dom.stderr)
+    shot = tmp_path / "report.png"
+    subprocess.run([browser, *flags, "--window-size=1300,4000", f"--screenshot={shot}", out.as_uri()],
+                   capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 50_000  # a rendered page, not a blank one
