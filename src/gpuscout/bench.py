@@ -101,7 +101,7 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
     try:
         data = DataMode(options.data)
     except ValueError:
-        raise UsageError(f"unknown --data {options.data!r}: choose synthetic or pipeline") from None
+        raise UsageError(f"unknown --data {options.data!r}: choose synthetic, pipeline or naive") from None
     options.pricing.check()
     goal = _accuracy_goal(options)
     ref = user.parse_ref(options.model, options.input_shape) if options.model else None
@@ -274,6 +274,7 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "unit": f"{workload.unit}/s",
         "throughput": None, "samples_per_s": None, "step_time_s": None, "epoch_time_s": None, "compile_s": None,
         "warmup_s": None, "steps_per_window": None, "windows": [], "loss": None,
+        "fixed_step_loss": None, "fixed_steps": None,
         "input_wait_share": None, "peak_memory_bytes": None, "host_peak_rss_bytes": None,
         "nvml_peak_memory_bytes": None,
         "training_flops_per_sample": workload.training_flops_per_sample(spec.seq_len),
@@ -334,7 +335,7 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
     utilisation, peak, path = mfu(achieved, entry, spec.precision)
     measured_s = sum(w["seconds"] for w in windows)
     wait_share = (sum(w["input_wait_s"] for w in windows) / measured_s
-                  if spec.data is DataMode.pipeline else None)
+                  if spec.data is not DataMode.synthetic else None)
     record.update({
         "throughput": {**summary.to_dict(), "unit": record["unit"]},
         "samples_per_s": samples_per_s,
@@ -346,6 +347,7 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
         "steps_per_window": result["steps_per_window"],
         "windows": windows,
         "loss": result["loss"],
+        "fixed_step_loss": result.get("fixed_step_loss"), "fixed_steps": result.get("fixed_steps"),
         "input_wait_share": wait_share,
         "peak_memory_bytes": result["peak_memory_bytes"],
         "host_peak_rss_bytes": result["host_peak_rss_bytes"],

@@ -31,13 +31,15 @@ class Precision(str, Enum):
 
 class DataMode(str, Enum):
     synthetic = "synthetic"  # a few random batches resident on the device, rotated
-    pipeline = "pipeline"  # a host input pipeline over host-resident data
+    pipeline = "pipeline"  # the tuned host pipeline: parallel map, cache, prefetch (tf.data guide)
+    naive = "naive"  # the same work on one thread, batch by batch, nothing prefetched
 
 
 class Task(str, Enum):
     measure = "measure"  # the timing protocol (measure/protocol.py)
     inspect = "inspect"  # load a user's model, describe it, one CPU step (workloads/user.py)
     to_accuracy = "to_accuracy"  # train on real data until a validation accuracy (measure/accuracy.py)
+    pipeline = "pipeline"  # an input pipeline alone, no model (measure/pipeline.py)
 
 
 class ModelRef(BaseModel):
@@ -101,6 +103,9 @@ class RunSpec(BaseModel):
     window_seconds: float = Field(default=2.0, ge=0.0, le=3600.0)
     # pipeline mode: how many times the per-sample augmentation is applied (host cost knob)
     pipeline_cost: int = Field(default=1, ge=1, le=1000)
+    # pipeline mode: parallel calls of the map (None: tf.data.AUTOTUNE); 1 measures one core
+    pipeline_threads: int | None = Field(default=None, ge=1, le=1024)
+    user_pipeline: str | None = None  # Task.pipeline: "file.py:function" returning a tf.data.Dataset
     seed: int = 0
     # None = CPU run; otherwise the physical GPU index (NVML and CUDA order, see executor)
     gpu_index: int | None = Field(default=None, ge=0)

@@ -28,9 +28,14 @@ def framework_info() -> dict:
 
 
 def tf_dataset(tf, x, y, spec: RunSpec, workload: Workload):
-    """The tuned tf.data pipeline: parallel per-sample map, batch, prefetch (tf.data guide)."""
+    """The host pipeline. Tuned (data=pipeline): cache, parallel per-sample map, batch, prefetch
+    (the tf.data performance guide). Naive (data=naive): the same map on one thread, no prefetch."""
     image = workload.input_kind == "image"
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=spec.seed).repeat()
+    tuned = spec.data is not DataMode.naive
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if tuned:
+        dataset = dataset.cache()
+    dataset = dataset.shuffle(len(x), seed=spec.seed).repeat()
 
     def augment(sample, label):
         out = tf.cast(sample, tf.float32) * (1.0 / 255.0 if image else 1.0)
@@ -42,8 +47,15 @@ def tf_dataset(tf, x, y, spec: RunSpec, workload: Workload):
         return out, label
 
     if workload.input_kind not in ("tokens", "ids"):  # ids arrive ready: nothing to decode
-        dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.batch(spec.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        calls = (spec.pipeline_threads or tf.data.AUTOTUNE) if tuned else None
+        dataset = dataset.map(augment, num_parallel_calls=calls, deterministic=not tuned)
+    dataset = dataset.batch(spec.batch_size, drop_remainder=True)
+    if not tuned:
+        options = tf.data.Options()  # really one thread: no autotuned parallelism anywhere
+        options.threading.private_threadpool_size = 1
+        options.autotune.enabled = False
+        return dataset.with_options(options)
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def device_peak_memory_bytes() -> int | None:

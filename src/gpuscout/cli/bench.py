@@ -71,7 +71,7 @@ def bench(
     xla: bool = typer.Option(True, "--xla/--no-xla", help="XLA-compile the train step (tensorflow; jax always does)."),
     batch_size: Optional[str] = typer.Option(None, "--batch-size", "-b", help="Global batch size, or auto: the workload's default scaled to the GPU's memory [default: the workload's]."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length of token workloads [default: the workload's]."),
-    data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (host input pipeline)."),
+    data: str = typer.Option("synthetic", help="synthetic (device-resident) | pipeline (tuned host pipeline: parallel map, prefetch) | naive (the same on one thread)."),
     model: Optional[str] = typer.Option(None, "--model", help="Your own model: file.py:build (returns the model and a gpuscout.InputSpec) or model.keras."),
     input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Per-sample input shape of a .keras model with free dimensions, e.g. 32,32,3."),
     flops_per_sample: Optional[float] = typer.Option(None, "--flops-per-sample", help="Forward FLOPs per sample of --model (2 per multiply-add) [default: counted from its layers]."),

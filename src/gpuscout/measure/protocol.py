@@ -50,6 +50,10 @@ class ProtocolResult:
     steps_per_window: int
     windows: list[Window]
     loss: float
+    # The loss after exactly 1 + warmup_steps + window_steps steps (the calibration pass's end):
+    # the same step for every configuration, so precisions can be compared on it.
+    fixed_step_loss: float
+    fixed_steps: int
 
 
 def run_protocol(
@@ -87,6 +91,7 @@ def run_protocol(
     warmup_s = time.monotonic() - start
     start = time.monotonic()
     loss = run_steps(window_steps)
+    fixed_step_loss, fixed_steps = loss, step_index
     step_estimate_s = (time.monotonic() - start) / window_steps
     steps_per_window = max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9)))
     on_event({"event": "warmed_up", "warmup_s": warmup_s, "steps_per_window": steps_per_window})
@@ -107,4 +112,4 @@ def run_protocol(
         )
         measured.append(window)
         on_event({"event": "window", "index": index, "of": windows, "throughput": window.throughput})
-    return ProtocolResult(compile_s, warmup_s, steps_per_window, measured, loss)
+    return ProtocolResult(compile_s, warmup_s, steps_per_window, measured, loss, fixed_step_loss, fixed_steps)

@@ -47,6 +47,11 @@ def measure(spec: RunSpec) -> dict:
         from gpuscout.workloads import user
 
         return {"event": "result", "info": user.inspect(spec.model, keras, spec.precision.keras_policy)}
+    if spec.task is Task.pipeline:
+        from gpuscout.measure.pipeline import measure_pipeline
+
+        workload = None if spec.user_pipeline else get(spec.workload)
+        return {"event": "result", **measure_pipeline(spec, workload, emit)}
     if spec.model is not None:
         from gpuscout.workloads import user
 
@@ -91,6 +96,8 @@ def measure(spec: RunSpec) -> dict:
             for w in result.windows
         ],
         "loss": result.loss,
+        "fixed_step_loss": result.fixed_step_loss,
+        "fixed_steps": result.fixed_steps,
         "peak_memory_bytes": runner.peak_memory_bytes(),
         "host_peak_rss_bytes": _host_peak_rss_bytes(),
         "compiled": runner.compiled,
