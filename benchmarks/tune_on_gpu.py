@@ -4,6 +4,7 @@ is not (the same workload, resnet18_cifar, at 1 and at 32 augmentation passes pe
 
     python benchmarks/tune_on_gpu.py --out OUTDIR --step resnet50      # ablation + batch search
     python benchmarks/tune_on_gpu.py --out OUTDIR --step gpt2_input    # gpt2_small ablation + input verdicts
+    python benchmarks/tune_on_gpu.py --out OUTDIR --step ablations_input   # both ablations + input, one call
 
 Writes each report as OUTDIR/<name>.json (the same JSON `gpuscout tune --json` prints) and prints
 a short summary last.
@@ -24,6 +25,10 @@ STEPS = {
     "gpt2_input": [("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.5"]),
                    ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.5"]),
                    ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.5"])],
+    "ablations_input": [("resnet50_ablation", ["resnet50", "--parts", "ablation", "--budget", "3.8"]),
+                        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "2.2"]),
+                        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.0"]),
+                        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.0"])],
 }
 
 

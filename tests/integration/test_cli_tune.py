@@ -48,6 +48,7 @@ def test_the_ablation_runs_every_setting_on_the_cpu_and_stores_them(store_path):
     report = json.loads(proc.stdout)
     rows = {r["label"]: r for r in report["ablation"]["rows"]}
     assert list(rows)[0] == "baseline" and rows["baseline"]["speedup"]["ratio"] == 1.0
+    assert rows["mixed_bfloat16"]["versus"] == "fp32, synthetic data" and rows["mixed_bfloat16"]["data"] == "synthetic"
     assert {"mixed_float16", "mixed_bfloat16", "XLA on (jit_compile=True)"} <= set(rows)
     for label in ("mixed_float16", "mixed_bfloat16", "XLA on (jit_compile=True)"):
         row = rows[label]

@@ -55,14 +55,14 @@ def _print(report: dict, out: Console) -> None:
         out.print(f"note: {note}", highlight=False)
     ab = report.get("ablation")
     if ab:
-        t = Table(title="what each optimisation buys (speedup over the baseline, 95% CI)", title_justify="left")
-        for c in ("setting", "samples/s", "speedup", "loss after N steps", "input wait", "run"):
+        t = Table(title="what each optimisation buys (speedup, 95% CI)", title_justify="left")
+        for c in ("setting", "samples/s", "speedup", "over", "loss after N steps", "input wait", "run"):
             t.add_column(c)
         for row in ab["rows"]:
             loss = row["loss"]
             loss_text = fmt.DASH if not loss else (f"{loss['value']:.4g} vs {loss['baseline']:.4g} @{loss['steps']}"
                                                     + (" [red]changed[/]" if loss["changed"] else ""))
-            t.add_row(row["label"], fmt.number(row["samples_per_s"]), _ratio(row["speedup"]), loss_text,
+            t.add_row(row["label"], fmt.number(row["samples_per_s"]), _ratio(row["speedup"]), row["versus"], loss_text,
                       fmt.percent(row["input_wait_share"]), row["run_id"] or row["status"])
         out.print(t)
         if ab.get("note"):
