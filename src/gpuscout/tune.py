@@ -43,7 +43,6 @@ LOSS_CHANGE_LIMIT = 0.10  # relative change of the fixed-step loss that counts a
 KNEE_SHARE = 0.90
 INPUT_BOUND = ((0.05, "not input-bound"), (0.20, "moderately input-bound"), (math.inf, "highly input-bound"))
 BATCH_STEP = 8  # batches found by the search are multiples of this (of 1 below it)
-FIRST_RUN_GUESS_S = 60.0  # what a run is assumed to take before any has finished
 
 
 @dataclass
@@ -88,7 +87,11 @@ class Session:
     host: dict = field(default_factory=dict)
 
     def fits_budget(self, label: str) -> bool:
-        guess = statistics.median(self.durations) if self.durations else FIRST_RUN_GUESS_S
+        """The first run always starts (tune() refused budgets below its floor); later ones only
+        when the median run so far still fits in what is left."""
+        if not self.durations:
+            return True
+        guess = statistics.median(self.durations)
         if time.monotonic() - self.started + guess > self.options.budget_s:
             self.skipped.append(label)
             self.progress.note(f"skipped {label}: it would overrun the --budget")
