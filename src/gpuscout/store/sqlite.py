@@ -48,6 +48,22 @@ CREATE INDEX runs_by_workload ON runs (workload, created_utc);
 CREATE INDEX runs_by_group ON runs (group_id);
 """
 
+# Added after schema 1 shipped, additively: `CREATE TABLE IF NOT EXISTS` on every open. Older
+# gpuscout versions ignore a table they do not know, so this needs no schema version bump.
+_TRIALS = """
+CREATE TABLE IF NOT EXISTS trials (
+    sweep TEXT NOT NULL,
+    trial_key TEXT NOT NULL,
+    trial_index INTEGER NOT NULL,
+    sweep_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    result_json TEXT,
+    updated_utc TEXT NOT NULL,
+    PRIMARY KEY (sweep, trial_key)
+)
+"""
+
 _COLUMNS = ("id", "created_utc", "group_id", "workload", "backend", "precision", "xla",
             "batch_size", "data", "device", "gpu_name", "status", "throughput_median",
             "methodology_version")
@@ -78,6 +94,7 @@ class Store:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._check_and_create()
             self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(_TRIALS)
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise StoreError(f"{self.path} is not a usable gpuscout results store ({exc}); "
@@ -154,6 +171,29 @@ class Store:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise
+
+    def put_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
+                  result: dict | None, updated_utc: str) -> None:
+        """Insert or update one sweep trial (its own transaction: sweeps may share a store)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sweep, trial_key) DO UPDATE SET "
+                "status = excluded.status, result_json = excluded.result_json, updated_utc = excluded.updated_utc, "
+                "sweep_hash = excluded.sweep_hash",
+                (sweep, key, index, sweep_hash, status, json.dumps(params, default=str),
+                 None if result is None else json.dumps(result, default=str), updated_utc))
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def trials(self, sweep: str) -> list[dict]:
+        rows = self._db.execute("SELECT trial_key, trial_index, sweep_hash, status, params_json, result_json "
+                                "FROM trials WHERE sweep = ? ORDER BY trial_index", (sweep,))
+        return [{"key": k, "index": i, "sweep_hash": h, "status": st, "params": json.loads(p),
+                 "result": json.loads(r) if r else None} for k, i, h, st, p, r in rows]
 
     def get(self, run_id: str) -> dict:
         """A record by id or unique id prefix; StoreError names the problem otherwise."""

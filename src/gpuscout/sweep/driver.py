@@ -1,0 +1,201 @@
+"""A sweep from file to summary: validate, plan (resume), run (local threads or Ray), store every
+trial, summarise, write TensorBoard logs."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscout import catalog
+from gpuscout.errors import UsageError
+from gpuscout.pricing import hourly_cost
+from gpuscout.store import Store
+from gpuscout.sweep import runner as run_lib
+from gpuscout.sweep.spec import SweepFile, Trial, expand, load
+from gpuscout.telemetry.nvml import Nvml
+from gpuscout.telemetry.sampler import Sampler
+
+
+class Display:
+    def planned(self, total: int, todo: int, slots: int) -> None: ...
+    def started(self, trial: Trial, slot: run_lib.Slot) -> None: ...
+    def finished(self, result: run_lib.TrialResult, best: dict | None) -> None: ...
+
+
+@dataclass
+class SweepOptions:
+    gpus: list[int] | None = None
+    cpu_slots: int | None = None
+    executor: str = "local"
+    address: str | None = None
+    resume: bool = False
+    dry_run: bool = False
+    log_root: Path | None = None
+
+
+@dataclass
+class Plan:
+    sweep: SweepFile
+    sweep_hash: str
+    trials: list[Trial]
+    todo: list[Trial]
+    done: list[dict]
+    slots: list[run_lib.Slot]
+    log_root: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
+    sweep, sweep_hash = load(path)
+    trials = expand(sweep)
+    if options.cpu_slots is not None and options.gpus is not None:
+        raise UsageError("--gpus and --cpu-slots exclude each other")
+    if options.cpu_slots is not None and options.cpu_slots < 1:
+        raise UsageError(f"--cpu-slots must be >= 1, got {options.cpu_slots}")
+    if options.executor not in ("local", "ray"):
+        raise UsageError(f"unknown --executor {options.executor!r}: choose local or ray")
+    gpus = options.gpus
+    if options.cpu_slots is None:
+        if gpus is None:
+            if not nvml.available or nvml.count == 0:
+                raise UsageError(f"no GPU found ({nvml.error or 'NVML reports none'}): give --cpu-slots N to run "
+                                 "trials on the CPU")
+            gpus = list(range(nvml.count))
+        for g in gpus:
+            if not nvml.available or g >= nvml.count:
+                raise UsageError(f"GPU {g} not found: this machine has {nvml.count if nvml.available else 0} GPU(s)")
+    slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
+    stored = {t["key"]: t for t in store.trials(sweep.name)}
+    if stored and not options.resume and not options.dry_run:
+        raise UsageError(f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
+                         "finish it, or give the sweep another name")
+    notes = []
+    if stored and {t["sweep_hash"] for t in stored.values()} != {sweep_hash}:
+        notes.append("the sweep file changed since the stored trials ran; trials are matched by their parameters")
+    finished = {k for k, t in stored.items() if t["status"] not in ("running", "interrupted")}
+    todo = [t for t in trials if t.key not in finished]
+    done = [stored[t.key] for t in trials if t.key in finished]
+    log_root = options.log_root or store.path.parent / "sweeps" / sweep.name
+    return Plan(sweep, sweep_hash, trials, todo, done, slots, log_root, notes)
+
+
+def _better(sweep: SweepFile, a: float, b: float) -> bool:
+    return a > b if sweep.metric.direction == "max" else a < b
+
+
+def best_of(sweep: SweepFile, results: list[dict]) -> dict | None:
+    scored = [r for r in results if r["status"] == "ok" and sweep.metric.name in r["metrics"]]
+    if not scored:
+        return None
+    best = scored[0]
+    for r in scored[1:]:
+        if _better(sweep, r["metrics"][sweep.metric.name], best["metrics"][sweep.metric.name]):
+            best = r
+    return best
+
+
+def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
+    display.planned(len(p.trials), len(p.todo), len(p.slots))
+    results: list[dict] = [t["result"] for t in p.done if t["result"]]
+    run_started = [math.inf, -math.inf]
+
+    def on_start(trial: Trial, slot: run_lib.Slot) -> None:
+        store.put_trial(p.sweep.name, trial.key, trial.index, p.sweep_hash, "running", trial.params,
+                        {"slot": slot.label}, run_lib.now())
+        display.started(trial, slot)
+
+    def on_result(result: run_lib.TrialResult) -> None:
+        data = result.to_dict()
+        store.put_trial(p.sweep.name, result.key, result.index, p.sweep_hash, result.status, result.params, data,
+                        run_lib.now())
+        if result.status != "interrupted":
+            results.append(data)
+            run_started[0] = min(run_started[0], result.started_monotonic_s)
+            run_started[1] = max(run_started[1], result.ended_monotonic_s)
+        display.finished(result, best_of(p.sweep, results))
+
+    p.log_root.mkdir(parents=True, exist_ok=True)
+    sampler_factory = (lambda gpu: Sampler(nvml, gpu).start()) if nvml.available else None
+    trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, store.path, sampler_factory)
+    if options.executor == "ray":
+        from gpuscout.sweep.ray_executor import run_ray
+
+        reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, store.path,
+                         on_start, on_result)
+    else:
+        reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, on_start, on_result)
+    summary = summarise(p, results, run_started, nvml, reason)
+    summary["tensorboard"] = write_tensorboard(p, results)
+    (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def summarise(p: Plan, results: list[dict], span: list[float], nvml: Nvml, stopped: str | None) -> dict:
+    sweep = p.sweep
+    new = [r for r in results if r.get("started_monotonic_s", -1) >= span[0]] if math.isfinite(span[0]) else []
+    wall = span[1] - span[0] if new else 0.0
+    trial_time = sum(r["duration_s"] for r in new)
+    ranked = sorted((r for r in results if r["status"] == "ok" and sweep.metric.name in r["metrics"]),
+                    key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
+    gpu_seconds: dict[str, float] = {}
+    idle: dict[str, float] = {}
+    cost_usd = 0.0
+    priced = True
+    for gpu in sorted({r["gpu_index"] for r in new if r["gpu_index"] is not None}):
+        mine = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in new if r["gpu_index"] == gpu)
+        busy = _union(mine)
+        gpu_seconds[f"gpu{gpu}"] = busy
+        idle[f"gpu{gpu}"] = 1 - busy / wall if wall else None
+        entry = catalog.match(nvml.gpu(gpu).name) if nvml.available else None
+        hourly = hourly_cost(catalog.load(), entry.id, strict=False) if entry else None
+        if hourly is None:
+            priced = False
+        else:
+            cost_usd += hourly.usd_per_hour * wall / 3600  # a rented GPU costs its hours, busy or idle
+    counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "failed", "oom", "timeout")}
+    return {
+        "sweep": sweep.name, "metric": sweep.metric.model_dump(), "trials": len(p.trials), "run_now": len(new),
+        "skipped_done": len(p.done), "status_counts": counts, "stopped": stopped,
+        "best": [{"index": r["index"], "params": r["params"], "value": r["metrics"][sweep.metric.name],
+                  "duration_s": r["duration_s"], "slot": r["slot"], "log_dir": r["log_dir"]} for r in ranked[:5]],
+        "wall_s": wall, "trial_seconds_sum": trial_time, "parallel_speedup": trial_time / wall if wall else None,
+        "trials_per_hour": len(new) / wall * 3600 if wall else None,
+        "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,
+        "cost_usd": cost_usd if gpu_seconds and priced else None, "log_root": str(p.log_root), "notes": p.notes,
+    }
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for a, b in intervals:
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def write_tensorboard(p: Plan, results: list[dict]) -> dict:
+    """Each trial's reports as scalars and the sweep's HParams table, written by a child that
+    imports TensorFlow and TensorBoard (the parent never imports a framework)."""
+    logdir = p.log_root / "tensorboard"
+    payload = p.log_root / "tensorboard-input.json"
+    payload.write_text(json.dumps({"metric": p.sweep.metric.name, "space": list(p.sweep.space),
+                                   "results": results}, default=str))
+    proc = subprocess.run([sys.executable, "-m", "gpuscout.sweep.tensorboard", str(payload), str(logdir)],
+                          capture_output=True, text=True, env=_quiet_env())
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+        return {"logdir": None, "note": f"no TensorBoard logs ({last}); pip install 'gpuscout[sweep]'"}
+    return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
+
+
+def _quiet_env() -> dict:
+    import os
+
+    from gpuscout.executor.local import child_env  # noqa: F401  (same environment rules as runs)
+    return dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")

@@ -1,0 +1,67 @@
+"""`gpuscout sweep --executor ray`: the same trials as Ray tasks, one GPU (or one CPU with
+--cpu-slots) each through Ray's resource scheduling; each task still runs its trial in a child
+process of its own. Results come back to the driver, which writes the store."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from gpuscout.errors import UsageError
+from gpuscout.sweep.runner import Slot, TrialResult
+from gpuscout.sweep.spec import SweepFile, Trial
+
+
+def _remote_trial(sweep_json: dict, trial: dict, log_root: str, store_path: str, on_cpu: bool) -> dict:
+    import ray
+
+    from gpuscout.sweep.runner import TrialRunner
+
+    ids = [] if on_cpu else ray.get_gpu_ids()
+    node = ray.get_runtime_context().get_node_id()[:8]
+    slot = Slot(f"ray:{node}:gpu{int(ids[0])}" if ids else f"ray:{node}:cpu", int(ids[0]) if ids else None)
+    runner = TrialRunner(SweepFile(**sweep_json), Path(log_root), Path(store_path))
+    return runner.run(Trial(**trial), slot, threading.Event()).to_dict()
+
+
+def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: bool, log_root: Path,
+            store_path: Path, on_start: Callable, on_result: Callable[[TrialResult], None]) -> str | None:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--executor ray needs Ray: pip install 'gpuscout[ray]'") from None
+    try:
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+    except Exception as exc:  # a wrong address, a cluster of another Ray version
+        raise UsageError(f"cannot join the Ray cluster at {address or 'a new local instance'}: {exc}") from None
+    resources = {"num_cpus": 1} if on_cpu else {"num_gpus": 1, "num_cpus": 1}
+    if not on_cpu and not ray.cluster_resources().get("GPU"):
+        raise UsageError("the Ray cluster has no GPUs: give --cpu-slots to run trials on CPUs")
+    task = ray.remote(**resources)(_remote_trial)
+    pending = {}
+    for trial in trials:
+        ref = task.remote(sweep.model_dump(), asdict(trial), str(log_root), str(store_path), on_cpu)
+        pending[ref] = trial
+        on_start(trial, Slot("ray", None))
+    consecutive, reason = 0, None
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            pending.pop(ref)
+            result = TrialResult(**ray.get(ref))
+            on_result(result)
+            consecutive = 0 if result.status == "ok" else consecutive + 1
+            if consecutive >= sweep.max_consecutive_failures:
+                reason = (f"{consecutive} trials failed in a row (the last: {result.message}); stopped as "
+                          f"max_consecutive_failures = {sweep.max_consecutive_failures} asks")
+                for other in pending:
+                    ray.cancel(other, force=True)
+                break
+    except KeyboardInterrupt:
+        for other in pending:
+            ray.cancel(other, force=True)
+        raise
+    return reason

@@ -1,0 +1,273 @@
+"""Running a sweep's trials: one child process per trial (its own process group, a timeout, its
+log files), a queue that keeps every slot busy, retries, the consecutive-failure stop, resume.
+
+Slots are GPUs (each `trials_per_gpu` times) or, with `--cpu-slots N`, N CPU slots. Trial
+threads only run children and hand results to the driver thread through a queue; the driver
+alone writes the store and the display, so nothing races on SQLite or the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from gpuscout.executor.local import STDERR_TAIL_CHARS, kill_group
+from gpuscout.failures import classify_failure
+from gpuscout.provenance import utc_now
+from gpuscout.sweep import TRIAL_FILE_ENV
+from gpuscout.sweep.spec import SweepFile, Trial
+
+
+@dataclass(frozen=True)
+class Slot:
+    label: str  # gpu0, gpu0#2, cpu1
+    gpu_index: int | None
+
+
+@dataclass
+class TrialResult:
+    key: str
+    index: int
+    params: dict
+    status: str  # ok | failed | oom | timeout
+    attempts: int
+    slot: str
+    gpu_index: int | None
+    started_monotonic_s: float
+    ended_monotonic_s: float
+    duration_s: float
+    metrics: dict = field(default_factory=dict)  # the last value reported of each metric
+    history: list[dict] = field(default_factory=list)  # every report, in order
+    message: str | None = None
+    log_dir: str | None = None
+    telemetry: dict | None = None
+    run_id: str | None = None  # workload sweeps: the stored benchmark run
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> list[Slot]:
+    if cpu_slots:
+        return [Slot(f"cpu{i}", None) for i in range(cpu_slots)]
+    return [Slot(f"gpu{g}" + (f"#{k + 1}" if per_gpu > 1 else ""), g) for g in gpus for k in range(per_gpu)]
+
+
+def command_for(sweep: SweepFile, trial: Trial, slot: Slot, store_path: Path) -> list[str]:
+    if sweep.command is not None:
+        return shlex.split(sweep.command.format(**trial.params))
+    argv = [sys.executable, "-m", "gpuscout", "bench", sweep.workload, "--json", "--store", str(store_path),
+            "--timeout", str(sweep.timeout_s)]
+    argv += ["--gpu", str(slot.gpu_index)] if slot.gpu_index is not None else ["--cpu"]
+    for name, value in trial.params.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv + list(sweep.bench_args)
+
+
+def trial_env(slot: Slot, trial_file: Path, params: dict, workload_sweep: bool) -> dict:
+    env = dict(os.environ)
+    env[TRIAL_FILE_ENV] = str(trial_file)
+    env["GPUSCOUT_TRIAL_PARAMS"] = json.dumps(params, default=str)
+    env["PYTHONUNBUFFERED"] = "1"
+    if not workload_sweep:  # `gpuscout bench` sets the device for its own child from --gpu / --cpu
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        env["CUDA_VISIBLE_DEVICES"] = "" if slot.gpu_index is None else str(slot.gpu_index)
+        env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # memory growth on, as the sweep file promises
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    return env
+
+
+def read_metrics(stdout_text: str, trial_file: Path, workload_sweep: bool) -> tuple[dict, list[dict], str | None]:
+    """(last value of each metric, the reports in order, a stored run id) from the trial's output."""
+    history: list[dict] = []
+    if workload_sweep:
+        try:
+            run = json.loads(stdout_text)["runs"][0]
+        except (ValueError, KeyError, IndexError):
+            return {}, [], None
+        metrics = {k: run.get(k) for k in ("samples_per_s", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s",
+                                           "peak_memory_bytes", "compile_s", "loss")}
+        metrics["throughput"] = (run.get("throughput") or {}).get("median")
+        metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+        return metrics, [metrics], run.get("id")
+    for line in stdout_text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                history.append({k: v for k, v in entry.items() if isinstance(v, (int, float))})
+    if trial_file.exists():
+        for line in trial_file.read_text(encoding="utf-8").splitlines():
+            try:
+                history.append(json.loads(line))
+            except ValueError:
+                continue
+    metrics: dict = {}
+    for entry in history:
+        metrics.update({k: v for k, v in entry.items() if k not in ("time", "step")})
+    return metrics, history, None
+
+
+class TrialRunner:
+    """Runs attempts of one trial on one slot; remembers the running process group for Ctrl-C."""
+
+    def __init__(self, sweep: SweepFile, log_root: Path, store_path: Path, sampler_factory=None) -> None:
+        self.sweep, self.log_root, self.store_path = sweep, log_root, store_path
+        self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
+        self.running: dict[str, int] = {}  # slot label -> pgid
+        self.lock = threading.Lock()
+
+    def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
+        workload_sweep = self.sweep.command is None
+        started = time.monotonic()
+        attempts, status, message, metrics, history, run_id, telemetry = 0, "failed", None, {}, [], None, None
+        log_dir = self.log_root / f"trial-{trial.index:04d}-{trial.key}"
+        while attempts <= self.sweep.retries and not stop.is_set():
+            attempts += 1
+            log_dir.mkdir(parents=True, exist_ok=True)
+            trial_file = log_dir / f"reports-{attempts}.jsonl"
+            argv = command_for(self.sweep, trial, slot, self.store_path)
+            sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
+            out_path, err_path = log_dir / f"stdout-{attempts}.log", log_dir / f"stderr-{attempts}.log"
+            with open(out_path, "w") as out, open(err_path, "w") as err:
+                try:
+                    proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                            env=trial_env(slot, trial_file, trial.params, workload_sweep),
+                                            start_new_session=True)
+                except OSError as exc:
+                    status, message = "failed", f"cannot start {argv[0]!r}: {exc.strerror}"
+                    if sampler:
+                        sampler.stop()
+                    continue
+                with self.lock:
+                    self.running[slot.label] = proc.pid
+                try:
+                    proc.wait(timeout=self.sweep.timeout_s)
+                    timed_out = False
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                finally:
+                    kill_group(proc.pid)  # grandchildren too, whether it ended or not
+                    proc.wait()
+                    with self.lock:
+                        self.running.pop(slot.label, None)
+            samples = sampler.stop() if sampler else []
+            if samples:
+                telemetry = _telemetry_summary(samples)
+            tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+            metrics, history, run_id = read_metrics(out_path.read_text(errors="replace"), trial_file, workload_sweep)
+            if stop.is_set() and proc.returncode and proc.returncode < 0:
+                status, message = "interrupted", "stopped by the driver"
+                break
+            if timed_out:
+                status, message = "timeout", f"exceeded the {self.sweep.timeout_s:g} s trial timeout and was killed"
+            elif proc.returncode != 0:
+                status = classify_failure(tail)
+                message = f"exited with code {proc.returncode}: " + (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
+            elif self.sweep.metric.name not in metrics:
+                status, message = "failed", f"finished without reporting {self.sweep.metric.name!r}"
+            else:
+                status, message = "ok", None
+                break
+        ended = time.monotonic()
+        return TrialResult(trial.key, trial.index, trial.params, status, attempts, slot.label, slot.gpu_index,
+                           started, ended, ended - started, metrics, history, message, str(log_dir), telemetry, run_id)
+
+    def kill_all(self) -> None:
+        with self.lock:
+            pgids = list(self.running.values())
+        for pgid in pgids:
+            kill_group(pgid)
+
+
+def _telemetry_summary(samples) -> dict:
+    util = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
+    power = [s.power_w for s in samples if s.power_w is not None]
+    memory = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
+    return {"samples": len(samples), "gpu_util_mean_pct": statistics.mean(util) if util else None,
+            "power_mean_w": statistics.mean(power) if power else None,
+            "memory_used_max_bytes": max(memory) if memory else None}
+
+
+def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_consecutive_failures: int,
+              on_start: Callable[[Trial, Slot], None], on_result: Callable[[TrialResult], None]) -> str | None:
+    """Run `trials` over `slots`; returns why the sweep stopped early, or None. The calling thread
+    is the driver: callbacks run on it. Ctrl-C kills every running trial's process group."""
+    pending: queue.Queue = queue.Queue()
+    for t in trials:
+        pending.put(t)
+    events: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def work(slot: Slot) -> None:
+        while not stop.is_set():
+            try:
+                trial = pending.get_nowait()
+            except queue.Empty:
+                return
+            events.put(("start", trial, slot))
+            handled = threading.Event()  # the driver has counted this result: only then take another
+            events.put(("result", (runner.run(trial, slot, stop), handled), slot))
+            handled.wait()
+
+    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in slots]
+    for t in threads:
+        t.start()
+    consecutive, reason = 0, None
+    try:
+        while any(t.is_alive() for t in threads) or not events.empty():
+            try:
+                kind, payload, slot = events.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if kind == "start":
+                on_start(payload, slot)
+                continue
+            result, handled = payload
+            try:
+                on_result(result)
+                if result.status == "interrupted":
+                    continue
+                consecutive = 0 if result.status == "ok" else consecutive + 1
+                if consecutive >= max_consecutive_failures and not stop.is_set():
+                    reason = (f"{consecutive} trials failed in a row (the last: {result.message}); stopped as "
+                              f"max_consecutive_failures = {max_consecutive_failures} asks")
+                    stop.set()
+            finally:
+                handled.set()
+    except KeyboardInterrupt:
+        stop.set()
+        runner.kill_all()
+        deadline = time.monotonic() + 10
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            try:  # release threads waiting for their result to be handled
+                kind, payload, slot = events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if kind == "result":
+                on_result(payload[0])
+                payload[1].set()
+        while not events.empty():
+            kind, payload, slot = events.get()
+            if kind == "result":
+                on_result(payload[0])
+                payload[1].set()
+        raise
+    return reason
+
+
+def now() -> str:
+    return utc_now()

@@ -1,0 +1,235 @@
+"""The sweep file (YAML), validated before anything starts, and its expansion into trials.
+
+    name: lr-wd
+    command: python train.py --lr {lr} --wd {weight_decay} --aug {augmentation}
+    reports: [val_accuracy, val_loss]      # what the script reports (JSON lines or gpuscout.sweep.report)
+    metric: {name: val_accuracy, direction: max}
+    space:
+      lr: {loguniform: [1.0e-4, 1.0e-1]}
+      weight_decay: [0.0, 1.0e-4, 5.0e-4]
+      augmentation: {choice: [none, flip]}
+    strategy: {kind: random, trials: 16, seed: 0}   # or: grid
+    timeout_s: 3600
+    retries: 1
+    trials_per_gpu: 1
+    max_consecutive_failures: 5
+
+or, instead of `command`, `workload: resnet18_cifar` with a space over `gpuscout bench` options
+(batch_size, precision, seq_len, data, pipeline_cost) and a metric from its record
+(samples_per_s, mfu, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gpuscout.errors import UsageError
+
+WORKLOAD_PARAMS = {"batch_size", "precision", "seq_len", "data", "pipeline_cost", "backend"}
+WORKLOAD_METRICS = {"samples_per_s", "throughput", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s",
+                    "peak_memory_bytes", "compile_s", "loss"}
+
+
+class Metric(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    direction: Literal["max", "min"] = "max"
+
+
+class Strategy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["grid", "random"] = "grid"
+    trials: int | None = Field(default=None, ge=1, le=100_000)  # random only
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _random_needs_a_count(self) -> "Strategy":
+        if self.kind == "random" and self.trials is None:
+            raise ValueError("a random search needs `trials: N`")
+        return self
+
+
+class SweepFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    command: str | None = None
+    workload: str | None = None
+    reports: list[str] = Field(default_factory=list)
+    metric: Metric
+    space: dict[str, Any] = Field(min_length=1)
+    strategy: Strategy = Strategy()
+    timeout_s: float = Field(default=3600.0, gt=0)
+    retries: int = Field(default=0, ge=0, le=100)
+    trials_per_gpu: int = Field(default=1, ge=1, le=64)
+    max_consecutive_failures: int = Field(default=5, ge=1)
+    bench_args: list[str] = Field(default_factory=list)  # workload sweeps: more `gpuscout bench` options
+
+    @field_validator("space")
+    @classmethod
+    def _dimensions(cls, space: dict) -> dict:
+        for name, dim in space.items():
+            if not name.isidentifier():
+                raise ValueError(f"parameter name {name!r} must be an identifier")
+            _values_or_range(name, dim)
+        return space
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "SweepFile":
+        if (self.command is None) == (self.workload is None):
+            raise ValueError("give exactly one of `command` (your script) and `workload` (a gpuscout workload)")
+        return self
+
+
+def _values_or_range(name: str, dim) -> tuple[str, Any]:
+    """('values', [...]) for lists and choices, or (kind, (lo, hi)) for ranges."""
+    if isinstance(dim, list):
+        if not dim:
+            raise ValueError(f"space.{name} is an empty list")
+        return "values", dim
+    if isinstance(dim, dict) and len(dim) == 1:
+        (kind, arg), = dim.items()
+        if kind == "choice":
+            if not isinstance(arg, list) or not arg:
+                raise ValueError(f"space.{name}.choice must be a non-empty list")
+            return "values", arg
+        if kind in ("uniform", "loguniform", "int"):
+            if not (isinstance(arg, list) and len(arg) == 2 and all(isinstance(v, (int, float)) for v in arg)
+                    and arg[0] < arg[1]):
+                raise ValueError(f"space.{name}.{kind} must be [low, high] with low < high")
+            if kind == "loguniform" and arg[0] <= 0:
+                raise ValueError(f"space.{name}.loguniform needs a positive low bound")
+            return kind, tuple(arg)
+    if isinstance(dim, (int, float, str, bool)):
+        return "values", [dim]
+    raise ValueError(f"space.{name}: give a list, or one of choice / uniform / loguniform / int")
+
+
+@dataclass(frozen=True)
+class Trial:
+    key: str  # the same parameters of the same sweep give the same key (what --resume matches)
+    index: int
+    params: dict
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
+    """The line of a (nested) key in the YAML text, from the composed node tree."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for key, value in node.value:
+            if key.value == str(part):
+                line, node = key.start_mark.line + 1, value
+                break
+        else:
+            break
+    return line
+
+
+def load(path: Path) -> tuple[SweepFile, str]:
+    """The validated sweep file and a hash of its text; UsageError names the field and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read the sweep file {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise UsageError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: a sweep file is a mapping (name:, command: or workload:, space:, metric:)")
+    try:
+        sweep = SweepFile(**raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        named = re.search(r"space\.(\w+)", first["msg"])  # a dimension's own error: point at its line
+        line = _line_of(text, ("space", named.group(1)) if named and loc == ("space",) else loc[:2])
+        field = ".".join(str(p) for p in loc) or "file"
+        raise UsageError(f"{path}{f' line {line}' if line else ''}: {field}: "
+                         f"{first['msg'].removeprefix('Value error, ')}") from None
+    _check_names(sweep, path, text)
+    return sweep, hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _check_names(sweep: SweepFile, path: Path, text: str) -> None:
+    params = set(sweep.space)
+    if sweep.command is not None:
+        used = {field for _, field, _, _ in string.Formatter().parse(sweep.command) if field}
+        line = _line_of(text, ("command",))
+        if used - params:
+            raise UsageError(f"{path} line {line}: command uses {{{', '.join(sorted(used - params))}}} "
+                             "that the space does not define")
+        if params - used:
+            raise UsageError(f"{path} line {_line_of(text, ('space',))}: space defines {', '.join(sorted(params - used))} "
+                             "that the command never uses")
+        if sweep.metric.name not in sweep.reports:
+            raise UsageError(f"{path} line {_line_of(text, ('metric',))}: metric {sweep.metric.name!r} is not among "
+                             f"what the trials report ({', '.join(sweep.reports) or 'reports: is empty'}): "
+                             "list it under `reports:`")
+    else:
+        from gpuscout import workloads
+
+        workloads.get(sweep.workload)
+        unknown = params - WORKLOAD_PARAMS
+        if unknown:
+            raise UsageError(f"{path} line {_line_of(text, ('space',))}: {', '.join(sorted(unknown))} is not a "
+                             f"`gpuscout bench` option a workload sweep can vary ({', '.join(sorted(WORKLOAD_PARAMS))})")
+        if sweep.metric.name not in WORKLOAD_METRICS:
+            raise UsageError(f"{path} line {_line_of(text, ('metric',))}: a workload trial never reports "
+                             f"{sweep.metric.name!r}: choose one of {', '.join(sorted(WORKLOAD_METRICS))}")
+
+
+def trial_key(sweep: SweepFile, params: dict) -> str:
+    canonical = json.dumps({"sweep": sweep.name, "params": params}, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def expand(sweep: SweepFile) -> list[Trial]:
+    dims = {name: _values_or_range(name, dim) for name, dim in sweep.space.items()}
+    if sweep.strategy.kind == "grid":
+        ranged = [n for n, (kind, _) in dims.items() if kind != "values"]
+        if ranged:
+            raise UsageError(f"a grid needs lists, not ranges ({', '.join(ranged)}): use strategy: {{kind: random, trials: N}}")
+        names = list(dims)
+        combos = [dict(zip(names, values)) for values in itertools.product(*(dims[n][1] for n in names))]
+    else:
+        rng = np.random.default_rng(sweep.strategy.seed)
+        combos = []
+        for _ in range(sweep.strategy.trials):
+            params = {}
+            for name, (kind, arg) in dims.items():
+                if kind == "values":
+                    params[name] = arg[int(rng.integers(len(arg)))]
+                elif kind == "uniform":
+                    params[name] = float(rng.uniform(*arg))
+                elif kind == "loguniform":
+                    params[name] = float(math.exp(rng.uniform(math.log(arg[0]), math.log(arg[1]))))
+                else:
+                    params[name] = int(rng.integers(int(arg[0]), int(arg[1]) + 1))
+            combos.append(params)
+    seen, trials = set(), []
+    for params in combos:
+        key = trial_key(sweep, params)
+        if key not in seen:  # a random search can draw the same point twice from lists
+            seen.add(key)
+            trials.append(Trial(key, len(trials), params))
+    return trials

@@ -1,0 +1,216 @@
+"""`gpuscout sweep` on the CPU: a real tiny Keras sweep on 2 CPU slots with TensorBoard logs,
+resume after the driver is killed, retries and the consecutive-failure stop, a hung trial,
+two sweeps sharing a store, the Ray executor on a local Ray, and bad sweep files."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import FIXTURES, SRC, run_cli
+
+TINY = FIXTURES / "sweeps" / "train_tiny.py"
+pytestmark = pytest.mark.slow
+# A trial that costs nothing: prints its score as a JSON line (x*y, so the best is known)
+# (JSON-quoted: a JSON string is a valid YAML scalar, and the command holds ': ')
+ECHO = json.dumps(f"{sys.executable} -c \"import json; print(json.dumps({{{{'score': {{x}} * {{y}}}}}}))\"")
+
+
+def write(tmp_path, text, name="sweep.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def trials(store):
+    with sqlite3.connect(store) as db:
+        return [(k, st, json.loads(r) if r else None) for k, st, r in
+                db.execute("select trial_key, status, result_json from trials order by trial_index")]
+
+
+def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, store_path):
+    sweep = write(tmp_path, f"""
+        name: tiny
+        command: {sys.executable} {TINY} --lr {{lr}} --units {{units}} --epochs 2
+        reports: [val_accuracy, val_loss]
+        metric: {{name: val_accuracy, direction: max}}
+        space:
+          lr: [0.003, 0.03]
+          units: [8, 32]
+        timeout_s: 300
+    """)
+    proc = run_cli("sweep", str(sweep), "--cpu-slots", "2", "--json", "--store", str(store_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["status_counts"]["ok"] == 4 and summary["run_now"] == 4
+    values = [b["value"] for b in summary["best"]]
+    assert values == sorted(values, reverse=True) and 0 < values[0] <= 1
+    assert summary["parallel_speedup"] > 1.2  # two at a time on two cores
+    stored = trials(store_path)
+    assert len(stored) == 4 and {s for _, s, _ in stored} == {"ok"}
+    first = stored[0][2]
+    assert len(first["history"]) == 2 and first["history"][-1]["step"] == 2  # the Keras callback, every epoch
+    assert os.path.exists(os.path.join(first["log_dir"], "stdout-1.log"))
+    # TensorBoard: event files with each trial's scalars and the HParams table, read back
+    import tensorflow as tf
+
+    logdir = summary["tensorboard"]["logdir"]
+    tags = set()
+    for root, _, files in os.walk(logdir):
+        for f in files:
+            if f.startswith("events.out.tfevents"):
+                for event in tf.compat.v1.train.summary_iterator(os.path.join(root, f)):
+                    tags.update(v.tag for v in event.summary.value)
+    assert {"val_accuracy", "final/val_accuracy", "_hparams_/experiment", "_hparams_/session_start_info"} <= tags
+
+
+def test_resume_after_the_driver_is_killed_runs_each_trial_once(tmp_path, store_path):
+    sweep = write(tmp_path, f"""
+        name: resumable
+        command: {json.dumps(sys.executable + ' -c "import json, time; time.sleep({pause}); print(json.dumps({{' + "'score': {x}}}))" + '"')}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{x: [1, 2, 3, 4, 5, 6], pause: [1.5]}}
+    """)
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    driver = subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--cpu-slots", "1",
+                               "--store", str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if store_path.exists() and sum(s == "ok" for _, s, _ in trials(store_path)) >= 2:
+            break
+        time.sleep(0.2)
+    children = psutil.Process(driver.pid).children(recursive=True)
+    driver.send_signal(signal.SIGKILL)  # a crash: no clean-up of any kind
+    driver.wait()
+    for child in children:  # the orphaned trial (its own session) is someone else's problem in a crash
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    before = {k: r for k, s, r in trials(store_path) if s == "ok"}
+    assert 2 <= len(before) < 6
+    again = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--store", str(store_path))
+    assert again.returncode == 2 and "--resume" in again.stderr  # never silently duplicated
+    resumed = run_cli("sweep", str(sweep), "--cpu-slots", "2", "--resume", "--json", "--store", str(store_path))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads(resumed.stdout)
+    after = trials(store_path)
+    assert len(after) == 6 and all(s == "ok" for _, s, _ in after)
+    assert summary["skipped_done"] == len(before) and summary["run_now"] == 6 - len(before)
+    for key, result in before.items():  # done trials were not run again
+        assert dict((k, r) for k, _, r in after)[key] == result
+    assert summary["best"][0]["value"] == 6
+
+
+def test_retries_then_the_consecutive_failure_stop(tmp_path, store_path):
+    sweep = write(tmp_path, f"""
+        name: failing
+        command: {sys.executable} {TINY} --lr {{lr}} --units {{units}}
+        reports: [val_accuracy]
+        metric: {{name: val_accuracy}}
+        space: {{lr: [0.01], units: [1, 2, 3, 4, 5]}}
+        retries: 1
+        max_consecutive_failures: 2
+    """)
+    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path),
+                   env={"FAIL_ON": "all"})
+    assert proc.returncode == 1
+    summary = json.loads(proc.stdout)
+    assert "2 trials failed in a row" in summary["stopped"] and "scripted failure" in summary["stopped"]
+    failed = [r for _, s, r in trials(store_path) if s == "failed"]
+    assert len(failed) == 2 and all(r["attempts"] == 2 for r in failed)  # retried once each
+    assert os.path.exists(os.path.join(failed[0]["log_dir"], "stderr-2.log"))
+
+
+def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path):
+    sweep = write(tmp_path, f"""
+        name: hang
+        command: {json.dumps(sys.executable + ' -c "import subprocess, sys, time; subprocess.Popen([sys.executable, ' + "'-c', 'import time; time.sleep(300)']); time.sleep({t})" + '"')}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{t: [300]}}
+        timeout_s: 3
+    """)
+    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert proc.returncode == 1
+    ((_, status, result),) = trials(store_path)
+    assert status == "timeout" and "3 s trial timeout" in result["message"]
+    time.sleep(0.5)
+    leftovers = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(300)" in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
+
+
+def test_two_sweeps_writing_the_same_store_lose_nothing(tmp_path, store_path):
+    paths = [write(tmp_path, f"""
+        name: shared-{i}
+        command: {ECHO}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{x: [1, 2, 3, 4, 5, 6, 7, 8], y: [{i + 1}]}}
+    """, f"s{i}.yaml") for i in range(2)]
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    procs = [subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(p), "--cpu-slots", "2", "--store",
+                               str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for p in paths]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    with sqlite3.connect(store_path) as db:
+        counts = dict(db.execute("select sweep, count(*) from trials where status = 'ok' group by sweep"))
+    assert counts == {"shared-0": 8, "shared-1": 8}
+
+
+def test_the_ray_executor_on_a_local_ray(tmp_path, store_path):
+    pytest.importorskip("ray")
+    sweep = write(tmp_path, f"""
+        name: on-ray
+        command: {ECHO}
+        reports: [score]
+        metric: {{name: score, direction: min}}
+        space: {{x: [3, 1, 2], y: [10]}}
+    """)
+    proc = run_cli("sweep", str(sweep), "--executor", "ray", "--cpu-slots", "2", "--json", "--store", str(store_path),
+                   timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["status_counts"]["ok"] == 3 and summary["best"][0]["value"] == 10
+    stored = trials(store_path)
+    assert len(stored) == 3 and all(r["slot"].startswith("ray:") for _, _, r in stored)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1\n", "line"),
+    ("name: x\ncommand: run {a} {b}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\n",
+     "line 2: command uses {b} that the space does not define"),
+    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\n  b: [2]\n",
+     "line 5: space defines b that the command never uses"),
+    ("name: x\ncommand: run\nreports: [s]\nmetric: {name: s}\nspace: {}\n", "space: Dictionary should have at least 1 item"),
+    ("name: x\ncommand: run {a}\nreports: [loss]\nmetric: {name: accuracy}\nspace:\n  a: [1]\n",
+     "line 4: metric 'accuracy' is not among what the trials report"),
+    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: {uniform: [2, 1]}\n",
+     "line 6: space: space.a.uniform must be [low, high] with low < high"),
+    ("name: x\nworkload: mlp\nmetric: {name: samples_per_s}\nspace:\n  lr: [1]\n", "lr is not a `gpuscout bench` option"),
+    ("name: x\nworkload: mlp\nmetric: {name: accuracy}\nspace:\n  batch_size: [8]\n", "a workload trial never reports 'accuracy'"),
+    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\ntimeout_s: -1\n",
+     "line 7: timeout_s: Input should be greater than 0"),
+])
+def test_bad_sweep_files_exit_2_naming_field_and_line(tmp_path, store_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    proc = run_cli("sweep", str(path), "--cpu-slots", "1", "--store", str(store_path))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_without_a_gpu_the_sweep_asks_for_cpu_slots(tmp_path, store_path):
+    path = write(tmp_path, f"name: x\ncommand: {ECHO}\nreports: [score]\nmetric: {{name: score}}\nspace: {{x: [1], y: [1]}}\n")
+    proc = run_cli("sweep", str(path), "--store", str(store_path))
+    assert proc.returncode == 2 and "give --cpu-slots N" in proc.stderr
+    dry = run_cli("sweep", str(path), "--cpu-slots", "1", "--dry-run", "--json", "--store", str(store_path))
+    assert dry.returncode == 0 and json.loads(dry.stdout)["trials"][0]["params"] == {"x": 1, "y": 1}

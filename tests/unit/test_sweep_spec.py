@@ -1,0 +1,41 @@
+import pytest
+
+from gpuscout.errors import UsageError
+from gpuscout.sweep.spec import SweepFile, expand, trial_key
+
+
+def sweep(**fields):
+    base = {"name": "s", "command": "run {a} {b}", "reports": ["m"], "metric": {"name": "m"},
+            "space": {"a": [1, 2, 3], "b": ["x", "y"]}}
+    return SweepFile(**{**base, **fields})
+
+
+def test_a_grid_is_the_product_in_order():
+    trials = expand(sweep())
+    assert [t.params for t in trials][:3] == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}]
+    assert len(trials) == 6 and [t.index for t in trials] == list(range(6))
+
+
+def test_random_search_is_seeded_and_respects_ranges():
+    s = sweep(space={"a": {"loguniform": [1e-4, 1e-1]}, "b": {"int": [2, 5]}}, strategy={"kind": "random", "trials": 50, "seed": 7})
+    first, again = expand(s), expand(s)
+    assert [t.params for t in first] == [t.params for t in again]
+    assert all(1e-4 <= t.params["a"] <= 1e-1 and 2 <= t.params["b"] <= 5 for t in first)
+    other = expand(sweep(space=s.space, strategy={"kind": "random", "trials": 50, "seed": 8}))
+    assert [t.params for t in other] != [t.params for t in first]
+
+
+def test_trial_keys_follow_parameters_not_order():
+    s = sweep()
+    assert trial_key(s, {"a": 1, "b": "x"}) == trial_key(s, {"b": "x", "a": 1})
+    assert trial_key(s, {"a": 1, "b": "x"}) != trial_key(sweep(name="other"), {"a": 1, "b": "x"})
+
+
+def test_a_grid_over_a_range_is_refused():
+    with pytest.raises(UsageError, match="a grid needs lists"):
+        expand(sweep(space={"a": {"uniform": [0, 1]}, "b": [1]}))
+
+
+def test_repeated_random_draws_of_lists_are_run_once():
+    trials = expand(sweep(space={"a": [1, 2], "b": ["x"]}, strategy={"kind": "random", "trials": 20}))
+    assert sorted(t.params["a"] for t in trials) == [1, 2]
