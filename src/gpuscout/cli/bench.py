@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from gpuscout import bench as bench_lib
 from gpuscout import suites, workloads
 from gpuscout.errors import UsageError
+from gpuscout.cli import pricing_options
 from gpuscout.pricing import PricingOptions
 from gpuscout.report import console as console_report
 from gpuscout.report.export import json_document
@@ -92,9 +93,9 @@ def bench(
     seed: int = typer.Option(0, help="Seed for weights and synthetic data."),
     price: Optional[float] = typer.Option(None, "--price", help="Cost of one GPU-hour in USD, instead of the catalog's."),
     provider: Optional[str] = typer.Option(None, help="Use this cloud provider's catalog price (aws, gcp, lambda, or one from your --catalog)."),
-    owned: bool = typer.Option(False, "--owned", help="Cost an owned GPU: purchase price over --amortise-years plus measured power."),
-    amortise_years: float = typer.Option(3.0, help="--owned: years the purchase price is spread over."),
-    electricity_usd_per_kwh: float = typer.Option(0.15, help="--owned: electricity price."),
+    owned: bool = pricing_options.OWNED,
+    amortise_years: float = pricing_options.AMORTISE_YEARS,
+    electricity_usd_per_kwh: float = pricing_options.ELECTRICITY,
     fit_check: bool = typer.Option(True, "--fit-check/--no-fit-check",
                                    help="Refuse a run whose memory estimate is clearly over the GPU's memory."),
     store_path: Optional[Path] = typer.Option(None, "--store", envvar="GPUSCOUT_STORE",

@@ -13,6 +13,7 @@ from rich.table import Table
 from gpuscout import backends, recommend as rec, workloads
 from gpuscout import catalog as catalog_lib
 from gpuscout.errors import UsageError
+from gpuscout.cli import pricing_options
 from gpuscout.pricing import PricingOptions
 from gpuscout.report import format as fmt
 from gpuscout.spec import Precision
@@ -39,9 +40,9 @@ def recommend(
     max_gpus: int = typer.Option(8, help="At most this many GPUs of one kind (data parallel)."),
     price: Optional[float] = typer.Option(None, "--price", help="Cost of one GPU-hour in USD, for every GPU."),
     provider: Optional[str] = typer.Option(None, help="Only this provider's prices (aws, gcp, lambda, ...)."),
-    owned: bool = typer.Option(False, "--owned", help="Price GPUs you buy: purchase over --amortise-years plus power."),
-    amortise_years: float = typer.Option(3.0, help="--owned: years the purchase price is spread over."),
-    electricity_usd_per_kwh: float = typer.Option(0.15, help="--owned: electricity price."),
+    owned: bool = pricing_options.OWNED,
+    amortise_years: float = pricing_options.AMORTISE_YEARS,
+    electricity_usd_per_kwh: float = pricing_options.ELECTRICITY,
     top: int = typer.Option(12, help="Rows to show (--json has them all)."),
     catalog_file: Optional[str] = typer.Option(None, "--catalog", envvar="GPUSCOUT_CATALOG", help="Your own GPUs and prices (TOML)."),
     store_path: Optional[Path] = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store: its measurements calibrate the predictions."),
