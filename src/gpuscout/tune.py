@@ -27,7 +27,6 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
 
 from gpuscout import bench as bench_lib
 from gpuscout.analysis.compare import ratio_ci

@@ -126,17 +126,15 @@ def _print(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraints) -> N
         table.add_column(name, overflow="fold")
     for rank, r in enumerate(rows, 1):
         t = r.throughput
-        speed = DASH if t is None else f"{fmt.number(t.throughput)} [dim]{t.basis}, {fmt.number(t.low)}–{fmt.number(t.high)}[/]"
+        speed = fmt.DASH if t is None else f"{fmt.number(t.throughput)} [dim]{t.basis}, {fmt.number(t.low)}–{fmt.number(t.high)}[/]"
         fits = f"{'yes' if r.fits else '[red]no[/]'} {r.memory_per_gpu_bytes / 1e9:.1f}/{r.gpu.memory_gb:g} GB"
         style = "" if r.eligible and r.fits else "[dim]"
         table.add_row(f"{rank}" if r.eligible and r.fits else "—", f"{style}{r.gpus}x {r.gpu.name}", fits, speed,
-                      fmt.seconds(r.hours * 3600) if r.hours is not None else DASH,
-                      f"{r.cost_usd:,.0f} $" if r.cost_usd is not None else DASH,
-                      fmt.number(r.units_per_usd) if r.units_per_usd is not None else DASH,
-                      f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else DASH, "; ".join(r.reasons))
+                      fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
+                      f"{r.cost_usd:,.0f} $" if r.cost_usd is not None else fmt.DASH,
+                      fmt.number(r.units_per_usd) if r.units_per_usd is not None else fmt.DASH,
+                      f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH, "; ".join(r.reasons))
     out.print(table)
     out.print(f"memory: {job.memory_basis}. Throughput: measured on this GPU kind in your store, or predicted "
               "(docs/catalog.md: the model and its error).", highlight=False)
 
-
-DASH = fmt.DASH

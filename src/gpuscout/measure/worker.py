@@ -36,10 +36,16 @@ def _backend_module(backend: Backend):
 
 
 def measure(spec: RunSpec) -> dict:
+    from gpuscout.workloads import get
+
+    if spec.task is Task.pipeline:  # an input pipeline alone: no model, so no Keras to import
+        from gpuscout.measure.pipeline import measure_pipeline
+
+        workload = None if spec.user_pipeline else get(spec.workload)
+        return {"event": "result", **measure_pipeline(spec, workload, emit)}
     import keras
 
     from gpuscout.measure.protocol import run_protocol
-    from gpuscout.workloads import get
 
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
@@ -47,11 +53,6 @@ def measure(spec: RunSpec) -> dict:
         from gpuscout.workloads import user
 
         return {"event": "result", "info": user.inspect(spec.model, keras, spec.precision.keras_policy)}
-    if spec.task is Task.pipeline:
-        from gpuscout.measure.pipeline import measure_pipeline
-
-        workload = None if spec.user_pipeline else get(spec.workload)
-        return {"event": "result", **measure_pipeline(spec, workload, emit)}
     if spec.model is not None:
         from gpuscout.workloads import user
 

@@ -11,11 +11,6 @@ from gpuscout.report import format as fmt
 _STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red", "not_reached": "yellow"}
 
 
-def _config(r: dict) -> str:
-    xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
-    return f"{r['backend']} {r['precision']}{xla}"
-
-
 def _batch(r: dict) -> str:
     return f"{r['batch_size']}x{r['seq_len']}" if r.get("seq_len") else str(r["batch_size"])
 
@@ -40,7 +35,7 @@ def bench_table(records: list[dict]) -> Table:
         telemetry = r.get("telemetry") or {}
         status = r["status"]
         table.add_row(
-            r["id"], r["workload"], _config(r), _batch(r),
+            r["id"], r["workload"], fmt.config(r), _batch(r),
             f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]",
             _throughput(r),
             fmt.percent((r.get("throughput") or {}).get("cv"), 2),
@@ -88,7 +83,7 @@ def runs_table(records: list[dict]) -> Table:
         table.add_column(name)
     for r in records:
         device = (r.get("gpu") or {}).get("name") or r["device"]
-        table.add_row(r["id"], r["created_utc"], r["workload"], _config(r), _batch(r),
+        table.add_row(r["id"], r["created_utc"], r["workload"], fmt.config(r), _batch(r),
                       device, r["status"], _throughput(r))
     return table
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 DASH = "—"
 
 
+def config(r: dict) -> str:
+    """A run's backend, precision and (tensorflow only: jax always compiles) XLA setting."""
+    xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
+    return f"{r['backend']} {r['precision']}{xla}"
+
+
 def number(value: float | None, digits: int = 1) -> str:
     if value is None:
         return DASH

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from gpuscout.analysis.compare import FIELDS  # noqa: E402
+from gpuscout.report import format as fmt  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
                      "svg.fonttype": "none", "figure.autolayout": True})
@@ -25,8 +26,7 @@ def ok_runs(records: list[dict]) -> list[dict]:
 
 def config_label(r: dict) -> str:
     seq = f" seq{r['seq_len']}" if r.get("seq_len") else ""
-    xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
-    return f"{FIELDS['gpu'](r)} · {r['backend']} {r['precision']}{xla} · b{r['batch_size']}{seq}"
+    return f"{FIELDS['gpu'](r)} · {fmt.config(r)} · b{r['batch_size']}{seq}"
 
 
 def throughput_by_config(records: list[dict], workload: str) -> Figure | None:
@@ -110,7 +110,7 @@ def ablation(records: list[dict], workload: str) -> Figure | None:
     for ax, (key, runs) in zip(axes[:, 0], groups.items()):
         settings: dict[str, float] = {}
         for r in runs:
-            label = f"{r['backend']} {r['precision']}{'' if r['backend'] == 'jax' else (' xla' if r['xla'] else ' no-xla')} {r['data']}"
+            label = f"{fmt.config(r)} {r['data']}"
             settings[label] = max(settings.get(label, 0.0), r["throughput"]["median"])
         base = min(settings.values())
         names = sorted(settings, key=settings.get)

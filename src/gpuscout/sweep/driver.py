@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pathlib import Path
 from gpuscout import catalog
 from gpuscout.errors import UsageError
 from gpuscout.pricing import hourly_cost
+from gpuscout.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep.spec import SweepFile, Trial, expand, load
@@ -101,21 +103,20 @@ def best_of(sweep: SweepFile, results: list[dict]) -> dict | None:
 def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
     display.planned(len(p.trials), len(p.todo), len(p.slots))
     results: list[dict] = [t["result"] for t in p.done if t["result"]]
-    run_started = [math.inf, -math.inf]
+    new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
 
     def on_start(trial: Trial, slot: run_lib.Slot) -> None:
         store.put_trial(p.sweep.name, trial.key, trial.index, p.sweep_hash, "running", trial.params,
-                        {"slot": slot.label}, run_lib.now())
+                        {"slot": slot.label}, utc_now())
         display.started(trial, slot)
 
     def on_result(result: run_lib.TrialResult) -> None:
         data = result.to_dict()
         store.put_trial(p.sweep.name, result.key, result.index, p.sweep_hash, result.status, result.params, data,
-                        run_lib.now())
+                        utc_now())
         if result.status != "interrupted":
             results.append(data)
-            run_started[0] = min(run_started[0], result.started_monotonic_s)
-            run_started[1] = max(run_started[1], result.ended_monotonic_s)
+            new.append(data)
         display.finished(result, best_of(p.sweep, results))
 
     p.log_root.mkdir(parents=True, exist_ok=True)
@@ -128,16 +129,16 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
                          on_start, on_result)
     else:
         reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, on_start, on_result)
-    summary = summarise(p, results, run_started, nvml, reason)
+    summary = summarise(p, results, new, nvml, reason)
     summary["tensorboard"] = write_tensorboard(p, results)
     (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
 
 
-def summarise(p: Plan, results: list[dict], span: list[float], nvml: Nvml, stopped: str | None) -> dict:
+def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> dict:
+    """`results`: every trial of the sweep (for the ranking); `new`: those run now (for time)."""
     sweep = p.sweep
-    new = [r for r in results if r.get("started_monotonic_s", -1) >= span[0]] if math.isfinite(span[0]) else []
-    wall = span[1] - span[0] if new else 0.0
+    wall = (max(r["ended_monotonic_s"] for r in new) - min(r["started_monotonic_s"] for r in new)) if new else 0.0
     trial_time = sum(r["duration_s"] for r in new)
     ranked = sorted((r for r in results if r["status"] == "ok" and sweep.metric.name in r["metrics"]),
                     key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
@@ -195,7 +196,4 @@ def write_tensorboard(p: Plan, results: list[dict]) -> dict:
 
 
 def _quiet_env() -> dict:
-    import os
-
-    from gpuscout.executor.local import child_env  # noqa: F401  (same environment rules as runs)
     return dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")

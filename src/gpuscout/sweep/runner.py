@@ -23,7 +23,6 @@ from typing import Callable
 
 from gpuscout.executor.local import STDERR_TAIL_CHARS, kill_group
 from gpuscout.failures import classify_failure
-from gpuscout.provenance import utc_now
 from gpuscout.sweep import TRIAL_FILE_ENV
 from gpuscout.sweep.spec import SweepFile, Trial
 
@@ -268,6 +267,3 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
         raise
     return reason
 
-
-def now() -> str:
-    return utc_now()
