@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from statistics import median
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from gpuscout import METHODOLOGY_VERSION, __version__
@@ -15,12 +15,12 @@ from gpuscout import backends, catalog, datasets, sizing, workloads
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import across_runs, summarize
-from gpuscout.analysis.telemetry import summarize_telemetry
+from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.errors import UsageError
 from gpuscout.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.executor.local import ChildOutcome, child_env, run_child
 from gpuscout.provenance import host_provenance, relevant_env, utc_now
-from gpuscout.spec import DataMode, Precision, RunSpec, Task, ToAccuracy, build_spec
+from gpuscout.spec import DataMode, Distribution, Precision, RunSpec, Task, ToAccuracy, build_spec
 from gpuscout.store import SCHEMA_VERSION, Store
 from gpuscout.telemetry.nvml import GpuInfo, Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler
@@ -206,29 +206,33 @@ def run_bench(specs: list[RunSpec], options: BenchOptions, store: Store, nvml: N
 
 
 def measure_one(spec: RunSpec, options: BenchOptions, nvml: Nvml, host: dict, group_id: str,
-                repeat: int, on_event: Callable[[dict], None] = lambda e: None) -> dict:
-    gpu = nvml.gpu(spec.gpu_index) if spec.gpu_index is not None and nvml.available else None
-    env = child_env(spec)
-    sampler = None
-    if gpu is not None and options.telemetry:
-        sampler = Sampler(nvml, spec.gpu_index, options.telemetry_interval_s).start()
-    during: list[dict] = []
+                repeat: int, on_event: Callable[[dict], None] = lambda e: None,
+                env: dict[str, str] | None = None, cancel=None) -> dict:
+    """One run in a child, with telemetry sampled for each of its GPUs; the record.
+    `env`: the child's environment when the caller sets more than child_env() does (TF_CONFIG)."""
+    gpus = [nvml.gpu(i) for i in spec.gpus] if nvml.available else []
+    env = env if env is not None else child_env(spec)
+    samplers = ([Sampler(nvml, gpu.index, options.telemetry_interval_s).start() for gpu in gpus]
+                if options.telemetry else [])
+    during: dict[int, list[dict]] = {}
     child_pid: list[int] = []
 
     def watch(event: dict) -> None:
         # One process-list call mid-run (never in the sampling loop): who else is on the GPU now.
-        if gpu is not None and event.get("event") == "warmed_up":
-            during.extend(nvml.compute_processes(spec.gpu_index))
+        if event.get("event") == "warmed_up":
+            for gpu in gpus:
+                during[gpu.index] = nvml.compute_processes(gpu.index)
         on_event(event)
 
     try:
         outcome = run_child(spec, timeout_s=options.timeout_s, on_event=watch, env=env,
-                            on_start=child_pid.append)
+                            on_start=child_pid.append, cancel=cancel)
     finally:
-        samples = sampler.stop() if sampler else []
-    after = nvml.compute_processes(spec.gpu_index) if gpu is not None else []
-    return build_record(spec, outcome, gpu, host, env, group_id, repeat, samples,
-                        options.telemetry_interval_s, _others(gpu, during, after, child_pid), options.pricing)
+        samples = [sampler.stop() for sampler in samplers]
+    others = sorted({pid for gpu in gpus for pid in _others(gpu, during.get(gpu.index, []),
+                                                              nvml.compute_processes(gpu.index), child_pid)})
+    return build_record(spec, outcome, gpus, host, env, group_id, repeat, samples,
+                        options.telemetry_interval_s, others, options.pricing)
 
 
 def _others(gpu: GpuInfo | None, during: list[dict], after: list[dict], child_pid: list[int]) -> list[int]:
@@ -247,10 +251,12 @@ def _others(gpu: GpuInfo | None, during: list[dict], after: list[dict], child_pi
     return sorted(others)
 
 
-def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host: dict,
-                 env: dict, group_id: str, repeat: int, samples: list, interval_s: float,
+def build_record(spec: RunSpec, outcome: ChildOutcome, gpus: list[GpuInfo], host: dict,
+                 env: dict, group_id: str, repeat: int, samples: list[list], interval_s: float,
                  other_pids: list[int], pricing: PricingOptions = PricingOptions()) -> dict:
+    """`gpus`: the run's GPUs (empty on the CPU); `samples`: telemetry of each, in that order."""
     workload = workloads.for_spec(spec)
+    gpu = gpus[0] if gpus else None
     entry = catalog.match(gpu.name) if gpu else None
     result = outcome.result
     record = {
@@ -263,6 +269,9 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "precision": spec.precision.value,
         "xla": spec.xla,
         "batch_size": spec.batch_size,
+        "devices": spec.devices,  # GPUs (or logical CPU devices) the batch was split over
+        "per_device_batch_size": spec.per_device_batch_size,
+        "distribution": None if spec.distribution is Distribution.single else {"kind": spec.distribution.value},
         "seq_len": spec.seq_len,
         "data": spec.data.value,
         "device": spec.device_kind,
@@ -278,13 +287,16 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
         "input_wait_share": None, "peak_memory_bytes": None, "host_peak_rss_bytes": None,
         "nvml_peak_memory_bytes": None,
         "training_flops_per_sample": workload.training_flops_per_sample(spec.seq_len),
-        "estimated_peak_memory_bytes": sizing.estimate_bytes(workload, spec.batch_size, spec.precision, spec.seq_len),
+        "estimated_peak_memory_bytes": sizing.estimate_bytes(workload, spec.per_device_batch_size, spec.precision,
+                                                             spec.seq_len),  # per device: what must fit on each
         "achieved_tflops": None, "mfu": None, "mfu_peak_tflops": None, "mfu_peak_path": None,
         "telemetry": None,
+        "telemetry_per_gpu": None,
         "time_to_accuracy": None,
         "cost": None,
         "flags": [],
         "gpu": None if gpu is None else {**gpu.to_dict(), "catalog_id": entry.id if entry else None},
+        "gpus": [g.to_dict() for g in gpus] if len(gpus) > 1 else None,
         "spec": spec.model_dump(mode="json"),
         "env": {**host, "child_env": relevant_env(env), "framework": None, "compiled": None},
         "gpuscout_version": __version__,
@@ -307,17 +319,24 @@ def build_record(spec: RunSpec, outcome: ChildOutcome, gpu: GpuInfo | None, host
                 record["error"] = {"message": f"validation accuracy {result['time_to_accuracy']['best_val_accuracy']:.4f} "
                                    f"after {result['time_to_accuracy']['epochs']} epochs, target {spec.to_accuracy.target}",
                                    "stderr_tail": "", "returncode": 0}
-        if samples:
-            telemetry = summarize_telemetry(samples, result["windows"],
-                                            sum(w["samples"] for w in result["windows"]), interval_s)
+        if any(samples):
+            measured = sum(w["samples"] for w in result["windows"])
+            per_gpu = [{"index": g.index, **summarize_telemetry(s, result["windows"], measured, interval_s)}
+                       for g, s in zip(gpus, samples)]
+            telemetry = per_gpu[0] if len(per_gpu) == 1 else combine_telemetry(per_gpu)
             record["telemetry"] = telemetry
+            if len(per_gpu) > 1:
+                record["telemetry_per_gpu"] = per_gpu
+                straggler = flagging.straggler_flag(per_gpu)
+                if straggler:
+                    flags.append(straggler)
             record["nvml_peak_memory_bytes"] = telemetry["memory_used_max_bytes"]
             throttled = flagging.throttle_flag(telemetry["slowdown_reasons"],
                                                telemetry["sm_clock_mean_mhz"], gpu.sm_clock_max_mhz)
             if throttled:
                 flags.append(throttled)
     if entry is not None and record["throughput"] is not None:
-        _add_cost(record, entry, workload, pricing)
+        add_cost(record, entry, workload, pricing)
     record["flags"] = [f.to_dict() for f in flags]
     return record
 
@@ -333,6 +352,8 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
     samples_per_s = summary.median / units
     achieved = achieved_tflops(record["training_flops_per_sample"], samples_per_s)
     utilisation, peak, path = mfu(achieved, entry, spec.precision)
+    if peak is not None and spec.device_kind == "gpu" and spec.devices > 1:  # the peak of all the run's GPUs
+        utilisation, peak = utilisation / spec.devices, peak * spec.devices
     measured_s = sum(w["seconds"] for w in windows)
     wait_share = (sum(w["input_wait_s"] for w in windows) / measured_s
                   if spec.data is not DataMode.synthetic else None)
@@ -356,18 +377,25 @@ def _add_measurements(record: dict, result: dict, spec: RunSpec, workload, entry
     })
     record["env"]["framework"] = result["framework"]
     record["env"]["compiled"] = result["compiled"]
+    if record["distribution"] is not None:
+        record["distribution"].update(result.get("distribution") or {})
     flags.extend(flagging.variance_flags(throughputs, summary.cv))
     for extra in (flagging.input_flag(wait_share), flagging.loss_flag(result["loss"])):
         if extra:
             flags.append(extra)
 
 
-def _add_cost(record: dict, entry, workload, pricing: PricingOptions) -> None:
+def add_cost(record: dict, entry, workload, pricing: PricingOptions) -> None:
     """Cost figures at the GPU's hourly cost (docs/catalog.md); none when no price is known."""
     power = (record.get("telemetry") or {}).get("power_mean_w")
-    hourly = hourly_cost(catalog.load(), entry.id, pricing, power)
+    devices = record["devices"] if record["device"] == "gpu" else 1
+    per_gpu_power = power / devices if power is not None else None
+    hourly = hourly_cost(catalog.load(), entry.id, pricing, per_gpu_power)
     if hourly is None:
         return
+    if devices > 1:  # prices are per GPU-hour; the run holds all of its GPUs
+        hourly = replace(hourly, usd_per_hour=hourly.usd_per_hour * devices,
+                         basis=f"{devices} GPUs x ({hourly.basis})")
     tta = record.get("time_to_accuracy") or {}
     record["cost"] = cost_figures(hourly, record["throughput"]["median"], workload.unit, record["epoch_time_s"],
                                   tta.get("seconds"), power)
@@ -378,7 +406,7 @@ def summarize_repeats(records: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         key = (r["workload"], r["backend"], r["precision"], r["xla"], r["batch_size"], r["data"], r["device"],
-               r.get("seq_len"))
+               r.get("seq_len"), r.get("devices") or 1)
         groups.setdefault(key, []).append(r)
     out = []
     for key, runs in groups.items():

@@ -35,6 +35,19 @@ class DataMode(str, Enum):
     naive = "naive"  # the same work on one thread, batch by batch, nothing prefetched
 
 
+class Distribution(str, Enum):
+    """How a run spreads training over devices (scale.py; docs/methodology.md, "Scaling")."""
+
+    single = "single"  # one device, no strategy: what `bench` measures
+    # Data parallel over this host's `devices`: tf.distribute.MirroredStrategy (NCCL all-reduce on
+    # GPUs) on tensorflow, keras.distribution.DataParallel on jax. Also with one device, so that
+    # a scaling study's one-GPU point runs the same code as its N-GPU points.
+    mirrored = "mirrored"
+    # tf.distribute.MultiWorkerMirroredStrategy across processes/hosts; the cluster and this
+    # process's place in it come from TF_CONFIG in the environment (cluster.py).
+    multi_worker = "multi_worker"
+
+
 class Task(str, Enum):
     measure = "measure"  # the timing protocol (measure/protocol.py)
     inspect = "inspect"  # load a user's model, describe it, one CPU step (workloads/user.py)
@@ -92,6 +105,8 @@ class RunSpec(BaseModel):
     backend: Backend
     precision: Precision = Precision.fp32
     xla: bool = True
+    # Samples per training step on this run's devices: the global batch of a one-host run, this
+    # worker's share in a multi-worker run. Split evenly over `devices`.
     batch_size: int = Field(ge=1, le=1_000_000)
     seq_len: int | None = Field(default=None, ge=1, le=1_000_000)  # token workloads only
     data: DataMode = DataMode.synthetic
@@ -109,6 +124,11 @@ class RunSpec(BaseModel):
     seed: int = 0
     # None = CPU run; otherwise the physical GPU index (NVML and CUDA order, see executor)
     gpu_index: int | None = Field(default=None, ge=0)
+    # Several local devices (distribution mirrored/multi_worker): the physical GPU indices, the
+    # first being gpu_index; on a CPU run, `devices` logical CPU devices split from the host CPU.
+    gpu_indices: tuple[int, ...] | None = None
+    devices: int = Field(default=1, ge=1, le=64)
+    distribution: Distribution = Distribution.single
     task: Task = Task.measure
     model: ModelRef | None = None  # a user's model instead of a registered workload
     model_info: ModelInfo | None = None  # filled in by the inspection run
@@ -119,6 +139,39 @@ class RunSpec(BaseModel):
         if self.backend is Backend.jax and not self.xla:
             raise ValueError("the jax backend always compiles with XLA: drop --no-xla or use --backend tensorflow")
         return self
+
+    @model_validator(mode="after")
+    def _devices_agree(self) -> "RunSpec":
+        if self.devices > 1 and self.distribution is Distribution.single:
+            raise ValueError(f"{self.devices} devices need a distribution (mirrored or multi_worker)")
+        if self.gpu_indices is not None:
+            if len(self.gpu_indices) != self.devices or self.gpu_index != self.gpu_indices[0]:
+                raise ValueError("gpu_indices must list `devices` GPUs, the first being gpu_index")
+            if len(set(self.gpu_indices)) != len(self.gpu_indices):
+                raise ValueError(f"a GPU is listed twice in {list(self.gpu_indices)}")
+        elif self.gpu_index is not None and self.devices > 1:
+            raise ValueError("a run on several GPUs lists them in gpu_indices")
+        if self.batch_size % self.devices:
+            raise ValueError(f"batch {self.batch_size} does not split evenly over {self.devices} devices")
+        if (self.distribution is not Distribution.single and self.backend is Backend.tensorflow and self.xla):
+            # Keras turns XLA off under tf.distribute (keras/src/trainers/trainer.py,
+            # _resolve_auto_jit_compile: "Disable XLA with tf.distribute"): the optimizer's
+            # cross-replica update cannot live inside one XLA cluster.
+            raise ValueError("Keras trains tf.distribute strategies without XLA: drop --xla, or use --backend jax")
+        if self.distribution is Distribution.multi_worker and self.backend is not Backend.tensorflow:
+            raise ValueError("multi-worker runs use tf.distribute.MultiWorkerMirroredStrategy: --backend tensorflow")
+        return self
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """The physical GPUs this run trains on (empty on the CPU)."""
+        if self.gpu_index is None:
+            return ()
+        return self.gpu_indices or (self.gpu_index,)
+
+    @property
+    def per_device_batch_size(self) -> int:
+        return self.batch_size // self.devices
 
     @property
     def device_kind(self) -> str:

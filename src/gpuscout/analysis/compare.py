@@ -28,7 +28,9 @@ BOOTSTRAP_SEED = 0
 
 
 def _gpu(r: dict) -> str:
-    return (r.get("gpu") or {}).get("name") or r["device"]
+    name = (r.get("gpu") or {}).get("name") or r["device"]
+    devices = r.get("devices") or 1  # records before multi-device runs have no such field
+    return f"{devices}x {name}" if devices > 1 else name
 
 
 FIELDS = {
@@ -40,6 +42,7 @@ FIELDS = {
     "seq_len": lambda r: r.get("seq_len"),
     "data": lambda r: r["data"],
     "device": lambda r: r["device"],
+    "devices": lambda r: r.get("devices") or 1,
 }
 # What else can differ between runs and is named, not used to split
 ENVIRONMENT = {

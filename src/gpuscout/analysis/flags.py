@@ -9,6 +9,10 @@ Thresholds (docs/methodology.md):
   the power-cap reason while running at 99.5% of its maximum clock, docs/benchmarks.md); or a
   mean SM clock under 90% of the maximum whatever the reason.
 - gpu_shared: other compute processes on the GPU before, during or after the run.
+- straggler: on a run over several GPUs, one GPU's mean SM clock under 95% of the fastest's, or
+  slowdown reasons on it alone. Synchronous data parallelism runs at the pace of its slowest
+  replica; healthy GPUs of one model at full load sit within ~1% of their maximum clock (an H200
+  at 99.5%, docs/benchmarks.md), so 5% apart is one of them held back.
 - input_bound: the training loop waited for input more than 5% of the window time (the
   TensorFlow profiler's bands: < 5% not, 5-20% moderately, > 20% highly input-bound).
 """
@@ -22,6 +26,7 @@ HIGH_VARIANCE_CV = 0.02
 SLOW_FIRST_WINDOW = 0.05
 THROTTLE_CLOCK_SHARE = 0.90
 POWER_CAP_CLOCK_SHARE = 0.97
+STRAGGLER_CLOCK_SHARE = 0.95
 INPUT_BOUND_MODERATE = 0.05
 INPUT_BOUND_HIGH = 0.20
 
@@ -79,6 +84,28 @@ def shared_flag(other_pids: list[int]) -> Flag | None:
     pids = ", ".join(str(p) for p in sorted(set(other_pids)))
     return Flag("gpu_shared", f"other compute processes used this GPU (pids {pids})",
                 "stop them (see `nvidia-smi`) or pick an idle GPU with --gpu")
+
+
+def straggler_flag(per_gpu: list[dict]) -> Flag | None:
+    """`per_gpu`: telemetry summaries, each with the GPU's "index" (bench.build_record)."""
+    if len(per_gpu) < 2:
+        return None
+    clocks = {t["index"]: t["sm_clock_mean_mhz"] for t in per_gpu if t.get("sm_clock_mean_mhz")}
+    fastest = max(clocks.values(), default=None)
+    slow = {i: c for i, c in clocks.items() if c < STRAGGLER_CLOCK_SHARE * fastest}
+    reasons = {t["index"]: t["slowdown_reasons"] for t in per_gpu if t.get("slowdown_reasons")}
+    alone = {i: r for i, r in reasons.items() if len(reasons) < len(per_gpu)}
+    culprits = sorted(set(slow) | set(alone))
+    if not culprits:
+        return None
+    parts = []
+    for i in culprits:
+        why = [f"{clocks[i]:.0f} MHz mean SM clock against {fastest:.0f} MHz on the fastest"] if i in slow else []
+        why += [f"slowdown reasons {', '.join(alone[i])}"] if i in alone else []
+        parts.append(f"GPU {i}: {'; '.join(why)}")
+    return Flag("straggler", "a straggler held the other GPUs back: " + "; ".join(parts),
+                "synchronous training runs at the pace of its slowest GPU: check that GPU's cooling and power "
+                "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i N`), or leave it out with `gpuscout scale --gpu-ids`")
 
 
 def input_flag(input_wait_share: float | None) -> Flag | None:

@@ -48,3 +48,37 @@ def summarize_telemetry(samples: list[Sample], windows: list[dict], samples_meas
         "slowdown_reasons": sorted(reasons),
         "samples": [asdict(s) for s in samples],
     }
+
+
+def combine_telemetry(per_gpu: list[dict]) -> dict:
+    """One summary for a run on several GPUs, in the same fields as one GPU's: power and energy
+    summed (what the run draws and costs), utilisation and clocks averaged, the worst temperature
+    and memory, every slowdown reason seen. Each GPU's own summary stays in the record beside it."""
+
+    def known(name: str) -> list[float]:
+        return [t[name] for t in per_gpu if t.get(name) is not None]
+
+    def total(name: str) -> float | None:
+        values = known(name)
+        return sum(values) if len(values) == len(per_gpu) else None  # a partial sum would mislead
+
+    clocks_min = known("sm_clock_min_mhz")
+    temps, memory = known("temperature_max_c"), known("memory_used_max_bytes")
+    return {
+        "interval_s": per_gpu[0]["interval_s"],
+        "gpus": len(per_gpu),
+        "sample_count": sum(t["sample_count"] for t in per_gpu),
+        "window_sample_count": min(t["window_sample_count"] for t in per_gpu),
+        "gpu_util_mean_pct": _mean(known("gpu_util_mean_pct")),
+        "memory_util_mean_pct": _mean(known("memory_util_mean_pct")),
+        "power_mean_w": total("power_mean_w"),
+        "power_max_w": total("power_max_w"),  # an upper bound: the GPUs' peaks need not coincide
+        "energy_j": total("energy_j"),
+        "energy_j_per_1000_samples": total("energy_j_per_1000_samples"),
+        "sm_clock_mean_mhz": _mean(known("sm_clock_mean_mhz")),
+        "sm_clock_min_mhz": min(clocks_min) if clocks_min else None,
+        "temperature_max_c": max(temps) if temps else None,
+        "memory_used_max_bytes": max(memory) if memory else None,  # per GPU: what must fit on each
+        "slowdown_reasons": sorted({r for t in per_gpu for r in t["slowdown_reasons"]}),
+        "samples": [],  # per GPU, in the record's telemetry_per_gpu
+    }

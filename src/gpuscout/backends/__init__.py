@@ -69,3 +69,12 @@ def check_precision(backend: Backend, precision: str) -> Precision:
         allowed = ", ".join(p.value for p in PRECISIONS[backend])
         raise UsageError(f"the {backend.value} backend cannot run {value.value}: choose {allowed}")
     return value
+
+
+def model_details(model, keras) -> dict:
+    """What the scaling analysis needs to know about a model: its parameters (the all-reduce
+    size) and its batch-normalisation layers (statistics over the batch: shared across devices
+    under keras.distribution.DataParallel, per device under tf.distribute)."""
+    return {"params": int(model.count_params()),
+            "batchnorm_layers": sum(isinstance(layer, keras.layers.BatchNormalization)
+                                    for layer in model._flatten_layers())}

@@ -15,8 +15,9 @@ import time
 import numpy as np
 
 from gpuscout.measure import data
+from gpuscout.backends import model_details
 from gpuscout.measure.protocol import StepRunner
-from gpuscout.spec import DataMode, RunSpec
+from gpuscout.spec import DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 
 
@@ -51,17 +52,47 @@ def _cudnn_version(query) -> str | None:
     return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
 
 
+def configure_devices(spec: RunSpec) -> None:
+    """Nothing to do before jax starts: the executor set XLA_FLAGS for several CPU devices."""
+
+
 def device_peak_memory_bytes() -> int | None:
-    """The allocator's peak on the first device (None on a CPU, which keeps no such count)."""
+    """The allocator's peak, the largest over the devices in use (what must fit on each GPU);
+    None on a CPU, which keeps no such count."""
     import jax
 
-    stats = jax.local_devices()[0].memory_stats()
-    return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
+    peaks = [int(stats["peak_bytes_in_use"]) for d in jax.local_devices()
+             if (stats := d.memory_stats()) and "peak_bytes_in_use" in stats]
+    return max(peaks) if peaks else None
+
+
+def _placement(spec: RunSpec, keras):
+    """(a function putting a host batch on the device(s), what the record says about it).
+
+    Several devices: keras.distribution.DataParallel, as fit() runs it: variables replicated,
+    each batch split along its first axis (keras/src/backend/jax/trainer.py, _distribute_data);
+    XLA inserts the gradient all-reduce (NCCL on GPUs)."""
+    import jax
+
+    devices = jax.local_devices()
+    if spec.distribution is Distribution.single:
+        return (lambda batch: jax.device_put(batch, devices[0])), {}
+    if len(devices) < spec.devices:
+        raise RuntimeError(f"jax sees {len(devices)} device(s), the run asked for {spec.devices}")
+    distribution = keras.distribution.DataParallel(devices=devices[:spec.devices])
+    keras.distribution.set_distribution(distribution)  # before the model exists: its variables follow it
+
+    def put(batch):
+        return tuple(jax.device_put(a, distribution.get_data_layout(a.shape).backend_layout) for a in batch)
+
+    return put, {"strategy": "keras.distribution.DataParallel", "replicas": spec.devices,
+                 "all_reduce": "XLA all-reduce (NCCL on GPUs)" if devices[0].platform == "gpu" else "XLA all-reduce"}
 
 
 def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     import jax
 
+    put, details = _placement(spec, keras)
     model = workload.build_model(keras, spec.seq_len)
     model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras), jit_compile=True)
     host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)
@@ -73,15 +104,16 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
         [v.value for v in model.optimizer.variables],
         [v.value for v in model.metrics_variables],
     )]
-    train_step = jax.jit(model.train_step, donate_argnums=0)
-    device = jax.local_devices()[0]
+    # The updated state keeps the layout it came in (replicated across devices), as fit() pins it.
+    shardings = tuple([value.sharding for value in part] for part in state[0])
+    train_step = jax.jit(model.train_step, donate_argnums=0, out_shardings=(None, shardings))
 
     if spec.data is DataMode.synthetic:
-        device_batches = [jax.device_put(b, device) for b in host_batches]
+        device_batches = [put(b) for b in host_batches]
         next_batch = lambda i: device_batches[i % len(device_batches)]  # noqa: E731
         wait = _WaitClock()
     else:
-        batches, wait = _pipeline(spec, workload)
+        batches, wait = _pipeline(spec, workload, put)
         next_batch = lambda i: next(batches)  # noqa: E731
 
     def step(i: int):
@@ -92,7 +124,8 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
         return float(logs["loss"])  # fetching the value waits for the step (and all before it)
 
     return StepRunner(step, sync, wait.total, device_peak_memory_bytes,
-                      compiled="jax.jit(keras Model.train_step, donate_argnums=0)")
+                      compiled="jax.jit(keras Model.train_step, donate_argnums=0)",
+                      details={**details, **model_details(model, keras)})
 
 
 class _WaitClock:
@@ -108,10 +141,8 @@ class _WaitClock:
         return self._seconds
 
 
-def _pipeline(spec: RunSpec, workload: Workload):
+def _pipeline(spec: RunSpec, workload: Workload, put):
     """Host pipeline: tf.data when TensorFlow is installed (GPU hidden from it), else numpy."""
-    import jax
-
     x, y = data.host_dataset(workload, spec.batch_size, spec.seed, spec.seq_len)
     try:
         import tensorflow as tf
@@ -124,14 +155,13 @@ def _pipeline(spec: RunSpec, workload: Workload):
         host_iter = tf_dataset(tf, x, y, spec, workload).as_numpy_iterator()
 
     wait = _WaitClock()
-    device = jax.local_devices()[0]
     # Two batches in flight on the device, as flax.jax_utils.prefetch_to_device does (none: naive).
-    ahead: list = [jax.device_put(next(host_iter), device) for _ in range(0 if spec.data is DataMode.naive else 2)]
+    ahead: list = [put(next(host_iter)) for _ in range(0 if spec.data is DataMode.naive else 2)]
 
     def batches():
         while True:
             start = time.monotonic()
-            ahead.append(jax.device_put(next(host_iter), device))
+            ahead.append(put(next(host_iter)))
             wait.add(time.monotonic() - start)
             yield ahead.pop(0)
     # (naive: the list is empty before the append, so each batch is made when the step asks)

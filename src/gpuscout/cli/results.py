@@ -69,6 +69,7 @@ def export(
     fmt: str = typer.Option("json", "--format", help="json | csv."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
     workload: Optional[str] = typer.Option(None, help="Only this workload."),
+    group: Optional[str] = typer.Option(None, help="Only the runs of this group: one bench, scale session or cluster."),
     store_path: Optional[Path] = _STORE,
 ) -> None:
     """Export stored runs as JSON (whole records) or CSV (one flat row per run).
@@ -78,11 +79,13 @@ def export(
         gpuscout results export --format csv -o runs.csv
 
         gpuscout results export > all.json
+
+        gpuscout results export --group c0ffee12 -o worker-1.json   # a multi-host worker's runs
     """
     if fmt not in ("json", "csv"):
         raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
     with Store(store_path, create=False) as store:
-        records = store.list(workload=workload)
+        records = store.list(workload=workload, group=group)
     text = json_document(records) if fmt == "json" else csv_text(records)
     if out is None:
         typer.echo(text, nl=False)

@@ -54,8 +54,14 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
         env["CUDA_VISIBLE_DEVICES"] = ""
         if spec.backend is Backend.jax:
             env["JAX_PLATFORMS"] = "cpu"
+            if spec.devices > 1:  # jax's only way to several CPU devices; set before jax starts
+                flag = f"--xla_force_host_platform_device_count={spec.devices}"
+                env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS"), flag) if f)
+        # (tensorflow splits the CPU into logical devices in the child: backends/tensorflow_steps.py)
     else:
-        env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu_index)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.gpus)
+        # (No XLA flags of ours for several GPUs: the latency-hiding scheduler NVIDIA's JAX containers
+        # turn on cost 2% on two H200s, 1.78x against 1.82x for ResNet-50: docs/benchmarks.md, "Scaling".)
     # TensorFlow otherwise maps all memory of every visible GPU at start-up.
     env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     # JAX otherwise preallocates 75% of the GPU, and NVML's memory figure then says nothing.
@@ -98,8 +104,10 @@ def run_child(
     on_event: Callable[[dict], None] = lambda event: None,
     env: dict[str, str] | None = None,
     on_start: Callable[[int], None] = lambda pid: None,
+    cancel: threading.Event | None = None,
 ) -> ChildOutcome:
-    """Run one measurement in a child process and classify how it ended."""
+    """Run one measurement in a child process and classify how it ended. Setting `cancel`
+    stops it (a worker of a multi-worker run whose peer failed would otherwise wait forever)."""
     with tempfile.TemporaryDirectory(prefix="gpuscout-run-") as tmp:
         spec_path = Path(tmp, "spec.json")
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
@@ -120,11 +128,20 @@ def run_child(
             reader = threading.Thread(target=_read_events, args=(proc.stdout, events, on_event), daemon=True)
             reader.start()
             on_start(proc.pid)
-            timed_out = False
+            timed_out = cancelled = False
             try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                deadline = started + timeout_s
+                while proc.poll() is None:
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        break
+                    if cancel is not None and cancel.is_set():
+                        cancelled = True
+                        break
+                    try:
+                        proc.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+                    except subprocess.TimeoutExpired:
+                        pass
             except BaseException:  # Ctrl-C or anything else: leave nothing running behind us
                 kill_group(proc.pid)
                 proc.wait()
@@ -136,6 +153,9 @@ def run_child(
                 reader.join(timeout=5)
         duration = time.monotonic() - started
         tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
+    if cancelled:
+        return ChildOutcome("failed", None, "stopped: another process of the same run failed", tail,
+                            proc.returncode, duration, events)
     return _classify(events, proc.returncode, timed_out, timeout_s, tail, duration)
 
 

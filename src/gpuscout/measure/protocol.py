@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -23,6 +23,11 @@ class StepRunner:
     input_wait_s: Callable[[], float]  # cumulative host seconds spent waiting for input batches
     peak_memory_bytes: Callable[[], int | None]  # framework allocator peak, None when unknown
     compiled: str  # a line saying what was compiled
+    # Several processes training together (multi-worker) must run the same number of steps or
+    # the last collective waits forever: this turns each one's window length into a common one.
+    agree: Callable[[int], int] = lambda steps: steps
+    # What the record keeps about the distribution: devices, replicas, all-reduce, parameters.
+    details: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -93,7 +98,7 @@ def run_protocol(
     loss = run_steps(window_steps)
     fixed_step_loss, fixed_steps = loss, step_index
     step_estimate_s = (time.monotonic() - start) / window_steps
-    steps_per_window = max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9)))
+    steps_per_window = runner.agree(max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9))))
     on_event({"event": "warmed_up", "warmup_s": warmup_s, "steps_per_window": steps_per_window})
 
     measured: list[Window] = []
@@ -113,3 +118,4 @@ def run_protocol(
         measured.append(window)
         on_event({"event": "window", "index": index, "of": windows, "throughput": window.throughput})
     return ProtocolResult(compile_s, warmup_s, steps_per_window, measured, loss, fixed_step_loss, fixed_steps)
+

@@ -43,6 +43,8 @@ def measure(spec: RunSpec) -> dict:
 
         workload = None if spec.user_pipeline else get(spec.workload)
         return {"event": "result", **measure_pipeline(spec, workload, emit)}
+    module = _backend_module(spec.backend)
+    module.configure_devices(spec)  # before the framework starts: logical CPUs, the strategy
     import keras
 
     from gpuscout.measure.protocol import run_protocol
@@ -60,7 +62,6 @@ def measure(spec: RunSpec) -> dict:
         workload, _ = user.resolve(model, given, keras)
     else:
         workload = get(spec.workload)
-    module = _backend_module(spec.backend)
     framework = module.framework_info()
     if spec.gpu_index is not None and framework["platform"] != "gpu":
         raise RuntimeError(
@@ -102,6 +103,7 @@ def measure(spec: RunSpec) -> dict:
         "peak_memory_bytes": runner.peak_memory_bytes(),
         "host_peak_rss_bytes": _host_peak_rss_bytes(),
         "compiled": runner.compiled,
+        "distribution": runner.details,
         "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},
         "pid": os.getpid(),
     }

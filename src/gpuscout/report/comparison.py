@@ -15,7 +15,8 @@ COLUMNS = ("workload", "by", "group", "runs", "median", "ci95_low", "ci95_high",
 
 
 def _title(c: Comparison) -> str:
-    held = ", ".join(f"{k} {v}" for k, v in c.held.items() if v is not None)
+    # one device is what every run before `scale` had: named only when it is several
+    held = ", ".join(f"{k} {v}" for k, v in c.held.items() if v is not None and not (k == "devices" and v == 1))
     return f"{c.workload} by {c.by} ({held}; methodology v{c.methodology_version})"
 
 

@@ -209,9 +209,12 @@ class Store:
         return json.loads(rows[0][0])
 
     def list(self, *, workload: str | None = None, status: str | None = None,
-             limit: int | None = None) -> list[dict]:
+             limit: int | None = None, group: str | None = None) -> list[dict]:
         query, params = "SELECT record_json FROM runs", []
         where = []
+        if group:
+            where.append("group_id = ?")
+            params.append(group)
         if workload:
             where.append("workload = ?")
             params.append(workload)

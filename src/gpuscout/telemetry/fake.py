@@ -9,7 +9,8 @@ Point ``GPUSCOUT_FAKE_NVML`` at a JSON file::
                "sm_clock_mhz": 1980, "utilization_pct": 98, "power_w": 600, "temperature_c": 60,
                "memory_used_bytes": 1000000, "clock_event_reasons": 0,
                "processes": [{"pid": 4242, "used_memory_bytes": 1000}],
-               "unsupported": ["power_w"]}]}
+               "unsupported": ["power_w"], "nvlinks": 18}],
+     "topology": {"nvlink": true, "level": 50}}   # between any two GPUs: NVLink P2P, PCIe level
 
 Fields named in "unsupported", or left out, raise NVMLError_NotSupported, as real NVML does
 for what a GPU does not report.
@@ -28,6 +29,10 @@ class FakeNvml:
     NVMLError = pynvml.NVMLError
     NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
     NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
+    NVML_P2P_CAPS_INDEX_NVLINK = pynvml.NVML_P2P_CAPS_INDEX_NVLINK
+    NVML_P2P_STATUS_OK = pynvml.NVML_P2P_STATUS_OK
+    NVML_NVLINK_MAX_LINKS = pynvml.NVML_NVLINK_MAX_LINKS
+    NVML_FEATURE_ENABLED = pynvml.NVML_FEATURE_ENABLED
 
     def __init__(self, config: dict) -> None:
         self.config = config
@@ -103,6 +108,18 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         return self._field(h, "temperature_c")
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if link >= self._field(h, "nvlinks"):  # links past a GPU's count do not exist
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return pynvml.NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetP2PStatus(self, h1, h2, capability):
+        linked = self.config.get("topology", {}).get("nvlink", False)
+        return pynvml.NVML_P2P_STATUS_OK if linked else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, h1, h2):
+        return self.config.get("topology", {}).get("level", pynvml.NVML_TOPOLOGY_SYSTEM)
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h):
         return self._field(h, "clock_event_reasons")

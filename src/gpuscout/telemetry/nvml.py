@@ -137,6 +137,13 @@ class Nvml:
         procs = self._safe(self._m.nvmlDeviceGetComputeRunningProcesses, self._handles[index]) or []
         return [{"pid": int(p.pid), "used_memory_bytes": _int_or_none(p.usedGpuMemory)} for p in procs]
 
+    def active_nvlinks(self, index: int) -> int | None:
+        """NVLink links up on a GPU; None when the GPU has no NVLink or NVML cannot tell."""
+        m, h = self._m, self._handles[index]
+        states = [self._safe(m.nvmlDeviceGetNvLinkState, h, link) for link in range(m.NVML_NVLINK_MAX_LINKS)]
+        known = [state for state in states if state is not None]
+        return sum(1 for state in known if state == m.NVML_FEATURE_ENABLED) if known else None
+
     def sample(self, index: int) -> Sample:
         m, h = self._m, self._handles[index]
         util = self._safe(m.nvmlDeviceGetUtilizationRates, h)
@@ -155,6 +162,50 @@ class Nvml:
             temperature_c=self._safe(m.nvmlDeviceGetTemperature, h, m.NVML_TEMPERATURE_GPU),
             clock_event_reasons=reasons,
         )
+
+
+# nvmlGpuTopologyLevel_t (nvml.h): the closest common ancestor of two GPUs on the PCIe tree,
+# with the names `nvidia-smi topo -m` prints for them.
+TOPOLOGY_LEVELS = {
+    0: ("internal", "the same board"),
+    10: ("PIX", "one PCIe switch"),
+    20: ("PXB", "several PCIe switches"),
+    30: ("PHB", "a PCIe host bridge (the CPU)"),
+    40: ("NODE", "host bridges within one NUMA node"),
+    50: ("SYS", "the link between NUMA nodes (QPI/UPI)"),
+}
+
+
+@dataclass
+class Link:
+    """How two GPUs reach each other (NVML): NVLink peer-to-peer, else the PCIe path."""
+
+    gpus: tuple[int, int]
+    interconnect: str  # "NVLink" or "PCIe"
+    nvlinks: tuple[int | None, int | None]  # active NVLink links of each GPU (to a peer or a switch)
+    pcie_level: str | None  # TOPOLOGY_LEVELS name of the common ancestor
+    pcie_path: str | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def topology(nvml: "Nvml", indices: list[int]) -> list[Link]:
+    """Every pair of the given GPUs: NVLink when NVML says peer-to-peer over NVLink works
+    (nvmlDeviceGetP2PStatus, NVLINK capability; true through an NVSwitch too), else PCIe."""
+    if not nvml.available:
+        return []
+    m = nvml._m
+    links = []
+    for n, a in enumerate(indices):
+        for b in indices[n + 1:]:
+            ha, hb = nvml._handles[a], nvml._handles[b]
+            p2p = nvml._safe(m.nvmlDeviceGetP2PStatus, ha, hb, m.NVML_P2P_CAPS_INDEX_NVLINK)
+            level = nvml._safe(m.nvmlDeviceGetTopologyCommonAncestor, ha, hb)
+            name, path = TOPOLOGY_LEVELS.get(level, (None, None)) if level is not None else (None, None)
+            links.append(Link((a, b), "NVLink" if p2p == m.NVML_P2P_STATUS_OK else "PCIe",
+                              (nvml.active_nvlinks(a), nvml.active_nvlinks(b)), name, path))
+    return links
 
 
 def _text(value) -> str | None:
