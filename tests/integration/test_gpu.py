@@ -46,3 +46,22 @@ def test_a_user_model_and_time_to_accuracy_on_the_gpu(store_path):
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     assert run["device"] == "gpu" and run["time_to_accuracy"]["reached"]
+
+
+def _gpu_count() -> int:
+    from tests.conftest import _nvml_gpu_count
+
+    return _nvml_gpu_count()
+
+
+@pytest.mark.skipif(_gpu_count() < 2, reason="needs two GPUs")
+def test_scale_over_two_gpus_with_topology_and_per_gpu_telemetry(store_path):
+    result = run_cli("scale", "mlp", "--gpus", "1,2", "--backend", "jax", "--windows", "3", "--window-seconds", "0.5",
+                     "--json", "--store", str(store_path))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["interconnect"]["kind"] in ("NVLink", "PCIe") and report["topology"]
+    two = next(p for p in report["points"] if p["devices"] == 2)
+    assert [g["index"] for g in two["per_gpu"]] == [0, 1] and all(g["power_mean_w"] for g in two["per_gpu"])
+    assert two["efficiency"]["value"] == pytest.approx(two["speedup"]["ratio"] / 2)
+    assert two["all_reduce"] == "XLA all-reduce (NCCL on GPUs)"

@@ -58,12 +58,13 @@ def handle_errors(command):
     return wrapper
 
 
-from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, sweep, tune  # noqa: E402
+from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune  # noqa: E402
 
 # registration order = workflow order
 app.command("doctor")(handle_errors(doctor.doctor))
 app.command("bench")(handle_errors(bench.bench))
 app.command("tune")(handle_errors(tune.tune))
+app.command("scale")(handle_errors(scale.scale))
 app.command("sweep")(handle_errors(sweep.sweep))
 app.add_typer(results.app, name="results")
 app.command("compare")(handle_errors(compare.compare))

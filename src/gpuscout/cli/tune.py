@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gpuscout import tune as tune_lib
+from gpuscout.cli.session_report import save_and_show
 from gpuscout.report import format as fmt
 from gpuscout.spec import RunSpec
 from gpuscout.store import Store
@@ -153,11 +153,4 @@ def tune(
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err,
                       transient=as_json) as progress:
             report = tune_lib.tune(workload, options, nvml, store, _RichProgress(progress, err))
-        saved = store.path.parent / "tune" / f"{report['session']}.json"
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        saved.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    if as_json:
-        typer.echo(json.dumps(report, indent=2, default=str))
-    else:
-        _print(report, Console())
-        err.print(f"runs stored in {store.path}; the report in {saved}")
+    save_and_show(report, "tune", store.path, as_json, _print)

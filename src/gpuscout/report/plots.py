@@ -122,21 +122,30 @@ def ablation(records: list[dict], workload: str) -> Figure | None:
 
 
 def scaling(records: list[dict], workload: str) -> Figure | None:
-    """Throughput and efficiency against GPU count, from `gpuscout scale` records."""
-    runs = [r for r in ok_runs(records) if r["workload"] == workload and r.get("gpu_count")]
-    if len({r["gpu_count"] for r in runs}) < 2:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    """Throughput against device count from `gpuscout scale` runs (the newest per count), with
+    linear scaling from the one-device point dashed."""
+    runs = sorted((r for r in ok_runs(records) if r["workload"] == workload and r.get("scale")
+                   and r["scale"].get("role") != "worker"), key=lambda r: r["created_utc"])
     series: dict[str, dict[int, float]] = {}
     for r in runs:
-        series.setdefault(f"{FIELDS['gpu'](r)} {r['precision']}", {})[r["gpu_count"]] = r["throughput"]["median"]
+        name = (r.get("gpu") or {}).get("name") or r["device"]
+        batch = (f"weak b{r['per_device_batch_size']}/device" if r["scale"]["mode"] == "weak"
+                 else f"strong b{r['batch_size']}")  # what the study held fixed
+        key = f"{name} · {fmt.config(r)} · {batch}"
+        series.setdefault(key, {})[r["devices"]] = r["throughput"]["median"]
+    series = {k: v for k, v in series.items() if len(v) >= 2}
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
     for key, points in series.items():
         xs = sorted(points)
-        ax.plot(xs, [points[x] for x in xs], marker="o", label=key)
-        ax.plot(xs, [points[xs[0]] * x / xs[0] for x in xs], ls="--", color="grey", lw=0.8)
-    ax.set_xlabel("GPUs")
+        line = ax.plot(xs, [points[x] for x in xs], marker="o", label=key)[0]
+        if 1 in points:
+            ax.plot(xs, [points[1] * x for x in xs], ls="--", color=line.get_color(), lw=0.8)
+    ax.set_xlabel("devices")
+    ax.set_xticks(sorted({x for points in series.values() for x in points}))
     ax.set_ylabel(f"throughput ({runs[0]['unit']})")
-    ax.set_title(f"{workload}: scaling (dashed: linear)")
+    ax.set_title(f"{workload}: scaling (dashed: linear from one device)")
     ax.legend(fontsize=7)
     return fig
 

@@ -1,0 +1,160 @@
+"""Scaling arithmetic and its diagnosis: speedup, efficiency, the step time outside compute, an
+all-reduce estimate, and the likely cause when a GPU count scales below the rule of thumb.
+
+Conventions (docs/methodology.md, "Scaling"):
+- speedup(N) = throughput(N) / throughput(1), both in samples/s of the whole run;
+- efficiency(N) = speedup(N) / N, in weak and strong scaling alike;
+- the step that N GPUs would take with no cost of being N: the one-GPU step in weak scaling
+  (each GPU does one GPU's work), the one-GPU step / N in strong scaling; what the measured step
+  takes beyond it is "outside compute": all-reduce, synchronisation, stragglers, and in strong
+  scaling also the lower efficiency of a smaller per-GPU batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# The common rule of thumb for data-parallel training within one host (the issue; Horovod's
+# paper, Sergeev & Del Balso 2018, reports ~90% for ResNet at 2-8 GPUs as the good case).
+EXPECTED_EFFICIENCY_2 = 0.90
+EXPECTED_EFFICIENCY_MORE = 0.80
+# Per direction, x16 (PCI-SIG: 8, 16, 32 GT/s per lane at 128b/130b encoding).
+PCIE_GBS_PER_DIRECTION = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+GRADIENT_BYTES_PER_PARAM = 4  # Keras keeps float32 variables under mixed precision: fp32 gradients
+INPUT_WAIT_CAUSE = 0.05  # the TensorFlow profiler's "moderately input-bound" threshold (flags.py)
+OVERHEAD_SMALL_BATCH = 0.10  # outside-compute share at which the per-GPU batch is "small"
+# The all-reduce estimate must explain at least this share of the time outside compute before
+# the gradient volume (and so the batch it is amortised over) is named as the cause. ResNet-50
+# bf16 on two H200s spent 4.8 ms outside compute against a 0.23 ms all-reduce estimate: the
+# time went to 150+ small batch-norm collectives instead (docs/benchmarks.md, "Scaling").
+ALLREDUCE_EXPLAINS = 0.25
+
+
+def expected_efficiency(devices: int) -> float:
+    return 1.0 if devices == 1 else EXPECTED_EFFICIENCY_2 if devices == 2 else EXPECTED_EFFICIENCY_MORE
+
+
+def speedup(throughput: float, baseline_throughput: float) -> float:
+    return throughput / baseline_throughput
+
+
+def efficiency(speedup_value: float, devices: int) -> float:
+    return speedup_value / devices
+
+
+def ideal_step_s(baseline_step_s: float, devices: int, mode: str) -> float:
+    """The step time N devices would take at perfect scaling (see the module's conventions)."""
+    return baseline_step_s if mode == "weak" else baseline_step_s / devices
+
+
+def outside_compute(step_s: float, baseline_step_s: float, devices: int, mode: str) -> tuple[float, float]:
+    """(seconds per step beyond the ideal, their share of the step); never below zero."""
+    extra = max(0.0, step_s - ideal_step_s(baseline_step_s, devices, mode))
+    return extra, extra / step_s
+
+
+def link_gbs(interconnect: str | None, nvlink_gbs: float | None, pcie_gen: int | None) -> float | None:
+    """Peak bandwidth one way between two GPUs, GB/s. The catalog's NVLink figure is the
+    datasheet's total of both directions, hence the half."""
+    if interconnect == "NVLink" and nvlink_gbs:
+        return nvlink_gbs / 2
+    if interconnect == "PCIe" and pcie_gen:
+        return PCIE_GBS_PER_DIRECTION.get(pcie_gen)
+    return None
+
+
+def allreduce_s(params: int, devices: int, gbs: float | None) -> float | None:
+    """A ring all-reduce of the gradients at peak link bandwidth: each GPU sends and receives
+    2(N-1)/N of the bytes (NCCL's bus-bandwidth convention, nccl-tests PERFORMANCE.md). A lower
+    bound: real all-reduce reaches a part of the peak, and overlaps the backward pass."""
+    if devices < 2 or not gbs or not params:
+        return None
+    return 2 * (devices - 1) / devices * params * GRADIENT_BYTES_PER_PARAM / (gbs * 1e9)
+
+
+@dataclass(frozen=True)
+class Cause:
+    code: str  # failed | cpu_devices | input_pipeline | straggler | not_nccl | pcie | sync_batchnorm | small_batch | unexplained
+    message: str
+    try_: str  # what to try
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "try": self.try_}
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the diagnosis looks at for one GPU count (scale.py fills it from the records)."""
+
+    devices: int
+    mode: str
+    device_kind: str  # gpu | cpu
+    efficiency: float | None
+    status: str
+    data: str
+    input_wait_share: float | None
+    straggler: str | None  # the straggler flag's message
+    all_reduce: str | None  # what the framework used
+    backend: str
+    interconnect: str | None  # NVLink | PCIe | None (unknown, CPU)
+    per_device_batch_size: int
+    overhead_share: float | None
+    allreduce_estimate_s: float | None
+    step_s: float | None
+    batchnorm_layers: int | None = None
+    outside_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def diagnose(s: Situation) -> list[Cause]:
+    """The likely causes of scaling below expectation, most specific evidence first; empty
+    when the count scales as expected."""
+    if s.status != "ok":
+        return [Cause("failed", f"the {s.devices}-device run ended {s.status}",
+                      "see the run's error (gpuscout results show RUN_ID); a timeout usually means a hung collective: "
+                      "check NCCL_DEBUG=INFO output and the topology")]
+    if s.efficiency is None or s.efficiency >= expected_efficiency(s.devices):
+        return []
+    causes = []
+    if s.device_kind == "cpu":
+        causes.append(Cause("cpu_devices", "the devices are logical CPU devices sharing the same cores: "
+                            "their scaling says nothing about GPUs", "run on GPUs to measure scaling"))
+    if s.data != "synthetic" and (s.input_wait_share or 0) >= INPUT_WAIT_CAUSE:
+        causes.append(Cause("input_pipeline", f"the input pipeline: {s.input_wait_share:.0%} of the step waiting for "
+                            "input with every GPU asking for its share",
+                            "parallelise the host pipeline (tf.data map num_parallel_calls=AUTOTUNE, prefetch), cache "
+                            "decoded data, or check with --data synthetic what the GPUs reach without it"))
+    if s.straggler:
+        causes.append(Cause("straggler", s.straggler, "fix or leave out the slow GPU (--gpu-ids)"))
+    if s.device_kind == "gpu" and s.backend == "tensorflow" and s.all_reduce and "Nccl" not in s.all_reduce \
+            and "NCCL" not in s.all_reduce:
+        causes.append(Cause("not_nccl", f"gradients were summed by {s.all_reduce}, not NCCL",
+                            "MirroredStrategy(cross_device_ops=tf.distribute.NcclAllReduce()); check that NCCL "
+                            "is in the TensorFlow build (gpuscout doctor)"))
+    if s.interconnect == "PCIe":
+        estimate = f" (the gradient all-reduce alone takes >= {s.allreduce_estimate_s * 1e3:.1f} ms)" \
+            if s.allreduce_estimate_s else ""
+        causes.append(Cause("pcie", f"the GPUs share PCIe only, no NVLink{estimate}",
+                            "a larger per-GPU batch amortises the all-reduce; GPUs with NVLink (SXM, NVL) scale better"))
+    if s.backend == "jax" and s.batchnorm_layers:
+        causes.append(Cause("sync_batchnorm", f"the model's {s.batchnorm_layers} BatchNormalization layers average their "
+                            "statistics over the global batch under keras.distribution.DataParallel: small all-reduces "
+                            "in every forward and backward pass, on the critical path (PyTorch DDP and tf.distribute "
+                            "keep statistics per GPU)", "expect this cost with BatchNorm models on jax data parallelism; "
+                            "the tensorflow backend's MirroredStrategy keeps batch norm per GPU"))
+    explained = (s.allreduce_estimate_s is None or not s.outside_s
+                 or s.allreduce_estimate_s >= ALLREDUCE_EXPLAINS * s.outside_s)
+    small = (s.overhead_share or 0) >= OVERHEAD_SMALL_BATCH or (
+        s.allreduce_estimate_s is not None and s.step_s and s.allreduce_estimate_s >= OVERHEAD_SMALL_BATCH * s.step_s)
+    if small and explained and s.device_kind == "gpu":
+        causes.append(Cause("small_batch", f"the per-GPU batch of {s.per_device_batch_size} is small for this model: "
+                            f"{(s.overhead_share or 0):.0%} of each step is spent outside compute",
+                            "raise the per-GPU batch (weak scaling: --batch-size), or accumulate gradients over "
+                            "several micro-batches before each all-reduce"))
+    if not causes:
+        causes.append(Cause("unexplained", f"{(s.overhead_share or 0):.0%} of each step is outside compute and no "
+                            "single cause stands out", "profile one step (TensorBoard profiler, or "
+                            "nsys profile --trace cuda,nvtx) to see where the time between kernels goes"))
+    return causes

@@ -1,0 +1,368 @@
+"""`gpuscout scale`: how training speeds up over the GPUs of this host.
+
+For each GPU count one ordinary benchmark run (a child, the measurement protocol, telemetry of
+every GPU it uses, stored with a `scale` tag), all through the same data-parallel code path,
+the one-GPU point included: tf.distribute.MirroredStrategy (NCCL all-reduce) on tensorflow,
+keras.distribution.DataParallel on jax. With `local_workers`, each count N instead runs N worker
+processes of MultiWorkerMirroredStrategy on this host (cluster.py), the code path of a
+multi-host run. Then speedup, efficiency and the time outside compute against the one-GPU
+point, the interconnect NVML reports, and a verdict with the likely cause (analysis/scaling.py).
+
+Weak scaling (the default) keeps the per-GPU batch and grows the global batch with the GPUs;
+strong scaling keeps the global batch and splits it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from gpuscout import backends, catalog, cluster, sizing, workloads
+from gpuscout import bench as bench_lib
+from gpuscout.analysis import scaling
+from gpuscout.analysis.compare import ratio_ci
+from gpuscout.errors import UsageError
+from gpuscout.pricing import PricingOptions
+from gpuscout.provenance import host_provenance
+from gpuscout.spec import Distribution, RunSpec, build_spec
+from gpuscout.store import Store
+from gpuscout.telemetry.nvml import TOPOLOGY_LEVELS, Nvml, topology
+
+MODES = ("weak", "strong")
+# A collective that hangs (a NCCL deadlock, a lost peer) never returns: each count's run is
+# killed after this long. Compilation plus the protocol takes 1-3 minutes for the suite's
+# models on an H200 (docs/benchmarks.md), so 15 minutes is a hang, not a slow run.
+DEFAULT_TIMEOUT_S = 900.0
+
+
+@dataclass
+class ScaleOptions:
+    counts: tuple[int, ...] = (1, 2)
+    mode: str = "weak"
+    backend: str = "auto"
+    precision: str = "fp32"
+    xla: bool | None = None  # None: what the backend does under a strategy (jax on, tensorflow off)
+    batch_size: int | None = None  # weak: per GPU; strong: global. None: the workload's default
+    seq_len: int | None = None
+    data: str = "synthetic"
+    gpu_ids: tuple[int, ...] | None = None  # which GPUs; counts take the first N. None: 0, 1, ...
+    cpu: bool = False
+    local_workers: bool = False  # each count N as N MultiWorkerMirroredStrategy processes
+    warmup_steps: int = 10
+    windows: int = 5
+    window_steps: int = 10
+    window_seconds: float = 2.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    telemetry: bool = True
+    seed: int = 0
+    fit_check: bool = True
+    pricing: PricingOptions = field(default_factory=PricingOptions)
+
+    def bench_options(self) -> bench_lib.BenchOptions:
+        return bench_lib.BenchOptions(timeout_s=self.timeout_s, telemetry=self.telemetry, pricing=self.pricing)
+
+
+@dataclass
+class Plan:
+    workload: str
+    specs: list[RunSpec]  # one per count (with local workers: worker 0's; cluster.py makes the others)
+    counts: list[int]
+    mode: str
+    device_kind: str
+    gpu_ids: list[int]
+    notices: list[str]
+
+
+class Progress:
+    def run_started(self, spec: RunSpec, label: str) -> None: ...
+    def event(self, spec: RunSpec, event: dict) -> None: ...
+    def run_finished(self, label: str, record: dict) -> None: ...
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--gpus takes GPU counts like 1,2,4, got {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise UsageError(f"--gpus takes positive GPU counts like 1,2,4, got {text!r}")
+    return tuple(sorted(set(counts)))
+
+
+def parse_ids(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"--gpu-ids takes GPU indices like 0,1,3, got {text!r}") from None
+    if not ids or any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise UsageError(f"--gpu-ids takes distinct GPU indices like 0,1,3, got {text!r}")
+    return ids
+
+
+def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
+    """Validate everything before any run (exit 2 on bad input, nothing run)."""
+    workload = workloads.get(workload_name)
+    if options.mode not in MODES:
+        raise UsageError(f"unknown --mode {options.mode!r}: choose weak or strong")
+    if options.timeout_s <= 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {options.timeout_s:g}")
+    if options.batch_size is not None and options.batch_size < 1:
+        raise UsageError(f"--batch-size must be >= 1, got {options.batch_size}")
+    options.pricing.check()
+    notices = []
+    counts = sorted(set(options.counts) | {1})
+    if 1 not in options.counts:
+        notices.append("added the 1-device run: speedup and efficiency are measured against it")
+    backend = backends.resolve(options.backend)
+    precision = backends.check_precision(backend, options.precision)
+    if options.local_workers and backend.value != "tensorflow":
+        raise UsageError("--local-workers runs MultiWorkerMirroredStrategy, a tensorflow strategy: add "
+                         "--backend tensorflow (the jax backend scales over one host's GPUs with DataParallel)")
+    xla = options.xla if options.xla is not None else backend.value == "jax"
+    if xla and backend.value == "tensorflow":
+        raise UsageError("Keras trains tf.distribute strategies without XLA: drop --xla, or use --backend jax")
+
+    gpu_ids: list[int] = []
+    if options.cpu or not nvml.available or nvml.count == 0:
+        if options.gpu_ids:
+            raise UsageError("--gpu-ids names GPUs; this run is on the CPU" if options.cpu else
+                             f"--gpu-ids given, but NVML found no GPU ({nvml.error or 'none'}): run `gpuscout doctor`")
+        if not options.cpu:
+            notices.append(f"no NVIDIA GPU found ({nvml.error or 'NVML reports none'}): scaling over logical CPU "
+                           "devices, which share this CPU's cores: a check of the code path, not of scaling")
+        if counts[-1] > 8:
+            raise UsageError(f"--gpus {counts[-1]} on the CPU: at most 8 logical CPU devices")
+        device_kind = "cpu"
+    else:
+        gpu_ids = list(options.gpu_ids if options.gpu_ids is not None else range(nvml.count))
+        missing = [i for i in gpu_ids if i >= nvml.count]
+        if missing:
+            raise UsageError(f"GPU index {missing[0]} not found: this machine has {nvml.count} GPU(s), "
+                             f"indices 0..{nvml.count - 1}")
+        if counts[-1] > len(gpu_ids):
+            raise UsageError(f"--gpus {counts[-1]} asks for more GPUs than "
+                             + (f"--gpu-ids lists ({len(gpu_ids)})" if options.gpu_ids is not None else
+                                f"this machine has ({nvml.count} visible)")
+                             + f": use counts up to {len(gpu_ids)}")
+        device_kind = "gpu"
+
+    seq_len = (options.seq_len or workload.default_seq_len) if workload.is_sequence else None
+    if options.seq_len is not None and not workload.is_sequence:
+        raise UsageError(f"--seq-len applies to token workloads only, not {workload.name}")
+    base_batch = options.batch_size or workload.default_batch_size
+    if options.mode == "strong":
+        uneven = [n for n in counts if base_batch % n]
+        if uneven:
+            raise UsageError(f"strong scaling splits the global batch {base_batch} over the GPUs: it does not "
+                             f"divide by {', '.join(map(str, uneven))}; pick a --batch-size divisible by every count")
+
+    memory_total = nvml.gpu(gpu_ids[0]).memory_total_bytes if gpu_ids else None
+    specs = []
+    for n in counts:
+        per_device = base_batch if options.mode == "weak" else base_batch // n
+        if options.fit_check and device_kind == "gpu":
+            reason = sizing.clearly_too_big(workload, per_device, precision, seq_len, memory_total)
+            if reason:
+                raise UsageError(f"{reason} per GPU (estimate: docs/methodology.md; --no-fit-check runs it anyway)")
+        devices = 1 if options.local_workers else n  # local workers: n processes of one device each
+        ids = tuple(gpu_ids[:devices]) if device_kind == "gpu" else None
+        specs.append(build_spec(
+            workload=workload.name, backend=backend, precision=precision, xla=xla,
+            batch_size=per_device * devices, seq_len=seq_len, data=options.data,
+            warmup_steps=options.warmup_steps, windows=options.windows, window_steps=options.window_steps,
+            window_seconds=options.window_seconds, seed=options.seed,
+            gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices,
+            distribution=Distribution.multi_worker if options.local_workers else Distribution.mirrored))
+    return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices)
+
+
+def run_scale(the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store,
+              progress: Progress | None = None) -> dict:
+    progress = progress or Progress()
+    session = uuid.uuid4().hex[:8]
+    host = host_provenance(nvml)
+    started = time.monotonic()
+    records: dict[int, dict] = {}
+    for n, spec in zip(the_plan.counts, the_plan.specs):
+        label = f"{n} {'GPU' if the_plan.device_kind == 'gpu' else 'CPU device'}{'s' if n > 1 else ''}" + (
+            f" ({n} worker process{'es' if n > 1 else ''})" if options.local_workers else "")
+        progress.run_started(spec, label)
+        tag = {"session": session, "mode": the_plan.mode, "devices": n}
+        if options.local_workers:
+            ids = the_plan.gpu_ids[:n] if the_plan.device_kind == "gpu" else [None] * n
+            workers = cluster.run_local_workers(spec, ids, options.bench_options(), nvml, host, session,
+                                                on_event=lambda e, s=spec: progress.event(s, e))
+            for w in workers:
+                store.put({**w, "scale": {**tag, "role": "worker"}})
+            record = cluster.merge_records(workers)
+        else:
+            record = bench_lib.measure_one(spec, options.bench_options(), nvml, host, session, 0,
+                                           on_event=lambda e, s=spec: progress.event(s, e))
+        record["scale"] = tag
+        store.put(record)
+        records[n] = record
+        progress.run_finished(label, record)
+    links = topology(nvml, the_plan.gpu_ids[:the_plan.counts[-1]]) if the_plan.device_kind == "gpu" else []
+    report = analyse(records, the_plan.mode, links, the_plan.device_kind)
+    report.update({"session": session, "workload": the_plan.workload, "elapsed_s": time.monotonic() - started,
+                   "notes": the_plan.notices, "local_workers": options.local_workers, "gpu_ids": the_plan.gpu_ids})
+    return report
+
+
+def interconnect(links) -> dict | None:
+    """One line for the GPUs' links: NVLink when every pair has it, else the farthest PCIe path."""
+    if not links:
+        return None
+    if all(link.interconnect == "NVLink" for link in links):
+        counts = sorted({c for link in links for c in link.nvlinks if c is not None})
+        detail = f"NVLink, {'/'.join(map(str, counts))} active links per GPU" if counts else "NVLink"
+        return {"kind": "NVLink", "detail": detail}
+    order = [name for name, _ in TOPOLOGY_LEVELS.values()]
+    worst = max((link for link in links if link.interconnect == "PCIe"),
+                key=lambda link: order.index(link.pcie_level) if link.pcie_level in order else -1)
+    return {"kind": "PCIe", "detail": f"PCIe only: GPUs {worst.gpus[0]} and {worst.gpus[1]} meet at "
+            f"{worst.pcie_path or 'an unknown level'} ({worst.pcie_level or '?'})"}
+
+
+def _windows(record: dict) -> list[float]:
+    """Window throughputs in samples/s (records keep them in the workload's unit)."""
+    units = record["throughput"]["median"] / record["samples_per_s"]
+    return [w["throughput"] / units for w in record["windows"]]
+
+
+def analyse(records: dict[int, dict], mode: str, links, device_kind: str) -> dict:
+    """The scaling table and the verdict from the records of each count."""
+    base = records.get(1)
+    base_ok = base is not None and base["status"] == "ok"
+    connection = interconnect(links)
+    first = next(iter(records.values()))
+    entry = catalog.match(first["gpu"]["name"]) if first.get("gpu") else None
+    gbs = scaling.link_gbs(connection["kind"] if connection else None,
+                           entry.nvlink_gbs if entry else None, entry.pcie_gen if entry else None)
+    points = []
+    for n, r in sorted(records.items()):
+        ok = r["status"] == "ok"
+        point = {"devices": n, "run_id": r["id"], "status": r["status"],
+                 "message": (r.get("error") or {}).get("message"),
+                 "batch_size": r["batch_size"], "per_device_batch_size": r["per_device_batch_size"],
+                 "samples_per_s": r["samples_per_s"] if ok else None,
+                 "ci95": [r["throughput"]["ci95_low"] * r["samples_per_s"] / r["throughput"]["median"],
+                          r["throughput"]["ci95_high"] * r["samples_per_s"] / r["throughput"]["median"]]
+                 if ok and r["throughput"].get("ci95_low") is not None else None,
+                 "step_time_s": r["step_time_s"] if ok else None,
+                 "expected_efficiency": scaling.expected_efficiency(n),
+                 "speedup": None, "efficiency": None, "outside_compute_s": None, "outside_compute_share": None,
+                 "allreduce_estimate_s": None, "input_wait_share": r.get("input_wait_share"),
+                 "all_reduce": (r.get("distribution") or {}).get("all_reduce"),
+                 "per_gpu": _per_gpu(r), "flags": [f["code"] for f in r.get("flags", [])],
+                 "mfu": r.get("mfu"), "peak_memory_bytes": r.get("peak_memory_bytes")}
+        params = (r.get("distribution") or {}).get("params")
+        point["allreduce_estimate_s"] = scaling.allreduce_s(params, n, gbs) if device_kind == "gpu" else None
+        if ok and base_ok:
+            ratio = scaling.speedup(r["samples_per_s"], base["samples_per_s"])
+            low, high = ratio_ci(_windows(r), _windows(base)) if n > 1 else (1.0, 1.0)
+            point["speedup"] = {"ratio": ratio, "ci95_low": low, "ci95_high": high}
+            point["efficiency"] = {"value": scaling.efficiency(ratio, n), "ci95_low": low / n, "ci95_high": high / n}
+            point["outside_compute_s"], point["outside_compute_share"] = scaling.outside_compute(
+                r["step_time_s"], base["step_time_s"], n, mode)
+        straggler = next((f["message"] for f in r.get("flags", []) if f["code"] == "straggler"), None)
+        situation = scaling.Situation(
+            devices=n, mode=mode, device_kind=device_kind,
+            efficiency=point["efficiency"]["value"] if point["efficiency"] else None, status=r["status"],
+            data=r["data"], input_wait_share=r.get("input_wait_share"), straggler=straggler,
+            all_reduce=point["all_reduce"], backend=r["backend"],
+            interconnect=connection["kind"] if connection else None,
+            per_device_batch_size=r["per_device_batch_size"], overhead_share=point["outside_compute_share"],
+            allreduce_estimate_s=point["allreduce_estimate_s"], step_s=point["step_time_s"],
+            batchnorm_layers=(r.get("distribution") or {}).get("batchnorm_layers"), outside_s=point["outside_compute_s"])
+        point["causes"] = [c.to_dict() for c in scaling.diagnose(situation)] if n > 1 else []
+        point["meets_expectation"] = (None if point["efficiency"] is None else
+                                      point["efficiency"]["value"] >= point["expected_efficiency"])
+        points.append(point)
+    return {"mode": mode, "backend": first["backend"], "precision": first["precision"], "data": first["data"],
+            "device_kind": device_kind, "gpu": (first.get("gpu") or {}).get("name"),
+            "interconnect": connection, "topology": [link.to_dict() for link in links],
+            "points": points, "verdict": verdict(points, base_ok)}
+
+
+def _per_gpu(record: dict) -> list[dict]:
+    per = record.get("telemetry_per_gpu") or ([{"index": (record.get("gpu") or {}).get("index"), **record["telemetry"]}]
+                                              if record.get("telemetry") else [])
+    return [{"index": t["index"], "gpu_util_mean_pct": t["gpu_util_mean_pct"], "power_mean_w": t["power_mean_w"],
+             "sm_clock_mean_mhz": t["sm_clock_mean_mhz"], "temperature_max_c": t["temperature_max_c"],
+             "memory_used_max_bytes": t["memory_used_max_bytes"]} for t in per]
+
+
+def verdict(points: list[dict], base_ok: bool) -> dict:
+    """One sentence on the whole study, and what to try first."""
+    hung = [p["devices"] for p in points if p["status"] == "timeout"]
+    failed = [p for p in points if p["status"] not in ("ok", "timeout")]
+    parts, tries = [], []
+    if hung:
+        parts.append(f"the {', '.join(map(str, hung))}-device run{'s' if len(hung) > 1 else ''} hung and "
+                     "{} killed by the --timeout watchdog".format("were" if len(hung) > 1 else "was"))
+        tries.append("rerun with NCCL_DEBUG=INFO to see the collective that waits; check the topology and "
+                     "that no other job holds the GPUs")
+    for p in failed:
+        parts.append(f"the {p['devices']}-device run ended {p['status']}: {p['message']}")
+    if not base_ok:
+        parts.append("the 1-device run did not finish, so there is no speedup to report")
+        return {"ok": False, "summary": "; ".join(parts), "try": tries}
+    measured = [p for p in points if p["devices"] > 1 and p["efficiency"] is not None]
+    if not measured:
+        return {"ok": not parts, "summary": "; ".join(parts) or "only the 1-device run was asked for", "try": tries}
+    below = [p for p in measured if not p["meets_expectation"]]
+    for p in measured:
+        e = p["efficiency"]["value"]
+        parts.append(f"{p['devices']} devices: {p['speedup']['ratio']:.2f}x, {e:.0%} efficiency "
+                     f"({'meets' if p['meets_expectation'] else 'below'} the {p['expected_efficiency']:.0%} rule of thumb)")
+    for p in below:
+        for cause in p["causes"]:
+            if cause["try"] not in tries:
+                tries.append(cause["try"])
+    likely = below[-1]["causes"][0]["message"] if below and below[-1]["causes"] else None
+    summary = "; ".join(parts) + (f". Likely cause: {likely}" if likely else "")
+    return {"ok": not below and not hung and not failed, "summary": summary, "try": tries}
+
+
+def run_worker(workload_name: str, options: ScaleOptions, cluster_id: str, nvml: Nvml, store: Store,
+               progress: Progress | None = None) -> dict:
+    """One host's worker of a multi-host run (TF_CONFIG in the environment): its record, stored
+    under the cluster id for `results export --group` and `scale --merge`."""
+    import os
+
+    addresses, index = cluster.read_tf_config(os.environ.get("TF_CONFIG"))
+    if len(options.counts) != 1:
+        raise UsageError("a --worker uses one --gpus count: the GPUs of this host it trains on")
+    the_plan = plan(workload_name, options, nvml)
+    spec = the_plan.specs[-1]
+    if spec.backend.value != "tensorflow":
+        raise UsageError("multi-host runs use MultiWorkerMirroredStrategy: add --backend tensorflow")
+    spec = build_spec(**{**spec.model_dump(), "distribution": Distribution.multi_worker})
+    progress = progress or Progress()
+    label = f"worker {index} of {len(addresses)}"
+    progress.run_started(spec, label)
+    record = bench_lib.measure_one(spec, options.bench_options(), nvml, host_provenance(nvml), cluster_id, 0,
+                                   on_event=lambda e: progress.event(spec, e))
+    record["cluster"] = {"id": cluster_id, "index": index, "workers": len(addresses), "address": addresses[index]}
+    record["scale"] = {"session": cluster_id, "mode": options.mode, "devices": spec.devices, "role": "worker"}
+    store.put(record)
+    progress.run_finished(label, record)
+    return record
+
+
+def merge(cluster_id: str, store: Store, pricing: PricingOptions = PricingOptions()) -> dict:
+    """The workers' records of a multi-host run (all in this store) merged into one, stored."""
+    workers = [r for r in store.list(group=cluster_id) if (r.get("cluster") or {}).get("role") != "merged"
+               and r.get("cluster")]
+    if not workers:
+        raise UsageError(f"no worker records of cluster {cluster_id!r} in {store.path}: import each host's "
+                         f"`gpuscout results export --group {cluster_id}` first")
+    merged = cluster.merge_records(workers, pricing)
+    merged["scale"] = {"session": cluster_id, "mode": workers[0].get("scale", {}).get("mode"),
+                       "devices": merged["devices"], "role": "merged"}
+    store.put(merged)
+    return merged

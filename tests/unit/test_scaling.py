@@ -1,0 +1,202 @@
+"""Scaling arithmetic, diagnosis, stragglers, topology and multi-worker merging on exact values."""
+
+import json
+
+import pytest
+
+from gpuscout import scale as scale_lib
+from gpuscout.analysis import scaling
+from gpuscout.analysis.flags import straggler_flag
+from gpuscout.analysis.telemetry import combine_telemetry
+from gpuscout.cluster import merge_records, read_tf_config, check_hosts, commands
+from gpuscout.errors import UsageError
+from gpuscout.executor.local import child_env
+from gpuscout.spec import RunSpec
+from gpuscout.telemetry.nvml import Nvml, topology
+
+
+def test_speedup_efficiency_and_outside_compute():
+    s = scaling.speedup(1900.0, 1000.0)
+    assert s == pytest.approx(1.9)
+    assert scaling.efficiency(s, 2) == pytest.approx(0.95)
+    # weak: 2 GPUs should take the 1-GPU step (0.100 s); 0.105 s leaves 5 ms outside compute
+    assert scaling.outside_compute(0.105, 0.100, 2, "weak") == pytest.approx((0.005, 0.005 / 0.105))
+    # strong: the ideal is 0.100 / 4 = 0.025 s; a step of 0.040 s is 0.015 s over
+    assert scaling.outside_compute(0.040, 0.100, 4, "strong") == pytest.approx((0.015, 0.375))
+    assert scaling.outside_compute(0.090, 0.100, 2, "weak") == (0.0, 0.0)  # faster than ideal: no negative time
+    assert [scaling.expected_efficiency(n) for n in (1, 2, 4, 8)] == [1.0, 0.90, 0.80, 0.80]
+
+
+def test_allreduce_estimate_and_link_bandwidth():
+    assert scaling.link_gbs("NVLink", 900, 5) == 450  # both directions in the catalog
+    assert scaling.link_gbs("PCIe", 900, 4) == 31.5
+    assert scaling.link_gbs(None, 900, 5) is None
+    # 25M params x 4 bytes, ring over 2 GPUs sends 2*(1/2) of it: 100 MB at 50 GB/s = 2 ms
+    assert scaling.allreduce_s(25_000_000, 2, 50.0) == pytest.approx(0.002)
+    assert scaling.allreduce_s(25_000_000, 4, 50.0) == pytest.approx(0.003)  # 2*(3/4)
+    assert scaling.allreduce_s(25_000_000, 1, 50.0) is None
+
+
+def _situation(**changes):
+    base = dict(devices=2, mode="weak", device_kind="gpu", efficiency=0.70, status="ok", data="synthetic",
+                input_wait_share=None, straggler=None, all_reduce="NcclAllReduce", backend="tensorflow",
+                interconnect="NVLink", per_device_batch_size=256, overhead_share=0.02,
+                allreduce_estimate_s=None, step_s=0.1)
+    base.update(changes)
+    return scaling.Situation(**base)
+
+
+def test_diagnosis_names_each_cause():
+    assert scaling.diagnose(_situation(efficiency=0.93)) == []
+    assert scaling.diagnose(_situation(devices=4, efficiency=0.85)) == []  # 80% rule at 4
+    codes = lambda **c: [x.code for x in scaling.diagnose(_situation(**c))]  # noqa: E731
+    assert codes(data="pipeline", input_wait_share=0.30) == ["input_pipeline"]
+    assert codes(data="pipeline", input_wait_share=0.01) == ["unexplained"]
+    assert codes(straggler="GPU 1 slow") == ["straggler"]
+    assert codes(all_reduce="ReductionToOneDevice") == ["not_nccl"]
+    assert codes(all_reduce="XLA all-reduce", backend="jax") == ["unexplained"]  # XLA uses NCCL itself
+    assert codes(interconnect="PCIe") == ["pcie"]
+    assert codes(overhead_share=0.25) == ["small_batch"]
+    assert codes(allreduce_estimate_s=0.02) == ["small_batch"]  # 20 ms of a 100 ms step
+    assert codes(device_kind="cpu", overhead_share=0.5) == ["cpu_devices"]
+    assert codes(status="timeout") == ["failed"]
+
+
+def test_straggler_flag_names_the_slow_gpu():
+    gpus = [{"index": 0, "sm_clock_mean_mhz": 1980.0, "slowdown_reasons": []},
+            {"index": 1, "sm_clock_mean_mhz": 1975.0, "slowdown_reasons": []}]
+    assert straggler_flag(gpus) is None
+    gpus[1]["sm_clock_mean_mhz"] = 1800.0  # 91% of the fastest
+    flag = straggler_flag(gpus)
+    assert flag.code == "straggler" and "GPU 1" in flag.message and "GPU 0" not in flag.message
+    gpus[1]["sm_clock_mean_mhz"] = 1975.0
+    gpus[0]["slowdown_reasons"] = ["hw_thermal_slowdown"]  # on one GPU alone
+    assert "GPU 0: slowdown reasons hw_thermal_slowdown" in straggler_flag(gpus).message
+    gpus[1]["slowdown_reasons"] = ["sw_power_cap"]  # on every GPU: the machine, not one GPU
+    assert straggler_flag(gpus) is None
+    assert straggler_flag(gpus[:1]) is None
+
+
+def _telemetry(power, util, clock, temp, memory, reasons=()):
+    return {"interval_s": 0.1, "sample_count": 10, "window_sample_count": 8, "gpu_util_mean_pct": util,
+            "memory_util_mean_pct": util, "power_mean_w": power, "power_max_w": power + 10, "energy_j": power * 2,
+            "energy_j_per_1000_samples": power / 10, "sm_clock_mean_mhz": clock, "sm_clock_min_mhz": clock - 20,
+            "temperature_max_c": temp, "memory_used_max_bytes": memory, "slowdown_reasons": list(reasons)}
+
+
+def test_combined_telemetry_sums_power_and_averages_clocks():
+    t = combine_telemetry([_telemetry(600, 98, 1980, 60, 10, ["sw_power_cap"]), _telemetry(500, 90, 1900, 70, 30)])
+    assert t["power_mean_w"] == 1100 and t["energy_j"] == 2200 and t["energy_j_per_1000_samples"] == 110
+    assert t["gpu_util_mean_pct"] == 94 and t["sm_clock_mean_mhz"] == 1940 and t["sm_clock_min_mhz"] == 1880
+    assert t["temperature_max_c"] == 70 and t["memory_used_max_bytes"] == 30 and t["gpus"] == 2
+    assert t["slowdown_reasons"] == ["sw_power_cap"] and t["window_sample_count"] == 8
+    partial = combine_telemetry([_telemetry(600, 98, 1980, 60, 10), {**_telemetry(0, 90, 1900, 70, 30), "power_mean_w": None}])
+    assert partial["power_mean_w"] is None  # half a sum would read as a real figure
+
+
+def _worker(index, rates, batch=64, status="ok"):
+    windows = [{"index": i, "start_monotonic_s": 100.0 + i, "end_monotonic_s": 100.0 + i + batch * 10 / r,
+                "steps": 10, "samples": batch * 10, "input_wait_s": 0.01 * index, "seconds": batch * 10 / r,
+                "throughput": r} for i, r in enumerate(rates)]
+    return {"id": f"w{index}", "created_utc": "2026-11-22T00:00:00Z", "group_id": "c1", "workload": "mlp",
+            "backend": "tensorflow", "precision": "fp32", "xla": False, "batch_size": batch, "devices": 1,
+            "per_device_batch_size": batch, "data": "synthetic", "device": "cpu", "status": status,
+            "error": None if status == "ok" else {"message": "boom" if index else "stopped: another process of the same run failed",
+                                                  "stderr_tail": "", "returncode": 1},
+            "unit": "samples/s", "throughput": {"median": sorted(rates)[1]}, "samples_per_s": sorted(rates)[1],
+            "windows": windows, "loss": 2.0, "input_wait_share": None, "peak_memory_bytes": None,
+            "training_flops_per_sample": 1e6, "mfu_peak_tflops": None, "telemetry": None, "flags": [],
+            "gpu": None, "spec": {"model": None}, "distribution": {"kind": "multi_worker", "replicas": 2},
+            "cluster": {"id": "c1", "index": index, "workers": 2, "address": f"h{index}:1"}}
+
+
+def test_merge_sums_the_workers_windows():
+    merged = merge_records([_worker(1, [900.0, 1000.0, 1100.0]), _worker(0, [1000.0, 1000.0, 1000.0])])
+    assert [w["throughput"] for w in merged["windows"]] == [1900.0, 2000.0, 2100.0]
+    assert merged["throughput"]["median"] == 2000.0 and merged["samples_per_s"] == 2000.0
+    assert merged["batch_size"] == 128 and merged["devices"] == 2 and merged["step_time_s"] == pytest.approx(0.064)
+    assert merged["distribution"]["worker_run_ids"] == ["w0", "w1"] and merged["cluster"]["role"] == "merged"
+    assert merged["windows"][0]["samples"] == 1280 and merged["windows"][0]["seconds"] == pytest.approx(1280 / 1900)
+    assert merged["achieved_tflops"] == pytest.approx(1e6 * 2000 / 1e12)
+
+
+def test_merge_reports_the_worker_that_failed_first_and_refuses_missing_ones():
+    merged = merge_records([_worker(0, [1.0] * 3, status="failed"), _worker(1, [1.0] * 3, status="oom")])
+    assert merged["status"] == "oom" and merged["error"]["message"] == "worker 1: boom"
+    with pytest.raises(UsageError, match="need all of 0..1"):
+        merge_records([_worker(1, [1.0] * 3)])
+
+
+def test_tf_config_and_hosts_are_checked():
+    assert read_tf_config('{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}') == (["a:1", "b:1"], 1)
+    for bad in (None, "{", '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}',
+                '{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}'):
+        with pytest.raises(UsageError):
+            read_tf_config(bad)
+    assert check_hosts("a:2222, b:2222") == ["a:2222", "b:2222"]
+    for bad in ("a:2222", "a,b", "a:x,b:1", ":1,b:1"):
+        with pytest.raises(UsageError, match="--hosts"):
+            check_hosts(bad)
+    plan = commands("resnet50", ["a:2222", "b:2222"], ["--gpus", "8"])
+    config = plan["workers"][1]["command"].split("'")[1]
+    assert json.loads(config)["task"] == {"type": "worker", "index": 1}
+    assert plan["workers"][1]["command"].endswith(f"--worker --cluster {plan['cluster']} --gpus 8")
+    assert plan["then"][-1].startswith(f"gpuscout scale --merge {plan['cluster']}")
+
+
+def test_counts_ids_and_specs_are_validated():
+    assert scale_lib.parse_counts("4,1,2,2") == (1, 2, 4)
+    for bad in ("0,1", "", "two", "-1"):
+        with pytest.raises(UsageError, match="--gpus"):
+            scale_lib.parse_counts(bad)
+    assert scale_lib.parse_ids("0,2") == (0, 2)
+    with pytest.raises(UsageError, match="distinct"):
+        scale_lib.parse_ids("1,1")
+    ok = dict(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored")
+    assert RunSpec(**ok, gpu_index=1, gpu_indices=(1, 3)).gpus == (1, 3)
+    assert RunSpec(**ok).per_device_batch_size == 128
+    for bad, match in ((dict(batch_size=255), "split evenly"), (dict(distribution="single"), "need a distribution"),
+                       (dict(gpu_index=0), "gpu_indices"), (dict(gpu_index=0, gpu_indices=(1, 0)), "first being"),
+                       (dict(backend="tensorflow", xla=True), "without XLA"),
+                       (dict(distribution="multi_worker"), "tensorflow")):
+        with pytest.raises(ValueError, match=match):
+            RunSpec(**{**ok, **bad})
+
+
+def test_child_env_exposes_the_runs_gpus_or_cpu_devices():
+    gpus = RunSpec(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored",
+                   gpu_index=2, gpu_indices=(2, 0))
+    assert child_env(gpus, {})["CUDA_VISIBLE_DEVICES"] == "2,0"
+    cpu = RunSpec(workload="mlp", backend="jax", batch_size=256, devices=4, distribution="mirrored")
+    env = child_env(cpu, {"XLA_FLAGS": "--xla_dump_to=/tmp/x"})
+    assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=4"
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def _fake_nvml(tmp_path, monkeypatch, **topo):
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 85899345920, "compute_capability": [9, 0],
+           "sm_clock_max_mhz": 1980, "sm_clock_mhz": 1980}
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps({"gpus": [{**gpu, "nvlinks": 18}, {**gpu, "nvlinks": 18}, {**gpu}], "topology": topo}))
+    monkeypatch.setenv("GPUSCOUT_FAKE_NVML", str(path))
+    return Nvml()
+
+
+def test_topology_reads_nvlink_and_the_pcie_path(tmp_path, monkeypatch):
+    links = topology(_fake_nvml(tmp_path, monkeypatch, nvlink=True, level=50), [0, 1])
+    assert [(l.gpus, l.interconnect, l.nvlinks) for l in links] == [((0, 1), "NVLink", (18, 18))]
+    assert scale_lib.interconnect(links) == {"kind": "NVLink", "detail": "NVLink, 18 active links per GPU"}
+    links = topology(_fake_nvml(tmp_path, monkeypatch, nvlink=False, level=20), [0, 1, 2])
+    assert len(links) == 3 and {l.interconnect for l in links} == {"PCIe"} and links[1].nvlinks == (18, None)
+    assert scale_lib.interconnect(links)["detail"] == "PCIe only: GPUs 0 and 1 meet at several PCIe switches (PXB)"
+
+
+def test_batchnorm_on_jax_is_named_and_the_batch_only_when_the_allreduce_explains_the_time():
+    codes = lambda **c: [x.code for x in scaling.diagnose(_situation(**c))]  # noqa: E731
+    # ResNet-50 bf16 on two H200s: 4.8 ms outside compute, a 0.23 ms all-reduce estimate, 53 BN layers
+    resnet = dict(backend="jax", all_reduce="XLA all-reduce (NCCL on GPUs)", overhead_share=0.11,
+                  outside_s=0.0048, allreduce_estimate_s=0.00023, step_s=0.043, efficiency=0.89)
+    assert codes(**resnet, batchnorm_layers=53) == ["sync_batchnorm"]
+    assert codes(**resnet, batchnorm_layers=0) == ["unexplained"]
+    assert codes(**{**resnet, "allreduce_estimate_s": 0.002}, batchnorm_layers=0) == ["small_batch"]
+    assert codes(**{**resnet, "backend": "tensorflow", "all_reduce": "NcclAllReduce"}, batchnorm_layers=53) == ["unexplained"]
