@@ -1,0 +1,86 @@
+"""The PyTorch peer of `gpuscout scale`: torchvision ResNet-50 under DistributedDataParallel
+(NCCL), weak scaling, timed as gpuscout times (10 warm-up steps, a calibration pass, 5 windows of
+>= 2 s, the device synchronised only at window ends).
+
+    python benchmarks/ddp_peer.py GPUS BATCH_PER_GPU fp32|bf16
+
+channels_last, cudnn.benchmark, random data resident on each GPU and rotated; bf16 = autocast.
+One process per GPU (torch.multiprocessing). Prints one line `@@peer {json}` with the global
+samples/s of each window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(rank: int, world: int, batch: int, precision: str, port: int, out) -> None:
+    import torchvision
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    torch.cuda.set_device(rank)
+    torch.manual_seed(rank)
+    torch.backends.cudnn.benchmark = True
+    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    xs = [torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last) for _ in range(4)]
+    ys = [torch.randint(0, 1000, (batch,), device="cuda") for _ in range(4)]
+    step_count = [0]
+
+    def step():
+        i = step_count[0] % 4
+        step_count[0] += 1
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = torch.nn.functional.cross_entropy(model(xs[i]), ys[i])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def run(n: int) -> float:
+        torch.cuda.synchronize()
+        dist.barrier()
+        start = time.monotonic()
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        dist.barrier()
+        return time.monotonic() - start
+
+    run(11)  # first step + 10 warm-up steps
+    estimate = run(10) / 10
+    steps = torch.tensor([max(10, math.ceil(2.0 / estimate))], device="cuda")
+    dist.all_reduce(steps, op=dist.ReduceOp.MAX)  # every rank runs the same number of steps
+    rates = [world * batch * int(steps) / run(int(steps)) for _ in range(5)]
+    if rank == 0:
+        out.put({"gpus": world, "batch_per_gpu": batch, "precision": precision, "steps_per_window": int(steps),
+                 "windows_samples_per_s": rates, "samples_per_s": statistics.median(rates),
+                 "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))})
+    dist.destroy_process_group()
+
+
+def main() -> int:
+    gpus, batch, precision = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    out = ctx.SimpleQueue()
+    mp.start_processes(worker, args=(gpus, batch, precision, port, out), nprocs=gpus, start_method="spawn")
+    print("@@peer " + json.dumps(out.get()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""`gpuscout scale` on the lent multi-GPU machine (jax backend), with PyTorch DDP measured in the
+same call as the peer, for docs/benchmarks.md.
+
+    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_fp32,resnet50_bf16,gpt2_small] [--budget-s 540]
+
+Each part: `gpuscout scale WORKLOAD --gpus 1,2 --backend jax` (weak scaling at the default batch
+per GPU), and for resnet50 the DDP peer (benchmarks/ddp_peer.py) at 1 and 2 GPUs with the same
+per-GPU batch and precision. Writes OUTDIR/summary.json, the scale reports and logs, the
+`nvidia-smi topo -m` matrix; prints a short table last. A part that would not fit in what is
+left of --budget-s is skipped and listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = {
+    "resnet50_fp32": ("resnet50", "fp32", 200),  # (workload, precision, seconds it takes with the peer)
+    "resnet50_bf16": ("resnet50", "mixed_bfloat16", 200),
+    "gpt2_small": ("gpt2_small", "mixed_bfloat16", 200),
+    # resnet50_bf16 with XLA's latency-hiding scheduler on, as NVIDIA's JAX containers set it
+    "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", 130),
+}
+LHS = "--xla_gpu_enable_latency_hiding_scheduler=true"
+
+
+def run(cmd: list[str], log: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    log.write_text(f"$ {' '.join(cmd)}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}")
+    return result
+
+
+def peer(gpus: int, batch: int, precision: str, out: Path) -> dict | None:
+    result = run([sys.executable, "benchmarks/ddp_peer.py", str(gpus), str(batch), precision],
+                 out / f"ddp_{precision}_{gpus}.log", 300)
+    line = next((l for l in result.stdout.splitlines() if l.startswith("@@peer ")), None)
+    return json.loads(line[len("@@peer "):]) if line else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--budget-s", type=float, default=540)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True)
+    (args.out / "topo.txt").write_text(topo.stdout + topo.stderr)
+    summary: dict = {"topo": topo.stdout, "parts": {}, "skipped": []}
+    for name in args.parts.split(","):
+        workload, precision, cost_s = PARTS[name]
+        if time.monotonic() - started + cost_s > args.budget_s:
+            summary["skipped"].append(name)
+            continue
+        store = args.out / "results.sqlite"
+        env = {**os.environ, "XLA_FLAGS": LHS} if name.endswith("_lhs") else None
+        result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", "1,2", "--backend", "jax",
+                      "--precision", precision, "--json", "--store", str(store)], args.out / f"scale_{name}.log", 420, env)
+        part = {"returncode": result.returncode}
+        try:
+            report = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            report = None
+        if report:
+            (args.out / f"scale_{name}.json").write_text(json.dumps(report, indent=2))
+            part.update({"interconnect": report["interconnect"], "verdict": report["verdict"]["summary"], "points": [
+                {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
+                                   "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
+                                   "flags", "mfu", "run_id")} for p in report["points"]]})
+        if workload == "resnet50" and report and not name.endswith("_lhs"):
+            batch = report["points"][0]["per_device_batch_size"]
+            ddp = {str(n): peer(n, batch, "bf16" if precision == "mixed_bfloat16" else "fp32", args.out) for n in (1, 2)}
+            part["ddp_peer"] = ddp
+        summary["parts"][name] = part
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(topo.stdout)
+    print(f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'outside':>9} {'DDP s/s':>9} {'DDP eff':>8}")
+    for name, part in summary["parts"].items():
+        ddp = part.get("ddp_peer") or {}
+        for p in part.get("points", []):
+            d = ddp.get(str(p["devices"])) or {}
+            d1 = ddp.get("1") or {}
+            ddp_eff = (d["samples_per_s"] / (p["devices"] * d1["samples_per_s"])) if d and d1 else None
+            print(f"{name:16} {p['devices']:>4} {p['samples_per_s'] or 0:>10.1f} "
+                  f"{(p['speedup'] or {}).get('ratio', 0):>8.3f} {(p['efficiency'] or {}).get('value', 0):>6.3f} "
+                  f"{(p['outside_compute_share'] or 0):>9.3f} {d.get('samples_per_s', 0):>9.1f} {ddp_eff or 0:>8.3f}")
+    print("skipped:", summary["skipped"], "elapsed", round(time.monotonic() - started), "s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
