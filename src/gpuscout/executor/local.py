@@ -126,10 +126,10 @@ def run_child(
                 bufsize=1,
             )
             reader = threading.Thread(target=_read_events, args=(proc.stdout, events, on_event), daemon=True)
-            reader.start()
-            on_start(proc.pid)
             timed_out = cancelled = False
-            try:
+            try:  # from the moment the child exists: a Ctrl-C anywhere below still stops its group
+                reader.start()
+                on_start(proc.pid)
                 deadline = started + timeout_s
                 while proc.poll() is None:
                     if time.monotonic() >= deadline:
@@ -150,7 +150,8 @@ def run_child(
                 # Grandchildren can outlive a child that exited; the group id still names them.
                 kill_group(proc.pid)
                 proc.wait()
-                reader.join(timeout=5)
+                if reader.ident is not None:  # started
+                    reader.join(timeout=5)
         duration = time.monotonic() - started
         tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
     if cancelled:
