@@ -207,9 +207,10 @@ def run_bench(specs: list[RunSpec], options: BenchOptions, store: Store, nvml: N
 
 def measure_one(spec: RunSpec, options: BenchOptions, nvml: Nvml, host: dict, group_id: str,
                 repeat: int, on_event: Callable[[dict], None] = lambda e: None,
-                env: dict[str, str] | None = None, cancel=None) -> dict:
+                env: dict[str, str] | None = None, cancel=None, build=None):
     """One run in a child, with telemetry sampled for each of its GPUs; the record.
-    `env`: the child's environment when the caller sets more than child_env() does (TF_CONFIG)."""
+    `env`: the child's environment when the caller sets more than child_env() does (TF_CONFIG).
+    `build`: makes the records instead of build_record (infer.records_from: one per batch size)."""
     gpus = [nvml.gpu(i) for i in spec.gpus] if nvml.available else []
     env = env if env is not None else child_env(spec)
     samplers = ([Sampler(nvml, gpu.index, options.telemetry_interval_s).start() for gpu in gpus]
@@ -231,6 +232,9 @@ def measure_one(spec: RunSpec, options: BenchOptions, nvml: Nvml, host: dict, gr
         samples = [sampler.stop() for sampler in samplers]
     others = sorted({pid for gpu in gpus for pid in _others(gpu, during.get(gpu.index, []),
                                                               nvml.compute_processes(gpu.index), child_pid)})
+    if build is not None:
+        return build(spec, outcome, gpus, host, env, group_id, samples, options.telemetry_interval_s, others,
+                     options.pricing)
     return build_record(spec, outcome, gpus, host, env, group_id, repeat, samples,
                         options.telemetry_interval_s, others, options.pricing)
 

@@ -113,15 +113,20 @@ def _half(precision: Precision) -> bool:
     return precision is not Precision.fp32
 
 
-def stored_references(records: list[dict], name: str, precision: Precision, seq_len: int | None) -> list[predict.Reference]:
+def stored_references(records: list[dict], name: str, precision: Precision, seq_len: int | None,
+                      mode: str = "training") -> list[predict.Reference]:
+    """Throughputs measured on one GPU of a catalog kind: training runs, or (mode="inference") the
+    best batch of each GPU-run inference format."""
     refs = []
     for r in records:
         if (r["workload"] != name or r["status"] != "ok" or not r.get("throughput") or r.get("device") != "gpu"
                 or _half(Precision(r["precision"])) != _half(precision) or r.get("seq_len") != seq_len
-                or not (r.get("gpu") or {}).get("catalog_id") or r.get("time_to_accuracy")):
+                or not (r.get("gpu") or {}).get("catalog_id") or r.get("time_to_accuracy")
+                or (r.get("devices") or 1) != 1 or (r.get("mode") or "training") != mode):
             continue
+        what = f"{r['format']} inference, " if mode == "inference" else ""
         refs.append(predict.Reference(r["gpu"]["catalog_id"], r["throughput"]["median"],
-                                      f"measured: run {r['id']} ({r['gpu']['name']}, batch {r['batch_size']})"))
+                                      f"measured: run {r['id']} ({r['gpu']['name']}, {what}batch {r['batch_size']})"))
     return refs
 
 
@@ -197,17 +202,27 @@ def job_for_model(info, precision: Precision, batch_size: int | None, records: l
         dataset_units=dataset_units, references=stored_references(records, info.name, precision, None))
 
 
-def for_inference(job: Job) -> Job:
+def for_inference(job: Job, measured: list[predict.Reference] | None = None) -> Job:
     """Forward passes only: a third of the FLOPs, weights in the compute precision, no optimizer
-    state, activations freed layer by layer (taken as a third of training's)."""
+    state, activations freed layer by layer (taken as a third of training's). Throughput: the
+    `bench --mode inference` runs stored for it (`measured`, best batch per GPU kind) when there
+    are any, else training's references x3."""
     bytes_per_param = 2 if _half(job.precision) else 4
     params = job.fixed_bytes / STATE_BYTES_PER_PARAM
+    if measured:
+        best: dict[str, predict.Reference] = {}
+        for ref in measured:
+            if ref.gpu_id not in best or ref.throughput > best[ref.gpu_id].throughput:
+                best[ref.gpu_id] = ref
+        references = list(best.values())
+    else:
+        references = [predict.Reference(r.gpu_id, 3 * r.throughput, r.label + " x3 (forward only)")
+                      for r in job.references]
     return Job(**{**job.__dict__, "name": f"{job.name} (inference)",
                   "training_flops_per_unit": job.training_flops_per_unit / 3,
                   "fixed_bytes": params * bytes_per_param, "per_sample_bytes": job.per_sample_bytes / 3,
                   "memory_basis": job.memory_basis + "; inference: weights only, a third of the activations",
-                  "references": [predict.Reference(r.gpu_id, 3 * r.throughput, r.label + " x3 (forward only)")
-                                 for r in job.references]})
+                  "references": references})
 
 
 # ---------------------------------------------------------------- ranking

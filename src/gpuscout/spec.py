@@ -53,6 +53,38 @@ class Task(str, Enum):
     inspect = "inspect"  # load a user's model, describe it, one CPU step (workloads/user.py)
     to_accuracy = "to_accuracy"  # train on real data until a validation accuracy (measure/accuracy.py)
     pipeline = "pipeline"  # an input pipeline alone, no model (measure/pipeline.py)
+    infer = "infer"  # inference latency and throughput in a deployment format (measure/inference.py)
+
+
+class ServeFormat(str, Enum):
+    """What an inference run executes (measure/inference.py, serve_formats.py)."""
+
+    keras = "keras"  # the Keras model, its forward pass compiled by the backend (XLA on jax)
+    saved_model = "saved_model"  # model.export(format="tf_saved_model"), loaded with tf.saved_model.load
+    litert = "litert"  # converted from the SavedModel with the LiteRT (TFLite) converter, run on the CPU
+    onnx = "onnx"  # model.export(format="onnx"), run by ONNX Runtime (CUDA provider on a GPU)
+    tensorrt = "tensorrt"  # the ONNX export run by ONNX Runtime's TensorRT execution provider
+
+
+# LiteRT variants: the converter's float32, float16 weights, dynamic-range int8 weights, and full
+# int8 (weights and activations, calibrated on a representative dataset). LiteRT documentation,
+# "Post-training quantization".
+LITERT_VARIANTS = ("fp32", "fp16", "int8_dynamic", "int8")
+
+
+class Inference(BaseModel):
+    """An inference run: every batch size in one child, one format (and variant)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_sizes: tuple[int, ...]
+    format: ServeFormat = ServeFormat.keras
+    variant: str = "fp32"  # litert: one of LITERT_VARIANTS; other formats: the precision
+    requests: int = Field(default=200, ge=5, le=1_000_000)  # timed requests per batch size
+    warmup_requests: int = Field(default=20, ge=1, le=100_000)
+    concurrency: int = Field(default=0, ge=0, le=256)  # closed-loop clients of the load test (0: none)
+    load_seconds: float = Field(default=5.0, gt=0, le=3600)
+    dataset: str | None = None  # real labelled data: accuracy of this format next to fp32 Keras
 
 
 class ModelRef(BaseModel):
@@ -133,6 +165,7 @@ class RunSpec(BaseModel):
     model: ModelRef | None = None  # a user's model instead of a registered workload
     model_info: ModelInfo | None = None  # filled in by the inspection run
     to_accuracy: ToAccuracy | None = None
+    inference: Inference | None = None
 
     @model_validator(mode="after")
     def _jax_always_compiles(self) -> "RunSpec":

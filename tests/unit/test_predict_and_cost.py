@@ -144,3 +144,28 @@ def test_a_model_too_big_for_a_gpu_needs_several_or_does_not_fit():
                                         CAT, rec.Constraints(), PricingOptions())}["t4"]
     assert any("no bf16 tensor cores" in reason for reason in t4.reasons)
     assert math.isfinite(t4.throughput.throughput)
+
+
+def test_inference_uses_stored_inference_runs_and_training_never_does():
+    from gpuscout import recommend as rec
+    from gpuscout.spec import Precision
+
+    def run(rid, mode, rate, devices=1, batch=64):
+        r = {"id": rid, "workload": "resnet50", "status": "ok", "throughput": {"median": rate}, "device": "gpu",
+             "precision": "mixed_bfloat16", "seq_len": None, "gpu": {"catalog_id": "h100_sxm", "name": "NVIDIA H100"},
+             "batch_size": batch, "devices": devices}
+        if mode == "inference":
+            r.update({"mode": "inference", "format": "keras"})
+        return r
+
+    records = [run("t1", "training", 3000.0), run("t2", "training", 5500.0, devices=2),
+               run("i1", "inference", 6000.0), run("i2", "inference", 7000.0, batch=256)]
+    training = rec.stored_references(records, "resnet50", Precision.mixed_bfloat16, None)
+    assert [r.throughput for r in training] == [3000.0]  # not the 2-GPU run, not inference
+    measured = rec.stored_references(records, "resnet50", Precision.mixed_bfloat16, None, "inference")
+    assert sorted(r.throughput for r in measured) == [6000.0, 7000.0]
+    job = rec.job_for_workload("resnet50", Precision.mixed_bfloat16, None, None, records, None)
+    inferred = rec.for_inference(job, measured)
+    assert [(r.gpu_id, r.throughput) for r in inferred.references] == [("h100_sxm", 7000.0)]  # the best batch
+    fallback = rec.for_inference(job, [])
+    assert any(r.label.endswith("x3 (forward only)") for r in fallback.references)

@@ -43,6 +43,8 @@ FIELDS = {
     "data": lambda r: r["data"],
     "device": lambda r: r["device"],
     "devices": lambda r: r.get("devices") or 1,
+    "mode": lambda r: r.get("mode") or "training",  # training and inference are never one group
+    "format": lambda r: f"{r['format']}:{r['variant']}" if r.get("mode") == "inference" else "training",
 }
 # What else can differ between runs and is named, not used to split
 ENVIRONMENT = {

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuscout import bench as bench_lib
+from gpuscout import infer as infer_lib
 from gpuscout import suites, workloads
 from gpuscout.errors import UsageError
 from gpuscout.cli import pricing_options
@@ -30,9 +31,14 @@ class _RichProgress(bench_lib.Progress):
 
     def run_started(self, spec: RunSpec, number: int, total: int) -> None:
         seq = f" seq{spec.seq_len}" if spec.seq_len else ""
-        label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}{seq}"
+        if spec.inference:
+            inf = spec.inference
+            label = f"[{number}/{total}] {spec.workload} inference {inf.format.value} {inf.variant}{seq}"
+            total = len(inf.batch_sizes)
+        else:
+            label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}{seq}"
+            total = spec.to_accuracy.max_epochs if spec.to_accuracy else spec.windows
         self.label = label
-        total = spec.to_accuracy.max_epochs if spec.to_accuracy else spec.windows
         self.task = self.progress.add_task(f"{label}: starting", total=total)
 
     def event(self, spec: RunSpec, event: dict) -> None:
@@ -40,6 +46,8 @@ class _RichProgress(bench_lib.Progress):
         if kind == "compiled":
             self.progress.update(self.task, description=f"{self.label}: compiled in "
                                  f"{event['compile_s']:.1f} s, warming up")
+        elif kind == "prepared":
+            self.progress.update(self.task, description=f"{self.label}: ready in {event['prepare_s']:.1f} s")
         elif kind == "warmed_up":
             self.progress.update(self.task, description=f"{self.label}: measuring "
                                  f"({event['steps_per_window']} steps/window)")
@@ -48,7 +56,8 @@ class _RichProgress(bench_lib.Progress):
                                  f"{event['of']} val accuracy {event['val_accuracy']:.4f} (target {event['target']:g}), "
                                  f"{event['elapsed_s']:.0f} s")
         elif kind == "window":
-            self.progress.update(self.task, advance=1, description=f"{self.label}: window "
+            what = "batch size" if spec.inference else "window"
+            self.progress.update(self.task, advance=1, description=f"{self.label}: {what} "
                                  f"{event['index'] + 1}/{event['of']} {event['throughput']:,.1f}/s")
 
     def run_finished(self, record: dict) -> None:
@@ -102,6 +111,15 @@ def bench(
                                               help="Results store (SQLite) [default: user data dir]."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as one JSON object."),
     list_workloads: bool = typer.Option(False, "--list", help="List the workloads and exit."),
+    mode: str = typer.Option("training", help="training | inference (latency per batch size, deployment formats)."),
+    batch_sizes: str = typer.Option("1,8,32,128", "--batch-sizes", help="inference: the batch sizes of the requests."),
+    serve_format: str = typer.Option("keras", "--format", help="inference: keras | saved_model | litert | onnx | tensorrt, or several: keras,litert."),
+    litert_variants: str = typer.Option("fp32,fp16,int8_dynamic,int8", "--litert-variants", help="inference --format litert: which conversions."),
+    requests: int = typer.Option(200, help="inference: timed requests per batch size."),
+    warmup_requests: int = typer.Option(20, help="inference: requests discarded first (the first compiles)."),
+    concurrency: int = typer.Option(0, help="inference: closed-loop clients of a load test at the smallest batch (0: none)."),
+    load_seconds: float = typer.Option(5.0, help="inference: length of the load test."),
+    latency_target_ms: Optional[float] = typer.Option(None, "--latency-target-ms", help="inference: the p99 latency to meet; says which batch gives the most within it."),
 ) -> None:
     """Benchmark training under the fixed protocol: compile apart, warm-up discarded, timed windows.
 
@@ -131,6 +149,12 @@ def bench(
         gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
 
         gpuscout bench mlp --cpu --windows 3 --window-seconds 0.5   # smoke test
+
+        gpuscout bench resnet50 --mode inference --batch-sizes 1,8,64,256 --latency-target-ms 20
+
+        gpuscout bench resnet18_cifar --mode inference --format keras,saved_model,litert --dataset digits --cpu
+
+        gpuscout bench bert_base --mode inference --batch-sizes 1 --concurrency 8   # latency under load
     """
     out, err = Console(), Console(stderr=True)
     if list_workloads:
@@ -139,6 +163,24 @@ def bench(
             seq = f", sequence {w.default_seq_len} (max {w.max_seq_len})" if w.is_sequence else ""
             out.print(f"{name:16} {w.description} (default batch {w.default_batch_size}{seq}; {w.unit}/s)",
                       highlight=False)
+        return
+    if mode not in ("training", "inference"):
+        raise UsageError(f"unknown --mode {mode!r}: choose training or inference")
+    if mode == "inference":
+        if suite or to_accuracy is not None or repeats != 1 or data != "synthetic" or batch_size is not None:
+            raise UsageError("--mode inference takes --batch-sizes; --suite, --to-accuracy, --repeats, --data and "
+                             "--batch-size are for training")
+        options = bench_lib.BenchOptions(
+            backend=backend, precision=precision, xla=xla, seq_len=seq_len, model=model, input_shape=input_shape,
+            flops_per_sample=flops_per_sample, fit_check=fit_check, gpu=gpu, cpu=cpu, timeout_s=timeout,
+            telemetry=telemetry, seed=seed, pricing=PricingOptions(price, provider, owned, amortise_years,
+                                                                   electricity_usd_per_kwh))
+        _inference(workload_names or [], options, infer_lib.InferOptions(
+            batch_sizes=infer_lib.parse_batch_sizes(batch_sizes),
+            formats=tuple(f.strip() for f in serve_format.split(",") if f.strip()),
+            litert_variants=tuple(v.strip() for v in litert_variants.split(",") if v.strip()),
+            requests=requests, warmup_requests=warmup_requests, concurrency=concurrency, load_seconds=load_seconds,
+            latency_target_ms=latency_target_ms), dataset, store_path, as_json, out, err)
         return
     protocol = bench_lib.BenchOptions()  # the protocol's defaults
     batch_sizes = None
@@ -174,5 +216,34 @@ def bench(
     else:
         console_report.print_bench(out, records, summaries)
         err.print(f"stored {len(records)} run(s) in {store.path}")
+    if any(r["status"] != "ok" for r in records):
+        raise typer.Exit(1)
+
+
+def _inference(names: list[str], options: bench_lib.BenchOptions, infer: infer_lib.InferOptions,
+               dataset: str | None, store_path: Path | None, as_json: bool, out: Console, err: Console) -> None:
+    """bench --mode inference: plan, run (a child per format variant), store, print; a latency
+    target no batch meets exits 2 (after storing what was measured) saying the best reached."""
+    with Nvml() as nvml:
+        specs, notice = infer_lib.plan(names, options, infer, nvml, dataset)
+        with Store(store_path) as store:
+            if notice:
+                err.print(f"[yellow]note:[/] {notice}")
+            with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                          console=err, transient=as_json) as progress:
+                records = infer_lib.run(specs, options, store, nvml, _RichProgress(progress))
+    verdicts = infer_lib.target_verdicts(records, infer.latency_target_ms) if infer.latency_target_ms else []
+    if as_json:
+        typer.echo(json_document(records, latency_targets=verdicts))
+    else:
+        console_report.print_inference(out, records, verdicts)
+        err.print(f"stored {len(records)} run(s) in {store.path}")
+    missed = [v for v in verdicts if v["best"] is None]
+    if missed:
+        v = missed[0]
+        low = v["lowest_p99"]
+        raise UsageError(f"no batch size meets p99 <= {v['target_ms']:g} ms for {v['workload']} "
+                         f"({v['format']} {v['variant']}): the lowest p99 was {low['latency']['p99_ms']:.2f} ms "
+                         f"at batch {low['batch_size']}; raise --latency-target-ms or try a faster format/GPU")
     if any(r["status"] != "ok" for r in records):
         raise typer.Exit(1)

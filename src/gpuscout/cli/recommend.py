@@ -99,7 +99,12 @@ def recommend(
         job = rec.job_for_model(info.model_copy(update={"name": user.display_name(ref)}), run_precision,
                                 batch_size, records, dataset_size)
     if scenario != "train":
-        job = rec.for_inference(job)
+        measured = []
+        if workload:
+            w = workloads.get(workload)
+            measured = rec.stored_references(records, w.name, run_precision,
+                                             w.default_seq_len if w.is_sequence else None, "inference")
+        job = rec.for_inference(job, measured)
     constraints = rec.Constraints(scenario, budget_usd_per_hour, budget_usd_total, deadline_h, epochs, max_gpus)
     if deadline_h and not job.dataset_units:
         raise UsageError("--deadline needs the job's size: give --dataset-size (and --epochs)")

@@ -68,10 +68,12 @@ def measure(spec: RunSpec) -> dict:
             f"the {spec.backend.value} backend sees no GPU (a CPU-only build, or CUDA libraries "
             "missing): run `gpuscout doctor` for the fix, or pass --cpu")
     emit({"event": "started", "framework": framework})
-    if spec.task is Task.to_accuracy:
-        from gpuscout.measure.accuracy import train_to_accuracy
-
-        result = train_to_accuracy(spec, workload, keras, emit)
+    if spec.task in (Task.infer, Task.to_accuracy):  # tasks with a loop of their own, not the protocol's
+        if spec.task is Task.infer:
+            from gpuscout.measure.inference import run_inference as run_task
+        else:
+            from gpuscout.measure.accuracy import train_to_accuracy as run_task
+        result = run_task(spec, workload, keras, emit)
         return {"event": "result", **result, "peak_memory_bytes": module.device_peak_memory_bytes(),
                 "host_peak_rss_bytes": _host_peak_rss_bytes(),
                 "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},

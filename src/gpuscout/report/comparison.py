@@ -16,7 +16,8 @@ COLUMNS = ("workload", "by", "group", "runs", "median", "ci95_low", "ci95_high",
 
 def _title(c: Comparison) -> str:
     # one device is what every run before `scale` had: named only when it is several
-    held = ", ".join(f"{k} {v}" for k, v in c.held.items() if v is not None and not (k == "devices" and v == 1))
+    held = ", ".join(f"{k} {v}" for k, v in c.held.items() if v is not None and not (k == "devices" and v == 1)
+                     and not (k in ("mode", "format") and v == "training"))
     return f"{c.workload} by {c.by} ({held}; methodology v{c.methodology_version})"
 
 

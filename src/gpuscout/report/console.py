@@ -110,3 +110,50 @@ def print_run(console: Console, r: dict) -> None:
         console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
     if r.get("time_to_accuracy"):
         console.print(escape(accuracy_line(r)), highlight=False)
+
+
+def _agreement(r: dict) -> str:
+    a = r.get("agreement")
+    if not a:
+        return fmt.DASH
+    if a.get("accuracy") is not None:
+        return f"acc {a['accuracy']:.3f} (fp32 {a['reference_accuracy']:.3f})"
+    return f"top-1 {a['top1_agreement']:.1%}, max |Δ| {a['max_abs_diff']:.2g}"
+
+
+def inference_table(records: list[dict]) -> Table:
+    """Latency percentiles and throughput per batch size, and each format against fp32 Keras."""
+    table = Table(title="gpuscout bench --mode inference (latency of single synchronised requests)",
+                  title_justify="left", header_style="bold")
+    for name in ("id", "workload", "format", "batch", "status", "p50", "p90", "p99", "max", "throughput [95% CI]",
+                 "vs fp32 Keras", "prepare"):
+        table.add_column(name, overflow="fold")
+    for r in records:
+        lat = r.get("latency") or {}
+        ms = lambda k: fmt.DASH if lat.get(k) is None else f"{lat[k]:.2f} ms"  # noqa: E731
+        table.add_row(r["id"], r["workload"], fmt.config(r), _batch(r),
+                      f"[{_STATUS_STYLE.get(r['status'], 'white')}]{r['status']}[/]",
+                      ms("p50_ms"), ms("p90_ms"), ms("p99_ms"), ms("max_ms"), _throughput(r), _agreement(r),
+                      fmt.seconds((r.get("serving") or {}).get("prepare_s")))
+    return table
+
+
+def print_inference(console: Console, records: list[dict], verdicts: list[dict]) -> None:
+    console.print(inference_table(records))
+    for r in records:
+        load = r.get("load_test")
+        if load:
+            console.print(f"load test {r['id']} ({fmt.config(r)}): {load['clients']} clients x batch {load['batch_size']} "
+                          f"for {load['seconds']:.1f} s: {fmt.number(load['samples_per_s'])} samples/s, p50 "
+                          f"{load['latency']['p50_ms']:.2f} ms, p99 {load['latency']['p99_ms']:.2f} ms over "
+                          f"{load['requests']} requests" + ("" if load["thread_safe"] else
+                                                            " (one interpreter: requests queue)"), highlight=False)
+        if r["status"] != "ok" and r.get("error"):
+            console.print(f"[red]{r['status']}[/] {r['id']}: {escape(r['error']['message'] or '')}")
+    for v in verdicts:
+        where = f"{v['workload']} {v['format']} {v['variant']}"
+        if v["best"]:
+            b = v["best"]
+            console.print(f"p99 <= {v['target_ms']:g} ms for {where}: batch {b['batch_size']} gives the most, "
+                          f"{fmt.number(b['samples_per_s'])} samples/s at p99 {b['latency']['p99_ms']:.2f} ms",
+                          highlight=False)

@@ -66,7 +66,8 @@ def _runs(records: list[dict]) -> TableData:
         cost = r.get("cost") or {}
         per_million = next((v for k, v in cost.items() if k.startswith("usd_per_million_")), None)
         rows.append([
-            r["id"], r["created_utc"][:19], r["workload"], plots.FIELDS["gpu"](r), r["backend"], r["precision"],
+            r["id"], r["created_utc"][:19], r["workload"], plots.FIELDS["gpu"](r), r["backend"],
+            r["precision"] if r.get("mode") != "inference" else fmt.config(r),
             str(r["batch_size"]), r["status"], fmt.number(t.get("median")),
             f"{fmt.number(t.get('ci95_low'))}–{fmt.number(t.get('ci95_high'))}" if t else fmt.DASH,
             r.get("unit", ""), fmt.percent(t.get("cv"), 2) if t else fmt.DASH, fmt.percent(r.get("mfu")),
@@ -97,14 +98,17 @@ def build(records: list[dict], telemetry_run: dict | None, title: str = "gpuscou
     batch = Section("batch", "Throughput against batch size", ["Newest run per batch size; log2 batch axis."])
     ablation = Section("ablation", "Ablations", ["Each precision, XLA and input setting measured for the same "
                                                  "workload, GPU and batch, as a speedup over the slowest."])
+    inference = Section("inference", "Inference latency", ["p99 latency of single synchronised requests "
+                                                           "against throughput, per format and batch size "
+                                                           "(`gpuscout bench --mode inference`)."])
     for w in workloads:
         for section, drawer in ((throughput, plots.throughput_by_config), (cost, plots.cost_efficiency),
                                 (scaling, plots.scaling), (batch, plots.throughput_vs_batch),
-                                (ablation, plots.ablation)):
+                                (ablation, plots.ablation), (inference, plots.latency_throughput)):
             section.figures.append((w, lambda d=drawer, w=w: d(records, w)))
-    for section in (cost, scaling, batch, ablation):
+    for section in (cost, scaling, batch, ablation, inference):
         section.text.append(_empty_hint(section.id))
-    sections += [throughput, cost, scaling, batch, ablation]
+    sections += [throughput, cost, scaling, batch, ablation, inference]
     tele = Section("telemetry", "Telemetry over time",
                    ["NVML samples at 10 Hz for one run (`--telemetry-run ID`; default: the newest run with "
                     "telemetry); shaded: the timing windows the throughput was measured in."])
@@ -128,4 +132,5 @@ def _empty_hint(section_id: str) -> str:
         "scaling": "Shown for workloads measured at two or more GPU counts.",
         "batch": "Shown for configurations measured at two or more batch sizes.",
         "ablation": "Shown where two or more settings were measured on the same GPU and batch.",
+        "inference": "Shown for workloads measured with --mode inference.",
     }[section_id]

@@ -6,7 +6,13 @@ DASH = "—"
 
 
 def config(r: dict) -> str:
-    """A run's backend, precision and (tensorflow only: jax always compiles) XLA setting."""
+    """A run's backend, precision and (tensorflow only: jax always compiles) XLA setting; for an
+    inference run, its format (and LiteRT variant) instead of the training settings."""
+    if r.get("mode") == "inference":
+        if r["format"] == "litert":
+            return f"litert {r['variant']} (cpu)"
+        xla = "" if r["backend"] == "jax" or r["format"] != "keras" else (" xla" if r["xla"] else " no-xla")
+        return f"{r['format']} {r['backend']} {r['precision']}{xla} infer"
     xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
     return f"{r['backend']} {r['precision']}{xla}"
 

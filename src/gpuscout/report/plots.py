@@ -150,6 +150,33 @@ def scaling(records: list[dict], workload: str) -> Figure | None:
     return fig
 
 
+def latency_throughput(records: list[dict], workload: str) -> Figure | None:
+    """p99 latency against throughput per inference format, one point per batch size (newest)."""
+    runs = sorted((r for r in ok_runs(records) if r["workload"] == workload and r.get("mode") == "inference"
+                   and r.get("latency")), key=lambda r: r["created_utc"])
+    series: dict[str, dict[int, dict]] = {}
+    for r in runs:
+        name = (r.get("gpu") or {}).get("name") if r["device"] == "gpu" else "CPU"
+        series.setdefault(f"{name} · {fmt.config(r)}", {})[r["batch_size"]] = r
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for key, points in series.items():
+        xs = sorted(points)
+        ax.plot([points[b]["samples_per_s"] for b in xs], [points[b]["latency"]["p99_ms"] for b in xs],
+                marker="o", label=key)
+        for b in xs:
+            ax.annotate(f"b{b}", (points[b]["samples_per_s"], points[b]["latency"]["p99_ms"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("throughput (samples/s)")
+    ax.set_ylabel("p99 latency (ms)")
+    ax.set_title(f"{workload}: inference latency against throughput (labels: batch size)")
+    ax.legend(fontsize=7)
+    return fig
+
+
 TELEMETRY_PANELS = (("gpu_util_pct", "GPU utilisation (%)"), ("sm_clock_mhz", "SM clock (MHz)"),
                     ("power_w", "power (W)"), ("memory_used_bytes", "memory used (GiB)"),
                     ("temperature_c", "temperature (°C)"))
