@@ -59,9 +59,12 @@ def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
 
 
 def test_ctrl_c_leaves_no_child_and_no_record(tmp_path, store_path):
+    # As a terminal starts it: a suite run as a background job inherits SIGINT ignored (POSIX, for
+    # asynchronous commands without job control), and Python then installs no Ctrl-C handler.
     proc = subprocess.Popen([sys.executable, "-m", "gpuscout", "bench", "resnet50", "--cpu", "--backend",
                              "jax", "--store", str(store_path)], env=cli_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pid_file = tmp_path / "pids"
     deadline = time.monotonic() + 60
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
