@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from gpuscout import backends, catalog, cluster, sizing, workloads
 from gpuscout import bench as bench_lib
 from gpuscout.analysis import scaling
-from gpuscout.analysis.compare import ratio_ci
+from gpuscout.analysis.compare import ratio_ci, window_samples_per_s
 from gpuscout.errors import UsageError
 from gpuscout.pricing import PricingOptions
 from gpuscout.provenance import host_provenance
@@ -227,10 +227,6 @@ def interconnect(links) -> dict | None:
             f"{worst.pcie_path or 'an unknown level'} ({worst.pcie_level or '?'})"}
 
 
-def _windows(record: dict) -> list[float]:
-    """Window throughputs in samples/s (records keep them in the workload's unit)."""
-    units = record["throughput"]["median"] / record["samples_per_s"]
-    return [w["throughput"] / units for w in record["windows"]]
 
 
 def analyse(records: dict[int, dict], mode: str, links, device_kind: str) -> dict:
@@ -263,7 +259,7 @@ def analyse(records: dict[int, dict], mode: str, links, device_kind: str) -> dic
         point["allreduce_estimate_s"] = scaling.allreduce_s(params, n, gbs) if device_kind == "gpu" else None
         if ok and base_ok:
             ratio = scaling.speedup(r["samples_per_s"], base["samples_per_s"])
-            low, high = ratio_ci(_windows(r), _windows(base)) if n > 1 else (1.0, 1.0)
+            low, high = ratio_ci(window_samples_per_s(r), window_samples_per_s(base)) if n > 1 else (1.0, 1.0)
             point["speedup"] = {"ratio": ratio, "ci95_low": low, "ci95_high": high}
             point["efficiency"] = {"value": scaling.efficiency(ratio, n), "ci95_low": low / n, "ci95_high": high / n}
             point["outside_compute_s"], point["outside_compute_share"] = scaling.outside_compute(

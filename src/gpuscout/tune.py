@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from gpuscout import bench as bench_lib
-from gpuscout.analysis.compare import ratio_ci
+from gpuscout.analysis.compare import ratio_ci, window_samples_per_s
 from gpuscout.errors import UsageError
 from gpuscout.executor.local import run_child
 from gpuscout.provenance import host_provenance, utc_now
@@ -147,15 +147,12 @@ def _throughput(record: dict | None) -> float | None:
     return record["samples_per_s"] if record and record["status"] == "ok" else None
 
 
-def _windows(record: dict) -> list[float]:
-    units = record["throughput"]["median"] / record["samples_per_s"]
-    return [w["throughput"] / units for w in record["windows"]]
 
 
 def speedup(record: dict | None, baseline: dict | None) -> dict | None:
     if not _throughput(record) or not _throughput(baseline):
         return None
-    low, high = ratio_ci(_windows(record), _windows(baseline))
+    low, high = ratio_ci(window_samples_per_s(record), window_samples_per_s(baseline))
     return {"ratio": record["samples_per_s"] / baseline["samples_per_s"], "ci95_low": low, "ci95_high": high}
 
 

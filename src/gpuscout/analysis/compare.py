@@ -107,6 +107,12 @@ def _bootstrap_median_ci(x: np.ndarray) -> tuple[float | None, float | None]:
     return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
 
 
+def window_samples_per_s(record: dict) -> list[float]:
+    """A stored run's window throughputs in samples/s (records keep them in the workload's unit)."""
+    units = record["throughput"]["median"] / record["samples_per_s"]
+    return [w["throughput"] / units for w in record["windows"]]
+
+
 def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float]:
     """95% bootstrap interval of median(a) / median(b)."""
     rng = np.random.default_rng(BOOTSTRAP_SEED)
