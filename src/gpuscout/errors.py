@@ -16,3 +16,15 @@ class UserCodeError(UsageError):
     def __init__(self, message: str, traceback_text: str) -> None:
         super().__init__(message)
         self.traceback_text = traceback_text
+
+
+def parse_positive_ints(text: str, option: str, what: str, example: str) -> tuple[int, ...]:
+    """A comma list of positive whole numbers (sorted, each once), or a UsageError naming `option`."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{option} takes {what} like {example}, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{option} takes positive {what} like {example}, got {text!r}")
+    return tuple(sorted(set(values)))
+

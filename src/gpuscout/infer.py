@@ -17,7 +17,7 @@ from gpuscout import datasets, workloads
 from gpuscout.analysis.latency import best_batch, summarize_latency
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout import catalog
-from gpuscout.errors import UsageError
+from gpuscout.errors import UsageError, parse_positive_ints
 from gpuscout.executor.local import ChildOutcome
 from gpuscout.spec import LITERT_VARIANTS, Inference, RunSpec, ServeFormat, Task
 from gpuscout.telemetry.nvml import Nvml
@@ -38,13 +38,7 @@ class InferOptions:
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--batch-sizes takes batch sizes like 1,8,32,128, got {text!r}") from None
-    if not sizes or any(s < 1 for s in sizes):
-        raise UsageError(f"--batch-sizes takes positive batch sizes like 1,8,32,128, got {text!r}")
-    return tuple(sorted(set(sizes)))
+    return parse_positive_ints(text, "--batch-sizes", "batch sizes", "1,8,32,128")
 
 
 # What each format needs installed, beyond the backend, and the extra that brings it.

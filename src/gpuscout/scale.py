@@ -22,7 +22,7 @@ from gpuscout import backends, catalog, cluster, sizing, workloads
 from gpuscout import bench as bench_lib
 from gpuscout.analysis import scaling
 from gpuscout.analysis.compare import ratio_ci, window_samples_per_s
-from gpuscout.errors import UsageError
+from gpuscout.errors import UsageError, parse_positive_ints
 from gpuscout.pricing import PricingOptions
 from gpuscout.provenance import host_provenance
 from gpuscout.spec import Distribution, RunSpec, build_spec
@@ -81,13 +81,7 @@ class Progress:
 
 
 def parse_counts(text: str) -> tuple[int, ...]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--gpus takes GPU counts like 1,2,4, got {text!r}") from None
-    if not counts or any(c < 1 for c in counts):
-        raise UsageError(f"--gpus takes positive GPU counts like 1,2,4, got {text!r}")
-    return tuple(sorted(set(counts)))
+    return parse_positive_ints(text, "--gpus", "GPU counts", "1,2,4")
 
 
 def parse_ids(text: str | None) -> tuple[int, ...] | None:
