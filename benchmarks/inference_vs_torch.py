@@ -2,7 +2,7 @@
 PyTorch eager and torch.compile (bf16 autocast) and ONNX Runtime (CUDA, fp16) where it runs, on
 the same GPU in one call, for docs/benchmarks.md.
 
-    python benchmarks/inference_vs_torch.py --out OUTDIR [--models resnet50,bert_base] [--budget-s 540]
+    python benchmarks/inference_vs_torch.py --out OUTDIR [--models resnet50,bert_base] [--budget-s 540] [--gpu N]
 
 Every request is timed the same way on every side: the input batch is copied from host memory
 to the GPU, the forward pass runs, the GPU is synchronised; outputs stay on the GPU. 20 warm-up
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -102,9 +103,9 @@ print("@@peer " + json.dumps({"name": name, "mode": "onnxruntime fp16", "ort": o
 '''
 
 
-def run(cmd, log: Path, timeout: float):
+def run(cmd, log: Path, timeout: float, env: dict | None = None):
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         log.write_text(f"$ {' '.join(map(str, cmd))}\ntimed out after {timeout} s")
         return None
@@ -124,7 +125,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--models", default="resnet50,bert_base")
     parser.add_argument("--budget-s", type=float, default=540)
+    parser.add_argument("--gpu", type=int, default=0, help="which GPU (NVML/PCI order) every side runs on")
     args = parser.parse_args()
+    # the peers see only that GPU, numbered as NVML numbers it (gpuscout's own --gpu does the same)
+    peer_env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(args.gpu))
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     left = lambda: args.budget_s - (time.monotonic() - started)  # noqa: E731
@@ -134,21 +138,22 @@ def main() -> int:
         part: dict = {}
         result = run([sys.executable, "-m", "gpuscout", "bench", name, "--mode", "inference", "--backend", "jax",
                       "--precision", "mixed_bfloat16", "--batch-sizes", batches, "--requests", str(REQUESTS),
-                      "--warmup-requests", str(WARMUP), "--json", "--store", str(args.out / "results.sqlite")],
+                      "--warmup-requests", str(WARMUP), "--gpu", str(args.gpu), "--json", "--store", str(args.out / "results.sqlite")],
                      args.out / f"gpuscout_{name}.log", max(30, min(300, left())))
         if result is not None and result.returncode == 0:
             runs = json.loads(result.stdout)["runs"]
             part["gpuscout"] = {r["batch_size"]: {"p50_ms": r["latency"]["p50_ms"], "p99_ms": r["latency"]["p99_ms"],
-                                                  "samples_per_s": r["samples_per_s"], "run_id": r["id"]} for r in runs}
+                                                  "samples_per_s": r["samples_per_s"], "run_id": r["id"],
+                                                  "input_path": r.get("input_path")} for r in runs}
         for mode in ("eager", "compiled"):
             if left() < 60:
                 part[mode] = "skipped: budget"
                 continue
             part[mode] = peer_line(run([sys.executable, "-c", PEER, name, mode, batches],
-                                       args.out / f"torch_{mode}_{name}.log", max(30, min(300, left()))))
+                                       args.out / f"torch_{mode}_{name}.log", max(30, min(300, left())), peer_env))
         if left() > 60:
             part["onnxruntime"] = peer_line(run([sys.executable, "-c", ORT, name, str(args.out / f"{name}.onnx"), batches],
-                                                args.out / f"ort_{name}.log", max(30, min(240, left()))))
+                                                args.out / f"ort_{name}.log", max(30, min(240, left())), peer_env))
         summary[name] = part
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
         (args.out / f"{name}.onnx").unlink(missing_ok=True)
@@ -169,6 +174,10 @@ def main() -> int:
             ratio = g.get("samples_per_s", 0) / best if best and g else None
             print(f"{name:10} {b:>5} {g.get('p50_ms', 0):>9.2f}/{g.get('p99_ms', 0):<9.2f} {g.get('samples_per_s', 0):>10.0f} | "
                   f"{cells[0]:>18} {cells[1]:>18} {cells[2]:>18}   {best or 0:.0f} {ratio or 0:.2f}x")
+    for name, part in summary.items():
+        for b, g in sorted((part.get("gpuscout") or {}).items(), key=lambda kv: int(kv[0])):
+            if g.get("input_path"):
+                print(f"{name} batch {b}: input copy {g['input_path']['method']} of {g['input_path']['copy_ms']} (ms)")
     print("elapsed", round(time.monotonic() - started), "s")
     return 0
 

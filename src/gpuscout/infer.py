@@ -130,6 +130,7 @@ def records_from(spec: RunSpec, outcome: ChildOutcome, gpus, host: dict, env: di
         record = bench_lib.build_record(one, ok, gpus, host, env, group_id, 0, samples, interval_s, others, pricing)
         _mark(record, one, result)
         record["latency"] = summarize_latency(point["latencies_s"])
+        record["input_path"] = point.get("input_path")  # how the input was copied to the GPU, and the timings
         forward = workload.forward_flops(spec.seq_len)
         record["training_flops_per_sample"] = None
         record["inference_flops_per_sample"] = forward
@@ -150,7 +151,7 @@ def records_from(spec: RunSpec, outcome: ChildOutcome, gpus, host: dict, env: di
 def _mark(record: dict, spec: RunSpec, result: dict | None) -> None:
     inf = spec.inference
     record.update({"mode": "inference", "format": inf.format.value, "variant": inf.variant,
-                   "epoch_time_s": None, "load_test": None, "latency": None,
+                   "epoch_time_s": None, "load_test": None, "latency": None, "input_path": None,
                    "serving": (result or {}).get("server"), "agreement": (result or {}).get("agreement"),
                    "trained_on": (result or {}).get("trained") or None})
     if record.get("device") == "gpu" and (result or {}).get("server", {}).get("device") == "cpu":

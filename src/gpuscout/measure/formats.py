@@ -6,7 +6,8 @@ language model's logits over its vocabulary can outweigh the model), on the host
 ONNX Runtime. `predict(x, fetch=True)` returns host outputs, for the accuracy check.
 
 - keras: the model's forward pass (training=False) compiled by the backend: jax.jit of
-  `stateless_call`, or a tf.function (XLA per --xla).
+  `stateless_call` (on a GPU the input's copy chosen per batch shape by measure/host_to_device.py),
+  or a tf.function (XLA per --xla).
 - saved_model: `model.export(format="tf_saved_model")` (Keras' ExportArchive), loaded with
   `tf.saved_model.load`; export and load are timed.
 - litert: the LiteRT (TFLite) converter from that SavedModel, in the variant asked for
@@ -36,6 +37,9 @@ class Server:
     prepare_s: float  # export/convert and load; 0 for the Keras model itself
     artifact_bytes: int | None  # size of the exported file(s)
     describe: str
+    # choose_input_path(x) -> dict: picks how a batch of x's shape reaches the device, before its
+    # first request; None where there is one way (host runtimes, TensorFlow's own placement)
+    choose_input_path: Callable[[np.ndarray], dict] | None = None
 
 
 def _size(path: Path) -> int:
@@ -45,18 +49,25 @@ def _size(path: Path) -> int:
 def keras_server(spec: RunSpec, model, keras) -> Server:
     if spec.backend.value == "jax":
         import jax
+        import jax.numpy as jnp
+
+        from gpuscout.measure.host_to_device import JaxStager
 
         trainable = [v.value for v in model.trainable_variables]
         fixed = [v.value for v in model.non_trainable_variables]
-        forward = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
+        # parts: the input as one device array or as slices to join (JaxStager's split copy)
+        forward = jax.jit(lambda t, n, parts: model.stateless_call(
+            t, n, parts[0] if len(parts) == 1 else jnp.concatenate(parts), training=False)[0])
         device = jax.local_devices()[0]
+        stager = JaxStager(jax, device)
 
         def predict(x, fetch=False):
-            out = forward(trainable, fixed, jax.device_put(x, device)).block_until_ready()
+            out = forward(trainable, fixed, stager.put(x)).block_until_ready()
             return np.asarray(out) if fetch else out
 
-        return Server(predict, device.platform if device.platform == "gpu" else "cpu", 0.0, None,
-                      "jax.jit(Model.stateless_call, training=False)")
+        on_gpu = device.platform == "gpu"
+        return Server(predict, "gpu" if on_gpu else "cpu", 0.0, None,
+                      "jax.jit(Model.stateless_call, training=False)", stager.choose if on_gpu else None)
     import tensorflow as tf
 
     forward = tf.function(lambda x: model(x, training=False), jit_compile=spec.xla, reduce_retracing=True)

@@ -133,6 +133,7 @@ def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict
         points = []
         for index, batch in enumerate(inf.batch_sizes):
             x = np.resize(x_probe, (batch, *x_probe.shape[1:])).astype(x_probe.dtype)  # repeats the pool as needed
+            input_path = server.choose_input_path(x) if server.choose_input_path else None
             start = time.monotonic()
             server.predict(x)
             first_s = time.monotonic() - start
@@ -142,7 +143,7 @@ def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict
             windows = [{"index": i, "start_monotonic_s": chunk[0][0], "end_monotonic_s": chunk[-1][1],
                         "steps": len(chunk), "samples": len(chunk) * batch, "input_wait_s": 0.0}
                        for i, chunk in enumerate(spans[j:j + per] for j in range(0, len(spans), per))]
-            points.append({"batch_size": batch, "first_request_s": first_s,
+            points.append({"batch_size": batch, "first_request_s": first_s, "input_path": input_path,
                            "latencies_s": [end - begin for begin, end in spans], "windows": windows})
             emit({"event": "window", "index": index, "of": len(inf.batch_sizes),
                   "throughput": batch * len(spans) / (spans[-1][1] - spans[0][0])})

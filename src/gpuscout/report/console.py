@@ -148,6 +148,11 @@ def print_inference(console: Console, records: list[dict], verdicts: list[dict])
                           f"{load['latency']['p50_ms']:.2f} ms, p99 {load['latency']['p99_ms']:.2f} ms over "
                           f"{load['requests']} requests" + ("" if load["thread_safe"] else
                                                             " (one interpreter: requests queue)"), highlight=False)
+        path = r.get("input_path")
+        if path:
+            timings = ", ".join(f"{m} {ms:.2f} ms" for m, ms in path["copy_ms"].items())
+            console.print(f"input copy {r['id']} (batch {r['batch_size']}): {path['method']}, the fastest of {timings}",
+                          highlight=False)
         if r["status"] != "ok" and r.get("error"):
             console.print(f"[red]{r['status']}[/] {r['id']}: {escape(r['error']['message'] or '')}")
     for v in verdicts:
