@@ -39,3 +39,26 @@ def test_a_grid_over_a_range_is_refused():
 def test_repeated_random_draws_of_lists_are_run_once():
     trials = expand(sweep(space={"a": [1, 2], "b": ["x"]}, strategy={"kind": "random", "trials": 20}))
     assert sorted(t.params["a"] for t in trials) == [1, 2]
+
+
+def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_path):
+    """Two GPUs over 0-100 s: GPU 0 waits 2 s between its trials and ends at 100; GPU 1 has no
+    trial left after 70 s. Idle = gap + drain, as shares of the 100 s wall."""
+    from types import SimpleNamespace
+
+    from gpuscout.sweep.driver import Plan, summarise
+
+    def trial(i, gpu, start, end):
+        return {"index": i, "params": {"a": i}, "status": "ok", "metrics": {"m": float(i)}, "gpu_index": gpu,
+                "started_monotonic_s": start, "ended_monotonic_s": end, "duration_s": end - start,
+                "slot": f"gpu{gpu}", "log_dir": "x"}
+
+    new = [trial(0, 0, 0.0, 49.0), trial(1, 0, 51.0, 100.0), trial(2, 1, 0.0, 30.0), trial(3, 1, 30.0, 70.0)]
+    plan = Plan(sweep(), "h", [], [], [], [], tmp_path)
+    summary = summarise(plan, new, new, SimpleNamespace(available=False), None)
+    assert summary["wall_s"] == 100.0
+    assert summary["gpu_idle_share"] == pytest.approx({"gpu0": 0.02, "gpu1": 0.30})
+    assert summary["gpu_gap_share"] == pytest.approx({"gpu0": 0.02, "gpu1": 0.0})
+    assert summary["gpu_drain_share"] == pytest.approx({"gpu0": 0.0, "gpu1": 0.30})
+    assert summary["trials_per_hour"] == pytest.approx(4 / 100 * 3600)
+    assert summary["parallel_speedup"] == pytest.approx(168 / 100)

@@ -65,7 +65,9 @@ def _print_summary(summary: dict, out: Console) -> None:
                   f"{summary['gpu_hours']:.3f} GPU-hours"
                   + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""), highlight=False)
     for gpu, share in summary["gpu_idle_share"].items():
-        out.print(f"{gpu} idle {fmt.percent(share)} of the wall time", highlight=False)
+        out.print(f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
+                  f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
+                  highlight=False)
     if summary["stopped"]:
         out.print(f"[red]stopped early[/]: {summary['stopped']}", highlight=False)
     out.print(f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False)

@@ -138,12 +138,16 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
 def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> dict:
     """`results`: every trial of the sweep (for the ranking); `new`: those run now (for time)."""
     sweep = p.sweep
-    wall = (max(r["ended_monotonic_s"] for r in new) - min(r["started_monotonic_s"] for r in new)) if new else 0.0
+    began = min((r["started_monotonic_s"] for r in new), default=0.0)
+    finished = max((r["ended_monotonic_s"] for r in new), default=0.0)
+    wall = finished - began
     trial_time = sum(r["duration_s"] for r in new)
     ranked = sorted((r for r in results if r["status"] == "ok" and sweep.metric.name in r["metrics"]),
                     key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
     gpu_seconds: dict[str, float] = {}
     idle: dict[str, float] = {}
+    gap: dict[str, float] = {}  # no trial on the GPU while trials were left to run (the scheduler's cost)
+    drain: dict[str, float] = {}  # from its last trial's end to the sweep's: no trial was left to give it
     cost_usd = 0.0
     priced = True
     for gpu in sorted({r["gpu_index"] for r in new if r["gpu_index"] is not None}):
@@ -151,6 +155,8 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
         busy = _union(mine)
         gpu_seconds[f"gpu{gpu}"] = busy
         idle[f"gpu{gpu}"] = 1 - busy / wall if wall else None
+        drain[f"gpu{gpu}"] = (finished - max(end for _, end in mine)) / wall if wall else None
+        gap[f"gpu{gpu}"] = idle[f"gpu{gpu}"] - drain[f"gpu{gpu}"] if wall else None
         entry = catalog.match(nvml.gpu(gpu).name) if nvml.available else None
         hourly = hourly_cost(catalog.load(), entry.id, strict=False) if entry else None
         if hourly is None:
@@ -166,6 +172,7 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
         "wall_s": wall, "trial_seconds_sum": trial_time, "parallel_speedup": trial_time / wall if wall else None,
         "trials_per_hour": len(new) / wall * 3600 if wall else None,
         "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,
+        "gpu_gap_share": gap, "gpu_drain_share": drain,
         "cost_usd": cost_usd if gpu_seconds and priced else None, "log_root": str(p.log_root), "notes": p.notes,
     }
 
