@@ -1,11 +1,11 @@
 """`gpuscout scale` on the lent multi-GPU machine (jax backend), with PyTorch DDP measured in the
 same call as the peer, for docs/benchmarks.md.
 
-    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_fp32,resnet50_bf16,gpt2_small] [--budget-s 540]
+    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_fp32,resnet50_bf16,gpt2_small] [--budget-s 540] [--gpus 1,2]
 
-Each part: `gpuscout scale WORKLOAD --gpus 1,2 --backend jax` (weak scaling at the default batch
-per GPU), and for resnet50 the DDP peer (benchmarks/ddp_peer.py) at 1 and 2 GPUs with the same
-per-GPU batch and precision. Writes OUTDIR/summary.json, the scale reports and logs, the
+Each part: `gpuscout scale WORKLOAD --gpus COUNTS --backend jax` (weak scaling at the default batch
+per GPU), and for resnet50 the DDP peer (benchmarks/ddp_peer.py) at each count with the same
+per-GPU batch and precision. Part costs are for 1,2 GPUs; more counts scale them. Writes OUTDIR/summary.json, the scale reports and logs, the
 `nvidia-smi topo -m` matrix; prints a short table last. A part that would not fit in what is
 left of --budget-s is skipped and listed.
 """
@@ -25,6 +25,7 @@ PARTS = {
     "resnet50_fp32": ("resnet50", "fp32", 200),  # (workload, precision, seconds it takes with the peer)
     "resnet50_bf16": ("resnet50", "mixed_bfloat16", 200),
     "gpt2_small": ("gpt2_small", "mixed_bfloat16", 200),
+    "gpt2_small_fp32": ("gpt2_small", "fp32", 150),
     # resnet50_bf16 with XLA's latency-hiding scheduler on, as NVIDIA's JAX containers set it
     "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", 130),
 }
@@ -49,7 +50,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--budget-s", type=float, default=540)
+    parser.add_argument("--gpus", default="1,2")
     args = parser.parse_args()
+    counts = [int(c) for c in args.gpus.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True)
@@ -57,13 +60,14 @@ def main() -> int:
     summary: dict = {"topo": topo.stdout, "parts": {}, "skipped": []}
     for name in args.parts.split(","):
         workload, precision, cost_s = PARTS[name]
+        cost_s = cost_s * len(counts) / 2
         if time.monotonic() - started + cost_s > args.budget_s:
             summary["skipped"].append(name)
             continue
         store = args.out / "results.sqlite"
         env = {**os.environ, "XLA_FLAGS": LHS} if name.endswith("_lhs") else None
-        result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", "1,2", "--backend", "jax",
-                      "--precision", precision, "--json", "--store", str(store)], args.out / f"scale_{name}.log", 420, env)
+        result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", args.gpus, "--backend", "jax",
+                      "--precision", precision, "--json", "--store", str(store)], args.out / f"scale_{name}.log", 600, env)
         part = {"returncode": result.returncode}
         try:
             report = json.loads(result.stdout)
@@ -77,7 +81,7 @@ def main() -> int:
                                    "flags", "mfu", "run_id")} for p in report["points"]]})
         if workload == "resnet50" and report and not name.endswith("_lhs"):
             batch = report["points"][0]["per_device_batch_size"]
-            ddp = {str(n): peer(n, batch, "bf16" if precision == "mixed_bfloat16" else "fp32", args.out) for n in (1, 2)}
+            ddp = {str(n): peer(n, batch, "bf16" if precision == "mixed_bfloat16" else "fp32", args.out) for n in counts}
             part["ddp_peer"] = ddp
         summary["parts"][name] = part
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2))

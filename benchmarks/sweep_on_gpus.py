@@ -1,7 +1,10 @@
 """A sweep of resnet18_cifar (synthetic data, jax backend) on one GPU and then on all of them,
 for docs/benchmarks.md: trials per hour and each GPU's idle share.
 
-    python benchmarks/sweep_on_gpus.py --out OUTDIR [--trials 8]
+    python benchmarks/sweep_on_gpus.py --out OUTDIR [--trials 8] [--gpus 0,1] [--only one_gpu|all_gpus]
+
+(--only: one of the two sweeps, when a call's time limit cannot hold both; the ratio is then
+taken from the two calls' JSON files.)
 """
 
 from __future__ import annotations
@@ -21,23 +24,29 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--gpus", default="0,1")
+    parser.add_argument("--only", choices=("one_gpu", "all_gpus"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    batches = (BATCHES * 4)[:args.trials]
+    # the grid batch x precision: 8 trials (bf16) or 16 (bf16 and fp32); fewer take the first batches
+    batches = BATCHES[:min(args.trials, len(BATCHES))]
+    precisions = ["mixed_bfloat16", "fp32"][:max(1, -(-args.trials // len(BATCHES)))]
     results = {}
     for label, gpus in (("one_gpu", args.gpus.split(",")[0]), ("all_gpus", args.gpus)):
+        if args.only and label != args.only:
+            continue
         sweep = args.out / f"{label}.yaml"
         sweep.write_text(textwrap.dedent(f"""
             name: r18-{label}
             workload: resnet18_cifar
             metric: {{name: samples_per_s, direction: max}}
             space:
-              batch_size: {json.dumps(sorted(set(batches)))}
-              precision: [mixed_bfloat16]
+              batch_size: {json.dumps(batches)}
+              precision: {json.dumps(precisions)}
             bench_args: [--backend, jax, --windows, "2", --window-seconds, "0.5", --warmup-steps, "3"]
             timeout_s: 300
         """))
-        proc = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--gpus", gpus, "--json"],
+        proc = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--gpus", gpus, "--json",
+                               "--store", str(args.out / "results.sqlite")],  # kept when a call's limit cuts it off
                               capture_output=True, text=True)
         (args.out / f"{label}.stderr.txt").write_text(proc.stderr[-20000:])
         if proc.returncode != 0:
