@@ -48,6 +48,21 @@ def test_a_user_model_and_time_to_accuracy_on_the_gpu(store_path):
     assert run["device"] == "gpu" and run["time_to_accuracy"]["reached"]
 
 
+def test_inference_on_the_gpu_chooses_how_each_batch_reaches_it(store_path):
+    result = run_cli("bench", "mlp", "--mode", "inference", "--backend", "jax", "--batch-sizes", "1,512",
+                     "--requests", "30", "--warmup-requests", "5", "--json", "--store", str(store_path))
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert [r["batch_size"] for r in runs] == [1, 512]
+    for run in runs:
+        assert run["device"] == "gpu" and run["status"] == "ok"
+        path = run["input_path"]
+        assert set(path["copy_ms"]) == {"direct", "pinned", "split4"}
+        assert path["method"] == min(path["copy_ms"], key=path["copy_ms"].get)
+        assert run["latency"]["p50_ms"] <= run["latency"]["p99_ms"]
+        assert run["agreement"]["top1_agreement"] == 1.0  # fp32 served against fp32
+
+
 def _gpu_count() -> int:
     from tests.conftest import _nvml_gpu_count
 
