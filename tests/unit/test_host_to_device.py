@@ -17,8 +17,9 @@ def stager():
 
 def test_every_candidate_delivers_the_same_batch(stager):
     x = np.arange(10 * 3 * 2, dtype=np.float32).reshape(10, 3, 2)
-    assert stager.candidates() == ["direct", "pinned", "split4"]  # the CPU client has pinned host memory too
-    for method in stager.candidates():
+    assert stager.candidates(10) == ["direct", "pinned", "split4"]  # the CPU client has pinned host memory too
+    assert stager.candidates(3) == ["direct", "pinned"]  # fewer rows than slices: nothing to split
+    for method in stager.candidates(10):
         parts = stager.put(x, method)
         assert len(parts) == (4 if method == "split4" else 1)
         np.testing.assert_array_equal(np.concatenate([np.asarray(p) for p in parts]), x)
@@ -74,7 +75,7 @@ def test_the_served_forward_pass_gives_the_same_outputs_on_every_input_path():
         "stager, = made\n"
         "x = np.random.default_rng(0).standard_normal((12, 6)).astype(np.float32)\n"
         "want = np.asarray(model(x))\n"
-        "for method in stager.candidates():\n"
+        "for method in stager.candidates(len(x)):\n"
         "    stager._chosen[(x.shape, x.dtype.str)] = method\n"
         "    np.testing.assert_allclose(server.predict(x, fetch=True), want, rtol=1e-5, atol=1e-6)\n"
         "print('ok', server.device, server.choose_input_path)\n")

@@ -37,8 +37,9 @@ class JaxStager:
         self._pool = ThreadPoolExecutor(SPLITS, thread_name_prefix="gpuscout-h2d")
         self._chosen: dict[tuple, str] = {}
 
-    def candidates(self) -> list[str]:
-        return ["direct"] + (["pinned"] if self._pinned is not None else []) + ["split4"]
+    def candidates(self, batch: int) -> list[str]:
+        split = ["split4"] if batch >= SPLITS else []  # a smaller batch has nothing to split
+        return ["direct"] + (["pinned"] if self._pinned is not None else []) + split
 
     def put(self, x: np.ndarray, method: str | None = None) -> list:
         """The input as a list of device arrays (one, or the slices to join)."""
@@ -53,7 +54,7 @@ class JaxStager:
     def choose(self, x: np.ndarray) -> dict:
         """Times each candidate's copy (until the arrays are on the device) and keeps the fastest."""
         timings = {}
-        for method in self.candidates():
+        for method in self.candidates(len(x)):
             spans = []
             for _ in range(TRIES + 1):  # the first of each warms its path
                 start = time.monotonic()
