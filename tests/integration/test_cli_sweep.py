@@ -52,9 +52,13 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
     assert summary["status_counts"]["ok"] == 4 and summary["run_now"] == 4
     values = [b["value"] for b in summary["best"]]
     assert values == sorted(values, reverse=True) and 0 < values[0] <= 1
-    assert summary["parallel_speedup"] > 1.2  # two at a time on two cores
     stored = trials(store_path)
     assert len(stored) == 4 and {s for _, s, _ in stored} == {"ok"}
+    # two at a time (not a speed claim: the trials' intervals): never more than two, and two did run together
+    spans = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for _, _, r in stored)
+    assert max(sum(a <= t < b for a, b in spans) for t, _ in spans) == 2
+    assert {r["slot"] for _, _, r in stored} == {"cpu0", "cpu1"}
+    assert summary["parallel_speedup"] == pytest.approx(summary["trial_seconds_sum"] / summary["wall_s"])
     first = stored[0][2]
     assert len(first["history"]) == 2 and first["history"][-1]["step"] == 2  # the Keras callback, every epoch
     assert os.path.exists(os.path.join(first["log_dir"], "stdout-1.log"))
@@ -84,8 +88,11 @@ def test_resume_after_the_driver_is_killed_runs_each_trial_once(tmp_path, store_
                                "--store", str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if store_path.exists() and sum(s == "ok" for _, s, _ in trials(store_path)) >= 2:
-            break
+        try:
+            if store_path.exists() and sum(s == "ok" for _, s, _ in trials(store_path)) >= 2:
+                break
+        except sqlite3.OperationalError:  # the driver has not created the store's tables yet
+            pass
         time.sleep(0.2)
     children = psutil.Process(driver.pid).children(recursive=True)
     driver.send_signal(signal.SIGKILL)  # a crash: no clean-up of any kind
