@@ -27,4 +27,3 @@ def parse_positive_ints(text: str, option: str, what: str, example: str) -> tupl
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{option} takes positive {what} like {example}, got {text!r}")
     return tuple(sorted(set(values)))
-

@@ -119,7 +119,7 @@ def records_from(spec: RunSpec, outcome: ChildOutcome, gpus, host: dict, env: di
         _mark(record, spec, None)
         return [record]
     result = outcome.result
-    workload = workloads.for_spec(spec)
+    forward = workloads.for_spec(spec).forward_flops(spec.seq_len)
     records = []
     for point in result["points"]:
         one = spec.model_copy(update={"batch_size": point["batch_size"]})
@@ -131,7 +131,6 @@ def records_from(spec: RunSpec, outcome: ChildOutcome, gpus, host: dict, env: di
         _mark(record, one, result)
         record["latency"] = summarize_latency(point["latencies_s"])
         record["input_path"] = point.get("input_path")  # how the input was copied to the GPU, and the timings
-        forward = workload.forward_flops(spec.seq_len)
         record["training_flops_per_sample"] = None
         record["inference_flops_per_sample"] = forward
         if record["samples_per_s"]:
@@ -190,4 +189,3 @@ def target_verdicts(records: list[dict], target_ms: float) -> list[dict]:
         out.append({"workload": workload, "format": fmt, "variant": variant, "target_ms": target_ms,
                     "best": best, "lowest_p99": fastest})
     return out
-

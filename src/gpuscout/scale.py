@@ -221,8 +221,6 @@ def interconnect(links) -> dict | None:
             f"{worst.pcie_path or 'an unknown level'} ({worst.pcie_level or '?'})"}
 
 
-
-
 def analyse(records: dict[int, dict], mode: str, links, device_kind: str) -> dict:
     """The scaling table and the verdict from the records of each count."""
     base = records.get(1)

@@ -57,7 +57,7 @@ class Task(str, Enum):
 
 
 class ServeFormat(str, Enum):
-    """What an inference run executes (measure/inference.py, serve_formats.py)."""
+    """What an inference run executes (measure/inference.py, measure/formats.py)."""
 
     keras = "keras"  # the Keras model, its forward pass compiled by the backend (XLA on jax)
     saved_model = "saved_model"  # model.export(format="tf_saved_model"), loaded with tf.saved_model.load

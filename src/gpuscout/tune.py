@@ -147,8 +147,6 @@ def _throughput(record: dict | None) -> float | None:
     return record["samples_per_s"] if record and record["status"] == "ok" else None
 
 
-
-
 def speedup(record: dict | None, baseline: dict | None) -> dict | None:
     if not _throughput(record) or not _throughput(baseline):
         return None

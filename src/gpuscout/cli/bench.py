@@ -170,18 +170,12 @@ def bench(
         if suite or to_accuracy is not None or repeats != 1 or data != "synthetic" or batch_size is not None:
             raise UsageError("--mode inference takes --batch-sizes; --suite, --to-accuracy, --repeats, --data and "
                              "--batch-size are for training")
-        options = bench_lib.BenchOptions(
-            backend=backend, precision=precision, xla=xla, seq_len=seq_len, model=model, input_shape=input_shape,
-            flops_per_sample=flops_per_sample, fit_check=fit_check, gpu=gpu, cpu=cpu, timeout_s=timeout,
-            telemetry=telemetry, seed=seed, pricing=PricingOptions(price, provider, owned, amortise_years,
-                                                                   electricity_usd_per_kwh))
-        _inference(workload_names or [], options, infer_lib.InferOptions(
+        infer = infer_lib.InferOptions(
             batch_sizes=infer_lib.parse_batch_sizes(batch_sizes),
             formats=tuple(f.strip() for f in serve_format.split(",") if f.strip()),
             litert_variants=tuple(v.strip() for v in litert_variants.split(",") if v.strip()),
             requests=requests, warmup_requests=warmup_requests, concurrency=concurrency, load_seconds=load_seconds,
-            latency_target_ms=latency_target_ms), dataset, store_path, as_json, out, err)
-        return
+            latency_target_ms=latency_target_ms)
     protocol = bench_lib.BenchOptions()  # the protocol's defaults
     batch_sizes = None
     if suite is not None:
@@ -202,6 +196,9 @@ def bench(
         window_seconds=protocol.window_seconds if window_seconds is None else window_seconds,
         pipeline_cost=pipeline_cost, repeats=repeats, gpu=gpu,
         cpu=cpu, timeout_s=timeout, telemetry=telemetry, seed=seed)
+    if mode == "inference":  # the same options; infer.plan sets the batch per size and leaves training's aside
+        _inference(workload_names or [], options, infer, dataset, store_path, as_json, out, err)
+        return
     with Nvml() as nvml:
         specs, notice = bench_lib.plan(workload_names or [], options, nvml, batch_sizes)
         with Store(store_path) as store:  # opened (and checked) before anything runs
