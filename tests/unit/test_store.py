@@ -1,6 +1,7 @@
 import hashlib
 import multiprocessing
 import sqlite3
+import threading
 
 import pytest
 
@@ -82,6 +83,35 @@ def test_unwritable_location_is_a_store_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot open the results store"):
         Store(blocker / "sub" / "results.sqlite")
+
+
+def test_opening_waits_for_a_writer_that_comes_between_check_and_wal(store_path, monkeypatch):
+    # The race CI hit with 4 processes opening one new store: the schema check has committed,
+    # another process takes the write lock, and the switch to WAL is then refused at once
+    # (SQLite calls no busy handler there). Made deterministic: the other writer is started
+    # exactly between the two steps and commits 0.3 s later.
+    Store(store_path).close()
+    raw = sqlite3.connect(store_path, isolation_level=None)
+    raw.execute("PRAGMA journal_mode = DELETE")   # as a store is before its first open ends
+    raw.close()
+    writer = sqlite3.connect(store_path, isolation_level=None, check_same_thread=False)
+    release = threading.Timer(0.3, writer.execute, ("COMMIT",))
+    check = Store._check_and_create
+
+    def check_then_competing_writer(self):
+        check(self)
+        writer.execute("BEGIN IMMEDIATE")
+        release.start()
+
+    monkeypatch.setattr(Store, "_check_and_create", check_then_competing_writer)
+    try:
+        with Store(store_path) as store:
+            assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            store.put(record("after-wait"))
+            assert store.count() == 1
+    finally:
+        release.join()
+        writer.close()
 
 
 def _writer(path: str, worker: int, count: int) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import platformdirs
@@ -93,7 +94,7 @@ class Store:
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._check_and_create()
-            self._db.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal()
             self._db.execute(_TRIALS)
         except sqlite3.DatabaseError as exc:
             self._db.close()
@@ -108,6 +109,23 @@ class Store:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _enable_wal(self) -> None:
+        # Switching a store to WAL needs every other connection off the file for a moment, and
+        # SQLite answers SQLITE_BUSY at once instead of calling the busy handler here (seen when
+        # several processes open a new store together: a sweep's first trials). WAL persists in
+        # the file, so only the first opener switches; the others retry until it has.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        # A file system without shared memory answers with the old mode and no error: the
+        # rollback journal it keeps is still safe, only readers then wait for writers.
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
 
     def _check_and_create(self) -> None:
         # BEGIN IMMEDIATE takes the write lock: this both proves the file is writable and
