@@ -14,7 +14,7 @@ from gpuscout import METHODOLOGY_VERSION, __version__
 from gpuscout import backends, catalog, datasets, sizing, workloads
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.mfu import achieved_tflops, mfu
-from gpuscout.analysis.stats import across_runs, summarize
+from gpuscout.analysis.stats import across_runs, import_scipy_in_background, summarize
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.errors import UsageError
 from gpuscout.pricing import PricingOptions, cost_figures, hourly_cost
@@ -225,6 +225,7 @@ def measure_one(spec: RunSpec, options: BenchOptions, nvml: Nvml, host: dict, gr
                 during[gpu.index] = nvml.compute_processes(gpu.index)
         on_event(event)
 
+    import_scipy_in_background()  # summarize() needs it once the child ends
     try:
         outcome = run_child(spec, timeout_s=options.timeout_s, on_event=watch, env=env,
                             on_start=child_pid.append, cancel=cancel)

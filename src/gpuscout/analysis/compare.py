@@ -17,7 +17,6 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
 from gpuscout.errors import UsageError
 
@@ -126,6 +125,8 @@ def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float]:
 def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None, str]:
     """(different?, p-value or None, the test used)."""
     if len(candidate.windows) >= MIN_WINDOWS and len(baseline.windows) >= MIN_WINDOWS:
+        from scipy.stats import mannwhitneyu  # lazily: see analysis/stats.py
+
         p = float(mannwhitneyu(candidate.windows, baseline.windows, alternative="two-sided").pvalue)
         return p < ALPHA, p, "mann-whitney"
     if None in (candidate.ci95_low, candidate.ci95_high, baseline.ci95_low, baseline.ci95_high):

@@ -8,13 +8,23 @@ interval), and across runs MLPerf's olympic mean once there are 5 or more.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+
+
+def import_scipy_in_background() -> None:
+    """Import scipy.stats on a daemon thread. It takes 1.5-4 s, so importing it at the top
+    slowed every CLI command, and importing it when the first interval is computed put that
+    time on a benchmark's (and each sweep trial's) critical path after its child ended. Called
+    as a child starts, it overlaps the child's own start-up instead; Python's import lock makes
+    a later `from scipy import stats` wait for it rather than import twice."""
+    threading.Thread(target=__import__, args=("scipy.stats",), daemon=True,
+                     name="gpuscout-import-scipy").start()
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,8 @@ def median_ci95(x: np.ndarray) -> tuple[float | None, float | None]:
         return None, None
     if np.all(x == x[0]):  # bootstrap is degenerate; every resample has this median
         return float(x[0]), float(x[0])
+    from scipy import stats  # not at the top: see import_scipy_in_background
+
     result = stats.bootstrap(
         (x,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
         method="percentile", rng=np.random.default_rng(BOOTSTRAP_SEED), vectorized=True,
