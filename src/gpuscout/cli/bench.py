@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -199,42 +199,49 @@ def bench(
     if mode == "inference":  # the same options; infer.plan sets the batch per size and leaves training's aside
         _inference(workload_names or [], options, infer, dataset, store_path, as_json, out, err)
         return
-    with Nvml() as nvml:
-        specs, notice = bench_lib.plan(workload_names or [], options, nvml, batch_sizes)
-        with Store(store_path) as store:  # opened (and checked) before anything runs
-            if notice:
-                err.print(f"[yellow]note:[/] {notice}")
-            with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                          console=err, transient=as_json) as progress:
-                records = bench_lib.run_bench(specs, options, store, nvml, _RichProgress(progress))
+    records, stored_at = _plan_and_run(
+        lambda nvml: bench_lib.plan(workload_names or [], options, nvml, batch_sizes),
+        lambda specs, store, nvml, progress: bench_lib.run_bench(specs, options, store, nvml, progress),
+        store_path, as_json, err)
     summaries = bench_lib.summarize_repeats(records)
     if as_json:
         typer.echo(json_document(records, summaries=summaries))
     else:
         console_report.print_bench(out, records, summaries)
-        err.print(f"stored {len(records)} run(s) in {store.path}")
+        err.print(f"stored {len(records)} run(s) in {stored_at}")
     if any(r["status"] != "ok" for r in records):
         raise typer.Exit(1)
+
+
+def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable[..., list[dict]],
+                  store_path: Path | None, as_json: bool, err: Console) -> tuple[list[dict], Path]:
+    """Training's and inference's common frame: plan with NVML open, open (and check) the store
+    before anything runs, show progress on stderr; returns the records and where they were stored."""
+    with Nvml() as nvml:
+        specs, notice = plan(nvml)
+        with Store(store_path) as store:
+            if notice:
+                err.print(f"[yellow]note:[/] {notice}")
+            with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                          console=err, transient=as_json) as progress:
+                records = run(specs, store, nvml, _RichProgress(progress))
+    return records, store.path
 
 
 def _inference(names: list[str], options: bench_lib.BenchOptions, infer: infer_lib.InferOptions,
                dataset: str | None, store_path: Path | None, as_json: bool, out: Console, err: Console) -> None:
     """bench --mode inference: plan, run (a child per format variant), store, print; a latency
     target no batch meets exits 2 (after storing what was measured) saying the best reached."""
-    with Nvml() as nvml:
-        specs, notice = infer_lib.plan(names, options, infer, nvml, dataset)
-        with Store(store_path) as store:
-            if notice:
-                err.print(f"[yellow]note:[/] {notice}")
-            with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                          console=err, transient=as_json) as progress:
-                records = infer_lib.run(specs, options, store, nvml, _RichProgress(progress))
+    records, stored_at = _plan_and_run(
+        lambda nvml: infer_lib.plan(names, options, infer, nvml, dataset),
+        lambda specs, store, nvml, progress: infer_lib.run(specs, options, store, nvml, progress),
+        store_path, as_json, err)
     verdicts = infer_lib.target_verdicts(records, infer.latency_target_ms) if infer.latency_target_ms else []
     if as_json:
         typer.echo(json_document(records, latency_targets=verdicts))
     else:
         console_report.print_inference(out, records, verdicts)
-        err.print(f"stored {len(records)} run(s) in {store.path}")
+        err.print(f"stored {len(records)} run(s) in {stored_at}")
     missed = [v for v in verdicts if v["best"] is None]
     if missed:
         v = missed[0]
