@@ -5,7 +5,7 @@ from gpuscout.analysis.stats import import_scipy_in_background, summarize
 
 
 def test_the_cli_starts_without_importing_scipy_stats():
-    # scipy.stats takes 1.5-4 s to import; every command and every sweep trial paid it at start-up.
+    # scipy.stats takes ~1.5 s to import; every command and every sweep trial paid it at start-up.
     probe = "import sys, gpuscout.cli; print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -8,6 +8,7 @@ interval), and across runs MLPerf's olympic mean once there are 5 or more.
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import asdict, dataclass
 
@@ -18,11 +19,14 @@ BOOTSTRAP_SEED = 0
 
 
 def import_scipy_in_background() -> None:
-    """Import scipy.stats on a daemon thread. It takes 1.5-4 s, so importing it at the top
-    slowed every CLI command, and importing it when the first interval is computed put that
-    time on a benchmark's (and each sweep trial's) critical path after its child ended. Called
-    as a child starts, it overlaps the child's own start-up instead; Python's import lock makes
-    a later `from scipy import stats` wait for it rather than import twice."""
+    """Import scipy.stats on a daemon thread. It takes ~1.5 s (python -X importtime, 2-core CI
+    machine), so importing it at the top slowed every CLI command, and importing it when the
+    first interval is computed put that time on a benchmark's (and each sweep trial's) critical
+    path after its child ended. Called as a child starts, it overlaps the child's own start-up
+    instead; Python's import lock makes a later `from scipy import stats` wait for it rather
+    than import twice. Once imported (tune and scale run many children), there is nothing to do."""
+    if "scipy.stats" in sys.modules:
+        return
     threading.Thread(target=__import__, args=("scipy.stats",), daemon=True,
                      name="gpuscout-import-scipy").start()
 

@@ -114,10 +114,10 @@ class Store:
         # Switching a store to WAL needs every other connection off the file for a moment, and
         # SQLite answers SQLITE_BUSY at once instead of calling the busy handler here (seen when
         # several processes open a new store together: a sweep's first trials). WAL persists in
-        # the file, so only the first opener switches; the others retry until it has.
+        # the file, so only the first opener switches; the others retry until it has. A file
+        # system without shared memory answers with the old mode and no error: the rollback
+        # journal it keeps is still safe, only readers then wait for writers.
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        # A file system without shared memory answers with the old mode and no error: the
-        # rollback journal it keeps is still safe, only readers then wait for writers.
         while True:
             try:
                 self._db.execute("PRAGMA journal_mode = WAL")
