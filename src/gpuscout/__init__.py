@@ -1,7 +1,7 @@
 """gpuscout: trustworthy training benchmarks for TensorFlow/Keras on NVIDIA GPUs.
 
 The parent process (this package's CLI and library) never imports TensorFlow, JAX or Keras:
-every measurement runs in a child process (see ``gpuscout.measure.worker``).
+every measurement runs in a child process (see ``gpuscout.child.worker``).
 """
 
 __version__ = "0.1.0"

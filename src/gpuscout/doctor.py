@@ -1,15 +1,13 @@
 """`gpuscout doctor`: is this machine set up to train on its GPUs, and if not, what to do.
 
 Each check is ok / warn / fail with a one-line fix. Backends are probed in child processes
-(``gpuscout.probe``) in parallel; NVML is asked directly.
+(``gpuscout.child.probe``) in parallel; NVML is asked directly.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -17,10 +15,10 @@ from pathlib import Path
 
 from gpuscout import __version__, backends, catalog
 from gpuscout.spec import Backend
+from gpuscout.executor import process
 from gpuscout.telemetry.nvml import Nvml
 
 PROBE_TIMEOUT_S = 180
-_PROBE_PREFIX = "@@gpuscout-probe "
 
 
 @dataclass
@@ -37,16 +35,15 @@ def probe_backend(backend: Backend) -> dict:
                TF_FORCE_GPU_ALLOW_GROWTH="true", XLA_PYTHON_CLIENT_PREALLOCATE="false")
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "gpuscout.probe", backend.value], env=env,
-                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+    finished, output = process.run_captured([sys.executable, "-m", "gpuscout.child.probe", backend.value],
+                                            env=env, timeout_s=PROBE_TIMEOUT_S)
+    if finished.timed_out:
         return {"error": f"the {backend.value} probe did not finish in {PROBE_TIMEOUT_S} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(_PROBE_PREFIX):
-            return json.loads(line[len(_PROBE_PREFIX):])
-    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"the {backend.value} probe crashed (exit {proc.returncode}): {tail}"}
+    found = next((e["info"] for e in finished.events if e["event"] == "probe"), None)
+    if found is not None:
+        return found
+    tail = (output.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"the {backend.value} probe crashed (exit {finished.returncode}): {tail}"}
 
 
 def tensor_core_paths(compute_capability: str | None) -> list[str]:
@@ -180,4 +177,4 @@ def _invisible_gpu(backend: Backend, version, probe: dict, cuda_driver) -> Check
                      f"a {name} built for CUDA {cuda_driver} or older")
     return Check(name, "fail", f"{name} {version} has CUDA support but sees no GPU",
                  f"its CUDA libraries are missing or mismatched: {backends.INSTALL_HINT[backend]}; "
-                 "run the probe by hand for its log: python -m gpuscout.probe " + name)
+                 "run the probe by hand for its log: python -m gpuscout.child.probe " + name)

@@ -126,9 +126,9 @@ class Session:
             message = f"{label}: {outcome.message}"
             if spec.user_pipeline:
                 from gpuscout.errors import UserCodeError
-                from gpuscout.workloads.user import _traceback
+                from gpuscout.workloads.user import last_traceback
 
-                raise UserCodeError(message, _traceback(outcome.stderr_tail))
+                raise UserCodeError(message, last_traceback(outcome.stderr_tail))
             self.progress.run_finished(label, None)
             return {"label": label, "status": outcome.status, "message": outcome.message}
         rates = [w["samples"] / (w["end_monotonic_s"] - w["start_monotonic_s"]) for w in outcome.result["windows"]]

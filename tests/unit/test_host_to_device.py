@@ -6,8 +6,8 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from gpuscout.measure import host_to_device  # noqa: E402
-from gpuscout.measure.host_to_device import JaxStager  # noqa: E402
+from gpuscout.child import host_to_device  # noqa: E402
+from gpuscout.child.host_to_device import JaxStager  # noqa: E402
 
 
 @pytest.fixture
@@ -62,8 +62,8 @@ def test_the_served_forward_pass_gives_the_same_outputs_on_every_input_path():
 
     script = (
         "import numpy as np, keras\n"
-        "from gpuscout.measure import host_to_device\n"
-        "from gpuscout.measure.formats import keras_server\n"
+        "from gpuscout.child import host_to_device\n"
+        "from gpuscout.child.formats import keras_server\n"
         "from gpuscout.spec import RunSpec\n"
         "made = []\n"
         "class Recorded(host_to_device.JaxStager):\n"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpuscout.measure import data
+from gpuscout.child import data
 from gpuscout.spec import Backend, DataMode, build_spec
 from gpuscout.workloads import get
 
@@ -30,7 +30,7 @@ def test_numpy_augmentation_decodes_and_normalises_images():
 @pytest.mark.slow
 def test_tf_dataset_batches_and_augments_images():
     tf = pytest.importorskip("tensorflow")
-    from gpuscout.backends.tensorflow_steps import tf_dataset
+    from gpuscout.child.tensorflow_steps import tf_dataset
 
     workload = get("resnet18_cifar")
     spec = build_spec(workload="resnet18_cifar", backend=Backend.tensorflow, batch_size=4,

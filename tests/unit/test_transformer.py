@@ -7,14 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-from gpuscout.measure import data
+from gpuscout.child import data
 from gpuscout.workloads import get
 
 pytestmark = pytest.mark.slow
 
 PADDING_SCRIPT = r"""
 import numpy as np, keras
-from gpuscout.workloads import transformer
+from gpuscout.child import transformer_layers as transformer
 layer = transformer.SelfAttention(24, 3, causal=CAUSAL)
 x = np.random.default_rng(0).standard_normal((2, 13, 24)).astype("float32")
 plain = np.asarray(layer(x))

@@ -43,7 +43,7 @@ def test_declared_flops_match_the_models():
     script = (
         "import keras\n"
         "from gpuscout.workloads import get, names\n"
-        "from gpuscout.workloads.flops import forward_flops_per_sample\n"
+        "from gpuscout.child.flops import forward_flops_per_sample\n"
         "for n in names():\n"
         "    w = get(n)\n"
         "    seq = 64 if w.is_sequence else None  # any length: the formula must follow it\n"

@@ -1,33 +1,26 @@
-"""Local executor: one child process per run, its own process group, a watchdog.
+"""Local executor: one measuring child per run (started by executor/process.py), and how it ended.
 
 Why a child per run (DESIGN.md): Keras fixes its backend at import, each run gets clean GPU
-memory, and an out-of-memory crash or a hang cannot take the parent down. The child runs in a
-new session (its own process group): Ctrl-C reaches only the parent, which then kills the
-whole group, so no grandchild (a tf.data worker, a compiler) is left behind.
+memory, and an out-of-memory crash or a hang cannot take the parent down.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from gpuscout.executor import process
 from gpuscout.failures import classify_failure
-from gpuscout.measure.worker import EVENT_PREFIX
 from gpuscout.spec import Backend, RunSpec
 
 STDERR_TAIL_CHARS = 4000
-# Seconds between SIGTERM and SIGKILL when stopping a child's process group.
-TERM_GRACE_S = 3.0
 # Test and debugging knob: a command to run instead of the real worker (the spec path is appended).
 WORKER_ENV = "GPUSCOUT_WORKER"
 
@@ -78,23 +71,7 @@ def worker_command() -> list[str]:
     override = os.environ.get(WORKER_ENV)
     if override:
         return shlex.split(override)
-    return [sys.executable, "-m", "gpuscout.measure.worker"]
-
-
-def kill_group(pgid: int) -> None:
-    """SIGTERM the group, then SIGKILL whatever is left of it."""
-    for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.05)
+    return [sys.executable, "-m", "gpuscout.child.worker"]
 
 
 def run_child(
@@ -111,68 +88,16 @@ def run_child(
     with tempfile.TemporaryDirectory(prefix="gpuscout-run-") as tmp:
         spec_path = Path(tmp, "spec.json")
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
-        stderr_path = Path(tmp, "stderr.txt")
-        events: list[dict] = []
-        started = time.monotonic()
-        with open(stderr_path, "w", encoding="utf-8") as stderr_file:
-            proc = subprocess.Popen(
-                [*worker_command(), str(spec_path)],
-                stdout=subprocess.PIPE,
-                stderr=stderr_file,
-                stdin=subprocess.DEVNULL,
-                env=env if env is not None else child_env(spec),
-                start_new_session=True,
-                text=True,
-                bufsize=1,
-            )
-            reader = threading.Thread(target=_read_events, args=(proc.stdout, events, on_event), daemon=True)
-            timed_out = cancelled = False
-            try:  # from the moment the child exists: a Ctrl-C anywhere below still stops its group
-                reader.start()
-                on_start(proc.pid)
-                deadline = started + timeout_s
-                while proc.poll() is None:
-                    if time.monotonic() >= deadline:
-                        timed_out = True
-                        break
-                    if cancel is not None and cancel.is_set():
-                        cancelled = True
-                        break
-                    try:
-                        proc.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
-                    except subprocess.TimeoutExpired:
-                        pass
-            except BaseException:  # Ctrl-C or anything else: leave nothing running behind us
-                kill_group(proc.pid)
-                proc.wait()
-                raise
-            finally:
-                # Grandchildren can outlive a child that exited; the group id still names them.
-                kill_group(proc.pid)
-                proc.wait()
-                if reader.ident is not None:  # started
-                    reader.join(timeout=5)
-        duration = time.monotonic() - started
-        tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
-    if cancelled:
+        log_path = Path(tmp, "output.txt")  # the child's stdout and stderr: its tail is kept
+        with open(log_path, "wb") as log:
+            finished = process.run([*worker_command(), str(spec_path)],
+                                   env=env if env is not None else child_env(spec), timeout_s=timeout_s,
+                                   stdout=log, stderr=log, on_event=on_event, on_start=on_start, cancel=cancel)
+        tail = log_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
+    if finished.cancelled:
         return ChildOutcome("failed", None, "stopped: another process of the same run failed", tail,
-                            proc.returncode, duration, events)
-    return _classify(events, proc.returncode, timed_out, timeout_s, tail, duration)
-
-
-def _read_events(stream, events: list[dict], on_event: Callable[[dict], None]) -> None:
-    for line in stream:
-        if not line.startswith(EVENT_PREFIX):
-            continue
-        try:
-            event = json.loads(line[len(EVENT_PREFIX):])
-        except json.JSONDecodeError:
-            continue
-        events.append(event)
-        try:
-            on_event(event)
-        except Exception:  # a progress display must never break a measurement
-            pass
+                            finished.returncode, finished.duration_s, finished.events)
+    return _classify(finished.events, finished.returncode, finished.timed_out, timeout_s, tail, finished.duration_s)
 
 
 def _classify(events, returncode, timed_out, timeout_s, tail, duration) -> ChildOutcome:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout import catalog
 from gpuscout.errors import UsageError
+from gpuscout.executor import process
 from gpuscout.pricing import hourly_cost
 from gpuscout.provenance import utc_now
 from gpuscout.store import Store
@@ -20,6 +20,10 @@ from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep.spec import SweepFile, Trial, expand, load
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import Sampler
+
+
+# Writing the logs of thousands of trials takes seconds; longer means the writer hung.
+TENSORBOARD_TIMEOUT_S = 600
 
 
 class Display:
@@ -194,10 +198,11 @@ def write_tensorboard(p: Plan, results: list[dict]) -> dict:
     payload = p.log_root / "tensorboard-input.json"
     payload.write_text(json.dumps({"metric": p.sweep.metric.name, "space": list(p.sweep.space),
                                    "results": results}, default=str))
-    proc = subprocess.run([sys.executable, "-m", "gpuscout.sweep.tensorboard", str(payload), str(logdir)],
-                          capture_output=True, text=True, env=_quiet_env())
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+    finished, output = process.run_captured(
+        [sys.executable, "-m", "gpuscout.child.tensorboard_writer", str(payload), str(logdir)],
+        env=_quiet_env(), timeout_s=TENSORBOARD_TIMEOUT_S)
+    if finished.returncode != 0:
+        last = (output.strip().splitlines() or ["unknown error"])[-1]
         return {"logdir": None, "note": f"no TensorBoard logs ({last}); pip install 'gpuscout[sweep]'"}
     return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
 

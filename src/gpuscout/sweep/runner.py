@@ -13,7 +13,6 @@ import os
 import queue
 import shlex
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -21,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gpuscout.executor.local import STDERR_TAIL_CHARS, kill_group
+from gpuscout.executor import process
+from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.failures import classify_failure
 from gpuscout.sweep import TRIAL_FILE_ENV
 from gpuscout.sweep.spec import SweepFile, Trial
@@ -121,13 +121,12 @@ def read_metrics(stdout_text: str, trial_file: Path, workload_sweep: bool) -> tu
 
 
 class TrialRunner:
-    """Runs attempts of one trial on one slot; remembers the running process group for Ctrl-C."""
+    """Runs attempts of one trial on one slot; `kill_all` (Ctrl-C) stops every running trial."""
 
     def __init__(self, sweep: SweepFile, log_root: Path, store_path: Path, sampler_factory=None) -> None:
         self.sweep, self.log_root, self.store_path = sweep, log_root, store_path
         self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
-        self.running: dict[str, int] = {}  # slot label -> pgid
-        self.lock = threading.Lock()
+        self.abort = threading.Event()  # every running trial's process group is stopped when set
 
     def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
         workload_sweep = self.sweep.command is None
@@ -143,39 +142,26 @@ class TrialRunner:
             out_path, err_path = log_dir / f"stdout-{attempts}.log", log_dir / f"stderr-{attempts}.log"
             with open(out_path, "w") as out, open(err_path, "w") as err:
                 try:
-                    proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                            env=trial_env(slot, trial_file, trial.params, workload_sweep),
-                                            start_new_session=True)
+                    finished = process.run(argv, env=trial_env(slot, trial_file, trial.params, workload_sweep),
+                                           timeout_s=self.sweep.timeout_s, stdout=out, stderr=err, cancel=self.abort)
                 except OSError as exc:
                     status, message = "failed", f"cannot start {argv[0]!r}: {exc.strerror}"
                     if sampler:
                         sampler.stop()
                     continue
-                with self.lock:
-                    self.running[slot.label] = proc.pid
-                try:
-                    proc.wait(timeout=self.sweep.timeout_s)
-                    timed_out = False
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                finally:
-                    kill_group(proc.pid)  # grandchildren too, whether it ended or not
-                    proc.wait()
-                    with self.lock:
-                        self.running.pop(slot.label, None)
             samples = sampler.stop() if sampler else []
             if samples:
                 telemetry = _telemetry_summary(samples)
             tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
             metrics, history, run_id = read_metrics(out_path.read_text(errors="replace"), trial_file, workload_sweep)
-            if stop.is_set() and proc.returncode and proc.returncode < 0:
+            if finished.cancelled:
                 status, message = "interrupted", "stopped by the driver"
                 break
-            if timed_out:
+            if finished.timed_out:
                 status, message = "timeout", f"exceeded the {self.sweep.timeout_s:g} s trial timeout and was killed"
-            elif proc.returncode != 0:
+            elif finished.returncode != 0:
                 status = classify_failure(tail)
-                message = f"exited with code {proc.returncode}: " + (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
+                message = f"exited with code {finished.returncode}: " + (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
             elif self.sweep.metric.name not in metrics:
                 status, message = "failed", f"finished without reporting {self.sweep.metric.name!r}"
             else:
@@ -186,10 +172,7 @@ class TrialRunner:
                            started, ended, ended - started, metrics, history, message, str(log_dir), telemetry, run_id)
 
     def kill_all(self) -> None:
-        with self.lock:
-            pgids = list(self.running.values())
-        for pgid in pgids:
-            kill_group(pgid)
+        self.abort.set()
 
 
 def _telemetry_summary(samples) -> dict:

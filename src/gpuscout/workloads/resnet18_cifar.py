@@ -59,7 +59,7 @@ WORKLOAD = register(
         fixed_input_shape=(32, 32, 3),
         num_classes=10,
         input_kind="image",
-        # Counted from this model by gpuscout.workloads.flops (conv + dense): 0.555 GMACs, the
+        # Counted from this model by gpuscout.child.flops (conv + dense): 0.555 GMACs, the
         # 0.56 G multiply-adds usually quoted for kuangliu/pytorch-cifar's ResNet18.
         forward_flops=fixed_flops(1_110_845_440),
         # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.

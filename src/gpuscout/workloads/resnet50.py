@@ -25,7 +25,7 @@ WORKLOAD = register(
         fixed_input_shape=(224, 224, 3),
         num_classes=1000,
         input_kind="image",
-        # Counted from the keras.applications model by gpuscout.workloads.flops (conv + dense,
+        # Counted from the keras.applications model by gpuscout.child.flops (conv + dense,
         # 2 FLOPs per multiply-add): 3.86 GMACs. He et al. (2016) Table 1 quotes 3.8e9 for v1;
         # the often-quoted 4.1 GMACs is v1.5 (stride in the 3x3 convolution), which is not this.
         forward_flops=fixed_flops(7_715_946_496),

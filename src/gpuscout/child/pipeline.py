@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gpuscout.measure import data
+from gpuscout.child import data
 from gpuscout.spec import RunSpec
 from gpuscout.workloads.base import Workload
 
@@ -54,13 +54,11 @@ def measure_pipeline(spec: RunSpec, workload: Workload | None, emit: Callable[[d
         x, y = data.host_dataset(workload, spec.batch_size, spec.seed, spec.seq_len)
         if tf is not None:
             tf.config.set_visible_devices([], "GPU")
-            from gpuscout.backends.tensorflow_steps import tf_dataset
+            from gpuscout.child.tensorflow_steps import tf_dataset
 
             iterator = iter(tf_dataset(tf, x, y, spec, workload))
         else:
-            from gpuscout.backends.jax_steps import _numpy_pipeline
-
-            iterator = _numpy_pipeline(x, y, spec, workload)
+            iterator = data.numpy_pipeline(x, y, spec, workload)
         source = f"built-in {spec.data.value} pipeline, {spec.pipeline_threads or 'AUTOTUNE'} map threads"
     for _ in range(WARMUP_BATCHES):
         next(iterator)

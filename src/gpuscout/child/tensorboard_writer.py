@@ -1,7 +1,7 @@
 """Child process: write a sweep's TensorBoard logs (one run per trial: its reported scalars by
 step, and the HParams plugin's table of parameters and the metric).
 
-    python -m gpuscout.sweep.tensorboard INPUT.json LOGDIR
+    python -m gpuscout.child.tensorboard_writer INPUT.json LOGDIR
 """
 
 from __future__ import annotations

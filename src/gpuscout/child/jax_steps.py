@@ -7,16 +7,11 @@ minus fit's per-step host work: its data adapter copies numpy batches to the dev
 
 from __future__ import annotations
 
-import os
-import queue
-import threading
 import time
 
-import numpy as np
-
-from gpuscout.measure import data
-from gpuscout.backends import model_details
-from gpuscout.measure.protocol import StepRunner
+from gpuscout.child import data
+from gpuscout.child.model_facts import model_details
+from gpuscout.child.protocol import StepRunner
 from gpuscout.spec import DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 
@@ -147,10 +142,10 @@ def _pipeline(spec: RunSpec, workload: Workload, put):
     try:
         import tensorflow as tf
     except ImportError:
-        host_iter = _numpy_pipeline(x, y, spec, workload)
+        host_iter = data.numpy_pipeline(x, y, spec, workload)
     else:
         tf.config.set_visible_devices([], "GPU")  # TF must not take the GPU from JAX
-        from gpuscout.backends.tensorflow_steps import tf_dataset
+        from gpuscout.child.tensorflow_steps import tf_dataset
 
         host_iter = tf_dataset(tf, x, y, spec, workload).as_numpy_iterator()
 
@@ -168,31 +163,3 @@ def _pipeline(spec: RunSpec, workload: Workload, put):
 
     return batches(), wait
 
-
-def _numpy_pipeline(x: np.ndarray, y: np.ndarray, spec: RunSpec, workload: Workload):
-    """Producer threads that shuffle, augment and batch on the host, ahead of the training loop
-    (naive mode: the same work in the training loop's own thread, nothing ahead)."""
-    if spec.data is DataMode.naive:
-        yield from _numpy_batches(x, y, spec, workload, np.random.default_rng(spec.seed))
-        return
-    # Tuned: several producer threads (numpy releases the GIL in its array work), the numpy
-    # counterpart of tf.data's parallel map; each keeps two batches ahead.
-    threads = spec.pipeline_threads or os.cpu_count() or 1
-    out: queue.Queue = queue.Queue(maxsize=2 * threads)
-
-    def produce(seed: int) -> None:
-        for batch in _numpy_batches(x, y, spec, workload, np.random.default_rng(seed)):
-            out.put(batch)
-
-    for i in range(threads):
-        threading.Thread(target=produce, args=(spec.seed + i,), daemon=True).start()
-    while True:
-        yield out.get()
-
-
-def _numpy_batches(x, y, spec: RunSpec, workload: Workload, rng):
-    while True:
-        order = rng.permutation(len(x))
-        for start in range(0, len(x) - spec.batch_size + 1, spec.batch_size):
-            idx = order[start:start + spec.batch_size]
-            yield data.augment_numpy(x[idx], rng, spec.pipeline_cost, workload.input_kind), y[idx]

@@ -51,7 +51,7 @@ def keras_server(spec: RunSpec, model, keras) -> Server:
         import jax
         import jax.numpy as jnp
 
-        from gpuscout.measure.host_to_device import JaxStager
+        from gpuscout.child.host_to_device import JaxStager
 
         trainable = [v.value for v in model.trainable_variables]
         fixed = [v.value for v in model.non_trainable_variables]

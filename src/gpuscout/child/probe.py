@@ -1,13 +1,14 @@
-"""Child process for `gpuscout doctor`: what one backend sees, as one JSON line on stdout.
+"""Child process for `gpuscout doctor`: what one backend sees, sent as one "probe" event.
 
-Run as ``python -m gpuscout.probe tensorflow|jax``; the parent never imports the frameworks.
+Run as ``python -m gpuscout.child.probe tensorflow|jax``; the parent never imports the frameworks.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
+
+from gpuscout.events import emit
 
 
 def _module_exists(name: str) -> bool:
@@ -20,7 +21,7 @@ def _module_exists(name: str) -> bool:
 def _probe_tensorflow() -> dict:
     import tensorflow as tf
 
-    from gpuscout.backends.tensorflow_steps import framework_info
+    from gpuscout.child.tensorflow_steps import framework_info
 
     info = framework_info()
     gpus = tf.config.list_physical_devices("GPU")
@@ -35,7 +36,7 @@ def _probe_jax() -> dict:
     import jax
     import jax.numpy as jnp
 
-    from gpuscout.backends.jax_steps import framework_info
+    from gpuscout.child.jax_steps import framework_info
 
     info = framework_info()
     info["gpus"] = [d.device_kind for d in jax.devices() if d.platform == "gpu"]
@@ -52,7 +53,7 @@ def main() -> int:
         info["error"] = None
     except Exception as exc:
         info = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
-    print("@@gpuscout-probe " + json.dumps(info), flush=True)
+    emit({"event": "probe", "info": info})
     return 0
 
 

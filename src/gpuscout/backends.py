@@ -1,7 +1,7 @@
 """What the parent knows about backends without importing them.
 
-The child-side code of each backend lives beside this file (``jax_steps``, ``tensorflow_steps``)
-and is imported only inside the worker process, after ``KERAS_BACKEND`` is set.
+The child-side code of each backend (``gpuscout.child.jax_steps``, ``gpuscout.child.tensorflow_steps``)
+is imported only inside the worker process, after ``KERAS_BACKEND`` is set.
 """
 
 from __future__ import annotations
@@ -70,11 +70,3 @@ def check_precision(backend: Backend, precision: str) -> Precision:
         raise UsageError(f"the {backend.value} backend cannot run {value.value}: choose {allowed}")
     return value
 
-
-def model_details(model, keras) -> dict:
-    """What the scaling analysis needs to know about a model: its parameters (the all-reduce
-    size) and its batch-normalisation layers (statistics over the batch: shared across devices
-    under keras.distribution.DataParallel, per device under tf.distribute)."""
-    return {"params": int(model.count_params()),
-            "batchnorm_layers": sum(isinstance(layer, keras.layers.BatchNormalization)
-                                    for layer in model._flatten_layers())}

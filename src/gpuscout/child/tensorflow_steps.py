@@ -12,9 +12,9 @@ import contextlib
 import math
 import time
 
-from gpuscout.measure import data
-from gpuscout.backends import model_details
-from gpuscout.measure.protocol import StepRunner
+from gpuscout.child import data
+from gpuscout.child.model_facts import model_details
+from gpuscout.child.protocol import StepRunner
 from gpuscout.spec import DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 

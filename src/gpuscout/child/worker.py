@@ -1,37 +1,27 @@
-"""The child process: one run, measured by the protocol, reported as JSON event lines.
+"""The child process: one run, measured by the protocol, reported as events (gpuscout.events).
 
-Started by gpuscout.executor.local as ``python -m gpuscout.measure.worker SPEC.json`` with the
+Started by gpuscout.executor.local as ``python -m gpuscout.child.worker SPEC.json`` with the
 environment already set (KERAS_BACKEND, CUDA_VISIBLE_DEVICES, TF_FORCE_GPU_ALLOW_GROWTH ...):
 Keras fixes its backend at import, so nothing here imports it before main() runs.
-
-Every line it means for the parent starts with EVENT_PREFIX; anything else on stdout is the
-frameworks' chatter and is ignored.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import sys
 import traceback
 
+from gpuscout.events import emit
 from gpuscout.failures import classify_failure
 from gpuscout.spec import Backend, RunSpec, Task
-
-EVENT_PREFIX = "@@gpuscout "
-
-
-def emit(event: dict) -> None:
-    sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
-    sys.stdout.flush()
 
 
 def _backend_module(backend: Backend):
     if backend is Backend.jax:
-        from gpuscout.backends import jax_steps as module
+        from gpuscout.child import jax_steps as module
     else:
-        from gpuscout.backends import tensorflow_steps as module
+        from gpuscout.child import tensorflow_steps as module
     return module
 
 
@@ -39,7 +29,7 @@ def measure(spec: RunSpec) -> dict:
     from gpuscout.workloads import get
 
     if spec.task is Task.pipeline:  # an input pipeline alone: no model, so no Keras to import
-        from gpuscout.measure.pipeline import measure_pipeline
+        from gpuscout.child.pipeline import measure_pipeline
 
         workload = None if spec.user_pipeline else get(spec.workload)
         return {"event": "result", **measure_pipeline(spec, workload, emit)}
@@ -47,19 +37,19 @@ def measure(spec: RunSpec) -> dict:
     module.configure_devices(spec)  # before the framework starts: logical CPUs, the strategy
     import keras
 
-    from gpuscout.measure.protocol import run_protocol
+    from gpuscout.child.protocol import run_protocol
 
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
     if spec.task is Task.inspect:
-        from gpuscout.workloads import user
+        from gpuscout.child import user_model
 
-        return {"event": "result", "info": user.inspect(spec.model, keras, spec.precision.keras_policy)}
+        return {"event": "result", "info": user_model.inspect(spec.model, keras, spec.precision.keras_policy)}
     if spec.model is not None:
-        from gpuscout.workloads import user
+        from gpuscout.child import user_model
 
-        model, given = user.load(spec.model, keras, spec.precision.keras_policy)
-        workload, _ = user.resolve(model, given, keras)
+        model, given = user_model.load(spec.model, keras, spec.precision.keras_policy)
+        workload, _ = user_model.resolve(model, given, keras)
     else:
         workload = get(spec.workload)
     framework = module.framework_info()
@@ -70,9 +60,9 @@ def measure(spec: RunSpec) -> dict:
     emit({"event": "started", "framework": framework})
     if spec.task in (Task.infer, Task.to_accuracy):  # tasks with a loop of their own, not the protocol's
         if spec.task is Task.infer:
-            from gpuscout.measure.inference import run_inference as run_task
+            from gpuscout.child.inference import run_inference as run_task
         else:
-            from gpuscout.measure.accuracy import train_to_accuracy as run_task
+            from gpuscout.child.accuracy import train_to_accuracy as run_task
         result = run_task(spec, workload, keras, emit)
         return {"event": "result", **result, "peak_memory_bytes": module.device_peak_memory_bytes(),
                 "host_peak_rss_bytes": _host_peak_rss_bytes(),

@@ -29,8 +29,8 @@ from typing import Callable
 import numpy as np
 
 from gpuscout import datasets
-from gpuscout.measure import data
-from gpuscout.measure.formats import server_for
+from gpuscout.child import data
+from gpuscout.child.formats import server_for
 from gpuscout.spec import RunSpec, ServeFormat
 from gpuscout.workloads.base import Workload
 
@@ -43,7 +43,7 @@ def _inputs(spec: RunSpec, workload: Workload, keras, model) -> tuple[np.ndarray
     """(probe inputs, their labels or None, what training on the dataset reached)."""
     if spec.inference.dataset is None:
         pool = max(PROBE_SAMPLES, max(spec.inference.batch_sizes))
-        x, _ = data._batch(workload, np.random.default_rng(spec.seed), pool, spec.seq_len, host_images=False)
+        x, _ = data.sample_batch(workload, np.random.default_rng(spec.seed), pool, spec.seq_len, host_images=False)
         return x, None, {}
     split = datasets.load(spec.inference.dataset)
     shape = workload.input_shape(None)

@@ -1,0 +1,53 @@
+"""The parent/child event protocol: how a process gpuscout starts tells gpuscout what happens.
+
+The child writes one JSON object per line, {"event": KIND, ...}, to a pipe the parent opened for
+it; it finds the pipe's file descriptor in GPUSCOUT_EVENTS_FD. A pipe of its own rather than
+stdout: frameworks and user code print what they like on stdout and stderr (raw bytes too), and
+none of it can be taken for an event or stop the reader. The parent decodes with replacement
+and skips every line that is not a JSON object, so a child is judged by its events alone.
+
+Both sides import this module; it imports nothing of gpuscout's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import BinaryIO, Callable
+
+EVENTS_FD_ENV = "GPUSCOUT_EVENTS_FD"
+
+_channel = None
+
+
+def emit(event: dict) -> None:
+    """Child side: send one event. Without a channel (a worker started by hand) it goes to stdout."""
+    global _channel
+    if _channel is None:
+        fd = os.environ.get(EVENTS_FD_ENV)
+        _channel = os.fdopen(int(fd), "w", encoding="utf-8", buffering=1, closefd=False) if fd else sys.stdout
+    _channel.write(json.dumps(event) + "\n")
+    _channel.flush()
+
+
+def parse(raw: bytes) -> dict | None:
+    """One line of the channel as an event, or None for anything that is not one."""
+    try:
+        event = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None
+
+
+def read(stream: BinaryIO, on_event: Callable[[dict], None]) -> None:
+    """Parent side: call `on_event` for each event until the channel closes. A callback that
+    raises is ignored: a display must never stop a measurement."""
+    for raw in stream:
+        event = parse(raw)
+        if event is None:
+            continue
+        try:
+            on_event(event)
+        except Exception:
+            pass

@@ -1,1 +1,0 @@
-"""The measurement protocol; everything here runs in the child process."""
