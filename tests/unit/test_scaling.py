@@ -1,6 +1,7 @@
 """Scaling arithmetic, diagnosis, stragglers, topology and multi-worker merging on exact values."""
 
 import json
+import os
 
 import pytest
 
@@ -171,6 +172,9 @@ def test_child_env_exposes_the_runs_gpus_or_cpu_devices():
     env = child_env(cpu, {"XLA_FLAGS": "--xla_dump_to=/tmp/x"})
     assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=4"
     assert env["CUDA_VISIBLE_DEVICES"] == ""
+    # XLA's CPU pool gets a thread for each device's all-reduce to wait in, and the cores besides
+    assert int(env["NPROC"]) == os.cpu_count() + 8 and child_env(cpu, {"NPROC": "3"})["NPROC"] == "3"
+    assert "NPROC" not in child_env(gpus, {})
 
 
 def _fake_nvml(tmp_path, monkeypatch, **topo):

@@ -50,6 +50,11 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
             if spec.devices > 1:  # jax's only way to several CPU devices; set before jax starts
                 flag = f"--xla_force_host_platform_device_count={spec.devices}"
                 env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS"), flag) if f)
+                # Each logical device's all-reduce holds a thread of XLA's CPU pool while it waits
+                # for the others, and that pool has one thread per core (DefaultThreadPoolSize in
+                # XLA's cpu client, which reads NPROC): on 2 cores two devices deadlocked in the
+                # rendezvous 6 times in 6 on 2026-11-22, and 0 in 3 with NPROC=8.
+                env.setdefault("NPROC", str((os.cpu_count() or 1) + 2 * spec.devices))
         # (tensorflow splits the CPU into logical devices in the child: backends/tensorflow_steps.py)
     else:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.gpus)
