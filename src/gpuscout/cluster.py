@@ -15,23 +15,20 @@ The same code runs several workers on one host (``--local-workers``), which is h
 
 from __future__ import annotations
 
-import copy
 import json
 import shlex
 import socket
 import threading
 import uuid
 
-from gpuscout import bench as bench_lib
-from gpuscout import catalog, workloads
-from gpuscout.analysis import flags as flagging
-from gpuscout.analysis.mfu import achieved_tflops
-from gpuscout.analysis.stats import summarize
-from gpuscout.analysis.telemetry import combine_telemetry
+from gpuscout import engine
+from gpuscout.analysis.derive import RunContext, derive
 from gpuscout.errors import UsageError
 from gpuscout.executor.local import child_env
 from gpuscout.pricing import PricingOptions
 from gpuscout.provenance import utc_now
+from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, DistributionDetails
+from gpuscout.record.run import ClusterTag, Distribution, Flag, RunRecord
 from gpuscout.spec import RunSpec
 
 
@@ -86,25 +83,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_local_workers(spec: RunSpec, gpu_ids: list[int | None], options: bench_lib.BenchOptions, nvml,
-                      host: dict, group_id: str, on_event=lambda event: None) -> list[dict]:
+def run_local_workers(spec: RunSpec, gpu_ids: list[int | None], session: engine.Session,
+                      on_event=lambda event: None) -> list[RunRecord]:
     """len(gpu_ids) workers of one MultiWorkerMirroredStrategy run on this host, one device each
     (a GPU, or the CPU for None); their records, worker 0 first. If one fails, the others are
     stopped: they would wait for it in the next collective until the timeout."""
     addresses = [f"localhost:{_free_port()}" for _ in gpu_ids]
     cluster_id = uuid.uuid4().hex[:8]
-    records: list[dict | None] = [None] * len(gpu_ids)
+    records: list[RunRecord | None] = [None] * len(gpu_ids)
     failed = threading.Event()
 
     def work(index: int) -> None:
         mine = spec.model_copy(update={"gpu_index": gpu_ids[index],
                                        "gpu_indices": None if gpu_ids[index] is None else (gpu_ids[index],)})
         env = {**child_env(mine), "TF_CONFIG": tf_config(addresses, index)}
-        record = bench_lib.measure_one(mine, options, nvml, host, group_id, 0, env=env, cancel=failed,
-                                       on_event=on_event if index == 0 else lambda event: None)
-        record["cluster"] = {"id": cluster_id, "index": index, "workers": len(gpu_ids), "address": addresses[index]}
-        records[index] = record
-        if record["status"] != "ok":
+        record = engine.measure(mine, session, env=env, cancel=failed,
+                                on_event=on_event if index == 0 else lambda event: None)[0]
+        records[index] = record.model_copy(update={"cluster": ClusterTag(
+            id=cluster_id, index=index, workers=len(gpu_ids), address=addresses[index])})
+        if not record.ok:
             failed.set()
 
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(gpu_ids))]
@@ -115,75 +112,72 @@ def run_local_workers(spec: RunSpec, gpu_ids: list[int | None], options: bench_l
     return records
 
 
-def merge_records(workers: list[dict], pricing: PricingOptions = PricingOptions()) -> dict:
-    """One record for a multi-worker run from its workers' records (see the module's docstring)."""
-    workers = sorted(workers, key=lambda r: r["cluster"]["index"])
-    indices = [r["cluster"]["index"] for r in workers]
-    expected = workers[0]["cluster"]["workers"]
+def merge_records(workers: list[RunRecord], pricing: PricingOptions = PricingOptions()) -> RunRecord:
+    """One record for a multi-worker run from its workers' records (see the module's docstring),
+    derived by analysis/derive.py like every other record."""
+    workers = sorted(workers, key=lambda r: r.cluster.index)
+    indices = [r.cluster.index for r in workers]
+    expected = workers[0].cluster.workers
     if indices != list(range(expected)):
-        raise UsageError(f"cluster {workers[0]['cluster']['id']}: have the records of workers {indices}, need "
+        raise UsageError(f"cluster {workers[0].cluster.id}: have the records of workers {indices}, need "
                          f"all of 0..{expected - 1}: import the missing hosts' exports first")
     first = workers[0]
-    merged = copy.deepcopy(first)
-    merged.update({
-        "id": uuid.uuid4().hex[:12], "created_utc": utc_now(),
-        "devices": sum(r["devices"] for r in workers), "batch_size": sum(r["batch_size"] for r in workers),
-        "gpus": [g for r in workers for g in (r.get("gpus") or ([r["gpu"]] if r.get("gpu") else []))] or None,
-    })
-    merged["distribution"] = {**(first.get("distribution") or {}), "workers": expected,
-                              "replicas": merged["devices"], "worker_run_ids": [r["id"] for r in workers],
-                              "addresses": [r["cluster"].get("address") for r in workers]}
-    merged["cluster"] = {**first["cluster"], "index": None, "role": "merged"}
-    broken = [r for r in workers if r["status"] != "ok"]
+    broken = [r for r in workers if not r.ok]
+    if not broken and len({len(r.windows) for r in workers}) != 1:
+        raise UsageError(f"cluster {first.cluster.id}: workers timed different numbers of windows "
+                         f"{sorted({len(r.windows) for r in workers})}")
+    outcome = _merged_outcome(workers, broken)
+    per_gpu = [t.model_copy(update={"index": f"{r.cluster.index}:{t.index}"}) for r in workers
+               for t in (r.telemetry_per_gpu or ([r.telemetry.model_copy(update={"index": r.gpu.index if r.gpu else None})]
+                                                 if r.telemetry else []))]
+    ctx = RunContext(
+        gpus=[g for r in workers for g in (r.gpus or ([r.gpu] if r.gpu else []))],
+        environment=first.env.model_dump(exclude={"child_env", "framework", "compiled"}),
+        child_env=first.env.child_env, group_id=first.group_id,
+        telemetry=lambda windows, samples: per_gpu, pricing=pricing,
+        totals=(sum(r.batch_size for r in workers), sum(r.devices for r in workers)),
+        inherited_flags=[f for f in _unique_flags(workers) if f.code in ("gpu_shared", "loss_not_finite")])
+    merged = derive(first.spec, outcome, ctx)[0]
+    distribution = (first.distribution or Distribution(kind="multi_worker")).model_copy(update={
+        "workers": expected, "replicas": merged.devices, "worker_run_ids": [r.id for r in workers],
+        "addresses": [r.cluster.address for r in workers]})
+    return merged.model_copy(update={
+        "distribution": distribution, "created_utc": utc_now(),
+        "cluster": first.cluster.model_copy(update={"index": None, "role": "merged"}),
+        "input_wait_share": max((r.input_wait_share for r in workers if r.input_wait_share is not None), default=None),
+        "peak_memory_bytes": max((r.peak_memory_bytes for r in workers if r.peak_memory_bytes), default=None)})
+
+
+def _merged_outcome(workers: list[RunRecord], broken: list[RunRecord]) -> ChildOutcome:
+    """The whole run as if one child had measured it: each window's samples summed over the
+    workers (synchronous training: every worker does one step of its own batch per global step),
+    its length such that the rate is the sum of the workers' rates."""
+    first = workers[0]
     if broken:
         # The first failure is the cause; the others were stopped because of it.
-        cause = min(broken, key=lambda r: r["error"]["message"].startswith("stopped:"))
-        merged.update({"status": cause["status"], "error": {**cause["error"], "message":
-                       f"worker {cause['cluster']['index']}: {cause['error']['message']}"}})
-        return merged
-    counts = {len(r["windows"]) for r in workers}
-    if len(counts) != 1:
-        raise UsageError(f"cluster {first['cluster']['id']}: workers timed different numbers of windows {sorted(counts)}")
-    units = first["throughput"]["median"] / first["samples_per_s"]  # tokens per sample, or 1
+        cause = min(broken, key=lambda r: (r.error.message or "").startswith("stopped:"))
+        return ChildOutcome(cause.status, None, f"worker {cause.cluster.index}: {cause.error.message}",
+                            cause.error.stderr_tail, cause.error.returncode, max(r.duration_s for r in workers))
     windows = []
-    for parts in zip(*(r["windows"] for r in workers)):
-        samples = sum(w["samples"] for w in parts)
-        rate = sum(w["throughput"] for w in parts)  # units/s of each worker, summed
-        seconds = samples * units / rate
-        windows.append({"index": parts[0]["index"], "start_monotonic_s": parts[0]["start_monotonic_s"],
-                        "end_monotonic_s": parts[0]["start_monotonic_s"] + seconds, "steps": parts[0]["steps"],
-                        "samples": samples, "input_wait_s": max(w["input_wait_s"] for w in parts),
-                        "seconds": seconds, "throughput": rate})
-    summary = summarize([w["throughput"] for w in windows])
-    samples_per_s = summary.median / units
-    workload = workloads.get(first["workload"]) if first["spec"].get("model") is None else None
-    achieved = achieved_tflops(first["training_flops_per_sample"], samples_per_s)
-    peak = first["mfu_peak_tflops"] / first["devices"] * merged["devices"] if first.get("mfu_peak_tflops") else None
-    merged.update({
-        "windows": windows, "throughput": {**summary.to_dict(), "unit": first["unit"]},
-        "samples_per_s": samples_per_s, "step_time_s": merged["batch_size"] / samples_per_s,
-        "epoch_time_s": (workload.reference_dataset_size / summary.median
-                         if workload is not None and workload.reference_dataset_size else None),
-        "input_wait_share": max((r["input_wait_share"] for r in workers if r["input_wait_share"] is not None),
-                                default=None),
-        "peak_memory_bytes": max((r["peak_memory_bytes"] for r in workers if r["peak_memory_bytes"]), default=None),
-        "achieved_tflops": achieved, "mfu_peak_tflops": peak, "mfu": achieved / peak if peak else None,
-        "loss": first["loss"],
-    })
-    per_gpu = [{**t, "index": f"{r['cluster']['index']}:{t['index']}"} for r in workers
-               for t in (r.get("telemetry_per_gpu") or ([{"index": (r.get("gpu") or {}).get("index"), **r["telemetry"]}]
-                                                       if r.get("telemetry") else []))]
-    merged["telemetry"] = combine_telemetry(per_gpu) if per_gpu else None
-    merged["telemetry_per_gpu"] = per_gpu or None
-    flags = {f["code"]: f for r in workers for f in r["flags"] if f["code"] not in ("high_variance", "slow_first_window")}
-    for flag in flagging.variance_flags([w["throughput"] for w in windows], summary.cv):
-        flags[flag.code] = flag.to_dict()
-    straggler = flagging.straggler_flag(per_gpu)
-    if straggler:
-        flags["straggler"] = straggler.to_dict()
-    merged["flags"] = list(flags.values())
-    merged["cost"] = None
-    entry = catalog.match(first["gpu"]["name"]) if first.get("gpu") else None
-    if entry is not None and workload is not None:
-        bench_lib.add_cost(merged, entry, workload, pricing)
-    return merged
+    for parts in zip(*(r.windows for r in workers)):
+        samples = sum(w.samples for w in parts)
+        rate = sum(w.throughput for w in parts)  # units/s of each worker, summed
+        seconds = samples * first.units_per_sample / rate
+        windows.append(ChildWindow(index=parts[0].index, start_monotonic_s=parts[0].start_monotonic_s,
+                                   end_monotonic_s=parts[0].start_monotonic_s + seconds, steps=parts[0].steps,
+                                   samples=samples, input_wait_s=max(w.input_wait_s for w in parts)))
+    result = ChildResult(framework=first.env.framework, compiled=first.env.compiled, compile_s=first.compile_s,
+                         warmup_s=first.warmup_s, steps_per_window=first.steps_per_window, windows=windows,
+                         loss=first.loss, fixed_step_loss=first.fixed_step_loss, fixed_steps=first.fixed_steps,
+                         host_peak_rss_bytes=first.host_peak_rss_bytes,
+                         distribution=first.distribution.model_dump(include=set(DistributionDetails.model_fields))
+                         if first.distribution else None)
+    return ChildOutcome("ok", result, duration_s=max(r.duration_s for r in workers))
+
+
+def _unique_flags(workers: list[RunRecord]) -> list[Flag]:
+    seen: dict[str, Flag] = {}
+    for r in workers:
+        for f in r.flags:
+            seen.setdefault(f.code, f)
+    return list(seen.values())

@@ -86,7 +86,7 @@ def run_doctor() -> dict:
         "driver_version": driver,
         "cuda_driver_version": cuda_driver,
         "backends": [{"name": b.value, "installed": b in probes, **(probes.get(b) or {})} for b in Backend],
-        "gpus": [{**g.to_dict(), "tensor_cores": tensor_core_paths(g.compute_capability),
+        "gpus": [{**g.model_dump(), "tensor_cores": tensor_core_paths(g.compute_capability),
                   "catalog_id": getattr(catalog.match(g.name), "id", None)}
                  for g in gpus],
         "checks": [asdict(c) for c in checks],
@@ -122,7 +122,7 @@ def _gpu_checks(gpu) -> list[Check]:
                     f"Tensor Cores: {', '.join(paths) if paths else 'none'}",
                     None if paths else "mixed precision will not speed training up on this GPU")]
     if gpu.compute_processes:
-        pids = ", ".join(str(p["pid"]) for p in gpu.compute_processes)
+        pids = ", ".join(str(p.pid) for p in gpu.compute_processes)
         checks.append(Check(f"{name} busy", "warn",
                             f"{len(gpu.compute_processes)} other compute process(es) on it (pids {pids})",
                             "benchmarks on a shared GPU are flagged gpu_shared: stop them (nvidia-smi) "

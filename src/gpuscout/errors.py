@@ -1,6 +1,7 @@
 """Errors that end a command with a clear one-line message.
 
 ``UsageError`` is bad input (exit code 2): raised before anything runs or is stored.
+``RunError`` is a failure after runs have started (exit code 1): what finished is stored.
 """
 
 
@@ -8,6 +9,12 @@ class UsageError(Exception):
     """Bad input: the CLI prints ``error: <message>`` and exits with code 2."""
 
     exit_code = 2
+
+
+class RunError(Exception):
+    """Runs had started when this went wrong: the CLI prints ``error: <message>`` and exits 1."""
+
+    exit_code = 1
 
 
 class UserCodeError(UsageError):

@@ -2,23 +2,20 @@
 LiteRT variant, every batch size in it), and turn the child's result into one record per batch
 size, stored like every run (compare and report read them; `mode` is "inference").
 
-Measuring is in measure/inference.py and measure/formats.py (the child); this module validates,
-runs, and builds records.
+Measuring is in child/inference.py and child/formats.py (the child); this module validates
+and runs; analysis/derive.py makes the records.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import uuid
 from dataclasses import dataclass
 
 from gpuscout import bench as bench_lib
-from gpuscout import datasets, workloads
-from gpuscout.analysis.latency import best_batch, summarize_latency
-from gpuscout.analysis.mfu import achieved_tflops, mfu
-from gpuscout import catalog
+from gpuscout import datasets, engine, workloads
+from gpuscout.analysis.latency import best_batch
 from gpuscout.errors import UsageError, parse_positive_ints
-from gpuscout.executor.local import ChildOutcome
+from gpuscout.record.run import RunRecord
 from gpuscout.spec import LITERT_VARIANTS, Inference, RunSpec, ServeFormat, Task
 from gpuscout.telemetry.nvml import Nvml
 
@@ -111,80 +108,24 @@ def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: Infe
     return specs, notice
 
 
-def records_from(spec: RunSpec, outcome: ChildOutcome, gpus, host: dict, env: dict, group_id: str,
-                 samples, interval_s: float, others: list[int], pricing) -> list[dict]:
-    """One record per batch size (or one failure record) from an inference child's outcome."""
-    if outcome.status != "ok":
-        record = bench_lib.build_record(spec, outcome, gpus, host, env, group_id, 0, samples, interval_s, others, pricing)
-        _mark(record, spec, None)
-        return [record]
-    result = outcome.result
-    forward = workloads.for_spec(spec).forward_flops(spec.seq_len)
-    records = []
-    for point in result["points"]:
-        one = spec.model_copy(update={"batch_size": point["batch_size"]})
-        child = {**result, "compile_s": point["first_request_s"], "warmup_s": None,
-                 "steps_per_window": point["windows"][0]["steps"], "windows": point["windows"], "loss": None,
-                 "fixed_step_loss": None, "fixed_steps": None}
-        ok = ChildOutcome("ok", child, None, outcome.stderr_tail, outcome.returncode, outcome.duration_s)
-        record = bench_lib.build_record(one, ok, gpus, host, env, group_id, 0, samples, interval_s, others, pricing)
-        _mark(record, one, result)
-        record["latency"] = summarize_latency(point["latencies_s"])
-        record["input_path"] = point.get("input_path")  # how the input was copied to the GPU, and the timings
-        record["training_flops_per_sample"] = None
-        record["inference_flops_per_sample"] = forward
-        if record["samples_per_s"]:
-            achieved = achieved_tflops(forward, record["samples_per_s"])
-            entry = catalog.match(gpus[0].name) if gpus and result["server"]["device"] == "gpu" else None
-            utilisation, peak, path = mfu(achieved, entry, spec.precision)
-            record.update({"achieved_tflops": achieved, "mfu": utilisation, "mfu_peak_tflops": peak, "mfu_peak_path": path})
-        if result["load"] and point["batch_size"] == result["load"]["batch_size"]:
-            load = result["load"]
-            record["load_test"] = {k: load[k] for k in ("clients", "batch_size", "seconds", "requests",
-                                                        "samples_per_s", "thread_safe")}
-            record["load_test"]["latency"] = summarize_latency(load["latencies_s"])
-        records.append(record)
-    return records
-
-
-def _mark(record: dict, spec: RunSpec, result: dict | None) -> None:
-    inf = spec.inference
-    record.update({"mode": "inference", "format": inf.format.value, "variant": inf.variant,
-                   "epoch_time_s": None, "load_test": None, "latency": None, "input_path": None,
-                   "serving": (result or {}).get("server"), "agreement": (result or {}).get("agreement"),
-                   "trained_on": (result or {}).get("trained") or None})
-    if record.get("device") == "gpu" and (result or {}).get("server", {}).get("device") == "cpu":
-        record["device"] = "cpu"  # LiteRT runs on the CPU, whatever GPU the host has
-
-
 def run(specs: list[RunSpec], options: bench_lib.BenchOptions, store, nvml: Nvml,
-        progress: bench_lib.Progress | None = None) -> list[dict]:
-    progress = progress or bench_lib.Progress()
-    group_id = uuid.uuid4().hex[:8]
-    host = bench_lib.host_provenance(nvml)
-    records = []
-    for number, spec in enumerate(specs, 1):
-        progress.run_started(spec, number, len(specs))
-        made = bench_lib.measure_one(spec, options, nvml, host, group_id, 0,
-                                     on_event=lambda e, s=spec: progress.event(s, e), build=records_from)
-        for record in made:
-            store.put(record)
-            progress.run_finished(record)
-        records.extend(made)
-    return records
+        progress: engine.Progress | None = None) -> list[RunRecord]:
+    """A child per format variant; its records (one per batch size) are derived and stored."""
+    session = engine.Session(nvml, options.measure_options())
+    return engine.run([(spec, bench_lib.label(spec)) for spec in specs], session, store, progress)
 
 
-def target_verdicts(records: list[dict], target_ms: float) -> list[dict]:
+def target_verdicts(records: list[RunRecord], target_ms: float) -> list[dict]:
     """Per workload, format and variant: the batch size meeting the p99 target with the highest
     throughput, or the lowest p99 reached when none does."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[RunRecord]] = {}
     for r in records:
-        if r["status"] == "ok" and r.get("latency"):
-            groups.setdefault((r["workload"], r["format"], r["variant"]), []).append(r)
+        if r.ok and r.inference and r.inference.latency:
+            groups.setdefault((r.workload, r.inference.format, r.inference.variant), []).append(r)
     out = []
     for (workload, fmt, variant), runs in groups.items():
-        points = [{"batch_size": r["batch_size"], "samples_per_s": r["samples_per_s"], "latency": r["latency"],
-                   "run_id": r["id"]} for r in runs]
+        points = [{"batch_size": r.batch_size, "samples_per_s": r.samples_per_s,
+                   "latency": r.inference.latency.model_dump(), "run_id": r.id} for r in runs]
         best, fastest = best_batch(points, target_ms)
         out.append({"workload": workload, "format": fmt, "variant": variant, "target_ms": target_ms,
                     "best": best, "lowest_p99": fastest})

@@ -9,10 +9,11 @@ cheapest stale one, marked stale).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from gpuscout.catalog import Catalog, PriceEntry
 from gpuscout.errors import UsageError
+from gpuscout.record.run import Cost, HourlyCost
 
 HOURS_PER_YEAR = 24 * 365
 DEFAULT_AMORTISE_YEARS = 3.0
@@ -41,20 +42,6 @@ class PricingOptions:
         return self
 
 
-@dataclass(frozen=True)
-class HourlyCost:
-    usd_per_hour: float
-    basis: str  # one line a user can check
-    kind: str  # given | cloud | owned
-    provider: str | None = None
-    date: str | None = None
-    stale: bool = False
-    source: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 def _pick(entries: list[PriceEntry]) -> PriceEntry:
     fresh = [p for p in entries if not p.stale()]
     return min(fresh or entries, key=lambda p: p.usd)
@@ -65,7 +52,8 @@ def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = Pricing
     """The cost of one GPU-hour, or None when nothing is known (no price, no --price). With
     `strict` (one GPU asked about), a --provider without a price for it is an error."""
     if options.price_usd_per_hour is not None:
-        return HourlyCost(options.price_usd_per_hour, f"--price {options.price_usd_per_hour:g} USD/h", "given")
+        return HourlyCost(usd_per_hour=options.price_usd_per_hour, basis=f"--price {options.price_usd_per_hour:g} USD/h",
+                          kind="given")
     entries = catalog.prices_for(gpu_id)
     if options.owned:
         purchases = [p for p in entries if p.kind == "purchase"]
@@ -79,7 +67,8 @@ def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = Pricing
         basis = (f"owned: {bought.usd:,.0f} USD ({bought.provider}, {bought.date}) over {options.amortise_years:g} "
                  f"years + {watts:.0f} W ({'measured' if power_w is not None else 'TDP'}) at "
                  f"{options.usd_per_kwh:g} USD/kWh")
-        return HourlyCost(capital + energy, basis, "owned", bought.provider, bought.date, bought.stale(), bought.source)
+        return HourlyCost(usd_per_hour=capital + energy, basis=basis, kind="owned", provider=bought.provider,
+                          date=bought.date, stale=bought.stale(), source=bought.source)
     clouds = [p for p in entries if p.kind == "cloud"]
     if options.provider:
         chosen = [p for p in clouds if p.provider == options.provider]
@@ -95,20 +84,19 @@ def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = Pricing
         return None
     best = _pick(clouds)
     stale = " (stale: over a year old)" if best.stale() else ""
-    return HourlyCost(best.usd, f"{best.provider} on demand, {best.date}{stale}", "cloud", best.provider,
-                      best.date, best.stale(), best.source)
+    return HourlyCost(usd_per_hour=best.usd, basis=f"{best.provider} on demand, {best.date}{stale}", kind="cloud",
+                      provider=best.provider, date=best.date, stale=best.stale(), source=best.source)
 
 
-def cost_figures(hourly: HourlyCost, units_per_s: float | None, unit: str, epoch_s: float | None = None,
-                 tta_s: float | None = None, power_w: float | None = None) -> dict:
-    """USD per million units (samples, images or tokens), per epoch and per time-to-accuracy
-    run, and energy per million units from the measured power."""
+def cost_figures(hourly: HourlyCost, units_per_s: float | None, epoch_s: float | None = None,
+                 tta_s: float | None = None, power_w: float | None = None) -> Cost:
+    """USD per million units (samples, images or tokens: the record's), per epoch and per
+    time-to-accuracy run, and energy per million units from the measured power."""
     per_s = hourly.usd_per_hour / 3600
-    million = f"usd_per_million_{unit}"
-    return {
-        "hourly": hourly.to_dict(),
-        million: per_s / units_per_s * 1e6 if units_per_s else None,
-        "usd_per_epoch": per_s * epoch_s if epoch_s else None,
-        "usd_per_time_to_accuracy": per_s * tta_s if tta_s else None,
-        f"kwh_per_million_{unit}": (power_w / units_per_s * 1e6 / 3.6e6) if power_w and units_per_s else None,
-    }
+    return Cost(
+        hourly=hourly,
+        usd_per_million_units=per_s / units_per_s * 1e6 if units_per_s else None,
+        usd_per_epoch=per_s * epoch_s if epoch_s else None,
+        usd_per_time_to_accuracy=per_s * tta_s if tta_s else None,
+        kwh_per_million_units=(power_w / units_per_s * 1e6 / 3.6e6) if power_w and units_per_s else None,
+    )

@@ -10,6 +10,7 @@ import sys
 import psutil
 
 from gpuscout import METHODOLOGY_VERSION, __version__
+from gpuscout.record.run import SCHEMA_VERSION
 
 # Environment variables that change how a framework runs; recorded as the child saw them.
 _RELEVANT_PREFIXES = ("XLA_", "TF_", "JAX_", "KERAS_", "CUDA_", "NCCL_", "NVIDIA_TF32")
@@ -35,8 +36,6 @@ def utc_now() -> str:
 
 
 def host_provenance(nvml) -> dict:
-    from gpuscout.store import SCHEMA_VERSION
-
     return {
         "gpuscout_version": __version__,
         "methodology_version": METHODOLOGY_VERSION,

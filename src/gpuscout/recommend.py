@@ -17,6 +17,7 @@ from gpuscout import predict, sizing, workloads
 from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.errors import UsageError
 from gpuscout.pricing import HourlyCost, PricingOptions, hourly_cost
+from gpuscout.record.run import RunRecord
 from gpuscout.spec import Precision
 
 GB = 1e9
@@ -85,7 +86,7 @@ class Row:
                                                        "basis": t.basis, "references": list(t.references)},
                 "hours": self.hours, "cost_usd": self.cost_usd,
                 "usd_per_hour": None if self.hourly is None else self.hourly.usd_per_hour * self.gpus,
-                "price": None if self.hourly is None else self.hourly.to_dict(),
+                "price": None if self.hourly is None else self.hourly.model_dump(),
                 "units_per_usd": self.units_per_usd, "eligible": self.eligible, "reasons": self.reasons}
 
 
@@ -113,25 +114,25 @@ def _half(precision: Precision) -> bool:
     return precision is not Precision.fp32
 
 
-def stored_references(records: list[dict], name: str, precision: Precision, seq_len: int | None,
+def stored_references(records: list[RunRecord], name: str, precision: Precision, seq_len: int | None,
                       mode: str = "training") -> list[predict.Reference]:
     """Throughputs measured on one GPU of a catalog kind: training runs, or (mode="inference") the
     best batch of each GPU-run inference format."""
     refs = []
     for r in records:
-        if (r["workload"] != name or r["status"] != "ok" or not r.get("throughput") or r.get("device") != "gpu"
-                or _half(Precision(r["precision"])) != _half(precision) or r.get("seq_len") != seq_len
-                or not (r.get("gpu") or {}).get("catalog_id") or r.get("time_to_accuracy")
-                or (r.get("devices") or 1) != 1 or (r.get("mode") or "training") != mode):
+        if (r.workload != name or not r.ok or not r.throughput or r.device != "gpu"
+                or _half(r.precision) != _half(precision) or r.seq_len != seq_len
+                or not (r.gpu and r.gpu.catalog_id) or r.time_to_accuracy
+                or r.devices != 1 or r.mode != mode):
             continue
-        what = f"{r['format']} inference, " if mode == "inference" else ""
-        refs.append(predict.Reference(r["gpu"]["catalog_id"], r["throughput"]["median"],
-                                      f"measured: run {r['id']} ({r['gpu']['name']}, {what}batch {r['batch_size']})"))
+        what = f"{r.inference.format} inference, " if r.inference else ""
+        refs.append(predict.Reference(r.gpu.catalog_id, r.throughput.median,
+                                      f"measured: run {r.id} ({r.gpu.name}, {what}batch {r.batch_size})"))
     return refs
 
 
 def job_for_workload(name: str, precision: Precision, batch_size: int | None, seq_len: int | None,
-                     records: list[dict], dataset_units: float | None) -> Job:
+                     records: list[RunRecord], dataset_units: float | None) -> Job:
     w = workloads.get(name)
     seq = (seq_len or w.default_seq_len) if w.is_sequence else None
     batch = batch_size or w.default_batch_size
@@ -188,7 +189,7 @@ def job_for_params(params: float, seq_len: int, layers: int | None, hidden: int 
         batch_size=batch_size, precision=precision, kind="transformer", dataset_units=dataset_tokens)
 
 
-def job_for_model(info, precision: Precision, batch_size: int | None, records: list[dict],
+def job_for_model(info, precision: Precision, batch_size: int | None, records: list[RunRecord],
                   dataset_units: float | None) -> Job:
     """A user's model (inspected): its parameters give the training state; activations are not
     known until it is measured, so memory is a lower bound."""

@@ -15,16 +15,14 @@ strong scaling keeps the global batch and splits it.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 
-from gpuscout import backends, catalog, cluster, sizing, workloads
-from gpuscout import bench as bench_lib
+from gpuscout import backends, catalog, cluster, engine, sizing, workloads
 from gpuscout.analysis import scaling
-from gpuscout.analysis.compare import ratio_ci, window_samples_per_s
+from gpuscout.analysis.compare import ratio_ci
 from gpuscout.errors import UsageError, parse_positive_ints
 from gpuscout.pricing import PricingOptions
-from gpuscout.provenance import host_provenance
+from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
 from gpuscout.spec import Distribution, RunSpec, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import TOPOLOGY_LEVELS, Nvml, topology
@@ -59,8 +57,8 @@ class ScaleOptions:
     fit_check: bool = True
     pricing: PricingOptions = field(default_factory=PricingOptions)
 
-    def bench_options(self) -> bench_lib.BenchOptions:
-        return bench_lib.BenchOptions(timeout_s=self.timeout_s, telemetry=self.telemetry, pricing=self.pricing)
+    def measure_options(self) -> engine.MeasureOptions:
+        return engine.MeasureOptions(timeout_s=self.timeout_s, telemetry=self.telemetry, pricing=self.pricing)
 
 
 @dataclass
@@ -72,12 +70,6 @@ class Plan:
     device_kind: str
     gpu_ids: list[int]
     notices: list[str]
-
-
-class Progress:
-    def run_started(self, spec: RunSpec, label: str) -> None: ...
-    def event(self, spec: RunSpec, event: dict) -> None: ...
-    def run_finished(self, label: str, record: dict) -> None: ...
 
 
 def parse_counts(text: str) -> tuple[int, ...]:
@@ -174,35 +166,33 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
 
 
 def run_scale(the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store,
-              progress: Progress | None = None) -> dict:
-    progress = progress or Progress()
-    session = uuid.uuid4().hex[:8]
-    host = host_provenance(nvml)
+              progress: engine.Progress | None = None) -> dict:
+    progress = progress or engine.Progress()
+    session = engine.Session(nvml, options.measure_options())
     started = time.monotonic()
-    records: dict[int, dict] = {}
-    for n, spec in zip(the_plan.counts, the_plan.specs):
+    records: dict[int, RunRecord] = {}
+    for number, (n, spec) in enumerate(zip(the_plan.counts, the_plan.specs), 1):
         label = f"{n} {'GPU' if the_plan.device_kind == 'gpu' else 'CPU device'}{'s' if n > 1 else ''}" + (
             f" ({n} worker process{'es' if n > 1 else ''})" if options.local_workers else "")
-        progress.run_started(spec, label)
-        tag = {"session": session, "mode": the_plan.mode, "devices": n}
+        progress.run_started(spec, label, number, len(the_plan.counts))
+        tag = ScaleTag(session=session.group_id, mode=the_plan.mode, devices=n)
         if options.local_workers:
             ids = the_plan.gpu_ids[:n] if the_plan.device_kind == "gpu" else [None] * n
-            workers = cluster.run_local_workers(spec, ids, options.bench_options(), nvml, host, session,
-                                                on_event=lambda e, s=spec: progress.event(s, e))
+            workers = cluster.run_local_workers(spec, ids, session, on_event=lambda e, s=spec: progress.event(s, e))
             for w in workers:
-                store.put({**w, "scale": {**tag, "role": "worker"}})
-            record = cluster.merge_records(workers)
+                store.put(w.model_copy(update={"scale": tag.model_copy(update={"role": "worker"})}))
+            record = cluster.merge_records(workers, session.options.pricing)
         else:
-            record = bench_lib.measure_one(spec, options.bench_options(), nvml, host, session, 0,
-                                           on_event=lambda e, s=spec: progress.event(s, e))
-        record["scale"] = tag
+            record = engine.measure(spec, session, on_event=lambda e, s=spec: progress.event(s, e))[0]
+        record = record.model_copy(update={"scale": tag})
         store.put(record)
         records[n] = record
-        progress.run_finished(label, record)
+        progress.run_finished(label, [record])
     links = topology(nvml, the_plan.gpu_ids[:the_plan.counts[-1]]) if the_plan.device_kind == "gpu" else []
     report = analyse(records, the_plan.mode, links, the_plan.device_kind)
-    report.update({"session": session, "workload": the_plan.workload, "elapsed_s": time.monotonic() - started,
-                   "notes": the_plan.notices, "local_workers": options.local_workers, "gpu_ids": the_plan.gpu_ids})
+    report.update({"session": session.group_id, "workload": the_plan.workload,
+                   "elapsed_s": time.monotonic() - started, "notes": the_plan.notices,
+                   "local_workers": options.local_workers, "gpu_ids": the_plan.gpu_ids})
     return report
 
 
@@ -221,67 +211,65 @@ def interconnect(links) -> dict | None:
             f"{worst.pcie_path or 'an unknown level'} ({worst.pcie_level or '?'})"}
 
 
-def analyse(records: dict[int, dict], mode: str, links, device_kind: str) -> dict:
+def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -> dict:
     """The scaling table and the verdict from the records of each count."""
     base = records.get(1)
-    base_ok = base is not None and base["status"] == "ok"
+    base_ok = base is not None and base.ok
     connection = interconnect(links)
     first = next(iter(records.values()))
-    entry = catalog.match(first["gpu"]["name"]) if first.get("gpu") else None
+    entry = catalog.match(first.gpu.name) if first.gpu else None
     gbs = scaling.link_gbs(connection["kind"] if connection else None,
                            entry.nvlink_gbs if entry else None, entry.pcie_gen if entry else None)
     points = []
     for n, r in sorted(records.items()):
-        ok = r["status"] == "ok"
-        point = {"devices": n, "run_id": r["id"], "status": r["status"],
-                 "message": (r.get("error") or {}).get("message"),
-                 "batch_size": r["batch_size"], "per_device_batch_size": r["per_device_batch_size"],
-                 "samples_per_s": r["samples_per_s"] if ok else None,
-                 "ci95": [r["throughput"]["ci95_low"] * r["samples_per_s"] / r["throughput"]["median"],
-                          r["throughput"]["ci95_high"] * r["samples_per_s"] / r["throughput"]["median"]]
-                 if ok and r["throughput"].get("ci95_low") is not None else None,
-                 "step_time_s": r["step_time_s"] if ok else None,
+        t = r.throughput if r.ok else None
+        dist = r.distribution
+        point = {"devices": n, "run_id": r.id, "status": r.status, "message": r.error.message if r.error else None,
+                 "batch_size": r.batch_size, "per_device_batch_size": r.per_device_batch_size,
+                 "samples_per_s": r.samples_per_s if t else None,
+                 "ci95": [t.ci95_low / r.units_per_sample, t.ci95_high / r.units_per_sample]
+                 if t and t.ci95_low is not None else None,
+                 "step_time_s": r.step_time_s if t else None,
                  "expected_efficiency": scaling.expected_efficiency(n),
                  "speedup": None, "efficiency": None, "outside_compute_s": None, "outside_compute_share": None,
-                 "allreduce_estimate_s": None, "input_wait_share": r.get("input_wait_share"),
-                 "all_reduce": (r.get("distribution") or {}).get("all_reduce"),
-                 "per_gpu": _per_gpu(r), "flags": [f["code"] for f in r.get("flags", [])],
-                 "mfu": r.get("mfu"), "peak_memory_bytes": r.get("peak_memory_bytes")}
-        params = (r.get("distribution") or {}).get("params")
+                 "allreduce_estimate_s": None, "input_wait_share": r.input_wait_share,
+                 "all_reduce": dist.all_reduce if dist else None,
+                 "per_gpu": _per_gpu(r), "flags": [f.code for f in r.flags],
+                 "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes}
+        params = dist.params if dist else None
         point["allreduce_estimate_s"] = scaling.allreduce_s(params, n, gbs) if device_kind == "gpu" else None
-        if ok and base_ok:
-            ratio = scaling.speedup(r["samples_per_s"], base["samples_per_s"])
-            low, high = ratio_ci(window_samples_per_s(r), window_samples_per_s(base)) if n > 1 else (1.0, 1.0)
+        if t and base_ok:
+            ratio = scaling.speedup(r.samples_per_s, base.samples_per_s)
+            low, high = ratio_ci(r.window_samples_per_s(), base.window_samples_per_s()) if n > 1 else (1.0, 1.0)
             point["speedup"] = {"ratio": ratio, "ci95_low": low, "ci95_high": high}
             point["efficiency"] = {"value": scaling.efficiency(ratio, n), "ci95_low": low / n, "ci95_high": high / n}
             point["outside_compute_s"], point["outside_compute_share"] = scaling.outside_compute(
-                r["step_time_s"], base["step_time_s"], n, mode)
-        straggler = next((f["message"] for f in r.get("flags", []) if f["code"] == "straggler"), None)
+                r.step_time_s, base.step_time_s, n, mode)
+        straggler = next((f.message for f in r.flags if f.code == "straggler"), None)
         situation = scaling.Situation(
             devices=n, mode=mode, device_kind=device_kind,
-            efficiency=point["efficiency"]["value"] if point["efficiency"] else None, status=r["status"],
-            data=r["data"], input_wait_share=r.get("input_wait_share"), straggler=straggler,
-            all_reduce=point["all_reduce"], backend=r["backend"],
+            efficiency=point["efficiency"]["value"] if point["efficiency"] else None, status=r.status,
+            data=r.data.value, input_wait_share=r.input_wait_share, straggler=straggler,
+            all_reduce=point["all_reduce"], backend=r.backend.value,
             interconnect=connection["kind"] if connection else None,
-            per_device_batch_size=r["per_device_batch_size"], overhead_share=point["outside_compute_share"],
+            per_device_batch_size=r.per_device_batch_size, overhead_share=point["outside_compute_share"],
             allreduce_estimate_s=point["allreduce_estimate_s"], step_s=point["step_time_s"],
-            batchnorm_layers=(r.get("distribution") or {}).get("batchnorm_layers"), outside_s=point["outside_compute_s"])
+            batchnorm_layers=dist.batchnorm_layers if dist else None, outside_s=point["outside_compute_s"])
         point["causes"] = [c.to_dict() for c in scaling.diagnose(situation)] if n > 1 else []
         point["meets_expectation"] = (None if point["efficiency"] is None else
                                       point["efficiency"]["value"] >= point["expected_efficiency"])
         points.append(point)
-    return {"mode": mode, "backend": first["backend"], "precision": first["precision"], "data": first["data"],
-            "device_kind": device_kind, "gpu": (first.get("gpu") or {}).get("name"),
+    return {"mode": mode, "backend": first.backend.value, "precision": first.precision.value, "data": first.data.value,
+            "device_kind": device_kind, "gpu": first.gpu.name if first.gpu else None,
             "interconnect": connection, "topology": [link.to_dict() for link in links],
             "points": points, "verdict": verdict(points, base_ok)}
 
 
-def _per_gpu(record: dict) -> list[dict]:
-    per = record.get("telemetry_per_gpu") or ([{"index": (record.get("gpu") or {}).get("index"), **record["telemetry"]}]
-                                              if record.get("telemetry") else [])
-    return [{"index": t["index"], "gpu_util_mean_pct": t["gpu_util_mean_pct"], "power_mean_w": t["power_mean_w"],
-             "sm_clock_mean_mhz": t["sm_clock_mean_mhz"], "temperature_max_c": t["temperature_max_c"],
-             "memory_used_max_bytes": t["memory_used_max_bytes"]} for t in per]
+def _per_gpu(record: RunRecord) -> list[dict]:
+    per = record.telemetry_per_gpu or ([record.telemetry] if record.telemetry else [])
+    return [{"index": t.index, "gpu_util_mean_pct": t.gpu_util_mean_pct, "power_mean_w": t.power_mean_w,
+             "sm_clock_mean_mhz": t.sm_clock_mean_mhz, "temperature_max_c": t.temperature_max_c,
+             "memory_used_max_bytes": t.memory_used_max_bytes} for t in per]
 
 
 def verdict(points: list[dict], base_ok: bool) -> dict:
@@ -317,7 +305,7 @@ def verdict(points: list[dict], base_ok: bool) -> dict:
 
 
 def run_worker(workload_name: str, options: ScaleOptions, cluster_id: str, nvml: Nvml, store: Store,
-               progress: Progress | None = None) -> dict:
+               progress: engine.Progress | None = None) -> RunRecord:
     """One host's worker of a multi-host run (TF_CONFIG in the environment): its record, stored
     under the cluster id for `results export --group` and `scale --merge`."""
     import os
@@ -330,27 +318,28 @@ def run_worker(workload_name: str, options: ScaleOptions, cluster_id: str, nvml:
     if spec.backend.value != "tensorflow":
         raise UsageError("multi-host runs use MultiWorkerMirroredStrategy: add --backend tensorflow")
     spec = build_spec(**{**spec.model_dump(), "distribution": Distribution.multi_worker})
-    progress = progress or Progress()
+    progress = progress or engine.Progress()
     label = f"worker {index} of {len(addresses)}"
-    progress.run_started(spec, label)
-    record = bench_lib.measure_one(spec, options.bench_options(), nvml, host_provenance(nvml), cluster_id, 0,
-                                   on_event=lambda e: progress.event(spec, e))
-    record["cluster"] = {"id": cluster_id, "index": index, "workers": len(addresses), "address": addresses[index]}
-    record["scale"] = {"session": cluster_id, "mode": options.mode, "devices": spec.devices, "role": "worker"}
+    progress.run_started(spec, label, 1, 1)
+    session = engine.Session(nvml, options.measure_options(), group_id=cluster_id)
+    record = engine.measure(spec, session, on_event=lambda e: progress.event(spec, e))[0]
+    record = record.model_copy(update={
+        "cluster": ClusterTag(id=cluster_id, index=index, workers=len(addresses), address=addresses[index]),
+        "scale": ScaleTag(session=cluster_id, mode=options.mode, devices=spec.devices, role="worker")})
     store.put(record)
-    progress.run_finished(label, record)
+    progress.run_finished(label, [record])
     return record
 
 
-def merge(cluster_id: str, store: Store, pricing: PricingOptions = PricingOptions()) -> dict:
+def merge(cluster_id: str, store: Store, pricing: PricingOptions = PricingOptions()) -> RunRecord:
     """The workers' records of a multi-host run (all in this store) merged into one, stored."""
-    workers = [r for r in store.list(group=cluster_id) if (r.get("cluster") or {}).get("role") != "merged"
-               and r.get("cluster")]
+    workers = [r for r in store.list(group=cluster_id) if r.cluster is not None and r.cluster.role != "merged"]
     if not workers:
         raise UsageError(f"no worker records of cluster {cluster_id!r} in {store.path}: import each host's "
                          f"`gpuscout results export --group {cluster_id}` first")
     merged = cluster.merge_records(workers, pricing)
-    merged["scale"] = {"session": cluster_id, "mode": workers[0].get("scale", {}).get("mode"),
-                       "devices": merged["devices"], "role": "merged"}
+    merged = merged.model_copy(update={"scale": ScaleTag(session=cluster_id, mode=workers[0].scale.mode
+                                                         if workers[0].scale else None,
+                                                         devices=merged.devices, role="merged")})
     store.put(merged)
     return merged

@@ -25,17 +25,19 @@ from __future__ import annotations
 import math
 import statistics
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from gpuscout import bench as bench_lib
-from gpuscout.analysis.compare import ratio_ci, window_samples_per_s
-from gpuscout.errors import UsageError
+from gpuscout import engine
+from gpuscout.analysis.compare import ratio_ci
+from gpuscout.errors import RunError, UsageError, UserCodeError
 from gpuscout.executor.local import run_child
-from gpuscout.provenance import host_provenance, utc_now
+from gpuscout.provenance import utc_now
+from gpuscout.record.run import RunRecord, TuneTag
 from gpuscout.spec import Backend, DataMode, Precision, RunSpec, Task
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.workloads.user import last_traceback
 
 PARTS = ("ablation", "batch", "input")
 LOSS_CHANGE_LIMIT = 0.10  # relative change of the fixed-step loss that counts as "changed training"
@@ -64,26 +66,21 @@ class TuneOptions:
     seed: int = 0
 
 
-class Progress:
-    def run_started(self, spec: RunSpec, label: str) -> None: ...
-    def event(self, spec: RunSpec, event: dict) -> None: ...
-    def run_finished(self, label: str, record: dict | None) -> None: ...
-    def note(self, text: str) -> None: ...
-
-
 @dataclass
 class Session:
     options: TuneOptions
-    nvml: Nvml
+    engine: engine.Session
     store: Store
-    progress: Progress
+    progress: engine.Progress
     base: RunSpec
-    bench_options: bench_lib.BenchOptions
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     started: float = field(default_factory=time.monotonic)
     durations: list[float] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    host: dict = field(default_factory=dict)
+    count: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.engine.group_id
 
     def fits_budget(self, label: str) -> bool:
         """The first run always starts (tune() refused budgets below its floor); later ones only
@@ -97,19 +94,19 @@ class Session:
             return False
         return True
 
-    def run(self, label: str, part: str, **changes) -> dict | None:
+    def run(self, label: str, part: str, **changes) -> RunRecord | None:
         """One benchmark run of the base spec with `changes`, tagged and stored; None if skipped."""
         if not self.fits_budget(label):
             return None
         spec = self.base.model_copy(update=changes)
-        self.progress.run_started(spec, label)
+        self.count += 1
+        self.progress.run_started(spec, label, self.count, 0)
         began = time.monotonic()
-        record = bench_lib.measure_one(spec, self.bench_options, self.nvml, self.host, self.id, 0,
-                                       on_event=lambda e: self.progress.event(spec, e))
+        record = engine.measure(spec, self.engine, on_event=lambda e: self.progress.event(spec, e))[0]
         self.durations.append(time.monotonic() - began)
-        record["tune"] = {"session": self.id, "part": part, "label": label}
+        record = record.model_copy(update={"tune": TuneTag(session=self.id, part=part, label=label)})
         self.store.put(record)
-        self.progress.run_finished(label, record)
+        self.progress.run_finished(label, [record])
         return record
 
     def pipeline_alone(self, label: str, **changes) -> dict | None:
@@ -118,22 +115,20 @@ class Session:
             return None
         spec = self.base.model_copy(update={"task": Task.pipeline, "gpu_index": None, "backend": Backend.tensorflow
                                             if _has_tensorflow() else self.base.backend, **changes})
-        self.progress.run_started(spec, label)
+        self.count += 1
+        self.progress.run_started(spec, label, self.count, 0)
         began = time.monotonic()
         outcome = run_child(spec, timeout_s=self.options.timeout_s, on_event=lambda e: self.progress.event(spec, e))
         self.durations.append(time.monotonic() - began)
         if outcome.status != "ok":
             message = f"{label}: {outcome.message}"
-            if spec.user_pipeline:
-                from gpuscout.errors import UserCodeError
-                from gpuscout.workloads.user import last_traceback
-
+            if spec.user_pipeline:  # measured first, before any model run: bad input, not a failed run
                 raise UserCodeError(message, last_traceback(outcome.stderr_tail))
-            self.progress.run_finished(label, None)
+            self.progress.run_finished(label, [])
             return {"label": label, "status": outcome.status, "message": outcome.message}
-        rates = [w["samples"] / (w["end_monotonic_s"] - w["start_monotonic_s"]) for w in outcome.result["windows"]]
-        self.progress.run_finished(label, None)
-        return {"label": label, "status": "ok", "source": outcome.result["source"],
+        rates = [w.samples / w.duration_s for w in outcome.result.windows]
+        self.progress.run_finished(label, [])
+        return {"label": label, "status": "ok", "source": outcome.result.pipeline_source,
                 "samples_per_s": statistics.median(rates), "windows_samples_per_s": rates}
 
 
@@ -143,28 +138,28 @@ def _has_tensorflow() -> bool:
     return backends.is_installed(Backend.tensorflow)
 
 
-def _throughput(record: dict | None) -> float | None:
-    return record["samples_per_s"] if record and record["status"] == "ok" else None
+def _throughput(record: RunRecord | None) -> float | None:
+    return record.samples_per_s if record and record.ok else None
 
 
-def speedup(record: dict | None, baseline: dict | None) -> dict | None:
+def speedup(record: RunRecord | None, baseline: RunRecord | None) -> dict | None:
     if not _throughput(record) or not _throughput(baseline):
         return None
-    low, high = ratio_ci(window_samples_per_s(record), window_samples_per_s(baseline))
-    return {"ratio": record["samples_per_s"] / baseline["samples_per_s"], "ci95_low": low, "ci95_high": high}
+    low, high = ratio_ci(record.window_samples_per_s(), baseline.window_samples_per_s())
+    return {"ratio": record.samples_per_s / baseline.samples_per_s, "ci95_low": low, "ci95_high": high}
 
 
-def loss_change(record: dict | None, baseline: dict | None) -> dict | None:
+def loss_change(record: RunRecord | None, baseline: RunRecord | None) -> dict | None:
     """The fixed-step loss against the baseline's, for runs fed the same data (other input modes
     see other samples, so their losses say nothing about the setting)."""
-    if not record or not baseline or record.get("fixed_step_loss") is None or baseline.get("fixed_step_loss") is None:
+    if not record or not baseline or record.fixed_step_loss is None or baseline.fixed_step_loss is None:
         return None
-    if record["data"] != baseline["data"]:
+    if record.data != baseline.data:
         return None
-    new, old = record["fixed_step_loss"], baseline["fixed_step_loss"]
+    new, old = record.fixed_step_loss, baseline.fixed_step_loss
     broken = not math.isfinite(new)
     relative = math.inf if broken else abs(new - old) / max(abs(old), 1e-6)
-    return {"baseline": old, "value": new, "steps": record.get("fixed_steps"), "relative": relative,
+    return {"baseline": old, "value": new, "steps": record.fixed_steps, "relative": relative,
             "changed": broken or relative > LOSS_CHANGE_LIMIT}
 
 
@@ -174,14 +169,15 @@ def classify_wait(share: float | None) -> str | None:
     return next(label for limit, label in INPUT_BOUND if share < limit)
 
 
-def _row(label: str, record: dict | None, reference: dict | None, factor: str | None, versus: str) -> dict:
-    return {"label": label, "factor": factor, "versus": versus, "run_id": record["id"] if record else None,
-            "status": record["status"] if record else "skipped",
-            "precision": record["precision"] if record else None, "xla": record["xla"] if record else None,
-            "data": record["data"] if record else None,
-            "samples_per_s": _throughput(record), "throughput": record.get("throughput") if record else None,
+def _row(label: str, record: RunRecord | None, reference: RunRecord | None, factor: str | None, versus: str) -> dict:
+    return {"label": label, "factor": factor, "versus": versus, "run_id": record.id if record else None,
+            "status": record.status if record else "skipped",
+            "precision": record.precision.value if record else None, "xla": record.xla if record else None,
+            "data": record.data.value if record else None,
+            "samples_per_s": _throughput(record),
+            "throughput": record.throughput.model_dump() if record and record.throughput else None,
             "speedup": speedup(record, reference), "loss": loss_change(record, reference),
-            "input_wait_share": record.get("input_wait_share") if record else None}
+            "input_wait_share": record.input_wait_share if record else None}
 
 
 def ablation(session: Session, precisions: list[Precision]) -> dict:
@@ -220,7 +216,7 @@ def ablation(session: Session, precisions: list[Precision]) -> dict:
                            data=DataMode.pipeline)
     rows.append(_row(f"combined: {best_precision}, {'XLA' if use_xla else 'no XLA'}, tuned pipeline", combined,
                      baseline, "combined", "baseline"))
-    return {"baseline_run": baseline["id"] if baseline else None, "rows": rows,
+    return {"baseline_run": baseline.id if baseline else None, "rows": rows,
             "best": {"precision": best_precision, "xla": use_xla},
             "runs": runs, "combined": combined,
             "note": None if backend is Backend.tensorflow else "the jax backend always compiles with XLA: no XLA-off row"}
@@ -242,12 +238,12 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
         record = session.run(f"probe batch {batch}", "batch_probe", batch_size=batch, **probe)
         if record is None:
             return None
-        probes.append({"batch_size": batch, "status": record["status"], "run_id": record["id"],
-                       "peak_memory_bytes": record.get("peak_memory_bytes"),
-                       "message": (record.get("error") or {}).get("message")})
-        if record["status"] not in ("ok", "oom"):
-            raise UsageError(f"the batch probe at {batch} ended {record['status']}: {(record['error'] or {}).get('message')}")
-        return record["status"] == "ok"
+        message = record.error.message if record.error else None
+        probes.append({"batch_size": batch, "status": record.status, "run_id": record.id,
+                       "peak_memory_bytes": record.peak_memory_bytes, "message": message})
+        if record.status not in ("ok", "oom"):
+            raise RunError(f"the batch probe at {batch} ended {record.status}: {message}")
+        return record.ok
 
     lo, hi, limited_by = None, None, "memory"
     batch = start
@@ -293,9 +289,10 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
         record = session.run(f"batch {b}", "batch_curve", batch_size=b, precision=precision, xla=use_xla,
                              data=DataMode.synthetic)
         if record is not None:
-            curve.append({"batch_size": b, "run_id": record["id"], "status": record["status"],
-                          "samples_per_s": _throughput(record), "throughput": record.get("throughput"),
-                          "peak_memory_bytes": record.get("peak_memory_bytes")})
+            curve.append({"batch_size": b, "run_id": record.id, "status": record.status,
+                          "samples_per_s": _throughput(record),
+                          "throughput": record.throughput.model_dump() if record.throughput else None,
+                          "peak_memory_bytes": record.peak_memory_bytes})
     measured = [c for c in curve if c["samples_per_s"]]
     knee = None
     if measured:
@@ -305,14 +302,15 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
             "cap": cap, "probes": probes, "curve": curve, "knee": knee, "default": start}
 
 
-def input_analysis(session: Session, precision: Precision, use_xla: bool, ablation_runs: dict) -> dict:
+def input_analysis(session: Session, precision: Precision, use_xla: bool, ablation_runs: dict,
+                   user_pipeline: dict | None) -> dict:
     model_alone = ablation_runs.get("synthetic")
     both = ablation_runs.get("pipeline")
     if precision is not Precision.fp32 or model_alone is None:
         model_alone = session.run("model alone (synthetic)", "input", precision=precision, xla=use_xla,
                                   data=DataMode.synthetic)
-    if session.options.pipeline:
-        alone = session.pipeline_alone("your pipeline alone", user_pipeline=session.options.pipeline)
+    if user_pipeline is not None:
+        alone = user_pipeline
         model_rate = _throughput(model_alone)
         if not alone or alone["status"] != "ok" or not model_rate:
             return {"pipeline": alone, "model_samples_per_s": model_rate, "verdict": None}
@@ -325,10 +323,10 @@ def input_analysis(session: Session, precision: Precision, use_xla: bool, ablati
     if precision is not Precision.fp32 or both is None:
         both = session.run("model + tuned pipeline", "input", precision=precision, xla=use_xla, data=DataMode.pipeline)
     model_rate = _throughput(model_alone)
-    share = both.get("input_wait_share") if both else None
+    share = both.input_wait_share if both else None
     per_core = one_core["samples_per_s"] if one_core and one_core["status"] == "ok" else None
     return {"pipeline_one_thread": one_core, "pipeline_tuned": tuned, "model_samples_per_s": model_rate,
-            "together_samples_per_s": _throughput(both), "together_run": both["id"] if both else None,
+            "together_samples_per_s": _throughput(both), "together_run": both.id if both else None,
             "input_wait_share": share, "verdict": classify_wait(share),
             "cores_needed": math.ceil(model_rate / per_core) if model_rate and per_core else None}
 
@@ -381,8 +379,9 @@ def recommendations(report: dict, backend: Backend) -> list[dict]:
     return out
 
 
-def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store, progress: Progress | None = None) -> dict:
-    progress = progress or Progress()
+def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store,
+         progress: engine.Progress | None = None) -> dict:
+    progress = progress or engine.Progress()
     unknown = [p for p in options.parts if p not in PARTS]
     if unknown:
         raise UsageError(f"unknown --parts {', '.join(unknown)}: choose from {', '.join(PARTS)}")
@@ -417,7 +416,11 @@ def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store, p
         if cc is not None and float(cc) < 8.0:
             precisions.remove(Precision.mixed_bfloat16)
             notes.append(f"mixed_bfloat16 left out: compute capability {cc} has no bf16 tensor cores")
-    session = Session(options, nvml, store, progress, base, bench_options, host=host_provenance(nvml))
+    session = Session(options, engine.Session(nvml, bench_options.measure_options()), store, progress, base)
+    # The user's pipeline runs first, alone on the CPU: a mistake in it is bad input (exit 2)
+    # before any measurement, not a failure after half a tuning session.
+    user_pipeline = (session.pipeline_alone("your pipeline alone", user_pipeline=options.pipeline)
+                     if options.pipeline and "input" in options.parts else None)
     report: dict = {"session": session.id, "created_utc": utc_now(), "workload": base.workload,
                     "backend": base.backend.value, "device": base.device_kind,
                     "gpu": nvml.gpu(base.gpu_index).name if base.gpu_index is not None else None,
@@ -432,7 +435,7 @@ def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store, p
     if "batch" in options.parts:
         report["batch"] = batch_search(session, best_precision, use_xla)
     if "input" in options.parts:
-        report["input"] = input_analysis(session, best_precision, use_xla, runs)
+        report["input"] = input_analysis(session, best_precision, use_xla, runs, user_pipeline)
     report["recommendations"] = recommendations(report, base.backend)
     report["skipped"] = session.skipped
     report["elapsed_s"] = time.monotonic() - session.started

@@ -1,6 +1,7 @@
 """`gpuscout compare`, `report` and `results import` on checked-in results (golden files), and the
 HTML report in a real headless browser."""
 
+import hashlib
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 
+import jsonschema
 import pytest
 
 from tests.conftest import FIXTURES, run_cli
@@ -67,7 +69,7 @@ def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):
     changed.write_text(json.dumps({**doc, "runs": [doc["runs"][0] | {"id": "fresh2"}, doc["runs"][1] | {"batch_size": 7}]}))
     not_ours = tmp_path / "other.json"
     not_ours.write_text('{"hello": 1}')
-    for path, message in ((newer, "newer than this gpuscout's"), (half_bad, "run #2 lacks status"),
+    for path, message in ((newer, "newer than this gpuscout's"), (half_bad, "run #2 (fresh1): status: Field required"),
                           (changed, "already stored with different contents"), (not_ours, "not a gpuscout results file"),
                           (tmp_path / "missing.json", "cannot read")):
         proc = run_cli("results", "import", str(path), "--store", str(store))
@@ -75,6 +77,85 @@ def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):
         assert count(store) == 6  # nothing half-applied
     again = run_cli("results", "import", str(GOLDEN), "--store", str(store))
     assert again.returncode == 0 and "imported 0 new run(s)" in again.stderr and count(store) == 6
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_import_refuses_a_record_of_the_wrong_types_naming_it_and_changes_nothing(tmp_path, store):
+    doc = json.loads(GOLDEN.read_text())
+    good = doc["runs"][0] | {"id": "fresh0"}
+    cases = [({"batch_size": "big"}, "run #2 (fresh1): batch_size: Input should be a valid integer"),
+             ({"throughput": good["throughput"] | {"median": "fast"}}, "run #2 (fresh1): throughput.median:"),
+             ({"group_id": ["a", "b"]}, "run #2 (fresh1): group_id: Input should be a valid string"),
+             ({"samples_per_s": float("nan")}, "run #2 (fresh1): samples_per_s: Input should be a finite number"),
+             ({"id": ["a"]}, "run #2: id: Input should be a valid string")]
+    before = digest(store)
+    for change, message in cases:
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**doc, "runs": [good, doc["runs"][1] | {"id": "fresh1"} | change]}))
+        proc = run_cli("results", "import", str(bad), "--store", str(store))
+        assert proc.returncode == 2 and message in proc.stderr, (change, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and digest(store) == before
+    version = tmp_path / "version.json"
+    version.write_text(json.dumps({**doc, "schema_version": "1"}))
+    proc = run_cli("results", "import", str(version), "--store", str(store))
+    assert proc.returncode == 2 and "schema_version must be a whole number, got '1'" in proc.stderr
+
+
+def test_old_stores_migrate_all_or_nothing_and_old_exports_import(tmp_path):
+    old = tmp_path / "old.sqlite"
+    shutil.copy(RESULTS / "store_v1.sqlite", old)
+    original = digest(old)
+    refused = run_cli("results", "list", "--store", str(old))
+    assert refused.returncode == 2 and "run `gpuscout results migrate --store" in refused.stderr
+    assert digest(old) == original
+    # a damaged record stops the migration before anything is written
+    broken = tmp_path / "broken.sqlite"
+    shutil.copy(old, broken)
+    db = sqlite3.connect(broken)
+    db.execute("UPDATE runs SET record_json = replace(record_json, '\"batch_size\": 256', "
+               "'\"batch_size\": \"big\"') WHERE id = '6734c24ff532'")
+    db.commit()
+    db.close()
+    broken_digest = digest(broken)
+    proc = run_cli("results", "migrate", "--store", str(broken))
+    assert proc.returncode == 2 and "run 6734c24ff532" in proc.stderr and "batch_size" in proc.stderr
+    assert digest(broken) == broken_digest and not list(tmp_path.glob("broken.sqlite.schema1-backup*"))
+    done = run_cli("results", "migrate", "--store", str(old))
+    assert done.returncode == 0 and "migrated 20 run(s)" in done.stderr, done.stderr
+    backup = tmp_path / "old.sqlite.schema1-backup"
+    assert digest(backup) == original  # the original, byte for byte
+    listed = run_cli("results", "list", "--json", "--store", str(old))
+    runs = json.loads(listed.stdout)["runs"]
+    assert listed.returncode == 0 and len(runs) == 20 and {r["schema_version"] for r in runs} == {2}
+    assert "nothing to do" in run_cli("results", "migrate", "--store", str(old)).stderr
+    db = sqlite3.connect(old)
+    db.execute("PRAGMA user_version = 3")
+    db.close()
+    newer = run_cli("results", "migrate", "--store", str(old))
+    assert newer.returncode == 2 and "schema 3, newer than this gpuscout's (2)" in newer.stderr
+    fresh = tmp_path / "fresh.sqlite"
+    imported = run_cli("results", "import", str(RESULTS / "export_v1.json"), "--store", str(fresh))
+    assert imported.returncode == 0 and "imported 20 new run(s)" in imported.stderr
+
+
+def test_the_schema_validates_every_export_and_a_damaged_record_is_reported_not_crashed_on(tmp_path, store):
+    proc = run_cli("results", "schema")
+    schema = json.loads(proc.stdout)
+    exported = json.loads(run_cli("results", "export", "--store", str(store)).stdout)
+    for run in exported["runs"]:
+        jsonschema.validate(run, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(exported["runs"][0] | {"batch_size": "big"}, schema)
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE runs SET record_json = '{\"id\": 3}' WHERE id = 'bertrun00002'")
+    listed = run_cli("results", "list", "--store", str(store))
+    assert listed.returncode == 0 and "bertrun00001" in listed.stdout and "bertrun00002" not in listed.stdout
+    assert "warning: run bertrun00002" in listed.stderr and "is damaged and was left out" in listed.stderr
+    shown = run_cli("results", "show", "bertrun00002", "--store", str(store))
+    assert shown.returncode == 2 and "run bertrun00002" in shown.stderr and "is damaged" in shown.stderr
 
 
 def test_export_then_import_moves_runs_between_stores(store, tmp_path):

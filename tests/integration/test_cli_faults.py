@@ -44,7 +44,7 @@ def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):
     assert [r["status"] for r in runs] == ["oom", "ok"]
     assert "RESOURCE_EXHAUSTED" in runs[0]["error"]["stderr_tail"] and runs[0]["throughput"] is None
     with Store(store_path) as store:
-        assert sorted(r["status"] for r in store.list()) == ["ok", "oom"]
+        assert sorted(r.status for r in store.list()) == ["ok", "oom"]
 
 
 def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
@@ -55,7 +55,7 @@ def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
     time.sleep(0.2)
     assert all(gone(p) for p in pids)
     with Store(store_path) as store:
-        assert [r["status"] for r in store.list()] == ["timeout"]
+        assert [r.status for r in store.list()] == ["timeout"]
 
 
 def test_ctrl_c_leaves_no_child_and_no_record(tmp_path, store_path):
@@ -99,9 +99,9 @@ def test_gpu_run_records_telemetry_throttling_and_other_processes(tmp_path, stor
     cost = run["cost"]
     assert cost["hourly"]["usd_per_hour"] == 2.99 and cost["hourly"]["stale"]
     per_s = 2.99 / 3600
-    assert cost["usd_per_million_images"] == per_s / run["throughput"]["median"] * 1e6
+    assert cost["usd_per_million_units"] == per_s / run["throughput"]["median"] * 1e6 and run["unit"] == "images/s"
     assert cost["usd_per_epoch"] == per_s * run["epoch_time_s"]
-    assert cost["kwh_per_million_images"] == 600.0 / run["throughput"]["median"] * 1e6 / 3.6e6
+    assert cost["kwh_per_million_units"] == 600.0 / run["throughput"]["median"] * 1e6 / 3.6e6
 
 
 def test_an_owned_gpu_and_a_given_price_change_the_cost(tmp_path, store_path, fake_gpu):

@@ -19,19 +19,20 @@ def test_every_format_with_its_accuracy_and_a_load_test(store_path):
                      "--store", str(store_path))
     assert result.returncode == 0, result.stderr
     runs = json.loads(result.stdout)["runs"]
-    by = {(r["format"], r["variant"], r["batch_size"]): r for r in runs}
+    by = {(r["inference"]["format"], r["inference"]["variant"], r["batch_size"]): r["inference"] | {"run": r}
+          for r in runs}
     assert set(by) == {(f, v, b) for f, v in (("keras", "fp32"), ("saved_model", "fp32"), ("litert", "fp32"),
                                               ("litert", "fp16"), ("litert", "int8"), ("onnx", "fp32"))
                        for b in (1, 16)}
     for r in runs:
-        lat = r["latency"]
+        lat = r["inference"]["latency"]
         assert r["status"] == "ok" and r["mode"] == "inference" and lat["count"] == 10
         assert lat["min_ms"] <= lat["p50_ms"] <= lat["p90_ms"] <= lat["p99_ms"] <= lat["max_ms"]
         assert r["samples_per_s"] == pytest.approx(r["throughput"]["median"])
-        a = r["agreement"]
+        a = r["inference"]["agreement"]
         assert a["samples"] >= 256 and a["reference_accuracy"] > 0.85  # 5 epochs on digits: a real model
         # the same inputs through another format: the same predictions, and int8 within a few points
-        assert abs(a["accuracy"] - a["reference_accuracy"]) <= (0.05 if r["variant"] == "int8" else 0.01)
+        assert abs(a["accuracy"] - a["reference_accuracy"]) <= (0.05 if r["inference"]["variant"] == "int8" else 0.01)
     assert by[("keras", "fp32", 1)]["agreement"]["max_abs_diff"] < 1e-4  # the model itself
     assert by[("litert", "int8", 1)]["agreement"]["max_abs_diff"] > by[("litert", "fp32", 1)]["agreement"]["max_abs_diff"]
     assert all(by[(f, "fp32", 1)]["serving"]["prepare_s"] > 0 for f in ("saved_model", "litert", "onnx"))

@@ -16,6 +16,10 @@ from tests.integration.test_cli_faults import cli_env, gone, gpuscout
 QUICK = ["--windows", "3", "--window-seconds", "0.3", "--warmup-steps", "2"]
 
 
+def stored(store) -> list[dict]:
+    """The store's records in their stored (JSON) shape."""
+    return [r.model_dump(mode="json") for r in store.list()]
+
 def _points(report):
     return {p["devices"]: p for p in report["points"]}
 
@@ -36,10 +40,11 @@ def test_mirrored_strategy_over_two_cpu_devices(store_path):
     if not two["meets_expectation"]:
         assert two["causes"][0]["code"] == "cpu_devices" and not report["verdict"]["ok"]
     with Store(store_path) as store:
-        runs = {r["devices"]: r for r in store.list()}
+        runs = {r["devices"]: r for r in stored(store)}
     assert runs[2]["distribution"] == {"kind": "mirrored", "strategy": "MirroredStrategy", "replicas": 2,
                                        "all_reduce": "CollectiveAllReduce", "params": runs[2]["distribution"]["params"],
-                                       "batchnorm_layers": 0}
+                                       "batchnorm_layers": 0, "workers": None, "worker_run_ids": None,
+                                       "addresses": None}
     assert runs[1]["distribution"]["replicas"] == 1 and runs[2]["scale"]["session"] == report["session"]
     assert "MirroredStrategy.run" in runs[2]["env"]["compiled"] and runs[2]["xla"] is False
     assert (store_path.parent / "scale" / f"{report['session']}.json").exists()
@@ -54,7 +59,7 @@ def test_jax_data_parallel_strong_scaling_table(store_path):
     assert "│ 128 " in row  # strong: the global 256 split over 2
     assert "verdict" in result.stdout
     with Store(store_path) as store:
-        two = next(r for r in store.list() if r["devices"] == 2)
+        two = next(r for r in stored(store) if r["devices"] == 2)
     assert two["distribution"]["strategy"] == "keras.distribution.DataParallel" and two["batch_size"] == 256
     out = store_path.parent / "r.html"
     assert run_cli("report", "--out", str(out), "--store", str(store_path)).returncode == 0
@@ -68,7 +73,7 @@ def test_two_local_workers_of_multi_worker_mirrored(store_path):
     assert result.returncode == 0, result.stderr
     two = _points(json.loads(result.stdout))[2]
     with Store(store_path) as store:
-        records = store.list()
+        records = stored(store)
     merged = next(r for r in records if r["id"] == two["run_id"])
     workers = sorted((r for r in records if r["scale"].get("role") == "worker" and r["cluster"]["workers"] == 2),
                      key=lambda r: r["cluster"]["index"])
@@ -114,7 +119,7 @@ def test_printed_host_commands_run_and_merge(tmp_path):
     record = json.loads(merged.stdout)
     assert record["distribution"]["workers"] == 2 and record["devices"] == 2 and record["batch_size"] == 512
     with Store(tmp_path / "h1.db") as store:
-        worker1 = store.list()[0]
+        worker1 = stored(store)[0]
     assert worker1["cluster"]["index"] == 1 and worker1["group_id"] == cluster
 
 
@@ -138,7 +143,7 @@ def test_a_hung_collective_is_killed_and_named(tmp_path, store_path):
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     assert all(gone(p) for p in pids)  # the child and its grandchild
     with Store(store_path) as store:
-        statuses = {r["devices"]: r["status"] for r in store.list()}
+        statuses = {r["devices"]: r["status"] for r in stored(store)}
     assert statuses == {1: "ok", 2: "timeout"}
 
 
@@ -152,7 +157,7 @@ def test_fake_gpus_give_topology_per_gpu_telemetry_and_a_straggler(tmp_path, sto
     assert [g["index"] for g in two["per_gpu"]] == [0, 1] and two["per_gpu"][1]["sm_clock_mean_mhz"] == 1700
     assert "straggler" in two["flags"]
     with Store(store_path) as store:
-        record = next(r for r in store.list() if r["devices"] == 2)
+        record = next(r for r in stored(store) if r["devices"] == 2)
     assert record["telemetry"]["power_mean_w"] == pytest.approx(1200) and record["telemetry"]["gpus"] == 2
     assert [g["uuid"] for g in record["gpus"]] == ["GPU-0", "GPU-1"]
     assert record["cost"]["hourly"]["basis"].startswith("2 GPUs x (")

@@ -56,11 +56,11 @@ def test_inference_on_the_gpu_chooses_how_each_batch_reaches_it(store_path):
     assert [r["batch_size"] for r in runs] == [1, 512]
     for run in runs:
         assert run["device"] == "gpu" and run["status"] == "ok"
-        path = run["input_path"]
+        path = run["inference"]["input_path"]
         assert set(path["copy_ms"]) == ({"direct", "pinned"} | ({"split4"} if run["batch_size"] >= 4 else set()))
         assert path["method"] == min(path["copy_ms"], key=path["copy_ms"].get)
-        assert run["latency"]["p50_ms"] <= run["latency"]["p99_ms"]
-        assert run["agreement"]["top1_agreement"] == 1.0  # fp32 served against fp32
+        assert run["inference"]["latency"]["p50_ms"] <= run["inference"]["latency"]["p99_ms"]
+        assert run["inference"]["agreement"]["top1_agreement"] == 1.0  # fp32 served against fp32
 
 
 def _gpu_count() -> int:

@@ -1,4 +1,3 @@
-import copy
 import json
 
 import numpy as np
@@ -6,9 +5,10 @@ import pytest
 
 from gpuscout.analysis.compare import compare, ratio_ci, significance, Group
 from gpuscout.errors import UsageError
+from gpuscout.record.run import RunRecord
 from tests.conftest import FIXTURES
 
-GOLDEN = json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]
+GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
 
 
 def group(label, windows, ci=None):
@@ -62,12 +62,12 @@ def test_only_runs_differing_in_the_by_field_are_compared():
 
 
 def test_methodology_versions_are_never_mixed_and_environments_are_named():
-    runs = copy.deepcopy([r for r in GOLDEN if r["workload"] == "bert_base"])
-    runs[1]["methodology_version"] = 2
-    assert compare(runs, "run") == []  # one run per version: nothing to compare within a version
-    runs = copy.deepcopy([r for r in GOLDEN if r["workload"] == "bert_base"])
-    runs[1]["env"]["framework"]["backend_version"] = "0.5.0"
-    (c,) = compare(runs, "run")
+    runs = [r for r in GOLDEN if r.workload == "bert_base"]
+    assert compare([runs[0], runs[1].model_copy(update={"methodology_version": 2})], "run") == []
+    # (one run per version: nothing to compare within a version)
+    env = runs[1].env.model_copy(update={"framework": runs[1].env.framework.model_copy(
+        update={"backend_version": "0.5.0"})})
+    (c,) = compare([runs[0], runs[1].model_copy(update={"env": env})], "run")
     assert c.notes == ["runs differ in framework: 0.4.30, 0.5.0"]
     assert c.groups[1].verdict == "no significant difference"
 

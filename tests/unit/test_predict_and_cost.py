@@ -6,6 +6,7 @@ import pytest
 from gpuscout import catalog, predict, recommend as rec
 from gpuscout.errors import UsageError
 from gpuscout.pricing import HourlyCost, PricingOptions, cost_figures, hourly_cost
+from tests.records import make_record
 from gpuscout.spec import Precision
 
 CAT = catalog.load()
@@ -61,11 +62,11 @@ def test_an_owned_gpu_costs_its_price_over_the_years_plus_its_power():
 
 
 def test_cost_figures_on_exact_values():
-    hourly = HourlyCost(3.6, "given", "given")  # 0.001 USD per second
-    figures = cost_figures(hourly, 1000.0, "images", epoch_s=100.0, tta_s=50.0, power_w=360.0)
-    assert figures["usd_per_million_images"] == pytest.approx(1.0)  # 1000 s for a million at 0.001/s
-    assert figures["usd_per_epoch"] == pytest.approx(0.1) and figures["usd_per_time_to_accuracy"] == pytest.approx(0.05)
-    assert figures["kwh_per_million_images"] == pytest.approx(360 * 1000 / 3.6e6)  # 1000 s at 360 W = 0.1 kWh
+    hourly = HourlyCost(usd_per_hour=3.6, basis="given", kind="given")  # 0.001 USD per second
+    figures = cost_figures(hourly, 1000.0, epoch_s=100.0, tta_s=50.0, power_w=360.0)
+    assert figures.usd_per_million_units == pytest.approx(1.0)  # 1000 s for a million at 0.001/s
+    assert figures.usd_per_epoch == pytest.approx(0.1) and figures.usd_per_time_to_accuracy == pytest.approx(0.05)
+    assert figures.kwh_per_million_units == pytest.approx(360 * 1000 / 3.6e6)  # 1000 s at 360 W = 0.1 kWh
 
 
 @pytest.mark.parametrize("model", ["mlp", "resnet18_cifar"])
@@ -103,10 +104,9 @@ def test_params_jobs_follow_the_transformer_formulas():
         rec.parse_duration_h("0h")
 
 
-def stored(gpu_id, name, throughput, precision="mixed_bfloat16"):
-    return {"id": f"run-{gpu_id}", "workload": name, "status": "ok", "throughput": {"median": throughput},
-            "device": "gpu", "precision": precision, "seq_len": None, "batch_size": 256, "time_to_accuracy": None,
-            "gpu": {"catalog_id": gpu_id, "name": CAT.get(gpu_id).name}}
+def stored(gpu_id, name, throughput, precision="mixed_bfloat16", run_id=None, batch=256, **changes):
+    return make_record(run_id or f"run-{gpu_id}", name, throughput, precision=precision, batch_size=batch,
+                       device="gpu", gpu={"index": 0, "catalog_id": gpu_id, "name": CAT.get(gpu_id).name}, **changes)
 
 
 def test_the_ranking_uses_stored_measurements_and_puts_the_cheapest_eligible_first(tmp_path):
@@ -151,12 +151,9 @@ def test_inference_uses_stored_inference_runs_and_training_never_does():
     from gpuscout.spec import Precision
 
     def run(rid, mode, rate, devices=1, batch=64):
-        r = {"id": rid, "workload": "resnet50", "status": "ok", "throughput": {"median": rate}, "device": "gpu",
-             "precision": "mixed_bfloat16", "seq_len": None, "gpu": {"catalog_id": "h100_sxm", "name": "NVIDIA H100"},
-             "batch_size": batch, "devices": devices}
-        if mode == "inference":
-            r.update({"mode": "inference", "format": "keras"})
-        return r
+        inference = {"mode": "inference", "inference": {"format": "keras", "variant": "mixed_bfloat16"}}
+        return stored("h100_sxm", "resnet50", rate, run_id=rid, batch=batch, devices=devices,
+                      **(inference if mode == "inference" else {}))
 
     records = [run("t1", "training", 3000.0), run("t2", "training", 5500.0, devices=2),
                run("i1", "inference", 6000.0), run("i2", "inference", 7000.0, batch=256)]

@@ -7,9 +7,12 @@ import pytest
 
 from gpuscout import scale as scale_lib
 from gpuscout.analysis import scaling
+from gpuscout import workloads
 from gpuscout.analysis.flags import straggler_flag
 from gpuscout.analysis.telemetry import combine_telemetry
 from gpuscout.cluster import merge_records, read_tf_config, check_hosts, commands
+from gpuscout.record.run import ErrorDetail, Telemetry
+from tests.records import make_record
 from gpuscout.errors import UsageError
 from gpuscout.executor.local import child_env
 from gpuscout.spec import RunSpec
@@ -64,66 +67,65 @@ def test_diagnosis_names_each_cause():
 
 
 def test_straggler_flag_names_the_slow_gpu():
-    gpus = [{"index": 0, "sm_clock_mean_mhz": 1980.0, "slowdown_reasons": []},
-            {"index": 1, "sm_clock_mean_mhz": 1975.0, "slowdown_reasons": []}]
-    assert straggler_flag(gpus) is None
-    gpus[1]["sm_clock_mean_mhz"] = 1800.0  # 91% of the fastest
-    flag = straggler_flag(gpus)
+    def gpus(clocks, reasons=([], [])):
+        return [Telemetry(index=i, interval_s=0.1, sample_count=10, window_sample_count=8, sm_clock_mean_mhz=c,
+                          slowdown_reasons=r) for i, (c, r) in enumerate(zip(clocks, reasons))]
+
+    assert straggler_flag(gpus([1980.0, 1975.0])) is None
+    flag = straggler_flag(gpus([1980.0, 1800.0]))  # 91% of the fastest
     assert flag.code == "straggler" and "GPU 1" in flag.message and "GPU 0" not in flag.message
-    gpus[1]["sm_clock_mean_mhz"] = 1975.0
-    gpus[0]["slowdown_reasons"] = ["hw_thermal_slowdown"]  # on one GPU alone
-    assert "GPU 0: slowdown reasons hw_thermal_slowdown" in straggler_flag(gpus).message
-    gpus[1]["slowdown_reasons"] = ["sw_power_cap"]  # on every GPU: the machine, not one GPU
-    assert straggler_flag(gpus) is None
-    assert straggler_flag(gpus[:1]) is None
+    alone = gpus([1980.0, 1975.0], (["hw_thermal_slowdown"], []))  # on one GPU alone
+    assert "GPU 0: slowdown reasons hw_thermal_slowdown" in straggler_flag(alone).message
+    everywhere = gpus([1980.0, 1975.0], (["hw_thermal_slowdown"], ["sw_power_cap"]))  # the machine, not one GPU
+    assert straggler_flag(everywhere) is None
+    assert straggler_flag(alone[:1]) is None
 
 
 def _telemetry(power, util, clock, temp, memory, reasons=()):
-    return {"interval_s": 0.1, "sample_count": 10, "window_sample_count": 8, "gpu_util_mean_pct": util,
-            "memory_util_mean_pct": util, "power_mean_w": power, "power_max_w": power + 10, "energy_j": power * 2,
-            "energy_j_per_1000_samples": power / 10, "sm_clock_mean_mhz": clock, "sm_clock_min_mhz": clock - 20,
-            "temperature_max_c": temp, "memory_used_max_bytes": memory, "slowdown_reasons": list(reasons)}
+    return Telemetry(interval_s=0.1, sample_count=10, window_sample_count=8, gpu_util_mean_pct=util,
+                     memory_util_mean_pct=util, power_mean_w=power, power_max_w=power + 10, energy_j=power * 2,
+                     energy_j_per_1000_samples=power / 10, sm_clock_mean_mhz=clock, sm_clock_min_mhz=clock - 20,
+                     temperature_max_c=temp, memory_used_max_bytes=memory, slowdown_reasons=list(reasons))
 
 
 def test_combined_telemetry_sums_power_and_averages_clocks():
     t = combine_telemetry([_telemetry(600, 98, 1980, 60, 10, ["sw_power_cap"]), _telemetry(500, 90, 1900, 70, 30)])
-    assert t["power_mean_w"] == 1100 and t["energy_j"] == 2200 and t["energy_j_per_1000_samples"] == 110
-    assert t["gpu_util_mean_pct"] == 94 and t["sm_clock_mean_mhz"] == 1940 and t["sm_clock_min_mhz"] == 1880
-    assert t["temperature_max_c"] == 70 and t["memory_used_max_bytes"] == 30 and t["gpus"] == 2
-    assert t["slowdown_reasons"] == ["sw_power_cap"] and t["window_sample_count"] == 8
-    partial = combine_telemetry([_telemetry(600, 98, 1980, 60, 10), {**_telemetry(0, 90, 1900, 70, 30), "power_mean_w": None}])
-    assert partial["power_mean_w"] is None  # half a sum would read as a real figure
+    assert t.power_mean_w == 1100 and t.energy_j == 2200 and t.energy_j_per_1000_samples == 110
+    assert t.gpu_util_mean_pct == 94 and t.sm_clock_mean_mhz == 1940 and t.sm_clock_min_mhz == 1880
+    assert t.temperature_max_c == 70 and t.memory_used_max_bytes == 30 and t.gpus == 2
+    assert t.slowdown_reasons == ["sw_power_cap"] and t.window_sample_count == 8
+    unknown = _telemetry(0, 90, 1900, 70, 30).model_copy(update={"power_mean_w": None})
+    partial = combine_telemetry([_telemetry(600, 98, 1980, 60, 10), unknown])
+    assert partial.power_mean_w is None  # half a sum would read as a real figure
 
 
 def _worker(index, rates, batch=64, status="ok"):
-    windows = [{"index": i, "start_monotonic_s": 100.0 + i, "end_monotonic_s": 100.0 + i + batch * 10 / r,
-                "steps": 10, "samples": batch * 10, "input_wait_s": 0.01 * index, "seconds": batch * 10 / r,
-                "throughput": r} for i, r in enumerate(rates)]
-    return {"id": f"w{index}", "created_utc": "2026-11-22T00:00:00Z", "group_id": "c1", "workload": "mlp",
-            "backend": "tensorflow", "precision": "fp32", "xla": False, "batch_size": batch, "devices": 1,
-            "per_device_batch_size": batch, "data": "synthetic", "device": "cpu", "status": status,
-            "error": None if status == "ok" else {"message": "boom" if index else "stopped: another process of the same run failed",
-                                                  "stderr_tail": "", "returncode": 1},
-            "unit": "samples/s", "throughput": {"median": sorted(rates)[1]}, "samples_per_s": sorted(rates)[1],
-            "windows": windows, "loss": 2.0, "input_wait_share": None, "peak_memory_bytes": None,
-            "training_flops_per_sample": 1e6, "mfu_peak_tflops": None, "telemetry": None, "flags": [],
-            "gpu": None, "spec": {"model": None}, "distribution": {"kind": "multi_worker", "replicas": 2},
-            "cluster": {"id": "c1", "index": index, "workers": 2, "address": f"h{index}:1"}}
+    error = None if status == "ok" else {
+        "message": "boom" if index else "stopped: another process of the same run failed", "stderr_tail": "",
+        "returncode": 1}
+    record = make_record(f"w{index}", "mlp", rates=rates, backend="tensorflow", batch_size=batch, status=status,
+                         xla=False, group_id="c1", loss=2.0,
+                         distribution={"kind": "multi_worker", "replicas": 2},
+                         cluster={"id": "c1", "index": index, "workers": 2, "address": f"h{index}:1"})
+    windows = [w.model_copy(update={"input_wait_s": 0.01 * index}) for w in record.windows]
+    return record.model_copy(update={"windows": windows, "error": ErrorDetail(**error) if error else None})
 
 
 def test_merge_sums_the_workers_windows():
     merged = merge_records([_worker(1, [900.0, 1000.0, 1100.0]), _worker(0, [1000.0, 1000.0, 1000.0])])
-    assert [w["throughput"] for w in merged["windows"]] == [1900.0, 2000.0, 2100.0]
-    assert merged["throughput"]["median"] == 2000.0 and merged["samples_per_s"] == 2000.0
-    assert merged["batch_size"] == 128 and merged["devices"] == 2 and merged["step_time_s"] == pytest.approx(0.064)
-    assert merged["distribution"]["worker_run_ids"] == ["w0", "w1"] and merged["cluster"]["role"] == "merged"
-    assert merged["windows"][0]["samples"] == 1280 and merged["windows"][0]["seconds"] == pytest.approx(1280 / 1900)
-    assert merged["achieved_tflops"] == pytest.approx(1e6 * 2000 / 1e12)
+    assert [w.throughput for w in merged.windows] == pytest.approx([1900.0, 2000.0, 2100.0])
+    assert merged.throughput.median == pytest.approx(2000.0) and merged.samples_per_s == pytest.approx(2000.0)
+    assert merged.batch_size == 128 and merged.devices == 2 and merged.step_time_s == pytest.approx(0.064)
+    assert merged.distribution.worker_run_ids == ["w0", "w1"] and merged.cluster.role == "merged"
+    assert merged.windows[0].samples == 1280 and merged.windows[0].seconds == pytest.approx(1280 / 1900)
+    flops = workloads.get("mlp").training_flops_per_sample()  # 3 x forward, the workload's analytic count
+    assert merged.training_flops_per_sample == flops
+    assert merged.achieved_tflops == pytest.approx(flops * 2000 / 1e12)
 
 
 def test_merge_reports_the_worker_that_failed_first_and_refuses_missing_ones():
     merged = merge_records([_worker(0, [1.0] * 3, status="failed"), _worker(1, [1.0] * 3, status="oom")])
-    assert merged["status"] == "oom" and merged["error"]["message"] == "worker 1: boom"
+    assert merged.status == "oom" and merged.error.message == "worker 1: boom"
     with pytest.raises(UsageError, match="need all of 0..1"):
         merge_records([_worker(1, [1.0] * 3)])
 

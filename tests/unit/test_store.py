@@ -6,15 +6,7 @@ import threading
 import pytest
 
 from gpuscout.store import SCHEMA_VERSION, Store, StoreError
-
-
-def record(run_id: str, workload: str = "mlp", median: float = 100.0) -> dict:
-    return {
-        "id": run_id, "created_utc": "2026-11-21T00:00:00+00:00", "group_id": "g1",
-        "workload": workload, "backend": "jax", "precision": "fp32", "xla": True, "batch_size": 32,
-        "data": "synthetic", "device": "cpu", "gpu": None, "status": "ok",
-        "throughput": {"median": median}, "methodology_version": 1, "nested": {"windows": [1, 2]},
-    }
+from tests.records import make_record as record
 
 
 def digest(path) -> str:
@@ -26,10 +18,10 @@ def test_round_trip_and_prefix_lookup(store_path):
         store.put(record("abc123", median=12.5))
         store.put(record("abd999", workload="resnet50"))
     with Store(store_path, create=False) as store:
-        assert store.get("abc123")["throughput"]["median"] == 12.5
-        assert store.get("abc")["id"] == "abc123"
-        assert store.get("abc")["nested"] == {"windows": [1, 2]}
-        assert [r["id"] for r in store.list(workload="resnet50")] == ["abd999"]
+        assert store.get("abc123").throughput.median == 12.5
+        assert store.get("abc").id == "abc123"
+        assert store.get("abc") == record("abc123", median=12.5)  # every field back as it went in
+        assert [r.id for r in store.list(workload="resnet50")] == ["abd999"]
         with pytest.raises(StoreError, match="ambiguous"):
             store.get("ab")
         with pytest.raises(StoreError, match="no run 'zz'"):
@@ -39,9 +31,9 @@ def test_round_trip_and_prefix_lookup(store_path):
 def test_duplicate_id_is_refused_and_store_unchanged(store_path):
     with Store(store_path) as store:
         store.put(record("same"))
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(StoreError, match="already stored with different contents"):
             store.put(record("same", median=1.0))
-        assert store.count() == 1 and store.get("same")["throughput"]["median"] == 100.0
+        assert store.count() == 1 and store.get("same").throughput.median == 100.0
 
 
 def test_missing_store_is_not_created_for_reading(tmp_path):
@@ -130,4 +122,4 @@ def test_concurrent_writers_lose_nothing(store_path):
         assert p.exitcode == 0
     with Store(store_path) as store:
         assert store.count() == 100
-        assert len({r["id"] for r in store.list()}) == 100
+        assert len({r.id for r in store.list()}) == 100

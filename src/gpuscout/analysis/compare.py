@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from gpuscout.errors import UsageError
+from gpuscout.record.run import RunRecord
 
 ALPHA = 0.05
 MIN_WINDOWS = 3
@@ -26,32 +28,26 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
 
-def _gpu(r: dict) -> str:
-    name = (r.get("gpu") or {}).get("name") or r["device"]
-    devices = r.get("devices") or 1  # records before multi-device runs have no such field
-    return f"{devices}x {name}" if devices > 1 else name
-
-
-FIELDS = {
-    "gpu": _gpu,
-    "backend": lambda r: r["backend"],
-    "precision": lambda r: r["precision"],
-    "xla": lambda r: "xla" if r["xla"] else "no-xla",
-    "batch_size": lambda r: r["batch_size"],
-    "seq_len": lambda r: r.get("seq_len"),
-    "data": lambda r: r["data"],
-    "device": lambda r: r["device"],
-    "devices": lambda r: r.get("devices") or 1,
-    "mode": lambda r: r.get("mode") or "training",  # training and inference are never one group
-    "format": lambda r: f"{r['format']}:{r['variant']}" if r.get("mode") == "inference" else "training",
+FIELDS: dict[str, Callable[[RunRecord], object]] = {
+    "gpu": lambda r: r.gpu_label,
+    "backend": lambda r: r.backend.value,
+    "precision": lambda r: r.precision.value,
+    "xla": lambda r: "xla" if r.xla else "no-xla",
+    "batch_size": lambda r: r.batch_size,
+    "seq_len": lambda r: r.seq_len,
+    "data": lambda r: r.data.value,
+    "device": lambda r: r.device,
+    "devices": lambda r: r.devices,
+    "mode": lambda r: r.mode,  # training and inference are never one group
+    "format": lambda r: f"{r.inference.format}:{r.inference.variant}" if r.inference else "training",
 }
 # What else can differ between runs and is named, not used to split
-ENVIRONMENT = {
-    "gpu": _gpu,
-    "driver": lambda r: (r.get("env") or {}).get("driver_version"),
-    "framework": lambda r: ((r.get("env") or {}).get("framework") or {}).get("backend_version"),
-    "keras": lambda r: ((r.get("env") or {}).get("framework") or {}).get("keras_version"),
-    "gpuscout": lambda r: r.get("gpuscout_version"),
+ENVIRONMENT: dict[str, Callable[[RunRecord], object]] = {
+    "gpu": lambda r: r.gpu_label,
+    "driver": lambda r: r.env.driver_version,
+    "framework": lambda r: r.env.framework.backend_version if r.env.framework else None,
+    "keras": lambda r: r.env.framework.keras_version if r.env.framework else None,
+    "gpuscout": lambda r: r.gpuscout_version,
 }
 
 
@@ -85,17 +81,17 @@ class Comparison:
         return {**asdict(self), "groups": [asdict(g) for g in self.groups]}
 
 
-def _windows(r: dict) -> list[float]:
-    return [w["throughput"] for w in r.get("windows") or [] if "throughput" in w] or [r["throughput"]["median"]]
+def _windows(r: RunRecord) -> list[float]:
+    return [w.throughput for w in r.windows] or [r.throughput.median]
 
 
-def _group(label: str, runs: list[dict]) -> Group:
+def _group(label: str, runs: list[RunRecord]) -> Group:
     windows = [t for r in runs for t in _windows(r)]
     if len(runs) == 1:
-        t = runs[0]["throughput"]
-        return Group(label, [runs[0]["id"]], windows, t["median"], t.get("ci95_low"), t.get("ci95_high"))
+        t = runs[0].throughput
+        return Group(label, [runs[0].id], windows, t.median, t.ci95_low, t.ci95_high)
     low, high = _bootstrap_median_ci(np.asarray(windows))
-    return Group(label, [r["id"] for r in runs], windows, statistics.median(windows), low, high)
+    return Group(label, [r.id for r in runs], windows, statistics.median(windows), low, high)
 
 
 def _bootstrap_median_ci(x: np.ndarray) -> tuple[float | None, float | None]:
@@ -104,12 +100,6 @@ def _bootstrap_median_ci(x: np.ndarray) -> tuple[float | None, float | None]:
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     medians = np.median(rng.choice(x, size=(BOOTSTRAP_RESAMPLES, len(x))), axis=1)
     return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
-
-
-def window_samples_per_s(record: dict) -> list[float]:
-    """A stored run's window throughputs in samples/s (records keep them in the workload's unit)."""
-    units = record["throughput"]["median"] / record["samples_per_s"]
-    return [w["throughput"] / units for w in record["windows"]]
 
 
 def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -135,23 +125,23 @@ def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None,
     return not overlap, None, "ci-overlap"
 
 
-def compare(records: list[dict], by: str, baseline: str | None = None) -> list[Comparison]:
+def compare(records: list[RunRecord], by: str, baseline: str | None = None) -> list[Comparison]:
     if by not in FIELDS and by != "run":
         raise UsageError(f"unknown --by {by!r}: choose run, {', '.join(FIELDS)}")
-    usable = [r for r in records if r["status"] == "ok" and r.get("throughput")]
+    usable = [r for r in records if r.ok and r.throughput]
     if not usable:
         raise UsageError("none of the selected runs finished with a throughput (status ok) to compare")
     held_fields = [f for f in FIELDS if f != by and not (by == "gpu" and f == "device")]
-    sets: dict[tuple, list[dict]] = {}
+    sets: dict[tuple, list[RunRecord]] = {}
     for r in usable:
-        key = (r["workload"], r["methodology_version"], *(FIELDS[f](r) for f in held_fields))
+        key = (r.workload, r.methodology_version, *(FIELDS[f](r) for f in held_fields))
         sets.setdefault(key, []).append(r)
-    versions = {r["methodology_version"] for r in usable}
+    versions = {r.methodology_version for r in usable}
     comparisons = []
     for key, runs in sets.items():
-        label_of = (lambda r: r["id"]) if by == "run" else (lambda r: str(FIELDS[by](r)))
-        by_label: dict[str, list[dict]] = {}
-        for r in sorted(runs, key=lambda r: r["created_utc"]):
+        label_of = (lambda r: r.id) if by == "run" else (lambda r: str(FIELDS[by](r)))
+        by_label: dict[str, list[RunRecord]] = {}
+        for r in sorted(runs, key=lambda r: r.created_utc):
             by_label.setdefault(label_of(r), []).append(r)
         if len(by_label) < 2:
             continue
@@ -169,7 +159,7 @@ def compare(records: list[dict], by: str, baseline: str | None = None) -> list[C
             different, g.p_value, g.test = significance(g, base)
             g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
         comparison = Comparison(
-            workload=key[0], unit=runs[0]["unit"], by=by, methodology_version=key[1],
+            workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1],
             held={f: v for f, v in zip(held_fields, key[2:])}, groups=groups)
         for name, get in ENVIRONMENT.items():
             if name == by or (by == "gpu" and name == "driver"):

@@ -20,7 +20,8 @@ Thresholds (docs/methodology.md):
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+
+from gpuscout.record.run import Flag, Telemetry
 
 HIGH_VARIANCE_CV = 0.02
 SLOW_FIRST_WINDOW = 0.05
@@ -31,30 +32,20 @@ INPUT_BOUND_MODERATE = 0.05
 INPUT_BOUND_HIGH = 0.20
 
 
-@dataclass(frozen=True)
-class Flag:
-    code: str
-    message: str
-    hint: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 def variance_flags(throughputs: list[float], cv: float | None) -> list[Flag]:
     flags = []
     if cv is not None and cv > HIGH_VARIANCE_CV:
         flags.append(Flag(
-            "high_variance", f"throughput varied by {cv:.1%} (CV) across windows",
-            "close other programs using this GPU/CPU, raise --windows or --window-seconds, "
-            "and check the throttled flag"))
+            code="high_variance", message=f"throughput varied by {cv:.1%} (CV) across windows",
+            hint="close other programs using this GPU/CPU, raise --windows or --window-seconds, "
+                 "and check the throttled flag"))
     if len(throughputs) >= 3:
         median_rest = statistics.median(throughputs[1:])
         if throughputs[0] < (1 - SLOW_FIRST_WINDOW) * median_rest:
             flags.append(Flag(
-                "slow_first_window",
-                f"the first window was {1 - throughputs[0] / median_rest:.0%} slower than the others",
-                "warm-up was too short for this workload: raise --warmup-steps"))
+                code="slow_first_window",
+                message=f"the first window was {1 - throughputs[0] / median_rest:.0%} slower than the others",
+                hint="warm-up was too short for this workload: raise --warmup-steps"))
     return flags
 
 
@@ -73,27 +64,27 @@ def throttle_flag(slowdown_reasons: list[str], sm_clock_mean_mhz: float | None,
         parts.append("slowdown reasons " + ", ".join(sorted(reasons)))
     if share is not None:
         parts.append(f"mean SM clock {sm_clock_mean_mhz:.0f} MHz of {sm_clock_max_mhz} MHz max")
-    return Flag("throttled", "the GPU was throttled during the windows: " + "; ".join(parts),
-                "numbers reflect this card's cooling and power limit; check airflow and "
-                "`nvidia-smi -q -d PERFORMANCE` before comparing with another machine")
+    return Flag(code="throttled", message="the GPU was throttled during the windows: " + "; ".join(parts),
+                hint="numbers reflect this card's cooling and power limit; check airflow and "
+                     "`nvidia-smi -q -d PERFORMANCE` before comparing with another machine")
 
 
 def shared_flag(other_pids: list[int]) -> Flag | None:
     if not other_pids:
         return None
     pids = ", ".join(str(p) for p in sorted(set(other_pids)))
-    return Flag("gpu_shared", f"other compute processes used this GPU (pids {pids})",
-                "stop them (see `nvidia-smi`) or pick an idle GPU with --gpu")
+    return Flag(code="gpu_shared", message=f"other compute processes used this GPU (pids {pids})",
+                hint="stop them (see `nvidia-smi`) or pick an idle GPU with --gpu")
 
 
-def straggler_flag(per_gpu: list[dict]) -> Flag | None:
-    """`per_gpu`: telemetry summaries, each with the GPU's "index" (bench.build_record)."""
+def straggler_flag(per_gpu: list[Telemetry]) -> Flag | None:
+    """`per_gpu`: telemetry summaries, each with the GPU's `index` (analysis/derive.py)."""
     if len(per_gpu) < 2:
         return None
-    clocks = {t["index"]: t["sm_clock_mean_mhz"] for t in per_gpu if t.get("sm_clock_mean_mhz")}
+    clocks = {t.index: t.sm_clock_mean_mhz for t in per_gpu if t.sm_clock_mean_mhz}
     fastest = max(clocks.values(), default=None)
     slow = {i: c for i, c in clocks.items() if c < STRAGGLER_CLOCK_SHARE * fastest}
-    reasons = {t["index"]: t["slowdown_reasons"] for t in per_gpu if t.get("slowdown_reasons")}
+    reasons = {t.index: t.slowdown_reasons for t in per_gpu if t.slowdown_reasons}
     alone = {i: r for i, r in reasons.items() if len(reasons) < len(per_gpu)}
     culprits = sorted(set(slow) | set(alone))
     if not culprits:
@@ -103,8 +94,8 @@ def straggler_flag(per_gpu: list[dict]) -> Flag | None:
         why = [f"{clocks[i]:.0f} MHz mean SM clock against {fastest:.0f} MHz on the fastest"] if i in slow else []
         why += [f"slowdown reasons {', '.join(alone[i])}"] if i in alone else []
         parts.append(f"GPU {i}: {'; '.join(why)}")
-    return Flag("straggler", "a straggler held the other GPUs back: " + "; ".join(parts),
-                "synchronous training runs at the pace of its slowest GPU: check that GPU's cooling and power "
+    return Flag(code="straggler", message="a straggler held the other GPUs back: " + "; ".join(parts),
+                hint="synchronous training runs at the pace of its slowest GPU: check that GPU's cooling and power "
                 "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i N`), or leave it out with `gpuscout scale --gpu-ids`")
 
 
@@ -112,15 +103,15 @@ def input_flag(input_wait_share: float | None) -> Flag | None:
     if input_wait_share is None or input_wait_share <= INPUT_BOUND_MODERATE:
         return None
     band = "highly" if input_wait_share > INPUT_BOUND_HIGH else "moderately"
-    return Flag("input_bound",
-                f"{band} input-bound: {input_wait_share:.0%} of step time waiting for input",
-                "parallelise and prefetch the input pipeline (tf.data AUTOTUNE), cache decoded "
+    return Flag(code="input_bound",
+                message=f"{band} input-bound: {input_wait_share:.0%} of step time waiting for input",
+                hint="parallelise and prefetch the input pipeline (tf.data AUTOTUNE), cache decoded "
                 "data, or compare with --data synthetic to see what the model alone reaches")
 
 
 def loss_flag(loss: float | None) -> Flag | None:
     if loss is None or loss == loss and abs(loss) != float("inf"):
         return None
-    return Flag("loss_not_finite", f"the training loss became {loss}",
-                "this precision broke training: use mixed_float16 with loss scaling, "
+    return Flag(code="loss_not_finite", message=f"the training loss became {loss}",
+                hint="this precision broke training: use mixed_float16 with loss scaling, "
                 "mixed_bfloat16, or fp32")

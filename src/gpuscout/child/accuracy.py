@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from gpuscout import datasets
+from gpuscout.record.child import ChildResult
 from gpuscout.spec import RunSpec
 from gpuscout.workloads.base import Workload
 
@@ -33,7 +34,7 @@ def prepare(spec: RunSpec, workload: Workload) -> tuple[datasets.Split, np.ndarr
     return split, x_train, x_val
 
 
-def train_to_accuracy(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict], None]) -> dict:
+def train_to_accuracy(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict], None]) -> ChildResult:
     split, x_train, x_val = prepare(spec, workload)
     y_train, y_val = split.y_train.astype(np.int32), split.y_val.astype(np.int32)
     goal = spec.to_accuracy
@@ -70,7 +71,7 @@ def train_to_accuracy(spec: RunSpec, workload: Workload, keras, emit: Callable[[
         windows.append({"index": 0, "start_monotonic_s": start, "end_monotonic_s": start + first["train_s"],
                         "steps": math.ceil(len(x_train) / spec.batch_size), "samples": len(x_train),
                         "input_wait_s": 0.0})
-    return {
+    return ChildResult.model_validate({
         "compile_s": None, "warmup_s": None,
         "steps_per_window": math.ceil(len(x_train) / spec.batch_size),
         "windows": windows,
@@ -85,4 +86,4 @@ def train_to_accuracy(spec: RunSpec, workload: Workload, keras, emit: Callable[[
             "best_val_accuracy": max(p["val_accuracy"] for p in curve),
             "curve": curve,
         },
-    }
+    })

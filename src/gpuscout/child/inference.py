@@ -31,6 +31,7 @@ import numpy as np
 from gpuscout import datasets
 from gpuscout.child import data
 from gpuscout.child.formats import server_for
+from gpuscout.record.child import ChildResult
 from gpuscout.spec import RunSpec, ServeFormat
 from gpuscout.workloads.base import Workload
 
@@ -115,7 +116,7 @@ def _load_test(predict: Callable, x: np.ndarray, clients: int, seconds: float, t
             "thread_safe": thread_safe}
 
 
-def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict], None]) -> dict:
+def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict], None]) -> ChildResult:
     inf = spec.inference
     keras.mixed_precision.set_global_policy("float32")  # the reference every format is held against
     reference_model = workload.build_model(keras, spec.seq_len)
@@ -154,7 +155,9 @@ def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict
         check_batch = min(max(inf.batch_sizes), 256)
         outputs = _batched(server.predict, x_probe[:max(check_batch, min(len(x_probe), 1024))], check_batch)
         agreement = _agreement(outputs, reference[:len(outputs)], None if labels is None else labels[:len(outputs)])
-    return {"points": points, "load": load, "agreement": agreement, "trained": trained,
-            "server": {"describe": server.describe, "device": server.device, "prepare_s": server.prepare_s,
-                       "artifact_bytes": server.artifact_bytes, "format": inf.format.value, "variant": inf.variant},
-            "compiled": server.describe}
+    return ChildResult.model_validate({
+        "compiled": server.describe,
+        "inference": {"points": points, "load": load, "agreement": agreement, "trained": trained or None,
+                      "server": {"describe": server.describe, "device": server.device, "prepare_s": server.prepare_s,
+                                 "artifact_bytes": server.artifact_bytes, "format": inf.format.value,
+                                 "variant": inf.variant}}})

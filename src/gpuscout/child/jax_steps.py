@@ -118,7 +118,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     def sync(logs) -> float:
         return float(logs["loss"])  # fetching the value waits for the step (and all before it)
 
-    return StepRunner(step, sync, wait.total, device_peak_memory_bytes,
+    return StepRunner(step, sync, wait.total,
                       compiled="jax.jit(keras Model.train_step, donate_argnums=0)",
                       details={**details, **model_details(model, keras)})
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscout.child import data
+from gpuscout.record.child import ChildResult
 from gpuscout.spec import RunSpec
 from gpuscout.workloads.base import Workload
 
@@ -42,7 +43,7 @@ def _leading(batch) -> int:
     return int(first.shape[0])
 
 
-def measure_pipeline(spec: RunSpec, workload: Workload | None, emit: Callable[[dict], None]) -> dict:
+def measure_pipeline(spec: RunSpec, workload: Workload | None, emit: Callable[[dict], None]) -> ChildResult:
     try:
         import tensorflow as tf
     except ImportError:
@@ -73,4 +74,4 @@ def measure_pipeline(spec: RunSpec, workload: Workload | None, emit: Callable[[d
         windows.append({"index": index, "start_monotonic_s": start, "end_monotonic_s": end, "steps": batches,
                         "samples": samples, "input_wait_s": end - start})
         emit({"event": "window", "index": index, "of": spec.windows, "throughput": samples / (end - start)})
-    return {"source": source, "windows": windows}
+    return ChildResult.model_validate({"pipeline_source": source, "windows": windows})

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gpuscout.record.child import ChildResult, ChildWindow, DistributionDetails
+
 
 @dataclass
 class StepRunner:
@@ -21,44 +23,12 @@ class StepRunner:
     step: Callable[[int], Any]  # dispatches training step i, returns a handle on its outputs
     sync: Callable[[Any], float]  # blocks until that step is done; returns the loss
     input_wait_s: Callable[[], float]  # cumulative host seconds spent waiting for input batches
-    peak_memory_bytes: Callable[[], int | None]  # framework allocator peak, None when unknown
     compiled: str  # a line saying what was compiled
     # Several processes training together (multi-worker) must run the same number of steps or
     # the last collective waits forever: this turns each one's window length into a common one.
     agree: Callable[[int], int] = lambda steps: steps
-    # What the record keeps about the distribution: devices, replicas, all-reduce, parameters.
+    # What the record keeps about the distribution and the model (record.child.DistributionDetails).
     details: dict = field(default_factory=dict)
-
-
-@dataclass
-class Window:
-    index: int
-    start_monotonic_s: float
-    end_monotonic_s: float
-    steps: int
-    samples: int
-    input_wait_s: float
-
-    @property
-    def seconds(self) -> float:
-        return self.end_monotonic_s - self.start_monotonic_s
-
-    @property
-    def throughput(self) -> float:
-        return self.samples / self.seconds
-
-
-@dataclass
-class ProtocolResult:
-    compile_s: float
-    warmup_s: float
-    steps_per_window: int
-    windows: list[Window]
-    loss: float
-    # The loss after exactly 1 + warmup_steps + window_steps steps (the calibration pass's end):
-    # the same step for every configuration, so precisions can be compared on it.
-    fixed_step_loss: float
-    fixed_steps: int
 
 
 def run_protocol(
@@ -70,7 +40,7 @@ def run_protocol(
     window_steps: int,
     window_seconds: float,
     on_event: Callable[[dict], None] = lambda event: None,
-) -> ProtocolResult:
+) -> ChildResult:
     step_index = 0
 
     def run_steps(count: int) -> float:
@@ -101,21 +71,18 @@ def run_protocol(
     steps_per_window = runner.agree(max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9))))
     on_event({"event": "warmed_up", "warmup_s": warmup_s, "steps_per_window": steps_per_window})
 
-    measured: list[Window] = []
+    measured: list[ChildWindow] = []
     for index in range(windows):
         wait_before = runner.input_wait_s()
         start = time.monotonic()
         loss = run_steps(steps_per_window)
         end = time.monotonic()
-        window = Window(
-            index=index,
-            start_monotonic_s=start,
-            end_monotonic_s=end,
-            steps=steps_per_window,
-            samples=steps_per_window * batch_size,
-            input_wait_s=runner.input_wait_s() - wait_before,
-        )
+        window = ChildWindow(index=index, start_monotonic_s=start, end_monotonic_s=end, steps=steps_per_window,
+                             samples=steps_per_window * batch_size,
+                             input_wait_s=max(0.0, runner.input_wait_s() - wait_before))
         measured.append(window)
-        on_event({"event": "window", "index": index, "of": windows, "throughput": window.throughput})
-    return ProtocolResult(compile_s, warmup_s, steps_per_window, measured, loss, fixed_step_loss, fixed_steps)
+        on_event({"event": "window", "index": index, "of": windows, "throughput": window.samples / window.duration_s})
+    return ChildResult(compile_s=compile_s, warmup_s=warmup_s, steps_per_window=steps_per_window, windows=measured,
+                       loss=loss, fixed_step_loss=fixed_step_loss, fixed_steps=fixed_steps,
+                       compiled=runner.compiled, distribution=DistributionDetails(**runner.details))
 

@@ -174,7 +174,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
                         "all_reduce": _all_reduce_name(strategy, tf)})
     compiled = (f"tf.function(keras Model.train_step, jit_compile={spec.xla})" if strategy is None else
                 f"tf.function({type(strategy).__name__}.run(keras Model.train_step)), no XLA")
-    return StepRunner(step, sync, lambda: waited[0], device_peak_memory_bytes, compiled=compiled,
+    return StepRunner(step, sync, lambda: waited[0], compiled=compiled,
                       agree=_agree(strategy, tf, spec), details=details)
 
 

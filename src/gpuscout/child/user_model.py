@@ -158,7 +158,7 @@ def _embedding_size(model) -> int | None:
     return None
 
 
-def inspect(ref: ModelRef, keras, policy: str) -> dict:
+def inspect(ref: ModelRef, keras, policy: str) -> ModelInfo:
     """The inspection child's work: load, resolve, one training step on two samples (CPU)."""
     from gpuscout.child import data
 
@@ -166,6 +166,5 @@ def inspect(ref: ModelRef, keras, policy: str) -> dict:
     workload, info = resolve(model, given, keras)
     model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras))
     x, y = data.synthetic_batches(workload, INSPECT_BATCH, seed=0)[0]
-    loss = model.train_on_batch(x, y)
-    return {**info.model_dump(mode="json"), "name": display_name(ref), "inspect_loss": float(
-        loss[0] if isinstance(loss, (list, tuple)) else loss)}
+    model.train_on_batch(x, y)  # raises with the user's traceback when the model cannot train
+    return info.model_copy(update={"name": display_name(ref)})

@@ -14,6 +14,7 @@ import traceback
 
 from gpuscout.events import emit
 from gpuscout.failures import classify_failure
+from gpuscout.record.child import ChildResult, FrameworkInfo
 from gpuscout.spec import Backend, RunSpec, Task
 
 
@@ -25,26 +26,24 @@ def _backend_module(backend: Backend):
     return module
 
 
-def measure(spec: RunSpec) -> dict:
+def measure(spec: RunSpec) -> ChildResult:
     from gpuscout.workloads import get
 
     if spec.task is Task.pipeline:  # an input pipeline alone: no model, so no Keras to import
         from gpuscout.child.pipeline import measure_pipeline
 
-        workload = None if spec.user_pipeline else get(spec.workload)
-        return {"event": "result", **measure_pipeline(spec, workload, emit)}
+        return measure_pipeline(spec, None if spec.user_pipeline else get(spec.workload), emit)
     module = _backend_module(spec.backend)
     module.configure_devices(spec)  # before the framework starts: logical CPUs, the strategy
     import keras
-
-    from gpuscout.child.protocol import run_protocol
 
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
     if spec.task is Task.inspect:
         from gpuscout.child import user_model
 
-        return {"event": "result", "info": user_model.inspect(spec.model, keras, spec.precision.keras_policy)}
+        return ChildResult(model_info=user_model.inspect(spec.model, keras, spec.precision.keras_policy),
+                           pid=os.getpid())
     if spec.model is not None:
         from gpuscout.child import user_model
 
@@ -52,53 +51,30 @@ def measure(spec: RunSpec) -> dict:
         workload, _ = user_model.resolve(model, given, keras)
     else:
         workload = get(spec.workload)
-    framework = module.framework_info()
-    if spec.gpu_index is not None and framework["platform"] != "gpu":
+    framework = FrameworkInfo(**module.framework_info(), keras_version=keras.__version__, backend=spec.backend.value)
+    if spec.gpu_index is not None and framework.platform != "gpu":
         raise RuntimeError(
             f"the {spec.backend.value} backend sees no GPU (a CPU-only build, or CUDA libraries "
             "missing): run `gpuscout doctor` for the fix, or pass --cpu")
-    emit({"event": "started", "framework": framework})
-    if spec.task in (Task.infer, Task.to_accuracy):  # tasks with a loop of their own, not the protocol's
-        if spec.task is Task.infer:
-            from gpuscout.child.inference import run_inference as run_task
-        else:
-            from gpuscout.child.accuracy import train_to_accuracy as run_task
-        result = run_task(spec, workload, keras, emit)
-        return {"event": "result", **result, "peak_memory_bytes": module.device_peak_memory_bytes(),
-                "host_peak_rss_bytes": _host_peak_rss_bytes(),
-                "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},
-                "pid": os.getpid()}
-    runner = module.build_runner(spec, workload, keras)
-    result = run_protocol(
-        runner,
-        batch_size=spec.batch_size,
-        warmup_steps=spec.warmup_steps,
-        windows=spec.windows,
-        window_steps=spec.window_steps,
-        window_seconds=spec.window_seconds,
-        on_event=emit,
-    )
-    return {
-        "event": "result",
-        "compile_s": result.compile_s,
-        "warmup_s": result.warmup_s,
-        "steps_per_window": result.steps_per_window,
-        "windows": [
-            {"index": w.index, "start_monotonic_s": w.start_monotonic_s,
-             "end_monotonic_s": w.end_monotonic_s, "steps": w.steps, "samples": w.samples,
-             "input_wait_s": w.input_wait_s}
-            for w in result.windows
-        ],
-        "loss": result.loss,
-        "fixed_step_loss": result.fixed_step_loss,
-        "fixed_steps": result.fixed_steps,
-        "peak_memory_bytes": runner.peak_memory_bytes(),
-        "host_peak_rss_bytes": _host_peak_rss_bytes(),
-        "compiled": runner.compiled,
-        "distribution": runner.details,
-        "framework": {**framework, "keras_version": keras.__version__, "backend": spec.backend.value},
-        "pid": os.getpid(),
-    }
+    emit({"event": "started", "framework": framework.model_dump()})
+    if spec.task is Task.infer:  # tasks with a loop of their own, not the protocol's
+        from gpuscout.child.inference import run_inference
+
+        result = run_inference(spec, workload, keras, emit)
+    elif spec.task is Task.to_accuracy:
+        from gpuscout.child.accuracy import train_to_accuracy
+
+        result = train_to_accuracy(spec, workload, keras, emit)
+    else:
+        from gpuscout.child.protocol import run_protocol
+
+        runner = module.build_runner(spec, workload, keras)
+        result = run_protocol(runner, batch_size=spec.batch_size, warmup_steps=spec.warmup_steps,
+                              windows=spec.windows, window_steps=spec.window_steps,
+                              window_seconds=spec.window_seconds, on_event=emit)
+    return result.model_copy(update={"peak_memory_bytes": module.device_peak_memory_bytes(),
+                                     "host_peak_rss_bytes": _host_peak_rss_bytes(),
+                                     "framework": framework, "pid": os.getpid()})
 
 
 def _host_peak_rss_bytes() -> int:
@@ -110,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(argv[0], encoding="utf-8") as handle:
         spec = RunSpec.model_validate_json(handle.read())
     try:
-        emit(measure(spec))
+        emit({"event": "result", "result": measure(spec).model_dump(mode="json")})
         return 0
     except Exception as exc:  # the parent records it; the traceback goes to stderr for the tail
         text = f"{type(exc).__name__}: {exc}"

@@ -11,10 +11,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuscout import bench as bench_lib
 from gpuscout import infer as infer_lib
-from gpuscout import suites, workloads
+from gpuscout import engine, suites, workloads
 from gpuscout.errors import UsageError
 from gpuscout.cli import pricing_options
 from gpuscout.pricing import PricingOptions
+from gpuscout.record.run import RunRecord
 from gpuscout.report import console as console_report
 from gpuscout.report.export import json_document
 from gpuscout.spec import RunSpec
@@ -22,24 +23,20 @@ from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 
 
-class _RichProgress(bench_lib.Progress):
+class _RichProgress(engine.Progress):
     """One bar per run: compile, warm-up, then one tick per timing window."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.task = None
 
-    def run_started(self, spec: RunSpec, number: int, total: int) -> None:
-        seq = f" seq{spec.seq_len}" if spec.seq_len else ""
+    def run_started(self, spec: RunSpec, label: str, number: int, total: int) -> None:
+        self.label = f"[{number}/{total}] {label}"
         if spec.inference:
-            inf = spec.inference
-            label = f"[{number}/{total}] {spec.workload} inference {inf.format.value} {inf.variant}{seq}"
-            total = len(inf.batch_sizes)
+            ticks = len(spec.inference.batch_sizes)
         else:
-            label = f"[{number}/{total}] {spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}{seq}"
-            total = spec.to_accuracy.max_epochs if spec.to_accuracy else spec.windows
-        self.label = label
-        self.task = self.progress.add_task(f"{label}: starting", total=total)
+            ticks = spec.to_accuracy.max_epochs if spec.to_accuracy else spec.windows
+        self.task = self.progress.add_task(f"{self.label}: starting", total=ticks)
 
     def event(self, spec: RunSpec, event: dict) -> None:
         kind = event.get("event")
@@ -60,8 +57,8 @@ class _RichProgress(bench_lib.Progress):
             self.progress.update(self.task, advance=1, description=f"{self.label}: {what} "
                                  f"{event['index'] + 1}/{event['of']} {event['throughput']:,.1f}/s")
 
-    def run_finished(self, record: dict) -> None:
-        self.progress.update(self.task, description=f"{self.label}: {record['status']}")
+    def run_finished(self, label: str, records: list[RunRecord]) -> None:
+        self.progress.update(self.task, description=f"{self.label}: {records[0].status if records else 'done'}")
 
 
 def parse_batch_size(text: str | None) -> int | str | None:
@@ -209,12 +206,12 @@ def bench(
     else:
         console_report.print_bench(out, records, summaries)
         err.print(f"stored {len(records)} run(s) in {stored_at}")
-    if any(r["status"] != "ok" for r in records):
+    if any(not r.ok for r in records):
         raise typer.Exit(1)
 
 
-def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable[..., list[dict]],
-                  store_path: Path | None, as_json: bool, err: Console) -> tuple[list[dict], Path]:
+def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable[..., list[RunRecord]],
+                  store_path: Path | None, as_json: bool, err: Console) -> tuple[list[RunRecord], Path]:
     """Training's and inference's common frame: plan with NVML open, open (and check) the store
     before anything runs, show progress on stderr; returns the records and where they were stored."""
     with Nvml() as nvml:
@@ -249,5 +246,5 @@ def _inference(names: list[str], options: bench_lib.BenchOptions, infer: infer_l
         raise UsageError(f"no batch size meets p99 <= {v['target_ms']:g} ms for {v['workload']} "
                          f"({v['format']} {v['variant']}): the lowest p99 was {low['latency']['p99_ms']:.2f} ms "
                          f"at batch {low['batch_size']}; raise --latency-target-ms or try a faster format/GPU")
-    if any(r["status"] != "ok" for r in records):
+    if any(not r.ok for r in records):
         raise typer.Exit(1)

@@ -10,7 +10,9 @@ import typer
 from rich.console import Console
 
 from gpuscout.analysis.compare import FIELDS, compare as compare_runs
+from gpuscout.cli.stored import warn_unreadable
 from gpuscout.errors import UsageError
+from gpuscout.record.run import RunRecord
 from gpuscout.report import comparison as render
 from gpuscout.store import Store
 
@@ -18,14 +20,15 @@ _STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results st
 
 
 def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None, gpu: str | None,
-           precision: str | None, backend: str | None) -> list[dict]:
+           precision: str | None, backend: str | None) -> list[RunRecord]:
     """The runs a report or comparison covers; filters that match nothing say what exists."""
     if run_ids:
         return [store.get(run_id) for run_id in run_ids]
     records = store.list()
+    warn_unreadable(store)
     if not records:
         raise UsageError(f"{store.path} holds no runs: run `gpuscout bench` or `gpuscout results import FILE`")
-    for name, wanted, get in (("workload", workloads, lambda r: r["workload"]),
+    for name, wanted, get in (("workload", workloads, lambda r: r.workload),
                               ("gpu", [gpu] if gpu else None, FIELDS["gpu"]),
                               ("precision", [precision] if precision else None, FIELDS["precision"]),
                               ("backend", [backend] if backend else None, FIELDS["backend"])):

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from gpuscout import backends, recommend as rec, workloads
 from gpuscout import catalog as catalog_lib
+from gpuscout.cli.stored import warn_unreadable
 from gpuscout.errors import UsageError
 from gpuscout.cli import pricing_options
 from gpuscout.pricing import PricingOptions
@@ -86,6 +87,7 @@ def recommend(
     if Path(path).exists():
         with Store(path, create=False) as store:
             records = store.list()
+        warn_unreadable(store)
     if workload:
         job = rec.job_for_workload(workloads.get(workload).name, run_precision, batch_size, None, records, dataset_size)
     elif params:

@@ -45,11 +45,11 @@ def report(
     with Store(store_path, create=False) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
         chosen = store.get(telemetry_run) if telemetry_run else None
-    if chosen is not None and not (chosen.get("telemetry") or {}).get("samples"):
-        raise UsageError(f"run {chosen['id']} has no telemetry samples (a CPU run or --no-telemetry)")
+    if chosen is not None and not (chosen.telemetry and chosen.telemetry.samples):
+        raise UsageError(f"run {chosen.id} has no telemetry samples (a CPU run or --no-telemetry)")
     if chosen is None:
-        with_telemetry = [r for r in records if (r.get("telemetry") or {}).get("samples")]
-        chosen = max(with_telemetry, key=lambda r: r["created_utc"]) if with_telemetry else None
+        with_telemetry = [r for r in records if r.telemetry and r.telemetry.samples]
+        chosen = max(with_telemetry, key=lambda r: r.created_utc) if with_telemetry else None
     doc = document.build(records, chosen, title)
     err = Console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpuscout.cli import handle_errors
+from gpuscout.cli.stored import warn_unreadable
 from gpuscout.errors import UsageError
 from gpuscout.report import console as console_report
 from gpuscout.report.export import csv_text, json_document, parse_document
-from gpuscout.store import Store
+from gpuscout.record.run import SCHEMA_VERSION, RunRecord
+from gpuscout.store import Store, default_store_path
+from gpuscout.store.migrate import migrate as migrate_store
 
-app = typer.Typer(help="Stored benchmark results: list, show, export, import.", no_args_is_help=True)
+app = typer.Typer(help="Stored benchmark results: list, show, export, import, schema, migrate.",
+                  no_args_is_help=True)
 
 _STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
 
@@ -36,6 +42,7 @@ def list_(
         raise UsageError(f"--limit must be >= 1, got {limit}")
     with Store(store_path, create=False) as store:
         records = store.list(workload=workload, status=status, limit=limit)
+    warn_unreadable(store)
     if as_json:
         typer.echo(json_document(records))
     elif not records:
@@ -86,6 +93,7 @@ def export(
         raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
     with Store(store_path, create=False) as store:
         records = store.list(workload=workload, group=group)
+    warn_unreadable(store)
     text = json_document(records) if fmt == "json" else csv_text(records)
     if out is None:
         typer.echo(text, nl=False)
@@ -104,6 +112,8 @@ def import_(
     store_path: Optional[Path] = _STORE,
 ) -> None:
     """Import runs from another machine's export, all or nothing; runs already stored are skipped.
+    Every record is validated first (older exports are brought to this schema): one that is wrong
+    is named with its field, and nothing is stored.
 
     Example: gpuscout results import h100-box.json && gpuscout report --out all-gpus.html
     """
@@ -118,3 +128,35 @@ def import_(
         added = store.put_many(records)
     Console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
                                f"into {store.path}")
+
+
+
+@app.command("schema")
+@handle_errors
+def schema() -> None:
+    """Print the JSON Schema of a stored record: what `results export`, `bench --json` and the
+    other --json outputs hold in their "runs" list. Validate exports against it with any JSON
+    Schema tool (docs/results.md).
+
+    Example: gpuscout results schema > gpuscout-record.schema.json
+    """
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **RunRecord.model_json_schema(),
+              "title": f"gpuscout run record, schema {SCHEMA_VERSION}"}
+    typer.echo(json.dumps(schema, indent=2))
+
+
+@app.command("migrate")
+@handle_errors
+def migrate(store_path: Optional[Path] = _STORE) -> None:
+    """Bring a store written by an older gpuscout to this version's schema, all or nothing; a copy
+    of the file is kept beside it first. A store from a newer gpuscout is refused.
+
+    Example: gpuscout results migrate --store ~/old-results.sqlite
+    """
+    done = migrate_store(store_path or default_store_path())
+    err = Console(stderr=True, highlight=False)
+    if done.backup is None:
+        err.print(f"{escape(str(done.path))} is already at schema {done.from_version}: nothing to do")
+    else:
+        err.print(f"migrated {done.records} run(s) in {escape(str(done.path))} from schema {done.from_version} to "
+                  f"{SCHEMA_VERSION}; the original is kept as {escape(str(done.backup))}")

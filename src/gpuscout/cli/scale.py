@@ -8,24 +8,26 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuscout import cluster
+from gpuscout import cluster, engine
 from gpuscout import scale as scale_lib
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.errors import UsageError
+from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.spec import RunSpec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 
 
-class _RichProgress(scale_lib.Progress):
+class _RichProgress(engine.Progress):
     def __init__(self, progress: Progress) -> None:
         self.progress, self.task, self.label = progress, None, ""
 
-    def run_started(self, spec: RunSpec, label: str) -> None:
+    def run_started(self, spec: RunSpec, label: str, number: int, total: int) -> None:
         self.label = label
         self.task = self.progress.add_task(f"{label}: starting", total=spec.windows)
 
@@ -35,8 +37,8 @@ class _RichProgress(scale_lib.Progress):
         elif event.get("event") == "window":
             self.progress.update(self.task, advance=1, description=f"{self.label}: {event['throughput']:,.1f}/s")
 
-    def run_finished(self, label: str, record: dict) -> None:
-        self.progress.update(self.task, description=f"{label}: {record['status']}",
+    def run_finished(self, label: str, records: list[RunRecord]) -> None:
+        self.progress.update(self.task, description=f"{label}: {records[0].status if records else 'done'}",
                              completed=self.progress.tasks[-1].total)
 
 
@@ -93,17 +95,17 @@ def _print(report: dict, out: Console) -> None:
         out.print(f"try {i}: {what}", highlight=False)
 
 
-def _print_merged(record: dict, out: Console) -> None:
-    d = record["distribution"]
-    if record["status"] != "ok":
-        out.print(f"[red]cluster run {record['cluster']['id']} {record['status']}[/]: {record['error']['message']}",
+def _print_merged(record: RunRecord, out: Console) -> None:
+    d = record.distribution
+    if not record.ok:
+        out.print(f"[red]cluster run {record.cluster.id} {record.status}[/]: {escape(record.error.message or '')}",
                   highlight=False)
         return
-    t = record["throughput"]
-    out.print(f"cluster {record['cluster']['id']}: {record['workload']} on {d['workers']} workers, "
-              f"{record['devices']} devices, global batch {record['batch_size']}: {fmt.number(t['median'])} {t['unit']}"
-              f"{_ci(t.get('ci95_low'), t.get('ci95_high'), 0)}; stored as run {record['id']} "
-              f"(workers' runs {', '.join(d['worker_run_ids'])})", highlight=False)
+    t = record.throughput
+    out.print(f"cluster {record.cluster.id}: {record.workload} on {d.workers} workers, "
+              f"{record.devices} devices, global batch {record.batch_size}: {fmt.number(t.median)} {t.unit}"
+              f"{_ci(t.ci95_low, t.ci95_high, 0)}; stored as run {record.id} "
+              f"(workers' runs {', '.join(d.worker_run_ids)})", highlight=False)
 
 
 def scale(
@@ -159,8 +161,8 @@ def scale(
             raise UsageError("--merge takes the cluster id alone; the workload comes from the records")
         with Store(store_path, create=False) as store:
             record = scale_lib.merge(merge, store)
-        typer.echo(json.dumps(record, indent=2, default=str)) if as_json else _print_merged(record, Console())
-        raise typer.Exit(0 if record["status"] == "ok" else 1)
+        typer.echo(record.model_dump_json(indent=2)) if as_json else _print_merged(record, Console())
+        raise typer.Exit(0 if record.ok else 1)
     if not workload:
         raise UsageError("name a workload, e.g. `gpuscout scale resnet50 --gpus 1,2`")
     options = scale_lib.ScaleOptions(
@@ -201,12 +203,12 @@ def scale(
                           transient=as_json) as progress:
                 record = scale_lib.run_worker(workload, options, cluster_id, nvml, store, _RichProgress(progress))
             if as_json:
-                typer.echo(json.dumps(record, indent=2, default=str))
+                typer.echo(record.model_dump_json(indent=2))
             else:
-                err.print(f"worker {record['cluster']['index']}: {record['status']}, run {record['id']} stored in "
+                err.print(f"worker {record.cluster.index}: {record.status}, run {record.id} stored in "
                           f"{store.path}. Next: worker 0's host imports the others' `gpuscout results export --group "
                           f"{cluster_id}` and runs `gpuscout scale --merge {cluster_id}`")
-            raise typer.Exit(0 if record["status"] == "ok" else 1)
+            raise typer.Exit(0 if record.ok else 1)
         the_plan = scale_lib.plan(workload, options, nvml)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err,
                       transient=as_json) as progress:

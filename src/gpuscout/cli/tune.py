@@ -10,7 +10,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpuscout import engine
 from gpuscout import tune as tune_lib
+from gpuscout.record.run import RunRecord
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.report import format as fmt
 from gpuscout.spec import RunSpec
@@ -18,11 +20,11 @@ from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 
 
-class _RichProgress(tune_lib.Progress):
+class _RichProgress(engine.Progress):
     def __init__(self, progress: Progress, console: Console) -> None:
         self.progress, self.console, self.task, self.count = progress, console, None, 0
 
-    def run_started(self, spec: RunSpec, label: str) -> None:
+    def run_started(self, spec: RunSpec, label: str, number: int, total: int) -> None:
         self.count += 1
         self.label = f"[{self.count}] {label} (bs{spec.batch_size})"
         self.task = self.progress.add_task(f"{self.label}: starting", total=spec.windows)
@@ -33,8 +35,8 @@ class _RichProgress(tune_lib.Progress):
         elif event.get("event") == "window":
             self.progress.update(self.task, advance=1, description=f"{self.label}: {event['throughput']:,.1f}/s")
 
-    def run_finished(self, label: str, record: dict | None) -> None:
-        status = record["status"] if record else "done"
+    def run_finished(self, label: str, records: list[RunRecord]) -> None:
+        status = records[0].status if records else "done"
         self.progress.update(self.task, description=f"{self.label}: {status}", completed=self.progress.tasks[-1].total)
 
     def note(self, text: str) -> None:

@@ -12,28 +12,19 @@ import signal
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 from gpuscout.executor import process
 from gpuscout.failures import classify_failure
+from gpuscout.record.child import ChildOutcome, ChildResult
 from gpuscout.spec import Backend, RunSpec
 
 STDERR_TAIL_CHARS = 4000
 # Test and debugging knob: a command to run instead of the real worker (the spec path is appended).
 WORKER_ENV = "GPUSCOUT_WORKER"
-
-
-@dataclass
-class ChildOutcome:
-    status: str  # ok | oom | failed | timeout
-    result: dict | None  # the worker's "result" event
-    message: str | None
-    stderr_tail: str
-    returncode: int | None
-    duration_s: float
-    events: list[dict] = field(default_factory=list)
 
 
 def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -112,7 +103,14 @@ def _classify(events, returncode, timed_out, timeout_s, tail, duration) -> Child
         return ChildOutcome("timeout", None, f"exceeded the {timeout_s:g} s timeout and was killed",
                             tail, returncode, duration, events)
     if result is not None and returncode == 0:
-        return ChildOutcome("ok", result, None, tail, returncode, duration, events)
+        try:
+            return ChildOutcome("ok", ChildResult.model_validate(result.get("result")), None, tail, returncode,
+                                duration, events)
+        except ValidationError as exc:  # a worker of another gpuscout version, or a bug: never stored as ok
+            problem = exc.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"]) or "result"
+            return ChildOutcome("failed", None, f"the worker's result did not validate ({where}: {problem['msg']})",
+                                tail, returncode, duration, events)
     if error is not None:
         return ChildOutcome(error.get("kind", "failed"), None, error.get("message"), tail,
                             returncode, duration, events)

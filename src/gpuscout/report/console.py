@@ -6,25 +6,25 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 
 _STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red", "not_reached": "yellow"}
 
 
-def _batch(r: dict) -> str:
-    return f"{r['batch_size']}x{r['seq_len']}" if r.get("seq_len") else str(r["batch_size"])
+def _batch(r: RunRecord) -> str:
+    return f"{r.batch_size}x{r.seq_len}" if r.seq_len else str(r.batch_size)
 
 
-def _throughput(r: dict) -> str:
-    t = r.get("throughput")
+def _throughput(r: RunRecord) -> str:
+    t = r.throughput
     if not t:
         return fmt.DASH
-    ci = (f" [{fmt.number(t['ci95_low'])}–{fmt.number(t['ci95_high'])}]"
-          if t.get("ci95_low") is not None else "")
-    return f"{fmt.number(t['median'])}{ci} {r['unit']}"
+    ci = f" [{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}]" if t.ci95_low is not None else ""
+    return f"{fmt.number(t.median)}{ci} {r.unit}"
 
 
-def bench_table(records: list[dict]) -> Table:
+def bench_table(records: list[RunRecord]) -> Table:
     table = Table(title="gpuscout bench", title_justify="left", header_style="bold")
     for name, justify in (("id", "left"), ("workload", "left"), ("config", "left"), ("batch", "right"),
                           ("status", "left"), ("throughput (median [95% CI])", "right"), ("CV", "right"),
@@ -32,35 +32,32 @@ def bench_table(records: list[dict]) -> Table:
                           ("peak mem", "right"), ("MFU", "right"), ("power", "right")):
         table.add_column(name, justify=justify, overflow="fold")
     for r in records:
-        telemetry = r.get("telemetry") or {}
-        status = r["status"]
+        power = r.telemetry.power_mean_w if r.telemetry else None
         table.add_row(
-            r["id"], r["workload"], fmt.config(r), _batch(r),
-            f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]",
+            r.id, r.workload, fmt.config(r), _batch(r),
+            f"[{_STATUS_STYLE.get(r.status, 'white')}]{r.status}[/]",
             _throughput(r),
-            fmt.percent((r.get("throughput") or {}).get("cv"), 2),
-            fmt.seconds(r.get("step_time_s")), fmt.seconds(r.get("epoch_time_s")),
-            fmt.seconds(r.get("compile_s")), fmt.bytes_(r.get("peak_memory_bytes")),
-            fmt.percent(r.get("mfu")),
-            fmt.DASH if telemetry.get("power_mean_w") is None else f"{telemetry['power_mean_w']:.0f} W",
+            fmt.percent(r.throughput.cv if r.throughput else None, 2),
+            fmt.seconds(r.step_time_s), fmt.seconds(r.epoch_time_s),
+            fmt.seconds(r.compile_s), fmt.bytes_(r.peak_memory_bytes),
+            fmt.percent(r.mfu),
+            fmt.DASH if power is None else f"{power:.0f} W",
         )
     return table
 
 
-def print_bench(console: Console, records: list[dict], summaries: list[dict]) -> None:
+def print_bench(console: Console, records: list[RunRecord], summaries: list[dict]) -> None:
     """The table, then one line per flag (with its hint) and per failed run (with its stderr)."""
     console.print(bench_table(records))
     for r in records:
-        for flag in r.get("flags", []):
-            console.print(f"[yellow]warning[/] {r['id']} {flag['code']}: {escape(flag['message'])} — "
-                          f"{escape(flag['hint'])}")
-        if r["status"] != "ok" and r.get("error"):
-            console.print(f"[red]{r['status']}[/] {r['id']} {r['workload']}: {escape(r['error']['message'] or '')}")
-            tail = (r["error"].get("stderr_tail") or "").strip().splitlines()[-5:]
-            for line in tail:
+        for flag in r.flags:
+            console.print(f"[yellow]warning[/] {r.id} {flag.code}: {escape(flag.message)} — {escape(flag.hint)}")
+        if not r.ok and r.error:
+            console.print(f"[red]{r.status}[/] {r.id} {r.workload}: {escape(r.error.message or '')}")
+            for line in (r.error.stderr_tail or "").strip().splitlines()[-5:]:
                 console.print(f"    {line}", markup=False, highlight=False)
     for r in records:
-        if r.get("time_to_accuracy"):
+        if r.time_to_accuracy:
             console.print(accuracy_line(r), highlight=False)
     for s in summaries:
         t = s["throughput"]
@@ -69,59 +66,60 @@ def print_bench(console: Console, records: list[dict], summaries: list[dict]) ->
                       f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}")
 
 
-def accuracy_line(r: dict) -> str:
-    tta = r["time_to_accuracy"]
-    curve = ", ".join(f"{p['val_accuracy']:.3f}" for p in tta["curve"])
-    head = (f"reached {tta['target']:g} in {fmt.seconds(tta['seconds'])} ({tta['epochs']} epochs)" if tta["reached"]
-            else f"did not reach {tta['target']:g} in {tta['epochs']} epochs (best {tta['best_val_accuracy']:.4f})")
-    return f"time to accuracy {r['id']} {r['workload']}: {head}; validation accuracy by epoch: {curve}"
+def accuracy_line(r: RunRecord) -> str:
+    tta = r.time_to_accuracy
+    curve = ", ".join(f"{p.val_accuracy:.3f}" for p in tta.curve)
+    head = (f"reached {tta.target:g} in {fmt.seconds(tta.seconds)} ({tta.epochs} epochs)" if tta.reached
+            else f"did not reach {tta.target:g} in {tta.epochs} epochs (best {tta.best_val_accuracy:.4f})")
+    return f"time to accuracy {r.id} {r.workload}: {head}; validation accuracy by epoch: {curve}"
 
 
-def runs_table(records: list[dict]) -> Table:
+def runs_table(records: list[RunRecord]) -> Table:
     table = Table(title="stored runs", title_justify="left", header_style="bold")
     for name in ("id", "created (UTC)", "workload", "config", "batch", "device", "status", "throughput"):
         table.add_column(name)
     for r in records:
-        device = (r.get("gpu") or {}).get("name") or r["device"]
-        table.add_row(r["id"], r["created_utc"], r["workload"], fmt.config(r), _batch(r),
-                      device, r["status"], _throughput(r))
+        device = (r.gpu.name if r.gpu else None) or r.device
+        table.add_row(r.id, r.created_utc, r.workload, fmt.config(r), _batch(r), device, r.status, _throughput(r))
     return table
 
 
-def print_run(console: Console, r: dict) -> None:
+def print_run(console: Console, r: RunRecord) -> None:
     console.print(bench_table([r]))
-    env = r.get("env") or {}
-    framework = env.get("framework") or {}
+    env = r.env
+    framework = env.framework
     lines = [
-        ("created", r["created_utc"]),
-        ("GPU", (r.get("gpu") or {}).get("name") or "none (CPU run)"),
-        ("driver / CUDA (driver)", f"{env.get('driver_version') or fmt.DASH} / {env.get('cuda_driver_version') or fmt.DASH}"),
-        ("backend", f"{r['backend']} {framework.get('backend_version') or ''} (keras {framework.get('keras_version') or fmt.DASH})"),
-        ("CUDA / cuDNN (framework)", f"{framework.get('cuda_version') or fmt.DASH} / {framework.get('cudnn_version') or fmt.DASH}"),
-        ("compiled", env.get("compiled") or fmt.DASH),
-        ("achieved", f"{fmt.number(r.get('achieved_tflops'), 2)} TFLOP/s"
-                     + (f" of {r['mfu_peak_tflops']} ({r['mfu_peak_path']} dense peak)" if r.get("mfu_peak_tflops") else "")),
-        ("windows", ", ".join(fmt.number(w["throughput"]) for w in r.get("windows", [])) or fmt.DASH),
-        ("CPU", f"{env.get('cpu_model') or fmt.DASH} x {env.get('cpu_count') or fmt.DASH}"),
-        ("gpuscout / methodology", f"{r['gpuscout_version']} / {r['methodology_version']}"),
-        ("command", env.get("command_line") or fmt.DASH),
+        ("created", r.created_utc),
+        ("GPU", (r.gpu.name if r.gpu else None) or "none (CPU run)"),
+        ("driver / CUDA (driver)", f"{env.driver_version or fmt.DASH} / {env.cuda_driver_version or fmt.DASH}"),
+        ("backend", f"{r.backend.value} {(framework.backend_version if framework else None) or ''} "
+                    f"(keras {(framework.keras_version if framework else None) or fmt.DASH})"),
+        ("CUDA / cuDNN (framework)", f"{(framework.cuda_version if framework else None) or fmt.DASH} / "
+                                     f"{(framework.cudnn_version if framework else None) or fmt.DASH}"),
+        ("compiled", env.compiled or fmt.DASH),
+        ("achieved", f"{fmt.number(r.achieved_tflops, 2)} TFLOP/s"
+                     + (f" of {r.mfu_peak_tflops} ({r.mfu_peak_path} dense peak)" if r.mfu_peak_tflops else "")),
+        ("windows", ", ".join(fmt.number(w.throughput) for w in r.windows) or fmt.DASH),
+        ("CPU", f"{env.cpu_model or fmt.DASH} x {env.cpu_count or fmt.DASH}"),
+        ("gpuscout / methodology", f"{r.gpuscout_version} / {r.methodology_version}"),
+        ("command", env.command_line or fmt.DASH),
     ]
     for key, value in lines:
         console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
-    if r.get("time_to_accuracy"):
+    if r.time_to_accuracy:
         console.print(escape(accuracy_line(r)), highlight=False)
 
 
-def _agreement(r: dict) -> str:
-    a = r.get("agreement")
+def _agreement(r: RunRecord) -> str:
+    a = r.inference.agreement if r.inference else None
     if not a:
         return fmt.DASH
-    if a.get("accuracy") is not None:
-        return f"acc {a['accuracy']:.3f} (fp32 {a['reference_accuracy']:.3f})"
-    return f"top-1 {a['top1_agreement']:.1%}, max |Δ| {a['max_abs_diff']:.2g}"
+    if a.accuracy is not None:
+        return f"acc {a.accuracy:.3f} (fp32 {a.reference_accuracy:.3f})"
+    return f"top-1 {a.top1_agreement:.1%}, max |Δ| {a.max_abs_diff:.2g}"
 
 
-def inference_table(records: list[dict]) -> Table:
+def inference_table(records: list[RunRecord]) -> Table:
     """Latency percentiles and throughput per batch size, and each format against fp32 Keras."""
     table = Table(title="gpuscout bench --mode inference (latency of single synchronised requests)",
                   title_justify="left", header_style="bold")
@@ -129,32 +127,33 @@ def inference_table(records: list[dict]) -> Table:
                  "vs fp32 Keras", "prepare"):
         table.add_column(name, overflow="fold")
     for r in records:
-        lat = r.get("latency") or {}
-        ms = lambda k: fmt.DASH if lat.get(k) is None else f"{lat[k]:.2f} ms"  # noqa: E731
-        table.add_row(r["id"], r["workload"], fmt.config(r), _batch(r),
-                      f"[{_STATUS_STYLE.get(r['status'], 'white')}]{r['status']}[/]",
+        lat = r.inference.latency if r.inference else None
+        ms = lambda k: fmt.DASH if lat is None else f"{getattr(lat, k):.2f} ms"  # noqa: E731
+        serving = r.inference.serving if r.inference else None
+        table.add_row(r.id, r.workload, fmt.config(r), _batch(r),
+                      f"[{_STATUS_STYLE.get(r.status, 'white')}]{r.status}[/]",
                       ms("p50_ms"), ms("p90_ms"), ms("p99_ms"), ms("max_ms"), _throughput(r), _agreement(r),
-                      fmt.seconds((r.get("serving") or {}).get("prepare_s")))
+                      fmt.seconds(serving.prepare_s if serving else None))
     return table
 
 
-def print_inference(console: Console, records: list[dict], verdicts: list[dict]) -> None:
+def print_inference(console: Console, records: list[RunRecord], verdicts: list[dict]) -> None:
     console.print(inference_table(records))
     for r in records:
-        load = r.get("load_test")
+        load = r.inference.load_test if r.inference else None
         if load:
-            console.print(f"load test {r['id']} ({fmt.config(r)}): {load['clients']} clients x batch {load['batch_size']} "
-                          f"for {load['seconds']:.1f} s: {fmt.number(load['samples_per_s'])} samples/s, p50 "
-                          f"{load['latency']['p50_ms']:.2f} ms, p99 {load['latency']['p99_ms']:.2f} ms over "
-                          f"{load['requests']} requests" + ("" if load["thread_safe"] else
-                                                            " (one interpreter: requests queue)"), highlight=False)
-        path = r.get("input_path")
+            console.print(f"load test {r.id} ({fmt.config(r)}): {load.clients} clients x batch {load.batch_size} "
+                          f"for {load.seconds:.1f} s: {fmt.number(load.samples_per_s)} samples/s, p50 "
+                          f"{load.latency.p50_ms:.2f} ms, p99 {load.latency.p99_ms:.2f} ms over "
+                          f"{load.requests} requests" + ("" if load.thread_safe else
+                                                         " (one interpreter: requests queue)"), highlight=False)
+        path = r.inference.input_path if r.inference else None
         if path:
-            timings = ", ".join(f"{m} {ms:.2f} ms" for m, ms in path["copy_ms"].items())
-            console.print(f"input copy {r['id']} (batch {r['batch_size']}): {path['method']}, the fastest of {timings}",
+            timings = ", ".join(f"{m} {ms:.2f} ms" for m, ms in path.copy_ms.items())
+            console.print(f"input copy {r.id} (batch {r.batch_size}): {path.method}, the fastest of {timings}",
                           highlight=False)
-        if r["status"] != "ok" and r.get("error"):
-            console.print(f"[red]{r['status']}[/] {r['id']}: {escape(r['error']['message'] or '')}")
+        if not r.ok and r.error:
+            console.print(f"[red]{r.status}[/] {r.id}: {escape(r.error.message or '')}")
     for v in verdicts:
         where = f"{v['workload']} {v['format']} {v['variant']}"
         if v["best"]:

@@ -9,6 +9,7 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
+from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import plots
 
@@ -37,55 +38,51 @@ class Document:
     sections: list[Section]
 
 
-def _machines(records: list[dict]) -> TableData:
+def _machines(records: list[RunRecord]) -> TableData:
     seen: dict[tuple, dict] = {}
     for r in records:
-        env = r.get("env") or {}
-        gpu = r.get("gpu") or {}
-        key = (env.get("hostname"), gpu.get("name"), env.get("driver_version"))
-        row = seen.setdefault(key, {"runs": 0, "first": r["created_utc"], "last": r["created_utc"], "r": r})
+        key = (r.env.hostname, r.gpu.name if r.gpu else None, r.env.driver_version)
+        row = seen.setdefault(key, {"runs": 0, "first": r.created_utc, "last": r.created_utc, "r": r})
         row["runs"] += 1
-        row["first"] = min(row["first"], r["created_utc"])
-        row["last"] = max(row["last"], r["created_utc"])
+        row["first"] = min(row["first"], r.created_utc)
+        row["last"] = max(row["last"], r.created_utc)
     rows = []
     for (host, gpu, driver), row in seen.items():
         r = row["r"]
-        env = r.get("env") or {}
-        memory = (r.get("gpu") or {}).get("memory_total_bytes")
+        memory = r.gpu.memory_total_bytes if r.gpu else None
         rows.append([host or fmt.DASH, gpu or "CPU", fmt.bytes_(memory), driver or fmt.DASH,
-                     env.get("cuda_driver_version") or fmt.DASH,
-                     f"{env.get('cpu_model') or fmt.DASH} x {env.get('cpu_count') or fmt.DASH}",
+                     r.env.cuda_driver_version or fmt.DASH,
+                     f"{r.env.cpu_model or fmt.DASH} x {r.env.cpu_count or fmt.DASH}",
                      str(row["runs"]), f"{row['first'][:10]} – {row['last'][:10]}"])
     return TableData("machines", ["host", "GPU", "GPU memory", "driver", "CUDA (driver)", "CPU", "runs", "dates"], rows)
 
 
-def _runs(records: list[dict]) -> TableData:
+def _runs(records: list[RunRecord]) -> TableData:
     rows = []
     for r in records:
-        t = r.get("throughput") or {}
-        cost = r.get("cost") or {}
-        per_million = next((v for k, v in cost.items() if k.startswith("usd_per_million_")), None)
+        t = r.throughput
+        per_million = r.cost.usd_per_million_units if r.cost else None
         rows.append([
-            r["id"], r["created_utc"][:19], r["workload"], plots.FIELDS["gpu"](r), r["backend"],
-            r["precision"] if r.get("mode") != "inference" else fmt.config(r),
-            str(r["batch_size"]), r["status"], fmt.number(t.get("median")),
-            f"{fmt.number(t.get('ci95_low'))}–{fmt.number(t.get('ci95_high'))}" if t else fmt.DASH,
-            r.get("unit", ""), fmt.percent(t.get("cv"), 2) if t else fmt.DASH, fmt.percent(r.get("mfu")),
-            fmt.bytes_(r.get("peak_memory_bytes")), fmt.DASH if per_million is None else f"{per_million:.4f}",
-            ", ".join(f["code"] for f in r.get("flags", [])) or fmt.DASH])
+            r.id, r.created_utc[:19], r.workload, r.gpu_label, r.backend.value,
+            r.precision.value if r.inference is None else fmt.config(r),
+            str(r.batch_size), r.status, fmt.number(t.median if t else None),
+            f"{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}" if t else fmt.DASH,
+            r.unit, fmt.percent(t.cv, 2) if t else fmt.DASH, fmt.percent(r.mfu),
+            fmt.bytes_(r.peak_memory_bytes), fmt.DASH if per_million is None else f"{per_million:.4f}",
+            ", ".join(f.code for f in r.flags) or fmt.DASH])
     return TableData("runs", ["id", "created (UTC)", "workload", "GPU", "backend", "precision", "batch", "status",
                               "median", "95% CI", "unit", "CV", "MFU", "peak memory", "USD / 1M", "flags"], rows)
 
 
-def _provenance(r: dict) -> str:
-    shown = {**r, "telemetry": {k: v for k, v in (r.get("telemetry") or {}).items() if k != "samples"} or None}
+def _provenance(r: RunRecord) -> str:
+    shown = r.model_dump(mode="json", exclude={"telemetry": {"samples"}})
     return json.dumps(shown, indent=2, default=str)
 
 
-def build(records: list[dict], telemetry_run: dict | None, title: str = "gpuscout report") -> Document:
-    workloads = sorted({r["workload"] for r in records})
-    gpus = sorted({plots.FIELDS["gpu"](r) for r in records})
-    dates = sorted(r["created_utc"] for r in records)
+def build(records: list[RunRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report") -> Document:
+    workloads = sorted({r.workload for r in records})
+    gpus = sorted({r.gpu_label for r in records})
+    dates = sorted(r.created_utc for r in records)
     subtitle = (f"{len(records)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, "
                 f"{dates[0][:10]} to {dates[-1][:10]}")
     sections = [Section("machines", "Machines and GPUs", tables=[_machines(records)])]
@@ -113,7 +110,7 @@ def build(records: list[dict], telemetry_run: dict | None, title: str = "gpuscou
                    ["NVML samples at 10 Hz for one run (`--telemetry-run ID`; default: the newest run with "
                     "telemetry); shaded: the timing windows the throughput was measured in."])
     if telemetry_run is not None:
-        tele.figures.append((telemetry_run["id"], lambda: plots.telemetry(telemetry_run)))
+        tele.figures.append((telemetry_run.id, lambda: plots.telemetry(telemetry_run)))
     else:
         tele.text.append("No stored run has telemetry (CPU runs, or --no-telemetry).")
     sections.append(tele)
@@ -121,7 +118,7 @@ def build(records: list[dict], telemetry_run: dict | None, title: str = "gpuscou
     sections.append(Section("provenance", "Provenance of every run",
                             ["The whole record of each run (telemetry samples left out): environment, versions, "
                              "specification, windows, flags."],
-                            details=[(f"{r['id']} · {r['workload']} · {plots.FIELDS['gpu'](r)} · {r['created_utc'][:19]}",
+                            details=[(f"{r.id} · {r.workload} · {r.gpu_label} · {r.created_utc[:19]}",
                                       _provenance(r)) for r in records]))
     return Document(title, subtitle, sections)
 

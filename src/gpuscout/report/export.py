@@ -1,4 +1,4 @@
-"""Machine-readable output: JSON documents and flat CSV rows."""
+"""Machine-readable output: JSON documents and flat CSV rows, and reading a document back."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import csv
 import io
 import json
 
+from pydantic import ValidationError
+
 from gpuscout import __version__
-from gpuscout.store import SCHEMA_VERSION
+from gpuscout.errors import UsageError
+from gpuscout.record.migrate import MigrationError, upgrade
+from gpuscout.record.run import SCHEMA_VERSION, RunRecord
+from gpuscout.store.sqlite import problem
 
 CSV_COLUMNS = (
     "id", "created_utc", "group_id", "workload", "backend", "precision", "xla", "batch_size",
@@ -18,21 +23,18 @@ CSV_COLUMNS = (
 )
 
 
-def json_document(records: list[dict], **extra) -> str:
+def json_document(records: list[RunRecord], **extra) -> str:
+    """What `--json` and `results export` print: the records in the stored shape (RunRecord's
+    JSON Schema, `gpuscout results schema`), with the versions that wrote them."""
+    runs = [json.loads(r.model_dump_json()) for r in records]
     return json.dumps({"gpuscout_version": __version__, "schema_version": SCHEMA_VERSION,
-                       **extra, "runs": records}, indent=2)
+                       **extra, "runs": runs}, indent=2)
 
 
-# What every record must carry to be stored and compared (store/sqlite.py indexes these).
-REQUIRED_FIELDS = ("id", "created_utc", "group_id", "workload", "backend", "precision", "xla", "batch_size",
-                   "data", "device", "status", "methodology_version", "schema_version")
-
-
-def parse_document(text: str, origin: str) -> list[dict]:
-    """The records of a gpuscout JSON document (as `results export` writes it), checked whole
-    before anything is stored: UsageError names the first problem."""
-    from gpuscout.errors import UsageError
-
+def parse_document(text: str, origin: str) -> list[RunRecord]:
+    """The records of a gpuscout JSON document (as `results export` writes it, from this or an
+    older schema), each validated before anything is stored: UsageError names the first record
+    and field that is wrong."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -40,39 +42,48 @@ def parse_document(text: str, origin: str) -> list[dict]:
     if not isinstance(doc, dict) or "runs" not in doc or "schema_version" not in doc:
         raise UsageError(f"{origin} is not a gpuscout results file (no 'runs' and 'schema_version'): "
                          "write one with `gpuscout results export`")
-    if not isinstance(doc["schema_version"], int) or doc["schema_version"] > SCHEMA_VERSION:
-        raise UsageError(f"{origin} has results schema {doc['schema_version']}, newer than this gpuscout's "
+    version = doc["schema_version"]
+    if type(version) is not int or version < 1:
+        raise UsageError(f"{origin}: schema_version must be a whole number, got {version!r}: "
+                         "not a file `gpuscout results export` wrote")
+    if version > SCHEMA_VERSION:
+        raise UsageError(f"{origin} has results schema {version}, newer than this gpuscout's "
                          f"({SCHEMA_VERSION}): upgrade gpuscout to import it")
     runs = doc["runs"]
     if not isinstance(runs, list):
         raise UsageError(f"{origin}: 'runs' must be a list of records")
-    for index, record in enumerate(runs):
-        missing = [f for f in REQUIRED_FIELDS if not isinstance(record, dict) or f not in record]
-        if missing:
-            raise UsageError(f"{origin}: run #{index + 1} lacks {', '.join(missing)}: nothing was imported")
-        if record["schema_version"] > SCHEMA_VERSION:
-            raise UsageError(f"{origin}: run {record['id']} has schema {record['schema_version']}, newer than "
-                             f"{SCHEMA_VERSION}: upgrade gpuscout to import it")
-    ids = [r["id"] for r in runs]
+    records = []
+    for index, raw in enumerate(runs):
+        name = f"run #{index + 1}" + (f" ({raw['id']})" if isinstance(raw, dict) and isinstance(raw.get("id"), str)
+                                      else "")
+        if not isinstance(raw, dict):
+            raise UsageError(f"{origin}: {name} is not a record (a JSON object): nothing was imported")
+        try:
+            records.append(RunRecord.model_validate(upgrade(raw, version)))
+        except ValidationError as exc:
+            raise UsageError(f"{origin}: {name}: {problem(exc)}: nothing was imported") from None
+        except (MigrationError, TypeError, AttributeError, KeyError) as exc:
+            raise UsageError(f"{origin}: {name} cannot be read as schema {version} ({exc}): nothing was imported") from None
+    ids = [r.id for r in records]
     if len(ids) != len(set(ids)):
         raise UsageError(f"{origin} holds the same run id twice: nothing was imported")
-    return runs
+    return records
 
 
-def csv_text(records: list[dict]) -> str:
+def csv_text(records: list[RunRecord]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
     writer.writeheader()
     for r in records:
-        t = r.get("throughput") or {}
-        telemetry = r.get("telemetry") or {}
+        t = r.throughput
+        telemetry = r.telemetry
         writer.writerow({
-            **{k: r.get(k) for k in CSV_COLUMNS if k in r},
-            "gpu_name": (r.get("gpu") or {}).get("name"),
-            "throughput_median": t.get("median"), "throughput_ci95_low": t.get("ci95_low"),
-            "throughput_ci95_high": t.get("ci95_high"), "throughput_cv": t.get("cv"),
-            "power_mean_w": telemetry.get("power_mean_w"),
-            "energy_j_per_1000_samples": telemetry.get("energy_j_per_1000_samples"),
-            "flags": ";".join(f["code"] for f in r.get("flags", [])),
+            **{k: v for k, v in r.model_dump(mode="json", include=set(CSV_COLUMNS)).items()},
+            "gpu_name": r.gpu.name if r.gpu else None,
+            "throughput_median": t.median if t else None, "throughput_ci95_low": t.ci95_low if t else None,
+            "throughput_ci95_high": t.ci95_high if t else None, "throughput_cv": t.cv if t else None,
+            "power_mean_w": telemetry.power_mean_w if telemetry else None,
+            "energy_j_per_1000_samples": telemetry.energy_j_per_1000_samples if telemetry else None,
+            "flags": ";".join(f.code for f in r.flags),
         })
     return out.getvalue()

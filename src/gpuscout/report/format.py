@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from gpuscout.record.run import RunRecord
+
 DASH = "—"
 
 
-def config(r: dict) -> str:
+def config(r: RunRecord) -> str:
     """A run's backend, precision and (tensorflow only: jax always compiles) XLA setting; for an
     inference run, its format (and LiteRT variant) instead of the training settings."""
-    if r.get("mode") == "inference":
-        if r["format"] == "litert":
-            return f"litert {r['variant']} (cpu)"
-        xla = "" if r["backend"] == "jax" or r["format"] != "keras" else (" xla" if r["xla"] else " no-xla")
-        return f"{r['format']} {r['backend']} {r['precision']}{xla} infer"
-    xla = "" if r["backend"] == "jax" else (" xla" if r["xla"] else " no-xla")
-    return f"{r['backend']} {r['precision']}{xla}"
+    backend, precision = r.backend.value, r.precision.value
+    if r.inference is not None:
+        if r.inference.format == "litert":
+            return f"litert {r.inference.variant} (cpu)"
+        xla = "" if backend == "jax" or r.inference.format != "keras" else (" xla" if r.xla else " no-xla")
+        return f"{r.inference.format} {backend} {precision}{xla} infer"
+    xla = "" if backend == "jax" else (" xla" if r.xla else " no-xla")
+    return f"{backend} {precision}{xla}"
 
 
 def number(value: float | None, digits: int = 1) -> str:

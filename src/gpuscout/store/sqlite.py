@@ -2,10 +2,15 @@
 
 - One row per run: indexed columns for filtering plus the whole record as JSON (the record is
   the contract; columns are for queries), in the spirit of asv's and pytest-benchmark's stores.
+  Records go in and come out through the typed model (gpuscout.record): one that does not
+  validate is never written, and one that does not validate when read (a damaged file, a hand
+  edit) is left out of the answer and named in `unreadable`, never a crash.
 - WAL journal and a busy timeout: several processes can write at once (a sweep, two shells).
 - The schema version lives in ``PRAGMA user_version`` and the file is marked as ours with
-  ``PRAGMA application_id``. A file from a newer gpuscout is refused, naming both versions;
-  a file that is not a gpuscout store is refused; nothing is changed in either case.
+  ``PRAGMA application_id``. A file from a newer gpuscout is refused, naming both versions; a
+  file from an older one is refused with the command that migrates it (store/migrate.py; only
+  that command changes it); a file that is not a gpuscout store is refused; nothing is changed
+  in any of these cases.
 - Every write is one transaction: a record is stored whole or not at all.
 """
 
@@ -18,26 +23,30 @@ import time
 from pathlib import Path
 
 import platformdirs
+from pydantic import ValidationError
 
 from gpuscout.errors import UsageError
+from gpuscout.record.run import SCHEMA_VERSION, RunRecord
 
-SCHEMA_VERSION = 1
 # "GPUS" in ASCII: marks the SQLite file as a gpuscout store (sqlite.org/pragma.html#pragma_application_id).
 APPLICATION_ID = 0x47505553
 BUSY_TIMEOUT_MS = 30_000
 STORE_ENV = "GPUSCOUT_STORE"
 
-_SCHEMA = """
+# Schema 2 adds `kind` (records of other kinds share the store) and lets the run configuration
+# columns be NULL for kinds that have none.
+SCHEMA_SQL = """
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
     created_utc TEXT NOT NULL,
     group_id TEXT NOT NULL,
     workload TEXT NOT NULL,
-    backend TEXT NOT NULL,
-    precision TEXT NOT NULL,
-    xla INTEGER NOT NULL,
-    batch_size INTEGER NOT NULL,
-    data TEXT NOT NULL,
+    backend TEXT,
+    precision TEXT,
+    xla INTEGER,
+    batch_size INTEGER,
+    data TEXT,
     device TEXT NOT NULL,
     gpu_name TEXT,
     status TEXT NOT NULL,
@@ -65,13 +74,26 @@ CREATE TABLE IF NOT EXISTS trials (
 )
 """
 
-_COLUMNS = ("id", "created_utc", "group_id", "workload", "backend", "precision", "xla",
+COLUMNS = ("id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla",
             "batch_size", "data", "device", "gpu_name", "status", "throughput_median",
             "methodology_version")
 
 
 class StoreError(UsageError):
     """The store cannot be used as asked (exit 2; nothing is changed)."""
+
+
+def problem(exc: ValidationError) -> str:
+    """The first thing wrong in a record, as `field.path: what`."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "record"
+    got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
+    return f"{where}: {first['msg']}{got}"
+
+
+def parse_record(text: str) -> RunRecord:
+    """A stored record's JSON as the model; ValidationError when it does not validate."""
+    return RunRecord.model_validate_json(text)
 
 
 def default_store_path() -> Path:
@@ -84,6 +106,7 @@ def default_store_path() -> Path:
 class Store:
     def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
         self.path = Path(path) if path is not None else default_store_path()
+        self.unreadable: dict[str, str] = {}  # id -> what is wrong, for records reads left out
         if not self.path.exists() and not create:
             raise StoreError(f"no results store at {self.path}: run `gpuscout bench` first or pass --store")
         try:
@@ -136,7 +159,7 @@ class Store:
             app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
             tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if tables == 0 and version == 0:
-                for statement in filter(str.strip, _SCHEMA.split(";")):
+                for statement in filter(str.strip, SCHEMA_SQL.split(";")):
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -147,41 +170,35 @@ class Store:
                 raise StoreError(
                     f"{self.path} was written by a newer gpuscout (store schema {version}); this "
                     f"gpuscout reads schema {SCHEMA_VERSION}: upgrade gpuscout (pip install -U gpuscout)")
+            elif version < SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} holds store schema {version}; this gpuscout reads schema {SCHEMA_VERSION}: "
+                    f"run `gpuscout results migrate --store {self.path}` (it keeps a backup of the file)")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
 
-    def put(self, record: dict) -> None:
-        row = _row(record)
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute(
-                f"INSERT INTO runs ({', '.join(_COLUMNS)}, record_json) VALUES "
-                f"({', '.join('?' * (len(_COLUMNS) + 1))})", row)
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+    def put(self, record: RunRecord) -> None:
+        self.put_many([record])
 
-    def put_many(self, records: list[dict]) -> int:
+    def put_many(self, records: list[RunRecord]) -> int:
         """Insert records not already stored (by id), all or none: one transaction. Returns how
         many were new. A stored id whose record differs is an error (nothing is written)."""
-        rows = [_row(r) for r in records]
+        rows = [row_of(r) for r in records]
         try:
             self._db.execute("BEGIN IMMEDIATE")
             added = 0
             for record, row in zip(records, rows):
-                existing = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (record["id"],)).fetchone()
+                existing = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (record.id,)).fetchone()
                 if existing is not None:
-                    if json.loads(existing[0]) != json.loads(json.dumps(record)):
-                        raise StoreError(f"run {record['id']} is already stored with different contents: "
+                    if json.loads(existing[0]) != json.loads(row[-1]):
+                        raise StoreError(f"run {record.id} is already stored with different contents: "
                                          "nothing was imported")
                     continue
                 self._db.execute(
-                    f"INSERT INTO runs ({', '.join(_COLUMNS)}, record_json) VALUES "
-                    f"({', '.join('?' * (len(_COLUMNS) + 1))})", row)
+                    f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
+                    f"({', '.join('?' * (len(COLUMNS) + 1))})", row)
                 added += 1
             self._db.execute("COMMIT")
             return added
@@ -213,22 +230,26 @@ class Store:
         return [{"key": k, "index": i, "sweep_hash": h, "status": st, "params": json.loads(p),
                  "result": json.loads(r) if r else None} for k, i, h, st, p, r in rows]
 
-    def get(self, run_id: str) -> dict:
+    def get(self, run_id: str) -> RunRecord:
         """A record by id or unique id prefix; StoreError names the problem otherwise."""
-        exact = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if exact:
-            return json.loads(exact[0])
-        rows = self._db.execute("SELECT record_json FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
-                                (_like_prefix(run_id),)).fetchall()
+        rows = self._db.execute("SELECT id, record_json FROM runs WHERE id = ?", (run_id,)).fetchall()
+        if not rows:
+            rows = self._db.execute("SELECT id, record_json FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
+                                    (_like_prefix(run_id),)).fetchall()
         if not rows:
             raise StoreError(f"no run {run_id!r} in {self.path}: `gpuscout results list` shows the ids")
         if len(rows) > 1:
             raise StoreError(f"run id prefix {run_id!r} is ambiguous: give more characters")
-        return json.loads(rows[0][0])
+        found_id, text = rows[0]
+        try:
+            return parse_record(text)
+        except ValidationError as exc:
+            raise StoreError(f"run {found_id} in {self.path} is damaged ({problem(exc)}): it cannot be shown") from None
 
     def list(self, *, workload: str | None = None, status: str | None = None,
-             limit: int | None = None, group: str | None = None) -> list[dict]:
-        query, params = "SELECT record_json FROM runs", []
+             limit: int | None = None, group: str | None = None) -> list[RunRecord]:
+        """Records, newest first; those that do not validate are left out and named in `unreadable`."""
+        query, params = "SELECT id, record_json FROM runs", []
         where = []
         if group:
             where.append("group_id = ?")
@@ -245,7 +266,13 @@ class Store:
         if limit is not None:
             query += " LIMIT ?"
             params.append(limit)
-        return [json.loads(r[0]) for r in self._db.execute(query, params)]
+        records = []
+        for run_id, text in self._db.execute(query, params):
+            try:
+                records.append(parse_record(text))
+            except ValidationError as exc:
+                self.unreadable[run_id] = problem(exc)
+        return records
 
     def count(self) -> int:
         return self._db.execute("SELECT count(*) FROM runs").fetchone()[0]
@@ -255,11 +282,11 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _row(record: dict) -> tuple:
-    throughput = record.get("throughput") or {}
+def row_of(record: RunRecord) -> tuple:
     return (
-        record["id"], record["created_utc"], record["group_id"], record["workload"],
-        record["backend"], record["precision"], int(bool(record["xla"])), record["batch_size"],
-        record["data"], record["device"], (record.get("gpu") or {}).get("name"), record["status"],
-        throughput.get("median"), record["methodology_version"], json.dumps(record),
+        record.id, record.kind, record.created_utc, record.group_id, record.workload,
+        record.backend.value, record.precision.value, int(record.xla), record.batch_size,
+        record.data.value, record.device, record.gpu.name if record.gpu else None, record.status,
+        record.throughput.median if record.throughput else None, record.methodology_version,
+        record.model_dump_json(),
     )

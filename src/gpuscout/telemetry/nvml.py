@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
+
+from gpuscout.record.run import ComputeProcess, GpuInfo
+from gpuscout.record.run import TelemetrySample as Sample
 
 FAKE_ENV = "GPUSCOUT_FAKE_NVML"
 
@@ -32,35 +35,6 @@ def _load_module():
     import pynvml
 
     return pynvml
-
-
-@dataclass
-class GpuInfo:
-    index: int
-    name: str | None
-    uuid: str | None
-    memory_total_bytes: int | None
-    compute_capability: str | None  # "9.0"
-    power_limit_w: float | None
-    sm_clock_max_mhz: int | None
-    sm_clock_mhz: int | None
-    pci_bus_id: str | None
-    compute_processes: list[dict] = field(default_factory=list)  # [{"pid", "used_memory_bytes"}]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class Sample:
-    t_monotonic_s: float
-    gpu_util_pct: float | None
-    memory_util_pct: float | None
-    memory_used_bytes: int | None
-    power_w: float | None
-    sm_clock_mhz: int | None
-    temperature_c: float | None
-    clock_event_reasons: int | None
 
 
 class Nvml:
@@ -132,10 +106,10 @@ class Nvml:
     def gpus(self) -> list[GpuInfo]:
         return [self.gpu(i) for i in range(self.count)]
 
-    def compute_processes(self, index: int) -> list[dict]:
+    def compute_processes(self, index: int) -> list[ComputeProcess]:
         """Compute processes on a GPU. Slow on some drivers: never call it from the sampling loop."""
         procs = self._safe(self._m.nvmlDeviceGetComputeRunningProcesses, self._handles[index]) or []
-        return [{"pid": int(p.pid), "used_memory_bytes": _int_or_none(p.usedGpuMemory)} for p in procs]
+        return [ComputeProcess(pid=int(p.pid), used_memory_bytes=_int_or_none(p.usedGpuMemory)) for p in procs]
 
     def active_nvlinks(self, index: int) -> int | None:
         """NVLink links up on a GPU; None when the GPU has no NVLink or NVML cannot tell."""

@@ -117,7 +117,7 @@ def inspect_in_child(ref: ModelRef, backend, precision, flops_per_sample: float 
     if outcome.status != "ok":
         raise UserCodeError(f"{display_name(ref)}: {outcome.message} (the model could not be built and "
                             "trained for one step on the CPU; the traceback is above)", last_traceback(outcome.stderr_tail))
-    info = ModelInfo(**{k: v for k, v in outcome.result["info"].items() if k in ModelInfo.model_fields})
+    info = outcome.result.model_info
     if flops_per_sample is not None:
         info = info.model_copy(update={"forward_flops": float(flops_per_sample), "flops_source": "given",
                                        "flops_coverage": None})
