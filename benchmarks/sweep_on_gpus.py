@@ -42,7 +42,7 @@ def main() -> int:
             space:
               batch_size: {json.dumps(batches)}
               precision: {json.dumps(precisions)}
-            bench_args: [--backend, jax, --windows, "2", --window-seconds, "0.5", --warmup-steps, "3"]
+            bench: {{backend: jax, windows: 2, window_seconds: 0.5, warmup_steps: 3}}
             timeout_s: 300
         """))
         proc = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--gpus", gpus, "--json",

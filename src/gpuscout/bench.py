@@ -7,72 +7,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuscout import backends, datasets, engine, sizing, workloads
+from gpuscout import datasets, engine, planning, sizing, workloads
 from gpuscout.analysis.stats import across_runs
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.pricing import PricingOptions
-from gpuscout.spec import DataMode, Precision, RunSpec, Task, ToAccuracy, build_spec
+from gpuscout.planning import DeviceChoice
+from gpuscout.spec import PROTOCOL, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
-from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
 from gpuscout.workloads import user
-
-DEFAULT_TIMEOUT_S = engine.DEFAULT_TIMEOUT_S
-
 
 @dataclass
 class BenchOptions:
+    """What `gpuscout bench` was asked, before plan() checks it."""
+
     backend: str = "auto"
     precision: str = "fp32"
-    xla: bool = True
+    xla: bool | None = None  # None: what the backend does (planning.xla)
     batch_size: int | str | None = None  # None: the workload's default; "auto": sizing.auto_batch_size
     seq_len: int | None = None  # token workloads; None: the workload's default
     data: str = "synthetic"
-    warmup_steps: int = 10
-    windows: int = 5
-    window_steps: int = 10
-    window_seconds: float = 2.0
     pipeline_cost: int = 1
     repeats: int = 1
-    gpu: int | None = None
-    cpu: bool = False
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    telemetry: bool = True
-    telemetry_interval_s: float = DEFAULT_INTERVAL_S
     seed: int = 0
+    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/sizing.py)
+    protocol: Protocol = PROTOCOL
+    device: DeviceChoice = field(default_factory=DeviceChoice)
+    measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)
     model: str | None = None  # a user's model: file.py[:function] or file.keras (workloads/user.py)
     input_shape: str | None = None  # .keras models with free input dimensions
     flops_per_sample: float | None = None  # forward FLOPs of a user's model, instead of the count
     to_accuracy: float | None = None  # train on real data to this validation accuracy
     dataset: str | None = None
     max_epochs: int = 30
-    pricing: PricingOptions = field(default_factory=PricingOptions)
-    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/sizing.py)
-
-    def measure_options(self) -> engine.MeasureOptions:
-        return engine.MeasureOptions(timeout_s=self.timeout_s, telemetry=self.telemetry,
-                                     telemetry_interval_s=self.telemetry_interval_s, pricing=self.pricing)
-
-
-def choose_device(options: BenchOptions, nvml: Nvml) -> tuple[int | None, str | None]:
-    """(GPU index or None for the CPU, a notice to show once or None)."""
-    if options.cpu and options.gpu is not None:
-        raise UsageError("--gpu and --cpu exclude each other: pick one")
-    if options.cpu:
-        return None, None
-    if options.gpu is not None:
-        if not nvml.available:
-            raise UsageError(f"--gpu {options.gpu} asked for, but NVML found no GPU ({nvml.error}); "
-                             "use --cpu, or run `gpuscout doctor`")
-        if options.gpu >= nvml.count:
-            raise UsageError(f"GPU index {options.gpu} not found: this machine has {nvml.count} "
-                             f"GPU(s), indices 0..{nvml.count - 1}")
-        return options.gpu, None
-    if nvml.available and nvml.count > 0:
-        return 0, None
-    reason = nvml.error or "NVML reports no GPU"
-    return None, f"no NVIDIA GPU found ({reason}): running on the CPU; telemetry is off"
 
 
 def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
@@ -88,42 +55,28 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         raise UsageError(f"name at least one workload or a --model: {', '.join(workloads.names())}")
     if options.flops_per_sample is not None and (not options.model or options.flops_per_sample <= 0):
         raise UsageError("--flops-per-sample is a positive number for a --model")
-    if options.repeats < 1:
-        raise UsageError(f"--repeats must be >= 1, got {options.repeats}")
-    if options.timeout_s <= 0:
-        raise UsageError(f"--timeout must be > 0 seconds, got {options.timeout_s:g}")
-    if isinstance(options.batch_size, int) and options.batch_size < 1:
-        raise UsageError(f"--batch-size must be >= 1, got {options.batch_size}")
+    planning.at_least("--repeats", options.repeats, 1)
+    planning.above_zero("--timeout", options.measure.timeout_s, " seconds")
+    if isinstance(options.batch_size, int):
+        planning.at_least("--batch-size", options.batch_size, 1)
     try:
         data = DataMode(options.data)
     except ValueError:
         raise UsageError(f"unknown --data {options.data!r}: choose synthetic, pipeline or naive") from None
-    options.pricing.check()
+    options.measure.pricing.check()
     goal = _accuracy_goal(options)
     ref = user.parse_ref(options.model, options.input_shape) if options.model else None
     if ref is not None and options.batch_size == "auto":
         raise UsageError("--batch-size auto needs a workload's measured memory model; give a user model a number")
     found = [workloads.get(name) for name in workload_names]
-    if options.seq_len is not None:
-        fixed = [w.name for w in found if not w.is_sequence]
-        if fixed:
-            raise UsageError(f"--seq-len applies to token workloads only, not {', '.join(fixed)}")
-        for w in found:
-            if not 1 <= options.seq_len <= w.max_seq_len:
-                raise UsageError(f"--seq-len {options.seq_len} is outside 1..{w.max_seq_len} for {w.name}")
-    backend = backends.resolve(options.backend)
-    precision = backends.check_precision(backend, options.precision)
-    gpu_index, notice = choose_device(options, nvml)
-    if gpu_index is not None and precision is Precision.mixed_bfloat16:
-        cc = nvml.gpu(gpu_index).compute_capability
-        if cc is not None and float(cc) < 8.0:
-            raise UsageError(f"GPU {gpu_index} (compute capability {cc}) has no bfloat16 tensor "
-                             "cores: use --precision mixed_float16")
-    memory_total = nvml.gpu(gpu_index).memory_total_bytes if gpu_index is not None else None
+    seq_lens = {w.name: planning.seq_len(w, options.seq_len) for w in found}
+    backend = planning.backend(options.backend)
+    gpu_index, notice = planning.device(options.device, nvml)
+    precision = planning.precision(backend, options.precision, nvml, gpu_index)
+    memory_total = planning.memory_total(nvml, gpu_index)
     info = None
     if ref is not None:  # last: it starts a child that builds the user's model on the CPU
-        info = user.inspect_in_child(ref, backend, precision, options.flops_per_sample)
-        info = info.model_copy(update={"name": user.display_name(ref)})
+        info = user.inspect_in_child(ref, backend, precision, options.flops_per_sample, options.measure.timeout_s)
         found = [user.workload_from_info(info)]
     if goal is not None:
         for w in found:
@@ -132,29 +85,23 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
             datasets.check_fits(goal.dataset, w.input_shape(None), w.name)
 
     def batch_for(w) -> int:
-        seq = (options.seq_len or w.default_seq_len) if w.is_sequence else None
         if options.batch_size == "auto":
-            return sizing.auto_batch_size(w, precision, seq, memory_total)
+            return sizing.auto_batch_size(w, precision, seq_lens.get(w.name), memory_total)
         return options.batch_size or (batch_sizes or {}).get(w.name) or w.default_batch_size
 
     specs = [
         build_spec(
-            workload=w.name, backend=backend, precision=precision, xla=options.xla,
-            batch_size=batch_for(w), data=data,
-            seq_len=(options.seq_len or w.default_seq_len) if w.is_sequence else None,
-            warmup_steps=options.warmup_steps, windows=options.windows,
-            window_steps=options.window_steps, window_seconds=options.window_seconds,
-            pipeline_cost=options.pipeline_cost, seed=options.seed, gpu_index=gpu_index,
-            model=ref, model_info=info,
+            workload=w.name, backend=backend, precision=precision,
+            xla=planning.xla(backend, options.xla, Distribution.single), batch_size=batch_for(w), data=data,
+            seq_len=seq_lens.get(w.name), **options.protocol.model_dump(), pipeline_cost=options.pipeline_cost,
+            seed=options.seed, gpu_index=gpu_index, model=ref, model_info=info,
             task=Task.to_accuracy if goal else Task.measure, to_accuracy=goal,
         )
         for w in found
     ]
     if options.fit_check:
-        too_big = [reason for spec in specs if (reason := sizing.clearly_too_big(
-            workloads.for_spec(spec), spec.batch_size, spec.precision, spec.seq_len, memory_total))]
-        if too_big:
-            raise UsageError("; ".join(too_big) + " (estimate: docs/methodology.md; --no-fit-check runs it anyway)")
+        for spec in specs:
+            planning.fits(workloads.for_spec(spec), spec.batch_size, spec.precision, spec.seq_len, memory_total)
     return specs, notice
 
 
@@ -185,7 +132,7 @@ def label(spec: RunSpec) -> str:
 
 def run_bench(specs: list[RunSpec], options: BenchOptions, store: Store, nvml: Nvml,
               progress: engine.Progress | None = None) -> list[RunRecord]:
-    session = engine.Session(nvml, options.measure_options())
+    session = engine.Session(nvml, options.measure)
     return engine.run([(spec, label(spec)) for spec in specs], session, store, progress, repeats=options.repeats)
 
 

@@ -9,7 +9,7 @@ and runs; analysis/derive.py makes the records.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuscout import bench as bench_lib
 from gpuscout import datasets, engine, workloads
@@ -80,8 +80,7 @@ def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: Infe
         raise UsageError(f"--latency-target-ms must be > 0, got {infer.latency_target_ms:g}")
     if infer.concurrency < 0 or infer.requests < 5 or infer.warmup_requests < 1:
         raise UsageError("--concurrency must be >= 0, --requests >= 5 and --warmup-requests >= 1")
-    base_options = bench_lib.BenchOptions(**{**options.__dict__, "batch_size": max(infer.batch_sizes),
-                                             "to_accuracy": None, "dataset": None})
+    base_options = replace(options, batch_size=max(infer.batch_sizes), to_accuracy=None, dataset=None)
     base_specs, notice = bench_lib.plan(workload_names, base_options, nvml)
     located = datasets.locate(dataset) if dataset else None
     specs = []
@@ -111,7 +110,7 @@ def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: Infe
 def run(specs: list[RunSpec], options: bench_lib.BenchOptions, store, nvml: Nvml,
         progress: engine.Progress | None = None) -> list[RunRecord]:
     """A child per format variant; its records (one per batch size) are derived and stored."""
-    session = engine.Session(nvml, options.measure_options())
+    session = engine.Session(nvml, options.measure)
     return engine.run([(spec, bench_lib.label(spec)) for spec in specs], session, store, progress)
 
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gpuscout import backends, catalog, cluster, engine, sizing, workloads
+from gpuscout import catalog, cluster, engine, planning, workloads
 from gpuscout.analysis import scaling
 from gpuscout.analysis.compare import ratio_ci
 from gpuscout.errors import UsageError, parse_positive_ints
 from gpuscout.pricing import PricingOptions
 from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
-from gpuscout.spec import Distribution, RunSpec, build_spec
+from gpuscout.spec import PROTOCOL, Distribution, Protocol, RunSpec, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import TOPOLOGY_LEVELS, Nvml, topology
 
@@ -47,18 +47,10 @@ class ScaleOptions:
     gpu_ids: tuple[int, ...] | None = None  # which GPUs; counts take the first N. None: 0, 1, ...
     cpu: bool = False
     local_workers: bool = False  # each count N as N MultiWorkerMirroredStrategy processes
-    warmup_steps: int = 10
-    windows: int = 5
-    window_steps: int = 10
-    window_seconds: float = 2.0
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    telemetry: bool = True
+    protocol: Protocol = PROTOCOL
+    measure: engine.MeasureOptions = field(default_factory=lambda: engine.MeasureOptions(timeout_s=DEFAULT_TIMEOUT_S))
     seed: int = 0
     fit_check: bool = True
-    pricing: PricingOptions = field(default_factory=PricingOptions)
-
-    def measure_options(self) -> engine.MeasureOptions:
-        return engine.MeasureOptions(timeout_s=self.timeout_s, telemetry=self.telemetry, pricing=self.pricing)
 
 
 @dataclass
@@ -93,25 +85,44 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
     workload = workloads.get(workload_name)
     if options.mode not in MODES:
         raise UsageError(f"unknown --mode {options.mode!r}: choose weak or strong")
-    if options.timeout_s <= 0:
-        raise UsageError(f"--timeout must be > 0 seconds, got {options.timeout_s:g}")
-    if options.batch_size is not None and options.batch_size < 1:
-        raise UsageError(f"--batch-size must be >= 1, got {options.batch_size}")
-    options.pricing.check()
+    planning.above_zero("--timeout", options.measure.timeout_s, " seconds")
+    planning.at_least("--batch-size", options.batch_size, 1)
+    options.measure.pricing.check()
     notices = []
     counts = sorted(set(options.counts) | {1})
     if 1 not in options.counts:
         notices.append("added the 1-device run: speedup and efficiency are measured against it")
-    backend = backends.resolve(options.backend)
-    precision = backends.check_precision(backend, options.precision)
+    backend = planning.backend(options.backend)
     if options.local_workers and backend.value != "tensorflow":
         raise UsageError("--local-workers runs MultiWorkerMirroredStrategy, a tensorflow strategy: add "
                          "--backend tensorflow (the jax backend scales over one host's GPUs with DataParallel)")
-    xla = options.xla if options.xla is not None else backend.value == "jax"
-    if xla and backend.value == "tensorflow":
-        raise UsageError("Keras trains tf.distribute strategies without XLA: drop --xla, or use --backend jax")
+    device_kind, gpu_ids = _devices(options, counts, nvml, notices)
+    precision = planning.precision(backend, options.precision, nvml, gpu_ids[0] if gpu_ids else None)
+    seq_len = planning.seq_len(workload, options.seq_len)
+    base_batch = options.batch_size or workload.default_batch_size
+    if options.mode == "strong":
+        uneven = [n for n in counts if base_batch % n]
+        if uneven:
+            raise UsageError(f"strong scaling splits the global batch {base_batch} over the GPUs: it does not "
+                             f"divide by {', '.join(map(str, uneven))}; pick a --batch-size divisible by every count")
+    distribution = Distribution.multi_worker if options.local_workers else Distribution.mirrored
+    specs = []
+    for n in counts:
+        per_device = base_batch if options.mode == "weak" else base_batch // n
+        if options.fit_check and device_kind == "gpu":
+            planning.fits(workload, per_device, precision, seq_len, planning.memory_total(nvml, gpu_ids[0]), " per GPU")
+        devices = 1 if options.local_workers else n  # local workers: n processes of one device each
+        ids = tuple(gpu_ids[:devices]) if device_kind == "gpu" else None
+        specs.append(build_spec(
+            workload=workload.name, backend=backend, precision=precision,
+            xla=planning.xla(backend, options.xla, distribution), batch_size=per_device * devices,
+            seq_len=seq_len, data=options.data, **options.protocol.model_dump(), seed=options.seed,
+            gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices, distribution=distribution))
+    return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices)
 
-    gpu_ids: list[int] = []
+
+def _devices(options: ScaleOptions, counts: list[int], nvml: Nvml, notices: list[str]) -> tuple[str, list[int]]:
+    """("gpu" and the GPUs to use, the first N for a count N) or ("cpu", []) for logical CPU devices."""
     if options.cpu or not nvml.available or nvml.count == 0:
         if options.gpu_ids:
             raise UsageError("--gpu-ids names GPUs; this run is on the CPU" if options.cpu else
@@ -121,54 +132,20 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
                            "devices, which share this CPU's cores: a check of the code path, not of scaling")
         if counts[-1] > 8:
             raise UsageError(f"--gpus {counts[-1]} on the CPU: at most 8 logical CPU devices")
-        device_kind = "cpu"
-    else:
-        gpu_ids = list(options.gpu_ids if options.gpu_ids is not None else range(nvml.count))
-        missing = [i for i in gpu_ids if i >= nvml.count]
-        if missing:
-            raise UsageError(f"GPU index {missing[0]} not found: this machine has {nvml.count} GPU(s), "
-                             f"indices 0..{nvml.count - 1}")
-        if counts[-1] > len(gpu_ids):
-            raise UsageError(f"--gpus {counts[-1]} asks for more GPUs than "
-                             + (f"--gpu-ids lists ({len(gpu_ids)})" if options.gpu_ids is not None else
-                                f"this machine has ({nvml.count} visible)")
-                             + f": use counts up to {len(gpu_ids)}")
-        device_kind = "gpu"
-
-    seq_len = (options.seq_len or workload.default_seq_len) if workload.is_sequence else None
-    if options.seq_len is not None and not workload.is_sequence:
-        raise UsageError(f"--seq-len applies to token workloads only, not {workload.name}")
-    base_batch = options.batch_size or workload.default_batch_size
-    if options.mode == "strong":
-        uneven = [n for n in counts if base_batch % n]
-        if uneven:
-            raise UsageError(f"strong scaling splits the global batch {base_batch} over the GPUs: it does not "
-                             f"divide by {', '.join(map(str, uneven))}; pick a --batch-size divisible by every count")
-
-    memory_total = nvml.gpu(gpu_ids[0]).memory_total_bytes if gpu_ids else None
-    specs = []
-    for n in counts:
-        per_device = base_batch if options.mode == "weak" else base_batch // n
-        if options.fit_check and device_kind == "gpu":
-            reason = sizing.clearly_too_big(workload, per_device, precision, seq_len, memory_total)
-            if reason:
-                raise UsageError(f"{reason} per GPU (estimate: docs/methodology.md; --no-fit-check runs it anyway)")
-        devices = 1 if options.local_workers else n  # local workers: n processes of one device each
-        ids = tuple(gpu_ids[:devices]) if device_kind == "gpu" else None
-        specs.append(build_spec(
-            workload=workload.name, backend=backend, precision=precision, xla=xla,
-            batch_size=per_device * devices, seq_len=seq_len, data=options.data,
-            warmup_steps=options.warmup_steps, windows=options.windows, window_steps=options.window_steps,
-            window_seconds=options.window_seconds, seed=options.seed,
-            gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices,
-            distribution=Distribution.multi_worker if options.local_workers else Distribution.mirrored))
-    return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices)
+        return "cpu", []
+    gpu_ids = planning.gpu_indices(list(options.gpu_ids if options.gpu_ids is not None else range(nvml.count)), nvml)
+    if counts[-1] > len(gpu_ids):
+        raise UsageError(f"--gpus {counts[-1]} asks for more GPUs than "
+                         + (f"--gpu-ids lists ({len(gpu_ids)})" if options.gpu_ids is not None else
+                            f"this machine has ({nvml.count} visible)")
+                         + f": use counts up to {len(gpu_ids)}")
+    return "gpu", gpu_ids
 
 
 def run_scale(the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store,
               progress: engine.Progress | None = None) -> dict:
     progress = progress or engine.Progress()
-    session = engine.Session(nvml, options.measure_options())
+    session = engine.Session(nvml, options.measure)
     started = time.monotonic()
     records: dict[int, RunRecord] = {}
     for number, (n, spec) in enumerate(zip(the_plan.counts, the_plan.specs), 1):
@@ -321,7 +298,7 @@ def run_worker(workload_name: str, options: ScaleOptions, cluster_id: str, nvml:
     progress = progress or engine.Progress()
     label = f"worker {index} of {len(addresses)}"
     progress.run_started(spec, label, 1, 1)
-    session = engine.Session(nvml, options.measure_options(), group_id=cluster_id)
+    session = engine.Session(nvml, options.measure, group_id=cluster_id)
     record = engine.measure(spec, session, on_event=lambda e: progress.event(spec, e))[0]
     record = record.model_copy(update={
         "cluster": ClusterTag(id=cluster_id, index=index, workers=len(addresses), address=addresses[index]),

@@ -128,7 +128,24 @@ class ToAccuracy(BaseModel):
     max_epochs: int = Field(default=30, ge=1, le=10_000)
 
 
-class RunSpec(BaseModel):
+class Protocol(BaseModel):
+    """The measurement protocol's settings (docs/methodology.md, "One run"), with their defaults:
+    the first step (compilation) timed apart, then `warmup_steps` steps discarded, then `windows`
+    timing windows of at least `window_steps` steps and `window_seconds` seconds. RunSpec carries
+    them; every verb and CLI option takes its defaults from here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    warmup_steps: int = Field(default=10, ge=0, le=100_000)
+    windows: int = Field(default=5, ge=1, le=1000)
+    window_steps: int = Field(default=10, ge=1, le=1_000_000)
+    window_seconds: float = Field(default=2.0, ge=0.0, le=3600.0)
+
+
+PROTOCOL = Protocol()
+
+
+class RunSpec(Protocol):
     """One benchmark run, as the child process receives it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -142,12 +159,6 @@ class RunSpec(BaseModel):
     batch_size: int = Field(ge=1, le=1_000_000)
     seq_len: int | None = Field(default=None, ge=1, le=1_000_000)  # token workloads only
     data: DataMode = DataMode.synthetic
-    # Protocol (docs/methodology.md): first step = compile, then warm-up steps discarded, then
-    # `windows` timing windows of at least `window_steps` steps and `window_seconds` seconds.
-    warmup_steps: int = Field(default=10, ge=0, le=100_000)
-    windows: int = Field(default=5, ge=1, le=1000)
-    window_steps: int = Field(default=10, ge=1, le=1_000_000)
-    window_seconds: float = Field(default=2.0, ge=0.0, le=3600.0)
     # pipeline mode: how many times the per-sample augmentation is applied (host cost knob)
     pipeline_cost: int = Field(default=1, ge=1, le=1000)
     # pipeline mode: parallel calls of the map (None: tf.data.AUTOTUNE); 1 measures one core

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpuscout import workloads
 from gpuscout.errors import UsageError
+from gpuscout.spec import PROTOCOL, Protocol
 
 # Reference order: small to large, so a broken setup fails on the cheap ones first.
 ALL = ("mlp", "resnet18_cifar", "resnet50", "vit_b16", "bert_base", "gpt2_small")
@@ -23,17 +24,15 @@ class Suite:
     name: str
     workloads: tuple[str, ...]
     batch_divisor: int  # each workload's default batch is divided by this (at least 1)
-    warmup_steps: int
-    windows: int
-    window_seconds: float
+    protocol: Protocol
 
     def batch_size(self, workload: str) -> int:
         return max(1, workloads.get(workload).default_batch_size // self.batch_divisor)
 
 
 SUITES = {
-    "quick": Suite("quick", ALL, batch_divisor=4, warmup_steps=5, windows=3, window_seconds=1.0),
-    "standard": Suite("standard", ALL, batch_divisor=1, warmup_steps=10, windows=5, window_seconds=2.0),
+    "quick": Suite("quick", ALL, batch_divisor=4, protocol=Protocol(warmup_steps=5, windows=3, window_seconds=1.0)),
+    "standard": Suite("standard", ALL, batch_divisor=1, protocol=PROTOCOL),
 }
 
 

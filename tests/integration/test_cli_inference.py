@@ -63,7 +63,7 @@ def test_bad_input_exits_2(store_path, args, message):
 def test_human_output_and_a_target_no_batch_meets(store_path):
     result = run_cli("bench", "mlp", "--mode", "inference", "--cpu", "--backend", "jax", *QUICK,
                      "--latency-target-ms", "0.000001", "--store", str(store_path), env={"COLUMNS": "220"})
-    assert result.returncode == 2
+    assert result.returncode == 1  # measured, and the target missed: a failed run, not bad input
     assert "keras jax fp32 infer" in result.stdout and "p99" in result.stdout  # the table was printed first
     assert "no batch size meets p99 <= 1e-06 ms for mlp (keras fp32): the lowest p99 was" in result.stderr
     with Store(store_path) as store:

@@ -85,8 +85,28 @@ def test_two_local_workers_of_multi_worker_mirrored(store_path):
         sorted(sum(ws) for ws in zip(*([w["throughput"] for w in x["windows"]] for x in workers)))[1])
 
 
+def test_forwarding_a_run_to_hosts_keeps_every_option_given():
+    given = ["--gpus", "2", "--xla", "--no-fit-check", "--local-workers", "--mode", "strong", "--batch-size", "64",
+             "--precision", "mixed_float16", "--window-seconds", "0.5", "--timeout", "60"]
+    listed = run_cli("scale", "mlp", "--hosts", "a:2222,b:2222", *given, "--store", "/here/only.sqlite", "--json")
+    assert listed.returncode == 0, listed.stderr
+    for worker in json.loads(listed.stdout)["workers"]:
+        args = shlex.split(worker["command"])[1:]
+        assert args[:6] == ["gpuscout", "scale", "mlp", "--worker", "--cluster", json.loads(listed.stdout)["cluster"]]
+        options, flags, rest = {}, set(), args[6:]
+        while rest:
+            if len(rest) > 1 and not rest[1].startswith("--"):
+                options[rest[0]], rest = rest[1], rest[2:]
+            else:
+                flags.add(rest[0]), rest.pop(0)
+        assert flags == {"--xla", "--no-fit-check", "--local-workers"}
+        assert options == {"--backend": "tensorflow", "--gpus": "2", "--mode": "strong", "--batch-size": "64",
+                           "--precision": "mixed_float16", "--window-seconds": "0.5", "--timeout": "60"}
+        # (not --store or --hosts: this host's, not theirs)
+
+
 def test_printed_host_commands_run_and_merge(tmp_path):
-    listed = run_cli("scale", "mlp", "--hosts", "localhost:0,localhost:0", "--cpu", "--gpus", "1", "--json")
+    listed = run_cli("scale", "mlp", "--hosts", "localhost:0,localhost:0", "--cpu", "--gpus", "1", *QUICK, "--json")
     assert listed.returncode == 0, listed.stderr
     plan = json.loads(listed.stdout)
     import socket
@@ -103,7 +123,7 @@ def test_printed_host_commands_run_and_merge(tmp_path):
         config["cluster"]["worker"] = [f"localhost:{p}" for p in ports]  # free ports on this machine
         args = shlex.split(w["command"])[2:]
         assert args[:2] == ["scale", "mlp"] and "--cpu" in args
-        args = [a if a not in ("5", "2", "10") else {"5": "3", "2": "0.3", "10": "2"}[a] for a in args]
+        assert all(args[args.index(QUICK[i]) + 1] == QUICK[i + 1] for i in range(0, len(QUICK), 2))  # forwarded
         procs.append(subprocess.Popen([sys.executable, "-m", "gpuscout", *args, "--store", str(tmp_path / f"h{i}.db")],
                                       env={**env, "TF_CONFIG": json.dumps(config)}, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))

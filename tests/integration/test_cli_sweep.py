@@ -35,6 +35,37 @@ def trials(store):
                 db.execute("select trial_key, status, result_json from trials order by trial_index")]
 
 
+def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_run(tmp_path, store_path):
+    sweep = write(tmp_path, """
+        name: widths
+        workload: mlp
+        metric: {name: samples_per_s, direction: max}
+        space:
+          batch_size: [16, 64]
+        bench: {backend: jax, windows: 2, window_seconds: 0.2, warmup_steps: 1}
+        timeout_s: 300
+    """)
+    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["status_counts"]["ok"] == 2
+    runs = json.loads(run_cli("results", "list", "--json", "--store", str(store_path)).stdout)["runs"]
+    by_batch = {r["batch_size"]: r for r in runs}
+    assert set(by_batch) == {16, 64} and all(r["spec"]["windows"] == 2 and r["backend"] == "jax" for r in runs)
+    stored = {r["run_id"]: r for _, _, r in trials(store_path)}
+    assert set(stored) == {r["id"] for r in runs}  # each trial names its stored run
+    for run_id, trial in stored.items():  # and ranks by that run's figure
+        assert trial["metrics"]["samples_per_s"] == next(r for r in runs if r["id"] == run_id)["samples_per_s"]
+    assert summary["best"][0]["value"] == max(r["samples_per_s"] for r in runs)
+    old = write(tmp_path, "name: x\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8]}\n"
+                          "bench_args: [--windows, '2']\n", "old.yaml")
+    refused = run_cli("sweep", str(old), "--cpu-slots", "1", "--store", str(store_path))
+    assert refused.returncode == 2 and "bench_args is now `bench:`" in refused.stderr
+    bad = write(tmp_path, "name: y\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8, 0]}\n", "bad.yaml")
+    refused = run_cli("sweep", str(bad), "--cpu-slots", "1", "--store", str(store_path))
+    assert refused.returncode == 2 and "trial 1 {'batch_size': 0}: --batch-size must be >= 1" in refused.stderr
+
+
 def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, store_path):
     sweep = write(tmp_path, f"""
         name: tiny

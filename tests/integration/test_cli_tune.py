@@ -3,7 +3,6 @@ memory above a threshold, the ablation on the CPU (tensorflow backend, a tiny mo
 input-bound verdict on pipelines made slow and fast on purpose."""
 
 import json
-import os
 import sqlite3
 import sys
 
@@ -11,7 +10,8 @@ import psutil
 import pytest
 
 from gpuscout import tune
-from tests.conftest import FIXTURES, SRC, run_cli
+from gpuscout.tune.input import classify_wait
+from tests.conftest import FIXTURES, run_cli
 
 PIPELINES = FIXTURES / "pipelines" / "pipelines.py"
 QUICK = ("--windows", "2", "--window-seconds", "0.1", "--warmup-steps", "1")
@@ -92,10 +92,10 @@ def test_a_pipeline_factory_that_returns_no_dataset_shows_its_traceback(store_pa
 
 
 def test_classification_thresholds_are_the_profilers():
-    assert [tune.classify_wait(s) for s in (0.0, 0.049, 0.05, 0.2, 0.2001, 0.9)] == [
+    assert [classify_wait(s) for s in (0.0, 0.049, 0.05, 0.2, 0.2001, 0.9)] == [
         "not input-bound", "not input-bound", "moderately input-bound", "highly input-bound",
         "highly input-bound", "highly input-bound"]
-    assert tune.classify_wait(None) is None
+    assert classify_wait(None) is None
 
 
 def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():

@@ -2,8 +2,11 @@ import pytest
 
 from gpuscout import backends
 from gpuscout.bench import BenchOptions, plan
+from gpuscout.cli.options import protocol_options
+from gpuscout.engine import MeasureOptions
 from gpuscout.errors import UsageError
-from gpuscout.spec import Backend, build_spec
+from gpuscout.planning import DeviceChoice
+from gpuscout.spec import PROTOCOL, Backend, build_spec
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
 
@@ -42,21 +45,27 @@ def test_plan_picks_gpu_zero_when_there_is_one():
     (BenchOptions(backend="cuda"), "unknown backend 'cuda'"),
     (BenchOptions(backend="jax", batch_size=0), "--batch-size must be >= 1"),
     (BenchOptions(backend="jax", repeats=0), "--repeats must be >= 1"),
-    (BenchOptions(backend="jax", timeout_s=0), "--timeout must be > 0"),
+    (BenchOptions(backend="jax", measure=MeasureOptions(timeout_s=0)), "--timeout must be > 0"),
     (BenchOptions(backend="jax", data="disk"), "unknown --data 'disk'"),
-    (BenchOptions(backend="jax", gpu=0, cpu=True), "exclude each other"),
-    (BenchOptions(backend="jax", windows=0), "invalid windows"),
+    (BenchOptions(backend="jax", device=DeviceChoice(gpu=0, cpu=True)), "exclude each other"),
 ])
 def test_bad_options_are_refused_before_anything_runs(options, message):
     with pytest.raises(UsageError, match=message):
         plan(["mlp"], options, NO_GPU)
 
 
+def test_a_bad_protocol_option_is_named():
+    options = protocol_options(PROTOCOL)(windows=0)
+    with pytest.raises(UsageError, match="invalid --windows: Input should be greater than or equal to 1"):
+        options.settings()
+    assert protocol_options(PROTOCOL)(windows=7).settings().model_dump() == {**PROTOCOL.model_dump(), "windows": 7}
+
+
 def test_gpu_index_must_exist():
     with pytest.raises(UsageError, match="GPU index 3 not found: this machine has 1 GPU"):
-        plan(["mlp"], BenchOptions(backend="jax", gpu=3), one_gpu())
+        plan(["mlp"], BenchOptions(backend="jax", device=DeviceChoice(gpu=3)), one_gpu())
     with pytest.raises(UsageError, match="NVML found no GPU"):
-        plan(["mlp"], BenchOptions(backend="jax", gpu=0), NO_GPU)
+        plan(["mlp"], BenchOptions(backend="jax", device=DeviceChoice(gpu=0)), NO_GPU)
 
 
 def test_bfloat16_needs_ampere():

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpuscout import __version__
-from gpuscout.errors import UsageError
+from gpuscout.errors import RunError, UsageError
 
 app = typer.Typer(
     name="gpuscout",
@@ -35,7 +35,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def handle_errors(command):
-    """Turn bad input into one line and exit 2, and Ctrl-C into exit 130, for one command.
+    """Turn bad input into one line and exit 2, a failure after runs started into one line and
+    exit 1, and Ctrl-C into exit 130, for one command.
 
     Done inside each command (not around the app) because Typer's standalone mode owns the
     outermost layer: it prints tracebacks for anything it does not know.
@@ -51,6 +52,9 @@ def handle_errors(command):
                 err.print(escape(exc.traceback_text.rstrip()), soft_wrap=True)
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, however long
             raise typer.Exit(exc.exit_code) from None
+        except RunError as exc:
+            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err.print("interrupted: runs that finished are stored; nothing half-written was kept")
             raise typer.Exit(130) from None
@@ -61,16 +65,16 @@ def handle_errors(command):
 from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune  # noqa: E402
 
 # registration order = workflow order
-app.command("doctor")(handle_errors(doctor.doctor))
-app.command("bench")(handle_errors(bench.bench))
-app.command("tune")(handle_errors(tune.tune))
-app.command("scale")(handle_errors(scale.scale))
-app.command("sweep")(handle_errors(sweep.sweep))
+app.command("doctor", help=doctor.HELP)(handle_errors(doctor.doctor))
+app.command("bench", help=bench.HELP)(handle_errors(bench.bench))
+app.command("tune", help=tune.HELP)(handle_errors(tune.tune))
+app.command("scale", help=scale.HELP)(handle_errors(scale.scale))
+app.command("sweep", help=sweep.HELP)(handle_errors(sweep.sweep))
 app.add_typer(results.app, name="results")
-app.command("compare")(handle_errors(compare.compare))
-app.command("report")(handle_errors(report.report))
-app.command("catalog")(handle_errors(catalog.catalog))
-app.command("recommend")(handle_errors(recommend.recommend))
+app.command("compare", help=compare.HELP)(handle_errors(compare.compare))
+app.command("report", help=report.HELP)(handle_errors(report.report))
+app.command("catalog", help=catalog.HELP)(handle_errors(catalog.catalog))
+app.command("recommend", help=recommend.HELP)(handle_errors(recommend.recommend))
 
 
 def main() -> None:

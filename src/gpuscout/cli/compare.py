@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -11,12 +10,27 @@ from rich.console import Console
 
 from gpuscout.analysis.compare import FIELDS, compare as compare_runs
 from gpuscout.cli.stored import warn_unreadable
+from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.report import comparison as render
 from gpuscout.store import Store
 
-_STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
+HELP = """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
+with its bootstrap CI, and whether the difference is significant (Mann-Whitney U on the
+windows; overlapping CIs when there are too few). Runs are compared only with runs that differ
+in the --by field alone; different methodology versions are never mixed.
+
+Examples:
+
+    gpuscout compare --by gpu --workload resnet50
+
+    gpuscout compare --by precision --workload bert_base --markdown
+
+    gpuscout compare 3fa2 9c1d              # two runs, run by run
+
+    gpuscout compare --by batch_size --baseline 256 --json
+"""
 
 
 def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None, gpu: str | None,
@@ -50,26 +64,11 @@ def compare(
     gpu: Optional[str] = typer.Option(None, help="Only runs on GPUs whose name contains this."),
     precision: Optional[str] = typer.Option(None, help="Only this precision."),
     backend: Optional[str] = typer.Option(None, help="Only this backend."),
-    store_path: Optional[Path] = _STORE,
-    as_json: bool = typer.Option(False, "--json", help="Print the comparisons as JSON."),
+    store_path: StorePath = None,
+    as_json: AsJson = False,
     as_markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV rows."),
 ) -> None:
-    """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
-    with its bootstrap CI, and whether the difference is significant (Mann-Whitney U on the
-    windows; overlapping CIs when there are too few). Runs are compared only with runs that differ
-    in the --by field alone; different methodology versions are never mixed.
-
-    Examples:
-
-        gpuscout compare --by gpu --workload resnet50
-
-        gpuscout compare --by precision --workload bert_base --markdown
-
-        gpuscout compare 3fa2 9c1d              # two runs, run by run
-
-        gpuscout compare --by batch_size --baseline 256 --json
-    """
     if sum((as_json, as_markdown, as_csv)) > 1:
         raise UsageError("choose one of --json, --markdown and --csv")
     by = by or ("run" if run_ids else "gpu")

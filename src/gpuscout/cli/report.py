@@ -9,10 +9,22 @@ import typer
 from rich.console import Console
 
 from gpuscout.cli.compare import select
+from gpuscout.cli.options import StorePath
 from gpuscout.errors import UsageError
 from gpuscout.store import Store
 
-_STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
+HELP = """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
+batch size, ablations, telemetry over time, and every run's provenance, in one HTML file that
+opens offline (no CDN), with sortable and filterable tables.
+
+Examples:
+
+    gpuscout report --out report.html
+
+    gpuscout report --workload resnet50 --gpu H100 --out h100.html
+
+    gpuscout report --markdown --out results/report.md   # PNG plots in results/report_files/
+"""
 
 
 def report(
@@ -25,20 +37,8 @@ def report(
     backend: Optional[str] = typer.Option(None, help="Only this backend."),
     telemetry_run: Optional[str] = typer.Option(None, help="The run whose telemetry is plotted [default: the newest with telemetry]."),
     title: str = typer.Option("gpuscout report", help="The report's title."),
-    store_path: Optional[Path] = _STORE,
+    store_path: StorePath = None,
 ) -> None:
-    """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
-    batch size, ablations, telemetry over time, and every run's provenance, in one HTML file that
-    opens offline (no CDN), with sortable and filterable tables.
-
-    Examples:
-
-        gpuscout report --out report.html
-
-        gpuscout report --workload resnet50 --gpu H100 --out h100.html
-
-        gpuscout report --markdown --out results/report.md   # PNG plots in results/report_files/
-    """
     out = out or Path("report.md" if markdown else "report.html")
     from gpuscout.report import document
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from gpuscout.cli import handle_errors
 from gpuscout.cli.stored import warn_unreadable
+from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
 from gpuscout.report import console as console_report
 from gpuscout.report.export import csv_text, json_document, parse_document
@@ -22,8 +23,6 @@ from gpuscout.store.migrate import migrate as migrate_store
 app = typer.Typer(help="Stored benchmark results: list, show, export, import, schema, migrate.",
                   no_args_is_help=True)
 
-_STORE = typer.Option(None, "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite).")
-
 
 @app.command("list")
 @handle_errors
@@ -31,8 +30,8 @@ def list_(
     workload: Optional[str] = typer.Option(None, help="Only this workload."),
     status: Optional[str] = typer.Option(None, help="Only runs with this status (ok, oom, failed, timeout)."),
     limit: int = typer.Option(50, help="At most this many, newest first."),
-    store_path: Optional[Path] = _STORE,
-    as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
+    store_path: StorePath = None,
+    as_json: AsJson = False,
 ) -> None:
     """List stored runs, newest first.
 
@@ -55,8 +54,8 @@ def list_(
 @handle_errors
 def show(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
-    store_path: Optional[Path] = _STORE,
-    as_json: bool = typer.Option(False, "--json", help="Print the whole record as JSON."),
+    store_path: StorePath = None,
+    as_json: AsJson = False,
 ) -> None:
     """Show one run with its provenance.
 
@@ -77,7 +76,7 @@ def export(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
     workload: Optional[str] = typer.Option(None, help="Only this workload."),
     group: Optional[str] = typer.Option(None, help="Only the runs of this group: one bench, scale session or cluster."),
-    store_path: Optional[Path] = _STORE,
+    store_path: StorePath = None,
 ) -> None:
     """Export stored runs as JSON (whole records) or CSV (one flat row per run).
 
@@ -109,7 +108,7 @@ def export(
 @handle_errors
 def import_(
     path: Path = typer.Argument(..., help="A JSON file written by `gpuscout results export` (on any machine)."),
-    store_path: Optional[Path] = _STORE,
+    store_path: StorePath = None,
 ) -> None:
     """Import runs from another machine's export, all or nothing; runs already stored are skipped.
     Every record is validated first (older exports are brought to this schema): one that is wrong
@@ -147,7 +146,7 @@ def schema() -> None:
 
 @app.command("migrate")
 @handle_errors
-def migrate(store_path: Optional[Path] = _STORE) -> None:
+def migrate(store_path: StorePath = None) -> None:
     """Bring a store written by an older gpuscout to this version's schema, all or nothing; a copy
     of the file is kept beside it first. A store from a newer gpuscout is refused.
 

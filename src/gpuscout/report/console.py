@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gpuscout import workloads
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 
@@ -22,6 +23,15 @@ def _throughput(r: RunRecord) -> str:
         return fmt.DASH
     ci = f" [{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}]" if t.ci95_low is not None else ""
     return f"{fmt.number(t.median)}{ci} {r.unit}"
+
+
+def print_workloads(console: Console) -> None:
+    """`bench --list`: each workload with its defaults."""
+    for name in workloads.names():
+        w = workloads.get(name)
+        seq = f", sequence {w.default_seq_len} (max {w.max_seq_len})" if w.is_sequence else ""
+        console.print(f"{name:16} {w.description} (default batch {w.default_batch_size}{seq}; {w.unit}/s)",
+                      highlight=False, markup=False)
 
 
 def bench_table(records: list[RunRecord]) -> Table:

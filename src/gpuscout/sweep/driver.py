@@ -10,13 +10,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscout import catalog
+from gpuscout import catalog, engine, planning
 from gpuscout.errors import UsageError
 from gpuscout.executor import process
 from gpuscout.pricing import hourly_cost
 from gpuscout.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.sweep import runner as run_lib
+from gpuscout.sweep import workload_trials
 from gpuscout.sweep.spec import SweepFile, Trial, expand, load
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import Sampler
@@ -53,6 +54,7 @@ class Plan:
     slots: list[run_lib.Slot]
     log_root: Path
     notes: list[str] = field(default_factory=list)
+    specs: dict = field(default_factory=dict)  # workload sweeps: each trial's run, by trial key
 
 
 def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
@@ -71,10 +73,9 @@ def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
                 raise UsageError(f"no GPU found ({nvml.error or 'NVML reports none'}): give --cpu-slots N to run "
                                  "trials on the CPU")
             gpus = list(range(nvml.count))
-        for g in gpus:
-            if not nvml.available or g >= nvml.count:
-                raise UsageError(f"GPU {g} not found: this machine has {nvml.count if nvml.available else 0} GPU(s)")
+        planning.gpu_indices(gpus, nvml)
     slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
+    specs = workload_trials.plan(sweep, trials, nvml, slots[0].gpu_index) if sweep.workload else {}
     stored = {t["key"]: t for t in store.trials(sweep.name)}
     if stored and not options.resume and not options.dry_run:
         raise UsageError(f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
@@ -86,7 +87,7 @@ def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
     todo = [t for t in trials if t.key not in finished]
     done = [stored[t.key] for t in trials if t.key in finished]
     log_root = options.log_root or store.path.parent / "sweeps" / sweep.name
-    return Plan(sweep, sweep_hash, trials, todo, done, slots, log_root, notes)
+    return Plan(sweep, sweep_hash, trials, todo, done, slots, log_root, notes, specs)
 
 
 def _better(sweep: SweepFile, a: float, b: float) -> bool:
@@ -115,6 +116,8 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
         display.started(trial, slot)
 
     def on_result(result: run_lib.TrialResult) -> None:
+        for record in result.records:  # a workload trial's benchmark runs, stored like any
+            store.put(record)
         data = result.to_dict()
         store.put_trial(p.sweep.name, result.key, result.index, p.sweep_hash, result.status, result.params, data,
                         utc_now())
@@ -125,11 +128,12 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
 
     p.log_root.mkdir(parents=True, exist_ok=True)
     sampler_factory = (lambda gpu: Sampler(nvml, gpu).start()) if nvml.available else None
-    trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, store.path, sampler_factory)
+    trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, sampler_factory, p.specs,
+                                       engine.Session(nvml, engine.MeasureOptions(timeout_s=p.sweep.timeout_s)))
     if options.executor == "ray":
         from gpuscout.sweep.ray_executor import run_ray
 
-        reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, store.path,
+        reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs,
                          on_start, on_result)
     else:
         reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, on_start, on_result)

@@ -10,24 +10,34 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscout.errors import UsageError
+from gpuscout.record.run import RunRecord
 from gpuscout.sweep.runner import Slot, TrialResult
 from gpuscout.sweep.spec import SweepFile, Trial
 
 
-def _remote_trial(sweep_json: dict, trial: dict, log_root: str, store_path: str, on_cpu: bool) -> dict:
+def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str | None, on_cpu: bool) -> dict:
+    """One trial on a Ray worker: its result, and (workload sweeps) its records as JSON for the
+    driver to store."""
     import ray
 
+    from gpuscout import engine
+    from gpuscout.spec import RunSpec
     from gpuscout.sweep.runner import TrialRunner
+    from gpuscout.telemetry.nvml import Nvml
 
     ids = [] if on_cpu else ray.get_gpu_ids()
     node = ray.get_runtime_context().get_node_id()[:8]
     slot = Slot(f"ray:{node}:gpu{int(ids[0])}" if ids else f"ray:{node}:cpu", int(ids[0]) if ids else None)
-    runner = TrialRunner(SweepFile(**sweep_json), Path(log_root), Path(store_path))
-    return runner.run(Trial(**trial), slot, threading.Event()).to_dict()
+    sweep, trial = SweepFile(**sweep_json), Trial(**trial)
+    with Nvml() as nvml:
+        specs = {trial.key: RunSpec.model_validate_json(spec_json)} if spec_json else {}
+        session = engine.Session(nvml, engine.MeasureOptions(timeout_s=sweep.timeout_s)) if spec_json else None
+        result = TrialRunner(sweep, Path(log_root), specs=specs, session=session).run(trial, slot, threading.Event())
+    return {**result.to_dict(), "records": [r.model_dump_json() for r in result.records]}
 
 
 def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: bool, log_root: Path,
-            store_path: Path, on_start: Callable, on_result: Callable[[TrialResult], None]) -> str | None:
+            specs: dict, on_start: Callable, on_result: Callable[[TrialResult], None]) -> str | None:
     try:
         import ray
     except ImportError:
@@ -42,7 +52,9 @@ def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: 
     task = ray.remote(**resources)(_remote_trial)
     pending = {}
     for trial in trials:
-        ref = task.remote(sweep.model_dump(), asdict(trial), str(log_root), str(store_path), on_cpu)
+        spec = specs.get(trial.key)
+        ref = task.remote(sweep.model_dump(), asdict(trial), str(log_root), spec.model_dump_json() if spec else None,
+                          on_cpu)
         pending[ref] = trial
         on_start(trial, Slot("ray", None))
     consecutive, reason = 0, None
@@ -51,7 +63,9 @@ def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: 
             done, _ = ray.wait(list(pending), num_returns=1)
             ref = done[0]
             pending.pop(ref)
-            result = TrialResult(**ray.get(ref))
+            data = ray.get(ref)
+            records = [RunRecord.model_validate_json(r) for r in data.pop("records")]
+            result = TrialResult(**data, records=records)
             on_result(result)
             consecutive = 0 if result.status == "ok" else consecutive + 1
             if consecutive >= sweep.max_consecutive_failures:

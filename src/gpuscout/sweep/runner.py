@@ -13,17 +13,18 @@ import os
 import queue
 import shlex
 import statistics
-import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
+from gpuscout import engine
 from gpuscout.executor import process
 from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.failures import classify_failure
-from gpuscout.sweep import TRIAL_FILE_ENV
+from gpuscout.record.run import RunRecord
+from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.spec import SweepFile, Trial
 
 
@@ -51,9 +52,11 @@ class TrialResult:
     log_dir: str | None = None
     telemetry: dict | None = None
     run_id: str | None = None  # workload sweeps: the stored benchmark run
+    # workload sweeps: every attempt's record, for the driver to store (not part of the trial's row)
+    records: list = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
 
 
 def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> list[Slot]:
@@ -62,43 +65,25 @@ def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> li
     return [Slot(f"gpu{g}" + (f"#{k + 1}" if per_gpu > 1 else ""), g) for g in gpus for k in range(per_gpu)]
 
 
-def command_for(sweep: SweepFile, trial: Trial, slot: Slot, store_path: Path) -> list[str]:
-    if sweep.command is not None:
-        return shlex.split(sweep.command.format(**trial.params))
-    argv = [sys.executable, "-m", "gpuscout", "bench", sweep.workload, "--json", "--store", str(store_path),
-            "--timeout", str(sweep.timeout_s)]
-    argv += ["--gpu", str(slot.gpu_index)] if slot.gpu_index is not None else ["--cpu"]
-    for name, value in trial.params.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
-    return argv + list(sweep.bench_args)
+def command_for(sweep: SweepFile, trial: Trial) -> list[str]:
+    return shlex.split(sweep.command.format(**trial.params))
 
 
-def trial_env(slot: Slot, trial_file: Path, params: dict, workload_sweep: bool) -> dict:
+def trial_env(slot: Slot, trial_file: Path, params: dict) -> dict:
     env = dict(os.environ)
     env[TRIAL_FILE_ENV] = str(trial_file)
     env["GPUSCOUT_TRIAL_PARAMS"] = json.dumps(params, default=str)
     env["PYTHONUNBUFFERED"] = "1"
-    if not workload_sweep:  # `gpuscout bench` sets the device for its own child from --gpu / --cpu
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        env["CUDA_VISIBLE_DEVICES"] = "" if slot.gpu_index is None else str(slot.gpu_index)
-        env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # memory growth on, as the sweep file promises
-        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_VISIBLE_DEVICES"] = "" if slot.gpu_index is None else str(slot.gpu_index)
+    env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # memory growth on, as the sweep file promises
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     return env
 
 
-def read_metrics(stdout_text: str, trial_file: Path, workload_sweep: bool) -> tuple[dict, list[dict], str | None]:
-    """(last value of each metric, the reports in order, a stored run id) from the trial's output."""
+def read_metrics(stdout_text: str, trial_file: Path) -> tuple[dict, list[dict]]:
+    """(last value of each metric, the reports in order) from a command trial's output."""
     history: list[dict] = []
-    if workload_sweep:
-        try:
-            run = json.loads(stdout_text)["runs"][0]
-        except (ValueError, KeyError, IndexError):
-            return {}, [], None
-        metrics = {k: run.get(k) for k in ("samples_per_s", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s",
-                                           "peak_memory_bytes", "compile_s", "loss")}
-        metrics["throughput"] = (run.get("throughput") or {}).get("median")
-        metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-        return metrics, [metrics], run.get("id")
     for line in stdout_text.splitlines():
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
@@ -117,59 +102,88 @@ def read_metrics(stdout_text: str, trial_file: Path, workload_sweep: bool) -> tu
     metrics: dict = {}
     for entry in history:
         metrics.update({k: v for k, v in entry.items() if k not in ("time", "step")})
-    return metrics, history, None
+    return metrics, history
+
+
+@dataclass
+class Attempt:
+    status: str  # ok | failed | oom | timeout | interrupted
+    message: str | None = None
+    metrics: dict = field(default_factory=dict)
+    history: list[dict] = field(default_factory=list)
+    telemetry: dict | None = None
+    record: RunRecord | None = None  # workload sweeps
 
 
 class TrialRunner:
-    """Runs attempts of one trial on one slot; `kill_all` (Ctrl-C) stops every running trial."""
+    """Runs attempts of one trial on one slot; `kill_all` (Ctrl-C) stops every running trial.
+    A command trial runs the user's command (executor/process.py); a workload trial is a benchmark
+    run measured by the engine (sweep/workload_trials.py: `specs` and `session` are its)."""
 
-    def __init__(self, sweep: SweepFile, log_root: Path, store_path: Path, sampler_factory=None) -> None:
-        self.sweep, self.log_root, self.store_path = sweep, log_root, store_path
+    def __init__(self, sweep: SweepFile, log_root: Path, sampler_factory=None, specs: dict | None = None,
+                 session: engine.Session | None = None) -> None:
+        self.sweep, self.log_root = sweep, log_root
         self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
+        self.specs, self.session = specs or {}, session
         self.abort = threading.Event()  # every running trial's process group is stopped when set
 
     def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
-        workload_sweep = self.sweep.command is None
         started = time.monotonic()
-        attempts, status, message, metrics, history, run_id, telemetry = 0, "failed", None, {}, [], None, None
         log_dir = self.log_root / f"trial-{trial.index:04d}-{trial.key}"
+        attempts, last, records = 0, Attempt("failed"), []
         while attempts <= self.sweep.retries and not stop.is_set():
             attempts += 1
             log_dir.mkdir(parents=True, exist_ok=True)
-            trial_file = log_dir / f"reports-{attempts}.jsonl"
-            argv = command_for(self.sweep, trial, slot, self.store_path)
-            sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
-            out_path, err_path = log_dir / f"stdout-{attempts}.log", log_dir / f"stderr-{attempts}.log"
-            with open(out_path, "w") as out, open(err_path, "w") as err:
-                try:
-                    finished = process.run(argv, env=trial_env(slot, trial_file, trial.params, workload_sweep),
-                                           timeout_s=self.sweep.timeout_s, stdout=out, stderr=err, cancel=self.abort)
-                except OSError as exc:
-                    status, message = "failed", f"cannot start {argv[0]!r}: {exc.strerror}"
-                    if sampler:
-                        sampler.stop()
-                    continue
-            samples = sampler.stop() if sampler else []
-            if samples:
-                telemetry = _telemetry_summary(samples)
-            tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
-            metrics, history, run_id = read_metrics(out_path.read_text(errors="replace"), trial_file, workload_sweep)
-            if finished.cancelled:
-                status, message = "interrupted", "stopped by the driver"
-                break
-            if finished.timed_out:
-                status, message = "timeout", f"exceeded the {self.sweep.timeout_s:g} s trial timeout and was killed"
-            elif finished.returncode != 0:
-                status = classify_failure(tail)
-                message = f"exited with code {finished.returncode}: " + (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
-            elif self.sweep.metric.name not in metrics:
-                status, message = "failed", f"finished without reporting {self.sweep.metric.name!r}"
-            else:
-                status, message = "ok", None
+            last = (self._command(trial, slot, log_dir, attempts) if self.sweep.command is not None
+                    else self._workload(trial, slot))
+            records += [last.record] if last.record else []
+            if last.status in ("ok", "interrupted"):
                 break
         ended = time.monotonic()
-        return TrialResult(trial.key, trial.index, trial.params, status, attempts, slot.label, slot.gpu_index,
-                           started, ended, ended - started, metrics, history, message, str(log_dir), telemetry, run_id)
+        return TrialResult(trial.key, trial.index, trial.params, last.status, attempts, slot.label, slot.gpu_index,
+                           started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
+                           last.telemetry, last.record.id if last.record else None, records)
+
+    def _command(self, trial: Trial, slot: Slot, log_dir: Path, attempt: int) -> Attempt:
+        trial_file = log_dir / f"reports-{attempt}.jsonl"
+        argv = command_for(self.sweep, trial)
+        sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
+        out_path, err_path = log_dir / f"stdout-{attempt}.log", log_dir / f"stderr-{attempt}.log"
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            try:
+                finished = process.run(argv, env=trial_env(slot, trial_file, trial.params),
+                                       timeout_s=self.sweep.timeout_s, stdout=out, stderr=err, cancel=self.abort)
+            except OSError as exc:
+                if sampler:
+                    sampler.stop()
+                return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
+        samples = sampler.stop() if sampler else []
+        tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        metrics, history = read_metrics(out_path.read_text(errors="replace"), trial_file)
+        telemetry = _telemetry_summary(samples) if samples else None
+        if finished.cancelled:
+            return Attempt("interrupted", "stopped by the driver", metrics, history, telemetry)
+        if finished.timed_out:
+            return Attempt("timeout", f"exceeded the {self.sweep.timeout_s:g} s trial timeout and was killed",
+                           metrics, history, telemetry)
+        if finished.returncode != 0:
+            last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
+            return Attempt(classify_failure(tail), f"exited with code {finished.returncode}: {last_line}",
+                           metrics, history, telemetry)
+        if self.sweep.metric.name not in metrics:
+            return Attempt("failed", f"finished without reporting {self.sweep.metric.name!r}", metrics, history,
+                           telemetry)
+        return Attempt("ok", None, metrics, history, telemetry)
+
+    def _workload(self, trial: Trial, slot: Slot) -> Attempt:
+        record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index),
+                                         self.session, self.abort)
+        metrics = workload_trials.metrics(record)
+        telemetry = ({"samples": record.telemetry.sample_count, "gpu_util_mean_pct": record.telemetry.gpu_util_mean_pct,
+                      "power_mean_w": record.telemetry.power_mean_w,
+                      "memory_used_max_bytes": record.telemetry.memory_used_max_bytes} if record.telemetry else None)
+        status = "interrupted" if self.abort.is_set() else record.status
+        return Attempt(status, record.error.message if record.error else None, metrics, [metrics], telemetry, record)
 
     def kill_all(self) -> None:
         self.abort.set()

@@ -15,8 +15,9 @@
     max_consecutive_failures: 5
 
 or, instead of `command`, `workload: resnet18_cifar` with a space over `gpuscout bench` options
-(batch_size, precision, seq_len, data, pipeline_cost) and a metric from its record
-(samples_per_s, mfu, ...).
+(batch_size, precision, seq_len, data, pipeline_cost, backend, and the protocol's), the others
+fixed under `bench:` ({backend: jax, windows: 3}), and a metric from its record (samples_per_s,
+mfu, ...). Each such trial is a benchmark run measured by the engine, stored like any.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuscout.errors import UsageError
 
-WORKLOAD_PARAMS = {"batch_size", "precision", "seq_len", "data", "pipeline_cost", "backend"}
+# What a workload sweep may vary or fix: `gpuscout bench` options, by their names in BenchOptions
+# (and the protocol's, spec.Protocol).
+WORKLOAD_PARAMS = {"batch_size", "precision", "seq_len", "data", "pipeline_cost", "backend", "xla", "seed",
+                   "warmup_steps", "windows", "window_steps", "window_seconds"}
 WORKLOAD_METRICS = {"samples_per_s", "throughput", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s",
                     "peak_memory_bytes", "compile_s", "loss"}
 
@@ -74,7 +78,7 @@ class SweepFile(BaseModel):
     retries: int = Field(default=0, ge=0, le=100)
     trials_per_gpu: int = Field(default=1, ge=1, le=64)
     max_consecutive_failures: int = Field(default=5, ge=1)
-    bench_args: list[str] = Field(default_factory=list)  # workload sweeps: more `gpuscout bench` options
+    bench: dict[str, Any] = Field(default_factory=dict)  # workload sweeps: `gpuscout bench` options held fixed
 
     @field_validator("space")
     @classmethod
@@ -156,6 +160,9 @@ def load(path: Path) -> tuple[SweepFile, str]:
         raise UsageError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: a sweep file is a mapping (name:, command: or workload:, space:, metric:)")
+    if "bench_args" in raw:
+        raise UsageError(f"{path} line {_line_of(text, ('bench_args',))}: bench_args is now `bench:`, a mapping of "
+                         "`gpuscout bench` options, e.g. bench: {backend: jax, windows: 3}")
     try:
         sweep = SweepFile(**raw)
     except ValidationError as exc:
@@ -193,6 +200,13 @@ def _check_names(sweep: SweepFile, path: Path, text: str) -> None:
         if unknown:
             raise UsageError(f"{path} line {_line_of(text, ('space',))}: {', '.join(sorted(unknown))} is not a "
                              f"`gpuscout bench` option a workload sweep can vary ({', '.join(sorted(WORKLOAD_PARAMS))})")
+        fixed = set(sweep.bench) - WORKLOAD_PARAMS
+        if fixed:
+            raise UsageError(f"{path} line {_line_of(text, ('bench',))}: bench: {', '.join(sorted(fixed))} is not a "
+                             f"`gpuscout bench` option a workload sweep can set ({', '.join(sorted(WORKLOAD_PARAMS))})")
+        if set(sweep.bench) & params:
+            raise UsageError(f"{path}: {', '.join(sorted(set(sweep.bench) & params))} is both in the space and "
+                             "fixed under bench:")
         if sweep.metric.name not in WORKLOAD_METRICS:
             raise UsageError(f"{path} line {_line_of(text, ('metric',))}: a workload trial never reports "
                              f"{sweep.metric.name!r}: choose one of {', '.join(sorted(WORKLOAD_METRICS))}")

@@ -1,0 +1,147 @@
+"""Options several commands share, defined once, and option groups.
+
+A group is a dataclass whose fields are typer options (`Annotated[type, typer.Option(...)] =
+default`); a command takes the group as one parameter and `@grouped` turns its fields into the
+command's options, in order, and hands the command the group built from them. Typer has no
+parameter groups of its own (fastapi/typer#111); this keeps a command with thirty options to a
+signature of ten lines, and each option's name, default and help in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from pathlib import Path
+from typing import Annotated, Callable, Optional, get_type_hints
+
+import typer
+
+from gpuscout import engine, planning
+from gpuscout.errors import UsageError
+from gpuscout.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
+from gpuscout.spec import Protocol
+
+StorePath = Annotated[Optional[Path], typer.Option(
+    "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite) [default: results.sqlite in the user data dir].")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts) instead of tables.")]
+
+
+def grouped(command: Callable) -> Callable:
+    """Let `command` take option groups: see the module's docstring."""
+    hints = get_type_hints(command, include_extras=True)
+    params, groups = [], {}
+    for name, param in inspect.signature(command).parameters.items():
+        kind = hints.get(name)
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            fields = dataclasses.fields(kind)
+            field_hints = get_type_hints(kind, include_extras=True)
+            groups[name] = (kind, [f.name for f in fields])
+            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                         annotation=field_hints[f.name]) for f in fields]
+        else:
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
+
+    @functools.wraps(command)
+    def wrapper(**values):
+        for name, (kind, fields) in groups.items():
+            values[name] = kind(**{f: values.pop(f) for f in fields})
+        return command(**values)
+
+    wrapper.__signature__ = inspect.Signature(params)
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the flattened signature, not the command's
+    return wrapper
+
+
+@dataclasses.dataclass
+class Device:
+    gpu: Annotated[Optional[int], typer.Option(help="GPU index to run on [default: 0 when there is a GPU].")] = None
+    cpu: Annotated[bool, typer.Option("--cpu", help="Run on the CPU even when a GPU is present.")] = False
+
+    def choice(self) -> planning.DeviceChoice:
+        return planning.DeviceChoice(self.gpu, self.cpu)
+
+
+def protocol_options(base: Protocol, where: str = "") -> type:
+    """The protocol's options, with `base`'s defaults (bench's, tune's shorter one); `where`
+    names what else may set them (a suite). Built with make_dataclass: the help texts name
+    `base`'s values, which postponed annotations could not see."""
+    also = f", or {where}" if where else ""
+
+    def settings(self, default: Protocol = base) -> Protocol:
+        """The protocol: what was given, else `default`'s (base, or a suite's)."""
+        given = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return checked(Protocol, {**default.model_dump(), **given})
+
+    fields = [
+        ("warmup_steps", Annotated[Optional[int], typer.Option(
+            help=f"Steps run and discarded after the compile step [default: {base.warmup_steps}{also}].")], None),
+        ("windows", Annotated[Optional[int], typer.Option(
+            help=f"Timing windows per run [default: {base.windows}{also}].")], None),
+        ("window_steps", Annotated[Optional[int], typer.Option(
+            help=f"Minimum steps per window [default: {base.window_steps}].")], None),
+        ("window_seconds", Annotated[Optional[float], typer.Option(
+            help=f"Minimum seconds per window [default: {base.window_seconds:g}{also}].")], None),
+    ]
+    return dataclasses.make_dataclass("ProtocolOptions", fields, namespace={"settings": settings})
+
+
+def checked(model, values: dict):
+    """A pydantic model built from option values; a bad one is a UsageError naming the option."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "an option"
+        raise UsageError(f"invalid {option}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+@dataclasses.dataclass
+class Pricing:
+    price: Annotated[Optional[float], typer.Option(
+        "--price", help="Cost of one GPU-hour in USD, instead of the catalog's.")] = None
+    provider: Annotated[Optional[str], typer.Option(
+        help="Use this cloud provider's catalog price (aws, gcp, lambda, or one from your --catalog).")] = None
+    owned: Annotated[bool, typer.Option(
+        "--owned", help="Cost GPUs you own: purchase price over --amortise-years plus power.")] = False
+    amortise_years: Annotated[float, typer.Option(
+        help="--owned: years the purchase price is spread over.")] = DEFAULT_AMORTISE_YEARS
+    electricity_usd_per_kwh: Annotated[float, typer.Option(
+        help="--owned: electricity price, USD per kWh.")] = DEFAULT_USD_PER_KWH
+
+    def options(self) -> PricingOptions:
+        return PricingOptions(self.price, self.provider, self.owned, self.amortise_years,
+                              self.electricity_usd_per_kwh).check()
+
+
+def measure_options(timeout: float, telemetry: bool, pricing: Pricing | None = None) -> engine.MeasureOptions:
+    planning.above_zero("--timeout", timeout, " seconds")
+    return engine.MeasureOptions(timeout_s=timeout, telemetry=telemetry,
+                                 pricing=pricing.options() if pricing else PricingOptions())
+
+
+def given_args(ctx: typer.Context, exclude: set[str]) -> list[str]:
+    """The options of the running command the user set (not left at their default), as command-line
+    arguments again: what a command forwards to the commands it prints for other hosts, so that no
+    option is lost on the way. `exclude`: parameter names to leave out (this host's store, ...)."""
+    args: list[str] = []
+    for param in ctx.command.params:
+        if param.param_type_name != "option" or param.name in exclude:
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default:
+            continue
+        if param.is_flag and param.secondary_opts:  # --xla/--no-xla
+            args.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.is_flag:
+            args.append(param.opts[0])
+        else:
+            args += [param.opts[0], _as_arg(value)]
+    return args
+
+
+def _as_arg(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,31 @@
+"""`gpuscout recommend`'s ranking on the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuscout import recommend as rec
+from gpuscout.report import format as fmt
+
+
+def print_ranking(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraints) -> None:
+    out = Console()
+    table = Table(title=f"gpuscout recommend: {job.name}, batch {job.batch_size}, {job.precision.value}, "
+                        f"{constraints.scenario}", title_justify="left", header_style="bold")
+    for name in ("#", "GPU", "fits (per GPU)", f"{job.unit}/s", "time", "cost", f"{job.unit}/$", "USD/h", "why"):
+        table.add_column(name, overflow="fold")
+    for rank, r in enumerate(rows, 1):
+        t = r.throughput
+        speed = fmt.DASH if t is None else f"{fmt.number(t.throughput)} [dim]{t.basis}, {fmt.number(t.low)}–{fmt.number(t.high)}[/]"
+        fits = f"{'yes' if r.fits else '[red]no[/]'} {r.memory_per_gpu_bytes / 1e9:.1f}/{r.gpu.memory_gb:g} GB"
+        style = "" if r.eligible and r.fits else "[dim]"
+        table.add_row(f"{rank}" if r.eligible and r.fits else "—", f"{style}{r.gpus}x {r.gpu.name}", fits, speed,
+                      fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
+                      f"{r.cost_usd:,.0f} $" if r.cost_usd is not None else fmt.DASH,
+                      fmt.number(r.units_per_usd) if r.units_per_usd is not None else fmt.DASH,
+                      f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH, "; ".join(r.reasons))
+    out.print(table)
+    out.print(f"memory: {job.memory_basis}. Throughput: measured on this GPU kind in your store, or predicted "
+              "(docs/catalog.md: the model and its error).", highlight=False)
+

@@ -1,0 +1,98 @@
+"""`gpuscout sweep` on the terminal: the live view of trials and the summary at the end."""
+
+from __future__ import annotations
+
+import json
+
+import contextlib
+from typing import Iterator
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from gpuscout.report import format as fmt
+from gpuscout.sweep import driver
+
+
+class SweepView(driver.Display):
+    def __init__(self, progress: Progress, sweep) -> None:
+        self.progress, self.sweep, self.task = progress, sweep, None
+        self.running = self.failed = self.ok = 0
+
+    def planned(self, total: int, todo: int, slots: int) -> None:
+        self.task = self.progress.add_task("starting", total=todo)
+        self.slots = slots
+
+    def _describe(self, best: dict | None = None) -> None:
+        metric = self.sweep.metric
+        best_text = f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']})" if best else "no result yet"
+        self.progress.update(self.task, description=f"{self.ok} ok, {self.failed} failed, {self.running} running "
+                                                    f"on {self.slots} slot(s); {best_text}")
+
+    def started(self, trial, slot) -> None:
+        self.running += 1
+        self._describe(getattr(self, "best", None))
+
+    def finished(self, result, best) -> None:
+        self.running = max(0, self.running - 1)
+        if result.status == "ok":
+            self.ok += 1
+        elif result.status != "interrupted":
+            self.failed += 1
+        self.best = best
+        self.progress.advance(self.task)
+        self._describe(best)
+
+
+def print_summary(summary: dict, out: Console) -> None:
+    metric = summary["metric"]
+    t = Table(title=f"sweep {summary['sweep']}: best by {metric['name']} ({metric['direction']})", title_justify="left")
+    for c in ("#", "trial", metric["name"], "parameters", "duration", "slot"):
+        t.add_column(c)
+    for rank, b in enumerate(summary["best"], 1):
+        t.add_row(str(rank), str(b["index"]), f"{b['value']:.6g}", json.dumps(b["params"]), fmt.seconds(b["duration_s"]), b["slot"])
+    out.print(t)
+    counts = summary["status_counts"]
+    out.print(f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
+              + ", ".join(f"{v} {k}" for k, v in counts.items() if v), highlight=False)
+    if summary["wall_s"]:
+        out.print(f"wall {fmt.seconds(summary['wall_s'])} for {fmt.seconds(summary['trial_seconds_sum'])} of trials: "
+                  f"{summary['parallel_speedup']:.2f}x from running in parallel; {summary['trials_per_hour']:.1f} trials/h; "
+                  f"{summary['gpu_hours']:.3f} GPU-hours"
+                  + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""), highlight=False)
+    for gpu, share in summary["gpu_idle_share"].items():
+        out.print(f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
+                  f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
+                  highlight=False)
+    if summary["stopped"]:
+        out.print(f"[red]stopped early[/]: {summary['stopped']}", highlight=False)
+    out.print(f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False)
+    for note in summary["notes"]:
+        out.print(f"note: {note}", highlight=False)
+
+
+
+
+@contextlib.contextmanager
+def sweep_view(sweep, quiet: bool = False) -> Iterator[SweepView]:
+    """The live view on stderr, cleared at the end when `quiet` (--json)."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=quiet) as progress:
+        yield SweepView(progress, sweep)
+
+
+def print_trials(plan: driver.Plan, as_json: bool) -> None:
+    """--dry-run: the trials, and which are done."""
+    listing = [{"index": t.index, "key": t.key, "params": t.params, "done": t not in plan.todo} for t in plan.trials]
+    if as_json:
+        typer.echo(json.dumps({"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing},
+                              indent=2))
+        return
+    out = Console(highlight=False)
+    out.print(f"sweep {plan.sweep.name}: {len(plan.trials)} trial(s), {len(plan.todo)} to run on "
+              f"{', '.join(s.label for s in plan.slots)}", markup=False)
+    for item in listing:
+        out.print(f"  {item['index']:4} {json.dumps(item['params'])}" + ("  (done)" if item["done"] else ""),
+                  markup=False)

@@ -1,0 +1,56 @@
+"""A sweep over one of gpuscout's workloads: each trial is a benchmark run that the engine measures
+as `gpuscout bench` would (a measuring child on the trial's GPU, telemetry, the typed record),
+with its metrics read from the record. Every trial is planned, so checked, before the first runs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from gpuscout import bench as bench_lib
+from gpuscout import engine, planning
+from gpuscout.errors import UsageError
+from gpuscout.record.run import RunRecord
+from gpuscout.spec import PROTOCOL, Protocol, RunSpec, build_spec
+from gpuscout.sweep.spec import SweepFile, Trial
+from gpuscout.telemetry.nvml import Nvml
+
+# What a trial reports of its record, by the names a sweep's metric can take.
+METRICS = ("samples_per_s", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s", "peak_memory_bytes",
+           "compile_s", "loss")
+
+
+def plan(sweep: SweepFile, trials: list[Trial], nvml: Nvml, first_gpu: int | None) -> dict[str, RunSpec]:
+    """Each trial's run (planned for the first slot's device; the slot's GPU is set when it runs)."""
+    specs = {}
+    for trial in trials:
+        values = {**sweep.bench, **trial.params}
+        protocol = {k: values.pop(k) for k in list(values) if k in Protocol.model_fields}
+        try:
+            options = bench_lib.BenchOptions(
+                **values, protocol=Protocol(**{**PROTOCOL.model_dump(), **protocol}),
+                device=planning.DeviceChoice(gpu=first_gpu, cpu=first_gpu is None),
+                measure=engine.MeasureOptions(timeout_s=sweep.timeout_s))
+        except (TypeError, ValueError) as exc:  # a value of the wrong kind for its option
+            raise UsageError(f"sweep {sweep.name}, trial {trial.index} {trial.params}: {exc}") from None
+        try:
+            (specs[trial.key],), _ = bench_lib.plan([sweep.workload], options, nvml)
+        except UsageError as exc:
+            raise UsageError(f"sweep {sweep.name}, trial {trial.index} {trial.params}: {exc}") from None
+    return specs
+
+
+def on_slot(spec: RunSpec, gpu_index: int | None) -> RunSpec:
+    """The trial's run on its slot's device."""
+    return build_spec(**{**spec.model_dump(), "gpu_index": gpu_index})
+
+
+def measure(spec: RunSpec, session: engine.Session, cancel: threading.Event) -> RunRecord:
+    return engine.measure(spec, session, cancel=cancel)[0]
+
+
+def metrics(record: RunRecord) -> dict:
+    """The record's figures a sweep can rank by (the throughput in the record's unit as `throughput`)."""
+    values = {name: getattr(record, name) for name in METRICS}
+    values["throughput"] = record.throughput.median if record.throughput else None
+    return {k: v for k, v in values.items() if isinstance(v, (int, float))}

@@ -1,0 +1,127 @@
+"""`gpuscout tune`: what each optimisation buys on this GPU, the largest batch that fits, and
+whether training is input-bound. Every measurement is an ordinary benchmark run (a child per
+run, stored with a `tune` tag); this module decides which runs to make and what they say.
+
+Ablation, one factor at a time. Input against the baseline (fp32, XLA off where the backend
+allows it, the naive one-thread input pipeline): the tuned tf.data pipeline, and synthetic
+device-resident data (the ceiling no pipeline beats). Precision and XLA against the model alone
+(fp32 on synthetic data): measured behind a slow pipeline they would show the pipeline, not
+themselves (on an H200 a naive ResNet-50 pipeline held every precision at ~550 img/s). Then the
+best of each together, against the baseline.
+Speedups carry a bootstrap 95% interval (analysis/compare.py) and the loss after a fixed number
+of steps is compared with the baseline's, so that a precision that breaks training is caught.
+
+Largest batch: probes (fresh children, a short protocol) doubling from the default batch until
+one runs out of memory, then a bisection to a multiple of 8; then throughput at fractions of it
+and the knee (the smallest batch within KNEE_SHARE of the best throughput).
+
+Input-bound: the pipeline alone (one thread, and tuned), the model alone (synthetic) and both
+together; the share of step time spent waiting for input is classified as the TensorFlow
+profiler's input-pipeline analyser does (< 5% not, 5-20% moderately, > 20% highly input-bound).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscout import bench as bench_lib
+from gpuscout import engine, planning
+from gpuscout.errors import UsageError
+from gpuscout.provenance import utc_now
+from gpuscout.spec import Backend, Precision, Protocol
+from gpuscout.store import Store
+from gpuscout.telemetry.nvml import Nvml
+from gpuscout.tune.ablation import ablation
+from gpuscout.tune.advice import recommendations
+from gpuscout.tune.batch import batch_search
+from gpuscout.tune.input import input_analysis
+from gpuscout.tune.session import Session, has_tensorflow
+
+PARTS = ("ablation", "batch", "input")
+# tune makes a dozen runs or more: a shorter protocol than bench's, per run.
+TUNE_PROTOCOL = Protocol(warmup_steps=5, windows=3, window_steps=5, window_seconds=1.0)
+
+
+@dataclass
+class TuneOptions:
+    backend: str = "auto"
+    parts: tuple[str, ...] = PARTS
+    budget_s: float = 30 * 60
+    protocol: Protocol = TUNE_PROTOCOL
+    device: planning.DeviceChoice = field(default_factory=planning.DeviceChoice)
+    measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)
+    batch_size: int | None = None
+    max_batch: int | None = None
+    pipeline: str | None = None  # the user's file.py:make_dataset
+    pipeline_cost: int = 1
+    model: str | None = None
+    seed: int = 0
+
+
+def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store,
+         progress: engine.Progress | None = None) -> dict:
+    """Plan (everything checked first), then the parts asked for, then what to change."""
+    progress = progress or engine.Progress()
+    base, notice, notes, precisions = plan(workload, options, nvml)
+    if notice:
+        progress.note(notice)
+    session = Session(options, engine.Session(nvml, options.measure), store, progress, base)
+    # The user's pipeline runs first, alone on the CPU: a mistake in it is bad input (exit 2)
+    # before any measurement, not a failure after half a tuning session.
+    user_pipeline = (session.pipeline_alone("your pipeline alone", user_pipeline=options.pipeline)
+                     if options.pipeline and "input" in options.parts else None)
+    report: dict = {"session": session.id, "created_utc": utc_now(), "workload": base.workload,
+                    "backend": base.backend.value, "device": base.device_kind,
+                    "gpu": nvml.gpu(base.gpu_index).name if base.gpu_index is not None else None,
+                    "default_batch_size": base.batch_size, "budget_s": options.budget_s, "notes": notes}
+    best_precision, use_xla, runs = Precision.fp32, base.backend is Backend.jax, {}
+    if "ablation" in options.parts:
+        ab = ablation(session, precisions)
+        runs = ab.pop("runs")
+        ab.pop("combined")
+        report["ablation"] = ab
+        best_precision, use_xla = Precision(ab["best"]["precision"]), ab["best"]["xla"]
+    if "batch" in options.parts:
+        report["batch"] = batch_search(session, best_precision, use_xla)
+    if "input" in options.parts:
+        report["input"] = input_analysis(session, best_precision, use_xla, runs, user_pipeline)
+    report["recommendations"] = recommendations(report, base.backend)
+    report["skipped"] = session.skipped
+    report["elapsed_s"] = time.monotonic() - session.started
+    return report
+
+
+def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
+    """(the base run, a notice, notes, the precisions to try): everything checked before any run."""
+    unknown = [p for p in options.parts if p not in PARTS]
+    if unknown:
+        raise UsageError(f"unknown --parts {', '.join(unknown)}: choose from {', '.join(PARTS)}")
+    planning.above_zero("--budget", options.budget_s / 60, " minutes")
+    protocol = options.protocol
+    baseline_floor = protocol.warmup_steps * 0.05 + protocol.windows * protocol.window_seconds + 10
+    if options.budget_s < baseline_floor:
+        raise UsageError(f"a --budget of {options.budget_s / 60:g} min is too small for even the baseline run "
+                         f"(~{baseline_floor:.0f} s of windows and start-up): give at least {math.ceil(baseline_floor / 60)} min")
+    if options.pipeline:
+        path, _, function = options.pipeline.rpartition(":")
+        if not path or not function.isidentifier() or not Path(path).is_file() or not path.endswith(".py"):
+            raise UsageError(f"--pipeline {options.pipeline!r}: give an existing file.py:function that returns a tf.data.Dataset")
+        if not has_tensorflow():
+            raise UsageError("--pipeline measures a tf.data pipeline: install TensorFlow (pip install 'gpuscout[tensorflow]')")
+        options.pipeline = f"{Path(path).resolve()}:{function}"
+    bench_options = bench_lib.BenchOptions(
+        backend=options.backend, batch_size=options.batch_size, protocol=protocol, device=options.device,
+        measure=options.measure, seed=options.seed, model=options.model, pipeline_cost=options.pipeline_cost,
+        fit_check=False)
+    specs, notice = bench_lib.plan([workload] if workload else [], bench_options, nvml)
+    base = specs[0]
+    precisions = [Precision.fp32, Precision.mixed_float16, Precision.mixed_bfloat16]
+    notes = []
+    if base.gpu_index is not None and not planning.has_bf16(nvml, base.gpu_index):
+        precisions.remove(Precision.mixed_bfloat16)
+        notes.append(f"mixed_bfloat16 left out: compute capability {nvml.gpu(base.gpu_index).compute_capability} "
+                     "has no bf16 tensor cores")
+    return base, notice, notes, precisions
