@@ -17,16 +17,43 @@ import sys
 from typing import BinaryIO, Callable
 
 EVENTS_FD_ENV = "GPUSCOUT_EVENTS_FD"
+# The pipe's identity (st_dev:st_ino), beside its number: a grandchild inherits the environment
+# but not always the descriptor (Python's subprocess closes it), and there the number may name
+# a file of the user's, which must never receive an event.
+EVENTS_ID_ENV = "GPUSCOUT_EVENTS_ID"
 
 _channel = None
 
 
+def pipe_id(fd: int) -> str:
+    st = os.fstat(fd)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def channel_env(fd: int) -> dict[str, str]:
+    """Parent side: the environment that names the pipe `fd` to the child."""
+    return {EVENTS_FD_ENV: str(fd), EVENTS_ID_ENV: pipe_id(fd)}
+
+
+def _open_channel():
+    fd = os.environ.get(EVENTS_FD_ENV)
+    if not fd:
+        return sys.stdout
+    expected = os.environ.get(EVENTS_ID_ENV)
+    try:
+        if expected is not None and pipe_id(int(fd)) != expected:
+            raise OSError("not the pipe gpuscout opened")
+    except (OSError, ValueError) as exc:
+        raise OSError(f"no gpuscout event channel here ({exc})") from None
+    return os.fdopen(int(fd), "w", encoding="utf-8", buffering=1, closefd=False)
+
+
 def emit(event: dict) -> None:
-    """Child side: send one event. Without a channel (a worker started by hand) it goes to stdout."""
+    """Child side: send one event. Without a channel (a worker started by hand) it goes to stdout;
+    OSError when the environment names a channel this process does not hold."""
     global _channel
     if _channel is None:
-        fd = os.environ.get(EVENTS_FD_ENV)
-        _channel = os.fdopen(int(fd), "w", encoding="utf-8", buffering=1, closefd=False) if fd else sys.stdout
+        _channel = _open_channel()
     _channel.write(json.dumps(event) + "\n")
     _channel.flush()
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Callable
+from typing import IO, Callable, Union
 
 from gpuscout import events
 
@@ -35,22 +36,72 @@ class Finished:
     timed_out: bool = False
     cancelled: bool = False
     events: list[dict] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C reached gpuscout and was passed on (forward_interrupt)
+
+
+# Where a child's stdout or stderr goes: an open file, subprocess.DEVNULL, None (ours), or a
+# function handed each chunk of bytes as it comes (run() drains a pipe of its own into it).
+Sink = Union[IO, int, None, Callable[[bytes], None]]
 
 
 def kill_group(pgid: int) -> None:
     """SIGTERM the group, then SIGKILL whatever is left of it."""
     for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
+        if _signal_and_wait(pgid, sig, grace):
             return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.05)
+
+
+def _signal_and_wait(pgid: int, sig: int, grace_s: float) -> bool:
+    """Send `sig` to the group; True once the group is gone (within `grace_s`)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return True
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def stop_group(proc: subprocess.Popen, interrupt_first_s: float = 0.0) -> None:
+    """Stop a child and its group: SIGINT first when `interrupt_first_s` > 0 (a training script
+    then ends as on Ctrl-C: its own handlers and `finally` blocks run), then SIGTERM, SIGKILL."""
+    if interrupt_first_s > 0 and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=interrupt_first_s)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
+    # Grandchildren can outlive a child that exited; the group id still names them.
+    kill_group(proc.pid)
+
+
+class _Drain(threading.Thread):
+    """Reads a pipe to its end, handing each chunk to a sink function."""
+
+    def __init__(self, fd: int, sink: Callable[[bytes], None]) -> None:
+        super().__init__(daemon=True, name="gpuscout-output")
+        self.fd, self.sink = fd, sink
+
+    def run(self) -> None:
+        with open(self.fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                try:
+                    self.sink(chunk)
+                except Exception:  # a display must never stop the child (a full pipe would)
+                    pass
+
+
+def _pipe_for(sink: Sink) -> tuple[Sink, _Drain | None]:
+    """What Popen gets for a sink, and the thread that drains it when the sink is a function."""
+    if not callable(sink):
+        return sink, None
+    read_end, write_end = os.pipe()
+    return write_end, _Drain(read_end, sink)
 
 
 def run(
@@ -58,15 +109,19 @@ def run(
     *,
     env: dict[str, str],
     timeout_s: float | None,
-    stdout: IO | int | None,
-    stderr: IO | int | None,
+    stdout: Sink,
+    stderr: Sink,
     on_event: Callable[[dict], None] = lambda event: None,
     on_start: Callable[[int], None] = lambda pid: None,
     cancel: threading.Event | None = None,
+    interrupt_first_s: float = 0.0,
+    forward_interrupt: bool = False,
 ) -> Finished:
     """Run `argv` to its end (or its timeout, or `cancel`), then stop whatever is left of its
-    process group. `stdout`/`stderr`: an open file, subprocess.DEVNULL, or None to share ours.
-    Raises OSError when the program cannot be started; Ctrl-C stops the group and propagates."""
+    process group (SIGINT first for `interrupt_first_s` when that is > 0). Raises OSError when the
+    program cannot be started. Ctrl-C stops the group and propagates; with `forward_interrupt`
+    it is passed on to the group as SIGINT instead, the child gets `interrupt_first_s` to end
+    (a second Ctrl-C stops it at once), and run() returns with `interrupted` set."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
 
@@ -75,39 +130,67 @@ def run(
         on_event(event)
 
     started = time.monotonic()
+    (out, out_drain), (err, err_drain) = _pipe_for(stdout), _pipe_for(stderr)
+    drains = [d for d in (out_drain, err_drain) if d is not None]
     with open(events_read, "rb") as channel:
         try:
-            proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                                    env={**env, events.EVENTS_FD_ENV: str(events_write)},
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    env={**env, **events.channel_env(events_write)},
                                     pass_fds=(events_write,), start_new_session=True)
         finally:
-            os.close(events_write)  # the child holds it now: EOF once it and its own children are gone
+            # the child holds these now: EOF once it and its own children are gone
+            for fd in (events_write, *(d for d, drain in ((out, out_drain), (err, err_drain)) if drain)):
+                os.close(fd)
+            if sys.exc_info()[0] is not None:
+                for drain in drains:
+                    os.close(drain.fd)
         reader = threading.Thread(target=events.read, args=(channel, keep), daemon=True,
                                   name="gpuscout-events")
-        timed_out = cancelled = False
+        state = {"timed_out": False, "cancelled": False, "interrupted": 0.0}  # interrupted: its grace's end
         try:  # from the moment the child exists: a Ctrl-C anywhere below still stops its group
             reader.start()
+            for drain in drains:
+                drain.start()
             on_start(proc.pid)
-            deadline = None if timeout_s is None else started + timeout_s
-            while proc.poll() is None:
-                if deadline is not None and time.monotonic() >= deadline:
-                    timed_out = True
-                    break
-                if cancel is not None and cancel.is_set():
-                    cancelled = True
-                    break
-                wait = POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic()))
-                try:
-                    proc.wait(timeout=wait)
-                except subprocess.TimeoutExpired:
-                    pass
+            _wait(proc, started, timeout_s, cancel, state, forward_interrupt, interrupt_first_s)
         finally:
-            # Grandchildren can outlive a child that exited; the group id still names them.
-            kill_group(proc.pid)
+            stop_group(proc, 0.0 if state["interrupted"] else interrupt_first_s)
             proc.wait()
-            if reader.ident is not None:  # started
-                reader.join(timeout=5)
-    return Finished(proc.returncode, time.monotonic() - started, timed_out, cancelled, list(seen))
+            for thread in (reader, *drains):
+                if thread.ident is not None:  # started
+                    thread.join(timeout=5)
+    return Finished(proc.returncode, time.monotonic() - started, state["timed_out"], state["cancelled"], list(seen),
+                    bool(state["interrupted"]))
+
+
+def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cancel: threading.Event | None,
+          state: dict, forward_interrupt: bool, interrupt_grace_s: float) -> None:
+    """Until the child ends, times out or is cancelled (`state` says which); a forwarded Ctrl-C
+    gives it `interrupt_grace_s` more (a second Ctrl-C: none)."""
+    deadline = None if timeout_s is None else started + timeout_s
+    while proc.poll() is None:
+        now = time.monotonic()
+        if state["interrupted"] and now >= state["interrupted"]:
+            return  # it had its grace: stop_group ends it
+        if deadline is not None and now >= deadline and not state["interrupted"]:
+            state["timed_out"] = True
+            return
+        if cancel is not None and cancel.is_set():
+            state["cancelled"] = True
+            return
+        try:
+            ticking = deadline is not None and not state["interrupted"]
+            proc.wait(timeout=min(POLL_S, max(0.0, deadline - now)) if ticking else POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        except KeyboardInterrupt:
+            if not forward_interrupt or state["interrupted"]:
+                raise
+            state["interrupted"] = time.monotonic() + interrupt_grace_s  # when its grace ends
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError):
+                return
 
 
 def run_captured(argv: list[str], *, env: dict[str, str], timeout_s: float | None,

@@ -31,8 +31,13 @@ class Sampler:
 
     def stop(self) -> list[Sample]:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=5)
         return list(self._samples)
+
+    def latest(self) -> Sample | None:
+        """The newest sample so far (a live view reads it while sampling goes on)."""
+        return self._samples[-1] if self._samples else None
 
     def _loop(self) -> None:
         while not self._stop.is_set():
