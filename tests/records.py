@@ -40,3 +40,43 @@ def make_record(run_id: str = "run00001", workload: str = "mlp", median: float =
         gpuscout_version="0.1.0", methodology_version=1)
     fields.update(changes)
     return RunRecord(**fields)
+
+
+def fit_events(*, windows: int = 3, steps: int = 50, batch: int = 64, window_s: float = 1.0,
+               wait_s: float = 0.3, outside_s: float = 0.05, policy: str = "float32", backend: str = "jax",
+               input_type: str = "generator", forward_flops: float | None = 1e9, jit_compile: bool = True,
+               peak_memory_bytes: int | None = None, start: float = 1000.0, pid: int = 100) -> list[dict]:
+    """The events the instrumentation sends for one fit: `windows` windows of `window_s` seconds,
+    each of `steps` steps of `batch` samples, `wait_s` of it blocked on the next batch."""
+    events = [{"event": "watch_hooked", "pid": pid},
+              {"event": "watch_fit", "pid": pid, "fit": 1, "backend": backend, "keras_version": "3.15.1",
+               "model": "m", "params": 1000, "input_type": input_type, "precision_policy": policy,
+               "compute_dtype": "float32", "jit_compile": jit_compile, "steps_per_execution": 1, "strategy": None,
+               "replicas": 1, "forward_flops": forward_flops, "flops_coverage": 1.0, "batch_size": batch,
+               "compile_s": 2.0, "started_monotonic_s": start - 2.0, "epochs": 1, "steps_per_epoch": None}]
+    for i in range(windows):
+        events.append({"event": "watch_window", "pid": pid, "fit": 1, "index": i,
+                       "start_monotonic_s": start + i * window_s, "end_monotonic_s": start + (i + 1) * window_s,
+                       "steps": steps, "samples": steps * batch, "input_wait_s": wait_s, "outside_step_s": outside_s})
+    end = start + windows * window_s
+    events.append({"event": "watch_epoch", "pid": pid, "fit": 1, "epoch": 1, "start_monotonic_s": start,
+                   "end_monotonic_s": end, "epoch_end_monotonic_s": end, "steps": windows * steps,
+                   "samples": windows * steps * batch, "logs": {"loss": 0.5, "val_accuracy": 0.9}})
+    events.append({"event": "watch_fit_end", "pid": pid, "fit": 1, "steps": windows * steps + 1,
+                   "samples": (windows * steps + 1) * batch, "peak_memory_bytes": peak_memory_bytes,
+                   "stopped_by_limit": False})
+    return events
+
+
+def make_watch_record(record_id: str = "watch0001", events: list[dict] | None = None, *, gpus=(), samples=(),
+                      status: str = "ok", exit_code: int | None = 0, workload: str = "train.py", **observed):
+    """A WatchRecord derived (analysis/watch.py) from synthetic events and telemetry."""
+    from gpuscout.analysis.watch import Observed, derive
+
+    seen = Observed(command=["python", workload], workload=workload, mode="command", status=status,
+                    exit_code=exit_code, duration_s=10.0, events=fit_events() if events is None else events,
+                    environment={"gpuscout_version": "0.1.0", "methodology_version": 1, "schema_version": 2,
+                                 "cpu_count": 8},
+                    child_env={}, group_id="g1", record_id=record_id, created_utc="2026-11-21T00:00:00+00:00",
+                    gpus=list(gpus), samples=list(samples), **observed)
+    return derive(seen)

@@ -10,6 +10,7 @@ of line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from gpuscout import backends, sizing
@@ -86,6 +87,33 @@ def above_zero(option: str, value: float | None, unit: str = "") -> None:
     """`value` (when given) is > 0: --timeout, --budget, --price."""
     if value is not None and value <= 0:
         raise UsageError(f"{option} must be > 0{unit}, got {value:g}")
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def duration_s(option: str, text: str | None) -> float | None:
+    """'90', '90s', '10m', '1h30m' as seconds (> 0); None stays None."""
+    if text is None:
+        return None
+    match = _DURATION.fullmatch(text.strip().lower())
+    if not text.strip() or not match or not any(match.groups()):
+        raise UsageError(f"{option} must be a duration like 90s, 10m or 1h30m, got {text!r}")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    above_zero(option, total, " seconds")
+    return total
+
+
+def step_range(option: str, text: str | None) -> tuple[int, int] | None:
+    """'20:25' (training steps, 1-based, both included) as (20, 25); None stays None."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise UsageError(f"{option} must be FIRST:LAST training steps with 1 <= FIRST <= LAST, e.g. 20:25, "
+                         f"got {text!r}")
+    return int(match.group(1)), int(match.group(2))
 
 
 def seq_len(workload: Workload, value: int | None) -> int | None:

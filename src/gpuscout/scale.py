@@ -310,7 +310,7 @@ def run_worker(workload_name: str, options: ScaleOptions, cluster_id: str, nvml:
 
 def merge(cluster_id: str, store: Store, pricing: PricingOptions = PricingOptions()) -> RunRecord:
     """The workers' records of a multi-host run (all in this store) merged into one, stored."""
-    workers = [r for r in store.list(group=cluster_id) if r.cluster is not None and r.cluster.role != "merged"]
+    workers = [r for r in store.list(group=cluster_id, kind="benchmark") if r.cluster is not None and r.cluster.role != "merged"]
     if not workers:
         raise UsageError(f"no worker records of cluster {cluster_id!r} in {store.path}: import each host's "
                          f"`gpuscout results export --group {cluster_id}` first")

@@ -62,3 +62,35 @@ def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_
     assert summary["gpu_drain_share"] == pytest.approx({"gpu0": 0.0, "gpu1": 0.30})
     assert summary["trials_per_hour"] == pytest.approx(4 / 100 * 3600)
     assert summary["parallel_speedup"] == pytest.approx(168 / 100)
+
+
+def test_commands_are_templates_whose_values_are_one_word_each():
+    from gpuscout.sweep.spec import argv_for
+
+    s = sweep(command="python train.py --lr {a:.1e} --name {b}")
+    assert argv_for(s, {"a": 0.001, "b": "two words"}) == ["python", "train.py", "--lr", "1.0e-03", "--name",
+                                                           "two words"]
+
+
+def test_shell_syntax_runs_under_sh_and_braces_are_escaped_by_doubling():
+    from gpuscout.sweep.spec import argv_for, uses_shell
+
+    piped = sweep(command="X={a} python train.py {b} | tee log-${{HOME}}")
+    assert uses_shell(piped)
+    assert argv_for(piped, {"a": 1, "b": "y z"}) == ["/bin/sh", "-c", "X=1 python train.py 'y z' | tee log-${HOME}"]
+    # a `$` or `|` inside a value does not make the command a shell line: values are quoted
+    assert not uses_shell(sweep(command="python train.py {a} {b}"))
+    assert uses_shell(sweep(command="python train.py {a} {b}", shell=True))
+    assert not uses_shell(sweep(command="X=1 python t.py {a} {b}", shell=False))
+
+
+@pytest.mark.parametrize("command, space, fragment", [
+    ("run {a:d} {b}", {"a": [1.5], "b": ["x"]}, "trial 0"),  # an integer format given a float
+    ("run '{a} {b}", {"a": [1], "b": ["x"]}, "No closing quotation"),
+])
+def test_a_command_no_trial_can_make_is_refused_before_anything_runs(tmp_path, command, space, fragment):
+    from gpuscout.sweep.spec import check_commands
+
+    s = sweep(command=command, space=space, shell=False)
+    with pytest.raises(UsageError, match=fragment):
+        check_commands(s, expand(s), tmp_path / "s.yaml")

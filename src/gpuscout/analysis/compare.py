@@ -9,6 +9,10 @@ test on the windows gives p < 0.05 (both groups with at least MIN_WINDOWS window
 when the two medians' 95% intervals do not overlap. Runs of different methodology versions are
 never pooled or compared; other differences in their environments (driver, framework versions,
 GPU when not compared by GPU) are named in notes.
+
+Watched scripts (`gpuscout watch`) are compared with runs of the same script only, by run or by
+GPU, whatever else changed between them (that is the point: before and after a fix); what did
+change (the command, batch, precision, input) is named in the notes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from gpuscout.errors import UsageError
+from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 
 ALPHA = 0.05
@@ -42,6 +47,15 @@ FIELDS: dict[str, Callable[[RunRecord], object]] = {
     "format": lambda r: f"{r.inference.format}:{r.inference.variant}" if r.inference else "training",
 }
 # What else can differ between runs and is named, not used to split
+# What a fix to a watched script may change, named when runs differ in it
+WATCHED: dict[str, Callable] = {
+    "command": lambda r: " ".join(r.command),
+    "batch": lambda r: r.batch_size,
+    "precision": lambda r: r.main.precision_policy if r.main else None,
+    "backend": lambda r: r.main.backend if r.main else None,
+    "input": lambda r: r.main.input_type if r.main else None,
+    "steps_per_execution": lambda r: r.main.steps_per_execution if r.main else None,
+}
 ENVIRONMENT: dict[str, Callable[[RunRecord], object]] = {
     "gpu": lambda r: r.gpu_label,
     "driver": lambda r: r.env.driver_version,
@@ -81,11 +95,13 @@ class Comparison:
         return {**asdict(self), "groups": [asdict(g) for g in self.groups]}
 
 
-def _windows(r: RunRecord) -> list[float]:
+def _windows(r: StoredRecord) -> list[float]:
+    if r.kind == "watch":  # samples/s per window: for one batch size, the step times' order reversed
+        return r.window_samples_per_s() or [r.throughput.median]
     return [w.throughput for w in r.windows] or [r.throughput.median]
 
 
-def _group(label: str, runs: list[RunRecord]) -> Group:
+def _group(label: str, runs: list[StoredRecord]) -> Group:
     windows = [t for r in runs for t in _windows(r)]
     if len(runs) == 1:
         t = runs[0].throughput
@@ -125,22 +141,33 @@ def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None,
     return not overlap, None, "ci-overlap"
 
 
-def compare(records: list[RunRecord], by: str, baseline: str | None = None) -> list[Comparison]:
+def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -> list[Comparison]:
     if by not in FIELDS and by != "run":
         raise UsageError(f"unknown --by {by!r}: choose run, {', '.join(FIELDS)}")
-    usable = [r for r in records if r.ok and r.throughput]
+    # A watched script stopped by a limit, Ctrl-C or a crash measured its windows until then
+    usable = [r for r in records if r.throughput and (r.ok or r.kind == "watch")]
     if not usable:
         raise UsageError("none of the selected runs finished with a throughput (status ok) to compare")
     held_fields = [f for f in FIELDS if f != by and not (by == "gpu" and f == "device")]
-    sets: dict[tuple, list[RunRecord]] = {}
+    sets: dict[tuple, list[StoredRecord]] = {}
+    helds: dict[tuple, dict] = {}
     for r in usable:
-        key = (r.workload, r.methodology_version, *(FIELDS[f](r) for f in held_fields))
+        if r.kind == "watch":
+            # A watched script is compared with itself, before and after a change (any change: the
+            # batch, the precision, the pipeline), by run or by GPU, in samples/s per window.
+            if by not in ("run", "gpu"):
+                continue
+            key = (r.workload, r.methodology_version, "watch")
+            helds[key] = {"kind": "watched script"}
+        else:
+            key = (r.workload, r.methodology_version, *(FIELDS[f](r) for f in held_fields))
+            helds[key] = dict(zip(held_fields, key[2:]))
         sets.setdefault(key, []).append(r)
     versions = {r.methodology_version for r in usable}
     comparisons = []
     for key, runs in sets.items():
         label_of = (lambda r: r.id) if by == "run" else (lambda r: str(FIELDS[by](r)))
-        by_label: dict[str, list[RunRecord]] = {}
+        by_label: dict[str, list[StoredRecord]] = {}
         for r in sorted(runs, key=lambda r: r.created_utc):
             by_label.setdefault(label_of(r), []).append(r)
         if len(by_label) < 2:
@@ -158,10 +185,10 @@ def compare(records: list[RunRecord], by: str, baseline: str | None = None) -> l
             g.ratio_low, g.ratio_high = ratio_ci(g.windows, base.windows)
             different, g.p_value, g.test = significance(g, base)
             g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
-        comparison = Comparison(
-            workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1],
-            held={f: v for f, v in zip(held_fields, key[2:])}, groups=groups)
-        for name, get in ENVIRONMENT.items():
+        comparison = Comparison(workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1],
+                                held=helds[key], groups=groups)
+        named = {**ENVIRONMENT, **WATCHED} if key[2:] == ("watch",) else ENVIRONMENT
+        for name, get in named.items():
             if name == by or (by == "gpu" and name == "driver"):
                 continue
             seen = sorted({str(get(r)) for r in runs})

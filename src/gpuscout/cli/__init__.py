@@ -62,7 +62,7 @@ def handle_errors(command):
     return wrapper
 
 
-from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune  # noqa: E402
+from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune, watch  # noqa: E402
 
 # registration order = workflow order
 app.command("doctor", help=doctor.HELP)(handle_errors(doctor.doctor))
@@ -70,6 +70,9 @@ app.command("bench", help=bench.HELP)(handle_errors(bench.bench))
 app.command("tune", help=tune.HELP)(handle_errors(tune.tune))
 app.command("scale", help=scale.HELP)(handle_errors(scale.scale))
 app.command("sweep", help=sweep.HELP)(handle_errors(sweep.sweep))
+# Everything after the command's first word is the command's own (its --options too), `--` or not.
+app.command("watch", help=watch.HELP, context_settings={"allow_interspersed_args": False})(
+    handle_errors(watch.watch))
 app.add_typer(results.app, name="results")
 app.command("compare", help=compare.HELP)(handle_errors(compare.compare))
 app.command("report", help=report.HELP)(handle_errors(report.report))

@@ -12,7 +12,8 @@ from gpuscout.analysis.compare import FIELDS, compare as compare_runs
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
-from gpuscout.record.run import RunRecord
+from gpuscout.analysis.verdict import precision_of
+from gpuscout.record import StoredRecord
 from gpuscout.report import comparison as render
 from gpuscout.store import Store
 
@@ -34,7 +35,7 @@ Examples:
 
 
 def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None, gpu: str | None,
-           precision: str | None, backend: str | None) -> list[RunRecord]:
+           precision: str | None, backend: str | None) -> list[StoredRecord]:
     """The runs a report or comparison covers; filters that match nothing say what exists."""
     if run_ids:
         return [store.get(run_id) for run_id in run_ids]
@@ -42,18 +43,29 @@ def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None,
     warn_unreadable(store)
     if not records:
         raise UsageError(f"{store.path} holds no runs: run `gpuscout bench` or `gpuscout results import FILE`")
-    for name, wanted, get in (("workload", workloads, lambda r: r.workload),
-                              ("gpu", [gpu] if gpu else None, FIELDS["gpu"]),
-                              ("precision", [precision] if precision else None, FIELDS["precision"]),
-                              ("backend", [backend] if backend else None, FIELDS["backend"])):
+    for name, wanted in (("workload", workloads), ("gpu", [gpu] if gpu else None),
+                         ("precision", [precision] if precision else None), ("backend", [backend] if backend else None)):
         if not wanted:
             continue
-        chosen = [r for r in records if any(w.lower() in str(get(r)).lower() for w in wanted)]
+        chosen = [r for r in records if any(w.lower() in _value(r, name).lower() for w in wanted)]
         if not chosen:
-            present = sorted({str(get(r)) for r in records})
+            present = sorted({_value(r, name) for r in records})
             raise UsageError(f"no stored run matches {name} {', '.join(wanted)}: the store has {', '.join(present)}")
         records = chosen
     return records
+
+
+def _value(r: StoredRecord, name: str) -> str:
+    """A record's workload, gpu, precision or backend as text, for filtering: a watched script's
+    precision and backend are its main fit's."""
+    if name == "workload":
+        return r.workload
+    if r.kind == "watch" and name != "gpu":
+        main = r.main
+        if main is None:
+            return ""
+        return precision_of(main.precision_policy).value if name == "precision" else main.backend or ""
+    return str(FIELDS[name](r))
 
 
 def compare(

@@ -129,7 +129,7 @@ def _stored(store_path: Path | None) -> list[RunRecord]:
     if not Path(path).exists():
         return []
     with Store(path, create=False) as store:
-        records = store.list()
+        records = store.list(kind="benchmark")
     warn_unreadable(store)
     return records
 

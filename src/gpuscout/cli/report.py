@@ -48,7 +48,7 @@ def report(
     if chosen is not None and not (chosen.telemetry and chosen.telemetry.samples):
         raise UsageError(f"run {chosen.id} has no telemetry samples (a CPU run or --no-telemetry)")
     if chosen is None:
-        with_telemetry = [r for r in records if r.telemetry and r.telemetry.samples]
+        with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
         chosen = max(with_telemetry, key=lambda r: r.created_utc) if with_telemetry else None
     doc = document.build(records, chosen, title)
     err = Console(stderr=True)

@@ -14,9 +14,10 @@ from gpuscout.cli import handle_errors
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
-from gpuscout.report import console as console_report
+from gpuscout.report import console as console_report, watch as watch_report
 from gpuscout.report.export import csv_text, json_document, parse_document
-from gpuscout.record.run import SCHEMA_VERSION, RunRecord
+from gpuscout.record import STORED
+from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store import Store, default_store_path
 from gpuscout.store.migrate import migrate as migrate_store
 
@@ -28,7 +29,9 @@ app = typer.Typer(help="Stored benchmark results: list, show, export, import, sc
 @handle_errors
 def list_(
     workload: Optional[str] = typer.Option(None, help="Only this workload."),
-    status: Optional[str] = typer.Option(None, help="Only runs with this status (ok, oom, failed, timeout)."),
+    status: Optional[str] = typer.Option(None, help="Only runs with this status (ok, oom, failed, timeout; "
+                                                    "watched scripts: stopped, interrupted)."),
+    kind: Optional[str] = typer.Option(None, help="Only this kind of record: benchmark | watch."),
     limit: int = typer.Option(50, help="At most this many, newest first."),
     store_path: StorePath = None,
     as_json: AsJson = False,
@@ -39,8 +42,10 @@ def list_(
     """
     if limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
+    if kind not in (None, "benchmark", "watch"):
+        raise UsageError(f"unknown --kind {kind!r}: choose benchmark or watch")
     with Store(store_path, create=False) as store:
-        records = store.list(workload=workload, status=status, limit=limit)
+        records = store.list(workload=workload, status=status, limit=limit, kind=kind)
     warn_unreadable(store)
     if as_json:
         typer.echo(json_document(records))
@@ -65,6 +70,8 @@ def show(
         record = store.get(run_id)
     if as_json:
         typer.echo(json_document([record]))
+    elif record.kind == "watch":
+        watch_report.print_watch_record(Console(highlight=False), record)
     else:
         console_report.print_run(Console(), record)
 
@@ -139,8 +146,8 @@ def schema() -> None:
 
     Example: gpuscout results schema > gpuscout-record.schema.json
     """
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **RunRecord.model_json_schema(),
-              "title": f"gpuscout run record, schema {SCHEMA_VERSION}"}
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **STORED.json_schema(),
+              "title": f"gpuscout stored record (a benchmark run or a watched script), schema {SCHEMA_VERSION}"}
     typer.echo(json.dumps(schema, indent=2))
 
 

@@ -20,6 +20,11 @@ HELP = """Run a hyperparameter sweep: one child process per trial, every GPU kep
 timeouts, a live view, every trial stored; then the best trials, the parallel speedup, GPU-hours,
 cost and idle time, and TensorBoard logs.
 
+A `command:` trial runs your script unchanged: the metrics named in `reports:` come from Keras
+fit's logs (val_accuracy, loss, ...), from JSON lines it prints, or from gpuscout.sweep.report.
+Each trial's step time and input wait are kept with it. Templates: `{lr}` is a parameter,
+`{{`/`}}` literal braces; a command with shell syntax runs under /bin/sh (or say `shell: true`).
+
 Examples:
 
     gpuscout sweep lr.yaml --dry-run
@@ -27,6 +32,8 @@ Examples:
     gpuscout sweep lr.yaml --gpus 0,1,2,3
 
     gpuscout sweep lr.yaml --resume            # after a crash or Ctrl-C: nothing done twice
+
+    gpuscout sweep lr.yaml --retry-failed      # the failed trials again (after fixing the cause)
 
     gpuscout sweep lr.yaml --cpu-slots 2       # no GPU: two trials at a time on the CPU
 
@@ -41,6 +48,8 @@ def sweep(
     executor: str = typer.Option("local", help="local (this host) | ray (a Ray cluster, see --address)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address [default: start a local Ray]."),
     resume: bool = typer.Option(False, "--resume", help="Skip trials already done; run those left running again."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the trials that failed (oom, timeout) "
+                                                                    "again, and those not run yet; the rest are kept."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and list the trials; run nothing."),
     store_path: StorePath = None,
     as_json: AsJson = False,
@@ -52,7 +61,7 @@ def sweep(
         except ValueError:
             raise UsageError(f"--gpus must be indices like 0,1,2, got {gpus!r}") from None
     options = driver.SweepOptions(gpus=gpu_list, cpu_slots=cpu_slots, executor=executor, address=address,
-                                  resume=resume, dry_run=dry_run)
+                                  resume=resume, retry_failed=retry_failed, dry_run=dry_run)
     with Nvml() as nvml, Store(store_path) as store:
         plan = driver.plan(path, options, nvml, store)
         if dry_run:

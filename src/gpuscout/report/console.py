@@ -7,8 +7,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuscout import workloads
+from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
+from gpuscout.report import watch as watch_report
 
 _STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red", "not_reached": "yellow"}
 
@@ -84,13 +86,18 @@ def accuracy_line(r: RunRecord) -> str:
     return f"time to accuracy {r.id} {r.workload}: {head}; validation accuracy by epoch: {curve}"
 
 
-def runs_table(records: list[RunRecord]) -> Table:
+def runs_table(records: list[StoredRecord]) -> Table:
+    """Benchmark runs and watched scripts (`gpuscout watch`), newest first, one row each."""
     table = Table(title="stored runs", title_justify="left", header_style="bold")
     for name in ("id", "created (UTC)", "workload", "config", "batch", "device", "status", "throughput"):
         table.add_column(name)
     for r in records:
+        if r.kind == "watch":
+            table.add_row(*(escape(cell) for cell in watch_report.row(r)))
+            continue
         device = (r.gpu.name if r.gpu else None) or r.device
-        table.add_row(r.id, r.created_utc, r.workload, fmt.config(r), _batch(r), device, r.status, _throughput(r))
+        table.add_row(r.id, r.created_utc, escape(r.workload), fmt.config(r), _batch(r), device, r.status,
+                      _throughput(r))
     return table
 
 

@@ -9,7 +9,9 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
+from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
+from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import plots
 
@@ -79,13 +81,36 @@ def _provenance(r: RunRecord) -> str:
     return json.dumps(shown, indent=2, default=str)
 
 
-def build(records: list[RunRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report") -> Document:
-    workloads = sorted({r.workload for r in records})
-    gpus = sorted({r.gpu_label for r in records})
-    dates = sorted(r.created_utc for r in records)
-    subtitle = (f"{len(records)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, "
+def _watched(records: list[WatchRecord]) -> Section:
+    """Each watched script: its timeline, and one row with its figures and the verdict's first cause."""
+    section = Section("watched", "Watched training scripts",
+                      ["`gpuscout watch`: the user's own script, each Model.fit timed window by window (about a "
+                       "second each) and its GPUs sampled by NVML; the verdict ranks what slowed it."])
+    rows = []
+    for r in records:
+        section.figures.append((f"{r.workload} ({r.id})", lambda r=r: plots.watch_timeline(r)))
+        t = r.telemetry
+        rows.append([r.id, r.created_utc[:19], r.workload, r.gpu_label, r.status, str(r.batch_size or fmt.DASH),
+                     fmt.seconds(r.step_time_s), fmt.number(r.samples_per_s), fmt.percent(r.input_wait_share),
+                     fmt.DASH if t is None or t.gpu_util_mean_pct is None else f"{t.gpu_util_mean_pct:.0f}%",
+                     fmt.percent(r.mfu), r.verdict[0].message if r.verdict else fmt.DASH])
+    section.tables.append(TableData("watched-runs", ["id", "created (UTC)", "script", "GPU", "status", "batch",
+                                                     "step", "samples/s", "input wait", "GPU busy", "MFU",
+                                                     "first cause"], rows))
+    return section
+
+
+def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report") -> Document:
+    """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
+    every = records
+    watched = [r for r in every if r.kind == "watch"]
+    records = [r for r in every if r.kind == "benchmark"]
+    workloads = sorted({r.workload for r in every})
+    gpus = sorted({r.gpu_label for r in every})
+    dates = sorted(r.created_utc for r in every)
+    subtitle = (f"{len(every)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, "
                 f"{dates[0][:10]} to {dates[-1][:10]}")
-    sections = [Section("machines", "Machines and GPUs", tables=[_machines(records)])]
+    sections = [Section("machines", "Machines and GPUs", tables=[_machines(every)])]
     throughput = Section("throughput", "Throughput per workload and GPU",
                          ["Median throughput over each run's timing windows; the bars are its 95% confidence "
                           "interval (bootstrap of the median; docs/methodology.md)."])
@@ -98,7 +123,7 @@ def build(records: list[RunRecord], telemetry_run: RunRecord | None, title: str 
     inference = Section("inference", "Inference latency", ["p99 latency of single synchronised requests "
                                                            "against throughput, per format and batch size "
                                                            "(`gpuscout bench --mode inference`)."])
-    for w in workloads:
+    for w in sorted({r.workload for r in records}):
         for section, drawer in ((throughput, plots.throughput_by_config), (cost, plots.cost_efficiency),
                                 (scaling, plots.scaling), (batch, plots.throughput_vs_batch),
                                 (ablation, plots.ablation), (inference, plots.latency_throughput)):
@@ -114,12 +139,14 @@ def build(records: list[RunRecord], telemetry_run: RunRecord | None, title: str 
     else:
         tele.text.append("No stored run has telemetry (CPU runs, or --no-telemetry).")
     sections.append(tele)
+    if watched:
+        sections.append(_watched(watched))
     sections.append(Section("runs", "All runs", ["Click a column to sort; type to filter."], tables=[_runs(records)]))
     sections.append(Section("provenance", "Provenance of every run",
                             ["The whole record of each run (telemetry samples left out): environment, versions, "
                              "specification, windows, flags."],
                             details=[(f"{r.id} · {r.workload} · {r.gpu_label} · {r.created_utc[:19]}",
-                                      _provenance(r)) for r in records]))
+                                      _provenance(r)) for r in every]))
     return Document(title, subtitle, sections)
 
 

@@ -11,11 +11,12 @@ from pydantic import ValidationError
 from gpuscout import __version__
 from gpuscout.errors import UsageError
 from gpuscout.record.migrate import MigrationError, upgrade
-from gpuscout.record.run import SCHEMA_VERSION, RunRecord
+from gpuscout.record import STORED, StoredRecord
+from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store.sqlite import problem
 
 CSV_COLUMNS = (
-    "id", "created_utc", "group_id", "workload", "backend", "precision", "xla", "batch_size",
+    "id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla", "batch_size",
     "seq_len", "data", "device", "gpu_name", "status", "unit", "throughput_median", "throughput_ci95_low",
     "throughput_ci95_high", "throughput_cv", "samples_per_s", "step_time_s", "epoch_time_s", "compile_s",
     "peak_memory_bytes", "achieved_tflops", "mfu", "power_mean_w", "energy_j_per_1000_samples",
@@ -23,15 +24,15 @@ CSV_COLUMNS = (
 )
 
 
-def json_document(records: list[RunRecord], **extra) -> str:
-    """What `--json` and `results export` print: the records in the stored shape (RunRecord's
-    JSON Schema, `gpuscout results schema`), with the versions that wrote them."""
+def json_document(records: list[StoredRecord], **extra) -> str:
+    """What `--json` and `results export` print: the records in the stored shape (their JSON
+    Schema: `gpuscout results schema`), with the versions that wrote them."""
     runs = [json.loads(r.model_dump_json()) for r in records]
     return json.dumps({"gpuscout_version": __version__, "schema_version": SCHEMA_VERSION,
                        **extra, "runs": runs}, indent=2)
 
 
-def parse_document(text: str, origin: str) -> list[RunRecord]:
+def parse_document(text: str, origin: str) -> list[StoredRecord]:
     """The records of a gpuscout JSON document (as `results export` writes it, from this or an
     older schema), each validated before anything is stored: UsageError names the first record
     and field that is wrong."""
@@ -59,7 +60,7 @@ def parse_document(text: str, origin: str) -> list[RunRecord]:
         if not isinstance(raw, dict):
             raise UsageError(f"{origin}: {name} is not a record (a JSON object): nothing was imported")
         try:
-            records.append(RunRecord.model_validate(upgrade(raw, version)))
+            records.append(STORED.validate_python(upgrade(raw, version)))
         except ValidationError as exc:
             raise UsageError(f"{origin}: {name}: {problem(exc)}: nothing was imported") from None
         except (MigrationError, TypeError, AttributeError, KeyError) as exc:
@@ -70,20 +71,30 @@ def parse_document(text: str, origin: str) -> list[RunRecord]:
     return records
 
 
-def csv_text(records: list[RunRecord]) -> str:
+def csv_text(records: list[StoredRecord]) -> str:
+    """One flat row per record; a watched script's row holds its main fit's figures (backend,
+    precision policy, XLA) where a benchmark's holds its settings."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
     writer.writeheader()
     for r in records:
         t = r.throughput
         telemetry = r.telemetry
-        writer.writerow({
-            **{k: v for k, v in r.model_dump(mode="json", include=set(CSV_COLUMNS)).items()},
-            "gpu_name": r.gpu.name if r.gpu else None,
-            "throughput_median": t.median if t else None, "throughput_ci95_low": t.ci95_low if t else None,
-            "throughput_ci95_high": t.ci95_high if t else None, "throughput_cv": t.cv if t else None,
-            "power_mean_w": telemetry.power_mean_w if telemetry else None,
-            "energy_j_per_1000_samples": telemetry.energy_j_per_1000_samples if telemetry else None,
-            "flags": ";".join(f.code for f in r.flags),
-        })
+        row = {**{k: v for k, v in r.model_dump(mode="json", include=set(CSV_COLUMNS)).items()},
+               "gpu_name": r.gpu.name if r.gpu else None,
+               "throughput_median": t.median if t else None, "throughput_ci95_low": t.ci95_low if t else None,
+               "throughput_ci95_high": t.ci95_high if t else None, "throughput_cv": t.cv if t else None,
+               "power_mean_w": telemetry.power_mean_w if telemetry else None,
+               "energy_j_per_1000_samples": telemetry.energy_j_per_1000_samples if telemetry else None}
+        if r.kind == "watch":
+            main = r.main
+            row.update(device=r.device, backend=main.backend if main else None,
+                       precision=main.precision_policy if main else None,
+                       xla=(main.jit_compile or main.backend == "jax") if main else None,
+                       compile_s=main.compile_s if main else None,
+                       peak_memory_bytes=main.peak_memory_bytes if main else None,
+                       flags=";".join(c.code for c in r.verdict))
+        else:
+            row["flags"] = ";".join(f.code for f in r.flags)
+        writer.writerow(row)
     return out.getvalue()

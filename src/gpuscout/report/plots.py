@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from gpuscout.record.run import RunRecord  # noqa: E402
+from gpuscout.record.watch import WatchRecord  # noqa: E402
 from gpuscout.report import format as fmt  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
@@ -199,6 +200,40 @@ def telemetry(record: RunRecord) -> Figure | None:
             ax.axvspan(w.start_monotonic_s - t0, w.end_monotonic_s - t0, color="orange", alpha=0.15)
     axes[-1].set_xlabel("time since the first sample (s); shaded: timing windows")
     axes[0].set_title(f"telemetry of run {record.id} ({record.workload}, {record.gpu_label})")
+    return fig
+
+
+def watch_timeline(record: WatchRecord) -> Figure | None:
+    """A watched script over time: step time, the share of each window spent waiting for the next
+    batch, and GPU utilisation (NVML), with the epochs' ends marked."""
+    windows = record.windows
+    samples = record.telemetry.samples if record.telemetry else []
+    if not windows and not samples:
+        return None
+    t0 = min([w.start_monotonic_s for w in windows] + [s.t_monotonic_s for s in samples])
+    panels = 3 if samples else 2
+    fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 * panels + 0.6), sharex=True)
+    mids = [(w.start_monotonic_s + w.end_monotonic_s) / 2 - t0 for w in windows]
+    axes[0].plot(mids, [w.step_time_s * 1000 for w in windows], marker=".", lw=1)
+    axes[0].set_ylabel("step time (ms)", fontsize=8)
+    axes[1].plot(mids, [100 * (w.input_wait_s or 0) / w.seconds if w.input_wait_s is not None else float("nan")
+                        for w in windows], marker=".", lw=1, label="waiting for the next batch")
+    axes[1].plot(mids, [100 * (w.outside_step_s or 0) / w.seconds if w.outside_step_s is not None else float("nan")
+                        for w in windows], marker=".", lw=1, label="between steps (callbacks, the loop)")
+    axes[1].set_ylabel("share of the time (%)", fontsize=8)
+    axes[1].set_ylim(0, 100)
+    axes[1].legend(fontsize=7)
+    if samples:
+        axes[2].plot([s.t_monotonic_s - t0 for s in samples],
+                     [float("nan") if s.gpu_util_pct is None else s.gpu_util_pct for s in samples], lw=1)
+        axes[2].set_ylabel("GPU utilisation (%)", fontsize=8)
+        axes[2].set_ylim(0, 105)
+    epochs = [e for fit in record.fits for e in fit.epochs]
+    for ax in axes:
+        for e in epochs:
+            ax.axvline(e.end_monotonic_s - t0, color="grey", lw=0.8, ls="--")
+    axes[-1].set_xlabel("time since the first step (s); dashed: the end of each epoch's training steps")
+    axes[0].set_title(f"{record.workload}, watched ({record.id}, {record.gpu_label})")
     return fig
 
 

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from gpuscout.report import format as fmt
 from gpuscout.sweep import driver
@@ -41,6 +42,10 @@ class SweepView(driver.Display):
             self.ok += 1
         elif result.status != "interrupted":
             self.failed += 1
+            # the reason on the terminal, not only in the store: one line, and where the logs are
+            self.progress.console.print(Text(f"trial {result.index} {result.status} after {result.attempts} "
+                                             f"attempt(s): {result.message}; logs: {result.log_dir}", style="red"),
+                                        soft_wrap=True)
         self.best = best
         self.progress.advance(self.task)
         self._describe(best)

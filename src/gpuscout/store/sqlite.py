@@ -26,7 +26,8 @@ import platformdirs
 from pydantic import ValidationError
 
 from gpuscout.errors import UsageError
-from gpuscout.record.run import SCHEMA_VERSION, RunRecord
+from gpuscout.record import STORED, StoredRecord
+from gpuscout.record.run import SCHEMA_VERSION
 
 # "GPUS" in ASCII: marks the SQLite file as a gpuscout store (sqlite.org/pragma.html#pragma_application_id).
 APPLICATION_ID = 0x47505553
@@ -86,14 +87,18 @@ class StoreError(UsageError):
 def problem(exc: ValidationError) -> str:
     """The first thing wrong in a record, as `field.path: what`."""
     first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "record"
+    loc = list(first["loc"])
+    if loc and loc[0] in ("benchmark", "watch"):  # the record's kind, which the union put first
+        loc = loc[1:]
+    where = ".".join(str(p) for p in loc) or "record"
     got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
     return f"{where}: {first['msg']}{got}"
 
 
-def parse_record(text: str) -> RunRecord:
-    """A stored record's JSON as the model; ValidationError when it does not validate."""
-    return RunRecord.model_validate_json(text)
+def parse_record(text: str) -> StoredRecord:
+    """A stored record's JSON as its model (RunRecord or WatchRecord, by `kind`); ValidationError
+    when it does not validate."""
+    return STORED.validate_json(text)
 
 
 def default_store_path() -> Path:
@@ -179,10 +184,10 @@ class Store:
             self._db.execute("ROLLBACK")
             raise
 
-    def put(self, record: RunRecord) -> None:
+    def put(self, record: StoredRecord) -> None:
         self.put_many([record])
 
-    def put_many(self, records: list[RunRecord]) -> int:
+    def put_many(self, records: list[StoredRecord]) -> int:
         """Insert records not already stored (by id), all or none: one transaction. Returns how
         many were new. A stored id whose record differs is an error (nothing is written)."""
         rows = [row_of(r) for r in records]
@@ -230,7 +235,7 @@ class Store:
         return [{"key": k, "index": i, "sweep_hash": h, "status": st, "params": json.loads(p),
                  "result": json.loads(r) if r else None} for k, i, h, st, p, r in rows]
 
-    def get(self, run_id: str) -> RunRecord:
+    def get(self, run_id: str) -> StoredRecord:
         """A record by id or unique id prefix; StoreError names the problem otherwise."""
         rows = self._db.execute("SELECT id, record_json FROM runs WHERE id = ?", (run_id,)).fetchall()
         if not rows:
@@ -246,11 +251,15 @@ class Store:
         except ValidationError as exc:
             raise StoreError(f"run {found_id} in {self.path} is damaged ({problem(exc)}): it cannot be shown") from None
 
-    def list(self, *, workload: str | None = None, status: str | None = None,
-             limit: int | None = None, group: str | None = None) -> list[RunRecord]:
-        """Records, newest first; those that do not validate are left out and named in `unreadable`."""
+    def list(self, *, workload: str | None = None, status: str | None = None, limit: int | None = None,
+             group: str | None = None, kind: str | None = None) -> list[StoredRecord]:
+        """Records (of one `kind`: benchmark, watch), newest first; those that do not validate
+        are left out and named in `unreadable`."""
         query, params = "SELECT id, record_json FROM runs", []
         where = []
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
         if group:
             where.append("group_id = ?")
             params.append(group)
@@ -282,11 +291,13 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def row_of(record: RunRecord) -> tuple:
+def row_of(record: StoredRecord) -> tuple:
+    benchmark = record.kind == "benchmark"
     return (
         record.id, record.kind, record.created_utc, record.group_id, record.workload,
-        record.backend.value, record.precision.value, int(record.xla), record.batch_size,
-        record.data.value, record.device, record.gpu.name if record.gpu else None, record.status,
+        record.backend.value if benchmark else None, record.precision.value if benchmark else None,
+        int(record.xla) if benchmark else None, record.batch_size, record.data.value if benchmark else None,
+        record.device, record.gpu.name if record.gpu else None, record.status,
         record.throughput.median if record.throughput else None, record.methodology_version,
         record.model_dump_json(),
     )

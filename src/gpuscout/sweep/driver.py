@@ -18,7 +18,7 @@ from gpuscout.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep import workload_trials
-from gpuscout.sweep.spec import SweepFile, Trial, expand, load
+from gpuscout.sweep.spec import SweepFile, Trial, check_commands, expand, load
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import Sampler
 
@@ -40,6 +40,7 @@ class SweepOptions:
     executor: str = "local"
     address: str | None = None
     resume: bool = False
+    retry_failed: bool = False  # run the trials that failed (oom, timeout) again; implies resume
     dry_run: bool = False
     log_root: Path | None = None
 
@@ -60,6 +61,7 @@ class Plan:
 def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
     sweep, sweep_hash = load(path)
     trials = expand(sweep)
+    check_commands(sweep, trials, path)
     if options.cpu_slots is not None and options.gpus is not None:
         raise UsageError("--gpus and --cpu-slots exclude each other")
     if options.cpu_slots is not None and options.cpu_slots < 1:
@@ -77,13 +79,14 @@ def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
     slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
     specs = workload_trials.plan(sweep, trials, nvml, slots[0].gpu_index) if sweep.workload else {}
     stored = {t["key"]: t for t in store.trials(sweep.name)}
-    if stored and not options.resume and not options.dry_run:
+    if stored and not (options.resume or options.retry_failed) and not options.dry_run:
         raise UsageError(f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
                          "finish it, or give the sweep another name")
     notes = []
     if stored and {t["sweep_hash"] for t in stored.values()} != {sweep_hash}:
         notes.append("the sweep file changed since the stored trials ran; trials are matched by their parameters")
-    finished = {k for k, t in stored.items() if t["status"] not in ("running", "interrupted")}
+    again = ("running", "interrupted") + (("failed", "oom", "timeout") if options.retry_failed else ())
+    finished = {k for k, t in stored.items() if t["status"] not in again}
     todo = [t for t in trials if t.key not in finished]
     done = [stored[t.key] for t in trials if t.key in finished]
     log_root = options.log_root or store.path.parent / "sweeps" / sweep.name
@@ -130,13 +133,17 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     sampler_factory = (lambda gpu: Sampler(nvml, gpu).start()) if nvml.available else None
     trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, sampler_factory, p.specs,
                                        engine.Session(nvml, engine.MeasureOptions(timeout_s=p.sweep.timeout_s)))
-    if options.executor == "ray":
-        from gpuscout.sweep.ray_executor import run_ray
+    try:
+        if options.executor == "ray":
+            from gpuscout.sweep.ray_executor import run_ray
 
-        reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs,
-                         on_start, on_result)
-    else:
-        reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, on_start, on_result)
+            reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs,
+                             on_start, on_result)
+        else:
+            reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, on_start,
+                                       on_result)
+    finally:
+        trial_runner.close()
     summary = summarise(p, results, new, nvml, reason)
     summary["tensorboard"] = write_tensorboard(p, results)
     (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -32,7 +32,11 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     with Nvml() as nvml:
         specs = {trial.key: RunSpec.model_validate_json(spec_json)} if spec_json else {}
         session = engine.Session(nvml, engine.MeasureOptions(timeout_s=sweep.timeout_s)) if spec_json else None
-        result = TrialRunner(sweep, Path(log_root), specs=specs, session=session).run(trial, slot, threading.Event())
+        runner = TrialRunner(sweep, Path(log_root), specs=specs, session=session)
+        try:
+            result = runner.run(trial, slot, threading.Event())
+        finally:
+            runner.close()
     return {**result.to_dict(), "records": [r.model_dump_json() for r in result.records]}
 
 

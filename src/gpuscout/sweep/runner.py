@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shlex
 import statistics
 import threading
 import time
@@ -20,12 +19,14 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscout import engine
+from gpuscout.analysis import watch as watch_analysis
 from gpuscout.executor import process
 from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.failures import classify_failure
 from gpuscout.record.run import RunRecord
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
-from gpuscout.sweep.spec import SweepFile, Trial
+from gpuscout.sweep.spec import SweepFile, Trial, argv_for
+from gpuscout.watch.command import Instrumentation
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class TrialResult:
     log_dir: str | None = None
     telemetry: dict | None = None
     run_id: str | None = None  # workload sweeps: the stored benchmark run
+    steps: dict | None = None  # command trials: steps, step time, samples/s, input wait of the main fit
     # workload sweeps: every attempt's record, for the driver to store (not part of the trial's row)
     records: list = field(default_factory=list, repr=False)
 
@@ -63,10 +65,6 @@ def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> li
     if cpu_slots:
         return [Slot(f"cpu{i}", None) for i in range(cpu_slots)]
     return [Slot(f"gpu{g}" + (f"#{k + 1}" if per_gpu > 1 else ""), g) for g in gpus for k in range(per_gpu)]
-
-
-def command_for(sweep: SweepFile, trial: Trial) -> list[str]:
-    return shlex.split(sweep.command.format(**trial.params))
 
 
 def trial_env(slot: Slot, trial_file: Path, params: dict) -> dict:
@@ -81,9 +79,12 @@ def trial_env(slot: Slot, trial_file: Path, params: dict) -> dict:
     return env
 
 
-def read_metrics(stdout_text: str, trial_file: Path) -> tuple[dict, list[dict]]:
-    """(last value of each metric, the reports in order) from a command trial's output."""
-    history: list[dict] = []
+def read_metrics(stdout_text: str, trial_file: Path, events: list[dict] = ()) -> tuple[dict, list[dict]]:
+    """(last value of each metric, the reports in order) from a command trial. What the script
+    reports itself (JSON lines on stdout, gpuscout.sweep.report's file) is its history; a script
+    that reports nothing has Keras fit's epoch logs (the instrumentation's events) as its
+    history. The metrics are fit's last logs, overridden by what the script reported."""
+    reported: list[dict] = []
     for line in stdout_text.splitlines():
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
@@ -92,17 +93,18 @@ def read_metrics(stdout_text: str, trial_file: Path) -> tuple[dict, list[dict]]:
             except ValueError:
                 continue
             if isinstance(entry, dict):
-                history.append({k: v for k, v in entry.items() if isinstance(v, (int, float))})
+                reported.append({k: v for k, v in entry.items() if isinstance(v, (int, float))})
     if trial_file.exists():
         for line in trial_file.read_text(encoding="utf-8").splitlines():
             try:
-                history.append(json.loads(line))
+                reported.append(json.loads(line))
             except ValueError:
                 continue
+    from_fit = [{"epoch": e["epoch"], **e["logs"]} for e in events if e.get("event") == "watch_epoch"]
     metrics: dict = {}
-    for entry in history:
-        metrics.update({k: v for k, v in entry.items() if k not in ("time", "step")})
-    return metrics, history
+    for entry in from_fit + reported:
+        metrics.update({k: v for k, v in entry.items() if k not in ("time", "step", "epoch")})
+    return metrics, reported or from_fit
 
 
 @dataclass
@@ -113,6 +115,7 @@ class Attempt:
     history: list[dict] = field(default_factory=list)
     telemetry: dict | None = None
     record: RunRecord | None = None  # workload sweeps
+    steps: dict | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
 
 
 class TrialRunner:
@@ -126,15 +129,20 @@ class TrialRunner:
         self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
         self.specs, self.session = specs or {}, session
         self.abort = threading.Event()  # every running trial's process group is stopped when set
+        self.instrumentation = Instrumentation()  # `close()` removes its folder
+
+    def close(self) -> None:
+        self.instrumentation.close()
 
     def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
         started = time.monotonic()
         log_dir = self.log_root / f"trial-{trial.index:04d}-{trial.key}"
         attempts, last, records = 0, Attempt("failed"), []
+        log_dir.mkdir(parents=True, exist_ok=True)
+        earlier = len(list(log_dir.glob("stdout-*.log")))  # a resumed or retried trial's logs stay apart
         while attempts <= self.sweep.retries and not stop.is_set():
             attempts += 1
-            log_dir.mkdir(parents=True, exist_ok=True)
-            last = (self._command(trial, slot, log_dir, attempts) if self.sweep.command is not None
+            last = (self._command(trial, slot, log_dir, earlier + attempts) if self.sweep.command is not None
                     else self._workload(trial, slot))
             records += [last.record] if last.record else []
             if last.status in ("ok", "interrupted"):
@@ -142,38 +150,44 @@ class TrialRunner:
         ended = time.monotonic()
         return TrialResult(trial.key, trial.index, trial.params, last.status, attempts, slot.label, slot.gpu_index,
                            started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
-                           last.telemetry, last.record.id if last.record else None, records)
+                           last.telemetry, last.record.id if last.record else None, last.steps, records)
 
     def _command(self, trial: Trial, slot: Slot, log_dir: Path, attempt: int) -> Attempt:
+        """The user's command, instrumented as `gpuscout watch` instruments it: fit's epoch logs are
+        reports (no edit to the script), and the steps' timing is the trial's summary."""
         trial_file = log_dir / f"reports-{attempt}.jsonl"
-        argv = command_for(self.sweep, trial)
+        argv = argv_for(self.sweep, trial.params)
         sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
         out_path, err_path = log_dir / f"stdout-{attempt}.log", log_dir / f"stderr-{attempt}.log"
+        env = self.instrumentation.env(trial_env(slot, trial_file, trial.params), {"GPUSCOUT_WATCH_WINDOW_S": "1"})
         with open(out_path, "w") as out, open(err_path, "w") as err:
             try:
-                finished = process.run(argv, env=trial_env(slot, trial_file, trial.params),
-                                       timeout_s=self.sweep.timeout_s, stdout=out, stderr=err, cancel=self.abort)
+                finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
+                                       cancel=self.abort)
             except OSError as exc:
                 if sampler:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
         tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
-        metrics, history = read_metrics(out_path.read_text(errors="replace"), trial_file)
+        metrics, history = read_metrics(out_path.read_text(errors="replace"), trial_file, finished.events)
         telemetry = _telemetry_summary(samples) if samples else None
+        steps = watch_analysis.summary(finished.events)
         if finished.cancelled:
-            return Attempt("interrupted", "stopped by the driver", metrics, history, telemetry)
+            return Attempt("interrupted", "stopped by the driver", metrics, history, telemetry, steps=steps)
         if finished.timed_out:
             return Attempt("timeout", f"exceeded the {self.sweep.timeout_s:g} s trial timeout and was killed",
-                           metrics, history, telemetry)
+                           metrics, history, telemetry, steps=steps)
         if finished.returncode != 0:
             last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
             return Attempt(classify_failure(tail), f"exited with code {finished.returncode}: {last_line}",
-                           metrics, history, telemetry)
+                           metrics, history, telemetry, steps=steps)
         if self.sweep.metric.name not in metrics:
-            return Attempt("failed", f"finished without reporting {self.sweep.metric.name!r}", metrics, history,
-                           telemetry)
-        return Attempt("ok", None, metrics, history, telemetry)
+            seen = ", ".join(sorted(metrics)) or "nothing"
+            return Attempt("failed", f"finished without reporting {self.sweep.metric.name!r} (it reported {seen}; "
+                                     "fit's logs, JSON lines on stdout and gpuscout.sweep.report count)",
+                           metrics, history, telemetry, steps=steps)
+        return Attempt("ok", None, metrics, history, telemetry, steps=steps)
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
         record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index),

@@ -2,7 +2,7 @@
 
     name: lr-wd
     command: python train.py --lr {lr} --wd {weight_decay} --aug {augmentation}
-    reports: [val_accuracy, val_loss]      # what the script reports (JSON lines or gpuscout.sweep.report)
+    reports: [val_accuracy, val_loss]      # from Keras fit's logs, JSON lines, or gpuscout.sweep.report
     metric: {name: val_accuracy, direction: max}
     space:
       lr: {loguniform: [1.0e-4, 1.0e-1]}
@@ -18,6 +18,11 @@ or, instead of `command`, `workload: resnet18_cifar` with a space over `gpuscout
 (batch_size, precision, seq_len, data, pipeline_cost, backend, and the protocol's), the others
 fixed under `bench:` ({backend: jax, windows: 3}), and a metric from its record (samples_per_s,
 mfu, ...). Each such trial is a benchmark run measured by the engine, stored like any.
+
+A command is a template of Python's str.format: `{name}` is a parameter (`{lr:.2e}` formatted),
+`{{` and `}}` are literal braces (so a shell's `${HOME}` is written `${{HOME}}`). Each value is
+quoted as one word. A command with shell syntax (pipes, `&&`, redirections, `$VAR`, `VAR=x`
+first) runs with /bin/sh -c; `shell: true` or `false` says so explicitly.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import itertools
 import json
 import math
 import re
+import shlex
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +43,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuscout.errors import UsageError
+from gpuscout.watch.command import looks_like_shell
 
 # What a workload sweep may vary or fix: `gpuscout bench` options, by their names in BenchOptions
 # (and the protocol's, spec.Protocol).
@@ -69,6 +76,7 @@ class SweepFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     command: str | None = None
+    shell: bool | None = None  # None: when the command uses shell syntax
     workload: str | None = None
     reports: list[str] = Field(default_factory=list)
     metric: Metric
@@ -210,6 +218,40 @@ def _check_names(sweep: SweepFile, path: Path, text: str) -> None:
         if sweep.metric.name not in WORKLOAD_METRICS:
             raise UsageError(f"{path} line {_line_of(text, ('metric',))}: a workload trial never reports "
                              f"{sweep.metric.name!r}: choose one of {', '.join(sorted(WORKLOAD_METRICS))}")
+
+
+class _Quoted(string.Formatter):
+    """str.format with each field's text quoted as one shell word."""
+
+    def format_field(self, value, format_spec: str) -> str:
+        return shlex.quote(format(value, format_spec))
+
+
+def uses_shell(sweep: SweepFile) -> bool:
+    if sweep.shell is not None:
+        return sweep.shell
+    literal = "".join(text for text, _, _, _ in string.Formatter().parse(sweep.command))
+    return looks_like_shell(literal)
+
+
+def argv_for(sweep: SweepFile, params: dict) -> list[str]:
+    """The trial's command: the template filled in, split into words (or one /bin/sh line).
+    ValueError, KeyError or IndexError when the template cannot take these values."""
+    line = _Quoted().format(sweep.command, **params)
+    return ["/bin/sh", "-c", line] if uses_shell(sweep) else shlex.split(line)
+
+
+def check_commands(sweep: SweepFile, trials: list[Trial], path: Path) -> None:
+    """Every trial's command rendered and split before the first starts: a template a value does
+    not fit (`{x:d}` given a float) or an unclosed quote is a UsageError naming the trial."""
+    if sweep.command is None:
+        return
+    for trial in trials:
+        try:
+            argv_for(sweep, trial.params)
+        except (ValueError, KeyError, IndexError) as exc:
+            raise UsageError(f"{path}: command cannot be made for trial {trial.index} {json.dumps(trial.params, default=str)}: "
+                             f"{exc}") from None
 
 
 def trial_key(sweep: SweepFile, params: dict) -> str:

@@ -1,0 +1,266 @@
+"""The verdict on a watched script (`WatchRecord`, analysis/watch.py derives it): what slowed
+its training, each cause with the evidence measured and the change to make.
+
+The verdict ranks causes by the share of the training time each could save, and gives the
+evidence and the change to make. Thresholds: input-bound from 5% of the time blocked on the next
+batch (the TensorFlow profiler's input-pipeline analyser: < 5% not, 5-20% moderately, > 20%
+highly input-bound), unless each batch arrives within HANDOVER_S (then it was ready: the steps
+are too short for the handover, and the pipeline is not the problem); a GPU counts as starved below 70% mean utilisation (NVML's utilisation is
+the share of time a kernel ran, so a GPU-bound run sits near 100%); memory counts as unused below
+half of the GPU's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpuscout.analysis import flags as flagging
+from gpuscout.planning import BF16_COMPUTE_CAPABILITY
+from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
+from gpuscout.spec import Precision
+
+INPUT_BOUND_SHARE = flagging.INPUT_BOUND_MODERATE  # 5%
+INPUT_HIGHLY = flagging.INPUT_BOUND_HIGH  # 20%
+STARVED_UTIL_PCT = 70.0
+# A batch that arrives within this was ready: its cost is the handover, not a slow pipeline
+# (a prefetched tf.data get_next from Python takes 0.1-0.3 ms on the CI's CPU, measured with
+# tests/fixtures/watch/train.py; a Python generator's per-batch work is milliseconds).
+HANDOVER_S = 0.001
+OUTSIDE_STEP_SHARE = 0.10  # the loop's own work between steps worth naming
+UNUSED_MEMORY_SHARE = 0.5
+# fp16 tensor cores from Volta (7.0), bf16 from Ampere: CUDA C++ Programming Guide.
+FP16_CC, BF16_CC = 7.0, BF16_COMPUTE_CAPABILITY
+
+
+
+
+def precision_of(policy: str | None) -> Precision:
+    """gpuscout's precision for a Keras policy name (float32 -> fp32)."""
+    return {"mixed_bfloat16": Precision.mixed_bfloat16, "mixed_float16": Precision.mixed_float16}.get(
+        policy or "", Precision.fp32)
+
+
+def verdict(r: WatchRecord, other_pids: list[int] = (),
+            precision_reference: tuple[float, str] | None = None) -> list[Cause]:
+    """Ranked by the share of the training time each could save (None last). `other_pids`: other
+    processes on its GPUs; `precision_reference`: mixed precision's speed-up measured on this GPU
+    kind and what it was measured on."""
+    main = max(r.fits, key=lambda f: f.steps, default=None)
+    if main is None or not r.windows:
+        return [_no_steps(r), *[c for c in (_gpu_idle(r), _unused_memory(r, None)) if c], *_gpu_health(r, other_pids)]
+    causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _mixed_precision(r, main, precision_reference),
+                          _xla_off(r, main), _unused_memory(r, main), *_gpu_health(r, other_pids)) if c]
+    if not causes:
+        causes.append(_compute_bound(r))
+    return sorted(causes, key=lambda c: -(c.saving_share if c.saving_share is not None else -1))
+
+
+def _compute_bound(r: WatchRecord) -> Cause:
+    """No stall found: the device's computation is the limit."""
+    evidence = f"{_wait_text(r)}; step {r.step_time_s * 1000:.1f} ms"
+    if r.gpu is None:
+        return Cause(code="compute_bound", saving_share=None, evidence=evidence,
+                     message="no input or host stall found; the steps ran on the CPU (no GPU was used)",
+                     fix="train on a GPU: `gpuscout doctor` says whether this machine's framework sees one")
+    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
+    where = f"GPU-bound at {util:.0f}% utilisation" if util is not None else "no input or host stall found"
+    return Cause(code="gpu_bound", saving_share=None, evidence=evidence,
+                 message=f"{where}{f', MFU {r.mfu:.1%}' if r.mfu is not None else ''}",
+                 fix="the GPU is the limit: a faster GPU, fewer FLOPs per sample, or `gpuscout tune` for what "
+                     "this GPU buys with each setting")
+
+
+def _wait_text(r: WatchRecord) -> str:
+    wait = "input wait not measured" if r.input_wait_share is None else f"{r.input_wait_share:.1%} of the time " \
+                                                                          "blocked on the next batch"
+    idle = "" if r.gpu_idle_share is None else f", GPU idle {r.gpu_idle_share:.0%}"
+    return wait + idle
+
+
+def _no_steps(r: WatchRecord) -> Cause:
+    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
+    seen = f"GPU utilisation {util:.0f}% over the run" if util is not None else "no GPU telemetry"
+    if r.mode == "pid":
+        return Cause(code="attached", saving_share=None,
+                     message="attached to a running process: NVML only, so what utilisation, memory and power "
+                             "show; no step timing, no input wait",
+                     evidence=seen, fix="for the full diagnosis run the training under gpuscout: "
+                                        "gpuscout watch --steps 200 -- COMMAND")
+    return Cause(code="no_steps", saving_share=None,
+                 message="no training step was timed: the script called no Keras Model.fit"
+                         + ("" if r.instrumented else " (and no Python process of it was instrumented)"),
+                 evidence=seen, fix="step timing needs Model.fit, or one line in a loop of your own:",
+                 code_snippet="import gpuscout.watch\n...\ngpuscout.watch.step(samples=batch_size)   # after each step")
+
+
+def _gpu_idle(r: WatchRecord) -> Cause | None:
+    """Without step timing: the GPU idled, for a reason NVML alone cannot name."""
+    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
+    if util is None or util >= STARVED_UTIL_PCT:
+        return None
+    return Cause(code="gpu_idle", saving_share=r.gpu_idle_share,
+                 message=f"the GPU ran kernels only {util:.0f}% of the time: the input pipeline or the host "
+                         "holds it back",
+                 evidence=f"NVML utilisation {util:.0f}% mean over {r.telemetry.window_sample_count} samples",
+                 fix="step timing tells which: watch the training with fit (or gpuscout.watch.step() in "
+                     "your loop) to see the input wait")
+
+
+def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    share = r.input_wait_share
+    if share is None or share < INPUT_BOUND_SHARE:
+        return None
+    band = "highly" if share > INPUT_HIGHLY else "moderately"
+    steps = sum(w.steps for w in r.windows)
+    fetch_s = sum(w.input_wait_s or 0 for w in r.windows) / steps
+    compute_s = max(r.step_time_s - fetch_s, 1e-9)
+    # producers a batch each in parallel that keep up with the step (rounded: 16/4 must be 4, not 5)
+    cores = math.ceil(round(fetch_s / compute_s, 6)) if fetch_s > compute_s else None
+    if fetch_s < HANDOVER_S:
+        return _handover(r, main, share, fetch_s, compute_s)
+    fix, snippet = _input_fix(main.input_type, cores)
+    return Cause(code="input_bound", saving_share=share,
+                 message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch",
+                 evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
+                          f"{compute_s * 1000:.1f} ms of the rest of a step (input: {main.input_type})"
+                          + (f"; about {cores} producers in parallel would keep up" if cores else "")
+                          + (f" (this host has {r.env.cpu_count} cores)" if cores and r.env.cpu_count else ""),
+                 fix=fix, code_snippet=snippet)
+
+
+def _handover(r: WatchRecord, main: WatchedFit, share: float, fetch_s: float, compute_s: float) -> Cause:
+    """Batches that arrive in well under a millisecond are ready: what the loop pays is the
+    handing over of each (a tf.data iterator's get_next from Python, a conversion), against
+    steps so short that it shows. Fewer, larger steps help; a faster pipeline would not."""
+    changes = [f"a larger batch than {main.batch_size}" if main.batch_size else "a larger batch"]
+    if (main.steps_per_execution or 1) == 1 and not main.custom:
+        changes.append("model.compile(..., steps_per_execution=32) (Keras then reads the input inside its compiled "
+                       "loop)")
+    return Cause(code="input_handover", saving_share=share,
+                 message=f"{share:.0%} of the training time goes to handing over batches that are ready: "
+                         f"the steps are short, not the pipeline slow",
+                 evidence=f"{_wait_text(r)}; {fetch_s * 1000:.2f} ms per batch against {compute_s * 1000:.1f} ms "
+                          f"of the rest of a step (input: {main.input_type})",
+                 fix="fewer, larger steps: " + "; ".join(changes))
+
+
+def _input_fix(input_type: str | None, cores: int | None) -> tuple[str, str]:
+    workers = cores or 4
+    if input_type == "generator":
+        return (f"a Python generator feeds one batch at a time from one thread: run it in {workers} workers "
+                "(a keras.utils.PyDataset), or build the batches with tf.data",
+                "class Batches(keras.utils.PyDataset):\n"
+                "    def __init__(self):\n"
+                f"        super().__init__(workers={workers}, use_multiprocessing=True)\n"
+                "    def __len__(self):\n"
+                "        return steps_per_epoch\n"
+                "    def __getitem__(self, i):\n"
+                "        return make_batch(i)   # what the generator yielded\n"
+                "\n"
+                "model.fit(Batches(), epochs=...)")
+    if input_type == "PyDataset":
+        return (f"give the PyDataset more workers ({workers}) and processes",
+                f"super().__init__(workers={workers}, use_multiprocessing=True,\n"
+                f"                 max_queue_size={2 * workers})")
+    return ("parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
+            "dataset = (dataset.cache()\n"
+            "           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
+            "           .batch(batch_size)\n"
+            "           .prefetch(tf.data.AUTOTUNE))")
+
+
+def _host_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    """Not waiting for input, yet the GPU idles: the host launches steps too slowly (small steps,
+    the loop's own work, Python between steps)."""
+    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
+    if util is None or util >= STARVED_UTIL_PCT or (r.input_wait_share or 0) >= INPUT_BOUND_SHARE:
+        return None
+    if main.custom:
+        changes = ["compile the whole step (jax.jit, or tf.function(jit_compile=True))",
+                   "no host round trip inside the step (.numpy(), .item(), float(loss) each step)",
+                   "a larger batch"]
+        snippet = None
+    else:
+        changes = [c for c, wanted in (("model.compile(..., jit_compile=True)", not main.jit_compile),
+                                       ("model.compile(..., steps_per_execution=32)",
+                                        (main.steps_per_execution or 1) == 1)) if wanted]
+        snippet = "\n".join(changes) or None
+        if main.batch_size:
+            changes.append(f"a larger batch than {main.batch_size}")
+    outside = r.outside_step_share
+    between = "" if outside is None else f"; {outside:.0%} of the time between steps (callbacks, the loop)"
+    return Cause(code="host_bound", saving_share=r.gpu_idle_share,
+                 message=f"host-bound: the GPU ran kernels {util:.0f}% of the time, and the loop did not wait for data",
+                 evidence=f"step {r.step_time_s * 1000:.1f} ms{between}; {_wait_text(r)}",
+                 fix="give the GPU more work per host round trip: " + "; ".join(changes)
+                     + ("; and lighten the callbacks" if (outside or 0) >= OUTSIDE_STEP_SHARE else ""),
+                 code_snippet=snippet)
+
+
+def _mixed_precision(r: WatchRecord, main: WatchedFit, reference: tuple[float, str] | None) -> Cause | None:
+    cc = float(r.gpu.compute_capability) if r.gpu and r.gpu.compute_capability else None
+    if cc is None or cc < FP16_CC or main.precision_policy is None \
+            or precision_of(main.precision_policy) is not Precision.fp32:
+        return None  # (a loop of the script's own: its precision is not known)
+    policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
+    if reference:
+        speedup, basis = reference
+        saving, measured = 1 - 1 / speedup, f"{speedup:.2f}x measured by gpuscout on this GPU kind ({basis})"
+    else:
+        saving, measured = None, "not measured here: `gpuscout tune --model ...` measures it on this GPU"
+    return Cause(code="fp32_on_tensor_cores", saving_share=saving if saving and saving > 0 else None,
+                 message=f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores "
+                         f"(compute capability {r.gpu.compute_capability})",
+                 evidence=f"the policy is {main.precision_policy}; {measured}",
+                 fix=f"train in {policy} (Keras keeps the weights in float32"
+                     + ("; fp16 adds loss scaling in fit)" if policy == "mixed_float16" else ")"),
+                 code_snippet=f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model")
+
+
+def _xla_off(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    if main.backend != "tensorflow" or main.jit_compile or main.strategy:
+        return None  # jax always compiles; Keras turns XLA off under tf.distribute
+    return Cause(code="xla_off", saving_share=None, message="the train step is not XLA-compiled",
+                 evidence="model.jit_compile is False (tensorflow backend)",
+                 fix="compile it with XLA (the first step then compiles; `gpuscout tune` measures the gain)",
+                 code_snippet="model.compile(optimizer, loss, jit_compile=True)")
+
+
+def _unused_memory(r: WatchRecord, main: WatchedFit | None) -> Cause | None:
+    total = r.gpu.memory_total_bytes if r.gpu else None
+    peak = (main.peak_memory_bytes if main else None) or (r.telemetry.memory_used_max_bytes if r.telemetry else None)
+    if not total or not peak or peak >= UNUSED_MEMORY_SHARE * total:
+        return None
+    if main is None or not main.batch_size:
+        return Cause(code="unused_memory", saving_share=None,
+                     message=f"{peak / total:.0%} of the GPU's memory in use at most",
+                     evidence=f"NVML: {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB",
+                     fix="a larger batch would likely fit (`gpuscout tune --parts batch` finds the largest for a "
+                         "model), with the learning rate scaled")
+    # an upper bound: memory taken as proportional to the batch (the weights' share makes it less)
+    largest = int(main.batch_size * 0.9 * total / peak) // 8 * 8
+    return Cause(code="unused_memory", saving_share=None,
+                 message=f"{peak / total:.0%} of the GPU's memory used at batch {main.batch_size}",
+                 evidence=f"peak {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB",
+                 fix=f"a larger batch fits: up to about {largest} (proportional estimate, an upper bound; "
+                     "`gpuscout tune --model ... --parts batch` finds it), with the learning rate scaled")
+
+
+def _gpu_health(r: WatchRecord, other_pids: list[int]) -> list[Cause]:
+    out = []
+    if other_pids:
+        flag = flagging.shared_flag(other_pids)
+        out.append(Cause(code="gpu_shared", saving_share=None, message=flag.message, evidence="NVML's process list",
+                         fix=flag.hint))
+    t, gpu = r.telemetry, r.gpu
+    if t is not None:
+        flag = flagging.throttle_flag(t.slowdown_reasons, t.sm_clock_mean_mhz, gpu.sm_clock_max_mhz if gpu else None)
+        if flag:
+            out.append(Cause(code="throttled", saving_share=None, message=flag.message, evidence="NVML clocks",
+                             fix=flag.hint))
+    if r.telemetry_per_gpu:
+        flag = flagging.straggler_flag(r.telemetry_per_gpu)
+        if flag:
+            out.append(Cause(code="straggler", saving_share=None, message=flag.message,
+                             evidence="per-GPU clocks and slowdown reasons", fix=flag.hint))
+    return out

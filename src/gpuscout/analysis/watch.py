@@ -1,0 +1,236 @@
+"""A watched script's record, derived from the instrumentation's events and the telemetry the
+parent sampled (gpuscout.watch.session runs the script); its verdict is analysis/verdict.py's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import median
+
+from gpuscout import catalog
+from gpuscout.analysis.mfu import achieved_tflops, mfu
+from gpuscout.analysis.stats import summarize
+from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
+from gpuscout.analysis.verdict import precision_of, verdict
+from gpuscout.record.child import ChildWindow
+from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample, Throughput
+from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow
+from gpuscout.spec import Precision
+
+@dataclass
+class Observed:
+    """What the parent saw of a watched command."""
+
+    command: list[str]
+    workload: str
+    mode: str  # command | pid
+    status: str
+    exit_code: int | None
+    duration_s: float
+    events: list[dict]
+    environment: dict  # host provenance
+    child_env: dict[str, str]
+    group_id: str
+    record_id: str
+    created_utc: str
+    cwd: str | None = None
+    attached_pid: int | None = None
+    limit: str | None = None
+    stderr_tail: str = ""
+    gpus: list[GpuInfo] = field(default_factory=list)  # the GPUs the command used
+    samples: list[list[TelemetrySample]] = field(default_factory=list)  # per GPU, in that order
+    interval_s: float = 0.1
+    other_pids: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # bench/tune measurements of mixed precision on this GPU kind: (speedup, what it was measured on)
+    precision_reference: tuple[float, str] | None = None
+
+
+def derive(seen: Observed) -> WatchRecord:
+    from gpuscout import METHODOLOGY_VERSION, __version__
+
+    fits = _fits(seen.events)
+    main = max(fits, key=lambda f: f.steps, default=None)
+    windows = main.windows if main else []
+    gpu = seen.gpus[0] if seen.gpus else None
+    entry = catalog.match(gpu.name) if gpu else None
+    record = {
+        "id": seen.record_id, "created_utc": seen.created_utc, "group_id": seen.group_id, "mode": seen.mode,
+        "workload": seen.workload, "command": seen.command, "cwd": seen.cwd, "attached_pid": seen.attached_pid,
+        "status": seen.status, "exit_code": seen.exit_code, "duration_s": seen.duration_s, "limit": seen.limit,
+        "error": ErrorDetail(message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail,
+                             returncode=seen.exit_code) if seen.status == "failed" else None,
+        "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),
+        "fits": fits, "batch_size": main.batch_size if main else None, "windows": windows,
+        "gpu": None if gpu is None else gpu.model_copy(update={"catalog_id": entry.id if entry else None}),
+        "gpus": list(seen.gpus) if len(seen.gpus) > 1 else None,
+        "trace": _trace(seen.events), "notes": [*seen.notes, *_fit_notes(main)],
+        "env": Environment(**seen.environment, child_env=seen.child_env),
+        "gpuscout_version": __version__, "methodology_version": METHODOLOGY_VERSION, "schema_version": SCHEMA_VERSION,
+    }
+    record.update(_throughput(main, entry))
+    record.update(_telemetry(seen, windows))
+    made = WatchRecord(**record)
+    return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})
+
+
+def summary(events: list[dict]) -> dict | None:
+    """A sweep trial's step timing: its main fit's steps, median step time and samples/s over the
+    windows, and the shares of time waiting for input and between steps. None without a fit."""
+    main = max(_fits(events), key=lambda f: f.steps, default=None)
+    if main is None or not main.windows:
+        return None
+    figures = _throughput(main, None)
+    return {"steps": main.steps, "batch_size": main.batch_size, "step_time_s": figures["step_time_s"],
+            "samples_per_s": figures.get("samples_per_s"), "input_wait_share": figures["input_wait_share"],
+            "outside_step_share": figures["outside_step_share"], "compile_s": main.compile_s,
+            "precision_policy": main.precision_policy, "backend": main.backend}
+
+
+def _fits(events: list[dict]) -> list[WatchedFit]:
+    fits: dict[tuple, dict] = {}
+
+    def fit_of(event: dict) -> dict:
+        key = (event["pid"], event.get("fit"))
+        return fits.setdefault(key, {"pid": event["pid"], "index": event.get("fit"), "custom": event.get("fit") is None,
+                                     "windows": [], "epochs": []})
+
+    for e in events:
+        kind = e["event"]
+        if kind == "watch_fit":
+            fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size",
+                                                    "input_type", "precision_policy", "compute_dtype", "jit_compile",
+                                                    "steps_per_execution", "strategy", "compile_s", "flops_coverage",
+                                                    "steps_per_epoch", "input_in_graph")})
+            fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
+                             epochs_planned=e.get("epochs"))
+        elif kind == "watch_window":
+            fit_of(e)["windows"].append(_window(e))
+        elif kind == "watch_epoch":
+            seconds = e["end_monotonic_s"] - e["start_monotonic_s"]
+            fit_of(e)["epochs"].append(WatchEpoch(
+                epoch=e["epoch"], start_monotonic_s=e["start_monotonic_s"], end_monotonic_s=e["end_monotonic_s"],
+                epoch_end_monotonic_s=e.get("epoch_end_monotonic_s", e["end_monotonic_s"]), steps=e["steps"],
+                samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0, logs=e["logs"]))
+        elif kind == "watch_fit_end":
+            fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
+                             stopped_by_limit=bool(e.get("stopped_by_limit")))
+    out = []
+    for fit in fits.values():
+        if fit["custom"]:  # the loop's own count of steps and samples
+            fit["steps"] = sum(w.steps for w in fit["windows"])
+            fit["samples"] = sum(w.samples or 0 for w in fit["windows"])
+        out.append(WatchedFit(**{k: v for k, v in fit.items() if v is not None}))
+    return out
+
+
+def _fit_notes(main: WatchedFit | None) -> list[str]:
+    if main is None or not main.input_in_graph:
+        return []
+    return [f"input wait not measured: with steps_per_execution {main.steps_per_execution} on tensorflow, Keras "
+            "reads the tf.data input inside its compiled loop, which gpuscout leaves as it is (each call's "
+            "steps are counted, the epoch's last call as whole)"]
+
+
+def _window(e: dict) -> WatchWindow:
+    seconds = e["end_monotonic_s"] - e["start_monotonic_s"]
+    samples = e.get("samples")
+    return WatchWindow(index=e["index"], start_monotonic_s=e["start_monotonic_s"],
+                       end_monotonic_s=e["end_monotonic_s"], steps=e["steps"], samples=samples,
+                       input_wait_s=e.get("input_wait_s"), outside_step_s=e.get("outside_step_s"), seconds=seconds,
+                       samples_per_s=samples / seconds if samples and seconds > 0 else None,
+                       step_time_s=seconds / e["steps"] if e["steps"] else seconds)
+
+
+def _trace(events: list[dict]) -> Trace | None:
+    found = [e for e in events if e["event"] == "watch_trace"]
+    if not found:
+        return None
+    e = found[-1]
+    return Trace(dir=e["dir"], first_step=e["first_step"], last_step=e["last_step"], ok=e["ok"],
+                 message=e.get("message"), command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None)
+
+
+def _throughput(main: WatchedFit | None, entry) -> dict:
+    if main is None or not main.windows:
+        return {}
+    counted = [w for w in main.windows if w.samples_per_s is not None]
+    seconds = sum(w.seconds for w in main.windows)
+    waits = [w.input_wait_s for w in main.windows if w.input_wait_s is not None]
+    outside = [w.outside_step_s for w in main.windows if w.outside_step_s is not None]
+    out = {"step_time_s": seconds / sum(w.steps for w in main.windows),
+           "input_wait_share": sum(waits) / seconds if waits and seconds else None,
+           "outside_step_share": sum(outside) / seconds if outside and seconds else None}
+    if counted:
+        summary = summarize([w.samples_per_s for w in counted])
+        out.update(throughput=Throughput(**summary.to_dict(), unit="samples/s"), samples_per_s=summary.median)
+        if main.forward_flops_per_sample:
+            achieved = achieved_tflops(3 * main.forward_flops_per_sample, summary.median)
+            utilisation, peak, _ = mfu(achieved, entry, precision_of(main.precision_policy))
+            out.update(achieved_tflops=achieved, mfu=utilisation, mfu_peak_tflops=peak)
+    return out
+
+
+def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict:
+    if not any(seen.samples):
+        return {}
+    spans = [ChildWindow(index=w.index, start_monotonic_s=w.start_monotonic_s, end_monotonic_s=w.end_monotonic_s,
+                         steps=w.steps, samples=w.samples or 0, input_wait_s=w.input_wait_s or 0.0) for w in windows]
+    if not spans:  # no step was timed (a custom loop without gpuscout.watch.step, --pid): the whole run
+        first = min(s.t_monotonic_s for samples in seen.samples for s in samples)
+        last = max(s.t_monotonic_s for samples in seen.samples for s in samples)
+        spans = [ChildWindow(index=0, start_monotonic_s=first, end_monotonic_s=last, steps=0, samples=0,
+                             input_wait_s=0.0)]
+    measured = sum(w.samples for w in spans)
+    per_gpu = [summarize_telemetry(s, spans, measured, seen.interval_s, index=g.index)
+               for g, s in zip(seen.gpus, seen.samples)]
+    per_gpu = [t.model_copy(update={"samples": thinned(t.samples)}) for t in per_gpu]
+    telemetry = per_gpu[0] if len(per_gpu) == 1 else combine_telemetry(per_gpu)
+    util = telemetry.gpu_util_mean_pct
+    return {"telemetry": telemetry, "telemetry_per_gpu": per_gpu if len(per_gpu) > 1 else None,
+            "gpu_idle_share": None if util is None else max(0.0, 1 - util / 100)}
+
+
+# Samples kept in the record per GPU: the summary is over all of them; a long watch keeps an even
+# subset for the timeline (10 minutes at 10 Hz would be 6,000 per GPU, about 1 MB of JSON).
+MAX_STORED_SAMPLES = 1500
+
+
+def thinned(samples: list[TelemetrySample], most: int = MAX_STORED_SAMPLES) -> list[TelemetrySample]:
+    if len(samples) <= most:
+        return samples
+    step = len(samples) / most
+    return [samples[int(i * step)] for i in range(most)]
+
+
+def precision_reference(records: list, forward_flops: float | None) -> tuple[float, str] | None:
+    """Mixed precision's measured speed-up (mixed median / fp32 median, samples/s) among stored
+    benchmark `records` of one GPU kind: of the workload, batch and backend measured in both fp32
+    and a mixed policy, the one whose FLOPs per sample are nearest the watched model's (any, when
+    they are unknown)."""
+    pairs: dict[tuple, dict[str, list[float]]] = {}
+    flops_of: dict[tuple, float | None] = {}
+    for r in records:
+        if r.kind != "benchmark" or not r.ok or r.mode != "training" or not r.samples_per_s or r.devices != 1:
+            continue
+        key = (r.workload, r.batch_size, r.backend.value, r.data.value, r.seq_len)
+        kind = "fp32" if r.precision is Precision.fp32 else "mixed"
+        pairs.setdefault(key, {}).setdefault(kind, []).append(r.samples_per_s)
+        flops_of[key] = r.training_flops_per_sample
+    both = [k for k, v in pairs.items() if "fp32" in v and "mixed" in v]
+    if not both:
+        return None
+
+    def distance(key: tuple) -> float:
+        theirs = flops_of[key]
+        if not forward_flops or not theirs:
+            return math.inf
+        return abs(math.log(theirs / (3 * forward_flops)))
+
+    key = min(both, key=distance)
+    fp32, mixed = median(pairs[key]["fp32"]), median(pairs[key]["mixed"])
+    runs = len(pairs[key]["fp32"]) + len(pairs[key]["mixed"])
+    return mixed / fp32, f"{key[0]} batch {key[1]} on {key[2]}, {runs} stored runs"
+
+

@@ -1,0 +1,308 @@
+"""One Keras `Model.fit`, timed (installed by gpuscout.child.watch_hook).
+
+Its `train_function` is wrapped so that:
+
+- the iterator it reads batches from is a timing proxy: the time blocked on the next batch is
+  the input wait, exactly, on both backends (Keras' own Python path for an iterator that is not a
+  tf.data one runs the same compiled one-step function);
+- the time between two calls is the loop's time outside the step (callbacks, bookkeeping);
+- every WINDOW_S seconds it waits for the last step's outputs, so the window's length (and the
+  time per step) is the device's, not the dispatch's: one synchronisation a second, not per step.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpuscout.child.watch_state import STATE, WINDOW_S, emit, limit_reached, report_failure, stop_trace, trace
+
+def leading_samples(batch) -> int | None:
+    """The batch's size: the leading dimension of its first array."""
+    stack = [batch]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, dict):
+            stack = list(item.values()) + stack
+        elif isinstance(item, (list, tuple)):
+            stack = list(item) + stack
+        elif getattr(item, "shape", None) is not None and len(item.shape):
+            try:
+                return int(item.shape[0])
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+class TimedIterator:
+    """The batches a train_function reads, each fetch timed."""
+
+    def __init__(self, inner, fit: "FitWatch") -> None:
+        self.inner, self.fit, self.exhausted = inner, fit, False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        start = time.monotonic()
+        try:
+            batch = next(self.inner)
+        except StopIteration:  # the epoch's end, as it would have been
+            self.exhausted = True
+            raise
+        self.fit.input_wait_s += time.monotonic() - start
+        self.fit.batches += 1
+        samples = leading_samples(batch)
+        self.fit.samples += samples or 0
+        if self.fit.batch_size is None:
+            self.fit.batch_size = samples
+        return batch
+
+
+def wait_for(outputs) -> None:
+    """Block until the step that made `outputs` has finished on the device."""
+    leaf = outputs
+    while isinstance(leaf, (dict, list, tuple)) and leaf:
+        leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
+    if hasattr(leaf, "block_until_ready"):
+        leaf.block_until_ready()
+    elif hasattr(leaf, "numpy"):
+        leaf.numpy()
+
+
+class FitWatch:
+    """One Model.fit call: its windows, epochs and the model's facts."""
+
+    def __init__(self, model, x) -> None:
+        STATE.fits += 1
+        self.index, self.model, self.x = STATE.fits, model, x
+        self.original_train_function = None
+        self.batch_size = None
+        self.batches = self.samples = 0
+        self.input_wait_s = 0.0
+        self.outside_s = 0.0
+        self.last_end = None  # end of the previous train_function call
+        self.last_outputs = None
+        self.first_call = True
+        self.window = None  # (start, batches, samples, input wait, outside) at its start
+        self.windows = 0
+        self.epoch = None  # (epoch, start, batches, samples)
+        self.disabled = False
+        self.params: dict = {}  # what fit told its callbacks: epochs, steps per epoch
+        self.input_unseen = None  # steps per call, when the input is read inside the compiled loop
+
+    # -- the train_function wrapper
+
+    def wrap(self) -> None:
+        original = self.model.train_function
+        if original is None or getattr(original, "_gpuscout_watched", False):
+            return
+        self.original_train_function = original
+
+        def timed(*args):
+            if self.disabled:
+                return original(*args)
+            *state, iterator = args
+            start = time.monotonic()
+            if self.last_end is not None:
+                self.outside_s += start - self.last_end
+            if self.in_graph_input(iterator):
+                outputs = original(*state, iterator)
+                self.count_unseen_batches()
+            else:
+                batches = TimedIterator(iterator, self)
+                try:
+                    outputs = original(*state, batches)
+                except UnboundLocalError:
+                    # Keras' path for a Python iterator (tensorflow) meets an exhausted one with no
+                    # step to return: the end of an epoch of unknown length, as StopIteration says
+                    if batches.exhausted:
+                        raise StopIteration from None
+                    raise
+            try:
+                self.after_call(start, outputs)
+            except Exception as exc:  # gpuscout's failure: stop observing, keep training
+                self.disabled = True
+                report_failure("watching a training step", exc)
+            return outputs
+
+        timed._gpuscout_watched = True
+        self.model.train_function = timed
+
+    def in_graph_input(self, iterator) -> bool:
+        """A tf.data iterator with steps_per_execution > 1 on tensorflow: Keras reads it inside its
+        compiled loop of several steps, which a Python proxy would replace by one call per step
+        (slower than the user's own run). It is left alone: steps are counted, the wait is not seen."""
+        spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
+        if spe == 1 or not type(iterator).__module__.startswith("tensorflow"):
+            return False
+        if self.input_unseen is None:
+            self.input_unseen = spe
+            self.batch_size = static_batch_size(self.x)
+        return True
+
+    def count_unseen_batches(self) -> None:
+        # The epoch's last call may run fewer steps: counted whole (at most one call per epoch).
+        self.batches += self.input_unseen
+        self.samples += self.input_unseen * (self.batch_size or 0)
+
+    def unwrap(self) -> None:
+        if self.original_train_function is not None:
+            self.model.train_function = self.original_train_function
+
+    def after_call(self, start: float, outputs) -> None:
+        now = time.monotonic()
+        self.last_outputs = outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs  # jax: (logs, state)
+        if STATE.first_step is None:
+            STATE.first_step = start
+        STATE.steps += 1
+        if self.first_call:  # compilation: measured to its end, then the windows start
+            self.first_call = False
+            wait_for(self.last_outputs)
+            now = time.monotonic()
+            self.announce(compile_s=now - start)
+            self.open_window(now)
+        elif now - self.window[0] >= WINDOW_S:
+            self.close_window()
+            self.open_window(time.monotonic())
+        self.last_end = time.monotonic()
+        trace(STATE.steps + 1)
+        if limit_reached():
+            self.model.stop_training = True
+
+    def open_window(self, now: float) -> None:
+        self.window = (now, self.batches, self.samples, self.input_wait_s, self.outside_s)
+        self.last_end = now
+
+    def close_window(self) -> None:
+        if self.window is None or self.batches == self.window[1]:
+            return
+        wait_for(self.last_outputs)
+        end = time.monotonic()
+        start, batches, samples, wait, outside = self.window
+        unseen = self.input_unseen is not None
+        emit("watch_window", fit=self.index, index=self.windows, start_monotonic_s=start, end_monotonic_s=end,
+             steps=self.batches - batches, samples=None if unseen and not self.batch_size else self.samples - samples,
+             input_wait_s=None if unseen else self.input_wait_s - wait, outside_step_s=self.outside_s - outside)
+        self.windows += 1
+        self.window = None
+
+    # -- what the callback sees
+
+    def epoch_begin(self, epoch: int) -> None:
+        self.epoch = (epoch, time.monotonic(), self.batches, self.samples)
+        if self.window is None and not self.first_call:
+            self.open_window(time.monotonic())
+
+    def training_ended(self) -> None:
+        """The epoch's training steps are done (validation, if any, comes next)."""
+        self.close_window()
+        if self.epoch is not None and len(self.epoch) == 4:
+            self.epoch = (*self.epoch, time.monotonic())
+        self.last_end = None
+
+    def epoch_end(self, epoch: int, logs: dict | None) -> None:
+        self.training_ended()
+        if self.epoch is None:
+            return
+        number, start, batches, samples, end = self.epoch
+        numbers = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
+        emit("watch_epoch", fit=self.index, epoch=number + 1, start_monotonic_s=start, end_monotonic_s=end,
+             steps=self.batches - batches, samples=self.samples - samples, logs=numbers,
+             epoch_end_monotonic_s=time.monotonic())
+        self.epoch = None
+
+    def announce(self, compile_s: float) -> None:
+        emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), batch_size=self.batch_size,
+             compile_s=compile_s, started_monotonic_s=STATE.first_step, epochs=self.params.get("epochs"),
+             input_in_graph=self.input_unseen is not None,
+             steps_per_epoch=self.params.get("steps"))
+
+    def end(self) -> None:
+        self.training_ended()
+        self.unwrap()
+        stop_trace()
+        emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
+             peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached)
+
+
+def static_batch_size(dataset) -> int | None:
+    """A tf.data dataset's batch size when its element spec fixes it (drop_remainder=True)."""
+    try:
+        import tensorflow as tf
+
+        first = tf.nest.flatten(dataset.element_spec)[0]
+        return int(first.shape[0]) if first.shape.rank and first.shape[0] is not None else None
+    except Exception:
+        return None
+
+
+def model_facts(model, x) -> dict:
+    """What the verdict needs to know about the model and how fit was called."""
+    import keras
+
+    facts = {"backend": keras.backend.backend(), "keras_version": keras.__version__,
+             "model": getattr(model, "name", type(model).__name__), "params": int(model.count_params()),
+             "input_type": input_type(x), "precision_policy": keras.mixed_precision.global_policy().name,
+             "compute_dtype": str(getattr(model, "compute_dtype", None)),
+             "jit_compile": bool(getattr(model, "jit_compile", False)),
+             "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
+             "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None}
+    try:
+        from gpuscout.child.flops import count_with_coverage
+
+        facts["forward_flops"], facts["flops_coverage"] = count_with_coverage(model)
+    except Exception:
+        pass
+    if facts["backend"] == "tensorflow":
+        strategy = getattr(model, "distribute_strategy", None)
+        if strategy is not None and type(strategy).__name__ != "_DefaultDistributionStrategy":
+            facts["strategy"], facts["replicas"] = type(strategy).__name__, int(strategy.num_replicas_in_sync)
+    else:
+        distribution = keras.distribution.distribution()
+        if distribution is not None:
+            facts["strategy"] = type(distribution).__name__
+            facts["replicas"] = len(getattr(distribution.device_mesh, "devices", ()).flatten()) \
+                if hasattr(getattr(distribution, "device_mesh", None), "devices") else 1
+    return facts
+
+
+def input_type(x) -> str:
+    kind = type(x)
+    module, name = kind.__module__, kind.__name__
+    if name == "ndarray":
+        return "numpy"
+    if module.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return "tf.data"
+    if module.startswith(("jax", "jaxlib")):
+        return "jax array"
+    if any(base.__name__ == "PyDataset" for base in kind.__mro__):
+        return "PyDataset"
+    if hasattr(x, "__next__") or name == "generator":
+        return "generator"
+    if "DataLoader" in name:
+        return "torch DataLoader"
+    if isinstance(x, (dict, list, tuple)):
+        return "numpy"
+    return name
+
+
+def peak_memory_bytes() -> int | None:
+    """The framework allocator's peak on the GPUs this process used (None on the CPU)."""
+    try:
+        import keras
+
+        if keras.backend.backend() == "jax":
+            import jax
+
+            peaks = [int(s["peak_bytes_in_use"]) for d in jax.local_devices()
+                     if (s := d.memory_stats()) and "peak_bytes_in_use" in s]
+        else:
+            import tensorflow as tf
+
+            peaks = [int(tf.config.experimental.get_memory_info(d.name)["peak"])
+                     for d in tf.config.list_logical_devices("GPU")]
+        return max(peaks) if peaks else None
+    except Exception:
+        return None
+
+

@@ -1,0 +1,159 @@
+"""Inside a script run by `gpuscout watch`: every Keras `Model.fit` instrumented, no file edited.
+
+The sitecustomize that `gpuscout watch` puts on the script's PYTHONPATH calls `install()` at
+interpreter start-up. Keras is not imported then (that would fix its backend before the script
+chose one): an import hook waits for `keras.src.models.model` and wraps `Model.fit` once it
+exists. Each fit gets a callback (async-safe: it keeps Keras' asynchronous dispatch) and a
+timed `train_function` (gpuscout.child.watch_fit); a loop of the script's own is timed through
+gpuscout.watch.step (CustomSteps here).
+
+What it sees goes to the parent as events (gpuscout.events). A failure in here is reported once
+and the training goes on unobserved: instrumentation must never change the user's results.
+Only the standard library, Keras and the frameworks are imported here (the script's environment
+may lack gpuscout's own dependencies).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import sys
+import time
+
+from gpuscout import watch
+from gpuscout.child.watch_fit import FitWatch
+from gpuscout.child.watch_state import STATE, WINDOW_S, emit, limit_reached, report_failure, trace
+
+def make_callback(fit: FitWatch):
+    import keras
+
+    class GpuscoutWatch(keras.callbacks.Callback):
+        async_safe = True  # leaves Keras' asynchronous batch-end dispatch as it was
+
+        def on_train_begin(self, logs=None):
+            fit.params = dict(self.params or {})
+            fit.wrap()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            fit.epoch_begin(epoch)
+
+        def on_test_begin(self, logs=None):
+            fit.training_ended()
+
+        def on_epoch_end(self, epoch, logs=None):
+            fit.epoch_end(epoch, logs)
+
+    return GpuscoutWatch()
+
+
+def patch(model_class) -> None:
+    original = model_class.fit
+    if getattr(original, "_gpuscout_watched", False):
+        return
+
+    def fit(self, *args, **kwargs):
+        if STATE.limit_reached:
+            return original(self, *args, **kwargs)
+        try:
+            watcher = FitWatch(self, args[0] if args else kwargs.get("x"))
+            callbacks = kwargs.get("callbacks") or []
+            if not isinstance(callbacks, (list, tuple)):
+                raise TypeError(f"callbacks given as {type(callbacks).__name__}, not a list")
+            kwargs["callbacks"] = [*callbacks, make_callback(watcher)]
+        except Exception as exc:
+            report_failure("preparing fit", exc)
+            return original(self, *args, **kwargs)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            try:
+                watcher.end()
+            except Exception as exc:
+                report_failure("ending fit", exc)
+
+    fit._gpuscout_watched = True
+    fit.__wrapped__ = original
+    fit.__doc__ = original.__doc__
+    model_class.fit = fit
+
+
+class KerasFinder(importlib.abc.MetaPathFinder):
+    """Wraps Model.fit the moment keras' model module has been executed."""
+
+    TARGET = "keras.src.models.model"
+
+    def find_spec(self, name, path, target=None):
+        if name != self.TARGET:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            try:
+                patch(module.Model)
+            except Exception as exc:
+                report_failure("instrumenting keras.Model.fit", exc)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+class CustomSteps:
+    """gpuscout.watch.step() in a training loop of the script's own: windows of WINDOW_S between
+    calls. The first call ends the first step (it holds the compilation): windows start there.
+    What is left of the last window is sent when the process exits."""
+
+    def __init__(self) -> None:
+        self.start = None
+        self.steps = self.samples = self.index = 0
+        self.counted = True  # every call said how many samples
+        self.last = None  # the latest call's time
+
+    def __call__(self, samples: int | None) -> None:
+        now = time.monotonic()
+        STATE.steps += 1
+        if STATE.first_step is None:
+            STATE.first_step = now
+        if self.start is None:
+            self.start = now
+            emit("watch_custom_start", start_monotonic_s=now)
+            atexit.register(self.flush)
+        else:
+            self.steps += 1
+            self.counted = self.counted and samples is not None
+            self.samples += samples or 0
+            self.last = now
+            if now - self.start >= WINDOW_S:
+                self.flush()
+        trace(STATE.steps + 1)
+        limit_reached()
+
+    def flush(self) -> None:
+        if not self.steps:
+            return
+        emit("watch_window", fit=None, index=self.index, start_monotonic_s=self.start, end_monotonic_s=self.last,
+             steps=self.steps, samples=self.samples if self.counted else None, input_wait_s=None,
+             outside_step_s=None)
+        self.index += 1
+        self.start, self.steps, self.samples = self.last, 0, 0
+
+
+def install() -> None:
+    """Called by the injected sitecustomize; never raises."""
+    try:
+        emit("watch_hooked", python=sys.version.split()[0], argv=sys.argv[:8])
+        if "keras.src.models.model" in sys.modules:
+            patch(sys.modules["keras.src.models.model"].Model)
+        else:
+            sys.meta_path.insert(0, KerasFinder())
+        watch.set_step_handler(CustomSteps())
+    except Exception as exc:
+        report_failure("installing the instrumentation", exc)

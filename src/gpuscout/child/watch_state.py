@@ -1,0 +1,114 @@
+"""What the instrumentation of a watched script shares across its fits: the settings gpuscout
+passed in the environment, the process's counters, the events it sends, the --steps/--duration
+limit and the profiler trace (gpuscout.child.watch_hook installs it; watch_fit times each fit).
+Only the standard library and, lazily, Keras and the frameworks are imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gpuscout import events
+
+WINDOW_S = float(os.environ.get("GPUSCOUT_WATCH_WINDOW_S", "1.0"))
+MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
+MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
+TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace
+TRACE_DIR = os.environ.get("GPUSCOUT_WATCH_TRACE_DIR")
+
+
+class _State:
+    """What one process has seen across its fits."""
+
+    def __init__(self) -> None:
+        self.fits = 0
+        self.steps = 0  # training batches, all fits together
+        self.first_step = None  # time.monotonic() of the first
+        self.limit_reached = False
+        self.failed = False
+        self.tracing = False
+        self.silent = False  # no channel to the parent in this process
+
+
+STATE = _State()
+
+
+def emit(kind: str, **fields) -> None:
+    """To the parent, never to the script's output: without gpuscout's channel (a process that
+    inherited the environment but not the pipe) nothing is sent."""
+    if STATE.silent or events.EVENTS_FD_ENV not in os.environ:
+        return
+    try:
+        events.emit({"event": kind, "pid": os.getpid(), **fields})
+    except Exception:  # no channel in this process, or the parent is gone: stay silent
+        STATE.silent = True
+
+
+def report_failure(where: str, exc: BaseException) -> None:
+    """Once per process: gpuscout's own failure, never the script's."""
+    if not STATE.failed:
+        STATE.failed = True
+        emit("watch_error", message=f"{where}: {type(exc).__name__}: {exc}"[:500])
+
+
+def limit_reached() -> str | None:
+    if STATE.limit_reached:
+        return "already"
+    reason = None
+    if MAX_STEPS is not None and STATE.steps >= MAX_STEPS:
+        reason = f"{MAX_STEPS} training steps"
+    elif MAX_SECONDS is not None and STATE.first_step is not None and \
+            time.monotonic() - STATE.first_step >= MAX_SECONDS:
+        reason = f"{MAX_SECONDS:g} s of training"
+    if reason:
+        STATE.limit_reached = True
+        emit("watch_limit", reason=reason, steps=STATE.steps)
+    return reason
+
+
+def trace(step: int) -> None:
+    """Start or stop the framework's profiler at the steps --trace-steps asked for."""
+    if not TRACE or not TRACE_DIR:
+        return
+    first, last = (int(part) for part in TRACE.split(":"))
+    try:
+        import keras
+
+        backend = keras.backend.backend()
+        if step == first and not STATE.tracing:
+            if backend == "jax":
+                import jax
+
+                jax.profiler.start_trace(TRACE_DIR)
+            else:
+                import tensorflow as tf
+
+                tf.profiler.experimental.start(TRACE_DIR)
+            STATE.tracing = True
+        elif step == last + 1 and STATE.tracing:
+            stop_trace()
+    except Exception as exc:
+        STATE.tracing = False
+        emit("watch_trace", dir=TRACE_DIR, first_step=first, last_step=last, ok=False,
+             message=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def stop_trace() -> None:
+    if not STATE.tracing:
+        return
+    STATE.tracing = False
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        jax.profiler.stop_trace()
+    else:
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+    first, last = (int(part) for part in TRACE.split(":"))
+    emit("watch_trace", dir=TRACE_DIR, first_step=first, last_step=last, ok=True, message=None)
+
+

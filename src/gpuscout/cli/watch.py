@@ -1,0 +1,92 @@
+"""`gpuscout watch`: your own training command, unchanged, measured and diagnosed."""
+
+from __future__ import annotations
+
+import signal
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from gpuscout import engine, planning
+from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.errors import UsageError
+from gpuscout.report.export import json_document
+from gpuscout.report.watch import print_watch, view_for
+from gpuscout.store import Store
+from gpuscout.telemetry.nvml import Nvml
+from gpuscout.watch import attach, command as commands, session
+
+HELP = """Run your training command unchanged and say why it is slow: every Keras Model.fit it calls
+is timed step by step (time per step, time waiting for the next batch, time between steps)
+without editing a file; NVML shows the GPUs it uses; the verdict ranks the causes by the time
+each could save, with the change to make.
+
+The command's output is shown as usual, Ctrl-C is passed on to it, and gpuscout exits with its
+exit code (0 when --steps/--duration stopped it; 130 on Ctrl-C). Everything is stored:
+`gpuscout results list`, `compare` (before and after a fix) and `report` show it.
+
+Examples:
+
+    gpuscout watch -- python train.py --lr 0.1
+
+    gpuscout watch --steps 300 -- python train.py      # diagnose a long training in minutes
+
+    gpuscout watch --duration 10m --json -- python train.py > watch.json
+
+    gpuscout watch --trace-steps 20:25 -- python train.py   # also a profiler trace of steps 20-25
+
+    gpuscout watch -- 'CUDA_VISIBLE_DEVICES=1 python train.py | tee train.log'   # shell syntax
+
+    gpuscout watch --pid 12345 --duration 60s          # a training already running: NVML only
+
+A loop of your own (no fit) is timed with one line per step: gpuscout.watch.step(samples=n).
+"""
+
+
+def watch(
+    command: Annotated[Optional[list[str]], typer.Argument(
+        metavar="-- COMMAND [ARGS]...", help="The command to run and watch, after `--`.")] = None,
+    steps: Annotated[Optional[int], typer.Option(
+        help="Stop after this many training steps (the script is stopped; what was measured is kept).")] = None,
+    duration: Annotated[Optional[str], typer.Option(
+        help="Stop after this much training, e.g. 90s or 10m; with --pid: how long to watch [default 60s].")] = None,
+    pid: Annotated[Optional[int], typer.Option(
+        help="Attach to this running process instead of running a command: NVML only.")] = None,
+    trace_steps: Annotated[Optional[str], typer.Option(
+        "--trace-steps", help="Take the framework's profiler trace of these training steps, e.g. 20:25.")] = None,
+    shell: Annotated[Optional[bool], typer.Option(
+        "--shell/--no-shell", help="Run COMMAND with /bin/sh [default: when it uses shell syntax].")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view: only the command's output and the verdict.")] = False,
+    store_path: StorePath = None,
+    as_json: AsJson = False,
+) -> None:
+    planning.at_least("--steps", steps, 1)
+    options = session.WatchOptions(steps=steps, duration_s=planning.duration_s("--duration", duration),
+                                   trace_steps=planning.step_range("--trace-steps", trace_steps))
+    if pid is not None and (command or steps or trace_steps):
+        raise UsageError("--pid watches a process already running: give no command, --steps or --trace-steps")
+    resolved = commands.resolve(command or [], shell) if pid is None else None
+    view = view_for(quiet, as_json)
+    with Nvml() as nvml, Store(store_path) as store:
+        context = engine.Session(nvml)
+        if resolved is None:
+            record = attach.watch_pid(pid, options, context, store, view)
+        else:
+            record = session.watch_command(resolved, options, context, store, view)
+    if as_json:
+        typer.echo(json_document([record]))
+    else:
+        print_watch(Console(highlight=False), record)
+        Console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
+    raise typer.Exit(exit_code(record))
+
+
+def exit_code(record) -> int:
+    """The command's own exit code; 0 when gpuscout stopped it at a limit, 130 on Ctrl-C."""
+    if record.status == "interrupted":
+        return 130
+    if record.status in ("ok", "stopped") or record.exit_code is None:
+        return 0
+    code = record.exit_code
+    return 128 - code if code < 0 and -code in signal.valid_signals() else code

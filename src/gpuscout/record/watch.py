@@ -1,0 +1,161 @@
+"""The stored record of a watched training script (`gpuscout watch`): `WatchRecord`.
+
+A record of its own kind beside RunRecord in the same store: the command, what each Model.fit
+(or a loop marked with gpuscout.watch.step) did, NVML telemetry of the GPUs the script used,
+and the verdict. Figures are derived in gpuscout.analysis.watch, once. Units as in record/run.py;
+throughputs here are always samples/s.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from gpuscout.record.child import Part
+from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, Telemetry, Throughput
+
+
+class WatchWindow(Part):
+    """Steps between two synchronisations (about a second apart), timed by the instrumentation."""
+
+    index: int
+    start_monotonic_s: float
+    end_monotonic_s: float
+    steps: int
+    samples: int | None  # None: a custom loop that did not say
+    input_wait_s: float | None  # blocked on the next batch; None where it cannot be seen (a custom loop)
+    outside_step_s: float | None  # between steps: callbacks and the loop's own work
+    seconds: float
+    samples_per_s: float | None
+    step_time_s: float
+
+
+class WatchEpoch(Part):
+    epoch: int
+    start_monotonic_s: float
+    end_monotonic_s: float  # the training steps' end (validation comes after)
+    epoch_end_monotonic_s: float  # with validation
+    steps: int
+    samples: int
+    samples_per_s: float
+    logs: dict[str, float] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*
+
+
+class WatchedFit(Part):
+    """One Model.fit call (or the custom loop: `custom` true), and what it ran."""
+
+    pid: int
+    index: int | None = None  # the fit's number in its process; None for the custom loop
+    custom: bool = False
+    backend: str | None = None
+    keras_version: str | None = None
+    model: str | None = None
+    params: int | None = None
+    forward_flops_per_sample: float | None = None  # counted on the built model (child/flops.py)
+    flops_coverage: float | None = None
+    batch_size: int | None = None
+    input_type: str | None = None  # numpy, tf.data, PyDataset, generator, jax array, ...
+    input_in_graph: bool = False  # read inside a compiled loop of several steps: its wait is not seen
+    precision_policy: str | None = None
+    compute_dtype: str | None = None
+    jit_compile: bool | None = None
+    steps_per_execution: int | None = None
+    epochs_planned: int | None = None  # fit's `epochs`
+    steps_per_epoch: int | None = None  # None: until the data ran out
+    strategy: str | None = None
+    replicas: int = 1
+    compile_s: float | None = None
+    steps: int = 0
+    samples: int = 0
+    peak_memory_bytes: int | None = None
+    stopped_by_limit: bool = False
+    windows: list[WatchWindow] = Field(default_factory=list)
+    epochs: list[WatchEpoch] = Field(default_factory=list)
+
+
+class Cause(Part):
+    """One finding of the verdict, ranked by the share of the wall time it could save."""
+
+    code: str  # input_bound, host_bound, fp32_on_tensor_cores, xla_off, unused_memory, gpu_shared, throttled, ...
+    saving_share: float | None  # of the training time, at most; None: not estimated
+    message: str
+    evidence: str
+    fix: str
+    code_snippet: str | None = None
+
+
+class Trace(Part):
+    dir: str
+    first_step: int
+    last_step: int
+    ok: bool
+    message: str | None = None
+    command: str | None = None  # what opens it
+
+
+class WatchRecord(Part):
+    """A watched training script, as stored."""
+
+    kind: Literal["watch"] = "watch"
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    created_utc: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T")
+    group_id: str = Field(min_length=1)
+    mode: Literal["command", "pid"]
+    workload: str  # the script (or the command's first word), for listing and comparing
+    command: list[str]
+    cwd: str | None = None
+    attached_pid: int | None = None
+    status: Literal["ok", "failed", "stopped", "interrupted"]  # stopped: by --steps/--duration, as asked
+    exit_code: int | None = None
+    error: ErrorDetail | None = None
+    duration_s: float
+    limit: str | None = None  # what stopped it (--steps, --duration)
+    instrumented: bool  # the hook ran in a Python process of the command
+    fits: list[WatchedFit] = Field(default_factory=list)
+    # The main fit's figures (the one with the most steps), for listing and comparing
+    unit: str = "samples/s"
+    units_per_sample: int = 1
+    batch_size: int | None = None
+    windows: list[WatchWindow] = Field(default_factory=list)
+    throughput: Throughput | None = None
+    samples_per_s: float | None = None
+    step_time_s: float | None = None
+    input_wait_share: float | None = None  # of the windows' time, blocked on the next batch
+    outside_step_share: float | None = None
+    gpu_idle_share: float | None = None  # 1 - NVML utilisation over the windows
+    achieved_tflops: float | None = None
+    mfu: float | None = None
+    mfu_peak_tflops: float | None = None
+    telemetry: Telemetry | None = None
+    telemetry_per_gpu: list[Telemetry] | None = None
+    gpu: GpuInfo | None = None
+    gpus: list[GpuInfo] | None = None
+    verdict: list[Cause] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # how the figures were got, where that is not plain
+    trace: Trace | None = None
+    env: Environment
+    gpuscout_version: str
+    methodology_version: int
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("ok", "stopped")
+
+    @property
+    def device(self) -> str:
+        return "gpu" if self.gpu else "cpu"
+
+    @property
+    def gpu_label(self) -> str:
+        name = (self.gpu.name if self.gpu else None) or "cpu"
+        return f"{len(self.gpus)}x {name}" if self.gpus and len(self.gpus) > 1 else name
+
+    @property
+    def main(self) -> WatchedFit | None:
+        """The fit (or loop) the record's figures are of: the one with the most steps."""
+        return max(self.fits, key=lambda f: f.steps, default=None)
+
+    def window_samples_per_s(self) -> list[float]:
+        return [w.samples_per_s for w in self.windows if w.samples_per_s is not None]

@@ -1,0 +1,112 @@
+"""What `gpuscout watch` runs: the user's command as given, checked before it starts, and the
+environment that instruments it.
+
+The instrumentation reaches every Python process of the command through a sitecustomize module
+on its PYTHONPATH (Python imports one at start-up: docs.python.org/3/library/site.html). That
+folder is made per watch: the sitecustomize and a link to this gpuscout package, nothing else,
+so the script's interpreter (another virtual environment, say) sees none of gpuscout's own
+dependencies and keeps its own versions of everything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gpuscout
+from gpuscout.errors import UsageError
+
+# Characters that make a one-word command a shell line: `gpuscout watch -- 'python a.py | tee log'`.
+SHELL_CHARACTERS = set("|&;<>()$`*?~\n")
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# Shell builtins a line may start with (after VAR=x assignments): nothing on PATH to check.
+SHELL_BUILTINS = {"cd", "export", "source", ".", "exec", "env", "set", "time", "nice", "nohup", "eval", "if", "for",
+                  "while", "{", "("}
+
+
+@dataclass(frozen=True)
+class Command:
+    """The user's command, as it will run."""
+
+    given: list[str]  # as typed after `--`
+    argv: list[str]  # what is started: `given`, or /bin/sh -c LINE for shell syntax
+    shell: bool
+    workload: str  # the script it runs, for listing and comparing
+
+
+def looks_like_shell(line: str) -> bool:
+    """A command line that needs a shell: operators, substitutions, globs, or VAR=x first."""
+    return bool(SHELL_CHARACTERS & set(line)) or bool(ASSIGNMENT.match(line.strip()))
+
+
+def resolve(given: list[str], shell: bool | None = None) -> Command:
+    """Check the command and decide how to start it; UsageError (exit 2) when it cannot run.
+    `shell`: None detects shell syntax (one argument that is a shell line, or VAR=x first)."""
+    if not given or not given[0].strip():
+        raise UsageError("no command to watch: put it after `--`, e.g. gpuscout watch -- python train.py")
+    if shell is None:
+        one_line = len(given) == 1 and (looks_like_shell(given[0]) or " " in given[0].strip())
+        shell = one_line or bool(ASSIGNMENT.match(given[0]))
+    line = given[0] if len(given) == 1 else shlex.join(given)
+    words = _words(line) if shell else given
+    program = next((w for w in words if not ASSIGNMENT.match(w)), None)
+    if program is None:
+        raise UsageError(f"no command in {line!r}: only variable assignments")
+    if not (shell and program in SHELL_BUILTINS) and _find(program) is None:
+        raise UsageError(f"command not found: {program!r} (not on PATH, nor an executable file)")
+    argv = ["/bin/sh", "-c", line] if shell else list(given)
+    return Command(given=list(given), argv=argv, shell=shell, workload=workload_of(words))
+
+
+def _words(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot read the command {line!r}: {exc}") from None
+
+
+def _find(program: str) -> str | None:
+    if os.sep in program:
+        return program if os.path.isfile(program) and os.access(program, os.X_OK) else None
+    return shutil.which(program)
+
+
+def workload_of(words: list[str]) -> str:
+    """The script a command runs (train.py, or `-m package.module`), else its program's name."""
+    words = [w for w in words if not ASSIGNMENT.match(w)]
+    for index, word in enumerate(words):
+        if word == "-m" and index + 1 < len(words):
+            return words[index + 1]
+        if word.endswith(".py"):
+            return Path(word).name
+    return Path(words[0]).name if words else "command"
+
+
+class Instrumentation:
+    """The folder on the watched command's PYTHONPATH (a context manager: removed afterwards)."""
+
+    SITECUSTOMIZE = Path(__file__).resolve().parent.parent / "child" / "watch_site.py"
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="gpuscout-watch-"))
+        shutil.copyfile(self.SITECUSTOMIZE, self.folder / "sitecustomize.py")
+        (self.folder / "gpuscout").symlink_to(Path(gpuscout.__file__).resolve().parent, target_is_directory=True)
+
+    def env(self, base: dict[str, str], settings: dict[str, str]) -> dict[str, str]:
+        """`base` with the instrumentation on its PYTHONPATH (first) and its `settings`."""
+        path = os.pathsep.join(p for p in (str(self.folder), base.get("PYTHONPATH", "")) if p)
+        return {**base, "PYTHONPATH": path, **settings}
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> "Instrumentation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,188 @@
+"""Watching a command to its end: start it instrumented, sample its GPUs, stop it at a limit,
+derive the record and its verdict (gpuscout.analysis.watch) and store it.
+
+The command runs in a process group of its own (executor/process.py); Ctrl-C is passed on to
+it as SIGINT, so a training script ends as it would at the terminal, and what was measured up
+to then is kept. `--steps`/`--duration` are enforced inside the script (fit's `stop_training`
+after that many steps, exactly) and here as a backstop; once the limited fit has ended, the
+rest of the script is stopped the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpuscout import engine
+from gpuscout.analysis import watch as analysis
+from gpuscout.errors import UsageError
+from gpuscout.executor import process
+from gpuscout.provenance import relevant_env
+from gpuscout.record.watch import WatchRecord
+from gpuscout.store import Store
+from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
+from gpuscout.watch.command import Command, Instrumentation
+from gpuscout.watch.gpus import GpuWatch, visible_gpus
+from gpuscout.watch.view import View
+
+# After the hook stopped a fit at the limit: time for the step in flight and fit's end before
+# the script is stopped anyway (a step of a large model, a slow callback).
+LIMIT_GRACE_S = 30.0
+# A script stopped with SIGINT gets this long to end before SIGTERM (its `finally` blocks,
+# a checkpoint it writes on KeyboardInterrupt).
+STOP_GRACE_S = 10.0
+TAIL_BYTES = 8000
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    steps: int | None = None  # stop watching after this many training steps
+    duration_s: float | None = None  # ... or this much training time
+    trace_steps: tuple[int, int] | None = None  # profiler trace of these steps (1-based, inclusive)
+    window_s: float = 1.0  # seconds between the instrumentation's synchronisations
+    telemetry: bool = True
+    telemetry_interval_s: float = DEFAULT_INTERVAL_S
+
+    def settings(self, trace_dir: Path | None) -> dict[str, str]:
+        """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
+        env = {"GPUSCOUT_WATCH_WINDOW_S": f"{self.window_s:g}"}
+        if self.steps:
+            env["GPUSCOUT_WATCH_STEPS"] = str(self.steps)
+        if self.duration_s:
+            env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
+        if self.trace_steps and trace_dir is not None:
+            env["GPUSCOUT_WATCH_TRACE"] = f"{self.trace_steps[0]}:{self.trace_steps[1]}"
+            env["GPUSCOUT_WATCH_TRACE_DIR"] = str(trace_dir)
+        return env
+
+    @property
+    def limit(self) -> str | None:
+        parts = [f"--steps {self.steps}" if self.steps else "", f"--duration {self.duration_s:g}s" if self.duration_s
+                 else ""]
+        return " ".join(p for p in parts if p) or None
+
+
+class Limits:
+    """When to stop the command: after the limited fit has ended, or at the backstop."""
+
+    def __init__(self, options: WatchOptions) -> None:
+        self.options = options
+        self.started = time.monotonic()
+        self.first_step: float | None = None  # the parent's clock: the same monotonic clock as the child's
+        self.reached: str | None = None  # why, as the hook said
+        self.reached_at: float | None = None
+        self.fit_ended = False
+
+    def event(self, event: dict) -> None:
+        kind = event["event"]
+        if kind == "watch_fit" and self.first_step is None:
+            self.first_step = event.get("started_monotonic_s") or time.monotonic()
+        elif kind == "watch_custom_start" and self.first_step is None:
+            self.first_step = event["start_monotonic_s"]
+        elif kind == "watch_limit" and self.reached is None:
+            self.reached, self.reached_at = event["reason"], time.monotonic()
+        elif kind == "watch_fit_end" and self.reached is not None:
+            self.fit_ended = True
+
+    def due(self, now: float) -> bool:
+        if self.reached is not None:
+            return self.fit_ended or now - self.reached_at >= LIMIT_GRACE_S
+        duration = self.options.duration_s
+        if duration is None:
+            return False
+        if now - (self.first_step or self.started) >= duration + LIMIT_GRACE_S:
+            self.reached = f"{duration:g} s"  # the hook never said: a custom loop without watch.step(), or no fit
+            return True
+        return False
+
+
+class _Tail:
+    """The last TAIL_BYTES of the command's stderr, passed on to the view as it comes."""
+
+    def __init__(self, view: View) -> None:
+        self.view, self.data = view, bytearray()
+
+    def __call__(self, chunk: bytes) -> None:
+        self.data += chunk
+        del self.data[:-TAIL_BYTES]
+        self.view.stderr(chunk)
+
+    def text(self) -> str:
+        return bytes(self.data).decode("utf-8", errors="replace")
+
+
+def watch_command(command: Command, options: WatchOptions, session: engine.Session, store: Store,
+                  view: View) -> WatchRecord:
+    """Run the command to its end (or its limit, or Ctrl-C), then store and return its record."""
+    record_id = uuid.uuid4().hex[:12]
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    trace_dir = store.path.parent / "traces" / record_id if options.trace_steps else None
+    if trace_dir is not None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+    nvml = session.nvml
+    gpus = GpuWatch(nvml, visible_gpus(nvml, dict(os.environ)), options.telemetry_interval_s) \
+        if options.telemetry and nvml.available else None
+    limits, seen, tail, cancel = Limits(options), [], _Tail(view), threading.Event()
+
+    def on_event(event: dict) -> None:
+        seen.append(event)
+        limits.event(event)
+        view.event(event)
+
+    def on_start(pid: int) -> None:
+        if gpus is not None:
+            gpus.start(pid)
+        view.started(command, pid, gpus)
+        threading.Thread(target=_enforce, args=(limits, cancel), daemon=True, name="gpuscout-limits").start()
+
+    with Instrumentation() as instrumentation:
+        env = instrumentation.env(dict(os.environ), options.settings(trace_dir))
+        try:
+            finished = process.run(command.argv, env=env, timeout_s=None, stdout=view.stdout(), stderr=tail,
+                                   on_event=on_event, on_start=on_start, cancel=cancel,
+                                   interrupt_first_s=STOP_GRACE_S, forward_interrupt=True)
+            returncode, duration_s, interrupted = finished.returncode, finished.duration_s, finished.interrupted
+        except OSError as exc:
+            raise UsageError(f"cannot start {command.argv[0]!r}: {exc.strerror or exc}") from None
+        except KeyboardInterrupt:  # a second Ctrl-C: the command was stopped at once
+            returncode, duration_s, interrupted = None, time.monotonic() - limits.started, True
+        finally:
+            cancel.set()  # ends the limits thread
+            view.stopped()
+    used, samples, attribution = gpus.stop() if gpus is not None else ([], [], None)
+    status = "interrupted" if interrupted else "stopped" if limits.reached else "ok" if returncode == 0 else "failed"
+    notes = [attribution.note] if attribution and attribution.note else []
+    notes += [f"gpuscout's instrumentation failed in pid {e['pid']} ({e['message']}): that process trained "
+              "unobserved" for e in seen if e["event"] == "watch_error"]
+    observed = analysis.Observed(
+        command=command.given, workload=command.workload, mode="command", status=status, exit_code=returncode,
+        duration_s=duration_s, events=seen, environment=session.host, child_env=relevant_env(env),
+        group_id=session.group_id, record_id=record_id, created_utc=created, cwd=os.getcwd(),
+        limit=limits.reached and f"{limits.reached} ({options.limit})", stderr_tail=tail.text(), gpus=used,
+        samples=samples, interval_s=options.telemetry_interval_s,
+        other_pids=attribution.other_pids if attribution else [], notes=notes,
+        precision_reference=_reference(store, used, seen))
+    record = analysis.derive(observed)
+    store.put(record)
+    return record
+
+
+def _enforce(limits: Limits, cancel: threading.Event) -> None:
+    while not cancel.wait(0.2):
+        if limits.due(time.monotonic()):
+            cancel.set()
+
+
+def _reference(store: Store, gpus: list, events: list[dict]) -> tuple[float, str] | None:
+    """What bench/tune measured mixed precision to buy on this GPU kind, for the model most like
+    the watched one (by FLOPs per sample)."""
+    if not gpus or not gpus[0].name:
+        return None
+    flops = next((e.get("forward_flops") for e in events if e["event"] == "watch_fit" and e.get("forward_flops")), None)
+    records = [r for r in store.list(kind="benchmark") if r.gpu and r.gpu.name == gpus[0].name]
+    return analysis.precision_reference(records, flops)

@@ -1,0 +1,210 @@
+"""`gpuscout watch` through the real CLI on real scripts: Keras on both backends (input-bound or
+not, the user's printed result unchanged), --steps with a profiler trace, a loop of its own
+with a fake NVML, a crash, Ctrl-C, shell syntax, --pid, bad input, and sweeps of an unmodified
+script."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscout.store import Store
+from tests.conftest import FIXTURES, SRC, run_cli
+from tests.integration.test_cli_errors import one_error_line
+
+SCRIPTS = FIXTURES / "watch"
+PY = sys.executable
+QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def stored(store_path: Path):
+    with Store(store_path, create=False) as store:
+        return store.list(kind="watch")
+
+
+def final_loss(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("final loss "))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path, fake_gpu):
+    env = {"KERAS_BACKEND": backend, **QUIET_TF}
+    plain = subprocess.run([PY, str(SCRIPTS / "train.py"), "cached"], capture_output=True, text=True,
+                           env={**os.environ, **env}, timeout=300)
+    # jax's run sees a fake Tensor-Core GPU (an H100 at 98%): only there is mixed precision advised
+    fake = {"GPUSCOUT_FAKE_NVML": str(fake_gpu())} if backend == "jax" else {}
+    cached = run_cli("watch", "--store", str(store_path), "--", PY, str(SCRIPTS / "train.py"), "cached",
+                     env={**env, **fake})
+    slow = run_cli("watch", "--json", "--store", str(store_path), "--", PY, str(SCRIPTS / "train.py"), "slow",
+                   env=env)
+    assert cached.returncode == 0 and slow.returncode == 0, (cached.stderr[-3000:], slow.stderr[-3000:])
+    # the script's own result and output are the same with and without watch
+    assert final_loss(cached.stdout) == final_loss(plain.stdout)
+    assert "verdict, ranked by the time each could save:" in cached.stdout
+    slow_record = json.loads(slow.stdout)["runs"][0]  # --json: the script's stdout went to stderr
+    assert final_loss(slow.stderr)
+    records = {r.id: r for r in stored(store_path)}
+    fed, waited = records[next(i for i in records if i != slow_record["id"])], records[slow_record["id"]]
+    assert fed.status == waited.status == "ok" and fed.exit_code == 0
+    assert fed.main.backend == backend and fed.main.input_type == "numpy" and fed.main.batch_size == 64
+    assert fed.main.steps == 4 * 12 and [e.epoch for e in fed.main.epochs] == [1, 2, 3, 4]
+    assert set(fed.main.epochs[-1].logs) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert fed.main.forward_flops_per_sample == 2 * (32 * 64 + 64 * 2)  # counted on the model (2 per MAC)
+    # cached batches arrive in well under a millisecond: never called input-bound (on the CPU's
+    # millisecond steps tensorflow's handover from tf.data can show, and is named as what it is)
+    assert "input_bound" not in [c.code for c in fed.verdict]
+    fetch_s = sum(w.input_wait_s for w in fed.windows) / sum(w.steps for w in fed.windows)
+    assert fetch_s < 0.001 and fed.input_wait_share < waited.input_wait_share
+    # 20 ms of sleep per batch against about a millisecond of step: most of the time is the wait
+    first = waited.verdict[0]
+    assert first.code == "input_bound" and waited.input_wait_share > 0.6 and waited.main.input_type == "generator"
+    assert f"{waited.input_wait_share:.0%} of the training time waiting" in first.message
+    assert ("fp32_on_tensor_cores" in [c.code for c in fed.verdict]) == (backend == "jax")
+    if backend == "jax":
+        assert fed.gpu.name == "NVIDIA H100 80GB HBM3" and fed.telemetry.gpu_util_mean_pct == pytest.approx(98)
+        assert "mixed_bfloat16" in cached.stdout
+
+
+@pytest.mark.slow
+def test_steps_stop_a_long_script_cleanly_and_the_trace_is_kept(store_path):
+    started = time.monotonic()
+    result = run_cli("watch", "--steps", "30", "--trace-steps", "5:8", "--store", str(store_path), "--",
+                     PY, str(SCRIPTS / "train.py"), "long", env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert time.monotonic() - started < 120  # a thousand epochs would take minutes
+    record, = stored(store_path)
+    assert record.status == "stopped" and "30 training steps" in record.limit and record.main.steps == 30
+    assert record.main.stopped_by_limit
+    assert record.trace.ok and record.trace.first_step == 5 and any(Path(record.trace.dir).rglob("*.pb"))
+    assert f"tensorboard --logdir {record.trace.dir}" in result.stdout.replace("\n", " ")
+
+
+def test_a_loop_of_its_own_is_watched_through_nvml(store_path, fake_gpu):
+    fake = {"GPUSCOUT_FAKE_NVML": str(fake_gpu(utilization_pct=40))}
+    marked = run_cli("watch", "--store", str(store_path), "--", PY, str(SCRIPTS / "loop.py"), "marked", "40", env=fake)
+    unmarked = run_cli("watch", "--json", "--store", str(store_path), "--", PY, str(SCRIPTS / "loop.py"), "unmarked",
+                       "20", env=fake)
+    assert marked.returncode == 0 and unmarked.returncode == 0, (marked.stderr, unmarked.stderr)
+    assert "done after 40 steps" in marked.stdout
+    blind = json.loads(unmarked.stdout)["runs"][0]
+    timed = next(r for r in stored(store_path) if r.id != blind["id"])
+    assert timed.main.custom and timed.main.steps >= 30 and 0.02 < timed.step_time_s < 0.1
+    assert timed.samples_per_s == pytest.approx(32 / timed.step_time_s, rel=0.01)
+    assert timed.verdict[0].code == "host_bound" and timed.gpu.name == "NVIDIA H100 80GB HBM3"
+    assert blind["windows"] == [] and blind["verdict"][0]["code"] == "no_steps"
+    assert blind["telemetry"]["gpu_util_mean_pct"] == pytest.approx(40)
+    assert "gpuscout.watch.step(samples=batch_size)" in blind["verdict"][0]["code_snippet"]
+    assert any("NVML lists no processes" in note for note in blind["notes"])
+
+
+def test_a_crash_returns_its_exit_code_and_is_stored_failed(store_path, tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text("import sys\nprint('loading data')\nsys.stderr.write('ValueError: bad shape (3, 4)\\n')\n"
+                      "sys.exit(3)\n")
+    result = run_cli("watch", "--store", str(store_path), "--", PY, str(script))
+    assert result.returncode == 3 and "loading data" in result.stdout
+    assert "bad shape" in result.stderr  # passed through as it came
+    record, = stored(store_path)
+    assert record.status == "failed" and record.exit_code == 3 and "bad shape" in record.error.stderr_tail
+    assert "failed (exit code 3)" in result.stdout
+
+
+def test_shell_syntax_runs_under_a_shell(store_path):
+    line = f"GREETING=hello {PY} -c 'import os; print(os.environ[\"GREETING\"])' | tr a-z A-Z"
+    result = run_cli("watch", "--quiet", "--store", str(store_path), "--", line)
+    assert result.returncode == 0 and "HELLO" in result.stdout, result.stderr
+    record, = stored(store_path)
+    assert record.command == [line] and record.instrumented  # the shell's python was instrumented too
+
+
+def test_ctrl_c_is_passed_on_and_what_was_measured_is_kept(store_path):
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    proc = subprocess.Popen([PY, "-m", "gpuscout", "watch", "--store", str(store_path), "--", PY,
+                             str(SCRIPTS / "loop.py"), "forever", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    first = proc.stdout.readline()
+    child = int(first.split()[1])
+    time.sleep(2.5)  # a couple of the instrumentation's one-second windows
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted cleanly after" in out  # the script got SIGINT and handled it itself
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    record, = stored(store_path)
+    assert record.status == "interrupted" and record.main.steps > 30 and record.windows
+
+
+def test_pid_attaches_to_a_running_process_through_nvml(store_path, fake_gpu):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        listed = fake_gpu(utilization_pct=30, processes=[{"pid": sleeper.pid, "used_memory_bytes": 2**30},
+                                                         {"pid": 4242}])
+        result = run_cli("watch", "--pid", str(sleeper.pid), "--duration", "2s", "--json", "--store",
+                         str(store_path), env={"GPUSCOUT_FAKE_NVML": str(listed)})
+        assert result.returncode == 0, result.stderr
+        record = json.loads(result.stdout)["runs"][0]
+        assert record["mode"] == "pid" and record["attached_pid"] == sleeper.pid and record["command"][0] == "sleep"
+        codes = [c["code"] for c in record["verdict"]]
+        assert codes[0] == "attached" and "gpu_idle" in codes and "gpu_shared" in codes
+        assert 1.5 < record["duration_s"] < 10 and record["telemetry"]["gpu_util_mean_pct"] == pytest.approx(30)
+        elsewhere = fake_gpu(processes=[{"pid": 4242}])
+        one_error_line(run_cli("watch", "--pid", str(sleeper.pid), "--store", str(store_path),
+                               env={"GPUSCOUT_FAKE_NVML": str(elsewhere)}),
+                       f"--pid {sleeper.pid} (sleep) has no context on any of the 1 GPU(s) NVML sees "
+                       "(processes listed: GPU 0: 4242)")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert len(stored(store_path)) == 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    ([], "no command to watch"),
+    (["--", "no-such-program-xyz"], "command not found: 'no-such-program-xyz'"),
+    (["--steps", "0", "--", "true"], "--steps must be >= 1, got 0"),
+    (["--duration", "10x", "--", "true"], "--duration must be a duration like 90s"),
+    (["--trace-steps", "9:3", "--", "true"], "--trace-steps must be FIRST:LAST"),
+    (["--pid", "1", "--", "true"], "--pid watches a process already running"),
+    (["--pid", "999999999"], "--pid 999999999: no such process"),
+])
+def test_bad_watch_input(store_path, args, fragment):
+    one_error_line(run_cli("watch", "--store", str(store_path), *args), fragment)
+
+
+@pytest.mark.slow
+def test_a_sweep_of_an_unmodified_script_reads_fit_and_retries_what_failed(tmp_path):
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "fit_sweep.py").write_text((SCRIPTS / "fit_sweep.py").read_text())
+    (work / "broken").write_text("")
+    # shell syntax (an assignment first), and the script reports nothing itself: fit's logs do
+    (work / "lr.yaml").write_text(f"name: lr\ncommand: KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3 {PY} "
+                                  f"{work / 'fit_sweep.py'} {{lr}}\nreports: [val_accuracy]\n"
+                                  "metric: {name: val_accuracy, direction: max}\nspace:\n  lr: [0.05, 0.9]\n")
+    store = tmp_path / "s.sqlite"
+    first = run_cli("sweep", str(work / "lr.yaml"), "--cpu-slots", "2", "--store", str(store))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "trial 1 failed after 1 attempt(s): exited with code 1: learning rate 0.9 diverged" in \
+        first.stderr.replace("\n", " ")
+    (work / "broken").unlink()
+    again = run_cli("sweep", str(work / "lr.yaml"), "--cpu-slots", "2", "--retry-failed", "--store", str(store))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted((work / "runs.log").read_text().split()) == ["0.05", "0.9", "0.9"]  # only the failed ran again
+    with Store(store, create=False) as s:
+        trials = {t["params"]["lr"]: t for t in s.trials("lr")}
+    assert {lr: t["status"] for lr, t in trials.items()} == {0.05: "ok", 0.9: "ok"}
+    for t in trials.values():
+        result = t["result"]
+        assert 0 <= result["metrics"]["val_accuracy"] <= 1 and [h["epoch"] for h in result["history"]] == [1, 2]
+        assert result["steps"]["steps"] == 2 * 12 and result["steps"]["batch_size"] == 32
+    logs = Path(trials[0.9]["result"]["log_dir"])
+    assert sorted(p.name for p in logs.glob("stdout-*.log")) == ["stdout-1.log", "stdout-2.log"]  # kept apart

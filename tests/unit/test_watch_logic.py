@@ -1,0 +1,319 @@
+"""`gpuscout watch` without a child: the figures and verdict derived from the instrumentation's
+events (checked against hand computations), which GPUs a command used, how a command is read,
+the stop rules, and the hook's promise to leave training alone when it fails itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscout import catalog, planning
+from gpuscout.analysis import watch as analysis
+from gpuscout.errors import UsageError
+from gpuscout.record import STORED
+from gpuscout.record.run import GpuInfo, TelemetrySample
+from gpuscout.report.watch import Lines
+from gpuscout.spec import Precision
+from gpuscout.watch import command as commands
+from gpuscout.watch.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
+from gpuscout.watch.session import LIMIT_GRACE_S, Limits, WatchOptions
+from tests.records import fit_events, make_record, make_watch_record
+
+H100 = GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * 2**30, compute_capability="9.0",
+               sm_clock_max_mhz=1980)
+T4 = GpuInfo(index=0, name="Tesla T4", memory_total_bytes=16 * 2**30, compute_capability="7.5")
+P100 = GpuInfo(index=0, name="Tesla P100", memory_total_bytes=16 * 2**30, compute_capability="6.0")
+
+
+def busy(util: float, start: float = 999.0, n: int = 60, memory: int = 30 * 2**30) -> list[TelemetrySample]:
+    """10 Hz samples at `util` % covering the synthetic windows (1000 s to 1003 s)."""
+    return [TelemetrySample(t_monotonic_s=start + i * 0.1, gpu_util_pct=util, memory_used_bytes=memory,
+                            sm_clock_mhz=1980, power_w=500.0) for i in range(n)]
+
+
+# -- figures, by hand ---------------------------------------------------------------------------
+
+def test_figures_match_a_hand_computation():
+    # 3 windows of 1 s, each 50 steps of 64 samples with 0.3 s blocked on the next batch
+    r = make_watch_record(events=fit_events(wait_s=0.3, outside_s=0.05), gpus=[H100], samples=[busy(90)])
+    assert r.samples_per_s == pytest.approx(50 * 64 / 1.0)  # 3,200 samples/s
+    assert r.step_time_s == pytest.approx(3.0 / 150)  # 20 ms
+    assert r.input_wait_share == pytest.approx(0.9 / 3.0)
+    assert r.outside_step_share == pytest.approx(0.15 / 3.0)
+    assert r.gpu_idle_share == pytest.approx(0.10)
+    # MFU: 3 x 1e9 forward FLOPs x 3,200 samples/s = 9.6 TFLOP/s, over the catalog's fp32 dense peak
+    assert r.achieved_tflops == pytest.approx(9.6)
+    peak, _ = catalog.match(H100.name).peak_tflops(Precision.fp32)
+    assert r.mfu == pytest.approx(9.6 / peak) and r.mfu_peak_tflops == peak
+    main = r.main
+    assert (main.steps, main.batch_size, main.input_type, main.compile_s) == (151, 64, "generator", 2.0)
+    assert main.epochs[0].logs == {"loss": 0.5, "val_accuracy": 0.9}
+    assert main.epochs[0].samples_per_s == pytest.approx(150 * 64 / 3.0)
+
+
+def test_input_bound_verdict_gives_its_evidence_and_the_producers_needed():
+    # 0.8 s of each second waiting: a batch takes 16 ms to arrive against 4 ms of the rest of a step
+    r = make_watch_record(events=fit_events(wait_s=0.8), gpus=[H100], samples=[busy(20)])
+    first = r.verdict[0]
+    assert first.code == "input_bound" and first.saving_share == pytest.approx(0.8)
+    assert "highly input-bound: 80%" in first.message
+    assert "16.0 ms to arrive against 4.0 ms" in first.evidence
+    assert "about 4 producers" in first.evidence and "this host has 8 cores" in first.evidence
+    assert "workers=4" in first.code_snippet and "PyDataset" in first.code_snippet
+    # a GPU idle because of the input is not also called host-bound
+    assert "host_bound" not in [c.code for c in r.verdict]
+
+
+def test_cached_input_at_full_utilisation_is_gpu_bound():
+    r = make_watch_record(events=fit_events(wait_s=0.01, policy="mixed_bfloat16", input_type="numpy"),
+                          gpus=[H100], samples=[busy(97, memory=70 * 2**30)])
+    assert [c.code for c in r.verdict] == ["gpu_bound"]
+    assert r.verdict[0].message.startswith("GPU-bound at 97% utilisation, MFU ")
+
+
+def test_host_bound_when_the_gpu_idles_without_waiting_for_data():
+    events = fit_events(wait_s=0.0, outside_s=0.3, input_type="numpy", jit_compile=False, backend="tensorflow")
+    r = make_watch_record(events=events, gpus=[H100], samples=[busy(40, memory=70 * 2**30)])
+    host = next(c for c in r.verdict if c.code == "host_bound")
+    assert host.saving_share == pytest.approx(0.6)
+    assert "jit_compile=True" in host.code_snippet and "steps_per_execution=32" in host.code_snippet
+    assert "lighten the callbacks" in host.fix  # 30% of the time between steps
+    assert [c.code for c in r.verdict][0] == "host_bound"  # the largest saving first
+    assert "xla_off" in [c.code for c in r.verdict]
+
+
+@pytest.mark.parametrize("gpu, policy, expected", [
+    (H100, "float32", "mixed_bfloat16"),  # bf16 tensor cores
+    (T4, "float32", "mixed_float16"),  # fp16 only: with loss scaling
+    (P100, "float32", None),  # no tensor cores
+    (H100, "mixed_bfloat16", None),  # already mixed
+    (None, "float32", None),  # the CPU
+])
+def test_mixed_precision_advice_only_for_fp32_on_tensor_cores(gpu, policy, expected):
+    r = make_watch_record(events=fit_events(wait_s=0.0, policy=policy), gpus=[gpu] if gpu else [],
+                          samples=[busy(97, memory=int(0.9 * 16 * 2**30))] if gpu else [])
+    advice = [c for c in r.verdict if c.code == "fp32_on_tensor_cores"]
+    if expected is None:
+        assert not advice
+    else:
+        assert len(advice) == 1 and expected in advice[0].code_snippet
+        assert advice[0].saving_share is None  # nothing measured to say how much
+
+
+def test_mixed_precision_advice_quotes_what_the_store_measured():
+    # fp32 runs at 100 and 110 samples/s (median 105), mixed at 210: 2.0x, half the time saved
+    stored = [make_record("a", precision="fp32", median=100.0), make_record("b", precision="fp32", median=110.0),
+              make_record("c", precision="mixed_bfloat16", median=210.0)]
+    speedup, basis = analysis.precision_reference(stored, forward_flops=None)
+    assert speedup == pytest.approx(210.0 / 105.0) and "mlp batch 64" in basis and "3 stored runs" in basis
+    r = make_watch_record(events=fit_events(wait_s=0.0), gpus=[H100], samples=[busy(97, memory=70 * 2**30)],
+                          precision_reference=(speedup, basis))
+    advice = next(c for c in r.verdict if c.code == "fp32_on_tensor_cores")
+    assert advice.saving_share == pytest.approx(0.5) and "2.00x measured" in advice.evidence
+
+
+def test_precision_reference_picks_the_model_nearest_in_flops():
+    small = [make_record("s1", workload="mlp", median=100.0, training_flops_per_sample=3e6),
+             make_record("s2", workload="mlp", precision="mixed_bfloat16", median=110.0,
+                         training_flops_per_sample=3e6)]
+    big = [make_record("b1", workload="resnet50", median=100.0, training_flops_per_sample=12e9),
+           make_record("b2", workload="resnet50", precision="mixed_bfloat16", median=300.0,
+                       training_flops_per_sample=12e9)]
+    speedup, basis = analysis.precision_reference(small + big, forward_flops=4e9)  # 12e9 training FLOPs
+    assert speedup == pytest.approx(3.0) and basis.startswith("resnet50")
+    assert analysis.precision_reference(small[:1] + big[:1], forward_flops=4e9) is None  # no fp32/mixed pair
+
+
+def test_unused_memory_gives_the_proportional_largest_batch():
+    # 10 GiB of 80 at batch 64: 64 x 0.9 x 80 / 10 = 460.8, a multiple of 8 below: 456
+    r = make_watch_record(events=fit_events(wait_s=0.0, policy="mixed_bfloat16", peak_memory_bytes=10 * 2**30),
+                          gpus=[H100], samples=[busy(97)])
+    memory = next(c for c in r.verdict if c.code == "unused_memory")
+    assert "up to about 456" in memory.fix and "12% of the GPU's memory" in memory.message
+
+
+def test_a_script_without_fit_is_watched_through_nvml_and_told_how_to_time_steps():
+    r = make_watch_record(events=[{"event": "watch_hooked", "pid": 1}], gpus=[H100], samples=[busy(35)])
+    codes = [c.code for c in r.verdict]
+    assert codes[0] == "no_steps" and "gpu_idle" in codes
+    assert "gpuscout.watch.step(samples=batch_size)" in r.verdict[0].code_snippet
+    assert r.telemetry.gpu_util_mean_pct == pytest.approx(35.0) and r.windows == []
+
+
+def test_a_custom_loop_marked_with_step_is_timed_without_model_facts():
+    events = [{"event": "watch_hooked", "pid": 1}, {"event": "watch_custom_start", "pid": 1, "start_monotonic_s": 999.0}]
+    events += [{"event": "watch_window", "pid": 1, "fit": None, "index": i, "start_monotonic_s": 1000.0 + i,
+                "end_monotonic_s": 1001.0 + i, "steps": 25, "samples": 800, "input_wait_s": None,
+                "outside_step_s": None} for i in range(3)]
+    r = make_watch_record(events=events, gpus=[H100], samples=[busy(50)])
+    assert r.main.custom and r.main.steps == 75 and r.samples_per_s == pytest.approx(800.0)
+    assert r.input_wait_share is None
+    host = next(c for c in r.verdict if c.code == "host_bound")
+    assert "jax.jit" in host.fix and host.code_snippet is None  # no model.compile for a loop of its own
+    assert "fp32_on_tensor_cores" not in [c.code for c in r.verdict]  # its precision is not known
+
+
+def test_other_processes_and_throttling_are_named():
+    throttled = [s.model_copy(update={"sm_clock_mhz": 1500, "clock_event_reasons": 0x40}) for s in busy(97)]
+    r = make_watch_record(events=fit_events(wait_s=0.0, policy="mixed_bfloat16"), gpus=[H100],
+                          samples=[throttled], other_pids=[4242])
+    codes = {c.code: c for c in r.verdict}
+    assert "4242" in codes["gpu_shared"].message
+    assert "hw_thermal_slowdown" in codes["throttled"].message
+
+
+def test_a_failed_script_keeps_its_exit_code_and_stderr_tail():
+    r = make_watch_record(status="failed", exit_code=3, stderr_tail="Traceback...\nValueError: bad shape")
+    assert r.error.returncode == 3 and "bad shape" in r.error.stderr_tail and not r.ok
+
+
+def test_watch_records_round_trip_through_the_stored_union():
+    r = make_watch_record(gpus=[H100], samples=[busy(90)])
+    again = STORED.validate_json(r.model_dump_json())
+    assert again == r and again.kind == "watch"
+    assert STORED.validate_json(make_record().model_dump_json()).kind == "benchmark"
+
+
+def test_long_telemetry_is_thinned_in_the_record_but_summarised_whole():
+    samples = busy(60, start=990.0, n=5000)
+    r = make_watch_record(gpus=[H100], samples=[samples])
+    assert len(r.telemetry.samples) == analysis.MAX_STORED_SAMPLES
+    assert r.telemetry.sample_count == 5000
+
+
+def test_sweep_summary_of_a_fit():
+    summary = analysis.summary(fit_events(wait_s=0.3))
+    assert summary["steps"] == 151 and summary["step_time_s"] == pytest.approx(0.02)
+    assert summary["input_wait_share"] == pytest.approx(0.3) and summary["samples_per_s"] == pytest.approx(3200)
+    assert analysis.summary([{"event": "watch_hooked", "pid": 1}]) is None
+
+
+# -- which GPUs were the command's ----------------------------------------------------------------
+
+def test_gpus_listing_our_pids_are_ours_and_the_other_pids_are_named():
+    seen = {0: Seen(before={7}, during={7, 11}), 1: Seen(before={9}, during={9})}
+    found = attribute(seen, ours={10, 11})
+    assert found.used == [0] and found.other_pids == [7] and found.note is None
+
+
+def test_in_a_container_the_gpu_that_gained_a_process_is_ours():
+    seen = {0: Seen(before={5}, during={5, 123456}), 1: Seen(before=set(), during=set())}
+    found = attribute(seen, ours={10})
+    assert found.used == [0] and found.other_pids == [5] and "container" in found.note
+
+
+def test_memory_growth_and_no_process_list_as_last_resorts():
+    grew = {0: Seen(before={5}, during={5}, memory_first_bytes=0, memory_max_bytes=MEMORY_GROWTH_BYTES),
+            1: Seen(before={6}, during={6}, memory_first_bytes=0, memory_max_bytes=1)}
+    assert attribute(grew, ours={10}).used == [0]
+    blind = {0: Seen(), 1: Seen()}
+    found = attribute(blind, ours={10})
+    assert found.used == [0, 1] and "no processes" in found.note
+    others_only = {0: Seen(before={5}, during={5}, memory_first_bytes=0, memory_max_bytes=0)}
+    assert attribute(others_only, ours={10}).used == []  # the command used no GPU
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def test_commands_run_as_given_and_shell_syntax_is_detected(tmp_path):
+    plain = commands.resolve(["python", "train.py", "--lr", "0.1"])
+    assert plain.argv == ["python", "train.py", "--lr", "0.1"] and not plain.shell and plain.workload == "train.py"
+    line = commands.resolve(["python train.py | tee log"])
+    assert line.shell and line.argv == ["/bin/sh", "-c", "python train.py | tee log"] and line.workload == "train.py"
+    assigned = commands.resolve(["CUDA_VISIBLE_DEVICES=1", "python", "-m", "pkg.train"])
+    assert assigned.shell and assigned.workload == "pkg.train"
+    assert commands.resolve(["python", "a b.py"], shell=False).argv == ["python", "a b.py"]
+
+
+@pytest.mark.parametrize("given, fragment", [
+    ([], "no command to watch"),
+    (["no-such-program-xyz", "a"], "command not found: 'no-such-program-xyz'"),
+    (["X=1 no-such-program-xyz"], "command not found"),
+    (["python 'unclosed"], "cannot read the command"),
+    (["X=1"], "only variable assignments"),
+])
+def test_bad_commands_are_usage_errors(given, fragment):
+    with pytest.raises(UsageError, match=fragment):
+        commands.resolve(given)
+
+
+def test_the_instrumentation_folder_holds_only_the_hook_and_is_removed():
+    with commands.Instrumentation() as inst:
+        assert sorted(p.name for p in inst.folder.iterdir()) == ["gpuscout", "sitecustomize.py"]
+        env = inst.env({"PYTHONPATH": "/theirs"}, {"GPUSCOUT_WATCH_STEPS": "5"})
+        assert env["PYTHONPATH"].split(":") == [str(inst.folder), "/theirs"] and env["GPUSCOUT_WATCH_STEPS"] == "5"
+    assert not inst.folder.exists()
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("1.5m", 90)])
+def test_durations(text, seconds):
+    assert planning.duration_s("--duration", text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "0s", "ten", "10x", "", "-5"])
+def test_bad_durations(text):
+    with pytest.raises(UsageError, match="--duration"):
+        planning.duration_s("--duration", text)
+
+
+def test_trace_steps():
+    assert planning.step_range("--trace-steps", "20:25") == (20, 25)
+    for bad in ("25:20", "0:3", "5", "a:b"):
+        with pytest.raises(UsageError, match="--trace-steps"):
+            planning.step_range("--trace-steps", bad)
+
+
+def test_limits_stop_after_the_limited_fit_ends_or_at_the_backstop():
+    limits = Limits(WatchOptions(steps=10))
+    limits.event({"event": "watch_limit", "reason": "10 training steps"})
+    assert not limits.due(limits.reached_at + 1)
+    limits.event({"event": "watch_fit_end"})
+    assert limits.due(limits.reached_at + 1)
+    stuck = Limits(WatchOptions(steps=10))
+    stuck.event({"event": "watch_limit", "reason": "10 training steps"})
+    assert stuck.due(stuck.reached_at + LIMIT_GRACE_S)  # the fit never ended: stopped anyway
+    silent = Limits(WatchOptions(duration_s=5))  # a loop the hook cannot see: the parent's clock
+    assert not silent.due(silent.started + 5) and silent.due(silent.started + 5 + LIMIT_GRACE_S)
+
+
+def test_output_lines_keep_the_last_version_of_a_rewritten_line():
+    shown = []
+    lines = Lines(shown.append)
+    lines(b"epoch 1\n10%\r50%\r100%\nhal")
+    lines(b"f\xff done\n[red]x[/red]")
+    lines.flush()
+    assert shown == ["epoch 1", "100%", "half\ufffd done", "[red]x[/red]"]
+
+
+# -- the hook never changes training ------------------------------------------------------------
+
+def test_a_failure_inside_the_hook_is_reported_once_and_training_goes_on(monkeypatch):
+    from gpuscout.child import watch_fit, watch_state
+
+    sent = []
+    fresh = watch_state._State()
+    for module in (watch_fit, watch_state):
+        monkeypatch.setattr(module, "STATE", fresh)
+        monkeypatch.setattr(module, "emit", lambda kind, **fields: sent.append(kind))
+
+    class Model:
+        steps_per_execution = 1
+        stop_training = False
+
+        def __init__(self):
+            self.calls = 0
+            self.train_function = self.step
+
+        def step(self, iterator):
+            self.calls += 1
+            return {"loss": next(iterator)}
+
+    def broken(outputs):
+        raise RuntimeError("no device")
+
+    monkeypatch.setattr(watch_fit, "wait_for", broken)
+    model = Model()
+    fit = watch_fit.FitWatch(model, x=None)
+    fit.wrap()
+    batches = iter([1.0, 2.0, 3.0])
+    assert [model.train_function(batches)["loss"] for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert model.calls == 3 and sent.count("watch_error") == 1 and fit.disabled
