@@ -317,3 +317,24 @@ def test_a_failure_inside_the_hook_is_reported_once_and_training_goes_on(monkeyp
     batches = iter([1.0, 2.0, 3.0])
     assert [model.train_function(batches)["loss"] for _ in range(3)] == [1.0, 2.0, 3.0]
     assert model.calls == 3 and sent.count("watch_error") == 1 and fit.disabled
+
+
+def test_in_memory_arrays_on_jax_are_told_to_stay_on_the_gpu():
+    # fit(x, y) on the jax backend gathers each batch on the host: the advice is device batches,
+    # and the saving is bounded by the GPU's idle time (the device overlaps the previous step)
+    r = make_watch_record(events=fit_events(wait_s=0.7, input_type="jax array"), gpus=[H100], samples=[busy(63)])
+    cause = r.verdict[0]
+    assert cause.code == "input_bound" and "copied to host memory whole" in cause.fix
+    assert "jax.device_put(x)" in cause.code_snippet
+    assert cause.saving_share == pytest.approx(0.37)  # the GPU idled 37%, though the loop waited 70%
+
+
+def test_ready_batches_on_short_steps_are_a_handover_cost_not_a_slow_pipeline():
+    # 200 steps a second: 5 ms each; 0.1 s of each second fetching is 0.5 ms a batch (< 1 ms: ready)
+    r = make_watch_record(events=fit_events(steps=200, wait_s=0.1, input_type="tf.data"), gpus=[H100],
+                          samples=[busy(97, memory=70 * 2**30)])
+    codes = [c.code for c in r.verdict]
+    assert "input_bound" not in codes and "input_handover" in codes
+    handover = next(c for c in r.verdict if c.code == "input_handover")
+    assert "0.50 ms per batch against 4.5 ms" in handover.evidence and "steps_per_execution=32" in handover.fix
+    assert handover.saving_share == pytest.approx(0.03)  # the GPU was busy 97%: the handover overlapped

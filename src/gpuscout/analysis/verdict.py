@@ -1,13 +1,14 @@
 """The verdict on a watched script (`WatchRecord`, analysis/watch.py derives it): what slowed
 its training, each cause with the evidence measured and the change to make.
 
-The verdict ranks causes by the share of the training time each could save, and gives the
-evidence and the change to make. Thresholds: input-bound from 5% of the time blocked on the next
-batch (the TensorFlow profiler's input-pipeline analyser: < 5% not, 5-20% moderately, > 20%
-highly input-bound), unless each batch arrives within HANDOVER_S (then it was ready: the steps
-are too short for the handover, and the pipeline is not the problem); a GPU counts as starved below 70% mean utilisation (NVML's utilisation is
-the share of time a kernel ran, so a GPU-bound run sits near 100%); memory counts as unused below
-half of the GPU's.
+Causes are ranked by the share of the training time each could save. Thresholds: input-bound
+from 5% of the time blocked on the next batch (the TensorFlow profiler's input-pipeline
+analyser: < 5% not, 5-20% moderately, > 20% highly input-bound), unless each batch arrives
+within HANDOVER_S (then it was ready: the steps are too short for the handover, and the pipeline
+is not the problem); what waiting costs is bounded by the GPU's idle share, as the device
+computes the previous step meanwhile. A GPU counts as starved below 70% mean utilisation (NVML's
+utilisation is the share of time a kernel ran, so a GPU-bound run sits near 100%); memory counts
+as unused below half of the GPU's.
 """
 
 from __future__ import annotations
@@ -116,10 +117,13 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     compute_s = max(r.step_time_s - fetch_s, 1e-9)
     # producers a batch each in parallel that keep up with the step (rounded: 16/4 must be 4, not 5)
     cores = math.ceil(round(fetch_s / compute_s, 6)) if fetch_s > compute_s else None
+    # The device computes the previous step while the loop waits: it can save no more than the
+    # time the GPU sat idle (the whole wait where there is no GPU telemetry)
+    saving = share if r.gpu_idle_share is None else min(share, r.gpu_idle_share)
     if fetch_s < HANDOVER_S:
-        return _handover(r, main, share, fetch_s, compute_s)
-    fix, snippet = _input_fix(main.input_type, cores)
-    return Cause(code="input_bound", saving_share=share,
+        return _handover(r, main, saving, fetch_s, compute_s)
+    fix, snippet = _input_fix(main.input_type, cores, main.backend)
+    return Cause(code="input_bound", saving_share=saving,
                  message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch",
                  evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
                           f"{compute_s * 1000:.1f} ms of the rest of a step (input: {main.input_type})"
@@ -128,7 +132,7 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
                  fix=fix, code_snippet=snippet)
 
 
-def _handover(r: WatchRecord, main: WatchedFit, share: float, fetch_s: float, compute_s: float) -> Cause:
+def _handover(r: WatchRecord, main: WatchedFit, saving: float, fetch_s: float, compute_s: float) -> Cause:
     """Batches that arrive in well under a millisecond are ready: what the loop pays is the
     handing over of each (a tf.data iterator's get_next from Python, a conversion), against
     steps so short that it shows. Fewer, larger steps help; a faster pipeline would not."""
@@ -136,16 +140,30 @@ def _handover(r: WatchRecord, main: WatchedFit, share: float, fetch_s: float, co
     if (main.steps_per_execution or 1) == 1 and not main.custom:
         changes.append("model.compile(..., steps_per_execution=32) (Keras then reads the input inside its compiled "
                        "loop)")
-    return Cause(code="input_handover", saving_share=share,
-                 message=f"{share:.0%} of the training time goes to handing over batches that are ready: "
+    return Cause(code="input_handover", saving_share=saving,
+                 message=f"{r.input_wait_share:.0%} of the training time goes to handing over batches that are ready: "
                          f"the steps are short, not the pipeline slow",
                  evidence=f"{_wait_text(r)}; {fetch_s * 1000:.2f} ms per batch against {compute_s * 1000:.1f} ms "
                           f"of the rest of a step (input: {main.input_type})",
                  fix="fewer, larger steps: " + "; ".join(changes))
 
 
-def _input_fix(input_type: str | None, cores: int | None) -> tuple[str, str]:
+def _input_fix(input_type: str | None, cores: int | None, backend: str | None) -> tuple[str, str]:
     workers = cores or 4
+    if input_type in ("numpy", "jax array") and backend == "jax":
+        # keras' array_slicing.convert_to_sliceable: a jax array becomes a host numpy array first
+        moved = "a JAX array is copied to host memory whole, then " if input_type == "jax array" else ""
+        return (f"fit on in-memory arrays: {moved}each batch is gathered on one host thread and copied to the "
+                "GPU. Keep the data on the GPU and hand fit device batches (or store uint8 and scale in the "
+                "model: 4x fewer bytes per batch)",
+                "x_gpu, y_gpu = jax.device_put(x), jax.device_put(y)   # once\n"
+                "\n"
+                "def batches():  # device slices: nothing crosses the host\n"
+                "    while True:\n"
+                "        for i in range(0, len(x_gpu) - batch_size + 1, batch_size):\n"
+                "            yield x_gpu[i:i + batch_size], y_gpu[i:i + batch_size]\n"
+                "\n"
+                "model.fit(batches(), steps_per_epoch=len(x_gpu) // batch_size, epochs=...)")
     if input_type == "generator":
         return (f"a Python generator feeds one batch at a time from one thread: run it in {workers} workers "
                 "(a keras.utils.PyDataset), or build the batches with tf.data",
