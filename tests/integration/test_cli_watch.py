@@ -208,3 +208,40 @@ def test_a_sweep_of_an_unmodified_script_reads_fit_and_retries_what_failed(tmp_p
         assert result["steps"]["steps"] == 2 * 12 and result["steps"]["batch_size"] == 32
     logs = Path(trials[0.9]["result"]["log_dir"])
     assert sorted(p.name for p in logs.glob("stdout-*.log")) == ["stdout-1.log", "stdout-2.log"]  # kept apart
+
+
+def test_watch_records_are_listed_shown_exported_compared_and_reported(tmp_path):
+    """Two watched runs of one script, before and after a fix (5 windows each, 3,200 against
+    4,000 samples/s): every reader shows them beside benchmark runs."""
+    import jsonschema
+
+    from tests.records import fit_events, make_record, make_watch_record
+    from tests.unit.test_watch_logic import H100, busy
+
+    store_path = tmp_path / "s.sqlite"
+    before = make_watch_record("watchbefore", events=fit_events(windows=5, wait_s=0.4), gpus=[H100],
+                               samples=[busy(55)])
+    after = make_watch_record("watchafter", events=fit_events(windows=5, steps=62, wait_s=0.02), gpus=[H100],
+                              samples=[busy(97)])
+    with Store(store_path) as store:
+        store.put_many([before, after, make_record("bench0001")])
+    listed = run_cli("results", "list", "--kind", "watch", "--store", str(store_path))
+    assert listed.returncode == 0 and "watchbefore" in listed.stdout and "bench0001" not in listed.stdout
+    shown = run_cli("results", "show", "watchbef", "--store", str(store_path))
+    assert shown.returncode == 0 and "highly input-bound: 40%" in shown.stdout and "command: python train.py" in shown.stdout
+    csv_text = run_cli("results", "export", "--format", "csv", "--store", str(store_path)).stdout
+    assert "watchafter,watch," in csv_text and "bench0001,benchmark," in csv_text
+    exported = json.loads(run_cli("results", "export", "--store", str(store_path)).stdout)
+    schema = json.loads(run_cli("results", "schema").stdout)
+    for run in exported["runs"]:
+        jsonschema.validate(run, schema)
+    compared = json.loads(run_cli("compare", "watchbefore", "watchafter", "--json", "--store", str(store_path)).stdout)
+    comparison, = compared["comparisons"]
+    base, fixed = comparison["groups"]
+    assert (base["median"], fixed["median"]) == (pytest.approx(3200), pytest.approx(62 * 64))
+    assert fixed["verdict"] == "faster" and fixed["p_value"] < 0.05 and fixed["ratio"] == pytest.approx(62 * 64 / 3200)
+    out = tmp_path / "r.html"
+    assert run_cli("report", "--out", str(out), "--store", str(store_path)).returncode == 0
+    html = out.read_text()
+    assert '<section id="watched">' in html and html.count("watched (watch") == 2  # a timeline for each
+    assert "first cause" in html and "highly input-bound" in html
