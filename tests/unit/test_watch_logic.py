@@ -338,3 +338,13 @@ def test_ready_batches_on_short_steps_are_a_handover_cost_not_a_slow_pipeline():
     handover = next(c for c in r.verdict if c.code == "input_handover")
     assert "0.50 ms per batch against 4.5 ms" in handover.evidence and "steps_per_execution=32" in handover.fix
     assert handover.saving_share == pytest.approx(0.03)  # the GPU was busy 97%: the handover overlapped
+
+
+def test_a_fit_too_short_for_nvml_samples_inside_its_windows_is_summarised_whole():
+    # ten windows of 10 ms, 50 ms apart: a 10 Hz sampler lands in few or none of them
+    events = fit_events(windows=1, window_s=0.01)
+    for i in range(1, 10):
+        events.insert(-2, {**events[2], "index": i, "start_monotonic_s": 1000.0 + 0.05 * i,
+                           "end_monotonic_s": 1000.01 + 0.05 * i})
+    r = make_watch_record(events=events, gpus=[H100], samples=[busy(42, start=999.025, n=30)])  # between windows
+    assert r.telemetry.gpu_util_mean_pct == pytest.approx(42) and r.telemetry.window_sample_count == 5

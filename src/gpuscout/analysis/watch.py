@@ -172,17 +172,37 @@ def _throughput(main: WatchedFit | None, entry) -> dict:
     return out
 
 
+# Fewer NVML samples than this inside the timed windows (a short fit: windows of milliseconds
+# between 10 Hz samples) and the summary is taken over the whole fit, then the whole run.
+MIN_WINDOW_SAMPLES = 5
+
+
+def _span(start: float, end: float) -> ChildWindow:
+    return ChildWindow(index=0, start_monotonic_s=start, end_monotonic_s=end, steps=0, samples=0, input_wait_s=0.0)
+
+
+def _spans(seen: Observed, windows: list[WatchWindow]) -> list[ChildWindow]:
+    """The time the telemetry is summarised over: the timed windows (compilation and the time
+    between fits left out), else the fit from its first window to its last, else the whole run."""
+    every = [s.t_monotonic_s for samples in seen.samples for s in samples]
+    candidates = []
+    if windows:
+        candidates.append([ChildWindow(index=w.index, start_monotonic_s=w.start_monotonic_s,
+                                       end_monotonic_s=w.end_monotonic_s, steps=w.steps, samples=w.samples or 0,
+                                       input_wait_s=w.input_wait_s or 0.0) for w in windows])
+        candidates.append([_span(windows[0].start_monotonic_s, windows[-1].end_monotonic_s)])
+    for spans in candidates:
+        inside = sum(1 for t in every if any(w.start_monotonic_s <= t <= w.end_monotonic_s for w in spans))
+        if inside >= MIN_WINDOW_SAMPLES:
+            return spans
+    return [_span(min(every), max(every))]
+
+
 def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict:
     if not any(seen.samples):
         return {}
-    spans = [ChildWindow(index=w.index, start_monotonic_s=w.start_monotonic_s, end_monotonic_s=w.end_monotonic_s,
-                         steps=w.steps, samples=w.samples or 0, input_wait_s=w.input_wait_s or 0.0) for w in windows]
-    if not spans:  # no step was timed (a custom loop without gpuscout.watch.step, --pid): the whole run
-        first = min(s.t_monotonic_s for samples in seen.samples for s in samples)
-        last = max(s.t_monotonic_s for samples in seen.samples for s in samples)
-        spans = [ChildWindow(index=0, start_monotonic_s=first, end_monotonic_s=last, steps=0, samples=0,
-                             input_wait_s=0.0)]
-    measured = sum(w.samples for w in spans)
+    spans = _spans(seen, windows)
+    measured = sum(w.samples for w in spans) or sum(w.samples or 0 for w in windows)
     per_gpu = [summarize_telemetry(s, spans, measured, seen.interval_s, index=g.index)
                for g, s in zip(seen.gpus, seen.samples)]
     per_gpu = [t.model_copy(update={"samples": thinned(t.samples)}) for t in per_gpu]
