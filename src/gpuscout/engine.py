@@ -17,6 +17,7 @@ from gpuscout.analysis.derive import RunContext, derive
 from gpuscout.analysis.stats import import_scipy_in_background
 from gpuscout.analysis.telemetry import summarize_telemetry
 from gpuscout.executor.local import child_env, run_child
+from gpuscout.executor.process import process_tree
 from gpuscout.pricing import PricingOptions
 from gpuscout.provenance import host_provenance
 from gpuscout.record.run import ComputeProcess, GpuInfo, RunRecord
@@ -74,11 +75,12 @@ def measure(spec: RunSpec, session: Session, *, repeat: int = 0,
     samplers = ([Sampler(nvml, gpu.index, options.telemetry_interval_s).start() for gpu in gpus]
                 if options.telemetry else [])
     during: dict[int, list[ComputeProcess]] = {}
-    child_pid: list[int] = []
+    child_pid: list[int] = []  # the guard's (executor/guard.py), then every process under it
 
     def watch(event: dict) -> None:
         # One process-list call mid-run (never in the sampling loop): who else is on the GPU now.
         if event.get("event") == "warmed_up":
+            child_pid.extend(process_tree(child_pid[0]) if child_pid else ())
             for gpu in gpus:
                 during[gpu.index] = nvml.compute_processes(gpu.index)
         on_event(event)

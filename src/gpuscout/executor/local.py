@@ -10,14 +10,13 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Callable
 
 from pydantic import ValidationError
 
-from gpuscout.executor import process
+from gpuscout.executor import process, scratch
 from gpuscout.failures import classify_failure
 from gpuscout.record.child import ChildOutcome, ChildResult
 from gpuscout.spec import Backend, RunSpec
@@ -81,7 +80,7 @@ def run_child(
 ) -> ChildOutcome:
     """Run one measurement in a child process and classify how it ended. Setting `cancel`
     stops it (a worker of a multi-worker run whose peer failed would otherwise wait forever)."""
-    with tempfile.TemporaryDirectory(prefix="gpuscout-run-") as tmp:
+    with scratch.folder("run") as tmp:
         spec_path = Path(tmp, "spec.json")
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         log_path = Path(tmp, "output.txt")  # the child's stdout and stderr: its tail is kept

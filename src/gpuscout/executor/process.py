@@ -1,10 +1,12 @@
 """The one child-process runner: measuring children, sweep trials, the doctor's probes and watched
 scripts all start here.
 
-Each child runs in a new session (its own process group): Ctrl-C reaches only gpuscout, which then
-stops the whole group, so no grandchild (a tf.data worker, a compiler, a user's subprocess) is left
-behind. A watchdog stops the group at the timeout or when the caller cancels. Events come over a
-pipe of their own (gpuscout.events); stdout and stderr go wherever the caller points them.
+Each child runs in a new session (its own process group) under a guard (executor/guard.py) that
+kills the group when gpuscout dies, however it dies: no child and no grandchild (a tf.data worker,
+a compiler, a user's subprocess) outlives gpuscout. Ctrl-C reaches only gpuscout, which then stops
+the whole group (or passes it on, for a watched script). A watchdog stops the group at the timeout
+or when the caller cancels. Events come over a pipe of their own (gpuscout.events); stdout and
+stderr go wherever the caller points them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Callable, Union
 
 from gpuscout import events
 
+GUARD = Path(__file__).resolve().parent / "guard.py"
 # Seconds between SIGTERM and SIGKILL when stopping a child's process group.
 TERM_GRACE_S = 3.0
 # How often the watchdog looks at the child, the clock and the cancel flag.
@@ -42,6 +46,17 @@ class Finished:
 # Where a child's stdout or stderr goes: an open file, subprocess.DEVNULL, None (ours), or a
 # function handed each chunk of bytes as it comes (run() drains a pipe of its own into it).
 Sink = Union[IO, int, None, Callable[[bytes], None]]
+
+
+def process_tree(root: int) -> set[int]:
+    """`root` and its descendants now (none when it is gone): a child's pid is its guard's, and
+    NVML lists the processes under it."""
+    import psutil
+
+    try:
+        return {root, *(child.pid for child in psutil.Process(root).children(recursive=True))}
+    except psutil.Error:
+        return set()
 
 
 def kill_group(pgid: int) -> None:
@@ -116,12 +131,15 @@ def run(
     cancel: threading.Event | None = None,
     interrupt_first_s: float = 0.0,
     forward_interrupt: bool = False,
+    status_file: Path | None = None,
 ) -> Finished:
     """Run `argv` to its end (or its timeout, or `cancel`), then stop whatever is left of its
     process group (SIGINT first for `interrupt_first_s` when that is > 0). Raises OSError when the
     program cannot be started. Ctrl-C stops the group and propagates; with `forward_interrupt`
     it is passed on to the group as SIGINT instead, the child gets `interrupt_first_s` to end
-    (a second Ctrl-C stops it at once), and run() returns with `interrupted` set."""
+    (a second Ctrl-C stops it at once), and run() returns with `interrupted` set. `status_file`:
+    where the guard writes the exit status the moment the child ends (a sweep's trials: a driver
+    resumed after gpuscout died learns which finished)."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
 
@@ -134,7 +152,8 @@ def run(
     drains = [d for d in (out_drain, err_drain) if d is not None]
     with open(events_read, "rb") as channel:
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            guarded = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), str(status_file or "-"), "--", *argv]
+            proc = subprocess.Popen(guarded, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                     env={**env, **events.channel_env(events_write)},
                                     pass_fds=(events_write,), start_new_session=True)
         finally:
@@ -159,6 +178,9 @@ def run(
             for thread in (reader, *drains):
                 if thread.ident is not None:  # started
                     thread.join(timeout=5)
+    failed = next((e for e in seen if e.get("event") == "exec_failed"), None)
+    if failed is not None:  # what Popen itself would have raised
+        raise OSError(failed.get("errno"), failed.get("message"))
     return Finished(proc.returncode, time.monotonic() - started, state["timed_out"], state["cancelled"], list(seen),
                     bool(state["interrupted"]))
 

@@ -19,7 +19,8 @@ from gpuscout.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.watch.command import Command, workload_of
-from gpuscout.watch.gpus import GpuWatch, process_tree
+from gpuscout.executor.process import process_tree
+from gpuscout.watch.gpus import GpuWatch
 from gpuscout.watch.session import WatchOptions
 from gpuscout.watch.view import View
 

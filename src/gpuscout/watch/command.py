@@ -14,12 +14,12 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import gpuscout
 from gpuscout.errors import UsageError
+from gpuscout.executor import scratch
 
 # Characters that make a one-word command a shell line: `gpuscout watch -- 'python a.py | tee log'`.
 SHELL_CHARACTERS = set("|&;<>()$`*?~\n")
@@ -93,7 +93,7 @@ class Instrumentation:
     SITECUSTOMIZE = Path(__file__).resolve().parent.parent / "child" / "watch_site.py"
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="gpuscout-watch-"))
+        self.folder = scratch.make("watch")
         shutil.copyfile(self.SITECUSTOMIZE, self.folder / "sitecustomize.py")
         (self.folder / "gpuscout").symlink_to(Path(gpuscout.__file__).resolve().parent, target_is_directory=True)
 

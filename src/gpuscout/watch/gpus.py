@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-import psutil
-
+from gpuscout.executor.process import process_tree
 from gpuscout.record.run import GpuInfo, TelemetrySample
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import Sampler
@@ -86,15 +85,6 @@ def attribute(seen: dict[int, Seen], ours: set[int]) -> Attribution:
         return Attribution(sorted(seen), [], note="NVML lists no processes here: telemetry of every GPU the "
                                                   "command could see, which it may not all have used")
     return Attribution([], [])
-
-
-def process_tree(root: int) -> set[int]:
-    """`root` and its descendants now (none when it is gone)."""
-    try:
-        parent = psutil.Process(root)
-        return {root, *(child.pid for child in parent.children(recursive=True))}
-    except psutil.Error:
-        return set()
 
 
 class GpuWatch:

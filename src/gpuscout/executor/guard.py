@@ -1,0 +1,168 @@
+"""The guard between gpuscout and every process it starts: no child outlives gpuscout.
+
+executor/process.py starts `python -I -S guard.py PARENT STATUS_FILE -- COMMAND...` as the
+leader of a new process group; the guard starts COMMAND in that group and waits for it. When
+gpuscout dies, however it dies (kill -9 included), the guard kills the whole group at once: on
+Linux the kernel tells it (PR_SET_PDEATHSIG), elsewhere (and for the moment before that is set)
+it sees its parent change. A process a child starts inherits the group, so grandchildren (data
+loader workers, a shell's commands) go too.
+
+The guard is invisible otherwise: COMMAND inherits its environment and file descriptors, its
+exit status is the guard's (the same code, or death by the same signal), Ctrl-C sent to the group
+reaches COMMAND (the guard ignores it and waits). A COMMAND that cannot be started is reported on
+gpuscout's event channel as {"event": "exec_failed", "errno": N, "message": ...}, exit 127.
+When STATUS_FILE is not "-", the exit status is written there (atomically) before the guard
+exits: a sweep resumed after gpuscout died learns that a trial finished.
+
+Standard library only, started with -I -S: it must start in milliseconds and import nothing of
+the environment it guards.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+POLL_S = 0.2  # how often the parent is looked at where the kernel does not say
+ENDING_S = 0.25  # how long a command still running when gpuscout dies may take to end by itself
+
+
+# The command's pid once started, and its wait status once the parent-death handler reaped it
+CHILD: dict = {"pid": None, "status": None}
+
+
+def kill_group() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)  # the guard too
+
+
+def on_parent_death(signum=None, frame=None) -> None:
+    """Kill the group, unless the command has ended or ends within ENDING_S: then its status is
+    still written (a trial that finished as its driver died is not run again) and the group goes
+    after. The grace covers a process that has done its last act and is being torn down (a
+    millisecond or more on a loaded machine, when waitpid() does not see it ended yet)."""
+    if CHILD["pid"] is None:
+        kill_group()
+    deadline = time.monotonic() + ENDING_S
+    while True:
+        try:
+            done, status = os.waitpid(CHILD["pid"], os.WNOHANG)
+        except ChildProcessError:  # reaped already: main() is writing its status
+            return
+        if done:
+            CHILD["status"] = status
+            return
+        if time.monotonic() > deadline:
+            kill_group()
+        time.sleep(0.005)
+
+
+def set_parent_death_signal() -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGUSR1, 0, 0, 0)  # PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):
+        pass  # not Linux: the polling below is the guard's only way
+
+
+def report_exec_failure(error: OSError, program: str) -> None:
+    fd = os.environ.get("GPUSCOUT_EVENTS_FD")
+    event = {"event": "exec_failed", "errno": error.errno, "message": error.strerror, "program": program}
+    if fd:
+        try:
+            os.write(int(fd), (json.dumps(event) + "\n").encode())
+        except OSError:
+            pass
+
+
+def start(argv: list[str]) -> int:
+    """Fork and exec `argv`; in the child, Ctrl-C and the guard's signals act as they normally do."""
+    errors_read, errors_write = os.pipe()  # carries an exec failure's errno back
+    os.set_inheritable(errors_write, False)
+    pid = os.fork()
+    if pid == 0:
+        os.close(errors_read)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the command starts with nothing blocked
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(errors_write, str(exc.errno).encode())
+        os._exit(127)
+    os.close(errors_write)
+    failed = os.read(errors_read, 32)
+    os.close(errors_read)
+    if failed:
+        os.waitpid(pid, 0)
+        code = int(failed)
+        report_exec_failure(OSError(code, os.strerror(code)), argv[0])
+        sys.exit(127)
+    return pid
+
+
+def wait(pid: int, parent: int) -> int:
+    """The child's wait status; the group is killed if the parent goes first."""
+    while True:
+        if CHILD["status"] is not None:  # reaped by on_parent_death
+            return CHILD["status"]
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if os.getppid() != parent:
+            on_parent_death()
+            continue
+        if hasattr(signal, "sigtimedwait"):
+            signal.sigtimedwait([signal.SIGCHLD], POLL_S)  # wakes at once when the child ends
+        else:
+            time.sleep(POLL_S / 4)
+
+
+STARTED = time.monotonic()
+
+
+def write_status(path: str, status: int) -> None:
+    code = os.waitstatus_to_exitcode(status)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({"returncode": code, "duration_s": time.monotonic() - STARTED,
+                   "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, handle)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    parent, status_file, separator, *argv = sys.argv[1:]
+    assert separator == "--" and argv, "usage: guard.py PARENT_PID STATUS_FILE -- COMMAND..."
+    parent = int(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C passed on to the group is the command's
+    signal.signal(signal.SIGUSR1, on_parent_death)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # for sigtimedwait
+    set_parent_death_signal()
+    if os.getppid() != parent:  # gpuscout died before the kernel could be asked to say so
+        kill_group()
+    CHILD["pid"] = pid = start(argv)
+    status = wait(pid, parent)
+    # The child has ended: a parent that dies now has nothing left to kill, and the status must
+    # reach the file whole
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+    if status_file != "-":
+        write_status(status_file, status)
+    if os.getppid() != parent:  # what the command left running goes with gpuscout
+        kill_group()
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        sys.exit(code)
+    signal.signal(-code, signal.SIG_DFL)  # die as the child died
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
+    os.kill(os.getpid(), -code)
+    sys.exit(128 - code)
+
+
+if __name__ == "__main__":
+    main()
