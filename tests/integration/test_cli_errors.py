@@ -81,3 +81,16 @@ def test_brackets_in_messages_survive_rich_markup(store_path, monkeypatch):
     assert result.exit_code == 2
     assert "pip install 'gpuscout[tensorflow]'" in result.output
 
+
+
+def test_a_sweep_file_that_cannot_run_is_refused_before_the_store_or_a_trial(tmp_path, store_path):
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00name: x\n" + bytes(range(256)))
+    one_error_line(run_cli("sweep", str(binary), "--cpu-slots", "1", "--store", str(store_path)),
+                   "is not a text file (byte 0 is not UTF-8)")
+    template = tmp_path / "template.yaml"  # trial 0 cannot make its command: {x:d} given 0.5
+    template.write_text("name: t\ncommand: python -c 'open(\"ran\", \"w\")' {x:d}\nreports: [m]\nmetric: {name: m}\n"
+                        "space:\n  x: [1, 0.5]\n")
+    one_error_line(run_cli("sweep", str(template), "--cpu-slots", "1", "--store", str(store_path)),
+                   "command cannot be made for trial 1 {\"x\": 0.5}: Unknown format code 'd'")
+    assert not store_path.exists() and not (tmp_path / "ran").exists()

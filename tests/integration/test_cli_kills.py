@@ -1,17 +1,22 @@
 """gpuscout killed with kill -9: no child or grandchild outlives it, its temporary folders are
-swept up by the next run."""
+swept up by the next run, and a sweep resumed after its driver died runs every trial exactly
+once to completion (counted by the trials' own side effects), each result from one attempt."""
 
 from __future__ import annotations
 
 import glob
 import os
+import random
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import pytest
 
+from gpuscout.store import Store
 from tests.conftest import FIXTURES, SRC
 
 FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
@@ -71,3 +76,83 @@ def test_kill_9_of_bench_takes_its_child_and_grandchild_along(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert after.returncode == 1 and "oom" in after.stdout  # the fake worker's mlp runs out of memory
     assert not any(os.path.exists(p) for p in left)
+
+
+TRIAL = """import json, os, sys, time
+x = int(sys.argv[1])
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "started.log"), "a") as log:
+    log.write(f"{x} {os.getpid()}\\n")
+time.sleep(float(sys.argv[2]) * (1 + x % 3))
+print(json.dumps({"m": x, "pid": os.getpid()}), flush=True)
+with open(os.path.join(here, "done.log"), "a") as log:  # the trial's side effect: its last act
+    log.write(f"{x}\\n")
+os._exit(0)
+"""
+
+
+def sweep_project(tmp_path: Path, trials: int, sleep_s: float) -> Path:
+    (tmp_path / "trial.py").write_text(TRIAL)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"name: soak\ncommand: {sys.executable} {tmp_path / 'trial.py'} {{x}} {sleep_s}\n"
+                    f"reports: [m]\nmetric: {{name: m, direction: max}}\nspace:\n  x: {list(range(trials))}\n"
+                    "max_consecutive_failures: 1000\n")
+    return path
+
+
+def check_exactly_once(tmp_path: Path, trials: int) -> None:
+    done = (tmp_path / "done.log").read_text().split()
+    assert sorted(map(int, done)) == list(range(trials)), "a trial ran twice or never"
+    started = [int(line.split()[1]) for line in (tmp_path / "started.log").read_text().splitlines()]
+    assert not [p for p in started if alive(p)], "a trial process outlived its driver"
+    with Store(tmp_path / "s.sqlite", create=False) as store:
+        stored = store.trials("soak")
+    assert len(stored) == trials and {t["status"] for t in stored} == {"ok"}
+    for t in stored:  # each result from one attempt: its own value, one report
+        assert t["result"]["metrics"]["m"] == t["params"]["x"] and len(t["result"]["history"]) == 1
+
+
+def test_kill_9_of_a_sweep_driver_then_resume_runs_every_trial_once(tmp_path):
+    path = sweep_project(tmp_path, trials=8, sleep_s=0.4)
+    env = base_env(tmp_path)
+    log = tmp_path / "driver.log"
+    driver = gpuscout("sweep", str(path), "--cpu-slots", "2", "--resume", env=env, log=log)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "done.log").exists() or len((tmp_path / "done.log").read_text().split()) < 3:
+        assert time.monotonic() < deadline and driver.poll() is None, log.read_text()
+        time.sleep(0.05)
+    driver.kill()
+    driver.wait()
+    running = [int(line.split()[1]) for line in (tmp_path / "started.log").read_text().splitlines()]
+    assert gone_within(running, 2.0), "a trial outlived its driver"
+    resumed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "2", "--resume"],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    check_exactly_once(tmp_path, 8)
+
+
+def test_soak_200_trials_with_random_kills_of_the_driver(tmp_path):
+    """200 short trials over 4 CPU slots; the driver is killed at random moments and resumed until
+    the sweep is done: 0 duplicates, 0 lost, 0 orphans."""
+    path = sweep_project(tmp_path, trials=200, sleep_s=0.05)
+    env = base_env(tmp_path)
+    rng = random.Random(18)
+    log = tmp_path / "driver.log"
+    kills = 0
+    for round_ in range(60):
+        driver = gpuscout("sweep", str(path), "--cpu-slots", "4", "--resume", env=env, log=log)
+        done = tmp_path / "done.log"
+        left = 200 - (len(done.read_text().split()) if done.exists() else 0)
+        try:  # killed at a random moment while trials are left (then left to finish its summary)
+            driver.wait(timeout=rng.uniform(1.5, 4.0) if left else 300)
+        except subprocess.TimeoutExpired:
+            driver.send_signal(signal.SIGKILL)
+            driver.wait()
+            kills += 1
+            continue
+        assert driver.returncode == 0, log.read_text()[-3000:]
+        break
+    else:
+        pytest.fail("the sweep did not finish in 60 rounds")
+    assert kills >= 3  # the soak killed the driver several times on the way
+    check_exactly_once(tmp_path, 200)

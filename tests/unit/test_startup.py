@@ -40,7 +40,7 @@ with Nvml() as nvml, Store(tmp / "s.sqlite") as store:
     sweep = tmp / "w.yaml"
     sweep.write_text("name: w\\nworkload: mlp\\nmetric: {name: samples_per_s}\\nspace: {batch_size: [8, 16]}\\n"
                      "bench: {backend: jax}\\n")
-    driver.plan(sweep, driver.SweepOptions(cpu_slots=1), nvml, store)
+    driver.plan(driver.check(sweep, driver.SweepOptions(cpu_slots=1), nvml), driver.SweepOptions(), store)
 frameworks = ("keras", "tensorflow", "jax", "torch", "scipy")
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in frameworks})))
 """

@@ -1,5 +1,7 @@
 """Child process: write a sweep's TensorBoard logs (one run per trial: its reported scalars by
-step, and the HParams plugin's table of parameters and the metric).
+step, and the HParams plugin's table of parameters and the metric). The logs are written whole
+beside LOGDIR and then put in its place: a resumed sweep's TensorBoard shows each trial once,
+and a writer killed half-way leaves the previous logs as they were.
 
     python -m gpuscout.child.tensorboard_writer INPUT.json LOGDIR
 """
@@ -7,13 +9,16 @@ step, and the HParams plugin's table of parameters and the metric).
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
     payload = json.loads(Path(argv[0]).read_text())
-    logdir = Path(argv[1])
+    final = Path(argv[1])
+    logdir = final.with_name(final.name + ".writing")
+    shutil.rmtree(logdir, ignore_errors=True)
     import tensorflow as tf
     from tensorboard.plugins.hparams import api as hp
 
@@ -32,6 +37,8 @@ def main(argv: list[str]) -> int:
                         tf.summary.scalar(name, value, step=int(entry.get("step", step)))
             if metric in r.get("metrics", {}):
                 tf.summary.scalar(f"final/{metric}", r["metrics"][metric], step=0)
+    shutil.rmtree(final, ignore_errors=True)
+    logdir.rename(final)
     return 0
 
 

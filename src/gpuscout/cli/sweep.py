@@ -62,13 +62,15 @@ def sweep(
             raise UsageError(f"--gpus must be indices like 0,1,2, got {gpus!r}") from None
     options = driver.SweepOptions(gpus=gpu_list, cpu_slots=cpu_slots, executor=executor, address=address,
                                   resume=resume, retry_failed=retry_failed, dry_run=dry_run)
-    with Nvml() as nvml, Store(store_path) as store:
-        plan = driver.plan(path, options, nvml, store)
-        if dry_run:
-            print_trials(plan, as_json)
-            return
-        with sweep_view(plan.sweep, quiet=as_json) as view:
-            summary = driver.execute(plan, options, nvml, store, view)
+    with Nvml() as nvml:
+        checked = driver.check(path, options, nvml)  # before the store: a refused sweep leaves none
+        with Store(store_path) as store:
+            plan = driver.plan(checked, options, store)
+            if dry_run:
+                print_trials(plan, as_json)
+                return
+            with sweep_view(plan.sweep, quiet=as_json) as view:
+                summary = driver.execute(plan, options, nvml, store, view)
     if as_json:
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:

@@ -21,6 +21,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Callable
 
 import platformdirs
 from pydantic import ValidationError
@@ -75,6 +76,17 @@ CREATE TABLE IF NOT EXISTS trials (
 )
 """
 
+# Who runs which trial (sweep/leases.py): additive like `trials`.
+_LEASES = """
+CREATE TABLE IF NOT EXISTS trial_leases (
+    sweep TEXT NOT NULL,
+    trial_key TEXT NOT NULL,
+    owner_json TEXT NOT NULL,
+    heartbeat_unix REAL NOT NULL,
+    PRIMARY KEY (sweep, trial_key)
+)
+"""
+
 COLUMNS = ("id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla",
             "batch_size", "data", "device", "gpu_name", "status", "throughput_median",
             "methodology_version")
@@ -124,6 +136,7 @@ class Store:
             self._check_and_create()
             self._enable_wal()
             self._db.execute(_TRIALS)
+            self._db.execute(_LEASES)
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise StoreError(f"{self.path} is not a usable gpuscout results store ({exc}); "
@@ -212,22 +225,73 @@ class Store:
                 self._db.execute("ROLLBACK")
             raise
 
+    def _transaction(self):
+        return _Transaction(self._db)
+
     def put_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
                   result: dict | None, updated_utc: str) -> None:
         """Insert or update one sweep trial (its own transaction: sweeps may share a store)."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute(
-                "INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sweep, trial_key) DO UPDATE SET "
-                "status = excluded.status, result_json = excluded.result_json, updated_utc = excluded.updated_utc, "
-                "sweep_hash = excluded.sweep_hash",
-                (sweep, key, index, sweep_hash, status, json.dumps(params, default=str),
-                 None if result is None else json.dumps(result, default=str), updated_utc))
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        with self._transaction():
+            self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
+
+    def _upsert_trial(self, sweep, key, index, sweep_hash, status, params, result, updated_utc) -> None:
+        self._db.execute(
+            "INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sweep, trial_key) DO UPDATE SET "
+            "status = excluded.status, result_json = excluded.result_json, updated_utc = excluded.updated_utc, "
+            "sweep_hash = excluded.sweep_hash",
+            (sweep, key, index, sweep_hash, status, json.dumps(params, default=str),
+             None if result is None else json.dumps(result, default=str), updated_utc))
+
+    def claim_trial(self, sweep: str, key: str, index: int, sweep_hash: str, params: dict, owner: dict,
+                    updated_utc: str, alive: Callable[[dict, float], bool], again: tuple[str, ...]) -> bool:
+        """Take a trial to run it, in one transaction: False when another live driver holds it,
+        or when it has ended meanwhile with a status not in `again`."""
+        with self._transaction():
+            row = self._db.execute("SELECT status FROM trials WHERE sweep = ? AND trial_key = ?",
+                                   (sweep, key)).fetchone()
+            lease = self._db.execute("SELECT owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ? AND "
+                                     "trial_key = ?", (sweep, key)).fetchone()
+            if row is not None and row[0] != "running" and row[0] not in again:
+                return False
+            if lease is not None:
+                holder = json.loads(lease[0])
+                if holder.get("driver") != owner["driver"] and alive(holder, lease[1]):
+                    return False
+            self._upsert_trial(sweep, key, index, sweep_hash, "running", params, {"owner": owner}, updated_utc)
+            self._db.execute("INSERT OR REPLACE INTO trial_leases VALUES (?, ?, ?, ?)",
+                             (sweep, key, json.dumps(owner), time.time()))
+            return True
+
+    def renew_leases(self, sweep: str, keys: list[str], driver: str) -> None:
+        with self._transaction():
+            for key in keys:
+                self._db.execute("UPDATE trial_leases SET heartbeat_unix = ? WHERE sweep = ? AND trial_key = ? "
+                                 "AND json_extract(owner_json, '$.driver') = ?", (time.time(), sweep, key, driver))
+
+    def lease_group(self, sweep: str, key: str, driver: str, group: dict) -> None:
+        """The process group the trial runs in (sweep/leases.group), for a later driver to make
+        sure it is gone."""
+        with self._transaction():
+            self._db.execute("UPDATE trial_leases SET owner_json = json_patch(owner_json, ?) WHERE sweep = ? "
+                             "AND trial_key = ? AND json_extract(owner_json, '$.driver') = ?",
+                             (json.dumps(group), sweep, key, driver))
+
+    def leases(self, sweep: str) -> dict[str, tuple[dict, float]]:
+        rows = self._db.execute("SELECT trial_key, owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ?",
+                                (sweep,))
+        return {key: (json.loads(owner), heartbeat) for key, owner, heartbeat in rows}
+
+    def finish_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
+                     result: dict, updated_utc: str, records: list[StoredRecord] = ()) -> None:
+        """A trial's result, its benchmark records and the end of its lease, all or nothing: a
+        driver killed in between leaves the trial to run again, never stored twice."""
+        with self._transaction():
+            for record in records:
+                if self._db.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone() is None:
+                    self._db.execute(f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
+                                     f"({', '.join('?' * (len(COLUMNS) + 1))})", row_of(record))
+            self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
+            self._db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?", (sweep, key))
 
     def trials(self, sweep: str) -> list[dict]:
         rows = self._db.execute("SELECT trial_key, trial_index, sweep_hash, status, params_json, result_json "
@@ -285,6 +349,22 @@ class Store:
 
     def count(self) -> int:
         return self._db.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when anything goes wrong in between."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            self.db.execute("COMMIT")
+        elif self.db.in_transaction:
+            self.db.execute("ROLLBACK")
 
 
 def _like_prefix(prefix: str) -> str:

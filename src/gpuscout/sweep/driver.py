@@ -17,6 +17,7 @@ from gpuscout.pricing import hourly_cost
 from gpuscout.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.sweep import runner as run_lib
+from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import workload_trials
 from gpuscout.sweep.spec import SweepFile, Trial, check_commands, expand, load
 from gpuscout.telemetry.nvml import Nvml
@@ -56,9 +57,23 @@ class Plan:
     log_root: Path
     notes: list[str] = field(default_factory=list)
     specs: dict = field(default_factory=dict)  # workload sweeps: each trial's run, by trial key
+    # trials whose driver died after they ended: their results, read from their files, to store
+    adopted: list = field(default_factory=list)
 
 
-def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
+@dataclass
+class Checked:
+    """A sweep file that can run here: every trial's command made, its slots and runs planned."""
+    sweep: SweepFile
+    sweep_hash: str
+    trials: list[Trial]
+    slots: list[run_lib.Slot]
+    specs: dict
+
+
+def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
+    """Everything that can be wrong with the sweep file and the options, found before the store
+    is opened (a refused sweep leaves no store behind) and before the first trial starts."""
     sweep, sweep_hash = load(path)
     trials = expand(sweep)
     check_commands(sweep, trials, path)
@@ -78,6 +93,12 @@ def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
         planning.gpu_indices(gpus, nvml)
     slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
     specs = workload_trials.plan(sweep, trials, nvml, slots[0].gpu_index) if sweep.workload else {}
+    return Checked(sweep, sweep_hash, trials, slots, specs)
+
+
+def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
+    """What is left to run of a checked sweep, from what the store holds of it."""
+    sweep, sweep_hash, trials = checked.sweep, checked.sweep_hash, checked.trials
     stored = {t["key"]: t for t in store.trials(sweep.name)}
     if stored and not (options.resume or options.retry_failed) and not options.dry_run:
         raise UsageError(f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
@@ -85,12 +106,41 @@ def plan(path: Path, options: SweepOptions, nvml: Nvml, store: Store) -> Plan:
     notes = []
     if stored and {t["sweep_hash"] for t in stored.values()} != {sweep_hash}:
         notes.append("the sweep file changed since the stored trials ran; trials are matched by their parameters")
-    again = ("running", "interrupted") + (("failed", "oom", "timeout") if options.retry_failed else ())
+    again = again_statuses(options)
     finished = {k for k, t in stored.items() if t["status"] not in again}
-    todo = [t for t in trials if t.key not in finished]
-    done = [stored[t.key] for t in trials if t.key in finished]
     log_root = options.log_root or store.path.parent / "sweeps" / sweep.name
-    return Plan(sweep, sweep_hash, trials, todo, done, slots, log_root, notes, specs)
+    held, adopted = _left_running(sweep, trials, stored, store.leases(sweep.name), log_root)
+    if held:
+        notes.append(f"{len(held)} trial(s) are running under another gpuscout sweep ({', '.join(sorted(held.values()))}): "
+                     "left to it")
+    todo = [t for t in trials if t.key not in finished and t.key not in held and t.key not in adopted]
+    done = [stored[t.key] for t in trials if t.key in finished]
+    return Plan(sweep, sweep_hash, trials, todo, done, checked.slots, log_root, notes, checked.specs,
+                list(adopted.values()))
+
+
+def again_statuses(options: SweepOptions) -> tuple[str, ...]:
+    """The stored statuses of trials that run again: those a driver left (`running`, Ctrl-C), and
+    with --retry-failed the failed ones."""
+    return ("running", "interrupted") + (("failed", "oom", "timeout") if options.retry_failed else ())
+
+
+def _left_running(sweep: SweepFile, trials: list[Trial], stored: dict, leases: dict,
+                  log_root: Path) -> tuple[dict[str, str], dict[str, run_lib.TrialResult]]:
+    """Of the trials stored `running`: those another live driver holds (key -> who), and those
+    whose driver died after they ended by themselves (their results, from their files)."""
+    held, adopted = {}, {}
+    for trial in trials:
+        if stored.get(trial.key, {}).get("status") != "running":
+            continue
+        lease = leases.get(trial.key)
+        if lease is not None and leases_lib.alive(*lease):
+            held[trial.key] = f"pid {lease[0].get('pid')} on {lease[0].get('host')}"
+        elif sweep.command is not None:
+            result = run_lib.adopt(sweep, trial, log_root)
+            if result is not None:
+                adopted[trial.key] = result
+    return held, adopted
 
 
 def _better(sweep: SweepFile, a: float, b: float) -> bool:
@@ -108,27 +158,49 @@ def best_of(sweep: SweepFile, results: list[dict]) -> dict | None:
     return best
 
 
+class _Hooks(run_lib.Hooks):
+    """The driver's side of a run: leases and results in the store, the display told."""
+
+    def __init__(self, p: Plan, options: SweepOptions, store: Store, display: Display, results: list[dict]) -> None:
+        self.p, self.options, self.store, self.display, self.results = p, options, store, display, results
+        self.owner = leases_lib.me()
+        self.running: set[str] = set()
+        self.new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
+
+    def claim(self, trial: Trial, slot: run_lib.Slot) -> bool:
+        taken = self.store.claim_trial(self.p.sweep.name, trial.key, trial.index, self.p.sweep_hash, trial.params,
+                                       self.owner, utc_now(), leases_lib.alive, again_statuses(self.options))
+        if taken:
+            self.running.add(trial.key)
+        return taken
+
+    def started(self, trial: Trial, slot: run_lib.Slot) -> None:
+        self.display.started(trial, slot)
+
+    def spawned(self, trial: Trial, pgid: int) -> None:
+        self.store.lease_group(self.p.sweep.name, trial.key, self.owner["driver"], leases_lib.group(pgid))
+
+    def tick(self) -> None:
+        self.store.renew_leases(self.p.sweep.name, sorted(self.running), self.owner["driver"])
+
+    def finished(self, result: run_lib.TrialResult, adopted: bool = False) -> None:
+        data = result.to_dict()
+        self.store.finish_trial(self.p.sweep.name, result.key, result.index, self.p.sweep_hash, result.status,
+                                result.params, data, utc_now(), result.records)
+        self.running.discard(result.key)
+        if result.status != "interrupted":
+            self.results.append(data)
+            if not adopted:
+                self.new.append(data)
+        self.display.finished(result, best_of(self.p.sweep, self.results))
+
+
 def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
     display.planned(len(p.trials), len(p.todo), len(p.slots))
     results: list[dict] = [t["result"] for t in p.done if t["result"]]
-    new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
-
-    def on_start(trial: Trial, slot: run_lib.Slot) -> None:
-        store.put_trial(p.sweep.name, trial.key, trial.index, p.sweep_hash, "running", trial.params,
-                        {"slot": slot.label}, utc_now())
-        display.started(trial, slot)
-
-    def on_result(result: run_lib.TrialResult) -> None:
-        for record in result.records:  # a workload trial's benchmark runs, stored like any
-            store.put(record)
-        data = result.to_dict()
-        store.put_trial(p.sweep.name, result.key, result.index, p.sweep_hash, result.status, result.params, data,
-                        utc_now())
-        if result.status != "interrupted":
-            results.append(data)
-            new.append(data)
-        display.finished(result, best_of(p.sweep, results))
-
+    hooks = _Hooks(p, options, store, display, results)
+    for result in p.adopted:  # ended before their driver died: stored now, not run again
+        hooks.finished(result, adopted=True)
     p.log_root.mkdir(parents=True, exist_ok=True)
     sampler_factory = (lambda gpu: Sampler(nvml, gpu).start()) if nvml.available else None
     trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, sampler_factory, p.specs,
@@ -138,14 +210,14 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
             from gpuscout.sweep.ray_executor import run_ray
 
             reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs,
-                             on_start, on_result)
+                             hooks)
         else:
-            reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, on_start,
-                                       on_result)
+            reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks)
     finally:
         trial_runner.close()
+    new = hooks.new
     summary = summarise(p, results, new, nvml, reason)
-    summary["tensorboard"] = write_tensorboard(p, results)
+    summary["tensorboard"] = write_tensorboard(p, results, changed=bool(new or p.adopted))
     (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
 
@@ -202,10 +274,14 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def write_tensorboard(p: Plan, results: list[dict]) -> dict:
+def write_tensorboard(p: Plan, results: list[dict], changed: bool) -> dict:
     """Each trial's reports as scalars and the sweep's HParams table, written by a child that
-    imports TensorFlow and TensorBoard (the parent never imports a framework)."""
+    imports TensorFlow and TensorBoard (the parent never imports a framework). Left as they are
+    when no trial ended since they were written (a resumed sweep with nothing left to run would
+    otherwise spend seconds importing TensorFlow)."""
     logdir = p.log_root / "tensorboard"
+    if not changed and logdir.is_dir():
+        return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
     payload = p.log_root / "tensorboard-input.json"
     payload.write_text(json.dumps({"metric": p.sweep.metric.name, "space": list(p.sweep.space),
                                    "results": results}, default=str))

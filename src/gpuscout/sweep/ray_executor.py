@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.sweep.runner import Slot, TrialResult
+from gpuscout.sweep.leases import HEARTBEAT_S
+from gpuscout.sweep.runner import Hooks, Slot, TrialResult
 from gpuscout.sweep.spec import SweepFile, Trial
 
 
@@ -41,7 +41,9 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
 
 
 def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: bool, log_root: Path,
-            specs: dict, on_start: Callable, on_result: Callable[[TrialResult], None]) -> str | None:
+            specs: dict, hooks: Hooks) -> str | None:
+    """Each trial as a Ray task, claimed (a lease in the store) before it is submitted; the driver
+    renews its leases while it waits for results."""
     try:
         import ray
     except ImportError:
@@ -56,21 +58,26 @@ def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: 
     task = ray.remote(**resources)(_remote_trial)
     pending = {}
     for trial in trials:
+        if not hooks.claim(trial, Slot("ray", None)):
+            continue
         spec = specs.get(trial.key)
         ref = task.remote(sweep.model_dump(), asdict(trial), str(log_root), spec.model_dump_json() if spec else None,
                           on_cpu)
         pending[ref] = trial
-        on_start(trial, Slot("ray", None))
+        hooks.started(trial, Slot("ray", None))
     consecutive, reason = 0, None
     try:
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=HEARTBEAT_S)
+            hooks.tick()
+            if not done:
+                continue
             ref = done[0]
             pending.pop(ref)
             data = ray.get(ref)
             records = [RunRecord.model_validate_json(r) for r in data.pop("records")]
             result = TrialResult(**data, records=records)
-            on_result(result)
+            hooks.finished(result)
             consecutive = 0 if result.status == "ok" else consecutive + 1
             if consecutive >= sweep.max_consecutive_failures:
                 reason = (f"{consecutive} trials failed in a row (the last: {result.message}); stopped as "

@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscout import engine
-from gpuscout.analysis import watch as watch_analysis
 from gpuscout.executor import process
-from gpuscout.executor.local import STDERR_TAIL_CHARS
-from gpuscout.failures import classify_failure
-from gpuscout.record.run import RunRecord
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
+from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge
+from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
 from gpuscout.watch.command import Instrumentation
 
@@ -79,43 +77,21 @@ def trial_env(slot: Slot, trial_file: Path, params: dict) -> dict:
     return env
 
 
-def read_metrics(stdout_text: str, trial_file: Path, events: list[dict] = ()) -> tuple[dict, list[dict]]:
-    """(last value of each metric, the reports in order) from a command trial. What the script
-    reports itself (JSON lines on stdout, gpuscout.sweep.report's file) is its history; a script
-    that reports nothing has Keras fit's epoch logs (the instrumentation's events) as its
-    history. The metrics are fit's last logs, overridden by what the script reported."""
-    reported: list[dict] = []
-    for line in stdout_text.splitlines():
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                reported.append({k: v for k, v in entry.items() if isinstance(v, (int, float))})
-    if trial_file.exists():
-        for line in trial_file.read_text(encoding="utf-8").splitlines():
-            try:
-                reported.append(json.loads(line))
-            except ValueError:
-                continue
-    from_fit = [{"epoch": e["epoch"], **e["logs"]} for e in events if e.get("event") == "watch_epoch"]
-    metrics: dict = {}
-    for entry in from_fit + reported:
-        metrics.update({k: v for k, v in entry.items() if k not in ("time", "step", "epoch")})
-    return metrics, reported or from_fit
+def trial_dir(log_root: Path, trial: Trial) -> Path:
+    return log_root / f"trial-{trial.index:04d}-{trial.key}"
 
 
-@dataclass
-class Attempt:
-    status: str  # ok | failed | oom | timeout | interrupted
-    message: str | None = None
-    metrics: dict = field(default_factory=dict)
-    history: list[dict] = field(default_factory=list)
-    telemetry: dict | None = None
-    record: RunRecord | None = None  # workload sweeps
-    steps: dict | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
+def adopt(sweep: SweepFile, trial: Trial, log_root: Path) -> TrialResult | None:
+    """The result of a trial whose last attempt ended by itself after its driver died (its files
+    say so: sweep/attempts.py); None when it has to run again."""
+    folder = trial_dir(log_root, trial)
+    found = finished_attempt(sweep, folder)
+    if found is None:
+        return None
+    files, attempt, duration_s = found
+    return TrialResult(trial.key, trial.index, trial.params, attempt.status, 1, "adopted", None, 0.0, 0.0,
+                       duration_s, attempt.metrics, attempt.history, attempt.message, str(folder),
+                       attempt.telemetry, None, attempt.steps)
 
 
 class TrialRunner:
@@ -124,10 +100,12 @@ class TrialRunner:
     run measured by the engine (sweep/workload_trials.py: `specs` and `session` are its)."""
 
     def __init__(self, sweep: SweepFile, log_root: Path, sampler_factory=None, specs: dict | None = None,
-                 session: engine.Session | None = None) -> None:
+                 session: engine.Session | None = None,
+                 on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None) -> None:
         self.sweep, self.log_root = sweep, log_root
         self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
         self.specs, self.session = specs or {}, session
+        self.on_spawn = on_spawn  # a command trial's process group, for its lease
         self.abort = threading.Event()  # every running trial's process group is stopped when set
         self.instrumentation = Instrumentation()  # `close()` removes its folder
 
@@ -136,13 +114,13 @@ class TrialRunner:
 
     def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
         started = time.monotonic()
-        log_dir = self.log_root / f"trial-{trial.index:04d}-{trial.key}"
+        log_dir = trial_dir(self.log_root, trial)
         attempts, last, records = 0, Attempt("failed"), []
         log_dir.mkdir(parents=True, exist_ok=True)
-        earlier = len(list(log_dir.glob("stdout-*.log")))  # a resumed or retried trial's logs stay apart
         while attempts <= self.sweep.retries and not stop.is_set():
             attempts += 1
-            last = (self._command(trial, slot, log_dir, earlier + attempts) if self.sweep.command is not None
+            # each attempt's files apart, numbered after any a resumed or retried trial left
+            last = (self._command(trial, slot, AttemptFiles.next_in(log_dir)) if self.sweep.command is not None
                     else self._workload(trial, slot))
             records += [last.record] if last.record else []
             if last.status in ("ok", "interrupted"):
@@ -152,42 +130,24 @@ class TrialRunner:
                            started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
                            last.telemetry, last.record.id if last.record else None, last.steps, records)
 
-    def _command(self, trial: Trial, slot: Slot, log_dir: Path, attempt: int) -> Attempt:
+    def _command(self, trial: Trial, slot: Slot, files: AttemptFiles) -> Attempt:
         """The user's command, instrumented as `gpuscout watch` instruments it: fit's epoch logs are
         reports (no edit to the script), and the steps' timing is the trial's summary."""
-        trial_file = log_dir / f"reports-{attempt}.jsonl"
         argv = argv_for(self.sweep, trial.params)
         sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
-        out_path, err_path = log_dir / f"stdout-{attempt}.log", log_dir / f"stderr-{attempt}.log"
-        env = self.instrumentation.env(trial_env(slot, trial_file, trial.params), {"GPUSCOUT_WATCH_WINDOW_S": "1"})
-        with open(out_path, "w") as out, open(err_path, "w") as err:
+        env = self.instrumentation.env(trial_env(slot, files.reports, trial.params), {"GPUSCOUT_WATCH_WINDOW_S": "1"})
+        with open(files.stdout, "w") as out, open(files.stderr, "w") as err:
             try:
                 finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
-                                       cancel=self.abort)
+                                       cancel=self.abort, on_event=files.record_event, status_file=files.exit,
+                                       on_start=lambda pgid: self.on_spawn(trial, pgid))
             except OSError as exc:
                 if sampler:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
-        tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
-        metrics, history = read_metrics(out_path.read_text(errors="replace"), trial_file, finished.events)
-        telemetry = _telemetry_summary(samples) if samples else None
-        steps = watch_analysis.summary(finished.events)
-        if finished.cancelled:
-            return Attempt("interrupted", "stopped by the driver", metrics, history, telemetry, steps=steps)
-        if finished.timed_out:
-            return Attempt("timeout", f"exceeded the {self.sweep.timeout_s:g} s trial timeout and was killed",
-                           metrics, history, telemetry, steps=steps)
-        if finished.returncode != 0:
-            last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
-            return Attempt(classify_failure(tail), f"exited with code {finished.returncode}: {last_line}",
-                           metrics, history, telemetry, steps=steps)
-        if self.sweep.metric.name not in metrics:
-            seen = ", ".join(sorted(metrics)) or "nothing"
-            return Attempt("failed", f"finished without reporting {self.sweep.metric.name!r} (it reported {seen}; "
-                                     "fit's logs, JSON lines on stdout and gpuscout.sweep.report count)",
-                           metrics, history, telemetry, steps=steps)
-        return Attempt("ok", None, metrics, history, telemetry, steps=steps)
+        return judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out,
+                     cancelled=finished.cancelled, telemetry=_telemetry_summary(samples) if samples else None)
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
         record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index),
@@ -212,15 +172,40 @@ def _telemetry_summary(samples) -> dict:
             "memory_used_max_bytes": max(memory) if memory else None}
 
 
+class Hooks:
+    """What the driver does for run_local, on its own thread (the only one that writes the store
+    and the display). The defaults run every trial and keep nothing."""
+
+    def claim(self, trial: Trial, slot: Slot) -> bool:
+        """Take the trial before it runs (a lease in the store); False: another driver has it."""
+        return True
+
+    def started(self, trial: Trial, slot: Slot) -> None: ...
+    def spawned(self, trial: Trial, pgid: int) -> None: ...
+    def finished(self, result: TrialResult) -> None: ...
+    def tick(self) -> None:
+        """Called every HEARTBEAT_S or so while trials run (the driver renews its leases)."""
+
+
 def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_consecutive_failures: int,
-              on_start: Callable[[Trial, Slot], None], on_result: Callable[[TrialResult], None]) -> str | None:
+              hooks: Hooks) -> str | None:
     """Run `trials` over `slots`; returns why the sweep stopped early, or None. The calling thread
-    is the driver: callbacks run on it. Ctrl-C kills every running trial's process group."""
+    is the driver: `hooks` run on it, and a trial thread waits for the driver's answer to its claim
+    before it starts anything. Ctrl-C kills every running trial's process group."""
     pending: queue.Queue = queue.Queue()
     for t in trials:
         pending.put(t)
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
+    runner.on_spawn = lambda trial, pgid: events.put(("spawned", (trial, pgid), None))
+
+    def ask(kind: str, payload, slot: Slot):
+        """Hand something to the driver and wait until it has been dealt with; its answer."""
+        answer: list = []
+        done = threading.Event()
+        events.put((kind, (payload, answer, done), slot))
+        done.wait()
+        return answer[0] if answer else None
 
     def work(slot: Slot) -> None:
         while not stop.is_set():
@@ -228,53 +213,54 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
                 trial = pending.get_nowait()
             except queue.Empty:
                 return
-            events.put(("start", trial, slot))
-            handled = threading.Event()  # the driver has counted this result: only then take another
-            events.put(("result", (runner.run(trial, slot, stop), handled), slot))
-            handled.wait()
+            if not ask("claim", trial, slot):
+                continue
+            ask("result", runner.run(trial, slot, stop), slot)  # the driver has counted it: take another
+
+    def handle(kind: str, payload, slot: Slot | None) -> None:
+        nonlocal consecutive, reason
+        if kind == "spawned":
+            hooks.spawned(*payload)
+            return
+        item, answer, done = payload
+        try:
+            if kind == "claim":
+                answer.append(not stop.is_set() and hooks.claim(item, slot))
+                if answer[0]:
+                    hooks.started(item, slot)
+                return
+            hooks.finished(item)
+            if item.status == "interrupted":
+                return
+            consecutive = 0 if item.status == "ok" else consecutive + 1
+            if consecutive >= max_consecutive_failures and not stop.is_set():
+                reason = (f"{consecutive} trials failed in a row (the last: {item.message}); stopped as "
+                          f"max_consecutive_failures = {max_consecutive_failures} asks")
+                stop.set()
+        finally:
+            done.set()
 
     threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in slots]
     for t in threads:
         t.start()
-    consecutive, reason = 0, None
+    consecutive, reason, beat = 0, None, time.monotonic()
     try:
         while any(t.is_alive() for t in threads) or not events.empty():
+            if time.monotonic() - beat >= HEARTBEAT_S:
+                hooks.tick()
+                beat = time.monotonic()
             try:
-                kind, payload, slot = events.get(timeout=0.2)
+                handle(*events.get(timeout=0.2))
             except queue.Empty:
                 continue
-            if kind == "start":
-                on_start(payload, slot)
-                continue
-            result, handled = payload
-            try:
-                on_result(result)
-                if result.status == "interrupted":
-                    continue
-                consecutive = 0 if result.status == "ok" else consecutive + 1
-                if consecutive >= max_consecutive_failures and not stop.is_set():
-                    reason = (f"{consecutive} trials failed in a row (the last: {result.message}); stopped as "
-                              f"max_consecutive_failures = {max_consecutive_failures} asks")
-                    stop.set()
-            finally:
-                handled.set()
     except KeyboardInterrupt:
         stop.set()
         runner.kill_all()
         deadline = time.monotonic() + 10
-        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            try:  # release threads waiting for their result to be handled
-                kind, payload, slot = events.get(timeout=0.1)
+        while (any(t.is_alive() for t in threads) and time.monotonic() < deadline) or not events.empty():
+            try:  # store what the stopped trials return, and release their threads
+                handle(*events.get(timeout=0.1))
             except queue.Empty:
                 continue
-            if kind == "result":
-                on_result(payload[0])
-                payload[1].set()
-        while not events.empty():
-            kind, payload, slot = events.get()
-            if kind == "result":
-                on_result(payload[0])
-                payload[1].set()
         raise
     return reason
-

@@ -160,6 +160,9 @@ def load(path: Path) -> tuple[SweepFile, str]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read the sweep file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not a text file (byte {exc.start} is not UTF-8): a sweep file is YAML "
+                         "text, see `gpuscout sweep --help`") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

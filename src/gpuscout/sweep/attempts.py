@@ -1,0 +1,152 @@
+"""One attempt of a command trial, kept apart on disk, and judged from what it left there.
+
+Each attempt N of a trial writes its own files in the trial's log folder: stdout-N.log,
+stderr-N.log, reports-N.jsonl (gpuscout.sweep.report), events-N.jsonl (the instrumentation's:
+fit's epoch logs, step timing) and, the moment the command ends, exit-N.json (written by the
+guard, executor/guard.py). So a trial run again never mixes its attempts' reports, and a sweep
+resumed after its driver died learns from exit-N.json that an attempt finished, and takes its
+result from these files instead of running it again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscout.analysis import watch as watch_analysis
+from gpuscout.executor.local import STDERR_TAIL_CHARS
+from gpuscout.failures import classify_failure
+from gpuscout.record.run import RunRecord
+from gpuscout.sweep.spec import SweepFile
+
+
+@dataclass
+class Attempt:
+    status: str  # ok | failed | oom | timeout | interrupted
+    message: str | None = None
+    metrics: dict = field(default_factory=dict)
+    history: list[dict] = field(default_factory=list)
+    telemetry: dict | None = None
+    record: RunRecord | None = None  # workload sweeps
+    steps: dict | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
+
+
+@dataclass(frozen=True)
+class AttemptFiles:
+    folder: Path
+    number: int
+
+    def _path(self, stem: str, suffix: str) -> Path:
+        return self.folder / f"{stem}-{self.number}.{suffix}"
+
+    @property
+    def stdout(self) -> Path:
+        return self._path("stdout", "log")
+
+    @property
+    def stderr(self) -> Path:
+        return self._path("stderr", "log")
+
+    @property
+    def reports(self) -> Path:
+        return self._path("reports", "jsonl")
+
+    @property
+    def events(self) -> Path:
+        return self._path("events", "jsonl")
+
+    @property
+    def exit(self) -> Path:
+        return self._path("exit", "json")
+
+    @classmethod
+    def next_in(cls, folder: Path) -> "AttemptFiles":
+        """The first attempt number no earlier attempt (of this run or one before it) used."""
+        return cls(folder, max(numbers(folder), default=0) + 1)
+
+    def record_event(self, event: dict) -> None:
+        with open(self.events, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(event) + "\n")
+
+    def read_events(self) -> list[dict]:
+        if not self.events.exists():
+            return []
+        out = []
+        for line in self.events.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+def numbers(folder: Path) -> list[int]:
+    return [int(m.group(1)) for p in folder.glob("stdout-*.log") if (m := re.fullmatch(r"stdout-(\d+)\.log", p.name))]
+
+
+def read_metrics(stdout_text: str, reports: Path, events: list[dict] = ()) -> tuple[dict, list[dict]]:
+    """(last value of each metric, the reports in order) from a command trial. What the script
+    reports itself (JSON lines on stdout, gpuscout.sweep.report's file) is its history; a script
+    that reports nothing has Keras fit's epoch logs (the instrumentation's events) as its
+    history. The metrics are fit's last logs, overridden by what the script reported."""
+    reported: list[dict] = []
+    for line in stdout_text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                reported.append({k: v for k, v in entry.items() if isinstance(v, (int, float))})
+    if reports.exists():
+        for line in reports.read_text(encoding="utf-8").splitlines():
+            try:
+                reported.append(json.loads(line))
+            except ValueError:
+                continue
+    from_fit = [{"epoch": e["epoch"], **e["logs"]} for e in events if e.get("event") == "watch_epoch"]
+    metrics: dict = {}
+    for entry in from_fit + reported:
+        metrics.update({k: v for k, v in entry.items() if k not in ("time", "step", "epoch")})
+    return metrics, reported or from_fit
+
+
+def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, timed_out: bool = False,
+          cancelled: bool = False, telemetry: dict | None = None) -> Attempt:
+    """How an attempt ended, from the files it left and its exit status."""
+    tail = files.stderr.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if files.stderr.exists() else ""
+    stdout = files.stdout.read_text(errors="replace") if files.stdout.exists() else ""
+    events = files.read_events()
+    metrics, history = read_metrics(stdout, files.reports, events)
+    common = {"metrics": metrics, "history": history, "telemetry": telemetry, "steps": watch_analysis.summary(events)}
+    if cancelled:
+        return Attempt("interrupted", "stopped by the driver", **common)
+    if timed_out:
+        return Attempt("timeout", f"exceeded the {sweep.timeout_s:g} s trial timeout and was killed", **common)
+    if returncode != 0:
+        last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
+        return Attempt(classify_failure(tail), f"exited with code {returncode}: {last_line}", **common)
+    if sweep.metric.name not in metrics:
+        seen = ", ".join(sorted(metrics)) or "nothing"
+        return Attempt("failed", f"finished without reporting {sweep.metric.name!r} (it reported {seen}; "
+                                 "fit's logs, JSON lines on stdout and gpuscout.sweep.report count)", **common)
+    return Attempt("ok", None, **common)
+
+
+def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Attempt, float] | None:
+    """The trial's last attempt, judged, when it ended by itself (its exit-N.json exists): what a
+    driver that died before storing it would have stored. None when it did not end (it was
+    killed with its driver) or never started. Also how long it ran, as its guard timed it."""
+    last = max(numbers(folder), default=None) if folder.exists() else None
+    if last is None:
+        return None
+    files = AttemptFiles(folder, last)
+    try:
+        status = json.loads(files.exit.read_text(encoding="utf-8"))
+        returncode, duration_s = status["returncode"], float(status.get("duration_s") or 0.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return files, judge(sweep, files, returncode), duration_s

@@ -1,0 +1,94 @@
+"""Leases (who runs a trial) and attempts (each run of a trial kept apart): the rules that keep a
+sweep from running a trial twice or mixing two runs' results."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+
+from gpuscout.store import Store
+from gpuscout.sweep import leases
+from gpuscout.sweep.attempts import AttemptFiles, finished_attempt, judge
+from gpuscout.sweep.spec import SweepFile
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def claim(store: Store, owner: dict, again=()) -> bool:
+    return store.claim_trial("s", "k1", 0, "h", {"x": 1}, owner, "now", leases.alive, again)
+
+
+def test_a_live_driver_keeps_its_trial_and_a_dead_ones_is_taken_over(store_path):
+    ours = leases.me()
+    other_live = {**leases.me(), "driver": "other"}  # this very process: alive
+    other_dead = {"driver": "dead", "pid": dead_pid(), "host": socket.gethostname(), "started_unix": 1.0}
+    with Store(store_path) as store:
+        assert claim(store, other_live)
+        assert not claim(store, ours)  # held by a live driver: never run twice
+        assert claim(store, other_live)  # its own claim again (a retry) is fine
+        store.finish_trial("s", "k1", 0, "h", "ok", {"x": 1}, {"metrics": {"m": 1}}, "now")
+        assert store.leases("s") == {}  # the lease ends with the result, in one transaction
+        assert not claim(store, ours)  # ended ok: not run again
+        assert claim(store, ours, again=("ok",))  # unless asked (--retry-failed asks for its statuses)
+        store.put_trial("s", "k2", 1, "h", "running", {"x": 2}, None, "now")
+        assert store.claim_trial("s", "k2", 1, "h", {"x": 2}, other_dead, "now", leases.alive, ())
+        assert store.claim_trial("s", "k2", 1, "h", {"x": 2}, ours, "now", leases.alive, ())  # owner gone
+
+
+def test_whether_an_owner_is_alive():
+    me = leases.me()
+    now = time.time()
+    assert leases.alive(me, now)
+    assert not leases.alive({**me, "pid": dead_pid()}, now)
+    # the same pid as a process started at another time: a reused pid, not the owner
+    assert not leases.alive({**me, "started_unix": me["started_unix"] - 100}, now)
+    remote = {"driver": "r", "pid": 1, "host": "another-host", "started_unix": 0.0}
+    assert leases.alive(remote, now - 10, now=now)  # another host: only its heartbeat tells
+    assert not leases.alive(remote, now - leases.LEASE_S - 1, now=now)
+
+
+def test_a_dead_owners_group_is_killed_but_never_a_reused_group_id():
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        owner = {"driver": "d", "pid": dead_pid(), "host": socket.gethostname(), "started_unix": 1.0}
+        # a pgid whose leader started at another time is some other program's: left alone
+        assert not leases.alive({**owner, "pgid": left.pid, "pgid_started_unix": 1.0}, time.time())
+        assert left.poll() is None
+        # the trial's own group (its leader's start time matches): killed before the trial runs again
+        assert not leases.alive({**owner, **leases.group(left.pid)}, time.time())
+        assert left.wait(timeout=5) == -9
+    finally:
+        left.kill()
+        left.wait()
+
+
+SWEEP = SweepFile.model_validate({"name": "t", "command": "python t.py", "reports": ["acc"],
+                                  "metric": {"name": "acc"}, "space": {"x": [1]}})
+
+
+def test_a_rerun_never_takes_the_interrupted_attempts_results(tmp_path):
+    first = AttemptFiles.next_in(tmp_path)
+    first.stdout.write_text(json.dumps({"acc": 0.99}) + "\n")  # interrupted: no exit file
+    assert finished_attempt(SWEEP, tmp_path) is None  # killed with its driver: to be run again
+    second = AttemptFiles.next_in(tmp_path)
+    assert second.number == 2
+    second.stdout.write_text("")  # the re-run reported nothing and exited 0
+    second.exit.write_text(json.dumps({"returncode": 0, "duration_s": 0.13}))
+    files, attempt, duration_s = finished_attempt(SWEEP, tmp_path)
+    assert files.number == 2 and duration_s == 0.13
+    assert attempt.status == "failed" and attempt.metrics == {} and "without reporting 'acc'" in attempt.message
+    assert judge(SWEEP, first, 0).metrics == {"acc": 0.99}  # the first attempt's own, kept apart
+
+
+def test_the_lease_names_the_trial_group_of_a_running_process():
+    me = psutil.Process()
+    assert leases.group(os.getpid()) == {"pgid": os.getpid(), "pgid_started_unix": me.create_time()}
+    assert leases.group(dead_pid())["pgid_started_unix"] is None
