@@ -91,3 +91,32 @@ def test_a_saved_model_with_free_dimensions_needs_and_takes_an_input_shape(tmp_p
 def test_bad_model_arguments_exit_2_before_anything_runs(args, message, store_path):
     proc = run_cli("bench", *args, "--cpu", "--store", str(store_path))
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_raw_bytes_from_a_users_model_are_only_output(store_path):
+    """Invalid UTF-8 and a fake event on the child's stdout: the model check accepts the model and
+    the run is judged by its events (it used to be stored `failed: exited with code 0 without a
+    result`)."""
+    run = bench_json("--model", f"{MODELS}/hostile.py:build_noisy", store=store_path)
+    assert run["status"] == "ok" and run["throughput"]["median"] > 0 and len(run["windows"]) == 1
+
+
+def test_timeout_covers_the_model_check_and_takes_the_helpers_along(tmp_path, store_path):
+    import os
+    import time
+
+    pids = tmp_path / "pids"
+    began = time.monotonic()
+    proc = run_cli("bench", "--model", f"{MODELS}/hostile.py:build_hangs", "--timeout", "20", *QUICK,
+                   "--store", str(store_path), env={"HOSTILE_PIDS": str(pids)}, timeout=300)
+    took = time.monotonic() - began
+    assert proc.returncode == 2 and "timeout" in proc.stderr.lower(), proc.stderr[-2000:]
+    assert 20 <= took < 60  # it waited for the build, then stopped at --timeout (not after 600 s)
+    for pid in map(int, pids.read_text().split()):  # the build's process and its helper are gone
+        try:
+            os.kill(pid, 0)
+            state = open(f"/proc/{pid}/stat").read().split()[2]
+            assert state == "Z", f"pid {pid} outlived the model check"
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+    assert not store_path.exists() or sqlite3.connect(store_path).execute("select count(*) from runs").fetchone()[0] == 0
