@@ -120,6 +120,15 @@ def other_pids(gpu: GpuInfo, during: list[ComputeProcess], after: list[ComputePr
     return sorted(others)
 
 
+def keep(store: Store, records: list, progress: Progress) -> None:
+    """Store a measurement's records; when the store cannot take them they are saved beside it
+    (Store.keep) and the runs go on: said once in full, then in short."""
+    first = store.rescue_path is None
+    if not store.keep(records):
+        progress.note(f"this run could not be stored: {store.rescue_reason}; it is saved in {store.rescue_path}, "
+                      "and the runs go on" if first else f"this run too is saved in {store.rescue_path}")
+
+
 def run(runs: list[tuple[RunSpec, str]], session: Session, store: Store, progress: Progress | None = None,
         *, repeats: int = 1, tag: Callable[[RunRecord], RunRecord] = lambda r: r) -> list[RunRecord]:
     """Measure each (spec, label) `repeats` times, storing every record as it comes (`tag` adds
@@ -133,8 +142,7 @@ def run(runs: list[tuple[RunSpec, str]], session: Session, store: Store, progres
             progress.run_started(spec, label, number, total)
             made = [tag(r) for r in measure(spec, session, repeat=repeat,
                                             on_event=lambda e, s=spec: progress.event(s, e))]
-            for record in made:
-                store.put(record)
+            keep(store, made, progress)
             records.extend(made)
             progress.run_finished(label, made)
     return records

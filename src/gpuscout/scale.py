@@ -156,13 +156,13 @@ def run_scale(the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store,
         if options.local_workers:
             ids = the_plan.gpu_ids[:n] if the_plan.device_kind == "gpu" else [None] * n
             workers = cluster.run_local_workers(spec, ids, session, on_event=lambda e, s=spec: progress.event(s, e))
-            for w in workers:
-                store.put(w.model_copy(update={"scale": tag.model_copy(update={"role": "worker"})}))
+            engine.keep(store, [w.model_copy(update={"scale": tag.model_copy(update={"role": "worker"})})
+                                for w in workers], progress)
             record = cluster.merge_records(workers, session.options.pricing)
         else:
             record = engine.measure(spec, session, on_event=lambda e, s=spec: progress.event(s, e))[0]
         record = record.model_copy(update={"scale": tag})
-        store.put(record)
+        engine.keep(store, [record], progress)
         records[n] = record
         progress.run_finished(label, [record])
     links = topology(nvml, the_plan.gpu_ids[:the_plan.counts[-1]]) if the_plan.device_kind == "gpu" else []
@@ -303,7 +303,7 @@ def run_worker(workload_name: str, options: ScaleOptions, cluster_id: str, nvml:
     record = record.model_copy(update={
         "cluster": ClusterTag(id=cluster_id, index=index, workers=len(addresses), address=addresses[index]),
         "scale": ScaleTag(session=cluster_id, mode=options.mode, devices=spec.devices, role="worker")})
-    store.put(record)
+    engine.keep(store, [record], progress)
     progress.run_finished(label, [record])
     return record
 

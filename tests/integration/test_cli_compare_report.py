@@ -98,10 +98,20 @@ def test_import_refuses_a_record_of_the_wrong_types_naming_it_and_changes_nothin
         proc = run_cli("results", "import", str(bad), "--store", str(store))
         assert proc.returncode == 2 and message in proc.stderr, (change, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and digest(store) == before
-    version = tmp_path / "version.json"
-    version.write_text(json.dumps({**doc, "schema_version": "1"}))
-    proc = run_cli("results", "import", str(version), "--store", str(store))
-    assert proc.returncode == 2 and "schema_version must be a whole number, got '1'" in proc.stderr
+    # whole documents that are wrong, as a hostile or broken exporter would write them
+    documents = [({**doc, "schema_version": "1"}, "schema_version must be a whole number, got '1'"),
+                 ({**doc, "runs": "all"}, "'runs' must be a list of records"),
+                 ({**doc, "runs": [good, None]}, "run #2 is not a record (a JSON object)"),
+                 ({**doc, "runs": [good | {"kind": "nonsense"}]}, "run #1 (fresh0): record: Input tag 'nonsense'"),
+                 ({**doc, "runs": [good, good]}, "holds the same run id twice"),
+                 ({**doc, "runs": [good | {"batch_size": 10**30}]}, "run fresh0: batch_size is larger than the store"),
+                 ([1, 2], "is not a gpuscout results file")]
+    for document, message in documents:
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(document))
+        proc = run_cli("results", "import", str(bad), "--store", str(store))
+        assert proc.returncode == 2 and message in proc.stderr, (message, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and digest(store) == before
 
 
 def test_old_stores_migrate_all_or_nothing_and_old_exports_import(tmp_path):

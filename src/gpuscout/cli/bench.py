@@ -15,7 +15,7 @@ from gpuscout.cli.options import AsJson, Device, Pricing, StorePath, grouped, me
 from gpuscout.errors import RunError, UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.report import console as console_report
-from gpuscout.report.export import json_document
+from gpuscout.record.document import json_document
 from gpuscout.report.progress import run_bars
 from gpuscout.spec import PROTOCOL
 from gpuscout.store import Store

@@ -84,7 +84,7 @@ def compare(
     if sum((as_json, as_markdown, as_csv)) > 1:
         raise UsageError("choose one of --json, --markdown and --csv")
     by = by or ("run" if run_ids else "gpu")
-    with Store(store_path, create=False) as store:
+    with Store(store_path, readonly=True) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
     comparisons = compare_runs(records, by, baseline)
     if not comparisons:

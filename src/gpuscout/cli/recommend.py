@@ -128,7 +128,7 @@ def _stored(store_path: Path | None) -> list[RunRecord]:
     path = store_path or default_store_path()
     if not Path(path).exists():
         return []
-    with Store(path, create=False) as store:
+    with Store(path, readonly=True) as store:
         records = store.list(kind="benchmark")
     warn_unreadable(store)
     return records

@@ -42,7 +42,7 @@ def report(
     out = out or Path("report.md" if markdown else "report.html")
     from gpuscout.report import document
 
-    with Store(store_path, create=False) as store:
+    with Store(store_path, readonly=True) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
         chosen = store.get(telemetry_run) if telemetry_run else None
     if chosen is not None and not (chosen.telemetry and chosen.telemetry.samples):

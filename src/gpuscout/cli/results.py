@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -15,13 +16,14 @@ from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
 from gpuscout.report import console as console_report, watch as watch_report
-from gpuscout.report.export import csv_text, json_document, parse_document
+from gpuscout.record.document import json_document
+from gpuscout.report.export import csv_text, parse_document
 from gpuscout.record import STORED
 from gpuscout.record.run import SCHEMA_VERSION
-from gpuscout.store import Store, default_store_path
+from gpuscout.store import Store, default_store_path, repair
 from gpuscout.store.migrate import migrate as migrate_store
 
-app = typer.Typer(help="Stored benchmark results: list, show, export, import, schema, migrate.",
+app = typer.Typer(help="Stored benchmark results: list, show, export, import, check, salvage, schema, migrate.",
                   no_args_is_help=True)
 
 
@@ -44,7 +46,7 @@ def list_(
         raise UsageError(f"--limit must be >= 1, got {limit}")
     if kind not in (None, "benchmark", "watch"):
         raise UsageError(f"unknown --kind {kind!r}: choose benchmark or watch")
-    with Store(store_path, create=False) as store:
+    with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, status=status, limit=limit, kind=kind)
     warn_unreadable(store)
     if as_json:
@@ -66,7 +68,7 @@ def show(
 
     Example: gpuscout results show 3fa2
     """
-    with Store(store_path, create=False) as store:
+    with Store(store_path, readonly=True) as store:
         record = store.get(run_id)
     if as_json:
         typer.echo(json_document([record]))
@@ -97,7 +99,7 @@ def export(
     """
     if fmt not in ("json", "csv"):
         raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
-    with Store(store_path, create=False) as store:
+    with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, group=group)
     warn_unreadable(store)
     text = json_document(records) if fmt == "json" else csv_text(records)
@@ -134,6 +136,64 @@ def import_(
         added = store.put_many(records)
     Console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
                                f"into {store.path}")
+
+
+@app.command("check")
+@handle_errors
+def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
+    """Check the store: SQLite's integrity check of the file, then every record and sweep trial
+    read and validated. Exit 0 when all is well, 1 when something is damaged (the file is only
+    read).
+
+    Example: gpuscout results check --store ~/results.sqlite || gpuscout results salvage --out fixed.sqlite
+    """
+    report = repair.check(store_path or default_store_path())
+    if as_json:
+        typer.echo(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
+    else:
+        out = Console(highlight=False)
+        sqlite_ok = report.integrity == ["ok"]
+        out.print(f"{escape(report.path)}", soft_wrap=True)
+        out.print(f"  SQLite integrity: {'ok' if sqlite_ok else 'DAMAGED'}")
+        for line in ([] if sqlite_ok else report.integrity[:10]):
+            out.print(f"    {escape(line)}", soft_wrap=True)
+        out.print(f"  records: {report.records} readable and valid; trials: {report.trials}")
+        if report.lost_rows:
+            out.print(f"  {report.lost_rows} row(s) on damaged pages cannot be read at all")
+        for what, why in list(report.invalid.items())[:20]:
+            out.print(f"  {escape(what)} does not validate: {escape(why)}", soft_wrap=True)
+        if report.ok:
+            out.print("  no damage found")
+        else:
+            out.print(f"  `gpuscout results salvage --store {escape(report.path)} --out NEW.sqlite` copies every "
+                      "readable record into a new store", soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command("salvage")
+@handle_errors
+def salvage(
+    out: Path = typer.Option(..., "--out", "-o", help="The new store to write (a file that does not exist yet)."),
+    store_path: StorePath = None,
+    as_json: AsJson = False,
+) -> None:
+    """Copy every record and sweep trial that can still be read and validates out of a damaged
+    store into a new one; the damaged file is only read. Say what was left behind.
+
+    Example: gpuscout results salvage --store ~/results.sqlite --out ~/results-salvaged.sqlite
+    """
+    report = repair.salvage(store_path or default_store_path(), out)
+    if as_json:
+        typer.echo(json.dumps(asdict(report), indent=2))
+        return
+    err = Console(stderr=True, highlight=False)
+    err.print(f"copied {report.records} record(s) and {report.trials} trial(s) from {escape(report.source)} "
+              f"into {escape(report.out)}", soft_wrap=True)
+    if report.lost_rows:
+        err.print(f"left behind: {report.lost_rows} row(s) on damaged pages, which cannot be read")
+    for what, why in report.invalid.items():
+        err.print(f"left behind: {escape(what)}, which does not validate ({escape(why)})", soft_wrap=True)
 
 
 

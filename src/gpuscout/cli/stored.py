@@ -13,4 +13,4 @@ def warn_unreadable(store: Store) -> None:
     err = Console(stderr=True, highlight=False)
     for run_id, why in store.unreadable.items():
         err.print(f"[yellow]warning[/]: run {escape(run_id)} in {escape(str(store.path))} is damaged and was "
-                  f"left out ({escape(why)})")
+                  f"left out ({escape(why)})", soft_wrap=True)

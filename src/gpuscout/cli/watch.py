@@ -11,7 +11,7 @@ from rich.console import Console
 from gpuscout import engine, planning
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
-from gpuscout.report.export import json_document
+from gpuscout.record.document import json_document
 from gpuscout.report.watch import print_watch, view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml

@@ -8,7 +8,6 @@ import json
 
 from pydantic import ValidationError
 
-from gpuscout import __version__
 from gpuscout.errors import UsageError
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record import STORED, StoredRecord
@@ -22,14 +21,6 @@ CSV_COLUMNS = (
     "peak_memory_bytes", "achieved_tflops", "mfu", "power_mean_w", "energy_j_per_1000_samples",
     "flags", "methodology_version",
 )
-
-
-def json_document(records: list[StoredRecord], **extra) -> str:
-    """What `--json` and `results export` print: the records in the stored shape (their JSON
-    Schema: `gpuscout results schema`), with the versions that wrote them."""
-    runs = [json.loads(r.model_dump_json()) for r in records]
-    return json.dumps({"gpuscout_version": __version__, "schema_version": SCHEMA_VERSION,
-                       **extra, "runs": runs}, indent=2)
 
 
 def parse_document(text: str, origin: str) -> list[StoredRecord]:

@@ -51,7 +51,7 @@ class RunBars(engine.Progress):
                              completed=self.progress.tasks[-1].total)
 
     def note(self, text: str) -> None:
-        self.console.print(f"[yellow]note:[/] {escape(text)}")
+        self.console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)  # one line in a log, however long
 
 
 @contextlib.contextmanager

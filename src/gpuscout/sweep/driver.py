@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout import catalog, engine, planning
-from gpuscout.errors import UsageError
+from gpuscout.errors import RunError, UsageError
 from gpuscout.executor import process
 from gpuscout.pricing import hourly_cost
 from gpuscout.provenance import utc_now
 from gpuscout.store import Store
+from gpuscout.store.sqlite import StoreFailure
 from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import workload_trials
@@ -59,6 +60,7 @@ class Plan:
     specs: dict = field(default_factory=dict)  # workload sweeps: each trial's run, by trial key
     # trials whose driver died after they ended: their results, read from their files, to store
     adopted: list = field(default_factory=list)
+    path: Path | None = None  # the sweep file
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Checked:
     trials: list[Trial]
     slots: list[run_lib.Slot]
     specs: dict
+    path: Path
 
 
 def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
@@ -93,7 +96,7 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
         planning.gpu_indices(gpus, nvml)
     slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
     specs = workload_trials.plan(sweep, trials, nvml, slots[0].gpu_index) if sweep.workload else {}
-    return Checked(sweep, sweep_hash, trials, slots, specs)
+    return Checked(sweep, sweep_hash, trials, slots, specs, path)
 
 
 def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
@@ -116,7 +119,7 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     todo = [t for t in trials if t.key not in finished and t.key not in held and t.key not in adopted]
     done = [stored[t.key] for t in trials if t.key in finished]
     return Plan(sweep, sweep_hash, trials, todo, done, checked.slots, log_root, notes, checked.specs,
-                list(adopted.values()))
+                list(adopted.values()), checked.path)
 
 
 def again_statuses(options: SweepOptions) -> tuple[str, ...]:
@@ -166,6 +169,8 @@ class _Hooks(run_lib.Hooks):
         self.owner = leases_lib.me()
         self.running: set[str] = set()
         self.new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
+        self.unstored: list[int] = []  # trials whose result the store could not take
+        self.failure: str | None = None
 
     def claim(self, trial: Trial, slot: run_lib.Slot) -> bool:
         taken = self.store.claim_trial(self.p.sweep.name, trial.key, trial.index, self.p.sweep_hash, trial.params,
@@ -185,14 +190,32 @@ class _Hooks(run_lib.Hooks):
 
     def finished(self, result: run_lib.TrialResult, adopted: bool = False) -> None:
         data = result.to_dict()
-        self.store.finish_trial(self.p.sweep.name, result.key, result.index, self.p.sweep_hash, result.status,
-                                result.params, data, utc_now(), result.records)
+        try:
+            self.store.finish_trial(self.p.sweep.name, result.key, result.index, self.p.sweep_hash, result.status,
+                                    result.params, data, utc_now(), result.records)
+        except StoreFailure as exc:
+            # The trial stays `running` under this driver's lease: `--resume` takes its result from
+            # its files (a command trial) once the store works; a workload trial's records are
+            # saved beside the store.
+            self.unstored.append(result.index)
+            self.failure = str(exc)
+            if result.records:
+                self.store.keep(result.records)
         self.running.discard(result.key)
         if result.status != "interrupted":
             self.results.append(data)
             if not adopted:
                 self.new.append(data)
         self.display.finished(result, best_of(self.p.sweep, self.results))
+
+
+def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hooks: _Hooks) -> str | None:
+    """The trials left, on this host's slots or on Ray; why the sweep stopped early, if it did."""
+    if options.executor == "ray":
+        from gpuscout.sweep.ray_executor import run_ray
+
+        return run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs, hooks)
+    return run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks)
 
 
 def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
@@ -206,15 +229,15 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, sampler_factory, p.specs,
                                        engine.Session(nvml, engine.MeasureOptions(timeout_s=p.sweep.timeout_s)))
     try:
-        if options.executor == "ray":
-            from gpuscout.sweep.ray_executor import run_ray
-
-            reason = run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs,
-                             hooks)
-        else:
-            reason = run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks)
+        reason = _run(p, options, trial_runner, hooks)
+    except StoreFailure as exc:  # trials have run: exit 1, and what ended is on disk for --resume
+        raise RunError(f"{exc}; the sweep stopped, and `gpuscout sweep {p.path} --resume` goes on from its trials' "
+                       "files once the store works") from None
     finally:
         trial_runner.close()
+    if hooks.unstored:
+        raise RunError(f"{hooks.failure}; the results of trial(s) {', '.join(map(str, hooks.unstored))} are in their "
+                       f"files under {p.log_root}: `gpuscout sweep {p.path} --resume` stores them once the store works")
     new = hooks.new
     summary = summarise(p, results, new, nvml, reason)
     summary["tensorboard"] = write_tensorboard(p, results, changed=bool(new or p.adopted))

@@ -55,7 +55,7 @@ class Session:
         record = engine.measure(spec, self.engine, on_event=lambda e: self.progress.event(spec, e))[0]
         self.durations.append(time.monotonic() - began)
         record = record.model_copy(update={"tune": TuneTag(session=self.id, part=part, label=label)})
-        self.store.put(record)
+        engine.keep(self.store, [record], self.progress)
         self.progress.run_finished(label, [record])
         return record
 

@@ -87,5 +87,5 @@ def watch_pid(pid: int, options: WatchOptions, session: engine.Session, store: S
         gpus=used_gpus, samples=samples, interval_s=options.telemetry_interval_s,
         other_pids=attribution.other_pids, notes=notes)
     record = analysis.derive(observed)
-    store.put(record)
+    store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
     return record

@@ -168,7 +168,7 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
         other_pids=attribution.other_pids if attribution else [], notes=notes,
         precision_reference=_reference(store, used, seen))
     record = analysis.derive(observed)
-    store.put(record)
+    store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
     return record
 
 
