@@ -1,9 +1,10 @@
 import json
+import math
 
 import numpy as np
 import pytest
 
-from gpuscout.analysis.compare import compare, ratio_ci, significance, Group
+from gpuscout.analysis.compare import Group, compare, ratio_ci, significance, smallest_mann_whitney_p
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
 from tests.conftest import FIXTURES
@@ -32,10 +33,48 @@ def test_clearly_different_samples_are_called_different():
     assert different and p < 0.001
 
 
-def test_with_too_few_windows_the_intervals_decide():
-    apart = significance(group("a", [10.0, 10.2], ci=(9.9, 10.3)), group("b", [12.0, 12.1], ci=(11.9, 12.2)))
-    overlapping = significance(group("a", [10.0, 10.2], ci=(9.9, 10.3)), group("b", [10.1, 10.4], ci=(10.0, 10.5)))
-    assert apart == (True, None, "ci-overlap") and overlapping == (False, None, "ci-overlap")
+def windows_at(logs):
+    return group("g", [math.exp(x) for x in logs])
+
+
+def test_exact_p_values_at_the_window_counts_gpuscout_uses():
+    """Hand computations. Welch's t on log windows: n = 2 + 2 and 3 + 3 with equal spreads give
+    whole degrees of freedom, where Student's t has a closed form; Mann-Whitney at 5 + 5 and 10 + 10
+    fully apart gives its smallest p, 2 / C(n1 + n2, n1)."""
+    # n = 2: log means 1.1 and 0.6, variances 0.02: se = sqrt(0.02/2 * 2), t = 0.5 / se = 3.5355, df = 2,
+    # and for df = 2 the two-sided p is 1 - |t| / sqrt(2 + t^2)
+    t = 0.5 / math.sqrt(0.02)
+    different, p, test = significance(windows_at([1.0, 1.2]), windows_at([0.5, 0.7]))
+    assert test == "welch-t" and p == pytest.approx(1 - t / math.sqrt(2 + t * t), rel=1e-9) and not different
+    assert p == pytest.approx(0.07152, abs=1e-5)
+    # n = 3: variances 0.01, se = sqrt(0.01/3 * 2), t = 6.1237, df = 4; p = I_x(2, 1/2) with
+    # x = 4 / (4 + t^2) = 1 - 1.5 sqrt(1 - x) + 0.5 (1 - x)^1.5
+    t = 0.5 / math.sqrt(0.02 / 3)
+    x = 4 / (4 + t * t)
+    different, p, test = significance(windows_at([1.0, 1.1, 1.2]), windows_at([0.5, 0.6, 0.7]))
+    assert test == "welch-t" and different
+    assert p == pytest.approx(1 - 1.5 * math.sqrt(1 - x) + 0.5 * (1 - x) ** 1.5, rel=1e-9)
+    assert p == pytest.approx(0.003603, abs=1e-6)
+    # n = 5 and 10, apart: Mann-Whitney, exact
+    for n in (5, 10):
+        different, p, test = significance(group("a", range(100, 100 + n)), group("b", range(50, 50 + n)))
+        assert test == "mann-whitney" and different and p == pytest.approx(2 / math.comb(2 * n, n), rel=1e-9)
+    assert smallest_mann_whitney_p(3, 3) == pytest.approx(0.1) and smallest_mann_whitney_p(4, 4) < 0.05
+
+
+def test_three_windows_that_are_twice_apart_are_called_different():
+    """The issue's case: TF 14.0 [9.7-15.7] vs JAX 6.8 [6.4-7.8] images/s over 3 windows each was
+    "no significant difference" (Mann-Whitney cannot go below p = 0.1 at 3 + 3)."""
+    different, p, test = significance(group("tf", [9.7, 14.0, 15.7]), group("jax", [6.4, 6.8, 7.8]))
+    assert different and test == "welch-t" and p < 0.05
+
+
+def test_with_one_window_the_verdict_says_no_test_could_tell():
+    assert significance(group("a", [10.0]), group("b", [12.0, 12.1])) == (False, None, "too few windows")
+    one = GOLDEN[0].model_copy(update={"windows": GOLDEN[0].windows[:1]})
+    other = one.model_copy(update={"id": "other", "gpu": GOLDEN[1].gpu})
+    (c,) = compare([one, other], "run")
+    assert c.groups[1].verdict == "too few windows to tell (need 2 per group)"
 
 
 def test_the_ratio_interval_holds_the_ratio():

@@ -4,9 +4,13 @@ difference is there at all (pytest-benchmark's compare and hyperfine's honesty a
 Runs are compared only with runs that differ in the one field asked about (`by`): same
 workload, and the same backend, precision, XLA, batch, sequence length, data mode and device
 otherwise. Each group's windows are pooled. The ratio of medians gets a bootstrap 95% interval
-(windows resampled within each group). A difference is called when a two-sided Mann-Whitney U
-test on the windows gives p < 0.05 (both groups with at least MIN_WINDOWS windows), else only
-when the two medians' 95% intervals do not overlap. Runs of different methodology versions are
+(windows resampled within each group). A difference is called when a two-sided test on the
+windows gives p < 0.05, and the test is one that could give p < 0.05 at these window counts:
+Mann-Whitney U (exact without ties) where its smallest possible p, 2 / C(n1 + n2, n1), is below
+0.05 (4 + 4 windows and more), else Welch's t-test on the log of the windows (the ratio's
+scale; hyperfine compares with Welch's t-test too), which decides from 2 + 2 windows. With fewer
+than 2 windows in a group no test can tell, and the verdict says so instead of "no significant
+difference". Runs of different methodology versions are
 never pooled or compared; other differences in their environments (driver, framework versions,
 GPU when not compared by GPU) are named in notes.
 
@@ -17,6 +21,7 @@ change (the command, batch, precision, input) is named in the notes.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -28,7 +33,8 @@ from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 
 ALPHA = 0.05
-MIN_WINDOWS = 3
+MIN_WINDOWS = 2  # per group: below it no variance, so no test
+TOO_FEW = f"too few windows to tell (need {MIN_WINDOWS} per group)"
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
@@ -77,7 +83,7 @@ class Group:
     ratio_low: float | None = None
     ratio_high: float | None = None
     p_value: float | None = None
-    test: str | None = None  # mann-whitney | ci-overlap
+    test: str | None = None  # mann-whitney | welch-t | too few windows
     verdict: str = "baseline"  # baseline | faster | slower | no significant difference
 
 
@@ -128,17 +134,40 @@ def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float]:
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
+def smallest_mann_whitney_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p the exact Mann-Whitney test can give for these sizes: the two
+    most extreme of the C(n1 + n2, n1) equally likely orderings (3 + 3 windows: 0.1)."""
+    return 2 / math.comb(n1 + n2, n1)
+
+
+def welch_log_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p of Welch's t-test on log(a) and log(b): t = (mean_a - mean_b) / sqrt(va/na +
+    vb/nb), with Welch-Satterthwaite degrees of freedom."""
+    from scipy.stats import t as student_t  # lazily: see analysis/stats.py
+
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
+    diff = la.mean() - lb.mean()
+    if va + vb == 0:  # every window alike on both sides: equal, or as different as can be
+        return 1.0 if diff == 0 else 0.0
+    t = diff / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    return float(2 * student_t.sf(abs(t), df))
+
+
 def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None, str]:
-    """(different?, p-value or None, the test used)."""
-    if len(candidate.windows) >= MIN_WINDOWS and len(baseline.windows) >= MIN_WINDOWS:
+    """(different?, p-value or None, the test used): a test that can decide at these window counts."""
+    a, b = candidate.windows, baseline.windows
+    if len(a) < MIN_WINDOWS or len(b) < MIN_WINDOWS:
+        return False, None, "too few windows"
+    if smallest_mann_whitney_p(len(a), len(b)) < ALPHA:
         from scipy.stats import mannwhitneyu  # lazily: see analysis/stats.py
 
-        p = float(mannwhitneyu(candidate.windows, baseline.windows, alternative="two-sided").pvalue)
+        exact = len(set(a) | set(b)) == len(a) + len(b) and max(len(a), len(b)) <= 50
+        p = float(mannwhitneyu(a, b, alternative="two-sided", method="exact" if exact else "asymptotic").pvalue)
         return p < ALPHA, p, "mann-whitney"
-    if None in (candidate.ci95_low, candidate.ci95_high, baseline.ci95_low, baseline.ci95_high):
-        return False, None, "too few windows"
-    overlap = candidate.ci95_low <= baseline.ci95_high and baseline.ci95_low <= candidate.ci95_high
-    return not overlap, None, "ci-overlap"
+    p = welch_log_p(a, b)
+    return p < ALPHA, p, "welch-t"
 
 
 def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -> list[Comparison]:
@@ -184,7 +213,10 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
             g.ratio = g.median / base.median
             g.ratio_low, g.ratio_high = ratio_ci(g.windows, base.windows)
             different, g.p_value, g.test = significance(g, base)
-            g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
+            if g.test == "too few windows":
+                g.verdict = TOO_FEW
+            else:
+                g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
         comparison = Comparison(workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1],
                                 held=helds[key], groups=groups)
         named = {**ENVIRONMENT, **WATCHED} if key[2:] == ("watch",) else ENVIRONMENT

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from rich.markup import escape
 from rich.table import Table
 
 from gpuscout.analysis.compare import Comparison, Group
@@ -35,7 +36,7 @@ def _p(g: Group) -> str:
 
 def _verdict(g: Group) -> str:
     return {"faster": "[green]faster[/]", "slower": "[red]slower[/]",
-            "no significant difference": "[yellow]no significant difference[/]"}.get(g.verdict, g.verdict)
+            "no significant difference": "[yellow]no significant difference[/]"}.get(g.verdict, escape(g.verdict))
 
 
 def table(c: Comparison) -> Table:
