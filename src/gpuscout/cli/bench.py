@@ -200,7 +200,7 @@ def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable
                 bars.note(notice)
             records = run(specs, options, store, nvml, bars)
     if not as_json:
-        Console(stderr=True, highlight=False).print(f"stored {len(records)} run(s) in {store.path}")
+        Console(stderr=True, highlight=False).print(f"stored {len(records)} run(s) in {store.path}", markup=False)
     return records
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.console import Console
 
 from gpuscout.analysis.compare import FIELDS, compare as compare_runs
@@ -101,4 +102,4 @@ def compare(
         for c in comparisons:
             out.print(render.table(c))
             for note in c.notes:
-                out.print(f"[yellow]note[/]: {note}", highlight=False)
+                out.print(f"[yellow]note[/]: {escape(note)}", highlight=False)

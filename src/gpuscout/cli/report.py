@@ -66,4 +66,4 @@ def report(
                 written = [out]
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-    err.print(f"wrote {out} ({len(records)} runs{f', {len(written) - 1} plot files' if markdown else ''})")
+    err.print(f"wrote {out} ({len(records)} runs{f', {len(written) - 1} plot files' if markdown else ''})", markup=False)

@@ -9,7 +9,6 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from gpuscout.cli import handle_errors
 from gpuscout.cli.stored import warn_unreadable
@@ -110,7 +109,7 @@ def export(
             out.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-        Console(stderr=True).print(f"wrote {len(records)} run(s) to {out}")
+        Console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
 
 
 @app.command("import")
@@ -135,7 +134,7 @@ def import_(
     with Store(store_path) as store:
         added = store.put_many(records)
     Console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
-                               f"into {store.path}")
+                               f"into {store.path}", markup=False)
 
 
 @app.command("check")
@@ -153,20 +152,20 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
     else:
         out = Console(highlight=False)
         sqlite_ok = report.integrity == ["ok"]
-        out.print(f"{escape(report.path)}", soft_wrap=True)
-        out.print(f"  SQLite integrity: {'ok' if sqlite_ok else 'DAMAGED'}")
+        out.print(f"{report.path}", soft_wrap=True, markup=False)
+        out.print(f"  SQLite integrity: {'ok' if sqlite_ok else 'DAMAGED'}", markup=False)
         for line in ([] if sqlite_ok else report.integrity[:10]):
-            out.print(f"    {escape(line)}", soft_wrap=True)
-        out.print(f"  records: {report.records} readable and valid; trials: {report.trials}")
+            out.print(f"    {line}", soft_wrap=True, markup=False)
+        out.print(f"  records: {report.records} readable and valid; trials: {report.trials}", markup=False)
         if report.lost_rows:
-            out.print(f"  {report.lost_rows} row(s) on damaged pages cannot be read at all")
+            out.print(f"  {report.lost_rows} row(s) on damaged pages cannot be read at all", markup=False)
         for what, why in list(report.invalid.items())[:20]:
-            out.print(f"  {escape(what)} does not validate: {escape(why)}", soft_wrap=True)
+            out.print(f"  {what} does not validate: {why}", soft_wrap=True, markup=False)
         if report.ok:
             out.print("  no damage found")
         else:
-            out.print(f"  `gpuscout results salvage --store {escape(report.path)} --out NEW.sqlite` copies every "
-                      "readable record into a new store", soft_wrap=True)
+            out.print(f"  `gpuscout results salvage --store {report.path} --out NEW.sqlite` copies every "
+                      "readable record into a new store", soft_wrap=True, markup=False)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -188,12 +187,12 @@ def salvage(
         typer.echo(json.dumps(asdict(report), indent=2))
         return
     err = Console(stderr=True, highlight=False)
-    err.print(f"copied {report.records} record(s) and {report.trials} trial(s) from {escape(report.source)} "
-              f"into {escape(report.out)}", soft_wrap=True)
+    err.print(f"copied {report.records} record(s) and {report.trials} trial(s) from {report.source} "
+              f"into {report.out}", soft_wrap=True, markup=False)
     if report.lost_rows:
-        err.print(f"left behind: {report.lost_rows} row(s) on damaged pages, which cannot be read")
+        err.print(f"left behind: {report.lost_rows} row(s) on damaged pages, which cannot be read", markup=False)
     for what, why in report.invalid.items():
-        err.print(f"left behind: {escape(what)}, which does not validate ({escape(why)})", soft_wrap=True)
+        err.print(f"left behind: {what}, which does not validate ({why})", soft_wrap=True, markup=False)
 
 
 
@@ -222,7 +221,7 @@ def migrate(store_path: StorePath = None) -> None:
     done = migrate_store(store_path or default_store_path())
     err = Console(stderr=True, highlight=False)
     if done.backup is None:
-        err.print(f"{escape(str(done.path))} is already at schema {done.from_version}: nothing to do")
+        err.print(f"{done.path} is already at schema {done.from_version}: nothing to do", markup=False)
     else:
-        err.print(f"migrated {done.records} run(s) in {escape(str(done.path))} from schema {done.from_version} to "
-                  f"{SCHEMA_VERSION}; the original is kept as {escape(str(done.backup))}")
+        err.print(f"migrated {done.records} run(s) in {done.path} from schema {done.from_version} to "
+                  f"{SCHEMA_VERSION}; the original is kept as {done.backup}", markup=False)

@@ -146,7 +146,7 @@ def _print_hosts(ctx: typer.Context, workload: str, hosts: str, backend: str, as
         typer.echo(json.dumps(plan, indent=2))
         return
     out = Console(highlight=False, soft_wrap=True)
-    out.print(f"cluster {plan['cluster']}: run on each host (the same gpuscout and TensorFlow; ports open between them):")
+    out.print(f"cluster {plan['cluster']}: run on each host (the same gpuscout and TensorFlow; ports open between them):", markup=False)
     for w in plan["workers"]:
         out.print(f"  # {w['host']}\n  {w['command']}", markup=False)
     out.print("then bring the records together:")
@@ -167,7 +167,7 @@ def _worker(workload: str, options: scale_lib.ScaleOptions, cluster_id: str | No
         Console(stderr=True, highlight=False).print(
             f"worker {record.cluster.index}: {record.status}, run {record.id} stored in {store.path}. Next: worker "
             f"0's host imports the others' `gpuscout results export --group {cluster_id}` and runs "
-            f"`gpuscout scale --merge {cluster_id}`")
+            f"`gpuscout scale --merge {cluster_id}`", markup=False)
     raise typer.Exit(0 if record.ok else 1)
 
 

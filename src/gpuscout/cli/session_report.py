@@ -19,5 +19,5 @@ def save_and_show(report: dict, verb: str, store_path: Path, as_json: bool,
         typer.echo(json.dumps(report, indent=2, default=str))
     else:
         render(report, Console())
-        Console(stderr=True).print(f"runs stored in {store_path}; the report in {saved}")
+        Console(stderr=True).print(f"runs stored in {store_path}; the report in {saved}", markup=False)
     return saved

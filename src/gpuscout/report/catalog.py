@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.console import Console
 from rich.table import Table
 
@@ -32,8 +33,8 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
     out.print(table)
     if one:
         g = entries[0]
-        out.print(f"[bold]NVML names[/]: {', '.join(g.nvml_patterns)}  [bold]source[/]: {g.source}", highlight=False)
+        out.print(f"[bold]NVML names[/]: {escape(', '.join(g.nvml_patterns))}  [bold]source[/]: {escape(g.source)}", highlight=False)
         for p in cat.prices_for(g.id):
             unit = "USD per GPU-hour" if p.kind == "cloud" else "USD"
-            out.print(f"[bold]price[/] {p.kind} {p.provider}: {p.usd:,.3f} {unit} as of {p.date}"
-                      f"{' (stale)' if p.stale() else ''} — {p.source}", highlight=False)
+            out.print(f"[bold]price[/] {p.kind} {escape(p.provider)}: {p.usd:,.3f} {unit} as of {p.date}"
+                      f"{' (stale)' if p.stale() else ''} — {escape(p.source)}", highlight=False)

@@ -63,9 +63,9 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
     console.print(bench_table(records))
     for r in records:
         for flag in r.flags:
-            console.print(f"[yellow]warning[/] {r.id} {flag.code}: {escape(flag.message)} — {escape(flag.hint)}")
+            console.print(f"[yellow]warning[/] {escape(r.id)} {flag.code}: {escape(flag.message)} — {escape(flag.hint)}")
         if not r.ok and r.error:
-            console.print(f"[red]{r.status}[/] {r.id} {r.workload}: {escape(r.error.message or '')}")
+            console.print(f"[red]{r.status}[/] {escape(r.id)} {escape(r.workload)}: {escape(r.error.message or '')}")
             for line in (r.error.stderr_tail or "").strip().splitlines()[-5:]:
                 console.print(f"    {line}", markup=False, highlight=False)
     for r in records:
@@ -75,7 +75,7 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
         t = s["throughput"]
         console.print(f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
                       f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
-                      f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}")
+                      f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}", markup=False)
 
 
 def accuracy_line(r: RunRecord) -> str:
@@ -122,7 +122,7 @@ def print_run(console: Console, r: RunRecord) -> None:
         ("command", env.command_line or fmt.DASH),
     ]
     for key, value in lines:
-        console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
+        console.print(f"[bold]{escape(key)}[/]: {escape(str(value))}", highlight=False)
     if r.time_to_accuracy:
         console.print(escape(accuracy_line(r)), highlight=False)
 
@@ -163,18 +163,18 @@ def print_inference(console: Console, records: list[RunRecord], verdicts: list[d
                           f"for {load.seconds:.1f} s: {fmt.number(load.samples_per_s)} samples/s, p50 "
                           f"{load.latency.p50_ms:.2f} ms, p99 {load.latency.p99_ms:.2f} ms over "
                           f"{load.requests} requests" + ("" if load.thread_safe else
-                                                         " (one interpreter: requests queue)"), highlight=False)
+                                                         " (one interpreter: requests queue)"), highlight=False, markup=False)
         path = r.inference.input_path if r.inference else None
         if path:
             timings = ", ".join(f"{m} {ms:.2f} ms" for m, ms in path.copy_ms.items())
             console.print(f"input copy {r.id} (batch {r.batch_size}): {path.method}, the fastest of {timings}",
-                          highlight=False)
+                          highlight=False, markup=False)
         if not r.ok and r.error:
-            console.print(f"[red]{r.status}[/] {r.id}: {escape(r.error.message or '')}")
+            console.print(f"[red]{r.status}[/] {escape(r.id)}: {escape(r.error.message or '')}")
     for v in verdicts:
         where = f"{v['workload']} {v['format']} {v['variant']}"
         if v["best"]:
             b = v["best"]
             console.print(f"p99 <= {v['target_ms']:g} ms for {where}: batch {b['batch_size']} gives the most, "
                           f"{fmt.number(b['samples_per_s'])} samples/s at p99 {b['latency']['p99_ms']:.2f} ms",
-                          highlight=False)
+                          highlight=False, markup=False)

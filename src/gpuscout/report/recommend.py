@@ -27,5 +27,5 @@ def print_ranking(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraint
                       f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH, "; ".join(r.reasons))
     out.print(table)
     out.print(f"memory: {job.memory_basis}. Throughput: measured on this GPU kind in your store, or predicted "
-              "(docs/catalog.md: the model and its error).", highlight=False)
+              "(docs/catalog.md: the model and its error).", highlight=False, markup=False)
 

@@ -16,14 +16,14 @@ def _ci(low: float | None, high: float | None, digits: int = 2, suffix: str = ""
 
 def print_scale(report: dict, out: Console) -> None:
     where = report["gpu"] or "logical CPU devices"
-    out.print(f"[bold]gpuscout scale[/] {report['workload']}: {report['mode']} scaling on {where} "
+    out.print(f"[bold]gpuscout scale[/] {escape(report['workload'])}: {report['mode']} scaling on {escape(where)} "
               f"({report['backend']} {report['precision']}, data {report['data']}"
               f"{', one worker process per device' if report['local_workers'] else ''}), session {report['session']}, "
               f"{report['elapsed_s'] / 60:.1f} min", highlight=False)
     for note in report["notes"]:
-        out.print(f"note: {note}", highlight=False)
+        out.print(f"note: {note}", highlight=False, markup=False)
     if report["interconnect"]:
-        out.print(f"interconnect: {report['interconnect']['detail']}", highlight=False)
+        out.print(f"interconnect: {report['interconnect']['detail']}", highlight=False, markup=False)
     t = Table(title="throughput against devices (95% CI)", title_justify="left")
     points = report["points"]
     show_allreduce = any(p["allreduce_estimate_s"] for p in points)
@@ -58,21 +58,21 @@ def print_scale(report: dict, out: Console) -> None:
     out.print(("[green]verdict[/]: " if v["ok"] else "[red]verdict[/]: ") + v["summary"], highlight=False)
     for p in report["points"]:
         for c in p["causes"]:
-            out.print(f"  {p['devices']} devices — {c['message']}", highlight=False)
+            out.print(f"  {p['devices']} devices — {c['message']}", highlight=False, markup=False)
     for i, what in enumerate(v["try"], 1):
-        out.print(f"try {i}: {what}", highlight=False)
+        out.print(f"try {i}: {what}", highlight=False, markup=False)
 
 
 def print_merged(record: RunRecord, out: Console) -> None:
     d = record.distribution
     if not record.ok:
-        out.print(f"[red]cluster run {record.cluster.id} {record.status}[/]: {escape(record.error.message or '')}",
+        out.print(f"[red]cluster run {escape(record.cluster.id)} {record.status}[/]: {escape(record.error.message or '')}",
                   highlight=False)
         return
     t = record.throughput
     out.print(f"cluster {record.cluster.id}: {record.workload} on {d.workers} workers, "
               f"{record.devices} devices, global batch {record.batch_size}: {fmt.number(t.median)} {t.unit}"
               f"{_ci(t.ci95_low, t.ci95_high, 0)}; stored as run {record.id} "
-              f"(workers' runs {', '.join(d.worker_run_ids)})", highlight=False)
+              f"(workers' runs {', '.join(d.worker_run_ids)})", highlight=False, markup=False)
 
 

@@ -8,6 +8,7 @@ import contextlib
 from typing import Iterator
 
 import typer
+from rich.markup import escape
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -53,29 +54,31 @@ class SweepView(driver.Display):
 
 def print_summary(summary: dict, out: Console) -> None:
     metric = summary["metric"]
-    t = Table(title=f"sweep {summary['sweep']}: best by {metric['name']} ({metric['direction']})", title_justify="left")
+    t = Table(title=escape(f"sweep {summary['sweep']}: best by {metric['name']} ({metric['direction']})"),
+              title_justify="left")
     for c in ("#", "trial", metric["name"], "parameters", "duration", "slot"):
-        t.add_column(c)
+        t.add_column(escape(c))
     for rank, b in enumerate(summary["best"], 1):
-        t.add_row(str(rank), str(b["index"]), f"{b['value']:.6g}", json.dumps(b["params"]), fmt.seconds(b["duration_s"]), b["slot"])
+        t.add_row(str(rank), str(b["index"]), f"{b['value']:.6g}", escape(json.dumps(b["params"])),
+                  fmt.seconds(b["duration_s"]), escape(b["slot"]))
     out.print(t)
     counts = summary["status_counts"]
     out.print(f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
-              + ", ".join(f"{v} {k}" for k, v in counts.items() if v), highlight=False)
+              + ", ".join(f"{v} {k}" for k, v in counts.items() if v), highlight=False, markup=False)
     if summary["wall_s"]:
         out.print(f"wall {fmt.seconds(summary['wall_s'])} for {fmt.seconds(summary['trial_seconds_sum'])} of trials: "
                   f"{summary['parallel_speedup']:.2f}x from running in parallel; {summary['trials_per_hour']:.1f} trials/h; "
                   f"{summary['gpu_hours']:.3f} GPU-hours"
-                  + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""), highlight=False)
+                  + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""), highlight=False, markup=False)
     for gpu, share in summary["gpu_idle_share"].items():
         out.print(f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
                   f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
-                  highlight=False)
+                  highlight=False, markup=False)
     if summary["stopped"]:
-        out.print(f"[red]stopped early[/]: {summary['stopped']}", highlight=False)
-    out.print(f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False)
+        out.print(f"[red]stopped early[/]: {escape(summary['stopped'])}", highlight=False)
+    out.print(f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False, markup=False)
     for note in summary["notes"]:
-        out.print(f"note: {note}", highlight=False)
+        out.print(f"note: {note}", highlight=False, markup=False)
 
 
 

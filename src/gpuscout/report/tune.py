@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.console import Console
 from rich.table import Table
 
@@ -16,10 +17,10 @@ def _ratio(gain: dict | None) -> str:
 
 
 def print_tune(report: dict, out: Console) -> None:
-    out.print(f"[bold]gpuscout tune[/] {report['workload']} on {report['gpu'] or 'the CPU'} ({report['backend']}), "
+    out.print(f"[bold]gpuscout tune[/] {escape(report['workload'])} on {escape(report['gpu'] or 'the CPU')} ({report['backend']}), "
               f"session {report['session']}, {report['elapsed_s'] / 60:.1f} min", highlight=False)
     for note in report["notes"]:
-        out.print(f"note: {note}", highlight=False)
+        out.print(f"note: {note}", highlight=False, markup=False)
     ab = report.get("ablation")
     if ab:
         t = Table(title="what each optimisation buys (speedup, 95% CI)", title_justify="left")
@@ -33,7 +34,7 @@ def print_tune(report: dict, out: Console) -> None:
                       fmt.percent(row["input_wait_share"]), row["run_id"] or row["status"])
         out.print(t)
         if ab.get("note"):
-            out.print(f"note: {ab['note']}", highlight=False)
+            out.print(f"note: {ab['note']}", highlight=False, markup=False)
     batch = report.get("batch")
     if batch:
         limit = {"memory": f"first out of memory at {batch.get('first_oom')}", "cap": f"no OOM up to --max-batch {batch.get('cap')}",
@@ -54,21 +55,21 @@ def print_tune(report: dict, out: Console) -> None:
             out.print(f"[bold]your pipeline[/]: {fmt.number(p.get('samples_per_s'))} samples/s alone; the model takes "
                       f"{fmt.number(inp['model_samples_per_s'])}/s: "
                       + ("[red]it would starve this GPU[/]" if inp.get("starves") else "it keeps up")
-                      + f" ({inp.get('verdict') or fmt.DASH}, predicted wait {fmt.percent(inp.get('predicted_wait_share'))})",
+                      + f" ({escape(inp.get('verdict') or fmt.DASH)}, predicted wait {fmt.percent(inp.get('predicted_wait_share'))})",
                       highlight=False)
         else:
             one, tuned = inp.get("pipeline_one_thread") or {}, inp.get("pipeline_tuned") or {}
             out.print(f"[bold]input[/]: pipeline alone {fmt.number(one.get('samples_per_s'))} samples/s on one thread, "
                       f"{fmt.number(tuned.get('samples_per_s'))} tuned; model alone {fmt.number(inp['model_samples_per_s'])}; "
                       f"together {fmt.number(inp['together_samples_per_s'])} with {fmt.percent(inp['input_wait_share'])} "
-                      f"of the time waiting for input: [bold]{inp['verdict'] or fmt.DASH}[/]; the model needs about "
+                      f"of the time waiting for input: [bold]{escape(inp['verdict'] or fmt.DASH)}[/]; the model needs about "
                       f"{inp['cores_needed'] or fmt.DASH} host core(s) of this pipeline", highlight=False)
     if report["recommendations"]:
         out.print("[bold]recommendations[/] (largest measured gain first):")
         for i, rec in enumerate(report["recommendations"], 1):
-            out.print(f"{i}. {rec['title']}: {_ratio(rec['gain'])} — {rec['cost']}", highlight=False)
+            out.print(f"{i}. {rec['title']}: {_ratio(rec['gain'])} — {rec['cost']}", highlight=False, markup=False)
             out.print(f"   {rec['code']}".replace("\n", "\n   "), highlight=False, markup=False)
     if report["skipped"]:
-        out.print(f"[yellow]skipped (budget)[/]: {', '.join(report['skipped'])}", highlight=False)
+        out.print(f"[yellow]skipped (budget)[/]: {escape(', '.join(report['skipped']))}", highlight=False)
 
 
