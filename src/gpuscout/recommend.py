@@ -103,6 +103,14 @@ def parse_count(text: str) -> float:
     return value
 
 
+def params_label(params: float) -> str:
+    """900e12 -> '900T', 1.3e9 -> '1.3B', 350e6 -> '350M': how --params is written."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if params >= scale:
+            return f"{params / scale:.3g}{suffix}"
+    return f"{params:.3g}"
+
+
 def parse_duration_h(text: str) -> float:
     match = re.fullmatch(r"\s*([0-9.]+)\s*([smhd]?)\s*", text)
     if not match or float(match.group(1)) <= 0:
@@ -115,13 +123,16 @@ def _half(precision: Precision) -> bool:
 
 
 def stored_references(records: list[RunRecord], name: str, precision: Precision, seq_len: int | None,
-                      mode: str = "training") -> list[predict.Reference]:
-    """Throughputs measured on one GPU of a catalog kind: training runs, or (mode="inference") the
-    best batch of each GPU-run inference format."""
+                      mode: str = "training", batch_size: int | None = None) -> list[predict.Reference]:
+    """Throughputs measured on one GPU of a catalog kind for this job: training runs at its batch
+    size (a quarter batch of `bench --suite quick` runs slower), precision (bf16 and fp16 are not
+    the same) and sequence length; or (mode="inference") each GPU-run inference format, whose best
+    batch for_inference takes."""
     refs = []
     for r in records:
         if (r.workload != name or not r.ok or not r.throughput or r.device != "gpu"
-                or _half(r.precision) != _half(precision) or r.seq_len != seq_len
+                or r.precision != precision or r.seq_len != seq_len
+                or (batch_size is not None and r.batch_size != batch_size)
                 or not (r.gpu and r.gpu.catalog_id) or r.time_to_accuracy
                 or r.devices != 1 or r.mode != mode):
             continue
@@ -141,7 +152,7 @@ def job_for_workload(name: str, precision: Precision, batch_size: int | None, se
     per_sample = sizing.estimate_bytes(w, 1, precision, seq) - fixed
     half_per_sample = sizing.estimate_bytes(w, 1, Precision.mixed_bfloat16, seq) - sizing.estimate_bytes(
         w, 0, Precision.mixed_bfloat16, seq)
-    refs = stored_references(records, name, precision, seq)
+    refs = stored_references(records, name, precision, seq, batch_size=batch)
     half = "half" if _half(precision) else "full"
     refs += [predict.Reference(p.gpu, p.throughput, f"published: {p.source}") for p in predict.published()
              if p.workload == name and p.precision == half]
@@ -180,7 +191,7 @@ def job_for_params(params: float, seq_len: int, layers: int | None, hidden: int 
         act *= 2
     flops_per_token = 6 * params + 12 * layers * hidden * seq_len
     return Job(
-        name=f"decoder {params / 1e9:.3g}B ({layers} layers x {hidden}, seq {seq_len})", unit="tokens",
+        name=f"decoder {params_label(params)} ({layers} layers x {hidden}, seq {seq_len})", unit="tokens",
         units_per_sample=seq_len, training_flops_per_unit=flops_per_token,
         intensity=flops_per_token * seq_len / (act / (1 if _half(precision) else 2)),
         fixed_bytes=STATE_BYTES_PER_PARAM * params, per_sample_bytes=act,
@@ -200,7 +211,8 @@ def job_for_model(info, precision: Precision, batch_size: int | None, records: l
         memory_basis="estimated: 16 B/parameter of training state only (activations unknown until "
                      "`gpuscout bench --model` measures them): a lower bound",
         batch_size=batch_size or info.default_batch_size, precision=precision, kind="transformer",
-        dataset_units=dataset_units, references=stored_references(records, info.name, precision, None))
+        dataset_units=dataset_units, references=stored_references(records, info.name, precision, None,
+                                                                  batch_size=batch_size or info.default_batch_size))
 
 
 def for_inference(job: Job, measured: list[predict.Reference] | None = None) -> Job:

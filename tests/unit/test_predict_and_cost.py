@@ -49,7 +49,7 @@ def test_cloud_price_picks_the_cheapest_and_provider_overrides():
     assert aws.usd_per_hour == pytest.approx(32.7726 / 8, rel=1e-3)
     with pytest.raises(UsageError, match="no 'azure' price for a100_sxm4_40gb: the catalog has aws, gcp, lambda"):
         hourly_cost(CAT, "a100_sxm4_40gb", PricingOptions(provider="azure"))
-    assert hourly_cost(CAT, "h200") is None
+    assert hourly_cost(CAT, "h100_nvl") is None  # no price in the catalog
     assert hourly_cost(CAT, "h200", PricingOptions(price_usd_per_hour=3.5)).usd_per_hour == 3.5
 
 
@@ -166,3 +166,29 @@ def test_inference_uses_stored_inference_runs_and_training_never_does():
     assert [(r.gpu_id, r.throughput) for r in inferred.references] == [("h100_sxm", 7000.0)]  # the best batch
     fallback = rec.for_inference(job, [])
     assert any(r.label.endswith("x3 (forward only)") for r in fallback.references)
+
+
+def test_measured_references_match_the_jobs_batch_and_precision():
+    """The issue's case: bench --suite quick (quarter batch, 4,133/s) beside a batch-256 run (5,497/s)
+    on an H100 made recommend's 'measured' their median, 4,815: 12% low."""
+    records = [stored("h100_sxm", "resnet50", 4133.0, run_id="quick", batch=64),
+               stored("h100_sxm", "resnet50", 5497.0, run_id="full", batch=256),
+               stored("h100_sxm", "resnet50", 5600.0, run_id="fp16", batch=256, precision="mixed_float16")]
+    job = rec.job_for_workload("resnet50", Precision.mixed_bfloat16, 256, None, records, None)
+    measured = [r for r in job.references if r.label.startswith("measured")]
+    assert [(r.throughput, r.label) for r in measured] == [(5497.0, "measured: run full (NVIDIA H100 SXM5 80GB, "
+                                                                     "batch 256)")]
+    row = {r.gpu.id: r for r in rec.rank(job, CAT, rec.Constraints(), PricingOptions())}["h100_sxm"]
+    assert row.throughput.basis == "measured" and row.throughput.throughput == 5497.0
+    quarter = rec.job_for_workload("resnet50", Precision.mixed_bfloat16, 64, None, records, None)
+    assert [r.throughput for r in quarter.references if r.label.startswith("measured")] == [4133.0]
+
+
+def test_prices_cents_and_big_models_read_as_written():
+    from gpuscout.report import format as fmt
+
+    assert hourly_cost(CAT, "h200", PricingOptions(), strict=False) is not None  # the fastest GPU is priced
+    assert fmt.usd(0.15) == "0.15 $" and fmt.usd(99.5) == "99.50 $" and fmt.usd(1234.4) == "1,234 $"
+    assert [rec.params_label(p) for p in (900e12, 1.3e9, 350e6, 7e9)] == ["900T", "1.3B", "350M", "7B"]
+    with pytest.raises(UsageError, match="did you mean h100_sxm, h100_pcie, h100_nvl"):
+        CAT.get("h101")

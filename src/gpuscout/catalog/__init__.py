@@ -120,7 +120,12 @@ class Catalog:
         found = match(key, self)
         if found:
             return found
-        close = difflib.get_close_matches(key.lower(), [g.id for g in self.gpus], n=3, cutoff=0.4)
+        ids = [g.id for g in self.gpus]
+        # the same family first (h101 -> h100_*), then what is spelled alike
+        stem = key.lower()[:max(2, len(key) - 1)]
+        close = [i for i in ids if i.startswith(stem)]
+        close += [i for i in difflib.get_close_matches(key.lower(), ids, n=3, cutoff=0.4) if i not in close]
+        close = close[:3]
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise UsageError(f"unknown GPU {key!r}: {hint}see `gpuscout catalog` for the ids, or add it with --catalog FILE")
 

@@ -15,6 +15,7 @@ from gpuscout.cli.options import AsJson, Pricing, StorePath, grouped
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
+from gpuscout.report import format as fmt
 from gpuscout.report.recommend import print_ranking
 from gpuscout.spec import Precision
 from gpuscout.store import Store, default_store_path
@@ -59,8 +60,9 @@ class JobOptions:
             raise UsageError("give exactly one of --workload, --model or --params")
         if self.scenario not in ("train", "infer", "edge"):
             raise UsageError(f"unknown --scenario {self.scenario!r}: choose train, infer or edge")
-        if self.seq < 1 or (self.batch_size is not None and self.batch_size < 1):
-            raise UsageError("--seq and --batch-size must be positive")
+        for name, value in (("--seq", self.seq), ("--batch-size", self.batch_size)):
+            if value is not None and value < 1:
+                raise UsageError(f"{name} must be >= 1, got {value}")
         try:
             return Precision(self.precision)
         except ValueError:
@@ -87,8 +89,9 @@ class Limits:
                             ("--budget-usd-total", self.budget_usd_total), ("--dataset-size", self.dataset_size)):
             if value is not None and value <= 0:
                 raise UsageError(f"{name} must be > 0, got {value:g}")
-        if self.epochs <= 0 or self.max_gpus < 1 or self.top < 1:
-            raise UsageError("--epochs, --max-gpus and --top must be positive")
+        for name, value in (("--epochs", self.epochs), ("--max-gpus", self.max_gpus), ("--top", self.top)):
+            if value <= 0 or (name != "--epochs" and value < 1):
+                raise UsageError(f"{name} must be {'> 0' if name == '--epochs' else '>= 1'}, got {value:g}")
         deadline_h = rec.parse_duration_h(self.deadline) if self.deadline else None
         return rec.Constraints(scenario, self.budget_usd_per_hour, self.budget_usd_total, deadline_h, self.epochs,
                                self.max_gpus)
@@ -120,7 +123,19 @@ def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
                                "scenario": job_options.scenario, "rows": [r.to_dict() for r in rows]},
                               indent=2, default=str))
         return
-    print_ranking(rows[:limits.top], job, constraints)
+    budgeted = constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None
+    if budgeted and not any(r.eligible and r.fits for r in rows):
+        priced = [r for r in rows if r.fits and r.cost_usd is not None] or [r for r in rows if r.fits and r.hourly]
+        cheapest = min(priced, key=lambda r: r.cost_usd if r.cost_usd is not None else r.hourly.usd_per_hour * r.gpus,
+                       default=None)
+        raise UsageError(f"no GPU in the catalog trains {job.name} within the budget" + (
+            f": the cheapest is {cheapest.gpus}x {cheapest.gpu.name} at {cheapest.hourly.usd_per_hour * cheapest.gpus:.2f} "
+            f"USD/h" + (f", {fmt.usd(cheapest.cost_usd)} in all" if cheapest.cost_usd is not None else "")
+            if cheapest else "") + "; raise the budget")
+    # A GPU without a price ranks after the priced ones; one cut from the top rows is shown anyway
+    shown = rows[:limits.top] + [r for r in rows[limits.top:] if r.fits and r.eligible and r.hourly is None
+                                 and r.throughput is not None]
+    print_ranking(shown, job, constraints)
 
 
 def _stored(store_path: Path | None) -> list[RunRecord]:

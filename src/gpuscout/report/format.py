@@ -28,6 +28,13 @@ def number(value: float | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def usd(value: float | None) -> str:
+    """Dollars with cents below 100 (a 0.15 USD epoch is not '0 $'), whole dollars above."""
+    if value is None:
+        return DASH
+    return f"{value:,.2f} $" if abs(value) < 100 else f"{value:,.0f} $"
+
+
 def bytes_(value: int | None) -> str:
     if value is None:
         return DASH
