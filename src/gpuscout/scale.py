@@ -127,9 +127,10 @@ def _devices(options: ScaleOptions, counts: list[int], nvml: Nvml, notices: list
         if options.gpu_ids:
             raise UsageError("--gpu-ids names GPUs; this run is on the CPU" if options.cpu else
                              f"--gpu-ids given, but NVML found no GPU ({nvml.error or 'none'}): run `gpuscout doctor`")
-        if not options.cpu:
-            notices.append(f"no NVIDIA GPU found ({nvml.error or 'NVML reports none'}): scaling over logical CPU "
-                           "devices, which share this CPU's cores: a check of the code path, not of scaling")
+        if not options.cpu:  # a run over CPU devices is asked for, never fallen into
+            raise UsageError(f"no NVIDIA GPU found ({nvml.error or 'NVML reports none'}): `gpuscout doctor` says why; "
+                             "add --cpu to scale over logical CPU devices instead (they share this CPU's cores: a "
+                             "check of the code path, not of scaling)")
         if counts[-1] > 8:
             raise UsageError(f"--gpus {counts[-1]} on the CPU: at most 8 logical CPU devices")
         return "cpu", []

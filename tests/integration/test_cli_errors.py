@@ -1,6 +1,7 @@
 """Bad input: exit 2, one clear line, nothing run, nothing stored changed."""
 
 import hashlib
+import sys
 import sqlite3
 
 import pytest
@@ -94,3 +95,22 @@ def test_a_sweep_file_that_cannot_run_is_refused_before_the_store_or_a_trial(tmp
     one_error_line(run_cli("sweep", str(template), "--cpu-slots", "1", "--store", str(store_path)),
                    "command cannot be made for trial 1 {\"x\": 0.5}: Unknown format code 'd'")
     assert not store_path.exists() and not (tmp_path / "ran").exists()
+
+
+def test_small_things_a_new_user_trips_over(tmp_path, store_path):
+    # scale with no GPU and no --cpu: exit 2, never a silent run on logical CPU devices
+    one_error_line(run_cli("scale", "mlp", "--gpus", "1,2", "--store", str(store_path)),
+                   "no NVIDIA GPU found")
+    # tune's bad budget: the one line, with nothing printed before it
+    budget = run_cli("tune", "mlp", "--cpu", "--budget", "0", "--store", str(store_path))
+    one_error_line(budget, "--budget must be > 0")
+    assert budget.stderr.startswith("error:") and budget.stdout == ""
+    one_error_line(run_cli("recommend", "--workload", "resnet50", "--epochs", "-3"), "--epochs must be > 0, got -3")
+    assert not store_path.exists()
+    # a sweep file without name: is named after the file
+    sweep = tmp_path / "lr-search.yaml"
+    sweep.write_text(f"command: {sys.executable} -c 'print(1)' {{x}}\nreports: [m]\nmetric: {{name: m}}\n"
+                     "space:\n  x: [1, 2]\n")
+    dry = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--dry-run", "--store", str(store_path))
+    assert dry.returncode == 0 and "sweep lr-search: 2 trial(s)" in dry.stdout, dry.stderr
+    assert "--install-completion" in run_cli("--help").stdout

@@ -17,7 +17,7 @@ app = typer.Typer(
          "Start with `gpuscout doctor`, then `gpuscout bench resnet50`.",
     rich_markup_mode="markdown",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion, as typer users expect
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -65,6 +65,8 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
         budget_s=config.budget * 60, protocol=protocol.settings(), device=device.choice(),
         measure=measure_options(config.timeout, telemetry=True), batch_size=config.batch_size,
         max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
-    with Nvml() as nvml, Store(store_path) as store, run_bars(quiet=as_json) as bars:
-        report = tune_lib.tune(config.workload, options, nvml, store, bars)
+    with Nvml() as nvml:
+        planned = tune_lib.plan(config.workload, options, nvml)  # bad input: one line, before any display
+        with Store(store_path) as store, run_bars(quiet=as_json) as bars:
+            report = tune_lib.tune(config.workload, options, nvml, store, bars, planned)
     save_and_show(report, "tune", store.path, as_json, print_tune)

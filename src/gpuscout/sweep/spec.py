@@ -171,6 +171,8 @@ def load(path: Path) -> tuple[SweepFile, str]:
         raise UsageError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: a sweep file is a mapping (name:, command: or workload:, space:, metric:)")
+    if "name" not in raw:  # the file's own name names the sweep (its trials, logs and --resume)
+        raw["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem).strip("-") or "sweep"
     if "bench_args" in raw:
         raise UsageError(f"{path} line {_line_of(text, ('bench_args',))}: bench_args is now `bench:`, a mapping of "
                          "`gpuscout bench` options, e.g. bench: {backend: jax, windows: 3}")

@@ -62,10 +62,11 @@ class TuneOptions:
 
 
 def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store,
-         progress: engine.Progress | None = None) -> dict:
-    """Plan (everything checked first), then the parts asked for, then what to change."""
+         progress: engine.Progress | None = None, planned: tuple | None = None) -> dict:
+    """Plan (everything checked first; `planned`: plan()'s answer when the caller checked first),
+    then the parts asked for, then what to change."""
     progress = progress or engine.Progress()
-    base, notice, notes, precisions = plan(workload, options, nvml)
+    base, notice, notes, precisions = planned or plan(workload, options, nvml)
     if notice:
         progress.note(notice)
     session = Session(options, engine.Session(nvml, options.measure), store, progress, base)
