@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from gpuscout import __version__
 from gpuscout.errors import RunError, UsageError
+from gpuscout.report import terminal
 
 app = typer.Typer(
     name="gpuscout",
@@ -44,7 +44,7 @@ def handle_errors(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        err = Console(stderr=True, highlight=False)
+        err = terminal.console(stderr=True, highlight=False)
         try:
             return command(*args, **kwargs)
         except UsageError as exc:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
-from rich.console import Console
 
 from gpuscout import bench as bench_lib
 from gpuscout import engine, infer as infer_lib, suites
@@ -20,6 +19,7 @@ from gpuscout.report.progress import run_bars
 from gpuscout.spec import PROTOCOL
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.report import terminal
 
 HELP = """Benchmark training under the fixed protocol: compile apart, warm-up discarded, timed windows.
 
@@ -150,7 +150,7 @@ BenchProtocol = protocol_options(PROTOCOL, "the suite's")
 def bench(target: Target, run: RunConfig, protocol: BenchProtocol, device: Device, accuracy: Accuracy,
           inference: Inference, pricing: Pricing, store_path: StorePath = None, as_json: AsJson = False) -> None:
     if target.list_workloads:
-        console_report.print_workloads(Console())
+        console_report.print_workloads(terminal.console())
         return
     names, suite_batches, protocol_default = target.resolved()
     if inference.mode not in ("training", "inference"):
@@ -175,7 +175,7 @@ def bench(target: Target, run: RunConfig, protocol: BenchProtocol, device: Devic
     if as_json:
         typer.echo(json_document(records, summaries=summaries))
     else:
-        console_report.print_bench(Console(), records, summaries)
+        console_report.print_bench(terminal.console(), records, summaries)
     if any(not r.ok for r in records):
         raise typer.Exit(1)
 
@@ -200,7 +200,7 @@ def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable
                 bars.note(notice)
             records = run(specs, options, store, nvml, bars)
     if not as_json:
-        Console(stderr=True, highlight=False).print(f"stored {len(records)} run(s) in {store.path}", markup=False)
+        terminal.console(stderr=True, highlight=False).print(f"stored {len(records)} run(s) in {store.path}", markup=False)
     return records
 
 
@@ -214,7 +214,7 @@ def _inference(names: list[str], options: bench_lib.BenchOptions, infer: infer_l
     if as_json:
         typer.echo(json_document(records, latency_targets=verdicts))
     else:
-        console_report.print_inference(Console(), records, verdicts)
+        console_report.print_inference(terminal.console(), records, verdicts)
     missed = [v for v in verdicts if v["best"] is None]
     if missed:
         v, low = missed[0], missed[0]["lowest_p99"]

@@ -7,7 +7,6 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
-from rich.console import Console
 
 from gpuscout.analysis.compare import FIELDS, compare as compare_runs
 from gpuscout.cli.stored import warn_unreadable
@@ -17,6 +16,7 @@ from gpuscout.analysis.verdict import precision_of
 from gpuscout.record import StoredRecord
 from gpuscout.report import comparison as render
 from gpuscout.store import Store
+from gpuscout.report import terminal
 
 HELP = """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
 with its bootstrap CI, and whether the difference is significant (Mann-Whitney U on the
@@ -98,7 +98,7 @@ def compare(
     elif as_csv:
         typer.echo(render.csv_text(comparisons), nl=False)
     else:
-        out = Console()
+        out = terminal.console()
         for c in comparisons:
             out.print(render.table(c))
             for note in c.notes:

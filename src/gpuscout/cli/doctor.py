@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
 
 from gpuscout.cli.options import AsJson
 from gpuscout.doctor import run_doctor
 from gpuscout.report.doctor import print_doctor
+from gpuscout.report import terminal
 
 HELP = """Check driver, GPUs, CUDA/cuDNN as each backend sees them, and XLA; say how to fix problems.
 
@@ -24,7 +24,7 @@ Examples:
 
 
 def doctor(as_json: AsJson = False) -> None:
-    console = Console(stderr=True)
+    console = terminal.console(stderr=True)
     with console.status("probing NVML and each installed backend (imports take a few seconds)"):
         report = run_doctor()
     if as_json:

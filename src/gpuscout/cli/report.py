@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
 from gpuscout.errors import UsageError
 from gpuscout.store import Store
+from gpuscout.report import terminal
 
 HELP = """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
 batch size, ablations, telemetry over time, and every run's provenance, in one HTML file that
@@ -51,7 +51,7 @@ def report(
         with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
         chosen = max(with_telemetry, key=lambda r: r.created_utc) if with_telemetry else None
     doc = document.build(records, chosen, title)
-    err = Console(stderr=True)
+    err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from gpuscout.cli import handle_errors
 from gpuscout.cli.stored import warn_unreadable
@@ -21,6 +20,7 @@ from gpuscout.record import STORED
 from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store import Store, default_store_path, repair
 from gpuscout.store.migrate import migrate as migrate_store
+from gpuscout.report import terminal
 
 app = typer.Typer(help="Stored benchmark results: list, show, export, import, check, salvage, schema, migrate.",
                   no_args_is_help=True)
@@ -51,9 +51,9 @@ def list_(
     if as_json:
         typer.echo(json_document(records))
     elif not records:
-        Console().print("no stored runs match")
+        terminal.console().print("no stored runs match")
     else:
-        Console().print(console_report.runs_table(records))
+        terminal.console().print(console_report.runs_table(records))
 
 
 @app.command("show")
@@ -72,9 +72,9 @@ def show(
     if as_json:
         typer.echo(json_document([record]))
     elif record.kind == "watch":
-        watch_report.print_watch_record(Console(highlight=False), record)
+        watch_report.print_watch_record(terminal.console(highlight=False), record)
     else:
-        console_report.print_run(Console(), record)
+        console_report.print_run(terminal.console(), record)
 
 
 @app.command("export")
@@ -109,7 +109,7 @@ def export(
             out.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-        Console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
+        terminal.console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
 
 
 @app.command("import")
@@ -133,7 +133,7 @@ def import_(
     records = parse_document(text, str(path))
     with Store(store_path) as store:
         added = store.put_many(records)
-    Console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
+    terminal.console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
                                f"into {store.path}", markup=False)
 
 
@@ -150,7 +150,7 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
     if as_json:
         typer.echo(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
     else:
-        out = Console(highlight=False)
+        out = terminal.console(highlight=False)
         sqlite_ok = report.integrity == ["ok"]
         out.print(f"{report.path}", soft_wrap=True, markup=False)
         out.print(f"  SQLite integrity: {'ok' if sqlite_ok else 'DAMAGED'}", markup=False)
@@ -186,7 +186,7 @@ def salvage(
     if as_json:
         typer.echo(json.dumps(asdict(report), indent=2))
         return
-    err = Console(stderr=True, highlight=False)
+    err = terminal.console(stderr=True, highlight=False)
     err.print(f"copied {report.records} record(s) and {report.trials} trial(s) from {report.source} "
               f"into {report.out}", soft_wrap=True, markup=False)
     if report.lost_rows:
@@ -219,7 +219,7 @@ def migrate(store_path: StorePath = None) -> None:
     Example: gpuscout results migrate --store ~/old-results.sqlite
     """
     done = migrate_store(store_path or default_store_path())
-    err = Console(stderr=True, highlight=False)
+    err = terminal.console(stderr=True, highlight=False)
     if done.backup is None:
         err.print(f"{done.path} is already at schema {done.from_version}: nothing to do", markup=False)
     else:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from gpuscout import cluster
 from gpuscout import scale as scale_lib
@@ -24,6 +23,7 @@ from gpuscout.report.scale import print_merged, print_scale
 from gpuscout.spec import PROTOCOL
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.report import terminal
 
 HELP = """Measure how training speeds up over this host's GPUs: throughput with its CI, speedup and
 efficiency against one GPU, time per step outside compute, per-GPU telemetry, the NVLink/PCIe
@@ -145,7 +145,7 @@ def _print_hosts(ctx: typer.Context, workload: str, hosts: str, backend: str, as
     if as_json:
         typer.echo(json.dumps(plan, indent=2))
         return
-    out = Console(highlight=False, soft_wrap=True)
+    out = terminal.console(highlight=False, soft_wrap=True)
     out.print(f"cluster {plan['cluster']}: run on each host (the same gpuscout and TensorFlow; ports open between them):", markup=False)
     for w in plan["workers"]:
         out.print(f"  # {w['host']}\n  {w['command']}", markup=False)
@@ -164,7 +164,7 @@ def _worker(workload: str, options: scale_lib.ScaleOptions, cluster_id: str | No
     if as_json:
         typer.echo(record.model_dump_json(indent=2))
     else:
-        Console(stderr=True, highlight=False).print(
+        terminal.console(stderr=True, highlight=False).print(
             f"worker {record.cluster.index}: {record.status}, run {record.id} stored in {store.path}. Next: worker "
             f"0's host imports the others' `gpuscout results export --group {cluster_id}` and runs "
             f"`gpuscout scale --merge {cluster_id}`", markup=False)
@@ -174,5 +174,5 @@ def _worker(workload: str, options: scale_lib.ScaleOptions, cluster_id: str | No
 def _merge(cluster_id: str, store_path: Path | None, as_json: bool) -> None:
     with Store(store_path, create=False) as store:
         record = scale_lib.merge(cluster_id, store)
-    typer.echo(record.model_dump_json(indent=2)) if as_json else print_merged(record, Console())
+    typer.echo(record.model_dump_json(indent=2)) if as_json else print_merged(record, terminal.console())
     raise typer.Exit(0 if record.ok else 1)

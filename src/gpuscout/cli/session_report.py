@@ -8,6 +8,7 @@ from typing import Callable
 
 import typer
 from rich.console import Console
+from gpuscout.report import terminal
 
 
 def save_and_show(report: dict, verb: str, store_path: Path, as_json: bool,
@@ -18,6 +19,6 @@ def save_and_show(report: dict, verb: str, store_path: Path, as_json: bool,
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
     else:
-        render(report, Console())
-        Console(stderr=True).print(f"runs stored in {store_path}; the report in {saved}", markup=False)
+        render(report, terminal.console())
+        terminal.console(stderr=True).print(f"runs stored in {store_path}; the report in {saved}", markup=False)
     return saved

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.errors import UsageError
@@ -15,6 +14,7 @@ from gpuscout.report.sweep import print_summary, print_trials, sweep_view
 from gpuscout.store import Store
 from gpuscout.sweep import driver
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.report import terminal
 
 HELP = """Run a hyperparameter sweep: one child process per trial, every GPU kept busy, retries,
 timeouts, a live view, every trial stored; then the best trials, the parallel speedup, GPU-hours,
@@ -74,6 +74,6 @@ def sweep(
     if as_json:
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:
-        print_summary(summary, Console())
+        print_summary(summary, terminal.console())
     if summary["stopped"] or summary["status_counts"]["ok"] == 0:
         raise typer.Exit(1)

@@ -6,7 +6,6 @@ import signal
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from gpuscout import engine, planning
 from gpuscout.cli.options import AsJson, StorePath
@@ -16,6 +15,7 @@ from gpuscout.report.watch import print_watch, view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.watch import attach, command as commands, session
+from gpuscout.report import terminal
 
 HELP = """Run your training command unchanged and say why it is slow: every Keras Model.fit it calls
 is timed step by step (time per step, time waiting for the next batch, time between steps)
@@ -77,8 +77,8 @@ def watch(
     if as_json:
         typer.echo(json_document([record]))
     else:
-        print_watch(Console(highlight=False), record)
-        Console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
+        print_watch(terminal.console(highlight=False), record)
+        terminal.console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
     raise typer.Exit(exit_code(record))
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from rich.markup import escape
-from rich.console import Console
 from rich.table import Table
 
 from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.report import format as fmt
+from gpuscout.report import terminal
 
 
 def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
     """The GPUs' table; for one GPU (`one`), also its NVML names, sources and every price."""
-    out = Console()
+    out = terminal.console()
     table = Table(title="gpuscout catalog (dense TFLOP/s)", title_justify="left", header_style="bold")
     for name in ("id", "GPU", "segment", "arch / CC", "memory", "GB/s", "fp32", "tf32", "fp16", "bf16",
                  "interconnect", "TDP", "ECC/MIG", "cheapest price"):

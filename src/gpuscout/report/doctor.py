@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from gpuscout.report import terminal
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
 def print_doctor(report: dict) -> None:
-    out = Console()
+    out = terminal.console()
     table = Table(title=f"gpuscout doctor — Python {report['python']}", title_justify="left",
                   header_style="bold")
     for column in ("check", "status", "finding", "fix"):

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from gpuscout import engine
 from gpuscout.record.run import RunRecord
 from gpuscout.spec import RunSpec
+from gpuscout.report import terminal
 
 
 class RunBars(engine.Progress):
@@ -57,7 +58,7 @@ class RunBars(engine.Progress):
 @contextlib.contextmanager
 def run_bars(quiet: bool = False) -> Iterator[RunBars]:
     """Bars on stderr, cleared at the end when `quiet` (--json: only the JSON on stdout stays)."""
-    err = Console(stderr=True)
+    err = terminal.console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err,
                   transient=quiet) as progress:
         yield RunBars(progress, err)

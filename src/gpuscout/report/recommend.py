@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from gpuscout import recommend as rec
 from gpuscout.report import format as fmt
+from gpuscout.report import terminal
 
 
 def print_ranking(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraints) -> None:
-    out = Console()
+    out = terminal.console()
     table = Table(title=f"gpuscout recommend: {job.name}, batch {job.batch_size}, {job.precision.value}, "
                         f"{constraints.scenario}", title_justify="left", header_style="bold")
     for name in ("#", "GPU", "fits (per GPU)", f"{job.unit}/s", "time", "cost", f"{job.unit}/$", "USD/h", "why"):

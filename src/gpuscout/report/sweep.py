@@ -16,6 +16,7 @@ from rich.text import Text
 
 from gpuscout.report import format as fmt
 from gpuscout.sweep import driver
+from gpuscout.report import terminal
 
 
 class SweepView(driver.Display):
@@ -87,7 +88,7 @@ def print_summary(summary: dict, out: Console) -> None:
 def sweep_view(sweep, quiet: bool = False) -> Iterator[SweepView]:
     """The live view on stderr, cleared at the end when `quiet` (--json)."""
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=quiet) as progress:
+                  TimeRemainingColumn(), console=terminal.console(stderr=True), transient=quiet) as progress:
         yield SweepView(progress, sweep)
 
 
@@ -98,7 +99,7 @@ def print_trials(plan: driver.Plan, as_json: bool) -> None:
         typer.echo(json.dumps({"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing},
                               indent=2))
         return
-    out = Console(highlight=False)
+    out = terminal.console(highlight=False)
     out.print(f"sweep {plan.sweep.name}: {len(plan.trials)} trial(s), {len(plan.todo)} to run on "
               f"{', '.join(s.label for s in plan.slots)}", markup=False)
     for item in listing:

@@ -19,6 +19,7 @@ from rich.text import Text
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.watch.view import View
+from gpuscout.report import terminal
 
 if TYPE_CHECKING:
     from gpuscout.watch.command import Command
@@ -56,7 +57,7 @@ class Plain(View):
 
     def __init__(self, quiet: bool, as_json: bool) -> None:
         self.quiet, self.as_json = quiet, as_json
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.err = terminal.console(stderr=True, highlight=False, soft_wrap=True)
 
     def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None:
         if not self.quiet:
@@ -75,7 +76,7 @@ class LiveView(View):
     """On a terminal: the command's output above, gpuscout's view of it below."""
 
     def __init__(self) -> None:
-        self.err = Console(stderr=True, highlight=False)
+        self.err = terminal.console(stderr=True, highlight=False)
         self.live: Live | None = None
         self.out, self.errors = Lines(self._show), Lines(self._show)
         self.command, self.pid, self.gpus = None, None, None

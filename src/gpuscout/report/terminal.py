@@ -1,0 +1,82 @@
+"""Where gpuscout's text goes: a terminal of any width, or a log (a pipe, `| tee`, a file).
+
+- Not a terminal: laid out for a log, LOG_WIDTH wide whatever COLUMNS says, so a table row is
+  one line a script or a reader can follow (grep finds a run's whole row).
+- A table is printed as a table only when every column can be as wide as its longest word (a
+  number, an id, a path), so that no number is ever split across lines; otherwise each row is
+  printed stacked, one `column: value` line each. Text columns still wrap between words.
+
+Every console gpuscout prints with comes from `console()`; the one rule lives here instead of in
+each of the tables.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+# Not a terminal: no wrapping at any width a row or a message reaches (recommend's reasons run
+# to 300 characters), so each table row and each message is one line
+LOG_WIDTH = 1000
+# A table's frame: a border and a space either side of each cell ("│ a │ b │")
+BORDER_PER_COLUMN = 3
+
+
+def plain(cell) -> str:
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        try:
+            return Text.from_markup(cell).plain
+        except Exception:  # not markup after all: as it is
+            return cell
+    return str(cell)
+
+
+def longest_word(text: str) -> int:
+    return max((len(word) for line in text.splitlines() for word in line.split()), default=0)
+
+
+def unbroken_width(table: Table) -> int:
+    """The narrowest the table can be with no word of any cell (or header) broken."""
+    widths = [max([longest_word(plain(column.header))] + [longest_word(plain(c)) for c in column.cells])
+              for column in table.columns]
+    return sum(widths) + BORDER_PER_COLUMN * len(widths) + 1
+
+
+class Terminal(Console):
+    def print(self, *objects, **kwargs) -> None:
+        if len(objects) == 1 and isinstance(objects[0], Table) and objects[0].columns:
+            table = objects[0]
+            if unbroken_width(table) <= self.width:
+                for column in table.columns:  # rich may narrow a column below a word: not these
+                    column.min_width = max(column.min_width or 0, longest_word(plain(column.header)),
+                                           *(longest_word(plain(c)) for c in column.cells))
+                    column.overflow = "fold"
+                return super().print(table, **kwargs)
+            return self.print_stacked(table)
+        return super().print(*objects, **kwargs)
+
+    def print_stacked(self, table: Table) -> None:
+        """Each row as `column: value` lines: what a table too wide for this terminal becomes."""
+        if table.title:
+            super().print(Text(plain(table.title), style="bold"))
+        headers = [plain(c.header) for c in table.columns]
+        cells = [list(c.cells) for c in table.columns]
+        rows = max((len(c) for c in cells), default=0)
+        pad = max(len(h) for h in headers)
+        for i in range(rows):
+            for header, column in zip(headers, cells):
+                value = plain(column[i]) if i < len(column) else ""
+                line = Text.assemble((f"{header:>{pad}}: ", "dim"), " ".join(value.split()) or "—")
+                super().print(line, soft_wrap=False, overflow="fold")
+            if i < rows - 1:
+                super().print("")
+
+
+def console(*, stderr: bool = False, **kwargs) -> Terminal:
+    out = Terminal(stderr=stderr, **kwargs)
+    if not out.is_terminal and "width" not in kwargs:
+        out.width = LOG_WIDTH
+    return out
