@@ -53,6 +53,7 @@ def test_an_error_in_the_users_file_shows_its_traceback_and_stores_nothing(store
     proc = run_cli("bench", "--model", f"{MODELS}/broken.py", *QUICK, "--store", str(store_path))
     assert proc.returncode == 2
     assert 'broken.py", line 6, in build' in proc.stderr and "NameError" in proc.stderr
+    assert "gpuscout/child" not in proc.stderr  # only the user's frames
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: broken.py:build: NameError: name 'undefined_tensor' is not defined")
     with sqlite3.connect(store_path) as db:
@@ -87,6 +88,9 @@ def test_a_saved_model_with_free_dimensions_needs_and_takes_an_input_shape(tmp_p
     (("--model", f"{MODELS}/small_cnn.py", "mlp"), "name workloads or a --model, not both"),
     (("--model", f"{MODELS}/small_cnn.py", "--batch-size", "auto"), "--batch-size auto needs"),
     (("--model", str(FIXTURES / "fake_worker.py").replace(".py", ".txt")), "give a Python file"),
+    # found by reading the file in the parent, before a child (it took 37 s and showed gpuscout's frames)
+    (("--model", f"{MODELS}/small_cnn.py:buidl"), "no function 'buidl' in it: did you mean build, "),
+    (("--model", f"{MODELS}/syntax_error.py"), "--model syntax_error.py line 7: '(' was never closed"),
 ])
 def test_bad_model_arguments_exit_2_before_anything_runs(args, message, store_path):
     proc = run_cli("bench", *args, "--cpu", "--store", str(store_path))

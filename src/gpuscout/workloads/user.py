@@ -30,6 +30,8 @@ left out, so the record states the share of the weights that sit in counted laye
 
 from __future__ import annotations
 
+import ast
+import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +74,39 @@ def parse_ref(text: str, input_shape: str | None = None) -> ModelRef:
     shape = parse_shape(input_shape) if input_shape else None
     if shape is not None and path.suffix == ".py":
         raise UsageError("--input-shape is for .keras models; a build() function returns its InputSpec")
+    if path.suffix == ".py":
+        check_source(path, function or "build")
     return ModelRef(path=str(path.resolve()), function=(function or "build") if path.suffix == ".py" else None,
                     sha256=hashlib.sha256(path.read_bytes()).hexdigest(), input_shape=shape)
+
+
+def check_source(path: Path, function: str) -> None:
+    """The file parses and defines `function`, found in milliseconds by reading it (no child, no
+    framework): a typo in the name or a syntax error is one line, with a suggestion."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as exc:
+        where = f" line {exc.lineno}" if exc.lineno else ""
+        code = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
+        raise UsageError(f"--model {path.name}{where}: {exc.msg}{code}") from None
+    functions, defined = set(), set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return  # a star import may define it: the inspection child will tell
+            defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    if function in functions or function in defined:
+        return
+    close = difflib.get_close_matches(function, sorted(functions), n=3, cutoff=0.5)
+    listed = f"did you mean {', '.join(close)}?" if close else (
+        f"its functions are {', '.join(sorted(functions))}" if functions else "it defines no function")
+    raise UsageError(f"--model {path.name}: no function {function!r} in it: {listed} "
+                     f"(name it as {path.name}:FUNCTION)")
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -125,9 +158,21 @@ def inspect_in_child(ref: ModelRef, backend, precision, flops_per_sample: float 
 
 
 def last_traceback(stderr: str) -> str:
-    """The last Python traceback in a child's stderr, without the frameworks' log lines before it."""
+    """The last Python traceback in a child's stderr, without the frameworks' log lines before it
+    and without gpuscout's own frames (the user's are what they can fix)."""
     start = stderr.rfind("Traceback (most recent call last):")
-    return stderr[start:] if start >= 0 else stderr
+    if start < 0:
+        return stderr
+    ours = str(Path(__file__).resolve().parents[1])  # the gpuscout package
+    kept, skipping = [], False
+    for line in stderr[start:].splitlines():
+        if line.startswith('  File "'):
+            skipping = line[len('  File "'):].startswith(ours) or "<frozen runpy>" in line
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _not_in_parent(*args):
