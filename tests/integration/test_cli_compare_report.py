@@ -214,15 +214,35 @@ def test_the_report_renders_in_a_headless_browser_without_errors(store, tmp_path
     assert run_cli("report", "--out", str(out), "--store", str(store)).returncode == 0
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--enable-logging=stderr",
              "--v=0", "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([browser, *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run([browser, *flags, "--window-size=1280,4000", "--dump-dom", out.as_uri()],
+                         capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     expected = re.search(r'data-plots-expected="(\d+)"', dom.stdout)
     rendered = re.search(r'data-plots-rendered="(\d+)"', dom.stdout)
     assert expected and rendered, "the report's self-check did not run"
     assert int(expected.group(1)) == 6 and rendered.group(1) == expected.group(1)
     assert re.search(r'<pre id="js-errors"></pre>', dom.stdout), "a script error was caught on the page"
+    # at 1280 px: no horizontal scroll, no label on top of another, no tick label twice in a plot
+    layout = re.search(r'<pre id="layout" hidden="">(.*?)</pre>', dom.stdout, re.S)
+    for check in ("horizontal-scroll", "label-overlaps", "repeated-ticks"):
+        found = re.search(rf'data-{check}="(\d+)"', dom.stdout)
+        assert found and found.group(1) == "0", (check, layout and layout.group(1)[:2000])
     assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror", dom.stderr)
     shot = tmp_path / "report.png"
     subprocess.run([browser, *flags, "--window-size=1300,4000", f"--screenshot={shot}", out.as_uri()],
                    capture_output=True, timeout=120)
     assert shot.exists() and shot.stat().st_size > 50_000  # a rendered page, not a blank one
+
+
+def test_every_verbs_tables_in_a_log_keep_each_row_on_one_line(store):
+    """COLUMNS=80 and a pipe (what `gpuscout ... | tee log` gets): tables are laid out for a log, one
+    line per row, so no number is split across lines."""
+    first = json.loads(run_cli("results", "list", "--json", "--store", str(store)).stdout)["runs"][0]["id"]
+    for args in (["catalog"], ["recommend", "--workload", "resnet50"], ["results", "list"], ["results", "show", first],
+                 ["compare", "--by", "gpu"], ["bench", "--list"]):
+        proc = run_cli(*args, "--store", str(store), env={"COLUMNS": "80"}) if args[0] != "catalog" else \
+            run_cli(*args, env={"COLUMNS": "80"})
+        assert proc.returncode == 0, (args, proc.stderr[-2000:])
+        rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
+        continued = [line for line in rows if not line.split("│")[1].strip()]
+        assert not continued, (args, continued[:3])

@@ -65,14 +65,17 @@ def _runs(records: list[RunRecord]) -> TableData:
         t = r.throughput
         per_million = r.cost.usd_per_million_units if r.cost else None
         rows.append([
-            r.id, r.created_utc[:19], r.workload, r.gpu_label, r.backend.value,
+            r.id, r.created_utc[:16].replace("T", " "), r.workload, r.gpu_label, r.backend.value,
             r.precision.value if r.inference is None else fmt.config(r),
+            "xla" if r.xla else "no-xla", r.data.value,
             str(r.batch_size), r.status, fmt.number(t.median if t else None),
-            f"{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}" if t else fmt.DASH,
+            f"{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}"
+            if t and t.ci95_low is not None and t.ci95_high is not None else fmt.DASH,
             r.unit, fmt.percent(t.cv, 2) if t else fmt.DASH, fmt.percent(r.mfu),
             fmt.bytes_(r.peak_memory_bytes), fmt.DASH if per_million is None else f"{per_million:.4f}",
             ", ".join(f.code for f in r.flags) or fmt.DASH])
-    return TableData("runs", ["id", "created (UTC)", "workload", "GPU", "backend", "precision", "batch", "status",
+    return TableData("runs", ["id", "created (UTC)", "workload", "GPU", "backend", "precision", "XLA", "data",
+                              "batch", "status",
                               "median", "95% CI", "unit", "CV", "MFU", "peak memory", "USD / 1M", "flags"], rows)
 
 

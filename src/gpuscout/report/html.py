@@ -15,7 +15,8 @@ h1{margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-to
 .subtitle{color:#555;margin-top:.2em}.note{color:#555}
 nav a{margin-right:1em}figure{margin:1em 0}figure svg{max-width:100%;height:auto}
 figcaption{color:#555;font-size:.9em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0}th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left}
+table{border-collapse:collapse;font-size:.8em;margin:.5em 0;max-width:100%}
+th,td{border:1px solid #ddd;padding:.2em .35em;text-align:left;overflow-wrap:anywhere}
 th{background:#f4f4f4;cursor:pointer;user-select:none}th.sorted-asc::after{content:" ▲"}th.sorted-desc::after{content:" ▼"}
 input.filter{margin:.5em 0;padding:.3em;width:20em}details pre{background:#f8f8f8;padding:.5em;overflow:auto;font-size:.8em}
 #js-errors{color:#b00}
@@ -53,11 +54,34 @@ document.querySelectorAll('input.filter').forEach(function (input) {
     });
   });
 });
+function overlaps(a, b) {
+  var w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+  return w > 1 && h > 1;
+}
 window.addEventListener('load', function () {
-  var svgs = document.querySelectorAll('figure.plot svg'), drawn = 0;
-  svgs.forEach(function (s) { var b = s.getBoundingClientRect(); if (b.width > 50 && b.height > 50 && s.querySelector('path, use, rect')) drawn++; });
+  var svgs = document.querySelectorAll('figure.plot svg'), drawn = 0, overlapping = [], repeated = [];
+  svgs.forEach(function (s) {
+    var b = s.getBoundingClientRect();
+    if (b.width > 50 && b.height > 50 && s.querySelector('path, use, rect')) drawn++;
+    // every label of a plot readable: no two texts on top of each other, no tick label twice
+    var texts = Array.from(s.querySelectorAll('text')).filter(function (t) { return t.textContent.trim(); });
+    var boxes = texts.map(function (t) { return t.getBoundingClientRect(); });
+    for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++)
+      if (overlaps(boxes[i], boxes[j])) overlapping.push(texts[i].textContent + ' / ' + texts[j].textContent);
+    ['xtick', 'ytick'].forEach(function (axis) {
+      var seen = {};
+      s.querySelectorAll('g[id^="' + axis + '"] text').forEach(function (t) {
+        var k = t.textContent.trim();
+        if (k && seen[k]) repeated.push(k); seen[k] = true;
+      });
+    });
+  });
   document.body.dataset.plotsExpected = svgs.length;
   document.body.dataset.plotsRendered = drawn;
+  document.body.dataset.labelOverlaps = overlapping.length;
+  document.body.dataset.repeatedTicks = repeated.length;
+  document.body.dataset.horizontalScroll = document.documentElement.scrollWidth > window.innerWidth ? 1 : 0;
+  document.getElementById('layout').textContent = overlapping.concat(repeated).join('\\n');
 });
 """
 
@@ -74,7 +98,7 @@ def render(doc: Document) -> str:
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(doc.title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
              f"<p class=\"subtitle\">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>"
-             f"<pre id=\"js-errors\"></pre><nav>{nav}</nav>"]
+             f"<pre id=\"js-errors\"></pre><pre id=\"layout\" hidden></pre><nav>{nav}</nav>"]
     for section in doc.sections:
         parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
         drawn = []
