@@ -42,6 +42,11 @@ class BenchOptions:
     max_epochs: int = 30
 
 
+# What a user model's loss trains on, in words (child/user_model.py LABEL_KINDS)
+LABELS = {"onehot": "one-hot", "binary": "0/1", "distribution": "probability-vector", "positive": "positive",
+          "dense": "float (regression)"}
+
+
 def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
          batch_sizes: dict[str, int] | None = None) -> tuple[list[RunSpec], str | None]:
     """Validate everything before any work: returns the runs (one per workload) and a notice.
@@ -80,8 +85,12 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         found = [user.workload_from_info(info)]
     if goal is not None:
         for w in found:
-            if w.is_sequence or w.input_kind == "ids" or w.label_kind != "sparse":
-                raise UsageError(f"--to-accuracy trains image classifiers; {w.name} is not one")
+            why = ("it reads token sequences" if w.is_sequence or w.input_kind == "ids" else
+                   f"its loss trains on {LABELS.get(w.label_kind, w.label_kind)} targets, and the datasets give class ids"
+                   if w.label_kind != "sparse" else None)
+            if why:
+                raise UsageError(f"--to-accuracy trains image classifiers on class ids (sparse categorical "
+                                 f"cross-entropy); {w.name} is not one: {why}")
             datasets.check_fits(goal.dataset, w.input_shape(None), w.name)
 
     def batch_for(w) -> int:

@@ -107,7 +107,7 @@ class ModelInfo(BaseModel):
     input_shape: tuple[int, ...]
     input_dtype: str
     label_shape: tuple[int, ...]
-    label_kind: str  # sparse: class ids; onehot: one-hot class targets; dense: float targets
+    label_kind: str  # sparse: class ids; onehot; binary: 0/1; distribution; positive; dense: float (child/user_model.py)
     num_classes: int | None
     vocab_size: int | None  # integer inputs: ids drawn below this
     params: int

@@ -124,3 +124,13 @@ def test_timeout_covers_the_model_check_and_takes_the_helpers_along(tmp_path, st
         except (ProcessLookupError, FileNotFoundError):
             pass
     assert not store_path.exists() or sqlite3.connect(store_path).execute("select count(*) from runs").fetchone()[0] == 0
+
+
+def test_targets_follow_the_loss_and_to_accuracy_names_its_real_reason(store_path):
+    binary = bench_json("--model", f"{MODELS}/small_cnn.py:build_binary", store=store_path)
+    info = binary["spec"]["model_info"]
+    assert info["label_kind"] == "binary" and info["label_shape"] == [1]
+    assert binary["status"] == "ok" and 0 <= binary["loss"] < 5  # cross-entropy of 0/1 targets: never negative
+    proc = run_cli("bench", "--model", f"{MODELS}/small_cnn.py:build_onehot", "--to-accuracy", "0.5", "--dataset", "digits", *QUICK,
+                   "--store", str(store_path))
+    assert proc.returncode == 2 and "its loss trains on one-hot targets" in proc.stderr, proc.stderr[-2000:]

@@ -55,3 +55,22 @@ def test_declared_flops_match_the_models():
     assert {r[0] for r in rows} == set(workloads.names())
     for name, counted, declared in rows:
         assert int(counted) == int(declared), name
+
+
+def test_labels_follow_every_built_in_keras_loss():
+    import keras
+
+    from gpuscout.child.user_model import label_kind
+
+    expected = {
+        None: "sparse", "sparse_categorical_crossentropy": "sparse", keras.losses.SparseCategoricalCrossentropy(): "sparse",
+        "categorical_crossentropy": "onehot", keras.losses.CategoricalFocalCrossentropy(): "onehot",
+        keras.losses.CategoricalHinge(): "onehot",
+        "binary_crossentropy": "binary", keras.losses.binary_crossentropy: "binary",
+        keras.losses.BinaryFocalCrossentropy(): "binary", "hinge": "binary", keras.losses.SquaredHinge(): "binary",
+        "kl_divergence": "distribution", keras.losses.KLDivergence(): "distribution",
+        "poisson": "positive", keras.losses.MeanSquaredLogarithmicError(): "positive", "mape": "positive",
+        "mse": "dense", keras.losses.MeanSquaredError(): "dense", keras.losses.Huber(): "dense",
+        keras.losses.CosineSimilarity(): "dense", "log_cosh": "dense",
+    }
+    assert {str(k): label_kind(k) for k in expected} == {str(k): v for k, v in expected.items()}

@@ -35,6 +35,13 @@ def sample_batch(workload: Workload, rng: np.random.Generator, n: int, seq_len: 
         label_shape = (n, *workload.label_shape)
         if workload.label_kind == "dense":
             return x, rng.standard_normal(label_shape, dtype=np.float32)
+        if workload.label_kind == "binary":
+            return x, rng.integers(0, 2, size=label_shape).astype(np.float32)
+        if workload.label_kind == "positive":
+            return x, rng.uniform(0.5, 1.5, size=label_shape).astype(np.float32)
+        if workload.label_kind == "distribution":
+            logits = rng.standard_normal(label_shape)
+            return x, (np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)).astype(np.float32)
         if workload.label_kind == "onehot":
             ids = rng.integers(0, workload.num_classes, size=label_shape[:-1])
             return x, np.eye(workload.num_classes, dtype=np.float32)[ids]

@@ -88,7 +88,10 @@ def resolve(model, given: InputSpec, keras) -> tuple[Workload, ModelInfo]:
     out_shape = tuple(int(d) for d in output.shape[1:])
     compiled_loss = getattr(model, "loss", None) if getattr(model, "compiled", False) else None
     loss = given.loss if given.loss is not None else compiled_loss
-    kind = _label_kind(loss)
+    last_activation = getattr(getattr(model.layers[-1], "activation", None), "__name__", "")
+    if loss is None and last_activation == "sigmoid":  # a binary (or multi-label) classifier
+        loss = "binary_crossentropy"
+    kind = label_kind(loss)
     if kind in ("sparse", "onehot"):
         num_classes = given.num_classes or (out_shape[-1] if out_shape else None)
         if not num_classes or num_classes < 2:
@@ -98,8 +101,7 @@ def resolve(model, given: InputSpec, keras) -> tuple[Workload, ModelInfo]:
     else:
         num_classes, label_shape = given.num_classes, out_shape
     if loss is None:
-        last = model.layers[-1]
-        softmax = getattr(getattr(last, "activation", None), "__name__", "") == "softmax"
+        softmax = last_activation == "softmax"
         build_loss = lambda k: k.losses.SparseCategoricalCrossentropy(from_logits=not softmax)  # noqa: E731
     else:
         build_loss = lambda k: loss  # noqa: E731
@@ -129,17 +131,41 @@ def resolve(model, given: InputSpec, keras) -> tuple[Workload, ModelInfo]:
     return workload, info
 
 
-def _label_kind(loss) -> str:
-    """sparse: class ids (no loss given, or a sparse cross-entropy); onehot: a categorical
-    cross-entropy; dense: any other loss (regression targets of the output's shape)."""
+# The targets each built-in Keras loss expects (keras.io/api/losses), by the loss's name without
+# underscores; anything else is a regression on float targets ("dense").
+LABEL_KINDS = (
+    ("sparsecategorical", "sparse"),  # class ids
+    ("categoricalcrossentropy", "onehot"), ("categoricalfocalcrossentropy", "onehot"),
+    ("categoricalhinge", "onehot"),  # one-hot class vectors
+    ("binarycrossentropy", "binary"), ("binaryfocalcrossentropy", "binary"),
+    ("squaredhinge", "binary"), ("hinge", "binary"),  # 0/1 targets (hinge losses map them to -1/+1)
+    ("kldivergence", "distribution"), ("kld", "distribution"),
+    ("kullbackleiblerdivergence", "distribution"),  # probability vectors
+    ("poisson", "positive"), ("meansquaredlogarithmicerror", "positive"), ("msle", "positive"),
+    ("meanabsolutepercentageerror", "positive"), ("mape", "positive"),  # counts, rates: never near 0 or below
+)
+
+
+def loss_name(loss) -> str:
+    """A loss given by name, as an object or as a function, as its name in lower case without
+    underscores: 'binary_crossentropy', BinaryCrossentropy() and keras.losses.binary_crossentropy
+    all give 'binarycrossentropy'."""
+    if isinstance(loss, str):
+        name = loss
+    else:
+        name = getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
+    return name.lower().replace("_", "")
+
+
+def label_kind(loss) -> str:
+    """What targets `loss` trains on: sparse (no loss given: sparse cross-entropy), onehot, binary,
+    distribution, positive, or dense (any other: float targets of the output's shape)."""
     if loss is None:
         return "sparse"
-    name = (loss if isinstance(loss, str) else getattr(loss, "name", None) or type(loss).__name__)
-    name = name.lower().replace("_", "")
-    if "sparsecategorical" in name:
-        return "sparse"
-    if "categoricalcrossentropy" in name:
-        return "onehot"
+    name = loss_name(loss)
+    for key, kind in LABEL_KINDS:
+        if name == key or name.startswith(key) or (len(key) > 4 and key in name):
+            return kind
     return "dense"
 
 

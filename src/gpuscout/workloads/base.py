@@ -61,7 +61,7 @@ class Workload:
     # Labels per sample: None is one class id (images, vectors) or one per token (tokens);
     # user models give the shape of their output less its class axis.
     label_shape: tuple[int, ...] | None = None
-    label_kind: str = "sparse"  # sparse: class ids below num_classes; dense: float targets
+    label_kind: str = "sparse"  # sparse: class ids below num_classes; others: child/user_model.LABEL_KINDS
     vocab_size: int | None = None  # "ids" inputs: integers drawn below this
     # A loss other than sparse cross-entropy on logits: (keras) -> loss
     loss: Callable[[Any], Any] | None = None
