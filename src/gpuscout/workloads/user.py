@@ -11,7 +11,10 @@
 
 (a dict with the same keys works too, so the file need not import gpuscout). The model may be
 compiled: its optimizer and loss are then used; otherwise Adam (learning rate 1e-3) and sparse
-categorical cross-entropy (on logits, unless the last layer applies a softmax). `build()` runs in
+categorical cross-entropy (on logits, unless the last layer applies a softmax), or binary
+cross-entropy when the last layer applies a sigmoid. The synthetic targets follow the loss, for
+every built-in Keras loss (child/user_model.py LABEL_KINDS): class ids, one-hot vectors, 0/1,
+probability vectors, positive values, or floats for a regression. `build()` runs in
 the child after the precision policy is set, so mixed precision applies to the layers it creates.
 A saved `.keras` model is loaded (with its compiled optimizer and loss when it was saved
 compiled); under a mixed precision, or when `--input-shape` fills in free input dimensions, it is
