@@ -114,7 +114,7 @@ class ModelInfo(BaseModel):
     compute_dtype: str  # of the layer holding the most weights: shows the precision policy took
     forward_flops: float
     flops_source: str  # "given" by the user or "counted" (workloads/flops.py)
-    flops_coverage: float | None  # counted: share of the weights in layers whose FLOPs were counted
+    flops_coverage: float | None  # counted: the counted share of the FLOPs (at most; child/flops.py)
     default_batch_size: int
 
 

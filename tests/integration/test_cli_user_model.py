@@ -83,7 +83,7 @@ def test_a_saved_model_with_free_dimensions_needs_and_takes_an_input_shape(tmp_p
 
 @pytest.mark.parametrize("args, message", [
     (("--model", "nowhere.py:build"), "--model file not found"),
-    (("--model", f"{MODELS}/small_cnn.py:build", "--input-shape", "3,3"), "--input-shape is for .keras models"),
+    (("--model", f"{MODELS}/small_cnn.py:build", "--input-shape", "3,3"), "does not match the model's input"),
     (("--model", f"{MODELS}/../fake_worker.py:1build"), "is not a Python function name"),
     (("--model", f"{MODELS}/small_cnn.py", "mlp"), "name workloads or a --model, not both"),
     (("--model", f"{MODELS}/small_cnn.py", "--batch-size", "auto"), "--batch-size auto needs"),
@@ -134,3 +134,13 @@ def test_targets_follow_the_loss_and_to_accuracy_names_its_real_reason(store_pat
     proc = run_cli("bench", "--model", f"{MODELS}/small_cnn.py:build_onehot", "--to-accuracy", "0.5", "--dataset", "digits", *QUICK,
                    "--store", str(store_path))
     assert proc.returncode == 2 and "its loss trains on one-hot targets" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_free_input_dimensions_are_built_on_the_given_shape_and_every_flop_counted(store_path):
+    run = bench_json("--model", f"{MODELS}/small_cnn.py:build_free_length", store=store_path)
+    info = run["spec"]["model_info"]
+    # two Conv1D over 24 and 18 positions and the classifier, 2 FLOPs per multiply-add
+    assert info["forward_flops"] == 2 * (24 * 7 * 8 * 16 + 18 * 7 * 16 * 16 + 16)
+    assert info["flops_coverage"] == 1.0 and info["label_kind"] == "binary" and run["status"] == "ok"
+    longer = bench_json("--model", f"{MODELS}/small_cnn.py:build_free_length", "--input-shape", "40", store=store_path)
+    assert longer["spec"]["model_info"]["forward_flops"] == 2 * (34 * 7 * 8 * 16 + 28 * 7 * 16 * 16 + 16)

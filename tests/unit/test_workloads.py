@@ -74,3 +74,22 @@ def test_labels_follow_every_built_in_keras_loss():
         keras.losses.CosineSimilarity(): "dense", "log_cosh": "dense",
     }
     assert {str(k): label_kind(k) for k in expected} == {str(k): v for k, v in expected.items()}
+
+
+def test_flop_coverage_is_a_share_of_flops_not_of_weights():
+    import keras
+
+    from gpuscout.child.flops import count_with_coverage
+
+    class Opaque(keras.layers.Layer):  # a layer the counter does not know: 100 weights
+        def build(self, shape):
+            self.w = self.add_weight(shape=(10, 10))
+
+        def call(self, x):
+            return x @ self.w
+
+    inputs = keras.Input((10,))
+    outputs = keras.layers.Dense(10)(Opaque()(inputs))  # counted: 2 x 10 x 10 = 200 FLOPs
+    model = keras.Model(inputs, outputs)
+    flops, coverage = count_with_coverage(model)
+    assert flops == 200 and coverage == 200 / (200 + 2 * 100)  # the opaque layer adds >= 2 FLOPs per weight

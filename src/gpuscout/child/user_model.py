@@ -41,7 +41,16 @@ def load(ref: ModelRef, keras, policy: str):
     if not isinstance(given, InputSpec):
         raise ValueError(f"{ref.function}() returned {type(given).__name__} as its input spec: "
                          "return gpuscout.InputSpec(...) or a dict of its fields")
-    return model, InputSpec(**{**asdict(given), "shape": tuple(given.shape)})
+    given = InputSpec(**{**asdict(given), "shape": tuple(ref.input_shape or given.shape)})
+    if len(model.inputs) == 1:
+        saved = tuple(model.inputs[0].shape[1:])
+        if len(saved) != len(given.shape) or any(s is not None and s != d for s, d in zip(saved, given.shape)):
+            raise ValueError(f"the input shape {given.shape} does not match the model's input {saved}")
+        if any(d is None for d in saved):
+            # Input(shape=(None,)): every layer's shape known only on a concrete input, so the FLOP
+            # count sees the convolutions (it missed them: 1,515x too few)
+            model = _rebuild(keras, model, policy, given)
+    return model, given
 
 
 def _spec_of_saved(model, ref: ModelRef) -> InputSpec:

@@ -28,7 +28,7 @@ FLOPs per sample: the user's `flops_per_sample` (forward, 2 FLOPs per multiply-a
 otherwise counted from the layers (workloads/flops.py: convolutions, dense and einsum-dense
 layers, the attention products of Keras' MultiHeadAttention and of gpuscout's attention). The
 count is exact for models made of those layers; elementwise work and layers it does not know are
-left out, so the record states the share of the weights that sit in counted layers.
+left out, so the record states the counted share of the FLOPs (an upper bound: child/flops.py).
 """
 
 from __future__ import annotations
@@ -74,9 +74,7 @@ def parse_ref(text: str, input_shape: str | None = None) -> ModelRef:
         raise UsageError(f"--model {text!r}: a .keras file has no function to name; drop ':{function}'")
     if path.suffix == ".py" and function and not function.isidentifier():
         raise UsageError(f"--model {text!r}: {function!r} is not a Python function name")
-    shape = parse_shape(input_shape) if input_shape else None
-    if shape is not None and path.suffix == ".py":
-        raise UsageError("--input-shape is for .keras models; a build() function returns its InputSpec")
+    shape = parse_shape(input_shape) if input_shape else None  # a build() file: overrides its InputSpec's
     if path.suffix == ".py":
         check_source(path, function or "build")
     return ModelRef(path=str(path.resolve()), function=(function or "build") if path.suffix == ".py" else None,
