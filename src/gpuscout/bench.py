@@ -12,7 +12,7 @@ from gpuscout.analysis.stats import across_runs
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.planning import DeviceChoice
-from gpuscout.spec import PROTOCOL, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
+from gpuscout.spec import PROTOCOL, Backend, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.workloads import user
@@ -96,12 +96,16 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
     def batch_for(w) -> int:
         if options.batch_size == "auto":
             return sizing.auto_batch_size(w, precision, seq_lens.get(w.name), memory_total)
-        return options.batch_size or (batch_sizes or {}).get(w.name) or w.default_batch_size
+        if options.batch_size:
+            return options.batch_size
+        default = (batch_sizes or {}).get(w.name) or w.default_batch_size
+        return default if gpu_index is not None else planning.cpu_batch(default)
 
     specs = [
         build_spec(
             workload=w.name, backend=backend, precision=precision,
-            xla=planning.xla(backend, options.xla, Distribution.single), batch_size=batch_for(w), data=data,
+            xla=planning.xla(backend, options.xla, Distribution.single, on_gpu=gpu_index is not None),
+            batch_size=batch_for(w), data=data,
             seq_len=seq_lens.get(w.name), **options.protocol.model_dump(), pipeline_cost=options.pipeline_cost,
             seed=options.seed, gpu_index=gpu_index, model=ref, model_info=info,
             task=Task.to_accuracy if goal else Task.measure, to_accuracy=goal,
@@ -111,6 +115,12 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
     if options.fit_check:
         for spec in specs:
             planning.fits(workloads.for_spec(spec), spec.batch_size, spec.precision, spec.seq_len, memory_total)
+    if gpu_index is None:  # defaults per device, said where they differ (the record holds batch and XLA)
+        cpu = [f"batch {planning.CPU_DEFAULT_BATCH} at most (Keras fit's default)"] if not options.batch_size else []
+        if backend is Backend.tensorflow and options.xla is None:
+            cpu.append("XLA off, as Keras' fit on a CPU-only machine (--xla to turn it on)")
+        if cpu:
+            notice = "; ".join(filter(None, [notice, "CPU defaults: " + ", ".join(cpu)]))
     return specs, notice
 
 

@@ -128,12 +128,24 @@ def seq_len(workload: Workload, value: int | None) -> int | None:
     return value or workload.default_seq_len
 
 
-def xla(backend_: Backend, asked: bool | None, distribution: Distribution) -> bool:
-    """Whether the step is XLA-compiled: asked, or what the backend does (jax always; tensorflow
-    with XLA alone, without it under a tf.distribute strategy, as Keras does: spec.py says why)."""
+# Keras fit's default batch size: a CPU run's default is never larger (a GPU-sized batch of 512
+# took resnet18_cifar 297 s to compile on a CPU and timed out at 30 minutes)
+CPU_DEFAULT_BATCH = 32
+
+
+def xla(backend_: Backend, asked: bool | None, distribution: Distribution, on_gpu: bool = True) -> bool:
+    """Whether the step is XLA-compiled: asked, or what Keras' own fit does (jit_compile="auto",
+    keras/src/trainers/trainer.py _resolve_auto_jit_compile): jax always; tensorflow with XLA
+    alone on a GPU, without it under a tf.distribute strategy (spec.py says why) and on a CPU-only
+    machine ("Disable XLA on CPU-only machines": on the CPU, XLA made keras-io's text classifier
+    8x slower than its own fit, 13.9 against 117 samples/s)."""
     if asked is not None:
         return asked
-    return backend_ is Backend.jax or distribution is Distribution.single
+    return backend_ is Backend.jax or (distribution is Distribution.single and on_gpu)
+
+
+def cpu_batch(default: int) -> int:
+    return min(default, CPU_DEFAULT_BATCH)
 
 
 def memory_total(nvml: Nvml, gpu_index: int | None) -> int | None:

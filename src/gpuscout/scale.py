@@ -115,7 +115,8 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
         ids = tuple(gpu_ids[:devices]) if device_kind == "gpu" else None
         specs.append(build_spec(
             workload=workload.name, backend=backend, precision=precision,
-            xla=planning.xla(backend, options.xla, distribution), batch_size=per_device * devices,
+            xla=planning.xla(backend, options.xla, distribution, on_gpu=device_kind == "gpu"),
+            batch_size=per_device * devices,
             seq_len=seq_len, data=options.data, **options.protocol.model_dump(), seed=options.seed,
             gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices, distribution=distribution))
     return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices)

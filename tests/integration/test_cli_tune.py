@@ -56,6 +56,8 @@ def test_the_ablation_runs_every_setting_on_the_cpu_and_stores_them(store_path):
         assert row["loss"]["steps"] == 1 + 1 + 5  # compile step + warm-up + calibration pass: the same step for all
     assert rows["baseline"]["data"] == "naive" and rows["baseline"]["xla"] is False
     assert any(label.startswith("combined") for label in rows)
+    assert all(isinstance(r["flags"], list) for r in rows.values())  # bench's variance flags, per row
+    assert not any("memory growth" in r["title"] for r in report["recommendations"])  # a CPU run
     with sqlite3.connect(store_path) as db:
         tags = [json.loads(r[0])["tune"]["session"] for r in db.execute("select record_json from runs")]
     assert len(tags) == len(rows) and set(tags) == {report["session"]}
@@ -112,3 +114,5 @@ def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():
     assert [r["title"] for r in recs][:4] == ["mixed_bfloat16", "batch size 1024 (the knee; the largest that fits is 2048)",
                                               "XLA on", "tuned"]
     assert recs[-1]["title"].startswith("memory growth") and "set_memory_growth" in recs[-1]["code"]
+    on_cpu = tune.recommendations(report, tune.Backend.tensorflow, on_gpu=False)
+    assert not any("memory growth" in r["title"] for r in on_cpu)  # GPU advice only for a GPU

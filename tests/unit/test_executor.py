@@ -34,7 +34,7 @@ def test_success_returns_the_result_and_streams_events():
     outcome = run_child(spec("resnet18_cifar"), timeout_s=60, on_event=seen.append)
     assert outcome.status == "ok" and outcome.returncode == 0
     assert len(outcome.result.windows) == 3
-    assert [e["event"] for e in seen] == ["compiled", "warmed_up", "window", "window", "window", "result"]
+    assert [e["event"] for e in seen] == ["started", "compiled", "warmed_up", "window", "window", "window", "result"]
 
 
 def test_out_of_memory_is_recorded_as_oom_with_the_stderr_tail():

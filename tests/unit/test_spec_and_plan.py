@@ -30,8 +30,19 @@ def test_jax_without_xla_is_refused():
 
 def test_plan_defaults_to_cpu_without_gpu_and_says_so():
     specs, notice = plan(["mlp"], BenchOptions(backend="jax"), NO_GPU)
-    assert specs[0].gpu_index is None and specs[0].batch_size == 256
-    assert "no NVIDIA GPU found" in notice
+    assert specs[0].gpu_index is None and specs[0].batch_size == 32  # Keras fit's default, not the GPU's 256
+    assert "no NVIDIA GPU found" in notice and "CPU defaults: batch 32 at most (Keras fit's default)" in notice
+
+
+def test_cpu_defaults_are_what_keras_fit_does_on_a_cpu():
+    """On a CPU-only machine Keras' fit runs tensorflow without XLA (jit_compile="auto"): XLA made
+    keras-io's text classifier 8x slower there. An explicit choice is kept."""
+    (tf_cpu,), notice = plan(["resnet18_cifar"], BenchOptions(backend="tensorflow"), NO_GPU)
+    assert not tf_cpu.xla and tf_cpu.batch_size == 32 and "XLA off, as Keras' fit" in notice
+    (asked,), _ = plan(["resnet18_cifar"], BenchOptions(backend="tensorflow", xla=True, batch_size=128), NO_GPU)
+    assert asked.xla and asked.batch_size == 128
+    (tf_gpu,), notice = plan(["resnet18_cifar"], BenchOptions(backend="tensorflow"), one_gpu())
+    assert tf_gpu.xla and tf_gpu.batch_size == 512 and notice is None
 
 
 def test_plan_picks_gpu_zero_when_there_is_one():
@@ -91,8 +102,10 @@ def test_suites_set_batches_and_protocol():
     quick = suites.get("quick")
     assert quick.workloads == suites.ALL and quick.batch_size("resnet50") == 64 and quick.batch_size("gpt2_small") == 4
     assert suites.get("standard").batch_size("resnet50") == 256
-    specs, _ = plan(list(quick.workloads), BenchOptions(backend="jax"), NO_GPU,
-                    {n: quick.batch_size(n) for n in quick.workloads})
+    batches = {n: quick.batch_size(n) for n in quick.workloads}
+    specs, _ = plan(list(quick.workloads), BenchOptions(backend="jax"), one_gpu(), batches)
     assert [(s.workload, s.batch_size, s.seq_len) for s in specs][-2:] == [("bert_base", 64, 128), ("gpt2_small", 4, 1024)]
+    specs, _ = plan(list(quick.workloads), BenchOptions(backend="jax"), NO_GPU, batches)  # on a CPU: 32 at most
+    assert [(s.workload, s.batch_size) for s in specs][-2:] == [("bert_base", 32), ("gpt2_small", 4)]
     with pytest.raises(UsageError, match="unknown suite 'fast': choose quick, standard"):
         suites.get("fast")

@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pydantic import ValidationError
+
 from gpuscout import METHODOLOGY_VERSION, __version__, catalog, sizing, workloads
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.latency import summarize_latency
@@ -22,7 +24,7 @@ from gpuscout.analysis.stats import summarize
 from gpuscout.analysis.telemetry import combine_telemetry
 from gpuscout.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.provenance import relevant_env, utc_now
-from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, InferencePoint
+from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, FrameworkInfo, InferencePoint
 from gpuscout.record.run import (SCHEMA_VERSION, Cost, Distribution, Environment, Flag, GpuInfo, Inference, Latency,
                                  LoadTest, ErrorDetail, RunRecord, Telemetry, Throughput, Window)
 from gpuscout.spec import DataMode, Distribution as DistributionKind, RunSpec, Task
@@ -90,9 +92,12 @@ def _record(spec: RunSpec, outcome: ChildOutcome, ctx: RunContext, point: Infere
         "inference": _inference(spec, result, point, workload),
         "spec": spec,
         "env": Environment(**ctx.environment, child_env=relevant_env(ctx.child_env),
-                           framework=result.framework if result else None, compiled=result.compiled if result else None),
+                           framework=result.framework if result else _started_framework(outcome.events),
+                           compiled=result.compiled if result else None),
         "gpuscout_version": __version__, "methodology_version": METHODOLOGY_VERSION, "schema_version": SCHEMA_VERSION,
     }
+    if result is None:  # a run that did not finish keeps what it got to: its compile time
+        record["compile_s"] = next((e.get("compile_s") for e in outcome.events if e.get("event") == "compiled"), None)
     if result is not None:
         record.update(_measurements(spec, result, point, workload, None if served_on_cpu else entry, batch_size,
                                     devices, flags))
@@ -102,6 +107,18 @@ def _record(spec: RunSpec, outcome: ChildOutcome, ctx: RunContext, point: Infere
         record["cost"] = _cost(record, entry, ctx.pricing, devices if spec.device_kind == "gpu" else 1)
     record["flags"] = flags
     return RunRecord(**record)
+
+
+def _started_framework(events: list[dict]):
+    """The versions the child reported as it started (the worker's "started" event): a run that
+    timed out or failed still says which Keras and backend it ran."""
+    started = next((e for e in events if e.get("event") == "started" and e.get("framework")), None)
+    if started is None:
+        return None
+    try:
+        return FrameworkInfo.model_validate(started["framework"])
+    except ValidationError:
+        return None
 
 
 def _distribution(spec: RunSpec, result: ChildResult | None) -> Distribution | None:

@@ -95,11 +95,24 @@ def run_child(
     return _classify(finished.events, finished.returncode, finished.timed_out, timeout_s, tail, finished.duration_s)
 
 
+def _phase(events: list[dict]) -> str:
+    """Where a run was when its time ran out, and what to change: said from its events."""
+    kinds = [e.get("event") for e in events]
+    windows = sum(k == "window" for k in kinds)
+    if "compiled" not in kinds:
+        return ("while building and compiling the first step (a smaller --batch-size compiles faster; "
+                "--timeout SECONDS waits longer)")
+    if "warmed_up" not in kinds:
+        return "during warm-up (fewer --warmup-steps, or --timeout SECONDS)"
+    return (f"while measuring, after {windows} window(s) (fewer --windows or a shorter --window-seconds, "
+            "or --timeout SECONDS)")
+
+
 def _classify(events, returncode, timed_out, timeout_s, tail, duration) -> ChildOutcome:
     result = next((e for e in events if e.get("event") == "result"), None)
     error = next((e for e in events if e.get("event") == "error"), None)
     if timed_out:
-        return ChildOutcome("timeout", None, f"exceeded the {timeout_s:g} s timeout and was killed",
+        return ChildOutcome("timeout", None, f"exceeded the {timeout_s:g} s timeout {_phase(events)} and was killed",
                             tail, returncode, duration, events)
     if result is not None and returncode == 0:
         try:

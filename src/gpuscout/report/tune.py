@@ -22,21 +22,26 @@ def print_tune(report: dict, out: Console) -> None:
     for note in report["notes"]:
         out.print(f"note: {note}", highlight=False, markup=False)
     ab = report.get("ablation")
-    if ab:
+    measured = [row for row in (ab or {}).get("rows", []) if row["run_id"] or row["status"] != "skipped"]
+    if measured:  # rows the --budget skipped are named once, under "skipped", not as empty rows
         t = Table(title="what each optimisation buys (speedup, 95% CI)", title_justify="left")
-        for c in ("setting", "samples/s", "speedup", "over", "loss after N steps", "input wait", "run"):
+        for c in ("setting", "samples/s", "speedup", "over", "loss after N steps", "input wait", "run", "flags"):
             t.add_column(c)
-        for row in ab["rows"]:
+        for row in measured:
             loss = row["loss"]
             loss_text = fmt.DASH if not loss else (f"{loss['value']:.4g} vs {loss['baseline']:.4g} @{loss['steps']}"
                                                     + (" [red]changed[/]" if loss["changed"] else ""))
-            t.add_row(row["label"], fmt.number(row["samples_per_s"]), _ratio(row["speedup"]), row["versus"], loss_text,
-                      fmt.percent(row["input_wait_share"]), row["run_id"] or row["status"])
+            t.add_row(escape(row["label"]), fmt.number(row["samples_per_s"]), _ratio(row["speedup"]), escape(row["versus"]),
+                      loss_text, fmt.percent(row["input_wait_share"]), row["run_id"] or row["status"],
+                      ", ".join(row.get("flags") or []) or fmt.DASH)
         out.print(t)
+        if any(row.get("flags") for row in measured):
+            out.print("note: a flagged row's windows disagreed (docs/methodology.md, Flags): its speedup is less "
+                      "certain than its interval says; rerun with more --windows", highlight=False, markup=False)
         if ab.get("note"):
             out.print(f"note: {ab['note']}", highlight=False, markup=False)
     batch = report.get("batch")
-    if batch:
+    if batch and batch.get("curve"):
         limit = {"memory": f"first out of memory at {batch.get('first_oom')}", "cap": f"no OOM up to --max-batch {batch.get('cap')}",
                  "budget": "stopped by the --budget"}[batch["limited_by"]]
         out.print(f"[bold]largest batch[/]: {batch['largest']} ({limit}; {len(batch['probes'])} probes); "
@@ -49,7 +54,7 @@ def print_tune(report: dict, out: Console) -> None:
                       fmt.number(c["samples_per_s"]), fmt.bytes_(c["peak_memory_bytes"]), c["run_id"])
         out.print(t)
     inp = report.get("input")
-    if inp:
+    if inp and inp.get("model_samples_per_s") is not None:
         if "pipeline" in inp:
             p = inp["pipeline"] or {}
             out.print(f"[bold]your pipeline[/]: {fmt.number(p.get('samples_per_s'))} samples/s alone; the model takes "

@@ -89,7 +89,7 @@ def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store,
         report["batch"] = batch_search(session, best_precision, use_xla)
     if "input" in options.parts:
         report["input"] = input_analysis(session, best_precision, use_xla, runs, user_pipeline)
-    report["recommendations"] = recommendations(report, base.backend)
+    report["recommendations"] = recommendations(report, base.backend, on_gpu=base.gpu_index is not None)
     report["skipped"] = session.skipped
     report["elapsed_s"] = time.monotonic() - session.started
     return report

@@ -46,7 +46,9 @@ def _row(label: str, record: RunRecord | None, reference: RunRecord | None, fact
             "samples_per_s": throughput(record),
             "throughput": record.throughput.model_dump() if record and record.throughput else None,
             "speedup": speedup(record, reference), "loss": loss_change(record, reference),
-            "input_wait_share": record.input_wait_share if record else None}
+            "input_wait_share": record.input_wait_share if record else None,
+            # the same variance flags as bench's: a row whose windows disagree says so
+            "flags": [f.code for f in record.flags] if record else []}
 
 
 def ablation(session: Session, precisions: list[Precision]) -> dict:

@@ -17,7 +17,7 @@ SNIPPETS = {
 }
 
 
-def recommendations(report: dict, backend: Backend) -> list[dict]:
+def recommendations(report: dict, backend: Backend, on_gpu: bool = True) -> list[dict]:
     out = []
     ab = report.get("ablation") or {}
     for row in ab.get("rows", []):
@@ -46,7 +46,7 @@ def recommendations(report: dict, backend: Backend) -> list[dict]:
                         "cost": "a larger batch usually needs a larger learning rate (scale it with the batch, "
                                 "with warm-up) and can change final accuracy"})
     out.sort(key=lambda r: -r["gain"]["ratio"])
-    if backend is Backend.tensorflow:
+    if backend is Backend.tensorflow and on_gpu:  # GPU memory: nothing to say on a CPU
         out.append({"title": "memory growth (lets other processes share the GPU; no speedup measured)",
                     "gain": None, "code": SNIPPETS["memory_growth"],
                     "cost": "fragmentation can cost a little memory; the largest batch may shrink slightly"})
