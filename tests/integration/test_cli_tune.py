@@ -116,3 +116,17 @@ def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():
     assert recs[-1]["title"].startswith("memory growth") and "set_memory_growth" in recs[-1]["code"]
     on_cpu = tune.recommendations(report, tune.Backend.tensorflow, on_gpu=False)
     assert not any("memory growth" in r["title"] for r in on_cpu)  # GPU advice only for a GPU
+
+
+def test_rows_of_one_setting_that_disagree_are_called_noise():
+    from gpuscout.report.tune import same_setting_spread
+
+    rows = [{"label": "tuned input pipeline", "precision": "fp32", "xla": False, "data": "pipeline", "samples_per_s": 960.0},
+            {"label": "combined: fp32, no XLA, tuned pipeline", "precision": "fp32", "xla": False, "data": "pipeline",
+             "samples_per_s": 450.0},
+            {"label": "mixed_bfloat16", "precision": "mixed_bfloat16", "xla": False, "data": "synthetic",
+             "samples_per_s": 2000.0}]
+    (note,) = same_setting_spread(rows)
+    assert note.startswith("'combined: fp32, no XLA, tuned pipeline' and 'tuned input pipeline' ran the same setting")
+    assert "differences under 113% are noise" in note
+    assert same_setting_spread(rows[:1] + rows[2:]) == []

@@ -9,6 +9,24 @@ from rich.table import Table
 from gpuscout.report import format as fmt
 
 
+def same_setting_spread(rows: list[dict], tolerance: float = 0.10) -> list[str]:
+    """Rows that ran the same setting (precision, XLA, data) but measured more than `tolerance`
+    apart: the run-to-run noise on this machine, which makes smaller differences meaningless
+    (on a busy CPU 'combined' read 0.45x where the identical 'tuned input' read 0.96x)."""
+    notes, groups = [], {}
+    for row in rows:
+        if row.get("samples_per_s"):
+            groups.setdefault((row.get("precision"), row.get("xla"), row.get("data")), []).append(row)
+    for same in groups.values():
+        low, high = min(same, key=lambda r: r["samples_per_s"]), max(same, key=lambda r: r["samples_per_s"])
+        if high["samples_per_s"] > (1 + tolerance) * low["samples_per_s"]:
+            notes.append(f"'{low['label']}' and '{high['label']}' ran the same setting and measured "
+                         f"{fmt.number(low['samples_per_s'])} and {fmt.number(high['samples_per_s'])} samples/s: "
+                         f"differences under {high['samples_per_s'] / low['samples_per_s'] - 1:.0%} are noise on this "
+                         "machine (a busy host?); rerun with more --windows")
+    return notes
+
+
 def _ratio(gain: dict | None) -> str:
     if not gain:
         return fmt.DASH
@@ -35,6 +53,8 @@ def print_tune(report: dict, out: Console) -> None:
                       loss_text, fmt.percent(row["input_wait_share"]), row["run_id"] or row["status"],
                       ", ".join(row.get("flags") or []) or fmt.DASH)
         out.print(t)
+        for note in same_setting_spread(measured):
+            out.print(f"note: {note}", highlight=False, markup=False)
         if any(row.get("flags") for row in measured):
             out.print("note: a flagged row's windows disagreed (docs/methodology.md, Flags): its speedup is less "
                       "certain than its interval says; rerun with more --windows", highlight=False, markup=False)
