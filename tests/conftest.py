@@ -33,6 +33,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie runs nothing: it only waits for its parent to read it)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 @pytest.fixture
 def store_path(tmp_path) -> Path:
     return tmp_path / "results.sqlite"

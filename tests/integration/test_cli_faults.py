@@ -8,10 +8,9 @@ import subprocess
 import sys
 import time
 
-import psutil
 
 from gpuscout.store import Store
-from tests.conftest import FIXTURES, SRC
+from tests.conftest import FIXTURES, SRC, alive
 
 FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
 
@@ -30,10 +29,7 @@ def gpuscout(args, env, timeout=120):
 
 
 def gone(pid):
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+    return not alive(pid)
 
 
 def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):

@@ -17,20 +17,9 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
-from tests.conftest import FIXTURES, SRC
+from tests.conftest import FIXTURES, SRC, alive
 
 FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie waits for its parent to read it: it runs nothing
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def gone_within(pids: list[int], seconds: float) -> bool:

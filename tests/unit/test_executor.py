@@ -3,19 +3,11 @@
 import sys
 import time
 
-import psutil
 import pytest
 
 from gpuscout.executor.local import child_env, run_child
 from gpuscout.spec import Backend, build_spec
-from tests.conftest import FIXTURES
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+from tests.conftest import FIXTURES, alive
 
 
 @pytest.fixture(autouse=True)

@@ -176,7 +176,7 @@ def corrupt_middle_pages(path, pages: int = 3) -> None:
 
 def test_a_damaged_file_is_named_checked_and_salvaged_into_a_new_store(tmp_path):
     from gpuscout.store import repair
-    from gpuscout.store.sqlite import StoreFailure
+    from gpuscout.store.failures import StoreFailure
 
     damaged = tmp_path / "damaged.sqlite"
     with Store(damaged) as store:

@@ -38,10 +38,14 @@ def longest_word(text: str) -> int:
     return max((len(word) for line in text.splitlines() for word in line.split()), default=0)
 
 
-def unbroken_width(table: Table) -> int:
-    """The narrowest the table can be with no word of any cell (or header) broken."""
-    widths = [max([longest_word(plain(column.header))] + [longest_word(plain(c)) for c in column.cells])
-              for column in table.columns]
+def word_widths(table: Table) -> list[int]:
+    """Each column's longest word (of its header or a cell): how narrow it can be unbroken."""
+    return [max([longest_word(plain(column.header))] + [longest_word(plain(c)) for c in column.cells])
+            for column in table.columns]
+
+
+def unbroken_width(widths: list[int]) -> int:
+    """The narrowest a table with these columns can be with no word of any cell broken."""
     return sum(widths) + BORDER_PER_COLUMN * len(widths) + 1
 
 
@@ -49,10 +53,10 @@ class Terminal(Console):
     def print(self, *objects, **kwargs) -> None:
         if len(objects) == 1 and isinstance(objects[0], Table) and objects[0].columns:
             table = objects[0]
-            if unbroken_width(table) <= self.width:
-                for column in table.columns:  # rich may narrow a column below a word: not these
-                    column.min_width = max(column.min_width or 0, longest_word(plain(column.header)),
-                                           *(longest_word(plain(c)) for c in column.cells))
+            widths = word_widths(table)
+            if unbroken_width(widths) <= self.width:
+                for column, width in zip(table.columns, widths):  # rich may narrow a column below a word
+                    column.min_width = max(column.min_width or 0, width)
                     column.overflow = "fold"
                 return super().print(table, **kwargs)
             return self.print_stacked(table)

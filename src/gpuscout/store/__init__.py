@@ -1,5 +1,6 @@
 """The results store: SQLite, schema-versioned, safe with several writers."""
 
-from gpuscout.store.sqlite import SCHEMA_VERSION, Store, StoreError, default_store_path
+from gpuscout.store.failures import StoreError
+from gpuscout.store.sqlite import SCHEMA_VERSION, Store, default_store_path
 
 __all__ = ["SCHEMA_VERSION", "Store", "StoreError", "default_store_path"]

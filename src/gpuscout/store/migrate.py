@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION, RunRecord
-from gpuscout.store.sqlite import APPLICATION_ID, BUSY_TIMEOUT_MS, COLUMNS, SCHEMA_SQL, StoreError, problem, row_of
+from gpuscout.store.failures import StoreError
+from gpuscout.store.sqlite import APPLICATION_ID, BUSY_TIMEOUT_MS, COLUMNS, SCHEMA_SQL, problem, row_of
 
 
 @dataclass

@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gpuscout.record import StoredRecord
-from gpuscout.store.sqlite import Store, StoreError, StoreFailure, parse_record, problem
+from gpuscout.store.failures import StoreError, StoreFailure
+from gpuscout.store.sqlite import Store, parse_record, problem
 
 
 @dataclass

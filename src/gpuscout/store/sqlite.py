@@ -16,16 +16,15 @@
   is wrong (damaged, disk full, read-only, locked) and what to do; a file gpuscout did not make
   (empty, unreadable, not SQLite) is never written to. Commands that only read open the file
   read-only, so a store on a read-only file system can still be listed, compared and reported.
-  Records that cannot be stored (`keep`) are saved as a `results import` document beside the
-  store, stored later by the same command if the store comes back, and named at the end.
+  The errors and their one-line explanations are store/failures.py. Records that cannot be
+  stored (`keep`) are saved as a `results import` document beside the store, stored later by
+  the same command if the store comes back, and named at the end.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -36,10 +35,12 @@ from typing import Callable
 import platformdirs
 from pydantic import ValidationError
 
-from gpuscout.errors import RunError, UsageError
+from gpuscout.errors import RunError
 from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.document import json_document
 from gpuscout.record.run import SCHEMA_VERSION
+from gpuscout.store.failures import (FULL_BELOW_BYTES, StoreError, StoreFailure, explain, free_bytes,
+                                     sqlite_errors, writable)
 
 # "GPUS" in ASCII: marks the SQLite file as a gpuscout store (sqlite.org/pragma.html#pragma_application_id).
 APPLICATION_ID = 0x47505553
@@ -105,65 +106,6 @@ COLUMNS = ("id", "kind", "created_utc", "group_id", "workload", "backend", "prec
 
 # The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, section 1.3.1).
 SQLITE_HEADER = b"SQLite format 3\x00"
-# Below this much free space, an I/O error writing the store is taken for a full disk.
-FULL_BELOW_BYTES = 1 << 20
-
-
-class StoreError(UsageError):
-    """The store cannot be used as asked (exit 2; nothing is changed)."""
-
-
-class StoreFailure(StoreError):
-    """SQLite could not do what was asked: the file is damaged, its disk is full or read-only, or
-    another process kept it locked. The message says which, and what to do."""
-
-
-def explain(path: Path, exc: BaseException) -> str:
-    """One line for an SQLite error on the store at `path`: what is wrong and what to do."""
-    text = str(exc) or type(exc).__name__
-    low = text.lower()
-    if "malformed" in low or "not a database" in low or "corrupt" in low or isinstance(exc, ValueError):
-        return (f"{path} is damaged ({text}): `gpuscout results check --store {path}` says what is wrong, and "
-                f"`gpuscout results salvage --store {path} --out NEW.sqlite` copies every readable record into a "
-                "new store")
-    if "full" in low or ("i/o" in low and _free_bytes(path) < FULL_BELOW_BYTES):
-        return f"the disk holding {path} is full ({text}): free some space on it, then run the command again"
-    if "readonly" in low or "read-only" in low or not _writable(path):
-        return (f"{path} is read-only ({text}): commands that only read it (results list, show, export, check; "
-                "compare; report) still work; to store runs, pass a writable --store")
-    if "locked" in low or "busy" in low:
-        return (f"{path} stayed locked by another process for {BUSY_TIMEOUT_MS / 1000:g} s ({text}): let it "
-                "finish (a sweep, another gpuscout), then run the command again")
-    return (f"{path} cannot be read or written ({text}): check that its disk is mounted, writable and not full; "
-            f"`gpuscout results check --store {path}` says whether the file is damaged")
-
-
-def _writable(path: Path) -> bool:
-    """Whether the store and its folder (where SQLite keeps its journal) can be written: false on
-    a read-only file system even for root."""
-    return os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
-
-
-def _free_bytes(path: Path) -> int:
-    try:
-        return shutil.disk_usage(path.parent).free
-    except OSError:
-        return FULL_BELOW_BYTES
-
-
-def _sqlite_errors(method):
-    """A store method whose SQLite errors (and damaged JSON in a row) become StoreFailure."""
-
-    @functools.wraps(method)
-    def wrapper(self: "Store", *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except (sqlite3.Error, json.JSONDecodeError) as exc:
-            raise StoreFailure(explain(self.path, exc)) from None
-
-    return wrapper
-
-
 def problem(exc: ValidationError) -> str:
     """The first thing wrong in a record, as `field.path: what`."""
     first = exc.errors()[0]
@@ -206,10 +148,11 @@ class Store:
             if not exists:
                 self._create_new()
             self._refuse_foreign_file()
-            if not readonly and not _writable(self.path):
+            if not readonly and not writable(self.path):
                 # Caught here, not by SQLite: with a WAL file left beside the store, SQLite opens
                 # it read-only without a word and fails only at the first write, after the work.
-                raise StoreFailure(explain(self.path, OSError("the file or its folder cannot be written")))
+                raise StoreFailure(explain(self.path, OSError("the file or its folder cannot be written"),
+                                           BUSY_TIMEOUT_MS / 1000))
             self._db = self._connect()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the results store {self.path}: {getattr(exc, 'strerror', None) or exc}; "
@@ -230,7 +173,7 @@ class Store:
             raise
         except sqlite3.Error as exc:
             self._db.close()
-            raise StoreFailure(explain(self.path, exc)) from None
+            raise StoreFailure(explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)) from None
 
     def _create_new(self) -> None:
         """Make the store whole under a temporary name and link it into place, so that no one
@@ -282,7 +225,7 @@ class Store:
 
     def _refuse_full_disk(self) -> None:
         """A command that will store must not measure for minutes first and then find no room."""
-        free = _free_bytes(self.path)
+        free = free_bytes(self.path)
         if free < FULL_BELOW_BYTES:
             raise StoreFailure(f"the disk holding {self.path} is full ({free // 1024} KiB free): free some space on "
                                "it, then run the command again (nothing was run)")
@@ -312,6 +255,9 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
+    def explain(self, exc: BaseException) -> str:
+        return explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)
+
     def __exit__(self, kind, exc, tb) -> None:
         self.close()
         message = self.unsaved_message()
@@ -339,16 +285,9 @@ class Store:
 
     def _check_writable(self) -> None:
         # BEGIN IMMEDIATE takes the write lock: it proves the file is writable before any work.
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-            self._check(version, app_id)
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        with self._transaction():
+            self._check(self._db.execute("PRAGMA user_version").fetchone()[0],
+                        self._db.execute("PRAGMA application_id").fetchone()[0])
 
     def _check(self, version: int, app_id: int) -> None:
         if app_id != APPLICATION_ID:
@@ -418,41 +357,39 @@ class Store:
     def put(self, record: StoredRecord) -> None:
         self.put_many([record])
 
-    @_sqlite_errors
+    @sqlite_errors
     def put_many(self, records: list[StoredRecord]) -> int:
         """Insert records not already stored (by id), all or none: one transaction. Returns how
         many were new. A stored id whose record differs is an error (nothing is written)."""
-        rows = [row_of(r) for r in records]
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            added = 0
-            for record, row in zip(records, rows):
-                existing = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (record.id,)).fetchone()
-                if existing is not None:
-                    if json.loads(existing[0]) != json.loads(row[-1]):
-                        raise StoreError(f"run {record.id} is already stored with different contents: "
-                                         "nothing was imported")
-                    continue
-                try:
-                    self._db.execute(
-                        f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
-                        f"({', '.join('?' * (len(COLUMNS) + 1))})", row)
-                except OverflowError:  # a column SQLite keeps as a 64-bit integer
-                    big = [name for name, value in zip(COLUMNS, row) if isinstance(value, int) and abs(value) >= 2**63]
-                    raise StoreError(f"run {record.id}: {', '.join(big) or 'a number'} is larger than the store "
-                                     "can hold (a 64-bit integer): nothing was stored") from None
-                added += 1
-            self._db.execute("COMMIT")
-            return added
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        with self._transaction():
+            return self._insert_runs(records)
+
+    def _insert_runs(self, records: list[StoredRecord]) -> int:
+        """Inside a transaction: the records not stored yet; how many were new."""
+        added = 0
+        for record in records:
+            row = row_of(record)
+            existing = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (record.id,)).fetchone()
+            if existing is not None:
+                if json.loads(existing[0]) != json.loads(row[-1]):
+                    raise StoreError(f"run {record.id} is already stored with different contents: "
+                                     "nothing was imported")
+                continue
+            try:
+                self._db.execute(
+                    f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
+                    f"({', '.join('?' * (len(COLUMNS) + 1))})", row)
+            except OverflowError:  # a column SQLite keeps as a 64-bit integer
+                big = [name for name, value in zip(COLUMNS, row) if isinstance(value, int) and abs(value) >= 2**63]
+                raise StoreError(f"run {record.id}: {', '.join(big) or 'a number'} is larger than the store "
+                                 "can hold (a 64-bit integer): nothing was stored") from None
+            added += 1
+        return added
 
     def _transaction(self):
         return _Transaction(self._db)
 
-    @_sqlite_errors
+    @sqlite_errors
     def put_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
                   result: dict | None, updated_utc: str) -> None:
         """Insert or update one sweep trial (its own transaction: sweeps may share a store)."""
@@ -467,7 +404,7 @@ class Store:
             (sweep, key, index, sweep_hash, status, json.dumps(params, default=str),
              None if result is None else json.dumps(result, default=str), updated_utc))
 
-    @_sqlite_errors
+    @sqlite_errors
     def claim_trial(self, sweep: str, key: str, index: int, sweep_hash: str, params: dict, owner: dict,
                     updated_utc: str, alive: Callable[[dict, float], bool], again: tuple[str, ...]) -> bool:
         """Take a trial to run it, in one transaction: False when another live driver holds it,
@@ -488,14 +425,14 @@ class Store:
                              (sweep, key, json.dumps(owner), time.time()))
             return True
 
-    @_sqlite_errors
+    @sqlite_errors
     def renew_leases(self, sweep: str, keys: list[str], driver: str) -> None:
         with self._transaction():
             for key in keys:
                 self._db.execute("UPDATE trial_leases SET heartbeat_unix = ? WHERE sweep = ? AND trial_key = ? "
                                  "AND json_extract(owner_json, '$.driver') = ?", (time.time(), sweep, key, driver))
 
-    @_sqlite_errors
+    @sqlite_errors
     def lease_group(self, sweep: str, key: str, driver: str, group: dict) -> None:
         """The process group the trial runs in (sweep/leases.group), for a later driver to make
         sure it is gone."""
@@ -504,7 +441,7 @@ class Store:
                              "AND trial_key = ? AND json_extract(owner_json, '$.driver') = ?",
                              (json.dumps(group), sweep, key, driver))
 
-    @_sqlite_errors
+    @sqlite_errors
     def leases(self, sweep: str) -> dict[str, tuple[dict, float]]:
         if self.readonly and not self._has_table("trial_leases"):
             return {}
@@ -512,20 +449,17 @@ class Store:
                                 (sweep,))
         return {key: (json.loads(owner), heartbeat) for key, owner, heartbeat in rows}
 
-    @_sqlite_errors
+    @sqlite_errors
     def finish_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
                      result: dict, updated_utc: str, records: list[StoredRecord] = ()) -> None:
         """A trial's result, its benchmark records and the end of its lease, all or nothing: a
         driver killed in between leaves the trial to run again, never stored twice."""
         with self._transaction():
-            for record in records:
-                if self._db.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone() is None:
-                    self._db.execute(f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
-                                     f"({', '.join('?' * (len(COLUMNS) + 1))})", row_of(record))
+            self._insert_runs(records)
             self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
             self._db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?", (sweep, key))
 
-    @_sqlite_errors
+    @sqlite_errors
     def trials(self, sweep: str) -> list[dict]:
         if self.readonly and not self._has_table("trials"):  # a store no sweep wrote, opened read-only
             return []
@@ -534,7 +468,7 @@ class Store:
         return [{"key": k, "index": i, "sweep_hash": h, "status": st, "params": json.loads(p),
                  "result": json.loads(r) if r else None} for k, i, h, st, p, r in rows]
 
-    @_sqlite_errors
+    @sqlite_errors
     def get(self, run_id: str) -> StoredRecord:
         """A record by id or unique id prefix; StoreError names the problem otherwise."""
         rows = self._db.execute("SELECT id, record_json FROM runs WHERE id = ?", (run_id,)).fetchall()
@@ -551,7 +485,7 @@ class Store:
         except ValidationError as exc:
             raise StoreError(f"run {found_id} in {self.path} is damaged ({problem(exc)}): it cannot be shown") from None
 
-    @_sqlite_errors
+    @sqlite_errors
     def list(self, *, workload: str | None = None, status: str | None = None, limit: int | None = None,
              group: str | None = None, kind: str | None = None) -> list[StoredRecord]:
         """Records (of one `kind`: benchmark, watch), newest first; those that do not validate
@@ -623,7 +557,7 @@ class Store:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                                 (name,)).fetchone() is not None
 
-    @_sqlite_errors
+    @sqlite_errors
     def count(self) -> int:
         return self._db.execute("SELECT count(*) FROM runs").fetchone()[0]
 
@@ -636,6 +570,9 @@ class _Transaction:
 
     def __enter__(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")
+
+    def explain(self, exc: BaseException) -> str:
+        return explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)
 
     def __exit__(self, kind, exc, tb) -> None:
         if kind is None:

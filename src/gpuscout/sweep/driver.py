@@ -16,7 +16,7 @@ from gpuscout.executor import process
 from gpuscout.pricing import hourly_cost
 from gpuscout.provenance import utc_now
 from gpuscout.store import Store
-from gpuscout.store.sqlite import StoreFailure
+from gpuscout.store.failures import StoreFailure
 from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import workload_trials

@@ -27,24 +27,36 @@ LEASE_S = 60.0
 def me() -> dict:
     """This driver, as its leases name it."""
     return {"driver": uuid.uuid4().hex[:12], "pid": os.getpid(), "host": socket.gethostname(),
-            "started_unix": psutil.Process().create_time()}
+            "started_unix": _started(os.getpid())}
+
+
+# A process is the one a lease names when its start time (psutil's create_time) matches to
+# within this: the pid alone may since have been given to another process.
+SAME_START_S = 1.0
+
+
+def _started(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:  # gone
+        return None
+
+
+def _same_start(started: float | None, recorded) -> bool:
+    return started is not None and recorded is not None and abs(started - float(recorded)) < SAME_START_S
 
 
 def _same_process(owner: dict) -> bool:
     try:
-        process = psutil.Process(int(owner["pid"]))
-        return abs(process.create_time() - float(owner.get("started_unix", 0))) < 1.0
-    except (psutil.Error, KeyError, TypeError, ValueError):
+        return _same_start(_started(int(owner["pid"])), owner.get("started_unix"))
+    except (KeyError, TypeError, ValueError):
         return False
 
 
 def group(pgid: int) -> dict:
     """A trial's process group as its lease names it: the group id, and when its leader (the
     trial's guard) started, so that a pid reused by an unrelated process is never taken for it."""
-    try:
-        return {"pgid": pgid, "pgid_started_unix": psutil.Process(pgid).create_time()}
-    except psutil.Error:  # ended already
-        return {"pgid": pgid, "pgid_started_unix": None}
+    return {"pgid": pgid, "pgid_started_unix": _started(pgid)}  # None: ended already
 
 
 def _group_left(owner: dict) -> bool:
@@ -58,11 +70,8 @@ def _group_left(owner: dict) -> bool:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    try:
-        started = psutil.Process(pgid).create_time()
-    except psutil.Error:
-        return True  # leader gone, members left: the trial's
-    return owner.get("pgid_started_unix") is not None and abs(started - owner["pgid_started_unix"]) < 1.0
+    started = _started(pgid)
+    return started is None or _same_start(started, owner.get("pgid_started_unix"))
 
 
 def alive(owner: dict, heartbeat_unix: float, now: float | None = None) -> bool:
