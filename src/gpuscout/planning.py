@@ -137,8 +137,8 @@ def xla(backend_: Backend, asked: bool | None, distribution: Distribution, on_gp
     """Whether the step is XLA-compiled: asked, or what Keras' own fit does (jit_compile="auto",
     keras/src/trainers/trainer.py _resolve_auto_jit_compile): jax always; tensorflow with XLA
     alone on a GPU, without it under a tf.distribute strategy (spec.py says why) and on a CPU-only
-    machine ("Disable XLA on CPU-only machines": on the CPU, XLA made keras-io's text classifier
-    8x slower than its own fit, 13.9 against 117 samples/s)."""
+    machine ("Disable XLA on CPU-only machines": on this project's CPU machine, XLA ran
+    keras-io's text classifier at 0.10x of its own fit: docs/benchmarks.md, issue 19)."""
     if asked is not None:
         return asked
     return backend_ is Backend.jax or (distribution is Distribution.single and on_gpu)
