@@ -23,7 +23,7 @@ from gpuscout.analysis.compare import ratio_ci
 from gpuscout.errors import UsageError, parse_positive_ints
 from gpuscout.pricing import PricingOptions
 from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
-from gpuscout.spec import PROTOCOL, Distribution, Protocol, RunSpec, build_spec
+from gpuscout.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import TOPOLOGY_LEVELS, Nvml, topology
 
@@ -51,6 +51,7 @@ class ScaleOptions:
     measure: engine.MeasureOptions = field(default_factory=lambda: engine.MeasureOptions(timeout_s=DEFAULT_TIMEOUT_S))
     seed: int = 0
     fit_check: bool = True
+    batchnorm: str = "per_replica"  # per_replica | global (spec.BatchNormStats)
 
 
 @dataclass
@@ -62,6 +63,14 @@ class Plan:
     device_kind: str
     gpu_ids: list[int]
     notices: list[str]
+
+
+def parse_batchnorm(text: str) -> BatchNormStats:
+    try:
+        return BatchNormStats(text.replace("-", "_"))
+    except ValueError:
+        raise UsageError(f"--batchnorm {text!r}: use per-replica (statistics per GPU, as DDP and MirroredStrategy) "
+                         "or global (over the whole batch, as Keras' DataParallel)") from None
 
 
 def parse_counts(text: str) -> tuple[int, ...]:
@@ -106,6 +115,7 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
             raise UsageError(f"strong scaling splits the global batch {base_batch} over the GPUs: it does not "
                              f"divide by {', '.join(map(str, uneven))}; pick a --batch-size divisible by every count")
     distribution = Distribution.multi_worker if options.local_workers else Distribution.mirrored
+    batchnorm = parse_batchnorm(options.batchnorm)
     specs = []
     for n in counts:
         per_device = base_batch if options.mode == "weak" else base_batch // n
@@ -118,7 +128,8 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
             xla=planning.xla(backend, options.xla, distribution, on_gpu=device_kind == "gpu"),
             batch_size=per_device * devices,
             seq_len=seq_len, data=options.data, **options.protocol.model_dump(), seed=options.seed,
-            gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices, distribution=distribution))
+            gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices, distribution=distribution,
+            batchnorm=batchnorm if n > 1 else None))
     return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices)
 
 
@@ -213,6 +224,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
                  "speedup": None, "efficiency": None, "outside_compute_s": None, "outside_compute_share": None,
                  "allreduce_estimate_s": None, "input_wait_share": r.input_wait_share,
                  "all_reduce": dist.all_reduce if dist else None,
+                 "batchnorm": r.spec.batchnorm_stats.value if r.spec.batchnorm_stats else None,
                  "per_gpu": _per_gpu(r), "flags": [f.code for f in r.flags],
                  "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes}
         params = dist.params if dist else None
@@ -233,12 +245,15 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
             interconnect=connection["kind"] if connection else None,
             per_device_batch_size=r.per_device_batch_size, overhead_share=point["outside_compute_share"],
             allreduce_estimate_s=point["allreduce_estimate_s"], step_s=point["step_time_s"],
-            batchnorm_layers=dist.batchnorm_layers if dist else None, outside_s=point["outside_compute_s"])
+            batchnorm_layers=dist.batchnorm_layers if dist else None, outside_s=point["outside_compute_s"],
+            batchnorm=point["batchnorm"])
         point["causes"] = [c.to_dict() for c in scaling.diagnose(situation)] if n > 1 else []
         point["meets_expectation"] = (None if point["efficiency"] is None else
                                       point["efficiency"]["value"] >= point["expected_efficiency"])
         points.append(point)
+    batchnorm = next((p["batchnorm"] for p in points if p["batchnorm"]), None)
     return {"mode": mode, "backend": first.backend.value, "precision": first.precision.value, "data": first.data.value,
+            "batchnorm": batchnorm,
             "device_kind": device_kind, "gpu": first.gpu.name if first.gpu else None,
             "interconnect": connection, "topology": [link.to_dict() for link in links],
             "points": points, "verdict": verdict(points, base_ok)}

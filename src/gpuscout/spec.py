@@ -48,6 +48,18 @@ class Distribution(str, Enum):
     multi_worker = "multi_worker"
 
 
+class BatchNormStats(str, Enum):
+    """Over which samples a data-parallel run's BatchNormalization layers compute their statistics
+    (docs/methodology.md, "Batch norm over several devices")."""
+
+    # Each device over its own shard; only gradients (and, averaged, the moving statistics) are
+    # all-reduced: what tf.distribute.MirroredStrategy and PyTorch DDP do.
+    per_replica = "per_replica"
+    # Over the global batch: small all-reduces inside every BN layer, forward and backward. What
+    # keras.distribution.DataParallel does on jax; BatchNormalization(synchronized=True) on tensorflow.
+    global_ = "global"
+
+
 class Task(str, Enum):
     measure = "measure"  # the timing protocol (measure/protocol.py)
     inspect = "inspect"  # load a user's model, describe it, one CPU step (workloads/user.py)
@@ -172,6 +184,9 @@ class RunSpec(Protocol):
     gpu_indices: tuple[int, ...] | None = None
     devices: int = Field(default=1, ge=1, le=64)
     distribution: Distribution = Distribution.single
+    # Runs over several devices only (None on one: there the batch is the replica's). None on such
+    # a run means a record written before gpuscout chose: see `batchnorm_stats`.
+    batchnorm: BatchNormStats | None = None
     task: Task = Task.measure
     model: ModelRef | None = None  # a user's model instead of a registered workload
     model_info: ModelInfo | None = None  # filled in by the inspection run
@@ -202,6 +217,8 @@ class RunSpec(Protocol):
             # _resolve_auto_jit_compile: "Disable XLA with tf.distribute"): the optimizer's
             # cross-replica update cannot live inside one XLA cluster.
             raise ValueError("Keras trains tf.distribute strategies without XLA: drop --xla, or use --backend jax")
+        if self.batchnorm is not None and self.distribution is Distribution.single:
+            raise ValueError("batch-norm statistics are chosen for runs over several devices (gpuscout scale)")
         if self.distribution is Distribution.multi_worker and self.backend is not Backend.tensorflow:
             raise ValueError("multi-worker runs use tf.distribute.MultiWorkerMirroredStrategy: --backend tensorflow")
         return self
@@ -212,6 +229,18 @@ class RunSpec(Protocol):
         if self.gpu_index is None:
             return ()
         return self.gpu_indices or (self.gpu_index,)
+
+    @property
+    def batchnorm_stats(self) -> BatchNormStats | None:
+        """The batch-norm semantics this run trains (trained) with; None on one device. Records
+        from before the field existed: jax ran keras.distribution.DataParallel (global statistics),
+        tensorflow MirroredStrategy (per replica)."""
+        if self.distribution is Distribution.single or (
+                self.distribution is Distribution.mirrored and self.devices == 1):
+            return None  # one replica: its batch is the whole batch
+        if self.batchnorm is not None:
+            return self.batchnorm
+        return BatchNormStats.global_ if self.backend is Backend.jax else BatchNormStats.per_replica
 
     @property
     def per_device_batch_size(self) -> int:

@@ -43,24 +43,39 @@ def test_mirrored_strategy_over_two_cpu_devices(store_path):
         runs = {r["devices"]: r for r in stored(store)}
     assert runs[2]["distribution"] == {"kind": "mirrored", "strategy": "MirroredStrategy", "replicas": 2,
                                        "all_reduce": "CollectiveAllReduce", "params": runs[2]["distribution"]["params"],
-                                       "batchnorm_layers": 0, "workers": None, "worker_run_ids": None,
+                                       "batchnorm_layers": 0, "batchnorm": "per_replica", "workers": None,
+                                       "worker_run_ids": None,
                                        "addresses": None}
+    assert runs[2]["spec"]["batchnorm"] == "per_replica" and runs[1]["spec"]["batchnorm"] is None
     assert runs[1]["distribution"]["replicas"] == 1 and runs[2]["scale"]["session"] == report["session"]
     assert "MirroredStrategy.run" in runs[2]["env"]["compiled"] and runs[2]["xla"] is False
     assert (store_path.parent / "scale" / f"{report['session']}.json").exists()
 
 
-def test_jax_data_parallel_strong_scaling_table(store_path):
-    result = run_cli("scale", "mlp", "--cpu", "--gpus", "1,2", "--backend", "jax", "--mode", "strong",
-                     "--batch-size", "256", *QUICK, "--store", str(store_path), env={"COLUMNS": "200"})
+def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store_path):
+    args = ["scale", "mlp", "--cpu", "--gpus", "1,2", "--backend", "jax", "--mode", "strong", "--batch-size", "256",
+            *QUICK, "--store", str(store_path)]
+    result = run_cli(*args, env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
-    assert "strong scaling on logical CPU devices" in result.stdout
+    assert "strong scaling on logical CPU devices" in result.stdout and "batch norm per GPU" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ 2 "))
     assert "│ 128 " in row  # strong: the global 256 split over 2
     assert "verdict" in result.stdout
+    synced = run_cli(*args, "--batchnorm", "global", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["batchnorm"] == "global"
     with Store(store_path) as store:
-        two = next(r for r in stored(store) if r["devices"] == 2)
-    assert two["distribution"]["strategy"] == "keras.distribution.DataParallel" and two["batch_size"] == 256
+        twos = {r["spec"]["batchnorm"]: r for r in stored(store) if r["devices"] == 2}
+    assert twos["per_replica"]["distribution"]["strategy"] == "jax.shard_map data parallel (gpuscout)"
+    assert twos["global"]["distribution"]["strategy"] == "keras.distribution.DataParallel"
+    assert {r["batch_size"] for r in twos.values()} == {256}
+    # compare tells the two apart, each group holding only its own runs
+    by_stats = run_cli("compare", "--by", "batchnorm", "--json", "--store", str(store_path))
+    assert by_stats.returncode == 0, by_stats.stderr
+    [comparison] = json.loads(by_stats.stdout)["comparisons"]
+    assert comparison["held"]["devices"] == 2
+    assert {g["label"]: g["run_ids"] for g in comparison["groups"]} == {
+        stats: [r["id"]] for stats, r in twos.items()}
     out = store_path.parent / "r.html"
     assert run_cli("report", "--out", str(out), "--store", str(store_path)).returncode == 0
     scaling = out.read_text().split('<section id="scaling">')[1].split("</section>")[0]
@@ -86,7 +101,7 @@ def test_two_local_workers_of_multi_worker_mirrored(store_path):
 
 
 def test_forwarding_a_run_to_hosts_keeps_every_option_given():
-    given = ["--gpus", "2", "--xla", "--no-fit-check", "--local-workers", "--mode", "strong", "--batch-size", "64",
+    given = ["--gpus", "2", "--batchnorm", "global", "--xla", "--no-fit-check", "--local-workers", "--mode", "strong", "--batch-size", "64",
              "--precision", "mixed_float16", "--window-seconds", "0.5", "--timeout", "60"]
     listed = run_cli("scale", "mlp", "--hosts", "a:2222,b:2222", *given, "--store", "/here/only.sqlite", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -100,7 +115,8 @@ def test_forwarding_a_run_to_hosts_keeps_every_option_given():
             else:
                 flags.add(rest[0]), rest.pop(0)
         assert flags == {"--xla", "--no-fit-check", "--local-workers"}
-        assert options == {"--backend": "tensorflow", "--gpus": "2", "--mode": "strong", "--batch-size": "64",
+        assert options == {"--backend": "tensorflow", "--gpus": "2", "--batchnorm": "global", "--mode": "strong",
+                           "--batch-size": "64",
                            "--precision": "mixed_float16", "--window-seconds": "0.5", "--timeout": "60"}
         # (not --store or --hosts: this host's, not theirs)
 

@@ -7,6 +7,7 @@ import pytest
 from gpuscout.analysis.compare import Group, compare, ratio_ci, significance, smallest_mann_whitney_p
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
+from gpuscout.spec import BatchNormStats, Distribution
 from tests.conftest import FIXTURES
 
 GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
@@ -116,3 +117,23 @@ def test_bad_by_and_baseline():
         compare(GOLDEN, "colour")
     with pytest.raises(UsageError, match="no comparison has a gpu 'T4'"):
         compare(GOLDEN, "gpu", baseline="T4")
+
+
+def test_runs_with_per_gpu_and_global_batchnorm_are_never_pooled():
+    def on_two(run_id, stats):
+        r = next(r for r in GOLDEN if r.id == run_id)
+        spec = r.spec.model_copy(update={"devices": 2, "distribution": Distribution.mirrored,
+                                         "batchnorm": stats and BatchNormStats(stats)})
+        return r.model_copy(update={"id": f"{run_id}-{stats}", "devices": 2, "spec": spec})
+
+    runs = [on_two("a100bf16b256", "per_replica"), on_two("h100bf16b256", "per_replica"),
+            on_two("h100bf16b256", "global")]
+    (c,) = compare(runs, "gpu")  # the global H100 run has no A100 partner: left out, not pooled
+    assert c.held["batchnorm"] == "per_replica"
+    assert [g.run_ids for g in c.groups] == [["a100bf16b256-per_replica"], ["h100bf16b256-per_replica"]]
+    (c,) = compare(runs, "batchnorm")
+    assert {g.label: g.run_ids for g in c.groups} == {"per_replica": ["h100bf16b256-per_replica"],
+                                                      "global": ["h100bf16b256-global"]}
+    # a record written before the field existed: jax over several devices then ran Keras' DataParallel
+    old = on_two("h100bf16b256", None)
+    assert old.batchnorm == "global" and next(r for r in GOLDEN if r.id == "h100bf16b256").batchnorm is None

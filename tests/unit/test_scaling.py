@@ -197,12 +197,14 @@ def test_topology_reads_nvlink_and_the_pcie_path(tmp_path, monkeypatch):
     assert scale_lib.interconnect(links)["detail"] == "PCIe only: GPUs 0 and 1 meet at several PCIe switches (PXB)"
 
 
-def test_batchnorm_on_jax_is_named_and_the_batch_only_when_the_allreduce_explains_the_time():
+def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_when_the_allreduce_explains():
     codes = lambda **c: [x.code for x in scaling.diagnose(_situation(**c))]  # noqa: E731
     # ResNet-50 bf16 on two H200s: 4.8 ms outside compute, a 0.23 ms all-reduce estimate, 53 BN layers
     resnet = dict(backend="jax", all_reduce="XLA all-reduce (NCCL on GPUs)", overhead_share=0.11,
                   outside_s=0.0048, allreduce_estimate_s=0.00023, step_s=0.043, efficiency=0.89)
-    assert codes(**resnet, batchnorm_layers=53) == ["sync_batchnorm"]
-    assert codes(**resnet, batchnorm_layers=0) == ["unexplained"]
+    assert codes(**resnet, batchnorm_layers=53, batchnorm="global") == ["sync_batchnorm"]
+    # per-replica statistics (the default): no BN all-reduce to blame
+    assert codes(**resnet, batchnorm_layers=53, batchnorm="per_replica") == ["unexplained"]
+    assert codes(**resnet, batchnorm_layers=0, batchnorm="global") == ["unexplained"]
     assert codes(**{**resnet, "allreduce_estimate_s": 0.002}, batchnorm_layers=0) == ["small_batch"]
     assert codes(**{**resnet, "backend": "tensorflow", "all_reduce": "NcclAllReduce"}, batchnorm_layers=53) == ["unexplained"]

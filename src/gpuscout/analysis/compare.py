@@ -49,6 +49,8 @@ FIELDS: dict[str, Callable[[RunRecord], object]] = {
     "data": lambda r: r.data.value,
     "device": lambda r: r.device,
     "devices": lambda r: r.devices,
+    # per-GPU or global batch-norm statistics over several devices: different training, never pooled
+    "batchnorm": lambda r: r.batchnorm,
     "mode": lambda r: r.mode,  # training and inference are never one group
     "format": lambda r: f"{r.inference.format}:{r.inference.variant}" if r.inference else "training",
 }

@@ -103,6 +103,7 @@ class Situation:
     step_s: float | None
     batchnorm_layers: int | None = None
     outside_s: float | None = None
+    batchnorm: str | None = None  # per_replica | global: the statistics the run's BN layers used
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,12 +139,12 @@ def diagnose(s: Situation) -> list[Cause]:
             if s.allreduce_estimate_s else ""
         causes.append(Cause("pcie", f"the GPUs share PCIe only, no NVLink{estimate}",
                             "a larger per-GPU batch amortises the all-reduce; GPUs with NVLink (SXM, NVL) scale better"))
-    if s.backend == "jax" and s.batchnorm_layers:
+    if s.batchnorm == "global" and s.batchnorm_layers:
         causes.append(Cause("sync_batchnorm", f"the model's {s.batchnorm_layers} BatchNormalization layers average their "
-                            "statistics over the global batch under keras.distribution.DataParallel: small all-reduces "
-                            "in every forward and backward pass, on the critical path (PyTorch DDP and tf.distribute "
-                            "keep statistics per GPU)", "expect this cost with BatchNorm models on jax data parallelism; "
-                            "the tensorflow backend's MirroredStrategy keeps batch norm per GPU"))
+                            "statistics over the global batch (--batchnorm global): small all-reduces in every "
+                            "forward and backward pass, on the critical path",
+                            "drop --batchnorm global: per-GPU statistics (gpuscout's default, as PyTorch DDP and "
+                            "tf.distribute.MirroredStrategy) need only the gradient all-reduce"))
     explained = (s.allreduce_estimate_s is None or not s.outside_s
                  or s.allreduce_estimate_s >= ALLREDUCE_EXPLAINS * s.outside_s)
     small = (s.overhead_share or 0) >= OVERHEAD_SMALL_BATCH or (

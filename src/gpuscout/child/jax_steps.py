@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child import data
+from gpuscout.child import data, jax_replicas
 from gpuscout.child.model_facts import model_details
 from gpuscout.child.protocol import StepRunner
-from gpuscout.spec import DataMode, Distribution, RunSpec
+from gpuscout.spec import BatchNormStats, DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 
 
@@ -61,47 +61,70 @@ def device_peak_memory_bytes() -> int | None:
     return max(peaks) if peaks else None
 
 
-def _placement(spec: RunSpec, keras):
-    """(a function putting a host batch on the device(s), what the record says about it).
+class _Placement:
+    """Where a run's state and batches live, and the step that trains on them.
 
-    Several devices: keras.distribution.DataParallel, as fit() runs it: variables replicated,
-    each batch split along its first axis (keras/src/backend/jax/trainer.py, _distribute_data);
-    XLA inserts the gradient all-reduce (NCCL on GPUs)."""
-    import jax
+    One device: Keras' own train_step, jitted. Several, per-replica batch norm (the default):
+    jax_replicas.per_replica_train_step over a mesh of the devices. Several, global batch norm:
+    keras.distribution.DataParallel, as fit() runs it: variables replicated, each batch split
+    along its first axis (keras/src/backend/jax/trainer.py, _distribute_data), XLA inserting the
+    gradient all-reduce and BN's statistics all-reduces (NCCL on GPUs)."""
 
-    devices = jax.local_devices()
-    if spec.distribution is Distribution.single:
-        return (lambda batch: jax.device_put(batch, devices[0])), {}
-    if len(devices) < spec.devices:
-        raise RuntimeError(f"jax sees {len(devices)} device(s), the run asked for {spec.devices}")
-    distribution = keras.distribution.DataParallel(devices=devices[:spec.devices])
-    keras.distribution.set_distribution(distribution)  # before the model exists: its variables follow it
+    def __init__(self, spec: RunSpec, keras) -> None:
+        import jax
 
-    def put(batch):
-        return tuple(jax.device_put(a, distribution.get_data_layout(a.shape).backend_layout) for a in batch)
+        devices = jax.local_devices()
+        self.stats = spec.batchnorm_stats
+        self.details: dict = {}
+        self.mesh = self.distribution = None
+        if spec.distribution is Distribution.single:
+            self.put = lambda batch: jax.device_put(batch, devices[0])
+            return
+        if len(devices) < spec.devices:
+            raise RuntimeError(f"jax sees {len(devices)} device(s), the run asked for {spec.devices}")
+        devices = devices[:spec.devices]
+        reduce = "XLA all-reduce (NCCL on GPUs)" if devices[0].platform == "gpu" else "XLA all-reduce"
+        if self.stats is BatchNormStats.global_:
+            self.distribution = keras.distribution.DataParallel(devices=devices)
+            keras.distribution.set_distribution(self.distribution)  # before the model exists: its variables follow
+            layout = self.distribution.get_data_layout
+            self.put = lambda batch: tuple(jax.device_put(a, layout(a.shape).backend_layout) for a in batch)
+            strategy = "keras.distribution.DataParallel"
+        else:
+            self.mesh = jax_replicas.mesh(devices)
+            self.replicated, split = jax_replicas.shardings(self.mesh)
+            self.put = lambda batch: jax.device_put(batch, split)
+            strategy = "jax.shard_map data parallel (gpuscout)"
+        self.details = {"strategy": strategy, "replicas": spec.devices, "all_reduce": reduce,
+                        "batchnorm": self.stats.value if self.stats else None}
 
-    return put, {"strategy": "keras.distribution.DataParallel", "replicas": spec.devices,
-                 "all_reduce": "XLA all-reduce (NCCL on GPUs)" if devices[0].platform == "gpu" else "XLA all-reduce"}
+    def train_step(self, model, state):
+        """(the jitted step, the state placed for it)."""
+        import jax
+
+        if self.mesh is not None:
+            return (jax_replicas.per_replica_train_step(model, self.mesh),
+                    jax.device_put(state, self.replicated))
+        # The updated state keeps the layout it came in (replicated across devices), as fit() pins it.
+        shardings = tuple([value.sharding for value in part] for part in state)
+        return jax.jit(model.train_step, donate_argnums=0, out_shardings=(None, shardings)), state
 
 
 def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
-    import jax
-
-    put, details = _placement(spec, keras)
+    placement = _Placement(spec, keras)
+    put = placement.put
     model = workload.build_model(keras, spec.seq_len)
     model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras), jit_compile=True)
     host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)
     # Creates the optimizer's and the loss tracker's variables, as fit() does before its loop.
     model._symbolic_build(data_batch=host_batches[0])
-    state = [(
+    train_step, placed = placement.train_step(model, (
         [v.value for v in model.trainable_variables],
         [v.value for v in model.non_trainable_variables],
         [v.value for v in model.optimizer.variables],
         [v.value for v in model.metrics_variables],
-    )]
-    # The updated state keeps the layout it came in (replicated across devices), as fit() pins it.
-    shardings = tuple([value.sharding for value in part] for part in state[0])
-    train_step = jax.jit(model.train_step, donate_argnums=0, out_shardings=(None, shardings))
+    ))
+    state = [placed]
 
     if spec.data is DataMode.synthetic:
         device_batches = [put(b) for b in host_batches]
@@ -119,8 +142,10 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
         return float(logs["loss"])  # fetching the value waits for the step (and all before it)
 
     return StepRunner(step, sync, wait.total,
-                      compiled="jax.jit(keras Model.train_step, donate_argnums=0)",
-                      details={**details, **model_details(model, keras)})
+                      compiled=("jax.jit(shard_map(keras compute_loss_and_updates + pmean + stateless_apply))"
+                                if placement.mesh is not None else
+                                "jax.jit(keras Model.train_step, donate_argnums=0)"),
+                      details={**placement.details, **model_details(model, keras)})
 
 
 class _WaitClock:

@@ -15,7 +15,7 @@ import time
 from gpuscout.child import data
 from gpuscout.child.model_facts import model_details
 from gpuscout.child.protocol import StepRunner
-from gpuscout.spec import DataMode, Distribution, RunSpec
+from gpuscout.spec import BatchNormStats, DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 
 # The run's strategy, made by configure_devices() before TensorFlow initialises: a
@@ -121,6 +121,12 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = workload.build_model(keras, spec.seq_len)
+        if spec.batchnorm_stats is BatchNormStats.global_:
+            # statistics all-reduced across replicas (keras/src/backend/tensorflow/nn.py,
+            # moments(synchronized=True)); read when the step is traced, after this
+            for layer in model._flatten_layers():
+                if isinstance(layer, keras.layers.BatchNormalization):
+                    layer.synchronized = True
         model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras), jit_compile=spec.xla)
         host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)
         # Creates the optimizer's and the loss tracker's variables outside the tf.function.
@@ -171,7 +177,8 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     details = model_details(model, keras)
     if strategy is not None:
         details.update({"strategy": type(strategy).__name__, "replicas": int(strategy.num_replicas_in_sync),
-                        "all_reduce": _all_reduce_name(strategy, tf)})
+                        "all_reduce": _all_reduce_name(strategy, tf),
+                        "batchnorm": spec.batchnorm_stats.value if spec.batchnorm_stats else None})
     compiled = (f"tf.function(keras Model.train_step, jit_compile={spec.xla})" if strategy is None else
                 f"tf.function({type(strategy).__name__}.run(keras Model.train_step)), no XLA")
     return StepRunner(step, sync, lambda: waited[0], compiled=compiled,

@@ -36,6 +36,8 @@ Examples:
 
     gpuscout scale resnet50 --gpus 1,2,4 --backend jax
 
+    gpuscout scale resnet50 --gpus 1,2 --backend jax --batchnorm global   # Keras DataParallel's synced BN
+
     gpuscout scale bert_base --gpus 1,2 --mode strong --batch-size 256
 
     gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow      # the code path, on the CPU
@@ -54,7 +56,7 @@ class ScaleConfig:
     mode: Annotated[str, typer.Option(
         help="weak: per-GPU batch fixed, global batch grows; strong: global batch fixed, split.")] = "weak"
     backend: Annotated[str, typer.Option(
-        help="auto | tensorflow (MirroredStrategy, NCCL) | jax (keras.distribution.DataParallel).")] = "auto"
+        help="auto | tensorflow (MirroredStrategy, NCCL) | jax (data parallel under jax.shard_map).")] = "auto"
     precision: Annotated[str, typer.Option(help="fp32 | mixed_float16 | mixed_bfloat16.")] = "fp32"
     xla: Annotated[Optional[bool], typer.Option(
         "--xla/--no-xla", help="[default: on for jax; tensorflow strategies run without it, as Keras does].")] = None
@@ -74,6 +76,9 @@ class ScaleConfig:
         help="Seconds before a run (a hung collective) is killed and recorded as timeout.")] = scale_lib.DEFAULT_TIMEOUT_S
     fit_check: Annotated[bool, typer.Option(
         "--fit-check/--no-fit-check", help="Refuse per-GPU batches clearly over the GPU's memory.")] = True
+    batchnorm: Annotated[str, typer.Option(
+        help="per-replica: batch-norm statistics per GPU (PyTorch DDP's, MirroredStrategy's); global: over "
+             "the whole batch (Keras DataParallel's, synchronized=True on tensorflow).")] = "per-replica"
 
     def options(self, protocol) -> scale_lib.ScaleOptions:
         return scale_lib.ScaleOptions(
@@ -81,7 +86,7 @@ class ScaleConfig:
             xla=self.xla, batch_size=self.batch_size, seq_len=self.seq_len, data=self.data,
             gpu_ids=scale_lib.parse_ids(self.gpu_ids), cpu=self.cpu, local_workers=self.local_workers,
             protocol=protocol.settings(), measure=measure_options(self.timeout, telemetry=True),
-            fit_check=self.fit_check)
+            fit_check=self.fit_check, batchnorm=self.batchnorm)
 
 
 @dataclass

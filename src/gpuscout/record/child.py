@@ -57,6 +57,7 @@ class DistributionDetails(Part):
     all_reduce: str | None = None  # what sums the gradients (NcclAllReduce, XLA all-reduce, ...)
     params: int | None = None  # parameters: the all-reduce's size
     batchnorm_layers: int | None = None
+    batchnorm: str | None = None  # per_replica | global (spec.BatchNormStats), what the child ran
 
 
 class EpochPoint(Part):

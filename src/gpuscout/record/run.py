@@ -301,6 +301,12 @@ class RunRecord(Part):
         name = (self.gpu.name if self.gpu else None) or self.device
         return f"{self.devices}x {name}" if self.devices > 1 else name
 
+    @property
+    def batchnorm(self) -> str | None:
+        """per_replica | global: batch-norm statistics of a run over several devices (None: one)."""
+        stats = self.spec.batchnorm_stats
+        return stats.value if stats else None
+
     def window_samples_per_s(self) -> list[float]:
         """The windows' throughputs in samples/s."""
         return [w.throughput / self.units_per_sample for w in self.windows]

@@ -10,6 +10,9 @@ from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 
 
+BATCHNORM = {"per_replica": "per GPU", "global": "over the global batch"}
+
+
 def _ci(low: float | None, high: float | None, digits: int = 2, suffix: str = "") -> str:
     return "" if low is None else f" [{low:.{digits}f}–{high:.{digits}f}{suffix}]"
 
@@ -18,6 +21,7 @@ def print_scale(report: dict, out: Console) -> None:
     where = report["gpu"] or "logical CPU devices"
     out.print(f"[bold]gpuscout scale[/] {escape(report['workload'])}: {report['mode']} scaling on {escape(where)} "
               f"({report['backend']} {report['precision']}, data {report['data']}"
+              f"{', batch norm ' + BATCHNORM[report['batchnorm']] if report.get('batchnorm') else ''}"
               f"{', one worker process per device' if report['local_workers'] else ''}), session {report['session']}, "
               f"{report['elapsed_s'] / 60:.1f} min", highlight=False)
     for note in report["notes"]:
