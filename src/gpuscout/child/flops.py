@@ -82,7 +82,7 @@ def _layer_flops(layer) -> float | None:
     kind = type(layer).__name__
     if hasattr(layer, "forward_flops_per_sample"):
         return float(layer.forward_flops_per_sample())
-    if kind in ZERO_FLOP_LAYERS:
+    if any(k.__name__ in ZERO_FLOP_LAYERS for k in type(layer).__mro__):  # subclasses too
         return 0.0
     if kind == "MultiHeadAttention":
         return _attention_products(layer)
