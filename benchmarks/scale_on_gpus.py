@@ -1,7 +1,7 @@
 """`gpuscout scale` on the lent multi-GPU machine (jax backend), with PyTorch DDP measured in the
 same call as the peer, for docs/benchmarks.md.
 
-    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_fp32,resnet50_bf16,gpt2_small] [--budget-s 540] [--gpus 1,2]
+    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_bf16,resnet50_bf16_global,...] [--budget-s 540] [--gpus 1,2]
 
 Each part: `gpuscout scale WORKLOAD --gpus COUNTS --backend jax` (weak scaling at the default batch
 per GPU), and for resnet50 the DDP peer (benchmarks/ddp_peer.py) at each count with the same
@@ -21,14 +21,21 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer)
 PARTS = {
-    "resnet50_fp32": ("resnet50", "fp32", 200),  # (workload, precision, seconds it takes with the peer)
-    "resnet50_bf16": ("resnet50", "mixed_bfloat16", 200),
-    "gpt2_small": ("gpt2_small", "mixed_bfloat16", 200),
-    "gpt2_small_fp32": ("gpt2_small", "fp32", 150),
+    "resnet50_fp32": ("resnet50", "fp32", "per-replica", 160),
+    "resnet50_bf16": ("resnet50", "mixed_bfloat16", "per-replica", 150),
+    # Keras' DataParallel: statistics over the global batch (the DDP peer runs with the per-replica part)
+    "resnet50_fp32_global": ("resnet50", "fp32", "global", 110),
+    "resnet50_bf16_global": ("resnet50", "mixed_bfloat16", "global", 100),
+    "gpt2_small": ("gpt2_small", "mixed_bfloat16", "per-replica", 200),
+    "gpt2_small_fp32": ("gpt2_small", "fp32", "per-replica", 150),
     # resnet50_bf16 with XLA's latency-hiding scheduler on, as NVIDIA's JAX containers set it
-    "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", 130),
+    "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130),
 }
+# Compiled programs are shared between parts (the one-GPU point of a global part is the
+# per-replica part's): compilation is not what is measured here.
+CACHE = {"JAX_COMPILATION_CACHE_DIR": "/tmp/gpuscout-jax-cache", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 LHS = "--xla_gpu_enable_latency_hiding_scheduler=true"
 
 
@@ -59,15 +66,16 @@ def main() -> int:
     (args.out / "topo.txt").write_text(topo.stdout + topo.stderr)
     summary: dict = {"topo": topo.stdout, "parts": {}, "skipped": []}
     for name in args.parts.split(","):
-        workload, precision, cost_s = PARTS[name]
+        workload, precision, batchnorm, cost_s = PARTS[name]
         cost_s = cost_s * len(counts) / 2
         if time.monotonic() - started + cost_s > args.budget_s:
             summary["skipped"].append(name)
             continue
         store = args.out / "results.sqlite"
-        env = {**os.environ, "XLA_FLAGS": LHS} if name.endswith("_lhs") else None
+        env = {**os.environ, **CACHE, **({"XLA_FLAGS": LHS} if name.endswith("_lhs") else {})}
         result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", args.gpus, "--backend", "jax",
-                      "--precision", precision, "--json", "--store", str(store)], args.out / f"scale_{name}.log", 600, env)
+                      "--precision", precision, "--batchnorm", batchnorm, "--json", "--store", str(store)],
+                     args.out / f"scale_{name}.log", 600, env)
         part = {"returncode": result.returncode}
         try:
             report = json.loads(result.stdout)
@@ -79,7 +87,7 @@ def main() -> int:
                 {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
                                    "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
                                    "flags", "mfu", "run_id")} for p in report["points"]]})
-        if workload == "resnet50" and report and not name.endswith("_lhs"):
+        if workload == "resnet50" and report and batchnorm == "per-replica" and not name.endswith("_lhs"):
             batch = report["points"][0]["per_device_batch_size"]
             ddp = {str(n): peer(n, batch, "bf16" if precision == "mixed_bfloat16" else "fp32", args.out) for n in counts}
             part["ddp_peer"] = ddp
