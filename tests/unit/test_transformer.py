@@ -46,36 +46,6 @@ def test_padding_for_cudnn_changes_nothing_forward_or_backward(causal):
     assert float(out.stdout.split()[-1]) < 1e-5
 
 
-LAYER_NORM_SCRIPT = r"""
-import jax, numpy as np, keras
-from gpuscout.child.transformer_layers import LayerNorm
-keras.mixed_precision.set_global_policy("mixed_bfloat16")
-x = (np.random.default_rng(0).standard_normal((4, 7, 32)) * 3 + 1).astype("float32")
-ours, theirs = LayerNorm(epsilon=1e-6), keras.layers.LayerNormalization(epsilon=1e-6)
-ours.build(x.shape), theirs.build(x.shape)
-weights = [np.linspace(0.5, 1.5, 32).astype("float32"), np.linspace(-1, 1, 32).astype("float32")]
-ours.set_weights(weights), theirs.set_weights(weights)
-
-def grads(layer):
-    def loss(inputs, w):
-        out, _ = layer.stateless_call(w, [], inputs)
-        return (out.astype("float32") ** 2).sum(), out
-    (_, out), g = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(x, [v.value for v in layer.trainable_weights])
-    return [out.astype("float32"), g[0], *g[1]], str(out.dtype)
-
-(a, dtype_a), (b, dtype_b) = grads(ours), grads(theirs)
-assert dtype_a == dtype_b == "bfloat16", (dtype_a, dtype_b)
-print(max(float(np.abs(np.asarray(p) - np.asarray(q)).max()) for p, q in zip(a, b)))
-"""
-
-
-def test_layer_norm_keeps_keras_numbers_forward_and_backward():
-    out = subprocess.run([sys.executable, "-c", LAYER_NORM_SCRIPT], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert float(out.stdout.split()[-1]) == 0.0  # the same float32 arithmetic, recomputed
-
-
 def test_masked_lm_labels_mark_fifteen_percent():
     x, y = data.synthetic_batches(get("bert_base"), 64, seed=0, seq_len=128)[0]
     assert x.shape == y.shape == (64, 128) and x.dtype == np.int32

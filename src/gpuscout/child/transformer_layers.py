@@ -55,8 +55,11 @@ class SelfAttention(layers.Layer):
 
             q, k, v = (jnp.pad(t, [[0, 0], [0, self.padding], [0, 0], [0, 0]]) for t in (q, k, v))
             lengths = jnp.full((q.shape[0],), self.seq_len, jnp.int32)
-            attended = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal, query_seq_lengths=lengths,
-                                                    key_value_seq_lengths=lengths)[:, :self.seq_len]
+            # implementation=None would be XLA's unfused attention, not "the best available" (jax
+            # 0.11 measured on an H200: 2,533 against 3,252 img/s, 32 against 24 GiB)
+            attended = jax.nn.dot_product_attention(
+                q, k, v, is_causal=self.causal, query_seq_lengths=lengths, key_value_seq_lengths=lengths,
+                implementation="cudnn" if jax.default_backend() == "gpu" else None)[:, :self.seq_len]
         else:
             attended = ops.dot_product_attention(q, k, v, is_causal=self.causal)
         return self.out(ops.reshape(attended, (-1, self.seq_len, self.dim)))
@@ -101,28 +104,9 @@ def block(x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool
 
     attention = SelfAttention(dim, heads, causal)
     if pre_norm:
-        x = x + attention(LayerNorm(epsilon=epsilon)(x))
-        return x + mlp(LayerNorm(epsilon=epsilon)(x))
-    x = LayerNorm(epsilon=epsilon)(x + attention(x))
-    return LayerNorm(epsilon=epsilon)(x + mlp(x))
+        x = x + attention(layers.LayerNormalization(epsilon=epsilon)(x))
+        return x + mlp(layers.LayerNormalization(epsilon=epsilon)(x))
+    x = layers.LayerNormalization(epsilon=epsilon)(x + attention(x))
+    return layers.LayerNormalization(epsilon=epsilon)(x + mlp(x))
 
 
-
-class LayerNorm(layers.LayerNormalization):
-    """Keras' LayerNormalization, whose float32 intermediates are recomputed for the backward
-    pass instead of kept (under JAX). Keras computes layer norm in float32 for stability
-    (keras/src/ops/nn.py, _layer_normalization) and JAX's autodiff then keeps a float32 copy of
-    every normalised activation for the backward pass: twice the bytes of the bfloat16 activation
-    itself, twice per block. Under `jax.checkpoint` only the input (in the compute dtype) is
-    kept; the same float32 arithmetic runs again in the backward pass (a memory-bound pass over
-    one activation). Same numbers as Keras' layer."""
-
-    def call(self, inputs):
-        if keras.backend.backend() != "jax":
-            return super().call(inputs)
-        import jax
-
-        def normalise(x, gamma, beta):
-            return ops.cast(ops.layer_normalization(x, gamma, beta, self.axis, self.epsilon), self.compute_dtype)
-
-        return jax.checkpoint(normalise)(inputs, self.gamma.value, self.beta.value)
