@@ -39,8 +39,19 @@ def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):
     runs = json.loads(result.stdout)["runs"]
     assert [r["status"] for r in runs] == ["oom", "ok"]
     assert "RESOURCE_EXHAUSTED" in runs[0]["error"]["stderr_tail"] and runs[0]["throughput"] is None
+    # the record keeps what doctor --explain says about it: 1073741824 bytes = 1.00 GiB; gpuscout's
+    # child ran with XLA_PYTHON_CLIENT_PREALLOCATE=false, so jax's preallocation is not blamed
+    (explained,) = runs[0]["error"]["explanations"]
+    assert explained["code"] == "gpu_oom_xla" and "the allocation that failed: 1.00 GiB" in explained["fix"]
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in explained["fix"] and "lower the batch size" in explained["fix"]
     with Store(store_path) as store:
         assert sorted(r.status for r in store.list()) == ["ok", "oom"]
+        stored = next(r for r in store.list() if r.status == "oom")
+        assert stored.error.explanations[0].code == "gpu_oom_xla"
+    # and the terminal shows it under the failure
+    shown = gpuscout(["bench", "mlp", "--cpu", "--backend", "jax", "--store", str(store_path)], cli_env(tmp_path))
+    tail = shown.stdout[shown.stdout.index("oom "):]
+    assert "what it means (gpuscout doctor --explain):" in tail and "1. out of GPU memory (XLA) [gpu_oom_xla]" in tail
 
 
 def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):

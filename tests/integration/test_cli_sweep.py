@@ -158,14 +158,20 @@ def test_retries_then_the_consecutive_failure_stop(tmp_path, store_path):
         retries: 1
         max_consecutive_failures: 2
     """)
+    nccl = ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, "
+            "nranks, id, rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).")
     proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path),
-                   env={"FAIL_ON": "all"})
+                   env={"FAIL_ON": "all", "FAIL_LOG": nccl})
     assert proc.returncode == 1
     summary = json.loads(proc.stdout)
     assert "2 trials failed in a row" in summary["stopped"] and "scripted failure" in summary["stopped"]
     failed = [r for _, s, r in trials(store_path) if s == "failed"]
     assert len(failed) == 2 and all(r["attempts"] == 2 for r in failed)  # retried once each
     assert os.path.exists(os.path.join(failed[0]["log_dir"], "stderr-2.log"))
+    # each failed trial keeps what doctor --explain says, and the terminal showed it
+    assert all([e["code"] for e in r["explanations"]] == ["nccl_system_error"] for r in failed)
+    assert "NCCL_DEBUG=INFO" in failed[0]["explanations"][0]["fix"]
+    assert "1. NCCL failed to set up (system error) [nccl_system_error]" in proc.stderr
 
 
 def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path):

@@ -108,13 +108,18 @@ def test_a_loop_of_its_own_is_watched_through_nvml(store_path, fake_gpu):
 def test_a_crash_returns_its_exit_code_and_is_stored_failed(store_path, tmp_path):
     script = tmp_path / "crash.py"
     script.write_text("import sys\nprint('loading data')\nsys.stderr.write('ValueError: bad shape (3, 4)\\n')\n"
-                      "sys.exit(3)\n")
+                      "sys.stderr.write('jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
+                      "while trying to allocate 2147483648 bytes.\\n')\nsys.exit(3)\n")
     result = run_cli("watch", "--store", str(store_path), "--", PY, str(script))
     assert result.returncode == 3 and "loading data" in result.stdout
     assert "bad shape" in result.stderr  # passed through as it came
     record, = stored(store_path)
     assert record.status == "failed" and record.exit_code == 3 and "bad shape" in record.error.stderr_tail
     assert "failed (exit code 3)" in result.stdout
+    # what it means, kept in the record and shown under the failure (2147483648 bytes = 2.00 GiB)
+    assert [e.code for e in record.error.explanations] == ["gpu_oom_xla"]
+    assert "the allocation that failed: 2.00 GiB" in record.error.explanations[0].fix
+    assert "1. out of GPU memory (XLA) [gpu_oom_xla]" in result.stdout
 
 
 def test_shell_syntax_runs_under_a_shell(store_path):

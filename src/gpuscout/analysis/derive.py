@@ -26,7 +26,7 @@ from gpuscout.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.provenance import relevant_env, utc_now
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, FrameworkInfo, InferencePoint
 from gpuscout.record.run import (SCHEMA_VERSION, Cost, Distribution, Environment, Flag, GpuInfo, Inference, Latency,
-                                 LoadTest, ErrorDetail, RunRecord, Telemetry, Throughput, Window)
+                                 LoadTest, ErrorDetail, Explanation, RunRecord, Telemetry, Throughput, Window)
 from gpuscout.spec import DataMode, Distribution as DistributionKind, RunSpec, Task
 from gpuscout.workloads.base import Workload
 
@@ -96,6 +96,8 @@ def _record(spec: RunSpec, outcome: ChildOutcome, ctx: RunContext, point: Infere
                            compiled=result.compiled if result else None),
         "gpuscout_version": __version__, "methodology_version": METHODOLOGY_VERSION, "schema_version": SCHEMA_VERSION,
     }
+    if record["error"] is not None:
+        record["error"] = explained(record["error"], spec, record["env"], record["gpu"])
     if result is None:  # a run that did not finish keeps what it got to: its compile time
         record["compile_s"] = next((e.get("compile_s") for e in outcome.events if e.get("event") == "compiled"), None)
     if result is not None:
@@ -107,6 +109,19 @@ def _record(spec: RunSpec, outcome: ChildOutcome, ctx: RunContext, point: Infere
         record["cost"] = _cost(record, entry, ctx.pricing, devices if spec.device_kind == "gpu" else 1)
     record["flags"] = flags
     return RunRecord(**record)
+
+
+def explained(error: ErrorDetail, spec: RunSpec, env: Environment, gpu: GpuInfo | None) -> ErrorDetail:
+    """The error with the known failures in its message and output, fixes for the run's machine
+    (its record's driver, framework build and GPU) and the run's workload, batch and precision."""
+    from gpuscout import workloads as registry
+    from gpuscout.explain import Context, Machine, explain
+
+    known = spec.workload in registry.names()
+    context = Context(workload=spec.workload if known else None, batch_size=spec.per_device_batch_size,
+                      precision=spec.precision.value, seq_len=spec.seq_len, framework=spec.backend.value)
+    found = explain(f"{error.message or ''}\n{error.stderr_tail}", Machine.from_record(env, gpu, env.framework), context)
+    return error.model_copy(update={"explanations": [Explanation(**e.to_dict()) for e in found]})
 
 
 def _started_framework(events: list[dict]):

@@ -14,7 +14,8 @@ from gpuscout.analysis.stats import summarize
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.analysis.verdict import precision_of, verdict
 from gpuscout.record.child import ChildWindow
-from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample, Throughput
+from gpuscout.record.run import (SCHEMA_VERSION, Environment, ErrorDetail, Explanation, GpuInfo, TelemetrySample,
+                                 Throughput)
 from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow
 from gpuscout.spec import Precision
 
@@ -59,8 +60,8 @@ def derive(seen: Observed) -> WatchRecord:
         "id": seen.record_id, "created_utc": seen.created_utc, "group_id": seen.group_id, "mode": seen.mode,
         "workload": seen.workload, "command": seen.command, "cwd": seen.cwd, "attached_pid": seen.attached_pid,
         "status": seen.status, "exit_code": seen.exit_code, "duration_s": seen.duration_s, "limit": seen.limit,
-        "error": ErrorDetail(message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail,
-                             returncode=seen.exit_code) if seen.status == "failed" else None,
+        "error": _explained(ErrorDetail(message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail,
+                                        returncode=seen.exit_code), seen, main, gpu) if seen.status == "failed" else None,
         "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),
         "fits": fits, "batch_size": main.batch_size if main else None, "windows": windows,
         "gpu": None if gpu is None else gpu.model_copy(update={"catalog_id": entry.id if entry else None}),
@@ -73,6 +74,18 @@ def derive(seen: Observed) -> WatchRecord:
     record.update(_telemetry(seen, windows))
     made = WatchRecord(**record)
     return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})
+
+
+def _explained(error: ErrorDetail, seen: Observed, main: WatchedFit | None, gpu: GpuInfo | None) -> ErrorDetail:
+    """The crash's known failures (gpuscout.explain), fixes for the watched machine and fit."""
+    from gpuscout.explain import Context, Machine, explain
+
+    env = Environment(**seen.environment, child_env=seen.child_env)
+    context = Context(batch_size=main.batch_size if main else None,
+                      precision=precision_of(main.precision_policy).value if main and main.precision_policy else None,
+                      framework=main.backend if main else None)
+    found = explain(f"{error.message}\n{error.stderr_tail}", Machine.from_record(env, gpu, None), context)
+    return error.model_copy(update={"explanations": [Explanation(**e.to_dict()) for e in found]})
 
 
 def summary(events: list[dict]) -> dict | None:

@@ -18,6 +18,25 @@ def _module_exists(name: str) -> bool:
         return False
 
 
+def cudnn_paths() -> list[str]:
+    """Where a cuDNN library can be found: NVIDIA's pip package in this environment, the
+    system's (what a mismatch explanation names as the likely older copy)."""
+    import ctypes.util
+    import os
+
+    found = []
+    try:
+        spec = importlib.util.find_spec("nvidia.cudnn")
+    except ModuleNotFoundError:
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        found.append(os.path.join(location, "lib"))
+    system = ctypes.util.find_library("cudnn")
+    if system:
+        found.append(system)
+    return found
+
+
 def _probe_tensorflow() -> dict:
     import tensorflow as tf
 
@@ -27,6 +46,8 @@ def _probe_tensorflow() -> dict:
     gpus = tf.config.list_physical_devices("GPU")
     info["gpus"] = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
     info["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
+    info["cuda_archs"] = list(tf.sysconfig.get_build_info().get("cuda_compute_capabilities") or [])
+    info["cudnn_paths"] = cudnn_paths()
     doubled = tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True)
     info["xla_ok"] = bool(float(doubled(tf.constant([1.0]))[0]) == 3.0)
     return info
@@ -43,6 +64,7 @@ def _probe_jax() -> dict:
     info["built_with_cuda"] = any(_module_exists(name) for name in (
         "jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"))
     info["xla_ok"] = bool(float(jax.jit(lambda x: x * 2.0 + 1.0)(jnp.ones(1))[0]) == 3.0)
+    info["cudnn_paths"] = cudnn_paths()
     return info
 
 

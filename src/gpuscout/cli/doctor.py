@@ -1,35 +1,120 @@
-"""`gpuscout doctor`."""
+"""`gpuscout doctor`, and `doctor --explain` for a log."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 from gpuscout.cli.options import AsJson
 from gpuscout.doctor import run_doctor
+from gpuscout.errors import UsageError
+from gpuscout.explain import Context, Machine, explain
 from gpuscout.report.doctor import print_doctor
+from gpuscout.report.explain import print_explanations
 from gpuscout.report import terminal
 
 HELP = """Check driver, GPUs, CUDA/cuDNN as each backend sees them, and XLA; say how to fix problems.
+With --explain, read an error log instead: every known failure in it (the root cause first),
+the line that shows it, and the fix for this machine (its driver, CUDA/cuDNN, GPUs and memory).
 
-Exits 1 when a check fails, 0 otherwise (also on a machine with no GPU).
+Exits 1 when a check fails, 0 otherwise (also on a machine with no GPU). With --explain: 0.
 
 Examples:
 
     gpuscout doctor
 
     gpuscout doctor --json | jq '.checks[] | select(.status != "ok")'
+
+    gpuscout doctor --explain train.log
+
+    python train.py 2>&1 | gpuscout doctor --explain -
+
+    gpuscout doctor --explain "Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0."
+
+    gpuscout doctor --explain oom.log --workload resnet50 --batch-size 512   # names the batch that fits
 """
 
+MAX_INPUT_BYTES = 50 * 2**20  # a log larger than this is read from its end
 
-def doctor(as_json: AsJson = False) -> None:
+
+def doctor(
+    explain_input: Optional[str] = typer.Option(
+        None, "--explain", metavar="FILE|-|TEXT",
+        help="Explain the failures in a log file, standard input (-) or the text given."),
+    workload: Optional[str] = typer.Option(None, help="With --explain: the workload the log came from (OOM advice)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="With --explain: its per-GPU batch."),
+    precision: Optional[str] = typer.Option(None, help="With --explain: its precision."),
+    as_json: AsJson = False,
+) -> None:
+    if explain_input is None and (workload or batch_size or precision):
+        raise UsageError("--workload, --batch-size and --precision describe the run of an --explain log: add --explain")
+    text = None if explain_input is None else _read(explain_input)
+    context = _context(workload, batch_size, precision)
     console = terminal.console(stderr=True)
     with console.status("probing NVML and each installed backend (imports take a few seconds)"):
         report = run_doctor()
+    if text is None:
+        _print_report(report, as_json)
+        if any(c["status"] == "fail" for c in report["checks"]):
+            raise typer.Exit(1)
+        return
+    found = explain(text, Machine.from_doctor(report, dict(os.environ)), context)
+    if as_json:
+        typer.echo(json.dumps({"explanations": [e.to_dict() for e in found], "recognised": bool(found),
+                               "lines": text.count("\n") + 1, "doctor": report}, indent=2))
+        return
+    out = terminal.console()
+    if found:
+        roots = sum(e.echo_of is None for e in found)
+        out.print(f"{len(found)} known failure(s) in the log, {roots} root cause(s) first:", markup=False,
+                  highlight=False)
+        print_explanations(out, found)
+    else:
+        out.print(f"no known failure in the {text.count(chr(10)) + 1} line(s) read; this machine as doctor sees it:",
+                  markup=False, highlight=False)
+        print_doctor(report)
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        data = sys.stdin.buffer.read()
+    elif os.path.isfile(source):
+        with open(source, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(source) - MAX_INPUT_BYTES))
+            data = handle.read()
+    elif os.path.isdir(source):
+        raise UsageError(f"--explain {source}: a folder; give a log file, - for standard input, or the message itself")
+    elif "\n" not in source and " " not in source and (os.sep in source or Path(source).suffix in (".log", ".txt")):
+        raise UsageError(f"--explain {source}: no such file; give a log file, - for standard input, "
+                         "or the message itself in quotes")
+    else:
+        return source
+    return data.decode("utf-8", errors="replace")
+
+
+def _context(workload: str | None, batch_size: int | None, precision: str | None) -> Context:
+    from gpuscout import workloads
+    from gpuscout.spec import Precision
+
+    if workload is not None:
+        workloads.get(workload)  # an unknown name is a UsageError naming the known ones
+    if batch_size is not None and batch_size < 1:
+        raise UsageError(f"--batch-size {batch_size}: a batch is at least 1 sample")
+    if precision is not None:
+        try:
+            Precision(precision)
+        except ValueError:
+            raise UsageError(f"--precision {precision!r}: choose fp32, mixed_float16 or mixed_bfloat16") from None
+    return Context(workload=workload, batch_size=batch_size, precision=precision)
+
+
+def _print_report(report: dict, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
         print_doctor(report)
-    if any(c["status"] == "fail" for c in report["checks"]):
-        raise typer.Exit(1)

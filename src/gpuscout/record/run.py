@@ -113,12 +113,29 @@ class Flag(Part):
     hint: str
 
 
+class Explanation(Part):
+    """A known failure found in a run's output (gpuscout.explain): the same as `doctor --explain`."""
+
+    code: str
+    title: str
+    evidence: str
+    line: int
+    cause: str
+    fix: str
+    source: str
+    seen_in: str
+    echo_of: str | None = None
+    occurrences: int = 1
+
+
 class ErrorDetail(Part):
-    """Why a run did not finish ok: a message and the tail of the child's output."""
+    """Why a run did not finish ok: a message, the tail of the child's output, and the known
+    failures found in them, root cause first."""
 
     message: str | None
     stderr_tail: str
     returncode: int | None
+    explanations: list[Explanation] = Field(default_factory=list)
 
 
 class HourlyCost(Part):

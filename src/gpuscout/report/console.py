@@ -10,6 +10,7 @@ from gpuscout import workloads
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
+from gpuscout.report.explain import print_explanations
 from gpuscout.report import watch as watch_report
 
 _STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red", "not_reached": "yellow"}
@@ -68,6 +69,9 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
             console.print(f"[red]{r.status}[/] {escape(r.id)} {escape(r.workload)}: {escape(r.error.message or '')}")
             for line in (r.error.stderr_tail or "").strip().splitlines()[-5:]:
                 console.print(f"    {line}", markup=False, highlight=False)
+            if r.error.explanations:
+                console.print("  what it means (gpuscout doctor --explain):", markup=False, highlight=False)
+                print_explanations(console, r.error.explanations, indent="  ")
     for r in records:
         if r.time_to_accuracy:
             console.print(accuracy_line(r), highlight=False)
@@ -171,6 +175,7 @@ def print_inference(console: Console, records: list[RunRecord], verdicts: list[d
                           highlight=False, markup=False)
         if not r.ok and r.error:
             console.print(f"[red]{r.status}[/] {escape(r.id)}: {escape(r.error.message or '')}")
+            print_explanations(console, r.error.explanations, indent="  ")
     for v in verdicts:
         where = f"{v['workload']} {v['format']} {v['variant']}"
         if v["best"]:

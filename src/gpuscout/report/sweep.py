@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscout.report import format as fmt
+from gpuscout.report.explain import print_explanations
 from gpuscout.sweep import driver
 from gpuscout.report import terminal
 
@@ -48,6 +49,7 @@ class SweepView(driver.Display):
             self.progress.console.print(Text(f"trial {result.index} {result.status} after {result.attempts} "
                                              f"attempt(s): {result.message}; logs: {result.log_dir}", style="red"),
                                         soft_wrap=True)
+            print_explanations(self.progress.console, result.explanations, indent="  ")
         self.best = best
         self.progress.advance(self.task)
         self._describe(best)

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
+from gpuscout.report.explain import print_explanations
 from gpuscout.watch.view import View
 from gpuscout.report import terminal
 
@@ -212,6 +213,9 @@ def print_watch(console: Console, r: WatchRecord) -> None:
         console.print(Text("  the command's last lines on stderr:", style="red"))
         for line in r.error.stderr_tail.strip().splitlines()[-5:]:
             console.print(Text(f"    {line}"), soft_wrap=True)
+    if r.error and r.error.explanations:
+        console.print(Text("  what it means (gpuscout doctor --explain):", style="red"))
+        print_explanations(console, r.error.explanations, indent="  ")
     console.print(Text("verdict, ranked by the time each could save:", style="bold"))
     for number, cause in enumerate(r.verdict, 1):
         saving = f" (could save up to {cause.saving_share:.0%})" if cause.saving_share else ""

@@ -31,6 +31,7 @@ class Attempt:
     telemetry: dict | None = None
     record: RunRecord | None = None  # workload sweeps
     steps: dict | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
+    explanations: list[dict] = field(default_factory=list)  # known failures in its output (gpuscout.explain)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,16 @@ def read_metrics(stdout_text: str, reports: Path, events: list[dict] = ()) -> tu
     return metrics, reported or from_fit
 
 
+def explained(tail: str) -> list[dict]:
+    """The known failures in a trial's stderr (gpuscout.explain), with what this process knows of
+    the machine: the trial's environment variables (a driver's host has no doctor report)."""
+    import os
+
+    from gpuscout.explain import Machine, explain
+
+    return [e.to_dict() for e in explain(tail, Machine(env={k: v for k, v in os.environ.items()}))]
+
+
 def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, timed_out: bool = False,
           cancelled: bool = False, telemetry: dict | None = None) -> Attempt:
     """How an attempt ended, from the files it left and its exit status."""
@@ -128,7 +139,8 @@ def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, time
         return Attempt("timeout", f"exceeded the {sweep.timeout_s:g} s trial timeout and was killed", **common)
     if returncode != 0:
         last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
-        return Attempt(classify_failure(tail), f"exited with code {returncode}: {last_line}", **common)
+        return Attempt(classify_failure(tail), f"exited with code {returncode}: {last_line}", **common,
+                       explanations=explained(tail))
     if sweep.metric.name not in metrics:
         seen = ", ".join(sorted(metrics)) or "nothing"
         return Attempt("failed", f"finished without reporting {sweep.metric.name!r} (it reported {seen}; "

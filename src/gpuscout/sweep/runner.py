@@ -54,6 +54,7 @@ class TrialResult:
     steps: dict | None = None  # command trials: steps, step time, samples/s, input wait of the main fit
     # workload sweeps: every attempt's record, for the driver to store (not part of the trial's row)
     records: list = field(default_factory=list, repr=False)
+    explanations: list[dict] = field(default_factory=list)  # known failures in the last attempt's output
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
@@ -91,7 +92,7 @@ def adopt(sweep: SweepFile, trial: Trial, log_root: Path) -> TrialResult | None:
     files, attempt, duration_s = found
     return TrialResult(trial.key, trial.index, trial.params, attempt.status, 1, "adopted", None, 0.0, 0.0,
                        duration_s, attempt.metrics, attempt.history, attempt.message, str(folder),
-                       attempt.telemetry, None, attempt.steps)
+                       attempt.telemetry, None, attempt.steps, explanations=attempt.explanations)
 
 
 class TrialRunner:
@@ -128,7 +129,8 @@ class TrialRunner:
         ended = time.monotonic()
         return TrialResult(trial.key, trial.index, trial.params, last.status, attempts, slot.label, slot.gpu_index,
                            started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
-                           last.telemetry, last.record.id if last.record else None, last.steps, records)
+                           last.telemetry, last.record.id if last.record else None, last.steps, records,
+                           explanations=last.explanations)
 
     def _command(self, trial: Trial, slot: Slot, files: AttemptFiles) -> Attempt:
         """The user's command, instrumented as `gpuscout watch` instruments it: fit's epoch logs are
@@ -157,7 +159,8 @@ class TrialRunner:
                       "power_mean_w": record.telemetry.power_mean_w,
                       "memory_used_max_bytes": record.telemetry.memory_used_max_bytes} if record.telemetry else None)
         status = "interrupted" if self.abort.is_set() else record.status
-        return Attempt(status, record.error.message if record.error else None, metrics, [metrics], telemetry, record)
+        return Attempt(status, record.error.message if record.error else None, metrics, [metrics], telemetry, record,
+                       explanations=[e.model_dump() for e in record.error.explanations] if record.error else [])
 
     def kill_all(self) -> None:
         self.abort.set()

@@ -1,0 +1,267 @@
+"""One function per kind of fix: (facts the pattern captured, the machine, the run) -> what to
+do on *this* machine. Install commands are the framework's CUDA extra, which brings matching CUDA
+libraries into the environment (TensorFlow's install guide: `tensorflow[and-cuda]`; jax's:
+`jax[cuda12]` / `jax[cuda13]`), never a system-wide CUDA install."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from gpuscout.explain.machine import Context, Framework, Machine
+
+GiB = 2**30
+# Bytes per element of TensorFlow's dtype names in OOM messages
+DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+               "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "bool": 1, "int16": 2}
+# Which pip package holds each CUDA library (NVIDIA's wheels on the package index), {cu}: cu12, cu13
+LIBRARY_PACKAGES = {"libcudnn": "nvidia-cudnn-{cu}", "libcudart": "nvidia-cuda-runtime-{cu}",
+                    "libcublas": "nvidia-cublas-{cu}", "libcufft": "nvidia-cufft-{cu}",
+                    "libcurand": "nvidia-curand-{cu}", "libcusolver": "nvidia-cusolver-{cu}",
+                    "libcusparse": "nvidia-cusparse-{cu}", "libnccl": "nvidia-nccl-{cu}",
+                    "libnvrtc": "nvidia-cuda-nvrtc-{cu}", "libcupti": "nvidia-cuda-cupti-{cu}"}
+# JAX's default: preallocate 75% of GPU memory at start (jax docs, "GPU memory allocation")
+JAX_PREALLOCATE_SHARE = 0.75
+
+
+def _major(version: str | None) -> int | None:
+    match = re.match(r"(\d+)", str(version or ""))
+    return int(match.group(1)) if match else None
+
+
+def _framework(machine: Machine, name: str | None) -> Framework | None:
+    return machine.frameworks.get(name) if name else None
+
+
+def install_command(name: str | None, machine: Machine) -> str:
+    """The framework's own CUDA extra, pinned to the installed version when known; both when the
+    log does not say which framework wrote it and both are installed."""
+    if name is None and len(machine.frameworks) > 1:
+        return " (tensorflow) or ".join(install_command(n, machine) for n in sorted(machine.frameworks,
+                                                                                     reverse=True)) + " (jax)"
+    name = name or next(iter(machine.frameworks), None)
+    framework = _framework(machine, name)
+    version = f"=={framework.version}" if framework and framework.version else ""
+    if name == "tensorflow":
+        return f'pip install "tensorflow[and-cuda]{version}"'
+    cuda = _major(framework.cuda_version if framework else None) or _driver_cuda_major(machine) or 12
+    return f'pip install -U "jax[cuda{cuda}]{version}"'
+
+
+def _driver_cuda_major(machine: Machine) -> int | None:
+    major = _major(machine.cuda_driver_version)
+    return min(major, 13) if major else None
+
+
+def _gib(value: float) -> str:
+    return f"{value / GiB:.2f} GiB"
+
+
+def _named(name: str | None, machine: Machine) -> str:
+    framework = _framework(machine, name)
+    if framework is None:
+        return name or "the framework"
+    built = ", ".join(p for p in (f"CUDA {framework.cuda_version}" if framework.cuda_version else "",
+                                  f"cuDNN {framework.cudnn_version}" if framework.cudnn_version else "") if p)
+    return f"{name} {framework.version or ''}".strip() + (f" ({built})" if built else "")
+
+
+def missing_library(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    library = facts.get("library", "")
+    if library.startswith("libcuda.so"):
+        return ("libcuda.so is the NVIDIA driver's own library, not a pip package: install the NVIDIA driver "
+                "(nvidia-smi must work)" + ("" if machine.driver_version is None else
+                                            f"; NVML sees driver {machine.driver_version}, so check that the "
+                                            "container was started with the GPU (--gpus all)"))
+    if library.startswith("libnvinfer"):
+        return f"{library} is TensorRT, which Keras training does not use: the warning is harmless"
+    soname = re.search(r"\.so\.(\d+)", library)
+    cu_major = _major(_framework(machine, name).cuda_version if _framework(machine, name) else None)
+    if library.startswith("libcudart") and soname:
+        cu_major = int(soname.group(1))
+    package = next((p for prefix, p in LIBRARY_PACKAGES.items() if library.startswith(prefix)), None)
+    where = f"{library} comes with the pip package {package.format(cu=f'cu{cu_major or 12}')}" if package else \
+        f"{library} is a CUDA library"
+    advice = (f"{where}; install it with {_named(name, machine)}'s CUDA extra: {install_command(name, machine)} "
+              "(the matching CUDA libraries go into the environment; no system-wide CUDA install needed)")
+    if library.startswith("libcudnn") and soname and soname.group(1) == "8":
+        advice += "; a request for cuDNN 8 means a framework built for cuDNN 8 (TensorFlow 2.14 or older)"
+    ld = machine.env.get("LD_LIBRARY_PATH")
+    if ld:
+        advice += f"; LD_LIBRARY_PATH is set ({ld}): libraries there are found before the environment's"
+    return advice
+
+
+def tensorflow_gpu_libraries(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    return (f"install the CUDA libraries {_named('tensorflow', machine)} was built for: "
+            f"{install_command('tensorflow', machine)}; the missing ones are named in the lines before")
+
+
+def cudnn_mismatch(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    paths = [p for f in machine.frameworks.values() if name in (None, f.name) for p in f.cudnn_paths]
+    found = f" (cuDNN found at {', '.join(dict.fromkeys(paths))})" if paths else ""
+    advice = (f"{_named(name, machine)} needs cuDNN {facts.get('built')} or a newer {_major(facts.get('built'))}.x; "
+              f"{facts.get('loaded')} was loaded{found}. Install the matching one with the framework's CUDA extra: "
+              f"{install_command(name, machine)}")
+    ld = machine.env.get("LD_LIBRARY_PATH")
+    if ld:
+        advice += (f", and take the older cuDNN off LD_LIBRARY_PATH ({ld}): a system or conda cuDNN there is "
+                   "loaded before the environment's")
+    else:
+        advice += "; an older system or conda cuDNN loaded first is the usual cause: check `ldconfig -p | grep cudnn`"
+    return advice
+
+
+def dnn_unavailable(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    return ("this is the echo of an earlier failure; without one in the log, cuDNN usually could not get GPU memory: "
+            "let the framework grow its memory (TF_FORCE_GPU_ALLOW_GROWTH=true; jax: "
+            "XLA_PYTHON_CLIENT_PREALLOCATE=false) and check what else holds the GPU (nvidia-smi)")
+
+
+def driver_too_old(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    framework = _framework(machine, name)
+    needs = framework.cuda_version if framework and framework.cuda_version else None
+    if machine.driver_version is None:
+        return "NVML finds no NVIDIA driver here: install the driver (nvidia-smi must work), then run gpuscout doctor"
+    have = f"driver {machine.driver_version} supports CUDA up to {machine.cuda_driver_version}"
+    if needs:
+        have += f", {_named(name, machine)} needs CUDA {needs}"
+    older = _driver_cuda_major(machine)
+    other = (f'pip install -U "jax[cuda{older}]"' if name == "jax" else
+             f"a tensorflow release built for CUDA {machine.cuda_driver_version} or older (TensorFlow's tested "
+             "build configurations list them)")
+    return f"{have}: either upgrade the NVIDIA driver to one for CUDA {needs or 'the framework uses'}, or install {other}"
+
+
+def jax_cpu_only(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    if machine.driver_version is None:
+        return "no NVIDIA driver is visible here (NVML): install it first, then " + install_command("jax", machine)
+    return (f"the driver ({machine.driver_version}) supports CUDA up to {machine.cuda_driver_version}: "
+            f"{install_command('jax', machine)}")
+
+
+def jax_cuda_backend(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    reason = facts.get("reason", "")
+    visible = machine.env.get("CUDA_VISIBLE_DEVICES")
+    if "No visible GPU devices" in reason and visible is not None:
+        return f"CUDA_VISIBLE_DEVICES={visible!r} hides the GPUs from jax: unset it or name a GPU index"
+    if re.search(r"driver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|insufficient", reason, re.IGNORECASE):
+        return driver_too_old(facts, machine, context, "jax")
+    return (f"check the driver ({machine.driver_version or 'none found'}, CUDA up to "
+            f"{machine.cuda_driver_version or '?'}) against the plugin: {install_command('jax', machine)}; "
+            "`gpuscout doctor` runs jax's probe")
+
+
+def requested_bytes(facts: dict) -> float | None:
+    if facts.get("bytes"):
+        return float(facts["bytes"])
+    if facts.get("shape") is not None:
+        dims = [int(d) for d in re.findall(r"\d+", facts["shape"])]
+        size = DTYPE_BYTES.get(facts.get("dtype", ""), 4)
+        product = 1
+        for d in dims:
+            product *= d
+        return float(product * size)
+    return None
+
+
+def out_of_memory(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    parts = []
+    asked = requested_bytes(facts)
+    if asked is not None:
+        parts.append(f"the allocation that failed: {_gib(asked)}")
+    index = re.search(r"GPU:(\d+)", facts.get("device", ""))
+    gpu = next((g for g in machine.gpus if index and g.index == int(index.group(1))), machine.gpus[0]
+               if machine.gpus else None)
+    if gpu and gpu.memory_total_bytes:
+        parts.append(f"GPU {gpu.index} ({gpu.name}) has {_gib(gpu.memory_total_bytes)}")
+        if gpu.others_bytes:
+            parts.append(f"other processes hold {_gib(gpu.others_bytes)} of it (pids "
+                         f"{', '.join(map(str, gpu.other_pids))}): stop them or use another GPU")
+        elif gpu.other_pids:
+            parts.append(f"{len(gpu.other_pids)} other process(es) use it (pids {', '.join(map(str, gpu.other_pids))})")
+    if name == "jax" and machine.env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() != "false":
+        parts.append(f"jax takes {JAX_PREALLOCATE_SHARE:.0%} of the GPU when it starts "
+                     "(XLA_PYTHON_CLIENT_PREALLOCATE): a second jax or TensorFlow process on this GPU gets only the rest; "
+                     "XLA_PYTHON_CLIENT_PREALLOCATE=false lets processes share it")
+    if name == "tensorflow" and machine.env.get("TF_FORCE_GPU_ALLOW_GROWTH", "").lower() != "true":
+        parts.append("TensorFlow maps nearly all GPU memory at start unless memory growth is on "
+                     "(TF_FORCE_GPU_ALLOW_GROWTH=true, or tf.config.experimental.set_memory_growth): "
+                     "needed when the GPU is shared")
+    parts.append(_batch_advice(context, gpu))
+    return "; ".join(p for p in parts if p)
+
+
+def _batch_advice(context: Context, gpu) -> str:
+    from gpuscout import sizing, workloads
+    from gpuscout.spec import Precision
+
+    generic = ("lower the batch size (halve it until it fits), then train in mixed precision "
+               "(keras.mixed_precision.set_global_policy('mixed_bfloat16'); mixed_float16 before Ampere)")
+    if not (context.workload and gpu and gpu.memory_total_bytes):
+        return generic
+    try:
+        workload = workloads.get(context.workload)
+        precision = Precision(context.precision or "fp32")
+    except Exception:
+        return generic
+    # the share gpuscout's own --batch-size auto leaves free for the framework (sizing.py), of
+    # what other processes leave
+    free = gpu.memory_total_bytes - (gpu.others_bytes or 0)
+    budget = sizing.AUTO_MEMORY_SHARE * free
+    if sizing.estimate_bytes(workload, 1, precision, context.seq_len) is None:
+        return generic
+    fits = sizing.largest_fitting_batch(workload, precision, context.seq_len, budget)
+    advice = (f"gpuscout's memory model for {workload.name} at {precision.value}: batch {fits} per GPU fits "
+              f"({sizing.AUTO_MEMORY_SHARE:.0%} of {_gib(free)}{' not held by others' if gpu.others_bytes else ''})"
+              + (f", the run asked for {context.batch_size}" if context.batch_size else ""))
+    if precision is Precision.fp32:
+        half = Precision.mixed_bfloat16 if (gpu.compute_capability and float(gpu.compute_capability) >= 8.0) \
+            else Precision.mixed_float16
+        more = sizing.largest_fitting_batch(workload, half, context.seq_len, budget)
+        advice += f"; in {half.value}, batch {more} (--precision {half.value})"
+    return advice
+
+
+def no_kernel_image(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    gpu = machine.gpus[0] if machine.gpus else None
+    if gpu is None or not gpu.compute_capability:
+        return f"compare the GPU's compute capability (nvidia-smi) with the architectures {name or 'the framework'} was built for"
+    sm = "sm_" + gpu.compute_capability.replace(".", "")
+    framework = _framework(machine, name)
+    built = framework.cuda_archs if framework else []
+    if built:
+        return (f"GPU {gpu.index} ({gpu.name}) is compute capability {gpu.compute_capability} ({sm}); "
+                f"{_named(name, machine)} was built for {', '.join(built)}: install a build that includes {sm} "
+                f"(a newer release: {install_command(name, machine)}) or build it from source for {sm}")
+    return (f"GPU {gpu.index} ({gpu.name}) is compute capability {gpu.compute_capability} ({sm}); "
+            f"{_named(name, machine)} does not report the architectures it was built for: install the newest "
+            f"release ({install_command(name, machine)}), whose release notes list the supported GPUs")
+
+
+def ptxas_missing(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    cu = _major(_framework(machine, name).cuda_version if _framework(machine, name) else None) or \
+        _driver_cuda_major(machine) or 12
+    gpu = machine.gpus[0] if machine.gpus else None
+    needs = f" that supports compute capability {gpu.compute_capability}" if gpu and gpu.compute_capability else ""
+    return (f"install a ptxas{needs} into the environment: pip install -U nvidia-cuda-nvcc-cu{cu} "
+            f"(the framework's CUDA extra includes it: {install_command(name, machine)}), or put a CUDA "
+            "toolkit's bin/ on PATH, or point XLA at one: XLA_FLAGS=--xla_gpu_cuda_data_dir=/usr/local/cuda")
+
+
+def nccl_system(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    gpus = f" over {len(machine.gpus)} GPUs" if machine.gpus else ""
+    return (f"run again with NCCL_DEBUG=INFO to see the call that failed{gpus}; in a container give NCCL shared "
+            "memory (docker run --shm-size=1g, or --ipc=host); on one host, NCCL_SOCKET_IFNAME=lo when it picks "
+            "a network interface it cannot use; NCCL_P2P_DISABLE=1 tells whether peer-to-peer is the problem")
+
+
+def nccl_cuda(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    return ("the CUDA error is the cause: look for an out-of-memory or driver message before this one; "
+            "nvidia-smi shows whether a GPU is lost (Xid errors in dmesg); NCCL_DEBUG=WARN names the failed call")
+
+
+FIXERS: dict[str, Callable[[dict, Machine, Context, str | None], str]] = {
+    f.__name__: f for f in (missing_library, tensorflow_gpu_libraries, cudnn_mismatch, dnn_unavailable,
+                            driver_too_old, jax_cpu_only, jax_cuda_backend, out_of_memory, no_kernel_image,
+                            ptxas_missing, nccl_system, nccl_cuda)}

@@ -1,0 +1,23 @@
+"""Known failures found in a log (gpuscout.explain), on the terminal: under a failed run and
+for `gpuscout doctor --explain`. Plain text (markup off): logs hold brackets."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+
+def print_explanations(out: Console, explanations: list, indent: str = "") -> None:
+    """Each explanation (an Explanation, its dict or the record's part) as a numbered block,
+    the roots first; an echo names the root it follows from."""
+    rows = [e if isinstance(e, dict) else e.model_dump() if hasattr(e, "model_dump") else e.to_dict()
+            for e in explanations]
+    number = {row["code"]: i for i, row in enumerate(rows, 1)}
+    for i, row in enumerate(rows, 1):
+        echo = f" (follows from {number[row['echo_of']]})" if row.get("echo_of") in number else ""
+        seen = f", {row['occurrences']} times" if row.get("occurrences", 1) > 1 else ""
+        out.print(f"{indent}{i}. {row['title']}{echo} [{row['code']}]", markup=False, highlight=False)
+        out.print(f"{indent}   line {row['line']}{seen}: {row['evidence']}", markup=False, highlight=False)
+        out.print(f"{indent}   cause: {row['cause']}", markup=False, highlight=False)
+        out.print(f"{indent}   fix: {row['fix']}", markup=False, highlight=False)
+        if row.get("source"):
+            out.print(f"{indent}   known from: {row['source']} ({row.get('seen_in')})", markup=False, highlight=False)

@@ -1,0 +1,161 @@
+"""`gpuscout doctor --explain`'s reading of logs (gpuscout/explain/): real messages from
+TensorFlow, JAX/XLA, CUDA, cuDNN and NCCL, each from the public report known.toml cites, against
+a fake machine; the root cause first; the fix names this machine's facts."""
+
+import pytest
+
+from gpuscout.explain import Context, Machine, explain
+from gpuscout.explain.machine import Framework, Gpu
+from gpuscout.explain.table import failure_classes
+
+GiB = 2**30
+
+
+def machine(only: str | None = None, **overrides) -> Machine:
+    """A100 40 GB, driver 535 (CUDA 12.2), TensorFlow 2.18 built for CUDA 12.5.1 / cuDNN 9,
+    jax 0.4.38 with CUDA 12.6 (`only`: just that one installed); another process holds 10 GiB."""
+    base = dict(
+        driver_version="535.183.01", cuda_driver_version="12.2",
+        gpus=[Gpu(0, "NVIDIA A100-SXM4-40GB", 40 * GiB, "8.0", others_bytes=10 * GiB, other_pids=[4242])],
+        frameworks={"tensorflow": Framework("tensorflow", "2.18.0", "12.5.1", "9", True, 1,
+                                           ["sm_60", "sm_70", "compute_80"],
+                                           ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9"]),
+                    "jax": Framework("jax", "0.4.38", "12.6", "9.5.1", True, 1)},
+        env={})
+    if only:
+        base["frameworks"] = {only: base["frameworks"][only]}
+    base.update(overrides)
+    return Machine(**base)
+
+
+# (the exact message, as the cited public report shows it; the class; words the cause and the
+# fix must hold on the fake machine)
+CASES = [
+    ("2023-06-13 W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+     "'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object file: No such file or directory",
+     "library_missing", ["libcudnn.so.8"], ["nvidia-cudnn-cu12", 'tensorflow[and-cuda]==2.18.0', "cuDNN 8"]),
+    ("2023-07-16 21:25:08.942423: W tensorflow/core/common_runtime/gpu/gpu_device.cc:1960] Cannot dlopen some GPU "
+     "libraries. Please make sure the missing libraries mentioned above are installed properly if you would like "
+     "to use GPU.", "gpu_libraries_skipped", ["CPU"], ["tensorflow 2.18.0 (CUDA 12.5.1, cuDNN 9)"]),
+    ("E0000 00:00:1738697930.202924    7665 cuda_dnn.cc:522] Loaded runtime CuDNN library: 9.1.0 but source was "
+     "compiled with: 9.3.0.  CuDNN library needs to have matching major version and equal or higher minor version.",
+     "cudnn_version_mismatch", ["9.1.0", "9.3.0"],
+     ["needs cuDNN 9.3.0 or a newer 9.x", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", 'tensorflow[and-cuda]==2.18.0']),
+    ("2025-02-04 20:38:50.230519: W tensorflow/core/framework/op_kernel.cc:1841] OP_REQUIRES failed at "
+     "xla_ops.cc:577 : FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above for more "
+     "details.", "dnn_unavailable", ["cuDNN"], ["TF_FORCE_GPU_ALLOW_GROWTH"]),
+    ("tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: CUDA driver version is "
+     "insufficient for CUDA runtime version", "driver_too_old", [],
+     ["driver 535.183.01 supports CUDA up to 12.2", "needs CUDA 12.5.1", "upgrade the NVIDIA driver"]),
+    ("WARNING:2025-05-28 18:06:26,600:jax._src.xla_bridge:791: An NVIDIA GPU may be present on this machine, but a "
+     "CUDA-enabled jaxlib is not installed. Falling back to cpu.", "jax_cpu_only", ["CPU"],
+     ["supports CUDA up to 12.2", 'jax[cuda12]==0.4.38']),
+    ("I0716 21:25:08.991377 140319043823424 xla_bridge.py:603] Unable to initialize backend 'cuda': "
+     "FAILED_PRECONDITION: No visible GPU devices.", "jax_cuda_backend", ["No visible GPU devices"], ["jax[cuda12]"]),
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+     "shape[3,3,512,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc "
+     "[Op:Mul]", "gpu_oom_tensorflow", ["shape [3,3,512,1024]"],
+     # 3*3*512*1024 float32 = 18,874,368 bytes = 0.02 GiB
+     ["the allocation that failed: 0.02 GiB", "has 40.00 GiB", "other processes hold 10.00 GiB", "4242",
+      "TF_FORCE_GPU_ALLOW_GROWTH=true"]),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 "
+     "bytes.", "gpu_oom_xla", ["4770354232 bytes"],
+     ["the allocation that failed: 4.44 GiB", "XLA_PYTHON_CLIENT_PREALLOCATE"]),
+    ("E1103 18:23:55.103160 3413767 gpu_cudamallocasync_allocator.cc:361] gpu_async_1 cuMemAllocAsync failed to "
+     "allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+     "cuda_oom", [], ["the allocation that failed: 1141.05 GiB"]),
+    ("F0729 12:58:37.236422     109 stream_executor_util.cc:504] Could not create RepeatBufferKernel: INTERNAL: "
+     "Failed call to cudaGetFuncBySymbol: no kernel image is available for execution on the device",
+     "no_kernel_image", [], ["compute capability 8.0 (sm_80)", "does not report the architectures"]),
+    ("NotFoundError: 2 root error(s) found.  (0) Not found: ./bin/ptxas not found", "ptxas_missing", [],
+     ["nvidia-cuda-nvcc-cu12", "compute capability 8.0", "--xla_gpu_cuda_data_dir"]),
+    ("2023-09-26 23:49:25.317379: W external/xla/xla/stream_executor/gpu/asm_compiler.cc:231] Falling back to the "
+     "CUDA driver for PTX compilation; ptxas does not support CC 9.0", "ptxas_too_old", [], ["nvidia-cuda-nvcc-cu12"]),
+    ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, "
+     "rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).", "nccl_system_error", ["/dev/shm"],
+     ["NCCL_DEBUG=INFO", "--shm-size", "over 1 GPUs"]),
+    ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, "
+     "rank) failed: unhandled cuda error", "nccl_cuda_error", [], ["out-of-memory or driver message"]),
+]
+
+
+@pytest.mark.parametrize("message, code, in_cause, in_fix", CASES, ids=[c[1] for c in CASES])
+def test_each_real_message_gets_its_cause_and_this_machines_fix(message, code, in_cause, in_fix):
+    # the framework that wrote each message is the one installed (jax's for jax's messages)
+    jax = any(w in message for w in ("jax", "stream_executor_util", "cudamallocasync", "nccl_utils", "asm_compiler"))
+    (found,) = explain(message, machine(only="jax" if jax else "tensorflow"))
+    assert found.code == code and found.line == 1 and found.source.startswith("https://")
+    assert found.evidence == message.strip()[:300] or found.evidence.endswith("…")
+    for words in in_cause:
+        assert words in found.cause, (words, found.cause)
+    for words in in_fix:
+        assert words in found.fix, (words, found.fix)
+
+
+def test_every_class_in_the_table_has_a_case_here():
+    assert {c.code for c in failure_classes()} == {case[1] for case in CASES}
+    assert len(CASES) >= 12
+
+
+def test_a_log_with_several_failures_names_the_root_first():
+    log = "\n".join([
+        "2025-02-04 20:38:49 I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is optimized",
+        CASES[2][0],  # the cuDNN mismatch, line 2
+        CASES[2][0],  # printed twice, as TensorFlow does
+        "Traceback (most recent call last):",
+        CASES[3][0],  # DNN library initialization failed: its echo, line 5
+        CASES[8][0],  # an unrelated out-of-memory later, line 6
+    ])
+    found = explain(log, machine())
+    assert [(e.code, e.line, e.echo_of) for e in found] == [
+        ("cudnn_version_mismatch", 2, None), ("gpu_oom_xla", 6, None), ("dnn_unavailable", 5, "cudnn_version_mismatch")]
+    assert found[0].occurrences == 2
+    assert found[2].fix == "follows from cudnn_version_mismatch (line 2): its fix applies"
+
+
+def test_an_unknown_error_is_not_guessed_at():
+    assert explain("ValueError: Input 0 of layer dense is incompatible with the layer: expected axis -1 "
+                   "to have value 784", machine()) == []
+
+
+def test_the_oom_fix_names_the_batch_that_fits_from_the_memory_model():
+    from gpuscout import sizing, workloads
+    from gpuscout.spec import Precision
+
+    context = Context(workload="resnet50", batch_size=512, precision="fp32", framework="jax")
+    (found,) = explain(CASES[8][0], machine(), context)
+    budget = sizing.AUTO_MEMORY_SHARE * 30 * GiB  # 40 GiB less the other process's 10
+    fp32 = sizing.largest_fitting_batch(workloads.get("resnet50"), Precision.fp32, None, budget)
+    bf16 = sizing.largest_fitting_batch(workloads.get("resnet50"), Precision.mixed_bfloat16, None, budget)
+    assert 0 < fp32 < bf16
+    assert f"batch {fp32} per GPU fits (80% of 30.00 GiB not held by others), the run asked for 512" in found.fix
+    assert f"in mixed_bfloat16, batch {bf16}" in found.fix
+    # jax preallocation is named unless it is off
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" in found.fix
+    (quiet,) = explain(CASES[8][0], machine(env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}), context)
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in quiet.fix
+
+
+def test_the_framework_is_read_from_the_log_when_the_run_is_unknown():
+    tf_only = machine(frameworks={"jax": machine().frameworks["jax"], "tensorflow": machine().frameworks["tensorflow"]})
+    (found,) = explain(CASES[2][0].replace("cuda_dnn.cc", "external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc")
+                       + " jaxlib", tf_only)
+    assert 'jax[cuda12]==0.4.38' in found.fix
+    (found,) = explain("W tensorflow/x.cc] " + CASES[2][0], tf_only)
+    assert 'tensorflow[and-cuda]==2.18.0' in found.fix
+
+
+def test_a_driver_newer_than_cuda_13_is_not_asked_to_be_upgraded_for_jax():
+    new = machine(cuda_driver_version="13.0", frameworks={})
+    (found,) = explain(CASES[5][0], new)
+    assert 'jax[cuda13]' in found.fix
+
+
+def test_no_kernel_image_names_the_architectures_tensorflow_was_built_for():
+    (found,) = explain(CASES[10][0], machine(only="tensorflow"))
+    assert "was built for sm_60, sm_70, compute_80: install a build that includes sm_80" in found.fix
+
+
+def test_with_two_frameworks_and_a_log_that_names_neither_both_installs_are_given():
+    (found,) = explain(CASES[2][0], machine())
+    assert 'tensorflow[and-cuda]==2.18.0' in found.fix and 'jax[cuda12]==0.4.38' in found.fix
