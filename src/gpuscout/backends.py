@@ -58,13 +58,16 @@ def resolve(name: str) -> Backend:
     return backend
 
 
-def check_precision(backend: Backend, precision: str) -> Precision:
+def parse_precision(precision: str, what: str = "precision") -> Precision:
+    """A precision by name; UsageError naming `what` (the option) and the choices otherwise."""
     try:
-        value = Precision(precision)
+        return Precision(precision)
     except ValueError:
-        raise UsageError(
-            f"unknown precision {precision!r}: choose {', '.join(p.value for p in Precision)}"
-        ) from None
+        raise UsageError(f"unknown {what} {precision!r}: choose {', '.join(p.value for p in Precision)}") from None
+
+
+def check_precision(backend: Backend, precision: str) -> Precision:
+    value = parse_precision(precision)
     if value not in PRECISIONS[backend]:
         allowed = ", ".join(p.value for p in PRECISIONS[backend])
         raise UsageError(f"the {backend.value} backend cannot run {value.value}: choose {allowed}")

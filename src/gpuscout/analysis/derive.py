@@ -26,7 +26,7 @@ from gpuscout.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.provenance import relevant_env, utc_now
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, FrameworkInfo, InferencePoint
 from gpuscout.record.run import (SCHEMA_VERSION, Cost, Distribution, Environment, Flag, GpuInfo, Inference, Latency,
-                                 LoadTest, ErrorDetail, Explanation, RunRecord, Telemetry, Throughput, Window)
+                                 LoadTest, ErrorDetail, RunRecord, Telemetry, Throughput, Window)
 from gpuscout.spec import DataMode, Distribution as DistributionKind, RunSpec, Task
 from gpuscout.workloads.base import Workload
 
@@ -121,7 +121,7 @@ def explained(error: ErrorDetail, spec: RunSpec, env: Environment, gpu: GpuInfo 
     context = Context(workload=spec.workload if known else None, batch_size=spec.per_device_batch_size,
                       precision=spec.precision.value, seq_len=spec.seq_len, framework=spec.backend.value)
     found = explain(f"{error.message or ''}\n{error.stderr_tail}", Machine.from_record(env, gpu, env.framework), context)
-    return error.model_copy(update={"explanations": [Explanation(**e.to_dict()) for e in found]})
+    return error.model_copy(update={"explanations": found})
 
 
 def _started_framework(events: list[dict]):

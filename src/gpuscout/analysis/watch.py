@@ -14,8 +14,7 @@ from gpuscout.analysis.stats import summarize
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.analysis.verdict import precision_of, verdict
 from gpuscout.record.child import ChildWindow
-from gpuscout.record.run import (SCHEMA_VERSION, Environment, ErrorDetail, Explanation, GpuInfo, TelemetrySample,
-                                 Throughput)
+from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample, Throughput
 from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow
 from gpuscout.spec import Precision
 
@@ -85,7 +84,7 @@ def _explained(error: ErrorDetail, seen: Observed, main: WatchedFit | None, gpu:
                       precision=precision_of(main.precision_policy).value if main and main.precision_policy else None,
                       framework=main.backend if main else None)
     found = explain(f"{error.message}\n{error.stderr_tail}", Machine.from_record(env, gpu, None), context)
-    return error.model_copy(update={"explanations": [Explanation(**e.to_dict()) for e in found]})
+    return error.model_copy(update={"explanations": found})
 
 
 def summary(events: list[dict]) -> dict | None:

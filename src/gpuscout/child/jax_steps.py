@@ -74,9 +74,9 @@ class _Placement:
         import jax
 
         devices = jax.local_devices()
-        self.stats = spec.batchnorm_stats
+        stats = spec.batchnorm_stats
         self.details: dict = {}
-        self.mesh = self.distribution = None
+        self.mesh = None
         if spec.distribution is Distribution.single:
             self.put = lambda batch: jax.device_put(batch, devices[0])
             return
@@ -84,10 +84,10 @@ class _Placement:
             raise RuntimeError(f"jax sees {len(devices)} device(s), the run asked for {spec.devices}")
         devices = devices[:spec.devices]
         reduce = "XLA all-reduce (NCCL on GPUs)" if devices[0].platform == "gpu" else "XLA all-reduce"
-        if self.stats is BatchNormStats.global_:
-            self.distribution = keras.distribution.DataParallel(devices=devices)
-            keras.distribution.set_distribution(self.distribution)  # before the model exists: its variables follow
-            layout = self.distribution.get_data_layout
+        if stats is BatchNormStats.global_:
+            distribution = keras.distribution.DataParallel(devices=devices)
+            keras.distribution.set_distribution(distribution)  # before the model exists: its variables follow
+            layout = distribution.get_data_layout
             self.put = lambda batch: tuple(jax.device_put(a, layout(a.shape).backend_layout) for a in batch)
             strategy = "keras.distribution.DataParallel"
         else:
@@ -96,7 +96,7 @@ class _Placement:
             self.put = lambda batch: jax.device_put(batch, split)
             strategy = "jax.shard_map data parallel (gpuscout)"
         self.details = {"strategy": strategy, "replicas": spec.devices, "all_reduce": reduce,
-                        "batchnorm": self.stats.value if self.stats else None}
+                        "batchnorm": stats.value if stats else None}
 
     def train_step(self, model, state):
         """(the jitted step, the state placed for it)."""

@@ -64,9 +64,10 @@ def doctor(
             raise typer.Exit(1)
         return
     found = explain(text, Machine.from_doctor(report, dict(os.environ)), context)
+    lines = text.count("\n") + 1
     if as_json:
-        typer.echo(json.dumps({"explanations": [e.to_dict() for e in found], "recognised": bool(found),
-                               "lines": text.count("\n") + 1, "doctor": report}, indent=2))
+        typer.echo(json.dumps({"explanations": [e.model_dump() for e in found], "recognised": bool(found),
+                               "lines": lines, "doctor": report}, indent=2))
         return
     out = terminal.console()
     if found:
@@ -75,7 +76,7 @@ def doctor(
                   highlight=False)
         print_explanations(out, found)
     else:
-        out.print(f"no known failure in the {text.count(chr(10)) + 1} line(s) read; this machine as doctor sees it:",
+        out.print(f"no known failure in the {lines} line(s) read; this machine as doctor sees it:",
                   markup=False, highlight=False)
         print_doctor(report)
 
@@ -99,17 +100,14 @@ def _read(source: str) -> str:
 
 def _context(workload: str | None, batch_size: int | None, precision: str | None) -> Context:
     from gpuscout import workloads
-    from gpuscout.spec import Precision
+    from gpuscout.backends import parse_precision
 
     if workload is not None:
         workloads.get(workload)  # an unknown name is a UsageError naming the known ones
     if batch_size is not None and batch_size < 1:
         raise UsageError(f"--batch-size {batch_size}: a batch is at least 1 sample")
     if precision is not None:
-        try:
-            Precision(precision)
-        except ValueError:
-            raise UsageError(f"--precision {precision!r}: choose fp32, mixed_float16 or mixed_bfloat16") from None
+        parse_precision(precision, "--precision")
     return Context(workload=workload, batch_size=batch_size, precision=precision)
 
 

@@ -63,11 +63,7 @@ class JobOptions:
         for name, value in (("--seq", self.seq), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, got {value}")
-        try:
-            return Precision(self.precision)
-        except ValueError:
-            raise UsageError(f"unknown --precision {self.precision!r}: choose fp32, mixed_float16 or "
-                             "mixed_bfloat16") from None
+        return backends.parse_precision(self.precision, "--precision")
 
 
 @dataclass

@@ -33,18 +33,23 @@ def _framework(machine: Machine, name: str | None) -> Framework | None:
     return machine.frameworks.get(name) if name else None
 
 
+def _framework_cuda_major(machine: Machine, name: str | None) -> int | None:
+    """The major CUDA version the framework was built for (TensorFlow) or loaded (jax)."""
+    framework = _framework(machine, name)
+    return _major(framework.cuda_version) if framework else None
+
+
 def install_command(name: str | None, machine: Machine) -> str:
     """The framework's own CUDA extra, pinned to the installed version when known; both when the
     log does not say which framework wrote it and both are installed."""
     if name is None and len(machine.frameworks) > 1:
-        return " (tensorflow) or ".join(install_command(n, machine) for n in sorted(machine.frameworks,
-                                                                                     reverse=True)) + " (jax)"
+        return " or ".join(f"{install_command(n, machine)} ({n})" for n in sorted(machine.frameworks, reverse=True))
     name = name or next(iter(machine.frameworks), None)
     framework = _framework(machine, name)
     version = f"=={framework.version}" if framework and framework.version else ""
     if name == "tensorflow":
         return f'pip install "tensorflow[and-cuda]{version}"'
-    cuda = _major(framework.cuda_version if framework else None) or _driver_cuda_major(machine) or 12
+    cuda = _framework_cuda_major(machine, name) or _driver_cuda_major(machine) or 12
     return f'pip install -U "jax[cuda{cuda}]{version}"'
 
 
@@ -76,7 +81,7 @@ def missing_library(facts: dict, machine: Machine, context: Context, name: str |
     if library.startswith("libnvinfer"):
         return f"{library} is TensorRT, which Keras training does not use: the warning is harmless"
     soname = re.search(r"\.so\.(\d+)", library)
-    cu_major = _major(_framework(machine, name).cuda_version if _framework(machine, name) else None)
+    cu_major = _framework_cuda_major(machine, name)
     if library.startswith("libcudart") and soname:
         cu_major = int(soname.group(1))
     package = next((p for prefix, p in LIBRARY_PACKAGES.items() if library.startswith(prefix)), None)
@@ -240,8 +245,7 @@ def no_kernel_image(facts: dict, machine: Machine, context: Context, name: str |
 
 
 def ptxas_missing(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
-    cu = _major(_framework(machine, name).cuda_version if _framework(machine, name) else None) or \
-        _driver_cuda_major(machine) or 12
+    cu = _framework_cuda_major(machine, name) or _driver_cuda_major(machine) or 12
     gpu = machine.gpus[0] if machine.gpus else None
     needs = f" that supports compute capability {gpu.compute_capability}" if gpu and gpu.compute_capability else ""
     return (f"install a ptxas{needs} into the environment: pip install -U nvidia-cuda-nvcc-cu{cu} "

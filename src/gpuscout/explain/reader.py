@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 
 from gpuscout.explain.fixes import FIXERS
 from gpuscout.explain.machine import Context, Machine
 from gpuscout.explain.table import failure_classes
+from gpuscout.record.run import Explanation  # what records keep is what doctor --explain prints
 
 EVIDENCE_CHARS = 300  # of the matched line, around the match
-
-
-@dataclass
-class Explanation:
-    code: str
-    title: str
-    evidence: str  # the log line it matched (cut to EVIDENCE_CHARS around the match)
-    line: int  # 1-based, in the text read
-    cause: str
-    fix: str  # for this machine
-    source: str
-    seen_in: str
-    echo_of: str | None = None  # the root failure in the same log this one follows from
-    occurrences: int = 1
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def framework_of(text: str, context: Context, machine: Machine) -> str | None:

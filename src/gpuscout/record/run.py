@@ -116,15 +116,15 @@ class Flag(Part):
 class Explanation(Part):
     """A known failure found in a run's output (gpuscout.explain): the same as `doctor --explain`."""
 
-    code: str
+    code: str  # the class in explain/known.toml
     title: str
-    evidence: str
-    line: int
+    evidence: str  # the log line it matched (cut to 300 characters around the match)
+    line: int  # 1-based, in the text read
     cause: str
-    fix: str
-    source: str
-    seen_in: str
-    echo_of: str | None = None
+    fix: str  # for the machine the run was on (doctor --explain: this one)
+    source: str  # a public report of the message
+    seen_in: str  # where the message comes from, and the versions
+    echo_of: str | None = None  # the root failure in the same text this one follows from
     occurrences: int = 1
 
 

@@ -7,10 +7,9 @@ from rich.console import Console
 
 
 def print_explanations(out: Console, explanations: list, indent: str = "") -> None:
-    """Each explanation (an Explanation, its dict or the record's part) as a numbered block,
-    the roots first; an echo names the root it follows from."""
-    rows = [e if isinstance(e, dict) else e.model_dump() if hasattr(e, "model_dump") else e.to_dict()
-            for e in explanations]
+    """Each explanation (record.run.Explanation, or its dict as a sweep trial keeps it) as a
+    numbered block, the roots first; an echo names the root it follows from."""
+    rows = [e if isinstance(e, dict) else e.model_dump() for e in explanations]
     number = {row["code"]: i for i, row in enumerate(rows, 1)}
     for i, row in enumerate(rows, 1):
         echo = f" (follows from {number[row['echo_of']]})" if row.get("echo_of") in number else ""

@@ -122,7 +122,7 @@ def explained(tail: str) -> list[dict]:
 
     from gpuscout.explain import Machine, explain
 
-    return [e.to_dict() for e in explain(tail, Machine(env={k: v for k, v in os.environ.items()}))]
+    return [e.model_dump() for e in explain(tail, Machine(env=dict(os.environ)))]
 
 
 def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, timed_out: bool = False,
