@@ -76,9 +76,10 @@ class _Placement:
         devices = jax.local_devices()
         stats = spec.batchnorm_stats
         self.details: dict = {}
-        self.mesh = None
+        self.mesh, self.device = None, None
         if spec.distribution is Distribution.single:
-            self.put = lambda batch: jax.device_put(batch, devices[0])
+            self.device = devices[0]
+            self.put = lambda batch: jax.device_put(batch, self.device)
             return
         if len(devices) < spec.devices:
             raise RuntimeError(f"jax sees {len(devices)} device(s), the run asked for {spec.devices}")
@@ -105,6 +106,11 @@ class _Placement:
         if self.mesh is not None:
             return (jax_replicas.per_replica_train_step(model, self.mesh),
                     jax.device_put(state, self.replicated))
+        if self.device is not None:
+            # Committed to the device before the first step: Keras' variables are uncommitted
+            # arrays, and the step's outputs (committed) would make the second call compile the
+            # step again (a jit cache miss on the inputs' sharding: one more full compile per run).
+            state = jax.device_put(state, self.device)
         # The updated state keeps the layout it came in (replicated across devices), as fit() pins it.
         shardings = tuple([value.sharding for value in part] for part in state)
         return jax.jit(model.train_step, donate_argnums=0, out_shardings=(None, shardings)), state
