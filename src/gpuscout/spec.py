@@ -188,6 +188,10 @@ class RunSpec(Protocol):
     # a run means a record written before gpuscout chose: see `batchnorm_stats`.
     batchnorm: BatchNormStats | None = None
     task: Task = Task.measure
+    # A folder of XLA programs kept across runs (jax's persistent compilation cache): the trials
+    # of a sweep share one, so a program any of them compiled is loaded, not compiled again.
+    # None: every program compiled afresh (bench's default, so compile_s is a cold compile).
+    compilation_cache: str | None = None
     model: ModelRef | None = None  # a user's model instead of a registered workload
     model_info: ModelInfo | None = None  # filled in by the inspection run
     to_accuracy: ToAccuracy | None = None
@@ -219,6 +223,8 @@ class RunSpec(Protocol):
             raise ValueError("Keras trains tf.distribute strategies without XLA: drop --xla, or use --backend jax")
         if self.batchnorm is not None and self.distribution is Distribution.single:
             raise ValueError("batch-norm statistics are chosen for runs over several devices (gpuscout scale)")
+        if self.compilation_cache is not None and self.backend is not Backend.jax:
+            raise ValueError("the compilation cache is jax's: TensorFlow runs compile afresh")
         if self.distribution is Distribution.multi_worker and self.backend is not Backend.tensorflow:
             raise ValueError("multi-worker runs use tf.distribute.MultiWorkerMirroredStrategy: --backend tensorflow")
         return self

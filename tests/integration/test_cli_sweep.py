@@ -56,6 +56,16 @@ def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_
     assert set(stored) == {r["id"] for r in runs}  # each trial names its stored run
     for run_id, trial in stored.items():  # and ranks by that run's figure
         assert trial["metrics"]["samples_per_s"] == next(r for r in runs if r["id"] == run_id)["samples_per_s"]
+    # One compilation cache for the sweep: the first trial compiled into it, the second loaded
+    # what does not depend on the batch (the weights' initializers) and compiled its own step.
+    cache = summary["compilation_cache"]
+    first, second = by_batch[16]["compilation_cache"], by_batch[64]["compilation_cache"]
+    assert all(r["spec"]["compilation_cache"] == cache["folder"] for r in runs) and os.listdir(cache["folder"])
+    assert first["hits"] == 0 and first["programs"] > 0
+    assert 0 < second["hits"] < second["programs"]
+    assert (cache["programs"], cache["hits"]) == (first["programs"] + second["programs"], second["hits"])
+    shown = run_cli("results", "show", by_batch[64]["id"], "--store", str(store_path)).stdout
+    assert f"compilation cache: {second['hits']} of {second['programs']} programs loaded" in shown
     assert summary["best"][0]["value"] == max(r["samples_per_s"] for r in runs)
     old = write(tmp_path, "name: x\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8]}\n"
                           "bench_args: [--windows, '2']\n", "old.yaml")
@@ -93,6 +103,8 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
     first = stored[0][2]
     assert len(first["history"]) == 2 and first["history"][-1]["step"] == 2  # the Keras callback, every epoch
     assert os.path.exists(os.path.join(first["log_dir"], "stdout-1.log"))
+    # the scripts (Keras on jax) compiled through the sweep's cache: jax read it from the environment
+    assert any(name.startswith("jit_") for name in os.listdir(summary["compilation_cache"]["folder"]))
     # TensorBoard: event files with each trial's scalars and the HParams table, read back
     import tensorflow as tf
 

@@ -94,3 +94,28 @@ def test_a_command_no_trial_can_make_is_refused_before_anything_runs(tmp_path, c
     s = sweep(command=command, space=space, shell=False)
     with pytest.raises(UsageError, match=fragment):
         check_commands(s, expand(s), tmp_path / "s.yaml")
+
+
+def test_the_compilation_cache_is_the_sweeps_for_jax_runs_and_can_be_turned_off(tmp_path, monkeypatch):
+    from gpuscout.spec import build_spec
+    from gpuscout.sweep import runner, workload_trials
+
+    on = SweepFile(name="c", workload="mlp", metric={"name": "mfu"}, space={"batch_size": [8]})
+    off = on.model_copy(update={"compilation_cache": False})
+    assert runner.TrialRunner(on, tmp_path).cache == tmp_path / "xla-cache"
+    assert runner.TrialRunner(off, tmp_path).cache is None
+    jax_run = build_spec(workload="mlp", backend="jax", batch_size=8)
+    tf_run = build_spec(workload="mlp", backend="tensorflow", batch_size=8)
+    assert workload_trials.on_slot(jax_run, 1, tmp_path / "x").compilation_cache == str(tmp_path / "x")
+    assert workload_trials.on_slot(jax_run, 1, None).compilation_cache is None
+    assert workload_trials.on_slot(tf_run, 1, tmp_path / "x").compilation_cache is None  # jax's cache only
+    with pytest.raises(UsageError, match="compilation cache is jax's"):
+        build_spec(workload="mlp", backend="tensorflow", batch_size=8, compilation_cache="/tmp/c")
+    # a command trial's script finds it in jax's own variable, unless the user set one
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    slot = runner.Slot("cpu0", None)
+    env = runner.trial_env(slot, tmp_path / "r", {}, tmp_path / "x")
+    assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "x") and env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    assert "JAX_COMPILATION_CACHE_DIR" not in runner.trial_env(slot, tmp_path / "r", {}, None)
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/mine")
+    assert runner.trial_env(slot, tmp_path / "r", {}, tmp_path / "x")["JAX_COMPILATION_CACHE_DIR"] == "/mine"

@@ -172,7 +172,8 @@ def _measurements(spec: RunSpec, result: ChildResult, point: InferencePoint | No
                 "loss": None if point else result.loss,
                 "fixed_step_loss": None if point else result.fixed_step_loss,
                 "fixed_steps": None if point else result.fixed_steps,
-                "peak_memory_bytes": result.peak_memory_bytes, "host_peak_rss_bytes": result.host_peak_rss_bytes}
+                "peak_memory_bytes": result.peak_memory_bytes, "host_peak_rss_bytes": result.host_peak_rss_bytes,
+                "compilation_cache": result.compilation_cache}
     if not child_windows:
         return measured
     units = workload.units_per_sample(spec.seq_len)  # tokens per sequence, or 1

@@ -34,6 +34,10 @@ def measure(spec: RunSpec) -> ChildResult:
 
         return measure_pipeline(spec, None if spec.user_pipeline else get(spec.workload), emit)
     module = _backend_module(spec.backend)
+    if spec.compilation_cache is not None:  # before the first program compiles
+        from gpuscout.child import compilation_cache
+
+        compilation_cache.start(spec.compilation_cache)
     module.configure_devices(spec)  # before the framework starts: logical CPUs, the strategy
     import keras
 
@@ -74,7 +78,16 @@ def measure(spec: RunSpec) -> ChildResult:
                               window_seconds=spec.window_seconds, on_event=emit)
     return result.model_copy(update={"peak_memory_bytes": module.device_peak_memory_bytes(),
                                      "host_peak_rss_bytes": _host_peak_rss_bytes(),
-                                     "framework": framework, "pid": os.getpid()})
+                                     "framework": framework, "pid": os.getpid(),
+                                     "compilation_cache": _cache_use(spec)})
+
+
+def _cache_use(spec: RunSpec):
+    if spec.compilation_cache is None:
+        return None
+    from gpuscout.child import compilation_cache
+
+    return compilation_cache.use()
 
 
 def _host_peak_rss_bytes() -> int:

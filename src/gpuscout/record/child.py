@@ -49,6 +49,15 @@ class ChildWindow(Part):
         return self.end_monotonic_s - self.start_monotonic_s
 
 
+class CompilationCacheUse(Part):
+    """What a run's persistent compilation cache gave it (jax.monitoring's counts in the child)."""
+
+    programs: int = Field(ge=0)  # programs the run compiled or loaded through the cache
+    hits: int = Field(ge=0)  # of them, loaded from the cache instead of compiled
+    # (jax's own estimate of the time saved is left out: for programs that compile in a few ms it
+    # came out negative on a CPU, loading costing more than the compile it recorded)
+
+
 class DistributionDetails(Part):
     """What the child learnt about a run over several devices (and the model's size)."""
 
@@ -177,6 +186,7 @@ class ChildResult(Part):
     peak_memory_bytes: int | None = None  # the framework allocator's peak, largest over the devices
     host_peak_rss_bytes: int | None = None
     distribution: DistributionDetails | None = None
+    compilation_cache: CompilationCacheUse | None = None  # runs with spec.compilation_cache
     time_to_accuracy: TimeToAccuracy | None = None
     inference: InferenceResult | None = None
     pipeline_source: str | None = None  # Task.pipeline: what was measured

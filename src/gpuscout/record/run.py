@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuscout.record.child import (Agreement, ChildWindow, DistributionDetails, FrameworkInfo, InputPath, Part,
-                                   Server, TimeToAccuracy, TrainedOn)
+from gpuscout.record.child import (Agreement, ChildWindow, CompilationCacheUse, DistributionDetails, FrameworkInfo,
+                                   InputPath, Part, Server, TimeToAccuracy, TrainedOn)
 from gpuscout.spec import Backend, DataMode, Precision, RunSpec
 
 # Version 2: typed parts (inference, cost, distribution), units_per_sample, the record's kind.
@@ -274,6 +274,9 @@ class RunRecord(Part):
     step_time_s: float | None = None
     epoch_time_s: float | None = None  # of the workload's reference dataset (or the real one, to accuracy)
     compile_s: float | None = None
+    # What the persistent compilation cache gave the run (a sweep's trials share one): with hits,
+    # compile_s is partly loading programs, not compiling them.
+    compilation_cache: CompilationCacheUse | None = None
     warmup_s: float | None = None
     steps_per_window: int | None = None
     windows: list[Window] = Field(default_factory=list)

@@ -118,6 +118,8 @@ def print_run(console: Console, r: RunRecord) -> None:
         ("CUDA / cuDNN (framework)", f"{(framework.cuda_version if framework else None) or fmt.DASH} / "
                                      f"{(framework.cudnn_version if framework else None) or fmt.DASH}"),
         ("compiled", env.compiled or fmt.DASH),
+        ("compilation cache", fmt.DASH if r.compilation_cache is None else  # a sweep's trials share one
+         f"{r.compilation_cache.hits} of {r.compilation_cache.programs} programs loaded, the others compiled"),
         ("achieved", f"{fmt.number(r.achieved_tflops, 2)} TFLOP/s"
                      + (f" of {r.mfu_peak_tflops} ({r.mfu_peak_path} dense peak)" if r.mfu_peak_tflops else "")),
         ("windows", ", ".join(fmt.number(w.throughput) for w in r.windows) or fmt.DASH),

@@ -77,6 +77,10 @@ def print_summary(summary: dict, out: Console) -> None:
         out.print(f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
                   f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
                   highlight=False, markup=False)
+    cache = summary.get("compilation_cache")
+    if cache and cache["programs"]:  # workload trials on jax count what the cache gave them
+        out.print(f"compiled programs: {cache['hits']} of {cache['programs']} loaded from the sweep's cache "
+                  f"({cache['folder']}), the others compiled", highlight=False, markup=False)
     if summary["stopped"]:
         out.print(f"[red]stopped early[/]: {escape(summary['stopped'])}", highlight=False)
     out.print(f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False, markup=False)

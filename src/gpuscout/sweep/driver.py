@@ -171,6 +171,7 @@ class _Hooks(run_lib.Hooks):
         self.new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
         self.unstored: list[int] = []  # trials whose result the store could not take
         self.failure: str | None = None
+        self.cache_use = {"programs": 0, "hits": 0}  # this execution's workload trials, summed
 
     def claim(self, trial: Trial, slot: run_lib.Slot) -> bool:
         taken = self.store.claim_trial(self.p.sweep.name, trial.key, trial.index, self.p.sweep_hash, trial.params,
@@ -202,6 +203,10 @@ class _Hooks(run_lib.Hooks):
             if result.records:
                 self.store.keep(result.records)
         self.running.discard(result.key)
+        for record in result.records:
+            if record.compilation_cache is not None:
+                self.cache_use["programs"] += record.compilation_cache.programs
+                self.cache_use["hits"] += record.compilation_cache.hits
         if result.status != "interrupted":
             self.results.append(data)
             if not adopted:
@@ -240,6 +245,8 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
                        f"files under {p.log_root}: `gpuscout sweep {p.path} --resume` stores them once the store works")
     new = hooks.new
     summary = summarise(p, results, new, nvml, reason)
+    summary["compilation_cache"] = ({"folder": str(run_lib.cache_dir(p.log_root)), **hooks.cache_use}
+                                    if p.sweep.compilation_cache else None)
     summary["tensorboard"] = write_tensorboard(p, results, changed=bool(new or p.adopted))
     (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary

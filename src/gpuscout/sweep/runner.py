@@ -66,8 +66,17 @@ def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> li
     return [Slot(f"gpu{g}" + (f"#{k + 1}" if per_gpu > 1 else ""), g) for g in gpus for k in range(per_gpu)]
 
 
-def trial_env(slot: Slot, trial_file: Path, params: dict) -> dict:
+def cache_dir(log_root: Path) -> Path:
+    """The sweep's persistent compilation cache (sweep file: `compilation_cache`)."""
+    return log_root / "xla-cache"
+
+
+def trial_env(slot: Slot, trial_file: Path, params: dict, compilation_cache: Path | None = None) -> dict:
     env = dict(os.environ)
+    if compilation_cache is not None:  # a script on Keras' jax backend compiles through it (jax reads
+        # its options from JAX_* variables); the user's own setting wins
+        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(compilation_cache))
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     env[TRIAL_FILE_ENV] = str(trial_file)
     env["GPUSCOUT_TRIAL_PARAMS"] = json.dumps(params, default=str)
     env["PYTHONUNBUFFERED"] = "1"
@@ -109,6 +118,7 @@ class TrialRunner:
         self.on_spawn = on_spawn  # a command trial's process group, for its lease
         self.abort = threading.Event()  # every running trial's process group is stopped when set
         self.instrumentation = Instrumentation()  # `close()` removes its folder
+        self.cache = cache_dir(log_root) if sweep.compilation_cache else None
 
     def close(self) -> None:
         self.instrumentation.close()
@@ -137,7 +147,8 @@ class TrialRunner:
         reports (no edit to the script), and the steps' timing is the trial's summary."""
         argv = argv_for(self.sweep, trial.params)
         sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
-        env = self.instrumentation.env(trial_env(slot, files.reports, trial.params), {"GPUSCOUT_WATCH_WINDOW_S": "1"})
+        env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache),
+                                       {"GPUSCOUT_WATCH_WINDOW_S": "1"})
         with open(files.stdout, "w") as out, open(files.stderr, "w") as err:
             try:
                 finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
@@ -152,7 +163,7 @@ class TrialRunner:
                      cancelled=finished.cancelled, telemetry=_telemetry_summary(samples) if samples else None)
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
-        record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index),
+        record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index, self.cache),
                                          self.session, self.abort)
         metrics = workload_trials.metrics(record)
         telemetry = ({"samples": record.telemetry.sample_count, "gpu_util_mean_pct": record.telemetry.gpu_util_mean_pct,

@@ -13,6 +13,7 @@
     retries: 1
     trials_per_gpu: 1
     max_consecutive_failures: 5
+    compilation_cache: true          # the trials share jax's compiled programs (false: each compiles its own)
 
 or, instead of `command`, `workload: resnet18_cifar` with a space over `gpuscout bench` options
 (batch_size, precision, seq_len, data, pipeline_cost, backend, and the protocol's), the others
@@ -87,6 +88,10 @@ class SweepFile(BaseModel):
     trials_per_gpu: int = Field(default=1, ge=1, le=64)
     max_consecutive_failures: int = Field(default=5, ge=1)
     bench: dict[str, Any] = Field(default_factory=dict)  # workload sweeps: `gpuscout bench` options held fixed
+    # One persistent XLA compilation cache for the sweep's trials (jax's; a folder under the
+    # sweep's logs, kept for --resume): what one trial compiled the next loads. False: every
+    # trial compiles afresh, so a workload trial's compile_s is a cold compile.
+    compilation_cache: bool = True
 
     @field_validator("space")
     @classmethod

@@ -6,12 +6,13 @@ with its metrics read from the record. Every trial is planned, so checked, befor
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from gpuscout import bench as bench_lib
 from gpuscout import engine, planning
 from gpuscout.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import PROTOCOL, Protocol, RunSpec, build_spec
+from gpuscout.spec import PROTOCOL, Backend, Protocol, RunSpec, build_spec
 from gpuscout.sweep.spec import SweepFile, Trial
 from gpuscout.telemetry.nvml import Nvml
 
@@ -40,9 +41,10 @@ def plan(sweep: SweepFile, trials: list[Trial], nvml: Nvml, first_gpu: int | Non
     return specs
 
 
-def on_slot(spec: RunSpec, gpu_index: int | None) -> RunSpec:
-    """The trial's run on its slot's device."""
-    return build_spec(**{**spec.model_dump(), "gpu_index": gpu_index})
+def on_slot(spec: RunSpec, gpu_index: int | None, compilation_cache: Path | None) -> RunSpec:
+    """The trial's run on its slot's device, compiling through the sweep's cache (jax runs)."""
+    cache = str(compilation_cache) if compilation_cache is not None and spec.backend is Backend.jax else None
+    return build_spec(**{**spec.model_dump(), "gpu_index": gpu_index, "compilation_cache": cache})
 
 
 def measure(spec: RunSpec, session: engine.Session, cancel: threading.Event) -> RunRecord:
