@@ -1,5 +1,5 @@
 """Per-replica batch norm on jax data parallelism (child/jax_replicas.py) against the same model
-computed by hand, on two logical CPU devices (issue 20)."""
+computed by hand, on two logical CPU devices (issue 20); and tensorflow's global batch norm."""
 
 import json
 import os
@@ -40,3 +40,16 @@ def test_global_mode_is_keras_own_and_differs_from_per_replica(trajectories):
     np.testing.assert_allclose(moving["moving_variance"], hand_moving["moving_variance"], rtol=1e-5)
     # the shards were made to differ: the two semantics must not agree (or the test tells nothing)
     assert abs(losses[-1] - trajectories["per_replica"][0][-1]) > 0.1
+
+
+def test_tensorflow_global_batchnorm_normalises_over_the_whole_batch():
+    """`--batchnorm global` on tensorflow (synchronized BN under MirroredStrategy): after one step
+    the moving variance is the whole batch's; per replica it is the first replica's shard's."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src"), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, str(SCRIPT.parent / "tf_batchnorm.py")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(out["global"], out["hand_global"], rtol=1e-5)
+    np.testing.assert_allclose(out["per_replica"], out["hand_first_replica"], rtol=1e-5)
+    assert np.max(np.abs(np.subtract(out["global"], out["per_replica"]))) > 0.1  # the shards were made to differ
