@@ -77,3 +77,13 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout)
+
+
+def fixture_json(script: str, *args: str, env: dict | None = None, timeout: float = 300) -> dict:
+    """Run tests/fixtures/SCRIPT in a fresh interpreter (a framework set up its own way: Keras'
+    backend, XLA's device count) and return the JSON of its last line of output."""
+    full_env = {**os.environ, "PYTHONPATH": str(SRC), **(env or {})}
+    done = subprocess.run([sys.executable, str(FIXTURES / script), *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -224,7 +224,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
                  "speedup": None, "efficiency": None, "outside_compute_s": None, "outside_compute_share": None,
                  "allreduce_estimate_s": None, "input_wait_share": r.input_wait_share,
                  "all_reduce": dist.all_reduce if dist else None,
-                 "batchnorm": r.spec.batchnorm_stats.value if r.spec.batchnorm_stats else None,
+                 "batchnorm": r.batchnorm,
                  "per_gpu": _per_gpu(r), "flags": [f.code for f in r.flags],
                  "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes}
         params = dist.params if dist else None

@@ -1,28 +1,19 @@
 """Per-replica batch norm on jax data parallelism (child/jax_replicas.py) against the same model
 computed by hand, on two logical CPU devices (issue 20); and tensorflow's global batch norm."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from tests.conftest import fixture_json
 
 pytest.importorskip("jax")
 pytest.importorskip("keras")
 
-SCRIPT = Path(__file__).parents[1] / "fixtures" / "replica_batchnorm.py"
-
 
 @pytest.fixture(scope="module")
 def trajectories():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
-           "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
-    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fixture_json("replica_batchnorm.py",
+                        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
 
 
 def test_per_replica_step_matches_statistics_per_shard_by_hand(trajectories):
@@ -45,11 +36,7 @@ def test_global_mode_is_keras_own_and_differs_from_per_replica(trajectories):
 def test_tensorflow_global_batchnorm_normalises_over_the_whole_batch():
     """`--batchnorm global` on tensorflow (synchronized BN under MirroredStrategy): after one step
     the moving variance is the whole batch's; per replica it is the first replica's shard's."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src"), "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, str(SCRIPT.parent / "tf_batchnorm.py")], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = fixture_json("tf_batchnorm.py", env={"CUDA_VISIBLE_DEVICES": ""})
     np.testing.assert_allclose(out["global"], out["hand_global"], rtol=1e-5)
     np.testing.assert_allclose(out["per_replica"], out["hand_first_replica"], rtol=1e-5)
     assert np.max(np.abs(np.subtract(out["global"], out["per_replica"]))) > 0.1  # the shards were made to differ

@@ -97,7 +97,7 @@ def _record(spec: RunSpec, outcome: ChildOutcome, ctx: RunContext, point: Infere
         "gpuscout_version": __version__, "methodology_version": METHODOLOGY_VERSION, "schema_version": SCHEMA_VERSION,
     }
     if record["error"] is not None:
-        record["error"] = explained(record["error"], spec, record["env"], record["gpu"])
+        record["error"] = _explained(record["error"], spec, record["env"], record["gpu"])
     if result is None:  # a run that did not finish keeps what it got to: its compile time
         record["compile_s"] = next((e.get("compile_s") for e in outcome.events if e.get("event") == "compiled"), None)
     if result is not None:
@@ -111,17 +111,15 @@ def _record(spec: RunSpec, outcome: ChildOutcome, ctx: RunContext, point: Infere
     return RunRecord(**record)
 
 
-def explained(error: ErrorDetail, spec: RunSpec, env: Environment, gpu: GpuInfo | None) -> ErrorDetail:
+def _explained(error: ErrorDetail, spec: RunSpec, env: Environment, gpu: GpuInfo | None) -> ErrorDetail:
     """The error with the known failures in its message and output, fixes for the run's machine
     (its record's driver, framework build and GPU) and the run's workload, batch and precision."""
-    from gpuscout import workloads as registry
-    from gpuscout.explain import Context, Machine, explain
+    from gpuscout.explain import Context, Machine, explained
 
-    known = spec.workload in registry.names()
+    known = spec.workload in workloads.names()
     context = Context(workload=spec.workload if known else None, batch_size=spec.per_device_batch_size,
                       precision=spec.precision.value, seq_len=spec.seq_len, framework=spec.backend.value)
-    found = explain(f"{error.message or ''}\n{error.stderr_tail}", Machine.from_record(env, gpu, env.framework), context)
-    return error.model_copy(update={"explanations": found})
+    return explained(error, Machine.from_record(env, gpu, env.framework), context)
 
 
 def _started_framework(events: list[dict]):

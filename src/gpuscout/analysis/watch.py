@@ -77,14 +77,13 @@ def derive(seen: Observed) -> WatchRecord:
 
 def _explained(error: ErrorDetail, seen: Observed, main: WatchedFit | None, gpu: GpuInfo | None) -> ErrorDetail:
     """The crash's known failures (gpuscout.explain), fixes for the watched machine and fit."""
-    from gpuscout.explain import Context, Machine, explain
+    from gpuscout.explain import Context, Machine, explained
 
     env = Environment(**seen.environment, child_env=seen.child_env)
     context = Context(batch_size=main.batch_size if main else None,
                       precision=precision_of(main.precision_policy).value if main and main.precision_policy else None,
                       framework=main.backend if main else None)
-    found = explain(f"{error.message}\n{error.stderr_tail}", Machine.from_record(env, gpu, None), context)
-    return error.model_copy(update={"explanations": found})
+    return explained(error, Machine.from_record(env, gpu, None), context)
 
 
 def summary(events: list[dict]) -> dict | None:

@@ -14,6 +14,7 @@ REQUESTS = "/jax/compilation_cache/compile_requests_use_cache"
 HITS = "/jax/compilation_cache/cache_hits"
 
 _counts = {REQUESTS: 0, HITS: 0}
+_started = [False]
 
 
 def start(folder: str) -> None:
@@ -26,6 +27,7 @@ def start(folder: str) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # no size floor either
     jax.monitoring.register_event_listener(_on_event)
+    _started[0] = True
 
 
 def _on_event(event: str, **kwargs) -> None:
@@ -33,5 +35,6 @@ def _on_event(event: str, **kwargs) -> None:
         _counts[event] += 1
 
 
-def use() -> CompilationCacheUse:
-    return CompilationCacheUse(programs=_counts[REQUESTS], hits=_counts[HITS])
+def use() -> CompilationCacheUse | None:
+    """What the cache gave this run; None when the run had none (`start` was not called)."""
+    return CompilationCacheUse(programs=_counts[REQUESTS], hits=_counts[HITS]) if _started[0] else None

@@ -108,5 +108,3 @@ def block(x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool
         return x + mlp(layers.LayerNormalization(epsilon=epsilon)(x))
     x = layers.LayerNormalization(epsilon=epsilon)(x + attention(x))
     return layers.LayerNormalization(epsilon=epsilon)(x + mlp(x))
-
-

@@ -12,6 +12,7 @@ import resource
 import sys
 import traceback
 
+from gpuscout.child import compilation_cache
 from gpuscout.events import emit
 from gpuscout.failures import classify_failure
 from gpuscout.record.child import ChildResult, FrameworkInfo
@@ -35,8 +36,6 @@ def measure(spec: RunSpec) -> ChildResult:
         return measure_pipeline(spec, None if spec.user_pipeline else get(spec.workload), emit)
     module = _backend_module(spec.backend)
     if spec.compilation_cache is not None:  # before the first program compiles
-        from gpuscout.child import compilation_cache
-
         compilation_cache.start(spec.compilation_cache)
     module.configure_devices(spec)  # before the framework starts: logical CPUs, the strategy
     import keras
@@ -79,15 +78,7 @@ def measure(spec: RunSpec) -> ChildResult:
     return result.model_copy(update={"peak_memory_bytes": module.device_peak_memory_bytes(),
                                      "host_peak_rss_bytes": _host_peak_rss_bytes(),
                                      "framework": framework, "pid": os.getpid(),
-                                     "compilation_cache": _cache_use(spec)})
-
-
-def _cache_use(spec: RunSpec):
-    if spec.compilation_cache is None:
-        return None
-    from gpuscout.child import compilation_cache
-
-    return compilation_cache.use()
+                                     "compilation_cache": compilation_cache.use()})
 
 
 def _host_peak_rss_bytes() -> int:

@@ -7,6 +7,6 @@
 """
 
 from gpuscout.explain.machine import Context, Machine
-from gpuscout.explain.reader import explain
+from gpuscout.explain.reader import explain, explained
 
-__all__ = ["Context", "Machine", "explain"]
+__all__ = ["Context", "Machine", "explain", "explained"]

@@ -5,6 +5,7 @@ libraries into the environment (TensorFlow's install guide: `tensorflow[and-cuda
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Callable
 
@@ -162,11 +163,7 @@ def requested_bytes(facts: dict) -> float | None:
         return float(facts["bytes"])
     if facts.get("shape") is not None:
         dims = [int(d) for d in re.findall(r"\d+", facts["shape"])]
-        size = DTYPE_BYTES.get(facts.get("dtype", ""), 4)
-        product = 1
-        for d in dims:
-            product *= d
-        return float(product * size)
+        return float(math.prod(dims) * DTYPE_BYTES.get(facts.get("dtype", ""), 4))
     return None
 
 

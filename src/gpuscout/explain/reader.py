@@ -7,7 +7,7 @@ import re
 from gpuscout.explain.fixes import FIXERS
 from gpuscout.explain.machine import Context, Machine
 from gpuscout.explain.table import failure_classes
-from gpuscout.record.run import Explanation  # what records keep is what doctor --explain prints
+from gpuscout.record.run import ErrorDetail, Explanation  # what records keep is what doctor --explain prints
 
 EVIDENCE_CHARS = 300  # of the matched line, around the match
 
@@ -64,6 +64,12 @@ def explain(text: str, machine: Machine, context: Context | None = None) -> list
             cause=failure.cause.format_map(_Missing(facts)), fix=fix,
             source=failure.source, seen_in=failure.seen_in, echo_of=root, occurrences=count))
     return sorted(explanations, key=lambda e: (e.echo_of is not None, e.line))
+
+
+def explained(error: ErrorDetail, machine: Machine, context: Context) -> ErrorDetail:
+    """A failed run's error with the known failures in its message and output."""
+    return error.model_copy(update={"explanations": explain(f"{error.message or ''}\n{error.stderr_tail}", machine,
+                                                            context)})
 
 
 class _Missing(dict):

@@ -151,8 +151,7 @@ class Store:
             if not readonly and not writable(self.path):
                 # Caught here, not by SQLite: with a WAL file left beside the store, SQLite opens
                 # it read-only without a word and fails only at the first write, after the work.
-                raise StoreFailure(explain(self.path, OSError("the file or its folder cannot be written"),
-                                           BUSY_TIMEOUT_MS / 1000))
+                raise StoreFailure(self.explain(OSError("the file or its folder cannot be written")))
             self._db = self._connect()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the results store {self.path}: {getattr(exc, 'strerror', None) or exc}; "
@@ -173,7 +172,7 @@ class Store:
             raise
         except sqlite3.Error as exc:
             self._db.close()
-            raise StoreFailure(explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)) from None
+            raise StoreFailure(self.explain(exc)) from None
 
     def _create_new(self) -> None:
         """Make the store whole under a temporary name and link it into place, so that no one
@@ -223,6 +222,10 @@ class Store:
             raise StoreError(f"{self.path} is not a usable gpuscout results store (not an SQLite file); "
                              "pass another --store or move this file away")
 
+    def explain(self, exc: BaseException) -> str:
+        """One line for an SQLite error on this store: what is wrong and what to do (store/failures.py)."""
+        return explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)
+
     def _refuse_full_disk(self) -> None:
         """A command that will store must not measure for minutes first and then find no room."""
         free = free_bytes(self.path)
@@ -254,9 +257,6 @@ class Store:
 
     def __enter__(self) -> "Store":
         return self
-
-    def explain(self, exc: BaseException) -> str:
-        return explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)
 
     def __exit__(self, kind, exc, tb) -> None:
         self.close()
@@ -570,9 +570,6 @@ class _Transaction:
 
     def __enter__(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")
-
-    def explain(self, exc: BaseException) -> str:
-        return explain(self.path, exc, BUSY_TIMEOUT_MS / 1000)
 
     def __exit__(self, kind, exc, tb) -> None:
         if kind is None:
