@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuscout.record.run import Environment, RunRecord, Throughput, Window
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 
 
 def windows_at(rates: list[float], samples: int = 640, start: float = 100.0) -> list[Window]:

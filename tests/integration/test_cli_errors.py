@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from gpuscout.store.sqlite import APPLICATION_ID
+from gpuscout.store.schema import APPLICATION_ID
 from tests.conftest import run_cli
 
 
@@ -73,9 +73,9 @@ def test_brackets_in_messages_survive_rich_markup(store_path, monkeypatch):
     """An install hint such as 'gpuscout[tensorflow]' must not be eaten as a markup tag."""
     from typer.testing import CliRunner
 
-    from gpuscout import backends
+    from gpuscout.core import backends
     from gpuscout.cli import app
-    from gpuscout.spec import Backend
+    from gpuscout.core.spec import Backend
 
     monkeypatch.setattr(backends, "is_installed", lambda b: b is Backend.jax)
     result = CliRunner().invoke(app, ["bench", "mlp", "--backend", "tensorflow", "--store", str(store_path)])

@@ -24,8 +24,9 @@ def test_auto_batch_is_scaled_to_this_gpu_and_its_estimate_holds(store_path):
                      "--windows", "2", "--window-seconds", "0.5", "--json", "--store", str(store_path))
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
-    from gpuscout import sizing, workloads
-    from gpuscout.spec import Precision
+    from gpuscout import workloads
+    from gpuscout.core import sizing
+    from gpuscout.core.spec import Precision
 
     expected = sizing.auto_batch_size(workloads.get("resnet18_cifar"), Precision.mixed_bfloat16, None,
                                       run["gpu"]["memory_total_bytes"])

@@ -104,3 +104,24 @@ def test_the_checks_see_a_cycle_a_private_name_and_a_crossing(tmp_path):
     assert cycles(graph(known)) == ["gpuscout.a -> gpuscout.b -> gpuscout.a"]
     assert private_imports(known) == ["gpuscout.b takes gpuscout.a._secret"]
     assert child_crossings(known) == ["gpuscout.a imports gpuscout.child.worker"]
+
+
+def test_the_top_of_the_package_holds_only_packages():
+    """Each verb a package, the shared code in core/: a module loose at the top is a verb or a
+    shared module put in the wrong place (docs/architecture.md)."""
+    loose = sorted(p.name for p in (SRC / "gpuscout").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert loose == []
+
+
+def test_help_leads_with_the_users_own_script():
+    """`gpuscout --help` lists the verbs in a user's workflow: watch first, then tune (issue 29)."""
+    from typer.testing import CliRunner
+
+    from gpuscout.cli import app
+
+    text = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"}).output
+    commands = text[text.index("Commands"):]
+    order = [commands.index(f"│ {verb} ") for verb in ("watch", "tune", "doctor", "recommend", "sweep", "bench")]
+    assert order == sorted(order)
+    assert text.index("gpuscout watch -- python train.py") < text.index("gpuscout bench resnet50")
+    assert "Trustworthy training benchmarks" not in text

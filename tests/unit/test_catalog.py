@@ -4,8 +4,8 @@ import pytest
 
 from gpuscout import catalog
 from gpuscout.analysis.mfu import achieved_tflops, mfu
-from gpuscout.errors import UsageError
-from gpuscout.spec import Precision
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Precision
 
 REQUIRED = ["h200", "h100_sxm", "h100_pcie", "h100_nvl", "b200", "a100_sxm4_40gb", "a100_sxm4_80gb",
             "a100_pcie_40gb", "a100_pcie_80gb", "l40s", "l4", "a10", "a10g", "v100_sxm2_16gb", "t4", "rtx_4090",

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from gpuscout.analysis.compare import Group, compare, ratio_ci, significance, smallest_mann_whitney_p
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import BatchNormStats, Distribution
+from gpuscout.core.spec import BatchNormStats, Distribution
 from tests.conftest import FIXTURES
 
 GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]

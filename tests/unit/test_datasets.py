@@ -3,8 +3,8 @@ import pickle
 import numpy as np
 import pytest
 
-from gpuscout import datasets
-from gpuscout.errors import UsageError
+from gpuscout.core import datasets
+from gpuscout.core.errors import UsageError
 
 
 def write_cifar_dir(path, per_batch=20, seed=0):

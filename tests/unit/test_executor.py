@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gpuscout.executor.local import child_env, run_child
-from gpuscout.spec import Backend, build_spec
+from gpuscout.core.spec import Backend, build_spec
 from tests.conftest import FIXTURES, alive
 
 

@@ -64,7 +64,7 @@ def test_the_served_forward_pass_gives_the_same_outputs_on_every_input_path():
         "import numpy as np, keras\n"
         "from gpuscout.child import host_to_device\n"
         "from gpuscout.child.formats import keras_server\n"
-        "from gpuscout.spec import RunSpec\n"
+        "from gpuscout.core.spec import RunSpec\n"
         "made = []\n"
         "class Recorded(host_to_device.JaxStager):\n"
         "    def __init__(self, *a):\n"

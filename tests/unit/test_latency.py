@@ -3,7 +3,7 @@
 import pytest
 
 from gpuscout.analysis.latency import best_batch, percentile, summarize_latency
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.infer import check_format, parse_batch_sizes
 
 

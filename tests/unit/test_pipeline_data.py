@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpuscout.child import data
-from gpuscout.spec import Backend, DataMode, build_spec
+from gpuscout.core.spec import Backend, DataMode, build_spec
 from gpuscout.workloads import get
 
 

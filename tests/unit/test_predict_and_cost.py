@@ -3,11 +3,13 @@ import statistics
 
 import pytest
 
-from gpuscout import catalog, predict, recommend as rec
-from gpuscout.errors import UsageError
-from gpuscout.pricing import HourlyCost, PricingOptions, cost_figures, hourly_cost
+from gpuscout import catalog, recommend as rec
+
+from gpuscout.core import predict
+from gpuscout.core.errors import UsageError
+from gpuscout.core.pricing import HourlyCost, PricingOptions, cost_figures, hourly_cost
 from tests.records import make_record
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 
 CAT = catalog.load()
 
@@ -148,7 +150,7 @@ def test_a_model_too_big_for_a_gpu_needs_several_or_does_not_fit():
 
 def test_inference_uses_stored_inference_runs_and_training_never_does():
     from gpuscout import recommend as rec
-    from gpuscout.spec import Precision
+    from gpuscout.core.spec import Precision
 
     def run(rid, mode, rate, devices=1, batch=64):
         inference = {"mode": "inference", "inference": {"format": "keras", "variant": "mixed_bfloat16"}}

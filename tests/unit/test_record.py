@@ -15,7 +15,7 @@ from gpuscout.analysis.derive import RunContext, derive
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, FrameworkInfo
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION, GpuInfo, RunRecord, Telemetry
-from gpuscout.spec import DataMode, Precision, RunSpec
+from gpuscout.core.spec import DataMode, Precision, RunSpec
 from tests.conftest import FIXTURES
 
 RESULTS = FIXTURES / "results"
@@ -159,7 +159,7 @@ def test_a_failed_child_is_a_record_with_its_error_and_no_figures():
 
 
 def test_inference_makes_one_record_per_batch_size_with_forward_flops():
-    from gpuscout.spec import Inference, Task
+    from gpuscout.core.spec import Inference, Task
 
     spec = RunSpec(workload="mlp", backend="jax", batch_size=8, task=Task.infer,
                    inference=Inference(batch_sizes=(1, 8)))

@@ -10,12 +10,12 @@ from gpuscout.analysis import scaling
 from gpuscout import workloads
 from gpuscout.analysis.flags import straggler_flag
 from gpuscout.analysis.telemetry import combine_telemetry
-from gpuscout.cluster import merge_records, read_tf_config, check_hosts, commands
+from gpuscout.scale.cluster import merge_records, read_tf_config, check_hosts, commands
 from gpuscout.record.run import ErrorDetail, Telemetry
 from tests.records import make_record
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.executor.local import child_env
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 from gpuscout.telemetry.nvml import Nvml, topology
 
 

@@ -3,11 +3,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout import sizing, workloads
+from gpuscout import workloads
+
+from gpuscout.core import sizing
 from gpuscout.bench import BenchOptions, plan
-from gpuscout.errors import UsageError
-from gpuscout.spec import Precision
-from gpuscout.suites import ALL
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Precision
+from gpuscout.core.suites import ALL
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
 

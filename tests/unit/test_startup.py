@@ -23,8 +23,8 @@ PLAN_EVERY_VERB = """
 import sys, json, pathlib, tempfile
 import gpuscout.cli
 from gpuscout import bench, infer, recommend, scale, tune
-from gpuscout.engine import MeasureOptions
-from gpuscout.planning import DeviceChoice
+from gpuscout.core.engine import MeasureOptions
+from gpuscout.core.planning import DeviceChoice
 from gpuscout.store import Store
 from gpuscout.sweep import driver
 from gpuscout.telemetry.nvml import Nvml

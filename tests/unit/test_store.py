@@ -145,7 +145,7 @@ def limit_pages(store: Store, extra: int | None) -> None:
 def test_records_the_store_cannot_take_are_saved_beside_it_and_stored_when_it_comes_back(store_path):
     import json
 
-    from gpuscout.errors import RunError
+    from gpuscout.core.errors import RunError
     from gpuscout.report.export import parse_document
 
     with Store(store_path) as store:

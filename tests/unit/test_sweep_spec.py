@@ -1,6 +1,6 @@
 import pytest
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.sweep.spec import SweepFile, expand, trial_key
 
 
@@ -97,7 +97,7 @@ def test_a_command_no_trial_can_make_is_refused_before_anything_runs(tmp_path, c
 
 
 def test_the_compilation_cache_is_the_sweeps_for_jax_runs_and_can_be_turned_off(tmp_path, monkeypatch):
-    from gpuscout.spec import build_spec
+    from gpuscout.core.spec import build_spec
     from gpuscout.sweep import runner, workload_trials
 
     on = SweepFile(name="c", workload="mlp", metric={"name": "mfu"}, space={"batch_size": [8]})

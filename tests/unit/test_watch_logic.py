@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscout import catalog, planning
+from gpuscout import catalog
+
+from gpuscout.core import planning
 from gpuscout.analysis import watch as analysis
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record import STORED
 from gpuscout.record.run import GpuInfo, TelemetrySample
 from gpuscout.report.watch import Lines
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 from gpuscout.watch import command as commands
 from gpuscout.watch.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
 from gpuscout.watch.session import LIMIT_GRACE_S, Limits, WatchOptions

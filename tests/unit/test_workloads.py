@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from gpuscout import workloads
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.workloads.base import Workload
 
 

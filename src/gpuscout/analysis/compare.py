@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 

@@ -4,7 +4,7 @@ analytic training FLOPs per sample x samples/s, over the GPU's dense peak for th
 from __future__ import annotations
 
 from gpuscout.catalog import GpuSpec
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 
 
 def achieved_tflops(training_flops_per_sample: float, samples_per_s: float) -> float:

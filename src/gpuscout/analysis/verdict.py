@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 
 from gpuscout.analysis import flags as flagging
-from gpuscout.planning import BF16_COMPUTE_CAPABILITY
+from gpuscout.core.planning import BF16_COMPUTE_CAPABILITY
 from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 
 INPUT_BOUND_SHARE = flagging.INPUT_BOUND_MODERATE  # 5%
 INPUT_HIGHLY = flagging.INPUT_BOUND_HIGH  # 20%

@@ -16,7 +16,7 @@ from gpuscout.analysis.verdict import precision_of, verdict
 from gpuscout.record.child import ChildWindow
 from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample, Throughput
 from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 
 @dataclass
 class Observed:

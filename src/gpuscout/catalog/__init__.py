@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuscout.errors import UsageError
-from gpuscout.spec import Precision
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Precision
 
 try:
     import tomllib

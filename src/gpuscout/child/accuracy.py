@@ -15,9 +15,9 @@ from typing import Callable
 
 import numpy as np
 
-from gpuscout import datasets
+from gpuscout.core import datasets
 from gpuscout.record.child import ChildResult
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 from gpuscout.workloads.base import Workload
 
 EVAL_BATCH_MIN = 256  # evaluation has no backward pass: a larger batch is as accurate and faster

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from gpuscout.spec import DataMode, RunSpec
+from gpuscout.core.spec import DataMode, RunSpec
 from gpuscout.workloads.base import Workload
 
 # Device-resident synthetic batches are rotated so that no step reuses the previous one's

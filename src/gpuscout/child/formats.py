@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from gpuscout.spec import RunSpec, ServeFormat
+from gpuscout.core.spec import RunSpec, ServeFormat
 
 
 @dataclass

@@ -28,11 +28,11 @@ from typing import Callable
 
 import numpy as np
 
-from gpuscout import datasets
+from gpuscout.core import datasets
 from gpuscout.child import data
 from gpuscout.child.formats import server_for
 from gpuscout.record.child import ChildResult
-from gpuscout.spec import RunSpec, ServeFormat
+from gpuscout.core.spec import RunSpec, ServeFormat
 from gpuscout.workloads.base import Workload
 
 WINDOWS = 5

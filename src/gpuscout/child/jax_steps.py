@@ -12,7 +12,7 @@ import time
 from gpuscout.child import data, jax_replicas
 from gpuscout.child.model_facts import model_details
 from gpuscout.child.protocol import StepRunner
-from gpuscout.spec import BatchNormStats, DataMode, Distribution, RunSpec
+from gpuscout.core.spec import BatchNormStats, DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 from gpuscout.child import data
 from gpuscout.record.child import ChildResult
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 from gpuscout.workloads.base import Workload
 
 WARMUP_BATCHES = 5

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from gpuscout.events import emit
+from gpuscout.core.events import emit
 
 
 def _module_exists(name: str) -> bool:

@@ -15,7 +15,7 @@ import time
 from gpuscout.child import data
 from gpuscout.child.model_facts import model_details
 from gpuscout.child.protocol import StepRunner
-from gpuscout.spec import BatchNormStats, DataMode, Distribution, RunSpec
+from gpuscout.core.spec import BatchNormStats, DataMode, Distribution, RunSpec
 from gpuscout.workloads.base import Workload
 
 # The run's strategy, made by configure_devices() before TensorFlow initialises: a

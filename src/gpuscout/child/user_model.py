@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from gpuscout.spec import ModelInfo, ModelRef
+from gpuscout.core.spec import ModelInfo, ModelRef
 from gpuscout.workloads.base import Workload
 from gpuscout.workloads.user import INSPECT_BATCH, InputSpec, display_name
 

@@ -7,7 +7,7 @@ exists. Each fit gets a callback (async-safe: it keeps Keras' asynchronous dispa
 timed `train_function` (gpuscout.child.watch_fit); a loop of the script's own is timed through
 gpuscout.watch.step (CustomSteps here).
 
-What it sees goes to the parent as events (gpuscout.events). A failure in here is reported once
+What it sees goes to the parent as events (gpuscout.core.events). A failure in here is reported once
 and the training goes on unobserved: instrumentation must never change the user's results.
 Only the standard library, Keras and the frameworks are imported here (the script's environment
 may lack gpuscout's own dependencies).

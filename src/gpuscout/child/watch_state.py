@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from gpuscout import events
+from gpuscout.core import events
 
 WINDOW_S = float(os.environ.get("GPUSCOUT_WATCH_WINDOW_S", "1.0"))
 MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None

@@ -1,4 +1,4 @@
-"""The child process: one run, measured by the protocol, reported as events (gpuscout.events).
+"""The child process: one run, measured by the protocol, reported as events (gpuscout.core.events).
 
 Started by gpuscout.executor.local as ``python -m gpuscout.child.worker SPEC.json`` with the
 environment already set (KERAS_BACKEND, CUDA_VISIBLE_DEVICES, TF_FORCE_GPU_ALLOW_GROWTH ...):
@@ -13,10 +13,10 @@ import sys
 import traceback
 
 from gpuscout.child import compilation_cache
-from gpuscout.events import emit
-from gpuscout.failures import classify_failure
+from gpuscout.core.events import emit
+from gpuscout.core.failures import classify_failure
 from gpuscout.record.child import ChildResult, FrameworkInfo
-from gpuscout.spec import Backend, RunSpec, Task
+from gpuscout.core.spec import Backend, RunSpec, Task
 
 
 def _backend_module(backend: Backend):

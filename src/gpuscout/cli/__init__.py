@@ -8,13 +8,22 @@ import typer
 from rich.markup import escape
 
 from gpuscout import __version__
-from gpuscout.errors import RunError, UsageError
+from gpuscout.core.errors import RunError, UsageError
 from gpuscout.report import terminal
+
+SUMMARY = ("Why your Keras training is slow, what each fix buys on your own script, and which GPU to run it "
+           "on: measured on TensorFlow/Keras and NVIDIA GPUs.")
+# One line each, in the order a user meets them (DESIGN.md): their own script first.
+START = (("watch -- python train.py", "why it is slow, what to change"),
+         ("tune resnet50", "what XLA, precision, batch, input buy"),
+         ("doctor", "this machine's setup; --explain an error"),
+         ("recommend --workload resnet50", "which GPU, how long, at what cost"),
+         ("sweep sweep.yaml", "hyperparameters over every GPU"),
+         ("bench resnet50", "standard models, fixed protocol"))
 
 app = typer.Typer(
     name="gpuscout",
-    help="Trustworthy training benchmarks for TensorFlow/Keras on NVIDIA GPUs.\n\n"
-         "Start with `gpuscout doctor`, then `gpuscout bench resnet50`.",
+    help=SUMMARY + "\n\n" + "\n".join(f"- `gpuscout {command}`: {what}" for command, what in START),
     rich_markup_mode="markdown",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion, as typer users expect
@@ -31,7 +40,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
-    """Trustworthy training benchmarks for TensorFlow/Keras on NVIDIA GPUs."""
+    """Why your Keras training is slow, what each fix buys, and which GPU to run it on."""
 
 
 def handle_errors(command):
@@ -64,20 +73,21 @@ def handle_errors(command):
 
 from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune, watch  # noqa: E402
 
-# registration order = workflow order
-app.command("doctor", help=doctor.HELP)(handle_errors(doctor.doctor))
-app.command("bench", help=bench.HELP)(handle_errors(bench.bench))
-app.command("tune", help=tune.HELP)(handle_errors(tune.tune))
-app.command("scale", help=scale.HELP)(handle_errors(scale.scale))
-app.command("sweep", help=sweep.HELP)(handle_errors(sweep.sweep))
-# Everything after the command's first word is the command's own (its --options too), `--` or not.
+# registration order = workflow order: the user's own script first (watch, tune), then the
+# machine, the GPU to buy, the sweep, and the standard benchmarks and their results.
+# Everything after watch's first word is the command's own (its --options too), `--` or not.
 app.command("watch", help=watch.HELP, context_settings={"allow_interspersed_args": False})(
     handle_errors(watch.watch))
+app.command("tune", help=tune.HELP)(handle_errors(tune.tune))
+app.command("doctor", help=doctor.HELP)(handle_errors(doctor.doctor))
+app.command("recommend", help=recommend.HELP)(handle_errors(recommend.recommend))
+app.command("sweep", help=sweep.HELP)(handle_errors(sweep.sweep))
+app.command("bench", help=bench.HELP)(handle_errors(bench.bench))
+app.command("scale", help=scale.HELP)(handle_errors(scale.scale))
+app.command("catalog", help=catalog.HELP)(handle_errors(catalog.catalog))
 app.add_typer(results.app, name="results")
 app.command("compare", help=compare.HELP)(handle_errors(compare.compare))
 app.command("report", help=report.HELP)(handle_errors(report.report))
-app.command("catalog", help=catalog.HELP)(handle_errors(catalog.catalog))
-app.command("recommend", help=recommend.HELP)(handle_errors(recommend.recommend))
 
 
 def main() -> None:

@@ -9,14 +9,15 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from gpuscout import bench as bench_lib
-from gpuscout import engine, infer as infer_lib, suites
+from gpuscout import infer as infer_lib
+from gpuscout.core import engine, suites
 from gpuscout.cli.options import AsJson, Device, Pricing, StorePath, grouped, measure_options, protocol_options
-from gpuscout.errors import RunError, UsageError
+from gpuscout.core.errors import RunError, UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.report import console as console_report
 from gpuscout.record.document import json_document
 from gpuscout.report.progress import run_bars
-from gpuscout.spec import PROTOCOL
+from gpuscout.core.spec import PROTOCOL
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.report import terminal

@@ -9,7 +9,7 @@ import typer
 
 from gpuscout import catalog as catalog_lib
 from gpuscout.cli.options import AsJson
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.report.catalog import print_catalog
 
 HELP = """List the GPU catalog: memory, bandwidth, dense peak TFLOP/s per precision, interconnect, prices.

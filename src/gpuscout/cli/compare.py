@@ -11,7 +11,7 @@ from rich.markup import escape
 from gpuscout.analysis.compare import FIELDS, compare as compare_runs
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.analysis.verdict import precision_of
 from gpuscout.record import StoredRecord
 from gpuscout.report import comparison as render

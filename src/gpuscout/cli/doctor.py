@@ -12,7 +12,7 @@ import typer
 
 from gpuscout.cli.options import AsJson
 from gpuscout.doctor import run_doctor
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.explain import Context, Machine, explain
 from gpuscout.report.doctor import print_doctor
 from gpuscout.report.explain import print_explanations
@@ -100,7 +100,7 @@ def _read(source: str) -> str:
 
 def _context(workload: str | None, batch_size: int | None, precision: str | None) -> Context:
     from gpuscout import workloads
-    from gpuscout.backends import parse_precision
+    from gpuscout.core.backends import parse_precision
 
     if workload is not None:
         workloads.get(workload)  # an unknown name is a UsageError naming the known ones

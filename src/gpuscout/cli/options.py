@@ -17,10 +17,10 @@ from typing import Annotated, Callable, Optional, get_type_hints
 
 import typer
 
-from gpuscout import engine, planning
-from gpuscout.errors import UsageError
-from gpuscout.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
-from gpuscout.spec import Protocol
+from gpuscout.core import engine, planning
+from gpuscout.core.errors import UsageError
+from gpuscout.core.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
+from gpuscout.core.spec import Protocol
 
 StorePath = Annotated[Optional[Path], typer.Option(
     "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite) [default: results.sqlite in the user data dir].")]

@@ -9,15 +9,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout import backends, recommend as rec, workloads
+from gpuscout import recommend as rec, workloads
+
+from gpuscout.core import backends
 from gpuscout import catalog as catalog_lib
 from gpuscout.cli.options import AsJson, Pricing, StorePath, grouped
 from gpuscout.cli.stored import warn_unreadable
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.report.recommend import print_ranking
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 from gpuscout.store import Store, default_store_path
 
 HELP = """Rank GPUs for a training job: fits in memory, throughput (measured or predicted, with a range),

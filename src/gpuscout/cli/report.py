@@ -9,7 +9,7 @@ import typer
 
 from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.store import Store
 from gpuscout.report import terminal
 

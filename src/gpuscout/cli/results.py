@@ -12,7 +12,7 @@ import typer
 from gpuscout.cli import handle_errors
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.report import console as console_report, watch as watch_report
 from gpuscout.record.document import json_document
 from gpuscout.report.export import csv_text, parse_document

@@ -13,14 +13,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout import cluster
+from gpuscout.scale import cluster
 from gpuscout import scale as scale_lib
 from gpuscout.cli.options import AsJson, StorePath, given_args, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.report.progress import run_bars
 from gpuscout.report.scale import print_merged, print_scale
-from gpuscout.spec import PROTOCOL
+from gpuscout.core.spec import PROTOCOL
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.report import terminal

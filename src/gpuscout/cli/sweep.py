@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from gpuscout.cli.options import AsJson, StorePath
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.report.sweep import print_summary, print_trials, sweep_view
 from gpuscout.store import Store
 from gpuscout.sweep import driver

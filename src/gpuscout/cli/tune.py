@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout import engine
+from gpuscout.core import engine
 from gpuscout import tune as tune_lib
 from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.report.progress import run_bars
 from gpuscout.report.tune import print_tune
 from gpuscout.store import Store

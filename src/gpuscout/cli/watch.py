@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout import engine, planning
+from gpuscout.core import engine, planning
 from gpuscout.cli.options import AsJson, StorePath
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.document import json_document
 from gpuscout.report.watch import print_watch, view_for
 from gpuscout.store import Store

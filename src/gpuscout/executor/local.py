@@ -17,9 +17,9 @@ from typing import Callable
 from pydantic import ValidationError
 
 from gpuscout.executor import process, scratch
-from gpuscout.failures import classify_failure
+from gpuscout.core.failures import classify_failure
 from gpuscout.record.child import ChildOutcome, ChildResult
-from gpuscout.spec import Backend, RunSpec
+from gpuscout.core.spec import Backend, RunSpec
 
 STDERR_TAIL_CHARS = 4000
 # Test and debugging knob: a command to run instead of the real worker (the spec path is appended).

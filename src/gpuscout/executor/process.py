@@ -5,7 +5,7 @@ Each child runs in a new session (its own process group) under a guard (executor
 kills the group when gpuscout dies, however it dies: no child and no grandchild (a tf.data worker,
 a compiler, a user's subprocess) outlives gpuscout. Ctrl-C reaches only gpuscout, which then stops
 the whole group (or passes it on, for a watched script). A watchdog stops the group at the timeout
-or when the caller cancels. Events come over a pipe of their own (gpuscout.events); stdout and
+or when the caller cancels. Events come over a pipe of their own (gpuscout.core.events); stdout and
 stderr go wherever the caller points them.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Union
 
-from gpuscout import events
+from gpuscout.core import events
 
 GUARD = Path(__file__).resolve().parent / "guard.py"
 # Seconds between SIGTERM and SIGKILL when stopping a child's process group.

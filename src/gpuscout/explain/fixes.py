@@ -195,8 +195,9 @@ def out_of_memory(facts: dict, machine: Machine, context: Context, name: str | N
 
 
 def _batch_advice(context: Context, gpu) -> str:
-    from gpuscout import sizing, workloads
-    from gpuscout.spec import Precision
+    from gpuscout import workloads
+    from gpuscout.core import sizing
+    from gpuscout.core.spec import Precision
 
     generic = ("lower the batch size (halve it until it fits), then train in mixed precision "
                "(keras.mixed_precision.set_global_policy('mixed_bfloat16'); mixed_float16 before Ampere)")

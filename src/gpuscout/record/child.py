@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuscout.spec import ModelInfo
+from gpuscout.core.spec import ModelInfo
 
 
 class Part(BaseModel):

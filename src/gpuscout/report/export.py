@@ -8,7 +8,7 @@ import json
 
 from pydantic import ValidationError
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.run import SCHEMA_VERSION

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from gpuscout import __version__
-from gpuscout.provenance import utc_now
+from gpuscout.core.provenance import utc_now
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
 

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gpuscout import engine
+from gpuscout.core import engine
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 from gpuscout.report import terminal
 
 

@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 
 # Below this much free space, an I/O error writing the store is taken for a full disk.
 FULL_BELOW_BYTES = 1 << 20

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION, RunRecord
 from gpuscout.store.failures import StoreError
-from gpuscout.store.sqlite import APPLICATION_ID, BUSY_TIMEOUT_MS, COLUMNS, SCHEMA_SQL, problem, row_of
+from gpuscout.store.schema import APPLICATION_ID, SCHEMA_SQL
+from gpuscout.store.sqlite import BUSY_TIMEOUT_MS, COLUMNS, problem, row_of
 
 
 @dataclass

@@ -30,82 +30,26 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
 import platformdirs
 from pydantic import ValidationError
 
-from gpuscout.errors import RunError
+from gpuscout.core.errors import RunError
 from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.document import json_document
-from gpuscout.record.run import SCHEMA_VERSION
+from gpuscout.store import schema
+from gpuscout.store.trials import LEASES_SQL, TRIALS_SQL, TrialTable
 from gpuscout.store.failures import (FULL_BELOW_BYTES, StoreError, StoreFailure, explain, free_bytes,
                                      sqlite_errors, writable)
 
-# "GPUS" in ASCII: marks the SQLite file as a gpuscout store (sqlite.org/pragma.html#pragma_application_id).
-APPLICATION_ID = 0x47505553
 BUSY_TIMEOUT_MS = 30_000
 STORE_ENV = "GPUSCOUT_STORE"
-
-# Schema 2 adds `kind` (records of other kinds share the store) and lets the run configuration
-# columns be NULL for kinds that have none.
-SCHEMA_SQL = """
-CREATE TABLE runs (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    created_utc TEXT NOT NULL,
-    group_id TEXT NOT NULL,
-    workload TEXT NOT NULL,
-    backend TEXT,
-    precision TEXT,
-    xla INTEGER,
-    batch_size INTEGER,
-    data TEXT,
-    device TEXT NOT NULL,
-    gpu_name TEXT,
-    status TEXT NOT NULL,
-    throughput_median REAL,
-    methodology_version INTEGER NOT NULL,
-    record_json TEXT NOT NULL
-);
-CREATE INDEX runs_by_workload ON runs (workload, created_utc);
-CREATE INDEX runs_by_group ON runs (group_id);
-"""
-
-# Added after schema 1 shipped, additively: `CREATE TABLE IF NOT EXISTS` on every open. Older
-# gpuscout versions ignore a table they do not know, so this needs no schema version bump.
-_TRIALS = """
-CREATE TABLE IF NOT EXISTS trials (
-    sweep TEXT NOT NULL,
-    trial_key TEXT NOT NULL,
-    trial_index INTEGER NOT NULL,
-    sweep_hash TEXT NOT NULL,
-    status TEXT NOT NULL,
-    params_json TEXT NOT NULL,
-    result_json TEXT,
-    updated_utc TEXT NOT NULL,
-    PRIMARY KEY (sweep, trial_key)
-)
-"""
-
-# Who runs which trial (sweep/leases.py): additive like `trials`.
-_LEASES = """
-CREATE TABLE IF NOT EXISTS trial_leases (
-    sweep TEXT NOT NULL,
-    trial_key TEXT NOT NULL,
-    owner_json TEXT NOT NULL,
-    heartbeat_unix REAL NOT NULL,
-    PRIMARY KEY (sweep, trial_key)
-)
-"""
 
 COLUMNS = ("id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla",
             "batch_size", "data", "device", "gpu_name", "status", "throughput_median",
             "methodology_version")
 
 
-# The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, section 1.3.1).
-SQLITE_HEADER = b"SQLite format 3\x00"
 def problem(exc: ValidationError) -> str:
     """The first thing wrong in a record, as `field.path: what`."""
     first = exc.errors()[0]
@@ -130,7 +74,7 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("gpuscout")) / "results.sqlite"
 
 
-class Store:
+class Store(TrialTable):
     """`readonly`: for commands that only read (the file is opened read-only and never changed);
     otherwise the store is created when missing (`create`) and checked writable at once."""
 
@@ -146,8 +90,8 @@ class Store:
             raise StoreError(f"no results store at {self.path}: run `gpuscout bench` first or pass --store")
         try:
             if not exists:
-                self._create_new()
-            self._refuse_foreign_file()
+                schema.create(self.path)
+            schema.refuse_foreign_file(self.path)
             if not readonly and not writable(self.path):
                 # Caught here, not by SQLite: with a WAL file left beside the store, SQLite opens
                 # it read-only without a word and fails only at the first write, after the work.
@@ -159,68 +103,20 @@ class Store:
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if readonly:
-                self._check(self._db.execute("PRAGMA user_version").fetchone()[0],
+                schema.check(self.path, self._db.execute("PRAGMA user_version").fetchone()[0],
                             self._db.execute("PRAGMA application_id").fetchone()[0])
             else:
                 self._check_writable()
                 self._refuse_full_disk()
                 self._enable_wal()
-                self._db.execute(_TRIALS)
-                self._db.execute(_LEASES)
+                self._db.execute(TRIALS_SQL)
+                self._db.execute(LEASES_SQL)
         except StoreError:
             self._db.close()
             raise
         except sqlite3.Error as exc:
             self._db.close()
             raise StoreFailure(self.explain(exc)) from None
-
-    def _create_new(self) -> None:
-        """Make the store whole under a temporary name and link it into place, so that no one
-        ever sees a store file half made (SQLite's own file is empty until its first commit, and
-        an empty file is refused as not ours). Of two processes creating the same store, one
-        links and the other uses its file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = self.path.with_name(f".{self.path.name}.new-{os.getpid()}")
-        try:
-            db = sqlite3.connect(fresh, isolation_level=None)
-            try:
-                for statement in filter(str.strip, SCHEMA_SQL.split(";")):
-                    db.execute(statement)
-                db.execute(_TRIALS)
-                db.execute(_LEASES)
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                db.execute("PRAGMA journal_mode = WAL")  # kept in the file's header
-            finally:
-                db.close()
-            try:
-                os.link(fresh, self.path)
-            except FileExistsError:
-                pass  # another gpuscout made it meanwhile: that one is used
-            except OSError:  # a file system without hard links
-                if not self.path.exists():
-                    os.replace(fresh, self.path)
-        finally:
-            fresh.unlink(missing_ok=True)
-
-    def _refuse_foreign_file(self) -> None:
-        """A file gpuscout did not make is named and left as it is (SQLite would turn an empty
-        file into a new database: the user's file, changed)."""
-        if self.path.is_dir():
-            raise StoreError(f"{self.path} is a folder, not a results store: pass a file path with --store")
-        try:
-            with open(self.path, "rb") as handle:
-                header = handle.read(len(SQLITE_HEADER))
-        except OSError as exc:
-            raise StoreError(f"cannot read the results store {self.path} ({exc.strerror}): check its permissions "
-                             "or pass another --store") from None
-        if not header:
-            raise StoreError(f"{self.path} is an empty file (0 bytes), not a gpuscout results store, and gpuscout "
-                             "does not write into a file it did not make: remove it to start a store there, or "
-                             "pass another --store")
-        if header != SQLITE_HEADER:
-            raise StoreError(f"{self.path} is not a usable gpuscout results store (not an SQLite file); "
-                             "pass another --store or move this file away")
 
     def explain(self, exc: BaseException) -> str:
         """One line for an SQLite error on this store: what is wrong and what to do (store/failures.py)."""
@@ -286,21 +182,8 @@ class Store:
     def _check_writable(self) -> None:
         # BEGIN IMMEDIATE takes the write lock: it proves the file is writable before any work.
         with self._transaction():
-            self._check(self._db.execute("PRAGMA user_version").fetchone()[0],
+            schema.check(self.path, self._db.execute("PRAGMA user_version").fetchone()[0],
                         self._db.execute("PRAGMA application_id").fetchone()[0])
-
-    def _check(self, version: int, app_id: int) -> None:
-        if app_id != APPLICATION_ID:
-            raise StoreError(f"{self.path} is an SQLite file but not a gpuscout results store; "
-                             "pass another --store")
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} was written by a newer gpuscout (store schema {version}); this "
-                f"gpuscout reads schema {SCHEMA_VERSION}: upgrade gpuscout (pip install -U gpuscout)")
-        if version < SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} holds store schema {version}; this gpuscout reads schema {SCHEMA_VERSION}: "
-                f"run `gpuscout results migrate --store {self.path}` (it keeps a backup of the file)")
 
     def keep(self, records: list[StoredRecord]) -> bool:
         """Store `records` as a measuring command does: when SQLite cannot (a full disk, a damaged
@@ -388,85 +271,6 @@ class Store:
 
     def _transaction(self):
         return _Transaction(self._db)
-
-    @sqlite_errors
-    def put_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
-                  result: dict | None, updated_utc: str) -> None:
-        """Insert or update one sweep trial (its own transaction: sweeps may share a store)."""
-        with self._transaction():
-            self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
-
-    def _upsert_trial(self, sweep, key, index, sweep_hash, status, params, result, updated_utc) -> None:
-        self._db.execute(
-            "INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sweep, trial_key) DO UPDATE SET "
-            "status = excluded.status, result_json = excluded.result_json, updated_utc = excluded.updated_utc, "
-            "sweep_hash = excluded.sweep_hash",
-            (sweep, key, index, sweep_hash, status, json.dumps(params, default=str),
-             None if result is None else json.dumps(result, default=str), updated_utc))
-
-    @sqlite_errors
-    def claim_trial(self, sweep: str, key: str, index: int, sweep_hash: str, params: dict, owner: dict,
-                    updated_utc: str, alive: Callable[[dict, float], bool], again: tuple[str, ...]) -> bool:
-        """Take a trial to run it, in one transaction: False when another live driver holds it,
-        or when it has ended meanwhile with a status not in `again`."""
-        with self._transaction():
-            row = self._db.execute("SELECT status FROM trials WHERE sweep = ? AND trial_key = ?",
-                                   (sweep, key)).fetchone()
-            lease = self._db.execute("SELECT owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ? AND "
-                                     "trial_key = ?", (sweep, key)).fetchone()
-            if row is not None and row[0] != "running" and row[0] not in again:
-                return False
-            if lease is not None:
-                holder = json.loads(lease[0])
-                if holder.get("driver") != owner["driver"] and alive(holder, lease[1]):
-                    return False
-            self._upsert_trial(sweep, key, index, sweep_hash, "running", params, {"owner": owner}, updated_utc)
-            self._db.execute("INSERT OR REPLACE INTO trial_leases VALUES (?, ?, ?, ?)",
-                             (sweep, key, json.dumps(owner), time.time()))
-            return True
-
-    @sqlite_errors
-    def renew_leases(self, sweep: str, keys: list[str], driver: str) -> None:
-        with self._transaction():
-            for key in keys:
-                self._db.execute("UPDATE trial_leases SET heartbeat_unix = ? WHERE sweep = ? AND trial_key = ? "
-                                 "AND json_extract(owner_json, '$.driver') = ?", (time.time(), sweep, key, driver))
-
-    @sqlite_errors
-    def lease_group(self, sweep: str, key: str, driver: str, group: dict) -> None:
-        """The process group the trial runs in (sweep/leases.group), for a later driver to make
-        sure it is gone."""
-        with self._transaction():
-            self._db.execute("UPDATE trial_leases SET owner_json = json_patch(owner_json, ?) WHERE sweep = ? "
-                             "AND trial_key = ? AND json_extract(owner_json, '$.driver') = ?",
-                             (json.dumps(group), sweep, key, driver))
-
-    @sqlite_errors
-    def leases(self, sweep: str) -> dict[str, tuple[dict, float]]:
-        if self.readonly and not self._has_table("trial_leases"):
-            return {}
-        rows = self._db.execute("SELECT trial_key, owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ?",
-                                (sweep,))
-        return {key: (json.loads(owner), heartbeat) for key, owner, heartbeat in rows}
-
-    @sqlite_errors
-    def finish_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
-                     result: dict, updated_utc: str, records: list[StoredRecord] = ()) -> None:
-        """A trial's result, its benchmark records and the end of its lease, all or nothing: a
-        driver killed in between leaves the trial to run again, never stored twice."""
-        with self._transaction():
-            self._insert_runs(records)
-            self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
-            self._db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?", (sweep, key))
-
-    @sqlite_errors
-    def trials(self, sweep: str) -> list[dict]:
-        if self.readonly and not self._has_table("trials"):  # a store no sweep wrote, opened read-only
-            return []
-        rows = self._db.execute("SELECT trial_key, trial_index, sweep_hash, status, params_json, result_json "
-                                "FROM trials WHERE sweep = ? ORDER BY trial_index", (sweep,))
-        return [{"key": k, "index": i, "sweep_hash": h, "status": st, "params": json.loads(p),
-                 "result": json.loads(r) if r else None} for k, i, h, st, p, r in rows]
 
     @sqlite_errors
     def get(self, run_id: str) -> StoredRecord:

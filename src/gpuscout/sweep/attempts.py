@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpuscout.analysis import watch as watch_analysis
 from gpuscout.executor.local import STDERR_TAIL_CHARS
-from gpuscout.failures import classify_failure
+from gpuscout.core.failures import classify_failure
 from gpuscout.record.run import RunRecord
 from gpuscout.sweep.spec import SweepFile
 

@@ -10,11 +10,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscout import catalog, engine, planning
-from gpuscout.errors import RunError, UsageError
+from gpuscout import catalog
+
+from gpuscout.core import engine, planning
+from gpuscout.core.errors import RunError, UsageError
 from gpuscout.executor import process
-from gpuscout.pricing import hourly_cost
-from gpuscout.provenance import utc_now
+from gpuscout.core.pricing import hourly_cost
+from gpuscout.core.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.store.failures import StoreFailure
 from gpuscout.sweep import runner as run_lib

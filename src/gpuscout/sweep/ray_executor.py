@@ -8,7 +8,7 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.runner import Hooks, Slot, TrialResult
@@ -20,8 +20,8 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     driver to store."""
     import ray
 
-    from gpuscout import engine
-    from gpuscout.spec import RunSpec
+    from gpuscout.core import engine
+    from gpuscout.core.spec import RunSpec
     from gpuscout.sweep.runner import TrialRunner
     from gpuscout.telemetry.nvml import Nvml
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from gpuscout import engine
+from gpuscout.core import engine
 from gpuscout.executor import process
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge

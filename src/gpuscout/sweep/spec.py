@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.watch.command import looks_like_shell
 
 # What a workload sweep may vary or fix: `gpuscout bench` options, by their names in BenchOptions

@@ -9,10 +9,10 @@ import threading
 from pathlib import Path
 
 from gpuscout import bench as bench_lib
-from gpuscout import engine, planning
-from gpuscout.errors import UsageError
+from gpuscout.core import engine, planning
+from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import PROTOCOL, Backend, Protocol, RunSpec, build_spec
+from gpuscout.core.spec import PROTOCOL, Backend, Protocol, RunSpec, build_spec
 from gpuscout.sweep.spec import SweepFile, Trial
 from gpuscout.telemetry.nvml import Nvml
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout import bench as bench_lib
-from gpuscout import engine, planning
-from gpuscout.errors import UsageError
-from gpuscout.provenance import utc_now
-from gpuscout.spec import Backend, Precision, Protocol
+from gpuscout.core import engine, planning
+from gpuscout.core.errors import UsageError
+from gpuscout.core.provenance import utc_now
+from gpuscout.core.spec import Backend, Precision, Protocol
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.tune.ablation import ablation

@@ -7,7 +7,7 @@ import math
 
 from gpuscout.analysis.compare import ratio_ci
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import Backend, DataMode, Precision
+from gpuscout.core.spec import Backend, DataMode, Precision
 from gpuscout.tune.session import Session
 
 LOSS_CHANGE_LIMIT = 0.10  # relative change of the fixed-step loss that counts as "changed training"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscout.spec import Backend
+from gpuscout.core.spec import Backend
 
 
 SNIPPETS = {

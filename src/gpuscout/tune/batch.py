@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuscout.errors import RunError
-from gpuscout.spec import DataMode, Precision
+from gpuscout.core.errors import RunError
+from gpuscout.core.spec import DataMode, Precision
 from gpuscout.tune.ablation import throughput
 from gpuscout.tune.session import Session
 

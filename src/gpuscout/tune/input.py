@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gpuscout.spec import DataMode, Precision
+from gpuscout.core.spec import DataMode, Precision
 from gpuscout.tune.ablation import throughput
 from gpuscout.tune.session import Session
 

@@ -7,11 +7,11 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from gpuscout import backends, engine
-from gpuscout.errors import UserCodeError
+from gpuscout.core import backends, engine
+from gpuscout.core.errors import UserCodeError
 from gpuscout.executor.local import run_child
 from gpuscout.record.run import RunRecord, TuneTag
-from gpuscout.spec import Backend, RunSpec, Task
+from gpuscout.core.spec import Backend, RunSpec, Task
 from gpuscout.store import Store
 from gpuscout.workloads.user import last_traceback
 

@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 
 import psutil
 
-from gpuscout import engine
+from gpuscout.core import engine
 from gpuscout.analysis import watch as analysis
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.watch.command import Command, workload_of

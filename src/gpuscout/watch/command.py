@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gpuscout
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.executor import scratch
 
 # Characters that make a one-word command a shell line: `gpuscout watch -- 'python a.py | tee log'`.

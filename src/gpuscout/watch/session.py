@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpuscout import engine
+from gpuscout.core import engine
 from gpuscout.analysis import watch as analysis
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.executor import process
-from gpuscout.provenance import relevant_env
+from gpuscout.core.provenance import relevant_env
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.workloads.base import Workload
 
 _REGISTRY: dict[str, Workload] = {}

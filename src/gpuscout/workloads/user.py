@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuscout.errors import UsageError, UserCodeError
-from gpuscout.spec import ModelInfo, ModelRef
+from gpuscout.core.errors import UsageError, UserCodeError
+from gpuscout.core.spec import ModelInfo, ModelRef
 from gpuscout.workloads.base import Workload
 
 DEFAULT_BATCH_SIZE = 32
@@ -143,7 +143,7 @@ def inspect_in_child(ref: ModelRef, backend, precision, flops_per_sample: float 
     """Run the inspection child (on the CPU): the model's description, or the user's traceback
     as a UserCodeError (exit 2)."""
     from gpuscout.executor.local import run_child
-    from gpuscout.spec import Task, build_spec
+    from gpuscout.core.spec import Task, build_spec
 
     spec = build_spec(workload=display_name(ref), backend=backend, precision=precision, batch_size=INSPECT_BATCH,
                       task=Task.inspect, model=ref, gpu_index=None)

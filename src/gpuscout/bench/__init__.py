@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuscout import datasets, engine, planning, sizing, workloads
+from gpuscout import workloads
+
+from gpuscout.core import datasets, engine, planning, sizing
 from gpuscout.analysis.stats import across_runs
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.planning import DeviceChoice
-from gpuscout.spec import PROTOCOL, Backend, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
+from gpuscout.core.planning import DeviceChoice
+from gpuscout.core.spec import PROTOCOL, Backend, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.workloads import user
@@ -30,7 +32,7 @@ class BenchOptions:
     pipeline_cost: int = 1
     repeats: int = 1
     seed: int = 0
-    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/sizing.py)
+    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/core/sizing.py)
     protocol: Protocol = PROTOCOL
     device: DeviceChoice = field(default_factory=DeviceChoice)
     measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)

@@ -21,15 +21,15 @@ import socket
 import threading
 import uuid
 
-from gpuscout import engine
+from gpuscout.core import engine
 from gpuscout.analysis.derive import RunContext, derive
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.executor.local import child_env
-from gpuscout.pricing import PricingOptions
-from gpuscout.provenance import utc_now
+from gpuscout.core.pricing import PricingOptions
+from gpuscout.core.provenance import utc_now
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, DistributionDetails
 from gpuscout.record.run import ClusterTag, Distribution, Flag, RunRecord
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 
 
 def tf_config(addresses: list[str], index: int) -> str:

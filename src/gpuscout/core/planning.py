@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuscout import backends, sizing
-from gpuscout.errors import UsageError
-from gpuscout.spec import Backend, Distribution, Precision
+from gpuscout.core import backends, sizing
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Backend, Distribution, Precision
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.workloads.base import Workload
 

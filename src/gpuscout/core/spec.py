@@ -11,7 +11,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 
 
 class Backend(str, Enum):

@@ -26,7 +26,7 @@ from functools import lru_cache
 from importlib import resources
 
 from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 
 try:
     import tomllib

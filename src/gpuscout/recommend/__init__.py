@@ -2,7 +2,7 @@
 
 For each GPU: does the job fit (weights, gradients, optimizer state and activations per GPU,
 from gpuscout's measured memory model where one exists, else estimated, with its basis); its
-throughput (measured on that GPU kind in the user's store, else predicted by gpuscout.predict
+throughput (measured on that GPU kind in the user's store, else predicted by gpuscout.core.predict
 from the measurements and published figures it has); the time and cost to train; throughput per
 dollar; and one line of reasons. docs/catalog.md has the equations.
 """
@@ -13,12 +13,14 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from gpuscout import predict, sizing, workloads
+from gpuscout import workloads
+
+from gpuscout.core import predict, sizing
 from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.errors import UsageError
-from gpuscout.pricing import HourlyCost, PricingOptions, hourly_cost
+from gpuscout.core.errors import UsageError
+from gpuscout.core.pricing import HourlyCost, PricingOptions, hourly_cost
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 
 GB = 1e9
 # A job fits when its estimate is at most this share of the GPU's memory (the CUDA context,
@@ -43,7 +45,7 @@ class Job:
     unit: str  # what throughput counts: images, samples, tokens
     units_per_sample: int
     training_flops_per_unit: float
-    intensity: float  # training FLOPs per byte of activations (gpuscout.predict)
+    intensity: float  # training FLOPs per byte of activations (gpuscout.core.predict)
     fixed_bytes: float
     per_sample_bytes: float
     memory_basis: str

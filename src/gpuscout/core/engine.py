@@ -18,10 +18,10 @@ from gpuscout.analysis.stats import import_scipy_in_background
 from gpuscout.analysis.telemetry import summarize_telemetry
 from gpuscout.executor.local import child_env, run_child
 from gpuscout.executor.process import process_tree
-from gpuscout.pricing import PricingOptions
-from gpuscout.provenance import host_provenance
+from gpuscout.core.pricing import PricingOptions
+from gpuscout.core.provenance import host_provenance
 from gpuscout.record.run import ComputeProcess, GpuInfo, RunRecord
-from gpuscout.spec import RunSpec
+from gpuscout.core.spec import RunSpec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler

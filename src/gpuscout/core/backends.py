@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from gpuscout.errors import UsageError
-from gpuscout.spec import Backend, Precision
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Backend, Precision
 
 # `--backend auto` picks the first installed, in this order (DESIGN.md).
 AUTO_ORDER = (Backend.tensorflow, Backend.jax)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from gpuscout.spec import Precision
+from gpuscout.core.spec import Precision
 from gpuscout.workloads.base import MemoryModel, Workload
 
 GIB = 2**30
@@ -110,8 +110,8 @@ def auto_table(workload_names: list[str], precision: Precision = Precision.mixed
     return rows
 
 
-if __name__ == "__main__":  # prints the documented table: python -m gpuscout.sizing
-    from gpuscout.suites import ALL
+if __name__ == "__main__":  # prints the documented table: python -m gpuscout.core.sizing
+    from gpuscout.core.suites import ALL
 
     for precision in (Precision.mixed_bfloat16, Precision.fp32):
         table = auto_table(list(ALL), precision)

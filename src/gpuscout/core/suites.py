@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuscout import workloads
-from gpuscout.errors import UsageError
-from gpuscout.spec import PROTOCOL, Protocol
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import PROTOCOL, Protocol
 
 # Reference order: small to large, so a broken setup fails on the cheap ones first.
 ALL = ("mlp", "resnet18_cifar", "resnet50", "vit_b16", "bert_base", "gpt2_small")

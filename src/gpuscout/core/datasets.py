@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 
 NAMES = ("cifar10", "mnist", "digits")
 SPLIT_SEED = 0

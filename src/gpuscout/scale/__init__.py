@@ -17,13 +17,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gpuscout import catalog, cluster, engine, planning, workloads
+from gpuscout import catalog, workloads
+
+from gpuscout.scale import cluster
+
+from gpuscout.core import engine, planning
 from gpuscout.analysis import scaling
 from gpuscout.analysis.compare import ratio_ci
-from gpuscout.errors import UsageError, parse_positive_ints
-from gpuscout.pricing import PricingOptions
+from gpuscout.core.errors import UsageError, parse_positive_ints
+from gpuscout.core.pricing import PricingOptions
 from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
-from gpuscout.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
+from gpuscout.core.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import TOPOLOGY_LEVELS, Nvml, topology
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuscout.catalog import Catalog, PriceEntry
-from gpuscout.errors import UsageError
+from gpuscout.core.errors import UsageError
 from gpuscout.record.run import Cost, HourlyCost
 
 HOURS_PER_YEAR = 24 * 365

@@ -12,11 +12,12 @@ import importlib.util
 from dataclasses import dataclass, replace
 
 from gpuscout import bench as bench_lib
-from gpuscout import datasets, engine, workloads
+from gpuscout import workloads
+from gpuscout.core import datasets, engine
 from gpuscout.analysis.latency import best_batch
-from gpuscout.errors import UsageError, parse_positive_ints
+from gpuscout.core.errors import UsageError, parse_positive_ints
 from gpuscout.record.run import RunRecord
-from gpuscout.spec import LITERT_VARIANTS, Inference, RunSpec, ServeFormat, Task
+from gpuscout.core.spec import LITERT_VARIANTS, Inference, RunSpec, ServeFormat, Task
 from gpuscout.telemetry.nvml import Nvml
 
 DEFAULT_BATCH_SIZES = (1, 8, 32, 128)

@@ -14,8 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpuscout import __version__, backends, catalog
-from gpuscout.spec import Backend
+from gpuscout import __version__, catalog
+
+from gpuscout.core import backends
+from gpuscout.core.spec import Backend
 from gpuscout.executor import process
 from gpuscout.telemetry.nvml import Nvml
 
@@ -37,7 +39,7 @@ def probe_backend(backend: Backend) -> dict:
     """Run the probe child for one backend; never raises."""
     env = dict(os.environ, KERAS_BACKEND=backend.value, TF_CPP_MIN_LOG_LEVEL="2",
                TF_FORCE_GPU_ALLOW_GROWTH="true", XLA_PYTHON_CLIENT_PREALLOCATE="false")
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     finished, output = process.run_captured([sys.executable, "-m", "gpuscout.child.probe", backend.value],
                                             env=env, timeout_s=PROBE_TIMEOUT_S)
