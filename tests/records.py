@@ -77,6 +77,6 @@ def make_watch_record(record_id: str = "watch0001", events: list[dict] | None = 
                     exit_code=exit_code, duration_s=10.0, events=fit_events() if events is None else events,
                     environment={"gpuscout_version": "0.1.0", "methodology_version": 1, "schema_version": 2,
                                  "cpu_count": 8},
-                    child_env={}, group_id="g1", record_id=record_id, created_utc="2026-11-21T00:00:00+00:00",
-                    gpus=list(gpus), samples=list(samples), **observed)
+                    group_id="g1", record_id=record_id, created_utc="2026-11-21T00:00:00+00:00",
+                    gpus=list(gpus), samples=list(samples), **{"child_env": {}, **observed})
     return derive(seen)

@@ -264,12 +264,14 @@ def test_trace_steps():
             planning.step_range("--trace-steps", bad)
 
 
-def test_limits_stop_after_the_limited_fit_ends_or_at_the_backstop():
+def test_limits_stop_once_the_script_halted_or_at_the_backstop():
     limits = Limits(WatchOptions(steps=10))
     limits.event({"event": "watch_limit", "reason": "10 training steps"})
     assert not limits.due(limits.reached_at + 1)
-    limits.event({"event": "watch_fit_end"})
-    assert limits.due(limits.reached_at + 1)
+    limits.event({"event": "watch_fit_end"})  # what was measured is sent: not yet halted
+    assert not limits.due(limits.reached_at + 1) and not limits.halted.is_set()
+    limits.event({"event": "watch_halt", "steps": 10})
+    assert limits.halted.is_set() and limits.due(limits.reached_at + 1)
     stuck = Limits(WatchOptions(steps=10))
     stuck.event({"event": "watch_limit", "reason": "10 training steps"})
     assert stuck.due(stuck.reached_at + LIMIT_GRACE_S)  # the fit never ended: stopped anyway
@@ -349,4 +351,122 @@ def test_a_fit_too_short_for_nvml_samples_inside_its_windows_is_summarised_whole
         events.insert(-2, {**events[2], "index": i, "start_monotonic_s": 1000.0 + 0.05 * i,
                            "end_monotonic_s": 1000.01 + 0.05 * i})
     r = make_watch_record(events=events, gpus=[H100], samples=[busy(42, start=999.025, n=30)])  # between windows
-    assert r.telemetry.gpu_util_mean_pct == pytest.approx(42) and r.telemetry.window_sample_count == 5
+    # the first window is warm-up: the steady fit runs from the second's start (1000.05) to the last's
+    # end (1000.46) and holds 4 samples (1000.125 to .425), under MIN_WINDOW_SAMPLES: the whole run
+    # is summarised, from the GPU's first busy sample on (all 30 here)
+    assert r.warmup_windows == 1
+    assert r.telemetry.gpu_util_mean_pct == pytest.approx(42) and r.telemetry.window_sample_count == 30
+
+
+# -- issue 29: warm-up, start-up, callbacks, a PyDataset's workers, XLA by device, memory's names --
+
+def _windows(step_times: list[float], steps: int = 10):
+    from gpuscout.record.watch import WatchWindow
+
+    return [WatchWindow(index=i, start_monotonic_s=i, end_monotonic_s=i + t * steps, steps=steps, samples=steps,
+                        input_wait_s=0.0, outside_step_s=0.0, seconds=t * steps, samples_per_s=1 / t, step_time_s=t)
+            for i, t in enumerate(step_times)]
+
+
+def test_warm_up_is_the_first_window_and_any_more_until_the_step_time_settles():
+    from gpuscout.analysis.watch import warmup_windows
+
+    assert warmup_windows(_windows([1.0, 1.0, 1.0])) == 0  # three windows: too few to leave one out
+    assert warmup_windows(_windows([1.0, 1.0, 1.0, 1.0])) == 1  # the first after the compile, always
+    # 1.30 and 1.06 are more than 5% over the median of the windows after them (1.0); 1.04 is not
+    assert warmup_windows(_windows([2.0, 1.30, 1.06, 1.04, 1.0, 1.0, 1.0])) == 3
+    # never fewer than three steady windows, however slow the start
+    assert warmup_windows(_windows([3.0, 2.0, 1.5, 1.0, 1.0, 1.0])) == 3
+
+
+def test_watch_figures_and_the_ci_are_of_the_steady_windows():
+    # 5 windows of 50 steps: the first (warm-up) at 40 ms a step, the rest at 20 ms
+    events = fit_events(windows=5, wait_s=0.0, outside_s=0.0)
+    first = next(e for e in events if e["event"] == "watch_window")
+    first["end_monotonic_s"] = first["start_monotonic_s"] + 2.0
+    r = make_watch_record(events=events)
+    assert (r.warmup_windows, r.warmup_steps) == (1, 50)
+    assert r.step_time_s == pytest.approx(4.0 / 200)  # four steady windows: 200 steps in 4 s
+    assert r.samples_per_s == pytest.approx(3200) and r.throughput.n == 4
+    assert r.throughput.ci95_low == r.throughput.ci95_high == pytest.approx(3200)  # identical steady windows
+    assert r.window_samples_per_s() == [pytest.approx(3200)] * 4
+
+
+def test_start_up_ends_at_the_first_sustained_gpu_activity():
+    from gpuscout.analysis.watch import Observed, first_busy
+
+    # idle 2 s, one lone busy sample at 1.0 s (a context's creation), then busy from 2.0 s on
+    samples = [TelemetrySample(t_monotonic_s=t / 10, gpu_util_pct=(50 if t == 10 or t >= 20 else 0))
+               for t in range(40)]
+    seen = Observed(command=[], workload="w", mode="command", status="ok", exit_code=0, duration_s=4.0, events=[],
+                    environment={}, child_env={}, group_id="g", record_id="r", created_utc="2026-11-24T00:00:00",
+                    samples=[samples], interval_s=0.1)
+    assert first_busy(seen) == pytest.approx(2.0)
+
+
+def test_callbacks_are_named_with_their_host_time_per_epoch():
+    from gpuscout.analysis.verdict import _callbacks
+
+    events = fit_events(windows=2, wait_s=0.0)  # one epoch of 2 s
+    epoch = next(e for e in events if e["event"] == "watch_epoch")
+    epoch["epoch_end_monotonic_s"] = epoch["end_monotonic_s"] + 0.5  # validation and callbacks: 2.5 s in all
+    epoch["callbacks_s"] = {"ModelCheckpoint": 0.4, "Logger": 0.0004}
+    r = make_watch_record(events=events)
+    cause = _callbacks(r, r.main)
+    assert cause.saving_share == pytest.approx(0.4004 / 2.5)  # 16%
+    assert cause.evidence == "ModelCheckpoint: 400 ms per epoch (over 1 epoch(s))"  # under 1 ms: not named
+    epoch["callbacks_s"] = {"ModelCheckpoint": 0.2}  # 8% of the epoch: under OUTSIDE_STEP_SHARE
+    r = make_watch_record(events=events)
+    assert _callbacks(r, r.main) is None
+
+
+def test_a_pydatasets_advice_starts_from_the_workers_it_has():
+    from gpuscout.analysis.verdict import _pydataset_fix
+
+    threads, _ = _pydataset_fix(6, False, 4)
+    assert "already has 6 worker threads" in threads and "use_multiprocessing=True, 6 workers" in threads
+    enough, snippet = _pydataset_fix(8, True, 4)
+    assert "already has 8 worker processes" in enough and "self.kept[i]" in snippet
+    more, snippet = _pydataset_fix(1, False, 5)
+    assert "more workers (5, it has 1)" in more and "workers=5, use_multiprocessing=True" in snippet
+
+
+def test_xla_advice_follows_what_keras_does_on_the_device():
+    jax_eager = make_watch_record(events=fit_events(jit_compile=False, wait_s=0.0), gpus=[H100], samples=[busy(95)])
+    assert "xla_off" in [c.code for c in jax_eager.verdict]
+    jax_cpu = make_watch_record(events=fit_events(jit_compile=False, wait_s=0.0))
+    assert "xla_off" in [c.code for c in jax_cpu.verdict]  # eager jax is slow on any device
+    tf_cpu = make_watch_record(events=fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0))
+    assert "xla_off" not in [c.code for c in tf_cpu.verdict]  # Keras turns XLA off there itself
+    tf_gpu = make_watch_record(events=fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0), gpus=[H100],
+                               samples=[busy(95)])
+    assert "xla_off" in [c.code for c in tf_gpu.verdict]
+
+
+def test_memory_is_named_used_or_reserved_and_advice_reads_the_used_figure():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpuscout.report.watch import print_watch
+
+    # jax preallocated 60 GiB of 80 (NVML); its allocator's peak was 1.7 GiB
+    events = fit_events(peak_memory_bytes=int(1.7 * 2**30))
+    r = make_watch_record(events=events, gpus=[H100], samples=[busy(95, memory=60 * 2**30)])
+    out = StringIO()
+    print_watch(Console(file=out, width=200), r)
+    assert "used at peak 1.7 GiB (allocator), 60.0 GiB reserved by JAX's preallocation (NVML)" in out.getvalue()
+    unused = next(c for c in r.verdict if c.code == "unused_memory")
+    assert unused.evidence == "used at peak 1.7 GiB of 80 GiB (the framework's allocator)"
+    # without the allocator's figure, a preallocated NVML figure is no basis for advice
+    r = make_watch_record(events=fit_events(), gpus=[H100], samples=[busy(95, memory=20 * 2**30)])
+    assert "unused_memory" not in [c.code for c in r.verdict]
+    r = make_watch_record(events=fit_events(), gpus=[H100], samples=[busy(95, memory=20 * 2**30)],
+                          child_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    assert next(c for c in r.verdict if c.code == "unused_memory").evidence == "used at peak 20.0 GiB of 80 GiB (NVML)"
+
+
+def test_a_record_stopped_before_fit_ended_counts_the_steps_that_ran():
+    events = [e for e in fit_events(windows=3, steps=50) if e["event"] != "watch_fit_end"]  # Ctrl-C, kill
+    r = make_watch_record(events=events, status="interrupted", exit_code=130)
+    assert r.main.steps == 1 + 150 and r.main.samples == 151 * 64  # the compile step and the windows'

@@ -47,10 +47,13 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
     processes on its GPUs; `precision_reference`: mixed precision's speed-up measured on this GPU
     kind and what it was measured on."""
     main = max(r.fits, key=lambda f: f.steps, default=None)
+    if r.status == "failed" and (main is None or not r.windows):
+        return [_failed(r), *_gpu_health(r, other_pids)]
     if main is None or not r.windows:
         return [_no_steps(r), *[c for c in (_gpu_idle(r), _unused_memory(r, None)) if c], *_gpu_health(r, other_pids)]
-    causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _mixed_precision(r, main, precision_reference),
-                          _xla_off(r, main), _unused_memory(r, main), *_gpu_health(r, other_pids)) if c]
+    causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _callbacks(r, main),
+                          _mixed_precision(r, main, precision_reference), _xla_off(r, main), _unused_memory(r, main),
+                          *_gpu_health(r, other_pids)) if c]
     if not causes:
         causes.append(_compute_bound(r))
     return sorted(causes, key=lambda c: -(c.saving_share if c.saving_share is not None else -1))
@@ -78,6 +81,18 @@ def _wait_text(r: WatchRecord) -> str:
     return wait + idle
 
 
+def _failed(r: WatchRecord) -> Cause:
+    """The script ended with an error before any training step was timed: that is the finding."""
+    tail = [line.strip() for line in (r.error.stderr_tail if r.error else "").splitlines() if line.strip()]
+    last = next((line for line in reversed(tail) if "Error" in line or "Exception" in line), tail[-1] if tail else None)
+    known = r.error.explanations[0] if r.error and r.error.explanations else None
+    return Cause(code="script_failed", saving_share=None,
+                 message=f"the script failed (exit code {r.exit_code}) before any training step was timed",
+                 evidence=f"its last error line: {last}" if last else "it printed nothing on stderr",
+                 fix=f"{known.title}: {known.fix}" if known else
+                     "fix the error above and run it again (`gpuscout doctor --explain LOG` reads a whole log)")
+
+
 def _no_steps(r: WatchRecord) -> Cause:
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     seen = f"GPU utilisation {util:.0f}% over the run" if util is not None else "no GPU telemetry"
@@ -99,10 +114,12 @@ def _gpu_idle(r: WatchRecord) -> Cause | None:
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     if util is None or util >= STARVED_UTIL_PCT:
         return None
+    startup = "" if r.startup_s is None else f", after a start-up of {r.startup_s:.0f} s before the GPU was first busy " \
+                                              "(imports, loading, compiling: not counted)"
     return Cause(code="gpu_idle", saving_share=r.gpu_idle_share,
-                 message=f"the GPU ran kernels only {util:.0f}% of the time: the input pipeline or the host "
-                         "holds it back",
-                 evidence=f"NVML utilisation {util:.0f}% mean over {r.telemetry.window_sample_count} samples",
+                 message=f"the GPU ran kernels only {util:.0f}% of the time while training: the input pipeline or "
+                         "the host holds it back",
+                 evidence=f"NVML utilisation {util:.0f}% mean over {r.telemetry.window_sample_count} samples{startup}",
                  fix="step timing tells which: watch the training with fit (or gpuscout.watch.step() in "
                      "your loop) to see the input wait")
 
@@ -112,8 +129,8 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     if share is None or share < INPUT_BOUND_SHARE:
         return None
     band = "highly" if share > INPUT_HIGHLY else "moderately"
-    steps = sum(w.steps for w in r.windows)
-    fetch_s = sum(w.input_wait_s or 0 for w in r.windows) / steps
+    steps = sum(w.steps for w in r.steady)
+    fetch_s = sum(w.input_wait_s or 0 for w in r.steady) / steps
     compute_s = max(r.step_time_s - fetch_s, 1e-9)
     # producers a batch each in parallel that keep up with the step (rounded: 16/4 must be 4, not 5)
     cores = math.ceil(round(fetch_s / compute_s, 6)) if fetch_s > compute_s else None
@@ -122,7 +139,7 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     saving = share if r.gpu_idle_share is None else min(share, r.gpu_idle_share)
     if fetch_s < HANDOVER_S:
         return _handover(r, main, saving, fetch_s, compute_s)
-    fix, snippet = _input_fix(main.input_type, cores, main.backend)
+    fix, snippet = _input_fix(main, cores)
     return Cause(code="input_bound", saving_share=saving,
                  message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch",
                  evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
@@ -148,7 +165,8 @@ def _handover(r: WatchRecord, main: WatchedFit, saving: float, fetch_s: float, c
                  fix="fewer, larger steps: " + "; ".join(changes))
 
 
-def _input_fix(input_type: str | None, cores: int | None, backend: str | None) -> tuple[str, str]:
+def _input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
+    input_type, backend = main.input_type, main.backend
     workers = cores or 4
     if input_type in ("numpy", "jax array") and backend == "jax":
         # keras' array_slicing.convert_to_sliceable: a jax array becomes a host numpy array first
@@ -177,14 +195,74 @@ def _input_fix(input_type: str | None, cores: int | None, backend: str | None) -
                 "\n"
                 "model.fit(Batches(), epochs=...)")
     if input_type == "PyDataset":
-        return (f"give the PyDataset more workers ({workers}) and processes",
-                f"super().__init__(workers={workers}, use_multiprocessing=True,\n"
-                f"                 max_queue_size={2 * workers})")
+        return _pydataset_fix(main.input_workers, main.input_multiprocessing, workers)
     return ("parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
             "dataset = (dataset.cache()\n"
             "           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
             "           .batch(batch_size)\n"
             "           .prefetch(tf.data.AUTOTUNE))")
+
+
+# A PyDataset's batches the same every epoch can be made once: the work is then paid in the first
+# epoch only (a tf.data cache() does the same for a pipeline).
+CACHE_SNIPPET = ("class Cached(keras.utils.PyDataset):   # the same batches every epoch: make each once\n"
+                 "    def __init__(self, inner):\n"
+                 "        super().__init__(workers=inner.workers, use_multiprocessing=inner.use_multiprocessing)\n"
+                 "        self.inner, self.kept = inner, {}\n"
+                 "    def __len__(self):\n"
+                 "        return len(self.inner)\n"
+                 "    def __getitem__(self, i):\n"
+                 "        if i not in self.kept:\n"
+                 "            self.kept[i] = self.inner[i]\n"
+                 "        return self.kept[i]")
+
+
+def _pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tuple[str, str]:
+    """What a PyDataset that keeps the loop waiting needs, from the workers it already has.
+    Worker threads overlap only work that releases the GIL (I/O, most numpy): pure-Python work
+    per batch (tokenising strings, decoding in Python) runs one thread at a time (measured on an
+    H100 host: 6 threads ~1.0x, 6 processes ~1.4x over one thread, docs/watch.md)."""
+    have = have or 1
+    if have > 1 and not processes:
+        return (f"it already has {have} worker threads: threads barely overlap pure-Python work under the GIL, "
+                f"so use processes (use_multiprocessing=True, {max(needed, have)} workers), or do the work once: "
+                "when every epoch yields the same batches, keep them after the first",
+                f"super().__init__(workers={max(needed, have)}, use_multiprocessing=True)\n\n" + CACHE_SNIPPET)
+    if processes and have >= needed:
+        return (f"it already has {have} worker processes, as many as the wait asks for: make each batch cheaper "
+                "(do the per-batch work once when every epoch yields the same batches, or move it into the model "
+                "or a tf.data map)", CACHE_SNIPPET)
+    return (f"give the PyDataset more workers ({needed}, it has {have}) and processes",
+            f"super().__init__(workers={needed}, use_multiprocessing=True,\n"
+            f"                 max_queue_size={2 * needed})")
+
+
+def _callbacks(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    """Host time in the user's callbacks (a ModelCheckpoint's save each epoch, a logger's work
+    each batch), named, when together they take OUTSIDE_STEP_SHARE of the epochs."""
+    epochs = [e for e in main.epochs if e.callbacks_s]
+    if not epochs:
+        return None
+    spent = sum(e.epoch_end_monotonic_s - e.start_monotonic_s for e in epochs)
+    per_callback = {}
+    for e in epochs:
+        for name, seconds in e.callbacks_s.items():
+            per_callback[name] = per_callback.get(name, 0.0) + seconds
+    total = sum(per_callback.values())
+    if spent <= 0 or total / spent < OUTSIDE_STEP_SHARE:
+        return None
+    named = ", ".join(f"{name}: {fmt_seconds(seconds / len(epochs))} per epoch"
+                      for name, seconds in sorted(per_callback.items(), key=lambda item: -item[1])
+                      if seconds / len(epochs) >= 1e-3)  # a callback under a millisecond is not the cost
+    return Cause(code="callbacks", saving_share=total / spent,
+                 message=f"callbacks take {total / spent:.0%} of each epoch on the host",
+                 evidence=f"{named} (over {len(epochs)} epoch(s))",
+                 fix="lighten them: save checkpoints less often (ModelCheckpoint(save_freq=...)), log every N batches "
+                     "instead of each, and keep per-batch callbacks async_safe")
+
+
+def fmt_seconds(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 def _host_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
@@ -236,32 +314,57 @@ def _mixed_precision(r: WatchRecord, main: WatchedFit, reference: tuple[float, s
 
 
 def _xla_off(r: WatchRecord, main: WatchedFit) -> Cause | None:
-    if main.backend != "tensorflow" or main.jit_compile or main.strategy:
-        return None  # jax always compiles; Keras turns XLA off under tf.distribute
+    """Advice that follows what Keras itself does on the device (bench's defaults do the same):
+    on jax, jit_compile=False runs the step op by op, eagerly, on any device; on tensorflow, Keras
+    turns XLA off on a CPU-only machine and under tf.distribute (jit_compile='auto'), and forcing it
+    on there loses (keras-io's text classifier: 0.10x of its own fit, docs/benchmarks.md)."""
+    if main.jit_compile or main.jit_compile is None:
+        return None
+    if main.backend == "jax":
+        return Cause(code="xla_off", saving_share=None,
+                     message="the train step runs op by op (jit_compile=False): jax compiles nothing",
+                     evidence="model.jit_compile is False (jax backend; Keras' default there is to compile)",
+                     fix="let Keras compile the step (its default on jax; the first step then compiles; "
+                         "`gpuscout tune` measures the gain)",
+                     code_snippet="model.compile(optimizer, loss, jit_compile=True)")
+    if main.backend != "tensorflow" or main.strategy or r.gpu is None:
+        return None
     return Cause(code="xla_off", saving_share=None, message="the train step is not XLA-compiled",
-                 evidence="model.jit_compile is False (tensorflow backend)",
+                 evidence="model.jit_compile is False (tensorflow backend, on a GPU)",
                  fix="compile it with XLA (the first step then compiles; `gpuscout tune` measures the gain)",
                  code_snippet="model.compile(optimizer, loss, jit_compile=True)")
 
 
 def _unused_memory(r: WatchRecord, main: WatchedFit | None) -> Cause | None:
     total = r.gpu.memory_total_bytes if r.gpu else None
-    peak = (main.peak_memory_bytes if main else None) or (r.telemetry.memory_used_max_bytes if r.telemetry else None)
+    nvml = r.telemetry.memory_used_max_bytes if r.telemetry and not jax_preallocated(r) else None
+    peak = (main.peak_memory_bytes if main else None) or nvml  # what was used, never what was reserved
     if not total or not peak or peak >= UNUSED_MEMORY_SHARE * total:
         return None
+    source = "the framework's allocator" if main and main.peak_memory_bytes else "NVML"
     if main is None or not main.batch_size:
         return Cause(code="unused_memory", saving_share=None,
                      message=f"{peak / total:.0%} of the GPU's memory in use at most",
-                     evidence=f"NVML: {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB",
+                     evidence=f"used at peak {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB ({source})",
                      fix="a larger batch would likely fit (`gpuscout tune --parts batch` finds the largest for a "
                          "model), with the learning rate scaled")
     # an upper bound: memory taken as proportional to the batch (the weights' share makes it less)
     largest = int(main.batch_size * 0.9 * total / peak) // 8 * 8
     return Cause(code="unused_memory", saving_share=None,
                  message=f"{peak / total:.0%} of the GPU's memory used at batch {main.batch_size}",
-                 evidence=f"peak {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB",
+                 evidence=f"used at peak {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB ({source})",
                  fix=f"a larger batch fits: up to about {largest} (proportional estimate, an upper bound; "
                      "`gpuscout tune --model ... --parts batch` finds it), with the learning rate scaled")
+
+
+def jax_preallocated(r: WatchRecord) -> bool:
+    """JAX took most of the GPU's memory at start (75% unless told otherwise: jax.readthedocs.io,
+    GPU memory allocation): NVML's figure is then what was reserved, not what was used."""
+    main = r.main
+    env = r.env.child_env or {}
+    off = env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() in ("false", "0") or \
+        env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() == "platform"
+    return bool(main and main.backend == "jax" and not off)
 
 
 def _gpu_health(r: WatchRecord, other_pids: list[int]) -> list[Cause]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from gpuscout import catalog
+from gpuscout.analysis.flags import SLOW_FIRST_WINDOW
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import summarize
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
@@ -53,6 +54,8 @@ def derive(seen: Observed) -> WatchRecord:
     fits = _fits(seen.events)
     main = max(fits, key=lambda f: f.steps, default=None)
     windows = main.windows if main else []
+    warmup = warmup_windows(windows)
+    steady = windows[warmup:]
     gpu = seen.gpus[0] if seen.gpus else None
     entry = catalog.match(gpu.name) if gpu else None
     record = {
@@ -63,14 +66,15 @@ def derive(seen: Observed) -> WatchRecord:
                                         returncode=seen.exit_code), seen, main, gpu) if seen.status == "failed" else None,
         "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),
         "fits": fits, "batch_size": main.batch_size if main else None, "windows": windows,
+        "warmup_windows": warmup, "warmup_steps": sum(w.steps for w in windows[:warmup]),
         "gpu": None if gpu is None else gpu.model_copy(update={"catalog_id": entry.id if entry else None}),
         "gpus": list(seen.gpus) if len(seen.gpus) > 1 else None,
-        "trace": _trace(seen.events), "notes": [*seen.notes, *_fit_notes(main)],
+        "trace": _trace(seen.events), "notes": [*seen.notes, *_fit_notes(main), *_warmup_notes(windows, warmup)],
         "env": Environment(**seen.environment, child_env=seen.child_env),
         "gpuscout_version": __version__, "methodology_version": METHODOLOGY_VERSION, "schema_version": SCHEMA_VERSION,
     }
-    record.update(_throughput(main, entry))
-    record.update(_telemetry(seen, windows))
+    record.update(_throughput(main, entry, steady))
+    record.update(_telemetry(seen, steady))
     made = WatchRecord(**record)
     return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})
 
@@ -92,7 +96,7 @@ def summary(events: list[dict]) -> dict | None:
     main = max(_fits(events), key=lambda f: f.steps, default=None)
     if main is None or not main.windows:
         return None
-    figures = _throughput(main, None)
+    figures = _throughput(main, None, main.windows[warmup_windows(main.windows):])
     return {"steps": main.steps, "batch_size": main.batch_size, "step_time_s": figures["step_time_s"],
             "samples_per_s": figures.get("samples_per_s"), "input_wait_share": figures["input_wait_share"],
             "outside_step_share": figures["outside_step_share"], "compile_s": main.compile_s,
@@ -113,7 +117,8 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
             fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size",
                                                     "input_type", "precision_policy", "compute_dtype", "jit_compile",
                                                     "steps_per_execution", "strategy", "compile_s", "flops_coverage",
-                                                    "steps_per_epoch", "input_in_graph")})
+                                                    "steps_per_epoch", "input_in_graph", "input_workers",
+                                                    "input_multiprocessing", "sync_callbacks")})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
                              epochs_planned=e.get("epochs"))
         elif kind == "watch_window":
@@ -123,7 +128,8 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
             fit_of(e)["epochs"].append(WatchEpoch(
                 epoch=e["epoch"], start_monotonic_s=e["start_monotonic_s"], end_monotonic_s=e["end_monotonic_s"],
                 epoch_end_monotonic_s=e.get("epoch_end_monotonic_s", e["end_monotonic_s"]), steps=e["steps"],
-                samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0, logs=e["logs"]))
+                samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0, logs=e["logs"],
+                callbacks_s=e.get("callbacks_s") or {}))
         elif kind == "watch_fit_end":
             fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
                              stopped_by_limit=bool(e.get("stopped_by_limit")))
@@ -132,6 +138,10 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
         if fit["custom"]:  # the loop's own count of steps and samples
             fit["steps"] = sum(w.steps for w in fit["windows"])
             fit["samples"] = sum(w.samples or 0 for w in fit["windows"])
+        elif "steps" not in fit and fit["windows"]:  # stopped before fit ended (Ctrl-C, a kill): what ran
+            # the first step (the compile) and the windows' steps; the steps after the last window are not seen
+            fit["steps"] = 1 + sum(w.steps for w in fit["windows"])
+            fit["samples"] = (fit.get("batch_size") or 0) + sum(w.samples or 0 for w in fit["windows"])
         out.append(WatchedFit(**{k: v for k, v in fit.items() if v is not None}))
     return out
 
@@ -142,6 +152,35 @@ def _fit_notes(main: WatchedFit | None) -> list[str]:
     return [f"input wait not measured: with steps_per_execution {main.steps_per_execution} on tensorflow, Keras "
             "reads the tf.data input inside its compiled loop, which gpuscout leaves as it is (each call's "
             "steps are counted, the epoch's last call as whole)"]
+
+
+# A leading window counts as warm-up while its step time is more than this slower than the median
+# of the windows after it: bench's slow-first-window threshold (analysis/flags.py).
+SETTLED = 1 + SLOW_FIRST_WINDOW
+# Warm-up is left out only where this many windows stay: a short fit keeps them all, and says so.
+MIN_STEADY_WINDOWS = 3
+
+
+def warmup_windows(windows: list[WatchWindow]) -> int:
+    """How many leading windows are warm-up: the first after the compile (a step's first runs
+    meet cold caches, autotuning and allocations: two identical watched ResNet-50 runs gave 95%
+    CIs of 4,240-5,403 img/s with it), then any more until the step time settles."""
+    if len(windows) < 1 + MIN_STEADY_WINDOWS:
+        return 0
+    count = 1
+    while len(windows) - count > MIN_STEADY_WINDOWS:
+        rest = sorted(w.step_time_s for w in windows[count + 1:])
+        if windows[count].step_time_s <= SETTLED * median(rest):
+            break
+        count += 1
+    return count
+
+
+def _warmup_notes(windows: list[WatchWindow], warmup: int) -> list[str]:
+    if windows and not warmup:
+        return [f"{len(windows)} timing window(s) only: none was left out as warm-up, so the figures include it "
+                f"(watch longer, or --steps, for {1 + MIN_STEADY_WINDOWS} or more)"]
+    return []
 
 
 def _window(e: dict) -> WatchWindow:
@@ -163,14 +202,15 @@ def _trace(events: list[dict]) -> Trace | None:
                  message=e.get("message"), command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None)
 
 
-def _throughput(main: WatchedFit | None, entry) -> dict:
-    if main is None or not main.windows:
+def _throughput(main: WatchedFit | None, entry, steady: list[WatchWindow]) -> dict:
+    """The figures of `steady`, the main fit's windows after its warm-up."""
+    if main is None or not steady:
         return {}
-    counted = [w for w in main.windows if w.samples_per_s is not None]
-    seconds = sum(w.seconds for w in main.windows)
-    waits = [w.input_wait_s for w in main.windows if w.input_wait_s is not None]
-    outside = [w.outside_step_s for w in main.windows if w.outside_step_s is not None]
-    out = {"step_time_s": seconds / sum(w.steps for w in main.windows),
+    counted = [w for w in steady if w.samples_per_s is not None]
+    seconds = sum(w.seconds for w in steady)
+    waits = [w.input_wait_s for w in steady if w.input_wait_s is not None]
+    outside = [w.outside_step_s for w in steady if w.outside_step_s is not None]
+    out = {"step_time_s": seconds / sum(w.steps for w in steady),
            "input_wait_share": sum(waits) / seconds if waits and seconds else None,
            "outside_step_share": sum(outside) / seconds if outside and seconds else None}
     if counted:
@@ -206,7 +246,26 @@ def _spans(seen: Observed, windows: list[WatchWindow]) -> list[ChildWindow]:
         inside = sum(1 for t in every if any(w.start_monotonic_s <= t <= w.end_monotonic_s for w in spans))
         if inside >= MIN_WINDOW_SAMPLES:
             return spans
-    return [_span(min(every), max(every))]
+    return [_span(first_busy(seen) or min(every), max(every))]
+
+
+# NVML utilisation from which the GPU counts as busy, and how much of the second that follows
+# must be busy too for the activity to be sustained (not a context's creation, nor one probe kernel).
+BUSY_PCT = 10.0
+SUSTAINED_SHARE = 0.5
+
+
+def first_busy(seen: Observed) -> float | None:
+    """When the GPU first ran kernels for a while (any GPU of the run): the end of start-up
+    (imports, data loading, building, compiling), whose idle time is no training's."""
+    samples = sorted((s for gpu in seen.samples for s in gpu), key=lambda s: s.t_monotonic_s)
+    ahead = max(3, round(1.0 / seen.interval_s))
+    busy = [s.gpu_util_pct is not None and s.gpu_util_pct >= BUSY_PCT for s in samples]
+    for i, sample in enumerate(samples):
+        following = busy[i:i + ahead]
+        if busy[i] and sum(following) >= SUSTAINED_SHARE * len(following):
+            return sample.t_monotonic_s
+    return None
 
 
 def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict:
@@ -219,8 +278,13 @@ def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict:
     per_gpu = [t.model_copy(update={"samples": thinned(t.samples)}) for t in per_gpu]
     telemetry = per_gpu[0] if len(per_gpu) == 1 else combine_telemetry(per_gpu)
     util = telemetry.gpu_util_mean_pct
-    return {"telemetry": telemetry, "telemetry_per_gpu": per_gpu if len(per_gpu) > 1 else None,
-            "gpu_idle_share": None if util is None else max(0.0, 1 - util / 100)}
+    out = {"telemetry": telemetry, "telemetry_per_gpu": per_gpu if len(per_gpu) > 1 else None,
+           "gpu_idle_share": None if util is None else max(0.0, 1 - util / 100)}
+    if not windows:  # no step timing: the busy share is of the steady part, start-up told apart
+        busy = first_busy(seen)
+        start = min(s.t_monotonic_s for gpu in seen.samples for s in gpu)
+        out["startup_s"] = None if busy is None else busy - start
+    return out
 
 
 # Samples kept in the record per GPU: the summary is over all of them; a long watch keeps an even

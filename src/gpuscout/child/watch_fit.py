@@ -7,14 +7,21 @@ Its `train_function` is wrapped so that:
   tf.data one runs the same compiled one-step function);
 - the time between two calls is the loop's time outside the step (callbacks, bookkeeping);
 - every WINDOW_S seconds it waits for the last step's outputs, so the window's length (and the
-  time per step) is the device's, not the dispatch's: one synchronisation a second, not per step.
+  time per step) is the device's, not the dispatch's: one synchronisation a second, not per step;
+- where a callback of the user's makes Keras wait for each step's logs (one that is not
+  `async_safe` and has a batch-end hook: Keras then converts the logs to Python numbers after
+  every step), it waits for the step's outputs at the step's end itself: that wait is the
+  device finishing the step, and would otherwise be billed to the time between steps. It adds
+  no synchronisation the user's run did not have;
+- each callback of the user's is timed (its hooks wrapped on the instance), so an epoch says
+  what its callbacks cost on the host (a ModelCheckpoint's save, a logger's work).
 """
 
 from __future__ import annotations
 
 import time
 
-from gpuscout.child.watch_state import STATE, WINDOW_S, emit, limit_reached, report_failure, stop_trace, trace
+from gpuscout.child.watch_state import STATE, WINDOW_S, emit, halt, limit_reached, report_failure, stop_trace, trace
 
 def leading_samples(batch) -> int | None:
     """The batch's size: the leading dimension of its first array."""
@@ -72,9 +79,13 @@ def wait_for(outputs) -> None:
 class FitWatch:
     """One Model.fit call: its windows, epochs and the model's facts."""
 
-    def __init__(self, model, x) -> None:
+    def __init__(self, model, x, callbacks=()) -> None:
         STATE.fits += 1
         self.index, self.model, self.x = STATE.fits, model, x
+        self.sync_callbacks = [type(c).__name__ for c in callbacks if waits_for_logs(c)]
+        self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
+        for callback in callbacks:
+            self.time_hooks(callback)
         self.original_train_function = None
         self.batch_size = None
         self.batches = self.samples = 0
@@ -118,6 +129,8 @@ class FitWatch:
                     if batches.exhausted:
                         raise StopIteration from None
                     raise
+            if self.sync_callbacks:  # Keras waits for these logs next: the wait is the step's
+                wait_for(outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs)
             try:
                 self.after_call(start, outputs)
             except Exception as exc:  # gpuscout's failure: stop observing, keep training
@@ -127,6 +140,26 @@ class FitWatch:
 
         timed._gpuscout_watched = True
         self.model.train_function = timed
+
+    def time_hooks(self, callback) -> None:
+        """Time the hooks this callback implements (a wrapper on the instance: Keras calls it the
+        same way, and its async-dispatch check sees the same non-default methods)."""
+        name = type(callback).__name__
+        for hook in CALLBACK_HOOKS:
+            method = getattr(callback, hook, None)
+            method = getattr(method, "_gpuscout_original", method)  # timed by an earlier fit: time it anew
+            if method is None or getattr(method, "_is_default", False):
+                continue
+
+            def timed(*args, _method=method, **kwargs):
+                start = time.monotonic()
+                try:
+                    return _method(*args, **kwargs)
+                finally:
+                    self.callback_s[name] = self.callback_s.get(name, 0.0) + time.monotonic() - start
+
+            timed._gpuscout_original = method
+            setattr(callback, hook, timed)
 
     def in_graph_input(self, iterator) -> bool:
         """A tf.data iterator with steps_per_execution > 1 on tensorflow: Keras reads it inside its
@@ -167,7 +200,8 @@ class FitWatch:
         self.last_end = time.monotonic()
         trace(STATE.steps + 1)
         if limit_reached():
-            self.model.stop_training = True
+            self.end()
+            halt()
 
     def open_window(self, now: float) -> None:
         self.window = (now, self.batches, self.samples, self.input_wait_s, self.outside_s)
@@ -190,6 +224,7 @@ class FitWatch:
 
     def epoch_begin(self, epoch: int) -> None:
         self.epoch = (epoch, time.monotonic(), self.batches, self.samples)
+        self.callback_s = {}
         if self.window is None and not self.first_call:
             self.open_window(time.monotonic())
 
@@ -208,14 +243,15 @@ class FitWatch:
         numbers = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
         emit("watch_epoch", fit=self.index, epoch=number + 1, start_monotonic_s=start, end_monotonic_s=end,
              steps=self.batches - batches, samples=self.samples - samples, logs=numbers,
-             epoch_end_monotonic_s=time.monotonic())
+             epoch_end_monotonic_s=time.monotonic(), callbacks_s=dict(self.callback_s))
         self.epoch = None
 
     def announce(self, compile_s: float) -> None:
         emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), batch_size=self.batch_size,
              compile_s=compile_s, started_monotonic_s=STATE.first_step, epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
-             steps_per_epoch=self.params.get("steps"))
+             steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
+             **input_workers(self.x))
 
     def end(self) -> None:
         self.training_ended()
@@ -223,6 +259,32 @@ class FitWatch:
         stop_trace()
         emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached)
+
+
+# The hooks of a user's callback that run during training (epoch and batch); validation's are
+# outside the timed steps.
+CALLBACK_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end",
+                  "on_batch_begin", "on_batch_end")
+
+
+def waits_for_logs(callback) -> bool:
+    """Keras' own rule (keras/src/callbacks/callback_list.py, _configure_async_dispatch): a
+    callback that is not async_safe and implements a batch-end hook makes Keras convert every
+    step's logs to Python numbers, which waits for the step to finish on the device."""
+    if getattr(callback, "async_safe", False):
+        return False
+    return any(hasattr(callback, hook) and not getattr(getattr(callback, hook), "_is_default", False)
+               for hook in ("on_batch_end", "on_train_batch_end"))
+
+
+def input_workers(x) -> dict:
+    """A PyDataset's workers and whether they are processes (None for other inputs)."""
+    if not any(base.__name__ == "PyDataset" for base in type(x).__mro__):
+        return {}
+    try:
+        return {"input_workers": int(x.workers), "input_multiprocessing": bool(x.use_multiprocessing)}
+    except Exception:
+        return {}
 
 
 def static_batch_size(dataset) -> int | None:

@@ -23,7 +23,7 @@ import time
 
 from gpuscout import watch
 from gpuscout.child.watch_fit import FitWatch
-from gpuscout.child.watch_state import STATE, WINDOW_S, emit, limit_reached, report_failure, trace
+from gpuscout.child.watch_state import STATE, WINDOW_S, emit, halt, limit_reached, report_failure, trace
 
 def make_callback(fit: FitWatch):
     import keras
@@ -56,10 +56,10 @@ def patch(model_class) -> None:
         if STATE.limit_reached:
             return original(self, *args, **kwargs)
         try:
-            watcher = FitWatch(self, args[0] if args else kwargs.get("x"))
             callbacks = kwargs.get("callbacks") or []
             if not isinstance(callbacks, (list, tuple)):
                 raise TypeError(f"callbacks given as {type(callbacks).__name__}, not a list")
+            watcher = FitWatch(self, args[0] if args else kwargs.get("x"), callbacks)
             kwargs["callbacks"] = [*callbacks, make_callback(watcher)]
         except Exception as exc:
             report_failure("preparing fit", exc)
@@ -134,7 +134,9 @@ class CustomSteps:
             if now - self.start >= WINDOW_S:
                 self.flush()
         trace(STATE.steps + 1)
-        limit_reached()
+        if limit_reached():
+            self.flush()
+            halt()
 
     def flush(self) -> None:
         if not self.steps:

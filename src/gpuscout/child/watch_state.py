@@ -7,6 +7,7 @@ Only the standard library and, lazily, Keras and the frameworks are imported her
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from gpuscout.core import events
@@ -16,6 +17,9 @@ MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
 MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
 TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace
 TRACE_DIR = os.environ.get("GPUSCOUT_WATCH_TRACE_DIR")
+# A process halted at the limit waits this long for gpuscout to end its process group, then
+# ends itself (gpuscout gone, or a process of the script that has no channel to it).
+HALT_WAIT_S = 60.0
 
 
 class _State:
@@ -65,6 +69,31 @@ def limit_reached() -> str | None:
         STATE.limit_reached = True
         emit("watch_limit", reason=reason, steps=STATE.steps)
     return reason
+
+
+def halt() -> None:
+    """--steps/--duration reached and what was measured sent: nothing more of the script runs.
+
+    Stopping fit (`stop_training`) would still run the epoch's validation and its callbacks (a
+    ModelCheckpoint overwrites the user's best model with a 60-step one) and then the script's
+    code after fit; an exception would print a traceback and run the script's `finally` blocks
+    and jax's atexit handlers. Instead this process tells gpuscout it has stopped and waits
+    here, in gpuscout's code, for gpuscout to end its process group (the shell's next command
+    and the script's subprocesses with it). Ctrl-C is ignored and SIGTERM does what it does
+    by default meanwhile, so no handler of the script's runs either."""
+    stop_trace()
+    emit("watch_halt", steps=STATE.steps)
+    if STATE.silent:  # nobody to end it: end here, running nothing more
+        os._exit(0)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:  # not the main thread: its handlers stay (gpuscout's SIGKILL follows)
+        pass
+    deadline = time.monotonic() + HALT_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    os._exit(0)
 
 
 def trace(step: int) -> None:

@@ -132,6 +132,7 @@ def run(
     interrupt_first_s: float = 0.0,
     forward_interrupt: bool = False,
     status_file: Path | None = None,
+    stop_now: threading.Event | None = None,
 ) -> Finished:
     """Run `argv` to its end (or its timeout, or `cancel`), then stop whatever is left of its
     process group (SIGINT first for `interrupt_first_s` when that is > 0). Raises OSError when the
@@ -139,7 +140,9 @@ def run(
     it is passed on to the group as SIGINT instead, the child gets `interrupt_first_s` to end
     (a second Ctrl-C stops it at once), and run() returns with `interrupted` set. `status_file`:
     where the guard writes the exit status the moment the child ends (a sweep's trials: a driver
-    resumed after gpuscout died learns which finished)."""
+    resumed after gpuscout died learns which finished). `stop_now`: like `cancel`, but the group is
+    ended at once, without SIGINT (a watched script that halted itself at its limit: nothing of
+    it may run any more)."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
 
@@ -165,15 +168,16 @@ def run(
                     os.close(drain.fd)
         reader = threading.Thread(target=events.read, args=(channel, keep), daemon=True,
                                   name="gpuscout-events")
-        state = {"timed_out": False, "cancelled": False, "interrupted": 0.0}  # interrupted: its grace's end
+        state = {"timed_out": False, "cancelled": False, "interrupted": 0.0,  # interrupted: its grace's end
+                 "now": False}
         try:  # from the moment the child exists: a Ctrl-C anywhere below still stops its group
             reader.start()
             for drain in drains:
                 drain.start()
             on_start(proc.pid)
-            _wait(proc, started, timeout_s, cancel, state, forward_interrupt, interrupt_first_s)
+            _wait(proc, started, timeout_s, cancel, state, forward_interrupt, interrupt_first_s, stop_now)
         finally:
-            stop_group(proc, 0.0 if state["interrupted"] else interrupt_first_s)
+            stop_group(proc, 0.0 if state["interrupted"] or state["now"] else interrupt_first_s)
             proc.wait()
             for thread in (reader, *drains):
                 if thread.ident is not None:  # started
@@ -186,7 +190,8 @@ def run(
 
 
 def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cancel: threading.Event | None,
-          state: dict, forward_interrupt: bool, interrupt_grace_s: float) -> None:
+          state: dict, forward_interrupt: bool, interrupt_grace_s: float,
+          stop_now: threading.Event | None = None) -> None:
     """Until the child ends, times out or is cancelled (`state` says which); a forwarded Ctrl-C
     gives it `interrupt_grace_s` more (a second Ctrl-C: none)."""
     deadline = None if timeout_s is None else started + timeout_s
@@ -197,12 +202,16 @@ def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cance
         if deadline is not None and now >= deadline and not state["interrupted"]:
             state["timed_out"] = True
             return
+        if stop_now is not None and stop_now.is_set():
+            state["cancelled"] = state["now"] = True
+            return
         if cancel is not None and cancel.is_set():
             state["cancelled"] = True
             return
         try:
             ticking = deadline is not None and not state["interrupted"]
-            proc.wait(timeout=min(POLL_S, max(0.0, deadline - now)) if ticking else POLL_S)
+            poll_s = 0.05 if stop_now is not None else POLL_S  # a halted script waits on us: answer it at once
+            proc.wait(timeout=min(poll_s, max(0.0, deadline - now)) if ticking else poll_s)
         except subprocess.TimeoutExpired:
             pass
         except KeyboardInterrupt:

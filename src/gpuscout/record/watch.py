@@ -40,6 +40,7 @@ class WatchEpoch(Part):
     samples: int
     samples_per_s: float
     logs: dict[str, float] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*
+    callbacks_s: dict[str, float] = Field(default_factory=dict)  # host seconds in each user callback's hooks
 
 
 class WatchedFit(Part):
@@ -57,6 +58,9 @@ class WatchedFit(Part):
     batch_size: int | None = None
     input_type: str | None = None  # numpy, tf.data, PyDataset, generator, jax array, ...
     input_in_graph: bool = False  # read inside a compiled loop of several steps: its wait is not seen
+    input_workers: int | None = None  # a PyDataset's workers
+    input_multiprocessing: bool | None = None  # ... processes (True) or threads
+    sync_callbacks: list[str] = Field(default_factory=list)  # callbacks that make Keras wait for each step's logs
     precision_policy: str | None = None
     compute_dtype: str | None = None
     jit_compile: bool | None = None
@@ -117,13 +121,20 @@ class WatchRecord(Part):
     unit: str = "samples/s"
     units_per_sample: int = 1
     batch_size: int | None = None
-    windows: list[WatchWindow] = Field(default_factory=list)
+    windows: list[WatchWindow] = Field(default_factory=list)  # all of them, warm-up first
+    # Leading windows left out as warm-up (the first after the compile, and any more until the step
+    # time settles, as bench discards its warm-up steps): every figure below is of the rest.
+    warmup_windows: int = 0
+    warmup_steps: int = 0
     throughput: Throughput | None = None
     samples_per_s: float | None = None
     step_time_s: float | None = None
     input_wait_share: float | None = None  # of the windows' time, blocked on the next batch
     outside_step_share: float | None = None
-    gpu_idle_share: float | None = None  # 1 - NVML utilisation over the windows
+    gpu_idle_share: float | None = None  # 1 - NVML utilisation over the steady windows (or steady part)
+    # Without step timing: seconds from the command's start to the GPU's first sustained activity
+    # (imports, data loading, compilation), left out of the busy share
+    startup_s: float | None = None
     achieved_tflops: float | None = None
     mfu: float | None = None
     mfu_peak_tflops: float | None = None
@@ -157,5 +168,10 @@ class WatchRecord(Part):
         """The fit (or loop) the record's figures are of: the one with the most steps."""
         return max(self.fits, key=lambda f: f.steps, default=None)
 
+    @property
+    def steady(self) -> list[WatchWindow]:
+        """The windows the figures are of: warm-up left out."""
+        return self.windows[self.warmup_windows:]
+
     def window_samples_per_s(self) -> list[float]:
-        return [w.samples_per_s for w in self.windows if w.samples_per_s is not None]
+        return [w.samples_per_s for w in self.steady if w.samples_per_s is not None]

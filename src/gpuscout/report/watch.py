@@ -157,7 +157,7 @@ def view_for(quiet: bool, as_json: bool) -> View:
 
 def _headline(r: WatchRecord) -> str:
     how = {"ok": "ran to its end", "failed": f"failed (exit code {r.exit_code})",
-           "interrupted": "interrupted (Ctrl-C)", "stopped": f"stopped at {r.limit}"}[r.status]
+           "interrupted": "interrupted (Ctrl-C)", "stopped": f"stopped after {r.limit} as asked; the rest of the script did not run"}[r.status]
     what = f"{r.workload} (pid {r.attached_pid})" if r.mode == "pid" else r.workload
     return f"{what}: watched {fmt.seconds(r.duration_s)}, {how}"
 
@@ -170,6 +170,10 @@ def _figures(r: WatchRecord) -> list[str]:
         what = "your loop" if main.custom else f"fit {main.index}"
         batch = f" of batch {main.batch_size}" if main.batch_size else ""
         lines.append(f"{what}: {main.steps} steps{batch}, step {fmt.seconds(r.step_time_s)}")
+        if r.warmup_windows:
+            lines.append(f"warm-up left out: {r.warmup_steps} steps ({r.warmup_windows} window"
+                         f"{'s' if r.warmup_windows > 1 else ''}) after the compile; the figures are of the "
+                         f"{sum(w.steps for w in r.steady)} steady steps")
         if r.samples_per_s:
             ci = f" (95% CI {fmt.number(t.ci95_low, 0)}-{fmt.number(t.ci95_high, 0)})" \
                 if t and t.ci95_low is not None else ""
@@ -177,18 +181,68 @@ def _figures(r: WatchRecord) -> list[str]:
         if not main.custom:
             lines.append(f"input wait {fmt.percent(r.input_wait_share)}, outside the step "
                          f"{fmt.percent(r.outside_step_share)}, compile {fmt.seconds(main.compile_s)}")
-            xla = "XLA" if main.jit_compile or main.backend == "jax" else "no XLA"
-            lines.append(f"{main.backend}, {main.precision_policy}, {xla}, steps_per_execution "
+            lines.append(f"{main.backend}, {main.precision_policy}, {_xla(r, main)}, steps_per_execution "
                          f"{main.steps_per_execution}")
-            lines.append(f"input: {main.input_type}; model {main.model}, {main.params or 0:,} params")
+            lines.append(f"input: {_input(main)}; model {main.model}, {main.params or 0:,} params")
+            callbacks = _callback_costs(main)
+            if callbacks:
+                lines.append(f"callbacks: {callbacks}")
     t = r.telemetry
+    if r.startup_s is not None:
+        lines.append(f"start-up {fmt.seconds(r.startup_s)} before the GPU was first busy (not counted as idle)")
     if t is not None:
         util = None if t.gpu_util_mean_pct is None else t.gpu_util_mean_pct / 100
         power = f", {t.power_mean_w:.0f} W" if t.power_mean_w is not None else ""
-        lines.append(f"{r.gpu_label}: busy {fmt.percent(util, 0)}, peak {fmt.bytes_(t.memory_used_max_bytes)}{power}")
+        lines.append(f"{r.gpu_label}: busy {fmt.percent(util, 0)}, {_memory(r, main)}{power}")
     if r.mfu is not None:
         lines.append(f"MFU {fmt.percent(r.mfu)} ({fmt.number(r.achieved_tflops, 2)} of {r.mfu_peak_tflops:g} TFLOP/s)")
     return lines
+
+
+def _xla(r: WatchRecord, main) -> str:
+    """What the script ran, as Keras resolved it (model.jit_compile after compile)."""
+    if main.jit_compile:
+        return "XLA"
+    if main.backend == "tensorflow" and r.gpu is None:
+        return "no XLA (Keras' default on a CPU-only TensorFlow)"
+    return "no XLA (jit_compile=False)"
+
+
+def _input(main) -> str:
+    if main.input_workers is None:
+        return main.input_type or fmt.DASH
+    kind = "processes" if main.input_multiprocessing else "threads"
+    return f"{main.input_type} ({main.input_workers} worker {kind})"
+
+
+def _callback_costs(main) -> str | None:
+    """Host time in the user's callbacks, per epoch; None when none took a millisecond."""
+    epochs = [e for e in main.epochs if e.callbacks_s]
+    totals: dict[str, float] = {}
+    for e in epochs:
+        for name, seconds in e.callbacks_s.items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    shown = [(n, s / len(epochs)) for n, s in sorted(totals.items(), key=lambda item: -item[1]) if s / len(epochs) >= 1e-3]
+    parts = [", ".join(f"{n} {fmt.seconds(s)} per epoch" for n, s in shown)] if shown else \
+        ["under 1 ms per epoch"] if epochs else []
+    if main.sync_callbacks:
+        parts.append(f"{', '.join(main.sync_callbacks)} made Keras wait for each step's logs (that wait is counted "
+                     "in the step)")
+    return "; ".join(parts) or None
+
+
+def _memory(r: WatchRecord, main) -> str:
+    """The two memory figures named apart: what the framework's allocator used at its peak, and
+    NVML's, which under JAX's preallocation is what JAX reserved, not what the training used."""
+    from gpuscout.analysis.verdict import jax_preallocated
+
+    nvml = r.telemetry.memory_used_max_bytes if r.telemetry else None
+    used = main.peak_memory_bytes if main else None
+    parts = [f"used at peak {fmt.bytes_(used)} (allocator)"] if used else []
+    if nvml is not None:
+        parts.append(f"{fmt.bytes_(nvml)} reserved by JAX's preallocation (NVML)" if jax_preallocated(r)
+                     else f"{'NVML peak' if used else 'used at peak (NVML)'} {fmt.bytes_(nvml)}")
+    return ", ".join(parts) or "memory not seen"
 
 
 def _wrapped(console: Console, text: str, indent: str, first: str | None = None, style: str = "") -> None:

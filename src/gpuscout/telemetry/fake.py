@@ -13,13 +13,16 @@ Point ``GPUSCOUT_FAKE_NVML`` at a JSON file::
      "topology": {"nvlink": true, "level": 50}}   # between any two GPUs: NVLink P2P, PCIe level
 
 Fields named in "unsupported", or left out, raise NVMLError_NotSupported, as real NVML does
-for what a GPU does not report.
+for what a GPU does not report. A number may also be a schedule, [[seconds, value], ...]: from
+that many seconds after the fake was made on, the value (a GPU idle through a script's start-up,
+then busy: "utilization_pct": [[0, 0], [1.5, 60]]).
 The error classes are pynvml's own, so code that catches them is exercised for real.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import pynvml
@@ -37,6 +40,7 @@ class FakeNvml:
     def __init__(self, config: dict) -> None:
         self.config = config
         self.gpus = config.get("gpus", [])
+        self.made = time.monotonic()
 
     @classmethod
     def from_file(cls, path: str) -> "FakeNvml":
@@ -47,7 +51,11 @@ class FakeNvml:
         gpu = self.gpus[handle]
         if name in gpu.get("unsupported", []) or name not in gpu:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu[name]
+        value = gpu[name]
+        if isinstance(value, list) and value and isinstance(value[0], list):  # a schedule
+            elapsed = time.monotonic() - self.made
+            return next((v for t, v in reversed(value) if elapsed >= t), value[0][1])
+        return value
 
     def nvmlInit(self) -> None:
         if self.config.get("init_error"):

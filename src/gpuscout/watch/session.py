@@ -3,9 +3,11 @@ derive the record and its verdict (gpuscout.analysis.watch) and store it.
 
 The command runs in a process group of its own (executor/process.py); Ctrl-C is passed on to
 it as SIGINT, so a training script ends as it would at the terminal, and what was measured up
-to then is kept. `--steps`/`--duration` are enforced inside the script (fit's `stop_training`
-after that many steps, exactly) and here as a backstop; once the limited fit has ended, the
-rest of the script is stopped the same way.
+to then is kept. `--steps`/`--duration` are enforced inside the script: after that many steps
+the instrumentation sends what it measured and halts the process where it is (no validation,
+no callback, no code after fit: gpuscout.child.watch_state.halt), and the group is ended at
+once. A command the instrumentation cannot see (no fit, no gpuscout.watch.step) is stopped here
+at --duration as a backstop, as Ctrl-C would stop it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from gpuscout.watch.command import Command, Instrumentation
 from gpuscout.watch.gpus import GpuWatch, visible_gpus
 from gpuscout.watch.view import View
 
-# After the hook stopped a fit at the limit: time for the step in flight and fit's end before
-# the script is stopped anyway (a step of a large model, a slow callback).
+# After the hook said the limit was reached: time for it to send what it measured and halt
+# before the script is stopped anyway (the last window waits for the step in flight).
 LIMIT_GRACE_S = 30.0
 # A script stopped with SIGINT gets this long to end before SIGTERM (its `finally` blocks,
 # a checkpoint it writes on KeyboardInterrupt).
@@ -76,7 +78,7 @@ class Limits:
         self.first_step: float | None = None  # the parent's clock: the same monotonic clock as the child's
         self.reached: str | None = None  # why, as the hook said
         self.reached_at: float | None = None
-        self.fit_ended = False
+        self.halted = threading.Event()  # the instrumentation halted the script: end its group now
 
     def event(self, event: dict) -> None:
         kind = event["event"]
@@ -86,12 +88,12 @@ class Limits:
             self.first_step = event["start_monotonic_s"]
         elif kind == "watch_limit" and self.reached is None:
             self.reached, self.reached_at = event["reason"], time.monotonic()
-        elif kind == "watch_fit_end" and self.reached is not None:
-            self.fit_ended = True
+        elif kind == "watch_halt":
+            self.halted.set()
 
     def due(self, now: float) -> bool:
         if self.reached is not None:
-            return self.fit_ended or now - self.reached_at >= LIMIT_GRACE_S
+            return self.halted.is_set() or now - self.reached_at >= LIMIT_GRACE_S
         duration = self.options.duration_s
         if duration is None:
             return False
@@ -145,7 +147,7 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
         try:
             finished = process.run(command.argv, env=env, timeout_s=None, stdout=view.stdout(), stderr=tail,
                                    on_event=on_event, on_start=on_start, cancel=cancel,
-                                   interrupt_first_s=STOP_GRACE_S, forward_interrupt=True)
+                                   interrupt_first_s=STOP_GRACE_S, forward_interrupt=True, stop_now=limits.halted)
             returncode, duration_s, interrupted = finished.returncode, finished.duration_s, finished.interrupted
         except OSError as exc:
             raise UsageError(f"cannot start {command.argv[0]!r}: {exc.strerror or exc}") from None
