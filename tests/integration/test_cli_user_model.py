@@ -144,3 +144,18 @@ def test_free_input_dimensions_are_built_on_the_given_shape_and_every_flop_count
     assert info["flops_coverage"] == 1.0 and info["label_kind"] == "binary" and run["status"] == "ok"
     longer = bench_json("--model", f"{MODELS}/small_cnn.py:build_free_length", "--input-shape", "40", store=store_path)
     assert longer["spec"]["model_info"]["forward_flops"] == 2 * (34 * 7 * 8 * 16 + 28 * 7 * 16 * 16 + 16)
+
+
+def test_a_build_that_returns_a_bare_model_has_its_spec_inferred(store_path):
+    """Issue 29, item 11: as for a saved .keras file, the shape comes from the model's input; a
+    spec is asked for only where a dimension is free, naming which; a layer is named as such."""
+    run = bench_json("--model", f"{MODELS}/small_cnn.py:build_bare", store=store_path)
+    info = run["spec"]["model_info"]
+    assert run["status"] == "ok" and info["input_shape"] == [12]
+    assert info["forward_flops"] == 2 * (12 * 16 + 16 * 4)
+    free = run_cli("bench", "--model", f"{MODELS}/small_cnn.py:build_bare_free", *QUICK, "--store", str(store_path))
+    assert free.returncode == 2
+    assert "leaves dimension 1 of a sample free: pass --input-shape (e.g. 128,8)" in free.stderr.splitlines()[-1]
+    layer = run_cli("bench", "--model", f"{MODELS}/small_cnn.py:build_layer", *QUICK, "--store", str(store_path))
+    assert layer.returncode == 2
+    assert "must return a Keras model, or (model, InputSpec(...)); it returned a Keras layer" in layer.stderr

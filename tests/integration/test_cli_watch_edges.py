@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from gpuscout.store import Store
+
 from tests.conftest import FIXTURES, run_cli
 from tests.integration.test_cli_watch import QUIET_TF, stored
 
@@ -103,3 +105,28 @@ def test_start_up_is_not_idle_time(store_path, fake_gpu):
     idle = next(c for c in record.verdict if c.code == "gpu_idle")
     assert idle.saving_share == pytest.approx(0.4)
     assert "before the GPU was first busy" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_timed_out_trial_shows_what_it_reported_and_counts_its_steps(tmp_path):
+    """Issue 29, items 9 and 10: a trial killed at the sweep's timeout after reporting epochs keeps
+    its metrics in the summary, marked timed out, and its step count is the steps that ran."""
+    script = tmp_path / "fit_sweep.py"  # it writes runs.log beside itself
+    script.write_text((FIXTURES / "watch" / "fit_sweep.py").read_text())
+    sweep = tmp_path / "long.yaml"
+    sweep.write_text(f"name: long\ncommand: KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3 {PY} {script} {{lr}} 100000\n"
+                     "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\ntimeout_s: 12\n"
+                     "space:\n  lr: [0.05]\n")
+    store = tmp_path / "s.sqlite"
+    result = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--store", str(store))
+    assert result.returncode == 1, result.stderr[-3000:]  # a trial did not complete
+    with Store(store, create=False) as s:
+        trial, = s.trials("long")
+    assert trial["status"] == "timeout"
+    reported = trial["result"]["metrics"]["val_accuracy"]
+    assert 0 <= reported <= 1 and len(trial["result"]["history"]) >= 1
+    steps = trial["result"]["steps"]
+    assert steps["steps"] > 12 and steps["step_time_s"] > 0  # 12 steps an epoch, several epochs ran
+    assert "no result yet" not in result.stderr and "(trial 0, timed out: its last report)" in result.stderr
+    assert "timed out (killed at the trial timeout)" in result.stdout
+    assert f"{reported:.6g} (timed out)" in result.stdout

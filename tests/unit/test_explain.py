@@ -76,6 +76,18 @@ CASES = [
      ["NCCL_DEBUG=INFO", "--shm-size", "over 1 GPUs"]),
     ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, "
      "rank) failed: unhandled cuda error", "nccl_cuda_error", [], ["out-of-memory or driver message"]),
+    # issue 29: the loader's error names another library than the one asked for: that one is missing
+    ("2022-07-15 W tensorflow/tsl/platform/default/dso_loader.cc:66] Could not load dynamic library "
+     "'libcusolver.so.11'; dlerror: libcublasLt.so.11: cannot open shared object file: No such file or directory",
+     "library_dependency_missing", ["libcusolver.so.11 was found", "libcublasLt.so.11 is the missing one"],
+     ["libcublasLt.so.11 comes with the pip package nvidia-cublas-cu12"]),
+    ("Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object file: "
+     "No such file or directory", "library_dependency_missing", ["needs libcublas.so.11"], ["nvidia-cublas-cu12"]),
+    ("Exception: URL fetch failure on https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None "
+     "-- [Errno -3] Temporary failure in name resolution", "download_failed",
+     ["Temporary failure in name resolution", "no network"],
+     ["~/.keras/datasets/mnist.npz", "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
+      "HTTPS_PROXY"]),
 ]
 
 
@@ -160,3 +172,26 @@ def test_no_kernel_image_names_the_architectures_tensorflow_was_built_for():
 def test_with_two_frameworks_and_a_log_that_names_neither_both_installs_are_given():
     (found,) = explain(CASES[2][0], machine())
     assert 'tensorflow[and-cuda]==2.18.0' in found.fix and 'jax[cuda12]==0.4.38' in found.fix
+
+
+def test_a_library_that_loads_but_lacks_its_own_dependency_is_not_blamed():
+    """The loader's message for libcudnn_ops_infer names libcublas as the file it could not open:
+    the cause and the fix are libcublas's, and the asked-for library is not called missing."""
+    found = explain("Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared "
+                    "object file: No such file or directory", machine())
+    assert [e.code for e in found] == ["library_dependency_missing"]
+    assert "nvidia-cudnn" not in found[0].fix and "nvidia-cublas-cu12" in found[0].fix
+    same = explain("Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open "
+                   "shared object file: No such file or directory", machine())
+    assert [e.code for e in same] == ["library_missing"]
+
+
+def test_a_failed_download_says_where_keras_looks_for_the_file():
+    url = "https://storage.googleapis.com/tensorflow/keras-applications/resnet/resnet50_weights_tf_dim_ordering_tf_kernels.h5"
+    (found,) = explain(f"Exception: URL fetch failure on {url}: None -- [Errno 111] Connection refused",
+                       machine(env={"KERAS_HOME": "/data/keras", "HTTPS_PROXY": "http://proxy:3128"}))
+    assert f"/data/keras/models/{url.rsplit('/', 1)[-1]}" in found.fix
+    assert "a proxy is set (HTTPS_PROXY=http://proxy:3128)" in found.fix
+    (bare,) = explain("urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+                      machine())
+    assert bare.code == "download_failed" and "HTTPS_PROXY" in bare.fix

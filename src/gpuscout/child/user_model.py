@@ -33,15 +33,20 @@ def load(ref: ModelRef, keras, policy: str):
     if not callable(build):
         raise ValueError(f"{Path(ref.path).name} has no function {ref.function}()")
     built = build()
-    if not (isinstance(built, tuple) and len(built) == 2):
-        raise ValueError(f"{ref.function}() must return (model, InputSpec(...)), got {type(built).__name__}")
-    model, given = built
-    if isinstance(given, dict):
-        given = InputSpec(**given)
-    if not isinstance(given, InputSpec):
-        raise ValueError(f"{ref.function}() returned {type(given).__name__} as its input spec: "
-                         "return gpuscout.InputSpec(...) or a dict of its fields")
-    given = InputSpec(**{**asdict(given), "shape": tuple(ref.input_shape or given.shape)})
+    if isinstance(built, keras.Model):  # a bare model: its input says the shape, as a saved .keras file's does
+        model, given = built, _spec_of_saved(built, ref)
+    elif isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], keras.Model):
+        model, given = built
+        if isinstance(given, dict):
+            given = InputSpec(**given)
+        if not isinstance(given, InputSpec):
+            raise ValueError(f"{ref.function}() returned {type(given).__name__} as its input spec: "
+                             "return gpuscout.InputSpec(...) or a dict of its fields")
+        given = InputSpec(**{**asdict(given), "shape": tuple(ref.input_shape or given.shape)})
+    else:
+        what = built[0] if isinstance(built, tuple) and built else built
+        kind = "a Keras layer, not a model" if isinstance(what, keras.layers.Layer) else type(what).__name__
+        raise ValueError(f"{ref.function}() must return a Keras model, or (model, InputSpec(...)); it returned {kind}")
     if len(model.inputs) == 1:
         saved = tuple(model.inputs[0].shape[1:])
         if len(saved) != len(given.shape) or any(s is not None and s != d for s, d in zip(saved, given.shape)):
@@ -60,8 +65,12 @@ def _spec_of_saved(model, ref: ModelRef) -> InputSpec:
     saved = tuple(model.inputs[0].shape[1:])
     shape = ref.input_shape
     if shape is None:
-        if any(d is None for d in saved):
-            raise ValueError(f"the model's input shape {saved} has free dimensions: pass --input-shape")
+        free = [str(i + 1) for i, d in enumerate(saved) if d is None]
+        if free:
+            raise ValueError(f"the model's input shape {saved} leaves dimension{'s' if len(free) > 1 else ''} "
+                             f"{', '.join(free)} of a sample free: pass --input-shape (e.g. "
+                             f"{','.join('128' if d is None else str(d) for d in saved)}), or return "
+                             "(model, InputSpec(shape=...)) from build()")
         shape = tuple(int(d) for d in saved)
     elif len(shape) != len(saved) or any(s is not None and s != d for s, d in zip(saved, shape)):
         raise ValueError(f"--input-shape {shape} does not match the model's input {saved}")

@@ -48,7 +48,8 @@ def watch(
     command: Annotated[Optional[list[str]], typer.Argument(
         metavar="-- COMMAND [ARGS]...", help="The command to run and watch, after `--`.")] = None,
     steps: Annotated[Optional[int], typer.Option(
-        help="Stop after this many training steps (the script is stopped; what was measured is kept).")] = None,
+        help="Stop after this many training steps: the script halts there and nothing more of it runs (no "
+             "validation, callback or code after fit); what was measured is kept.")] = None,
     duration: Annotated[Optional[str], typer.Option(
         help="Stop after this much training, e.g. 90s or 10m; with --pid: how long to watch [default 60s].")] = None,
     pid: Annotated[Optional[int], typer.Option(

@@ -98,6 +98,24 @@ def missing_library(facts: dict, machine: Machine, context: Context, name: str |
     return advice
 
 
+def download_by_hand(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    """keras.utils.get_file keeps what it fetched under KERAS_HOME (~/.keras unless set), in
+    `datasets/` for keras.datasets and `models/` for keras.applications' weights, and fetches
+    nothing when the file is there (keras/src/utils/file_utils.py)."""
+    url = facts.get("url")
+    home = machine.env.get("KERAS_HOME") or "~/.keras"
+    proxy = next((f"{k}={machine.env[k]}" for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+                  if machine.env.get(k)), None)
+    network = (f"a proxy is set ({proxy}): check that it lets this address through" if proxy else
+               "behind a proxy, set HTTPS_PROXY (and HTTP_PROXY) in the script's environment")
+    if not url:
+        return f"check this machine's network (DNS, a firewall); {network}"
+    name_ = url.rstrip("/").rsplit("/", 1)[-1].split("?")[0]
+    subdir = "models" if name_.endswith((".h5", ".keras", ".weights.h5")) or "applications" in url else "datasets"
+    return (f"download {url} on a machine with network and copy it to {home}/{subdir}/{name_}: Keras then uses "
+            f"that file and fetches nothing; {network}")
+
+
 def tensorflow_gpu_libraries(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
     return (f"install the CUDA libraries {_named('tensorflow', machine)} was built for: "
             f"{install_command('tensorflow', machine)}; the missing ones are named in the lines before")
@@ -266,4 +284,4 @@ def nccl_cuda(facts: dict, machine: Machine, context: Context, name: str | None)
 FIXERS: dict[str, Callable[[dict, Machine, Context, str | None], str]] = {
     f.__name__: f for f in (missing_library, tensorflow_gpu_libraries, cudnn_mismatch, dnn_unavailable,
                             driver_too_old, jax_cpu_only, jax_cuda_backend, out_of_memory, no_kernel_image,
-                            ptxas_missing, nccl_system, nccl_cuda)}
+                            ptxas_missing, nccl_system, nccl_cuda, download_by_hand)}

@@ -31,7 +31,10 @@ class SweepView(driver.Display):
 
     def _describe(self, best: dict | None = None) -> None:
         metric = self.sweep.metric
-        best_text = f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']})" if best else "no result yet"
+        partial = best is not None and best["status"] != "ok"
+        best_text = "no result yet" if best is None else \
+            f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']}" \
+            + (", timed out: its last report)" if partial else ")")
         self.progress.update(self.task, description=f"{self.ok} ok, {self.failed} failed, {self.running} running "
                                                     f"on {self.slots} slot(s); {best_text}")
 
@@ -65,6 +68,15 @@ def print_summary(summary: dict, out: Console) -> None:
         t.add_row(str(rank), str(b["index"]), f"{b['value']:.6g}", escape(json.dumps(b["params"])),
                   fmt.seconds(b["duration_s"]), escape(b["slot"]))
     out.print(t)
+    if summary.get("timed_out"):
+        late = Table(title=escape(f"timed out (killed at the trial timeout): the last {metric['name']} each reported"),
+                     title_justify="left")
+        for c in ("trial", metric["name"], "epochs reported", "parameters", "duration", "slot"):
+            late.add_column(escape(c))
+        for b in summary["timed_out"]:
+            late.add_row(str(b["index"]), f"{b['value']:.6g} (timed out)", str(b["epochs"]),
+                         escape(json.dumps(b["params"])), fmt.seconds(b["duration_s"]), escape(b["slot"]))
+        out.print(late)
     counts = summary["status_counts"]
     out.print(f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
               + ", ".join(f"{v} {k}" for k, v in counts.items() if v), highlight=False, markup=False)

@@ -152,8 +152,9 @@ def _better(sweep: SweepFile, a: float, b: float) -> bool:
     return a > b if sweep.metric.direction == "max" else a < b
 
 
-def best_of(sweep: SweepFile, results: list[dict]) -> dict | None:
-    scored = [r for r in results if r["status"] == "ok" and sweep.metric.name in r["metrics"]]
+def best_of(sweep: SweepFile, results: list[dict], status: str = "ok") -> dict | None:
+    """The best trial of those that ended with `status` and reported the metric."""
+    scored = [r for r in results if r["status"] == status and sweep.metric.name in r["metrics"]]
     if not scored:
         return None
     best = scored[0]
@@ -213,7 +214,8 @@ class _Hooks(run_lib.Hooks):
             self.results.append(data)
             if not adopted:
                 self.new.append(data)
-        self.display.finished(result, best_of(self.p.sweep, self.results))
+        self.display.finished(result, best_of(self.p.sweep, self.results)
+                              or best_of(self.p.sweep, self.results, "timeout"))
 
 
 def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hooks: _Hooks) -> str | None:
@@ -261,8 +263,9 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
     finished = max((r["ended_monotonic_s"] for r in new), default=0.0)
     wall = finished - began
     trial_time = sum(r["duration_s"] for r in new)
-    ranked = sorted((r for r in results if r["status"] == "ok" and sweep.metric.name in r["metrics"]),
-                    key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
+    ranked, timed_out = (sorted((r for r in results if r["status"] == status and sweep.metric.name in r["metrics"]),
+                                key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
+                         for status in ("ok", "timeout"))
     gpu_seconds: dict[str, float] = {}
     idle: dict[str, float] = {}
     gap: dict[str, float] = {}  # no trial on the GPU while trials were left to run (the scheduler's cost)
@@ -286,14 +289,21 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
     return {
         "sweep": sweep.name, "metric": sweep.metric.model_dump(), "trials": len(p.trials), "run_now": len(new),
         "skipped_done": len(p.done), "status_counts": counts, "stopped": stopped,
-        "best": [{"index": r["index"], "params": r["params"], "value": r["metrics"][sweep.metric.name],
-                  "duration_s": r["duration_s"], "slot": r["slot"], "log_dir": r["log_dir"]} for r in ranked[:5]],
+        "best": [_ranked(r, sweep) for r in ranked[:5]],
+        # killed at the trial timeout after reporting: what they reported last, apart from the complete ones
+        "timed_out": [_ranked(r, sweep) for r in timed_out],
         "wall_s": wall, "trial_seconds_sum": trial_time, "parallel_speedup": trial_time / wall if wall else None,
         "trials_per_hour": len(new) / wall * 3600 if wall else None,
         "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,
         "gpu_gap_share": gap, "gpu_drain_share": drain,
         "cost_usd": cost_usd if gpu_seconds and priced else None, "log_root": str(p.log_root), "notes": p.notes,
     }
+
+
+def _ranked(r: dict, sweep: SweepFile) -> dict:
+    return {"index": r["index"], "params": r["params"], "value": r["metrics"][sweep.metric.name],
+            "epochs": len(r.get("history") or []), "duration_s": r["duration_s"], "slot": r["slot"],
+            "log_dir": r["log_dir"]}
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
