@@ -70,3 +70,21 @@ def test_one_line_an_unknown_error_and_bad_input(tmp_path, fake_gpu):
     assert missing.returncode == 2 and "no such file" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
     stray = run_cli("doctor", "--batch-size", "64", env=env)
     assert stray.returncode == 2 and "add --explain" in stray.stderr
+
+
+def test_a_loaders_named_dependency_and_a_failed_download_through_the_cli(tmp_path, fake_gpu):
+    """Issue 29, item 12, as a user pastes it: the library the loader could not open is the one
+    blamed, and a failed dataset download says where Keras would read the file by hand."""
+    env = {**machine_env(tmp_path, fake_gpu), "KERAS_HOME": str(tmp_path / "keras")}
+    log = ("Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object "
+           "file: No such file or directory\nException: URL fetch failure on "
+           "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None -- [Errno -3] Temporary "
+           "failure in name resolution")
+    result = subprocess.run([sys.executable, "-m", "gpuscout", "doctor", "--explain", "-", "--json"], input=log,
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(SRC), **env),
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    found = {e["code"]: e for e in json.loads(result.stdout)["explanations"]}
+    assert set(found) == {"library_dependency_missing", "download_failed"}
+    assert "libcublas.so.11 is the missing one" in found["library_dependency_missing"]["cause"]
+    assert f"{tmp_path / 'keras'}/datasets/mnist.npz" in found["download_failed"]["fix"]

@@ -71,6 +71,8 @@ def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path
     if backend == "jax":
         assert fed.gpu.name == "NVIDIA H100 80GB HBM3" and fed.telemetry.gpu_util_mean_pct == pytest.approx(98)
         assert "mixed_bfloat16" in cached.stdout
+        # NVML's figure is what JAX reserved at start, named so; never called the training's peak
+        assert "2.0 GiB reserved by JAX's preallocation (NVML)" in cached.stdout
 
 
 @pytest.mark.slow

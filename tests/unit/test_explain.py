@@ -195,3 +195,6 @@ def test_a_failed_download_says_where_keras_looks_for_the_file():
     (bare,) = explain("urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
                       machine())
     assert bare.code == "download_failed" and "HTTPS_PROXY" in bare.fix
+    (secret,) = explain(f"Exception: URL fetch failure on {url}: None -- timed out",
+                        machine(env={"https_proxy": "http://me:hunter2@proxy:3128"}))
+    assert "hunter2" not in secret.fix and "https_proxy=http://***@proxy:3128" in secret.fix

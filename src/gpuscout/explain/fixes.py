@@ -104,8 +104,8 @@ def download_by_hand(facts: dict, machine: Machine, context: Context, name: str 
     nothing when the file is there (keras/src/utils/file_utils.py)."""
     url = facts.get("url")
     home = machine.env.get("KERAS_HOME") or "~/.keras"
-    proxy = next((f"{k}={machine.env[k]}" for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-                  if machine.env.get(k)), None)
+    proxy = next((f"{k}={re.sub(r'//[^@/]*@', '//***@', machine.env[k])}"  # never a password into a record
+                  for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy") if machine.env.get(k)), None)
     network = (f"a proxy is set ({proxy}): check that it lets this address through" if proxy else
                "behind a proxy, set HTTPS_PROXY (and HTTP_PROXY) in the script's environment")
     if not url:

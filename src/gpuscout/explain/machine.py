@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 # Environment variables that change how the frameworks take GPU memory or find CUDA
 ENV_KEYS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
-            "TF_FORCE_GPU_ALLOW_GROWTH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
+            "TF_FORCE_GPU_ALLOW_GROWTH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+            # where keras.utils.get_file keeps downloads, and the proxies a download goes through
+            "KERAS_HOME", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 
 
 @dataclass
