@@ -38,6 +38,7 @@ class Observed:
     cwd: str | None = None
     attached_pid: int | None = None
     limit: str | None = None
+    interrupted_by: str | None = None
     stderr_tail: str = ""
     gpus: list[GpuInfo] = field(default_factory=list)  # the GPUs the command used
     samples: list[list[TelemetrySample]] = field(default_factory=list)  # per GPU, in that order
@@ -62,6 +63,7 @@ def derive(seen: Observed) -> WatchRecord:
         "id": seen.record_id, "created_utc": seen.created_utc, "group_id": seen.group_id, "mode": seen.mode,
         "workload": seen.workload, "command": seen.command, "cwd": seen.cwd, "attached_pid": seen.attached_pid,
         "status": seen.status, "exit_code": seen.exit_code, "duration_s": seen.duration_s, "limit": seen.limit,
+        "interrupted_by": seen.interrupted_by if seen.status == "interrupted" else None,
         "error": _explained(ErrorDetail(message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail,
                                         returncode=seen.exit_code), seen, main, gpu) if seen.status == "failed" else None,
         "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),

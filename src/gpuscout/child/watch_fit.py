@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child.watch_state import STATE, WINDOW_S, emit, halt, limit_reached, report_failure, stop_trace, trace
+from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, report_failure,
+                                        stop_trace, trace)
 
 def leading_samples(batch) -> int | None:
     """The batch's size: the leading dimension of its first array."""
@@ -110,6 +111,7 @@ class FitWatch:
         self.original_train_function = original
 
         def timed(*args):
+            interrupted_again()
             if self.disabled:
                 return original(*args)
             *state, iterator = args

@@ -18,12 +18,14 @@ from __future__ import annotations
 import atexit
 import importlib.abc
 import importlib.util
+import signal
 import sys
 import time
 
 from gpuscout import watch
 from gpuscout.child.watch_fit import FitWatch
-from gpuscout.child.watch_state import STATE, WINDOW_S, emit, halt, limit_reached, report_failure, trace
+from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_interrupt,
+                                        report_failure, trace)
 
 def make_callback(fit: FitWatch):
     import keras
@@ -118,6 +120,7 @@ class CustomSteps:
         self.last = None  # the latest call's time
 
     def __call__(self, samples: int | None) -> None:
+        interrupted_again()
         now = time.monotonic()
         STATE.steps += 1
         if STATE.first_step is None:
@@ -157,5 +160,6 @@ def install() -> None:
         else:
             sys.meta_path.insert(0, KerasFinder())
         watch.set_step_handler(CustomSteps())
+        signal.signal(signal.SIGINT, on_interrupt)  # before the script runs: its own handler, if any, wins
     except Exception as exc:
         report_failure("installing the instrumentation", exc)

@@ -33,6 +33,7 @@ class _State:
         self.failed = False
         self.tracing = False
         self.silent = False  # no channel to the parent in this process
+        self.interrupted = False  # SIGINT reached this process (gpuscout passes Ctrl-C and SIGTERM on as SIGINT)
 
 
 STATE = _State()
@@ -94,6 +95,23 @@ def halt() -> None:
     while time.monotonic() < deadline:
         time.sleep(0.1)
     os._exit(0)
+
+
+def on_interrupt(signum, frame) -> None:
+    """SIGINT in a watched script: KeyboardInterrupt, as Python's own handler raises it (installed
+    explicitly: a script started from a background job inherits SIGINT ignored). It is also
+    remembered, so that where a framework's code swallows the KeyboardInterrupt (fit on jax, in a
+    wait on the device), the next training step raises it again in the script's main thread and
+    the script's own cleanup (`finally`, its KeyboardInterrupt handler) runs before the grace ends."""
+    STATE.interrupted = True
+    raise KeyboardInterrupt
+
+
+def interrupted_again() -> None:
+    """At a step's start: an interrupt that a framework swallowed is raised again here. The script
+    is being stopped (gpuscout ends it after the grace): no training step runs after a SIGINT."""
+    if STATE.interrupted:
+        raise KeyboardInterrupt
 
 
 def trace(step: int) -> None:

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from gpuscout import __version__
+from gpuscout.core import signals
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.report import terminal
 
@@ -45,7 +46,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 def handle_errors(command):
     """Turn bad input into one line and exit 2, a failure after runs started into one line and
-    exit 1, and Ctrl-C into exit 130, for one command.
+    exit 1, and Ctrl-C into exit 130 (SIGTERM: 143), for one command.
 
     Done inside each command (not around the app) because Typer's standalone mode owns the
     outermost layer: it prints tracebacks for anything it does not know.
@@ -54,6 +55,7 @@ def handle_errors(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         err = terminal.console(stderr=True, highlight=False)
+        signals.install()  # Ctrl-C even when the shell left it ignored; SIGTERM handled as Ctrl-C
         try:
             return command(*args, **kwargs)
         except UsageError as exc:
@@ -65,8 +67,8 @@ def handle_errors(command):
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err.print("interrupted: runs that finished are stored; nothing half-written was kept")
-            raise typer.Exit(130) from None
+            err.print(f"interrupted ({signals.name()}): runs that finished are stored; nothing half-written was kept")
+            raise typer.Exit(signals.exit_code()) from None
 
     return wrapper
 

@@ -10,7 +10,8 @@ import typer
 from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
 from gpuscout.core.errors import UsageError
-from gpuscout.store import Store
+from gpuscout.report.output import check_output, write_whole
+from gpuscout.store import Store, default_store_path
 from gpuscout.report import terminal
 
 HELP = """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
@@ -37,10 +38,13 @@ def report(
     backend: Optional[str] = typer.Option(None, help="Only this backend."),
     telemetry_run: Optional[str] = typer.Option(None, help="The run whose telemetry is plotted [default: the newest with telemetry]."),
     title: str = typer.Option("gpuscout report", help="The report's title."),
+    force: bool = typer.Option(False, "--force", help="Replace --out even when gpuscout did not write it (never the store)."),
     store_path: StorePath = None,
 ) -> None:
     out = out or Path("report.md" if markdown else "report.html")
     from gpuscout.report import document
+
+    check_output(out, store_path or default_store_path(), force)
 
     with Store(store_path, readonly=True) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
@@ -62,7 +66,7 @@ def report(
             else:
                 from gpuscout.report import html
 
-                out.write_text(html.render(doc), encoding="utf-8")
+                write_whole(out, html.render(doc))
                 written = [out]
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror}") from None

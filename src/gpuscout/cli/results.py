@@ -16,6 +16,7 @@ from gpuscout.core.errors import UsageError
 from gpuscout.report import console as console_report, watch as watch_report
 from gpuscout.record.document import json_document
 from gpuscout.report.export import csv_text, parse_document
+from gpuscout.report.output import check_output, write_whole
 from gpuscout.record import STORED
 from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store import Store, default_store_path, repair
@@ -84,6 +85,7 @@ def export(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
     workload: Optional[str] = typer.Option(None, help="Only this workload."),
     group: Optional[str] = typer.Option(None, help="Only the runs of this group: one bench, scale session or cluster."),
+    force: bool = typer.Option(False, "--force", help="Replace -o even when gpuscout did not write it (never the store)."),
     store_path: StorePath = None,
 ) -> None:
     """Export stored runs as JSON (whole records) or CSV (one flat row per run).
@@ -98,6 +100,8 @@ def export(
     """
     if fmt not in ("json", "csv"):
         raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
+    if out is not None:
+        check_output(out, store_path or default_store_path(), force, "-o")
     with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, group=group)
     warn_unreadable(store)
@@ -106,7 +110,7 @@ def export(
         typer.echo(text, nl=False)
     else:
         try:
-            out.write_text(text, encoding="utf-8")
+            write_whole(out, text)
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror}") from None
         terminal.console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout.core import engine, planning
+from gpuscout.core import engine, planning, signals
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.core.errors import UsageError
 from gpuscout.record.document import json_document
@@ -84,9 +84,9 @@ def watch(
 
 
 def exit_code(record) -> int:
-    """The command's own exit code; 0 when gpuscout stopped it at a limit, 130 on Ctrl-C."""
+    """The command's own exit code; 0 when gpuscout stopped it at a limit, 130 on Ctrl-C, 143 on SIGTERM."""
     if record.status == "interrupted":
-        return 130
+        return signals.exit_code()  # 130 for Ctrl-C, 143 for SIGTERM
     if record.status in ("ok", "stopped") or record.exit_code is None:
         return 0
     code = record.exit_code

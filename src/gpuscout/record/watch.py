@@ -115,6 +115,7 @@ class WatchRecord(Part):
     error: ErrorDetail | None = None
     duration_s: float
     limit: str | None = None  # what stopped it (--steps, --duration)
+    interrupted_by: str | None = None  # the signal that stopped gpuscout (SIGINT: Ctrl-C; SIGTERM: kill, a scheduler)
     instrumented: bool  # the hook ran in a Python process of the command
     fits: list[WatchedFit] = Field(default_factory=list)
     # The main fit's figures (the one with the most steps), for listing and comparing

@@ -6,6 +6,7 @@ from html import escape
 
 from gpuscout import __version__
 from gpuscout.core.provenance import utc_now
+from gpuscout.report.output import HTML_MARK
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
 
@@ -95,7 +96,7 @@ def _table(t: TableData) -> str:
 
 def render(doc: Document) -> str:
     nav = " ".join(f'<a href="#{s.id}">{escape(s.title)}</a>' for s in doc.sections)
-    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(doc.title)}</title>"
+    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{HTML_MARK}<title>{escape(doc.title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
              f"<p class=\"subtitle\">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>"
              f"<pre id=\"js-errors\"></pre><pre id=\"layout\" hidden></pre><nav>{nav}</nav>"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
+from gpuscout.report.output import MARKDOWN_MARK, write_whole
 
 
 def _cell(value: str) -> str:
@@ -22,7 +23,7 @@ def render(doc: Document, path: Path) -> list[Path]:
     """Write `path` (Markdown) and its PNGs in `<stem>_files/`; returns the files written."""
     assets = path.parent / f"{path.stem}_files"
     assets.mkdir(parents=True, exist_ok=True)
-    written, lines = [], [f"# {doc.title}", "", doc.subtitle, ""]
+    written, lines = [], [MARKDOWN_MARK, f"# {doc.title}", "", doc.subtitle, ""]
     for section in doc.sections:
         lines += [f"## {section.title}", ""]
         images = []
@@ -40,5 +41,5 @@ def render(doc: Document, path: Path) -> list[Path]:
             lines += _table(table) + [""]
         for summary, text in section.details:
             lines += [f"<details><summary>{summary}</summary>", "", "```json", text, "```", "", "</details>", ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    write_whole(path, "\n".join(lines))
     return [path, *written]

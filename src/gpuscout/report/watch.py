@@ -157,7 +157,7 @@ def view_for(quiet: bool, as_json: bool) -> View:
 
 def _headline(r: WatchRecord) -> str:
     how = {"ok": "ran to its end", "failed": f"failed (exit code {r.exit_code})",
-           "interrupted": "interrupted (Ctrl-C)", "stopped": f"stopped after {r.limit} as asked; the rest of the script did not run"}[r.status]
+           "interrupted": f"interrupted ({'Ctrl-C' if r.interrupted_by in (None, 'SIGINT') else r.interrupted_by})", "stopped": f"stopped after {r.limit} as asked; the rest of the script did not run"}[r.status]
     what = f"{r.workload} (pid {r.attached_pid})" if r.mode == "pid" else r.workload
     return f"{what}: watched {fmt.seconds(r.duration_s)}, {how}"
 

@@ -33,8 +33,10 @@ from pathlib import Path
 
 import platformdirs
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from gpuscout.core.errors import RunError
+from gpuscout.core.text import storable
 from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.document import json_document
 from gpuscout.store import schema
@@ -387,12 +389,16 @@ def _like_prefix(prefix: str) -> str:
 
 
 def row_of(record: StoredRecord) -> tuple:
+    try:
+        text = record.model_dump_json()
+    except PydanticSerializationError:  # text JSON cannot carry (lone surrogates): replaced, never lost
+        record = type(record).model_validate(storable(record.model_dump()))
+        text = record.model_dump_json()
     benchmark = record.kind == "benchmark"
     return (
         record.id, record.kind, record.created_utc, record.group_id, record.workload,
         record.backend.value if benchmark else None, record.precision.value if benchmark else None,
         int(record.xla) if benchmark else None, record.batch_size, record.data.value if benchmark else None,
         record.device, record.gpu.name if record.gpu else None, record.status,
-        record.throughput.median if record.throughput else None, record.methodology_version,
-        record.model_dump_json(),
+        record.throughput.median if record.throughput else None, record.methodology_version, text,
     )

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpuscout.core import engine
+from gpuscout.core import engine, signals
 from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
 from gpuscout.executor import process
 from gpuscout.core.provenance import relevant_env
+from gpuscout.core.text import storable
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
@@ -161,13 +162,17 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
     notes = [attribution.note] if attribution and attribution.note else []
     notes += [f"gpuscout's instrumentation failed in pid {e['pid']} ({e['message']}): that process trained "
               "unobserved" for e in seen if e["event"] == "watch_error"]
+    # argv, the folder, the environment and what the script sent may hold bytes that are not UTF-8:
+    # storable, so that the record is never lost for them
     observed = analysis.Observed(
-        command=command.given, workload=command.workload, mode="command", status=status, exit_code=returncode,
-        duration_s=duration_s, events=seen, environment=session.host, child_env=relevant_env(env),
-        group_id=session.group_id, record_id=record_id, created_utc=created, cwd=os.getcwd(),
-        limit=limits.reached and f"{limits.reached} ({options.limit})", stderr_tail=tail.text(), gpus=used,
+        command=storable(command.given), workload=storable(command.workload), mode="command", status=status,
+        exit_code=returncode, duration_s=duration_s, events=storable(seen), environment=storable(session.host),
+        child_env=storable(relevant_env(env)), group_id=session.group_id, record_id=record_id, created_utc=created,
+        cwd=storable(os.getcwd()),
+        limit=limits.reached and f"{limits.reached} ({options.limit})", interrupted_by=signals.name(),
+        stderr_tail=tail.text(), gpus=used,
         samples=samples, interval_s=options.telemetry_interval_s,
-        other_pids=attribution.other_pids if attribution else [], notes=notes,
+        other_pids=attribution.other_pids if attribution else [], notes=storable(notes),
         precision_reference=_reference(store, used, seen))
     record = analysis.derive(observed)
     store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
