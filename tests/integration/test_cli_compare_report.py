@@ -71,7 +71,7 @@ def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):
     not_ours.write_text('{"hello": 1}')
     for path, message in ((newer, "newer than this gpuscout's"), (half_bad, "run #2 (fresh1): status: Field required"),
                           (changed, "already stored with different contents"), (not_ours, "not a gpuscout results file"),
-                          (tmp_path / "missing.json", "cannot read")):
+                          (tmp_path / "missing.json", "no such file")):
         proc = run_cli("results", "import", str(path), "--store", str(store))
         assert proc.returncode == 2 and message in proc.stderr, (path, proc.stderr)
         assert count(store) == 6  # nothing half-applied

@@ -88,7 +88,7 @@ def test_a_sweep_file_that_cannot_run_is_refused_before_the_store_or_a_trial(tmp
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00name: x\n" + bytes(range(256)))
     one_error_line(run_cli("sweep", str(binary), "--cpu-slots", "1", "--store", str(store_path)),
-                   "is not a text file (byte 0 is not UTF-8)")
+                   "is not a text file (it holds NUL bytes): not a sweep file")
     template = tmp_path / "template.yaml"  # trial 0 cannot make its command: {x:d} given 0.5
     template.write_text("name: t\ncommand: python -c 'open(\"ran\", \"w\")' {x:d}\nreports: [m]\nmetric: {name: m}\n"
                         "space:\n  x: [1, 0.5]\n")
@@ -105,7 +105,7 @@ def test_small_things_a_new_user_trips_over(tmp_path, store_path):
     budget = run_cli("tune", "mlp", "--cpu", "--budget", "0", "--store", str(store_path))
     one_error_line(budget, "--budget must be > 0")
     assert budget.stderr.startswith("error:") and budget.stdout == ""
-    one_error_line(run_cli("recommend", "--workload", "resnet50", "--epochs", "-3"), "--epochs must be > 0, got -3")
+    one_error_line(run_cli("recommend", "--workload", "resnet50", "--epochs", "-3"), "--epochs takes a finite number of 0 or more, got -3.0")
     assert not store_path.exists()
     # a sweep file without name: is named after the file
     sweep = tmp_path / "lr-search.yaml"

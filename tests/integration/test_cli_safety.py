@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import signal
 import subprocess
@@ -108,3 +109,68 @@ def test_bytes_that_are_not_utf8_never_lose_a_record(tmp_path):
         record, = s.list(kind="watch")
     assert record.status == "failed" and record.command[-1] == "arg-\ufffd" and record.cwd.endswith("dir\ufffd")
     assert json.loads(record.model_dump_json())["command"][-1] == "arg-\ufffd"
+
+
+def test_bad_numbers_files_ids_and_grids_are_one_line_and_change_nothing(stored_once, tmp_path):
+    """Issue 30, items 6-11: nan, inf and negative numbers, implausible epochs, a binary catalog,
+    a JSON nested 100,000 deep, /dev/zero as an import, a sweep file and a log, an id of 100,000
+    characters, an unknown status, a grid of 10^12 points: each exit 2 with one line, at once."""
+    store, before = stored_once, sha256(stored_once)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    binary = tmp_path / "catalog.toml"
+    binary.write_bytes(bytes(range(256)))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("name: big\ncommand: echo {a} {b} {c} {d}\nreports: [x]\nmetric: {name: x, direction: max}\n"
+                    "space:\n" + "".join(f"  {axis}: {list(range(1000))}\n" for axis in "abcd"))
+    cases = [
+        (("bench", "mlp", "--cpu", "--timeout", "nan"), "--timeout takes a finite number of 0 or more, got nan"),
+        (("bench", "mlp", "--cpu", "--window-seconds", "inf"), "--window-seconds takes a finite number"),
+        (("tune", "mlp", "--cpu", "--budget", "-3"), "--budget takes a finite number of 0 or more, got -3.0"),
+        (("recommend", "--workload", "resnet50", "--epochs", "nan"), "--epochs takes a finite number"),
+        (("recommend", "--workload", "resnet50", "--epochs", "1e308"), "more than any training gpuscout can plan"),
+        (("catalog", "--catalog", str(binary)), "is not a text file (it holds NUL bytes): not a catalog"),
+        (("results", "import", str(deep)), "nests deeper than 200 levels: not a gpuscout results file"),
+        (("results", "import", "/dev/zero"), "too large for a gpuscout results file"),
+        (("sweep", "/dev/zero", "--dry-run"), "too large for a sweep file"),
+        (("doctor", "--explain", "/dev/zero"), "not a text log (it is mostly NUL bytes)"),
+        (("results", "show", "a" * 100_000), "is not a run id: ids are up to 64 letters"),
+        (("results", "list", "--status", "bogus"), "unknown --status 'bogus': choose ok, oom, failed"),
+        (("sweep", str(grid), "--dry-run"), "the grid has 1,000,000,000,000 points (1000 x 1000 x 1000 x 1000)"),
+    ]
+    for args, fragment in cases:
+        started = time.monotonic()
+        result = run_cli(*args, env={"GPUSCOUT_STORE": str(store)}, timeout=60)
+        one_line_exit_2(result, fragment)
+        assert time.monotonic() - started < 30, args
+    assert sha256(store) == before
+
+
+def test_record_text_never_reaches_the_terminal_raw_nor_breaks_a_markdown_table(stored_once, tmp_path):
+    """Items 13 and 14: an imported record whose workload holds a window-title and a clear-screen
+    sequence, a `|` and a backtick is said to hold them on import, shown escaped by `results
+    list/show`, and kept to its own cell in the Markdown report."""
+    store = stored_once
+    exported = json.loads(run_cli("results", "export", "--store", str(store)).stdout)
+    run = exported["runs"][0]
+    run["id"], run["workload"] = "hostile01", "evil\x1b]0;pwned\x07\x1b[2J|`x` model"
+    doc = tmp_path / "hostile.json"
+    doc.write_text(json.dumps(exported))
+    imported = run_cli("results", "import", str(doc), "--store", str(store))
+    assert imported.returncode == 0, imported.stderr
+    assert "1 record(s) hold control characters in their text (run hostile01: workload" in imported.stderr
+    original = run["id"]
+    exported_again = json.loads(run_cli("results", "export", "--store", str(store)).stdout)
+    original = next(r["id"] for r in exported_again["runs"] if r["id"] != "hostile01")
+    for args in (("results", "list"), ("results", "show", "hostile01"), ("compare", "hostile01", original)):
+        shown = run_cli(*args, "--store", str(store))
+        assert "\x1b" not in shown.stdout + shown.stderr, args
+    # escaped where it is shown (rich drops the bell itself)
+    assert "evil\\x1b]0;pwned" in run_cli("results", "show", "hostile01", "--store", str(store)).stdout
+    report = tmp_path / "r.md"
+    assert run_cli("report", "--markdown", "--out", str(report), "--store", str(store)).returncode == 0
+    row = next(line for line in report.read_text().splitlines() if line.startswith("| hostile01 |"))
+    cells = [c for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+    header = next(line for line in report.read_text().splitlines() if line.startswith("| id |") and "script" in line)
+    assert len(cells) == header.count("|") - 1  # the `|` in the name did not split the row
+    assert "evil\\\\x1b\\]0;pwned" in row and "\\|\\`x\\` model" in row

@@ -1,5 +1,6 @@
 """`gpuscout bench --model`: a user's file or saved model, end to end on the CPU (jax backend)."""
 
+import hashlib
 import json
 import sqlite3
 import subprocess
@@ -48,16 +49,24 @@ def test_a_compiled_regression_model_keeps_its_loss_and_a_flops_override_wins(st
     assert info["flops_source"] == "given" and run["training_flops_per_sample"] == 3000
 
 
-def test_an_error_in_the_users_file_shows_its_traceback_and_stores_nothing(store_path):
+def test_an_error_in_the_users_file_is_one_line_and_stores_nothing(store_path):
+    """One line naming the error and where in the user's file; its traceback with --verbose (the
+    user's frames only)."""
     bench_json("mlp", store=store_path)
+    before = hashlib.sha256(store_path.read_bytes()).hexdigest()
     proc = run_cli("bench", "--model", f"{MODELS}/broken.py", *QUICK, "--store", str(store_path))
     assert proc.returncode == 2
-    assert 'broken.py", line 6, in build' in proc.stderr and "NameError" in proc.stderr
-    assert "gpuscout/child" not in proc.stderr  # only the user's frames
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: broken.py:build: NameError: name 'undefined_tensor' is not defined")
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith("error: broken.py:build: NameError: name 'undefined_tensor' is not defined "
+                           "(broken.py line 6, in build)")
+    assert "`gpuscout --verbose ...` shows the traceback" in line
+    verbose = run_cli("--verbose", "bench", "--model", f"{MODELS}/broken.py", *QUICK, "--store", str(store_path))
+    assert verbose.returncode == 2
+    assert 'broken.py", line 6, in build' in verbose.stderr and "NameError" in verbose.stderr
+    assert "gpuscout/child" not in verbose.stderr  # only the user's frames
     with sqlite3.connect(store_path) as db:
         assert db.execute("select count(*) from runs").fetchone()[0] == 1
+    assert hashlib.sha256(store_path.read_bytes()).hexdigest() == before
 
 
 def test_a_saved_model_with_free_dimensions_needs_and_takes_an_input_shape(tmp_path, store_path):
@@ -157,5 +166,30 @@ def test_a_build_that_returns_a_bare_model_has_its_spec_inferred(store_path):
     assert free.returncode == 2
     assert "leaves dimension 1 of a sample free: pass --input-shape (e.g. 128,8)" in free.stderr.splitlines()[-1]
     layer = run_cli("bench", "--model", f"{MODELS}/small_cnn.py:build_layer", *QUICK, "--store", str(store_path))
-    assert layer.returncode == 2
+    assert layer.returncode == 2 and len(layer.stderr.strip().splitlines()) == 1
     assert "must return a Keras model, or (model, InputSpec(...)); it returned a Keras layer" in layer.stderr
+
+
+def test_a_file_that_raises_at_import_and_saved_files_that_are_not_models(tmp_path, store_path):
+    """Issue 30, item 5: one line each, exit 2, nothing stored; the .keras checks in milliseconds."""
+    raises = tmp_path / "raises.py"
+    raises.write_text("raise RuntimeError('no data folder')\n\ndef build():\n    pass\n")
+    answer = tmp_path / "answer.py"
+    answer.write_text("def build():\n    return 42\n")
+    empty, garbage, other_zip = tmp_path / "empty.keras", tmp_path / "garbage.keras", tmp_path / "notes.keras"
+    empty.write_bytes(b"")
+    garbage.write_bytes(bytes(range(256)) * 4)
+    import zipfile
+
+    with zipfile.ZipFile(other_zip, "w") as archive:
+        archive.writestr("notes.txt", "not a model")
+    for args, fragment in (((f"{raises}:build",), "RuntimeError: no data folder (raises.py line 1, at import)"),
+                           ((f"{answer}:build",), "it returned int"),
+                           ((str(empty),), "is empty (0 bytes): not a saved Keras model"),
+                           ((str(garbage),), "is not a saved Keras model: a .keras file is a zip archive"),
+                           ((str(other_zip),), "without a Keras model in it (no config.json)")):
+        proc = run_cli("bench", "--model", *args, *QUICK, "--store", str(store_path))
+        assert proc.returncode == 2, proc.stderr
+        line, = proc.stderr.strip().splitlines()
+        assert fragment in line and "Traceback" not in proc.stderr
+    assert not store_path.exists()

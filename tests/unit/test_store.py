@@ -22,8 +22,10 @@ def test_round_trip_and_prefix_lookup(store_path):
         assert store.get("abc").id == "abc123"
         assert store.get("abc") == record("abc123", median=12.5)  # every field back as it went in
         assert [r.id for r in store.list(workload="resnet50")] == ["abd999"]
-        with pytest.raises(StoreError, match="ambiguous"):
-            store.get("ab")
+        with pytest.raises(StoreError, match=r"ambiguous \((abc123, abd999|abd999, abc123)\)"):
+            store.get("ab")  # the candidates named
+        with pytest.raises(StoreError, match="is not a run id"):
+            store.get("ab%")  # never a LIKE pattern, never a query for it
         with pytest.raises(StoreError, match="no run 'zz'"):
             store.get("zz")
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 
@@ -183,9 +184,10 @@ def _load(user_file: str | None) -> Catalog:
         raise ValueError("catalog/gpus.toml has duplicate ids")
     if user_file:
         path = Path(user_file).expanduser()
-        if not path.is_file():
+        if not path.exists():
             raise UsageError(f"catalog file not found: {path}")
-        user_text = path.read_text(encoding="utf-8")
+        user_text = inputs.read_text(path, "a catalog (TOML: [[gpu]] and [[price]] tables, docs/catalog.md)",
+                                     MAX_CATALOG_BYTES)
         new, overrides, user_prices = _validated(_load_toml(user_text, str(path)), user_text, str(path), set(by_id))
         for entry in new:
             by_id[entry.id] = entry
@@ -203,6 +205,10 @@ def _load(user_file: str | None) -> Catalog:
     if unknown:
         raise UsageError(f"catalog: prices name GPUs that are not in it: {', '.join(unknown)}")
     return Catalog(tuple(by_id.values()), tuple(prices), user_file)
+
+
+# A user's catalog is a page of TOML; the package's own is 30 KiB.
+MAX_CATALOG_BYTES = 4 * inputs.MiB
 
 
 def load(user_file: str | None = None) -> Catalog:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import math
+
+import click
 
 import typer
 from rich.markup import escape
@@ -38,10 +41,18 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+# --verbose: an error in the user's own code (a --model file) shows its traceback, not just its line
+VERBOSE = {"on": False}
+
+
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+                                       help="Print the version and exit."),
+          verbose: bool = typer.Option(False, "--verbose", help="Show the traceback of an error in your own code "
+                                                                "(a --model file), e.g. gpuscout --verbose bench "
+                                                                "--model m.py")) -> None:
     """Why your Keras training is slow, what each fix buys, and which GPU to run it on."""
+    VERBOSE["on"] = verbose
 
 
 def handle_errors(command):
@@ -57,11 +68,14 @@ def handle_errors(command):
         err = terminal.console(stderr=True, highlight=False)
         signals.install()  # Ctrl-C even when the shell left it ignored; SIGTERM handled as Ctrl-C
         try:
+            check_numbers(kwargs)
             return command(*args, **kwargs)
         except UsageError as exc:
-            if getattr(exc, "traceback_text", None):
-                err.print(escape(exc.traceback_text.rstrip()), soft_wrap=True)
-            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, however long
+            traceback_text = getattr(exc, "traceback_text", None)
+            if traceback_text and VERBOSE["on"]:
+                err.print(escape(traceback_text.rstrip()), soft_wrap=True)
+            hint = "; `gpuscout --verbose ...` shows the traceback" if traceback_text and not VERBOSE["on"] else ""
+            err.print(f"[red]error:[/] {escape(str(exc))}{hint}", soft_wrap=True)  # one line, however long
             raise typer.Exit(exc.exit_code) from None
         except RunError as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
@@ -71,6 +85,20 @@ def handle_errors(command):
             raise typer.Exit(signals.exit_code()) from None
 
     return wrapper
+
+
+def check_numbers(values: dict) -> None:
+    """Every numeric option of every command is a finite number of 0 or more: click reads "nan",
+    "inf" and "-5" as floats, and a timeout of nan never fires, a price of inf ranks nothing.
+    Checked once here, for options added later too; each option's own bounds stay with it."""
+    context = click.get_current_context(silent=True)
+    flags = {p.name: p.opts[0] for p in context.command.params if p.opts} if context else {}
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or value < 0:
+            flag = flags.get(name, "--" + name.replace("_", "-"))
+            raise UsageError(f"{flag} takes a finite number of 0 or more, got {value!r}")
 
 
 from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune, watch  # noqa: E402

@@ -82,12 +82,17 @@ def doctor(
 
 
 def _read(source: str) -> str:
+    """A log from a file (its last MAX_INPUT_BYTES), standard input or a device (its first:
+    they may never end), or the text itself."""
     if source == "-":
-        data = sys.stdin.buffer.read()
+        data = _first_of(sys.stdin.buffer)
     elif os.path.isfile(source):
         with open(source, "rb") as handle:
             handle.seek(max(0, os.path.getsize(source) - MAX_INPUT_BYTES))
             data = handle.read()
+    elif os.path.exists(source) and not os.path.isdir(source):  # a device, a named pipe
+        with open(source, "rb") as handle:
+            data = _first_of(handle)
     elif os.path.isdir(source):
         raise UsageError(f"--explain {source}: a folder; give a log file, - for standard input, or the message itself")
     elif "\n" not in source and " " not in source and (os.sep in source or Path(source).suffix in (".log", ".txt")):
@@ -95,7 +100,17 @@ def _read(source: str) -> str:
                          "or the message itself in quotes")
     else:
         return source
-    return data.decode("utf-8", errors="replace")
+    if data.count(b"\x00") > len(data) // 100:  # a log has none; a binary file or /dev/zero has them
+        raise UsageError(f"--explain {source}: not a text log (it is mostly NUL bytes): give the log of the run")
+    if len(data) > MAX_INPUT_BYTES:  # a stream: its first part
+        terminal.console(stderr=True).print(f"note: {source} holds more than {MAX_INPUT_BYTES // 2**20} MiB: its "
+                                            "first part was read", markup=False)
+    return data[:MAX_INPUT_BYTES].decode("utf-8", errors="replace")
+
+
+def _first_of(stream) -> bytes:
+    """At most one byte more than MAX_INPUT_BYTES (which says there was more): a stream may never end."""
+    return stream.read(MAX_INPUT_BYTES + 1)
 
 
 def _context(workload: str | None, batch_size: int | None, precision: str | None) -> Context:

@@ -90,6 +90,11 @@ class Limits:
         for name, value in (("--epochs", self.epochs), ("--max-gpus", self.max_gpus), ("--top", self.top)):
             if value <= 0 or (name != "--epochs" and value < 1):
                 raise UsageError(f"{name} must be {'> 0' if name == '--epochs' else '>= 1'}, got {value:g}")
+        for name, value, most in (("--epochs", self.epochs, MAX_EPOCHS), ("--dataset-size", self.dataset_size,
+                                                                          MAX_DATASET_SAMPLES),
+                                  ("--max-gpus", self.max_gpus, MAX_GPUS)):
+            if value is not None and value > most:
+                raise UsageError(f"{name} {value:g} is more than any training gpuscout can plan (at most {most:g})")
         deadline_h = rec.parse_duration_h(self.deadline) if self.deadline else None
         return rec.Constraints(scenario, self.budget_usd_per_hour, self.budget_usd_total, deadline_h, self.epochs,
                                self.max_gpus)
@@ -145,6 +150,13 @@ def _stored(store_path: Path | None) -> list[RunRecord]:
         records = store.list(kind="benchmark")
     warn_unreadable(store)
     return records
+
+
+# Bounds of what is plausible, so that no figure becomes inf: a million epochs, 10^13 samples (a
+# thousand times the largest public image-text set, LAION-5B), and the GPUs of a large cluster.
+MAX_EPOCHS = 1e6
+MAX_DATASET_SAMPLES = 1e13
+MAX_GPUS = 4096
 
 
 def _job(o: JobOptions, precision: Precision, dataset_size: float | None, records: list[RunRecord]) -> rec.Job:

@@ -5,26 +5,32 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
 import typer
 
 from gpuscout.cli import handle_errors
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
+from gpuscout.core.text import control_fields
 from gpuscout.report import console as console_report, watch as watch_report
 from gpuscout.record.document import json_document
 from gpuscout.report.export import csv_text, parse_document
 from gpuscout.report.output import check_output, write_whole
 from gpuscout.record import STORED
-from gpuscout.record.run import SCHEMA_VERSION
+from gpuscout.record.run import SCHEMA_VERSION, Status
 from gpuscout.store import Store, default_store_path, repair
 from gpuscout.store.migrate import migrate as migrate_store
 from gpuscout.report import terminal
 
 app = typer.Typer(help="Stored benchmark results: list, show, export, import, check, salvage, schema, migrate.",
                   no_args_is_help=True)
+
+
+# A benchmark run's statuses (record/run.py), then a watched script's (record/watch.py)
+STATUSES = (*get_args(Status), "stopped", "interrupted")
 
 
 @app.command("list")
@@ -46,6 +52,8 @@ def list_(
         raise UsageError(f"--limit must be >= 1, got {limit}")
     if kind not in (None, "benchmark", "watch"):
         raise UsageError(f"unknown --kind {kind!r}: choose benchmark or watch")
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"unknown --status {status!r}: choose {', '.join(STATUSES)}")
     with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, status=status, limit=limit, kind=kind)
     warn_unreadable(store)
@@ -116,6 +124,11 @@ def export(
         terminal.console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
 
 
+# An export of ten thousand records with their telemetry samples is about 1 GB at most (a watched
+# run keeps 1,500 samples per GPU, about 100 KiB); more is not an export.
+MAX_IMPORT_BYTES = 1024 * inputs.MiB
+
+
 @app.command("import")
 @handle_errors
 def import_(
@@ -128,13 +141,16 @@ def import_(
 
     Example: gpuscout results import h100-box.json && gpuscout report --out all-gpus.html
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not a gpuscout results file (not UTF-8 text)") from None
+    text = inputs.read_text(path, "a gpuscout results file (`gpuscout results export` writes one)",
+                            MAX_IMPORT_BYTES)
     records = parse_document(text, str(path))
+    held = [(r.id, fields) for r in records if (fields := control_fields(r.model_dump(mode="json")))]
+    if held:  # stored as they are (the record is the contract); every display shows them escaped
+        run_id, fields = held[0]
+        terminal.console(stderr=True).print(
+            f"note: {len(held)} record(s) hold control characters in their text (run {run_id}: "
+            f"{', '.join(fields[:3])}{', …' if len(fields) > 3 else ''}): gpuscout shows them escaped, as \\x1b",
+            markup=False)
     with Store(store_path) as store:
         added = store.put_many(records)
     terminal.console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "

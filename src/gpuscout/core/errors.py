@@ -18,7 +18,7 @@ class RunError(Exception):
 
 
 class UserCodeError(UsageError):
-    """The user's own code (a model file) failed: its traceback is shown above the line."""
+    """The user's own code (a model file) failed: one line; its traceback with `gpuscout --verbose`."""
 
     def __init__(self, message: str, traceback_text: str) -> None:
         super().__init__(message)

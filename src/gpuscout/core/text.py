@@ -39,3 +39,14 @@ def printable(text: Any) -> str:
     """`text` as a terminal should show it: control characters as `\\xNN`, newlines kept."""
     text = str(text)
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if CONTROL.search(text) else text
+
+
+def control_fields(value: Any, where: str = "") -> list[str]:
+    """The fields (dotted paths) of a record's data whose text holds control characters."""
+    if isinstance(value, str):
+        return [where or "text"] if has_controls(value) else []
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in control_fields(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(value, (list, tuple)):
+        return [f for i, v in enumerate(value) for f in control_fields(v, f"{where}[{i}]")]
+    return []

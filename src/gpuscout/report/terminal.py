@@ -13,8 +13,11 @@ each of the tables.
 from __future__ import annotations
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+
+from gpuscout.core.text import has_controls, printable
 
 # Not a terminal: no wrapping at any width a row or a message reaches (recommend's reasons run
 # to 300 characters), so each table row and each message is one line
@@ -34,6 +37,22 @@ def plain(cell) -> str:
     return str(cell)
 
 
+def escaped(item):
+    """A str, Text or Table with the control characters in its text written out (`\\x1b`); other
+    renderables are left to `Terminal.render`, which escapes them after layout."""
+    if isinstance(item, str):
+        return printable(item) if has_controls(item) else item
+    if isinstance(item, Text):
+        return Text(printable(item.plain), style=item.style) if has_controls(item.plain) else item
+    if isinstance(item, Table):
+        for column in item.columns:
+            column.header = escaped(column.header)
+            if hasattr(column, "_cells"):  # rich keeps a column's cells there (rich/table.py, Column)
+                column._cells = [escaped(c) for c in column._cells]
+        item.title = escaped(item.title) if item.title is not None else None
+    return item
+
+
 def longest_word(text: str) -> int:
     return max((len(word) for line in text.splitlines() for word in line.split()), default=0)
 
@@ -50,7 +69,19 @@ def unbroken_width(widths: list[int]) -> int:
 
 
 class Terminal(Console):
+    def render(self, renderable, options=None):
+        """Every segment of text as a terminal should show it: a control character that came in
+        with a record's text (an ESC sequence that sets the window title or clears the screen)
+        is printed as `\\x1b`, never obeyed. Rich's own styles and cursor moves are separate
+        segments (their style, or `control`), and pass as they are."""
+        for segment in super().render(renderable, options):
+            if segment.control is None and has_controls(segment.text):
+                yield Segment(printable(segment.text), segment.style)
+            else:
+                yield segment
+
     def print(self, *objects, **kwargs) -> None:
+        objects = tuple(escaped(o) for o in objects)  # before layout: a cell is measured as it will show
         if len(objects) == 1 and isinstance(objects[0], Table) and objects[0].columns:
             table = objects[0]
             widths = word_widths(table)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -45,6 +46,8 @@ from gpuscout.store.failures import (FULL_BELOW_BYTES, StoreError, StoreFailure,
                                      sqlite_errors, writable)
 
 BUSY_TIMEOUT_MS = 30_000
+# What a record's id may be (record/run.py and record/watch.py say the same): checked before a query
+RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 STORE_ENV = "GPUSCOUT_STORE"
 
 COLUMNS = ("id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla",
@@ -277,14 +280,19 @@ class Store(TrialTable):
     @sqlite_errors
     def get(self, run_id: str) -> StoredRecord:
         """A record by id or unique id prefix; StoreError names the problem otherwise."""
+        if not RUN_ID.match(run_id):
+            shown = run_id if len(run_id) <= 40 else run_id[:40] + "…"
+            raise StoreError(f"{shown!r} is not a run id: ids are up to 64 letters, digits, '.', '_' or '-' "
+                             "(`gpuscout results list` shows them)")
         rows = self._db.execute("SELECT id, record_json FROM runs WHERE id = ?", (run_id,)).fetchall()
         if not rows:
-            rows = self._db.execute("SELECT id, record_json FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
-                                    (_like_prefix(run_id),)).fetchall()
+            rows = self._db.execute("SELECT id, record_json FROM runs WHERE id LIKE ? ESCAPE '\\' "
+                                    "ORDER BY created_utc DESC LIMIT 6", (_like_prefix(run_id),)).fetchall()
         if not rows:
             raise StoreError(f"no run {run_id!r} in {self.path}: `gpuscout results list` shows the ids")
         if len(rows) > 1:
-            raise StoreError(f"run id prefix {run_id!r} is ambiguous: give more characters")
+            listed = ", ".join(row[0] for row in rows[:5]) + (", …" if len(rows) > 5 else "")
+            raise StoreError(f"run id prefix {run_id!r} is ambiguous ({listed}): give more characters")
         found_id, text = rows[0]
         try:
             return parse_record(text)

@@ -43,6 +43,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
 from gpuscout.watch.command import looks_like_shell
 
@@ -159,17 +160,16 @@ def _line_of(text: str, loc: tuple) -> int | None:
     return line
 
 
+# A sweep file is a page of YAML; a megabyte is thousands of lines of it.
+MAX_SWEEP_FILE_BYTES = inputs.MiB
+
+
 def load(path: Path) -> tuple[SweepFile, str]:
     """The validated sweep file and a hash of its text; UsageError names the field and line."""
+    what = "a sweep file (YAML text, see `gpuscout sweep --help`)"
+    text = inputs.read_text(path, what, MAX_SWEEP_FILE_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read the sweep file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not a text file (byte {exc.start} is not UTF-8): a sweep file is YAML "
-                         "text, see `gpuscout sweep --help`") from None
-    try:
-        raw = yaml.safe_load(text)
+        raw = inputs.parse_nested(text, str(path), what, yaml.safe_load)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -269,6 +269,11 @@ def trial_key(sweep: SweepFile, params: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+# A grid of more trials than this is not run point by point (the random strategy takes at most
+# as many trials: Strategy.trials): even at a second a trial it is more than a day of trials.
+MAX_GRID_POINTS = 100_000
+
+
 def expand(sweep: SweepFile) -> list[Trial]:
     dims = {name: _values_or_range(name, dim) for name, dim in sweep.space.items()}
     if sweep.strategy.kind == "grid":
@@ -276,6 +281,11 @@ def expand(sweep: SweepFile) -> list[Trial]:
         if ranged:
             raise UsageError(f"a grid needs lists, not ranges ({', '.join(ranged)}): use strategy: {{kind: random, trials: N}}")
         names = list(dims)
+        points = math.prod(len(dims[n][1]) for n in names)  # counted from the axes, never enumerated
+        if points > MAX_GRID_POINTS:
+            sizes = " x ".join(str(len(dims[n][1])) for n in names)
+            raise UsageError(f"the grid has {points:,} points ({sizes}), more than {MAX_GRID_POINTS:,}: sample it "
+                             "instead with strategy: {kind: random, trials: N}")
         combos = [dict(zip(names, values)) for values in itertools.product(*(dims[n][1] for n in names))]
     else:
         rng = np.random.default_rng(sweep.strategy.seed)

@@ -36,6 +36,8 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
+import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,8 +79,28 @@ def parse_ref(text: str, input_shape: str | None = None) -> ModelRef:
     shape = parse_shape(input_shape) if input_shape else None  # a build() file: overrides its InputSpec's
     if path.suffix == ".py":
         check_source(path, function or "build")
+    else:
+        check_saved(path)
     return ModelRef(path=str(path.resolve()), function=(function or "build") if path.suffix == ".py" else None,
                     sha256=hashlib.sha256(path.read_bytes()).hexdigest(), input_shape=shape)
+
+
+def check_saved(path: Path) -> None:
+    """A .keras file is a zip archive holding config.json (Keras 3's saving format): anything else
+    is said to be what it is here, not as Keras' "File not found" from a child 30 s later."""
+    size = path.stat().st_size
+    if size == 0:
+        raise UsageError(f"--model {path.name} is empty (0 bytes): not a saved Keras model")
+    if not zipfile.is_zipfile(path):
+        raise UsageError(f"--model {path.name} is not a saved Keras model: a .keras file is a zip archive "
+                         "(model.save('model.keras')), and this one is not")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError(f"--model {path.name} is not a readable saved Keras model ({exc})") from None
+    if "config.json" not in names:
+        raise UsageError(f"--model {path.name} is a zip archive without a Keras model in it (no config.json)")
 
 
 def check_source(path: Path, function: str) -> None:
@@ -149,13 +171,26 @@ def inspect_in_child(ref: ModelRef, backend, precision, flops_per_sample: float 
                       task=Task.inspect, model=ref, gpu_index=None)
     outcome = run_child(spec, timeout_s=timeout_s)
     if outcome.status != "ok":
-        raise UserCodeError(f"{display_name(ref)}: {outcome.message} (the model could not be built and "
-                            "trained for one step on the CPU; the traceback is above)", last_traceback(outcome.stderr_tail))
+        traceback_text = last_traceback(outcome.stderr_tail)
+        where = user_frame(traceback_text, ref)
+        raise UserCodeError(f"{display_name(ref)}: {outcome.message}{f' ({where})' if where else ''}: the model "
+                            "could not be built and trained for one step on the CPU", traceback_text)
     info = outcome.result.model_info
     if flops_per_sample is not None:
         info = info.model_copy(update={"forward_flops": float(flops_per_sample), "flops_source": "given",
                                        "flops_coverage": None})
     return info
+
+
+def user_frame(traceback_text: str, ref: ModelRef) -> str | None:
+    """Where in the user's file it failed: the innermost frame of that file ("model.py line 6, in
+    build", "at import" for module level)."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', traceback_text)
+    mine = [(line, function) for file, line, function in frames if Path(file).name == Path(ref.path).name]
+    if not mine:
+        return None
+    line, function = mine[-1]
+    return f"{Path(ref.path).name} line {line}, " + ("at import" if function == "<module>" else f"in {function}")
 
 
 def last_traceback(stderr: str) -> str:
