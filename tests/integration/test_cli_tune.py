@@ -86,8 +86,8 @@ def test_bad_tune_input_exits_2(args, message, store_path):
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
-def test_a_pipeline_factory_that_returns_no_dataset_shows_its_traceback(store_path):
-    proc = run_cli("tune", "mlp", "--parts", "input", "--pipeline", f"{PIPELINES}:make_nothing", "--cpu",
+def test_a_pipeline_factory_that_returns_no_dataset_is_one_line_and_its_traceback_verbose(store_path):
+    proc = run_cli("--verbose", "tune", "mlp", "--parts", "input", "--pipeline", f"{PIPELINES}:make_nothing", "--cpu",
                    "--backend", "tensorflow", *QUICK, "--store", str(store_path))
     assert proc.returncode == 2
     assert "make_nothing() returned list, not a tf.data.Dataset" in proc.stderr and "Traceback" in proc.stderr

@@ -74,6 +74,7 @@ def test_watch_says_what_the_script_ran(store_path):
     assert "xla_off" not in [c.code for c in tf_run.verdict]
     assert tf_run.main.input_workers == 3 and tf_run.main.input_multiprocessing is False
     assert "PyDataset (3 worker threads)" in threads.stdout
+    assert f"gpuscout tune -- {PY} {EDGES} threads" in " ".join(threads.stdout.split())  # measure the advice
     waiting = next(c for c in tf_run.verdict if c.code == "input_bound")
     assert "already has 3 worker threads" in waiting.fix and "use_multiprocessing=True" in waiting.code_snippet
 

@@ -172,6 +172,29 @@ def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None,
     return p < ALPHA, p, "welch-t"
 
 
+@dataclass
+class Contrast:
+    """One run's windows against a baseline's: what `tune -- COMMAND` reports for each change."""
+
+    ratio: float  # median / baseline median
+    ratio_low: float | None  # 95% bootstrap interval of the ratio
+    ratio_high: float | None
+    p_value: float | None
+    test: str
+    verdict: str  # faster | slower | no significant difference | too few windows to tell
+
+
+def contrast(windows: list[float], baseline: list[float]) -> Contrast:
+    """The ratio of medians with its interval, and the same significance test as `compare`."""
+    ratio = statistics.median(windows) / statistics.median(baseline)
+    low, high = ratio_ci(windows, baseline) if len(windows) > 1 and len(baseline) > 1 else (None, None)
+    different, p, test = significance(Group("change", [], windows, 0.0, None, None),
+                                      Group("baseline", [], baseline, 0.0, None, None))
+    verdict = TOO_FEW if p is None else ("faster" if ratio > 1 else "slower") if different \
+        else "no significant difference"
+    return Contrast(ratio, low, high, p, test, verdict)
+
+
 def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -> list[Comparison]:
     if by not in FIELDS and by != "run":
         raise UsageError(f"unknown --by {by!r}: choose run, {', '.join(FIELDS)}")

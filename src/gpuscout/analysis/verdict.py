@@ -14,6 +14,7 @@ as unused below half of the GPU's.
 from __future__ import annotations
 
 import math
+import re
 
 from gpuscout.analysis import flags as flagging
 from gpuscout.core.planning import BF16_COMPUTE_CAPABILITY
@@ -81,10 +82,22 @@ def _wait_text(r: WatchRecord) -> str:
     return wait + idle
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+FAILURE_CHARS = 500  # of the error's message shown as the evidence
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?")
+
+
 def _failed(r: WatchRecord) -> Cause:
     """The script ended with an error before any training step was timed: that is the finding."""
-    tail = [line.strip() for line in (r.error.stderr_tail if r.error else "").splitlines() if line.strip()]
-    last = next((line for line in reversed(tail) if "Error" in line or "Exception" in line), tail[-1] if tail else None)
+    tail = [ANSI.sub("", line).strip() for line in (r.error.stderr_tail if r.error else "").splitlines()]
+    tail = [line for line in tail if line]
+    # the exception's own line ("TypeError: ..."), and the message's last line when it runs on (Keras
+    # wraps a layer's error in lines of its own, the cause last)
+    at = next((i for i in range(len(tail) - 1, -1, -1) if EXCEPTION_LINE.match(tail[i])), None)
+    last = tail[-1] if tail else None
+    if at is not None:  # the exception and the lines of its message after it, as one line
+        last = " ".join(tail[at:])
+        last = last if len(last) <= FAILURE_CHARS else last[:FAILURE_CHARS] + " …"
     known = r.error.explanations[0] if r.error and r.error.explanations else None
     return Cause(code="script_failed", saving_share=None,
                  message=f"the script failed (exit code {r.exit_code}) before any training step was timed",

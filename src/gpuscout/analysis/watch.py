@@ -39,6 +39,7 @@ class Observed:
     attached_pid: int | None = None
     limit: str | None = None
     interrupted_by: str | None = None
+    tune_change: str | None = None
     stderr_tail: str = ""
     gpus: list[GpuInfo] = field(default_factory=list)  # the GPUs the command used
     samples: list[list[TelemetrySample]] = field(default_factory=list)  # per GPU, in that order
@@ -67,6 +68,8 @@ def derive(seen: Observed) -> WatchRecord:
         "error": _explained(ErrorDetail(message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail,
                                         returncode=seen.exit_code), seen, main, gpu) if seen.status == "failed" else None,
         "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),
+        "tune_change": seen.tune_change,
+        "applied": {e["change"]: e["detail"] for e in seen.events if e["event"] == "watch_applied"},
         "fits": fits, "batch_size": main.batch_size if main else None, "windows": windows,
         "warmup_windows": warmup, "warmup_steps": sum(w.steps for w in windows[:warmup]),
         "gpu": None if gpu is None else gpu.model_copy(update={"catalog_id": entry.id if entry else None}),
@@ -134,7 +137,7 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
                 callbacks_s=e.get("callbacks_s") or {}))
         elif kind == "watch_fit_end":
             fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
-                             stopped_by_limit=bool(e.get("stopped_by_limit")))
+                             stopped_by_limit=bool(e.get("stopped_by_limit")), last_loss=e.get("last_loss"))
     out = []
     for fit in fits.values():
         if fit["custom"]:  # the loop's own count of steps and samples

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, report_failure,
+from gpuscout.child.watch_state import (STATE, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again, limit_reached, report_failure,
                                         stop_trace, trace)
 
 def leading_samples(batch) -> int | None:
@@ -94,6 +94,7 @@ class FitWatch:
         self.outside_s = 0.0
         self.last_end = None  # end of the previous train_function call
         self.last_outputs = None
+        self.call_batches = 0  # batches read before the current train_function call
         self.first_call = True
         self.window = None  # (start, batches, samples, input wait, outside) at its start
         self.windows = 0
@@ -116,6 +117,7 @@ class FitWatch:
                 return original(*args)
             *state, iterator = args
             start = time.monotonic()
+            self.call_batches = self.batches
             if self.last_end is not None:
                 self.outside_s += start - self.last_end
             if self.in_graph_input(iterator):
@@ -189,14 +191,15 @@ class FitWatch:
         self.last_outputs = outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs  # jax: (logs, state)
         if STATE.first_step is None:
             STATE.first_step = start
-        STATE.steps += 1
+        # the training steps this call ran: one, or steps_per_execution (batches it read)
+        STATE.steps += max(1, self.batches - self.call_batches)
         if self.first_call:  # compilation: measured to its end, then the windows start
             self.first_call = False
             wait_for(self.last_outputs)
             now = time.monotonic()
             self.announce(compile_s=now - start)
             self.open_window(now)
-        elif now - self.window[0] >= WINDOW_S:
+        elif (self.batches - self.window[1] >= WINDOW_STEPS) if WINDOW_STEPS else (now - self.window[0] >= WINDOW_S):
             self.close_window()
             self.open_window(time.monotonic())
         self.last_end = time.monotonic()
@@ -260,7 +263,8 @@ class FitWatch:
         self.unwrap()
         stop_trace()
         emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
-             peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached)
+             peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
+             last_loss=last_loss(self.last_outputs))
 
 
 # The hooks of a user's callback that run during training (epoch and batch); validation's are
@@ -287,6 +291,18 @@ def input_workers(x) -> dict:
         return {"input_workers": int(x.workers), "input_multiprocessing": bool(x.use_multiprocessing)}
     except Exception:
         return {}
+
+
+def last_loss(outputs) -> float | None:
+    """The loss of the last step run (what `tune` compares at equal steps); None when the step's
+    logs hold none."""
+    try:
+        logs = outputs if isinstance(outputs, dict) else None
+        if logs is None or "loss" not in logs:
+            return None
+        return float(logs["loss"])
+    except Exception:
+        return None
 
 
 def static_batch_size(dataset) -> int | None:

@@ -23,6 +23,7 @@ import sys
 import time
 
 from gpuscout import watch
+from gpuscout.child import tune_overrides
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_interrupt,
                                         report_failure, trace)
@@ -53,10 +54,27 @@ def patch(model_class) -> None:
     original = model_class.fit
     if getattr(original, "_gpuscout_watched", False):
         return
+    if tune_overrides.CHANGES:  # `gpuscout tune -- COMMAND`: XLA and steps_per_execution at compile
+        compile_ = model_class.compile
+
+        def compile(self, *args, **kwargs):
+            try:
+                kwargs = tune_overrides.compile_kwargs(kwargs)
+            except Exception as exc:
+                report_failure("applying a tune change at compile", exc)
+            return compile_(self, *args, **kwargs)
+
+        compile.__wrapped__ = compile_
+        model_class.compile = compile
 
     def fit(self, *args, **kwargs):
         if STATE.limit_reached:
             return original(self, *args, **kwargs)
+        if tune_overrides.CHANGES:
+            try:
+                args, kwargs = tune_overrides.fit_input(args, kwargs)
+            except Exception as exc:
+                report_failure("applying a tune change at fit", exc)
         try:
             callbacks = kwargs.get("callbacks") or []
             if not isinstance(callbacks, (list, tuple)):
@@ -101,6 +119,7 @@ class KerasFinder(importlib.abc.MetaPathFinder):
             exec_module(module)
             try:
                 patch(module.Model)
+                tune_overrides.on_keras(module)
             except Exception as exc:
                 report_failure("instrumenting keras.Model.fit", exc)
 
@@ -157,6 +176,7 @@ def install() -> None:
         emit("watch_hooked", python=sys.version.split()[0], argv=sys.argv[:8])
         if "keras.src.models.model" in sys.modules:
             patch(sys.modules["keras.src.models.model"].Model)
+            tune_overrides.on_keras(sys.modules["keras.src.models.model"])
         else:
             sys.meta_path.insert(0, KerasFinder())
         watch.set_step_handler(CustomSteps())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Optional
 
@@ -13,16 +14,33 @@ from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_opt
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core.errors import UsageError
 from gpuscout.report.progress import run_bars
+from gpuscout.report import terminal
 from gpuscout.report.tune import print_tune
-from gpuscout.store import Store
+from gpuscout.report.tune_script import print_plan, print_tune_script
+from gpuscout.report.watch import view_for
+from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
 
-HELP = """Measure what each optimisation buys on this GPU, find the largest batch that fits, and tell
-whether training is input-bound; then rank what to change, with the code to paste.
+HELP = """Measure what each fix buys on your own script, unchanged: `gpuscout tune -- python train.py`
+runs it as the baseline under watch's instrumentation, then once per change the baseline makes
+worth trying (XLA, mixed precision, steps_per_execution, the PyDataset's workers, prefetching,
+a larger batch), each injected at start-up (no file edited) and stopped after the same number
+of training steps; then the changes that won together, and the baseline again. The table ranks
+what each bought, with its 95% CI, and the line to write. Your script's side effects (files it
+writes, a checkpoint) happen once per run. --dry-run plans from a stored watch of the command.
+
+For a registered workload or --model: what each optimisation buys on this GPU, the largest batch
+that fits, whether training is input-bound, ranked, with the code to paste.
 
 Every run is stored (tagged with the session); the report is saved as JSON beside the store.
 
 Examples:
+
+    gpuscout tune -- python train.py --epochs 100
+
+    gpuscout tune --only jit_compile,mixed_precision --budget 10 -- python train.py
+
+    gpuscout tune --dry-run -- python train.py
 
     gpuscout tune resnet50 --backend jax --budget 20
 
@@ -36,7 +54,9 @@ Examples:
 
 @dataclass
 class TuneConfig:
-    workload: Annotated[Optional[str], typer.Argument(help="A registered workload (or --model).")] = None
+    target: Annotated[Optional[list[str]], typer.Argument(
+        metavar="WORKLOAD | -- COMMAND [ARGS]...", help="A registered workload (or --model), or your training "
+                                                         "command after `--`.")] = None
     model: Annotated[Optional[str], typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
     backend: Annotated[str, typer.Option(help="auto | tensorflow | jax.")] = "auto"
     parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = "ablation,batch,input"
@@ -50,6 +70,11 @@ class TuneConfig:
         help="Your tf.data pipeline: file.py:make_dataset (returns a batched Dataset).")] = None
     pipeline_cost: Annotated[int, typer.Option(help="Augmentation passes per sample of the built-in pipeline.")] = 1
     timeout: Annotated[float, typer.Option(help="Seconds before one run is killed.")] = engine.DEFAULT_TIMEOUT_S
+    steps: Annotated[Optional[int], typer.Option(
+        help="-- COMMAND: training steps per run [default: what 10 s of the baseline's training ran].")] = None
+    only: Annotated[Optional[str], typer.Option(help="-- COMMAND: only these changes (comma list).")] = None
+    skip: Annotated[Optional[str], typer.Option(help="-- COMMAND: not these changes (comma list).")] = None
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="-- COMMAND: print the plan, run nothing.")] = False
 
 
 TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
@@ -58,7 +83,15 @@ TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
 @grouped
 def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path: StorePath = None,
          as_json: AsJson = False) -> None:
-    if config.workload and config.model:
+    if _command_given():
+        return tune_command(config, store_path, as_json)
+    if config.target and len(config.target) > 1:
+        raise UsageError(f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
+                         "(gpuscout tune -- python train.py)")
+    workload = config.target[0] if config.target else None
+    if config.steps is not None or config.only or config.skip or config.dry_run:
+        raise UsageError("--steps, --only, --skip and --dry-run are for a command: gpuscout tune -- python train.py")
+    if workload and config.model:
         raise UsageError("name a workload or a --model, not both")
     options = tune_lib.TuneOptions(
         backend=config.backend, parts=tuple(p.strip() for p in config.parts.split(",") if p.strip()),
@@ -66,7 +99,57 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
         measure=measure_options(config.timeout, telemetry=True), batch_size=config.batch_size,
         max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
     with Nvml() as nvml:
-        planned = tune_lib.plan(config.workload, options, nvml)  # bad input: one line, before any display
+        planned = tune_lib.plan(workload, options, nvml)  # bad input: one line, before any display
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
-            report = tune_lib.tune(config.workload, options, nvml, store, bars, planned)
+            report = tune_lib.tune(workload, options, nvml, store, bars, planned)
     save_and_show(report, "tune", store.path, as_json, print_tune)
+
+
+def _command_given() -> bool:
+    """`gpuscout tune ... -- COMMAND`: a `--` after the verb (click hands what follows it to the
+    positional argument, as it does a workload's name: only the `--` tells them apart)."""
+    argv = sys.argv[1:]
+    return "tune" in argv and "--" in argv[argv.index("tune") + 1:]
+
+
+def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
+    """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
+    from gpuscout.core import planning
+    from gpuscout.tune import runs, script
+    from gpuscout.watch import command as commands
+
+    planning.at_least("--steps", config.steps, 1)
+    if config.budget < 1:
+        raise UsageError(f"--budget {config.budget:g} minutes is too small for the baseline and one change: give 1 "
+                         "or more")
+    if config.model or config.pipeline or config.batch_size or config.max_batch or config.parts != "ablation,batch,input":
+        raise UsageError("--model, --pipeline, --batch-size, --max-batch and --parts tune a workload, not a command")
+    only = tuple(n.strip() for n in (config.only or "").split(",") if n.strip())
+    skip = tuple(n.strip() for n in (config.skip or "").split(",") if n.strip())
+    script.check_names(only, "--only")
+    script.check_names(skip, "--skip")
+    resolved = commands.resolve(config.target or [], verb="tune")
+    options = runs.ScriptOptions(steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip)
+    if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
+        stored = []
+        if (store_path or default_store_path()).exists():
+            with Store(store_path, readonly=True) as store:
+                stored = [r for r in store.list(kind="watch") if r.command == resolved.given and r.windows]
+        baseline = max(stored, key=lambda r: r.created_utc, default=None)
+        planned = script.plan(baseline, only, skip) if baseline else None
+        print_plan(planned, baseline.id if baseline else None, " ".join(resolved.given), terminal.console())
+        return
+    err = terminal.console(stderr=True, highlight=False)
+    with Nvml() as nvml, Store(store_path) as store:
+        err.print(f"tune: {resolved.workload} runs once per change (and twice as the baseline): its side effects "
+                  "(files it writes) happen each time", markup=False)
+        progress = runs.Progress(
+            started=lambda name, n, total: err.print(f"tune: run {n}{f'/{total}' if total else ''}: {name}…",
+                                                     markup=False),
+            ended=lambda name, r: err.print(f"tune: {name}: {r.status}"
+                                            + (f", {r.samples_per_s:,.0f} samples/s" if r.samples_per_s else ""),
+                                            markup=False))
+        session = runs.Session(resolved, options, engine.Session(nvml), store, lambda: view_for(True, as_json),
+                               progress)
+        report = runs.tune_script(session)
+    save_and_show(report, "tune", store.path, as_json, print_tune_script)

@@ -74,6 +74,7 @@ class WatchedFit(Part):
     samples: int = 0
     peak_memory_bytes: int | None = None
     stopped_by_limit: bool = False
+    last_loss: float | None = None  # the loss of the last step run (tune compares it at equal steps)
     windows: list[WatchWindow] = Field(default_factory=list)
     epochs: list[WatchEpoch] = Field(default_factory=list)
 
@@ -117,6 +118,10 @@ class WatchRecord(Part):
     limit: str | None = None  # what stopped it (--steps, --duration)
     interrupted_by: str | None = None  # the signal that stopped gpuscout (SIGINT: Ctrl-C; SIGTERM: kill, a scheduler)
     instrumented: bool  # the hook ran in a Python process of the command
+    # `gpuscout tune -- COMMAND`: the change this run made (None: the baseline, or a plain watch),
+    # and what the instrumentation applied for it, as it said (change -> the line it stands for)
+    tune_change: str | None = None
+    applied: dict[str, str] = Field(default_factory=dict)
     fits: list[WatchedFit] = Field(default_factory=list)
     # The main fit's figures (the one with the most steps), for listing and comparing
     unit: str = "samples/s"

@@ -7,6 +7,7 @@ view as plain text (never read as markup); otherwise it passes through byte for 
 
 from __future__ import annotations
 
+import shlex
 import sys
 import textwrap
 import time
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from gpuscout.watch.command import Command
     from gpuscout.watch.gpus import GpuWatch
 
+# The causes `gpuscout tune -- COMMAND` has a change for (tune/script.py)
+TUNABLE = {"input_bound", "input_handover", "host_bound", "fp32_on_tensor_cores", "xla_off", "unused_memory"}
 _STATUS_STYLE = {"ok": "green", "stopped": "green", "failed": "red", "interrupted": "yellow"}
 
 
@@ -278,6 +281,9 @@ def print_watch(console: Console, r: WatchRecord) -> None:
         _wrapped(console, f"change: {cause.fix}", "     ", "   ")
         for line in (cause.code_snippet or "").splitlines():  # code is never wrapped
             console.print(Text(f"       {line}".rstrip(), style="green"), soft_wrap=True)
+    if r.mode == "command" and r.tune_change is None and any(c.code in TUNABLE for c in r.verdict):
+        _wrapped(console, "measure what these changes buy on your script, each applied to it unchanged: "
+                          f"gpuscout tune -- {shlex.join(r.command) if len(r.command) > 1 else r.command[0]}", "  ", "")
     if r.trace is not None:
         opened = f"open it with: {r.trace.command}" if r.trace.ok else f"not taken ({r.trace.message})"
         _wrapped(console, f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: {opened}", "  ", "")

@@ -44,11 +44,11 @@ def looks_like_shell(line: str) -> bool:
     return bool(SHELL_CHARACTERS & set(line)) or bool(ASSIGNMENT.match(line.strip()))
 
 
-def resolve(given: list[str], shell: bool | None = None) -> Command:
+def resolve(given: list[str], shell: bool | None = None, verb: str = "watch") -> Command:
     """Check the command and decide how to start it; UsageError (exit 2) when it cannot run.
     `shell`: None detects shell syntax (one argument that is a shell line, or VAR=x first)."""
     if not given or not given[0].strip():
-        raise UsageError("no command to watch: put it after `--`, e.g. gpuscout watch -- python train.py")
+        raise UsageError(f"no command to {verb}: put it after `--`, e.g. gpuscout {verb} -- python train.py")
     if shell is None:
         one_line = len(given) == 1 and (looks_like_shell(given[0]) or " " in given[0].strip())
         shell = one_line or bool(ASSIGNMENT.match(given[0]))

@@ -12,6 +12,7 @@ at --duration as a backstop, as Ctrl-C would stop it.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -48,16 +49,24 @@ class WatchOptions:
     duration_s: float | None = None  # ... or this much training time
     trace_steps: tuple[int, int] | None = None  # profiler trace of these steps (1-based, inclusive)
     window_s: float = 1.0  # seconds between the instrumentation's synchronisations
+    window_steps: int | None = None  # ... or this many steps (tune: equal windows for equal steps)
     telemetry: bool = True
     telemetry_interval_s: float = DEFAULT_INTERVAL_S
+    # `gpuscout tune -- COMMAND`: the change to apply inside the script (child/tune_overrides.py)
+    change: str | None = None
+    change_settings: dict | None = None
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
         env = {"GPUSCOUT_WATCH_WINDOW_S": f"{self.window_s:g}"}
+        if self.window_steps:
+            env["GPUSCOUT_WATCH_WINDOW_STEPS"] = str(self.window_steps)
         if self.steps:
             env["GPUSCOUT_WATCH_STEPS"] = str(self.steps)
         if self.duration_s:
             env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
+        if self.change_settings:
+            env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
         if self.trace_steps and trace_dir is not None:
             env["GPUSCOUT_WATCH_TRACE"] = f"{self.trace_steps[0]}:{self.trace_steps[1]}"
             env["GPUSCOUT_WATCH_TRACE_DIR"] = str(trace_dir)
@@ -170,6 +179,7 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
         child_env=storable(relevant_env(env)), group_id=session.group_id, record_id=record_id, created_utc=created,
         cwd=storable(os.getcwd()),
         limit=limits.reached and f"{limits.reached} ({options.limit})", interrupted_by=signals.name(),
+        tune_change=options.change,
         stderr_tail=tail.text(), gpus=used,
         samples=samples, interval_s=options.telemetry_interval_s,
         other_pids=attribution.other_pids if attribution else [], notes=storable(notes),

@@ -1,0 +1,119 @@
+"""Inside a script run by `gpuscout tune -- COMMAND`: one change applied to the unchanged script.
+
+gpuscout passes the change in GPUSCOUT_TUNE (JSON) beside watch's own settings; the watch hook
+(child/watch_hook.py) calls these functions where Keras gives them a place, before the first
+layer is built (the precision policy), at `Model.compile` (XLA, steps_per_execution) and at
+`Model.fit` (the input, the batch). Nothing in a file changes. What was applied goes to the
+parent as a `watch_applied` event, so the record says what really ran; a change that finds
+nothing to apply to (no PyDataset for workers) says so instead.
+
+Only the standard library, Keras and the frameworks are imported here, and those lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+
+from gpuscout.child.watch_state import emit
+
+CHANGES = json.loads(os.environ.get("GPUSCOUT_TUNE", "{}") or "{}")
+_said: set[str] = set()
+
+
+def applied(name: str, detail: str) -> None:
+    """Tell the parent once per change what was applied, where."""
+    if name not in _said:
+        _said.add(name)
+        emit("watch_applied", change=name, detail=detail)
+
+
+def on_keras(keras_module_loaded) -> None:
+    """Keras' model module has just been executed: no layer exists yet."""
+    policy = CHANGES.get("mixed_precision")
+    if policy:
+        # keras' top-level package is still being imported here: its own module, not keras.mixed_precision
+        from keras.src.dtype_policies.dtype_policy import set_dtype_policy
+
+        set_dtype_policy(policy)
+        applied("mixed_precision", f"keras.mixed_precision.set_global_policy({policy!r}) before the first layer")
+
+
+def compile_kwargs(kwargs: dict) -> dict:
+    if CHANGES.get("jit_compile"):
+        kwargs["jit_compile"] = True
+        applied("jit_compile", "model.compile(..., jit_compile=True)")
+    spe = CHANGES.get("steps_per_execution")
+    if spe:
+        kwargs["steps_per_execution"] = int(spe)
+        applied("steps_per_execution", f"model.compile(..., steps_per_execution={int(spe)})")
+    return kwargs
+
+
+def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The input fit reads, changed as asked: a PyDataset's workers, a tf.data dataset's prefetch,
+    a generator drained by a prefetching thread, the batch size of in-memory arrays."""
+    x = args[0] if args else kwargs.get("x")
+    kind = type(x)
+    changed = x
+    workers = CHANGES.get("workers")
+    if workers and any(base.__name__ == "PyDataset" for base in kind.__mro__):
+        processes = bool(CHANGES.get("processes"))
+        x._workers, x._use_multiprocessing = int(workers), processes  # PyDataset reads these at fit
+        x._max_queue_size = max(getattr(x, "_max_queue_size", 10) or 10, 2 * int(workers))
+        applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing={processes})")
+    if CHANGES.get("prefetch") and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
+        import tensorflow as tf
+
+        # what the tf.data performance guide asks for, from outside the pipeline: autotuning, maps
+        # run in parallel where they are stateless (map_parallelization), order not enforced, and a
+        # prefetch at the end (TensorFlow injects one by default; an explicit one costs nothing)
+        options = tf.data.Options()
+        options.autotune.enabled = True
+        options.experimental_optimization.map_parallelization = True
+        options.deterministic = False
+        changed = x.with_options(options).prefetch(tf.data.AUTOTUNE)
+        applied("prefetch", "tf.data: map(..., num_parallel_calls=tf.data.AUTOTUNE, deterministic=False) and "
+                            "dataset.prefetch(tf.data.AUTOTUNE)")
+    if CHANGES.get("prefetch") and (hasattr(x, "__next__") and not hasattr(x, "element_spec")):
+        changed = prefetched(x, int(CHANGES.get("prefetch_depth", 8)))
+        applied("prefetch", "the generator drained by a background thread, 8 batches ahead")
+    batch = CHANGES.get("batch_size")
+    if batch:
+        kwargs["batch_size"] = int(batch)
+        applied("batch_size", f"model.fit(..., batch_size={int(batch)})")
+    if changed is not x:
+        if args:
+            args = (changed, *args[1:])
+        else:
+            kwargs["x"] = changed
+    return args, kwargs
+
+
+def prefetched(inner, depth: int):
+    """A Python generator read ahead by one background thread: the next batches are made while
+    the device computes (what a keras PyDataset with one worker does, for a plain generator).
+    Returned as a generator, since that is what fit recognises (types.GeneratorType)."""
+    ahead: queue.Queue = queue.Queue(maxsize=depth)
+    end = object()
+
+    def fill() -> None:
+        try:
+            for item in inner:
+                ahead.put(item)
+        except BaseException as exc:  # the generator's own error reaches fit, as it would have
+            ahead.put(exc)
+            return
+        ahead.put(end)
+
+    threading.Thread(target=fill, daemon=True, name="gpuscout-prefetch").start()
+
+    def read():
+        while (item := ahead.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    return read()

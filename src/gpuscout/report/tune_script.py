@@ -1,0 +1,92 @@
+"""`gpuscout tune -- COMMAND` on the terminal: each change's measured gain, ranked, with the line
+to write; what was not tried and why; the one-line summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuscout.report import format as fmt
+
+
+def _gain(row: dict) -> str:
+    if row.get("verdict") == "failed":
+        return "failed"
+    if row.get("ratio") is None:
+        return fmt.DASH
+    interval = f" [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]" if row.get("ratio_low") is not None else ""
+    return f"{row['ratio']:.2f}x{interval} {row.get('verdict', '')}".strip()
+
+
+def _rate(row: dict) -> str:
+    if not row.get("samples_per_s"):
+        return fmt.DASH
+    interval = (f" ({fmt.number(row['ci95_low'], 0)}-{fmt.number(row['ci95_high'], 0)})"
+                if row.get("ci95_low") is not None else "")
+    return f"{fmt.number(row['samples_per_s'], 0)}{interval}"
+
+
+def _health(row: dict) -> str:
+    if row.get("verdict") == "failed":
+        return row.get("failure") or "failed"
+    if not row.get("healthy", True):
+        return f"not recommended: {row['health']}"
+    return row.get("note") or "ok"
+
+
+def print_tune_script(report: dict, out: Console) -> None:
+    base = report["baseline"]
+    out.print(Text(f"tune {report['workload']}: {len(report['rows'])} change(s) measured, each over "
+                   f"{report['steps']} training steps of the unchanged script", style="bold"), soft_wrap=True)
+    out.print(Text(f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base['step_time_s'])}, input wait "
+                   f"{fmt.percent(base['input_wait_share'])}, GPU busy {fmt.percent(base['gpu_busy_share'], 0)}"),
+              soft_wrap=True)
+    table = Table(title="ranked by speed-up over the baseline (95% CI, significance)", title_justify="left")
+    for column in ("change", "samples/s (95% CI)", "speed-up", "step", "input wait", "GPU busy", "peak memory",
+                   "training"):
+        table.add_column(column)
+    for row in report["rows"]:
+        table.add_row(Text(row["change"]), _rate(row), _gain(row), fmt.seconds(row.get("step_time_s")),
+                      fmt.percent(row.get("input_wait_share")), fmt.percent(row.get("gpu_busy_share"), 0),
+                      fmt.bytes_(row.get("peak_memory_bytes")), Text(_health(row)))
+    out.print(table)
+    winners = [r for r in report["rows"] if r.get("verdict") == "faster" and r.get("healthy")]
+    best = next((r for r in winners if r["change"] == "combined"), winners[0] if winners else None)
+    out.print(Text(report["summary"], style="bold green" if winners else "bold"), soft_wrap=True)
+    if best is not None:
+        for line in best["line"].splitlines():  # code is never wrapped
+            out.print(Text(f"    {line}", style="green"), soft_wrap=True)
+    for skipped in report["skipped"]:
+        out.print(Text(f"not tried: {skipped['change']}: {skipped['reason']}"), soft_wrap=True)
+    if report.get("noisy"):
+        out.print(Text(f"note: {report['noisy']}", style="yellow"), soft_wrap=True)
+    out.print(Text(f"session {report['session']} ({fmt.seconds(report['wall_s'])}): every run is stored; "
+                   f"`gpuscout compare {report['baseline']['run_id']} RUN` compares any two"), soft_wrap=True)
+
+
+def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> None:
+    """--dry-run: each change and why it applies or not, from a stored watch of the command."""
+    if baseline_id is None:
+        out.print(Text(f"no stored watch of `{command}`: the baseline run decides which changes apply. The "
+                       "changes and what makes each worth trying:"), soft_wrap=True)
+        for name, when in PLAN_RULES:
+            out.print(Text(f"  {name}: {when}"), soft_wrap=True)
+        return
+    out.print(Text(f"from the stored watch {baseline_id} of `{command}`:"), soft_wrap=True)
+    for change in plan.changes:
+        out.print(Text(f"  would try {change.name}: {change.why}  ->  {change.line.splitlines()[0]}"), soft_wrap=True)
+    for skipped in plan.skipped:
+        out.print(Text(f"  not {skipped.knob}: {skipped.reason}"), soft_wrap=True)
+    out.print(Text("then every change faster with significance together, and the baseline again; nothing was run"),
+              soft_wrap=True)
+
+
+PLAN_RULES = (
+    ("jit_compile", "the step runs without XLA (on tensorflow: only on a GPU, where Keras itself would compile)"),
+    ("mixed_precision", "float32 on a GPU with tensor cores (compute capability 7.0 or more)"),
+    ("steps_per_execution", "steps under 25 ms, or a host-bound loop (8 and 32)"),
+    ("workers", "a PyDataset that keeps the loop waiting (threads and processes)"),
+    ("prefetch", "a tf.data dataset or a generator that keeps the loop waiting"),
+    ("batch_size", "in-memory arrays, where twice and four times the batch fit in memory"),
+)

@@ -1,0 +1,301 @@
+"""`gpuscout tune -- COMMAND`: each fix applied to the user's unchanged script, and measured.
+
+The command runs once as the baseline under watch's instrumentation, then once per change that
+the baseline's facts make worth trying, each change injected at interpreter start-up through the
+same hook (child/tune_overrides.py; no file is edited), then every change that was faster with
+significance together, then the baseline again (when its two runs disagree beyond their
+intervals, the machine was noisy and the table says so). Every run is a watch record of its own
+(`tune_change`, `applied`), all of one session (`group_id`).
+
+Each run is bounded by the same number of training steps after the first compile: the first
+baseline runs TARGET_TRAINING_S of training and its step count is every later run's `--steps`
+(or the user's `--steps`), cut into WINDOWS_PER_RUN windows of equal steps, so that every run
+has as many windows whatever a change buys. Loss is compared at that equal step count: a change
+whose last loss is NaN/inf, or clearly worse than the baseline's, is flagged and never
+recommended (mixed_float16 overflowing is the usual case).
+
+The search is bounded as DeepSpeed's autotuner bounds its own: by what the baseline showed (a
+change is tried only where its cause was seen) and by memory (a larger batch only where the
+measured peak says it fits), and the whole session by --budget.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from gpuscout.analysis.compare import contrast
+from gpuscout.analysis.verdict import BF16_CC, FP16_CC, INPUT_BOUND_SHARE, OUTSIDE_STEP_SHARE
+from gpuscout.core.errors import UsageError
+from gpuscout.record.watch import WatchRecord
+
+# Training time the first baseline runs (after its compile) to set every run's step count: a
+# warm-up window and at least 4 steady windows of WINDOW_S even for a change 4x faster.
+TARGET_TRAINING_S = 10.0
+WINDOW_S = 0.5
+# Every later run has the baseline's steps, cut into this many windows of equal steps: a warm-up
+# window and seven steady ones, however fast a change makes the run (a 15x faster jit_compile
+# would otherwise leave one window of half a second).
+WINDOWS_PER_RUN = 8
+# A step shorter than this is worth batching host calls for (steps_per_execution): Keras' own
+# guidance puts the overhead of one host round trip per step at milliseconds.
+SHORT_STEP_S = 0.025
+# The loss a change may end at, against the baseline's at equal steps, before it is "clearly worse".
+LOSS_WORSE_RATIO = 1.5
+LOSS_WORSE_ABSOLUTE = 0.1
+# Memory a larger batch may plan to use, of the GPU's (the rest: fragmentation, the framework's own).
+BATCH_MEMORY_SHARE = 0.9
+# Two runs of the same setting farther apart than this (their medians) say the machine was noisy.
+NOISY_SHARE = 0.10
+
+CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "prefetch", "batch_size")
+
+
+@dataclass
+class Change:
+    name: str  # a variant's name: jit_compile, steps_per_execution_32, workers_4_processes, ...
+    knob: str  # which of CHANGES it is
+    settings: dict  # what the instrumentation applies (GPUSCOUT_TUNE)
+    line: str  # the line to write in the script
+    why: str  # what in the baseline made it worth trying
+
+
+@dataclass
+class Skip:
+    knob: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+
+def check_names(names: tuple[str, ...], option: str) -> None:
+    unknown = [n for n in names if n not in CHANGES]
+    if unknown:
+        raise UsageError(f"{option}: unknown change {', '.join(map(repr, unknown))}: choose from {', '.join(CHANGES)}")
+
+
+def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> Plan:
+    """The changes the baseline's facts make worth trying, and why each of the others is not."""
+    main = baseline.main
+    out = Plan()
+    if main is None or main.custom or not baseline.windows:
+        out.skipped.append(Skip("all", "the baseline ran no timed Keras fit step"))
+        return out
+    for knob, found in (("jit_compile", _jit(baseline)), ("mixed_precision", _precision(baseline)),
+                        ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
+                        ("prefetch", _prefetch(baseline)), ("batch_size", _batch(baseline))):
+        if only and knob not in only:
+            continue
+        if knob in skip:
+            out.skipped.append(Skip(knob, "--skip"))
+        elif isinstance(found, str):
+            out.skipped.append(Skip(knob, found))
+        else:
+            out.changes += found
+    return out
+
+
+def _jit(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if main.jit_compile:
+        return "the step is XLA-compiled already"
+    if main.backend == "tensorflow" and r.gpu is None:
+        return ("Keras turns XLA off on a CPU-only TensorFlow, where it loses (0.10x of fit, docs/benchmarks.md); "
+                "the script runs what Keras chose")
+    if main.backend == "tensorflow" and main.strategy:
+        return f"Keras does not XLA-compile under {main.strategy}"
+    return [Change("jit_compile", "jit_compile", {"jit_compile": True}, "model.compile(..., jit_compile=True)",
+                   f"the step runs without XLA on {main.backend} (jit_compile=False)")]
+
+
+def _precision(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    cc = float(r.gpu.compute_capability) if r.gpu and r.gpu.compute_capability else None
+    if r.gpu is None:
+        return "no GPU: mixed precision buys nothing on a CPU"
+    if main.precision_policy not in (None, "float32"):
+        return f"the script sets its own policy ({main.precision_policy})"
+    if cc is None or cc < FP16_CC:
+        return f"the GPU has no tensor cores for fp16/bf16 (compute capability {r.gpu.compute_capability or '?'})"
+    policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
+    return [Change("mixed_precision", "mixed_precision", {"mixed_precision": policy},
+                   f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model",
+                   f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores (compute capability "
+                   f"{r.gpu.compute_capability})")]
+
+
+def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if (main.steps_per_execution or 1) > 1:
+        return f"already steps_per_execution={main.steps_per_execution}"
+    if (r.input_wait_share or 0) >= INPUT_BOUND_SHARE and not any(c.code == "input_handover" for c in r.verdict):
+        return f"the loop waits for input ({r.input_wait_share:.0%} of the time): fewer host calls would not feed it"
+    host = (r.outside_step_share or 0) >= OUTSIDE_STEP_SHARE or any(c.code in ("host_bound", "input_handover")
+                                                                  for c in r.verdict)
+    if (r.step_time_s or 1) >= SHORT_STEP_S and not host:
+        return f"steps of {r.step_time_s * 1000:.0f} ms, and the loop is not host-bound: one call per step costs little"
+    why = f"steps of {r.step_time_s * 1000:.1f} ms" + (" and a host-bound loop" if host else "")
+    return [Change(f"steps_per_execution_{n}", "steps_per_execution", {"steps_per_execution": n},
+                   f"model.compile(..., steps_per_execution={n})", why) for n in (8, 32)]
+
+
+def _waits(r: WatchRecord) -> str | None:
+    share = r.input_wait_share
+    if share is None:
+        return "the input wait was not seen (read inside a compiled loop)"
+    if share < INPUT_BOUND_SHARE:
+        return f"the loop waited for input {share:.1%} of the time (under {INPUT_BOUND_SHARE:.0%})"
+    return None
+
+
+def _workers(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if main.input_type != "PyDataset":
+        return f"the input is {main.input_type}, not a PyDataset"
+    reason = _waits(r)
+    if reason:
+        return reason
+    steady = r.steady
+    fetch_s = sum(w.input_wait_s or 0 for w in steady) / max(1, sum(w.steps for w in steady))
+    compute_s = max(r.step_time_s - fetch_s, 1e-6)
+    have = main.input_workers or 1
+    cores = r.env.cpu_count or 4
+    # producers that keep up with the step, one more than the wait asks for, within the host's cores
+    wanted = max(have + 1, min(cores, math.ceil(fetch_s * have / compute_s) + 1))
+    why = f"{r.input_wait_share:.0%} of the time waiting for the next batch, {have} worker(s)"
+    return [Change(f"workers_{wanted}_{kind}", "workers", {"workers": wanted, "processes": kind == "processes"},
+                   f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'})", why)
+            for kind in ("threads", "processes")]
+
+
+def _prefetch(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if main.input_type not in ("tf.data", "generator"):
+        return f"the input is {main.input_type}: prefetching applies to a tf.data dataset or a generator"
+    reason = _waits(r)
+    if reason:
+        return reason
+    line = ("dataset = dataset.prefetch(tf.data.AUTOTUNE)" if main.input_type == "tf.data" else
+            "a keras.utils.PyDataset with workers, or a thread that reads the generator ahead")
+    return [Change("prefetch", "prefetch", {"prefetch": True}, line,
+                   f"{r.input_wait_share:.0%} of the time waiting for the next batch ({main.input_type})")]
+
+
+def _batch(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if main.input_type not in ("numpy", "jax array") or not main.batch_size:
+        return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"
+    factors = [2, 4]
+    if r.gpu is not None:
+        peak, total = main.peak_memory_bytes, r.gpu.memory_total_bytes
+        if not peak or not total:
+            return "the run's peak memory is not known: no batch is promised to fit"
+        # memory grows at most in proportion to the batch (the weights' share does not grow)
+        factors = [f for f in factors if peak * f <= BATCH_MEMORY_SHARE * total]
+        if not factors:
+            return f"twice the batch would not fit ({peak * 2 / 2**30:.1f} GiB of {total / 2**30:.0f} GiB)"
+    return [Change(f"batch_size_x{f}", "batch_size", {"batch_size": main.batch_size * f},
+                   f"model.fit(..., batch_size={main.batch_size * f})   # and the learning rate x{f} "
+                   "(linear scaling rule, Goyal et al. 2017)",
+                   f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)") for f in factors]
+
+
+def combined(changes: list[Change], rows: list[dict]) -> Change | None:
+    """Every change that was faster with significance (the fastest variant of each knob), together."""
+    best: dict[str, tuple[float, Change]] = {}
+    for change, row in zip(changes, rows):
+        if row.get("verdict") == "faster" and row.get("healthy", True):
+            if change.knob not in best or row["ratio"] > best[change.knob][0]:
+                best[change.knob] = (row["ratio"], change)
+    if len(best) < 2:
+        return None
+    picked = [c for _, c in best.values()]
+    settings = {k: v for c in picked for k, v in c.settings.items()}
+    return Change("combined", "combined", settings, "\n".join(c.line for c in picked), " + ".join(c.name for c in picked))
+
+
+def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
+    """The steady windows' samples/s; where the instrumentation could not count samples (the input
+    read inside a compiled loop of steps_per_execution steps), from the steps and the batch the
+    baseline fed, which the change did not touch."""
+    counted = r.window_samples_per_s()
+    if counted or not batch_size:
+        return counted
+    return [w.steps * batch_size / w.seconds for w in r.steady if w.seconds > 0]
+
+
+def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
+    """Why a change's training is not healthy at equal steps, or None."""
+    loss, base = (r.main.last_loss if r.main else None), (baseline.main.last_loss if baseline.main else None)
+    if loss is None:
+        return None
+    if not math.isfinite(loss):
+        return f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})" if base is not None \
+            else f"the loss is {loss}"
+    if base is not None and math.isfinite(base) and loss > base * LOSS_WORSE_RATIO and loss - base > LOSS_WORSE_ABSOLUTE:
+        return f"the loss is {loss:.4g} after {r.main.steps} steps against the baseline's {base:.4g}"
+    return None
+
+
+def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> dict:
+    """One line of the table: the run's figures against the baseline's."""
+    out = {"change": change.name if change else "baseline", "knob": change.knob if change else None,
+           "line": change.line if change else None, "why": change.why if change else None, "run_id": r.id,
+           "status": r.status, "applied": r.applied, "samples_per_s": r.samples_per_s,
+           "ci95_low": r.throughput.ci95_low if r.throughput else None,
+           "ci95_high": r.throughput.ci95_high if r.throughput else None, "step_time_s": r.step_time_s,
+           "input_wait_share": r.input_wait_share, "gpu_busy_share": None if r.gpu_idle_share is None
+           else 1 - r.gpu_idle_share, "peak_memory_bytes": r.main.peak_memory_bytes if r.main else None,
+           "last_loss": r.main.last_loss if r.main else None, "steps": r.main.steps if r.main else 0}
+    batch = r.batch_size or baseline.batch_size
+    windows = rates(r, batch if change is None or change.knob != "batch_size" else None)
+    if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
+        out.update(samples_per_s=statistics.median(windows),
+                   note=f"samples counted as steps x the baseline's batch ({batch})")
+    if change is not None and change.knob != "combined" and change.knob not in r.applied:
+        out.update(note=f"nothing in this script to apply {change.knob} to")
+    if not r.ok or not windows:
+        why = r.error.explanations[0] if r.error and r.error.explanations else None
+        out.update(verdict="failed", healthy=False,
+                   failure=(f"{why.title}: {why.fix}" if why else
+                            (r.verdict[0].evidence if r.verdict else f"status {r.status}")))
+        return out
+    base = rates(baseline, baseline.batch_size)
+    if change is not None and base:
+        c = contrast(windows, base)
+        out.update(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high, p_value=c.p_value, test=c.test,
+                   verdict=c.verdict)
+    problem = health(r, baseline)
+    out.update(healthy=problem is None, health=problem)
+    return out
+
+
+def noisy(first: WatchRecord, again: WatchRecord) -> str | None:
+    """The baseline's two runs: when their medians differ beyond NOISY_SHARE and their intervals do
+    not overlap, the session's differences under that are noise, and the table says so."""
+    a, b = first.throughput, again.throughput
+    if not a or not b or not a.median or not b.median:
+        return None
+    apart = abs(b.median / a.median - 1)
+    overlap = a.ci95_low is None or b.ci95_low is None or (a.ci95_low <= b.ci95_high and b.ci95_low <= a.ci95_high)
+    if apart > NOISY_SHARE and not overlap:
+        return (f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
+                f"machine was noisy, and differences under that mean nothing")
+    return None
+
+
+def summary(rows: list[dict]) -> str:
+    """One line: how many changes were faster, the combined gain, and what to write."""
+    faster = [r for r in rows if r.get("verdict") == "faster" and r.get("healthy") and r["change"] != "combined"]
+    together = next((r for r in rows if r["change"] == "combined" and r.get("verdict") == "faster"), None)
+    if not faster:
+        return "no change was faster with significance: the script is as fast as these changes make it"
+    best = together or max(faster, key=lambda r: r["ratio"])
+    interval = (f" [{best['ratio_low']:.2f}-{best['ratio_high']:.2f}]" if best.get("ratio_low") is not None else "")
+    what = "together" if together else f"with {best['change']}"
+    return f"{len(faster)} change(s) faster, {best['ratio']:.2f}x{interval} {what}; write these lines"

@@ -1,0 +1,142 @@
+"""`gpuscout tune -- COMMAND` through the real CLI on real Keras scripts (tests/fixtures/watch/tune_me.py),
+each with the slowness one change fixes: the change is applied inside the unchanged script, measured
+against the baseline with its CI and significance, stored, and the user's files never change."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import pytest
+
+from gpuscout.store import Store
+from tests.conftest import FIXTURES, run_cli
+from tests.integration.test_cli_safety import one_line_exit_2
+
+PY = sys.executable
+QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def copy_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text((FIXTURES / "watch" / "tune_me.py").read_text())
+    return script, hashlib.sha256(script.read_bytes()).hexdigest()
+
+
+def records(store):
+    with Store(store, create=False) as s:
+        return {r.id: r for r in s.list(kind="watch")}
+
+
+@pytest.mark.slow
+def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
+    """jax with jit_compile=False: jit is faster with significance and the child really compiled; a
+    larger batch of its in-memory arrays is faster per sample; the two together are the combined
+    run. The user's file is unchanged; --dry-run then plans from the stored baseline."""
+    script, digest = copy_script(tmp_path)
+    store = tmp_path / "results.sqlite"
+    env = {"KERAS_BACKEND": "jax", **QUIET_TF}
+    result = run_cli("tune", "--json", "--only", "jit_compile,batch_size", "--store", str(store),
+                     "--", PY, str(script), "nojit", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    rows = {r["change"]: r for r in report["rows"]}
+    assert {"jit_compile", "combined", "batch_size_x2", "batch_size_x4"} <= set(rows)
+    assert rows["batch_size_x2"]["verdict"] == "faster"
+    jit = rows["jit_compile"]
+    assert jit["verdict"] == "faster" and jit["ratio_low"] > 1 and jit["p_value"] < 0.05
+    stored = records(store)
+    assert stored[jit["run_id"]].main.jit_compile is True  # the child ran with XLA: its fit says so
+    assert stored[jit["run_id"]].applied == {"jit_compile": "model.compile(..., jit_compile=True)"}
+    assert stored[report["baseline"]["run_id"]].main.jit_compile is False
+    combined = rows["combined"]
+    assert combined["verdict"] == "faster" and "jit_compile=True" in combined["line"]
+    assert set(stored[combined["run_id"]].applied) == {"jit_compile", "batch_size"}
+    steps = {stored[r["run_id"]].main.steps for r in report["rows"]} | {report["steps"]}
+    assert len(steps) == 1  # every run stopped at the baseline's step count
+    assert all(r.group_id == report["session"] for r in stored.values())  # one tune session
+    assert hashlib.sha256(script.read_bytes()).hexdigest() == digest
+    assert "the script ran to its end" not in result.stderr  # every run halted at its steps
+    plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, str(script), "nojit", env=env)
+    assert plan.returncode == 0 and f"from the stored watch {report['baseline_again']['run_id']}" in plan.stdout
+    assert "would try jit_compile" in plan.stdout and "nothing was run" in plan.stdout
+    assert len(records(store)) == len(stored)
+
+
+@pytest.mark.slow
+def test_a_one_worker_pydataset_and_a_tf_data_pipeline_on_tensorflow(tmp_path):
+    """The workers change on a PyDataset that sleeps per batch, prefetch on a tf.data map that sleeps;
+    XLA and mixed precision are not tried on a CPU-only TensorFlow, each with its reason."""
+    script, _ = copy_script(tmp_path)
+    store = tmp_path / "results.sqlite"
+    env = {"KERAS_BACKEND": "tensorflow", **QUIET_TF}
+    fed = run_cli("tune", "--json", "--only", "workers,jit_compile,mixed_precision", "--store", str(store), "--",
+                  PY, str(script), "pydataset", env=env)
+    assert fed.returncode == 0, fed.stderr[-3000:]
+    report = json.loads(fed.stdout)
+    threads = next(r for r in report["rows"] if r["change"].endswith("_threads"))
+    assert threads["verdict"] == "faster" and threads["ratio_low"] > 1.1
+    skipped = {s["change"]: s["reason"] for s in report["skipped"]}
+    assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
+    assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
+    read_ahead = run_cli("tune", "--json", "--only", "prefetch", "--store", str(store), "--", PY, str(script),
+                         "generator", env={**env, "KERAS_BACKEND": "jax"})  # tensorflow reads a generator ahead itself
+    assert read_ahead.returncode == 0, read_ahead.stderr[-3000:]
+    prefetch, = json.loads(read_ahead.stdout)["rows"]
+    assert prefetch["change"] == "prefetch" and prefetch["verdict"] == "faster" and prefetch["ratio_low"] > 1.1
+    # a tf.data map with no prefetch of its own: the change applies autotuning, parallel maps and a
+    # prefetch; TensorFlow already injects a prefetch by default (tf.data's inject_prefetch), so
+    # what it buys is measured, not assumed
+    piped = run_cli("tune", "--json", "--only", "prefetch", "--store", str(store), "--", PY, str(script), "tfdata",
+                    env=env)
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    tf_data, = json.loads(piped.stdout)["rows"]
+    assert "prefetch" in records(store)[tf_data["run_id"]].applied and tf_data["verdict"] in (
+        "faster", "slower", "no significant difference")
+
+
+@pytest.mark.slow
+def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu):
+    """On a fake H100 (compute capability 9.0): a custom layer that refuses bfloat16 makes the mixed
+    precision run fail; it is reported with the script's error, never recommended, and the session
+    goes on and ends. On a script whose layers take it, the policy really reaches the child."""
+    script, _ = copy_script(tmp_path)
+    store = tmp_path / "results.sqlite"
+    env = {"KERAS_BACKEND": "jax", "GPUSCOUT_FAKE_NVML": str(fake_gpu()), **QUIET_TF}
+    result = run_cli("tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script),
+                     "custom", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    broken, = report["rows"]
+    assert broken["verdict"] == "failed" and not broken["healthy"]
+    assert "Strict expects float32 inputs" in broken["failure"]
+    assert report["summary"].startswith("no change was faster")
+    assert records(store)[report["baseline_again"]["run_id"]].status == "stopped"  # the session went on
+    # on a script whose layers take it, the policy is set in the child before the first layer: its fit says so
+    fine = run_cli("tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script), "nojit",
+                   env=env)
+    assert fine.returncode == 0, fine.stderr[-3000:]
+    mixed, = json.loads(fine.stdout)["rows"]
+    assert records(store)[mixed["run_id"]].main.precision_policy == "mixed_bfloat16"
+    assert mixed["verdict"] in ("faster", "slower", "no significant difference")  # a CPU: measured, not promised
+
+
+def test_bad_tune_input(tmp_path):
+    store = tmp_path / "results.sqlite"
+    loop = str(FIXTURES / "watch" / "loop.py")
+    for args, fragment in ((("--",), "no command to tune: put it after `--`"),
+                           (("--only", "bogus", "--", PY, "x.py"), "--only: unknown change 'bogus': choose from jit_compile"),
+                           (("--steps", "0", "--", PY, "x.py"), "--steps"),
+                           (("--budget", "0.5", "--", PY, "x.py"), "--budget 0.5 minutes is too small"),
+                           (("--model", "m.py", "--", PY, "x.py"), "tune a workload, not a command")):
+        one_line_exit_2(run_cli("tune", *args, env={"GPUSCOUT_STORE": str(store)}), fragment)
+    assert not store.exists()
+    plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, loop, "unmarked", "5")
+    assert plan.returncode == 0 and "no stored watch of" in plan.stdout and "jit_compile:" in plan.stdout
+    assert not store.exists()  # --dry-run runs nothing, writes nothing
+    # a command that never calls fit: exit 2 after the baseline, which is stored
+    nofit = run_cli("tune", "--store", str(store), "--", PY, loop, "unmarked", "5")
+    assert nofit.returncode == 2 and "tune needs the steps of a Keras Model.fit" in nofit.stderr
+    baseline, = records(store).values()
+    assert f"the baseline is stored as {baseline.id}" in nofit.stderr
