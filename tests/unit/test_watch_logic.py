@@ -277,6 +277,11 @@ def test_limits_stop_once_the_script_halted_or_at_the_backstop():
     assert stuck.due(stuck.reached_at + LIMIT_GRACE_S)  # the fit never ended: stopped anyway
     silent = Limits(WatchOptions(duration_s=5))  # a loop the hook cannot see: the parent's clock
     assert not silent.due(silent.started + 5) and silent.due(silent.started + 5 + LIMIT_GRACE_S)
+    compiling = Limits(WatchOptions(duration_s=5))  # a fit whose first step compiles for minutes
+    compiling.event({"event": "watch_fit_begin", "fit": 1})
+    assert not compiling.due(compiling.started + 600)  # the child counts its own limit from the compile's end
+    compiling.event({"event": "watch_fit", "started_monotonic_s": compiling.started, "compile_s": 300.0})
+    assert not compiling.due(compiling.started + 300 + 5) and compiling.due(compiling.started + 305 + LIMIT_GRACE_S)
 
 
 def test_output_lines_keep_the_last_version_of_a_rewritten_line():

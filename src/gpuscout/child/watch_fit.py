@@ -197,6 +197,7 @@ class FitWatch:
             self.first_call = False
             wait_for(self.last_outputs)
             now = time.monotonic()
+            STATE.timed_from = STATE.timed_from or now
             self.announce(compile_s=now - start)
             self.open_window(now)
         elif (self.batches - self.window[1] >= WINDOW_STEPS) if WINDOW_STEPS else (now - self.window[0] >= WINDOW_S):

@@ -80,6 +80,7 @@ def patch(model_class) -> None:
             if not isinstance(callbacks, (list, tuple)):
                 raise TypeError(f"callbacks given as {type(callbacks).__name__}, not a list")
             watcher = FitWatch(self, args[0] if args else kwargs.get("x"), callbacks)
+            emit("watch_fit_begin", fit=watcher.index)  # the parent waits for the child's own limit now
             kwargs["callbacks"] = [*callbacks, make_callback(watcher)]
         except Exception as exc:
             report_failure("preparing fit", exc)
@@ -146,6 +147,7 @@ class CustomSteps:
             STATE.first_step = now
         if self.start is None:
             self.start = now
+            STATE.timed_from = STATE.timed_from or now
             emit("watch_custom_start", start_monotonic_s=now)
             atexit.register(self.flush)
         else:

@@ -32,6 +32,7 @@ class _State:
         self.fits = 0
         self.steps = 0  # training batches, all fits together
         self.first_step = None  # time.monotonic() of the first
+        self.timed_from = None  # ... of the first step's end (after the compile): --duration counts from it
         self.limit_reached = False
         self.failed = False
         self.tracing = False
@@ -66,8 +67,8 @@ def limit_reached() -> str | None:
     reason = None
     if MAX_STEPS is not None and STATE.steps >= MAX_STEPS:
         reason = f"{MAX_STEPS} training steps"
-    elif MAX_SECONDS is not None and STATE.first_step is not None and \
-            time.monotonic() - STATE.first_step >= MAX_SECONDS:
+    elif MAX_SECONDS is not None and STATE.timed_from is not None and \
+            time.monotonic() - STATE.timed_from >= MAX_SECONDS:
         reason = f"{MAX_SECONDS:g} s of training"
     if reason:
         STATE.limit_reached = True

@@ -72,7 +72,7 @@ def tune_script(session: Session) -> dict:
         raise UsageError(f"tune needs the steps of a Keras Model.fit: {session.command.workload} "
                          + ("failed before any step" if baseline.status == "failed" else "called no Model.fit")
                          + f" (the baseline is stored as {baseline.id}; `gpuscout results show {baseline.id}`)")
-    steps = options.steps or main.steps
+    steps = options.steps or max(main.steps, script.MIN_STEPS)
     planned = script.plan(baseline, options.only, options.skip)
     per_run_s = max(baseline.duration_s, 1.0)
     rows, records, skipped = [], [baseline], list(planned.skipped)

@@ -38,6 +38,9 @@ WINDOW_S = 0.5
 # window and seven steady ones, however fast a change makes the run (a 15x faster jit_compile
 # would otherwise leave one window of half a second).
 WINDOWS_PER_RUN = 8
+# Fewer steps than this per run and no change can be told from noise: each later run gets at least
+# this many even when the baseline's TARGET_TRAINING_S ran fewer (an op-by-op ResNet-50: 2 s a step)
+MIN_STEPS = 32
 # A step shorter than this is worth batching host calls for (steps_per_execution): Keras' own
 # guidance puts the overhead of one host round trip per step at milliseconds.
 SHORT_STEP_S = 0.025
@@ -133,6 +136,9 @@ def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
     main = r.main
     if (main.steps_per_execution or 1) > 1:
         return f"already steps_per_execution={main.steps_per_execution}"
+    if main.jit_compile is False:
+        return ("the step runs op by op (jit_compile=False): batching host calls comes after compiling it "
+                "(measured on an H100: 38x from jit_compile, docs/benchmarks.md)")
     if (r.input_wait_share or 0) >= INPUT_BOUND_SHARE and not any(c.code == "input_handover" for c in r.verdict):
         return f"the loop waits for input ({r.input_wait_share:.0%} of the time): fewer host calls would not feed it"
     host = (r.outside_step_share or 0) >= OUTSIDE_STEP_SHARE or any(c.code in ("host_bound", "input_handover")

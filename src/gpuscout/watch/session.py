@@ -89,11 +89,15 @@ class Limits:
         self.reached: str | None = None  # why, as the hook said
         self.reached_at: float | None = None
         self.halted = threading.Event()  # the instrumentation halted the script: end its group now
+        self.fit_began = False  # a fit has started: its first step (a compile of minutes) ends in its time
 
     def event(self, event: dict) -> None:
         kind = event["event"]
+        if kind == "watch_fit_begin":
+            self.fit_began = True
         if kind == "watch_fit" and self.first_step is None:
-            self.first_step = event.get("started_monotonic_s") or time.monotonic()
+            # the child's --duration counts from the first step's end (its compile left out)
+            self.first_step = (event.get("started_monotonic_s") or time.monotonic()) + (event.get("compile_s") or 0)
         elif kind == "watch_custom_start" and self.first_step is None:
             self.first_step = event["start_monotonic_s"]
         elif kind == "watch_limit" and self.reached is None:
@@ -105,8 +109,8 @@ class Limits:
         if self.reached is not None:
             return self.halted.is_set() or now - self.reached_at >= LIMIT_GRACE_S
         duration = self.options.duration_s
-        if duration is None:
-            return False
+        if duration is None or (self.first_step is None and self.fit_began):
+            return False  # an instrumented fit keeps its own limit, counted from its first step's end
         if now - (self.first_step or self.started) >= duration + LIMIT_GRACE_S:
             self.reached = f"{duration:g} s"  # the hook never said: a custom loop without watch.step(), or no fit
             return True
