@@ -58,6 +58,17 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     assert all(r.group_id == report["session"] for r in stored.values())  # one tune session
     assert hashlib.sha256(script.read_bytes()).hexdigest() == digest
     assert "the script ran to its end" not in result.stderr  # every run halted at its steps
+    # compare --by change and the report read the session from the store
+    compared = run_cli("compare", "--by", "change", "--json", "--store", str(store))
+    assert compared.returncode == 0, compared.stderr
+    groups = {g["label"]: g for g in json.loads(compared.stdout)["comparisons"][0]["groups"]}
+    assert next(iter(groups)) == "baseline" and groups["jit_compile"]["verdict"] == "faster"
+    shown = run_cli("results", "show", jit["run_id"], "--store", str(store))
+    assert f"tune session {report['session']}, change jit_compile: model.compile(..., jit_compile=True)" in \
+        " ".join(shown.stdout.split())
+    html = tmp_path / "report.html"
+    assert run_cli("report", "--out", str(html), "--store", str(store)).returncode == 0
+    assert "What each change bought" in html.read_text() and "<svg" in html.read_text()
     plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, str(script), "nojit", env=env)
     assert plan.returncode == 0 and f"from the stored watch {report['baseline_again']['run_id']}" in plan.stdout
     assert "would try jit_compile" in plan.stdout and "nothing was run" in plan.stdout

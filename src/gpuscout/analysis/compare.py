@@ -196,8 +196,8 @@ def contrast(windows: list[float], baseline: list[float]) -> Contrast:
 
 
 def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -> list[Comparison]:
-    if by not in FIELDS and by != "run":
-        raise UsageError(f"unknown --by {by!r}: choose run, {', '.join(FIELDS)}")
+    if by not in FIELDS and by not in ("run", "change"):
+        raise UsageError(f"unknown --by {by!r}: choose run, change, {', '.join(FIELDS)}")
     # A watched script stopped by a limit, Ctrl-C or a crash measured its windows until then
     usable = [r for r in records if r.throughput and (r.ok or r.kind == "watch")]
     if not usable:
@@ -209,10 +209,13 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
         if r.kind == "watch":
             # A watched script is compared with itself, before and after a change (any change: the
             # batch, the precision, the pipeline), by run or by GPU, in samples/s per window.
-            if by not in ("run", "gpu"):
+            if by not in ("run", "gpu", "change"):
                 continue
-            key = (r.workload, r.methodology_version, "watch")
-            helds[key] = {"kind": "watched script"}
+            # by change: the runs of one `tune -- COMMAND` session, each change against its baseline
+            key = (r.workload, r.methodology_version, "watch", *((r.group_id,) if by == "change" else ()))
+            helds[key] = {"kind": "watched script", **({"tune session": r.group_id} if by == "change" else {})}
+        elif by == "change":
+            continue
         else:
             key = (r.workload, r.methodology_version, *(FIELDS[f](r) for f in held_fields))
             helds[key] = dict(zip(held_fields, key[2:]))
@@ -220,18 +223,20 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
     versions = {r.methodology_version for r in usable}
     comparisons = []
     for key, runs in sets.items():
-        label_of = (lambda r: r.id) if by == "run" else (lambda r: str(FIELDS[by](r)))
+        label_of = {"run": lambda r: r.id, "change": lambda r: r.tune_change or "baseline"}.get(
+            by, lambda r: str(FIELDS[by](r)))
         by_label: dict[str, list[StoredRecord]] = {}
         for r in sorted(runs, key=lambda r: r.created_utc):
             by_label.setdefault(label_of(r), []).append(r)
         if len(by_label) < 2:
             continue
         labels = sorted(by_label, key=_natural) if by != "run" else list(by_label)
-        if baseline is not None:
-            if baseline not in by_label:
+        first = baseline if baseline is not None else ("baseline" if by == "change" else None)
+        if first is not None:
+            if first not in by_label:
                 continue
-            labels.remove(baseline)
-            labels.insert(0, baseline)
+            labels.remove(first)
+            labels.insert(0, first)
         groups = [_group(label, by_label[label]) for label in labels]
         base = groups[0]
         for g in groups[1:]:
@@ -244,7 +249,7 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
                 g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
         comparison = Comparison(workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1],
                                 held=helds[key], groups=groups)
-        named = {**ENVIRONMENT, **WATCHED} if key[2:] == ("watch",) else ENVIRONMENT
+        named = {**ENVIRONMENT, **WATCHED} if len(key) > 2 and key[2] == "watch" else ENVIRONMENT
         for name, get in named.items():
             if name == by or (by == "gpu" and name == "driver"):
                 continue

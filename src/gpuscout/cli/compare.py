@@ -71,7 +71,7 @@ def _value(r: StoredRecord, name: str) -> str:
 
 def compare(
     run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Compare these runs (ids or prefixes)."),
-    by: Optional[str] = typer.Option(None, help=f"The field that differs: run, {', '.join(FIELDS)} [default: gpu, or run with RUN_IDs]."),
+    by: Optional[str] = typer.Option(None, help=f"The field that differs: run, change (a tune -- COMMAND session), {', '.join(FIELDS)} [default: gpu, or run with RUN_IDs]."),
     baseline: Optional[str] = typer.Option(None, help="The group (a value of --by) the others are divided by [default: the first]."),
     workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
     gpu: Optional[str] = typer.Option(None, help="Only runs on GPUs whose name contains this."),

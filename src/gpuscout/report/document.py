@@ -103,6 +103,25 @@ def _watched(records: list[WatchRecord]) -> Section:
     return section
 
 
+def _tune_sessions(watched: list[WatchRecord]) -> Section | None:
+    """Each `tune -- COMMAND` session: the speed-up of each change with its interval, as compare
+    --by change computes it."""
+    from gpuscout.analysis.compare import compare
+
+    sessions = [r for r in watched if r.tune_change is not None]
+    if not sessions:
+        return None
+    ids = {r.group_id for r in sessions}
+    comparisons = compare([r for r in watched if r.group_id in ids], "change")
+    section = Section("tune", "What each change bought (gpuscout tune -- COMMAND)",
+                      ["Each change applied to the unchanged script, against the session's baseline, at equal "
+                       "steps: the speed-up of the median samples/s, its 95% bootstrap interval and the "
+                       "significance test of `gpuscout compare --by change`."])
+    for c in comparisons:
+        section.figures.append((f"{c.workload} ({c.held.get('tune session')})", lambda c=c: plots.tune_speedups(c)))
+    return section
+
+
 def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report") -> Document:
     """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
     every = records
@@ -144,6 +163,9 @@ def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: s
     sections.append(tele)
     if watched:
         sections.append(_watched(watched))
+    tuned = _tune_sessions(watched)
+    if tuned is not None:
+        sections.append(tuned)
     sections.append(Section("runs", "All runs", ["Click a column to sort; type to filter."], tables=[_runs(records)]))
     sections.append(Section("provenance", "Provenance of every run",
                             ["The whole record of each run (telemetry samples left out): environment, versions, "

@@ -275,3 +275,25 @@ def png(fig: Figure, path) -> None:
     readable_ticks(fig)
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
+
+
+def tune_speedups(comparison) -> Figure | None:
+    """One `tune -- COMMAND` session: each change's speed-up over the baseline, with its 95% CI."""
+    groups = [g for g in comparison.groups[1:] if g.ratio is not None]
+    if not groups:
+        return None
+    groups = sorted(groups, key=lambda g: g.ratio)
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * len(groups)))
+    ratios = [g.ratio for g in groups]
+    low = [g.ratio - (g.ratio_low if g.ratio_low is not None else g.ratio) for g in groups]
+    high = [(g.ratio_high if g.ratio_high is not None else g.ratio) - g.ratio for g in groups]
+    colors = ["#55A868" if g.verdict == "faster" else "#C44E52" if g.verdict == "slower" else "#8C8C8C"
+              for g in groups]
+    ax.barh([g.label for g in groups], ratios, xerr=[low, high], color=colors, capsize=3)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("speed-up over the baseline (x, log scale; bars: 95% CI; green faster, red slower, grey no "
+                  "significant difference)", fontsize=8)
+    ax.set_title(f"{comparison.workload}: what each change bought (tune session "
+                 f"{comparison.held.get('tune session', '')})", fontsize=9)
+    return fig

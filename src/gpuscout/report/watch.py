@@ -262,6 +262,9 @@ def print_watch(console: Console, r: WatchRecord) -> None:
     """The figures, then the verdict ranked by what each cause could save."""
     style = _STATUS_STYLE.get(r.status, "white")
     _wrapped(console, _headline(r), "  ", "", style=f"bold {style}")
+    if r.tune_change is not None or r.applied:
+        applied = "; ".join(r.applied.values()) or "nothing in the script to apply it to"
+        _wrapped(console, f"tune session {r.group_id}, change {r.tune_change}: {applied}", "    ", "  ")
     for line in _figures(r):
         _wrapped(console, line, "    ", "  ")
     for note in r.notes:
