@@ -124,12 +124,17 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     assert "Strict expects float32 inputs" in broken["failure"]
     assert report["summary"].startswith("no change was faster")
     assert records(store)[report["baseline_again"]["run_id"]].status == "stopped"  # the session went on
-    # on a script whose layers take it, the policy is set in the child before the first layer: its fit says so
-    fine = run_cli("tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script), "nojit",
-                   env=env)
+    # on a script whose layers take it, the policy is set in the child before the first layer: its fit says so;
+    # its in-memory arrays are moved to the (here: CPU) device once and fed to fit in device slices
+    fine = run_cli("tune", "--json", "--only", "mixed_precision,device_batches", "--store", str(store), "--", PY,
+                   str(script), "nojit", env=env)
     assert fine.returncode == 0, fine.stderr[-3000:]
-    mixed, = json.loads(fine.stdout)["rows"]
+    rows = {r["change"]: r for r in json.loads(fine.stdout)["rows"]}
+    mixed = rows["mixed_precision"]
     assert records(store)[mixed["run_id"]].main.precision_policy == "mixed_bfloat16"
+    moved = records(store)[rows["device_batches"]["run_id"]]
+    assert "device_batches" in moved.applied and moved.main.input_type == "generator"
+    assert rows["device_batches"]["verdict"] in ("faster", "slower", "no significant difference")
     assert mixed["verdict"] in ("faster", "slower", "no significant difference")  # a CPU: measured, not promised
 
 

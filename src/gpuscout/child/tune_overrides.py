@@ -80,6 +80,8 @@ def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     if CHANGES.get("prefetch") and (hasattr(x, "__next__") and not hasattr(x, "element_spec")):
         changed = prefetched(x, int(CHANGES.get("prefetch_depth", 8)))
         applied("prefetch", "the generator drained by a background thread, 8 batches ahead")
+    if CHANGES.get("device_batches"):
+        args, kwargs = device_batches(args, kwargs)
     batch = CHANGES.get("batch_size")
     if batch:
         kwargs["batch_size"] = int(batch)
@@ -90,6 +92,35 @@ def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         else:
             kwargs["x"] = changed
     return args, kwargs
+
+
+def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """In-memory arrays given to fit on jax, moved to the device once and handed to fit in device
+    slices: Keras otherwise gathers each batch on one host thread and copies it to the device
+    every step (keras' array_slicing; on an H100 a ResNet-50 fed that way ran 1.62x slower,
+    docs/benchmarks.md). Batches come in order: the arrays are not reshuffled each epoch."""
+    import keras
+
+    x = args[0] if args else kwargs.get("x")
+    y = args[1] if len(args) > 1 else kwargs.get("y")
+    if keras.backend.backend() != "jax" or y is None or len(args) > 2 or kwargs.get("validation_split") \
+            or not hasattr(x, "shape") or not hasattr(y, "shape"):
+        return args, kwargs
+    import jax
+
+    batch = int(kwargs.get("batch_size") or 32)
+    xs, ys = jax.device_put(x), jax.device_put(y)
+    steps = len(xs) // batch
+
+    def batches():
+        while True:
+            for i in range(steps):
+                yield xs[i * batch:(i + 1) * batch], ys[i * batch:(i + 1) * batch]
+
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("x", "y", "batch_size", "shuffle")}
+    kwargs.setdefault("steps_per_epoch", steps)
+    applied("device_batches", "x, y = jax.device_put(x), jax.device_put(y) once, and fit fed device slices")
+    return (batches(),), kwargs
 
 
 def prefetched(inner, depth: int):

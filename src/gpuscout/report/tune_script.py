@@ -88,5 +88,6 @@ PLAN_RULES = (
     ("steps_per_execution", "steps under 25 ms, or a host-bound loop (8 and 32)"),
     ("workers", "a PyDataset that keeps the loop waiting (threads and processes)"),
     ("prefetch", "a tf.data dataset or a generator that keeps the loop waiting"),
+    ("device_batches", "in-memory arrays given to fit on jax, on a GPU: moved to it once, fed in device slices"),
     ("batch_size", "in-memory arrays, where twice and four times the batch fit in memory"),
 )

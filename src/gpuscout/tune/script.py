@@ -52,7 +52,8 @@ BATCH_MEMORY_SHARE = 0.9
 # Two runs of the same setting farther apart than this (their medians) say the machine was noisy.
 NOISY_SHARE = 0.10
 
-CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "prefetch", "batch_size")
+CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "prefetch", "device_batches",
+           "batch_size")
 
 
 @dataclass
@@ -91,7 +92,8 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
         return out
     for knob, found in (("jit_compile", _jit(baseline)), ("mixed_precision", _precision(baseline)),
                         ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
-                        ("prefetch", _prefetch(baseline)), ("batch_size", _batch(baseline))):
+                        ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
+                        ("batch_size", _batch(baseline))):
         if only and knob not in only:
             continue
         if knob in skip:
@@ -136,7 +138,7 @@ def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
     main = r.main
     if (main.steps_per_execution or 1) > 1:
         return f"already steps_per_execution={main.steps_per_execution}"
-    if main.jit_compile is False:
+    if main.jit_compile is False and main.backend == "jax":  # (tensorflow still runs a tf.function graph)
         return ("the step runs op by op (jit_compile=False): batching host calls comes after compiling it "
                 "(measured on an H100: 38x from jit_compile, docs/benchmarks.md)")
     if (r.input_wait_share or 0) >= INPUT_BOUND_SHARE and not any(c.code == "input_handover" for c in r.verdict):
@@ -190,6 +192,18 @@ def _prefetch(r: WatchRecord) -> list[Change] | str:
             "a keras.utils.PyDataset with workers, or a thread that reads the generator ahead")
     return [Change("prefetch", "prefetch", {"prefetch": True}, line,
                    f"{r.input_wait_share:.0%} of the time waiting for the next batch ({main.input_type})")]
+
+
+def _device_batches(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if main.backend != "jax" or main.input_type not in ("numpy", "jax array"):
+        return f"for in-memory arrays on jax (here: {main.input_type} on {main.backend})"
+    if r.gpu is None:
+        return "no GPU: on a CPU the arrays already are where the step runs"
+    return [Change("device_batches", "device_batches", {"device_batches": True},
+                   "x_gpu, y_gpu = jax.device_put(x), jax.device_put(y)   # once; then fit on a generator of\n"
+                   "# slices x_gpu[i:i + batch_size] (watch's verdict gives the code)",
+                   f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU")]
 
 
 def _batch(r: WatchRecord) -> list[Change] | str:
