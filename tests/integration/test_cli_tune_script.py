@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,9 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     assert stored[jit["run_id"]].main.jit_compile is True  # the child ran with XLA: its fit says so
     assert stored[jit["run_id"]].applied == {"jit_compile": "model.compile(..., jit_compile=True)"}
     assert stored[report["baseline"]["run_id"]].main.jit_compile is False
+    # the session's runs compile through one persistent cache, removed at the session's end
+    cache = stored[jit["run_id"]].env.child_env["JAX_COMPILATION_CACHE_DIR"]
+    assert "gpuscout-tunecache-" in cache and not Path(cache).exists()
     combined = rows["combined"]
     assert combined["verdict"] == "faster" and "jit_compile=True" in combined["line"]
     assert set(stored[combined["run_id"]].applied) == {"jit_compile", "batch_size"}

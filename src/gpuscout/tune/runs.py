@@ -5,13 +5,16 @@ stored as it ends; tune/script.py decides which changes and reads what they boug
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from gpuscout.core import engine
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import utc_now
+from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.tune import script
@@ -45,6 +48,9 @@ class Session:
     store: Store
     view: Callable[[], View]
     progress: Progress = field(default_factory=Progress)
+    # one persistent XLA compilation cache for the session's runs (jax): what a change does not
+    # touch (the weights' initializers, the baseline's step when it runs again) is compiled once
+    cache: Path | None = None
 
     def run(self, name: str, steps: int | None, change: script.Change | None, number: int, total: int) -> WatchRecord:
         self.progress.started(name, number, total)
@@ -52,7 +58,8 @@ class Session:
                                window_s=script.WINDOW_S,
                                window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
                                change=change.name if change else None,
-                               change_settings=change.settings if change else None)
+                               change_settings=change.settings if change else None,
+                               compilation_cache=self.cache)
         if self.options.telemetry_interval_s:
             options = WatchOptions(**{**options.__dict__, "telemetry_interval_s": self.options.telemetry_interval_s})
         record = watch_command(self.command, options, self.context, self.store, self.view())
@@ -62,6 +69,14 @@ class Session:
 
 def tune_script(session: Session) -> dict:
     """The whole session; the report (rows ranked by speed-up, skipped changes, the summary)."""
+    session.cache = scratch.make("tunecache")  # swept up if gpuscout dies
+    try:
+        return _session(session)
+    finally:
+        shutil.rmtree(session.cache, ignore_errors=True)
+
+
+def _session(session: Session) -> dict:
     started = time.monotonic()
     options = session.options
     baseline = session.run("baseline", options.steps, None, 1, 0)  # how many follow, it decides

@@ -55,6 +55,9 @@ class WatchOptions:
     # `gpuscout tune -- COMMAND`: the change to apply inside the script (child/tune_overrides.py)
     change: str | None = None
     change_settings: dict | None = None
+    # a persistent XLA compilation cache the script's jax compiles through (tune's runs share one);
+    # the user's own JAX_COMPILATION_CACHE_DIR wins
+    compilation_cache: Path | None = None
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -67,6 +70,9 @@ class WatchOptions:
             env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
         if self.change_settings:
             env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
+        if self.compilation_cache is not None and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+            env["JAX_COMPILATION_CACHE_DIR"] = str(self.compilation_cache)
+            env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program: a model's dozens of short ones
         if self.trace_steps and trace_dir is not None:
             env["GPUSCOUT_WATCH_TRACE"] = f"{self.trace_steps[0]}:{self.trace_steps[1]}"
             env["GPUSCOUT_WATCH_TRACE_DIR"] = str(trace_dir)
