@@ -86,12 +86,15 @@ def test_a_one_worker_pydataset_and_a_tf_data_pipeline_on_tensorflow(tmp_path):
     script, _ = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "tensorflow", **QUIET_TF}
-    fed = run_cli("tune", "--json", "--only", "workers,jit_compile,mixed_precision", "--store", str(store), "--",
-                  PY, str(script), "pydataset", env=env)
+    fed = run_cli("tune", "--json", "--only", "workers,cache,jit_compile,mixed_precision", "--store", str(store),
+                  "--", PY, str(script), "pydataset", env=env)
     assert fed.returncode == 0, fed.stderr[-3000:]
     report = json.loads(fed.stdout)
     threads = next(r for r in report["rows"] if r["change"].endswith("_threads"))
     assert threads["verdict"] == "faster" and threads["ratio_low"] > 1.1
+    # its batches were checked to repeat (fit shuffles their order): kept after the first epoch
+    cache = next(r for r in report["rows"] if r["change"] == "cache")
+    assert cache["verdict"] == "faster" and "were the same as the first time" in cache["why"]
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"

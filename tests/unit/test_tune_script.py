@@ -67,3 +67,15 @@ def test_contrast_by_hand():
 def test_unknown_change_names_are_refused():
     with pytest.raises(Exception, match="unknown change 'xla': choose from jit_compile"):
         script.check_names(("xla",), "--only")
+
+
+def test_cache_is_offered_only_for_batches_seen_to_repeat():
+    r = baseline(backend="tensorflow", input_type="PyDataset", wait_s=0.6, gpu=False)
+    reasons = {}
+    for repeats in (None, {"checked": 4, "same": 3}, {"checked": 4, "same": 4}):
+        r.main.input_repeats = repeats
+        found = script._cache(r)
+        reasons[str(repeats)] = found if isinstance(found, str) else found[0].settings
+    assert reasons["None"].startswith("no batch was made twice in the baseline")
+    assert reasons[str({"checked": 4, "same": 3})].startswith("1 of 4 batches made again differed")
+    assert reasons[str({"checked": 4, "same": 4})] == {"cache": True}

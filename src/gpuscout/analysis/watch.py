@@ -137,7 +137,8 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
                 callbacks_s=e.get("callbacks_s") or {}))
         elif kind == "watch_fit_end":
             fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
-                             stopped_by_limit=bool(e.get("stopped_by_limit")), last_loss=e.get("last_loss"))
+                             stopped_by_limit=bool(e.get("stopped_by_limit")), last_loss=e.get("last_loss"),
+                             input_repeats=e.get("input_repeats"))
     out = []
     for fit in fits.values():
         if fit["custom"]:  # the loop's own count of steps and samples

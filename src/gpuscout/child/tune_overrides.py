@@ -64,6 +64,10 @@ def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         x._workers, x._use_multiprocessing = int(workers), processes  # PyDataset reads these at fit
         x._max_queue_size = max(getattr(x, "_max_queue_size", 10) or 10, 2 * int(workers))
         applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing={processes})")
+    if CHANGES.get("cache") and any(base.__name__ == "PyDataset" for base in kind.__mro__):
+        x.__class__ = cached_class(kind)
+        x._gpuscout_kept = {}
+        applied("cache", "each batch kept after it is first made (the same batches every epoch)")
     if CHANGES.get("prefetch") and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
         import tensorflow as tf
 
@@ -121,6 +125,21 @@ def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     kwargs.setdefault("steps_per_epoch", steps)
     applied("device_batches", "x, y = jax.device_put(x), jax.device_put(y) once, and fit fed device slices")
     return (batches(),), kwargs
+
+
+def cached_class(kind: type) -> type:
+    """The PyDataset's class with each batch kept after it is first made: `x[i]` looks
+    `__getitem__` up on the class, so the instance's class is swapped for this subclass. Worker
+    threads share what is kept; worker processes each keep their own."""
+    original = kind.__getitem__
+
+    def __getitem__(self, index):
+        kept = self._gpuscout_kept
+        if index not in kept:
+            kept[index] = original(self, index)
+        return kept[index]
+
+    return type(kind.__name__, (kind,), {"__getitem__": __getitem__, "__module__": kind.__module__})
 
 
 def prefetched(inner, depth: int):

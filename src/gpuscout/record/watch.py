@@ -75,6 +75,8 @@ class WatchedFit(Part):
     peak_memory_bytes: int | None = None
     stopped_by_limit: bool = False
     last_loss: float | None = None  # the loss of the last step run (tune compares it at equal steps)
+    # tune's baseline: a PyDataset's batches made again for an index seen before, and how many were the same
+    input_repeats: dict[str, int] | None = None
     windows: list[WatchWindow] = Field(default_factory=list)
     epochs: list[WatchEpoch] = Field(default_factory=list)
 

@@ -87,6 +87,7 @@ PLAN_RULES = (
     ("mixed_precision", "float32 on a GPU with tensor cores (compute capability 7.0 or more)"),
     ("steps_per_execution", "steps under 25 ms, or a host-bound loop (8 and 32)"),
     ("workers", "a PyDataset that keeps the loop waiting (threads and processes)"),
+    ("cache", "a PyDataset that keeps the loop waiting and yields the same batches every epoch (hashed)"),
     ("prefetch", "a tf.data dataset or a generator that keeps the loop waiting"),
     ("device_batches", "in-memory arrays given to fit on jax, on a GPU: moved to it once, fed in device slices"),
     ("batch_size", "in-memory arrays, where twice and four times the batch fit in memory"),

@@ -59,7 +59,8 @@ class Session:
                                window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
                                change=change.name if change else None,
                                change_settings=change.settings if change else None,
-                               compilation_cache=self.cache)
+                               compilation_cache=self.cache,
+                               hash_batches=script.HASH_BATCHES if name == "baseline" else 0)
         if self.options.telemetry_interval_s:
             options = WatchOptions(**{**options.__dict__, "telemetry_interval_s": self.options.telemetry_interval_s})
         record = watch_command(self.command, options, self.context, self.store, self.view())

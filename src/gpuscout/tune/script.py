@@ -38,6 +38,8 @@ WINDOW_S = 0.5
 # window and seven steady ones, however fast a change makes the run (a 15x faster jit_compile
 # would otherwise leave one window of half a second).
 WINDOWS_PER_RUN = 8
+# The baseline hashes this many first batches of each epoch: equal in two epochs, the input repeats
+HASH_BATCHES = 2
 # Fewer steps than this per run and no change can be told from noise: each later run gets at least
 # this many even when the baseline's TARGET_TRAINING_S ran fewer (an op-by-op ResNet-50: 2 s a step)
 MIN_STEPS = 32
@@ -52,8 +54,8 @@ BATCH_MEMORY_SHARE = 0.9
 # Two runs of the same setting farther apart than this (their medians) say the machine was noisy.
 NOISY_SHARE = 0.10
 
-CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "prefetch", "device_batches",
-           "batch_size")
+CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
+           "device_batches", "batch_size")
 
 
 @dataclass
@@ -92,6 +94,7 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
         return out
     for knob, found in (("jit_compile", _jit(baseline)), ("mixed_precision", _precision(baseline)),
                         ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
+                        ("cache", _cache(baseline)),
                         ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
                         ("batch_size", _batch(baseline))):
         if only and knob not in only:
@@ -179,6 +182,26 @@ def _workers(r: WatchRecord) -> list[Change] | str:
     return [Change(f"workers_{wanted}_{kind}", "workers", {"workers": wanted, "processes": kind == "processes"},
                    f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'})", why)
             for kind in ("threads", "processes")]
+
+
+def _cache(r: WatchRecord) -> list[Change] | str:
+    main = r.main
+    if main.input_type != "PyDataset":
+        return f"keeping batches applies to a PyDataset (here: {main.input_type})"
+    reason = _waits(r)
+    if reason:
+        return reason
+    repeats = main.input_repeats or {}
+    if not repeats.get("checked"):
+        return ("no batch was made twice in the baseline (it ended within an epoch, or worker processes made "
+                "them): whether the batches repeat could not be checked")
+    if repeats["same"] < repeats["checked"]:
+        return (f"{repeats['checked'] - repeats['same']} of {repeats['checked']} batches made again differed "
+                "(random augmentation?): none can be kept")
+    return [Change("cache", "cache", {"cache": True},
+                   "keep each batch after the first epoch (watch's verdict gives a Cached PyDataset)",
+                   f"{repeats['checked']} batches made again were the same as the first time, and the loop "
+                   f"waited {r.input_wait_share:.0%} of the time")]
 
 
 def _prefetch(r: WatchRecord) -> list[Change] | str:

@@ -58,6 +58,7 @@ class WatchOptions:
     # a persistent XLA compilation cache the script's jax compiles through (tune's runs share one);
     # the user's own JAX_COMPILATION_CACHE_DIR wins
     compilation_cache: Path | None = None
+    hash_batches: int = 0  # digests of each epoch's first batches (does the input repeat?)
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -70,6 +71,8 @@ class WatchOptions:
             env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
         if self.change_settings:
             env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
+        if self.hash_batches:
+            env["GPUSCOUT_WATCH_HASH_BATCHES"] = str(self.hash_batches)
         if self.compilation_cache is not None and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
             env["JAX_COMPILATION_CACHE_DIR"] = str(self.compilation_cache)
             env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program: a model's dozens of short ones
