@@ -164,11 +164,16 @@ def _waits(r: WatchRecord) -> str | None:
     return None
 
 
+def _waiting_pydataset(r: WatchRecord) -> str | None:
+    """Why a change to a PyDataset does not apply, or None when the loop waits on one."""
+    if r.main.input_type != "PyDataset":
+        return f"the input is {r.main.input_type}, not a PyDataset"
+    return _waits(r)
+
+
 def _workers(r: WatchRecord) -> list[Change] | str:
     main = r.main
-    if main.input_type != "PyDataset":
-        return f"the input is {main.input_type}, not a PyDataset"
-    reason = _waits(r)
+    reason = _waiting_pydataset(r)
     if reason:
         return reason
     steady = r.steady
@@ -186,9 +191,7 @@ def _workers(r: WatchRecord) -> list[Change] | str:
 
 def _cache(r: WatchRecord) -> list[Change] | str:
     main = r.main
-    if main.input_type != "PyDataset":
-        return f"keeping batches applies to a PyDataset (here: {main.input_type})"
-    reason = _waits(r)
+    reason = _waiting_pydataset(r)
     if reason:
         return reason
     repeats = main.input_repeats or {}
