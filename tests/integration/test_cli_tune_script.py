@@ -38,7 +38,7 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     script, digest = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", **QUIET_TF}
-    result = run_cli("tune", "--json", "--only", "jit_compile,batch_size", "--store", str(store),
+    result = run_cli("tune", "--json", "--only", "jit_compile,batch_size", "--store", str(store),  # steps: default
                      "--", PY, str(script), "nojit", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -86,7 +86,7 @@ def test_a_one_worker_pydataset_and_a_tf_data_pipeline_on_tensorflow(tmp_path):
     script, _ = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "tensorflow", **QUIET_TF}
-    fed = run_cli("tune", "--json", "--only", "workers,cache,jit_compile,mixed_precision", "--store", str(store),
+    fed = run_cli("tune", "--json", "--steps", "300", "--only", "workers,cache,jit_compile,mixed_precision", "--store", str(store),
                   "--", PY, str(script), "pydataset", env=env)
     assert fed.returncode == 0, fed.stderr[-3000:]
     report = json.loads(fed.stdout)
@@ -98,7 +98,7 @@ def test_a_one_worker_pydataset_and_a_tf_data_pipeline_on_tensorflow(tmp_path):
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
-    read_ahead = run_cli("tune", "--json", "--only", "prefetch", "--store", str(store), "--", PY, str(script),
+    read_ahead = run_cli("tune", "--json", "--steps", "300", "--only", "prefetch", "--store", str(store), "--", PY, str(script),
                          "generator", env={**env, "KERAS_BACKEND": "jax"})  # tensorflow reads a generator ahead itself
     assert read_ahead.returncode == 0, read_ahead.stderr[-3000:]
     prefetch, = json.loads(read_ahead.stdout)["rows"]
@@ -106,7 +106,7 @@ def test_a_one_worker_pydataset_and_a_tf_data_pipeline_on_tensorflow(tmp_path):
     # a tf.data map with no prefetch of its own: the change applies autotuning, parallel maps and a
     # prefetch; TensorFlow already injects a prefetch by default (tf.data's inject_prefetch), so
     # what it buys is measured, not assumed
-    piped = run_cli("tune", "--json", "--only", "prefetch", "--store", str(store), "--", PY, str(script), "tfdata",
+    piped = run_cli("tune", "--json", "--steps", "300", "--only", "prefetch", "--store", str(store), "--", PY, str(script), "tfdata",
                     env=env)
     assert piped.returncode == 0, piped.stderr[-3000:]
     tf_data, = json.loads(piped.stdout)["rows"]
@@ -122,7 +122,7 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     script, _ = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", "GPUSCOUT_FAKE_NVML": str(fake_gpu()), **QUIET_TF}
-    result = run_cli("tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script),
+    result = run_cli("tune", "--json", "--steps", "300", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script),
                      "custom", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -133,7 +133,7 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     assert records(store)[report["baseline_again"]["run_id"]].status == "stopped"  # the session went on
     # on a script whose layers take it, the policy is set in the child before the first layer: its fit says so;
     # its in-memory arrays are moved to the (here: CPU) device once and fed to fit in device slices
-    fine = run_cli("tune", "--json", "--only", "mixed_precision,device_batches", "--store", str(store), "--", PY,
+    fine = run_cli("tune", "--json", "--steps", "300", "--only", "mixed_precision,device_batches", "--store", str(store), "--", PY,
                    str(script), "nojit", env=env)
     assert fine.returncode == 0, fine.stderr[-3000:]
     rows = {r["change"]: r for r in json.loads(fine.stdout)["rows"]}
