@@ -19,7 +19,7 @@ SUMMARY = ("Why your Keras training is slow, what each fix buys on your own scri
            "on: measured on TensorFlow/Keras and NVIDIA GPUs.")
 # One line each, in the order a user meets them (DESIGN.md): their own script first.
 START = (("watch -- python train.py", "why it is slow, what to change"),
-         ("tune resnet50", "what XLA, precision, batch, input buy"),
+         ("tune -- python train.py", "what each fix buys on your script"),
          ("doctor", "this machine's setup; --explain an error"),
          ("recommend --workload resnet50", "which GPU, how long, at what cost"),
          ("sweep sweep.yaml", "hyperparameters over every GPU"),
