@@ -17,7 +17,7 @@ import os
 import queue
 import threading
 
-from gpuscout.child.watch_state import emit
+from gpuscout.child.watch_state import HASH_BATCHES, emit, is_pydataset
 
 CHANGES = json.loads(os.environ.get("GPUSCOUT_TUNE", "{}") or "{}")
 _said: set[str] = set()
@@ -59,14 +59,22 @@ def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     kind = type(x)
     changed = x
     workers = CHANGES.get("workers")
-    if workers and any(base.__name__ == "PyDataset" for base in kind.__mro__):
+    if workers and is_pydataset(x):
         processes = bool(CHANGES.get("processes"))
         x._workers, x._use_multiprocessing = int(workers), processes  # PyDataset reads these at fit
         x._max_queue_size = max(getattr(x, "_max_queue_size", 10) or 10, 2 * int(workers))
         applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing={processes})")
-    if CHANGES.get("cache") and any(base.__name__ == "PyDataset" for base in kind.__mro__):
-        x.__class__ = cached_class(kind)
-        x._gpuscout_kept = {}
+    if CHANGES.get("cache") and is_pydataset(x):
+        kept: dict = {}
+
+        def cached(original):
+            def __getitem__(self, index):
+                if index not in kept:  # worker threads share it; worker processes keep their own
+                    kept[index] = original(self, index)
+                return kept[index]
+            return __getitem__
+
+        with_getitem(x, cached)
         applied("cache", "each batch kept after it is first made (the same batches every epoch)")
     if CHANGES.get("prefetch") and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
         import tensorflow as tf
@@ -127,19 +135,69 @@ def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return (batches(),), kwargs
 
 
-def cached_class(kind: type) -> type:
-    """The PyDataset's class with each batch kept after it is first made: `x[i]` looks
-    `__getitem__` up on the class, so the instance's class is swapped for this subclass. Worker
-    threads share what is kept; worker processes each keep their own."""
-    original = kind.__getitem__
+def with_getitem(x, wrap) -> None:
+    """Give the PyDataset `x` a `__getitem__` wrapped by `wrap(original)`: `x[i]` looks the
+    method up on the class, so the instance's class is swapped for a subclass of it."""
+    kind = type(x)
+    x.__class__ = type(kind.__name__, (kind,), {"__getitem__": wrap(kind.__getitem__), "__module__": kind.__module__})
 
-    def __getitem__(self, index):
-        kept = self._gpuscout_kept
-        if index not in kept:
-            kept[index] = original(self, index)
-        return kept[index]
 
-    return type(kind.__name__, (kind,), {"__getitem__": __getitem__, "__module__": kind.__module__})
+class InputRepeats:
+    """Tune's baseline: whether a PyDataset makes the same batch for an index every epoch. The
+    first HASH_BATCHES indices asked for are kept as digests and compared whenever they are made
+    again (in any order: fit shuffles a PyDataset's indices each epoch)."""
+
+    def __init__(self) -> None:
+        self.digests: dict = {}
+        self.checked = self.same = 0
+
+    @classmethod
+    def watch(cls, x) -> "InputRepeats":
+        repeats = cls()
+
+        def noted(original):
+            def __getitem__(self, index):
+                batch = original(self, index)
+                try:
+                    repeats.note(index, batch)
+                except Exception:  # never the script's problem
+                    pass
+                return batch
+            return __getitem__
+
+        with_getitem(x, noted)
+        return repeats
+
+    def note(self, index, batch) -> None:
+        if index in self.digests:
+            self.checked += 1
+            self.same += batch_digest(batch) == self.digests[index]
+        elif len(self.digests) < HASH_BATCHES:
+            self.digests[index] = batch_digest(batch)
+
+    def counts(self) -> dict[str, int]:
+        return {"checked": self.checked, "same": self.same}
+
+
+def batch_digest(batch) -> str:
+    """A digest of a batch's arrays (their numbers, shapes and dtypes): equal for the same batch."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.blake2b(digest_size=12)
+    stack = [batch]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, dict):
+            stack = [item[k] for k in sorted(item)] + stack
+        elif isinstance(item, (list, tuple)):
+            stack = list(item) + stack
+        elif item is not None:
+            array = np.ascontiguousarray(np.asarray(item))
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def prefetched(inner, depth: int):

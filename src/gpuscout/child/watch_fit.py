@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child.watch_state import (STATE, HASH_BATCHES, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again, limit_reached, report_failure,
-                                        stop_trace, trace)
+from gpuscout.child.tune_overrides import InputRepeats
+from gpuscout.child.watch_state import (STATE, HASH_BATCHES, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
+                                        is_pydataset, limit_reached, report_failure, stop_trace, trace)
 
 def leading_samples(batch) -> int | None:
     """The batch's size: the leading dimension of its first array."""
@@ -66,25 +67,9 @@ class TimedIterator:
         return batch
 
 
-def batch_hash(batch) -> str:
-    """A digest of a batch's arrays (its numbers, shapes and dtypes): equal for the same batch."""
-    import hashlib
-
-    import numpy as np
-
-    digest = hashlib.blake2b(digest_size=12)
-    stack = [batch]
-    while stack:
-        item = stack.pop(0)
-        if isinstance(item, dict):
-            stack = [item[k] for k in sorted(item)] + stack
-        elif isinstance(item, (list, tuple)):
-            stack = list(item) + stack
-        elif item is not None:
-            array = np.ascontiguousarray(np.asarray(item))
-            digest.update(f"{array.dtype}{array.shape}".encode())
-            digest.update(array.tobytes())
-    return digest.hexdigest()
+def step_logs(outputs):
+    """What a train_function call returned, its logs: jax's returns (logs, state)."""
+    return outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs
 
 
 def wait_for(outputs) -> None:
@@ -106,11 +91,8 @@ class FitWatch:
         self.index, self.model, self.x = STATE.fits, model, x
         self.sync_callbacks = [type(c).__name__ for c in callbacks if waits_for_logs(c)]
         self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
-        # does a PyDataset give the same batch for an index every epoch? (tune's baseline asks)
-        self.index_hashes: dict = {}  # the first HASH_BATCHES indices asked for -> their batch's digest
-        self.repeats = {"checked": 0, "same": 0}
-        if HASH_BATCHES and any(base.__name__ == "PyDataset" for base in type(x).__mro__):
-            x.__class__ = hashing_class(type(x), self)
+        # tune's baseline: does a PyDataset give the same batch for an index every epoch?
+        self.repeats = InputRepeats.watch(x) if HASH_BATCHES and is_pydataset(x) else None
         for callback in callbacks:
             self.time_hooks(callback)
         self.original_train_function = None
@@ -160,7 +142,7 @@ class FitWatch:
                         raise StopIteration from None
                     raise
             if self.sync_callbacks:  # Keras waits for these logs next: the wait is the step's
-                wait_for(outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs)
+                wait_for(step_logs(outputs))
             try:
                 self.after_call(start, outputs)
             except Exception as exc:  # gpuscout's failure: stop observing, keep training
@@ -170,16 +152,6 @@ class FitWatch:
 
         timed._gpuscout_watched = True
         self.model.train_function = timed
-
-    def note_batch(self, index, batch) -> None:
-        """A PyDataset's batch for `index`: kept as a digest the first time (for the first
-        HASH_BATCHES indices), compared when the index comes again in a later epoch (in any
-        order: fit shuffles a PyDataset's indices each epoch)."""
-        if index in self.index_hashes:
-            self.repeats["checked"] += 1
-            self.repeats["same"] += batch_hash(batch) == self.index_hashes[index]
-        elif len(self.index_hashes) < HASH_BATCHES:
-            self.index_hashes[index] = batch_hash(batch)
 
     def time_hooks(self, callback) -> None:
         """Time the hooks this callback implements (a wrapper on the instance: Keras calls it the
@@ -224,7 +196,7 @@ class FitWatch:
 
     def after_call(self, start: float, outputs) -> None:
         now = time.monotonic()
-        self.last_outputs = outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs  # jax: (logs, state)
+        self.last_outputs = step_logs(outputs)
         if STATE.first_step is None:
             STATE.first_step = start
         # the training steps this call ran: one, or steps_per_execution (batches it read)
@@ -301,23 +273,8 @@ class FitWatch:
         stop_trace()
         emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
-             last_loss=last_loss(self.last_outputs), **({"input_repeats": dict(self.repeats)} if HASH_BATCHES else {}))
-
-
-def hashing_class(kind: type, fit: "FitWatch") -> type:
-    """The PyDataset's class, each batch it makes shown to `fit.note_batch` (`x[i]` looks
-    `__getitem__` up on the class; only tune's baseline asks for this)."""
-    original = kind.__getitem__
-
-    def __getitem__(self, index):
-        batch = original(self, index)
-        try:
-            fit.note_batch(index, batch)
-        except Exception:  # never the script's problem
-            pass
-        return batch
-
-    return type(kind.__name__, (kind,), {"__getitem__": __getitem__, "__module__": kind.__module__})
+             last_loss=last_loss(self.last_outputs),
+             **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}))
 
 
 # The hooks of a user's callback that run during training (epoch and batch); validation's are
@@ -338,7 +295,7 @@ def waits_for_logs(callback) -> bool:
 
 def input_workers(x) -> dict:
     """A PyDataset's workers and whether they are processes (None for other inputs)."""
-    if not any(base.__name__ == "PyDataset" for base in type(x).__mro__):
+    if not is_pydataset(x):
         return {}
     try:
         return {"input_workers": int(x.workers), "input_multiprocessing": bool(x.use_multiprocessing)}
@@ -408,7 +365,7 @@ def input_type(x) -> str:
         return "tf.data"
     if module.startswith(("jax", "jaxlib")):
         return "jax array"
-    if any(base.__name__ == "PyDataset" for base in kind.__mro__):
+    if is_pydataset(x):
         return "PyDataset"
     if hasattr(x, "__next__") or name == "generator":
         return "generator"

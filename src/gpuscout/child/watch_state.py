@@ -45,6 +45,11 @@ class _State:
 STATE = _State()
 
 
+def is_pydataset(x) -> bool:
+    """A keras.utils.PyDataset (by name: the script imports Keras, this module does not)."""
+    return any(base.__name__ == "PyDataset" for base in type(x).__mro__)
+
+
 def emit(kind: str, **fields) -> None:
     """To the parent, never to the script's output: without gpuscout's channel (a process that
     inherited the environment but not the pipe) nothing is sent."""

@@ -59,7 +59,7 @@ class TuneConfig:
                                                          "command after `--`.")] = None
     model: Annotated[Optional[str], typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
     backend: Annotated[str, typer.Option(help="auto | tensorflow | jax.")] = "auto"
-    parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = "ablation,batch,input"
+    parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = ",".join(tune_lib.PARTS)
     budget: Annotated[float, typer.Option(
         help="Total time budget in minutes; the search stops before overrunning it.")] = 30.0
     batch_size: Annotated[Optional[int], typer.Option(
@@ -122,7 +122,7 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     if config.budget < 1:
         raise UsageError(f"--budget {config.budget:g} minutes is too small for the baseline and one change: give 1 "
                          "or more")
-    if config.model or config.pipeline or config.batch_size or config.max_batch or config.parts != "ablation,batch,input":
+    if config.model or config.pipeline or config.batch_size or config.max_batch or config.parts != ",".join(tune_lib.PARTS):
         raise UsageError("--model, --pipeline, --batch-size, --max-batch and --parts tune a workload, not a command")
     only = tuple(n.strip() for n in (config.only or "").split(",") if n.strip())
     skip = tuple(n.strip() for n in (config.skip or "").split(",") if n.strip())

@@ -24,7 +24,7 @@ from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge
 from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
-from gpuscout.watch.command import Instrumentation
+from gpuscout.watch.command import Instrumentation, compilation_cache_env
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,8 @@ def cache_dir(log_root: Path) -> Path:
 
 def trial_env(slot: Slot, trial_file: Path, params: dict, compilation_cache: Path | None = None) -> dict:
     env = dict(os.environ)
-    if compilation_cache is not None:  # a script on Keras' jax backend compiles through it (jax reads
-        # its options from JAX_* variables); the user's own setting wins
-        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(compilation_cache))
-        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    if compilation_cache is not None:
+        env.update(compilation_cache_env(compilation_cache, env))
     env[TRIAL_FILE_ENV] = str(trial_file)
     env["GPUSCOUT_TRIAL_PARAMS"] = json.dumps(params, default=str)
     env["PYTHONUNBUFFERED"] = "1"

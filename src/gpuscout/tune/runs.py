@@ -29,7 +29,6 @@ class ScriptOptions:
     budget_s: float = 30 * 60
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
-    telemetry_interval_s: float | None = None
 
 
 @dataclass
@@ -61,8 +60,6 @@ class Session:
                                change_settings=change.settings if change else None,
                                compilation_cache=self.cache,
                                hash_batches=script.HASH_BATCHES if name == "baseline" else 0)
-        if self.options.telemetry_interval_s:
-            options = WatchOptions(**{**options.__dict__, "telemetry_interval_s": self.options.telemetry_interval_s})
         record = watch_command(self.command, options, self.context, self.store, self.view())
         self.progress.ended(name, record)
         return record

@@ -87,6 +87,15 @@ def workload_of(words: list[str]) -> str:
     return Path(words[0]).name if words else "command"
 
 
+def compilation_cache_env(folder: Path, base: dict[str, str]) -> dict[str, str]:
+    """What makes a script on Keras' jax backend compile through the persistent cache in `folder`
+    (jax reads its options from JAX_* variables), every program however quick (jax keeps only
+    those over 1 s by default; a model's initializers are dozens of short compiles). Each of the
+    user's own settings in `base` wins."""
+    ours = {"JAX_COMPILATION_CACHE_DIR": str(folder), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    return {k: v for k, v in ours.items() if k not in base}
+
+
 class Instrumentation:
     """The folder on the watched command's PYTHONPATH (a context manager: removed afterwards)."""
 

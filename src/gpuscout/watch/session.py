@@ -30,7 +30,7 @@ from gpuscout.core.text import storable
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
-from gpuscout.watch.command import Command, Instrumentation
+from gpuscout.watch.command import Command, Instrumentation, compilation_cache_env
 from gpuscout.watch.gpus import GpuWatch, visible_gpus
 from gpuscout.watch.view import View
 
@@ -58,7 +58,7 @@ class WatchOptions:
     # a persistent XLA compilation cache the script's jax compiles through (tune's runs share one);
     # the user's own JAX_COMPILATION_CACHE_DIR wins
     compilation_cache: Path | None = None
-    hash_batches: int = 0  # digests of each epoch's first batches (does the input repeat?)
+    hash_batches: int = 0  # digests of a PyDataset's first batches, compared when made again (does it repeat?)
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -73,9 +73,8 @@ class WatchOptions:
             env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
         if self.hash_batches:
             env["GPUSCOUT_WATCH_HASH_BATCHES"] = str(self.hash_batches)
-        if self.compilation_cache is not None and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-            env["JAX_COMPILATION_CACHE_DIR"] = str(self.compilation_cache)
-            env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program: a model's dozens of short ones
+        if self.compilation_cache is not None:
+            env.update(compilation_cache_env(self.compilation_cache, dict(os.environ)))
         if self.trace_steps and trace_dir is not None:
             env["GPUSCOUT_WATCH_TRACE"] = f"{self.trace_steps[0]}:{self.trace_steps[1]}"
             env["GPUSCOUT_WATCH_TRACE_DIR"] = str(trace_dir)
