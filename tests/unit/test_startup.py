@@ -24,6 +24,7 @@ import sys, json, pathlib, tempfile
 import gpuscout.cli
 from gpuscout import bench, infer, recommend, scale, tune
 from gpuscout.core.engine import MeasureOptions
+from gpuscout.core.spec import Precision
 from gpuscout.core.planning import DeviceChoice
 from gpuscout.store import Store
 from gpuscout.sweep import driver
@@ -36,7 +37,7 @@ with Nvml() as nvml, Store(tmp / "s.sqlite") as store:
     infer.plan(["mlp"], bench.BenchOptions(backend="jax", device=cpu), infer.InferOptions(), nvml, None)
     scale.plan("mlp", scale.ScaleOptions(backend="jax", cpu=True), nvml)
     tune.plan("mlp", tune.TuneOptions(backend="jax", device=cpu), nvml)
-    recommend.job_for_workload("resnet50", recommend.Precision.mixed_bfloat16, None, None, [], None)
+    recommend.job_for_workload("resnet50", Precision.mixed_bfloat16, None, None, [], None)
     sweep = tmp / "w.yaml"
     sweep.write_text("name: w\\nworkload: mlp\\nmetric: {name: samples_per_s}\\nspace: {batch_size: [8, 16]}\\n"
                      "bench: {backend: jax}\\n")

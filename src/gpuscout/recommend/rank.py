@@ -1,0 +1,174 @@
+"""Ranking the catalog's GPUs for one job: fits, throughput (measured, published or predicted),
+time and cost to train, throughput per dollar, and the reasons, under a budget and a deadline."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.core import predict
+from gpuscout.core.pricing import HourlyCost, PricingOptions, hourly_cost
+from gpuscout.core.spec import Precision
+from gpuscout.recommend.jobs import GB, Job
+
+# A job fits when its estimate is at most this share of the GPU's memory (the CUDA context,
+# library workspaces and fragmentation take the rest; docs/methodology.md, sizing).
+FIT_SHARE = 0.9
+# Data-parallel efficiency assumed for K > 1 GPUs: the common rule of thumb (>= 90% at 2 GPUs
+# with NVLink); PCIe-only GPUs lose more to the all-reduce. `gpuscout scale` measures it.
+PARALLEL_EFFICIENCY = {"nvlink": 0.95, "pcie": 0.85}
+GPU_COUNTS = (1, 2, 4, 8)
+EDGE_TDP_W = 75
+
+
+@dataclass
+class Constraints:
+    scenario: str = "train"
+    budget_usd_per_hour: float | None = None
+    budget_usd_total: float | None = None
+    deadline_h: float | None = None
+    epochs: float = 1.0
+    max_gpus: int = 8
+
+
+@dataclass
+class Row:
+    gpu: GpuSpec
+    gpus: int
+    fits: bool
+    memory_per_gpu_bytes: float
+    throughput: predict.Prediction | None  # for all `gpus` together
+    hours: float | None
+    cost_usd: float | None
+    hourly: HourlyCost | None
+    units_per_usd: float | None
+    eligible: bool
+    reasons: list[str]
+
+    def to_dict(self) -> dict:
+        t = self.throughput
+        return {"gpu": self.gpu.id, "name": self.gpu.name, "gpus": self.gpus, "fits": self.fits,
+                "memory_per_gpu_gb": self.memory_per_gpu_bytes / GB, "memory_gb": self.gpu.memory_gb,
+                "throughput": None if t is None else {"value": t.throughput, "low": t.low, "high": t.high,
+                                                       "basis": t.basis, "references": list(t.references)},
+                "hours": self.hours, "cost_usd": self.cost_usd,
+                "usd_per_hour": None if self.hourly is None else self.hourly.usd_per_hour * self.gpus,
+                "price": None if self.hourly is None else self.hourly.model_dump(),
+                "units_per_usd": self.units_per_usd, "eligible": self.eligible, "reasons": self.reasons}
+
+
+
+def _effective_precision(gpu: GpuSpec, precision: Precision) -> tuple[Precision | None, str | None]:
+    if precision is Precision.mixed_bfloat16 and gpu.bf16_tflops is None:
+        if gpu.fp16_tflops is None:
+            return None, "no bf16 or fp16 tensor cores"
+        return Precision.mixed_float16, "no bf16 tensor cores: predicted with mixed_float16 (needs loss scaling)"
+    return precision, None
+
+
+def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints, pricing: PricingOptions,
+             reference_gpu: GpuSpec | None) -> Row:
+    reasons: list[str] = []
+    precision, note = _effective_precision(gpu, job.precision)
+    if note:
+        reasons.append(note)
+    counts = [k for k in GPU_COUNTS if k <= constraints.max_gpus]
+    budget = FIT_SHARE * gpu.memory_bytes
+
+    def need(k: int) -> float:
+        return job.fixed_bytes + job.per_sample_bytes * math.ceil(job.batch_size / k)
+
+    fitting = [k for k in counts if need(k) <= budget]
+    hourly = hourly_cost(catalog, gpu.id, pricing, strict=False)
+    if precision is None or not fitting:
+        if precision is not None:
+            reasons.append(f"does not fit: needs {need(counts[-1]) / GB:.1f} GB per GPU even on {counts[-1]} "
+                           f"(has {gpu.memory_gb:g} GB)" if job.fixed_bytes <= budget else
+                           f"does not fit: weights and optimizer state alone need {job.fixed_bytes / GB:.1f} GB "
+                           "(model parallelism is not modelled)")
+        return Row(gpu, 1, False, need(1), None, None, None, hourly, None, False, reasons)
+    refs = list(job.references) or [predict.assumed_reference(job.kind, job.training_flops_per_unit * job.units_per_sample,
+                                                              catalog, job.precision)]
+    if job.units_per_sample > 1 and not job.references:  # assumed reference is per sample: per unit
+        refs = [predict.Reference(r.gpu_id, r.throughput * job.units_per_sample, r.label) for r in refs]
+    single = predict.predict(refs, gpu, precision, job.intensity, catalog)
+    if single is None:
+        reasons.append("no prediction: the GPU lacks the precision's path")
+        return Row(gpu, fitting[0], True, need(fitting[0]), None, None, None, hourly, None, False, reasons)
+    link = "nvlink" if gpu.nvlink_gbs else "pcie"
+    total_units = job.dataset_units * constraints.epochs if job.dataset_units else None
+
+    def at(k: int) -> tuple[predict.Prediction, float | None]:
+        eff = 1.0 if k == 1 else PARALLEL_EFFICIENCY[link]
+        p = predict.Prediction(single.throughput * k * eff, single.low * k * eff, single.high * k * eff,
+                               single.basis, single.references)
+        return p, (total_units / p.throughput / 3600 if total_units else None)
+
+    k = fitting[0]
+    if constraints.deadline_h and total_units:
+        meeting = [c for c in fitting if at(c)[1] <= constraints.deadline_h]
+        k = meeting[0] if meeting else fitting[-1]
+    throughput, hours = at(k)
+    if k > 1:
+        reasons.append(f"needs {k} GPUs " + ("to fit" if k == fitting[0] else "to meet the deadline")
+                       + f" ({PARALLEL_EFFICIENCY[link]:.0%} data-parallel efficiency assumed over {link.upper()})")
+    reasons.append(f"{single.basis} ({len(single.references)} reference{'s' if len(single.references) != 1 else ''})")
+    if reference_gpu is not None and single.basis == "predicted" and gpu.id != reference_gpu.id:
+        a = predict.alpha(job.intensity)
+        bound = "memory-bound" if a < 0.5 else "compute-bound"
+        if a < 0.5:
+            ratio = gpu.memory_bandwidth_gbs / reference_gpu.memory_bandwidth_gbs
+            reasons.append(f"{bound} workload: bandwidth {ratio:.2g}x the {reference_gpu.name}'s")
+        else:
+            ratio = (predict.peak(gpu, precision) or 0) / (predict.peak(reference_gpu, precision) or 1)
+            reasons.append(f"{bound} workload: {precision.value} peak {ratio:.2g}x the {reference_gpu.name}'s")
+    cost = units_per_usd = None
+    eligible = True
+    if hourly is None:
+        reasons.append("no price known: give --price or add one with --catalog")
+    else:
+        per_hour = hourly.usd_per_hour * k
+        units_per_usd = throughput.throughput * 3600 / per_hour
+        if hours is not None:
+            cost = per_hour * hours
+        if hourly.stale:
+            reasons.append(f"price stale ({hourly.date})")
+        if constraints.budget_usd_per_hour is not None and per_hour > constraints.budget_usd_per_hour:
+            eligible = False
+            reasons.append(f"over the budget: {per_hour:.2f} USD/h")
+        if constraints.budget_usd_total is not None and cost is not None and cost > constraints.budget_usd_total:
+            eligible = False
+            reasons.append(f"over the budget: {cost:,.0f} USD in all")
+    if constraints.deadline_h and hours is not None and hours > constraints.deadline_h:
+        eligible = False
+        reasons.append(f"misses the deadline: {hours:.1f} h on {k} GPU(s)")
+    if (constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None) and hourly is None:
+        eligible = False
+    return Row(gpu, k, True, need(k), throughput, hours, cost, hourly, units_per_usd, eligible, reasons)
+
+
+def candidates(catalog: Catalog, scenario: str) -> list[GpuSpec]:
+    if scenario == "edge":
+        return [g for g in catalog.gpus if g.segment == "edge" or g.tdp_w <= EDGE_TDP_W]
+    return list(catalog.gpus)
+
+
+def rank(job: Job, catalog: Catalog, constraints: Constraints, pricing: PricingOptions) -> list[Row]:
+    """Every candidate GPU, the eligible ones first: cheapest to train when the job's size is
+    known, else most throughput per dollar, else fastest."""
+    measured = [r.gpu_id for r in job.references if r.label.startswith("measured")] or [r.gpu_id for r in job.references]
+    reference_gpu = catalog.get(measured[0]) if measured else catalog.get(predict.ASSUMED_ON)
+    rows = [evaluate(job, g, catalog, constraints, pricing, reference_gpu) for g in candidates(catalog, constraints.scenario)]
+
+    def key(row: Row):
+        speed = row.throughput.throughput if row.throughput else 0.0
+        if row.cost_usd is not None:
+            money = row.cost_usd
+        elif row.units_per_usd is not None:
+            money = -row.units_per_usd
+        else:
+            money = math.inf
+        return (not row.eligible, not row.fits, money, -speed)
+
+    return sorted(rows, key=key)
