@@ -92,3 +92,15 @@ def across_runs(values) -> dict:
     return {"n": int(x.size), "centre": centre, "method": method, "min": float(x.min()),
             "max": float(x.max()),
             "cv": float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 else None}
+
+
+def covered_s(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by (start, end) intervals, overlaps counted once and gaps not at all (a
+    sweep's GPU busy time; the span of trials run by several drivers one after another)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total

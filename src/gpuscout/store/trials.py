@@ -119,6 +119,13 @@ class TrialTable:
             self._db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?", (sweep, key))
 
     @sqlite_errors
+    def sweeps(self) -> list[str]:
+        """The names of the sweeps with trials in the store."""
+        if self.readonly and not self._has_table("trials"):
+            return []
+        return [name for (name,) in self._db.execute("SELECT DISTINCT sweep FROM trials ORDER BY sweep")]
+
+    @sqlite_errors
     def trials(self, sweep: str) -> list[dict]:
         if self.readonly and not self._has_table("trials"):  # a store no sweep wrote, opened read-only
             return []

@@ -4,13 +4,13 @@ trial, summarise, write TensorBoard logs."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout import catalog
+from gpuscout.analysis import stats
 
 from gpuscout.core import engine, planning
 from gpuscout.core.errors import RunError, UsageError
@@ -274,7 +274,7 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
     priced = True
     for gpu in sorted({r["gpu_index"] for r in new if r["gpu_index"] is not None}):
         mine = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in new if r["gpu_index"] == gpu)
-        busy = _union(mine)
+        busy = stats.covered_s(mine)
         gpu_seconds[f"gpu{gpu}"] = busy
         idle[f"gpu{gpu}"] = 1 - busy / wall if wall else None
         drain[f"gpu{gpu}"] = (finished - max(end for _, end in mine)) / wall if wall else None
@@ -304,16 +304,6 @@ def _ranked(r: dict, sweep: SweepFile) -> dict:
     return {"index": r["index"], "params": r["params"], "value": r["metrics"][sweep.metric.name],
             "epochs": len(r.get("history") or []), "duration_s": r["duration_s"], "slot": r["slot"],
             "log_dir": r["log_dir"]}
-
-
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, -math.inf
-    for a, b in intervals:
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total
 
 
 def write_tensorboard(p: Plan, results: list[dict], changed: bool) -> dict:

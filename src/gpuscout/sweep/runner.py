@@ -55,6 +55,7 @@ class TrialResult:
     # workload sweeps: every attempt's record, for the driver to store (not part of the trial's row)
     records: list = field(default_factory=list, repr=False)
     explanations: list[dict] = field(default_factory=list)  # known failures in the last attempt's output
+    command: list[str] | None = None  # command trials: the argv run (recommend --from finds a sweep of a script by it)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
@@ -138,7 +139,8 @@ class TrialRunner:
         return TrialResult(trial.key, trial.index, trial.params, last.status, attempts, slot.label, slot.gpu_index,
                            started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
                            last.telemetry, last.record.id if last.record else None, last.steps, records,
-                           explanations=last.explanations)
+                           explanations=last.explanations,
+                           command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None)
 
     def _command(self, trial: Trial, slot: Slot, files: AttemptFiles) -> Attempt:
         """The user's command, instrumented as `gpuscout watch` instruments it: fit's epoch logs are
@@ -157,8 +159,8 @@ class TrialRunner:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
-        return judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out,
-                     cancelled=finished.cancelled, telemetry=_telemetry_summary(samples) if samples else None)
+        return judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out, cancelled=finished.cancelled,
+                     telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
         record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index, self.cache),
@@ -175,11 +177,11 @@ class TrialRunner:
         self.abort.set()
 
 
-def _telemetry_summary(samples) -> dict:
+def _telemetry_summary(samples, gpu_name: str | None = None) -> dict:
     util = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
     power = [s.power_w for s in samples if s.power_w is not None]
     memory = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
-    return {"samples": len(samples), "gpu_util_mean_pct": statistics.mean(util) if util else None,
+    return {"samples": len(samples), "gpu_name": gpu_name, "gpu_util_mean_pct": statistics.mean(util) if util else None,
             "power_mean_w": statistics.mean(power) if power else None,
             "memory_used_max_bytes": max(memory) if memory else None}
 

@@ -25,6 +25,11 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpuscout-telemetry", daemon=True)
 
+    @property
+    def gpu_name(self) -> str | None:
+        """The sampled GPU's name as NVML reports it (a sweep trial keeps it)."""
+        return self._nvml.gpu(self._index).name
+
     def start(self) -> "Sampler":
         self._thread.start()
         return self
