@@ -42,7 +42,7 @@ def test_recommend_ranks_with_reasons_as_json(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("--workload", "resnet50", "--budget-usd-per-hour", "0"), "--budget-usd-per-hour must be > 0"),
     (("--workload", "resnet5"), "unknown workload 'resnet5': did you mean resnet50"),
-    (("--params", "1.3B", "--workload", "mlp"), "give exactly one of --workload, --model or --params"),
+    (("--params", "1.3B", "--workload", "mlp"), "give exactly one of --workload, --model, --params or --from RUN"),
     (("--params", "70B", "--dataset-size", "1e12", "--deadline", "1h", "--max-gpus", "8"),
      "no GPU in the catalog trains decoder 70B"),
     (("--params", "1B", "--deadline", "12h"), "--deadline needs the job's size"),

@@ -18,6 +18,7 @@ import pytest
 from gpuscout.store import Store
 from tests.conftest import FIXTURES, SRC, run_cli
 from tests.integration.test_cli_errors import one_error_line
+from tests.integration.test_cli_recommend_from_run import recommend_from_watched
 
 SCRIPTS = FIXTURES / "watch"
 PY = sys.executable
@@ -73,6 +74,7 @@ def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path
         assert "mixed_bfloat16" in cached.stdout
         # NVML's figure is what JAX reserved at start, named so; never called the training's peak
         assert "2.0 GiB reserved by JAX's preallocation (NVML)" in cached.stdout
+        recommend_from_watched(store_path, fed, waited)  # recommend --from each of these real records
 
 
 @pytest.mark.slow

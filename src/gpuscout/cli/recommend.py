@@ -18,14 +18,18 @@ from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
-from gpuscout.report.recommend import print_ranking
+from gpuscout.recommend import from_run
+from gpuscout.report.recommend import print_from_run, print_ranking
 from gpuscout.core.spec import Precision
 from gpuscout.store import Store, default_store_path
 
 HELP = """Rank GPUs for a training job: fits in memory, throughput (measured or predicted, with a range),
-time and cost to train, throughput per dollar, and why.
+time and cost to train, throughput per dollar, and why. --from RUN takes the job a watched script,
+a tune variant or a benchmark ran, and predicts it from where its step time went.
 
 Examples:
+
+    gpuscout recommend --from 1a2b --trials 9 --max-gpus 8
 
     gpuscout recommend --workload resnet50 --epochs 90
 
@@ -55,17 +59,29 @@ class JobOptions:
         "--batch-size", help="Global batch (sequences for --params) [default: the workload's; 8 for --params].")] = None
     scenario: Annotated[str, typer.Option(
         help="train | infer | edge (edge: GPUs of 75 W or less, and Jetson).")] = "train"
-    precision: Annotated[str, typer.Option(help="fp32 | mixed_float16 | mixed_bfloat16.")] = "mixed_bfloat16"
+    precision: Annotated[Optional[str], typer.Option(
+        help="fp32 | mixed_float16 | mixed_bfloat16 [default: mixed_bfloat16; --from: the run's].")] = None
+    from_run: Annotated[Optional[str], typer.Option(
+        "--from", help="A stored run (watch, tune variant or bench; an id prefix): its own job, predicted from "
+                       "its bottleneck split.")] = None
 
     def check(self) -> Precision:
-        if len([x for x in (self.workload, self.model, self.params) if x]) != 1:
-            raise UsageError("give exactly one of --workload, --model or --params")
+        if len([x for x in (self.workload, self.model, self.params, self.from_run) if x]) != 1:
+            raise UsageError("give exactly one of --workload, --model, --params or --from RUN")
+        if self.from_run:
+            given = [name for name, value in (("--precision", self.precision), ("--batch-size", self.batch_size))
+                     if value is not None]
+            if given:
+                raise UsageError(f"--from takes the run's own {' and '.join(g[2:] for g in given)}: drop {', '.join(given)} "
+                                 "(gpuscout tune -- COMMAND measures what another one buys)")
+            if self.scenario != "train":
+                raise UsageError("--from predicts the run's training: drop --scenario (or use --workload)")
         if self.scenario not in ("train", "infer", "edge"):
             raise UsageError(f"unknown --scenario {self.scenario!r}: choose train, infer or edge")
         for name, value in (("--seq", self.seq), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, got {value}")
-        return backends.parse_precision(self.precision, "--precision")
+        return backends.parse_precision(self.precision or "mixed_bfloat16", "--precision")
 
 
 @dataclass
@@ -76,28 +92,33 @@ class Limits:
         help="Only GPUs whose whole training costs at most this.")] = None
     deadline: Annotated[Optional[str], typer.Option(
         help="Train within this time, e.g. 12h, 90m, 2d (needs the job's size).")] = None
-    epochs: Annotated[float, typer.Option(help="Epochs of the dataset to train.")] = 1.0
+    epochs: Annotated[Optional[float], typer.Option(
+        help="Epochs of the dataset to train [default: 1; --from: the epochs its fit planned].")] = None
     dataset_size: Annotated[Optional[float], typer.Option(
         help="Samples per epoch (tokens for --params) [default: the workload's reference dataset].")] = None
     max_gpus: Annotated[int, typer.Option(help="At most this many GPUs of one kind (data parallel).")] = 8
     top: Annotated[int, typer.Option(help="Rows to show (--json has them all).")] = 12
+    trials: Annotated[Optional[int], typer.Option(
+        help="--from: the time and cost of a sweep of this many such trainings on up to --max-gpus GPUs of "
+             "each kind.")] = None
 
     def constraints(self, scenario: str) -> rec.Constraints:
         for name, value in (("--budget-usd-per-hour", self.budget_usd_per_hour),
                             ("--budget-usd-total", self.budget_usd_total), ("--dataset-size", self.dataset_size)):
             if value is not None and value <= 0:
                 raise UsageError(f"{name} must be > 0, got {value:g}")
-        for name, value in (("--epochs", self.epochs), ("--max-gpus", self.max_gpus), ("--top", self.top)):
-            if value <= 0 or (name != "--epochs" and value < 1):
+        for name, value in (("--epochs", self.epochs), ("--max-gpus", self.max_gpus), ("--top", self.top),
+                            ("--trials", self.trials)):
+            if value is not None and (value <= 0 or (name != "--epochs" and value < 1)):
                 raise UsageError(f"{name} must be {'> 0' if name == '--epochs' else '>= 1'}, got {value:g}")
         for name, value, most in (("--epochs", self.epochs, MAX_EPOCHS), ("--dataset-size", self.dataset_size,
                                                                           MAX_DATASET_SAMPLES),
-                                  ("--max-gpus", self.max_gpus, MAX_GPUS)):
+                                  ("--max-gpus", self.max_gpus, MAX_GPUS), ("--trials", self.trials, MAX_TRIALS)):
             if value is not None and value > most:
                 raise UsageError(f"{name} {value:g} is more than any training gpuscout can plan (at most {most:g})")
         deadline_h = rec.parse_duration_h(self.deadline) if self.deadline else None
-        return rec.Constraints(scenario, self.budget_usd_per_hour, self.budget_usd_total, deadline_h, self.epochs,
-                               self.max_gpus)
+        return rec.Constraints(scenario, self.budget_usd_per_hour, self.budget_usd_total, deadline_h,
+                               self.epochs or 1.0, self.max_gpus)
 
 
 @grouped
@@ -107,12 +128,20 @@ def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
               store_path: StorePath = None, as_json: AsJson = False) -> None:
     precision = job_options.check()
     constraints = limits.constraints(job_options.scenario)
+    if limits.trials is not None and not job_options.from_run:
+        raise UsageError("--trials prices a sweep of a measured training: give --from RUN (a watched script's run)")
     prices = pricing.options()
     cat = catalog_lib.load(catalog_file)
-    job = _job(job_options, precision, limits.dataset_size, _stored(store_path))
+    answer = None
+    if job_options.from_run:
+        answer = _from_run(job_options.from_run, store_path, cat, constraints, prices, limits)
+        job, rows = answer.job, answer.rows
+    else:
+        job = _job(job_options, precision, limits.dataset_size, _stored(store_path))
     if constraints.deadline_h and not job.dataset_units:
         raise UsageError("--deadline needs the job's size: give --dataset-size (and --epochs)")
-    rows = rec.rank(job, cat, constraints, prices)
+    if answer is None:
+        rows = rec.rank(job, cat, constraints, prices)
     deadline_h = constraints.deadline_h
     if deadline_h and not any(r.eligible or (r.hours is not None and r.hours <= deadline_h) for r in rows):
         timed = [r for r in rows if r.hours is not None]
@@ -121,9 +150,12 @@ def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
                          + (f": the closest is {closest.gpus}x {closest.gpu.name} at {closest.hours:,.1f} h"
                             if closest else "") + f" (with up to {limits.max_gpus} GPUs; raise --max-gpus or the deadline)")
     if as_json:
-        typer.echo(json.dumps({"job": {k: v for k, v in job.__dict__.items() if k != "references"}
+        typer.echo(json.dumps({"job": {k: v for k, v in job.__dict__.items() if k not in ("references", "measured", "scaling")}
+                                       | {"scaling": [{"gpu": gpu, "gpus": k, "efficiency": eff, "basis": label}
+                                                      for (gpu, k), (eff, label) in job.scaling.items()]}
                                | {"precision": job.precision.value, "references": [r.label for r in job.references]},
-                               "scenario": job_options.scenario, "rows": [r.to_dict() for r in rows]},
+                               "scenario": job_options.scenario, "rows": [r.to_dict() for r in rows]}
+                              | (answer.to_dict() if answer else {}),
                               indent=2, default=str))
         return
     budgeted = constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None
@@ -139,6 +171,21 @@ def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
     shown = rows[:limits.top] + [r for r in rows[limits.top:] if r.fits and r.eligible and r.hourly is None
                                  and r.throughput is not None]
     print_ranking(shown, job, constraints)
+    if answer is not None:
+        print_from_run(answer)
+
+
+def _from_run(run_id: str, store_path: Path | None, cat, constraints: rec.Constraints, prices, limits: Limits):
+    """The stored run's recommendation; exit 2 where the run cannot be found or measured nothing."""
+    path = store_path or default_store_path()
+    if not Path(path).exists():
+        raise UsageError(f"no store at {path}: --from reads a run from it (gpuscout watch -- python train.py makes one)")
+    with Store(path, readonly=True) as store:
+        record = store.get(run_id)
+        bench = store.list(kind="benchmark")
+        sweeps = {name: store.trials(name) for name in store.sweeps()} if limits.trials else {}
+    return from_run.recommendation(record, cat, constraints, prices, bench_records=bench, sweeps=sweeps,
+                                   dataset_size=limits.dataset_size, epochs=limits.epochs, trials=limits.trials)
 
 
 def _stored(store_path: Path | None) -> list[RunRecord]:
@@ -157,6 +204,7 @@ def _stored(store_path: Path | None) -> list[RunRecord]:
 MAX_EPOCHS = 1e6
 MAX_DATASET_SAMPLES = 1e13
 MAX_GPUS = 4096
+MAX_TRIALS = 100_000  # sweep's own bound on a grid's points
 
 
 def _job(o: JobOptions, precision: Precision, dataset_size: float | None, records: list[RunRecord]) -> rec.Job:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 
 from gpuscout import workloads
+from gpuscout.analysis import scaling
 from gpuscout.core import predict, sizing
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
+from gpuscout.recommend.measured import MeasuredRun
 from gpuscout.record.run import RunRecord
 
 GB = 1e9
@@ -39,6 +42,10 @@ class Job:
     kind: str  # transformer | convnet (for the assumed MFU when nothing was measured)
     dataset_units: float | None  # one epoch, in units
     references: list[predict.Reference] = field(default_factory=list)
+    # --from RUN: the run the job was measured by; its bottleneck split drives the prediction
+    measured: MeasuredRun | None = None
+    # (catalog GPU id, GPU count) -> data-parallel efficiency measured by `gpuscout scale`, and its label
+    scaling: dict[tuple[str, int], tuple[float, str]] = field(default_factory=dict)
 
 
 
@@ -92,6 +99,41 @@ def stored_references(records: list[RunRecord], name: str, precision: Precision,
     return refs
 
 
+def measured_scaling(records: list[RunRecord], kind: str | None = None) -> dict[tuple[str, int], tuple[float, str]]:
+    """Data-parallel efficiency measured by `gpuscout scale` sessions in the store, by (catalog GPU
+    id, GPU count): each session's k-GPU throughput over k times its one-GPU throughput, the median
+    over sessions (of models of `kind`, transformer or convnet, when given)."""
+    sessions: dict[tuple[str, str], dict[int, RunRecord]] = {}
+    for r in records:
+        if not (r.ok and r.scale and r.samples_per_s and r.gpu and r.gpu.catalog_id and r.mode == "training"):
+            continue
+        if kind is not None and workload_kind(r.workload) not in (kind, None):
+            continue
+        sessions.setdefault((r.scale.session, r.gpu.catalog_id), {})[r.devices] = r
+    found: dict[tuple[str, int], list[tuple[float, str]]] = {}
+    for (session, gpu), runs in sessions.items():
+        if 1 not in runs:
+            continue
+        for k, r in runs.items():
+            if k > 1:
+                eff = scaling.efficiency(scaling.speedup(r.samples_per_s, runs[1].samples_per_s), k)
+                found.setdefault((gpu, k), []).append((eff, f"{r.workload}, session {session}"))
+    return {key: (statistics.median(e for e, _ in values),
+                  f"{statistics.median(e for e, _ in values):.0%} data-parallel efficiency measured by gpuscout scale "
+                  f"({'; '.join(label for _, label in values[:3])}{', …' if len(values) > 3 else ''})")
+            for key, values in found.items()}
+
+
+def workload_kind(name: str) -> str | None:
+    """transformer | convnet for a registered workload (the assumed MFU and measured scaling
+    follow it); None for a name the registry does not hold."""
+    try:
+        w = workloads.get(name)
+    except UsageError:
+        return None
+    return "transformer" if w.is_sequence or w.name.startswith("vit") else "convnet"
+
+
 def job_for_workload(name: str, precision: Precision, batch_size: int | None, seq_len: int | None,
                      records: list[RunRecord], dataset_units: float | None) -> Job:
     w = workloads.get(name)
@@ -112,7 +154,7 @@ def job_for_workload(name: str, precision: Precision, batch_size: int | None, se
         intensity=w.training_flops_per_sample(seq) / half_per_sample,
         fixed_bytes=fixed, per_sample_bytes=per_sample,
         memory_basis="gpuscout's memory model, fitted from allocator peaks measured on an H200",
-        batch_size=batch, precision=precision, kind="transformer" if w.is_sequence or name.startswith("vit") else "convnet",
+        batch_size=batch, precision=precision, kind=workload_kind(name),
         dataset_units=dataset_units if dataset_units is not None else w.reference_dataset_size,
         references=refs)
 

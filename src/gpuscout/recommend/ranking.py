@@ -11,6 +11,7 @@ from gpuscout.core import predict
 from gpuscout.core.pricing import HourlyCost, PricingOptions, hourly_cost
 from gpuscout.core.spec import Precision
 from gpuscout.recommend.jobs import GB, Job
+from gpuscout.recommend.measured import predict_run
 
 # A job fits when its estimate is at most this share of the GPU's memory (the CUDA context,
 # library workspaces and fragmentation take the rest; docs/methodology.md, sizing).
@@ -45,17 +46,21 @@ class Row:
     units_per_usd: float | None
     eligible: bool
     reasons: list[str]
+    one_gpu_hours: float | None = None  # the whole training on one GPU of the kind (a sweep's trial)
+    gpu_share: float | None = None  # of a step on one GPU of the kind, the GPU's (from a measured run)
 
     def to_dict(self) -> dict:
         t = self.throughput
         return {"gpu": self.gpu.id, "name": self.gpu.name, "gpus": self.gpus, "fits": self.fits,
                 "memory_per_gpu_gb": self.memory_per_gpu_bytes / GB, "memory_gb": self.gpu.memory_gb,
                 "throughput": None if t is None else {"value": t.throughput, "low": t.low, "high": t.high,
-                                                       "basis": t.basis, "references": list(t.references)},
+                                                       "basis": t.basis, "references": list(t.references),
+                                                       "input_cap": getattr(t, "input_cap", None)},
                 "hours": self.hours, "cost_usd": self.cost_usd,
                 "usd_per_hour": None if self.hourly is None else self.hourly.usd_per_hour * self.gpus,
                 "price": None if self.hourly is None else self.hourly.model_dump(),
-                "units_per_usd": self.units_per_usd, "eligible": self.eligible, "reasons": self.reasons}
+                "units_per_usd": self.units_per_usd, "eligible": self.eligible, "reasons": self.reasons,
+                "one_gpu_hours": self.one_gpu_hours, "gpu_share": self.gpu_share}
 
 
 
@@ -65,6 +70,17 @@ def _effective_precision(gpu: GpuSpec, precision: Precision) -> tuple[Precision 
             return None, "no bf16 or fp16 tensor cores"
         return Precision.mixed_float16, "no bf16 tensor cores: predicted with mixed_float16 (needs loss scaling)"
     return precision, None
+
+
+def efficiency(job: Job, gpu: GpuSpec, k: int) -> tuple[float, str]:
+    """Data-parallel efficiency at k GPUs of `gpu`'s kind: measured by `gpuscout scale` where the
+    store has it (job.scaling), else the rule of thumb for its interconnect."""
+    if k == 1:
+        return 1.0, ""
+    if (gpu.id, k) in job.scaling:
+        return job.scaling[(gpu.id, k)]
+    link = "nvlink" if gpu.nvlink_gbs else "pcie"
+    return PARALLEL_EFFICIENCY[link], f"{PARALLEL_EFFICIENCY[link]:.0%} data-parallel efficiency assumed over {link.upper()}"
 
 
 def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints, pricing: PricingOptions,
@@ -87,42 +103,34 @@ def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints,
                            f"(has {gpu.memory_gb:g} GB)" if job.fixed_bytes <= budget else
                            f"does not fit: weights and optimizer state alone need {job.fixed_bytes / GB:.1f} GB "
                            "(model parallelism is not modelled)")
+            reasons += _smaller_batch(job, budget)
         return Row(gpu, 1, False, need(1), None, None, None, hourly, None, False, reasons)
-    refs = list(job.references) or [predict.assumed_reference(job.kind, job.training_flops_per_unit * job.units_per_sample,
-                                                              catalog, job.precision)]
-    if job.units_per_sample > 1 and not job.references:  # assumed reference is per sample: per unit
-        refs = [predict.Reference(r.gpu_id, r.throughput * job.units_per_sample, r.label) for r in refs]
-    single = predict.predict(refs, gpu, precision, job.intensity, catalog)
-    if single is None:
-        reasons.append("no prediction: the GPU lacks the precision's path")
-        return Row(gpu, fitting[0], True, need(fitting[0]), None, None, None, hourly, None, False, reasons)
-    link = "nvlink" if gpu.nvlink_gbs else "pcie"
     total_units = job.dataset_units * constraints.epochs if job.dataset_units else None
+    at = _measured_at if job.measured is not None else _predicted_at
+    first = at(job, gpu, precision, catalog, 1)
+    if first is None:
+        reasons.append(_unpredictable(job))
+        return Row(gpu, fitting[0], True, need(fitting[0]), None, None, None, hourly, None, False, reasons)
 
-    def at(k: int) -> tuple[predict.Prediction, float | None]:
-        eff = 1.0 if k == 1 else PARALLEL_EFFICIENCY[link]
-        p = predict.Prediction(single.throughput * k * eff, single.low * k * eff, single.high * k * eff,
-                               single.basis, single.references)
-        return p, (total_units / p.throughput / 3600 if total_units else None)
+    def hours_at(k: int) -> tuple[predict.Prediction, float | None]:
+        p = at(job, gpu, precision, catalog, k)
+        return p, (_hours(job, p, total_units, constraints.epochs) if total_units else None)
 
     k = fitting[0]
     if constraints.deadline_h and total_units:
-        meeting = [c for c in fitting if at(c)[1] <= constraints.deadline_h]
+        meeting = [c for c in fitting if hours_at(c)[1] <= constraints.deadline_h]
         k = meeting[0] if meeting else fitting[-1]
-    throughput, hours = at(k)
+    throughput, hours = hours_at(k)
     if k > 1:
         reasons.append(f"needs {k} GPUs " + ("to fit" if k == fitting[0] else "to meet the deadline")
-                       + f" ({PARALLEL_EFFICIENCY[link]:.0%} data-parallel efficiency assumed over {link.upper()})")
-    reasons.append(f"{single.basis} ({len(single.references)} reference{'s' if len(single.references) != 1 else ''})")
-    if reference_gpu is not None and single.basis == "predicted" and gpu.id != reference_gpu.id:
-        a = predict.alpha(job.intensity)
-        bound = "memory-bound" if a < 0.5 else "compute-bound"
-        if a < 0.5:
-            ratio = gpu.memory_bandwidth_gbs / reference_gpu.memory_bandwidth_gbs
-            reasons.append(f"{bound} workload: bandwidth {ratio:.2g}x the {reference_gpu.name}'s")
-        else:
-            ratio = (predict.peak(gpu, precision) or 0) / (predict.peak(reference_gpu, precision) or 1)
-            reasons.append(f"{bound} workload: {precision.value} peak {ratio:.2g}x the {reference_gpu.name}'s")
+                       + f" ({efficiency(job, gpu, k)[1]})")
+    if job.measured is None:
+        reasons.append(f"{throughput.basis} ({len(throughput.references)} "
+                       f"reference{'s' if len(throughput.references) != 1 else ''})")
+    else:
+        reasons.append(f"{throughput.basis}: {throughput.references[0]}")
+    if reference_gpu is not None and throughput.basis == "predicted" and gpu.id != reference_gpu.id:
+        reasons.append(_bound(job, gpu, reference_gpu, precision))
     cost = units_per_usd = None
     eligible = True
     if hourly is None:
@@ -145,7 +153,76 @@ def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints,
         reasons.append(f"misses the deadline: {hours:.1f} h on {k} GPU(s)")
     if (constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None) and hourly is None:
         eligible = False
-    return Row(gpu, k, True, need(k), throughput, hours, cost, hourly, units_per_usd, eligible, reasons)
+    one_gpu_hours = (hours_at(1)[1] if 1 in fitting else None)
+    return Row(gpu, k, True, need(k), throughput, hours, cost, hourly, units_per_usd, eligible, reasons,
+               one_gpu_hours=one_gpu_hours, gpu_share=getattr(first, "gpu_share", None))
+
+
+def _predicted_at(job: Job, gpu: GpuSpec, precision: Precision, catalog: Catalog, k: int) -> predict.Prediction | None:
+    """k GPUs from the job's references (or the assumed MFU when it has none)."""
+    refs = list(job.references) or [predict.assumed_reference(job.kind, job.training_flops_per_unit * job.units_per_sample,
+                                                              catalog, job.precision)]
+    if job.units_per_sample > 1 and not job.references:  # assumed reference is per sample: per unit
+        refs = [predict.Reference(r.gpu_id, r.throughput * job.units_per_sample, r.label) for r in refs]
+    single = predict.predict(refs, gpu, precision, job.intensity, catalog)
+    if single is None:
+        return None
+    eff = k * efficiency(job, gpu, k)[0]
+    return predict.Prediction(single.throughput * eff, single.low * eff, single.high * eff, single.basis,
+                              single.references)
+
+
+def _measured_at(job: Job, gpu: GpuSpec, precision: Precision, catalog: Catalog, k: int) -> predict.Prediction | None:
+    """k GPUs from the run the job was measured by, its bottleneck split kept (from_run.py)."""
+    p = predict_run(job.measured, gpu, precision, job.intensity, catalog, job.kind, k, efficiency(job, gpu, k)[0])
+    if p is None:
+        return None
+    units = job.units_per_sample
+    return MeasuredPrediction(p.samples_per_s * units, p.low * units, p.high * units, p.basis, (p.how,),
+                              gpu_share=p.gpu_share, input_cap=None if p.input_cap is None else p.input_cap * units)
+
+
+@dataclass(frozen=True)
+class MeasuredPrediction(predict.Prediction):
+    gpu_share: float = 1.0  # of the predicted step, the GPU's
+    input_cap: float | None = None  # units/s the input and host allow with an infinitely fast GPU
+
+
+def _hours(job: Job, p: predict.Prediction, total_units: float, epochs: float) -> float:
+    """Training steps at the predicted speed, plus each epoch's validation and epoch-end work as
+    measured, made faster by the same factor, plus the run's start-up as measured (--from)."""
+    seconds = total_units / p.throughput
+    m = job.measured
+    if m is not None and m.samples_per_s:
+        seconds += epochs * m.epoch_overhead_s * (m.samples_per_s * job.units_per_sample / p.throughput) + m.startup_s
+    return seconds / 3600
+
+
+def _unpredictable(job: Job) -> str:
+    m = job.measured
+    if m is None:
+        return "no prediction: the GPU lacks the precision's path"
+    if m.samples_per_s is None:
+        return ("cannot predict: no step timing; mark each step with gpuscout.watch.step() "
+                "(or train with Model.fit) and watch it again")
+    return "cannot predict: measured on the CPU with no FLOP count of the model"
+
+
+def _smaller_batch(job: Job, budget: float) -> list[str]:
+    """The largest batch that fits one GPU, when the job's does not."""
+    if job.per_sample_bytes <= 0 or job.fixed_bytes >= budget:
+        return []
+    largest = int((budget - job.fixed_bytes) // job.per_sample_bytes)
+    return [f"batch {largest} fits one ({(job.fixed_bytes + largest * job.per_sample_bytes) / GB:.1f} GB)"] \
+        if largest >= 1 else []
+
+
+def _bound(job: Job, gpu: GpuSpec, reference_gpu: GpuSpec, precision: Precision) -> str:
+    if predict.alpha(job.intensity) < 0.5:
+        ratio = gpu.memory_bandwidth_gbs / reference_gpu.memory_bandwidth_gbs
+        return f"memory-bound workload: bandwidth {ratio:.2g}x the {reference_gpu.name}'s"
+    ratio = (predict.peak(gpu, precision) or 0) / (predict.peak(reference_gpu, precision) or 1)
+    return f"compute-bound workload: {precision.value} peak {ratio:.2g}x the {reference_gpu.name}'s"
 
 
 def candidates(catalog: Catalog, scenario: str) -> list[GpuSpec]:
@@ -158,7 +235,10 @@ def rank(job: Job, catalog: Catalog, constraints: Constraints, pricing: PricingO
     """Every candidate GPU, the eligible ones first: cheapest to train when the job's size is
     known, else most throughput per dollar, else fastest."""
     measured = [r.gpu_id for r in job.references if r.label.startswith("measured")] or [r.gpu_id for r in job.references]
-    reference_gpu = catalog.get(measured[0]) if measured else catalog.get(predict.ASSUMED_ON)
+    if job.measured is not None:  # --from RUN: the GPU it ran on (None: a CPU, predicted from FLOPs)
+        reference_gpu = job.measured.gpu
+    else:
+        reference_gpu = catalog.get(measured[0]) if measured else catalog.get(predict.ASSUMED_ON)
     rows = [evaluate(job, g, catalog, constraints, pricing, reference_gpu) for g in candidates(catalog, constraints.scenario)]
 
     def key(row: Row):

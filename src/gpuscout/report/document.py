@@ -100,7 +100,47 @@ def _watched(records: list[WatchRecord]) -> Section:
     section.tables.append(TableData("watched-runs", ["id", "created (UTC)", "script", "GPU", "status", "batch",
                                                      "step", "samples/s", "input wait", "GPU busy", "MFU",
                                                      "first cause"], rows))
+    section.text.append("Beside each run, `gpuscout recommend --from RUN` with the catalog's prices: the cheapest "
+                        "GPU for its whole training and the fastest one, predicted from where its step time went "
+                        "(the GPU-busy share scales with the GPU; input wait and host time do not).")
+    section.tables.append(_recommended(records))
     return section
+
+
+def _recommended(records: list[WatchRecord]) -> TableData:
+    from gpuscout import catalog as catalog_lib
+    from gpuscout.core.errors import UsageError
+    from gpuscout.core.pricing import PricingOptions
+    from gpuscout.recommend import from_run
+    from gpuscout.recommend.ranking import Constraints
+
+    cat = catalog_lib.load(None)
+    rows = []
+    for r in records:
+        try:
+            answer = from_run.recommendation(r, cat, Constraints(), PricingOptions())
+        except UsageError as exc:
+            rows.append([r.id, r.workload, str(exc), fmt.DASH, fmt.DASH, fmt.DASH])
+            continue
+        m = answer.measured
+        split = (fmt.DASH if m.split is None else
+                 f"GPU {m.split.gpu_share:.0%} / input {m.split.input_share:.0%} / host {m.split.host_share:.0%}")
+        timed = [row for row in answer.rows if row.fits and row.throughput is not None]
+        priced = [row for row in timed if row.cost_usd is not None]
+        cheapest = min(priced, key=lambda row: row.cost_usd, default=None)
+        fastest = max(timed, key=lambda row: row.throughput.throughput, default=None)
+        rows.append([r.id, r.workload, split, _choice(cheapest), _choice(fastest), answer.fix_first or fmt.DASH])
+    return TableData("watched-recommend", ["id", "script", "step (measured)", "cheapest to train", "fastest",
+                                           "fix first"], rows)
+
+
+def _choice(row) -> str:
+    if row is None:
+        return fmt.DASH
+    t = row.throughput
+    spent = f", {fmt.seconds(row.hours * 3600)}" if row.hours is not None else ""
+    cost = f", {fmt.usd(row.cost_usd)}" if row.cost_usd is not None else ""
+    return f"{row.gpus}x {row.gpu.name}: {fmt.number(t.throughput)} samples/s ({t.basis}){spent}{cost}"
 
 
 def _tune_sessions(watched: list[WatchRecord]) -> Section | None:

@@ -1,0 +1,230 @@
+"""`gpuscout recommend --from RUN`: a stored run (a watched script, a tune variant, a benchmark)
+read as the job it trained and what it measured (recommend/measured.py predicts it elsewhere),
+ranked on every catalog GPU, with the cost of a sweep of it (recommend/sweep_cost.py)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from gpuscout.analysis.verdict import jax_preallocated
+from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.catalog import match as catalog_match
+from gpuscout.core import predict
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Precision
+from gpuscout.recommend import ranking, sweep_cost
+from gpuscout.recommend.jobs import STATE_BYTES_PER_PARAM, Job, job_for_workload, measured_scaling, workload_kind
+from gpuscout.recommend.measured import MeasuredRun, Split, describe, fix_first
+from gpuscout.record import StoredRecord
+from gpuscout.record.run import RunRecord
+from gpuscout.record.watch import WatchRecord
+
+POLICY_PRECISION = {"mixed_bfloat16": Precision.mixed_bfloat16, "mixed_float16": Precision.mixed_float16}
+
+
+# ---------------------------------------------------------------- from a stored record
+
+def measured_run(record: StoredRecord, catalog: Catalog) -> MeasuredRun:
+    """What the record measured; UsageError where it measured nothing to recommend from."""
+    if isinstance(record, WatchRecord):
+        return _from_watch(record, catalog)
+    return _from_bench(record, catalog)
+
+
+def _gpu(name: str | None, catalog_id: str | None, catalog: Catalog) -> GpuSpec | None:
+    if catalog_id:
+        try:
+            return catalog.get(catalog_id)
+        except UsageError:
+            pass
+    return catalog_match(name, catalog) if name else None
+
+
+def _split(gpu_util_pct: float | None, input_share: float | None, outside_share: float | None,
+           on_gpu: bool) -> Split:
+    input_share = min(1.0, max(0.0, input_share or 0.0))
+    outside = min(1.0 - input_share, max(0.0, outside_share or 0.0))
+    in_step = 1.0 - input_share - outside
+    if on_gpu and gpu_util_pct is not None:
+        busy = min(in_step, gpu_util_pct / 100)
+        return Split(busy, input_share, 1.0 - busy - input_share, "GPU busy from NVML utilisation over the "
+                     "steady windows, input wait and host time from the step timing")
+    if on_gpu:
+        return Split(in_step, input_share, outside, "no NVML utilisation: the step's time not spent waiting "
+                     "for input or between steps taken as the GPU's (an upper bound)")
+    return Split(in_step, input_share, outside, "measured on the CPU: the step's compute is predicted from "
+                 "its FLOPs; input wait and time between steps kept as this host's")
+
+
+def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
+    main = r.main
+    if not r.ok and not r.steady:
+        why = r.error.message if r.error and r.error.message else f"it ended {r.status}"
+        raise UsageError(f"run {r.id} did not train ({why}): nothing to recommend from; watch it again once it runs")
+    gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
+    devices = len(r.gpus) if r.gpus else (1 if r.gpu else 0)
+    notes: list[str] = []
+    timed = bool(r.steady and r.samples_per_s)
+    if main is not None and main.steps and not r.steady:
+        raise UsageError(f"run {r.id} stopped before its first timing window ({main.steps} steps): nothing was timed; "
+                         "watch it with more --steps")
+    spread = r.window_samples_per_s()
+    flops = 3 * main.forward_flops_per_sample if main and main.forward_flops_per_sample else None
+    overhead = [e.epoch_end_monotonic_s - e.end_monotonic_s for e in (main.epochs if main else [])]
+    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
+    span = r.windows[-1].end_monotonic_s - r.windows[0].start_monotonic_s if r.windows else 0.0
+    startup = max(0.0, r.duration_s - span - sum(overhead))
+    return MeasuredRun(
+        run_id=r.id, record_kind="watch", gpu=gpu, device_label=r.gpu_label, devices=max(1, devices),
+        samples_per_s=r.samples_per_s if timed else None,
+        samples_per_s_low=min(spread) if timed and spread else r.samples_per_s,
+        samples_per_s_high=max(spread) if timed and spread else r.samples_per_s,
+        split=_split(util, r.input_wait_share, r.outside_step_share, r.gpu is not None) if timed else None,
+        training_flops_per_sample=flops, command=list(r.command), script=r.workload,
+        epoch_overhead_s=statistics.median(overhead) if overhead else 0.0, startup_s=startup if timed else 0.0,
+        notes=notes)
+
+
+def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:
+    if not r.ok or not r.samples_per_s:
+        why = r.error.message if r.error and r.error.message else f"it ended {r.status}"
+        raise UsageError(f"run {r.id} has no throughput ({why}): nothing to recommend from")
+    if r.mode != "training":
+        raise UsageError(f"run {r.id} measured inference: recommend --from takes a training run "
+                         f"(recommend --workload {r.workload} --scenario infer ranks serving)")
+    gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
+    spread = r.window_samples_per_s()
+    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
+    return MeasuredRun(
+        run_id=r.id, record_kind="benchmark", gpu=gpu, device_label=r.gpu_label, devices=r.devices,
+        samples_per_s=r.samples_per_s, samples_per_s_low=min(spread, default=r.samples_per_s),
+        samples_per_s_high=max(spread, default=r.samples_per_s),
+        split=_split(util, r.input_wait_share, None, r.device == "gpu"),
+        training_flops_per_sample=r.training_flops_per_sample,
+        startup_s=max(0.0, r.duration_s - sum(w.seconds for w in r.windows)))
+
+
+def precision_of(record: StoredRecord) -> Precision:
+    if isinstance(record, RunRecord):
+        return record.precision
+    main = record.main
+    return POLICY_PRECISION.get(main.precision_policy if main else None, Precision.fp32)
+
+
+def job_from_run(record: StoredRecord, m: MeasuredRun, dataset_size: float | None) -> Job:
+    """The run's own job: its model, batch, precision and the training it planned (fit's epochs x
+    steps per epoch; `dataset_size` samples per epoch instead when given)."""
+    precision = precision_of(record)
+    name = f"{record.workload} (run {record.id})"
+    if isinstance(record, RunRecord) and workload_kind(record.workload) is not None:
+        # gpuscout's own workload: its memory model and intensity, the run's own throughput
+        job = job_for_workload(record.workload, precision, record.batch_size, record.seq_len, [],
+                               None if dataset_size is None else dataset_size * record.units_per_sample)
+        return Job(**{**job.__dict__, "name": name, "measured": m, "references": []})
+    if isinstance(record, RunRecord):  # a user's model benchmarked with --model
+        info = record.spec.model_info
+        batch, peak, params = record.batch_size, record.peak_memory_bytes, info.params if info else None
+        peak_basis, epoch = "the allocator's peak", dataset_size
+    else:
+        main = record.main
+        batch = record.batch_size or (main.batch_size if main else None) or 1
+        peak, params = _peak_bytes(record), main.params if main and main.params else None
+        peak_basis = _peak_basis(record)
+        epoch = dataset_size if dataset_size is not None else _epoch_samples(record, batch)
+    fixed = min(STATE_BYTES_PER_PARAM * params, peak) if params and peak else (STATE_BYTES_PER_PARAM * params
+                                                                                 if params else 0.0)
+    per_sample = max(0.0, (peak - fixed) / batch) if peak else 0.0
+    if peak:
+        basis = (f"measured: {peak / 1e9:.1f} GB at batch {batch} (run {record.id}, {peak_basis}), "
+                 f"{fixed / 1e9:.2f} GB of it the training state ({STATE_BYTES_PER_PARAM} B/parameter), "
+                 "the rest scaled with the batch")
+    else:
+        why = ("NVML shows what JAX's preallocation reserved, not what the training used: "
+               "watch it with XLA_PYTHON_CLIENT_PREALLOCATE=false to measure it"
+               if isinstance(record, WatchRecord) and jax_preallocated(record) else "no allocator peak or NVML")
+        basis = (f"not measured ({why}): 16 B/parameter of training state only, a lower bound"
+                 if params else f"not measured ({why}), and the model's size unknown: fits cannot be judged")
+    flops = m.training_flops_per_sample or 0.0
+    half_bytes = per_sample / (1 if precision is not Precision.fp32 else 2)
+    intensity = flops / half_bytes if flops and half_bytes else predict.INTENSITY_HALF_POINT
+    return Job(name=name, unit="samples", units_per_sample=1, training_flops_per_unit=flops, intensity=intensity,
+               fixed_bytes=fixed, per_sample_bytes=per_sample, memory_basis=basis, batch_size=batch,
+               precision=precision, kind="transformer", dataset_units=epoch, measured=m)
+
+
+def planned_epochs(record: StoredRecord) -> float | None:
+    main = record.main if isinstance(record, WatchRecord) else None
+    return float(main.epochs_planned) if main and main.epochs_planned else None
+
+
+def _epoch_samples(r: WatchRecord, batch: int) -> float | None:
+    main = r.main
+    if main is None:
+        return None
+    if main.steps_per_epoch:
+        return float(main.steps_per_epoch * batch)
+    whole = [e for e in main.epochs if e.steps]
+    return float(whole[0].samples) if whole else None
+
+
+def _peak_bytes(r: WatchRecord) -> float | None:
+    """The run's own memory per GPU: the allocator's peak, else NVML's most used less what other
+    processes held."""
+    main = r.main
+    if main and main.peak_memory_bytes:
+        return float(main.peak_memory_bytes)
+    if r.telemetry and r.telemetry.memory_used_max_bytes and not jax_preallocated(r):
+        others = sum(p.used_memory_bytes or 0 for p in (r.gpu.compute_processes if r.gpu else []))
+        return float(max(0, r.telemetry.memory_used_max_bytes - others))
+    return None
+
+
+def _peak_basis(r: WatchRecord) -> str:
+    main = r.main
+    if main and main.peak_memory_bytes:
+        return "the allocator's peak"
+    others = sum(p.used_memory_bytes or 0 for p in (r.gpu.compute_processes if r.gpu else []))
+    return "NVML's most used" + (f", less {others / 1e9:.1f} GB other processes held" if others else "")
+
+
+# ---------------------------------------------------------------- the whole answer
+
+@dataclass
+class Recommendation:
+    """`recommend --from RUN`'s answer: the run's job on every catalog GPU, and a sweep of it."""
+
+    job: Job
+    measured: MeasuredRun
+    epochs: float
+    rows: list  # rank.Row, best first
+    sweep: object | None  # sweep_cost.SweepEstimate (--trials)
+    basis: str
+    fix_first: str | None
+
+    def to_dict(self) -> dict:
+        m = self.measured
+        split = None if m.split is None else {"gpu_share": m.split.gpu_share, "input_share": m.split.input_share,
+                                              "host_share": m.split.host_share, "basis": m.split.basis}
+        return {"from": {"run": m.run_id, "kind": m.record_kind, "device": m.device_label,
+                         "gpu": m.gpu.id if m.gpu else None, "samples_per_s": m.samples_per_s, "split": split,
+                         "input_cap_samples_per_s": (m.samples_per_s / m.split.fixed_share
+                                                     if m.samples_per_s and m.split and m.split.fixed_share else None),
+                         "epoch_overhead_s": m.epoch_overhead_s, "basis": self.basis, "fix_first": self.fix_first},
+                "epochs": self.epochs, "sweep": self.sweep.to_dict() if self.sweep is not None else None}
+
+
+def recommendation(record: StoredRecord, catalog: Catalog, constraints, pricing, *, bench_records: list[RunRecord] = (),
+                   sweeps: dict[str, list[dict]] | None = None, dataset_size: float | None = None,
+                   epochs: float | None = None, trials: int | None = None) -> Recommendation:
+    """The run's job ranked on every GPU (`constraints.epochs` set from the run unless `epochs`)."""
+    m = measured_run(record, catalog)
+    job = job_from_run(record, m, dataset_size)
+    job.scaling = measured_scaling(list(bench_records), workload_kind(record.workload))
+    constraints.epochs = epochs or planned_epochs(record) or 1.0
+    rows = ranking.rank(job, catalog, constraints, pricing)
+    estimate = None
+    if trials:
+        measured = sweep_cost.find_measured(m.script, sweeps or {}, catalog) if m.record_kind == "watch" else None
+        estimate = sweep_cost.estimate(job, rows, trials, constraints.epochs, constraints.max_gpus, measured)
+    return Recommendation(job, m, constraints.epochs, rows, estimate, describe(m), fix_first(m))

@@ -1,0 +1,182 @@
+"""`gpuscout recommend --from RUN --trials N`: what a sweep of N such trainings takes and costs on k
+GPUs of each kind, against running them one after another where the run was measured.
+
+Each trial is the run's whole training on one GPU. Trials share a GPU when their memory allows
+(as `sweep`'s `trials_per_gpu` places them): m trials on one GPU take
+
+    max(T1, m * g * T1)
+
+where T1 is one trial alone and g the GPU-busy share of its step on that GPU (the GPU's work of m
+trials is done one after another; each trial's input and host time runs beside the others'). On
+k GPUs with m trials each, N trials take ceil(N / (k * m)) such rounds; the m that finishes first
+is the one recommended. A GPU is paid for the whole sweep, busy or not.
+
+When the store holds a sweep of the same script, its median trial time (start-up and compilation
+included) replaces T1 on the GPU kind it ran on, scaled to the others by their predicted training
+times, and its measured parallel efficiency (speed-up over the ideal for its trials and slots)
+divides every wall time.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from gpuscout import catalog as catalog_lib
+from gpuscout.analysis import stats
+from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.recommend.jobs import Job
+from gpuscout.recommend.ranking import FIT_SHARE, GPU_COUNTS, Row
+from gpuscout.watch.command import workload_of
+
+# Trials on one GPU at most: sweep's own bound on trials_per_gpu is 64, but past a few the host's
+# cores decide (each trial is a Python process with its own input pipeline), and those of a GPU
+# machine nobody measured are unknown.
+MAX_TRIALS_PER_GPU = 4
+# Trials share a GPU only where that shortens the sweep by at least this share: the model above
+# interleaves their GPU work perfectly, which contention for memory and caches never quite allows.
+SHARE_MIN_GAIN = 0.10
+
+
+@dataclass(frozen=True)
+class MeasuredSweep:
+    """A sweep of the same script found in the store."""
+
+    name: str
+    trials: int  # ok trials of the script
+    slots: int
+    trial_s: float  # median, start-up and compilation included
+    efficiency: float  # measured speed-up / the ideal one for `trials` on `slots`
+    gpu: GpuSpec | None
+
+    @property
+    def label(self) -> str:
+        where = f" on the {self.gpu.name}" if self.gpu else ""
+        return (f"measured by sweep {self.name}: {self.trials} trials{where}, {self.trial_s:,.0f} s each (median), "
+                f"{self.efficiency:.0%} parallel efficiency on {self.slots} slot{'s' if self.slots > 1 else ''}")
+
+
+@dataclass(frozen=True)
+class SweepOption:
+    gpu: GpuSpec
+    gpus: int
+    trials_per_gpu: int
+    trial_h: float  # one trial, sharing its GPU with trials_per_gpu - 1 others
+    wall_h: float
+    usd_per_hour: float | None  # all `gpus` together
+    cost_usd: float | None
+
+    def to_dict(self) -> dict:
+        return {"gpu": self.gpu.id, "name": self.gpu.name, "gpus": self.gpus, "trials_per_gpu": self.trials_per_gpu,
+                "trial_h": self.trial_h, "wall_h": self.wall_h, "usd_per_hour": self.usd_per_hour,
+                "cost_usd": self.cost_usd}
+
+
+@dataclass
+class SweepEstimate:
+    trials: int
+    here_h: float | None  # one after another on the device the run was measured on
+    here: str  # that device, in words
+    basis: str
+    options: list[SweepOption] = field(default_factory=list)
+
+    def fastest(self) -> SweepOption | None:
+        return min(self.options, key=lambda o: (o.wall_h, o.cost_usd or math.inf), default=None)
+
+    def cheapest(self) -> SweepOption | None:
+        priced = [o for o in self.options if o.cost_usd is not None]
+        return min(priced, key=lambda o: (o.cost_usd, o.wall_h), default=None)
+
+    def to_dict(self) -> dict:
+        best = self.fastest(), self.cheapest()
+        return {"trials": self.trials, "here_h": self.here_h, "here": self.here, "basis": self.basis,
+                "fastest": best[0].to_dict() if best[0] else None, "cheapest": best[1].to_dict() if best[1] else None,
+                "options": [o.to_dict() for o in self.options]}
+
+
+def rounds_wall_h(trials: int, gpus: int, per_gpu: int, trial_h: float, gpu_share: float,
+                  efficiency: float = 1.0) -> tuple[float, float]:
+    """(wall hours of the sweep, hours of one trial) with `per_gpu` trials sharing each GPU."""
+    shared_h = trial_h * max(1.0, per_gpu * gpu_share)
+    return math.ceil(trials / (gpus * per_gpu)) * shared_h / efficiency, shared_h
+
+
+def placement(trials: int, gpus: int, per_gpu_most: int, trial_h: float, gpu_share: float,
+              efficiency: float = 1.0) -> tuple[tuple[float, float], int]:
+    """((wall hours, one trial's hours), trials per GPU): one per GPU unless sharing saves at least
+    SHARE_MIN_GAIN of the wall time."""
+    alone = rounds_wall_h(trials, gpus, 1, trial_h, gpu_share, efficiency)
+    best = min(((rounds_wall_h(trials, gpus, p, trial_h, gpu_share, efficiency), p) for p in range(1, per_gpu_most + 1)),
+               key=lambda o: (o[0][0], o[1]))
+    return best if best[0][0] <= alone[0] * (1 - SHARE_MIN_GAIN) else (alone, 1)
+
+
+def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: int,
+             measured: MeasuredSweep | None = None) -> SweepEstimate:
+    m = job.measured
+    assert m is not None
+    counts = sorted({k for k in GPU_COUNTS if k <= max_gpus} | ({max_gpus} if max_gpus > GPU_COUNTS[-1] else set()))
+    one_trial_bytes = job.fixed_bytes + job.per_sample_bytes * job.batch_size
+    here_trial_h = _here_trial_h(job, epochs)
+    basis = "predicted: each trial the run's whole training" if measured is None else measured.label
+    anchor = None  # the sweep's GPU kind's predicted trial, to scale the measured trial time by
+    if measured is not None and measured.gpu is not None:
+        anchor = next((r.one_gpu_hours for r in rows if r.gpu.id == measured.gpu.id and r.one_gpu_hours), None)
+    if measured is not None:
+        here_trial_h = measured.trial_s / 3600
+    out = SweepEstimate(trials, None if here_trial_h is None else trials * here_trial_h,
+                        measured.gpu.name if measured is not None and measured.gpu else
+                        (m.gpu.name if m.gpu else m.device_label), basis)
+    for row in rows:
+        if not row.fits or row.one_gpu_hours is None or row.gpu_share is None:
+            continue
+        trial_h = row.one_gpu_hours
+        efficiency = 1.0
+        if measured is not None:
+            efficiency = measured.efficiency
+            if anchor:
+                trial_h = measured.trial_s / 3600 * row.one_gpu_hours / anchor
+        fit = (int(FIT_SHARE * row.gpu.memory_bytes // one_trial_bytes) if one_trial_bytes > 0 else 1)
+        per_gpu_most = max(1, min(MAX_TRIALS_PER_GPU, fit))
+        price = row.hourly.usd_per_hour if row.hourly else None
+        for k in counts:
+            (wall_h, shared_h), per_gpu = placement(trials, k, per_gpu_most, trial_h, row.gpu_share, efficiency)
+            out.options.append(SweepOption(row.gpu, k, per_gpu, shared_h, wall_h,
+                                           None if price is None else price * k,
+                                           None if price is None else price * k * wall_h))
+    return out
+
+
+def _here_trial_h(job: Job, epochs: float) -> float | None:
+    m = job.measured
+    if not m.samples_per_s or not job.dataset_units:
+        return None
+    seconds = (job.dataset_units * epochs / (m.samples_per_s * job.units_per_sample) + epochs * m.epoch_overhead_s
+               + m.startup_s)
+    return seconds / 3600
+
+
+def find_measured(script: str | None, sweeps: dict[str, list[dict]], catalog: Catalog) -> MeasuredSweep | None:
+    """The store's sweep with the most finished trials of `script` (by the argv each trial ran)."""
+    if not script:
+        return None
+    best: MeasuredSweep | None = None
+    for name, trials in sweeps.items():
+        done = [t["result"] for t in trials if t["status"] == "ok" and t["result"]
+                and t["result"].get("command") and workload_of(t["result"]["command"]) == script
+                and t["result"].get("duration_s")]
+        if not done or (best is not None and len(done) <= best.trials):
+            continue
+        durations = [r["duration_s"] for r in done]
+        slots = len({r.get("slot") for r in done})
+        spans = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in done)
+        busy = stats.covered_s(spans)
+        speedup = sum(durations) / busy if busy > 0 else 1.0
+        ideal = len(done) / math.ceil(len(done) / slots)
+        names = [(r.get("telemetry") or {}).get("gpu_name") for r in done]
+        named = [n for n in names if n]
+        gpu = catalog_lib.match(statistics.mode(named), catalog) if named else None
+        best = MeasuredSweep(name, len(done), slots, statistics.median(durations), min(1.0, speedup / ideal), gpu)
+    return best
+

@@ -1,0 +1,140 @@
+"""`gpuscout recommend --from RUN` through the real CLI: records watched on an H100 (a fixture of
+real runs), records watched here on the CPU (test_cli_watch.py calls `recommend_from_watched` on the
+store its real Keras runs made), bad input, the 80-column layout and the report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuscout.store import Store
+from tests.conftest import FIXTURES, run_cli
+from tests.integration.test_cli_errors import one_error_line
+from tests.records import make_record, make_watch_record
+
+H100_RUNS = FIXTURES / "recommend" / "h100_watch.json"
+# The same three scripts watched on an H200 in the same session (docs/benchmarks.md, issue 32):
+# the medians of two runs each.
+H200_MEASURED = {"gpu": 1623.0, "input": 2508.0, "host": 681.0}
+
+
+def imported(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    store = tmp_path / "s.sqlite"
+    done = run_cli("results", "import", str(H100_RUNS), "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(H100_RUNS.read_text())["runs"]
+    return store, {r["command"][-1]: r["id"] for r in runs}
+
+
+def test_runs_watched_on_an_h100_predict_the_h200_within_ten_percent(tmp_path):
+    store, ids = imported(tmp_path)
+    for script, run_id in ids.items():
+        done = run_cli("recommend", "--from", run_id[:6], "--json", "--trials", "9", "--store", str(store))
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        rows = {r["gpu"]: r for r in doc["rows"]}
+        measured_here = rows["h100_sxm"]["throughput"]
+        assert measured_here["basis"] == "measured"
+        assert measured_here["value"] == pytest.approx(doc["from"]["samples_per_s"])
+        h200 = rows["h200"]["throughput"]
+        assert h200["basis"] == "predicted" and h200["low"] < h200["value"] < h200["high"]
+        assert abs(h200["value"] / H200_MEASURED[script] - 1) <= 0.10, (script, h200["value"])
+        assert h200["low"] <= H200_MEASURED[script] <= h200["high"]
+        split = doc["from"]["split"]
+        sweep = doc["sweep"]
+        assert sweep["trials"] == 9 and sweep["here_h"] == pytest.approx(9 * rows["h100_sxm"]["one_gpu_hours"])
+        assert sweep["fastest"]["wall_h"] <= sweep["here_h"]
+        if script == "gpu":  # GPU-bound: a faster GPU pays; no fix-first advice
+            assert split["gpu_share"] > 0.8 and doc["from"]["fix_first"] is None
+            assert rows["b200"]["throughput"]["value"] > 1.5 * measured_here["value"]
+        else:  # input- or host-bound: no GPU helps much, and it says what to fix
+            assert split["gpu_share"] < 0.1 and "gpuscout tune -- " in doc["from"]["fix_first"]
+            assert rows["b200"]["throughput"]["value"] < 1.1 * measured_here["value"]
+            # about the same speed on every GPU: a cheap one trains it for least, far below an H100's price
+            first = doc["rows"][0]
+            assert first["throughput"]["value"] > 0.8 * measured_here["value"]
+            assert first["usd_per_hour"] < 0.5 * rows["h100_sxm"]["usd_per_hour"]
+    # an 80-column terminal: no line wider; tables too wide become one `column: value` line each
+    shown = in_terminal("recommend", "--from", ids["input"], "--trials", "9", "--top", "4", "--store", str(store))
+    assert max(len(line) for line in shown.splitlines()) <= 80, shown
+    assert re.search(r"samples/s: [\d,]+\.\d predicted, [\d,]+\.\d–[\d,]+\.\d\n", shown)  # numbers whole
+    text = " ".join(shown.split())
+    assert "92% waiting for input" in text
+    assert "Fix first:" in text and "9 trials:" in text and "one after another on the NVIDIA H100" in text
+    # the report shows the recommendation beside each watched run
+    report = run_cli("report", "--markdown", "-o", str(tmp_path / "r" / "report.md"), "--store", str(store))
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "r" / "report.md").read_text()
+    assert "cheapest to train" in page and ids["gpu"] in page and "Fix that first" in page
+
+
+def in_terminal(*args: str, columns: int = 80) -> str:
+    """gpuscout's output on a terminal `columns` wide (a pseudo-terminal, as a user's shell gives)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.conftest import SRC
+
+    leader, follower = pty.openpty()
+    env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="dumb", PYTHONPATH=str(SRC))
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", *args], stdout=follower, stderr=subprocess.PIPE,
+                            env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    store, ids = imported(tmp_path)
+    with Store(store) as s:
+        s.put(make_watch_record("failed01", events=[], status="failed", exit_code=1))
+        s.put(make_record("bench001", status="failed"))
+    cases = [
+        (["--from", "nosuchrun"], "no run 'nosuchrun'"),
+        (["--from", "failed01"], "did not train"),
+        (["--from", "bench001"], "has no throughput"),
+        (["--from", ids["gpu"], "--trials", "0"], "--trials must be >= 1"),
+        (["--from", ids["gpu"], "--precision", "fp32"], "--from takes the run's own precision"),
+        (["--from", ids["gpu"], "--batch-size", "8"], "--from takes the run's own batch-size"),
+        (["--workload", "resnet50", "--trials", "3"], "--trials prices a sweep of a measured training"),
+        (["--from", ids["gpu"], "--workload", "resnet50"], "give exactly one of"),
+    ]
+    before = store.read_bytes()
+    for args, message in cases:
+        one_error_line(run_cli("recommend", *args, "--store", str(store)), message)
+    assert store.read_bytes() == before
+    one_error_line(run_cli("recommend", "--from", "abc", "--store", str(tmp_path / "none.sqlite")), "no store at")
+
+
+def recommend_from_watched(store_path: Path, fed, waited) -> None:
+    """Called by test_cli_watch.py with its real Keras records: `fed` on a fake H100 (NVML says
+    98% busy), `waited` on this CPU, starved by a slow generator."""
+    done = run_cli("recommend", "--from", waited.id, "--json", "--store", str(store_path))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["from"]["split"]["input_share"] == pytest.approx(waited.input_wait_share)
+    assert doc["epochs"] == 4 and doc["job"]["dataset_units"] == 16 * 64  # fit's plan: 4 x 16 steps of 64
+    cap = doc["from"]["input_cap_samples_per_s"]
+    assert all(r["throughput"]["value"] <= cap * 1.0001 for r in doc["rows"] if r["throughput"])
+    assert "waiting for input" in doc["from"]["fix_first"]
+    fed_doc = json.loads(run_cli("recommend", "--from", fed.id, "--json", "--store", str(store_path)).stdout)
+    assert fed_doc["from"]["gpu"] == "h100_sxm" and fed_doc["from"]["split"]["gpu_share"] > 0.5
+    h100 = next(r for r in fed_doc["rows"] if r["gpu"] == "h100_sxm")
+    assert h100["throughput"]["basis"] == "measured" and h100["throughput"]["value"] == pytest.approx(fed.samples_per_s)
+    # NVML's figure was JAX's preallocation: the memory is said to be unknown, not taken from it
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in fed_doc["job"]["memory_basis"]

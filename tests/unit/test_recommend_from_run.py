@@ -1,0 +1,194 @@
+"""recommend --from RUN: the bottleneck-split prediction, the training's time and cost, and a
+sweep's, each against a hand computation (issue 32)."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from gpuscout import catalog
+from gpuscout.catalog import Catalog, PriceEntry
+from gpuscout.core.errors import UsageError
+from gpuscout.core.pricing import PricingOptions
+from gpuscout.recommend import from_run, measured, sweep_cost
+from gpuscout.recommend.ranking import Constraints
+from gpuscout.record.watch import WatchRecord
+from tests.records import make_record, make_watch_record
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "recommend" / "h100_watch.json"
+H100 = catalog.load().get("h100_sxm")
+# Twice an H100 in compute and bandwidth: the GPU part runs exactly 2x faster, whatever the intensity
+DOUBLE = H100.model_copy(update={"id": "h100_double", "name": "Double H100", "nvml_patterns": ["Double H100"],
+                                 "bf16_tflops": 2 * H100.bf16_tflops, "tf32_tflops": 2 * H100.tf32_tflops,
+                                 "fp16_tflops": 2 * H100.fp16_tflops, "fp32_tflops": 2 * H100.fp32_tflops,
+                                 "memory_bandwidth_gbs": 2 * H100.memory_bandwidth_gbs, "bf16_sparse_tflops": None,
+                                 "fp16_sparse_tflops": None, "tf32_sparse_tflops": None})
+USD_PER_H = 10.0
+CAT = Catalog(gpus=(H100, DOUBLE),
+              prices=(PriceEntry(gpu="h100_double", kind="cloud", provider="test", usd=USD_PER_H, date="2026-11",
+                                 source="a price for the test's made-up GPU"),),
+              user_file=None)
+
+
+def fixture_runs() -> dict[str, WatchRecord]:
+    runs = [WatchRecord(**r) for r in json.loads(FIXTURE.read_text())["runs"]]
+    return {r.command[-1]: r for r in runs}  # gpu, input, host
+
+
+def with_split(record: WatchRecord, samples_per_s: float, gpu: float, input_wait: float) -> WatchRecord:
+    """The record with its figures set: `gpu` busy share (NVML), `input_wait`, nothing between steps."""
+    telemetry = record.telemetry.model_copy(update={"gpu_util_mean_pct": 100 * gpu})
+    return record.model_copy(update={"samples_per_s": samples_per_s, "input_wait_share": input_wait,
+                                     "outside_step_share": 0.0, "telemetry": telemetry})
+
+
+def test_a_run_waiting_40_percent_for_input_gets_1_43x_from_a_gpu_twice_as_fast_not_2x():
+    record = with_split(fixture_runs()["gpu"], 1000.0, gpu=0.6, input_wait=0.4)
+    m = from_run.measured_run(record, CAT)
+    assert (m.split.gpu_share, m.split.input_share, m.split.host_share) == pytest.approx((0.6, 0.4, 0.0))
+    p = measured.predict_run(m, DOUBLE, record_precision(record), 900.0, CAT, "transformer")
+    assert p.samples_per_s == pytest.approx(1000 / (0.4 + 0.6 / 2))  # 1,428.6: 1.43x
+    assert p.samples_per_s / 1000 == pytest.approx(1.4286, abs=1e-4)
+    assert p.input_cap == pytest.approx(1000 / 0.4)  # the GPU infinitely fast: 2,500
+    assert p.basis == "predicted" and p.low < p.samples_per_s < p.high
+    same = measured.predict_run(m, H100, record_precision(record), 900.0, CAT, "transformer")
+    assert same.basis == "measured" and same.samples_per_s == 1000.0
+
+
+def test_the_band_widens_with_the_share_that_stays_on_the_host():
+    base = fixture_runs()["gpu"]
+    bands = []
+    for waiting in (0.0, 0.5, 0.9):
+        record = with_split(base, 1000.0, gpu=1 - waiting, input_wait=waiting)
+        p = measured.predict_run(from_run.measured_run(record, CAT), DOUBLE, record_precision(record), 900.0, CAT,
+                                 "transformer")
+        bands.append((p.high - p.low) / p.samples_per_s)
+    # all on the GPU: the predictor's own band, +-30% of the GPU part
+    assert bands[0] == pytest.approx(1.3 - 0.7, rel=1e-6)
+    # all on the host: +-20% of a host's time, a narrower band around a number that barely moves
+    record = with_split(base, 1000.0, gpu=0.0, input_wait=1.0)
+    p = measured.predict_run(from_run.measured_run(record, CAT), DOUBLE, record_precision(record), 900.0, CAT,
+                             "transformer")
+    assert p.samples_per_s == pytest.approx(1000.0)
+    assert (p.low, p.high) == pytest.approx((1000 * (1 - measured.HOST_VARIATION), 1000 * (1 + measured.HOST_VARIATION)))
+
+
+def test_the_whole_training_and_its_cost_from_fits_own_plan():
+    record = with_split(fixture_runs()["gpu"], 1000.0, gpu=0.6, input_wait=0.4)
+    answer = from_run.recommendation(record, CAT, Constraints(max_gpus=1), PricingOptions())
+    main = record.main
+    assert answer.epochs == main.epochs_planned == 1000
+    samples = main.epochs_planned * main.steps_per_epoch * main.batch_size  # 1000 x 64 x 32
+    row = next(r for r in answer.rows if r.gpu.id == "h100_double")
+    m = answer.measured
+    speed = 1000 / (0.4 + 0.6 / 2)
+    seconds = samples / speed + 1000 * m.epoch_overhead_s * (1000 / speed) + m.startup_s
+    assert row.hours == pytest.approx(seconds / 3600)
+    assert row.cost_usd == pytest.approx(USD_PER_H * seconds / 3600)
+    # --dataset-size and --epochs replace the plan
+    other = from_run.recommendation(record, CAT, Constraints(max_gpus=1), PricingOptions(), dataset_size=6400,
+                                    epochs=3)
+    row = next(r for r in other.rows if r.gpu.id == "h100_double")
+    assert row.hours == pytest.approx((3 * 6400 / speed + 3 * m.epoch_overhead_s * 1000 / speed + m.startup_s) / 3600)
+
+
+def test_more_gpus_divide_the_gpu_part_only():
+    record = with_split(fixture_runs()["gpu"], 1000.0, gpu=0.6, input_wait=0.4)
+    m = from_run.measured_run(record, CAT)
+    p = measured.predict_run(m, DOUBLE, record_precision(record), 900.0, CAT, "transformer", gpus=4, efficiency=0.9)
+    assert p.samples_per_s == pytest.approx(1000 / (0.4 + 0.6 / 2 / (4 * 0.9)))
+
+
+def test_a_sweeps_wall_time_is_rounds_of_trials_and_its_cost_the_gpus_hours():
+    # 9 trials of 2 h on 2 GPUs, one at a time per GPU: ceil(9/2) = 5 rounds
+    assert sweep_cost.rounds_wall_h(9, 2, 1, 2.0, gpu_share=1.0) == (10.0, 2.0)
+    # a GPU-bound trial gains nothing from sharing: 2 at once take twice as long each
+    assert sweep_cost.rounds_wall_h(9, 2, 2, 2.0, gpu_share=1.0) == (math.ceil(9 / 4) * 4.0, 4.0)
+    # a trial busy on its GPU a quarter of the time: four share one GPU at no cost
+    assert sweep_cost.rounds_wall_h(9, 2, 4, 2.0, gpu_share=0.25) == (math.ceil(9 / 8) * 2.0, 2.0)
+    # three per GPU finish 9 trials in two rounds as four do: the fewer sharing, the better
+    assert sweep_cost.placement(9, 2, 4, 2.0, 0.25) == ((4.0, 2.0), 3)
+    assert sweep_cost.placement(9, 2, 4, 2.0, 1.0) == ((10.0, 2.0), 1)  # sharing saves nothing: one each
+    record = with_split(fixture_runs()["input"], 1000.0, gpu=0.25, input_wait=0.75)
+    answer = from_run.recommendation(record, CAT, Constraints(max_gpus=2), PricingOptions(), trials=9)
+    est = answer.sweep
+    row = next(r for r in answer.rows if r.gpu.id == "h100_double")
+    two = next(o for o in est.options if o.gpu.id == "h100_double" and o.gpus == 2)
+    assert two.trials_per_gpu == 3  # two rounds of 6 slots; 4 per GPU would not save a round
+    shared = row.one_gpu_hours * max(1.0, 3 * row.gpu_share)
+    assert two.wall_h == pytest.approx(math.ceil(9 / 6) * shared)
+    assert two.cost_usd == pytest.approx(2 * USD_PER_H * two.wall_h)
+    here = next(r for r in answer.rows if r.gpu.id == "h100_sxm")
+    assert est.here_h == pytest.approx(9 * here.one_gpu_hours)  # one after another where it was measured
+    assert est.fastest().wall_h <= two.wall_h
+
+
+def test_a_stored_sweep_of_the_same_script_gives_the_trial_time_and_efficiency():
+    def trial(i, start, duration, slot, script="train.py"):
+        return {"status": "ok", "result": {"command": ["python", script, "--lr", str(i)], "duration_s": duration,
+                                           "started_monotonic_s": start, "ended_monotonic_s": start + duration,
+                                           "slot": slot, "telemetry": {"gpu_name": "NVIDIA H100 80GB HBM3"}}}
+    # 4 trials of 100 s on 2 slots, back to back: 200 s of wall, speed-up 2 = the ideal
+    sweeps = {"lr": [trial(0, 0, 100, "gpu0"), trial(1, 0, 100, "gpu1"), trial(2, 100, 100, "gpu0"),
+                     trial(3, 100, 100, "gpu1"), trial(4, 0, 5, "gpu0", script="other.py")],
+              "old": [trial(0, 0, 50, "gpu0")]}
+    found = sweep_cost.find_measured("train.py", sweeps, CAT)
+    assert (found.name, found.trials, found.slots, found.trial_s) == ("lr", 4, 2, 100.0)
+    assert found.efficiency == pytest.approx(1.0) and found.gpu.id == "h100_sxm"
+    # the same trials with a 100 s gap the scheduler left: 3 s of 4 busy
+    sweeps["lr"][2]["result"].update(started_monotonic_s=200, ended_monotonic_s=300)
+    sweeps["lr"][3]["result"].update(started_monotonic_s=200, ended_monotonic_s=300)
+    assert sweep_cost.find_measured("train.py", sweeps, CAT).efficiency == pytest.approx(1.0)  # gaps not counted
+    sweeps["lr"][3]["result"].update(started_monotonic_s=300, ended_monotonic_s=400)
+    assert sweep_cost.find_measured("train.py", sweeps, CAT).efficiency == pytest.approx((400 / 300) / 2)
+    assert sweep_cost.find_measured("missing.py", sweeps, CAT) is None
+
+
+def test_a_run_with_nothing_timed_or_failed_is_refused_and_an_untimed_loop_keeps_its_memory_rows():
+    failed = make_watch_record("bad1", events=[], status="failed", exit_code=1)
+    with pytest.raises(UsageError, match="did not train"):
+        from_run.measured_run(failed, CAT)
+    with pytest.raises(UsageError, match="no throughput"):
+        from_run.measured_run(make_record("b1", status="failed"), CAT)
+    untimed = fixture_runs()["gpu"].model_copy(update={"windows": [], "samples_per_s": None, "warmup_windows": 0})
+    untimed = untimed.model_copy(update={"fits": [f.model_copy(update={"windows": [], "steps": 0})
+                                                  for f in untimed.fits]})
+    answer = from_run.recommendation(untimed, CAT, Constraints(max_gpus=1), PricingOptions())
+    row = next(r for r in answer.rows if r.gpu.id == "h100_double")
+    assert row.fits and row.throughput is None and row.hourly is not None
+    assert any("no step timing" in reason and "gpuscout.watch.step()" in reason for reason in row.reasons)
+
+
+def test_a_watch_record_that_stopped_before_its_first_window_says_so():
+    record = fixture_runs()["gpu"]
+    early = record.model_copy(update={"windows": [], "samples_per_s": None, "warmup_windows": 0})
+    with pytest.raises(UsageError, match="before its first timing window"):
+        from_run.measured_run(early, CAT)
+
+
+def test_memory_the_run_used_decides_the_fit_and_names_the_batch_that_fits():
+    record = fixture_runs()["gpu"]
+    small = H100.model_copy(update={"id": "tiny", "name": "Tiny GPU", "nvml_patterns": ["Tiny"], "memory_gb": 4.0})
+    cat = Catalog(gpus=(H100, small), prices=(), user_file=None)
+    answer = from_run.recommendation(record, cat, Constraints(max_gpus=1), PricingOptions())
+    job, peak = answer.job, record.main.peak_memory_bytes
+    assert job.fixed_bytes + job.per_sample_bytes * job.batch_size == pytest.approx(peak)
+    assert job.fixed_bytes == pytest.approx(16 * record.main.params)  # Adam's state, 16 B per parameter
+    row = next(r for r in answer.rows if r.gpu.id == "tiny")
+    assert not row.fits
+    largest = int((0.9 * 4e9 - job.fixed_bytes) // job.per_sample_bytes)
+    assert f"batch {largest} fits one" in "; ".join(row.reasons)
+    assert largest < job.batch_size
+
+
+def test_fix_first_points_at_tune_when_the_gpu_is_mostly_idle():
+    runs = fixture_runs()
+    assert measured.fix_first(from_run.measured_run(runs["gpu"], CAT)) is None
+    advice = measured.fix_first(from_run.measured_run(runs["input"], CAT))
+    assert "waiting for input" in advice and "gpuscout tune -- " in advice and runs["input"].command[-1] in advice
+    assert "on the host" in measured.fix_first(from_run.measured_run(runs["host"], CAT))
+
+
+def record_precision(record):
+    return from_run.precision_of(record)
