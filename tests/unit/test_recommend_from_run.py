@@ -192,3 +192,45 @@ def test_fix_first_points_at_tune_when_the_gpu_is_mostly_idle():
 
 def record_precision(record):
     return from_run.precision_of(record)
+
+
+def gpu_bench_record(run_id: str, samples_per_s: float, **changes):
+    from gpuscout.record.run import GpuInfo, Telemetry
+
+    gpu = GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", catalog_id="h100_sxm")
+    telemetry = Telemetry(interval_s=0.1, sample_count=50, window_sample_count=50, gpu_util_mean_pct=100.0)
+    return make_record(run_id, workload="resnet50", median=samples_per_s, device="gpu", gpu=gpu, telemetry=telemetry,
+                       batch_size=128, per_device_batch_size=128, unit="images/s", **changes)
+
+
+def test_a_bench_run_is_its_workloads_job_measured_on_its_gpu():
+    full = catalog.load()
+    record = gpu_bench_record("bench0001", 2894.0)
+    answer = from_run.recommendation(record, full, Constraints(max_gpus=1), PricingOptions())
+    rows = {r.gpu.id: r for r in answer.rows}
+    assert rows["h100_sxm"].throughput.basis == "measured" and rows["h100_sxm"].throughput.throughput == 2894.0
+    # all of the step on the GPU: the split adds nothing to the predictor's own scaling
+    from gpuscout.core import predict
+
+    expected = predict.scale(2894.0, full.get("h100_sxm"), full.get("h200"), record.precision,
+                             predict.alpha(answer.job.intensity))
+    assert rows["h200"].throughput.throughput == pytest.approx(expected)
+    assert answer.job.batch_size == 128 and answer.job.dataset_units  # resnet50's reference dataset
+
+
+def test_scaling_measured_by_gpuscout_scale_replaces_the_rule_of_thumb():
+    from gpuscout.recommend import jobs, ranking
+    from gpuscout.record.run import ScaleTag
+
+    one = gpu_bench_record("s1", 1000.0, scale=ScaleTag(session="sess1", mode="weak", devices=1))
+    two = gpu_bench_record("s2", 1900.0, devices=2, scale=ScaleTag(session="sess1", mode="weak", devices=2))
+    other = gpu_bench_record("s3", 1800.0, devices=2, scale=ScaleTag(session="lonely", mode="weak", devices=2))
+    found = jobs.measured_scaling([one, two, other])
+    efficiency, label = found[("h100_sxm", 2)]
+    assert efficiency == pytest.approx(1900 / (2 * 1000))  # the session without a 1-GPU run is left out
+    assert "measured by gpuscout scale" in label and "sess1" in label
+    job = from_run.job_from_run(one, from_run.measured_run(one, catalog.load()), None)
+    job.scaling = found
+    assert ranking.efficiency(job, H100, 2) == (efficiency, label)
+    assert ranking.efficiency(job, H100, 4)[0] == ranking.PARALLEL_EFFICIENCY["nvlink"]  # not measured at 4
+    assert jobs.measured_scaling([one, two], kind="transformer") == {}  # resnet50 is a convnet

@@ -64,7 +64,6 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         raise UsageError(f"run {r.id} did not train ({why}): nothing to recommend from; watch it again once it runs")
     gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
     devices = len(r.gpus) if r.gpus else (1 if r.gpu else 0)
-    notes: list[str] = []
     timed = bool(r.steady and r.samples_per_s)
     if main is not None and main.steps and not r.steady:
         raise UsageError(f"run {r.id} stopped before its first timing window ({main.steps} steps): nothing was timed; "
@@ -83,7 +82,7 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         split=_split(util, r.input_wait_share, r.outside_step_share, r.gpu is not None) if timed else None,
         training_flops_per_sample=flops, command=list(r.command), script=r.workload,
         epoch_overhead_s=statistics.median(overhead) if overhead else 0.0, startup_s=startup if timed else 0.0,
-        notes=notes)
+        tune_change=r.tune_change)
 
 
 def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:

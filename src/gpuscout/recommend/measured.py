@@ -19,7 +19,7 @@ differ), so the band around a prediction widens with them by HOST_VARIATION.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.core import predict
@@ -69,11 +69,12 @@ class MeasuredRun:
     # once per run, beyond its timed steps and epochs: start-up, imports, data loading, compilation,
     # and the script's own work after training (not scaled: mostly the host's)
     startup_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
+    tune_change: str | None = None  # a `tune -- COMMAND` variant: the change it ran with
 
     @property
     def label(self) -> str:
-        return f"run {self.run_id} on the {self.gpu.name if self.gpu else self.device_label}"
+        variant = f" (tune's {self.tune_change} variant)" if self.tune_change else ""
+        return f"run {self.run_id}{variant} on the {self.gpu.name if self.gpu else self.device_label}"
 
     def gpu_seconds_per_sample(self, target: GpuSpec, precision: Precision, intensity: float,
                                catalog: Catalog, kind: str) -> tuple[float, str] | None:
