@@ -5,15 +5,21 @@ check on the lent GPUs (benchmarks/recommend_from_run.py watches each on an H100
     python recommend_user_scripts.py input   # a CNN fed by a one-worker PyDataset doing per-image work
     python recommend_user_scripts.py host    # a deep MLP run op by op (jit_compile=False): host-bound
 
-Each trains "for a long time" (many epochs); gpuscout watch --duration stops it.
+Each trains "for a long time" (1000 epochs) unless `--epochs N`; gpuscout watch --duration stops
+it. `--lr` sets the optimizer's learning rate (a sweep's parameter).
 """
-import sys
+import argparse
 
 import numpy as np
 import keras
 
-mode = sys.argv[1]
-small = "--small" in sys.argv  # a CPU smoke test of the same code
+parser = argparse.ArgumentParser()
+parser.add_argument("mode", choices=["gpu", "input", "host"])
+parser.add_argument("--epochs", type=int, default=1000)
+parser.add_argument("--lr", type=float, default=1e-3)
+parser.add_argument("--small", action="store_true", help="a CPU smoke test of the same code")
+args = parser.parse_args()
+mode, small, epochs = args.mode, args.small, args.epochs
 keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 
@@ -29,11 +35,11 @@ if mode == "gpu":
         x = x + keras.layers.Dense(width)(keras.layers.Dense(4 * width, activation="gelu")(h))
     logits = keras.layers.Dense(10, dtype="float32")(keras.layers.GlobalAveragePooling1D()(x))
     model = keras.Model(tokens, logits)
-    model.compile(optimizer=keras.optimizers.AdamW(3e-4),
+    model.compile(optimizer=keras.optimizers.AdamW(args.lr),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x_train = rng.integers(0, vocab, (batch * 64, seq), dtype=np.int32)
     y_train = rng.integers(0, 10, batch * 64)
-    model.fit(x_train, y_train, batch_size=batch, epochs=1000, verbose=0)
+    model.fit(x_train, y_train, batch_size=batch, epochs=epochs, verbose=0)
 
 elif mode == "input":
     side, batch = (32, 16) if small else (96, 64)
@@ -64,18 +70,16 @@ elif mode == "input":
                                 (keras.layers.Conv2D(filters, 3, padding="same", activation="relu"),
                                  keras.layers.MaxPooling2D())]
                              + [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(Images(), epochs=1000, verbose=0)
+    model.compile(optimizer=keras.optimizers.Adam(args.lr),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(Images(), epochs=epochs, verbose=0)
 
 elif mode == "host":
     width, depth, batch = (64, 4, 32) if small else (512, 24, 256)
     model = keras.Sequential([keras.Input((width,))] + [keras.layers.Dense(width, activation="relu")
                                                          for _ in range(depth)] + [keras.layers.Dense(10)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    model.compile(optimizer=keras.optimizers.Adam(args.lr), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=False)
     x_train = rng.random((batch * 50, width), dtype=np.float32)
     y_train = rng.integers(0, 10, batch * 50)
-    model.fit(x_train, y_train, batch_size=batch, epochs=1000, verbose=0)
-
-else:
-    raise SystemExit(f"unknown mode {mode!r}: gpu, input or host")
+    model.fit(x_train, y_train, batch_size=batch, epochs=epochs, verbose=0)

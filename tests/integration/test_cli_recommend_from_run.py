@@ -45,7 +45,10 @@ def test_runs_watched_on_an_h100_predict_the_h200_within_ten_percent(tmp_path):
         assert h200["low"] <= H200_MEASURED[script] <= h200["high"]
         split = doc["from"]["split"]
         sweep = doc["sweep"]
-        assert sweep["trials"] == 9 and sweep["here_h"] == pytest.approx(9 * rows["h100_sxm"]["one_gpu_hours"])
+        once = doc["from"]["compile_s"] / 3600  # jax: the trials share one compilation cache
+        assert doc["from"]["backend"] == "jax" and once > 0
+        assert sweep["trials"] == 9
+        assert sweep["here_h"] == pytest.approx(once + 9 * (rows["h100_sxm"]["one_gpu_hours"] - once))
         assert sweep["fastest"]["wall_h"] <= sweep["here_h"]
         if script == "gpu":  # GPU-bound: a faster GPU pays; no fix-first advice
             assert split["gpu_share"] > 0.8 and doc["from"]["fix_first"] is None
@@ -133,7 +136,10 @@ def recommend_from_watched(store_path: Path, fed, waited) -> None:
     assert all(r["throughput"]["value"] <= cap * 1.0001 for r in doc["rows"] if r["throughput"])
     assert "waiting for input" in doc["from"]["fix_first"]
     fed_doc = json.loads(run_cli("recommend", "--from", fed.id, "--json", "--store", str(store_path)).stdout)
-    assert fed_doc["from"]["gpu"] == "h100_sxm" and fed_doc["from"]["split"]["gpu_share"] > 0.5
+    assert fed_doc["from"]["gpu"] == "h100_sxm"
+    # NVML's 98% busy, but never more than the step's time not spent waiting or between steps
+    in_step = 1 - (fed.input_wait_share or 0) - (fed.outside_step_share or 0)
+    assert fed_doc["from"]["split"]["gpu_share"] == pytest.approx(min(0.98, in_step))
     h100 = next(r for r in fed_doc["rows"] if r["gpu"] == "h100_sxm")
     assert h100["throughput"]["basis"] == "measured" and h100["throughput"]["value"] == pytest.approx(fed.samples_per_s)
     # NVML's figure was JAX's preallocation: the memory is said to be unknown, not taken from it

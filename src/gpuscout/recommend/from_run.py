@@ -82,7 +82,8 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         split=_split(util, r.input_wait_share, r.outside_step_share, r.gpu is not None) if timed else None,
         training_flops_per_sample=flops, command=list(r.command), script=r.workload,
         epoch_overhead_s=statistics.median(overhead) if overhead else 0.0, startup_s=startup if timed else 0.0,
-        tune_change=r.tune_change)
+        tune_change=r.tune_change, compile_s=(main.compile_s or 0.0) if main and timed else 0.0,
+        backend=main.backend if main else None)
 
 
 def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:
@@ -101,7 +102,8 @@ def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:
         samples_per_s_high=max(spread, default=r.samples_per_s),
         split=_split(util, r.input_wait_share, None, r.device == "gpu"),
         training_flops_per_sample=r.training_flops_per_sample,
-        startup_s=max(0.0, r.duration_s - sum(w.seconds for w in r.windows)))
+        startup_s=max(0.0, r.duration_s - sum(w.seconds for w in r.windows)), compile_s=r.compile_s or 0.0,
+        backend=r.backend.value)
 
 
 def precision_of(record: StoredRecord) -> Precision:
@@ -209,7 +211,8 @@ class Recommendation:
                          "gpu": m.gpu.id if m.gpu else None, "samples_per_s": m.samples_per_s, "split": split,
                          "input_cap_samples_per_s": (m.samples_per_s / m.split.fixed_share
                                                      if m.samples_per_s and m.split and m.split.fixed_share else None),
-                         "epoch_overhead_s": m.epoch_overhead_s, "basis": self.basis, "fix_first": self.fix_first},
+                         "epoch_overhead_s": m.epoch_overhead_s, "startup_s": m.startup_s, "compile_s": m.compile_s,
+                         "backend": m.backend, "basis": self.basis, "fix_first": self.fix_first},
                 "epochs": self.epochs, "sweep": self.sweep.to_dict() if self.sweep is not None else None}
 
 

@@ -70,6 +70,10 @@ class MeasuredRun:
     # and the script's own work after training (not scaled: mostly the host's)
     startup_s: float = 0.0
     tune_change: str | None = None  # a `tune -- COMMAND` variant: the change it ran with
+    # its first step's compilation (part of startup_s); a sweep's trials on jax share one
+    # compilation cache, so after the first they load what it compiled
+    compile_s: float = 0.0
+    backend: str | None = None
 
     @property
     def label(self) -> str:

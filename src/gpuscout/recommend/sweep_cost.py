@@ -6,10 +6,14 @@ Each trial is the run's whole training on one GPU. Trials share a GPU when their
 
     max(T1, m * g * T1)
 
-where T1 is one trial alone and g the GPU-busy share of its step on that GPU (the GPU's work of m
-trials is done one after another; each trial's input and host time runs beside the others'). On
-k GPUs with m trials each, N trials take ceil(N / (k * m)) such rounds; the m that finishes first
-is the one recommended. A GPU is paid for the whole sweep, busy or not.
+where T1 is one trial alone and g the GPU-busy share of the trial on that GPU: its step's GPU
+share times the part of T1 spent training (start-up and compilation are the host's). The GPU's
+work of m trials is done one after another; each trial's input and host time runs beside the
+others'. On k GPUs with m trials each, N trials take ceil(N / (k * m)) such rounds; the m that
+finishes first is the one recommended. On jax the trials share one compilation cache (sweep's
+`compilation_cache`), so the run's first-step compilation is paid once, not per trial: measured
+on an H100, a transformer's trials compiled in 2.0-2.8 s after the first's 13.9 s. A GPU is paid
+for the whole sweep, busy or not.
 
 When the store holds a sweep of the same script, its median trial time (start-up and compilation
 included) replaces T1 on the GPU kind it ran on, scaled to the others by their predicted training
@@ -102,6 +106,11 @@ def rounds_wall_h(trials: int, gpus: int, per_gpu: int, trial_h: float, gpu_shar
     return math.ceil(trials / (gpus * per_gpu)) * shared_h / efficiency, shared_h
 
 
+def trial_gpu_share(step_gpu_share: float, trial_h: float, startup_s: float) -> float:
+    """The share of a whole trial its GPU is busy: the step's share over the part spent training."""
+    return step_gpu_share * max(0.0, 1 - startup_s / 3600 / trial_h) if trial_h > 0 else step_gpu_share
+
+
 def placement(trials: int, gpus: int, per_gpu_most: int, trial_h: float, gpu_share: float,
               efficiency: float = 1.0) -> tuple[tuple[float, float], int]:
     """((wall hours, one trial's hours), trials per GPU): one per GPU unless sharing saves at least
@@ -119,13 +128,19 @@ def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: in
     counts = sorted({k for k in GPU_COUNTS if k <= max_gpus} | ({max_gpus} if max_gpus > GPU_COUNTS[-1] else set()))
     one_trial_bytes = job.fixed_bytes + job.per_sample_bytes * job.batch_size
     here_trial_h = _here_trial_h(job, epochs)
+    # paid once by the sweep, not by each trial: the compilation its cache keeps (jax)
+    once_h = m.compile_s / 3600 if m.backend == "jax" and measured is None else 0.0
     basis = "predicted: each trial the run's whole training" if measured is None else measured.label
-    anchor = None  # the sweep's GPU kind's predicted trial, to scale the measured trial time by
+    if once_h:
+        basis += f", its {m.compile_s:.0f} s compilation once (the trials share jax's compilation cache)"
+    anchor = None  # the predicted trial where the sweep ran, to scale its measured trial time by
     if measured is not None and measured.gpu is not None:
         anchor = next((r.one_gpu_hours for r in rows if r.gpu.id == measured.gpu.id and r.one_gpu_hours), None)
+    elif measured is not None and m.gpu is None:  # swept on the CPU the run was watched on
+        anchor = here_trial_h
     if measured is not None:
         here_trial_h = measured.trial_s / 3600
-    out = SweepEstimate(trials, None if here_trial_h is None else trials * here_trial_h,
+    out = SweepEstimate(trials, None if here_trial_h is None else once_h + trials * (here_trial_h - once_h),
                         measured.gpu.name if measured is not None and measured.gpu else
                         (m.gpu.name if m.gpu else m.device_label), basis)
     for row in rows:
@@ -135,17 +150,35 @@ def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: in
         efficiency = 1.0
         if measured is not None:
             efficiency = measured.efficiency
-            if anchor:
+            if anchor:  # else the sweep ran on a device nothing relates to: the predicted trial stays
                 trial_h = measured.trial_s / 3600 * row.one_gpu_hours / anchor
         fit = (int(FIT_SHARE * row.gpu.memory_bytes // one_trial_bytes) if one_trial_bytes > 0 else 1)
         per_gpu_most = max(1, min(MAX_TRIALS_PER_GPU, fit))
         price = row.hourly.usd_per_hour if row.hourly else None
+        trial_h, busy = _alone(m, row, trial_h, once_h)
         for k in counts:
-            (wall_h, shared_h), per_gpu = placement(trials, k, per_gpu_most, trial_h, row.gpu_share, efficiency)
+            (wall_h, shared_h), per_gpu = placement(trials, k, per_gpu_most, trial_h, busy, efficiency)
+            wall_h += once_h
             out.options.append(SweepOption(row.gpu, k, per_gpu, shared_h, wall_h,
                                            None if price is None else price * k,
                                            None if price is None else price * k * wall_h))
     return out
+
+
+def _alone(m, row: Row, trial_h: float, once_h: float) -> tuple[float, float]:
+    """(hours of one trial in the sweep, the share of it its GPU is busy): the compilation paid
+    once by the sweep is not the trial's."""
+    trial_h -= once_h
+    return trial_h, trial_gpu_share(row.gpu_share, trial_h, m.startup_s - m.compile_s if once_h else m.startup_s)
+
+
+def predicted_wall_h(job: Job, row: Row, trials: int, gpus: int, per_gpu: int) -> float:
+    """A sweep of `trials` on `gpus` GPUs of `row`'s kind with `per_gpu` trials sharing each, as
+    estimate() predicts it from the run alone (benchmarks/recommend_from_run.py checks it)."""
+    m = job.measured
+    once_h = m.compile_s / 3600 if m.backend == "jax" else 0.0
+    trial_h, busy = _alone(m, row, row.one_gpu_hours, once_h)
+    return once_h + rounds_wall_h(trials, gpus, per_gpu, trial_h, busy)[0]
 
 
 def _here_trial_h(job: Job, epochs: float) -> float | None:
