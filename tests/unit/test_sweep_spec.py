@@ -119,3 +119,48 @@ def test_the_compilation_cache_is_the_sweeps_for_jax_runs_and_can_be_turned_off(
     assert "JAX_COMPILATION_CACHE_DIR" not in runner.trial_env(slot, tmp_path / "r", {}, None)
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/mine")
     assert runner.trial_env(slot, tmp_path / "r", {}, tmp_path / "x")["JAX_COMPILATION_CACHE_DIR"] == "/mine"
+
+
+def test_early_stop_and_tpe_are_validated_before_anything_runs(tmp_path, monkeypatch):
+    from pydantic import ValidationError
+
+    from gpuscout.sweep import driver, search
+    from gpuscout.sweep.spec import load
+
+    with pytest.raises(ValidationError, match="successive_halving"):
+        sweep(early_stop={"kind": "hyperband"})
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        sweep(early_stop={"kind": "median", "grace_epochs": 0})
+    with pytest.raises(ValidationError, match="a tpe search needs `trials: N`"):
+        sweep(strategy={"kind": "tpe"})
+    with pytest.raises(UsageError, match="tpe has nothing to search"):
+        expand(sweep(space={"a": [1], "b": ["x"]}, strategy={"kind": "tpe", "trials": 4}))
+    assert expand(sweep(strategy={"kind": "tpe", "trials": 4})) == []  # proposed one by one as results come
+    workload = tmp_path / "w.yaml"
+    workload.write_text("name: w\nworkload: mlp\nmetric: {name: samples_per_s}\nspace: {batch_size: [8, 16]}\n"
+                        "early_stop: {kind: median}\n")
+    with pytest.raises(UsageError, match="line 5: early_stop needs the metric each epoch"):
+        load(workload)
+    command = tmp_path / "c.yaml"
+    command.write_text("name: c\ncommand: run {a}\nreports: [m]\nmetric: {name: m}\nspace: {a: [1, 2]}\n"
+                       "early_stop: {kind: median}\n")
+    monkeypatch.setitem(__import__("sys").modules, "optuna", None)  # Optuna not installed
+    with pytest.raises(UsageError, match=r"use Optuna, which is not installed: pip install 'gpuscout\[sweep\]'"):
+        driver.check(command, driver.SweepOptions(cpu_slots=1), None)
+    with pytest.raises(UsageError, match="use Optuna"):
+        search.Search(load(command)[0], tmp_path)
+
+
+def test_the_space_becomes_optunas_distributions():
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from gpuscout.sweep.search import distributions, rungs
+
+    s = sweep(command="run {a} {b} {c} {d}",
+              space={"a": [1, 2], "b": {"uniform": [0, 1]}, "c": {"loguniform": [1e-4, 1e-1]}, "d": {"int": [2, 5]}})
+    d = distributions(s)
+    assert d["a"] == CategoricalDistribution([1, 2]) and d["b"] == FloatDistribution(0.0, 1.0)
+    assert d["c"] == FloatDistribution(1e-4, 1e-1, log=True) and d["d"] == IntDistribution(2, 5)
+    halving = sweep(early_stop={"kind": "successive_halving", "grace_epochs": 2, "reduction_factor": 3})
+    assert rungs(halving, 20) == [2, 6, 18]  # grace x factor^k
+    assert rungs(sweep(early_stop={"kind": "median", "grace_epochs": 3}), 5) == [3, 4, 5]

@@ -105,7 +105,7 @@ def summary(events: list[dict]) -> dict | None:
     return {"steps": main.steps, "batch_size": main.batch_size, "step_time_s": figures["step_time_s"],
             "samples_per_s": figures.get("samples_per_s"), "input_wait_share": figures["input_wait_share"],
             "outside_step_share": figures["outside_step_share"], "compile_s": main.compile_s,
-            "precision_policy": main.precision_policy, "backend": main.backend}
+            "precision_policy": main.precision_policy, "backend": main.backend, "epochs_planned": main.epochs_planned}
 
 
 def _fits(events: list[dict]) -> list[WatchedFit]:

@@ -23,7 +23,7 @@ import time
 
 from gpuscout.child.tune_overrides import InputRepeats
 from gpuscout.child.watch_state import (STATE, HASH_BATCHES, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
-                                        is_pydataset, limit_reached, report_failure, stop_trace, trace)
+                                        is_pydataset, limit_reached, report_failure, stop_trace, sweep_decision, trace)
 
 def leading_samples(batch) -> int | None:
     """The batch's size: the leading dimension of its first array."""
@@ -259,6 +259,8 @@ class FitWatch:
              steps=self.batches - batches, samples=self.samples - samples, logs=numbers,
              epoch_end_monotonic_s=time.monotonic(), callbacks_s=dict(self.callback_s))
         self.epoch = None
+        if sweep_decision(self.index, number + 1) == "stop":  # a sweep's pruner: fit ends, the script goes on
+            self.model.stop_training = True
 
     def announce(self, compile_s: float) -> None:
         emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), batch_size=self.batch_size,

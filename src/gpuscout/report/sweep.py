@@ -23,7 +23,7 @@ from gpuscout.report import terminal
 class SweepView(driver.Display):
     def __init__(self, progress: Progress, sweep) -> None:
         self.progress, self.sweep, self.task = progress, sweep, None
-        self.running = self.failed = self.ok = 0
+        self.running = self.failed = self.ok = self.pruned = 0
 
     def planned(self, total: int, todo: int, slots: int) -> None:
         self.task = self.progress.add_task("starting", total=todo)
@@ -35,7 +35,8 @@ class SweepView(driver.Display):
         best_text = "no result yet" if best is None else \
             f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']}" \
             + (", timed out: its last report)" if partial else ")")
-        self.progress.update(self.task, description=f"{self.ok} ok, {self.failed} failed, {self.running} running "
+        pruned = f", {self.pruned} pruned" if self.pruned else ""
+        self.progress.update(self.task, description=f"{self.ok} ok{pruned}, {self.failed} failed, {self.running} running "
                                                     f"on {self.slots} slot(s); {best_text}")
 
     def started(self, trial, slot) -> None:
@@ -46,6 +47,9 @@ class SweepView(driver.Display):
         self.running = max(0, self.running - 1)
         if result.status == "ok":
             self.ok += 1
+        elif result.status == "pruned":  # one line: which trial stopped where, not a failure
+            self.pruned += 1
+            self.progress.console.print(Text(f"trial {result.index} {result.message}"), soft_wrap=False)
         elif result.status != "interrupted":
             self.failed += 1
             # the reason on the terminal, not only in the store: one line, and where the logs are
@@ -89,6 +93,13 @@ def print_summary(summary: dict, out: Console) -> None:
         out.print(f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
                   f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
                   highlight=False, markup=False)
+    stopping = summary.get("early_stop")
+    if stopping:
+        ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
+        out.print(f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
+                  f"{stopping['epochs_run']} of {stopping['epochs_planned']} planned epochs run, "
+                  f"{fmt.seconds(stopping['trial_hours_saved'] * 3600)} of trial time saved"
+                  + (f"; the best trial ranked {ranks}" if ranks else ""), highlight=False, markup=False)
     cache = summary.get("compilation_cache")
     if cache and cache["programs"]:  # workload trials on jax count what the cache gave them
         out.print(f"compiled programs: {cache['hits']} of {cache['programs']} loaded from the sweep's cache "
@@ -120,6 +131,9 @@ def print_trials(plan: driver.Plan, as_json: bool) -> None:
     out = terminal.console(highlight=False)
     out.print(f"sweep {plan.sweep.name}: {len(plan.trials)} trial(s), {len(plan.todo)} to run on "
               f"{', '.join(s.label for s in plan.slots)}", markup=False)
+    if plan.sweep.strategy.kind == "tpe":
+        out.print(f"strategy tpe: {plan.sweep.strategy.trials} trial(s) in all, each proposed by the sampler from "
+                  "the results before it (those listed are the ones already stored)", markup=False)
     for item in listing:
         out.print(f"  {item['index']:4} {json.dumps(item['params'])}" + ("  (done)" if item["done"] else ""),
                   markup=False)

@@ -21,6 +21,7 @@ from gpuscout.store import Store
 from gpuscout.store.failures import StoreFailure
 from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep import leases as leases_lib
+from gpuscout.sweep import search as search_lib
 from gpuscout.sweep import workload_trials
 from gpuscout.sweep.spec import SweepFile, Trial, check_commands, expand, load
 from gpuscout.telemetry.nvml import Nvml
@@ -82,6 +83,11 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
     sweep, sweep_hash = load(path)
     trials = expand(sweep)
     check_commands(sweep, trials, path)
+    if search_lib.needed(sweep):
+        search_lib.require_optuna()
+        if options.executor == "ray":
+            raise UsageError("early_stop and strategy tpe run on this host's slots: drop --executor ray "
+                             "(the study's journal lives beside the sweep's files)")
     if options.cpu_slots is not None and options.gpus is not None:
         raise UsageError("--gpus and --cpu-slots exclude each other")
     if options.cpu_slots is not None and options.cpu_slots < 1:
@@ -105,6 +111,8 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     """What is left to run of a checked sweep, from what the store holds of it."""
     sweep, sweep_hash, trials = checked.sweep, checked.sweep_hash, checked.trials
     stored = {t["key"]: t for t in store.trials(sweep.name)}
+    if sweep.strategy.kind == "tpe":  # proposed as the sweep goes: those stored are its trials so far
+        trials = [Trial(t["key"], t["index"], t["params"]) for t in sorted(stored.values(), key=lambda t: t["index"])]
     if stored and not (options.resume or options.retry_failed) and not options.dry_run:
         raise UsageError(f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
                          "finish it, or give the sweep another name")
@@ -175,12 +183,15 @@ class _Hooks(run_lib.Hooks):
         self.unstored: list[int] = []  # trials whose result the store could not take
         self.failure: str | None = None
         self.cache_use = {"programs": 0, "hits": 0}  # this execution's workload trials, summed
+        self.search: search_lib.Search | None = None  # Optuna's study (tpe, early_stop)
 
     def claim(self, trial: Trial, slot: run_lib.Slot) -> bool:
         taken = self.store.claim_trial(self.p.sweep.name, trial.key, trial.index, self.p.sweep_hash, trial.params,
                                        self.owner, utc_now(), leases_lib.alive, again_statuses(self.options))
         if taken:
             self.running.add(trial.key)
+            if self.search is not None:
+                self.search.begin(trial)
         return taken
 
     def started(self, trial: Trial, slot: run_lib.Slot) -> None:
@@ -206,6 +217,8 @@ class _Hooks(run_lib.Hooks):
             if result.records:
                 self.store.keep(result.records)
         self.running.discard(result.key)
+        if self.search is not None and result.status != "interrupted":
+            self.search.finish(result.key, result.status, result.metrics.get(self.p.sweep.metric.name))
         for record in result.records:
             if record.compilation_cache is not None:
                 self.cache_use["programs"] += record.compilation_cache.programs
@@ -224,7 +237,16 @@ def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hook
         from gpuscout.sweep.ray_executor import run_ray
 
         return run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs, hooks)
-    return run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks)
+    more = None
+    if p.sweep.strategy.kind == "tpe":
+        proposed = [len(p.trials)]  # stored trials hold indices 0..n-1
+
+        def more() -> Trial | None:
+            if proposed[0] >= p.sweep.strategy.trials:
+                return None
+            proposed[0] += 1
+            return hooks.search.propose(proposed[0] - 1)
+    return run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks, more)
 
 
 def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
@@ -235,8 +257,11 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
         hooks.finished(result, adopted=True)
     p.log_root.mkdir(parents=True, exist_ok=True)
     sampler_factory = (lambda gpu: Sampler(nvml, gpu).start()) if nvml.available else None
+    if search_lib.needed(p.sweep):
+        hooks.search = search_lib.Search(p.sweep, p.log_root)
     trial_runner = run_lib.TrialRunner(p.sweep, p.log_root, sampler_factory, p.specs,
-                                       engine.Session(nvml, engine.MeasureOptions(timeout_s=p.sweep.timeout_s)))
+                                       engine.Session(nvml, engine.MeasureOptions(timeout_s=p.sweep.timeout_s)),
+                                       search=hooks.search)
     try:
         reason = _run(p, options, trial_runner, hooks)
     except StoreFailure as exc:  # trials have run: exit 1, and what ended is on disk for --resume
@@ -285,9 +310,10 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
             priced = False
         else:
             cost_usd += hourly.usd_per_hour * wall / 3600  # a rented GPU costs its hours, busy or idle
-    counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "failed", "oom", "timeout")}
+    counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "pruned", "failed", "oom", "timeout")}
     return {
-        "sweep": sweep.name, "metric": sweep.metric.model_dump(), "trials": len(p.trials), "run_now": len(new),
+        "sweep": sweep.name, "metric": sweep.metric.model_dump(),
+        "trials": sweep.strategy.trials if sweep.strategy.kind == "tpe" else len(p.trials), "run_now": len(new),
         "skipped_done": len(p.done), "status_counts": counts, "stopped": stopped,
         "best": [_ranked(r, sweep) for r in ranked[:5]],
         # killed at the trial timeout after reporting: what they reported last, apart from the complete ones
@@ -297,6 +323,8 @@ def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped
         "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,
         "gpu_gap_share": gap, "gpu_drain_share": drain,
         "cost_usd": cost_usd if gpu_seconds and priced else None, "log_root": str(p.log_root), "notes": p.notes,
+        "strategy": sweep.strategy.model_dump(),
+        "early_stop": search_lib.stopping_summary(sweep, results, best_of(sweep, results)),
     }
 
 

@@ -26,6 +26,9 @@ from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
 from gpuscout.watch.command import Instrumentation, compilation_cache_env
 
+# Where a trial's fit finds the pruner's verdict after each epoch (child/watch_state.sweep_decision)
+DECISIONS_ENV = "GPUSCOUT_SWEEP_DECISIONS"
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -38,7 +41,7 @@ class TrialResult:
     key: str
     index: int
     params: dict
-    status: str  # ok | failed | oom | timeout
+    status: str  # ok | failed | oom | timeout | pruned
     attempts: int
     slot: str
     gpu_index: int | None
@@ -110,8 +113,9 @@ class TrialRunner:
 
     def __init__(self, sweep: SweepFile, log_root: Path, sampler_factory=None, specs: dict | None = None,
                  session: engine.Session | None = None,
-                 on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None) -> None:
+                 on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None, search=None) -> None:
         self.sweep, self.log_root = sweep, log_root
+        self.search = search  # sweep/search.py: the pruner hears each epoch (early_stop)
         self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
         self.specs, self.session = specs or {}, session
         self.on_spawn = on_spawn  # a command trial's process group, for its lease
@@ -133,7 +137,7 @@ class TrialRunner:
             last = (self._command(trial, slot, AttemptFiles.next_in(log_dir)) if self.sweep.command is not None
                     else self._workload(trial, slot))
             records += [last.record] if last.record else []
-            if last.status in ("ok", "interrupted"):
+            if last.status in ("ok", "interrupted", "pruned"):
                 break
         ended = time.monotonic()
         return TrialResult(trial.key, trial.index, trial.params, last.status, attempts, slot.label, slot.gpu_index,
@@ -147,20 +151,54 @@ class TrialRunner:
         reports (no edit to the script), and the steps' timing is the trial's summary."""
         argv = argv_for(self.sweep, trial.params)
         sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
-        env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache),
-                                       {"GPUSCOUT_WATCH_WINDOW_S": "1"})
+        extra = {"GPUSCOUT_WATCH_WINDOW_S": "1"}
+        decisions, stopped, planned = None, [], {}
+        if self.search is not None and self.search.prunes:  # fit waits at each epoch's end for the verdict
+            decisions = files.folder / f"decisions-{files.number}"
+            decisions.mkdir(parents=True, exist_ok=True)
+            extra[DECISIONS_ENV] = str(decisions)
+
+        def on_event(event: dict) -> None:
+            files.record_event(event)
+            if event.get("event") == "watch_fit":
+                planned[event.get("fit")] = event.get("epochs")
+            if decisions is not None and event.get("event") == "watch_epoch":
+                self._decide(trial, event, decisions, stopped, planned.get(event.get("fit")))
+
+        env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache), extra)
         with open(files.stdout, "w") as out, open(files.stderr, "w") as err:
             try:
                 finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
-                                       cancel=self.abort, on_event=files.record_event, status_file=files.exit,
+                                       cancel=self.abort, on_event=on_event, status_file=files.exit,
                                        on_start=lambda pgid: self.on_spawn(trial, pgid))
             except OSError as exc:
                 if sampler:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
-        return judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out, cancelled=finished.cancelled,
-                     telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
+        attempt = judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out,
+                        cancelled=finished.cancelled,
+                        telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
+        if stopped and attempt.status == "ok":  # stopped by the pruner, and the script ended well
+            attempt.status = "pruned"
+            attempt.message = (f"pruned after epoch {stopped[0]}: {self.sweep.metric.name} "
+                               f"{attempt.metrics.get(self.sweep.metric.name, float('nan')):.6g} ranked too low "
+                               f"({self.sweep.early_stop.kind})")
+        return attempt
+
+    def _decide(self, trial: Trial, event: dict, decisions: Path, stopped: list[int], planned: int | None) -> None:
+        """The pruner's verdict on one epoch, written where the trial's fit waits for it: `stop`
+        (model.stop_training, so the script's own code after fit still runs) or `go`. The last
+        epoch fit planned is reported but never pruned: the trial has finished."""
+        value = (event.get("logs") or {}).get(self.sweep.metric.name)
+        epoch = int(event.get("epoch") or 0)
+        stop = not stopped and value is not None and self.search.report(trial.key, epoch, float(value))
+        stop = stop and epoch != planned
+        if stop:
+            stopped.append(epoch)
+        name = f"{event.get('fit')}-{epoch}"
+        (decisions / f".{name}").write_text("stop" if stop else "go")
+        os.replace(decisions / f".{name}", decisions / name)  # whole, never half-written
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
         record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index, self.cache),
@@ -202,13 +240,24 @@ class Hooks:
 
 
 def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_consecutive_failures: int,
-              hooks: Hooks) -> str | None:
-    """Run `trials` over `slots`; returns why the sweep stopped early, or None. The calling thread
-    is the driver: `hooks` run on it, and a trial thread waits for the driver's answer to its claim
-    before it starts anything. Ctrl-C kills every running trial's process group."""
+              hooks: Hooks, more: Callable[[], Trial | None] | None = None) -> str | None:
+    """Run `trials` over `slots`, then what `more` proposes (tpe: the next trial from the results
+    so far) until it proposes None; returns why the sweep stopped early, or None. The calling
+    thread is the driver: `hooks` run on it, and a trial thread waits for the driver's answer to
+    its claim before it starts anything. Ctrl-C kills every running trial's process group."""
     pending: queue.Queue = queue.Queue()
     for t in trials:
         pending.put(t)
+    proposing = threading.Lock()
+
+    def next_trial() -> Trial | None:
+        try:
+            return pending.get_nowait()
+        except queue.Empty:
+            if more is None:
+                return None
+            with proposing:
+                return more()
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
     runner.on_spawn = lambda trial, pgid: events.put(("spawned", (trial, pgid), None))
@@ -223,9 +272,8 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
 
     def work(slot: Slot) -> None:
         while not stop.is_set():
-            try:
-                trial = pending.get_nowait()
-            except queue.Empty:
+            trial = next_trial()
+            if trial is None:
                 return
             if not ask("claim", trial, slot):
                 continue
@@ -246,7 +294,7 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
             hooks.finished(item)
             if item.status == "interrupted":
                 return
-            consecutive = 0 if item.status == "ok" else consecutive + 1
+            consecutive = 0 if item.status in ("ok", "pruned") else consecutive + 1  # pruned: ran as it should
             if consecutive >= max_consecutive_failures and not stop.is_set():
                 reason = (f"{consecutive} trials failed in a row (the last: {item.message}); stopped as "
                           f"max_consecutive_failures = {max_consecutive_failures} asks")

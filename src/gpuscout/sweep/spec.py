@@ -8,7 +8,8 @@
       lr: {loguniform: [1.0e-4, 1.0e-1]}
       weight_decay: [0.0, 1.0e-4, 5.0e-4]
       augmentation: {choice: [none, flip]}
-    strategy: {kind: random, trials: 16, seed: 0}   # or: grid
+    strategy: {kind: random, trials: 16, seed: 0}   # or: grid, or {kind: tpe, trials: 24, seed: 0}
+    early_stop: {kind: successive_halving, grace_epochs: 1, reduction_factor: 3}   # or {kind: median, grace_epochs: 2}
     timeout_s: 3600
     retries: 1
     trials_per_gpu: 1
@@ -63,15 +64,26 @@ class Metric(BaseModel):
 
 class Strategy(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["grid", "random"] = "grid"
-    trials: int | None = Field(default=None, ge=1, le=100_000)  # random only
+    # tpe: Optuna's Tree-structured Parzen Estimator, each trial proposed from the results so far
+    kind: Literal["grid", "random", "tpe"] = "grid"
+    trials: int | None = Field(default=None, ge=1, le=100_000)  # random and tpe
     seed: int = 0
 
     @model_validator(mode="after")
     def _random_needs_a_count(self) -> "Strategy":
-        if self.kind == "random" and self.trials is None:
-            raise ValueError("a random search needs `trials: N`")
+        if self.kind in ("random", "tpe") and self.trials is None:
+            raise ValueError(f"a {self.kind} search needs `trials: N`")
         return self
+
+
+class EarlyStop(BaseModel):
+    """Stopping hopeless trials at an epoch's end, by Optuna's pruners (sweep/search.py) on the
+    sweep's metric as fit's logs report it each epoch."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["successive_halving", "median"]
+    grace_epochs: int = Field(default=1, ge=1)  # no trial is stopped before this many epochs
+    reduction_factor: int = Field(default=3, ge=2)  # successive halving: 1 in this many goes on at each rung
 
 
 class SweepFile(BaseModel):
@@ -84,6 +96,7 @@ class SweepFile(BaseModel):
     metric: Metric
     space: dict[str, Any] = Field(min_length=1)
     strategy: Strategy = Strategy()
+    early_stop: EarlyStop | None = None
     timeout_s: float = Field(default=3600.0, gt=0)
     retries: int = Field(default=0, ge=0, le=100)
     trials_per_gpu: int = Field(default=1, ge=1, le=64)
@@ -225,6 +238,10 @@ def _check_names(sweep: SweepFile, path: Path, text: str) -> None:
         if set(sweep.bench) & params:
             raise UsageError(f"{path}: {', '.join(sorted(set(sweep.bench) & params))} is both in the space and "
                              "fixed under bench:")
+        if sweep.early_stop is not None:
+            raise UsageError(f"{path} line {_line_of(text, ('early_stop',))}: early_stop needs the metric each epoch, "
+                             "and a workload trial reports it once, at its end: early stopping is for a `command:` "
+                             "sweep of a script that trains with Model.fit")
         if sweep.metric.name not in WORKLOAD_METRICS:
             raise UsageError(f"{path} line {_line_of(text, ('metric',))}: a workload trial never reports "
                              f"{sweep.metric.name!r}: choose one of {', '.join(sorted(WORKLOAD_METRICS))}")
@@ -287,6 +304,10 @@ def expand(sweep: SweepFile) -> list[Trial]:
             raise UsageError(f"the grid has {points:,} points ({sizes}), more than {MAX_GRID_POINTS:,}: sample it "
                              "instead with strategy: {kind: random, trials: N}")
         combos = [dict(zip(names, values)) for values in itertools.product(*(dims[n][1] for n in names))]
+    elif sweep.strategy.kind == "tpe":  # proposed one by one from the results (sweep/search.py)
+        if all(kind == "values" and len(arg) == 1 for kind, arg in dims.values()):
+            raise UsageError("strategy tpe has nothing to search: every dimension of the space has one value")
+        return []
     else:
         rng = np.random.default_rng(sweep.strategy.seed)
         combos = []

@@ -1,0 +1,209 @@
+"""Model-based search and early stopping for a sweep, through Optuna's ask-and-tell interface.
+
+Optuna is the field's well-kept implementation of both (its TPE sampler; its successive-halving
+and median pruners), so gpuscout writes neither. The study lives beside the sweep's files in
+Optuna's journal file (`study.journal` under the sweep's log folder), so `--resume` after a
+crash keeps every decision: what the sampler learnt, which trials were pruned at which epoch.
+
+gpuscout's own trial key (what the store and --resume match) is kept on each Optuna trial as the
+user attribute `gpuscout_key`. A trial whose driver died while it ran is told FAIL on resume (it
+reached no result) and runs again as a new Optuna trial with the same parameters, so the sampler
+never learns from it twice.
+
+All calls are serialised by one lock: the driver thread begins and finishes trials, and each
+trial's event reader reports its epochs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+
+from gpuscout.core.errors import UsageError
+from gpuscout.sweep.spec import SweepFile, Trial, _values_or_range, trial_key
+
+JOURNAL = "study.journal"
+KEY_ATTR = "gpuscout_key"
+
+
+def require_optuna():
+    try:
+        import optuna
+    except ModuleNotFoundError:
+        raise UsageError("early_stop and strategy tpe use Optuna, which is not installed: "
+                         "pip install 'gpuscout[sweep]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def needed(sweep: SweepFile) -> bool:
+    return sweep.early_stop is not None or sweep.strategy.kind == "tpe"
+
+
+def distributions(sweep: SweepFile) -> dict:
+    """gpuscout's space as Optuna's distributions: lists and choices categorical, uniform and
+    loguniform floats (log scale for the latter), int an integer range (both ends included)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    out = {}
+    for name, dim in sweep.space.items():
+        kind, arg = _values_or_range(name, dim)
+        if kind == "values":
+            out[name] = CategoricalDistribution(list(arg))
+        elif kind == "uniform":
+            out[name] = FloatDistribution(float(arg[0]), float(arg[1]))
+        elif kind == "loguniform":
+            out[name] = FloatDistribution(float(arg[0]), float(arg[1]), log=True)
+        else:
+            out[name] = IntDistribution(int(arg[0]), int(arg[1]))
+    return out
+
+
+class Search:
+    """One sweep's Optuna study: proposals (tpe), and the pruner's verdict at each epoch."""
+
+    def __init__(self, sweep: SweepFile, log_root: Path) -> None:
+        optuna = require_optuna()
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        self.optuna, self.sweep = optuna, sweep
+        self.lock = threading.Lock()
+        self.live: dict[str, object] = {}  # gpuscout key -> Optuna trial being run
+        log_root.mkdir(parents=True, exist_ok=True)
+        self.path = log_root / JOURNAL
+        self.space = distributions(sweep)
+        self.study = optuna.create_study(
+            study_name=sweep.name, storage=JournalStorage(JournalFileBackend(str(self.path))),
+            direction="maximize" if sweep.metric.direction == "max" else "minimize",
+            sampler=(optuna.samplers.TPESampler(seed=sweep.strategy.seed) if sweep.strategy.kind == "tpe"
+                     else optuna.samplers.RandomSampler(seed=sweep.strategy.seed)),
+            pruner=self._pruner(), load_if_exists=True)
+        for t in self.study.get_trials(deepcopy=False):  # a driver died while these ran: no result
+            if t.state == optuna.trial.TrialState.RUNNING:
+                self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+
+    def _pruner(self):
+        stop, pruners = self.sweep.early_stop, self.optuna.pruners
+        if stop is None:
+            return pruners.NopPruner()
+        if stop.kind == "successive_halving":
+            # rungs at grace_epochs x reduction_factor^k epochs; at each, a trial goes on only if it
+            # is in the best 1/reduction_factor of the trials that reached that rung
+            return pruners.SuccessiveHalvingPruner(min_resource=stop.grace_epochs, reduction_factor=stop.reduction_factor)
+        # below the median of the other trials at the same epoch, once grace_epochs have run
+        # (Optuna protects steps below n_warmup_steps; our steps are epochs counted from 1)
+        return pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=stop.grace_epochs)
+
+    @property
+    def prunes(self) -> bool:
+        return self.sweep.early_stop is not None
+
+    # -- the driver's side
+
+    def begin(self, trial: Trial) -> None:
+        """A planned trial (grid, random, or a proposal run again) starts: its Optuna trial."""
+        with self.lock:
+            if trial.key in self.live:
+                return
+            self.study.enqueue_trial(trial.params, skip_if_exists=False)
+            t = self.study.ask(self.space)
+            t.set_user_attr(KEY_ATTR, trial.key)
+            self.live[trial.key] = t
+
+    def propose(self, index: int) -> Trial:
+        """tpe: the sampler's next trial, from every result told so far."""
+        with self.lock:
+            t = self.study.ask(self.space)
+            params = {name: _plain(value) for name, value in t.params.items()}
+            key = trial_key(self.sweep, {"tpe_trial": t.number, **params})
+            t.set_user_attr(KEY_ATTR, key)
+            self.live[key] = t
+            return Trial(key, index, params)
+
+    def report(self, key: str, epoch: int, value: float) -> bool:
+        """One epoch's metric; True when the pruner stops the trial here."""
+        with self.lock:
+            t = self.live.get(key)
+            if t is None or not math.isfinite(value):
+                return False
+            t.report(value, epoch)
+            return self.prunes and t.should_prune()
+
+    def finish(self, key: str, status: str, value: float | None) -> None:
+        """Tell the study how the trial ended: its metric (complete), pruned, or failed."""
+        states = self.optuna.trial.TrialState
+        with self.lock:
+            t = self.live.pop(key, None)
+            if t is None:
+                return
+            if status == "pruned":
+                self.study.tell(t, state=states.PRUNED)
+            elif status == "ok" and value is not None and math.isfinite(value):
+                self.study.tell(t, value)
+            else:
+                self.study.tell(t, state=states.FAIL)
+
+
+def _plain(value):
+    """Optuna's numpy scalars as plain Python numbers (they go into a command line and JSON)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def rungs(sweep: SweepFile, epochs: int) -> list[int]:
+    """The epochs at which the pruner decides: successive halving's rungs (grace x factor^k), or
+    every epoch from the grace (median)."""
+    stop = sweep.early_stop
+    if stop is None:
+        return []
+    if stop.kind == "median":
+        return list(range(stop.grace_epochs, epochs + 1))
+    out, rung = [], stop.grace_epochs
+    while rung <= epochs:
+        out.append(rung)
+        rung *= stop.reduction_factor
+    return out
+
+
+def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -> dict | None:
+    """What early stopping saved: epochs run against planned, the trial time not spent (a trial's
+    time per epoch x the epochs it did not run), and the best trial's rank at each rung (was it
+    ever at risk?)."""
+    if sweep.early_stop is None:
+        return None
+    ran = [r for r in results if r["status"] in ("ok", "pruned")]
+    planned_of = {r["key"]: _planned(r) for r in ran}
+    run_of = {r["key"]: _epochs(r) for r in ran}
+    saved_s = sum(r["duration_s"] / run_of[r["key"]] * (planned_of[r["key"]] - run_of[r["key"]])
+                  for r in ran if r["status"] == "pruned" and run_of[r["key"]] and planned_of[r["key"]])
+    most = max((p for p in planned_of.values() if p), default=0)
+    ranks = []
+    if best is not None:
+        for rung in rungs(sweep, most):
+            at = {r["key"]: _value_at(r, sweep.metric.name, rung) for r in ran}
+            values = [v for v in at.values() if v is not None]
+            mine = at.get(best["key"])
+            if mine is None or not values:
+                continue
+            better = sum(1 for v in values if (v > mine if sweep.metric.direction == "max" else v < mine))
+            ranks.append({"epoch": rung, "rank": better + 1, "of": len(values)})
+    return {"kind": sweep.early_stop.kind, "pruned": sum(1 for r in ran if r["status"] == "pruned"),
+            "epochs_run": sum(run_of.values()), "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
+            "trial_hours_saved": saved_s / 3600, "best_rank_at_rungs": ranks}
+
+
+def _epochs(result: dict) -> int:
+    return sum(1 for h in result.get("history") or [] if "epoch" in h)
+
+
+def _planned(result: dict) -> int | None:
+    steps = result.get("steps") or {}
+    return steps.get("epochs_planned")
+
+
+def _value_at(result: dict, metric: str, epoch: int) -> float | None:
+    for h in result.get("history") or []:
+        if h.get("epoch") == epoch and metric in h:
+            return float(h[metric])
+    return None

@@ -1,0 +1,131 @@
+"""Early stopping and model-based search in `gpuscout sweep` (Optuna's pruners and TPE), on real
+Keras scripts on the CPU: successive halving against the same sweep unpruned, kill -9 of the
+driver and --resume, the median rule, and TPE proposing the same trials twice from one seed."""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import FIXTURES, SRC, run_cli
+from tests.integration.test_cli_sweep import trials, write
+
+pytestmark = pytest.mark.slow
+SCRIPT = FIXTURES / "sweeps" / "prune_me.py"
+HOPELESS = [0.000001, 0.000002, 0.000005, 0.00001]
+GOOD = [0.02, 0.005, 0.1, 0.002, 0.05, 0.01, 0.07, 0.03]  # below the stable limit: 0.1 leads at every epoch
+ENV = {"KERAS_BACKEND": "jax"}
+
+
+def sweep_file(tmp_path, name: str, extra: str, lrs: list[float], epochs: int = 4):
+    script = tmp_path / "prune_me.py"
+    shutil.copy(SCRIPT, script)
+    return write(tmp_path, f"""
+        name: {name}
+        command: {json.dumps(f"{sys.executable} {script} {{lr}} {epochs}")}
+        reports: [val_loss]
+        metric: {{name: val_loss, direction: min}}
+        space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
+        {extra}
+    """, name=f"{name}.yaml")  # written 0.000001, not 1e-06: YAML would read that as text
+
+
+def ran(tmp_path) -> list[tuple[float, int]]:
+    """(learning rate, epochs fit ran) of every run of the script, its code after fit included."""
+    log = tmp_path / "done.log"
+    return [(float(a), int(b)) for a, b in (line.split() for line in log.read_text().splitlines())] if log.exists() else []
+
+
+def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after_kill_9(tmp_path, store_path):
+    # asynchronous halving promotes the first trial to reach a rung (nothing to compare it with yet)
+    lrs = [GOOD[0], HOPELESS[0], GOOD[1], HOPELESS[1], GOOD[2], HOPELESS[2], HOPELESS[3], *GOOD[3:]]
+    sh = sweep_file(tmp_path, "sh", "early_stop: {kind: successive_halving, grace_epochs: 1, reduction_factor: 3}", lrs)
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200", **ENV)
+    driver = subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(sh), "--cpu-slots", "1", "--store",
+                               str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if store_path.exists() and sum(s in ("ok", "pruned") for _, s, _ in trials(store_path)) >= 4:
+                break
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.2)
+    children = psutil.Process(driver.pid).children(recursive=True)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    before = {k: (s, r) for k, s, r in trials(store_path) if s in ("ok", "pruned")}
+    assert 4 <= len(before) < 12 and any(s == "pruned" for s, _ in before.values())
+    resumed = run_cli("sweep", str(sh), "--cpu-slots", "2", "--resume", "--json", "--store", str(store_path), env=ENV)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout)
+    after = {k: (s, r) for k, s, r in trials(store_path)}
+    assert len(after) == 12 and summary["skipped_done"] == len(before)
+    for key, (status, result) in before.items():  # decided before the kill: kept, never run again
+        assert after[key] == (status, result)
+    by_lr = {r["params"]["lr"]: (s, r) for s, r in after.values()}
+    for lr in HOPELESS:  # pruned at the first rung, their one epoch counted
+        status, result = by_lr[lr]
+        assert status == "pruned" and len(result["history"]) == 1 and "pruned after epoch 1" in result["message"]
+    runs = ran(tmp_path)
+    assert sorted(lr for lr, _ in runs if lr in HOPELESS) == HOPELESS  # each once, its code after fit run
+    assert all(epochs == 1 for lr, epochs in runs if lr in HOPELESS)
+    stopping = summary["early_stop"]
+    assert stopping["pruned"] == sum(s == "pruned" for s, _ in after.values()) >= 4
+    assert stopping["epochs_run"] < stopping["epochs_planned"] == 12 * 4
+    assert stopping["best_rank_at_rungs"][0] == {"epoch": 1, "rank": 1, "of": 12}
+    assert summary["status_counts"]["pruned"] == stopping["pruned"]
+    # the same sweep with every trial run to its end finds the same best, in more epochs
+    full = sweep_file(tmp_path, "full", "", lrs)
+    done = run_cli("sweep", str(full), "--cpu-slots", "2", "--json", "--store", str(store_path), env=ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    unpruned = json.loads(done.stdout)
+    assert unpruned["best"][0]["params"] == summary["best"][0]["params"] == {"lr": 0.1}
+    assert unpruned["best"][0]["value"] == pytest.approx(summary["best"][0]["value"])
+    assert sum(len(r["history"]) for _, r in after.values()) < 12 * 4
+    # the study kept every decision beside the sweep's files: the trial killed mid-run failed there
+    journal = store_path.parent / "sweeps" / "sh" / "study.journal"
+    assert journal.exists()
+
+
+def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
+    median = sweep_file(tmp_path, "median", "early_stop: {kind: median, grace_epochs: 2}",
+                        [0.05, 0.1, HOPELESS[0], HOPELESS[1], HOPELESS[2]])
+    done = run_cli("sweep", str(median), "--cpu-slots", "1", "--json", "--store", str(store_path), env=ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    statuses = {r["params"]["lr"]: (s, len(r["history"])) for _, s, r in trials(store_path)}
+    # the first sets the median; the better second goes on; each hopeless one is below the median
+    # of those before it at every epoch, and stops at the grace epoch, not before
+    assert statuses[0.05] == statuses[0.1] == ("ok", 4)
+    assert [statuses[lr] for lr in HOPELESS[:3]] == [("pruned", 2)] * 3
+    proposals = []
+    for attempt in (1, 2):
+        tpe = write(tmp_path, f"""
+            name: tpe{attempt}
+            command: {json.dumps(f"{sys.executable} {tmp_path / 'prune_me.py'} {{lr}} 1")}
+            reports: [val_loss]
+            metric: {{name: val_loss, direction: min}}
+            space: {{lr: {{loguniform: [0.0001, 0.1]}}, unused: [1]}}
+            strategy: {{kind: tpe, trials: 3, seed: 5}}
+        """.replace(" unused: [1]", "").replace(", }", "}"), name=f"tpe{attempt}.yaml")
+        done = run_cli("sweep", str(tpe), "--cpu-slots", "1", "--json", "--store", str(store_path), env=ENV)
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = json.loads(done.stdout)
+        assert summary["trials"] == 3 and summary["status_counts"]["ok"] == 3
+        with sqlite3.connect(store_path) as db:
+            proposals.append([json.loads(p)["lr"] for (p,) in db.execute(
+                "select params_json from trials where sweep = ? order by trial_index", (f"tpe{attempt}",))])
+    assert proposals[0] == proposals[1] and len(set(proposals[0])) == 3
+    assert all(0.0001 <= lr <= 0.1 for lr in proposals[0])
