@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
-from gpuscout.sweep.spec import SweepFile, Trial, _values_or_range, trial_key
+from gpuscout.sweep.spec import SweepFile, Trial, values_or_range, trial_key
 
 JOURNAL = "study.journal"
 KEY_ATTR = "gpuscout_key"
@@ -48,7 +48,7 @@ def distributions(sweep: SweepFile) -> dict:
 
     out = {}
     for name, dim in sweep.space.items():
-        kind, arg = _values_or_range(name, dim)
+        kind, arg = values_or_range(name, dim)
         if kind == "values":
             out[name] = CategoricalDistribution(list(arg))
         elif kind == "uniform":

@@ -113,7 +113,7 @@ class SweepFile(BaseModel):
         for name, dim in space.items():
             if not name.isidentifier():
                 raise ValueError(f"parameter name {name!r} must be an identifier")
-            _values_or_range(name, dim)
+            values_or_range(name, dim)
         return space
 
     @model_validator(mode="after")
@@ -123,7 +123,7 @@ class SweepFile(BaseModel):
         return self
 
 
-def _values_or_range(name: str, dim) -> tuple[str, Any]:
+def values_or_range(name: str, dim) -> tuple[str, Any]:
     """('values', [...]) for lists and choices, or (kind, (lo, hi)) for ranges."""
     if isinstance(dim, list):
         if not dim:
@@ -292,7 +292,7 @@ MAX_GRID_POINTS = 100_000
 
 
 def expand(sweep: SweepFile) -> list[Trial]:
-    dims = {name: _values_or_range(name, dim) for name, dim in sweep.space.items()}
+    dims = {name: values_or_range(name, dim) for name, dim in sweep.space.items()}
     if sweep.strategy.kind == "grid":
         ranged = [n for n, (kind, _) in dims.items() if kind != "values"]
         if ranged:
