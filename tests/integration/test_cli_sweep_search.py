@@ -98,6 +98,11 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
     # the study kept every decision beside the sweep's files: the trial killed mid-run failed there
     journal = store_path.parent / "sweeps" / "sh" / "study.journal"
     assert journal.exists()
+    # the report draws each sweep's metric by epoch (a store of command sweeps holds no runs)
+    report = run_cli("report", "--markdown", "-o", str(tmp_path / "r" / "r.md"), "--store", str(store_path))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "## Sweeps" in (tmp_path / "r" / "r.md").read_text()
+    assert sorted(p.name for p in (tmp_path / "r" / "r_files").glob("sweeps-*.png")) == ["sweeps-0.png", "sweeps-1.png"]
 
 
 def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
@@ -129,3 +134,30 @@ def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
                 "select params_json from trials where sweep = ? order by trial_index", (f"tpe{attempt}",))])
     assert proposals[0] == proposals[1] and len(set(proposals[0])) == 3
     assert all(0.0001 <= lr <= 0.1 for lr in proposals[0])
+
+
+@pytest.mark.parametrize("mode", ["report", "lines"])
+def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, store_path):
+    script = tmp_path / "report_me.py"
+    shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
+    lrs = [0.5, 0.3, 0.000001, 0.000002]
+    sweep = write(tmp_path, f"""
+        name: own-{mode}
+        command: {json.dumps(f"{sys.executable} {script} {mode} {{lr}}")}
+        reports: [val_loss]
+        metric: {{name: val_loss, direction: min}}
+        space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
+        early_stop: {{kind: median, grace_epochs: 1}}
+    """)
+    done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    statuses = {r["params"]["lr"]: s for _, s, r in trials(store_path)}
+    assert statuses == {0.5: "ok", 0.3: "pruned", 0.000001: "pruned", 0.000002: "pruned"}
+    finished = [line.split() for line in (tmp_path / "done.log").read_text().splitlines()]
+    if mode == "report":  # told through report(): each ended its own loop after epoch 1 and wrote its file
+        assert sorted((float(lr), int(e)) for _, lr, e in finished) == [(0.000001, 1), (0.000002, 1), (0.3, 1),
+                                                                         (0.5, 6)]
+    else:  # printing JSON lines: the pruned ones were stopped, and only the one that ran through wrote
+        assert [(float(lr), int(e)) for _, lr, e in finished] == [(0.5, 6)]
+    summary = json.loads(done.stdout)
+    assert summary["early_stop"]["pruned"] == 3

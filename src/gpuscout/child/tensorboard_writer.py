@@ -19,24 +19,27 @@ def main(argv: list[str]) -> int:
     final = Path(argv[1])
     logdir = final.with_name(final.name + ".writing")
     shutil.rmtree(logdir, ignore_errors=True)
-    import tensorflow as tf
-    from tensorboard.plugins.hparams import api as hp
+    # tensorboardX writes TensorBoard's event files and its HParams plugin's summaries without
+    # TensorFlow (the lent GPU hosts and many jax installs have none)
+    from tensorboardX import SummaryWriter
+    from tensorboardX.summary import hparams
 
     metric = payload["metric"]
-    results = payload["results"]
-    with tf.summary.create_file_writer(str(logdir)).as_default():
-        hp.hparams_config(hparams=[hp.HParam(name) for name in payload["space"]],
-                          metrics=[hp.Metric(metric, display_name=metric)])
-    for r in results:
-        with tf.summary.create_file_writer(str(logdir / f"trial-{r['index']:04d}")).as_default():
-            hp.hparams({k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in r["params"].items()},
-                       trial_id=f"trial-{r['index']:04d}")
-            for step, entry in enumerate(r.get("history") or [], start=1):
-                for name, value in entry.items():
-                    if name not in ("time", "step") and isinstance(value, (int, float)):
-                        tf.summary.scalar(name, value, step=int(entry.get("step", step)))
-            if metric in r.get("metrics", {}):
-                tf.summary.scalar(f"final/{metric}", r["metrics"][metric], step=0)
+    for r in payload["results"]:
+        writer = SummaryWriter(str(logdir / f"trial-{r['index']:04d}"))
+        for step, entry in enumerate(r.get("history") or [], start=1):
+            for name, value in entry.items():
+                if name not in ("time", "step", "epoch") and isinstance(value, (int, float)):
+                    writer.add_scalar(name, value, int(entry.get("step", entry.get("epoch", step))))
+        final_value = r.get("metrics", {}).get(metric)
+        if isinstance(final_value, (int, float)):
+            writer.add_scalar(f"final/{metric}", final_value, 0)
+        params = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in r["params"].items()}
+        params["status"] = r.get("status", "ok")  # pruned trials told apart in the HParams table
+        for summary in hparams(params, {f"final/{metric}": final_value if isinstance(final_value, (int, float))
+                                        else float("nan")}):
+            writer.file_writer.add_summary(summary)
+        writer.close()
     shutil.rmtree(final, ignore_errors=True)
     logdir.rename(final)
     return 0

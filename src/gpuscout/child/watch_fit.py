@@ -22,8 +22,9 @@ from __future__ import annotations
 import time
 
 from gpuscout.child.tune_overrides import InputRepeats
+from gpuscout.core import decisions
 from gpuscout.child.watch_state import (STATE, HASH_BATCHES, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
-                                        is_pydataset, limit_reached, report_failure, stop_trace, sweep_decision, trace)
+                                        is_pydataset, limit_reached, report_failure, stop_trace, trace)
 
 def leading_samples(batch) -> int | None:
     """The batch's size: the leading dimension of its first array."""
@@ -259,7 +260,7 @@ class FitWatch:
              steps=self.batches - batches, samples=self.samples - samples, logs=numbers,
              epoch_end_monotonic_s=time.monotonic(), callbacks_s=dict(self.callback_s))
         self.epoch = None
-        if sweep_decision(self.index, number + 1) == "stop":  # a sweep's pruner: fit ends, the script goes on
+        if decisions.wait_for(f"{self.index}-{number + 1}") == "stop":  # a sweep's pruner: fit ends, the script goes on
             self.model.stop_training = True
 
     def announce(self, compile_s: float) -> None:

@@ -168,25 +168,3 @@ def stop_trace() -> None:
         tf.profiler.experimental.stop()
     first, last = (int(part) for part in TRACE.split(":"))
     emit("watch_trace", dir=TRACE_DIR, first_step=first, last_step=last, ok=True, message=None)
-
-
-# How long fit waits at an epoch's end for a sweep's pruner (the driver answers each epoch at
-# once; a driver gone answers never, and the trial goes on as if told to)
-DECISION_WAIT_S = 120.0
-
-
-def sweep_decision(fit: int | None, epoch: int) -> str:
-    """`stop` or `go` for a sweep trial at the end of `epoch` (sweep/runner.py writes it); `go`
-    outside a sweep with early stopping, or when no verdict comes."""
-    folder = os.environ.get("GPUSCOUT_SWEEP_DECISIONS")
-    if not folder:
-        return "go"
-    path = os.path.join(folder, f"{fit}-{epoch}")
-    deadline = time.monotonic() + DECISION_WAIT_S
-    while time.monotonic() < deadline:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read().strip() or "go"
-        except FileNotFoundError:
-            time.sleep(0.01)
-    return "go"

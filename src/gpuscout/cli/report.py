@@ -47,14 +47,16 @@ def report(
     check_output(out, store_path or default_store_path(), force)
 
     with Store(store_path, readonly=True) as store:
-        records = select(store, run_ids, workload, gpu, precision, backend)
+        sweeps = {name: store.trials(name) for name in store.sweeps()} if not run_ids else {}
+        # a store of command sweeps holds trials and no runs: its report is the sweeps'
+        records = select(store, run_ids, workload, gpu, precision, backend) if store.count() or not sweeps else []
         chosen = store.get(telemetry_run) if telemetry_run else None
     if chosen is not None and not (chosen.telemetry and chosen.telemetry.samples):
         raise UsageError(f"run {chosen.id} has no telemetry samples (a CPU run or --no-telemetry)")
     if chosen is None:
         with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
         chosen = max(with_telemetry, key=lambda r: r.created_utc) if with_telemetry else None
-    doc = document.build(records, chosen, title)
+    doc = document.build(records, chosen, title, sweeps)
     err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):
         try:

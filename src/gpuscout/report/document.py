@@ -162,7 +162,16 @@ def _tune_sessions(watched: list[WatchRecord]) -> Section | None:
     return section
 
 
-def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report") -> Document:
+def _sweeps(sweeps: dict[str, list[dict]]) -> Section:
+    section = Section("sweeps", "Sweeps", ["`gpuscout sweep`: each trial's metric at each epoch; trials stopped early "
+                                          "by the sweep's early_stop are dashed and marked where they stopped."])
+    for name, trials in sweeps.items():
+        section.figures.append((name, lambda n=name, t=trials: plots.sweep_curves(n, t)))
+    return section
+
+
+def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report",
+          sweeps: dict[str, list[dict]] | None = None) -> Document:
     """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
     every = records
     watched = [r for r in every if r.kind == "watch"]
@@ -171,7 +180,7 @@ def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: s
     gpus = sorted({r.gpu_label for r in every})
     dates = sorted(r.created_utc for r in every)
     subtitle = (f"{len(every)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, "
-                f"{dates[0][:10]} to {dates[-1][:10]}")
+                f"{dates[0][:10]} to {dates[-1][:10]}" if every else f"{len(sweeps or {})} sweep(s)")
     sections = [Section("machines", "Machines and GPUs", tables=[_machines(every)])]
     throughput = Section("throughput", "Throughput per workload and GPU",
                          ["Median throughput over each run's timing windows; the bars are its 95% confidence "
@@ -206,6 +215,8 @@ def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: s
     tuned = _tune_sessions(watched)
     if tuned is not None:
         sections.append(tuned)
+    if sweeps:
+        sections.append(_sweeps(sweeps))
     sections.append(Section("runs", "All runs", ["Click a column to sort; type to filter."], tables=[_runs(records)]))
     sections.append(Section("provenance", "Provenance of every run",
                             ["The whole record of each run (telemetry samples left out): environment, versions, "

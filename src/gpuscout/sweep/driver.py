@@ -204,7 +204,7 @@ class _Hooks(run_lib.Hooks):
         self.store.renew_leases(self.p.sweep.name, sorted(self.running), self.owner["driver"])
 
     def finished(self, result: run_lib.TrialResult, adopted: bool = False) -> None:
-        data = result.to_dict()
+        data = result.to_dict() | {"metric": self.p.sweep.metric.model_dump()}  # what `report` plots it by
         try:
             self.store.finish_trial(self.p.sweep.name, result.key, result.index, self.p.sweep_hash, result.status,
                                     result.params, data, utc_now(), result.records)
@@ -335,10 +335,10 @@ def _ranked(r: dict, sweep: SweepFile) -> dict:
 
 
 def write_tensorboard(p: Plan, results: list[dict], changed: bool) -> dict:
-    """Each trial's reports as scalars and the sweep's HParams table, written by a child that
-    imports TensorFlow and TensorBoard (the parent never imports a framework). Left as they are
+    """Each trial's reports as scalars and the sweep's HParams table, written by a child with
+    tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
     when no trial ended since they were written (a resumed sweep with nothing left to run would
-    otherwise spend seconds importing TensorFlow)."""
+    otherwise spend a second starting the writer)."""
     logdir = p.log_root / "tensorboard"
     if not changed and logdir.is_dir():
         return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}

@@ -24,10 +24,8 @@ from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge
 from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
+from gpuscout.core import decisions as decisions_lib
 from gpuscout.watch.command import Instrumentation, compilation_cache_env
-
-# Where a trial's fit finds the pruner's verdict after each epoch (child/watch_state.sweep_decision)
-DECISIONS_ENV = "GPUSCOUT_SWEEP_DECISIONS"
 
 
 @dataclass(frozen=True)
@@ -62,6 +60,21 @@ class TrialResult:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+
+
+# How often a trial's printed JSON lines are read for the pruner (early_stop)
+LINES_POLL_S = 0.2
+
+
+def _json_line(line: str) -> dict | None:
+    line = line.strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> list[Slot]:
@@ -152,25 +165,35 @@ class TrialRunner:
         argv = argv_for(self.sweep, trial.params)
         sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
         extra = {"GPUSCOUT_WATCH_WINDOW_S": "1"}
-        decisions, stopped, planned = None, [], {}
+        decisions, stopped, planned = None, {}, {}  # stopped: epoch -> the verdict given
         if self.search is not None and self.search.prunes:  # fit waits at each epoch's end for the verdict
             decisions = files.folder / f"decisions-{files.number}"
             decisions.mkdir(parents=True, exist_ok=True)
-            extra[DECISIONS_ENV] = str(decisions)
+            extra[decisions_lib.DECISIONS_ENV] = str(decisions)
 
         def on_event(event: dict) -> None:
             files.record_event(event)
             if event.get("event") == "watch_fit":
                 planned[event.get("fit")] = event.get("epochs")
             if decisions is not None and event.get("event") == "watch_epoch":
-                self._decide(trial, event, decisions, stopped, planned.get(event.get("fit")))
+                self._decide(trial, event.get("logs") or {}, int(event.get("epoch") or 0), decisions,
+                             f"{event.get('fit')}-{event.get('epoch')}", stopped, planned.get(event.get("fit")))
+            elif decisions is not None and event.get("event") == "sweep_report":  # gpuscout.sweep.report
+                self._decide(trial, event.get("metrics") or {}, int(event.get("step") or 0), decisions,
+                             f"report-{event.get('step')}", stopped, None)
 
         env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache), extra)
+        prune_now = threading.Event()  # a script that prints its reports as JSON lines is stopped
+        lines = None if decisions is None else threading.Thread(
+            target=self._follow_lines, args=(trial, files.stdout, decisions, stopped, prune_now), daemon=True)
         with open(files.stdout, "w") as out, open(files.stderr, "w") as err:
             try:
+                if lines is not None:
+                    lines.start()
                 finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
                                        cancel=self.abort, on_event=on_event, status_file=files.exit,
-                                       on_start=lambda pgid: self.on_spawn(trial, pgid))
+                                       on_start=lambda pgid: self.on_spawn(trial, pgid),
+                                       stop_now=prune_now if lines is not None else None)
             except OSError as exc:
                 if sampler:
                     sampler.stop()
@@ -179,26 +202,53 @@ class TrialRunner:
         attempt = judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out,
                         cancelled=finished.cancelled,
                         telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
-        if stopped and attempt.status == "ok":  # stopped by the pruner, and the script ended well
+        stopped_by_us = finished.cancelled and prune_now.is_set() and not self.abort.is_set()
+        prune_now.set()  # the line follower ends with the trial
+        pruned_at = [epoch for epoch, stop in stopped.items() if stop]
+        if pruned_at and (attempt.status == "ok" or stopped_by_us):  # stopped by the pruner, not failed
             attempt.status = "pruned"
-            attempt.message = (f"pruned after epoch {stopped[0]}: {self.sweep.metric.name} "
+            attempt.message = (f"pruned after epoch {pruned_at[0]}: {self.sweep.metric.name} "
                                f"{attempt.metrics.get(self.sweep.metric.name, float('nan')):.6g} ranked too low "
                                f"({self.sweep.early_stop.kind})")
         return attempt
 
-    def _decide(self, trial: Trial, event: dict, decisions: Path, stopped: list[int], planned: int | None) -> None:
-        """The pruner's verdict on one epoch, written where the trial's fit waits for it: `stop`
-        (model.stop_training, so the script's own code after fit still runs) or `go`. The last
-        epoch fit planned is reported but never pruned: the trial has finished."""
-        value = (event.get("logs") or {}).get(self.sweep.metric.name)
-        epoch = int(event.get("epoch") or 0)
-        stop = not stopped and value is not None and self.search.report(trial.key, epoch, float(value))
-        stop = stop and epoch != planned
-        if stop:
-            stopped.append(epoch)
-        name = f"{event.get('fit')}-{epoch}"
-        (decisions / f".{name}").write_text("stop" if stop else "go")
-        os.replace(decisions / f".{name}", decisions / name)  # whole, never half-written
+    def _follow_lines(self, trial: Trial, stdout: Path, decisions: Path, stopped: dict,
+                      prune_now: threading.Event) -> None:
+        """JSON lines the script prints with a "step" or "epoch": the pruner hears each, and a trial
+        it stops is ended (such a script has no call to hear the verdict through)."""
+        offset, partial = 0, ""
+        while not prune_now.is_set():
+            time.sleep(LINES_POLL_S)
+            try:
+                with open(stdout, encoding="utf-8", errors="replace") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                    offset = f.tell()
+            except FileNotFoundError:
+                continue
+            *complete, partial = (partial + chunk).split("\n")
+            for line in complete:
+                entry = _json_line(line)
+                step = entry.get("step", entry.get("epoch")) if entry else None
+                if isinstance(step, int) and self.sweep.metric.name in entry:
+                    self._decide(trial, entry, step, decisions, f"line-{step}", stopped, None)
+                    if stopped.get(step):
+                        prune_now.set()
+
+    def _decide(self, trial: Trial, metrics: dict, epoch: int, decisions: Path, name: str, stopped: dict,
+                planned: int | None) -> None:
+        """The pruner's verdict at one epoch, written where the trial waits for it (`name`): `stop`
+        (fit's model.stop_training, or report() returning True, so the script's own code after
+        training still runs) or `go`. An epoch heard twice (fit's logs and the script's report)
+        gets the first verdict; the last epoch fit planned is reported but never pruned: the
+        trial has finished."""
+        if epoch not in stopped:
+            value = metrics.get(self.sweep.metric.name)
+            stop = (value is not None and not any(stopped.values())
+                    and self.search.report(trial.key, epoch, float(value)) and epoch != planned)
+            if value is not None:
+                stopped[epoch] = bool(stop)
+        decisions_lib.write(decisions, name, stopped.get(epoch, False))
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
         record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index, self.cache),
