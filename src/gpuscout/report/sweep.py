@@ -39,6 +39,9 @@ class SweepView(driver.Display):
         self.progress.update(self.task, description=f"{self.ok} ok{pruned}, {self.failed} failed, {self.running} running "
                                                     f"on {self.slots} slot(s); {best_text}")
 
+    def note(self, text: str) -> None:
+        self.progress.console.print(Text(f"note: {text}", style="yellow"))
+
     def started(self, trial, slot) -> None:
         self.running += 1
         self._describe(getattr(self, "best", None))

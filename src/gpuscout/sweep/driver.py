@@ -36,6 +36,7 @@ class Display:
     def planned(self, total: int, todo: int, slots: int) -> None: ...
     def started(self, trial: Trial, slot: run_lib.Slot) -> None: ...
     def finished(self, result: run_lib.TrialResult, best: dict | None) -> None: ...
+    def note(self, text: str) -> None: ...
 
 
 @dataclass
@@ -94,6 +95,10 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
         raise UsageError(f"--cpu-slots must be >= 1, got {options.cpu_slots}")
     if options.executor not in ("local", "ray"):
         raise UsageError(f"unknown --executor {options.executor!r}: choose local or ray")
+    if options.executor == "ray" and options.address and not options.address.startswith("ray://"):
+        from gpuscout.sweep.ray_executor import answering
+
+        answering(options.address)  # a head nobody runs: said before anything starts
     gpus = options.gpus
     if options.cpu_slots is None:
         if gpus is None:
@@ -202,6 +207,10 @@ class _Hooks(run_lib.Hooks):
 
     def tick(self) -> None:
         self.store.renew_leases(self.p.sweep.name, sorted(self.running), self.owner["driver"])
+
+    def noted(self, text: str) -> None:
+        self.p.notes.append(text)
+        self.display.note(text)
 
     def finished(self, result: run_lib.TrialResult, adopted: bool = False) -> None:
         data = result.to_dict() | {"metric": self.p.sweep.metric.model_dump()}  # what `report` plots it by

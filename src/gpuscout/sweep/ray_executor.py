@@ -4,15 +4,22 @@ process of its own. Results come back to the driver, which writes the store."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import sys
 import threading
 from dataclasses import asdict
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.runner import Hooks, Slot, TrialResult
 from gpuscout.sweep.spec import SweepFile, Trial
+
+CONNECT_TIMEOUT_S = 3.0
+# How often the driver looks at the cluster's nodes (and renews its leases) while trials run
+NODE_CHECK_S = 2.0
 
 
 def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str | None, on_cpu: bool) -> dict:
@@ -48,10 +55,53 @@ def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: 
         import ray
     except ImportError:
         raise UsageError("--executor ray needs Ray: pip install 'gpuscout[ray]'") from None
+    with _stdout_to_stderr():  # Ray's own messages (a node that died) never mix into --json
+        try:
+            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+        except Exception as exc:  # a cluster of another Ray version, or of another auth mode
+            raise UsageError(f"cannot join the Ray cluster at {address or 'a new local instance'}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        try:
+            return _run(ray, trials, sweep, on_cpu, log_root, specs, hooks)
+        finally:
+            ray.shutdown()
+
+
+def answering(address: str) -> None:
+    """HOST:PORT of a Ray head answers a TCP connection within seconds; else one line, exit 2
+    (ray.init would wait for it far longer)."""
+    if address == "auto":  # Ray's own: the cluster this machine runs
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--address must be HOST:PORT of a Ray head (ray start --head prints it), got {address!r}")
     try:
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-    except Exception as exc:  # a wrong address, a cluster of another Ray version
-        raise UsageError(f"cannot join the Ray cluster at {address or 'a new local instance'}: {exc}") from None
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise UsageError(f"nobody answers at {address} ({exc.strerror or exc}): start the cluster's head there with "
+                         f"`ray start --head --port {port}`, or give its address") from None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """File descriptor 1 points at stderr for the block (Ray's C++ core writes to it directly)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _alive_nodes(ray) -> dict[str, str]:
+    return {n["NodeID"][:8]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
+
+
+def _run(ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Path, specs: dict,
+         hooks: Hooks) -> str | None:
     resources = {"num_cpus": 1} if on_cpu else {"num_gpus": 1, "num_cpus": 1}
     if not on_cpu and not ray.cluster_resources().get("GPU"):
         raise UsageError("the Ray cluster has no GPUs: give --cpu-slots to run trials on CPUs")
@@ -66,10 +116,15 @@ def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: 
         pending[ref] = trial
         hooks.started(trial, Slot("ray", None))
     consecutive, reason = 0, None
+    nodes = _alive_nodes(ray)
     try:
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=HEARTBEAT_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=NODE_CHECK_S)
             hooks.tick()
+            now = _alive_nodes(ray)
+            for node in sorted(set(nodes) - set(now)):  # Ray runs its tasks again elsewhere (max_retries)
+                hooks.noted(f"Ray node {node} ({nodes[node]}) died: the trials it ran are run again on the others")
+            nodes = now
             if not done:
                 continue
             ref = done[0]

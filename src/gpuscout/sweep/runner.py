@@ -285,6 +285,9 @@ class Hooks:
     def started(self, trial: Trial, slot: Slot) -> None: ...
     def spawned(self, trial: Trial, pgid: int) -> None: ...
     def finished(self, result: TrialResult) -> None: ...
+    def noted(self, text: str) -> None:
+        """Something the user should know as it happens (a Ray node died)."""
+
     def tick(self) -> None:
         """Called every HEARTBEAT_S or so while trials run (the driver renews its leases)."""
 
