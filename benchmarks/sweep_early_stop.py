@@ -1,0 +1,69 @@
+"""Early stopping on a lent GPU (issue 33): the same 16-trial sweep of a user-style Keras image
+script (benchmarks/sweep_user_cnn.py; 8 epochs; 4 of the 16 learning rates hopeless), once to the
+end and once with successive halving, in one call; wall time, GPU-hours, epochs run and the best
+val_accuracy of each:
+
+    PYTHONPATH=src python benchmarks/sweep_early_stop.py --out OUT [--gpus 0] [--per-gpu 2] [--small]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LEARNING_RATES = [0.00001, 0.00003, 0.0001, 0.00005,  # hopeless in 8 epochs
+                  0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.07]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--gpus", default="0")
+    parser.add_argument("--per-gpu", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--small", action="store_true", help="a CPU smoke test: 4 trials, 2 epochs, CPU slots")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    store = args.out / "results.sqlite"
+    lrs = LEARNING_RATES[2:6] if args.small else LEARNING_RATES
+    epochs = 2 if args.small else args.epochs
+    rows = []
+    for name, early in (("to-the-end", ""), ("halving", "early_stop: {kind: successive_halving, grace_epochs: 1, "
+                                                        "reduction_factor: 3}\n")):
+        sweep = args.out / f"{name}.yaml"
+        sweep.write_text(f"name: {name}\ncommand: {sys.executable} {HERE / 'sweep_user_cnn.py'} {{lr}} {epochs}"
+                         f"{' --small' if args.small else ''}\n"
+                         "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\n"
+                         f"space: {{lr: [{', '.join(format(lr, 'f') for lr in lrs)}]}}\n"
+                         f"trials_per_gpu: {args.per_gpu}\n{early}")
+        where = ["--cpu-slots", "2"] if args.small else ["--gpus", args.gpus]
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), *where, "--json", "--store",
+                               str(store)], capture_output=True, text=True, timeout=590,
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        (args.out / f"{name}.json").write_text(done.stdout)
+        (args.out / f"{name}.stderr.txt").write_text(done.stderr[-100_000:])
+        try:
+            s = json.loads(done.stdout)
+        except ValueError:
+            print(f"{name}: exit {done.returncode}: {done.stderr[-2000:]}", flush=True)
+            continue
+        stop = s.get("early_stop") or {}
+        rows.append(f"| {name} | {s['status_counts']} | {s['wall_s']:.1f} s | {s['gpu_hours']:.4f} | "
+                    f"{stop.get('epochs_run', len(lrs) * epochs)} of {len(lrs) * epochs} | "
+                    f"{s['best'][0]['value']:.4f} (lr {s['best'][0]['params']['lr']}) | "
+                    f"{stop.get('best_rank_at_rungs', '')} |")
+        print(f"{name}: {time.monotonic() - started:.0f} s", flush=True)
+    print("\n| sweep | trials | wall | GPU-hours | epochs run | best val_accuracy | best's rank at each rung |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
