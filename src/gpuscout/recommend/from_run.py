@@ -176,8 +176,7 @@ def _peak_bytes(r: WatchRecord) -> float | None:
     if main and main.peak_memory_bytes:
         return float(main.peak_memory_bytes)
     if r.telemetry and r.telemetry.memory_used_max_bytes and not jax_preallocated(r):
-        others = sum(p.used_memory_bytes or 0 for p in (r.gpu.compute_processes if r.gpu else []))
-        return float(max(0, r.telemetry.memory_used_max_bytes - others))
+        return float(max(0, r.telemetry.memory_used_max_bytes - _others_bytes(r)))
     return None
 
 
@@ -185,8 +184,13 @@ def _peak_basis(r: WatchRecord) -> str:
     main = r.main
     if main and main.peak_memory_bytes:
         return "the allocator's peak"
-    others = sum(p.used_memory_bytes or 0 for p in (r.gpu.compute_processes if r.gpu else []))
+    others = _others_bytes(r)
     return "NVML's most used" + (f", less {others / 1e9:.1f} GB other processes held" if others else "")
+
+
+def _others_bytes(r: WatchRecord) -> int:
+    """What other processes held on the measured GPU when the watch began."""
+    return sum(p.used_memory_bytes or 0 for p in (r.gpu.compute_processes if r.gpu else []))
 
 
 # ---------------------------------------------------------------- the whole answer

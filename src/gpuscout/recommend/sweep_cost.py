@@ -129,7 +129,7 @@ def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: in
     one_trial_bytes = job.fixed_bytes + job.per_sample_bytes * job.batch_size
     here_trial_h = _here_trial_h(job, epochs)
     # paid once by the sweep, not by each trial: the compilation its cache keeps (jax)
-    once_h = m.compile_s / 3600 if m.backend == "jax" and measured is None else 0.0
+    once_h = compiled_once_h(m) if measured is None else 0.0
     basis = "predicted: each trial the run's whole training" if measured is None else measured.label
     if once_h:
         basis += f", its {m.compile_s:.0f} s compilation once (the trials share jax's compilation cache)"
@@ -165,6 +165,12 @@ def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: in
     return out
 
 
+def compiled_once_h(m) -> float:
+    """Hours of the run's first-step compilation a sweep pays once, not per trial: on jax its
+    trials share one compilation cache."""
+    return m.compile_s / 3600 if m.backend == "jax" else 0.0
+
+
 def _alone(m, row: Row, trial_h: float, once_h: float) -> tuple[float, float]:
     """(hours of one trial in the sweep, the share of it its GPU is busy): the compilation paid
     once by the sweep is not the trial's."""
@@ -176,7 +182,7 @@ def predicted_wall_h(job: Job, row: Row, trials: int, gpus: int, per_gpu: int) -
     """A sweep of `trials` on `gpus` GPUs of `row`'s kind with `per_gpu` trials sharing each, as
     estimate() predicts it from the run alone (benchmarks/recommend_from_run.py checks it)."""
     m = job.measured
-    once_h = m.compile_s / 3600 if m.backend == "jax" else 0.0
+    once_h = compiled_once_h(m)
     trial_h, busy = _alone(m, row, row.one_gpu_hours, once_h)
     return once_h + rounds_wall_h(trials, gpus, per_gpu, trial_h, busy)[0]
 
