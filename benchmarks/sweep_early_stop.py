@@ -1,9 +1,10 @@
 """Early stopping on a lent GPU (issue 33): the same 16-trial sweep of a user-style Keras image
 script (benchmarks/sweep_user_cnn.py; 8 epochs; 4 of the 16 learning rates hopeless), once to the
-end and once with successive halving, in one call; wall time, GPU-hours, epochs run and the best
-val_accuracy of each:
+end and once with successive halving, on each set of GPUs given, in one call; wall time,
+GPU-hours, epochs run and the best val_accuracy of each:
 
-    PYTHONPATH=src python benchmarks/sweep_early_stop.py --out OUT [--gpus 0] [--per-gpu 2] [--small]
+    PYTHONPATH=src python benchmarks/sweep_early_stop.py --out OUT [--gpus 0 --gpus 0,1] [--per-gpu 2]
+        [--grace 1] [--reduction 3] [--small]
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ LEARNING_RATES = [0.00001, 0.00003, 0.0001, 0.00005,  # hopeless in 8 epochs
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--gpus", default="0")
+    parser.add_argument("--gpus", action="append", help="GPU indices of one pass (repeat: one pass each)")
+    parser.add_argument("--grace", type=int, default=1, help="early_stop's grace_epochs")
+    parser.add_argument("--reduction", type=int, default=3, help="early_stop's reduction_factor")
     parser.add_argument("--per-gpu", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--small", action="store_true", help="a CPU smoke test: 4 trials, 2 epochs, CPU slots")
@@ -34,15 +37,19 @@ def main() -> None:
     lrs = LEARNING_RATES[2:6] if args.small else LEARNING_RATES
     epochs = 2 if args.small else args.epochs
     rows = []
-    for name, early in (("to-the-end", ""), ("halving", "early_stop: {kind: successive_halving, grace_epochs: 1, "
-                                                        "reduction_factor: 3}\n")):
+    halving = (f"early_stop: {{kind: successive_halving, grace_epochs: {args.grace}, "
+               f"reduction_factor: {args.reduction}}}\n")
+    passes = [(gpus, kind, early) for gpus in (args.gpus or ["0"])
+              for kind, early in (("to-the-end", ""), ("halving", halving))]
+    for gpus, kind, early in passes:
+        name = f"{kind}-gpus{gpus.replace(',', '')}"
         sweep = args.out / f"{name}.yaml"
         sweep.write_text(f"name: {name}\ncommand: {sys.executable} {HERE / 'sweep_user_cnn.py'} {{lr}} {epochs}"
                          f"{' --small' if args.small else ''}\n"
                          "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\n"
                          f"space: {{lr: [{', '.join(format(lr, 'f') for lr in lrs)}]}}\n"
                          f"trials_per_gpu: {args.per_gpu}\n{early}")
-        where = ["--cpu-slots", "2"] if args.small else ["--gpus", args.gpus]
+        where = ["--cpu-slots", "2"] if args.small else ["--gpus", gpus]
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), *where, "--json", "--store",
                                str(store)], capture_output=True, text=True, timeout=590,
@@ -55,13 +62,13 @@ def main() -> None:
             print(f"{name}: exit {done.returncode}: {done.stderr[-2000:]}", flush=True)
             continue
         stop = s.get("early_stop") or {}
-        rows.append(f"| {name} | {s['status_counts']} | {s['wall_s']:.1f} s | {s['gpu_hours']:.4f} | "
+        rows.append(f"| {kind} | {gpus} | {s['status_counts']} | {s['wall_s']:.1f} s | {s['gpu_hours']:.4f} | "
                     f"{stop.get('epochs_run', len(lrs) * epochs)} of {len(lrs) * epochs} | "
                     f"{s['best'][0]['value']:.4f} (lr {s['best'][0]['params']['lr']}) | "
                     f"{stop.get('best_rank_at_rungs', '')} |")
         print(f"{name}: {time.monotonic() - started:.0f} s", flush=True)
-    print("\n| sweep | trials | wall | GPU-hours | epochs run | best val_accuracy | best's rank at each rung |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| sweep | GPUs | trials | wall | GPU-hours | epochs run | best val_accuracy | best's rank at each rung |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 
