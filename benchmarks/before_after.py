@@ -7,7 +7,7 @@ refactor did to the numbers (for docs/benchmarks.md). Each tree runs with its ow
 
 Each --run is given to `gpuscout bench ... --json` by each tree in turn (before, after; then the
 next run after, before, so that neither always goes first). Prints, per workload, each tree's
-median throughput, its window CV, and after/before.
+median throughput, its window CV, after/before, and each tree's allocator peak.
 """
 
 from __future__ import annotations
@@ -53,15 +53,20 @@ def main() -> int:
             for record in bench(tree, shlex.split(run), args.out / f"{label}.sqlite", args.out, f"{label}-{index}"):
                 key = f"{record['workload']} b{record['batch_size']}"
                 results.setdefault(key, {})[label] = record
-    print(f"\n{'run':24} {'before':>14} {'CV':>7} {'after':>14} {'CV':>7} {'after/before':>13}")
+    print(f"\n{'run':24} {'before':>14} {'CV':>7} {'after':>14} {'CV':>7} {'after/before':>13}  peak GiB b/a")
     for key, pair in results.items():
         b, a = pair.get("before") or {}, pair.get("after") or {}
         tb, ta = (b.get("throughput") or {}), (a.get("throughput") or {})
         ratio = ta["median"] / tb["median"] if tb.get("median") and ta.get("median") else None
         print(f"{key:24} {tb.get('median') or 0:14,.1f} {100 * (tb.get('cv') or 0):6.2f}% "
               f"{ta.get('median') or 0:14,.1f} {100 * (ta.get('cv') or 0):6.2f}% "
-              f"{'' if ratio is None else f'{ratio:.4f}':>13}  {b.get('status')}/{a.get('status')}")
+              f"{'' if ratio is None else f'{ratio:.4f}':>13}  {_gib(b)}/{_gib(a)}  {b.get('status')}/{a.get('status')}")
     return 0
+
+
+def _gib(record: dict) -> str:
+    peak = record.get("peak_memory_bytes")
+    return "-" if peak is None else f"{peak / 2**30:.2f}"
 
 
 if __name__ == "__main__":

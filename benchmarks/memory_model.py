@@ -3,7 +3,7 @@ that `gpuscout bench --batch-size auto` and the pre-run fit check use (gpuscout/
 
     peak ~= fixed + per_sample x batch      (per precision; token workloads at their default length)
 
-    python benchmarks/memory_model.py --out OUTDIR [--parallel 3]
+    python benchmarks/memory_model.py --out OUTDIR [--parallel 3] [--only vit_b16,bert_base] [--oom-probe '']
 
 Each point is a real `gpuscout bench` run (jax backend, short protocol: the allocator's peak is
 reached in the first steps), several at a time on the one GPU: each process has its own allocator
@@ -65,12 +65,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--parallel", type=int, default=3)
-    parser.add_argument("--oom-probe", default="gpt2_small:256")
+    parser.add_argument("--oom-probe", default="gpt2_small:256", help="WORKLOAD:BATCH, or '' for none")
+    parser.add_argument("--only", default="", help="comma-separated workloads to measure (all when empty)")
     args = parser.parse_args()
+    points_wanted = [p for p in POINTS if not args.only or p[0] in args.only.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "runs.log"
     jobs = []
-    for workload, precision, seq, batches in POINTS:
+    for workload, precision, seq, batches in points_wanted:
         for batch in batches:
             extra = ["--seq-len", str(seq)] if seq else []
             jobs.append(((workload, precision, seq, batch),
@@ -88,7 +90,7 @@ def main() -> int:
     (args.out / "points.json").write_text(json.dumps(points, indent=1))
     print(f"{len(points)} runs in {time.monotonic() - began:.0f} s")
     print(f"{'workload':16} {'precision':15} {'seq':>5} {'fixed GiB':>10} {'MiB/sample':>11}  points")
-    for workload, precision, seq, (a, b) in POINTS:
+    for workload, precision, seq, (a, b) in points_wanted:
         pa, pb = ([p for p in points if (p["workload"], p["precision"], p["seq_len"], p["batch"])
                    == (workload, precision, seq, batch) and not p.get("oom_probe")][0] for batch in (a, b))
         if pa.get("peak_bytes") and pb.get("peak_bytes"):

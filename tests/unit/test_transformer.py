@@ -21,8 +21,12 @@ plain = np.asarray(layer(x))
 transformer._padding_for_cudnn = lambda seq_len: 3      # as on a GPU for a length cuDNN refuses
 padded_layer = transformer.SelfAttention(24, 3, causal=CAUSAL)
 padded_layer.build(x.shape)
+assert padded_layer.padding == 0  # float32: cuDNN's fused attention has no kernel, Keras' own runs
+half = transformer.SelfAttention(24, 3, causal=CAUSAL, dtype="mixed_bfloat16")
+half.build(x.shape)
+assert half.padding == 3
+padded_layer.padding = 3  # the padded path itself, compared in float32
 padded_layer.set_weights(layer.get_weights())
-assert padded_layer.padding == 3
 
 def grads(the_layer):  # of a loss through the layer, for its input and its weights
     def loss(inputs, weights):
@@ -57,3 +61,39 @@ def test_masked_lm_labels_mark_fifteen_percent():
 def test_causal_lm_labels_are_all_tokens():
     x, y = data.synthetic_batches(get("gpt2_small"), 2, seed=0, seq_len=32)[0]
     assert x.shape == y.shape == (2, 32) and (y >= 0).all() and y.max() < 50_304
+
+
+GELU_SCRIPT = r"""
+import contextlib, io, jax, numpy as np, keras
+from jax.ad_checkpoint import print_saved_residuals
+from gpuscout.child.transformer_layers import Gelu
+x = 3 * np.random.default_rng(0).standard_normal((4, 8, 32)).astype("float32")
+for approximate in (False, True):
+    layer = Gelu(approximate)
+    plain = lambda t: keras.activations.gelu(t, approximate=approximate)
+    ours = lambda t: layer(t)
+    forward = np.abs(np.asarray(ours(x)) - np.asarray(plain(x))).max()
+    by_jax = jax.grad(lambda t: (plain(t) ** 2).sum())(x)
+    backward = np.abs(jax.grad(lambda t: (ours(t) ** 2).sum())(x) - by_jax).max() / np.abs(by_jax).max()
+    kept = []  # what each keeps for the backward pass, counted in tensors of x's shape
+    for f in (ours, plain):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            print_saved_residuals(lambda t: (f(t) ** 2).sum(), x)
+        kept.append(sum(line.startswith("f32[4,8,32]") for line in printed.getvalue().splitlines()))
+    print(approximate, float(forward), float(backward), kept[0], kept[1])
+"""
+
+
+def test_gelu_recomputed_in_the_backward_pass_keeps_less_and_changes_nothing():
+    out = subprocess.run([sys.executable, "-c", GELU_SCRIPT], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")[-3:-1]
+    assert len(lines) == 2, out.stdout
+    for line in lines:
+        _, forward, backward, ours, plain = line.split()
+        # the derivative by hand against JAX's own of the same expression (float32, relative to the largest)
+        assert float(forward) == 0.0 and float(backward) < 1e-6
+        # ours keeps x and the squared loss's input (its output); the plain GELU keeps more of x's size
+        assert int(ours) <= 2 < int(plain), line

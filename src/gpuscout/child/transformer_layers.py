@@ -41,7 +41,9 @@ class SelfAttention(layers.Layer):
 
     def build(self, input_shape) -> None:
         self.seq_len = int(input_shape[1])
-        self.padding = _padding_for_cudnn(self.seq_len)
+        # cuDNN's fused attention takes bf16/fp16 only: in float32 the padded path would have no
+        # kernel (NotImplementedError on an H100), so float32 keeps Keras' own attention (XLA).
+        self.padding = _padding_for_cudnn(self.seq_len) if self.compute_dtype in ("bfloat16", "float16") else 0
         self.qkv.build(input_shape)
         self.out.build(input_shape)
 
@@ -68,6 +70,61 @@ class SelfAttention(layers.Layer):
         """Projections (QKV and output: 4 x seq x dim^2 multiply-adds) and Q.K^T and A.V
         (2 x seq^2 x dim multiply-adds), at 2 FLOPs per multiply-add."""
         return 2 * (4 * self.seq_len * self.dim * self.dim) + 4 * self.seq_len * self.seq_len * self.dim
+
+
+class Gelu(layers.Layer):
+    """GELU (exact, or the tanh approximation) that keeps only its input for the backward pass.
+
+    Differentiated by JAX, `x * (1 + erf(x / sqrt 2)) / 2` keeps two more tensors of the MLP's
+    width per block besides the activation itself: ViT-B/16 at batch 256 in bf16 held 3 x 0.29
+    GiB per block, 10.4 of its step's 23.5 GiB at the peak (XLA's live-range dump of the compiled
+    step, benchmarks/step_memory.py; docs/benchmarks.md). Here the forward pass is the plain
+    activation and the backward pass computes the derivative from the kept input, in float32, as
+    torch.compile does for timm's GELU. `jax.checkpoint` around the activation kept as little but
+    cost 2.3% of ViT's speed on an H100 (its recomputation is fenced off from XLA's fusion by an
+    optimization barrier). Other backends: the plain activation."""
+
+    def __init__(self, approximate: bool, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.approximate = approximate
+
+    def call(self, x):
+        if keras.backend.backend() == "jax":
+            return _jax_gelu(self.approximate)(x)
+        return keras.activations.gelu(x, approximate=self.approximate)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "approximate": self.approximate}
+
+
+def _jax_gelu(approximate: bool):
+    """jax.nn.gelu with a hand-written derivative that needs only the input:
+    exact: d/dx x·Φ(x) = Φ(x) + x·φ(x); tanh form (Hendrycks & Gimpel 2016): with
+    u = c·(x + 0.044715·x³), c = sqrt(2/π): 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·c·(1 + 3·0.044715·x²)."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+
+    @jax.custom_vjp
+    def gelu(x):
+        return jax.nn.gelu(x, approximate=approximate)
+
+    def forward(x):
+        return gelu(x), x
+
+    def backward(x, grad):
+        t = x.astype(jnp.float32)
+        if approximate:
+            c = math.sqrt(2 / math.pi)
+            tanh = jnp.tanh(c * (t + 0.044715 * t * t * t))
+            slope = 0.5 * (1 + tanh) + 0.5 * t * (1 - tanh * tanh) * c * (1 + 3 * 0.044715 * t * t)
+        else:
+            slope = 0.5 * (1 + jax.lax.erf(t / math.sqrt(2))) + t * jnp.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
+        return ((grad.astype(jnp.float32) * slope).astype(grad.dtype),)
+
+    gelu.defvjp(forward, backward)
+    return gelu
 
 
 class LearnedPositions(layers.Layer):
@@ -99,7 +156,7 @@ def block(x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool
 
     def mlp(h):
         h = layers.Dense(mlp_dim)(h)
-        h = layers.Activation(lambda t: keras.activations.gelu(t, approximate=gelu_approximate))(h)
+        h = Gelu(gelu_approximate)(h)
         return layers.Dense(dim)(h)
 
     attention = SelfAttention(dim, heads, causal)

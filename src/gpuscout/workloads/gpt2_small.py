@@ -40,7 +40,7 @@ WORKLOAD = register(
         input_kind="tokens",
         num_classes=VOCAB,
         # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
-        memory=memory_models(mixed_bfloat16=(2.24, 559.9), fp32=(2.00, 2274.9)),
+        memory=memory_models(mixed_bfloat16=(2.20, 499.3), fp32=(1.98, 2136.9)),
         default_batch_size=16,
         reference_dataset_size=9_035_582_198,
         reference_dataset="OpenWebText train, GPT-2 tokens (9.0B, nanoGPT's prepare.py)",

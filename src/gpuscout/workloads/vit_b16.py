@@ -44,7 +44,7 @@ WORKLOAD = register(
         input_kind="image",
         num_classes=CLASSES,
         # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
-        memory=memory_models(mixed_bfloat16=(1.15, 91.5), fp32=(1.00, 193.1)),
+        memory=memory_models(mixed_bfloat16=(1.15, 63.8), fp32=(1.00, 159.4)),
         default_batch_size=256,
         reference_dataset_size=1_281_167,
         reference_dataset="ImageNet-1k train (1,281,167)",
