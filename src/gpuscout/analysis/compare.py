@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from gpuscout.analysis import communication
 from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
@@ -51,6 +52,9 @@ FIELDS: dict[str, Callable[[RunRecord], object]] = {
     "devices": lambda r: r.devices,
     # per-GPU or global batch-norm statistics over several devices: different training, never pooled
     "batchnorm": lambda r: r.batchnorm,
+    # when the gradient all-reduce ran against the backward pass (XLA's scheduling flags, NCCL's
+    # algorithm): a setting that changes the step time alone, so never pooled either
+    "communication": communication.of,
     "mode": lambda r: r.mode,  # training and inference are never one group
     "format": lambda r: f"{r.inference.format}:{r.inference.variant}" if r.inference else "training",
 }

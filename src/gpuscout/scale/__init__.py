@@ -22,7 +22,7 @@ from gpuscout import catalog, workloads
 from gpuscout.scale import cluster
 
 from gpuscout.core import engine, planning
-from gpuscout.analysis import scaling
+from gpuscout.analysis import communication, scaling
 from gpuscout.analysis.compare import ratio_ci
 from gpuscout.core.errors import UsageError, parse_positive_ints
 from gpuscout.core.pricing import PricingOptions
@@ -228,7 +228,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
                  "speedup": None, "efficiency": None, "outside_compute_s": None, "outside_compute_share": None,
                  "allreduce_estimate_s": None, "input_wait_share": r.input_wait_share,
                  "all_reduce": dist.all_reduce if dist else None,
-                 "batchnorm": r.batchnorm,
+                 "batchnorm": r.batchnorm, "communication": communication.of(r),
                  "per_gpu": _per_gpu(r), "flags": [f.code for f in r.flags],
                  "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes}
         params = dist.params if dist else None
@@ -299,6 +299,9 @@ def verdict(points: list[dict], base_ok: bool) -> dict:
                 tries.append(cause["try"])
     likely = below[-1]["causes"][0]["message"] if below and below[-1]["causes"] else None
     summary = "; ".join(parts) + (f". Likely cause: {likely}" if likely else "")
+    exchanged = next((p["communication"] for p in measured if p.get("communication")), None)
+    if exchanged:  # what these numbers were measured with: another setting is another study
+        summary += f". Gradients: {exchanged}"
     return {"ok": not below and not hung and not failed, "summary": summary, "try": tries}
 
 

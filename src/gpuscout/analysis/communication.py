@@ -1,0 +1,71 @@
+"""How a data-parallel run's devices exchanged their gradients, in words.
+
+Two runs of one model on the same GPUs can differ in nothing but when their gradient all-reduce
+runs against the backward pass: XLA's scheduling flags (the latency-hiding scheduler, the
+all-reduce combiner's bucket size, pipelined or synchronous collectives) and NCCL's algorithm
+and protocol change the step time and nothing else in the record. This names them, from what
+every record already keeps (the strategy the child reported and the environment it saw), so
+stored runs of any age have it: `compare` never pools runs whose settings differ, `scale`'s
+verdict says which one it measured.
+
+What each framework does by default (docs/methodology.md, "Communication"):
+- jax (gpuscout's per-replica step, and Keras' DataParallel): one `lax.pmean` of the gradient
+  tree after the backward pass; XLA combines it into all-reduces of up to its combine threshold and,
+  without the latency-hiding scheduler, runs them after the last gradient.
+- tensorflow (MirroredStrategy): Keras computes every gradient with one tape, then the strategy
+  packs them into batched NCCL all-reduces, which wait for the last gradient too.
+"""
+
+from __future__ import annotations
+
+# XLA_FLAGS that move collectives against computation, and what this module calls them
+# (xla/debug_options_flags.cc; openxla.org/xla/gpu_optimization_levels).
+XLA_SCHEDULING_FLAGS = {
+    "xla_gpu_enable_latency_hiding_scheduler": "latency-hiding scheduler",
+    "xla_gpu_all_reduce_combine_threshold_bytes": "all-reduce combine threshold",
+    "xla_gpu_enable_pipelined_all_reduce": "pipelined all-reduce",
+    "xla_gpu_disable_async_collectives": "synchronous collectives",
+    "xla_gpu_enable_highest_priority_async_stream": "priority stream for collectives",
+    "xla_gpu_experimental_parallel_collective_overlap_limit": "parallel collective overlap limit",
+}
+NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO")
+
+
+def xla_settings(xla_flags: str | None) -> list[str]:
+    """The scheduling flags set in an XLA_FLAGS string, as 'name=value' in words, in a fixed order."""
+    given = {}
+    for token in (xla_flags or "").split():
+        name, _, value = token.lstrip("-").partition("=")
+        if name in XLA_SCHEDULING_FLAGS:
+            given[name] = value or "true"
+    return [f"{XLA_SCHEDULING_FLAGS[name]}={_value(name, given[name])}"
+            for name in XLA_SCHEDULING_FLAGS if name in given]
+
+
+def _value(name: str, value: str) -> str:
+    if name.endswith("_bytes") and value.isdigit():
+        size = int(value)
+        return f"{size / 2**20:g} MiB" if size % 2**10 == 0 else f"{size} B"
+    return value
+
+
+def describe(backend: str, devices: int, all_reduce: str | None, child_env: dict[str, str]) -> str | None:
+    """One line for a run over `devices` devices (None for one device: nothing was exchanged)."""
+    if devices < 2:
+        return None
+    nccl = [f"{key}={child_env[key]}" for key in NCCL_SETTINGS if child_env.get(key)]
+    if backend == "jax":
+        xla = xla_settings(child_env.get("XLA_FLAGS"))
+        if xla:
+            return f"one gradient all-reduce, scheduled by XLA with {', '.join(xla + nccl)}"
+        return ("one gradient all-reduce after the backward pass (XLA's default scheduling"
+                + "".join(f"; {setting}" for setting in nccl) + ")")
+    what = all_reduce or "the strategy's all-reduce"
+    return f"{what} after the backward pass" + (f" ({', '.join(nccl)})" if nccl else "")
+
+
+def of(record) -> str | None:
+    """`describe` for a stored run record."""
+    distribution = record.distribution
+    return describe(record.backend.value, record.devices, distribution.all_reduce if distribution else None,
+                    record.env.child_env if record.env else {})

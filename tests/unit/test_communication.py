@@ -1,0 +1,56 @@
+"""How a data-parallel run's gradients were exchanged: named from the record, split in compare,
+said in scale's verdict."""
+
+import json
+
+from gpuscout import scale
+from gpuscout.analysis import communication
+from gpuscout.analysis.compare import compare
+from gpuscout.core.spec import BatchNormStats, Distribution
+from gpuscout.record.run import RunRecord
+from tests.conftest import FIXTURES
+
+GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
+OVERLAP = "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_all_reduce_combine_threshold_bytes=26214400"
+
+
+def test_the_flags_that_move_collectives_are_named_and_the_rest_ignored():
+    flags = f"--xla_force_host_platform_device_count=2 {OVERLAP} --xla_gpu_autotune_level=4"
+    assert communication.xla_settings(flags) == ["latency-hiding scheduler=true",
+                                                 "all-reduce combine threshold=25 MiB"]  # 26,214,400 B / 2^20
+    assert communication.describe("jax", 2, None, {"XLA_FLAGS": flags}) == (
+        "one gradient all-reduce, scheduled by XLA with latency-hiding scheduler=true, "
+        "all-reduce combine threshold=25 MiB")
+    assert communication.describe("jax", 2, None, {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}) == (
+        "one gradient all-reduce after the backward pass (XLA's default scheduling)")
+    assert communication.describe("tensorflow", 2, "NcclAllReduce", {"NCCL_ALGO": "Tree"}) == (
+        "NcclAllReduce after the backward pass (NCCL_ALGO=Tree)")
+    assert communication.describe("jax", 1, None, {"XLA_FLAGS": OVERLAP}) is None  # nothing exchanged
+
+
+def on_two(run_id: str, xla_flags: str | None) -> RunRecord:
+    r = next(r for r in GOLDEN if r.id == run_id)
+    spec = r.spec.model_copy(update={"devices": 2, "distribution": Distribution.mirrored,
+                                     "batchnorm": BatchNormStats.per_replica})
+    env = r.env.model_copy(update={"child_env": {"XLA_FLAGS": xla_flags} if xla_flags else {}})
+    return r.model_copy(update={"id": f"{run_id}-{bool(xla_flags)}", "devices": 2, "spec": spec, "env": env})
+
+
+def test_compare_never_pools_runs_of_different_communication_settings():
+    runs = [on_two("a100bf16b256", None), on_two("h100bf16b256", None), on_two("h100bf16b256", OVERLAP)]
+    (c,) = compare(runs, "gpu")  # the overlapped H100 run has no A100 partner: left out, not pooled
+    assert c.held["communication"].endswith("(XLA's default scheduling)")
+    assert [g.run_ids for g in c.groups] == [["a100bf16b256-False"], ["h100bf16b256-False"]]
+    (c,) = compare(runs, "communication")
+    assert sorted(g.run_ids[0] for g in c.groups) == ["h100bf16b256-False", "h100bf16b256-True"]
+
+
+def test_scales_verdict_names_the_communication_it_measured():
+    point = {"devices": 2, "status": "ok", "efficiency": {"value": 0.95}, "speedup": {"ratio": 1.9},
+             "meets_expectation": True, "expected_efficiency": 0.9, "causes": [],
+             "communication": communication.describe("jax", 2, None, {"XLA_FLAGS": OVERLAP})}
+    base = {"devices": 1, "status": "ok", "efficiency": {"value": 1.0}, "communication": None}
+    summary = scale.verdict([base, point], base_ok=True)["summary"]
+    assert summary.endswith("Gradients: one gradient all-reduce, scheduled by XLA with latency-hiding "
+                            "scheduler=true, all-reduce combine threshold=25 MiB")
+    assert "Gradients" not in scale.verdict([base], base_ok=True)["summary"]
