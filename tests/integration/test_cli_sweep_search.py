@@ -161,3 +161,23 @@ def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, sto
         assert [(float(lr), int(e)) for _, lr, e in finished] == [(0.5, 6)]
     summary = json.loads(done.stdout)
     assert summary["early_stop"]["pruned"] == 3
+
+
+def test_a_metric_reported_only_at_the_end_is_said_to_leave_nothing_to_prune(tmp_path, store_path):
+    script = tmp_path / "report_me.py"
+    shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
+    sweep = write(tmp_path, f"""
+        name: own-end
+        command: {json.dumps(f"{sys.executable} {script} end {{lr}}")}
+        reports: [val_loss]
+        metric: {{name: val_loss, direction: min}}
+        space: {{lr: [0.5, 0.000001]}}
+        early_stop: {{kind: median, grace_epochs: 1}}
+    """)
+    done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["status_counts"]["ok"] == 2 and summary["status_counts"]["pruned"] == 0
+    said = [n for n in summary["notes"] if n.startswith("early_stop cannot act")]
+    assert len(said) == 1 and "reported val_loss only at its end" in said[0]  # said once, not per trial
+    assert "early_stop cannot act" in done.stderr.replace("\n", " ")

@@ -189,6 +189,7 @@ class _Hooks(run_lib.Hooks):
         self.failure: str | None = None
         self.cache_use = {"programs": 0, "hits": 0}  # this execution's workload trials, summed
         self.search: search_lib.Search | None = None  # Optuna's study (tpe, early_stop)
+        self.said_not_per_epoch = False
 
     def claim(self, trial: Trial, slot: run_lib.Slot) -> bool:
         taken = self.store.claim_trial(self.p.sweep.name, trial.key, trial.index, self.p.sweep_hash, trial.params,
@@ -228,6 +229,14 @@ class _Hooks(run_lib.Hooks):
         self.running.discard(result.key)
         if self.search is not None and result.status != "interrupted":
             self.search.finish(result.key, result.status, result.metrics.get(self.p.sweep.metric.name))
+        metric = self.p.sweep.metric.name
+        if (self.p.sweep.early_stop is not None and not self.said_not_per_epoch and result.status == "ok"
+                and metric in result.metrics and not search_lib.reported_per_epoch(data, metric)):
+            # Known only once a trial ran: the file cannot say how a script reports. Said once.
+            self.said_not_per_epoch = True
+            self.noted(f"early_stop cannot act: trial {result.index} reported {metric} only at its end, never "
+                       "per epoch, so every trial runs to its end; report it each epoch (Model.fit with "
+                       "validation data, gpuscout.sweep.report(..., step=epoch), or JSON lines with \"epoch\")")
         for record in result.records:
             if record.compilation_cache is not None:
                 self.cache_use["programs"] += record.compilation_cache.programs

@@ -194,7 +194,7 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
 
 
 def _epochs(result: dict) -> int:
-    return sum(1 for h in result.get("history") or [] if "epoch" in h)
+    return sum(1 for h in result.get("history") or [] if _epoch_of(h) is not None)
 
 
 def _planned(result: dict) -> int | None:
@@ -202,8 +202,22 @@ def _planned(result: dict) -> int | None:
     return steps.get("epochs_planned")
 
 
+def _epoch_of(entry: dict) -> int | None:
+    """A history entry's epoch: fit's logs and JSON lines say "epoch", gpuscout.sweep.report "step"."""
+    try:
+        return int(entry.get("epoch", entry.get("step")))
+    except (TypeError, ValueError):
+        return None
+
+
+def reported_per_epoch(result: dict, metric: str) -> bool:
+    """Whether a trial's history holds `metric` at some epoch (what a pruner needs): a script
+    that prints or reports it once, at its end, gives none, and nothing can be pruned."""
+    return any(_epoch_of(h) is not None and metric in h for h in result.get("history") or [])
+
+
 def _value_at(result: dict, metric: str, epoch: int) -> float | None:
     for h in result.get("history") or []:
-        if h.get("epoch") == epoch and metric in h:
+        if _epoch_of(h) == epoch and metric in h:
             return float(h[metric])
     return None
