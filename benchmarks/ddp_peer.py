@@ -1,10 +1,12 @@
-"""The PyTorch peer of `gpuscout scale`: torchvision ResNet-50 under DistributedDataParallel
-(NCCL), weak scaling, timed as gpuscout times (10 warm-up steps, a calibration pass, 5 windows of
->= 2 s, the device synchronised only at window ends).
+"""The PyTorch peer of `gpuscout scale`: a model under DistributedDataParallel (NCCL), weak
+scaling, timed as gpuscout times (10 warm-up steps, a calibration pass, 5 windows of >= 2 s, the
+device synchronised only at window ends).
 
-    python benchmarks/ddp_peer.py GPUS BATCH_PER_GPU fp32|bf16
+    python benchmarks/ddp_peer.py GPUS BATCH_PER_GPU fp32|bf16 [MODEL [SEQ]]
 
-channels_last, cudnn.benchmark, random data resident on each GPU and rotated; bf16 = autocast.
+MODEL: resnet50 (default: torchvision's, channels_last, cudnn.benchmark, SGD with momentum) or
+gpt2_small | bert_base (benchmarks/torch_peers.py's models and data, fused AdamW, SEQ tokens:
+1024 and 128 by default). Random data resident on each GPU and rotated; bf16 = autocast.
 One process per GPU (torch.multiprocessing). Prints one line `@@peer {json}` with the global
 samples/s of each window.
 """
@@ -24,26 +26,34 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def worker(rank: int, world: int, batch: int, precision: str, port: int, out) -> None:
-    import torchvision
-
+def worker(rank: int, world: int, batch: int, precision: str, port: int, out, name: str, seq: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("nccl", rank=rank, world_size=world)
     torch.cuda.set_device(rank)
     torch.manual_seed(rank)
     torch.backends.cudnn.benchmark = True
-    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    if name == "resnet50":
+        import torchvision
+
+        model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+        data = [(torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last),
+                 torch.randint(0, 1000, (batch,), device="cuda")) for _ in range(4)]
+        loss_of = lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)  # noqa: E731
+        make_optimizer = lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9)  # noqa: E731
+    else:  # the single-GPU peers' transformer models and data (torch_peers.py, beside this file)
+        from torch_peers import build
+
+        model, data, loss_of, _ = build(name, batch, seq)
+        make_optimizer = lambda params: torch.optim.AdamW(params, lr=1e-4, fused=True)  # noqa: E731
     model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    xs = [torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last) for _ in range(4)]
-    ys = [torch.randint(0, 1000, (batch,), device="cuda") for _ in range(4)]
+    opt = make_optimizer(model.parameters())
     step_count = [0]
 
     def step():
-        i = step_count[0] % 4
+        x, y = data[step_count[0] % len(data)]
         step_count[0] += 1
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = torch.nn.functional.cross_entropy(model(xs[i]), ys[i])
+            loss = loss_of(model, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -64,7 +74,8 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out) ->
     dist.all_reduce(steps, op=dist.ReduceOp.MAX)  # every rank runs the same number of steps
     rates = [world * batch * int(steps) / run(int(steps)) for _ in range(5)]
     if rank == 0:
-        out.put({"gpus": world, "batch_per_gpu": batch, "precision": precision, "steps_per_window": int(steps),
+        out.put({"model": name, "seq": seq if name != "resnet50" else None, "gpus": world, "batch_per_gpu": batch,
+                 "precision": precision, "steps_per_window": int(steps),
                  "windows_samples_per_s": rates, "samples_per_s": statistics.median(rates),
                  "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))})
     dist.destroy_process_group()
@@ -72,12 +83,14 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out) ->
 
 def main() -> int:
     gpus, batch, precision = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    name = sys.argv[4] if len(sys.argv) > 4 else "resnet50"
+    seq = int(sys.argv[5]) if len(sys.argv) > 5 else {"gpt2_small": 1024, "bert_base": 128}.get(name, 0)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(worker, args=(gpus, batch, precision, port, out), nprocs=gpus, start_method="spawn")
+    mp.start_processes(worker, args=(gpus, batch, precision, port, out, name, seq), nprocs=gpus, start_method="spawn")
     print("@@peer " + json.dumps(out.get()), flush=True)
     return 0
 
