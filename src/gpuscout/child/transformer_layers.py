@@ -80,8 +80,8 @@ class Gelu(layers.Layer):
     GiB per block, 10.4 of its step's 23.5 GiB at the peak (XLA's live-range dump of the compiled
     step, benchmarks/step_memory.py; docs/benchmarks.md). Here the forward pass is the plain
     activation and the backward pass computes the derivative from the kept input, in float32, as
-    torch.compile does for timm's GELU. `jax.checkpoint` around the activation kept as little but
-    cost 2.3% of ViT's speed on an H100 (its recomputation is fenced off from XLA's fusion by an
+    PyTorch's own GELU does (its gelu_backward takes the input alone). `jax.checkpoint` around the activation kept as little but
+    cost ViT 2.3% of its speed on an H100 (its recomputation is fenced off from XLA's fusion by an
     optimization barrier). Other backends: the plain activation."""
 
     def __init__(self, approximate: bool, **kwargs) -> None:
