@@ -54,3 +54,25 @@ def test_scales_verdict_names_the_communication_it_measured():
     assert summary.endswith("Gradients: one gradient all-reduce, scheduled by XLA with latency-hiding "
                             "scheduler=true, all-reduce combine threshold=25 MiB")
     assert "Gradients" not in scale.verdict([base], base_ok=True)["summary"]
+
+
+def test_the_verdict_prints_settings_and_errors_as_written_not_as_markup():
+    import io
+
+    from rich.console import Console
+
+    from gpuscout.report.scale import print_scale
+
+    def point(devices, status, message=None):
+        return {"devices": devices, "status": status, "message": message, "per_device_batch_size": 8,
+                "samples_per_s": 100.0 if status == "ok" else None, "ci95": None, "speedup": None,
+                "efficiency": None, "outside_compute_s": None, "allreduce_estimate_s": None, "per_gpu": [],
+                "run_id": f"run{devices}", "causes": [], "communication": None}
+
+    points = [point(1, "ok"), point(2, "failed", "NCCL error [red]unhandled[/red] in [bold]ring[/]")]
+    report = {"workload": "mlp", "gpu": None, "mode": "weak", "backend": "jax", "precision": "fp32",
+              "data": "synthetic", "batchnorm": None, "local_workers": False, "session": "s1", "elapsed_s": 6.0,
+              "notes": [], "interconnect": None, "points": points, "verdict": scale.verdict(points, True)}
+    printed = io.StringIO()
+    print_scale(report, Console(file=printed, width=200, color_system=None))
+    assert "NCCL error [red]unhandled[/red] in [bold]ring[/]" in printed.getvalue()

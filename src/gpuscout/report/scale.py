@@ -59,7 +59,8 @@ def print_scale(report: dict, out: Console) -> None:
         t.add_row(*row)
     out.print(t)
     v = report["verdict"]
-    out.print(("[green]verdict[/]: " if v["ok"] else "[red]verdict[/]: ") + v["summary"], highlight=False)
+    # the summary carries run errors and XLA/NCCL settings as the user wrote them: never markup
+    out.print(("[green]verdict[/]: " if v["ok"] else "[red]verdict[/]: ") + escape(v["summary"]), highlight=False)
     for p in report["points"]:
         for c in p["causes"]:
             out.print(f"  {p['devices']} devices — {c['message']}", highlight=False, markup=False)
