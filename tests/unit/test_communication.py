@@ -18,6 +18,10 @@ def test_the_flags_that_move_collectives_are_named_and_the_rest_ignored():
     flags = f"--xla_force_host_platform_device_count=2 {OVERLAP} --xla_gpu_autotune_level=4"
     assert communication.xla_settings(flags) == ["latency-hiding scheduler=true",
                                                  "all-reduce combine threshold=25 MiB"]  # 26,214,400 B / 2^20
+    assert communication.xla_settings("--xla_gpu_all_reduce_combine_threshold_bytes=1536") == [
+        "all-reduce combine threshold=1536 B"]  # 1.5 KiB: not a whole unit
+    assert communication.xla_settings("--xla_gpu_all_reduce_combine_threshold_bytes=4096") == [
+        "all-reduce combine threshold=4 KiB"]
     assert communication.describe("jax", 2, None, {"XLA_FLAGS": flags}) == (
         "one gradient all-reduce, scheduled by XLA with latency-hiding scheduler=true, "
         "all-reduce combine threshold=25 MiB")

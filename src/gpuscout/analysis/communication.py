@@ -18,6 +18,11 @@ What each framework does by default (docs/methodology.md, "Communication"):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuscout.record.run import RunRecord
+
 # XLA_FLAGS that move collectives against computation, and what this module calls them
 # (xla/debug_options_flags.cc; openxla.org/xla/gpu_optimization_levels).
 XLA_SCHEDULING_FLAGS = {
@@ -45,7 +50,10 @@ def xla_settings(xla_flags: str | None) -> list[str]:
 def _value(name: str, value: str) -> str:
     if name.endswith("_bytes") and value.isdigit():
         size = int(value)
-        return f"{size / 2**20:g} MiB" if size % 2**10 == 0 else f"{size} B"
+        for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+            if size and size % scale == 0:
+                return f"{size // scale} {unit}"
+        return f"{size} B"
     return value
 
 
@@ -64,7 +72,7 @@ def describe(backend: str, devices: int, all_reduce: str | None, child_env: dict
     return f"{what} after the backward pass" + (f" ({', '.join(nccl)})" if nccl else "")
 
 
-def of(record) -> str | None:
+def of(record: RunRecord) -> str | None:
     """`describe` for a stored run record."""
     distribution = record.distribution
     return describe(record.backend.value, record.devices, distribution.all_reduce if distribution else None,
