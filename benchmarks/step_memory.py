@@ -47,40 +47,22 @@ def main() -> int:
     import jax
     import keras
 
-    from gpuscout.child import jax_steps
+    from built_step import build
+
     from gpuscout.core.spec import Backend, Precision, RunSpec
-    from gpuscout.workloads import get
 
-    spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
-                   batch_size=args.batch, seq_len=args.seq_len, gpu_index=0)
-    keras.utils.set_random_seed(0)
-    keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
-    captured = {}
-    original = jax_steps._Placement.train_step
-
-    def capture(self, model, state):
-        step, placed = original(self, model, state)
-        captured["step"], captured["state"] = step, placed
-        return step, placed
-
-    jax_steps._Placement.train_step = capture
-    runner = jax_steps.build_runner(spec, get(args.workload), keras)
+    built = build(RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
+                          batch_size=args.batch, seq_len=args.seq_len, gpu_index=0))
     device = jax.local_devices()[0]
     before = device.memory_stats() or {}
-    # The batch the step is lowered for: the runner's first resident batch has the same shapes.
-    from gpuscout.child import data
-
-    host = data.synthetic_batches(get(args.workload), args.batch, 0, args.seq_len)[0]
-    batch = jax.device_put(host, device)
-    compiled = captured["step"].lower(captured["state"], batch).compile()
-    analysis = compiled.memory_analysis()
+    analysis = built.compiled().memory_analysis()
     planned = {name: int(getattr(analysis, name)) for name in (
         "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
         "generated_code_size_in_bytes")} if analysis is not None else {}
     logs = None
     for i in range(args.steps):
-        logs = runner.step(i)
-    runner.sync(logs)
+        logs = built.runner.step(i)
+    built.runner.sync(logs)
     after = device.memory_stats() or {}
 
     buffers, breakdown = peak_live(dump)
