@@ -1,7 +1,7 @@
 """The timing protocol (methodology version 1, docs/methodology.md), framework-agnostic.
 
-compile step (timed apart) -> warm-up steps (discarded) -> one calibration pass of
-`window_steps` steps (discarded; it sets the window length) -> `windows` timing windows of equal step count, each at least `window_steps` steps and
+compile step (timed apart) -> warm-up steps (discarded) -> one calibration pass of at least
+`window_steps` steps and a fifth of a window (discarded; it sets the window length) -> `windows` timing windows of equal step count, each at least `window_steps` steps and
 `window_seconds` seconds. The device is synchronised only at window boundaries (the backend's
 `sync` fetches the loss to the host), never per step.
 """
@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gpuscout.record.child import ChildResult, ChildWindow, DistributionDetails
+
+# The calibration pass lasts at least this share of --window-seconds (docs/methodology.md, 6.)
+CALIBRATION_SHARE = 0.2
 
 
 @dataclass
@@ -67,7 +70,20 @@ def run_protocol(
     start = time.monotonic()
     loss = run_steps(window_steps)
     fixed_step_loss, fixed_steps = loss, step_index
-    step_estimate_s = (time.monotonic() - start) / window_steps
+    # A pass of a few millisecond-steps is too short to time: one preemption of the process made
+    # it 4x too slow on a loaded 2-core machine and the windows 4x too short. So it goes on in
+    # doubling chunks until it has run CALIBRATION_SHARE of a window (after the fixed step, whose
+    # loss stays comparable across runs), and the fastest chunk's step time sets the windows: a
+    # preempted chunk is slow, never fast. Every worker of a multi-worker run must run the same
+    # steps: each round's "more" is agreed (agree gives the ceiling of the mean: 2 if any asks 2).
+    step_times = [(time.monotonic() - start) / window_steps]
+    chunk = window_steps
+    while runner.agree(2 if time.monotonic() - start < CALIBRATION_SHARE * window_seconds else 1) == 2:
+        chunk_start = time.monotonic()
+        run_steps(chunk)
+        step_times.append((time.monotonic() - chunk_start) / chunk)
+        chunk *= 2
+    step_estimate_s = min(step_times)
     steps_per_window = runner.agree(max(window_steps, math.ceil(window_seconds / max(step_estimate_s, 1e-9))))
     on_event({"event": "warmed_up", "warmup_s": warmup_s, "steps_per_window": steps_per_window})
 
