@@ -42,6 +42,17 @@ def test_crash_is_recorded_as_failed_naming_the_signal(monkeypatch):
     assert "about to crash" in outcome.stderr_tail
 
 
+def test_a_child_that_does_not_exit_after_its_result_is_stopped_and_its_result_kept(monkeypatch):
+    from gpuscout.executor import process
+
+    monkeypatch.setenv("FAKE_MODE", "linger")
+    monkeypatch.setattr(process, "EXIT_GRACE_S", 1.0)
+    started = time.monotonic()
+    outcome = run_child(spec("resnet18_cifar"), timeout_s=60)
+    assert outcome.status == "ok" and len(outcome.result.windows) == 3
+    assert outcome.returncode != 0 and time.monotonic() - started < 15
+
+
 def test_timeout_kills_the_whole_process_group(fake_worker):
     started = time.monotonic()
     outcome = run_child(spec("resnet50"), timeout_s=3)

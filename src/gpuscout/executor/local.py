@@ -87,12 +87,14 @@ def run_child(
         with open(log_path, "wb") as log:
             finished = process.run([*worker_command(), str(spec_path)],
                                    env=env if env is not None else child_env(spec), timeout_s=timeout_s,
-                                   stdout=log, stderr=log, on_event=on_event, on_start=on_start, cancel=cancel)
+                                   stdout=log, stderr=log, on_event=on_event, on_start=on_start, cancel=cancel,
+                                   last_events=("result", "error"))
         tail = log_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
     if finished.cancelled:
         return ChildOutcome("failed", None, "stopped: another process of the same run failed", tail,
                             finished.returncode, finished.duration_s, finished.events)
-    return _classify(finished.events, finished.returncode, finished.timed_out, timeout_s, tail, finished.duration_s)
+    return _classify(finished.events, finished.returncode, finished.timed_out, timeout_s, tail, finished.duration_s,
+                     finished.lingered)
 
 
 def _phase(events: list[dict]) -> str:
@@ -108,13 +110,15 @@ def _phase(events: list[dict]) -> str:
             "or --timeout SECONDS)")
 
 
-def _classify(events, returncode, timed_out, timeout_s, tail, duration) -> ChildOutcome:
+def _classify(events, returncode, timed_out, timeout_s, tail, duration, lingered=False) -> ChildOutcome:
+    """`lingered`: the child sent its result or error, then did not exit and was stopped (what it
+    sent stands: the measurement was complete)."""
     result = next((e for e in events if e.get("event") == "result"), None)
     error = next((e for e in events if e.get("event") == "error"), None)
     if timed_out:
         return ChildOutcome("timeout", None, f"exceeded the {timeout_s:g} s timeout {_phase(events)} and was killed",
                             tail, returncode, duration, events)
-    if result is not None and returncode == 0:
+    if result is not None and (returncode == 0 or lingered):
         try:
             return ChildOutcome("ok", ChildResult.model_validate(result.get("result")), None, tail, returncode,
                                 duration, events)

@@ -29,6 +29,11 @@ GUARD = Path(__file__).resolve().parent / "guard.py"
 TERM_GRACE_S = 3.0
 # How often the watchdog looks at the child, the clock and the cancel flag.
 POLL_S = 0.2
+# A child that has sent its last event (`last_events`: a measuring child's result or error) has
+# only its exit left; one still there this long after is stopped and what it sent is kept. A
+# tf.data iterator over a Python function, finalised at interpreter shutdown, made a child that had
+# sent its result wait forever under TensorFlow 2.21 (tensorflow#21277); its exit takes ~1 s.
+EXIT_GRACE_S = 20.0
 
 
 @dataclass
@@ -41,6 +46,7 @@ class Finished:
     cancelled: bool = False
     events: list[dict] = field(default_factory=list)
     interrupted: bool = False  # Ctrl-C reached gpuscout and was passed on (forward_interrupt)
+    lingered: bool = False  # it sent its last event, did not exit within EXIT_GRACE_S and was stopped
 
 
 # Where a child's stdout or stderr goes: an open file, subprocess.DEVNULL, None (ours), or a
@@ -133,6 +139,7 @@ def run(
     forward_interrupt: bool = False,
     status_file: Path | None = None,
     stop_now: threading.Event | None = None,
+    last_events: tuple[str, ...] = (),
 ) -> Finished:
     """Run `argv` to its end (or its timeout, or `cancel`), then stop whatever is left of its
     process group (SIGINT first for `interrupt_first_s` when that is > 0). Raises OSError when the
@@ -142,12 +149,17 @@ def run(
     where the guard writes the exit status the moment the child ends (a sweep's trials: a driver
     resumed after gpuscout died learns which finished). `stop_now`: like `cancel`, but the group is
     ended at once, without SIGINT (a watched script that halted itself at its limit: nothing of
-    it may run any more)."""
+    it may run any more). `last_events`: the events after which the child has EXIT_GRACE_S to
+    exit before it is stopped (`lingered`)."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
+    state = {"timed_out": False, "cancelled": False, "interrupted": 0.0,  # interrupted: its grace's end
+             "now": False, "last_event_at": 0.0, "lingered": False}
 
     def keep(event: dict) -> None:
         seen.append(event)
+        if event.get("event") in last_events:
+            state["last_event_at"] = time.monotonic()
         on_event(event)
 
     started = time.monotonic()
@@ -168,8 +180,6 @@ def run(
                     os.close(drain.fd)
         reader = threading.Thread(target=events.read, args=(channel, keep), daemon=True,
                                   name="gpuscout-events")
-        state = {"timed_out": False, "cancelled": False, "interrupted": 0.0,  # interrupted: its grace's end
-                 "now": False}
         try:  # from the moment the child exists: a Ctrl-C anywhere below still stops its group
             reader.start()
             for drain in drains:
@@ -186,7 +196,7 @@ def run(
     if failed is not None:  # what Popen itself would have raised
         raise OSError(failed.get("errno"), failed.get("message"))
     return Finished(proc.returncode, time.monotonic() - started, state["timed_out"], state["cancelled"], list(seen),
-                    bool(state["interrupted"]))
+                    bool(state["interrupted"]), state["lingered"])
 
 
 def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cancel: threading.Event | None,
@@ -204,6 +214,9 @@ def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cance
             return
         if stop_now is not None and stop_now.is_set():
             state["cancelled"] = state["now"] = True
+            return
+        if state["last_event_at"] and now - state["last_event_at"] >= EXIT_GRACE_S:
+            state["lingered"] = state["now"] = True
             return
         if cancel is not None and cancel.is_set():
             state["cancelled"] = True
