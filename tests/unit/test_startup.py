@@ -53,3 +53,66 @@ def test_importing_the_cli_and_planning_every_verb_loads_no_framework():
     out = subprocess.run([sys.executable, "-c", PLAN_EVERY_VERB], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_module_level_import_outside_the_child_is_a_declared_dependency():
+    # A fresh install has only [project].dependencies (and what they require): `import click` in
+    # the CLI broke `pip install gpuscout` once Typer 0.29 stopped requiring click, while the test
+    # venv still had click through Ray. The child's modules run where the backend's extra is in.
+    import ast
+    import importlib.metadata as metadata
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+
+    def name_of(requirement: str) -> str:
+        return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+    declared = {name_of(r) for r in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]}
+    def requirements(distribution: str) -> list[str]:
+        try:
+            return metadata.requires(distribution) or []
+        except metadata.PackageNotFoundError:  # declared for other Pythons only (tomli)
+            return []
+
+    required = {name_of(r) for d in declared for r in requirements(d) if "extra ==" not in r}
+    distributions = metadata.packages_distributions()
+    undeclared = []
+    for path in (root / "src" / "gpuscout").rglob("*.py"):
+        if "child" in path.parts:
+            continue
+        for node in ast.parse(path.read_text()).body:  # module level: what importing the module needs
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for module in modules:
+                top = module.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("gpuscout", "__future__"):
+                    continue
+                names = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+                if not names & (declared | required):
+                    undeclared.append(f"{path.relative_to(root)}: {module}")
+    assert undeclared == []
+
+
+def test_a_bad_number_is_named_by_the_option_the_user_typed():
+    from typing import Annotated
+
+    import pytest
+    import typer
+
+    from gpuscout.cli import check_numbers, option_flags
+    from gpuscout.core.errors import UsageError
+
+    def command(trials_per_gpu: Annotated[float, typer.Option("--per-gpu")] = 1.0,
+                window_seconds: Annotated[float, typer.Option(help="seconds")] = 1.0) -> None: ...
+
+    flags = option_flags(command)
+    assert flags == {"trials_per_gpu": "--per-gpu", "window_seconds": "--window-seconds"}
+    with pytest.raises(UsageError, match="^--per-gpu takes a finite number of 0 or more, got nan$"):
+        check_numbers({"trials_per_gpu": float("nan"), "window_seconds": 1.0}, flags)

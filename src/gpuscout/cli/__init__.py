@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import math
-
-import click
+import typing
 
 import typer
 from rich.markup import escape
@@ -63,12 +63,14 @@ def handle_errors(command):
     outermost layer: it prints tracebacks for anything it does not know.
     """
 
+    flags = option_flags(command)
+
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         err = terminal.console(stderr=True, highlight=False)
         signals.install()  # Ctrl-C even when the shell left it ignored; SIGTERM handled as Ctrl-C
         try:
-            check_numbers(kwargs)
+            check_numbers(kwargs, flags)
             return command(*args, **kwargs)
         except UsageError as exc:
             traceback_text = getattr(exc, "traceback_text", None)
@@ -87,12 +89,24 @@ def handle_errors(command):
     return wrapper
 
 
-def check_numbers(values: dict) -> None:
+def option_flags(command) -> dict[str, str]:
+    """Each parameter's option as a user types it: the name declared in `typer.Option("--from")`,
+    else Typer's default (`--` and the name with dashes). Read from the command's own signature,
+    not from a click context: Typer 0.29 carries its own click and no longer installs click."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    flags = {}
+    for name in inspect.signature(command).parameters:
+        declared = [d for info in getattr(hints.get(name), "__metadata__", ())
+                    for d in (*(getattr(info, "param_decls", None) or ()), getattr(info, "default", None))
+                    if isinstance(d, str) and d.startswith("--")]
+        flags[name] = declared[0] if declared else "--" + name.replace("_", "-")
+    return flags
+
+
+def check_numbers(values: dict, flags: dict[str, str]) -> None:
     """Every numeric option of every command is a finite number of 0 or more: click reads "nan",
     "inf" and "-5" as floats, and a timeout of nan never fires, a price of inf ranks nothing.
     Checked once here, for options added later too; each option's own bounds stay with it."""
-    context = click.get_current_context(silent=True)
-    flags = {p.name: p.opts[0] for p in context.command.params if p.opts} if context else {}
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
