@@ -1,5 +1,6 @@
 """Per-replica batch norm on jax data parallelism (child/jax_replicas.py) against the same model
-computed by hand, on two logical CPU devices (issue 20); and tensorflow's global batch norm."""
+computed by hand, on two and four logical CPU devices (issues 20, 34); and tensorflow's global
+batch norm."""
 
 import numpy as np
 import pytest
@@ -12,16 +13,22 @@ pytest.importorskip("keras")
 
 @pytest.fixture(scope="module")
 def trajectories():
+    # NPROC: each logical device's all-reduce holds a thread of XLA's CPU pool (executor/local.py)
     return fixture_json("replica_batchnorm.py",
-                        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
+                        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
+                             "NPROC": "12"})
 
 
-def test_per_replica_step_matches_statistics_per_shard_by_hand(trajectories):
-    losses, moving = trajectories["per_replica"]
-    hand_losses, hand_moving = trajectories["hand_per_replica"]
+@pytest.mark.parametrize("devices", [2, 4])
+def test_per_replica_step_matches_statistics_per_shard_by_hand(trajectories, devices):
+    suffix = "" if devices == 2 else f"_{devices}"
+    losses, moving = trajectories["per_replica" + suffix]
+    hand_losses, hand_moving = trajectories["hand_per_replica" + suffix]
     np.testing.assert_allclose(losses, hand_losses, rtol=1e-5)
     for name in ("moving_mean", "moving_variance"):
         np.testing.assert_allclose(moving[name], hand_moving[name], rtol=1e-5, atol=1e-6)
+    if devices == 4:  # four shards' statistics are not two's: the count reached the step
+        assert abs(losses[0] - trajectories["per_replica"][0][0]) > 0.01
 
 
 def test_global_mode_is_keras_own_and_differs_from_per_replica(trajectories):
