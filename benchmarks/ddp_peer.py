@@ -8,7 +8,9 @@ MODEL: resnet50 (default: torchvision's, channels_last, cudnn.benchmark, SGD wit
 gpt2_small | bert_base (benchmarks/torch_peers.py's models and data, fused AdamW, SEQ tokens:
 1024 and 128 by default). Random data resident on each GPU and rotated; bf16 = autocast.
 One process per GPU (torch.multiprocessing). Prints one line `@@peer {json}` with the global
-samples/s of each window.
+samples/s of each window. Without CUDA it runs GPUS processes on the CPU over gloo: a smoke run
+of the script itself before a GPU call (`ddp_peer.py 2 1 bf16 gpt2_small 32`: about 5 minutes
+on 2 cores with torch 2.13 CPU and transformers), not a peer.
 """
 
 from __future__ import annotations
@@ -28,56 +30,61 @@ import torch.multiprocessing as mp
 
 def worker(rank: int, world: int, batch: int, precision: str, port: int, out, name: str, seq: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("nccl", rank=rank, world_size=world)
-    torch.cuda.set_device(rank)
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+    if cuda:
+        torch.cuda.set_device(rank)
     torch.manual_seed(rank)
     torch.backends.cudnn.benchmark = True
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     if name == "resnet50":
         import torchvision
 
-        model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
-        data = [(torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last),
-                 torch.randint(0, 1000, (batch,), device="cuda")) for _ in range(4)]
+        model = torchvision.models.resnet50().to(device).to(memory_format=torch.channels_last)
+        data = [(torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last),
+                 torch.randint(0, 1000, (batch,), device=device)) for _ in range(4)]
         loss_of = lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)  # noqa: E731
         make_optimizer = lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9)  # noqa: E731
     else:  # the single-GPU peers' transformer models and data (torch_peers.py, beside this file)
         from torch_peers import build
 
-        model, data, loss_of, _ = build(name, batch, seq)
-        make_optimizer = lambda params: torch.optim.AdamW(params, lr=1e-4, fused=True)  # noqa: E731
-    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+        model, data, loss_of, _ = build(name, batch, seq, device)
+        make_optimizer = lambda params: torch.optim.AdamW(params, lr=1e-4, fused=cuda)  # noqa: E731
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if cuda else None)
     opt = make_optimizer(model.parameters())
     step_count = [0]
 
     def step():
         x, y = data[step_count[0] % len(data)]
         step_count[0] += 1
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = loss_of(model, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
     def run(n: int) -> float:
-        torch.cuda.synchronize()
+        sync()
         dist.barrier()
         start = time.monotonic()
         for _ in range(n):
             step()
-        torch.cuda.synchronize()
+        sync()
         dist.barrier()
         return time.monotonic() - start
 
     run(11)  # first step + 10 warm-up steps
     estimate = run(10) / 10
-    steps = torch.tensor([max(10, math.ceil(2.0 / estimate))], device="cuda")
+    steps = torch.tensor([max(10, math.ceil(2.0 / estimate))], device=device)
     dist.all_reduce(steps, op=dist.ReduceOp.MAX)  # every rank runs the same number of steps
     rates = [world * batch * int(steps) / run(int(steps)) for _ in range(5)]
     if rank == 0:
         out.put({"model": name, "seq": seq if name != "resnet50" else None, "gpus": world, "batch_per_gpu": batch,
                  "precision": precision, "steps_per_window": int(steps),
                  "windows_samples_per_s": rates, "samples_per_s": statistics.median(rates),
-                 "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))})
+                 "torch": torch.__version__, "device": device,
+                 "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None})
     dist.destroy_process_group()
 
 

@@ -58,33 +58,35 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def build(name: str, batch: int, seq: int):
-    g = torch.Generator(device="cuda").manual_seed(0)
+def build(name: str, batch: int, seq: int, device: str = "cuda"):
+    """The model on `device` (the current CUDA device by default; ddp_peer.py's CPU smoke run
+    passes "cpu"), four batches of random data there, the loss function and units per sample."""
+    g = torch.Generator(device=device).manual_seed(0)
     if name == "gpt2_small":
-        model = GPT(ctx=seq).cuda()
-        data = [(torch.randint(0, 50304, (batch, seq), device="cuda", generator=g),
-                 torch.randint(0, 50304, (batch, seq), device="cuda", generator=g)) for _ in range(4)]
+        model = GPT(ctx=seq).to(device)
+        data = [(torch.randint(0, 50304, (batch, seq), device=device, generator=g),
+                 torch.randint(0, 50304, (batch, seq), device=device, generator=g)) for _ in range(4)]
         loss_of = lambda m, x, y: F.cross_entropy(m(x).float().view(-1, 50304), y.view(-1))  # noqa: E731
         units = batch * seq
     elif name == "bert_base":
         from transformers import BertConfig, BertForMaskedLM
 
         config = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        model = BertForMaskedLM._from_config(config, attn_implementation="sdpa").cuda()
+        model = BertForMaskedLM._from_config(config, attn_implementation="sdpa").to(device)
         data = []
         for _ in range(4):
-            x = torch.randint(0, config.vocab_size, (batch, seq), device="cuda", generator=g)
-            y = torch.randint(0, config.vocab_size, (batch, seq), device="cuda", generator=g)
-            y[torch.rand((batch, seq), device="cuda", generator=g) >= 0.15] = -100
+            x = torch.randint(0, config.vocab_size, (batch, seq), device=device, generator=g)
+            y = torch.randint(0, config.vocab_size, (batch, seq), device=device, generator=g)
+            y[torch.rand((batch, seq), device=device, generator=g) >= 0.15] = -100
             data.append((x, y))
         loss_of = lambda m, x, y: m(input_ids=x, labels=y).loss  # noqa: E731
         units = batch * seq
     else:
         import timm
 
-        model = timm.create_model("vit_base_patch16_224").cuda().to(memory_format=torch.channels_last)
-        data = [(torch.randn(batch, 3, 224, 224, device="cuda", generator=g).to(memory_format=torch.channels_last),
-                 torch.randint(0, 1000, (batch,), device="cuda", generator=g)) for _ in range(4)]
+        model = timm.create_model("vit_base_patch16_224").to(device).to(memory_format=torch.channels_last)
+        data = [(torch.randn(batch, 3, 224, 224, device=device, generator=g).to(memory_format=torch.channels_last),
+                 torch.randint(0, 1000, (batch,), device=device, generator=g)) for _ in range(4)]
         loss_of = lambda m, x, y: F.cross_entropy(m(x), y)  # noqa: E731
         units = batch
     return model, data, loss_of, units
