@@ -61,27 +61,25 @@ def test_every_module_level_import_outside_the_child_is_a_declared_dependency():
     # venv still had click through Ray. The child's modules run where the backend's extra is in.
     import ast
     import importlib.metadata as metadata
-    import re
+    from pathlib import Path
+
+    from packaging.requirements import Requirement  # pytest's own dependency
+    from packaging.utils import canonicalize_name
 
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
 
-    def name_of(requirement: str) -> str:
-        return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+    def applying(requirements) -> set[str]:
+        """The names of the requirements a plain install on this Python takes (no extras)."""
+        parsed = map(Requirement, requirements or ())
+        return {canonicalize_name(r.name) for r in parsed if r.marker is None or r.marker.evaluate({"extra": ""})}
 
-    declared = {name_of(r) for r in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]}
-    def requirements(distribution: str) -> list[str]:
-        try:
-            return metadata.requires(distribution) or []
-        except metadata.PackageNotFoundError:  # declared for other Pythons only (tomli)
-            return []
-
-    required = {name_of(r) for d in declared for r in requirements(d) if "extra ==" not in r}
+    declared = applying(tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"])
+    required = {name for d in declared for name in applying(metadata.requires(d))}
     distributions = metadata.packages_distributions()
     undeclared = []
     for path in (root / "src" / "gpuscout").rglob("*.py"):
@@ -94,7 +92,7 @@ def test_every_module_level_import_outside_the_child_is_a_declared_dependency():
                 top = module.split(".")[0]
                 if top in sys.stdlib_module_names or top in ("gpuscout", "__future__"):
                     continue
-                names = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+                names = {canonicalize_name(d) for d in distributions.get(top, [top])}
                 if not names & (declared | required):
                     undeclared.append(f"{path.relative_to(root)}: {module}")
     assert undeclared == []

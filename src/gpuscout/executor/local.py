@@ -110,7 +110,7 @@ def _phase(events: list[dict]) -> str:
             "or --timeout SECONDS)")
 
 
-def _classify(events, returncode, timed_out, timeout_s, tail, duration, lingered=False) -> ChildOutcome:
+def _classify(events, returncode, timed_out, timeout_s, tail, duration, lingered) -> ChildOutcome:
     """`lingered`: the child sent its result or error, then did not exit and was stopped (what it
     sent stands: the measurement was complete)."""
     result = next((e for e in events if e.get("event") == "result"), None)
