@@ -6,8 +6,9 @@ refactor did to the numbers (for docs/benchmarks.md). Each tree runs with its ow
         --run "--suite quick --backend jax --precision mixed_bfloat16"
 
 Each --run is given to `gpuscout bench ... --json` by each tree in turn (before, after; then the
-next run after, before, so that neither always goes first). Prints, per workload, each tree's
-median throughput, its window CV, after/before, and each tree's allocator peak.
+next run after, before, so that neither always goes first); `--also LABEL=TREE` adds trees
+between the two (steps of one change, measured in the same call). Prints, per workload, each
+tree's median throughput, its window CV, its ratio to before, and its allocator peak.
 """
 
 from __future__ import annotations
@@ -42,25 +43,29 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, required=True)
+    parser.add_argument("--also", action="append", default=[], metavar="LABEL=TREE",
+                        help="another tree measured in the same rotation (an intermediate step), against before")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run", action="append", required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    trees = [("before", args.before), *((label, Path(tree)) for label, _, tree in
+                                       (also.partition("=") for also in args.also)), ("after", args.after)]
     results: dict[str, dict[str, dict]] = {}
     for index, run in enumerate(args.run):
-        order = [("before", args.before), ("after", args.after)]
-        for label, tree in (order if index % 2 == 0 else order[::-1]):
+        for label, tree in (trees if index % 2 == 0 else trees[::-1]):  # neither always goes first
             for record in bench(tree, shlex.split(run), args.out / f"{label}.sqlite", args.out, f"{label}-{index}"):
                 key = f"{record['workload']} b{record['batch_size']}"
                 results.setdefault(key, {})[label] = record
-    print(f"\n{'run':24} {'before':>14} {'CV':>7} {'after':>14} {'CV':>7} {'after/before':>13}  peak GiB b/a")
-    for key, pair in results.items():
-        b, a = pair.get("before") or {}, pair.get("after") or {}
-        tb, ta = (b.get("throughput") or {}), (a.get("throughput") or {})
-        ratio = ta["median"] / tb["median"] if tb.get("median") and ta.get("median") else None
-        print(f"{key:24} {tb.get('median') or 0:14,.1f} {100 * (tb.get('cv') or 0):6.2f}% "
-              f"{ta.get('median') or 0:14,.1f} {100 * (ta.get('cv') or 0):6.2f}% "
-              f"{'' if ratio is None else f'{ratio:.4f}':>13}  {_gib(b)}/{_gib(a)}  {b.get('status')}/{a.get('status')}")
+    print(f"\n{'run':24} {'tree':>10} {'median':>14} {'CV':>7} {'/ before':>9}  peak GiB  status")
+    for key, by_label in results.items():
+        before = ((by_label.get("before") or {}).get("throughput") or {}).get("median")
+        for label, _ in trees:
+            record = by_label.get(label) or {}
+            throughput = record.get("throughput") or {}
+            ratio = throughput["median"] / before if before and throughput.get("median") else None
+            print(f"{key:24} {label:>10} {throughput.get('median') or 0:14,.1f} {100 * (throughput.get('cv') or 0):6.2f}% "
+                  f"{'' if ratio is None else f'{ratio:.4f}':>9}  {_gib(record):>8}  {record.get('status')}")
     return 0
 
 

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -43,3 +45,12 @@ def build(spec) -> BuiltStep:
         jax_steps._Placement.train_step = original
     batch = kept["put"](data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)[0])
     return BuiltStep(runner, kept["step"], kept["state"], batch)
+
+
+def add_step_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which step to build: --out, --workload, --batch, --precision, --seq-len."""
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--workload", default="vit_b16")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--precision", default="mixed_bfloat16")
+    parser.add_argument("--seq-len", type=int, default=None)

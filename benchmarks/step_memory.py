@@ -25,16 +25,14 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
+from built_step import add_step_arguments
+
 GIB = 1 << 30
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--workload", default="vit_b16")
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--precision", default="mixed_bfloat16")
-    parser.add_argument("--seq-len", type=int, default=None)
+    add_step_arguments(parser)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()

@@ -92,9 +92,9 @@ def build(name: str, batch: int, seq: int, device: str = "cuda"):
     return model, data, loss_of, units
 
 
-def main() -> int:
-    name, mode, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    seq = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+def make_step(name: str, mode: str, batch: int, seq: int):
+    """One training step of the peer (bf16 autocast, fused AdamW, `torch.compile` of the model when
+    mode is "compiled"): step(i) runs batch i % 4 and returns the loss; and units per step."""
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -110,6 +110,14 @@ def main() -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
+
+    return step, units
+
+
+def main() -> int:
+    name, mode, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    seq = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    step, units = make_step(name, mode, batch, seq)
 
     t0 = time.monotonic()
     step(0)

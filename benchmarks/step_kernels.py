@@ -1,0 +1,267 @@
+"""Where one GPU's training step spends its time, kernel by kernel: gpuscout's step beside a
+PyTorch peer's, from profiler traces of the same number of steps (issue 34: ViT-B/16 against
+timm compiled, "a kernel-level profile is next").
+
+    python benchmarks/step_kernels.py --out DIR [--workload vit_b16] [--batch 256]
+        [--precision mixed_bfloat16] [--seq-len N] [--peer compiled|eager|none]
+        [--trace-steps 5] [--variant NAME=XLA_FLAGS ...] [--budget-s 540]
+
+Each side runs in its own process (jax takes most of the GPU's memory when it starts):
+- jax: the step `gpuscout bench` builds (built_step.py), timed over 5 windows of >= 2 s, then
+  `--trace-steps` steps under jax.profiler (perfetto JSON) and the optimised HLO (fusion names
+  in the trace are its instructions);
+- torch: torch_peers.py's step for the same model, timed the same way, then torch.profiler;
+- each `--variant` reruns the jax side untraced with XLA_FLAGS set (what a flag buys, measured).
+From each trace, the GPU's kernels: time per step by kind (matmul, attention, convolution,
+reduction, elementwise, optimizer, copies), the busy time (union of kernel intervals) against
+the step's wall time, and the longest kernels. Writes DIR/summary.json and the traces; prints a
+side-by-side table last. Parts that no longer fit in --budget-s are skipped and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from built_step import add_step_arguments
+
+# Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
+# "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
+# implicit-GEMM convolutions), reductions before copies (inductor's layer norm kernels are named
+# "..._to_copy_..._native_layer_norm_..."); "convert" is not a convolution.
+KINDS = (
+    ("attention", re.compile(r"sdpa|fmha|flash|attention|attn|cudnn::fusion", re.I)),
+    ("convolution", re.compile(r"fprop|dgrad|wgrad|convolution|implicit_gemm|conv2d|\bconv\b", re.I)),
+    ("matmul", re.compile(r"gemm|nvjet|cublas|xmma|cutlass|matmul|\bdot", re.I)),
+    ("optimizer", re.compile(r"multi_tensor|adam", re.I)),
+    ("reduction", re.compile(r"reduce|triton_red|triton_per|welford|norm", re.I)),
+    ("copies", re.compile(r"memcpy|memset|copy|transpose|concatenate|pad|slice", re.I)),
+)
+
+
+def kind_of(name: str) -> str:
+    return next((kind for kind, pattern in KINDS if pattern.search(name)), "elementwise")
+
+
+def device_kernels(trace: dict) -> list[dict]:
+    """The GPU's kernels, copies and memsets of a Chrome-format trace: torch.profiler marks them
+    with a category; jax's perfetto trace puts them on "Stream" threads of a /device:GPU process."""
+    processes, threads = {}, {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            processes[e["pid"]] = str(e.get("args", {}).get("name", ""))
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e["pid"], e.get("tid"))] = str(e.get("args", {}).get("name", ""))
+    kernels = []
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        torch_device = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        jax_device = ("GPU" in processes.get(e["pid"], "")
+                      and threads.get((e["pid"], e.get("tid")), "").startswith("Stream"))
+        if torch_device or jax_device:
+            args = e.get("args") or {}
+            kernels.append({"name": e["name"], "ts_us": float(e["ts"]), "dur_us": float(e["dur"]),
+                            "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200]})
+    return kernels
+
+
+def summarise(kernels: list[dict], steps: int, top: int = 30) -> dict:
+    """Per step: time by kind, busy time (the union of kernel intervals), and the longest kernels."""
+    by_kind, by_name, counts, ops = defaultdict(float), defaultdict(float), defaultdict(int), {}
+    for k in kernels:
+        by_kind[kind_of(k["name"])] += k["dur_us"]
+        by_name[k["name"]] += k["dur_us"]
+        counts[k["name"]] += 1
+        ops.setdefault(k["name"], k["op"])
+    busy, end = 0.0, float("-inf")
+    for k in sorted(kernels, key=lambda k: k["ts_us"]):
+        start, stop = k["ts_us"], k["ts_us"] + k["dur_us"]
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    span = (end - min(k["ts_us"] for k in kernels)) if kernels else 0.0
+    per_step = lambda us: us / steps / 1000  # noqa: E731  (microseconds in the trace -> ms a step)
+    longest = sorted(by_name, key=by_name.get, reverse=True)[:top]
+    return {"steps": steps, "kernels_per_step": len(kernels) / steps, "busy_ms": per_step(busy),
+            "span_ms": per_step(span), "kernel_sum_ms": per_step(sum(by_name.values())),
+            "by_kind_ms": {kind: per_step(us) for kind, us in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+            "longest": [{"name": n[:160], "kind": kind_of(n), "ms": per_step(by_name[n]),
+                         "calls": counts[n] / steps, "op": ops[n]} for n in longest]}
+
+
+def timed(step, sync, units: int, window_s: float = 2.0, windows: int = 5) -> dict:
+    """Median units/s over windows of >= window_s (steps per window from a 10-step pass)."""
+    handle = None
+    for i in range(10):
+        handle = step(i)
+    sync(handle)
+    began = time.monotonic()
+    for i in range(10):
+        handle = step(i)
+    sync(handle)
+    n = max(10, int(window_s / ((time.monotonic() - began) / 10)) + 1)
+    rates = []
+    for _ in range(windows):
+        began = time.monotonic()
+        for i in range(n):
+            handle = step(i)
+        sync(handle)
+        rates.append(n * units / (time.monotonic() - began))
+    return {"windows": rates, "median": statistics.median(rates), "step_ms": 1000 * units / statistics.median(rates)}
+
+
+def load_trace(directory: Path) -> dict:
+    path = next(iter(sorted(directory.rglob("*.json.gz"))), None) or next(iter(sorted(directory.rglob("*.json"))))
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def jax_side(args) -> dict:
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    import jax
+
+    from built_step import build
+
+    from gpuscout.core.spec import Backend, Precision, RunSpec
+    from gpuscout.workloads import get
+
+    spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
+                   batch_size=args.batch, seq_len=args.seq_len, gpu_index=0)
+    built = build(spec)
+    units = args.batch * (args.seq_len or 1) if get(args.workload).unit == "tokens" else args.batch
+    result = {"side": "jax", "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+              "device": jax.devices()[0].device_kind,
+              "throughput": timed(built.runner.step, built.runner.sync, units)}
+    if args.trace_steps:
+        hlo = built.compiled().as_text()  # from the persistent cache the parent set up
+        with gzip.open(args.out / "step_after_optimizations.txt.gz", "wt") as f:
+            f.write(hlo)
+        with jax.profiler.trace(str(args.out / "trace"), create_perfetto_trace=True):
+            handle = None
+            for i in range(args.trace_steps):
+                handle = built.runner.step(i)
+            built.runner.sync(handle)
+        kernels = device_kernels(load_trace(args.out / "trace"))
+        # XLA names a fusion's kernel after the fusion; its jax op (what the model wrote) is in the HLO
+        op_names = {name.replace(".", "_"): op for name, op in
+                    re.findall(r'%([\w.\-]+) = [^\n]*?op_name="([^"]+)"', hlo)}
+        for k in kernels:
+            k["op"] = op_names.get(k["name"], k["op"])
+        result["profile"] = summarise(kernels, args.trace_steps)
+        for bulky in (args.out / "trace").rglob("*.xplane.pb"):  # the perfetto JSON holds what is read
+            bulky.unlink()
+    return result
+
+
+def torch_side(args) -> dict:
+    import torch
+    from torch_peers import make_step
+
+    step, units = make_step(args.workload, args.peer, args.batch, args.seq_len or 0)
+    result = {"side": "torch", "torch": torch.__version__, "mode": args.peer,
+              "device": torch.cuda.get_device_name(),
+              "throughput": timed(step, lambda _: torch.cuda.synchronize(), units)}
+    if args.trace_steps:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+            for i in range(args.trace_steps):
+                step(i)
+            torch.cuda.synchronize()
+        (args.out / "trace").mkdir(exist_ok=True)
+        raw = args.out / "trace" / "torch_trace.json"
+        profile.export_chrome_trace(str(raw))
+        with open(raw, "rb") as f, gzip.open(f"{raw}.gz", "wb") as packed:
+            packed.write(f.read())
+        raw.unlink()
+        result["profile"] = summarise(device_kernels(load_trace(args.out / "trace")), args.trace_steps)
+        result["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+    return result
+
+
+def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline: float) -> dict | None:
+    out = args.out / name
+    out.mkdir(parents=True, exist_ok=True)
+    left = deadline - time.monotonic()
+    if left < 60:
+        print(f"-- {name}: skipped, {left:.0f} s of the budget left", flush=True)
+        return None
+    command = [sys.executable, __file__, "--side", side, "--out", str(out), "--workload", args.workload,
+               "--batch", str(args.batch), "--precision", args.precision, "--peer", args.peer,
+               "--trace-steps", str(args.trace_steps if traced else 0)]
+    if args.seq_len:
+        command += ["--seq-len", str(args.seq_len)]
+    env = dict(os.environ, **extra_env, JAX_COMPILATION_CACHE_DIR="/tmp/step-kernels-jax-cache",
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    began = time.monotonic()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=left)
+    except subprocess.TimeoutExpired:
+        print(f"-- {name}: stopped at the budget", flush=True)
+        return None
+    (out / "stderr.txt").write_text(proc.stderr[-200_000:])
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("@@side ")), None)
+    print(f"-- {name}: exit {proc.returncode} in {time.monotonic() - began:.0f} s", flush=True)
+    return json.loads(line[len("@@side "):]) if line else None
+
+
+def table(results: dict) -> None:
+    profiled = {name: r["profile"] for name, r in results.items() if r and "profile" in r}
+    names = list(profiled)
+    if names:
+        print(f"\n{'ms a step':22}" + "".join(f"{n:>14}" for n in names))
+        rows = [("wall (untraced)", lambda n: results[n]["throughput"]["step_ms"]),
+                ("trace span", lambda n: profiled[n]["span_ms"]), ("GPU busy", lambda n: profiled[n]["busy_ms"]),
+                ("kernels a step", lambda n: profiled[n]["kernels_per_step"])]
+        kinds = sorted({k for p in profiled.values() for k in p["by_kind_ms"]})
+        rows += [(kind, lambda n, kind=kind: profiled[n]["by_kind_ms"].get(kind, 0.0)) for kind in kinds]
+        for label, value in rows:
+            print(f"{label:22}" + "".join(f"{value(n):14.2f}" for n in names))
+    print(f"\n{'run':22}{'units/s':>12}{'step ms':>10}")
+    for name, r in results.items():
+        if r:
+            print(f"{name:22}{r['throughput']['median']:12,.0f}{r['throughput']['step_ms']:10.2f}")
+        else:
+            print(f"{name:22}{'failed or skipped':>22}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    add_step_arguments(parser)
+    parser.add_argument("--peer", default="compiled", choices=("compiled", "eager", "none"))
+    parser.add_argument("--trace-steps", type=int, default=5)
+    parser.add_argument("--variant", action="append", default=[], help="NAME=XLA_FLAGS, timed untraced")
+    parser.add_argument("--budget-s", type=float, default=540)
+    parser.add_argument("--side", choices=("jax", "torch"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.side:
+        result = (jax_side if args.side == "jax" else torch_side)(args)
+        print("@@side " + json.dumps(result), flush=True)
+        return 0
+    deadline = time.monotonic() + args.budget_s
+    results = {"gpuscout": run_side(args, "gpuscout", "jax", {}, True, deadline)}
+    if args.peer != "none":
+        results[f"torch {args.peer}"] = run_side(args, "peer", "torch", {}, True, deadline)
+    for variant in args.variant:
+        name, _, flags = variant.partition("=")
+        flags = " ".join(filter(None, (os.environ.get("XLA_FLAGS"), flags)))
+        results[name] = run_side(args, name, "jax", {"XLA_FLAGS": flags}, False, deadline)
+    (args.out / "summary.json").write_text(json.dumps(results, indent=1))
+    for name, r in results.items():
+        for k in ((r or {}).get("profile") or {}).get("longest", [])[:25]:
+            print(f"{name:10} {k['ms']:7.2f} ms {k['calls']:5.1f}x {k['kind']:11} {k['name'][:70]}  {k['op'][:40]}")
+    table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
