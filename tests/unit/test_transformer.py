@@ -64,10 +64,15 @@ def test_causal_lm_labels_are_all_tokens():
 
 
 GELU_SCRIPT = r"""
-import contextlib, io, jax, numpy as np, keras
+import contextlib, io, math, jax, numpy as np, keras
 from jax.ad_checkpoint import print_saved_residuals
 from gpuscout.child.transformer_layers import Gelu
 x = 3 * np.random.default_rng(0).standard_normal((4, 8, 32)).astype("float32")
+# the exact form by hand, in float64: x * (1 + erf(x / sqrt 2)) / 2
+by_hand = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(x.astype("float64"))
+exact, exact_bf16 = np.asarray(Gelu(False)(x)), np.asarray(Gelu(False, dtype="bfloat16")(x))
+print("exact", float(np.abs(exact - by_hand).max()), exact_bf16.dtype,
+      float(np.abs(exact_bf16.astype("float64") - by_hand).max() / np.abs(by_hand).max()))
 for approximate in (False, True):
     layer = Gelu(approximate)
     plain = lambda t: keras.activations.gelu(t, approximate=approximate)
@@ -89,11 +94,52 @@ def test_gelu_recomputed_in_the_backward_pass_keeps_less_and_changes_nothing():
     out = subprocess.run([sys.executable, "-c", GELU_SCRIPT], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
     assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.split("\n")[-3:-1]
-    assert len(lines) == 2, out.stdout
-    for line in lines:
+    lines = out.stdout.split("\n")[-4:-1]
+    assert len(lines) == 3 and lines[0].startswith("exact "), out.stdout
+    _, float32_error, bf16_dtype, bf16_error = lines[0].split()
+    # the exact forward pass (PyTorch's formula, not jax.nn.gelu's erfc) against float64 by hand:
+    # float32 to rounding; bfloat16 in, bfloat16 out, within bfloat16's precision (2^-8 relative)
+    assert float(float32_error) < 1e-5 and bf16_dtype == "bfloat16" and float(bf16_error) < 2 ** -8, lines[0]
+    for line in lines[1:]:
         _, forward, backward, ours, plain = line.split()
-        # the derivative by hand against JAX's own of the same expression (float32, relative to the largest)
-        assert float(forward) == 0.0 and float(backward) < 1e-6
+        # the derivative by hand against JAX's own of the same expression (float32, relative to the largest);
+        # the forward passes agree to float32 rounding (the tanh form is jax.nn.gelu's own)
+        assert float(forward) < 1e-5 and float(backward) < 1e-6
         # ours keeps x and the squared loss's input (its output); the plain GELU keeps more of x's size
         assert int(ours) <= 2 < int(plain), line
+
+
+LAYER_NORM_SCRIPT = r"""
+import jax, numpy as np, keras
+from gpuscout.child.transformer_layers import LayerNorm
+rng = np.random.default_rng(0)
+# tokens whose features are off centre (mean 4, spread 1 to 3), as a residual stream's can be
+x = (4 + rng.uniform(1, 3, (2, 5, 1)) * rng.standard_normal((2, 5, 48))).astype("float32")
+for dtype in ("float32", "bfloat16"):
+    ours, keras_own = LayerNorm(epsilon=1e-6, dtype=dtype), keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype)
+    ours.build(x.shape)
+    keras_own.build(x.shape)
+    weights = [rng.standard_normal(48).astype("float32"), rng.standard_normal(48).astype("float32")]
+    ours.set_weights(weights)
+    keras_own.set_weights(weights)
+    f = lambda layer: lambda t, g, b: layer.stateless_call([g, b], [], t)[0]
+    out_dtype = str(f(ours)(x, *weights).dtype)
+    a, b = (np.asarray(f(layer)(x, *weights), dtype="float32") for layer in (ours, keras_own))
+    loss = lambda layer: lambda t, g, b: (f(layer)(t, g, b).astype("float32") * np.arange(48)).sum()
+    grads = [jax.grad(loss(layer), argnums=(0, 1, 2))(x, *weights) for layer in (ours, keras_own)]
+    worst = max(float(np.abs(np.asarray(p) - np.asarray(q)).max() / np.abs(np.asarray(q)).max())
+                for p, q in zip(*grads))
+    print(dtype, out_dtype, float(np.abs(a - b).max() / np.abs(b).max()), worst)
+"""
+
+
+def test_layer_norm_in_one_pass_matches_keras_forward_and_backward():
+    out = subprocess.run([sys.executable, "-c", LAYER_NORM_SCRIPT], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")[-3:-1]
+    assert [line.split()[0] for line in lines] == ["float32", "bfloat16"], out.stdout
+    for line, tolerance in zip(lines, (1e-5, 2 ** -7)):
+        dtype, out_dtype, forward, backward = line.split()
+        # relative to the largest value: float32 to rounding; bfloat16 to a rounding of its output
+        assert out_dtype == dtype and float(forward) < tolerance and float(backward) < tolerance, line

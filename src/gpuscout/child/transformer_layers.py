@@ -78,11 +78,12 @@ class Gelu(layers.Layer):
     Differentiated by JAX, `x * (1 + erf(x / sqrt 2)) / 2` keeps two more tensors of the MLP's
     width per block besides the activation itself: ViT-B/16 at batch 256 in bf16 held 3 x 0.29
     GiB per block, 10.4 of its step's 23.5 GiB at the peak (XLA's live-range dump of the compiled
-    step, benchmarks/step_memory.py; docs/benchmarks.md). Here the forward pass is the plain
-    activation and the backward pass computes the derivative from the kept input, in float32, as
-    PyTorch's own GELU does (its gelu_backward takes the input alone). `jax.checkpoint` around the activation kept as little but
-    cost ViT 2.3% of its speed on an H100 (its recomputation is fenced off from XLA's fusion by an
-    optimization barrier). Other backends: the plain activation."""
+    step, benchmarks/step_memory.py; docs/benchmarks.md). Here the backward pass computes the
+    derivative from the kept input, in float32, as PyTorch's own GELU does (its gelu_backward takes
+    the input alone), and the exact forward pass is PyTorch's formula in float32 (_jax_gelu says
+    why). `jax.checkpoint` around the activation kept as little but cost ViT 2.3% of its speed on
+    an H100 (its recomputation is fenced off from XLA's fusion by an optimization barrier). Other
+    backends: the plain activation."""
 
     def __init__(self, approximate: bool, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -108,7 +109,15 @@ def _jax_gelu(approximate: bool):
 
     @jax.custom_vjp
     def gelu(x):
-        return jax.nn.gelu(x, approximate=approximate)
+        if approximate:
+            return jax.nn.gelu(x, approximate=True)
+        # PyTorch's formula, x·(1 + erf(x/√2))/2 in float32, not jax.nn.gelu's x·erfc(-x/√2)/2: XLA
+        # expands erfc into two polynomials and an exponential, and wrote -x/√2 out to memory first;
+        # ViT-B/16's forward GELU took 0.71 ms a block against timm's 0.24 (H100, bf16, batch 256,
+        # benchmarks/step_kernels.py; docs/benchmarks.md). erfc keeps relative accuracy far in the
+        # negative tail, where GELU is below 1e-6 of |x| anyway.
+        t = x.astype(jnp.float32)
+        return (0.5 * t * (1 + jax.lax.erf(t * (1 / math.sqrt(2))))).astype(x.dtype)
 
     def forward(x):
         return gelu(x), x
@@ -125,6 +134,31 @@ def _jax_gelu(approximate: bool):
 
     gelu.defvjp(forward, backward)
     return gelu
+
+
+class LayerNorm(layers.LayerNormalization):
+    """Keras' layer normalisation (same weights and options) that, under JAX, takes the variance
+    as E[x²] − E[x]², both means from one pass over x, as flax's LayerNorm does by default
+    (`use_fast_variance`); Keras' own takes the mean, then the variance of x − mean in a second
+    pass that waits for the first. On ViT-B/16 (H100, bf16, batch 256) its forward pass was three
+    kernels a layer, 0.16 ms against 0.05 ms for reading x and writing the output once
+    (benchmarks/step_kernels.py; docs/benchmarks.md). In float32, with the variance clamped at
+    zero: the same result to float32 rounding where the features' mean is not many times their
+    spread (a residual stream's tokens; tested against Keras' own). Other backends, other axes
+    and RMS scaling: Keras' own."""
+
+    def call(self, inputs):
+        if keras.backend.backend() != "jax" or self.rms_scaling or self.axis not in (-1, [-1], len(inputs.shape) - 1):
+            return super().call(inputs)
+        x = ops.cast(inputs, "float32")
+        mean = ops.mean(x, axis=-1, keepdims=True)
+        variance = ops.maximum(ops.mean(ops.square(x), axis=-1, keepdims=True) - ops.square(mean), 0.0)
+        outputs = (x - mean) * ops.rsqrt(variance + self.epsilon)
+        if self.gamma is not None:
+            outputs = outputs * ops.cast(self.gamma, "float32")
+        if self.beta is not None:
+            outputs = outputs + ops.cast(self.beta, "float32")
+        return ops.cast(outputs, self.compute_dtype)
 
 
 class LearnedPositions(layers.Layer):
@@ -161,7 +195,7 @@ def block(x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool
 
     attention = SelfAttention(dim, heads, causal)
     if pre_norm:
-        x = x + attention(layers.LayerNormalization(epsilon=epsilon)(x))
-        return x + mlp(layers.LayerNormalization(epsilon=epsilon)(x))
-    x = layers.LayerNormalization(epsilon=epsilon)(x + attention(x))
-    return layers.LayerNormalization(epsilon=epsilon)(x + mlp(x))
+        x = x + attention(LayerNorm(epsilon=epsilon)(x))
+        return x + mlp(LayerNorm(epsilon=epsilon)(x))
+    x = LayerNorm(epsilon=epsilon)(x + attention(x))
+    return LayerNorm(epsilon=epsilon)(x + mlp(x))

@@ -17,17 +17,17 @@ MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * WIDTH +
 
 
 def _build_model(keras, seq_len):
-    from gpuscout.child.transformer_layers import Gelu, LearnedPositions, block
+    from gpuscout.child.transformer_layers import Gelu, LayerNorm, LearnedPositions, block
 
     layers = keras.layers
     tokens = keras.Input(shape=(seq_len,), dtype="int32", name="tokens")
     x = layers.Embedding(VOCAB, WIDTH, embeddings_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(tokens)
-    x = layers.LayerNormalization(epsilon=1e-12)(LearnedPositions()(x))
+    x = LayerNorm(epsilon=1e-12)(LearnedPositions()(x))
     for _ in range(LAYERS):
         x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=False, pre_norm=False,
                   epsilon=1e-12, gelu_approximate=False)
     x = Gelu(approximate=False)(layers.Dense(WIDTH)(x))
-    x = layers.LayerNormalization(epsilon=1e-12)(x)
+    x = LayerNorm(epsilon=1e-12)(x)
     logits = layers.Dense(VOCAB, name="mlm_decoder")(x)
     return keras.Model(tokens, logits, name="bert_base")
 

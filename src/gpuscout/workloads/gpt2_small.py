@@ -15,7 +15,7 @@ MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * VOCAB
 
 
 def _build_model(keras, seq_len):
-    from gpuscout.child.transformer_layers import LearnedPositions, block
+    from gpuscout.child.transformer_layers import LayerNorm, LearnedPositions, block
 
     layers = keras.layers
     tokens = keras.Input(shape=(seq_len,), dtype="int32", name="tokens")
@@ -24,7 +24,7 @@ def _build_model(keras, seq_len):
     for _ in range(LAYERS):
         x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=True, pre_norm=True,
                   epsilon=1e-5, gelu_approximate=True)
-    x = layers.LayerNormalization(epsilon=1e-5)(x)
+    x = LayerNorm(epsilon=1e-5)(x)
     logits = layers.Dense(VOCAB, use_bias=False, name="lm_head")(x)
     return keras.Model(tokens, logits, name="gpt2_small")
 

@@ -18,7 +18,7 @@ FORWARD_FLOPS = 2 * ((TOKENS - 1) * PATCH * PATCH * 3 * WIDTH + LAYERS * TOKENS 
 
 
 def _build_model(keras, seq_len=None):
-    from gpuscout.child.transformer_layers import ClassToken, LearnedPositions, block
+    from gpuscout.child.transformer_layers import ClassToken, LayerNorm, LearnedPositions, block
 
     layers = keras.layers
     images = keras.Input(shape=(IMAGE, IMAGE, 3))
@@ -28,7 +28,7 @@ def _build_model(keras, seq_len=None):
     for _ in range(LAYERS):
         x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=False, pre_norm=True,
                   epsilon=1e-6, gelu_approximate=False)
-    x = layers.LayerNormalization(epsilon=1e-6)(x)
+    x = LayerNorm(epsilon=1e-6)(x)
     logits = layers.Dense(CLASSES, name="head")(x[:, 0])
     return keras.Model(images, logits, name="vit_b16")
 
