@@ -42,8 +42,8 @@ WORKLOAD = register(
         description="BERT-base masked-LM pretraining step, sequence length 128",
         input_kind="tokens",
         num_classes=VOCAB,
-        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
-        memory=memory_models(mixed_bfloat16=(1.75, 39.9), fp32=(1.42, 115.5)),
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H100 (2026-11-25): docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(1.66, 42.2), fp32=(1.55, 112.0)),
         default_batch_size=256,
         reference_dataset_size=3_300_000_000,
         reference_dataset="BooksCorpus + English Wikipedia (3.3B words, Devlin et al.)",

@@ -39,8 +39,8 @@ WORKLOAD = register(
         description="GPT-2 124M causal LM (nanoGPT layout), context 1024",
         input_kind="tokens",
         num_classes=VOCAB,
-        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
-        memory=memory_models(mixed_bfloat16=(2.20, 499.3), fp32=(1.98, 2136.9)),
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H100 (2026-11-25): docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(2.33, 482.4), fp32=(2.15, 2127.9)),
         default_batch_size=16,
         reference_dataset_size=9_035_582_198,
         reference_dataset="OpenWebText train, GPT-2 tokens (9.0B, nanoGPT's prepare.py)",

@@ -43,8 +43,8 @@ WORKLOAD = register(
         description="ViT-B/16, 224x224x3, 1000 classes",
         input_kind="image",
         num_classes=CLASSES,
-        # Peak device memory (fixed GiB, MiB per sample), JAX on an H200: docs/benchmarks.md.
-        memory=memory_models(mixed_bfloat16=(1.15, 63.8), fp32=(1.00, 159.4)),
+        # Peak device memory (fixed GiB, MiB per sample), JAX on an H100 (2026-11-25): docs/benchmarks.md.
+        memory=memory_models(mixed_bfloat16=(1.15, 63.9), fp32=(0.87, 164.4)),
         default_batch_size=256,
         reference_dataset_size=1_281_167,
         reference_dataset="ImageNet-1k train (1,281,167)",
