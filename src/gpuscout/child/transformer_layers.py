@@ -113,9 +113,10 @@ def _jax_gelu(approximate: bool):
             return jax.nn.gelu(x, approximate=True)
         # PyTorch's formula, x·(1 + erf(x/√2))/2 in float32, not jax.nn.gelu's x·erfc(-x/√2)/2: XLA
         # expands erfc into two polynomials and an exponential, and wrote -x/√2 out to memory first;
-        # ViT-B/16's forward GELU took 0.71 ms a block against timm's 0.24 (H100, bf16, batch 256,
-        # benchmarks/step_kernels.py; docs/benchmarks.md). erfc keeps relative accuracy far in the
-        # negative tail, where GELU is below 1e-6 of |x| anyway.
+        # ViT-B/16's forward GELU took 0.71 ms a block against timm's 0.24, now 0.26 (H100, bf16,
+        # batch 256, benchmarks/step_kernels.py; docs/benchmarks.md). What erfc buys is relative
+        # accuracy in the negative tail, where GELU is near 0 and this form is off by at most the
+        # float32 rounding of 1 + erf (6e-8) times |x|/2.
         t = x.astype(jnp.float32)
         return (0.5 * t * (1 + jax.lax.erf(t * (1 / math.sqrt(2))))).astype(x.dtype)
 
@@ -139,13 +140,14 @@ def _jax_gelu(approximate: bool):
 class LayerNorm(layers.LayerNormalization):
     """Keras' layer normalisation (same weights and options) that, under JAX, takes the variance
     as E[x²] − E[x]², both means from one pass over x, as flax's LayerNorm does by default
-    (`use_fast_variance`); Keras' own takes the mean, then the variance of x − mean in a second
-    pass that waits for the first. On ViT-B/16 (H100, bf16, batch 256) its forward pass was three
-    kernels a layer, 0.16 ms against 0.05 ms for reading x and writing the output once
-    (benchmarks/step_kernels.py; docs/benchmarks.md). In float32, with the variance clamped at
-    zero: the same result to float32 rounding where the features' mean is not many times their
-    spread (a residual stream's tokens; tested against Keras' own). Other backends, other axes
-    and RMS scaling: Keras' own."""
+    (`use_fast_variance`); Keras' own takes the mean, then the variance of x − mean, a reduction
+    that waits for the first. Measured on ViT-B/16 (H100, bf16, batch 256): 1.4% a step, found in
+    the backward pass (its layer-norm kernels 5.24 -> 4.56 ms a step; the forward pass's stayed
+    at 3.9 ms), BERT and GPT-2 gained too (benchmarks/step_kernels.py, before_after.py;
+    docs/benchmarks.md). In float32, with the variance clamped at zero: the same result to
+    float32 rounding where the features' mean is not many times their spread (a residual
+    stream's tokens; tested against Keras' own). Other backends, other axes and RMS scaling:
+    Keras' own."""
 
     def call(self, inputs):
         if keras.backend.backend() != "jax" or self.rms_scaling or self.axis not in (-1, [-1], len(inputs.shape) - 1):
