@@ -1,21 +1,26 @@
-"""Where one GPU's training step spends its time, kernel by kernel: gpuscout's step beside a
-PyTorch peer's, from profiler traces of the same number of steps (issue 34: ViT-B/16 against
-timm compiled, "a kernel-level profile is next").
+"""Where a training step spends its time on the GPU, kernel by kernel: gpuscout's step beside a
+PyTorch peer's, and gpuscout's one-GPU step beside its data-parallel one, from profiler traces
+of the same number of steps (issue 34: ViT-B/16 against timm compiled; the 2-4 ms a step that
+two GPUs add).
 
     python benchmarks/step_kernels.py --out DIR [--workload vit_b16] [--batch 256]
         [--precision mixed_bfloat16] [--seq-len N] [--peer compiled|eager|none]
-        [--trace-steps 5] [--variant NAME=XLA_FLAGS ...] [--budget-s 540]
+        [--trace-steps 5] [--variant NAME=XLA_FLAGS ...] [--devices N] [--budget-s 540]
 
 Each side runs in its own process (jax takes most of the GPU's memory when it starts):
 - jax: the step `gpuscout bench` builds (built_step.py), timed over 5 windows of >= 2 s, then
   `--trace-steps` steps under jax.profiler (perfetto JSON) and the optimised HLO (fusion names
   in the trace are its instructions);
+- with `--devices N`, also the step `gpuscout scale` runs on N GPUs (--batch per GPU,
+  per-replica batch norm), each GPU's kernels summarised on their own: is a GPU computing
+  slower (clocks), communicating (NCCL's kernels), or idle;
 - torch: torch_peers.py's step for the same model, timed the same way, then torch.profiler;
 - each `--variant` reruns the jax side untraced with XLA_FLAGS set (what a flag buys, measured).
-From each trace, the GPU's kernels: time per step by kind (matmul, attention, convolution,
-reduction, elementwise, optimizer, copies), the busy time (union of kernel intervals) against
-the step's wall time, and the longest kernels. Writes DIR/summary.json and the traces; prints a
-side-by-side table last. Parts that no longer fit in --budget-s are skipped and said so.
+From each trace, the GPU's kernels: time per step by kind (communication, matmul, attention,
+convolution, reduction, elementwise, optimizer, copies), the busy time (union of kernel
+intervals) against the step's wall time, and the longest kernels. Writes DIR/summary.json and
+the traces; prints a side-by-side table last. Parts that no longer fit in --budget-s are
+skipped and said so.
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ from built_step import add_step_arguments
 # Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
 # "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
 # implicit-GEMM convolutions), reductions before copies (inductor's layer norm kernels are named
-# "..._to_copy_..._native_layer_norm_..."); "convert" is not a convolution.
+# "..._to_copy_..._native_layer_norm_..."); "convert" is not a convolution; NCCL's kernels first.
 KINDS = (
+    ("communication", re.compile(r"nccl|all_?reduce|all-reduce|all_?gather|reduce_?scatter|collective", re.I)),
     ("attention", re.compile(r"sdpa|fmha|flash|attention|attn|cudnn::fusion", re.I)),
     ("convolution", re.compile(r"fprop|dgrad|wgrad|convolution|implicit_gemm|conv2d|\bconv\b", re.I)),
     ("matmul", re.compile(r"gemm|nvjet|cublas|xmma|cutlass|matmul|\bdot", re.I)),
@@ -71,7 +77,8 @@ def device_kernels(trace: dict) -> list[dict]:
         if torch_device or jax_device:
             args = e.get("args") or {}
             kernels.append({"name": e["name"], "ts_us": float(e["ts"]), "dur_us": float(e["dur"]),
-                            "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200]})
+                            "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200],
+                            "device": processes.get(e["pid"], "") if jax_device else f"cuda:{args.get('device', 0)}"})
     return kernels
 
 
@@ -96,6 +103,12 @@ def summarise(kernels: list[dict], steps: int, top: int = 30) -> dict:
             "by_kind_ms": {kind: per_step(us) for kind, us in sorted(by_kind.items(), key=lambda kv: -kv[1])},
             "longest": [{"name": n[:160], "kind": kind_of(n), "ms": per_step(by_name[n]),
                          "calls": counts[n] / steps, "op": ops[n]} for n in longest]}
+
+
+def by_device(kernels: list[dict], steps: int) -> dict:
+    """summarise() for each device's kernels (a multi-GPU step: is a GPU busier, or waiting?)."""
+    devices = sorted({k["device"] for k in kernels})
+    return {d: summarise([k for k in kernels if k["device"] == d], steps, top=10) for d in devices}
 
 
 def timed(step, sync, units: int, window_s: float = 2.0, windows: int = 5) -> dict:
@@ -132,15 +145,22 @@ def jax_side(args) -> dict:
 
     from built_step import build
 
-    from gpuscout.core.spec import Backend, Precision, RunSpec
+    from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
     from gpuscout.workloads import get
 
-    spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
-                   batch_size=args.batch, seq_len=args.seq_len, gpu_index=0)
+    on_gpu = jax.default_backend() == "gpu"
+    if args.devices == 1:
+        spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
+                       batch_size=args.batch, seq_len=args.seq_len, gpu_index=0)
+    else:  # what `gpuscout scale` runs: weak scaling, --batch per device, per-replica batch norm
+        spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
+                       batch_size=args.batch * args.devices, seq_len=args.seq_len, devices=args.devices,
+                       distribution=Distribution.mirrored, batchnorm=BatchNormStats.per_replica,
+                       gpu_index=0 if on_gpu else None, gpu_indices=tuple(range(args.devices)) if on_gpu else None)
     built = build(spec)
-    units = args.batch * (args.seq_len or 1) if get(args.workload).unit == "tokens" else args.batch
+    units = spec.batch_size * (args.seq_len or 1) if get(args.workload).unit == "tokens" else spec.batch_size
     result = {"side": "jax", "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
-              "device": jax.devices()[0].device_kind,
+              "device": jax.devices()[0].device_kind, "devices": args.devices,
               "throughput": timed(built.runner.step, built.runner.sync, units)}
     if args.trace_steps:
         hlo = built.compiled().as_text()  # from the persistent cache the parent set up
@@ -157,7 +177,10 @@ def jax_side(args) -> dict:
                     re.findall(r'%([\w.\-]+) = [^\n]*?op_name="([^"]+)"', hlo)}
         for k in kernels:
             k["op"] = op_names.get(k["name"], k["op"])
-        result["profile"] = summarise(kernels, args.trace_steps)
+        first = min((k["device"] for k in kernels), default="")  # the first GPU, comparable with one
+        result["profile"] = summarise([k for k in kernels if k["device"] == first], args.trace_steps)
+        if args.devices > 1:
+            result["profile_by_device"] = by_device(kernels, args.trace_steps)
         for bulky in (args.out / "trace").rglob("*.xplane.pb"):  # the perfetto JSON holds what is read
             bulky.unlink()
     return result
@@ -187,7 +210,8 @@ def torch_side(args) -> dict:
     return result
 
 
-def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline: float) -> dict | None:
+def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline: float,
+             devices: int = 1) -> dict | None:
     out = args.out / name
     out.mkdir(parents=True, exist_ok=True)
     left = deadline - time.monotonic()
@@ -196,7 +220,7 @@ def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline
         return None
     command = [sys.executable, __file__, "--side", side, "--out", str(out), "--workload", args.workload,
                "--batch", str(args.batch), "--precision", args.precision, "--peer", args.peer,
-               "--trace-steps", str(args.trace_steps if traced else 0)]
+               "--trace-steps", str(args.trace_steps if traced else 0), "--devices", str(devices)]
     if args.seq_len:
         command += ["--seq-len", str(args.seq_len)]
     env = dict(os.environ, **extra_env, JAX_COMPILATION_CACHE_DIR="/tmp/step-kernels-jax-cache",
@@ -214,11 +238,16 @@ def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline
 
 
 def table(results: dict) -> None:
-    profiled = {name: r["profile"] for name, r in results.items() if r and "profile" in r}
+    profiled, walls = {}, {}  # a column per profiled run, per GPU for a multi-GPU run
+    for name, r in results.items():
+        if r and "profile" in r:
+            for device, profile in (r.get("profile_by_device") or {"": r["profile"]}).items():
+                column = f"{name} {device.rsplit(':', 1)[-1]}" if device else name
+                profiled[column], walls[column] = profile, r["throughput"]["step_ms"]
     names = list(profiled)
     if names:
-        print(f"\n{'ms a step':22}" + "".join(f"{n:>14}" for n in names))
-        rows = [("wall (untraced)", lambda n: results[n]["throughput"]["step_ms"]),
+        print(f"\n{'ms a step':22}" + "".join(f"{n[-13:]:>14}" for n in names))
+        rows = [("wall (untraced)", lambda n: walls[n]),
                 ("trace span", lambda n: profiled[n]["span_ms"]), ("GPU busy", lambda n: profiled[n]["busy_ms"]),
                 ("kernels a step", lambda n: profiled[n]["kernels_per_step"])]
         kinds = sorted({k for p in profiled.values() for k in p["by_kind_ms"]})
@@ -240,6 +269,8 @@ def main() -> int:
     parser.add_argument("--trace-steps", type=int, default=5)
     parser.add_argument("--variant", action="append", default=[], help="NAME=XLA_FLAGS, timed untraced")
     parser.add_argument("--budget-s", type=float, default=540)
+    parser.add_argument("--devices", type=int, default=1,
+                        help="also profile the data-parallel step on this many GPUs (--batch per GPU)")
     parser.add_argument("--side", choices=("jax", "torch"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -249,6 +280,9 @@ def main() -> int:
         return 0
     deadline = time.monotonic() + args.budget_s
     results = {"gpuscout": run_side(args, "gpuscout", "jax", {}, True, deadline)}
+    if args.devices > 1:
+        results[f"gpuscout x{args.devices}"] = run_side(args, f"gpuscout-x{args.devices}", "jax", {}, True, deadline,
+                                                        devices=args.devices)
     if args.peer != "none":
         results[f"torch {args.peer}"] = run_side(args, "peer", "torch", {}, True, deadline)
     for variant in args.variant:
