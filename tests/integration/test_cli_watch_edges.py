@@ -13,7 +13,7 @@ import pytest
 
 from gpuscout.store import Store
 
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, alive, run_cli
 from tests.integration.test_cli_watch import QUIET_TF, stored
 
 EDGES = str(FIXTURES / "watch" / "edges.py")
@@ -91,6 +91,25 @@ def test_a_crash_before_fit_is_the_finding(store_path):
     assert "ValueError: could not read the training data" in first.evidence
     assert "the script failed (exit code 1) before any training step was timed" in result.stdout
 
+
+
+def test_a_script_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_kept(store_path):
+    """Its loop ran to the end, then the interpreter's shutdown hung (as TensorFlow 2.21 does with
+    a tf.data iterator over tf.py_function): watch stops it EXIT_GRACE_S later, not never, and
+    keeps the run, saying why and what to change."""
+    from gpuscout.executor.process import EXIT_GRACE_S
+
+    started = time.monotonic()
+    done = run_cli("watch", "--store", str(store_path), "--", PY, LOOP, "hang-at-exit", "20", timeout=120)
+    took = time.monotonic() - started
+    assert done.returncode == 0 and EXIT_GRACE_S <= took < EXIT_GRACE_S + 30, (took, done.stderr[-2000:])
+    record, = stored(store_path)
+    assert record.status == "ok" and record.exit_code is None and record.windows and record.samples_per_s
+    pid = int(re.search(r"^pid (\d+)", done.stdout, re.M).group(1))
+    assert not alive(pid)
+    said = " ".join(done.stdout.split())
+    assert f"process {pid} ran all of the script's code, then did not exit within 20 s" in said
+    assert "call gc.collect() at the script's end" in said and any("tensorflow#21277" in n for n in record.notes)
 
 def test_start_up_is_not_idle_time(store_path, fake_gpu):
     """A loop timed by NVML only, on a GPU idle for its first 1.5 s (imports, compiling) and then

@@ -70,3 +70,38 @@ def test_child_environment_is_set_before_framework_import():
     cpu = child_env(spec("mlp"), base={"XLA_PYTHON_CLIENT_PREALLOCATE": "true"})
     assert cpu["CUDA_VISIBLE_DEVICES"] == "" and cpu["JAX_PLATFORMS"] == "cpu"
     assert cpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"  # the user's choice wins
+
+
+# A process of the child's group sends a last event naming its pid, then either exits while the
+# child runs on (a script whose first command trained), or never exits (a shutdown that hangs).
+SENDER = r"""
+import os, subprocess, sys, time
+from gpuscout.core import events
+role, mode = sys.argv[1], sys.argv[2]
+if role == "sender":
+    events.emit({"event": "done", "pid": os.getpid()})
+    if mode == "hangs":
+        time.sleep(60)
+else:  # the child: runs the sender (handing it the event pipe), then 3 s of its own
+    subprocess.run([sys.executable, __file__, "sender", mode], close_fds=False)
+    time.sleep(3)
+"""
+
+
+@pytest.mark.parametrize("sender", ["exits", "hangs"])
+def test_the_exit_grace_follows_the_process_that_sent_the_last_event(sender, monkeypatch, tmp_path):
+    from gpuscout.executor import process
+    from tests.conftest import SRC
+
+    monkeypatch.setattr(process, "EXIT_GRACE_S", 1.0)
+    script = tmp_path / "sender.py"
+    script.write_text(SENDER)
+    started = time.monotonic()
+    finished = process.run([sys.executable, str(script), "child", sender], env={"PYTHONPATH": str(SRC)},
+                           timeout_s=60, stdout=None, stderr=None, last_events=("done",))
+    took = time.monotonic() - started
+    assert [e["event"] for e in finished.events] == ["done"]
+    if sender == "exits":  # the rest of the group ran on to its own end, past the grace
+        assert not finished.lingered and finished.returncode == 0 and took >= 3, (finished, took)
+    else:  # the sender did not exit: stopped after the grace, the group with it
+        assert finished.lingered and finished.returncode != 0 and took < 10, (finished, took)

@@ -475,3 +475,24 @@ def test_a_record_stopped_before_fit_ended_counts_the_steps_that_ran():
     events = [e for e in fit_events(windows=3, steps=50) if e["event"] != "watch_fit_end"]  # Ctrl-C, kill
     r = make_watch_record(events=events, status="interrupted", exit_code=130)
     assert r.main.steps == 1 + 150 and r.main.samples == 151 * 64  # the compile step and the windows'
+
+
+def test_a_process_that_trained_says_at_exit_whether_an_exception_ended_it(monkeypatch):
+    """The atexit message behind watch's exit grace: only from a process that trained (a data
+    worker's exit says nothing), with the uncaught exception's type when one ended the script."""
+    import sys
+
+    from gpuscout.child import watch_state
+
+    sent = []
+    monkeypatch.setattr(watch_state, "emit", lambda kind, **fields: sent.append((kind, fields)))
+    for name in ("last_exc", "last_value"):
+        monkeypatch.delattr(sys, name, raising=False)
+    monkeypatch.setattr(watch_state.STATE, "steps", 0)
+    watch_state.on_exit()
+    monkeypatch.setattr(watch_state.STATE, "steps", 12)
+    watch_state.on_exit()
+    monkeypatch.setattr(sys, "last_value", ValueError("bad data"), raising=False)
+    watch_state.on_exit()
+    assert sent == [("watch_exiting", {"steps": 12, "uncaught": None}),
+                    ("watch_exiting", {"steps": 12, "uncaught": "ValueError"})]

@@ -25,8 +25,8 @@ import time
 from gpuscout import watch
 from gpuscout.child import tune_overrides
 from gpuscout.child.watch_fit import FitWatch
-from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_interrupt,
-                                        report_failure, trace)
+from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_exit,
+                                        on_interrupt, report_failure, trace)
 
 def make_callback(fit: FitWatch):
     import keras
@@ -182,6 +182,7 @@ def install() -> None:
         else:
             sys.meta_path.insert(0, KerasFinder())
         watch.set_step_handler(CustomSteps())
+        atexit.register(on_exit)  # first registered, last run: after the script's own handlers
         signal.signal(signal.SIGINT, on_interrupt)  # before the script runs: its own handler, if any, wins
     except Exception as exc:
         report_failure("installing the instrumentation", exc)

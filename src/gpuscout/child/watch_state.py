@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 from gpuscout.core import events
@@ -106,6 +107,17 @@ def halt() -> None:
     while time.monotonic() < deadline:
         time.sleep(0.1)
     os._exit(0)
+
+
+def on_exit() -> None:
+    """At exit, registered before the script runs, so after the script's and the frameworks' own
+    atexit handlers: a process that trained says that all its code has run and only the
+    interpreter's shutdown is left, which gpuscout gives EXIT_GRACE_S (executor/process.py; under
+    TensorFlow 2.21 a tf.data iterator over tf.py_function can make it wait forever). Whether an
+    uncaught exception ended the script goes with it: that process failed, however it ends."""
+    if STATE.steps:
+        uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        emit("watch_exiting", steps=STATE.steps, uncaught=type(uncaught).__name__ if uncaught else None)
 
 
 def on_interrupt(signum, frame) -> None:

@@ -29,10 +29,11 @@ GUARD = Path(__file__).resolve().parent / "guard.py"
 TERM_GRACE_S = 3.0
 # How often the watchdog looks at the child, the clock and the cancel flag.
 POLL_S = 0.2
-# A child that has sent its last event (`last_events`: a measuring child's result or error) has
-# only its exit left; one still there this long after is stopped and what it sent is kept. A
-# tf.data iterator over a Python function, finalised at interpreter shutdown, made a child that had
-# sent its result wait forever under TensorFlow 2.21 (tensorflow#21277); its exit takes ~1 s.
+# A child that has sent its last event (`last_events`: a measuring child's result or error, a
+# watched script's process that trained and has run all its code) has only its exit left; one
+# still there this long after is stopped and what it sent is kept. A tf.data iterator over a
+# Python function, finalised at interpreter shutdown, made a child that had sent its result wait
+# forever under TensorFlow 2.21 (tensorflow#21277); its exit takes ~1 s.
 EXIT_GRACE_S = 20.0
 
 
@@ -150,16 +151,17 @@ def run(
     resumed after gpuscout died learns which finished). `stop_now`: like `cancel`, but the group is
     ended at once, without SIGINT (a watched script that halted itself at its limit: nothing of
     it may run any more). `last_events`: the events after which the child has EXIT_GRACE_S to
-    exit before it is stopped (`lingered`)."""
+    exit before it is stopped (`lingered`); an event that names its `pid` gives that process the
+    grace, and if it has exited by then, the rest of the group runs on."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
     state = {"timed_out": False, "cancelled": False, "interrupted": 0.0,  # interrupted: its grace's end
-             "now": False, "last_event_at": 0.0, "lingered": False}
+             "now": False, "last_event_at": 0.0, "last_pid": None, "lingered": False}
 
     def keep(event: dict) -> None:
         seen.append(event)
         if event.get("event") in last_events:
-            state["last_event_at"] = time.monotonic()
+            state["last_event_at"], state["last_pid"] = time.monotonic(), event.get("pid")
         on_event(event)
 
     started = time.monotonic()
@@ -216,8 +218,10 @@ def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cance
             state["cancelled"] = state["now"] = True
             return
         if state["last_event_at"] and now - state["last_event_at"] >= EXIT_GRACE_S:
-            state["lingered"] = state["now"] = True
-            return
+            if _still_running(state["last_pid"]):
+                state["lingered"] = state["now"] = True
+                return
+            state["last_event_at"] = 0.0  # the process that sent it exited: the rest of the group runs on
         if cancel is not None and cancel.is_set():
             state["cancelled"] = True
             return
@@ -235,6 +239,18 @@ def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cance
                 os.killpg(proc.pid, signal.SIGINT)
             except (ProcessLookupError, PermissionError):
                 return
+
+
+def _still_running(pid: int | None) -> bool:
+    """Whether the process that sent a last event is still there (None: the child itself, which is)."""
+    if pid is None:
+        return True
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # gone
+        return False
 
 
 def run_captured(argv: list[str], *, env: dict[str, str], timeout_s: float | None,
