@@ -211,6 +211,41 @@ def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path):
     assert leftovers == []
 
 
+
+def test_a_trial_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_judged_by_it(tmp_path, store_path):
+    """It trained, printed its score, then its interpreter's shutdown hung (TensorFlow 2.21's
+    tf.data finaliser, tensorflow#21277): stopped EXIT_GRACE_S later, not at the trial timeout,
+    and ok with its score."""
+    from gpuscout.executor.process import EXIT_GRACE_S
+
+    script = tmp_path / "hangs_at_exit.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys, time
+        import gpuscout.watch
+        for _ in range(3):
+            gpuscout.watch.step(samples=8)
+        print(json.dumps({"score": float(sys.argv[1])}), flush=True)
+        class Finaliser:
+            def __del__(self):  # in the interpreter's shutdown, after every atexit handler
+                time.sleep(3600)
+        finaliser = Finaliser()
+    """))
+    sweep = write(tmp_path, f"""
+        name: shutdown
+        command: {json.dumps(f"{sys.executable} {script} {{x}}")}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{x: [2]}}
+        timeout_s: 300
+    """)
+    started = time.monotonic()
+    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    took = time.monotonic() - started
+    assert proc.returncode == 0 and took < EXIT_GRACE_S + 40, (took, proc.stderr[-2000:])
+    ((_, status, result),) = trials(store_path)
+    assert status == "ok" and result["metrics"]["score"] == 2.0
+    assert "did not exit within 20 s" in result["message"] and "gc.collect()" in result["message"]
+
 def test_two_sweeps_writing_the_same_store_lose_nothing(tmp_path, store_path):
     paths = [write(tmp_path, f"""
         name: shared-{i}

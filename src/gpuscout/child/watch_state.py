@@ -117,6 +117,7 @@ def on_exit() -> None:
     uncaught exception ended the script goes with it: that process failed, however it ends."""
     if STATE.steps:
         uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        # "watch_exiting" is gpuscout.watch.command.EXITING_EVENT (the parent side's module)
         emit("watch_exiting", steps=STATE.steps, uncaught=type(uncaught).__name__ if uncaught else None)
 
 

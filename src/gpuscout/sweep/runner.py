@@ -25,7 +25,7 @@ from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, jud
 from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
 from gpuscout.core import decisions as decisions_lib
-from gpuscout.watch.command import Instrumentation, compilation_cache_env
+from gpuscout.watch.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
 
 
 @dataclass(frozen=True)
@@ -193,15 +193,22 @@ class TrialRunner:
                 finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
                                        cancel=self.abort, on_event=on_event, status_file=files.exit,
                                        on_start=lambda pgid: self.on_spawn(trial, pgid),
-                                       stop_now=prune_now if lines is not None else None)
+                                       stop_now=prune_now if lines is not None else None,
+                                       last_events=(EXITING_EVENT,))
             except OSError as exc:
                 if sampler:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
-        attempt = judge(self.sweep, files, finished.returncode, timed_out=finished.timed_out,
+        returncode, lingered = finished.returncode, None
+        if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
+            code, lingered = after_lingering(finished.events)
+            returncode = 0 if code is None else code
+        attempt = judge(self.sweep, files, returncode, timed_out=finished.timed_out,
                         cancelled=finished.cancelled,
                         telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
+        if lingered and attempt.message is None:
+            attempt.message = lingered
         stopped_by_us = finished.cancelled and prune_now.is_set() and not self.abort.is_set()
         prune_now.set()  # the line follower ends with the trial
         pruned_at = [epoch for epoch, stop in stopped.items() if stop]

@@ -30,7 +30,7 @@ from gpuscout.core.text import storable
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
-from gpuscout.watch.command import Command, Instrumentation, compilation_cache_env
+from gpuscout.watch.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
 from gpuscout.watch.gpus import GpuWatch, visible_gpus
 from gpuscout.watch.view import View
 
@@ -40,11 +40,6 @@ LIMIT_GRACE_S = 30.0
 # A script stopped with SIGINT gets this long to end before SIGTERM (its `finally` blocks,
 # a checkpoint it writes on KeyboardInterrupt).
 STOP_GRACE_S = 10.0
-# What a record says when a process of the script ran all its code and then did not exit.
-LINGERED = ("process {pid} ran all of the script's code, then did not exit within {grace:g} s: gpuscout "
-            "stopped it, so the exit status it would have given is not known. TensorFlow 2.21 does this "
-            "when a tf.data iterator over tf.py_function is finalised at shutdown (tensorflow#21277); "
-            "`del` the dataset and its iterators and call gc.collect() at the script's end to avoid it")
 TAIL_BYTES = 8000
 
 
@@ -175,7 +170,7 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
             finished = process.run(command.argv, env=env, timeout_s=None, stdout=view.stdout(), stderr=tail,
                                    on_event=on_event, on_start=on_start, cancel=cancel,
                                    interrupt_first_s=STOP_GRACE_S, forward_interrupt=True, stop_now=limits.halted,
-                                   last_events=("watch_exiting",))
+                                   last_events=(EXITING_EVENT,))
             returncode, duration_s, interrupted = finished.returncode, finished.duration_s, finished.interrupted
             lingered = finished.lingered
         except OSError as exc:
@@ -188,10 +183,8 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
     used, samples, attribution = gpus.stop() if gpus is not None else ([], [], None)
     notes = [attribution.note] if attribution and attribution.note else []
     if lingered:  # all its code had run, then its interpreter did not exit: gpuscout stopped it
-        exiting = next(e for e in reversed(seen) if e["event"] == "watch_exiting")
-        # the status it would have exited with: Python's 1 after an uncaught exception, else unknown
-        returncode = 1 if exiting.get("uncaught") else None
-        notes.append(LINGERED.format(pid=exiting["pid"], grace=process.EXIT_GRACE_S))
+        returncode, note = after_lingering(seen)
+        notes.append(note)
     status = "interrupted" if interrupted else "stopped" if limits.reached else \
         "ok" if returncode == 0 or (lingered and returncode is None) else "failed"
     notes += [f"gpuscout's instrumentation failed in pid {e['pid']} ({e['message']}): that process trained "
