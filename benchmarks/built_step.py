@@ -20,6 +20,27 @@ class BuiltStep:
         return self.step.lower(self.state, self.batch).compile()
 
 
+def step_spec(workload: str, precision: str, batch_per_device: int, seq_len: int | None = None,
+              devices: int = 1):
+    """The jax RunSpec `gpuscout bench` plans (one device), or `gpuscout scale` (weak scaling: the
+    batch is per device, per-replica batch norm), with the sequence length resolved as they do
+    (the workload's default when not given)."""
+    import jax
+
+    from gpuscout.core import planning
+    from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
+    from gpuscout.workloads import get
+
+    common = {"workload": workload, "backend": Backend.jax, "precision": Precision(precision),
+              "seq_len": planning.seq_len(get(workload), seq_len)}
+    if devices == 1:
+        return RunSpec(**common, batch_size=batch_per_device, gpu_index=0)
+    on_gpu = jax.default_backend() == "gpu"
+    return RunSpec(**common, batch_size=batch_per_device * devices, devices=devices,
+                   distribution=Distribution.mirrored, batchnorm=BatchNormStats.per_replica,
+                   gpu_index=0 if on_gpu else None, gpu_indices=tuple(range(devices)) if on_gpu else None)
+
+
 def build(spec) -> BuiltStep:
     """Sets the seed and precision policy as the child does, then builds the runner for `spec`."""
     import keras

@@ -88,15 +88,9 @@ def main() -> int:
     if not on_gpu and len(jax.devices()) < args.devices:
         sys.exit(f"jax sees {len(jax.devices())} device(s); on a CPU set "
                  f"XLA_FLAGS=--xla_force_host_platform_device_count={args.devices}")
-    from built_step import build
+    from built_step import build, step_spec
 
-    from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
-
-    built = build(RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
-                          batch_size=args.batch_per_device * args.devices, seq_len=args.seq_len,
-                          devices=args.devices, distribution=Distribution.mirrored,
-                          batchnorm=BatchNormStats.per_replica, gpu_index=0 if on_gpu else None,
-                          gpu_indices=tuple(range(args.devices)) if on_gpu else None))
+    built = build(step_spec(args.workload, args.precision, args.batch_per_device, args.seq_len, args.devices))
     runner = built.runner
     hlo = built.compiled().as_text()
     (args.out / "step_after_optimizations.txt").write_text(hlo)

@@ -143,22 +143,13 @@ def jax_side(args) -> dict:
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
 
-    from built_step import build
+    from built_step import build, step_spec
 
-    from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
     from gpuscout.workloads import get
 
-    on_gpu = jax.default_backend() == "gpu"
-    if args.devices == 1:
-        spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
-                       batch_size=args.batch, seq_len=args.seq_len, gpu_index=0)
-    else:  # what `gpuscout scale` runs: weak scaling, --batch per device, per-replica batch norm
-        spec = RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
-                       batch_size=args.batch * args.devices, seq_len=args.seq_len, devices=args.devices,
-                       distribution=Distribution.mirrored, batchnorm=BatchNormStats.per_replica,
-                       gpu_index=0 if on_gpu else None, gpu_indices=tuple(range(args.devices)) if on_gpu else None)
+    spec = step_spec(args.workload, args.precision, args.batch, args.seq_len, args.devices)
     built = build(spec)
-    units = spec.batch_size * (args.seq_len or 1) if get(args.workload).unit == "tokens" else spec.batch_size
+    units = spec.batch_size * get(args.workload).units_per_sample(spec.seq_len)
     result = {"side": "jax", "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
               "device": jax.devices()[0].device_kind, "devices": args.devices,
               "throughput": timed(built.runner.step, built.runner.sync, units)}

@@ -45,12 +45,9 @@ def main() -> int:
     import jax
     import keras
 
-    from built_step import build
+    from built_step import build, step_spec
 
-    from gpuscout.core.spec import Backend, Precision, RunSpec
-
-    built = build(RunSpec(workload=args.workload, backend=Backend.jax, precision=Precision(args.precision),
-                          batch_size=args.batch, seq_len=args.seq_len, gpu_index=0))
+    built = build(step_spec(args.workload, args.precision, args.batch, args.seq_len))
     device = jax.local_devices()[0]
     before = device.memory_stats() or {}
     analysis = built.compiled().memory_analysis()

@@ -200,15 +200,15 @@ class TrialRunner:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
-        returncode, lingered = finished.returncode, None
+        returncode, lingered_note = finished.returncode, None
         if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
-            code, lingered = after_lingering(finished.events)
+            code, lingered_note = after_lingering(finished.events)
             returncode = 0 if code is None else code
         attempt = judge(self.sweep, files, returncode, timed_out=finished.timed_out,
                         cancelled=finished.cancelled,
                         telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
-        if lingered and attempt.message is None:
-            attempt.message = lingered
+        if lingered_note and attempt.message is None:
+            attempt.message = lingered_note
         stopped_by_us = finished.cancelled and prune_now.is_set() and not self.abort.is_set()
         prune_now.set()  # the line follower ends with the trial
         pruned_at = [epoch for epoch, stop in stopped.items() if stop]
