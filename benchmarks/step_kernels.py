@@ -4,7 +4,7 @@ of the same number of steps (issue 34: ViT-B/16 against timm compiled; the 2-4 m
 two GPUs add).
 
     python benchmarks/step_kernels.py --out DIR [--workload vit_b16] [--batch 256]
-        [--precision mixed_bfloat16] [--seq-len N] [--peer compiled|eager|none]
+        [--precision mixed_bfloat16] [--seq-len N] [--peer compiled[,compiled-model,eager]|none]
         [--trace-steps 5] [--variant NAME=XLA_FLAGS ...] [--devices N] [--budget-s 540]
 
 Each side runs in its own process (jax takes most of the GPU's memory when it starts):
@@ -202,7 +202,7 @@ def torch_side(args) -> dict:
 
 
 def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline: float,
-             devices: int = 1) -> dict | None:
+             devices: int = 1, peer: str = "none") -> dict | None:
     out = args.out / name
     out.mkdir(parents=True, exist_ok=True)
     left = deadline - time.monotonic()
@@ -210,7 +210,7 @@ def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline
         print(f"-- {name}: skipped, {left:.0f} s of the budget left", flush=True)
         return None
     command = [sys.executable, __file__, "--side", side, "--out", str(out), "--workload", args.workload,
-               "--batch", str(args.batch), "--precision", args.precision, "--peer", args.peer,
+               "--batch", str(args.batch), "--precision", args.precision, "--peer", peer,
                "--trace-steps", str(args.trace_steps if traced else 0), "--devices", str(devices)]
     if args.seq_len:
         command += ["--seq-len", str(args.seq_len)]
@@ -256,7 +256,9 @@ def table(results: dict) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     add_step_arguments(parser)
-    parser.add_argument("--peer", default="compiled", choices=("compiled", "eager", "none"))
+    parser.add_argument("--peer", default="compiled",
+                        help="torch_peers.py's modes to run beside, comma-separated (compiled, compiled-model, "
+                             "eager), or none")
     parser.add_argument("--trace-steps", type=int, default=5)
     parser.add_argument("--variant", action="append", default=[], help="NAME=XLA_FLAGS, timed untraced")
     parser.add_argument("--budget-s", type=float, default=540)
@@ -274,8 +276,8 @@ def main() -> int:
     if args.devices > 1:
         results[f"gpuscout x{args.devices}"] = run_side(args, f"gpuscout-x{args.devices}", "jax", {}, True, deadline,
                                                         devices=args.devices)
-    if args.peer != "none":
-        results[f"torch {args.peer}"] = run_side(args, "peer", "torch", {}, True, deadline)
+    for peer in (p for p in args.peer.split(",") if p != "none"):
+        results[f"torch {peer}"] = run_side(args, f"peer-{peer}", "torch", {}, True, deadline, peer=peer)
     for variant in args.variant:
         name, _, flags = variant.partition("=")
         flags = " ".join(filter(None, (os.environ.get("XLA_FLAGS"), flags)))

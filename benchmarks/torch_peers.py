@@ -1,11 +1,15 @@
 """Native PyTorch peers of gpuscout's transformer workloads, timed like gpuscout times them.
 
     python benchmarks/torch_peers.py MODEL MODE BATCH [SEQ]     MODEL: gpt2_small | bert_base | vit_b16
-                                                               MODE: eager | compiled
+                                                   MODE: eager | compiled | compiled-model
 
 Same architecture and sizes as the gpuscout workload (so the same FLOPs), bf16 autocast, fused
 AdamW, random data resident on the GPU and rotated, no dropout; 10 warm-up steps, a calibration
 pass, then 5 windows of >= 3 s synchronised at their ends. Prints one line `@@peer {json}`.
+"compiled" compiles the model and its loss as one module (`WithLoss`), as nanoGPT's train.py
+compiles a model whose forward returns the loss; "compiled-model" compiles the model only, the loss
+eager: the peer of the figures in docs/benchmarks.md before 2026-11-25's "peers compile their
+loss" (for GPT-2 the eager loss reads and writes its 50,304-wide float32 logits several times).
 - gpt2_small: a nanoGPT-style model written here (github.com/karpathy/nanoGPT model.py: pre-norm
   blocks, fused QKV, F.scaled_dot_product_attention(is_causal=True), tanh GELU), vocabulary
   50,304, untied head like gpuscout's.
@@ -58,6 +62,31 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class WithLoss(nn.Module):
+    """A model whose forward returns its training loss, so that `torch.compile` (and DDP) see the
+    loss as part of the model, as in nanoGPT (model(idx, targets) -> logits, loss)."""
+
+    def __init__(self, model: nn.Module, loss_of) -> None:
+        super().__init__()
+        self.model, self.loss_of = model, loss_of
+
+    def forward(self, x, y):
+        return self.loss_of(self.model, x, y)
+
+
+MODES = ("eager", "compiled", "compiled-model")
+
+
+def loss_module(model: nn.Module, loss_of, mode: str) -> nn.Module:
+    """The module a step calls as `module(x, y) -> loss`, compiled as `mode` says (MODES)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "compiled-model":
+        return WithLoss(torch.compile(model), loss_of)
+    whole = WithLoss(model, loss_of)
+    return torch.compile(whole) if mode == "compiled" else whole
+
+
 def build(name: str, batch: int, seq: int, device: str = "cuda"):
     """The model on `device` (the current CUDA device by default; ddp_peer.py's CPU smoke run
     passes "cpu"), four batches of random data there, the loss function and units per sample."""
@@ -93,19 +122,19 @@ def build(name: str, batch: int, seq: int, device: str = "cuda"):
 
 
 def make_step(name: str, mode: str, batch: int, seq: int):
-    """One training step of the peer (bf16 autocast, fused AdamW, `torch.compile` of the model when
-    mode is "compiled"): step(i) runs batch i % 4 and returns the loss; and units per step."""
+    """One training step of the peer (bf16 autocast, fused AdamW, compiled as `mode` says: MODES):
+    step(i) runs batch i % 4 and returns the loss; and units per step."""
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     model, data, loss_of, units = build(name, batch, seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    forward = torch.compile(model) if mode == "compiled" else model
+    with_loss = loss_module(model, loss_of, mode)
 
     def step(i):
         x, y = data[i % len(data)]
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = loss_of(forward, x, y)
+            loss = with_loss(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
