@@ -1,11 +1,14 @@
 """`gpuscout scale` on the lent multi-GPU machine (jax backend), with PyTorch DDP measured in the
 same call as the peer, for docs/benchmarks.md.
 
-    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_bf16,resnet50_bf16_global,...] [--budget-s 540] [--gpus 1,2]
+    python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_bf16,resnet50_bf16_global,...] [--budget-s 540]
+        [--gpus 1,2] [--ddp eager,compiled]
 
 Each part: `gpuscout scale WORKLOAD --gpus COUNTS --backend jax` (weak scaling at the default batch
-per GPU), and for resnet50 the DDP peer (benchmarks/ddp_peer.py) at each count with the same
-per-GPU batch and precision. Part costs are for 1,2 GPUs; more counts scale them. Writes OUTDIR/summary.json, the scale reports and logs, the
+per GPU), and for the per-replica parts the DDP peer (benchmarks/ddp_peer.py) at each count with
+the same per-GPU batch and precision, once per `--ddp` mode (eager; compiled: the model and its
+loss compiled, then DDP, as nanoGPT does). Part costs are for 1,2 GPUs with the eager peer; more
+counts and modes scale them. Writes OUTDIR/summary.json, the scale reports and logs, the
 `nvidia-smi topo -m` matrix; prints a short table last. A part that would not fit in what is
 left of --budget-s is skipped and listed.
 """
@@ -30,6 +33,7 @@ PARTS = {
     "resnet50_bf16_global": ("resnet50", "mixed_bfloat16", "global", 100),
     "gpt2_small": ("gpt2_small", "mixed_bfloat16", "per-replica", 200),
     "gpt2_small_fp32": ("gpt2_small", "fp32", "per-replica", 150),
+    "bert_base": ("bert_base", "mixed_bfloat16", "per-replica", 200),
     # resnet50_bf16 with XLA's latency-hiding scheduler on, as NVIDIA's JAX containers set it
     "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130),
 }
@@ -45,9 +49,9 @@ def run(cmd: list[str], log: Path, timeout: float, env: dict | None = None) -> s
     return result
 
 
-def peer(gpus: int, batch: int, precision: str, out: Path) -> dict | None:
-    result = run([sys.executable, "benchmarks/ddp_peer.py", str(gpus), str(batch), precision],
-                 out / f"ddp_{precision}_{gpus}.log", 300)
+def peer(workload: str, gpus: int, batch: int, precision: str, mode: str, out: Path) -> dict | None:
+    result = run([sys.executable, "benchmarks/ddp_peer.py", str(gpus), str(batch), precision, workload,
+                  "--mode", mode], out / f"ddp_{workload}_{precision}_{mode}_{gpus}.log", 300)
     line = next((l for l in result.stdout.splitlines() if l.startswith("@@peer ")), None)
     return json.loads(line[len("@@peer "):]) if line else None
 
@@ -58,7 +62,9 @@ def main() -> int:
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--budget-s", type=float, default=540)
     parser.add_argument("--gpus", default="1,2")
+    parser.add_argument("--ddp", default="eager", help="DDP peer modes, comma-separated: eager, compiled")
     args = parser.parse_args()
+    modes = [m for m in args.ddp.split(",") if m]
     counts = [int(c) for c in args.gpus.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -67,7 +73,7 @@ def main() -> int:
     summary: dict = {"topo": topo.stdout, "parts": {}, "skipped": []}
     for name in args.parts.split(","):
         workload, precision, batchnorm, cost_s = PARTS[name]
-        cost_s = cost_s * len(counts) / 2
+        cost_s = cost_s * len(counts) / 2 * (1 + 0.5 * (len(modes) - 1))  # a compiled peer: about half more
         if time.monotonic() - started + cost_s > args.budget_s:
             summary["skipped"].append(name)
             continue
@@ -87,24 +93,28 @@ def main() -> int:
                 {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
                                    "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
                                    "flags", "mfu", "run_id")} for p in report["points"]]})
-        if workload == "resnet50" and report and batchnorm == "per-replica" and not name.endswith("_lhs"):
+        if report and batchnorm == "per-replica" and not name.endswith("_lhs"):
             batch = report["points"][0]["per_device_batch_size"]
-            ddp = {str(n): peer(n, batch, "bf16" if precision == "mixed_bfloat16" else "fp32", args.out) for n in counts}
-            part["ddp_peer"] = ddp
+            torch_precision = "bf16" if precision == "mixed_bfloat16" else "fp32"
+            part["ddp_peer"] = {mode: {str(n): peer(workload, n, batch, torch_precision, mode, args.out)
+                                       for n in counts} for mode in modes}
         summary["parts"][name] = part
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(topo.stdout)
-    print(f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'outside':>9} {'DDP s/s':>9} {'DDP eff':>8}")
+    print(f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'outside':>8}"
+          + "".join(f" {m[:8] + ' s/s':>13} {'eff':>6}" for m in modes))
     for name, part in summary["parts"].items():
         ddp = part.get("ddp_peer") or {}
         for p in part.get("points", []):
-            d = ddp.get(str(p["devices"])) or {}
-            d1 = ddp.get("1") or {}
-            ddp_eff = (d["samples_per_s"] / (p["devices"] * d1["samples_per_s"])) if d and d1 else None
+            peers = ""
+            for mode in modes:
+                d, d1 = ((ddp.get(mode) or {}).get(k) or {} for k in (str(p["devices"]), "1"))
+                ddp_eff = (d["samples_per_s"] / (p["devices"] * d1["samples_per_s"])) if d and d1 else 0
+                peers += f" {d.get('samples_per_s', 0):>13.1f} {ddp_eff:>6.3f}"
             print(f"{name:16} {p['devices']:>4} {p['samples_per_s'] or 0:>10.1f} "
                   f"{(p['speedup'] or {}).get('ratio', 0):>8.3f} {(p['efficiency'] or {}).get('value', 0):>6.3f} "
-                  f"{(p['outside_compute_share'] or 0):>9.3f} {d.get('samples_per_s', 0):>9.1f} {ddp_eff or 0:>8.3f}")
+                  f"{(p['outside_compute_share'] or 0):>8.3f}" + peers)
     print("skipped:", summary["skipped"], "elapsed", round(time.monotonic() - started), "s")
     return 0
 
