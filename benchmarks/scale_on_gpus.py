@@ -24,25 +24,38 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer)
+LHS = "--xla_gpu_enable_latency_hiding_scheduler=true"
+# XLA's all-reduces of up to a few MB as its own Triton kernels: on two H100s (jax 0.11.2) ResNet-50's
+# step ran 27 of them, each ending before the next kernel starts (docs/benchmarks.md, "What two GPUs
+# add"); off, those buffers go to NCCL, asynchronously, like the rest.
+NO_TRITON_AR = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=false"
+# Off: a combined all-reduce keeps one NCCL buffer per operand instead of a concatenation sliced
+# apart afterwards (262 slice kernels a step for ResNet-50's small batch-norm vectors).
+NO_CONTIGUOUS = "--xla_gpu_all_reduce_contiguous=false"
+# (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer, XLA_FLAGS)
+# A part with XLA_FLAGS measures a flag against its part without them; the DDP peer runs with the
+# latter only.
 PARTS = {
-    "resnet50_fp32": ("resnet50", "fp32", "per-replica", 160),
-    "resnet50_bf16": ("resnet50", "mixed_bfloat16", "per-replica", 150),
+    "resnet50_fp32": ("resnet50", "fp32", "per-replica", 160, ""),
+    "resnet50_bf16": ("resnet50", "mixed_bfloat16", "per-replica", 150, ""),
     # Keras' DataParallel: statistics over the global batch (the DDP peer runs with the per-replica part)
-    "resnet50_fp32_global": ("resnet50", "fp32", "global", 110),
-    "resnet50_bf16_global": ("resnet50", "mixed_bfloat16", "global", 100),
-    "gpt2_small": ("gpt2_small", "mixed_bfloat16", "per-replica", 200),
-    "gpt2_small_fp32": ("gpt2_small", "fp32", "per-replica", 150),
-    "bert_base": ("bert_base", "mixed_bfloat16", "per-replica", 200),
-    # with XLA's latency-hiding scheduler on, as NVIDIA's JAX containers set it (GPT-2's 650 MB of
-    # float32 gradients take 1.45 ms at NVLink's peak: if overlap pays anywhere, it is there)
-    "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130),
-    "gpt2_small_lhs": ("gpt2_small", "mixed_bfloat16", "per-replica", 150),
+    "resnet50_fp32_global": ("resnet50", "fp32", "global", 110, ""),
+    "resnet50_bf16_global": ("resnet50", "mixed_bfloat16", "global", 100, ""),
+    "gpt2_small": ("gpt2_small", "mixed_bfloat16", "per-replica", 200, ""),
+    "gpt2_small_fp32": ("gpt2_small", "fp32", "per-replica", 150, ""),
+    "bert_base": ("bert_base", "mixed_bfloat16", "per-replica", 200, ""),
+    # with XLA's latency-hiding scheduler on, as NVIDIA's JAX containers set it (GPT-2's embedding and
+    # head gradients, 295 MiB, are all-reduced after the backward pass by default)
+    "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130, LHS),
+    "gpt2_small_lhs": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, LHS),
+    "resnet50_bf16_nccl": ("resnet50", "mixed_bfloat16", "per-replica", 130, NO_TRITON_AR),
+    "resnet50_bf16_nccl_separate": ("resnet50", "mixed_bfloat16", "per-replica", 130,
+                                    f"{NO_TRITON_AR} {NO_CONTIGUOUS}"),
+    "resnet50_bf16_nccl_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130, f"{NO_TRITON_AR} {LHS}"),
 }
 # Compiled programs are shared between parts (the one-GPU point of a global part is the
 # per-replica part's): compilation is not what is measured here.
 CACHE = {"JAX_COMPILATION_CACHE_DIR": "/tmp/gpuscout-jax-cache", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-LHS = "--xla_gpu_enable_latency_hiding_scheduler=true"
 
 
 def run(cmd: list[str], log: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -74,17 +87,17 @@ def main() -> int:
     (args.out / "topo.txt").write_text(topo.stdout + topo.stderr)
     summary: dict = {"topo": topo.stdout, "parts": {}, "skipped": []}
     for name in args.parts.split(","):
-        workload, precision, batchnorm, cost_s = PARTS[name]
+        workload, precision, batchnorm, cost_s, xla_flags = PARTS[name]
         cost_s = cost_s * len(counts) / 2 * (1 + 0.5 * (len(modes) - 1))  # a compiled peer: about half more
         if time.monotonic() - started + cost_s > args.budget_s:
             summary["skipped"].append(name)
             continue
         store = args.out / "results.sqlite"
-        env = {**os.environ, **CACHE, **({"XLA_FLAGS": LHS} if name.endswith("_lhs") else {})}
+        env = {**os.environ, **CACHE, **({"XLA_FLAGS": xla_flags} if xla_flags else {})}
         result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", args.gpus, "--backend", "jax",
                       "--precision", precision, "--batchnorm", batchnorm, "--json", "--store", str(store)],
                      args.out / f"scale_{name}.log", 600, env)
-        part = {"returncode": result.returncode}
+        part = {"returncode": result.returncode, "xla_flags": xla_flags}
         try:
             report = json.loads(result.stdout)
         except json.JSONDecodeError:
@@ -95,7 +108,7 @@ def main() -> int:
                 {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
                                    "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
                                    "flags", "mfu", "run_id")} for p in report["points"]]})
-        if report and batchnorm == "per-replica" and not name.endswith("_lhs"):
+        if report and batchnorm == "per-replica" and not xla_flags:
             batch = report["points"][0]["per_device_batch_size"]
             torch_precision = "bf16" if precision == "mixed_bfloat16" else "fp32"
             part["ddp_peer"] = {mode: {str(n): peer(workload, n, batch, torch_precision, mode, args.out)

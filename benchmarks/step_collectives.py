@@ -42,8 +42,16 @@ def shape_bytes(shapes: str) -> int:
     return total
 
 
+# XLA's own all-reduce kernels (Triton, one- and two-shot over NVLink; jax 0.11 uses them for
+# buffers of up to a few MB): a fusion whose backend config names this kind.
+TRITON_COLLECTIVE = '"kind":"__triton_collective"'
+COMPUTE = re.compile(r" (fusion|custom-call|convolution|dot)\(")
+
+
 def collectives(hlo: str) -> tuple[list[dict], int]:
-    """The collectives of the entry computation in schedule order, and its instruction count."""
+    """The collectives of the entry computation in schedule order, and its instruction count. An
+    asynchronous one (`-start` ... `-done`) also says how many kernels (fusions, library calls) XLA
+    scheduled between its start and its end: the computation it can overlap (0: none)."""
     entry = hlo[hlo.find("\nENTRY "):] if "\nENTRY " in hlo else hlo
     body = entry[:entry.find("\n}\n")] if "\n}\n" in entry else entry
     found, position, started = [], 0, {}
@@ -56,16 +64,24 @@ def collectives(hlo: str) -> tuple[list[dict], int]:
         if "-done(" in rhs:  # an asynchronous collective ends here: how far it ran beside other work
             operand = re.search(r"-done\([^%]*%([\w.\-]+)", rhs)
             if operand and operand.group(1) in started:
-                started[operand.group(1)]["done_position"] = position
+                started.pop(operand.group(1))["done_position"] = position
             continue
+        for pending in started.values():
+            pending["compute_between"] += bool(COMPUTE.search(rhs))
         m = COLLECTIVE.search(rhs)
-        if not m:
+        triton = TRITON_COLLECTIVE in rhs and re.search(r" (fusion-start|fusion)\(", rhs)
+        if not (m or triton):
             continue
-        result = rhs[:rhs.find(m.group(1))]
-        entry = {"name": name, "op": m.group(1), "position": position, "bytes": shape_bytes(result),
-                 "operands": len(re.findall(r"\b[a-z]+\d*\[", result)), "done_position": None}
+        op = m.group(1) if m else "triton all-reduce" + ("-start" if triton.group(1) == "fusion-start" else "")
+        result = rhs[:rhs.find(m.group(1) if m else triton.group(1) + "(")]
+        size, operands = shape_bytes(result), len(re.findall(r"\b[a-z]+\d*\[", result))
+        if op.endswith("all-reduce-start"):  # ((operands), results): the results alias the operands
+            size, operands = size // 2, operands // 2
+        entry = {"name": name, "op": op, "position": position, "bytes": size, "operands": operands,
+                 "done_position": None, "compute_between": 0}
         found.append(entry)
-        started[name] = entry
+        if op.endswith("-start"):
+            started[name] = entry
     return found, position
 
 
@@ -122,7 +138,9 @@ def main() -> int:
           f"of {instructions} instructions:")
     for c in found[:40]:
         done = f" .. {c['done_position']}" if c["done_position"] else ""
-        print(f"  at {c['position']:5d}{done:8s} {c['op']:20s} {c['bytes'] / 2**20:9.2f} MiB  {c['operands']} operand(s)")
+        beside = f", beside {c['compute_between']} kernels" if c["done_position"] else ""
+        print(f"  at {c['position']:5d}{done:8s} {c['op']:24s} {c['bytes'] / 2**20:9.2f} MiB  "
+              f"{c['operands']} operand(s){beside}")
     return 0
 
 

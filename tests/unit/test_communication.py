@@ -23,10 +23,12 @@ def test_the_flags_that_move_collectives_are_named_and_the_rest_ignored():
     assert communication.xla_settings("--xla_gpu_all_reduce_combine_threshold_bytes=4096") == [
         "all-reduce combine threshold=4 KiB"]
     assert communication.describe("jax", 2, None, {"XLA_FLAGS": flags}) == (
-        "one gradient all-reduce, scheduled by XLA with latency-hiding scheduler=true, "
+        "all-reduces scheduled by XLA with latency-hiding scheduler=true, "
         "all-reduce combine threshold=25 MiB")
     assert communication.describe("jax", 2, None, {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}) == (
-        "one gradient all-reduce after the backward pass (XLA's default scheduling)")
+        "all-reduces scheduled by XLA (its default scheduling)")  # no claim of when: XLA's to choose
+    assert communication.describe("jax", 2, None, {"NCCL_PROTO": "Simple"}) == (
+        "all-reduces scheduled by XLA (its default scheduling; NCCL_PROTO=Simple)")
     assert communication.describe("tensorflow", 2, "NcclAllReduce", {"NCCL_ALGO": "Tree"}) == (
         "NcclAllReduce after the backward pass (NCCL_ALGO=Tree)")
     assert communication.describe("jax", 1, None, {"XLA_FLAGS": OVERLAP}) is None  # nothing exchanged
@@ -43,7 +45,7 @@ def on_two(run_id: str, xla_flags: str | None) -> RunRecord:
 def test_compare_never_pools_runs_of_different_communication_settings():
     runs = [on_two("a100bf16b256", None), on_two("h100bf16b256", None), on_two("h100bf16b256", OVERLAP)]
     (c,) = compare(runs, "gpu")  # the overlapped H100 run has no A100 partner: left out, not pooled
-    assert c.held["communication"].endswith("(XLA's default scheduling)")
+    assert c.held["communication"].endswith("(its default scheduling)")
     assert [g.run_ids for g in c.groups] == [["a100bf16b256-False"], ["h100bf16b256-False"]]
     (c,) = compare(runs, "communication")
     assert sorted(g.run_ids[0] for g in c.groups) == ["h100bf16b256-False", "h100bf16b256-True"]
@@ -55,7 +57,7 @@ def test_scales_verdict_names_the_communication_it_measured():
              "communication": communication.describe("jax", 2, None, {"XLA_FLAGS": OVERLAP})}
     base = {"devices": 1, "status": "ok", "efficiency": {"value": 1.0}, "communication": None}
     summary = scale.verdict([base, point], base_ok=True)["summary"]
-    assert summary.endswith("Gradients: one gradient all-reduce, scheduled by XLA with latency-hiding "
+    assert summary.endswith("Gradients: all-reduces scheduled by XLA with latency-hiding "
                             "scheduler=true, all-reduce combine threshold=25 MiB")
     assert "Gradients" not in scale.verdict([base], base_ok=True)["summary"]
 
