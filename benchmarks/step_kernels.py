@@ -111,6 +111,17 @@ def by_device(kernels: list[dict], steps: int) -> dict:
     return {d: summarise([k for k in kernels if k["device"] == d], steps, top=10) for d in devices}
 
 
+def triton_collective_names(hlo: str) -> set[str]:
+    """XLA's own all-reduce kernels (Triton fusions of kind __triton_collective) carry a fusion's
+    name, not NCCL's: the names their kernels may have in a trace (the instruction's and the fused
+    computation's, with '.' and '-' as '_'), so that they count as communication."""
+    names = set()
+    for line in hlo.splitlines():
+        if '"kind":"__triton_collective"' in line:
+            names.update(re.findall(r"%([\w.\-]+) = ", line)[:1] + re.findall(r"calls=%([\w.\-]+)", line))
+    return {n.replace(".", "_").replace("-", "_") for n in names}
+
+
 def timed(step, sync, units: int, window_s: float = 2.0, windows: int = 5) -> dict:
     """Median units/s over windows of >= window_s (steps per window from a 10-step pass)."""
     handle = None
@@ -166,8 +177,11 @@ def jax_side(args) -> dict:
         # XLA names a fusion's kernel after the fusion; its jax op (what the model wrote) is in the HLO
         op_names = {name.replace(".", "_"): op for name, op in
                     re.findall(r'%([\w.\-]+) = [^\n]*?op_name="([^"]+)"', hlo)}
+        triton_collectives = triton_collective_names(hlo)
         for k in kernels:
             k["op"] = op_names.get(k["name"], k["op"])
+            if k["name"].replace("-", "_") in triton_collectives:
+                k["kind"] = "communication"
         first = min((k["device"] for k in kernels), default="")  # the first GPU, comparable with one
         result["profile"] = summarise([k for k in kernels if k["device"] == first], args.trace_steps)
         if args.devices > 1:
