@@ -11,9 +11,10 @@ verdict says which one it measured.
 What each framework does by default (docs/methodology.md, "Communication"):
 - jax (gpuscout's per-replica step, and Keras' DataParallel): one `lax.pmean` of the gradient
   tree after the backward pass; XLA lowers it to an all-reduce per gradient, combines them into
-  buckets and, with its default scheduling, starts each bucket as soon as its gradients exist,
-  asynchronously, while the rest of the backward pass runs (the compiled steps of GPT-2 small and
-  ResNet-50 on two H100s, jax 0.11.2: docs/benchmarks.md, "What two GPUs add").
+  buckets and, with its default scheduling, runs many of them asynchronously beside the rest of
+  the backward pass and the others after it or synchronously, as the model and XLA's version
+  have it (two H100s, jax 0.11.2: GPT-2 small 13 of 15 buckets beside the backward pass; ResNet-50
+  21.5 of 97.8 MiB; docs/benchmarks.md, "What two GPUs add").
 - tensorflow (MirroredStrategy): Keras computes every gradient with one tape, then the strategy
   packs them into batched NCCL all-reduces, which wait for the last gradient.
 """
