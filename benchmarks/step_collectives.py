@@ -7,10 +7,10 @@ profiler trace of a few steps: where a multi-GPU step's time outside compute goe
 Builds the step `gpuscout scale` runs (gpuscout.child.jax_steps, per-replica batch norm, one
 mesh over `--devices` devices; logical CPU devices where there is no GPU), then from the
 compiled program's text (`compiled.as_text()`, after XLA's optimisations: the all-reduce
-combiner has run) lists every collective with its operands' bytes, in program order, and the
-position of each in the schedule (how many instructions of the entry computation come before
-it, and, for an asynchronous one, where its -done is: an all-reduce that starts after the
-backward pass, or ends right after it started, overlaps nothing).
+combiner has run) lists every collective with its payload, in program order, and the position
+of each in the schedule (how many instructions of the entry computation come before it, and,
+for an asynchronous one, where its -done is and how many kernels run beside it: what
+gpuscout.child.collectives reads, and every run over several devices keeps in its record).
 Then runs `--steps` steps and, on GPUs, traces `--trace-steps` more with jax.profiler
 (DIR/trace/..., perfetto JSON: read it here, the device kernels are named there).
 Writes DIR/collectives.json and prints a short summary last.
@@ -21,68 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
-
-DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "s64": 8, "f64": 8, "pred": 1, "s8": 1, "u8": 1}
-COLLECTIVE = re.compile(r"\b(all-reduce-start|all-reduce|all-gather-start|all-gather|reduce-scatter|"
-                        r"collective-permute-start|collective-permute|all-to-all)\(")
-
-
-def shape_bytes(shapes: str) -> int:
-    """Bytes of every array shape in an HLO result type like '(f32[64,3]{1,0}, bf16[7])'."""
-    total = 0
-    for dtype, dims in re.findall(r"\b([a-z]+\d*)\[([\d,]*)\]", shapes):
-        count = 1
-        for d in filter(None, dims.split(",")):
-            count *= int(d)
-        total += count * DTYPE_BYTES.get(dtype, 4)
-    return total
-
-
-# XLA's own all-reduce kernels (Triton, one- and two-shot over NVLink; jax 0.11 uses them for
-# buffers of up to a few MB): a fusion whose backend config names this kind.
-TRITON_COLLECTIVE = '"kind":"__triton_collective"'
-COMPUTE = re.compile(r" (fusion|custom-call|convolution|dot)\(")
-
-
-def collectives(hlo: str) -> tuple[list[dict], int]:
-    """The collectives of the entry computation in schedule order, and its instruction count. An
-    asynchronous one (`-start` ... `-done`) also says how many kernels (fusions, library calls) XLA
-    scheduled between its start and its end: the computation it can overlap (0: none)."""
-    entry = hlo[hlo.find("\nENTRY "):] if "\nENTRY " in hlo else hlo
-    body = entry[:entry.find("\n}\n")] if "\n}\n" in entry else entry
-    found, position, started = [], 0, {}
-    for line in body.splitlines()[1:]:
-        if " = " not in line:
-            continue
-        position += 1
-        name, rhs = (part.strip() for part in line.split(" = ", 1))
-        name = name.replace("ROOT ", "").lstrip("%")
-        if "-done(" in rhs:  # an asynchronous collective ends here: how far it ran beside other work
-            operand = re.search(r"-done\([^%]*%([\w.\-]+)", rhs)
-            if operand and operand.group(1) in started:
-                started.pop(operand.group(1))["done_position"] = position
-            continue
-        for pending in started.values():
-            pending["compute_between"] += bool(COMPUTE.search(rhs))
-        m = COLLECTIVE.search(rhs)
-        triton = TRITON_COLLECTIVE in rhs and re.search(r" (fusion-start|fusion)\(", rhs)
-        if not (m or triton):
-            continue
-        op = m.group(1) if m else "triton all-reduce" + ("-start" if triton.group(1) == "fusion-start" else "")
-        result = rhs[:rhs.find(m.group(1) if m else triton.group(1) + "(")]
-        size, operands = shape_bytes(result), len(re.findall(r"\b[a-z]+\d*\[", result))
-        if op.endswith("all-reduce-start"):  # ((operands), results): the results alias the operands
-            size, operands = size // 2, operands // 2
-        entry = {"name": name, "op": op, "position": position, "bytes": size, "operands": operands,
-                 "done_position": None, "compute_between": 0}
-        found.append(entry)
-        if op.endswith("-start"):
-            started[name] = entry
-    return found, position
 
 
 def main() -> int:
@@ -105,6 +46,8 @@ def main() -> int:
         sys.exit(f"jax sees {len(jax.devices())} device(s); on a CPU set "
                  f"XLA_FLAGS=--xla_force_host_platform_device_count={args.devices}")
     from built_step import build, step_spec
+
+    from gpuscout.child.collectives import collectives
 
     built = build(step_spec(args.workload, args.precision, args.batch_per_device, args.seq_len, args.devices))
     runner = built.runner

@@ -39,6 +39,8 @@ from pathlib import Path
 
 from built_step import add_step_arguments
 
+from gpuscout.child.collectives import TRITON_COLLECTIVE
+
 # Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
 # "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
 # implicit-GEMM convolutions), reductions before copies (inductor's layer norm kernels are named
@@ -117,7 +119,7 @@ def triton_collective_names(hlo: str) -> set[str]:
     computation's, with '.' and '-' as '_'), so that they count as communication."""
     names = set()
     for line in hlo.splitlines():
-        if '"kind":"__triton_collective"' in line:
+        if TRITON_COLLECTIVE in line:
             names.update(re.findall(r"%([\w.\-]+) = ", line)[:1] + re.findall(r"calls=%([\w.\-]+)", line))
     return {n.replace(".", "_").replace("-", "_") for n in names}
 

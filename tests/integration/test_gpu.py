@@ -81,3 +81,5 @@ def test_scale_over_two_gpus_with_topology_and_per_gpu_telemetry(store_path):
     assert [g["index"] for g in two["per_gpu"]] == [0, 1] and all(g["power_mean_w"] for g in two["per_gpu"])
     assert two["efficiency"]["value"] == pytest.approx(two["speedup"]["ratio"] / 2)
     assert two["all_reduce"] == "XLA all-reduce (NCCL on GPUs)"
+    # the compiled program's collectives, read back on GPUs too (the CPU's test checks the bytes by hand)
+    assert two["collectives"].startswith("as compiled, ") and "as compiled" in report["verdict"]["summary"]

@@ -7,6 +7,7 @@ from gpuscout import scale
 from gpuscout.analysis import communication
 from gpuscout.analysis.compare import compare
 from gpuscout.core.spec import BatchNormStats, Distribution
+from gpuscout.record.child import CollectiveSchedule
 from gpuscout.record.run import RunRecord
 from tests.conftest import FIXTURES
 
@@ -51,6 +52,29 @@ def test_compare_never_pools_runs_of_different_communication_settings():
     assert sorted(g.run_ids[0] for g in c.groups) == ["h100bf16b256-False", "h100bf16b256-True"]
 
 
+# The compiled steps of docs/benchmarks.md's "What two GPUs add" (two H100s), as
+# child/collectives.schedule read them: GPT-2 small's 15 asynchronous all-reduces, each with kernels
+# beside it (the backward pass's or the optimizer's); ResNet-50's 32, 4 of them beside kernels.
+GPT2_ON_TWO = CollectiveSchedule(collectives=15, bytes=652_437_516, asynchronous=15, beside_compute=15,
+                                 bytes_beside_compute=652_437_516)
+RESNET50_ON_TWO = CollectiveSchedule(collectives=32, bytes=102_531_500, asynchronous=30, beside_compute=4,
+                                     bytes_beside_compute=67_797_416)
+
+
+def test_what_the_compiled_step_sent_in_words():
+    assert communication.as_compiled(GPT2_ON_TWO) == (  # 652,437,516 B / 2^20 = 622.2 MiB
+        "as compiled, 15 collectives of 622.2 MiB in all, 15 of them (622.2 MiB) beside computation")
+    assert communication.as_compiled(RESNET50_ON_TWO) == (  # 102,531,500 / 2^20 = 97.8; 67,797,416 / 2^20 = 64.7
+        "as compiled, 32 collectives of 97.8 MiB in all, 4 of them (64.7 MiB) beside computation")
+    assert communication.as_compiled(CollectiveSchedule(
+        collectives=1, bytes=2_678_836, asynchronous=0, beside_compute=0, bytes_beside_compute=0)) == (
+        "as compiled, 1 collective of 2.6 MiB in all, none beside computation")
+    assert communication.as_compiled(CollectiveSchedule(
+        collectives=1, bytes=12, asynchronous=0, beside_compute=0, bytes_beside_compute=0)) == (
+        "as compiled, 1 collective of 12 B in all, none beside computation")
+    assert communication.as_compiled(None) is None  # records from before the field, tensorflow runs
+
+
 def test_scales_verdict_names_the_communication_it_measured():
     point = {"devices": 2, "status": "ok", "efficiency": {"value": 0.95}, "speedup": {"ratio": 1.9},
              "meets_expectation": True, "expected_efficiency": 0.9, "causes": [],
@@ -60,6 +84,10 @@ def test_scales_verdict_names_the_communication_it_measured():
     assert summary.endswith("Gradients: all-reduces scheduled by XLA with latency-hiding "
                             "scheduler=true, all-reduce combine threshold=25 MiB")
     assert "Gradients" not in scale.verdict([base], base_ok=True)["summary"]
+    compiled = {**point, "collectives": communication.as_compiled(GPT2_ON_TWO)}
+    assert scale.verdict([base, compiled], base_ok=True)["summary"].endswith(
+        "combine threshold=25 MiB; as compiled, 15 collectives of 622.2 MiB in all, 15 of them (622.2 MiB) "
+        "beside computation (2 devices)")
 
 
 def test_the_verdict_prints_settings_and_errors_as_written_not_as_markup():

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpuscout.record.child import CollectiveSchedule
     from gpuscout.record.run import RunRecord
 
 # XLA_FLAGS that move collectives against computation, and what this module calls them
@@ -73,6 +74,25 @@ def describe(backend: str, devices: int, all_reduce: str | None, child_env: dict
         return "all-reduces scheduled by XLA (its default scheduling" + "".join(f"; {n}" for n in nccl) + ")"
     what = all_reduce or "the strategy's all-reduce"
     return f"{what} after the backward pass" + (f" ({', '.join(nccl)})" if nccl else "")
+
+
+def as_compiled(schedule: CollectiveSchedule | None) -> str | None:
+    """What the compiled step sent, in words (None when the record has no schedule)."""
+    if schedule is None:
+        return None
+    if not schedule.collectives:
+        return "as compiled, no collectives"
+    beside = (f"{schedule.beside_compute} of them ({_size(schedule.bytes_beside_compute)}) beside computation"
+              if schedule.beside_compute else "none beside computation")
+    plural = "s" if schedule.collectives > 1 else ""
+    return f"as compiled, {schedule.collectives} collective{plural} of {_size(schedule.bytes)} in all, {beside}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
 
 
 def of(record: RunRecord) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child import data, jax_replicas
+from gpuscout.child import collectives, data, jax_replicas
 from gpuscout.child.model_facts import model_details
 from gpuscout.child.protocol import StepRunner
 from gpuscout.core.spec import BatchNormStats, DataMode, Distribution, RunSpec
@@ -140,14 +140,29 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
         batches, wait = _pipeline(spec, workload, put)
         next_batch = lambda i: next(batches)  # noqa: E731
 
+    last_batch = [None]
+
     def step(i: int):
-        logs, state[0] = train_step(state[0], next_batch(i))
+        last_batch[0] = next_batch(i)
+        logs, state[0] = train_step(state[0], last_batch[0])
         return logs
 
     def sync(logs) -> float:
         return float(logs["loss"])  # fetching the value waits for the step (and all before it)
 
-    return StepRunner(step, sync, wait.total,
+    def details_after() -> dict:
+        """The collectives of the step as XLA compiled it (several devices only). Lowering again with
+        the same arguments finds jit's compiled program in its cache (pjit's _pjit_lower and
+        MeshComputation.compile keep it): no compile, a few ms to print and read it."""
+        if not placement.details or last_batch[0] is None:
+            return {}
+        try:
+            text = train_step.lower(state[0], last_batch[0]).compile().as_text()
+        except Exception:  # an observation only: the measured windows stand without it (field left None)
+            return {}
+        return {"collectives": collectives.schedule(text)}
+
+    return StepRunner(step, sync, wait.total, details_after=details_after,
                       compiled=("jax.jit(shard_map(keras compute_loss_and_updates + pmean + stateless_apply))"
                                 if placement.mesh is not None else
                                 "jax.jit(keras Model.train_step, donate_argnums=0)"),

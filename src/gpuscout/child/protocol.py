@@ -32,6 +32,9 @@ class StepRunner:
     agree: Callable[[int], int] = lambda steps: steps
     # What the record keeps about the distribution and the model (record.child.DistributionDetails).
     details: dict = field(default_factory=dict)
+    # More of it that only the run can tell, asked once after the last window (the compiled step's
+    # collectives: reading them must not cost a timed step).
+    details_after: Callable[[], dict] = dict
 
 
 def run_protocol(
@@ -100,5 +103,6 @@ def run_protocol(
         on_event({"event": "window", "index": index, "of": windows, "throughput": window.samples / window.duration_s})
     return ChildResult(compile_s=compile_s, warmup_s=warmup_s, steps_per_window=steps_per_window, windows=measured,
                        loss=loss, fixed_step_loss=fixed_step_loss, fixed_steps=fixed_steps,
-                       compiled=runner.compiled, distribution=DistributionDetails(**runner.details))
+                       compiled=runner.compiled,
+                       distribution=DistributionDetails(**runner.details, **runner.details_after()))
 

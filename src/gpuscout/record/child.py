@@ -58,6 +58,18 @@ class CompilationCacheUse(Part):
     # came out negative on a CPU, loading costing more than the compile it recorded)
 
 
+class CollectiveSchedule(Part):
+    """What the compiled step sends between devices, from XLA's optimised program
+    (child/collectives.py): all-reduces as XLA combined them, XLA's own Triton all-reduce kernels
+    included, and how many ran asynchronously with kernels scheduled beside them."""
+
+    collectives: int = Field(ge=0)
+    bytes: int = Field(ge=0)  # their payload, once (not counting the result an all-reduce writes)
+    asynchronous: int = Field(ge=0)  # with a start and a done
+    beside_compute: int = Field(ge=0)  # of those, with at least one kernel scheduled in between
+    bytes_beside_compute: int = Field(ge=0)
+
+
 class DistributionDetails(Part):
     """What the child learnt about a run over several devices (and the model's size)."""
 
@@ -67,6 +79,8 @@ class DistributionDetails(Part):
     params: int | None = None  # parameters: the all-reduce's size
     batchnorm_layers: int | None = None
     batchnorm: str | None = None  # per_replica | global (spec.BatchNormStats), what the child ran
+    # jax only, read after the windows from jit's cache; None where it could not be read (older records)
+    collectives: CollectiveSchedule | None = None
 
 
 class EpochPoint(Part):

@@ -229,6 +229,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
                  "allreduce_estimate_s": None, "input_wait_share": r.input_wait_share,
                  "all_reduce": dist.all_reduce if dist else None,
                  "batchnorm": r.batchnorm, "communication": communication.of(r),
+                 "collectives": communication.as_compiled(dist.collectives if dist else None),
                  "per_gpu": _per_gpu(r), "flags": [f.code for f in r.flags],
                  "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes}
         params = dist.params if dist else None
@@ -302,6 +303,8 @@ def verdict(points: list[dict], base_ok: bool) -> dict:
     exchanged = next((p["communication"] for p in measured if p.get("communication")), None)
     if exchanged:  # what these numbers were measured with: another setting is another study
         summary += f". Gradients: {exchanged}"
+        compiled = measured[-1].get("collectives")  # the largest count's, as its program had them
+        summary += f"; {compiled} ({measured[-1]['devices']} devices)" if compiled else ""
     return {"ok": not below and not hung and not failed, "summary": summary, "try": tries}
 
 
