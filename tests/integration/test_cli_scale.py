@@ -72,9 +72,9 @@ def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store
     # gradient, the loss tracker's total and count, and the logged loss (mlp has no batch norm); on
     # the CPU one synchronous all-reduce, nothing beside it. The verdict says it.
     dist = twos["per_replica"]["distribution"]
-    assert dist["collectives"] == {"collectives": 1, "bytes": 4 * dist["params"] + 4 * 3, "asynchronous": 0,
-                                   "beside_compute": 0, "bytes_beside_compute": 0}
-    assert twos["global"]["distribution"]["collectives"]["bytes"] >= 4 * dist["params"]  # XLA's partitioner's own
+    assert dist["collectives"] == {"collectives": 1, "payload_bytes": 4 * dist["params"] + 4 * 3, "asynchronous": 0,
+                                   "beside_compute": 0, "payload_bytes_beside_compute": 0}
+    assert twos["global"]["distribution"]["collectives"]["payload_bytes"] >= 4 * dist["params"]  # XLA's partitioner's own
     assert "; as compiled, " in json.loads(synced.stdout)["verdict"]["summary"]
     assert {r["batch_size"] for r in twos.values()} == {256}
     # compare tells the two apart, each group holding only its own runs

@@ -55,10 +55,10 @@ def test_compare_never_pools_runs_of_different_communication_settings():
 # The compiled steps of docs/benchmarks.md's "What two GPUs add" (two H100s), as
 # child/collectives.schedule read them: GPT-2 small's 15 asynchronous all-reduces, each with kernels
 # beside it (the backward pass's or the optimizer's); ResNet-50's 32, 4 of them beside kernels.
-GPT2_ON_TWO = CollectiveSchedule(collectives=15, bytes=652_437_516, asynchronous=15, beside_compute=15,
-                                 bytes_beside_compute=652_437_516)
-RESNET50_ON_TWO = CollectiveSchedule(collectives=32, bytes=102_531_500, asynchronous=30, beside_compute=4,
-                                     bytes_beside_compute=67_797_416)
+GPT2_ON_TWO = CollectiveSchedule(collectives=15, payload_bytes=652_437_516, asynchronous=15, beside_compute=15,
+                                 payload_bytes_beside_compute=652_437_516)
+RESNET50_ON_TWO = CollectiveSchedule(collectives=32, payload_bytes=102_531_500, asynchronous=30, beside_compute=4,
+                                     payload_bytes_beside_compute=67_797_416)
 
 
 def test_what_the_compiled_step_sent_in_words():
@@ -67,10 +67,10 @@ def test_what_the_compiled_step_sent_in_words():
     assert communication.as_compiled(RESNET50_ON_TWO) == (  # 102,531,500 / 2^20 = 97.8; 67,797,416 / 2^20 = 64.7
         "as compiled, 32 collectives of 97.8 MiB in all, 4 of them (64.7 MiB) beside computation")
     assert communication.as_compiled(CollectiveSchedule(
-        collectives=1, bytes=2_678_836, asynchronous=0, beside_compute=0, bytes_beside_compute=0)) == (
+        collectives=1, payload_bytes=2_678_836, asynchronous=0, beside_compute=0, payload_bytes_beside_compute=0)) == (
         "as compiled, 1 collective of 2.6 MiB in all, none beside computation")
     assert communication.as_compiled(CollectiveSchedule(
-        collectives=1, bytes=12, asynchronous=0, beside_compute=0, bytes_beside_compute=0)) == (
+        collectives=1, payload_bytes=12, asynchronous=0, beside_compute=0, payload_bytes_beside_compute=0)) == (
         "as compiled, 1 collective of 12 B in all, none beside computation")
     assert communication.as_compiled(None) is None  # records from before the field, tensorflow runs
 

@@ -82,10 +82,10 @@ def as_compiled(schedule: CollectiveSchedule | None) -> str | None:
         return None
     if not schedule.collectives:
         return "as compiled, no collectives"
-    beside = (f"{schedule.beside_compute} of them ({_size(schedule.bytes_beside_compute)}) beside computation"
+    beside = (f"{schedule.beside_compute} of them ({_size(schedule.payload_bytes_beside_compute)}) beside computation"
               if schedule.beside_compute else "none beside computation")
     plural = "s" if schedule.collectives > 1 else ""
-    return f"as compiled, {schedule.collectives} collective{plural} of {_size(schedule.bytes)} in all, {beside}"
+    return f"as compiled, {schedule.collectives} collective{plural} of {_size(schedule.payload_bytes)} in all, {beside}"
 
 
 def _size(n: int) -> str:

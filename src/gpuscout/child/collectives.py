@@ -61,7 +61,8 @@ def collectives(hlo: str) -> tuple[list[dict], int]:
         if m:
             op, result = m.group(1), rhs[:m.start(1)]
         else:
-            op, result = "triton all-reduce" + ("-start" if triton.group(1) == "fusion-start" else ""), rhs[:triton.start()]
+            op = "triton all-reduce" + ("-start" if triton.group(1) == "fusion-start" else "")
+            result = rhs[:triton.start()]
         size, operands = shape_bytes(result), len(re.findall(r"\b[a-z]+\d*\[", result))
         if op.endswith("all-reduce-start"):  # ((operands), results): the results alias the operands
             size, operands = size // 2, operands // 2
@@ -77,6 +78,6 @@ def schedule(hlo: str) -> dict:
     """The record's summary of `collectives` (record.child.CollectiveSchedule's fields)."""
     found, _ = collectives(hlo)
     beside = [c for c in found if c["compute_between"]]
-    return {"collectives": len(found), "bytes": sum(c["bytes"] for c in found),
+    return {"collectives": len(found), "payload_bytes": sum(c["bytes"] for c in found),
             "asynchronous": sum(c["done_position"] is not None for c in found),
-            "beside_compute": len(beside), "bytes_beside_compute": sum(c["bytes"] for c in beside)}
+            "beside_compute": len(beside), "payload_bytes_beside_compute": sum(c["bytes"] for c in beside)}

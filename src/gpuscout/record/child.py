@@ -64,10 +64,10 @@ class CollectiveSchedule(Part):
     included, and how many ran asynchronously with kernels scheduled beside them."""
 
     collectives: int = Field(ge=0)
-    bytes: int = Field(ge=0)  # their payload, once (not counting the result an all-reduce writes)
+    payload_bytes: int = Field(ge=0)  # once (not counting the result an all-reduce writes)
     asynchronous: int = Field(ge=0)  # with a start and a done
     beside_compute: int = Field(ge=0)  # of those, with at least one kernel scheduled in between
-    bytes_beside_compute: int = Field(ge=0)
+    payload_bytes_beside_compute: int = Field(ge=0)
 
 
 class DistributionDetails(Part):
