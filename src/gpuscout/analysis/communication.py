@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuscout.report import format as fmt
+
 if TYPE_CHECKING:
     from gpuscout.record.child import CollectiveSchedule
     from gpuscout.record.run import RunRecord
@@ -82,17 +84,14 @@ def as_compiled(schedule: CollectiveSchedule | None) -> str | None:
         return None
     if not schedule.collectives:
         return "as compiled, no collectives"
-    beside = (f"{schedule.beside_compute} of them ({_size(schedule.payload_bytes_beside_compute)}) beside computation"
-              if schedule.beside_compute else "none beside computation")
+    beside = "none beside computation"
+    if schedule.beside_compute:
+        overlapped = fmt.bytes_(schedule.payload_bytes_beside_compute)
+        beside = f"{schedule.beside_compute} of them ({overlapped}) beside computation"
     plural = "s" if schedule.collectives > 1 else ""
-    return f"as compiled, {schedule.collectives} collective{plural} of {_size(schedule.payload_bytes)} in all, {beside}"
+    sent = fmt.bytes_(schedule.payload_bytes)
+    return f"as compiled, {schedule.collectives} collective{plural} of {sent} in all, {beside}"
 
-
-def _size(n: int) -> str:
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n} B"
 
 
 def of(record: RunRecord) -> str | None:
