@@ -34,7 +34,7 @@ import torch.multiprocessing as mp
 
 def worker(rank: int, world: int, batch: int, precision: str, port: int, out, name: str, seq: int,
            mode: str) -> None:
-    from torch_peers import loss_module  # beside this file; spawned processes import it anew
+    from torch_peers import build, loss_module  # beside this file; spawned processes import it anew
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = torch.cuda.is_available()
@@ -53,9 +53,7 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out, na
                  torch.randint(0, 1000, (batch,), device=device)) for _ in range(4)]
         loss_of = lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)  # noqa: E731
         make_optimizer = lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9)  # noqa: E731
-    else:  # the single-GPU peers' transformer models and data (torch_peers.py, beside this file)
-        from torch_peers import build
-
+    else:  # the single-GPU peers' transformer models and data (torch_peers.py)
         model, data, loss_of, _ = build(name, batch, seq, device)
         make_optimizer = lambda params: torch.optim.AdamW(params, lr=1e-4, fused=cuda)  # noqa: E731
     opt = make_optimizer(model.parameters())
