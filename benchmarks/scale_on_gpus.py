@@ -25,16 +25,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LHS = "--xla_gpu_enable_latency_hiding_scheduler=true"
-# XLA's all-reduces of up to a few MB as its own Triton kernels: on two H100s (jax 0.11.2) ResNet-50's
-# step ran 27 of them, each ending before the next kernel starts (docs/benchmarks.md, "What two GPUs
-# add"); off, those buffers go to NCCL, asynchronously, like the rest.
-NO_TRITON_AR = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=false"
-# Off: a combined all-reduce keeps one NCCL buffer per operand instead of a concatenation sliced
-# apart afterwards (262 slice kernels a step for ResNet-50's small batch-norm vectors).
-NO_CONTIGUOUS = "--xla_gpu_all_reduce_contiguous=false"
-# (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer, XLA_FLAGS)
-# A part with XLA_FLAGS measures a flag against its part without them; the DDP peer runs with the
-# latter only.
+# XLA's own default, which gpuscout's child turns off for jax over several GPUs (executor/local.py):
+# all-reduces of up to a few MB as XLA's own one-shot Triton kernels, each ending before the next
+# kernel starts (docs/benchmarks.md, "What two GPUs add").
+ONE_SHOT_AR = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=true"
+# Smaller combined all-reduces, closer to DDP's 25 MB buckets, can start earlier in the backward pass
+# (measured: 94.5% against 96.5%). Larger ones: bf16 ResNet-50's step holds 32 all-reduces, 23 with
+# nothing beside them, where fp32's holds 4, all beside computation (docs/benchmarks.md, "Small
+# all-reduces to NCCL"); not measured yet.
+COMBINE_4MIB = f"--xla_gpu_all_reduce_combine_threshold_bytes={4 * 2**20}"
+COMBINE_128MIB = f"--xla_gpu_all_reduce_combine_threshold_bytes={128 * 2**20}"
+# Fewer NCCL channels, fewer SMs taken from the computation NCCL runs beside: on two H100s GPT-2's
+# matmuls ran 1.63 ms a step longer beside its asynchronous all-reduces at the same clocks
+# (docs/benchmarks.md, "What two GPUs add"). NCCL_MAX_NCHANNELS: docs.nvidia.com/deeplearning/nccl,
+# "Environment Variables".
+FEW_CHANNELS = {"NCCL_MAX_NCHANNELS": "8"}
+# (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer, XLA_FLAGS
+# or an environment). A part with settings measures them against its part without; the DDP peer runs
+# with the latter only.
 PARTS = {
     "resnet50_fp32": ("resnet50", "fp32", "per-replica", 160, ""),
     "resnet50_bf16": ("resnet50", "mixed_bfloat16", "per-replica", 150, ""),
@@ -48,10 +56,11 @@ PARTS = {
     # head gradients, 295 MiB, are all-reduced after the backward pass by default)
     "resnet50_bf16_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130, LHS),
     "gpt2_small_lhs": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, LHS),
-    "resnet50_bf16_nccl": ("resnet50", "mixed_bfloat16", "per-replica", 130, NO_TRITON_AR),
-    "resnet50_bf16_nccl_separate": ("resnet50", "mixed_bfloat16", "per-replica", 130,
-                                    f"{NO_TRITON_AR} {NO_CONTIGUOUS}"),
-    "resnet50_bf16_nccl_lhs": ("resnet50", "mixed_bfloat16", "per-replica", 130, f"{NO_TRITON_AR} {LHS}"),
+    "resnet50_bf16_one_shot": ("resnet50", "mixed_bfloat16", "per-replica", 130, ONE_SHOT_AR),
+    "gpt2_small_one_shot": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, ONE_SHOT_AR),
+    "resnet50_bf16_combine_4mib": ("resnet50", "mixed_bfloat16", "per-replica", 130, COMBINE_4MIB),
+    "resnet50_bf16_combine_128mib": ("resnet50", "mixed_bfloat16", "per-replica", 130, COMBINE_128MIB),
+    "gpt2_small_few_channels": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, FEW_CHANNELS),
 }
 # Compiled programs are shared between parts (the one-GPU point of a global part is the
 # per-replica part's): compilation is not what is measured here.
@@ -87,17 +96,18 @@ def main() -> int:
     (args.out / "topo.txt").write_text(topo.stdout + topo.stderr)
     summary: dict = {"topo": topo.stdout, "parts": {}, "skipped": []}
     for name in args.parts.split(","):
-        workload, precision, batchnorm, cost_s, xla_flags = PARTS[name]
+        workload, precision, batchnorm, cost_s, settings = PARTS[name]
+        settings = settings if isinstance(settings, dict) else {"XLA_FLAGS": settings} if settings else {}
         cost_s = cost_s * len(counts) / 2 * (1 + 0.5 * (len(modes) - 1))  # a compiled peer: about half more
         if time.monotonic() - started + cost_s > args.budget_s:
             summary["skipped"].append(name)
             continue
         store = args.out / "results.sqlite"
-        env = {**os.environ, **CACHE, **({"XLA_FLAGS": xla_flags} if xla_flags else {})}
+        env = {**os.environ, **CACHE, **settings}
         result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", args.gpus, "--backend", "jax",
                       "--precision", precision, "--batchnorm", batchnorm, "--json", "--store", str(store)],
                      args.out / f"scale_{name}.log", 600, env)
-        part = {"returncode": result.returncode, "xla_flags": xla_flags}
+        part = {"returncode": result.returncode, "settings": settings}
         try:
             report = json.loads(result.stdout)
         except json.JSONDecodeError:
@@ -108,7 +118,7 @@ def main() -> int:
                 {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
                                    "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
                                    "flags", "mfu", "run_id")} for p in report["points"]]})
-        if report and batchnorm == "per-replica" and not xla_flags:
+        if report and batchnorm == "per-replica" and not settings:
             batch = report["points"][0]["per_device_batch_size"]
             torch_precision = "bf16" if precision == "mixed_bfloat16" else "fp32"
             part["ddp_peer"] = {mode: {str(n): peer(workload, n, batch, torch_precision, mode, args.out)
