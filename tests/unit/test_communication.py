@@ -33,6 +33,10 @@ def test_the_flags_that_move_collectives_are_named_and_the_rest_ignored():
     assert communication.describe("tensorflow", 2, "NcclAllReduce", {"NCCL_ALGO": "Tree"}) == (
         "NcclAllReduce after the backward pass (NCCL_ALGO=Tree)")
     assert communication.describe("jax", 1, None, {"XLA_FLAGS": OVERLAP}) is None  # nothing exchanged
+    # what gpuscout's child sets for jax over several GPUs, and NCCL's channel limits, are settings too
+    assert communication.describe("jax", 2, None, {
+        "XLA_FLAGS": "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=false", "NCCL_MAX_NCHANNELS": "8"}) == (
+        "all-reduces scheduled by XLA with one-shot all-reduce kernel=false, NCCL_MAX_NCHANNELS=8")
 
 
 def on_two(run_id: str, xla_flags: str | None) -> RunRecord:

@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -14,8 +16,8 @@ from gpuscout.scale.cluster import merge_records, read_tf_config, check_hosts, c
 from gpuscout.record.run import ErrorDetail, Telemetry
 from tests.records import make_record
 from gpuscout.core.errors import UsageError
-from gpuscout.executor.local import child_env
-from gpuscout.core.spec import RunSpec
+from gpuscout.executor.local import NO_ONE_SHOT_ALL_REDUCE, child_env
+from gpuscout.core.spec import Backend, RunSpec
 from gpuscout.telemetry.nvml import Nvml, topology
 
 
@@ -177,6 +179,22 @@ def test_child_env_exposes_the_runs_gpus_or_cpu_devices():
     # XLA's CPU pool gets a thread for each device's all-reduce to wait in, and the cores besides
     assert int(env["NPROC"]) == os.cpu_count() + 8 and child_env(cpu, {"NPROC": "3"})["NPROC"] == "3"
     assert "NPROC" not in child_env(gpus, {})
+
+
+def test_jax_over_several_gpus_sends_small_all_reduces_to_nccl_unless_the_user_says_otherwise():
+    two = RunSpec(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored",
+                  gpu_index=0, gpu_indices=(0, 1))
+    flags = child_env(two, {"XLA_FLAGS": "--xla_dump_to=/tmp/x"})["XLA_FLAGS"]
+    assert flags == f"--xla_dump_to=/tmp/x {NO_ONE_SHOT_ALL_REDUCE}"
+    mine = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=true"
+    assert child_env(two, {"XLA_FLAGS": mine})["XLA_FLAGS"] == mine
+    one = RunSpec(workload="mlp", backend="jax", batch_size=256, gpu_index=0)  # one GPU: nothing to reduce
+    tf = two.model_copy(update={"backend": Backend.tensorflow, "xla": False})
+    assert "XLA_FLAGS" not in child_env(one, {}) and "XLA_FLAGS" not in child_env(tf, {})
+    # XLA stops at an unknown flag (xla_gpu_all_reduce_contiguous did, with jax 0.11.2): this jax knows it
+    started = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], capture_output=True, text=True,
+                             env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": NO_ONE_SHOT_ALL_REDUCE})
+    assert started.returncode == 0, started.stderr[-2000:]
 
 
 def _fake_nvml(tmp_path, monkeypatch, **topo):

@@ -38,8 +38,12 @@ XLA_SCHEDULING_FLAGS = {
     "xla_gpu_disable_async_collectives": "synchronous collectives",
     "xla_gpu_enable_highest_priority_async_stream": "priority stream for collectives",
     "xla_gpu_experimental_parallel_collective_overlap_limit": "parallel collective overlap limit",
+    # gpuscout's child sets it false for jax over several GPUs (executor/local.py)
+    "xla_gpu_unsupported_use_all_reduce_one_shot_kernel": "one-shot all-reduce kernel",
 }
-NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO")
+# NCCL's channels are SMs taken from the computation it runs beside (NCCL_MAX_NCHANNELS=8 cost GPT-2
+# two points on two H100s: docs/benchmarks.md, "Small all-reduces to NCCL").
+NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
 
 
 def xla_settings(xla_flags: str | None) -> list[str]:

@@ -24,6 +24,13 @@ from gpuscout.core.spec import Backend, RunSpec
 STDERR_TAIL_CHARS = 4000
 # Test and debugging knob: a command to run instead of the real worker (the spec path is appended).
 WORKER_ENV = "GPUSCOUT_WORKER"
+# XLA runs an all-reduce of up to a few MB as its own one-shot Triton kernel, which nothing overlaps:
+# ResNet-50's step ran 27 of them on two H100s. Off, NCCL takes them asynchronously like the rest:
+# bf16 ResNet-50 scaled 96.5% instead of 95.6% (10,627 against 10,482 img/s, one call, 2026-11-25;
+# docs/benchmarks.md, "Small all-reduces to NCCL"). The user's own setting of it wins. (The
+# latency-hiding scheduler NVIDIA's JAX containers turn on added nothing there, and cost 2% on two
+# H200s on 2026-11-23.) A CPU test starts jax with it, so a jax that drops the flag fails there first.
+NO_ONE_SHOT_ALL_REDUCE = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=false"
 
 
 def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -48,8 +55,9 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
         # (tensorflow splits the CPU into logical devices in the child: backends/tensorflow_steps.py)
     else:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.gpus)
-        # (No XLA flags of ours for several GPUs: the latency-hiding scheduler NVIDIA's JAX containers
-        # turn on cost 2% on two H200s, 1.78x against 1.82x for ResNet-50: docs/benchmarks.md, "Scaling".)
+        user_flags = env.get("XLA_FLAGS", "")
+        if spec.backend is Backend.jax and spec.devices > 1 and NO_ONE_SHOT_ALL_REDUCE.split("=")[0] not in user_flags:
+            env["XLA_FLAGS"] = " ".join(f for f in (user_flags, NO_ONE_SHOT_ALL_REDUCE) if f)
     # TensorFlow otherwise maps all memory of every visible GPU at start-up.
     env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     # JAX otherwise preallocates 75% of the GPU, and NVML's memory figure then says nothing.
