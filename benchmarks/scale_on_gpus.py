@@ -35,6 +35,11 @@ ONE_SHOT_AR = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=true"
 # all-reduces to NCCL"); not measured yet.
 COMBINE_4MIB = f"--xla_gpu_all_reduce_combine_threshold_bytes={4 * 2**20}"
 COMBINE_128MIB = f"--xla_gpu_all_reduce_combine_threshold_bytes={128 * 2**20}"
+# XLA's GPU scheduler keeps one collective in flight by default (debug_options_flags.cc sets
+# xla_gpu_experimental_parallel_collective_overlap_limit to 1). GPT-2's head gradient is the first the
+# backward pass computes (the head is the last layer), yet its all-reduce ran after the backward pass
+# ("What two GPUs add"); whether a second one in flight moves it: not measured yet.
+OVERLAP_2 = "--xla_gpu_experimental_parallel_collective_overlap_limit=2"
 # Fewer NCCL channels, fewer SMs taken from the computation NCCL runs beside: on two H100s GPT-2's
 # matmuls ran 1.63 ms a step longer beside its asynchronous all-reduces at the same clocks
 # (docs/benchmarks.md, "What two GPUs add"). NCCL_MAX_NCHANNELS: docs.nvidia.com/deeplearning/nccl,
@@ -60,6 +65,8 @@ PARTS = {
     "gpt2_small_one_shot": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, ONE_SHOT_AR),
     "resnet50_bf16_combine_4mib": ("resnet50", "mixed_bfloat16", "per-replica", 130, COMBINE_4MIB),
     "resnet50_bf16_combine_128mib": ("resnet50", "mixed_bfloat16", "per-replica", 130, COMBINE_128MIB),
+    "resnet50_bf16_overlap_2": ("resnet50", "mixed_bfloat16", "per-replica", 130, OVERLAP_2),
+    "gpt2_small_overlap_2": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, OVERLAP_2),
     "gpt2_small_few_channels": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, FEW_CHANNELS),
 }
 # Compiled programs are shared between parts (the one-GPU point of a global part is the
