@@ -1,5 +1,6 @@
 """Scaling arithmetic, diagnosis, stragglers, topology and multi-worker merging on exact values."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -181,7 +182,7 @@ def test_child_env_exposes_the_runs_gpus_or_cpu_devices():
     assert "NPROC" not in child_env(gpus, {})
 
 
-def test_jax_over_several_gpus_sends_small_all_reduces_to_nccl_unless_the_user_says_otherwise():
+def test_jax_over_several_gpus_sends_small_all_reduces_to_nccl_unless_the_user_says_otherwise(monkeypatch):
     two = RunSpec(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored",
                   gpu_index=0, gpu_indices=(0, 1))
     flags = child_env(two, {"XLA_FLAGS": "--xla_dump_to=/tmp/x"})["XLA_FLAGS"]
@@ -191,6 +192,13 @@ def test_jax_over_several_gpus_sends_small_all_reduces_to_nccl_unless_the_user_s
     one = RunSpec(workload="mlp", backend="jax", batch_size=256, gpu_index=0)  # one GPU: nothing to reduce
     tf = two.model_copy(update={"backend": Backend.tensorflow, "xla": False})
     assert "XLA_FLAGS" not in child_env(one, {}) and "XLA_FLAGS" not in child_env(tf, {})
+    # a jaxlib from before the flag (0.5.3) would stop at it: nothing is added there
+    real_version = importlib.metadata.version
+    for release, added in (("0.5.3", False), ("0.6.0", True), ("0.10.2", True)):
+        monkeypatch.setattr(importlib.metadata, "version",
+                            lambda name: release if name == "jaxlib" else real_version(name))
+        assert (NO_ONE_SHOT_ALL_REDUCE in child_env(two, {}).get("XLA_FLAGS", "")) is added, release
+    monkeypatch.undo()
     # XLA stops at an unknown flag (xla_gpu_all_reduce_contiguous did, with jax 0.11.2): this jax knows it
     started = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], capture_output=True, text=True,
                              env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": NO_ONE_SHOT_ALL_REDUCE})
@@ -226,3 +234,4 @@ def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_wh
     assert codes(**resnet, batchnorm_layers=0, batchnorm="global") == ["unexplained"]
     assert codes(**{**resnet, "allreduce_estimate_s": 0.002}, batchnorm_layers=0) == ["small_batch"]
     assert codes(**{**resnet, "backend": "tensorflow", "all_reduce": "NcclAllReduce"}, batchnorm_layers=53) == ["unexplained"]
+

@@ -6,7 +6,9 @@ memory, and an out-of-memory crash or a hang cannot take the parent down.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import shlex
 import signal
 import sys
@@ -29,8 +31,12 @@ WORKER_ENV = "GPUSCOUT_WORKER"
 # bf16 ResNet-50 scaled 96.5% instead of 95.6% (10,627 against 10,482 img/s, one call, 2026-11-25;
 # docs/benchmarks.md, "Small all-reduces to NCCL"). The user's own setting of it wins. (The
 # latency-hiding scheduler NVIDIA's JAX containers turn on added nothing there, and cost 2% on two
-# H200s on 2026-11-23.) A CPU test starts jax with it, so a jax that drops the flag fails there first.
+# H200s on 2026-11-23.) XLA exits at start-up on a flag it does not know, so it is set only where
+# jaxlib has it: since 0.6.0 (the name is in 0.6.0's libraries and not in 0.5.3's; jax 0.6.0 on the
+# CPU starts with it: checked 2026-11-25). A CPU test starts the installed jax with it, so a jax that
+# drops it fails there first.
 NO_ONE_SHOT_ALL_REDUCE = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=false"
+ONE_SHOT_FLAG_SINCE_JAXLIB = (0, 6)
 
 
 def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -56,7 +62,8 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
     else:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.gpus)
         user_flags = env.get("XLA_FLAGS", "")
-        if spec.backend is Backend.jax and spec.devices > 1 and NO_ONE_SHOT_ALL_REDUCE.split("=")[0] not in user_flags:
+        if (spec.backend is Backend.jax and spec.devices > 1 and jaxlib_has_one_shot_flag()
+                and NO_ONE_SHOT_ALL_REDUCE.split("=")[0] not in user_flags):
             env["XLA_FLAGS"] = " ".join(f for f in (user_flags, NO_ONE_SHOT_ALL_REDUCE) if f)
     # TensorFlow otherwise maps all memory of every visible GPU at start-up.
     env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
@@ -68,6 +75,17 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return env
+
+
+def jaxlib_has_one_shot_flag() -> bool:
+    """Whether the jaxlib the child will import knows NO_ONE_SHOT_ALL_REDUCE's flag (read from its
+    installed version: the child runs this Python, and importing jax here would start it)."""
+    try:
+        release = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    numbers = re.match(r"(\d+)\.(\d+)", release)
+    return bool(numbers) and tuple(int(n) for n in numbers.groups()) >= ONE_SHOT_FLAG_SINCE_JAXLIB
 
 
 def worker_command() -> list[str]:
