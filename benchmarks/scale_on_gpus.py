@@ -9,8 +9,8 @@ per GPU), and for the per-replica parts the DDP peer (benchmarks/ddp_peer.py) at
 the same per-GPU batch and precision, once per `--ddp` mode (eager; compiled: the model and its
 loss compiled, then DDP, as nanoGPT does). Part costs are for 1,2 GPUs with the eager peer; more
 counts and modes scale them. Writes OUTDIR/summary.json, the scale reports and logs, the
-`nvidia-smi topo -m` matrix; prints a short table last. A part that would not fit in what is
-left of --budget-s is skipped and listed.
+`nvidia-smi topo -m` matrix, and for a point that failed the run as stored (its error); prints a
+short table last. A part that would not fit in what is left of --budget-s is skipped and listed.
 """
 
 from __future__ import annotations
@@ -125,6 +125,10 @@ def main() -> int:
                 {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
                                    "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
                                    "flags", "mfu", "run_id")} for p in report["points"]]})
+        for point in (report or {}).get("points", []):
+            if point["status"] != "ok" and point.get("run_id"):  # the worker's error is in the store
+                run([sys.executable, "-m", "gpuscout", "results", "show", point["run_id"], "--store", str(store)],
+                    args.out / f"failed_{name}_{point['devices']}.log", 60)
         if report and batchnorm == "per-replica" and not settings:
             batch = report["points"][0]["per_device_batch_size"]
             torch_precision = "bf16" if precision == "mixed_bfloat16" else "fp32"

@@ -2,11 +2,17 @@
 TensorFlow, JAX/XLA, CUDA, cuDNN and NCCL, each from the public report known.toml cites, against
 a fake machine; the root cause first; the fix names this machine's facts."""
 
+import io
+
 import pytest
+from rich.console import Console
 
 from gpuscout.explain import Context, Machine, explain
 from gpuscout.explain.machine import Framework, Gpu
 from gpuscout.explain.table import failure_classes
+from gpuscout.record.run import ErrorDetail
+from gpuscout.report.console import print_run
+from tests.records import make_record
 
 GiB = 2**30
 
@@ -88,6 +94,9 @@ CASES = [
      ["Temporary failure in name resolution", "no network"],
      ["~/.keras/datasets/mnist.npz", "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
       "HTTPS_PROXY"]),
+    ("2023-04-15 F external/xla/xla/parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: "
+     "--xla_tpu_spmd_rng_bit_generator_unsafe=1 ", "xla_flag_unknown", ["--xla_tpu_spmd_rng_bit_generator_unsafe=1"],
+     ["take --xla_tpu_spmd_rng_bit_generator_unsafe=1 out of XLA_FLAGS", "LIBTPU_INIT_ARGS"]),
 ]
 
 
@@ -198,3 +207,28 @@ def test_a_failed_download_says_where_keras_looks_for_the_file():
     (secret,) = explain(f"Exception: URL fetch failure on {url}: None -- timed out",
                         machine(env={"https_proxy": "http://me:hunter2@proxy:3128"}))
     assert "hunter2" not in secret.fix and "https_proxy=http://***@proxy:3128" in secret.fix
+
+
+def test_an_unknown_xla_flag_is_named_with_the_jax_that_refused_it():
+    # as jax 0.11.2 stopped a gpuscout scale worker on two H100s (2026-11-25)
+    log = ("F1125 21:24:52.785886    2324 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
+           "--xla_gpu_all_reduce_contiguous=false")
+    (found,) = explain(log, machine(only="jax"))
+    assert found.code == "xla_flag_unknown" and found.cause.endswith(": --xla_gpu_all_reduce_contiguous=false")
+    assert found.fix.startswith("take --xla_gpu_all_reduce_contiguous=false out of XLA_FLAGS;")
+    assert "(jax 0.4.38 here)" in found.fix
+
+
+def test_results_show_prints_a_failed_runs_error_and_what_it_means():
+    # `scale` says "see the run's error (gpuscout results show RUN_ID)": that view must hold it
+    tail = ("I0000 port.cc:153] oneDNN custom operations are on.\nF1125 21:46:34.081771 6488 "
+            "parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_gpu_all_reduce_contiguous=false\n")
+    error = ErrorDetail(message="the worker exited with code 1 without a result", stderr_tail=tail, returncode=1,
+                        explanations=explain(tail, machine(only="jax")))
+    out = Console(file=io.StringIO(), width=200, color_system=None)
+    print_run(out, make_record("c30664532d5b", status="failed", error=error))
+    text = out.file.getvalue()
+    for shown in ("failed c30664532d5b mlp: the worker exited with code 1 without a result",
+                  "Unknown flag in XLA_FLAGS: --xla_gpu_all_reduce_contiguous=false",
+                  "take --xla_gpu_all_reduce_contiguous=false out of XLA_FLAGS"):
+        assert shown in text, (shown, text)

@@ -235,3 +235,16 @@ def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_wh
     assert codes(**{**resnet, "allreduce_estimate_s": 0.002}, batchnorm_layers=0) == ["small_batch"]
     assert codes(**{**resnet, "backend": "tensorflow", "all_reduce": "NcclAllReduce"}, batchnorm_layers=53) == ["unexplained"]
 
+
+def test_a_failed_point_says_what_doctor_explain_found_and_its_fix_once():
+    explained = {"cause": "XLA stops at start-up on a flag this version does not have: --xla_x=1",
+                 "fix": "take --xla_x=1 out of XLA_FLAGS; XLA's flags come and go between releases"}
+    points = [{"devices": n, "status": "failed", "message": "the worker exited with code 1 without a result",
+               "explained": explained} for n in (1, 2)]
+    found = scale_lib.verdict(points, base_ok=False)
+    assert found["summary"].startswith("the 1-device run ended failed: the worker exited with code 1 without a "
+                                       "result (XLA stops at start-up on a flag this version does not have: --xla_x=1)")
+    assert found["try"] == [explained["fix"]] and not found["ok"]
+    plain = scale_lib.verdict([{**points[0], "explained": None}], base_ok=False)
+    assert plain["summary"].startswith("the 1-device run ended failed: the worker exited with code 1 without a "
+                                       "result; ") and plain["try"] == []

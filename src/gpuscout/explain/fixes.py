@@ -281,7 +281,17 @@ def nccl_cuda(facts: dict, machine: Machine, context: Context, name: str | None)
             "nvidia-smi shows whether a GPU is lost (Xid errors in dmesg); NCCL_DEBUG=WARN names the failed call")
 
 
+def xla_flag_unknown(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    # (Not the rest of XLA_FLAGS spelled out: in a gpuscout run the child's holds gpuscout's own flags too.)
+    jax = _framework(machine, "jax")
+    here = f" (jax {jax.version} here)" if jax and jax.version else ""
+    return (f"take {facts.get('flags', 'it')} out of XLA_FLAGS; XLA's flags come and go between releases{here}: a "
+            "flag from a guide for another version, for TPUs (LIBTPU_INIT_ARGS) or for TensorFlow's auto-clustering "
+            "(TF_XLA_FLAGS) is refused")
+
+
 FIXERS: dict[str, Callable[[dict, Machine, Context, str | None], str]] = {
     f.__name__: f for f in (missing_library, tensorflow_gpu_libraries, cudnn_mismatch, dnn_unavailable,
                             driver_too_old, jax_cpu_only, jax_cuda_backend, out_of_memory, no_kernel_image,
-                            ptxas_missing, nccl_system, nccl_cuda, download_by_hand)}
+                            ptxas_missing, nccl_system, nccl_cuda, download_by_hand,
+                            xla_flag_unknown)}

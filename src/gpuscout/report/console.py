@@ -63,15 +63,7 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
     """The table, then one line per flag (with its hint) and per failed run (with its stderr)."""
     console.print(bench_table(records))
     for r in records:
-        for flag in r.flags:
-            console.print(f"[yellow]warning[/] {escape(r.id)} {flag.code}: {escape(flag.message)} — {escape(flag.hint)}")
-        if not r.ok and r.error:
-            console.print(f"[red]{r.status}[/] {escape(r.id)} {escape(r.workload)}: {escape(r.error.message or '')}")
-            for line in (r.error.stderr_tail or "").strip().splitlines()[-5:]:
-                console.print(f"    {line}", markup=False, highlight=False)
-            if r.error.explanations:
-                console.print("  what it means (gpuscout doctor --explain):", markup=False, highlight=False)
-                print_explanations(console, r.error.explanations, indent="  ")
+        print_flags_and_error(console, r)
     for r in records:
         if r.time_to_accuracy:
             console.print(accuracy_line(r), highlight=False)
@@ -80,6 +72,20 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
         console.print(f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
                       f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
                       f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}", markup=False)
+
+
+def print_flags_and_error(console: Console, r: RunRecord) -> None:
+    """A run's flags with their hints, and a failed run's error: its message, the last lines of its
+    output and what `doctor --explain` makes of them."""
+    for flag in r.flags:
+        console.print(f"[yellow]warning[/] {escape(r.id)} {flag.code}: {escape(flag.message)} — {escape(flag.hint)}")
+    if not r.ok and r.error:
+        console.print(f"[red]{r.status}[/] {escape(r.id)} {escape(r.workload)}: {escape(r.error.message or '')}")
+        for line in (r.error.stderr_tail or "").strip().splitlines()[-5:]:
+            console.print(f"    {line}", markup=False, highlight=False)
+        if r.error.explanations:
+            console.print("  what it means (gpuscout doctor --explain):", markup=False, highlight=False)
+            print_explanations(console, r.error.explanations, indent="  ")
 
 
 def accuracy_line(r: RunRecord) -> str:
@@ -131,6 +137,7 @@ def print_run(console: Console, r: RunRecord) -> None:
         console.print(f"[bold]{escape(key)}[/]: {escape(str(value))}", highlight=False)
     if r.time_to_accuracy:
         console.print(escape(accuracy_line(r)), highlight=False)
+    print_flags_and_error(console, r)  # `scale` and `bench` send the user here for a run's error
 
 
 def _agreement(r: RunRecord) -> str:

@@ -218,7 +218,9 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
     for n, r in sorted(records.items()):
         t = r.throughput if r.ok else None
         dist = r.distribution
+        known = r.error.explanations[0] if r.error and r.error.explanations else None  # the root cause first
         point = {"devices": n, "run_id": r.id, "status": r.status, "message": r.error.message if r.error else None,
+                 "explained": {"cause": known.cause, "fix": known.fix} if known else None,
                  "batch_size": r.batch_size, "per_device_batch_size": r.per_device_batch_size,
                  "samples_per_s": r.samples_per_s if t else None,
                  "ci95": [t.ci95_low / r.units_per_sample, t.ci95_high / r.units_per_sample]
@@ -282,7 +284,11 @@ def verdict(points: list[dict], base_ok: bool) -> dict:
         tries.append("rerun with NCCL_DEBUG=INFO to see the collective that waits; check the topology and "
                      "that no other job holds the GPUs")
     for p in failed:
-        parts.append(f"the {p['devices']}-device run ended {p['status']}: {p['message']}")
+        known = p.get("explained")
+        parts.append(f"the {p['devices']}-device run ended {p['status']}: {p['message']}"
+                     + (f" ({known['cause']})" if known else ""))
+        if known and known["fix"] not in tries:
+            tries.append(known["fix"])
     if not base_ok:
         parts.append("the 1-device run did not finish, so there is no speedup to report")
         return {"ok": False, "summary": "; ".join(parts), "try": tries}
