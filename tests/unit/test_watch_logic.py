@@ -288,6 +288,7 @@ def test_limits_stop_once_the_script_halted_or_at_the_backstop():
     assert not compiling.due(compiling.started + 305 + LIMIT_GRACE_S - past)
     assert compiling.due(compiling.started + 305 + LIMIT_GRACE_S + past)
 
+
 def test_output_lines_keep_the_last_version_of_a_rewritten_line():
     shown = []
     lines = Lines(shown.append)
