@@ -6,6 +6,7 @@ is imported only inside the worker process, after ``KERAS_BACKEND`` is set.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 
 from gpuscout.core.errors import UsageError
@@ -34,6 +35,22 @@ def is_installed(backend: Backend) -> bool:
         importlib.util.find_spec(_MODULE[backend]) is not None
         and importlib.util.find_spec("keras") is not None
     )
+
+
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
+    """A version's major and minor numbers ("12.5.1" -> (12, 5), "13" -> (13,)); None when not numbers."""
+    try:
+        return tuple(int(p) for p in str(text).split(".")[:2])
+    except ValueError:
+        return None
+
+
+def installed_release(distribution: str) -> tuple[int, ...] | None:
+    """An installed distribution's major and minor version, read from its metadata (not imported)."""
+    try:
+        return version_tuple(importlib.metadata.version(distribution))
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def installed() -> list[Backend]:

@@ -62,13 +62,6 @@ def tensor_core_paths(compute_capability: str | None) -> list[str]:
     return (["fp16"] if cc >= 7.0 else []) + (["bf16", "tf32"] if cc >= 8.0 else [])
 
 
-def _version_tuple(text: str | None) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(p) for p in str(text).split(".")[:2])
-    except ValueError:
-        return None
-
-
 def run_doctor() -> dict:
     with Nvml() as nvml:
         gpus = nvml.gpus() if nvml.available else []
@@ -180,7 +173,7 @@ def _invisible_gpu(backend: Backend, version, probe: dict, cuda_driver) -> Check
         fix = ("pip uninstall tensorflow-cpu && pip install 'gpuscout[gpu]' (tensorflow[and-cuda])"
                if backend is Backend.tensorflow else "pip install -U 'gpuscout[jax-gpu]' (jax[cuda12])")
         return Check(name, "fail", f"{name} {version} is a CPU-only build: it cannot use the GPU", fix)
-    built, supported = _version_tuple(probe.get("cuda_version")), _version_tuple(cuda_driver)
+    built, supported = backends.version_tuple(probe.get("cuda_version")), backends.version_tuple(cuda_driver)
     if built and supported and built > supported:
         return Check(name, "fail",
                      f"{name} {version} was built for CUDA {probe.get('cuda_version')}, but the driver "

@@ -6,9 +6,7 @@ memory, and an out-of-memory crash or a hang cannot take the parent down.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
-import re
 import shlex
 import signal
 import sys
@@ -18,6 +16,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from gpuscout.core import backends
 from gpuscout.executor import process, scratch
 from gpuscout.core.failures import classify_failure
 from gpuscout.record.child import ChildOutcome, ChildResult
@@ -62,7 +61,9 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
     else:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.gpus)
         user_flags = env.get("XLA_FLAGS", "")
-        if (spec.backend is Backend.jax and spec.devices > 1 and jaxlib_has_one_shot_flag()
+        # the child runs this Python, so its jaxlib is the one installed here (importing jax would start it)
+        jaxlib_has_flag = (backends.installed_release("jaxlib") or ()) >= ONE_SHOT_FLAG_SINCE_JAXLIB
+        if (spec.backend is Backend.jax and spec.devices > 1 and jaxlib_has_flag
                 and NO_ONE_SHOT_ALL_REDUCE.split("=")[0] not in user_flags):
             env["XLA_FLAGS"] = " ".join(f for f in (user_flags, NO_ONE_SHOT_ALL_REDUCE) if f)
     # TensorFlow otherwise maps all memory of every visible GPU at start-up.
@@ -75,17 +76,6 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return env
-
-
-def jaxlib_has_one_shot_flag() -> bool:
-    """Whether the jaxlib the child will import knows NO_ONE_SHOT_ALL_REDUCE's flag (read from its
-    installed version: the child runs this Python, and importing jax here would start it)."""
-    try:
-        release = importlib.metadata.version("jaxlib")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    numbers = re.match(r"(\d+)\.(\d+)", release)
-    return bool(numbers) and tuple(int(n) for n in numbers.groups()) >= ONE_SHOT_FLAG_SINCE_JAXLIB
 
 
 def worker_command() -> list[str]:
