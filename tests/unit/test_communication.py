@@ -39,6 +39,24 @@ def test_the_flags_that_move_collectives_are_named_and_the_rest_ignored():
         "all-reduces scheduled by XLA with one-shot all-reduce kernel=false, NCCL_MAX_NCHANNELS=8")
 
 
+def test_the_settings_measured_on_two_h200s_are_named_too():
+    """Each of these moved a two-GPU step's throughput (docs/benchmarks.md, "Nine more settings on
+    two H200s"): a run with one of them must not pool with a run without it."""
+    graphs = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,COLLECTIVES"
+    flags = ("--xla_gpu_enable_nccl_user_buffers=true --xla_gpu_experimental_enable_nccl_symmetric_buffers "
+             f"--xla_gpu_enable_command_buffer={graphs} "
+             "--xla_gpu_experimental_collective_start_as_early_as_possible=true "
+             "--xla_gpu_experimental_enable_collective_multi_streaming=true --xla_gpu_nccl_collective_max_nchannels=4")
+    assert communication.xla_settings(flags) == [  # in the table's order, not the flags'; a bare flag is true
+        "collectives started as early as possible=true", "collectives on several streams=true",
+        "NCCL user buffers=true", "NCCL symmetric buffers=true", "NCCL channels for collectives=4",
+        f"command buffers={graphs}"]
+    assert communication.describe("jax", 2, None, {"NCCL_NVLS_ENABLE": "0"}) == (
+        "all-reduces scheduled by XLA (its default scheduling; NCCL_NVLS_ENABLE=0)")
+    assert communication.describe("tensorflow", 2, "NcclAllReduce", {"NCCL_NVLS_ENABLE": "0"}) == (
+        "NcclAllReduce after the backward pass (NCCL_NVLS_ENABLE=0)")
+
+
 def on_two(run_id: str, xla_flags: str | None) -> RunRecord:
     r = next(r for r in GOLDEN if r.id == run_id)
     spec = r.spec.model_copy(update={"devices": 2, "distribution": Distribution.mirrored,

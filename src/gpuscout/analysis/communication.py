@@ -40,10 +40,20 @@ XLA_SCHEDULING_FLAGS = {
     "xla_gpu_experimental_parallel_collective_overlap_limit": "parallel collective overlap limit",
     # gpuscout's child sets it false for jax over several GPUs (executor/local.py)
     "xla_gpu_unsupported_use_all_reduce_one_shot_kernel": "one-shot all-reduce kernel",
+    # measured on two H200s, none a gain, each moving GPT-2's or ResNet-50's two-GPU throughput by up
+    # to 2%: docs/benchmarks.md, "Nine more settings on two H200s"
+    "xla_gpu_experimental_collective_start_as_early_as_possible": "collectives started as early as possible",
+    "xla_gpu_experimental_enable_collective_multi_streaming": "collectives on several streams",
+    "xla_gpu_enable_nccl_user_buffers": "NCCL user buffers",
+    "xla_gpu_experimental_enable_nccl_symmetric_buffers": "NCCL symmetric buffers",
+    "xla_gpu_nccl_collective_max_nchannels": "NCCL channels for collectives",
+    # which operations run as CUDA graphs: with COLLECTIVES the all-reduces join them
+    "xla_gpu_enable_command_buffer": "command buffers",
 }
 # NCCL's channels are SMs taken from the computation it runs beside (NCCL_MAX_NCHANNELS=8 cost GPT-2
-# two points on two H100s: docs/benchmarks.md, "Small all-reduces to NCCL").
-NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+# two points on two H100s: docs/benchmarks.md, "Small all-reduces to NCCL"). NVLink SHARP (NVLS) is
+# an algorithm of NVSwitch systems that the lent multi-GPU machines keep off (NCCL_NVLS_ENABLE=0).
+NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NVLS_ENABLE")
 
 
 def xla_settings(xla_flags: str | None) -> list[str]:
