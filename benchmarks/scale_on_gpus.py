@@ -32,14 +32,30 @@ ONE_SHOT_AR = "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=true"
 # Smaller combined all-reduces, closer to DDP's 25 MB buckets, can start earlier in the backward pass
 # (measured: 94.5% against 96.5%). Larger ones: bf16 ResNet-50's step holds 32 all-reduces, 23 with
 # nothing beside them, where fp32's holds 4, all beside computation (docs/benchmarks.md, "Small
-# all-reduces to NCCL"); not measured yet.
+# all-reduces to NCCL"); measured on two H200s: 30 all-reduces, 96.0% against 96.4%.
 COMBINE_4MIB = f"--xla_gpu_all_reduce_combine_threshold_bytes={4 * 2**20}"
 COMBINE_128MIB = f"--xla_gpu_all_reduce_combine_threshold_bytes={128 * 2**20}"
 # XLA's GPU scheduler keeps one collective in flight by default (debug_options_flags.cc sets
 # xla_gpu_experimental_parallel_collective_overlap_limit to 1). GPT-2's head gradient is the first the
 # backward pass computes (the head is the last layer), yet its all-reduce ran after the backward pass
-# ("What two GPUs add"); whether a second one in flight moves it: not measured yet.
-OVERLAP_2 = "--xla_gpu_experimental_parallel_collective_overlap_limit=2"
+# ("What two GPUs add"). The limit is read by the latency-hiding scheduler only, so the part turns
+# that on too. It and the parts below were measured on two H200s, none a gain (docs/benchmarks.md,
+# "Seven more settings on two H200s").
+OVERLAP_2 = f"--xla_gpu_experimental_parallel_collective_overlap_limit=2 {LHS}"
+# Each all-reduce started as soon as its operand is ready, not where the scheduler would put it.
+EARLY_START = "--xla_gpu_experimental_collective_start_as_early_as_possible=true"
+# NCCL on buffers registered with it (user buffers; symmetric ones, NCCL >= 2.27, reduce in place over
+# NVLink with fewer SMs): less copying and fewer SMs taken from the kernels beside the all-reduce.
+USER_BUFFERS = "--xla_gpu_enable_nccl_user_buffers=true"
+SYMMETRIC_BUFFERS = "--xla_gpu_experimental_enable_nccl_symmetric_buffers=true"
+# Collectives on more than one stream, so one waiting does not hold back the next.
+MULTI_STREAM = "--xla_gpu_experimental_enable_collective_multi_streaming=true"
+# XLA launches a step's kernels as CUDA graphs (command buffers), but by default not its
+# collectives (debug_options_flags.cc: FUSION, CUBLAS, CUBLASLT, CUSTOM_CALL, CUDNN,
+# DYNAMIC_SLICE_FUSION), so each all-reduce splits the graph (a two-GPU ResNet-50 step has ~600
+# more kernels than one GPU's and ~1,200 gaps of a few microseconds between them). With them: slower.
+COMMAND_BUFFER_COLLECTIVES = ("--xla_gpu_enable_command_buffer="
+                              "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,COLLECTIVES")
 # Fewer NCCL channels, fewer SMs taken from the computation NCCL runs beside: on two H100s GPT-2's
 # matmuls ran 1.63 ms a step longer beside its asynchronous all-reduces at the same clocks
 # (docs/benchmarks.md, "What two GPUs add"). NCCL_MAX_NCHANNELS: docs.nvidia.com/deeplearning/nccl,
@@ -68,6 +84,14 @@ PARTS = {
     "resnet50_bf16_overlap_2": ("resnet50", "mixed_bfloat16", "per-replica", 130, OVERLAP_2),
     "gpt2_small_overlap_2": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, OVERLAP_2),
     "gpt2_small_few_channels": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, FEW_CHANNELS),
+    "resnet50_bf16_early": ("resnet50", "mixed_bfloat16", "per-replica", 130, EARLY_START),
+    "resnet50_bf16_user_buffers": ("resnet50", "mixed_bfloat16", "per-replica", 130, USER_BUFFERS),
+    "gpt2_small_early": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, EARLY_START),
+    "gpt2_small_user_buffers": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, USER_BUFFERS),
+    "gpt2_small_symmetric": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, SYMMETRIC_BUFFERS),
+    "gpt2_small_multi_stream": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, MULTI_STREAM),
+    "resnet50_bf16_graphs": ("resnet50", "mixed_bfloat16", "per-replica", 130, COMMAND_BUFFER_COLLECTIVES),
+    "gpt2_small_graphs": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, COMMAND_BUFFER_COLLECTIVES),
 }
 # Compiled programs are shared between parts (the one-GPU point of a global part is the
 # per-replica part's): compilation is not what is measured here.

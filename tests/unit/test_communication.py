@@ -40,7 +40,7 @@ def test_the_flags_that_move_collectives_are_named_and_the_rest_ignored():
 
 
 def test_the_settings_measured_on_two_h200s_are_named_too():
-    """Each of these moved a two-GPU step's throughput (docs/benchmarks.md, "Nine more settings on
+    """Each of these moved a two-GPU step's throughput (docs/benchmarks.md, "Seven more settings on
     two H200s"): a run with one of them must not pool with a run without it."""
     graphs = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,COLLECTIVES"
     flags = ("--xla_gpu_enable_nccl_user_buffers=true --xla_gpu_experimental_enable_nccl_symmetric_buffers "

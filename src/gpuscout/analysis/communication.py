@@ -41,7 +41,7 @@ XLA_SCHEDULING_FLAGS = {
     # gpuscout's child sets it false for jax over several GPUs (executor/local.py)
     "xla_gpu_unsupported_use_all_reduce_one_shot_kernel": "one-shot all-reduce kernel",
     # measured on two H200s, none a gain, each moving GPT-2's or ResNet-50's two-GPU throughput by up
-    # to 2%: docs/benchmarks.md, "Nine more settings on two H200s"
+    # to 2%: docs/benchmarks.md, "Seven more settings on two H200s"
     "xla_gpu_experimental_collective_start_as_early_as_possible": "collectives started as early as possible",
     "xla_gpu_experimental_enable_collective_multi_streaming": "collectives on several streams",
     "xla_gpu_enable_nccl_user_buffers": "NCCL user buffers",
