@@ -22,7 +22,7 @@ def trajectories():
 @pytest.mark.parametrize("devices", [2, 4])
 def test_per_replica_step_matches_statistics_per_shard_by_hand(trajectories, devices):
     suffix = "" if devices == 2 else f"_{devices}"
-    losses, moving = trajectories["per_replica" + suffix]
+    losses, moving, _ = trajectories["per_replica" + suffix]
     hand_losses, hand_moving = trajectories["hand_per_replica" + suffix]
     np.testing.assert_allclose(losses, hand_losses, rtol=1e-5)
     for name in ("moving_mean", "moving_variance"):
@@ -47,3 +47,28 @@ def test_tensorflow_global_batchnorm_normalises_over_the_whole_batch():
     np.testing.assert_allclose(out["global"], out["hand_global"], rtol=1e-5)
     np.testing.assert_allclose(out["per_replica"], out["hand_first_replica"], rtol=1e-5)
     assert np.max(np.abs(np.subtract(out["global"], out["per_replica"]))) > 0.1  # the shards were made to differ
+
+
+def test_bucketed_mean_averages_as_one_all_reduce_per_bucket(trajectories):
+    """The same trajectory and moving statistics as a pmean of each array; fewer all-reduces.
+    Before XLA combines any, the default step has one per array: 5 gradients, 2 moving statistics,
+    the loss tracker's total and count, and the logged loss (10)."""
+    losses, moving, all_reduces = trajectories["per_replica"]
+    assert all_reduces == 10
+    for name, expected in (("bucketed_40", 5), ("bucketed_1gib", 4)):
+        b_losses, b_moving, b_all_reduces = trajectories[name]
+        np.testing.assert_allclose(b_losses, losses, rtol=1e-6)
+        for stat in ("moving_mean", "moving_variance"):
+            np.testing.assert_allclose(b_moving[stat], moving[stat], rtol=1e-6)
+        # 40 B: gradients in two buckets ([b2, w2, beta] = 68 B, [gamma, w1]), the moving statistics
+        # (64 B) in one, the tracker's 8 B in one, the loss: 5; 1 GiB: one bucket each, 4
+        assert b_all_reduces == expected, name
+
+
+def test_buckets_are_cut_last_array_first():
+    from gpuscout.child.jax_replicas import buckets
+
+    assert buckets([128, 32, 32, 32, 4], 40) == [[4, 3, 2], [1, 0]]  # 4+32+32 = 68 >= 40; then 32+128
+    assert buckets([8, 8, 8], 8) == [[2], [1], [0]]
+    assert buckets([8, 8, 8], 100) == [[2, 1, 0]]  # the last run may be smaller than a bucket
+    assert buckets([], 8) == []

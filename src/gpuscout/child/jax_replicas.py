@@ -38,10 +38,50 @@ def shardings(the_mesh):
     return NamedSharding(the_mesh, PartitionSpec()), NamedSharding(the_mesh, PartitionSpec(AXIS))
 
 
-def per_replica_train_step(model, the_mesh):
+def buckets(sizes_bytes: list[int], bucket_bytes: int) -> list[list[int]]:
+    """Indices of arrays of these sizes, last first (a backward pass computes the last layer's
+    gradients first), cut into runs of at least `bucket_bytes` (the last run may be smaller)."""
+    cut, current, size = [], [], 0
+    for i in reversed(range(len(sizes_bytes))):
+        current.append(i)
+        size += sizes_bytes[i]
+        if size >= bucket_bytes:
+            cut.append(current)
+            current, size = [], 0
+    return cut + [current] if current else cut
+
+
+def bucketed_mean(values: list, bucket_bytes: int) -> list:
+    """The mean over replicas of each float array in `values` (others pass through), as one
+    all-reduce per bucket of a dtype: its arrays flattened and concatenated, averaged, then sliced
+    apart in the step itself. The values are those of a `lax.pmean` of each. XLA's own combiner
+    concatenates too, but slices afterwards, each slice a copy kernel of its own (two-GPU ResNet-50:
+    292 a step; docs/benchmarks.md, "Seven more settings on two H200s"); slices made here are
+    ordinary ones that XLA can fuse into the kernels that read them. Not gpuscout's step yet:
+    benchmarks/step_buckets.py measures it against the per-array pmean."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    out = list(values)
+    floats = [i for i, v in enumerate(values) if jnp.issubdtype(v.dtype, jnp.floating)]
+    for dtype in dict.fromkeys(values[i].dtype for i in floats):
+        same = [i for i in floats if values[i].dtype == dtype]
+        for bucket in buckets([values[i].size * values[i].dtype.itemsize for i in same], bucket_bytes):
+            members = [same[j] for j in bucket]
+            flat = lax.pmean(jnp.concatenate([jnp.ravel(values[i]) for i in members]), AXIS)
+            offset = 0
+            for i in members:
+                out[i] = flat[offset:offset + values[i].size].reshape(values[i].shape)
+                offset += values[i].size
+    return out
+
+
+def per_replica_train_step(model, the_mesh, bucket_bytes: int | None = None):
     """A jitted `step(state, batch) -> (logs, state)` with the signature of Keras' JAX
     `train_step` (keras/src/backend/jax/trainer.py) whose state is replicated over `the_mesh`
-    and whose batch is split over it; the state argument is donated."""
+    and whose batch is split over it; the state argument is donated. With `bucket_bytes` the
+    gradients and the float state are averaged by `bucketed_mean`, else by a pmean of each (XLA
+    combining them into buckets)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -51,6 +91,8 @@ def per_replica_train_step(model, the_mesh):
     seeds = [i for i, v in enumerate(model.non_trainable_variables) if v.path.endswith("seed_generator_state")]
 
     def floats_mean(values):
+        if bucket_bytes:
+            return bucketed_mean(list(values), bucket_bytes)
         return [lax.pmean(v, AXIS) if jnp.issubdtype(v.dtype, jnp.floating) else v for v in values]
 
     def replica(state, batch):
@@ -65,7 +107,7 @@ def per_replica_train_step(model, the_mesh):
             trainable, non_trainable, metrics_variables, x, y, sample_weight,
             training=True, optimizer_variables=optimizer_variables)
         unscaled_loss, y_pred, non_trainable, metrics_variables = aux
-        grads = lax.pmean(grads, AXIS)
+        grads = bucketed_mean(list(grads), bucket_bytes) if bucket_bytes else lax.pmean(grads, AXIS)
         non_trainable = floats_mean(non_trainable)
         for i in seeds:
             non_trainable[i] = lax.all_gather(non_trainable[i], AXIS)[0]
