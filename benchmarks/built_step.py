@@ -68,6 +68,19 @@ def build(spec) -> BuiltStep:
     return BuiltStep(runner, kept["step"], kept["state"], batch)
 
 
+def require_devices(devices: int) -> bool:
+    """Whether jax runs on GPUs; exits with what to set when a CPU has fewer devices than asked."""
+    import sys
+
+    import jax
+
+    on_gpu = jax.default_backend() == "gpu"
+    if not on_gpu and len(jax.devices()) < devices:
+        sys.exit(f"jax sees {len(jax.devices())} device(s); on a CPU set "
+                 f"XLA_FLAGS=--xla_force_host_platform_device_count={devices}")
+    return on_gpu
+
+
 def add_step_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that say which step to build: --out, --workload, --batch, --precision, --seq-len."""
     parser.add_argument("--out", required=True, type=Path)

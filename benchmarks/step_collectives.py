@@ -41,11 +41,9 @@ def main() -> int:
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
 
-    on_gpu = jax.default_backend() == "gpu"
-    if not on_gpu and len(jax.devices()) < args.devices:
-        sys.exit(f"jax sees {len(jax.devices())} device(s); on a CPU set "
-                 f"XLA_FLAGS=--xla_force_host_platform_device_count={args.devices}")
-    from built_step import build, step_spec
+    from built_step import build, require_devices, step_spec
+
+    on_gpu = require_devices(args.devices)
 
     from gpuscout.child.collectives import collectives
 

@@ -1,0 +1,115 @@
+"""Gradient buckets made in the step against XLA's combiner (issue 34), in one process on one
+machine: gpuscout's one-GPU step, its per-replica step on `--devices` GPUs as `scale` runs it (a
+`lax.pmean` of each array; XLA combines them into buckets, then slices them apart with a copy
+kernel each: 292 a step in two-GPU ResNet-50), and the same step with each bucket size of
+`--buckets-mib` (`jax_replicas.bucketed_mean`: the step concatenates, averages and slices itself).
+
+    python benchmarks/step_buckets.py --out DIR [--workload resnet50] [--batch 256]
+        [--precision mixed_bfloat16] [--seq-len N] [--devices 2] [--buckets-mib 25,64]
+        [--trace-steps 2]
+
+For each: samples/s over 5 windows of >= 2 s (median), efficiency against the one-GPU step, the
+compiled step's collectives (how many, how many with kernels beside them), and from
+`--trace-steps` traced steps GPU 0's kernels a step, its copies among them, its busy time and
+its span. Writes DIR/summary.json; prints a table last. On a CPU (logical devices:
+XLA_FLAGS=--xla_force_host_platform_device_count=2) the trace has no kernels: a rehearsal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+from pathlib import Path
+
+from built_step import add_step_arguments
+from step_kernels import device_kernels, load_trace, summarise, timed
+
+
+def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int) -> dict:
+    import jax
+
+    from built_step import build
+
+    from gpuscout.child import jax_replicas
+    from gpuscout.child.collectives import collectives
+    from gpuscout.workloads import get
+
+    original = jax_replicas.per_replica_train_step
+    jax_replicas.per_replica_train_step = lambda model, mesh: original(model, mesh, bucket_bytes)
+    try:
+        built = build(spec)
+    finally:
+        jax_replicas.per_replica_train_step = original
+    units = spec.batch_size * get(spec.workload).units_per_sample(spec.seq_len)
+    result = {"devices": spec.devices, "bucket_bytes": bucket_bytes,
+              "throughput": timed(built.runner.step, built.runner.sync, units)}
+    result["samples_per_s"] = result["throughput"]["median"] / get(spec.workload).units_per_sample(spec.seq_len)
+    if spec.devices > 1:
+        found, _ = collectives(built.compiled().as_text())
+        result["collectives"] = len(found)
+        result["beside_compute"] = sum(1 for c in found if c["compute_between"])
+    if trace_steps and jax.default_backend() == "gpu":
+        trace = out / "trace"
+        with jax.profiler.trace(str(trace), create_perfetto_trace=True):
+            handle = None
+            for i in range(trace_steps):
+                handle = built.runner.step(i)
+            built.runner.sync(handle)
+        kernels = device_kernels(load_trace(trace))
+        first = min((k["device"] for k in kernels), default="")
+        mine = [k for k in kernels if k["device"] == first]
+        profile = summarise(mine, trace_steps, top=5)
+        result["profile"] = {"kernels_per_step": profile["kernels_per_step"], "busy_ms": profile["busy_ms"],
+                             "span_ms": profile["span_ms"], "by_kind_ms": profile["by_kind_ms"],
+                             "copies_per_step": sum(1 for k in mine if "memcpy" in k["name"].lower()) / trace_steps}
+        for bulky in trace.rglob("*.xplane.pb"):
+            bulky.unlink()
+    del built
+    gc.collect()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    add_step_arguments(parser)
+    parser.set_defaults(workload="resnet50")
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--buckets-mib", default="25,64")
+    parser.add_argument("--trace-steps", type=int, default=2)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    import jax
+
+    from built_step import require_devices, step_spec
+
+    require_devices(args.devices)
+    sizes = [None] + [int(float(m) * 2**20) for m in args.buckets_mib.split(",") if m]
+    results = []
+    one = step_spec(args.workload, args.precision, args.batch, args.seq_len, 1)
+    results.append({"name": "1 device", **measure(one, None, args.out / "one", args.trace_steps)})
+    several = step_spec(args.workload, args.precision, args.batch, args.seq_len, args.devices)
+    for size in sizes:
+        name = "pmean of each" if size is None else f"buckets of {size / 2**20:g} MiB"
+        results.append({"name": name, **measure(several, size, args.out / name.replace(" ", "_"), args.trace_steps)})
+        summary = {"workload": args.workload, "precision": args.precision, "batch_per_device": args.batch,
+                   "jax": jax.__version__, "device": jax.devices()[0].device_kind, "results": results}
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    base = results[0]["samples_per_s"]
+    print(f"{args.workload} {args.precision}, batch {args.batch}/device, {jax.devices()[0].device_kind}")
+    print(f"{'step':22} {'samples/s':>10} {'eff':>6} {'coll':>5} {'beside':>6} {'kernels':>8} {'copies':>7} "
+          f"{'busy ms':>8} {'span ms':>8}")
+    for r in results:
+        p = r.get("profile") or {}
+        eff = r["samples_per_s"] / (r["devices"] * base)
+        print(f"{r['name']:22} {r['samples_per_s']:>10.1f} {eff:>6.3f} {r.get('collectives', 0):>5} "
+              f"{r.get('beside_compute', 0):>6} {p.get('kernels_per_step', 0):>8.0f} {p.get('copies_per_step', 0):>7.0f} "
+              f"{p.get('busy_ms', 0):>8.2f} {p.get('span_ms', 0):>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
