@@ -43,10 +43,10 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int) -> dict
         built = build(spec)
     finally:
         jax_replicas.per_replica_train_step = original
-    units = spec.batch_size * get(spec.workload).units_per_sample(spec.seq_len)
-    result = {"devices": spec.devices, "bucket_bytes": bucket_bytes,
-              "throughput": timed(built.runner.step, built.runner.sync, units)}
-    result["samples_per_s"] = result["throughput"]["median"] / get(spec.workload).units_per_sample(spec.seq_len)
+    per_sample = get(spec.workload).units_per_sample(spec.seq_len)
+    throughput = timed(built.runner.step, built.runner.sync, spec.batch_size * per_sample)
+    result = {"devices": spec.devices, "bucket_bytes": bucket_bytes, "throughput": throughput,
+              "samples_per_s": throughput["median"] / per_sample}
     if spec.devices > 1:
         found, _ = collectives(built.compiled().as_text())
         result["collectives"] = len(found)
