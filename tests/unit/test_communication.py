@@ -8,7 +8,7 @@ from gpuscout.analysis import communication
 from gpuscout.analysis.compare import compare
 from gpuscout.core.spec import BatchNormStats, Distribution
 from gpuscout.record.child import CollectiveSchedule
-from gpuscout.record.run import RunRecord
+from gpuscout.record.run import Distribution as RunDistribution, RunRecord
 from tests.conftest import FIXTURES
 
 GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
@@ -57,12 +57,14 @@ def test_the_settings_measured_on_two_h200s_are_named_too():
         "NcclAllReduce after the backward pass (NCCL_NVLS_ENABLE=0)")
 
 
-def on_two(run_id: str, xla_flags: str | None) -> RunRecord:
+def on_two(run_id: str, xla_flags: str | None, bucket_bytes: int | None = None) -> RunRecord:
     r = next(r for r in GOLDEN if r.id == run_id)
     spec = r.spec.model_copy(update={"devices": 2, "distribution": Distribution.mirrored,
                                      "batchnorm": BatchNormStats.per_replica})
     env = r.env.model_copy(update={"child_env": {"XLA_FLAGS": xla_flags} if xla_flags else {}})
-    return r.model_copy(update={"id": f"{run_id}-{bool(xla_flags)}", "devices": 2, "spec": spec, "env": env})
+    distribution = RunDistribution(kind="mirrored", replicas=2, gradient_bucket_bytes=bucket_bytes)
+    return r.model_copy(update={"id": f"{run_id}-{bool(xla_flags)}" + (f"-{bucket_bytes}" if bucket_bytes else ""),
+                                "devices": 2, "spec": spec, "env": env, "distribution": distribution})
 
 
 def test_compare_never_pools_runs_of_different_communication_settings():
@@ -72,6 +74,33 @@ def test_compare_never_pools_runs_of_different_communication_settings():
     assert [g.run_ids for g in c.groups] == [["a100bf16b256-False"], ["h100bf16b256-False"]]
     (c,) = compare(runs, "communication")
     assert sorted(g.run_ids[0] for g in c.groups) == ["h100bf16b256-False", "h100bf16b256-True"]
+
+
+def test_the_steps_gradient_buckets_are_named_and_never_pooled_with_the_step_before():
+    """Since 2026-11-26 gpuscout's jax step averages its gradients in buckets it makes (a size per
+    model); a stored run of the step before (a pmean of each gradient) compares apart."""
+    one_shot_off = {"XLA_FLAGS": "--xla_gpu_unsupported_use_all_reduce_one_shot_kernel=false"}
+    assert communication.describe("jax", 2, None, one_shot_off, gradient_bucket_bytes=8 * 2**20) == (
+        "gradients in 8 MiB buckets made by the step, all-reduces scheduled by XLA with "
+        "one-shot all-reduce kernel=false")
+    assert communication.describe("jax", 2, None, {}, gradient_bucket_bytes=64 * 2**20) == (
+        "gradients in 64 MiB buckets made by the step, all-reduces scheduled by XLA (its default scheduling)")
+    runs = [on_two("h100bf16b256", None), on_two("h100bf16b256", None, 8 * 2**20),
+            on_two("h100bf16b256", None, 64 * 2**20)]
+    (c,) = compare(runs, "communication")
+    assert sorted(g.run_ids[0] for g in c.groups) == [
+        "h100bf16b256-False", "h100bf16b256-False-67108864", "h100bf16b256-False-8388608"]
+    # by batchnorm the step's buckets follow the mode (Keras' DataParallel makes none); the
+    # settings a user gave must still agree
+    bucketed = runs[1]
+    global_ = on_two("h100bf16b256", None)
+    global_ = global_.model_copy(update={"id": "global", "spec": global_.spec.model_copy(
+        update={"batchnorm": BatchNormStats.global_})})
+    (c,) = compare([bucketed, global_], "batchnorm")
+    assert {g.label: g.run_ids for g in c.groups} == {"per_replica": [bucketed.id], "global": ["global"]}
+    assert c.held["communication"] == "all-reduces scheduled by XLA (its default scheduling)"
+    overlapped = global_.model_copy(update={"env": on_two("h100bf16b256", OVERLAP).env})
+    assert compare([bucketed, overlapped], "batchnorm") == []
 
 
 # The compiled steps of docs/benchmarks.md's "What two GPUs add" (two H100s), as

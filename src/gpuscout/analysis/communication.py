@@ -9,8 +9,11 @@ stored runs of any age have it: `compare` never pools runs whose settings differ
 verdict says which one it measured.
 
 What each framework does by default (docs/methodology.md, "Communication"):
-- jax (gpuscout's per-replica step, and Keras' DataParallel): one `lax.pmean` of the gradient
-  tree after the backward pass; XLA lowers it to an all-reduce per gradient, combines them into
+- jax, gpuscout's per-replica step (since 2026-11-26): the gradients concatenated into buckets of
+  a size per model (8 MiB for ResNet-50, 64 MiB for GPT-2 small and BERT-base), one all-reduce
+  each, which XLA runs asynchronously beside the rest of the backward pass where it can.
+- jax, Keras' DataParallel and gpuscout's step before: one `lax.pmean` of the gradient tree
+  after the backward pass; XLA lowers it to an all-reduce per gradient, combines them into
   buckets and, with its default scheduling, runs many of them asynchronously beside the rest of
   the backward pass and the others after it or synchronously, as the model and XLA's version
   have it (two H100s, jax 0.11.2: GPT-2 small 13 of 15 buckets beside the backward pass; ResNet-50
@@ -68,26 +71,33 @@ def xla_settings(xla_flags: str | None) -> list[str]:
 
 
 def _value(name: str, value: str) -> str:
-    if name.endswith("_bytes") and value.isdigit():
-        size = int(value)
-        for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-            if size and size % scale == 0:
-                return f"{size // scale} {unit}"
-        return f"{size} B"
-    return value
+    return _size(int(value)) if name.endswith("_bytes") and value.isdigit() else value
 
 
-def describe(backend: str, devices: int, all_reduce: str | None, child_env: dict[str, str]) -> str | None:
-    """One line for a run over `devices` devices (None for one device: nothing was exchanged)."""
+def _size(size_bytes: int) -> str:
+    """An exact size in the largest binary unit that divides it (8388608 -> '8 MiB')."""
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if size_bytes and size_bytes % scale == 0:
+            return f"{size_bytes // scale} {unit}"
+    return f"{size_bytes} B"
+
+
+def describe(backend: str, devices: int, all_reduce: str | None, child_env: dict[str, str],
+             gradient_bucket_bytes: int | None = None) -> str | None:
+    """One line for a run over `devices` devices (None for one device: nothing was exchanged).
+    `gradient_bucket_bytes`: the buckets gpuscout's jax step made (None: a pmean of each gradient,
+    the step of records before 2026-11-26, or another strategy)."""
     if devices < 2:
         return None
     nccl = [f"{key}={child_env[key]}" for key in NCCL_SETTINGS if child_env.get(key)]
     if backend == "jax":
         xla = xla_settings(child_env.get("XLA_FLAGS"))
+        bucket = gradient_bucket_bytes
+        made = f"gradients in {_size(bucket)} buckets made by the step, " if bucket else ""
         # The setting, not the schedule: what XLA made of it depends on the model and XLA's version.
         if xla:
-            return f"all-reduces scheduled by XLA with {', '.join(xla + nccl)}"
-        return "all-reduces scheduled by XLA (its default scheduling" + "".join(f"; {n}" for n in nccl) + ")"
+            return f"{made}all-reduces scheduled by XLA with {', '.join(xla + nccl)}"
+        return made + "all-reduces scheduled by XLA (its default scheduling" + "".join(f"; {n}" for n in nccl) + ")"
     what = all_reduce or "the strategy's all-reduce"
     return f"{what} after the backward pass" + (f" ({', '.join(nccl)})" if nccl else "")
 
@@ -108,8 +118,10 @@ def as_compiled(schedule: CollectiveSchedule | None) -> str | None:
 
 
 
-def of(record: RunRecord) -> str | None:
-    """`describe` for a stored run record."""
+def of(record: RunRecord, *, step_buckets: bool = True) -> str | None:
+    """`describe` for a stored run record; without `step_buckets`, the settings a user gave alone
+    (XLA's flags, NCCL's), not the buckets gpuscout's step made."""
     distribution = record.distribution
     return describe(record.backend.value, record.devices, distribution.all_reduce if distribution else None,
-                    record.env.child_env if record.env else {})
+                    record.env.child_env if record.env else {},
+                    distribution.gradient_bucket_bytes if distribution and step_buckets else None)

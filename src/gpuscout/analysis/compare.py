@@ -58,6 +58,12 @@ FIELDS: dict[str, Callable[[RunRecord], object]] = {
     "mode": lambda r: r.mode,  # training and inference are never one group
     "format": lambda r: f"{r.inference.format}:{r.inference.variant}" if r.inference else "training",
 }
+# What a field compared brings with it, held in a narrower form: a batch-norm mode is a step of its
+# own (gpuscout's per-replica step makes gradient buckets, Keras' DataParallel none), so by
+# batchnorm only the communication settings, XLA's flags and NCCL's, must agree.
+FOLLOWING: dict[str, dict[str, Callable[[RunRecord], object]]] = {
+    "batchnorm": {"communication": lambda r: communication.of(r, step_buckets=False)},
+}
 # What else can differ between runs and is named, not used to split
 # What a fix to a watched script may change, named when runs differ in it
 WATCHED: dict[str, Callable] = {
@@ -207,6 +213,7 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
     if not usable:
         raise UsageError("none of the selected runs finished with a throughput (status ok) to compare")
     held_fields = [f for f in FIELDS if f != by and not (by == "gpu" and f == "device")]
+    held = {**FIELDS, **FOLLOWING.get(by, {})}
     sets: dict[tuple, list[StoredRecord]] = {}
     helds: dict[tuple, dict] = {}
     for r in usable:
@@ -221,7 +228,7 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
         elif by == "change":
             continue
         else:
-            key = (r.workload, r.methodology_version, *(FIELDS[f](r) for f in held_fields))
+            key = (r.workload, r.methodology_version, *(held[f](r) for f in held_fields))
             helds[key] = dict(zip(held_fields, key[2:]))
         sets.setdefault(key, []).append(r)
     versions = {r.methodology_version for r in usable}

@@ -79,6 +79,9 @@ class DistributionDetails(Part):
     params: int | None = None  # parameters: the all-reduce's size
     batchnorm_layers: int | None = None
     batchnorm: str | None = None  # per_replica | global (spec.BatchNormStats), what the child ran
+    # jax's per-replica step: the gradients averaged in buckets of this size (child/jax_replicas.py);
+    # None for other strategies and for records before 2026-11-26 (a pmean of each gradient).
+    gradient_bucket_bytes: int | None = None
     # jax only, read after the windows from jit's cache; None where it could not be read (older records)
     collectives: CollectiveSchedule | None = None
 
