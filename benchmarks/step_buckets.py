@@ -1,8 +1,10 @@
 """Gradient buckets made in the step against XLA's combiner (issue 34), in one process on one
-machine: gpuscout's one-GPU step, its per-replica step on `--devices` GPUs as `scale` runs it (a
-`lax.pmean` of each array; XLA combines them into buckets, then slices them apart with a copy
-kernel each: 292 a step in two-GPU ResNet-50), and the same step with each bucket size of
-`--buckets-mib` (`jax_replicas.bucketed_mean`: the step concatenates, averages and slices itself).
+machine: gpuscout's one-GPU step, its per-replica step on `--devices` GPUs as `scale` ran it before
+2026-11-26 (a `lax.pmean` of each array; XLA combines them into buckets, then slices them apart
+with a copy kernel each: 292 a step in two-GPU ResNet-50), and the same step with each bucket size
+of `--buckets-mib` (`jax_replicas.bucketed_mean`: the step concatenates, averages and slices
+itself; `scale` now runs it at the workload's size). Set XLA_FLAGS as gpuscout's child does
+(executor/local.py) to measure what `scale` measures.
 
     python benchmarks/step_buckets.py --out DIR [--workload resnet50] [--batch 256]
         [--precision mixed_bfloat16] [--seq-len N] [--devices 2] [--buckets-mib 25,64]
@@ -38,7 +40,7 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int) -> dict
     from gpuscout.workloads import get
 
     original = jax_replicas.per_replica_train_step
-    jax_replicas.per_replica_train_step = lambda model, mesh: original(model, mesh, bucket_bytes)
+    jax_replicas.per_replica_train_step = lambda model, mesh, _default=None: original(model, mesh, bucket_bytes)
     try:
         built = build(spec)
     finally:

@@ -51,11 +51,12 @@ def test_tensorflow_global_batchnorm_normalises_over_the_whole_batch():
 
 def test_bucketed_mean_averages_as_one_all_reduce_per_bucket(trajectories):
     """The same trajectory and moving statistics as a pmean of each array; fewer all-reduces.
-    Before XLA combines any, the default step has one per array: 5 gradients, 2 moving statistics,
-    the loss tracker's total and count, and the logged loss (10)."""
-    losses, moving, all_reduces = trajectories["per_replica"]
+    Before XLA combines any, that step has one per array: 5 gradients, 2 moving statistics, the
+    loss tracker's total and count, and the logged loss (10). The child's bucket for this 228-byte
+    model is the smallest, 1 MiB: one bucket of each kind, as 1 GiB's."""
+    losses, moving, all_reduces = trajectories["pmean_each"]
     assert all_reduces == 10
-    for name, expected in (("bucketed_40", 5), ("bucketed_1gib", 4)):
+    for name, expected in (("bucketed_40", 5), ("bucketed_1gib", 4), ("per_replica", 4)):
         b_losses, b_moving, b_all_reduces = trajectories[name]
         np.testing.assert_allclose(b_losses, losses, rtol=1e-6)
         for stat in ("moving_mean", "moving_variance"):
@@ -63,6 +64,16 @@ def test_bucketed_mean_averages_as_one_all_reduce_per_bucket(trajectories):
         # 40 B: gradients in two buckets ([b2, w2, beta] = 68 B, [gamma, w1]), the moving statistics
         # (64 B) in one, the tracker's 8 B in one, the loss: 5; 1 GiB: one bucket each, 4
         assert b_all_reduces == expected, name
+
+
+def test_the_childs_bucket_size_by_hand():
+    from gpuscout.child.jax_replicas import bucket_size_bytes
+
+    mib = 2**20
+    assert bucket_size_bytes(100 * mib) == 12 * mib  # an eighth, 12.5 MiB, in whole MiB
+    assert bucket_size_bytes(800 * mib) == 64 * mib  # never over 64 MiB
+    assert bucket_size_bytes(228) == mib  # never under 1 MiB
+    assert bucket_size_bytes(100 * mib, measured_mib=8) == 8 * mib  # a workload's measured size wins
 
 
 def test_buckets_are_cut_last_array_first():

@@ -8,8 +8,9 @@ tf.distribute.MirroredStrategy and PyTorch DDP keep the statistics per replica. 
 the same under jax: the step runs per device under `jax.shard_map`, each device normalising its
 own shard, and only what must agree is averaged across devices afterwards:
 
-- the gradients (`lax.pmean`: the mean over replicas of per-shard mean losses' gradients, which
-  is the global batch's gradient for equal shards, as DDP's averaging all-reduce);
+- the gradients (the mean over replicas of per-shard mean losses' gradients, which is the global
+  batch's gradient for equal shards, as DDP's averaging all-reduce), in buckets that the step
+  concatenates and slices itself, as DDP's buckets (`bucketed_mean`);
 - float non-trainable state, i.e. the moving mean and variance: the mean of the replicas' updated
   averages (MirroredStrategy's MEAN aggregation of BN's moving-average assignments);
 - float metric state and the logs, so that every device holds the same state afterwards.
@@ -38,6 +39,34 @@ def shardings(the_mesh):
     return NamedSharding(the_mesh, PartitionSpec()), NamedSharding(the_mesh, PartitionSpec(AXIS))
 
 
+# Measured on two H200s (2026-11-26, benchmarks/step_buckets.py; docs/benchmarks.md, "Gradient
+# buckets made in the step"): the best buckets were 8 MiB for ResNet-50's 97.8 MiB of gradients and
+# 64 MiB for BERT-base's 506 MiB and GPT-2 small's 622 MiB; 256 MiB lost, and so did 2-4 MiB for
+# ResNet-50 and 8-25 MiB for the transformers. Those workloads name their size
+# (Workload.gradient_bucket_mib); other models get an eighth of their gradients, which gives the
+# transformers 63-64 MiB and ResNet-50 12 MiB (97.7% against 98.7% at 8 MiB, 96.0% without).
+BUCKETS_PER_MODEL = 8
+LARGEST_BUCKET_BYTES = 64 * 2**20
+SMALLEST_BUCKET_BYTES = 2**20
+
+
+def bucket_size_bytes(gradient_bytes: int, measured_mib: float | None = None) -> int:
+    """The bucket size of the per-replica step for a model of `gradient_bytes` of float gradients:
+    the workload's measured size where it has one, else an eighth of the gradients in whole MiB,
+    within 1 and 64 MiB (a model smaller than 8 MiB averages its gradients in one or a few buckets)."""
+    if measured_mib is not None:
+        return int(measured_mib * 2**20)
+    eighth = gradient_bytes // BUCKETS_PER_MODEL // 2**20 * 2**20
+    return max(SMALLEST_BUCKET_BYTES, min(LARGEST_BUCKET_BYTES, eighth))
+
+
+def float_bytes(values) -> int:
+    """Bytes of the float arrays among `values` (what `bucketed_mean` averages)."""
+    import jax.numpy as jnp
+
+    return sum(v.size * v.dtype.itemsize for v in values if jnp.issubdtype(v.dtype, jnp.floating))
+
+
 def buckets(sizes_bytes: list[int], bucket_bytes: int) -> list[list[int]]:
     """Indices of arrays of these sizes, last first (a backward pass computes the last layer's
     gradients first), cut into runs of at least `bucket_bytes` (the last run may be smaller)."""
@@ -57,8 +86,8 @@ def bucketed_mean(values: list, bucket_bytes: int) -> list:
     apart in the step itself. The values are those of a `lax.pmean` of each. XLA's own combiner
     concatenates too, but slices afterwards, each slice a copy kernel of its own (two-GPU ResNet-50:
     292 a step; docs/benchmarks.md, "Seven more settings on two H200s"); slices made here are
-    ordinary ones that XLA can fuse into the kernels that read them. Not gpuscout's step yet:
-    benchmarks/step_buckets.py measures it against the per-array pmean."""
+    ordinary ones that XLA can fuse into the kernels that read them (two-GPU ResNet-50: 14 copies
+    a step instead of 400, and 98.7% efficiency instead of 96.0%; benchmarks/step_buckets.py)."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -79,9 +108,10 @@ def bucketed_mean(values: list, bucket_bytes: int) -> list:
 def per_replica_train_step(model, the_mesh, bucket_bytes: int | None = None):
     """A jitted `step(state, batch) -> (logs, state)` with the signature of Keras' JAX
     `train_step` (keras/src/backend/jax/trainer.py) whose state is replicated over `the_mesh`
-    and whose batch is split over it; the state argument is donated. With `bucket_bytes` the
-    gradients and the float state are averaged by `bucketed_mean`, else by a pmean of each (XLA
-    combining them into buckets)."""
+    and whose batch is split over it; the state argument is donated. With `bucket_bytes` (what
+    gpuscout's child passes: `bucket_size_bytes`) the gradients and the float state are averaged by
+    `bucketed_mean`, else by a pmean of each (XLA combining them into buckets; gpuscout's step
+    before 2026-11-26, kept for benchmarks/step_buckets.py's comparison)."""
     import jax
     import jax.numpy as jnp
     from jax import lax

@@ -99,12 +99,16 @@ class _Placement:
         self.details = {"strategy": strategy, "replicas": spec.devices, "all_reduce": reduce,
                         "batchnorm": stats.value if stats else None}
 
-    def train_step(self, model, state):
-        """(the jitted step, the state placed for it)."""
+    def train_step(self, model, state, gradient_bucket_mib: float | None = None):
+        """(the jitted step, the state placed for it). Over several devices with per-replica
+        statistics the gradients are averaged in buckets of the workload's measured size, else of
+        jax_replicas' rule for the model's size; the record keeps the size."""
         import jax
 
         if self.mesh is not None:
-            return (jax_replicas.per_replica_train_step(model, self.mesh),
+            bucket = jax_replicas.bucket_size_bytes(jax_replicas.float_bytes(state[0]), gradient_bucket_mib)
+            self.details["gradient_bucket_bytes"] = bucket
+            return (jax_replicas.per_replica_train_step(model, self.mesh, bucket),
                     jax.device_put(state, self.replicated))
         if self.device is not None:
             # Committed to the device before the first step: Keras' variables are uncommitted
@@ -129,7 +133,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
         [v.value for v in model.non_trainable_variables],
         [v.value for v in model.optimizer.variables],
         [v.value for v in model.metrics_variables],
-    ))
+    ), workload.gradient_bucket_mib)
     state = [placed]
 
     if spec.data is DataMode.synthetic:
@@ -163,7 +167,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
         return {"collectives": collectives.schedule(text)}
 
     return StepRunner(step, sync, wait.total, details_after=details_after,
-                      compiled=("jax.jit(shard_map(keras compute_loss_and_updates + pmean + stateless_apply))"
+                      compiled=("jax.jit(shard_map(keras compute_loss_and_updates + bucketed pmean + stateless_apply))"
                                 if placement.mesh is not None else
                                 "jax.jit(keras Model.train_step, donate_argnums=0)"),
                       details={**placement.details, **model_details(model, keras)})

@@ -67,6 +67,10 @@ class Workload:
     loss: Callable[[Any], Any] | None = None
     # Peak-memory models by precision (mixed_bfloat16, fp32), measured: see gpuscout/core/sizing.py.
     memory: dict[str, MemoryModel] | None = None
+    # The gradient bucket of jax's per-replica step over several devices where one was measured for
+    # this model (docs/benchmarks.md, "Gradient buckets made in the step"); None: the rule of
+    # child/jax_replicas.bucket_size_bytes.
+    gradient_bucket_mib: float | None = None
 
     @property
     def is_sequence(self) -> bool:
