@@ -45,6 +45,7 @@ def test_mirrored_strategy_over_two_cpu_devices(store_path):
                                        "all_reduce": "CollectiveAllReduce", "params": runs[2]["distribution"]["params"],
                                        "batchnorm_layers": 0, "batchnorm": "per_replica",
                                        "collectives": None,  # XLA's program is jax's only
+                                       "gradient_bucket_bytes": None,  # jax's per-replica step makes buckets
                                        "workers": None, "worker_run_ids": None, "addresses": None}
     assert runs[2]["spec"]["batchnorm"] == "per_replica" and runs[1]["spec"]["batchnorm"] is None
     assert runs[1]["distribution"]["replicas"] == 1 and runs[2]["scale"]["session"] == report["session"]
