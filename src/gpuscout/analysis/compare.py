@@ -58,10 +58,12 @@ FIELDS: dict[str, Callable[[RunRecord], object]] = {
     "mode": lambda r: r.mode,  # training and inference are never one group
     "format": lambda r: f"{r.inference.format}:{r.inference.variant}" if r.inference else "training",
 }
-# What a field compared brings with it, held in a narrower form: a batch-norm mode is a step of its
-# own (gpuscout's per-replica step makes gradient buckets, Keras' DataParallel none), so by
-# batchnorm only the communication settings, XLA's flags and NCCL's, must agree.
-FOLLOWING: dict[str, dict[str, Callable[[RunRecord], object]]] = {
+# What a field compared brings with it: not held (None), or held in a narrower form. A GPU's device
+# label follows the GPU. A batch-norm mode is a step of its own (gpuscout's per-replica step makes
+# gradient buckets, Keras' DataParallel none), so by batchnorm only the communication settings,
+# XLA's flags and NCCL's, must agree.
+FOLLOWING: dict[str, dict[str, Callable[[RunRecord], object] | None]] = {
+    "gpu": {"device": None},
     "batchnorm": {"communication": lambda r: communication.of(r, step_buckets=False)},
 }
 # What else can differ between runs and is named, not used to split
@@ -212,8 +214,8 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
     usable = [r for r in records if r.throughput and (r.ok or r.kind == "watch")]
     if not usable:
         raise UsageError("none of the selected runs finished with a throughput (status ok) to compare")
-    held_fields = [f for f in FIELDS if f != by and not (by == "gpu" and f == "device")]
     held = {**FIELDS, **FOLLOWING.get(by, {})}
+    held_fields = [f for f in FIELDS if f != by and held[f] is not None]
     sets: dict[tuple, list[StoredRecord]] = {}
     helds: dict[tuple, dict] = {}
     for r in usable:
