@@ -10,7 +10,7 @@ import typer
 from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
 from gpuscout.core.errors import UsageError
-from gpuscout.report.output import check_output, write_whole
+from gpuscout.report import output
 from gpuscout.store import Store, default_store_path
 from gpuscout.report import terminal
 
@@ -44,7 +44,8 @@ def report(
     out = out or Path("report.md" if markdown else "report.html")
     from gpuscout.report import document
 
-    check_output(out, store_path or default_store_path(), force)
+    target = output.check_output(out, store_path or default_store_path(), force,
+                                 needs_file="a Markdown report writes its plots beside it" if markdown else None)
 
     with Store(store_path, readonly=True) as store:
         sweeps = {name: store.trials(name) for name in store.sweeps()} if not run_ids else {}
@@ -59,17 +60,16 @@ def report(
     doc = document.build(records, chosen, title, sweeps)
     err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if markdown:
-                from gpuscout.report import markdown as md
+        if markdown:
+            from gpuscout.report import markdown as md
 
-                written = md.render(doc, out)
-            else:
-                from gpuscout.report import html
+            try:
+                written = md.render(doc, target.file)
+            except OSError as exc:
+                raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+        else:
+            from gpuscout.report import html
 
-                write_whole(out, html.render(doc))
-                written = [out]
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+            output.write(target, html.render(doc))
+            written = [out]
     err.print(f"wrote {out} ({len(records)} runs{f', {len(written) - 1} plot files' if markdown else ''})", markup=False)

@@ -3,13 +3,21 @@ read with bounds: never more than a limit (`/dev/zero` and a 10 GB file end in a
 line that says so), never bytes that are not text taken for text, never a nesting deeper than a
 parser can follow (a RecursionError is a line, not a traceback). Each reader says what the file
 should have been, so the line tells the user what to give instead.
+
+What is parsed is bounded too, before anything uses it (`bounded`): a YAML file's aliases are
+counted as they expand (607 bytes of nested anchors expand to a billion values), and no string,
+integer or count of values is larger than gpuscout could ever need. A key given twice in one
+mapping is refused, in YAML and in JSON alike: the parsers would keep the last one silently.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable
+
+import yaml
 
 from gpuscout.core.errors import UsageError
 
@@ -17,6 +25,17 @@ MiB = 2**20
 # A nesting deeper than this is refused before a parser recurses into it: far beyond any real
 # export (a record nests about 6 deep) or sweep file, far below Python's recursion limit (1,000).
 MAX_DEPTH = 200
+# The most values a parsed file may hold once its aliases are expanded: a sweep file is a page, an
+# export of 10,000 records with their telemetry is tens of millions of values (its 1 GiB bound
+# holds it), so YAML's bound is its own (MAX_YAML_VALUES).
+MAX_YAML_VALUES = 100_000
+# The longest string a file may hold: a record's longest text is a stderr tail (4,000 characters)
+# or a command line; 64 Ki characters is far above both, far below what slows a report (a 20 MiB
+# workload name took `report` minutes and gigabytes).
+MAX_STRING_CHARS = 65_536
+# Integers fit SQLite's 64-bit integer (sqlite.org/datatype3.html), which also keeps every
+# float() of one finite; Python's own parser refuses past 4,300 digits with a traceback.
+MAX_INT = 2**63 - 1
 
 
 def read_bytes(path: Path, what: str, max_bytes: int) -> bytes:
@@ -83,5 +102,148 @@ def parse_nested(text_: str, origin: str, what: str, parse: Callable[[str], Any]
         raise UsageError(f"{origin} nests too deeply to read: not {what}") from None
 
 
+class Unbounded(ValueError):
+    """What a parser hook found out of bounds (a duplicate key, an integer, a constant)."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise Unbounded(f"the key {str(key)[:60]!r} is given twice in one object (the last would silently win)")
+        seen[key] = value
+    return seen
+
+
+def _integer(digits: str) -> int:
+    if len(digits.lstrip("-")) > 19 or abs(int(digits)) > MAX_INT:
+        raise Unbounded(f"the integer {digits[:20]}{'…' if len(digits) > 20 else ''} ({len(digits)} digits) is "
+                        "larger than any figure gpuscout keeps (a 64-bit integer)")
+    return int(digits)
+
+
+def _decimal(text_: str) -> float:
+    value = float(text_)
+    if not math.isfinite(value):
+        raise Unbounded(f"the number {text_[:20]} is too large to be a finite number")
+    return value
+
+
+def _constant(name: str) -> float:
+    raise Unbounded(f"{name} is not a number gpuscout reads (JSON has no NaN or Infinity)")
+
+
 def loads_json(text_: str, origin: str, what: str) -> Any:
-    return parse_nested(text_, origin, what, json.loads)
+    """JSON with no key twice in an object, integers within 64 bits, no NaN or Infinity, and
+    strings within MAX_STRING_CHARS; UsageError names what is wrong. (json.JSONDecodeError for
+    text that is not JSON, for the caller to word.)"""
+    def parse(t: str) -> Any:
+        return json.loads(t, object_pairs_hook=_pairs, parse_int=_integer, parse_float=_decimal,
+                          parse_constant=_constant)
+
+    try:
+        value = parse_nested(text_, origin, what, parse)
+    except json.JSONDecodeError:
+        raise
+    except Unbounded as exc:
+        raise UsageError(f"{origin}: {exc}: not {what}") from None
+    return bounded(value, origin, what)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (`<<` merges may still
+    override: that is what they are for)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    twice = key in seen
+                except TypeError:  # an unhashable key: the safe loader's own error says so
+                    break
+                if twice:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {str(key)[:60]!r} is given twice in one mapping (the last would "
+                        "silently win)", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values `node` stands for once every alias in it is expanded (aliases share
+    their node, so each distinct node is counted once and its size reused)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise Unbounded("an alias refers to a value that holds it (a value that contains itself)")
+    open_.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_) for k, v in node.value)
+    open_.discard(key)
+    sizes[key] = size = min(size, MAX_YAML_VALUES + 1)  # past the bound the exact count does not matter
+    return size
+
+
+def load_yaml(text_: str, origin: str, what: str) -> Any:
+    """YAML (the safe subset) whose aliases expand to at most MAX_YAML_VALUES values, with no key
+    twice in a mapping and every value within `bounded`'s bounds. yaml.YAMLError for text that is
+    not YAML, for the caller to word with its line."""
+    def parse(t: str) -> Any:
+        loader = _StrictLoader(t)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            size = _expanded_size(node, {}, set())
+            if size > MAX_YAML_VALUES:
+                raise Unbounded(f"it expands to more than {MAX_YAML_VALUES:,} values (nested anchors and aliases?)")
+            try:
+                return loader.construct_document(node)
+            except ValueError:  # int() past Python's 4,300 digits, in the loader's own constructor
+                raise Unbounded("it holds an integer of thousands of digits, larger than any figure gpuscout "
+                                "keeps (a 64-bit integer)") from None
+        finally:
+            loader.dispose()
+
+    try:
+        value = parse_nested(text_, origin, what, parse)
+    except Unbounded as exc:
+        raise UsageError(f"{origin}: {exc}: not {what}") from None
+    return bounded(value, origin, what)
+
+
+def bounded(value: Any, origin: str, what: str) -> Any:
+    """`value` (parsed from a file) when its strings, integers and floats are within bounds;
+    UsageError naming the first that is not. Shared containers are looked at once."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_STRING_CHARS:
+                raise UsageError(f"{origin} holds a string of {len(item):,} characters ({item[:30]!r}…), more than "
+                                 f"the {MAX_STRING_CHARS:,} any field of {what} can need: not {what}")
+        elif isinstance(item, bool):
+            continue
+        elif isinstance(item, int):
+            if abs(item) > MAX_INT:
+                raise UsageError(f"{origin} holds the integer {str(item)[:20]}… ({len(str(abs(item)))} digits), larger "
+                                 f"than any figure gpuscout keeps (a 64-bit integer): not {what}")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise UsageError(f"{origin} holds {item!r}, not a finite number: not {what}")
+        elif isinstance(item, (list, tuple, dict)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            stack.extend(item.keys() if isinstance(item, dict) else ())
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return value

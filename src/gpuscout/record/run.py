@@ -11,7 +11,7 @@ converts them to samples. `gpuscout results schema` prints the JSON Schema of th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -25,18 +25,23 @@ SCHEMA_VERSION = 2
 Status = Literal["ok", "oom", "failed", "timeout", "not_reached"]
 
 
+# A rate, a time, an amount: never below zero (an imported record with a negative throughput was
+# ranked by `recommend` as negative samples per dollar).
+Amount = Annotated[float, Field(ge=0)]
+
+
 class Throughput(Part):
     """Statistics of the windows' throughputs, in `unit` (analysis/stats.py)."""
 
     n: int = Field(ge=1)
-    median: float
-    mean: float
-    min: float
-    max: float
-    iqr: float
-    cv: float | None  # sample standard deviation / mean; None for one window
-    ci95_low: float | None  # bootstrap 95% interval of the median; None for one window
-    ci95_high: float | None
+    median: Amount
+    mean: Amount
+    min: Amount
+    max: Amount
+    iqr: Amount
+    cv: Amount | None  # sample standard deviation / mean; None for one window
+    ci95_low: Amount | None  # bootstrap 95% interval of the median; None for one window
+    ci95_high: Amount | None
     unit: str
 
 
@@ -44,7 +49,7 @@ class Window(ChildWindow):
     """A timing window with its length and throughput (in the record's unit)."""
 
     seconds: float = Field(gt=0)
-    throughput: float
+    throughput: Amount
 
 
 class TelemetrySample(Part):
@@ -139,7 +144,7 @@ class ErrorDetail(Part):
 
 
 class HourlyCost(Part):
-    usd_per_hour: float
+    usd_per_hour: Amount
     basis: str  # one line a user can check
     kind: str  # given | cloud | owned
     provider: str | None = None
@@ -152,10 +157,10 @@ class Cost(Part):
     """What the run's throughput costs at `hourly` (docs/catalog.md)."""
 
     hourly: HourlyCost
-    usd_per_million_units: float | None = None  # units: the record's (images, samples, tokens)
-    usd_per_epoch: float | None = None
-    usd_per_time_to_accuracy: float | None = None
-    kwh_per_million_units: float | None = None
+    usd_per_million_units: Amount | None = None  # units: the record's (images, samples, tokens)
+    usd_per_epoch: Amount | None = None
+    usd_per_time_to_accuracy: Amount | None = None
+    kwh_per_million_units: Amount | None = None
 
 
 class Environment(Part):
@@ -266,13 +271,13 @@ class RunRecord(Part):
     device: Literal["cpu", "gpu"]
     status: Status
     error: ErrorDetail | None = None
-    duration_s: float  # the child's whole life, start-up and compilation included
+    duration_s: Amount  # the child's whole life, start-up and compilation included
     unit: str  # what throughput counts, per second: images/s, samples/s, tokens/s
     units_per_sample: int = Field(ge=1)  # tokens per sequence for token workloads, else 1
     throughput: Throughput | None = None
-    samples_per_s: float | None = None
-    step_time_s: float | None = None
-    epoch_time_s: float | None = None  # of the workload's reference dataset (or the real one, to accuracy)
+    samples_per_s: Amount | None = None
+    step_time_s: Amount | None = None
+    epoch_time_s: Amount | None = None  # of the workload's reference dataset (or the real one, to accuracy)
     compile_s: float | None = None
     # What the persistent compilation cache gave the run (a sweep's trials share one): with hits,
     # compile_s is partly loading programs, not compiling them.

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from gpuscout.record.child import Part
-from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, Telemetry, Throughput
+from gpuscout.record.run import SCHEMA_VERSION, Amount, Environment, ErrorDetail, GpuInfo, Telemetry, Throughput
 
 
 class WatchWindow(Part):
@@ -26,9 +26,9 @@ class WatchWindow(Part):
     samples: int | None  # None: a custom loop that did not say
     input_wait_s: float | None  # blocked on the next batch; None where it cannot be seen (a custom loop)
     outside_step_s: float | None  # between steps: callbacks and the loop's own work
-    seconds: float
-    samples_per_s: float | None
-    step_time_s: float
+    seconds: Amount
+    samples_per_s: Amount | None
+    step_time_s: Amount
 
 
 class WatchEpoch(Part):
@@ -38,7 +38,7 @@ class WatchEpoch(Part):
     epoch_end_monotonic_s: float  # with validation
     steps: int
     samples: int
-    samples_per_s: float
+    samples_per_s: Amount
     logs: dict[str, float] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*
     callbacks_s: dict[str, float] = Field(default_factory=dict)  # host seconds in each user callback's hooks
 
@@ -116,7 +116,7 @@ class WatchRecord(Part):
     status: Literal["ok", "failed", "stopped", "interrupted"]  # stopped: by --steps/--duration, as asked
     exit_code: int | None = None
     error: ErrorDetail | None = None
-    duration_s: float
+    duration_s: Amount
     limit: str | None = None  # what stopped it (--steps, --duration)
     interrupted_by: str | None = None  # the signal that stopped gpuscout (SIGINT: Ctrl-C; SIGTERM: kill, a scheduler)
     instrumented: bool  # the hook ran in a Python process of the command
@@ -135,8 +135,8 @@ class WatchRecord(Part):
     warmup_windows: int = 0
     warmup_steps: int = 0
     throughput: Throughput | None = None
-    samples_per_s: float | None = None
-    step_time_s: float | None = None
+    samples_per_s: Amount | None = None
+    step_time_s: Amount | None = None
     input_wait_share: float | None = None  # of the windows' time, blocked on the next batch
     outside_step_share: float | None = None
     gpu_idle_share: float | None = None  # 1 - NVML utilisation over the steady windows (or steady part)

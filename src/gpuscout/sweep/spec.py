@@ -56,6 +56,9 @@ WORKLOAD_METRICS = {"samples_per_s", "throughput", "mfu", "achieved_tflops", "st
                     "peak_memory_bytes", "compile_s", "loss"}
 
 
+SWEEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
 class Metric(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -88,7 +91,9 @@ class EarlyStop(BaseModel):
 
 class SweepFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    # The name is a folder of the sweep's logs (sweeps/NAME beside the store): one path component
+    # that starts with a letter, digit or _, so `..`, `.` and hidden names never leave that folder.
+    name: str
     command: str | None = None
     shell: bool | None = None  # None: when the command uses shell syntax
     workload: str | None = None
@@ -106,6 +111,14 @@ class SweepFile(BaseModel):
     # sweep's logs, kept for --resume): what one trial compiled the next loads. False: every
     # trial compiles afresh, so a workload trial's compile_s is a cold compile.
     compilation_cache: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _one_folder(cls, name: str) -> str:
+        if not SWEEP_NAME.fullmatch(name):
+            raise ValueError(f"{name[:40]!r} cannot name a sweep: its logs go in a folder of that name, so it is up to "
+                             "100 letters, digits, '_', '.' or '-', starting with a letter, digit or '_' (not '..')")
+        return name
 
     @field_validator("space")
     @classmethod
@@ -182,15 +195,17 @@ def load(path: Path) -> tuple[SweepFile, str]:
     what = "a sweep file (YAML text, see `gpuscout sweep --help`)"
     text = inputs.read_text(path, what, MAX_SWEEP_FILE_BYTES)
     try:
-        raw = inputs.parse_nested(text, str(path), what, yaml.safe_load)
+        raw = inputs.load_yaml(text, str(path), what)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        problem = getattr(exc, "problem", None) or str(exc)
+        said = problem if "given twice" in problem else f"not valid YAML ({problem})"
+        raise UsageError(f"{path}{where}: {said}") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: a sweep file is a mapping (name:, command: or workload:, space:, metric:)")
     if "name" not in raw:  # the file's own name names the sweep (its trials, logs and --resume)
-        raw["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem).strip("-") or "sweep"
+        raw["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem).strip("-.")[:100] or "sweep"
     if "bench_args" in raw:
         raise UsageError(f"{path} line {_line_of(text, ('bench_args',))}: bench_args is now `bench:`, a mapping of "
                          "`gpuscout bench` options, e.g. bench: {backend: jax, windows: 3}")
