@@ -18,7 +18,7 @@ from gpuscout.core.text import control_fields
 from gpuscout.report import console as console_report, watch as watch_report
 from gpuscout.record.document import json_document
 from gpuscout.report.export import csv_text, parse_document
-from gpuscout.report.output import check_output, write_whole
+from gpuscout.report import output
 from gpuscout.record import STORED
 from gpuscout.record.run import SCHEMA_VERSION, Status
 from gpuscout.store import Store, default_store_path, repair
@@ -108,19 +108,15 @@ def export(
     """
     if fmt not in ("json", "csv"):
         raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
-    if out is not None:
-        check_output(out, store_path or default_store_path(), force, "-o")
+    target = output.check_output(out, store_path or default_store_path(), force, "-o") if out is not None else None
     with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, group=group)
     warn_unreadable(store)
     text = json_document(records) if fmt == "json" else csv_text(records)
-    if out is None:
+    if target is None:
         typer.echo(text, nl=False)
     else:
-        try:
-            write_whole(out, text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+        output.write(target, text)
         terminal.console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
 
 
@@ -177,8 +173,8 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
         for line in ([] if sqlite_ok else report.integrity[:10]):
             out.print(f"    {line}", soft_wrap=True, markup=False)
         out.print(f"  records: {report.records} readable and valid; trials: {report.trials}", markup=False)
-        if report.lost_rows:
-            out.print(f"  {report.lost_rows} row(s) on damaged pages cannot be read at all", markup=False)
+        for line in damage_lines(report) + list(filter(None, [recovered_line(report)])):
+            out.print(f"  {line}", soft_wrap=True, markup=False)
         for what, why in list(report.invalid.items())[:20]:
             out.print(f"  {what} does not validate: {why}", soft_wrap=True, markup=False)
         if report.ok:
@@ -188,6 +184,23 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
                       "readable record into a new store", soft_wrap=True, markup=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def damage_lines(report) -> list[str]:
+    """What a check or salvage found lost, one line each (a CheckReport or SalvageReport)."""
+    lines = []
+    if report.lost_rows:
+        lines.append(f"{report.lost_rows} row(s) on damaged pages, which cannot be read at all")
+    if report.missing_pages:
+        lines.append(f"{report.missing_pages} page(s) the file's header counts are missing from its end (the file was "
+                     "cut short): rows stored on them are lost")
+    return lines
+
+
+def recovered_line(report) -> str | None:
+    if not report.from_pages:
+        return None
+    return f"{report.from_pages} row(s) SQLite could no longer reach were read from their pages"
 
 
 @app.command("salvage")
@@ -209,8 +222,10 @@ def salvage(
     err = terminal.console(stderr=True, highlight=False)
     err.print(f"copied {report.records} record(s) and {report.trials} trial(s) from {report.source} "
               f"into {report.out}", soft_wrap=True, markup=False)
-    if report.lost_rows:
-        err.print(f"left behind: {report.lost_rows} row(s) on damaged pages, which cannot be read", markup=False)
+    if recovered_line(report):
+        err.print(f"recovered: {recovered_line(report)}", soft_wrap=True, markup=False)
+    for line in damage_lines(report):
+        err.print(f"left behind: {line}", soft_wrap=True, markup=False)
     for what, why in report.invalid.items():
         err.print(f"left behind: {what}, which does not validate ({why})", soft_wrap=True, markup=False)
 

@@ -332,41 +332,6 @@ class Store(TrialTable):
                 self.unreadable[run_id] = problem(exc)
         return records
 
-    def integrity(self) -> list[str]:
-        """SQLite's own check of the file (PRAGMA integrity_check): ["ok"], or what is wrong (the
-        first 50 problems)."""
-        try:
-            return [row[0] for row in self._db.execute("PRAGMA integrity_check(50)")]
-        except sqlite3.DatabaseError as exc:  # too damaged for the check itself to run
-            return [str(exc)]
-
-    def readable_rows(self, table: str, columns: str) -> tuple[list[tuple], int]:
-        """Every row of `table` that can still be read, and how many could not. Rows are read one
-        rowid at a time, so a damaged page costs only the rows on it (a scan would stop there).
-        Rowids of `runs` and `trials` are dense: rows are never deleted from them."""
-        rows, lost = [], 0
-        last = self._last_rowid(table)
-        for rowid in range(1, last + 1):
-            try:
-                row = self._db.execute(f"SELECT {columns} FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
-            except sqlite3.DatabaseError:
-                lost += 1
-                continue
-            if row is not None:
-                rows.append(row)
-        return rows, lost
-
-    def _last_rowid(self, table: str) -> int:
-        if not self._has_table(table):
-            return 0
-        try:
-            return self._db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
-        except sqlite3.DatabaseError:
-            # The b-tree's right edge is damaged: no row can have a rowid above what the file's
-            # pages could hold (a row takes more than 16 bytes of a page)
-            pages, size = (self._db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_count", "page_size"))
-            return pages * size // 16
-
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                                 (name,)).fetchone() is not None
