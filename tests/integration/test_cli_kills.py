@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from gpuscout.store import Store
 from tests.conftest import FIXTURES, SRC, alive
 
@@ -155,3 +157,92 @@ def test_soak_200_trials_with_random_kills_of_the_driver(tmp_path):
         break
     assert kills >= 3, progress  # the soak killed the driver several times on the way
     check_exactly_once(tmp_path, 200)
+
+
+LINGERING_TRIAL = """import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "started.log"), "a") as log:
+    log.write(f"{sys.argv[1]} {os.getpid()}\\n")
+if sys.argv[2] == "work":
+    time.sleep(60)
+
+
+class Linger:  # the interpreter's shutdown outlasts the trial's code (a framework's finalisers)
+    def __del__(self):
+        time.sleep(60)
+
+
+keep = Linger()
+print(json.dumps({"m": int(sys.argv[1])}), flush=True)
+with open(os.path.join(here, "done.log"), "a") as log:
+    log.write(f"{sys.argv[1]}\\n")
+"""
+
+
+def _lingering_sweep(tmp_path: Path, phase: str) -> Path:
+    (tmp_path / "trial.py").write_text(LINGERING_TRIAL)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"name: soak\ncommand: {sys.executable} {tmp_path / 'trial.py'} {{x}} {phase}\n"
+                    "reports: [m]\nmetric: {name: m}\nspace:\n  x: [7]\n")
+    return path
+
+
+def _wait_for(path: Path, driver: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert time.monotonic() < deadline and driver.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.05)
+
+
+def _dry_run(path: Path, env: dict) -> str:
+    listed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--dry-run",
+                             "--resume"], env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["kill-9", "sigterm", "ctrl-c"])
+def test_a_driver_stopped_after_a_trials_code_ran_never_runs_it_again(sig, tmp_path):
+    """Issue 44, item 2: the trial's code has all run (its metric printed, its side effect done)
+    and its interpreter is still shutting down when the driver is stopped. It is finished: the
+    driver that handles the signal stores it so; after kill -9 `--dry-run` says so and `--resume`
+    takes it from its files; never run twice."""
+    path = _lingering_sweep(tmp_path, "done")
+    env, log = base_env(tmp_path), tmp_path / "driver.log"
+    driver = gpuscout("sweep", str(path), "--cpu-slots", "1", env=env, log=log)
+    _wait_for(tmp_path / "done.log", driver, log)
+    time.sleep(1.0)  # its atexit handlers ran; the shutdown lingers 60 s
+    driver.send_signal(sig)
+    assert driver.wait(timeout=60) == {signal.SIGKILL: -9, signal.SIGTERM: 143, signal.SIGINT: 130}[sig]
+    (_, pid), = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
+    assert gone_within([int(pid)], 5.0), "the trial outlived its driver"
+    if sig == signal.SIGKILL:
+        assert "(ok: it finished as its driver ended; taken from its files, not run again)" in _dry_run(path, env)
+        resumed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--resume"],
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    with Store(tmp_path / "s.sqlite", create=False) as store:
+        (trial,) = store.trials("soak")
+        assert store.leases("soak") == {}
+    assert trial["status"] == "ok" and trial["result"]["metrics"] == {"m": 7}
+    assert "all of its code had run when its driver stopped" in trial["result"]["message"]
+    assert len((tmp_path / "started.log").read_text().splitlines()) == 1  # run once
+    assert "(ok)" in _dry_run(path, env)
+
+
+def test_ctrl_c_leaves_each_trial_said_interrupted_and_no_lease(tmp_path):
+    """A trial still working when Ctrl-C comes is stored `interrupted` with its lease gone at
+    once (not `running` until a resume), and `--dry-run` says it runs again."""
+    path = _lingering_sweep(tmp_path, "work")
+    env, log = base_env(tmp_path), tmp_path / "driver.log"
+    driver = gpuscout("sweep", str(path), "--cpu-slots", "1", env=env, log=log)
+    _wait_for(tmp_path / "started.log", driver, log)
+    driver.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    driver.send_signal(signal.SIGINT)  # a second Ctrl-C while it stops its trials
+    assert driver.wait(timeout=60) == 130, log.read_text()[-3000:]
+    with Store(tmp_path / "s.sqlite", create=False) as store:
+        (trial,) = store.trials("soak")
+        assert store.leases("soak") == {}
+    assert trial["status"] == "interrupted"
+    assert "(interrupted: runs again)" in _dry_run(path, env)

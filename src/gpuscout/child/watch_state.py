@@ -6,6 +6,7 @@ Only the standard library and, lazily, Keras and the frameworks are imported her
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -115,10 +116,33 @@ def on_exit() -> None:
     interpreter's shutdown is left, which gpuscout gives EXIT_GRACE_S (executor/process.py; under
     TensorFlow 2.21 a tf.data iterator over tf.py_function can make it wait forever). Whether an
     uncaught exception ended the script goes with it: that process failed, however it ends."""
+    uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     if STATE.steps:
-        uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
         # "watch_exiting" is gpuscout.watch.command.EXITING_EVENT (the parent side's module)
         emit("watch_exiting", steps=STATE.steps, uncaught=type(uncaught).__name__ if uncaught else None)
+    mark_done(uncaught)
+
+
+def mark_done(uncaught: BaseException | None) -> None:
+    """In a sweep trial's own process (the one its guard started: its parent leads the process
+    group), once all of the script's code has run: a file that says so, written whole and synced
+    before the interpreter's shutdown begins. A driver killed from this moment on (SIGKILL, a
+    node's loss) leaves a trial that `--resume` takes as finished from its files, never runs
+    again; before, only the guard's exit status said so, and a shutdown that lingered past the
+    guard's grace lost it. Whether an uncaught exception ended the script goes with it."""
+    path = os.environ.get(events.TRIAL_DONE_ENV)
+    try:
+        if not path or os.getppid() != os.getpgid(0):
+            return
+        partial = f"{path}.partial"
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"pid": os.getpid(), "uncaught": type(uncaught).__name__ if uncaught else None,
+                                     "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except OSError:  # the trial's folder is gone: the guard's exit status still says how it ended
+        pass
 
 
 def on_interrupt(signum, frame) -> None:

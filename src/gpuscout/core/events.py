@@ -21,6 +21,9 @@ EVENTS_FD_ENV = "GPUSCOUT_EVENTS_FD"
 # but not always the descriptor (Python's subprocess closes it), and there the number may name
 # a file of the user's, which must never receive an event.
 EVENTS_ID_ENV = "GPUSCOUT_EVENTS_ID"
+# A sweep trial's file that its own process writes once all of the script's code has run
+# (child/watch_state.mark_done; sweep/attempts.AttemptFiles.done reads it)
+TRIAL_DONE_ENV = "GPUSCOUT_TRIAL_DONE"
 
 _channel = None
 

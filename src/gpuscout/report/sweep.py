@@ -126,7 +126,8 @@ def sweep_view(sweep, quiet: bool = False) -> Iterator[SweepView]:
 
 def print_trials(plan: driver.Plan, as_json: bool) -> None:
     """--dry-run: the trials, and which are done."""
-    listing = [{"index": t.index, "key": t.key, "params": t.params, "done": t not in plan.todo} for t in plan.trials]
+    listing = [{"index": t.index, "key": t.key, "params": t.params, "done": t not in plan.todo,
+                "state": plan.states.get(t.key, "not run yet")} for t in plan.trials]
     if as_json:
         typer.echo(json.dumps({"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing},
                               indent=2))
@@ -138,5 +139,4 @@ def print_trials(plan: driver.Plan, as_json: bool) -> None:
         out.print(f"strategy tpe: {plan.sweep.strategy.trials} trial(s) in all, each proposed by the sampler from "
                   "the results before it (those listed are the ones already stored)", markup=False)
     for item in listing:
-        out.print(f"  {item['index']:4} {json.dumps(item['params'])}" + ("  (done)" if item["done"] else ""),
-                  markup=False)
+        out.print(f"  {item['index']:4} {json.dumps(item['params'])}  ({item['state']})", markup=False)

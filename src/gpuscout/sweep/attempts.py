@@ -2,10 +2,12 @@
 
 Each attempt N of a trial writes its own files in the trial's log folder: stdout-N.log,
 stderr-N.log, reports-N.jsonl (gpuscout.sweep.report), events-N.jsonl (the instrumentation's:
-fit's epoch logs, step timing) and, the moment the command ends, exit-N.json (written by the
-guard, executor/guard.py). So a trial run again never mixes its attempts' reports, and a sweep
-resumed after its driver died learns from exit-N.json that an attempt finished, and takes its
-result from these files instead of running it again.
+fit's epoch logs, step timing), done-N.json the moment the script's code has all run (written by
+the trial's own Python process, child/watch_state.mark_done) and, the moment the command ends,
+exit-N.json (written by the guard, executor/guard.py). So a trial run again never mixes its
+attempts' reports, and a sweep resumed after its driver died learns from exit-N.json, or from
+done-N.json when the driver died while the trial's interpreter was shutting down, that an attempt
+finished, and takes its result from these files instead of running it again.
 """
 
 from __future__ import annotations
@@ -61,6 +63,20 @@ class AttemptFiles:
     @property
     def exit(self) -> Path:
         return self._path("exit", "json")
+
+    @property
+    def done(self) -> Path:
+        """Written by the trial's own process once all its code has run (child/watch_state.mark_done)."""
+        return self._path("done", "json")
+
+    def code_done(self) -> int | None:
+        """The exit status the trial's code ended with, as its done file says (1: an uncaught
+        exception, else 0); None when it has not written one (it did not get that far)."""
+        try:
+            said = json.loads(self.done.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return 1 if isinstance(said, dict) and said.get("uncaught") else 0
 
     @classmethod
     def next_in(cls, folder: Path) -> "AttemptFiles":
@@ -160,5 +176,23 @@ def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Atte
         status = json.loads(files.exit.read_text(encoding="utf-8"))
         returncode, duration_s = status["returncode"], float(status.get("duration_s") or 0.0)
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        returncode = files.code_done()
+        if returncode is None:
+            return None
+        attempt = judge(sweep, files, returncode)
+        attempt.message = attempt.message or CODE_DONE_NOTE
+        return files, attempt, _duration_from_files(files)
     return files, judge(sweep, files, returncode), duration_s
+
+
+# Said of a trial taken from its done file: the exit status it would have given is not known
+CODE_DONE_NOTE = ("all of its code had run when its driver stopped; its process was ended during the interpreter's "
+                  "shutdown, so its exit status is the script's (0, or 1 after an uncaught exception)")
+
+
+def _duration_from_files(files: AttemptFiles) -> float:
+    """How long an attempt ran, from its files' times (its stdout opened, its done file written)."""
+    try:
+        return max(0.0, files.done.stat().st_mtime - files.stdout.stat().st_ctime)
+    except OSError:
+        return 0.0

@@ -65,6 +65,7 @@ class Plan:
     # trials whose driver died after they ended: their results, read from their files, to store
     adopted: list = field(default_factory=list)
     path: Path | None = None  # the sweep file
+    states: dict[str, str] = field(default_factory=dict)  # trial key -> its state now, in words
 
 
 @dataclass
@@ -126,15 +127,43 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
         notes.append("the sweep file changed since the stored trials ran; trials are matched by their parameters")
     again = again_statuses(options)
     finished = {k for k, t in stored.items() if t["status"] not in again}
-    log_root = options.log_root or store.path.parent / "sweeps" / sweep.name
+    log_root = options.log_root or logs_folder(store.path, sweep.name)
     held, adopted = _left_running(sweep, trials, stored, store.leases(sweep.name), log_root)
     if held:
         notes.append(f"{len(held)} trial(s) are running under another gpuscout sweep ({', '.join(sorted(held.values()))}): "
                      "left to it")
     todo = [t for t in trials if t.key not in finished and t.key not in held and t.key not in adopted]
     done = [stored[t.key] for t in trials if t.key in finished]
+    states = {t.key: _state(stored.get(t.key), held.get(t.key), adopted.get(t.key), again) for t in trials}
     return Plan(sweep, sweep_hash, trials, todo, done, checked.slots, log_root, notes, checked.specs,
-                list(adopted.values()), checked.path)
+                list(adopted.values()), checked.path, states)
+
+
+def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult | None, again: tuple) -> str:
+    """A trial's state as it is now, in words: what the store says, corrected by what is known of
+    its driver (a trial stored `running` whose driver is gone is not running)."""
+    if holder is not None:
+        return f"running under another gpuscout sweep ({holder})"
+    if adopted is not None:
+        return f"{adopted.status}: it finished as its driver ended; taken from its files, not run again"
+    if stored is None:
+        return "not run yet"
+    status = stored["status"]
+    if status == "running":
+        return "interrupted: its driver ended before it did; runs again"
+    if status in again:
+        return f"{status}: runs again"
+    return status
+
+
+def logs_folder(store_path: Path, name: str) -> Path:
+    """sweeps/NAME beside the store: the sweep's own folder, never one above it (the name is one
+    path component, sweep/spec.SWEEP_NAME; checked again here, where the path is made)."""
+    root = store_path.parent / "sweeps"
+    folder = root / name
+    if os.path.realpath(folder.parent) != os.path.realpath(root) or name in (".", ".."):
+        raise UsageError(f"sweep name {name!r} would put its logs outside {root}: rename the sweep")
+    return folder
 
 
 def again_statuses(options: SweepOptions) -> tuple[str, ...]:
@@ -183,7 +212,7 @@ class _Hooks(run_lib.Hooks):
     def __init__(self, p: Plan, options: SweepOptions, store: Store, display: Display, results: list[dict]) -> None:
         self.p, self.options, self.store, self.display, self.results = p, options, store, display, results
         self.owner = leases_lib.me()
-        self.running: set[str] = set()
+        self.running: dict[str, Trial] = {}  # claimed, and no result stored yet
         self.new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
         self.unstored: list[int] = []  # trials whose result the store could not take
         self.failure: str | None = None
@@ -195,7 +224,7 @@ class _Hooks(run_lib.Hooks):
         taken = self.store.claim_trial(self.p.sweep.name, trial.key, trial.index, self.p.sweep_hash, trial.params,
                                        self.owner, utc_now(), leases_lib.alive, again_statuses(self.options))
         if taken:
-            self.running.add(trial.key)
+            self.running[trial.key] = trial
             if self.search is not None:
                 self.search.begin(trial)
         return taken
@@ -208,6 +237,11 @@ class _Hooks(run_lib.Hooks):
 
     def tick(self) -> None:
         self.store.renew_leases(self.p.sweep.name, sorted(self.running), self.owner["driver"])
+
+    def stopped(self) -> None:
+        for trial in list(self.running.values()):
+            self.finished(run_lib.TrialResult(trial.key, trial.index, trial.params, "interrupted", 0, "", None, 0.0,
+                                              0.0, 0.0, message="stopped with the sweep before it reported"))
 
     def noted(self, text: str) -> None:
         self.p.notes.append(text)
@@ -226,7 +260,7 @@ class _Hooks(run_lib.Hooks):
             self.failure = str(exc)
             if result.records:
                 self.store.keep(result.records)
-        self.running.discard(result.key)
+        self.running.pop(result.key, None)
         if self.search is not None and result.status != "interrupted":
             self.search.finish(result.key, result.status, result.metrics.get(self.p.sweep.metric.name))
         metric = self.p.sweep.metric.name

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from gpuscout.core import engine
+from gpuscout.core import engine, events
 from gpuscout.executor import process
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
-from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge
+from gpuscout.sweep.attempts import CODE_DONE_NOTE, Attempt, AttemptFiles, finished_attempt, judge
 from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
 from gpuscout.core import decisions as decisions_lib
@@ -62,6 +62,9 @@ class TrialResult:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
 
 
+# After Ctrl-C, how long the driver waits for its trials' results (a trial's group gets SIGTERM,
+# then SIGKILL after executor/process.TERM_GRACE_S) before it stores the rest as interrupted.
+STOPPING_S = 10.0
 # How often a trial's printed JSON lines are read for the pruner (early_stop)
 LINES_POLL_S = 0.2
 
@@ -142,7 +145,7 @@ class TrialRunner:
     def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
         started = time.monotonic()
         log_dir = trial_dir(self.log_root, trial)
-        attempts, last, records = 0, Attempt("failed"), []
+        attempts, last, records = 0, Attempt("interrupted", "stopped before it started"), []
         log_dir.mkdir(parents=True, exist_ok=True)
         while attempts <= self.sweep.retries and not stop.is_set():
             attempts += 1
@@ -164,7 +167,7 @@ class TrialRunner:
         reports (no edit to the script), and the steps' timing is the trial's summary."""
         argv = argv_for(self.sweep, trial.params)
         sampler = self.sampler_factory(slot.gpu_index) if self.sampler_factory and slot.gpu_index is not None else None
-        extra = {"GPUSCOUT_WATCH_WINDOW_S": "1"}
+        extra = {"GPUSCOUT_WATCH_WINDOW_S": "1", events.TRIAL_DONE_ENV: str(files.done)}
         decisions, stopped, planned = None, {}, {}  # stopped: epoch -> the verdict given
         if self.search is not None and self.search.prunes:  # fit waits at each epoch's end for the verdict
             decisions = files.folder / f"decisions-{files.number}"
@@ -200,12 +203,15 @@ class TrialRunner:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
-        returncode, lingered_note = finished.returncode, None
+        returncode, lingered_note, cancelled = finished.returncode, None, finished.cancelled
         if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
             code, lingered_note = after_lingering(finished.events)
             returncode = 0 if code is None else code
+        elif cancelled and files.code_done() is not None and not prune_now.is_set():
+            # stopped with its driver (Ctrl-C, SIGTERM) after all its code had run: it finished
+            returncode, lingered_note, cancelled = files.code_done(), CODE_DONE_NOTE, False
         attempt = judge(self.sweep, files, returncode, timed_out=finished.timed_out,
-                        cancelled=finished.cancelled,
+                        cancelled=cancelled,
                         telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
         if lingered_note and attempt.message is None:
             attempt.message = lingered_note
@@ -298,6 +304,10 @@ class Hooks:
     def tick(self) -> None:
         """Called every HEARTBEAT_S or so while trials run (the driver renews its leases)."""
 
+    def stopped(self) -> None:
+        """The sweep was interrupted and every result that came back is stored: what was claimed
+        and never came back is said to be interrupted, not left `running`."""
+
 
 def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_consecutive_failures: int,
               hooks: Hooks, more: Callable[[], Trial | None] | None = None) -> str | None:
@@ -378,11 +388,14 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
     except KeyboardInterrupt:
         stop.set()
         runner.kill_all()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + STOPPING_S
         while (any(t.is_alive() for t in threads) and time.monotonic() < deadline) or not events.empty():
             try:  # store what the stopped trials return, and release their threads
                 handle(*events.get(timeout=0.1))
             except queue.Empty:
                 continue
+            except KeyboardInterrupt:  # a second Ctrl-C: the trials are being stopped already
+                continue
+        hooks.stopped()
         raise
     return reason
