@@ -105,7 +105,7 @@ def test_small_things_a_new_user_trips_over(tmp_path, store_path):
     budget = run_cli("tune", "mlp", "--cpu", "--budget", "0", "--store", str(store_path))
     one_error_line(budget, "--budget must be > 0")
     assert budget.stderr.startswith("error:") and budget.stdout == ""
-    one_error_line(run_cli("recommend", "--workload", "resnet50", "--epochs", "-3"), "--epochs takes a finite number of 0 or more, got -3.0")
+    one_error_line(run_cli("recommend", "--workload", "resnet50", "--epochs", "-3"), "--epochs takes a finite number from 0 to 9,007,199,254,740,992, got -3.0")
     assert not store_path.exists()
     # a sweep file without name: is named after the file
     sweep = tmp_path / "lr-search.yaml"

@@ -124,9 +124,9 @@ def test_bad_numbers_files_ids_and_grids_are_one_line_and_change_nothing(stored_
     grid.write_text("name: big\ncommand: echo {a} {b} {c} {d}\nreports: [x]\nmetric: {name: x, direction: max}\n"
                     "space:\n" + "".join(f"  {axis}: {list(range(1000))}\n" for axis in "abcd"))
     cases = [
-        (("bench", "mlp", "--cpu", "--timeout", "nan"), "--timeout takes a finite number of 0 or more, got nan"),
+        (("bench", "mlp", "--cpu", "--timeout", "nan"), "--timeout takes a finite number from 0 to 9,007,199,254,740,992, got nan"),
         (("bench", "mlp", "--cpu", "--window-seconds", "inf"), "--window-seconds takes a finite number"),
-        (("tune", "mlp", "--cpu", "--budget", "-3"), "--budget takes a finite number of 0 or more, got -3.0"),
+        (("tune", "mlp", "--cpu", "--budget", "-3"), "--budget takes a finite number from 0 to 9,007,199,254,740,992, got -3.0"),
         (("recommend", "--workload", "resnet50", "--epochs", "nan"), "--epochs takes a finite number"),
         (("recommend", "--workload", "resnet50", "--epochs", "1e308"), "more than any training gpuscout can plan"),
         (("catalog", "--catalog", str(binary)), "is not a text file (it holds NUL bytes): not a catalog"),

@@ -38,8 +38,8 @@ def test_the_target_picks_the_fastest_batch_within_it_or_says_the_lowest():
 
 
 def test_batch_sizes_and_formats_are_checked():
-    assert parse_batch_sizes("32,1,8,8") == (1, 8, 32)
-    for bad in ("0,8", "-1", "", "a,b"):
+    assert parse_batch_sizes("32,1,8") == (1, 8, 32)
+    for bad in ("0,8", "-1", "", "a,b", "32,1,8,8"):
         with pytest.raises(UsageError, match="--batch-sizes"):
             parse_batch_sizes(bad)
     assert check_format("litert").value == "litert"

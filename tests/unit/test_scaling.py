@@ -151,8 +151,8 @@ def test_tf_config_and_hosts_are_checked():
 
 
 def test_counts_ids_and_specs_are_validated():
-    assert scale_lib.parse_counts("4,1,2,2") == (1, 2, 4)
-    for bad in ("0,1", "", "two", "-1"):
+    assert scale_lib.parse_counts("4,1,2") == (1, 2, 4)
+    for bad in ("0,1", "", "two", "-1", "4,1,2,2"):
         with pytest.raises(UsageError, match="--gpus"):
             scale_lib.parse_counts(bad)
     assert scale_lib.parse_ids("0,2") == (0, 2)

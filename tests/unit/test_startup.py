@@ -112,5 +112,5 @@ def test_a_bad_number_is_named_by_the_option_the_user_typed():
 
     flags = option_flags(command)
     assert flags == {"trials_per_gpu": "--per-gpu", "window_seconds": "--window-seconds"}
-    with pytest.raises(UsageError, match="^--per-gpu takes a finite number of 0 or more, got nan$"):
+    with pytest.raises(UsageError, match="^--per-gpu takes a finite number from 0 to 9,007,199,254,740,992, got nan$"):
         check_numbers({"trials_per_gpu": float("nan"), "window_seconds": 1.0}, flags)

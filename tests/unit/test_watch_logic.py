@@ -216,7 +216,10 @@ def test_memory_growth_and_no_process_list_as_last_resorts():
 
 # -- the command --------------------------------------------------------------------------------
 
-def test_commands_run_as_given_and_shell_syntax_is_detected(tmp_path):
+def test_commands_run_as_given_and_shell_syntax_is_detected(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "a b.py").write_text("print(1)\n")
     plain = commands.resolve(["python", "train.py", "--lr", "0.1"])
     assert plain.argv == ["python", "train.py", "--lr", "0.1"] and not plain.shell and plain.workload == "train.py"
     line = commands.resolve(["python train.py | tee log"])
@@ -232,10 +235,24 @@ def test_commands_run_as_given_and_shell_syntax_is_detected(tmp_path):
     (["X=1 no-such-program-xyz"], "command not found"),
     (["python 'unclosed"], "cannot read the command"),
     (["X=1"], "only variable assignments"),
+    (["python", "-u", "missing.py"], "missing.py: no such file"),
+    (["python3.11", "-X", "dev", "-W", "ignore", "folder"], "folder is a folder without a __main__.py"),
+    (["python", "binary.py"], r"binary.py is not a Python script \(it holds NUL bytes"),
 ])
-def test_bad_commands_are_usage_errors(given, fragment):
+def test_bad_commands_are_usage_errors(given, fragment, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "binary.py").write_bytes(b"\x7fELF\x00\x00")
     with pytest.raises(UsageError, match=fragment):
         commands.resolve(given)
+
+
+def test_the_script_a_python_command_runs_is_found_past_its_options():
+    assert commands.script_of(["python3", "-u", "-W", "ignore", "-X", "dev", "t.py", "--lr", "1"]) == "t.py"
+    assert commands.script_of(["/usr/bin/python3.11", "t.py"]) == "t.py"
+    for words in (["python", "-m", "pkg"], ["python", "-c", "pass"], ["python", "-uc", "pass"], ["python", "-"],
+                  ["bash", "t.py"], ["python"]):
+        assert commands.script_of(words) is None, words
 
 
 def test_the_instrumentation_folder_holds_only_the_hook_and_is_removed():
@@ -501,3 +518,28 @@ def test_a_process_that_trained_says_at_exit_whether_an_exception_ended_it(monke
     watch_state.on_exit()
     assert sent == [("watch_exiting", {"steps": 12, "uncaught": None}),
                     ("watch_exiting", {"steps": 12, "uncaught": "ValueError"})]
+
+
+def test_a_sweep_trials_own_process_says_on_disk_that_its_code_has_run(monkeypatch, tmp_path):
+    """Issue 44, item 2: the file a resumed sweep trusts to never run a trial twice, written by
+    the trial's own process only (its parent, the guard, leads its process group: a data worker
+    or a subprocess of the script writes nothing), with how its code ended."""
+    import json
+    import os
+    import sys
+
+    from gpuscout.child import watch_state
+    from gpuscout.core import events
+
+    monkeypatch.setattr(watch_state, "emit", lambda kind, **fields: None)
+    monkeypatch.delattr(sys, "last_exc", raising=False)
+    monkeypatch.setattr(sys, "last_value", KeyError("k"), raising=False)
+    done = tmp_path / "done-1.json"
+    monkeypatch.setenv(events.TRIAL_DONE_ENV, str(done))
+    monkeypatch.setattr(watch_state.os, "getppid", lambda: os.getpgid(0) + 1)
+    watch_state.on_exit()
+    assert not done.exists()
+    monkeypatch.setattr(watch_state.os, "getppid", lambda: os.getpgid(0))
+    watch_state.on_exit()
+    said = json.loads(done.read_text())
+    assert said["uncaught"] == "KeyError" and said["pid"] == os.getpid() and not list(tmp_path.glob("*.partial"))

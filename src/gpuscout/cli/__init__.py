@@ -71,6 +71,7 @@ def handle_errors(command):
         signals.install()  # Ctrl-C even when the shell left it ignored; SIGTERM handled as Ctrl-C
         try:
             check_numbers(kwargs, flags)
+            check_text(kwargs, flags)
             return command(*args, **kwargs)
         except UsageError as exc:
             traceback_text = getattr(exc, "traceback_text", None)
@@ -91,28 +92,52 @@ def handle_errors(command):
 
 def option_flags(command) -> dict[str, str]:
     """Each parameter's option as a user types it: the name declared in `typer.Option("--from")`,
-    else Typer's default (`--` and the name with dashes). Read from the command's own signature,
-    not from a click context: Typer 0.29 carries its own click and no longer installs click."""
+    else Typer's default (`--` and the name with dashes); an argument by its metavar (RUN_ID).
+    Read from the command's own signature, not from a click context: Typer 0.29 carries its own
+    click and no longer installs click."""
     hints = typing.get_type_hints(command, include_extras=True)
     flags = {}
-    for name in inspect.signature(command).parameters:
-        declared = [d for info in getattr(hints.get(name), "__metadata__", ())
+    for name, param in inspect.signature(command).parameters.items():
+        infos = [*getattr(hints.get(name), "__metadata__", ()), param.default]
+        argument = next((i for i in infos if isinstance(i, typer.models.ArgumentInfo)), None)
+        if argument is not None:
+            metavar = (argument.metavar or "").removesuffix("...").strip("[]")
+            flags[name] = metavar if metavar.isidentifier() else name.upper()
+            continue
+        declared = [d for info in infos
                     for d in (*(getattr(info, "param_decls", None) or ()), getattr(info, "default", None))
                     if isinstance(d, str) and d.startswith("--")]
-        flags[name] = declared[0] if declared else "--" + name.replace("_", "-")
+        flags[name] = declared[0].split("/")[0] if declared else "--" + name.replace("_", "-")
     return flags
 
 
+# No option of any command counts past this (2^53: every integer below it is exact as a float,
+# and SQLite holds it): `--steps 10**30` or `--limit 10**23` cannot mean anything.
+MAX_OPTION = 2**53
+
+
+def check_text(values: dict, flags: dict[str, str]) -> None:
+    """No option or argument of any command is given as empty text: `--only ""` or `catalog ""`
+    cannot mean anything, and taken as "not given" it silently does what the user did not ask."""
+    for name, value in values.items():
+        if isinstance(value, (list, tuple)) and not flags.get(name, "").startswith("--"):
+            continue  # an argument list: a watched command's own words may well be empty
+        given = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in given):
+            raise UsageError(f"{flags.get(name, name.upper())} is empty: give a value, or leave it out")
+
+
 def check_numbers(values: dict, flags: dict[str, str]) -> None:
-    """Every numeric option of every command is a finite number of 0 or more: click reads "nan",
-    "inf" and "-5" as floats, and a timeout of nan never fires, a price of inf ranks nothing.
-    Checked once here, for options added later too; each option's own bounds stay with it."""
+    """Every numeric option of every command is a finite number from 0 to MAX_OPTION: click reads
+    "nan", "inf" and "-5" as floats, and a timeout of nan never fires, a price of inf ranks
+    nothing. Checked once here, for options added later too; each option's own bounds stay with it."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        if not math.isfinite(value) or value < 0:
+        if not math.isfinite(value) or value < 0 or value > MAX_OPTION:
             flag = flags.get(name, "--" + name.replace("_", "-"))
-            raise UsageError(f"{flag} takes a finite number of 0 or more, got {value!r}")
+            shown = f"{value!r}" if len(repr(value)) <= 24 else f"a number of {len(str(int(value)))} digits"
+            raise UsageError(f"{flag} takes a finite number from 0 to {MAX_OPTION:,}, got {shown}")
 
 
 from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, results, scale, sweep, tune, watch  # noqa: E402
@@ -134,5 +159,29 @@ app.command("compare", help=compare.HELP)(handle_errors(compare.compare))
 app.command("report", help=report.HELP)(handle_errors(report.report))
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """The command line, with click's own errors (an unknown option or command, a value of the
+    wrong type, a missing argument) as one line and exit 2, like gpuscout's: click's standalone
+    mode draws them as a box of five lines that a log or `| grep error:` cuts apart."""
+    # Typer 0.29 carries its own click: its errors live in typer._click (no public name)
+    from typer._click import exceptions as click_errors
+
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="gpuscout", standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:  # `gpuscout` alone: the help, as before
+        exc.show()
+        code = exc.exit_code
+    except click_errors.UsageError as exc:
+        where = f"`{exc.ctx.command_path} --help`" if exc.ctx is not None else "`gpuscout --help`"
+        message = " ".join(exc.format_message().split())  # click's messages can hold newlines
+        terminal.console(stderr=True, highlight=False).print(
+            f"[red]error:[/] {escape(message)} ({where} lists what it takes)", soft_wrap=True)
+        code = exc.exit_code
+    except click_errors.ClickException as exc:
+        terminal.console(stderr=True, highlight=False).print(
+            f"[red]error:[/] {escape(' '.join(exc.format_message().split()))}", soft_wrap=True)
+        code = exc.exit_code
+    except typer.Abort:  # click's prompt interrupted: as Ctrl-C
+        code = 130
+    raise SystemExit(code if isinstance(code, int) else 0)

@@ -12,7 +12,7 @@ from gpuscout import bench as bench_lib
 from gpuscout import infer as infer_lib
 from gpuscout.core import engine, suites
 from gpuscout.cli.options import AsJson, Device, Pricing, StorePath, grouped, measure_options, protocol_options
-from gpuscout.core.errors import RunError, UsageError
+from gpuscout.core.errors import RunError, UsageError, parse_names
 from gpuscout.record.run import RunRecord
 from gpuscout.report import console as console_report
 from gpuscout.record.document import json_document
@@ -138,8 +138,8 @@ class Inference:
     def options(self) -> infer_lib.InferOptions:
         return infer_lib.InferOptions(
             batch_sizes=infer_lib.parse_batch_sizes(self.batch_sizes),
-            formats=tuple(f.strip() for f in self.serve_format.split(",") if f.strip()),
-            litert_variants=tuple(v.strip() for v in self.litert_variants.split(",") if v.strip()),
+            formats=parse_names(self.serve_format, "--format", "keras,onnx"),
+            litert_variants=parse_names(self.litert_variants, "--litert-variants", "fp32,int8"),
             requests=self.requests, warmup_requests=self.warmup_requests, concurrency=self.concurrency,
             load_seconds=self.load_seconds, latency_target_ms=self.latency_target_ms)
 
@@ -154,6 +154,9 @@ def bench(target: Target, run: RunConfig, protocol: BenchProtocol, device: Devic
         console_report.print_workloads(terminal.console())
         return
     names, suite_batches, protocol_default = target.resolved()
+    if (target.input_shape or target.flops_per_sample is not None) and not target.model:
+        raise UsageError("--input-shape and --flops-per-sample describe your own --model: add --model FILE, or "
+                         "leave them out")
     if inference.mode not in ("training", "inference"):
         raise UsageError(f"unknown --mode {inference.mode!r}: choose training or inference")
     options = bench_lib.BenchOptions(

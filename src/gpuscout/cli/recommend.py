@@ -18,6 +18,7 @@ from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
+from gpuscout.report import terminal
 from gpuscout.recommend import from_run
 from gpuscout.report.recommend import print_from_run, print_ranking
 from gpuscout.core.spec import Precision
@@ -170,6 +171,8 @@ def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
     # A GPU without a price ranks after the priced ones; one cut from the top rows is shown anyway
     shown = rows[:limits.top] + [r for r in rows[limits.top:] if r.fits and r.eligible and r.hourly is None
                                  and r.throughput is not None]
+    if answer is not None and answer.measured.ended:  # before the table, not only after it
+        terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
     print_ranking(shown, job, constraints)
     if answer is not None:
         print_from_run(answer)

@@ -12,7 +12,7 @@ from gpuscout.core import engine
 from gpuscout import tune as tune_lib
 from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
-from gpuscout.core.errors import UsageError
+from gpuscout.core.errors import UsageError, parse_names
 from gpuscout.report.progress import run_bars
 from gpuscout.report import terminal
 from gpuscout.report.tune import print_tune
@@ -94,7 +94,7 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
     if workload and config.model:
         raise UsageError("name a workload or a --model, not both")
     options = tune_lib.TuneOptions(
-        backend=config.backend, parts=tuple(p.strip() for p in config.parts.split(",") if p.strip()),
+        backend=config.backend, parts=parse_names(config.parts, "--parts", "ablation,batch"),
         budget_s=config.budget * 60, protocol=protocol.settings(), device=device.choice(),
         measure=measure_options(config.timeout, telemetry=True), batch_size=config.batch_size,
         max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
@@ -124,8 +124,8 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
                          "or more")
     if config.model or config.pipeline or config.batch_size or config.max_batch or config.parts != ",".join(tune_lib.PARTS):
         raise UsageError("--model, --pipeline, --batch-size, --max-batch and --parts tune a workload, not a command")
-    only = tuple(n.strip() for n in (config.only or "").split(",") if n.strip())
-    skip = tuple(n.strip() for n in (config.skip or "").split(",") if n.strip())
+    only = parse_names(config.only, "--only", "mixed_precision,cache") if config.only is not None else ()
+    skip = parse_names(config.skip, "--skip", "workers,batch_size") if config.skip is not None else ()
     script.check_names(only, "--only")
     script.check_names(skip, "--skip")
     resolved = commands.resolve(config.target or [], verb="tune")

@@ -33,4 +33,21 @@ def parse_positive_ints(text: str, option: str, what: str, example: str) -> tupl
         raise UsageError(f"{option} takes {what} like {example}, got {text!r}") from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{option} takes positive {what} like {example}, got {text!r}")
-    return tuple(sorted(set(values)))
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise UsageError(f"{option} lists {', '.join(map(str, twice))} twice: each once, like {example}")
+    return tuple(sorted(values))
+
+
+def parse_names(text: str, option: str, example: str) -> tuple[str, ...]:
+    """A comma list of names, each once and none empty (`--only ,` names nothing: refused, never
+    taken for "all"), or a UsageError naming `option`."""
+    names = [part.strip() for part in text.split(",")]
+    if not any(names):
+        raise UsageError(f"{option} {text!r} names nothing: give names like {example}")
+    if not all(names):
+        raise UsageError(f"{option} {text!r} has an empty name between its commas: give names like {example}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"{option} lists {', '.join(twice)} twice: each once, like {example}")
+    return tuple(names)

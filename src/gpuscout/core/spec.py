@@ -176,7 +176,7 @@ class RunSpec(Protocol):
     # pipeline mode: parallel calls of the map (None: tf.data.AUTOTUNE); 1 measures one core
     pipeline_threads: int | None = Field(default=None, ge=1, le=1024)
     user_pipeline: str | None = None  # Task.pipeline: "file.py:function" returning a tf.data.Dataset
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)  # what numpy, TensorFlow and jax all take
     # None = CPU run; otherwise the physical GPU index (NVML and CUDA order, see executor)
     gpu_index: int | None = Field(default=None, ge=0)
     # Several local devices (distribution mirrored/multi_worker): the physical GPU indices, the

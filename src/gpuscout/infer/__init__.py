@@ -69,6 +69,10 @@ def check_format(name: str) -> ServeFormat:
     return fmt
 
 
+# As core/spec.Inference bounds it: a load test of more than an hour is a soak, not a measurement
+MAX_LOAD_S = 3600.0
+
+
 def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: InferOptions, nvml: Nvml,
          dataset: str | None) -> tuple[list[RunSpec], str | None]:
     """Inference specs, validated before anything runs (bench.plan checks the workload, backend,
@@ -81,6 +85,8 @@ def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: Infe
         raise UsageError(f"--latency-target-ms must be > 0, got {infer.latency_target_ms:g}")
     if infer.concurrency < 0 or infer.requests < 5 or infer.warmup_requests < 1:
         raise UsageError("--concurrency must be >= 0, --requests >= 5 and --warmup-requests >= 1")
+    if not 0 < infer.load_seconds <= MAX_LOAD_S:
+        raise UsageError(f"--load-seconds must be > 0 and at most {MAX_LOAD_S:g} (an hour), got {infer.load_seconds:g}")
     base_options = replace(options, batch_size=max(infer.batch_sizes), to_accuracy=None, dataset=None)
     base_specs, notice = bench_lib.plan(workload_names, base_options, nvml)
     located = datasets.locate(dataset) if dataset else None

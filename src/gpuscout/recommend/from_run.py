@@ -83,7 +83,17 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         training_flops_per_sample=flops, command=list(r.command), script=r.workload,
         epoch_overhead_s=statistics.median(overhead) if overhead else 0.0, startup_s=startup if timed else 0.0,
         tune_change=r.tune_change, compile_s=(main.compile_s or 0.0) if main and timed else 0.0,
-        backend=main.backend if main else None)
+        backend=main.backend if main else None, ended=_ended(r, main.steps if main else 0))
+
+
+def _ended(r: WatchRecord, steps: int) -> str | None:
+    """What a run that did not end as it should says about the prediction made from it."""
+    if r.ok:
+        return None
+    how = {"failed": "failed", "interrupted": f"was interrupted ({r.interrupted_by or 'Ctrl-C'})"}.get(r.status, r.status)
+    why = f": {r.error.message}" if r.error and r.error.message else ""
+    return (f"run {r.id} {how} after {steps:,} training steps{why}; the prediction is from the steps it timed "
+            "before that, and the training as a whole has not been seen to finish")
 
 
 def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:
@@ -216,7 +226,7 @@ class Recommendation:
                          "input_cap_samples_per_s": (m.samples_per_s / m.split.fixed_share
                                                      if m.samples_per_s and m.split and m.split.fixed_share else None),
                          "epoch_overhead_s": m.epoch_overhead_s, "startup_s": m.startup_s, "compile_s": m.compile_s,
-                         "backend": m.backend, "basis": self.basis, "fix_first": self.fix_first},
+                         "backend": m.backend, "basis": self.basis, "fix_first": self.fix_first, "ended": m.ended},
                 "epochs": self.epochs, "sweep": self.sweep.to_dict() if self.sweep is not None else None}
 
 

@@ -57,7 +57,14 @@ def parse_count(text: str) -> float:
     value = float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[match.group(2).lower()]
     if value <= 0:
         raise UsageError(f"--params must be > 0, got {text!r}")
+    if value > MAX_PARAMS:
+        raise UsageError(f"--params {text} is more than {MAX_PARAMS:.0e} parameters, far past any model trained: "
+                         "a number like 350M, 1.3B or 70B")
     return value
+
+
+# A thousand times today's largest trained models (~10^12 parameters): past it nothing is planned
+MAX_PARAMS = 1e15
 
 
 def params_label(params: float) -> str:

@@ -74,6 +74,9 @@ class MeasuredRun:
     # compilation cache, so after the first they load what it compiled
     compile_s: float = 0.0
     backend: str | None = None
+    # How the run ended when not as it should: the prediction stands on the steps it timed before
+    # that, and says so (None: it ended ok, or was stopped at --steps/--duration as asked)
+    ended: str | None = None
 
     @property
     def label(self) -> str:

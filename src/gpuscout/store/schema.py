@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 from gpuscout.record.run import SCHEMA_VERSION
@@ -79,6 +80,13 @@ def refuse_foreign_file(path: Path) -> None:
     file into a new database: the user's file, changed)."""
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a results store: pass a file path with --store")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise StoreError(f"cannot look at the results store {path} ({exc.strerror}): pass another --store") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the first read forever; a device is no store
+        kind = "FIFO" if stat.S_ISFIFO(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
+        raise StoreError(f"{path} is a {kind}, not a results store (a regular file): pass a file path with --store")
     try:
         with open(path, "rb") as handle:
             header = handle.read(len(SQLITE_HEADER))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscout.core import engine
-from gpuscout.core.errors import UsageError
+from gpuscout.core.errors import RunError
 from gpuscout.core.provenance import utc_now
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
@@ -82,9 +82,13 @@ def _session(session: Session) -> dict:
         raise KeyboardInterrupt
     main = baseline.main
     if main is None or main.custom or not baseline.windows:
-        raise UsageError(f"tune needs the steps of a Keras Model.fit: {session.command.workload} "
-                         + ("failed before any step" if baseline.status == "failed" else "called no Model.fit")
-                         + f" (the baseline is stored as {baseline.id}; `gpuscout results show {baseline.id}`)")
+        # The script ran: what it did is stored (a crash and its explanation are a finding), so
+        # this is a run that failed (exit 1), not bad input (exit 2, which changes nothing).
+        failed = baseline.status == "failed"
+        why = (f"failed before any step{f' ({baseline.error.message})' if baseline.error and baseline.error.message else ''}"
+               if failed else "called no Model.fit")
+        raise RunError(f"tune needs the steps of a Keras Model.fit: {session.command.workload} {why}; the baseline is "
+                       f"stored as {baseline.id}: `gpuscout results show {baseline.id}` shows what happened")
     steps = options.steps or max(main.steps, script.MIN_STEPS)
     planned = script.plan(baseline, options.only, options.skip)
     per_run_s = max(baseline.duration_s, 1.0)

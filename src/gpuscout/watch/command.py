@@ -76,8 +76,55 @@ def resolve(given: list[str], shell: bool | None = None, verb: str = "watch") ->
         raise UsageError(f"no command in {line!r}: only variable assignments")
     if not (shell and program in SHELL_BUILTINS) and _find(program) is None:
         raise UsageError(f"command not found: {program!r} (not on PATH, nor an executable file)")
+    if not shell:
+        check_script(words[words.index(program):])
     argv = ["/bin/sh", "-c", line] if shell else list(given)
     return Command(given=list(given), argv=argv, shell=shell, workload=workload_of(words))
+
+
+PYTHON = re.compile(r"^python(\d+(\.\d+)?)?[dmtw]?(\.exe)?$")
+# Python's options that take the next word as their value (docs.python.org/3/using/cmdline.html)
+PYTHON_VALUED = {"-W", "-X", "--check-hash-based-pycs"}
+
+
+def script_of(words: list[str]) -> str | None:
+    """The script file a `python ... script.py args` command runs; None for -m, -c, stdin or a
+    program that is not Python."""
+    if not words or not PYTHON.match(Path(words[0]).name):
+        return None
+    rest = iter(words[1:])
+    for word in rest:
+        if word in ("-c", "-m", "-") or (word.startswith("-") and not word.startswith("--")
+                                          and word[-1:] in "cm" and word[1:].isalpha()):
+            return None  # code or a module, not a file
+        if word in PYTHON_VALUED:
+            next(rest, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def check_script(words: list[str]) -> None:
+    """The script a Python command names exists and is Python source (text): a missing file, a
+    folder or a binary is refused before anything runs, as a program not found is. Its syntax is
+    left to the script's own interpreter (gpuscout's may be another version)."""
+    script = script_of(words)
+    if script is None:
+        return
+    path = Path(script)
+    if not path.exists():
+        raise UsageError(f"{script}: no such file (the script `{' '.join(words[:2])}` would run); check the path "
+                         f"from {os.getcwd()}")
+    if path.is_dir() and not (path / "__main__.py").is_file():
+        raise UsageError(f"{script} is a folder without a __main__.py, not a script Python can run")
+    if path.is_file():
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(1 << 20)
+        except OSError as exc:
+            raise UsageError(f"cannot read {script}: {exc.strerror}") from None
+        if b"\x00" in head:
+            raise UsageError(f"{script} is not a Python script (it holds NUL bytes: a binary file?)")
 
 
 def _words(line: str) -> list[str]:

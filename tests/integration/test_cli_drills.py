@@ -1,0 +1,261 @@
+"""Issue 44's drills, as an adversarial user would run them, through the real CLI: nothing outside
+the output is ever written (the store by any path, a device, a FIFO, a folder a sweep's name
+points at), nothing reads without bound (alias bombs, huge strings and integers, duplicate keys),
+and every refusal is one line with exit 2 that leaves the store's bytes as they were.
+
+Refusals run in one interpreter (tests/fixtures/cli_cases.py: `main(args)` as the `gpuscout`
+command runs it), a fraction of a second each, so that a hundred drills cost one start-up."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import FIXTURES, SRC, run_cli
+from tests.records import make_record
+
+PY = sys.executable
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run_cases(cases: list[list[str]], tmp_path, env: dict | None = None) -> list[dict]:
+    """Each command line's exit code, stdout, stderr and seconds, all in one fresh interpreter."""
+    listing = tmp_path / "cases.json"
+    listing.write_text(json.dumps([{"args": args} for args in cases]))
+    full_env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(SRC), **(env or {}))
+    full_env.pop("GPUSCOUT_FAKE_NVML", None)
+    proc = subprocess.run([PY, str(FIXTURES / "cli_cases.py"), str(listing)], capture_output=True, text=True,
+                          env=full_env, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def refused(result: dict, fragment: str) -> None:
+    """Exit 2, one line on stderr that starts `error:` and says `fragment`, at once."""
+    lines = result["stderr"].strip().splitlines()
+    assert result["code"] == 2, result
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], (result["args"], lines)
+    assert result["seconds"] < 10, result["args"]
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "results.sqlite"
+    from gpuscout.store import Store
+
+    with Store(path) as s:
+        s.put_many([make_record("run00001"), make_record("run00002", median=120.0)])
+    return path
+
+
+def test_outputs_go_to_files_and_streams_never_over_the_store_or_a_device(store, tmp_path):
+    """Item 1: the store reached by another path (a hard link, a symlink, /dev/stdout, its WAL's
+    name) is refused with --force; a device is never replaced by a file; /dev/null and a FIFO
+    with a reader are written as streams, a FIFO without one is refused at once."""
+    before = sha256(store)
+    (tmp_path / "hard.sqlite").hardlink_to(store)
+    (tmp_path / "link.html").symlink_to(store)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    mine = tmp_path / "mine.html"
+    mine.write_text("<p>mine</p>")
+    (tmp_path / "via-link.html").symlink_to(tmp_path / "target.html")
+    store_arg = ["--store", str(store)]
+    cases = [
+        (["report", "--out", str(tmp_path / "hard.sqlite"), "--force"], "is the results store itself"),
+        (["results", "export", "-o", str(tmp_path / "link.html"), "--force"], "is the results store itself"),
+        (["results", "export", "-o", f"{store}-wal", "--force"], "is the results store itself"),
+        (["report", "--out", str(fifo)], "is a FIFO that nothing reads"),
+        (["report", "--out", str(tmp_path / "sock"), "--force"], "is a socket, not a file"),
+        (["report", "--out", "/dev/random", "--force"], "is a character device, not a file"),
+        (["report", "--out", "/dev/full"], "cannot write /dev/full: No space left on device"),
+        (["report", "--markdown", "--out", "/dev/null"], "a Markdown report writes its plots beside it"),
+        (["report", "--out", str(tmp_path)], "is a folder"),
+        (["report", "--out", str(mine)], "gpuscout did not write it"),
+    ]
+    written = [["report", "--out", "/dev/null", "--force"], ["report", "--out", str(tmp_path / "via-link.html")]]
+    results = run_cases([args + store_arg for args, _ in cases] + [args + store_arg for args in written], tmp_path)
+    for result, (_, fragment) in zip(results, cases):
+        refused(result, fragment)
+    for result in results[len(cases):]:
+        assert result["code"] == 0, result
+    exported = run_cli("results", "export", "-o", "-", "--store", str(store))  # `-o -`: stdout, written in place
+    assert exported.returncode == 0 and len(json.loads(exported.stdout)["runs"]) == 2, exported.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert (tmp_path / "via-link.html").is_symlink() and "<!doctype html>" in (tmp_path / "target.html").read_text()
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and mine.read_text() == "<p>mine</p>"
+    assert sha256(store) == before and not list(tmp_path.glob(".*.partial"))
+    # a FIFO with a reader is a stream: the report arrives whole
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    done = run_cli("report", "--out", str(fifo), "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    assert b"<!doctype html>" in reader.communicate(timeout=30)[0]
+    sock.close()
+
+
+BIND = """
+import subprocess, sys
+store, other, out = sys.argv[1:4]
+subprocess.run(["mount", "--bind", sys.argv[4], sys.argv[5]], check=True)
+proc = subprocess.run([sys.executable, "-m", "gpuscout", "report", "--out", other, "--force", "--store", store],
+                      capture_output=True, text=True)
+open(out, "w").write(f"{proc.returncode}\\n{proc.stderr}")
+"""
+
+
+def test_the_store_through_a_bind_mount_is_still_the_store(store, tmp_path):
+    """The drill that replaced a store: the same file reached through another mount point."""
+    if subprocess.run(["which", "unshare"], capture_output=True).returncode:
+        pytest.skip("needs util-linux's unshare to make a bind mount")
+    mounted = tmp_path / "elsewhere"
+    mounted.mkdir()
+    script, out = tmp_path / "bind.py", tmp_path / "seen.txt"
+    script.write_text(textwrap.dedent(BIND))
+    for unshare in (["unshare", "-m"], ["unshare", "-rm"]):  # as root, else in a user namespace
+        probe = subprocess.run([*unshare, "mount", "--bind", str(store.parent), str(mounted)], capture_output=True,
+                               text=True)
+        if probe.returncode == 0:
+            break
+    else:
+        pytest.skip(f"no mount namespace for a bind mount here: {probe.stderr.strip()[-300:]}")
+    before = sha256(store)
+    proc = subprocess.run([*unshare, PY, str(script), str(store), str(mounted / store.name), str(out),
+                           str(store.parent), str(mounted)], env=dict(os.environ, PYTHONPATH=str(SRC)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, *lines = out.read_text().strip().splitlines()
+    assert code == "2" and len(lines) == 1 and "is the results store itself" in lines[0], lines
+    assert sha256(store) == before
+
+
+def _sweep_file(path, name: str, space: str = "{a: [1]}") -> str:
+    path.write_text(f"name: {json.dumps(name)}\ncommand: echo {{a}}\nreports: [x]\nmetric: {{name: x}}\n"
+                    f"space: {space}\n")
+    return str(path)
+
+
+BOMB = "space:\n  a: &a [1,1,1,1,1,1,1,1,1]\n" + "".join(
+    f"  {n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+def test_files_that_expand_repeat_or_overflow_are_refused_in_bounded_time_and_memory(store, tmp_path):
+    """Item 3, and item 4's duplicate keys: a 607-byte alias bomb, a value that holds itself, a
+    key given twice (YAML and JSON), integers of 5,000 digits, Infinity, a 20 MiB name, a
+    negative throughput; and sweep names that would leave the sweeps' folder."""
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("name: bomb\ncommand: echo {a}\nreports: [x]\nmetric: {name: x}\n" + BOMB)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("name: loop\ncommand: echo {a}\nreports: [x]\nmetric: {name: x}\nspace: {a: &x [1, *x]}\n")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(_sweep_file(tmp_path / "t.yaml", "ok") and (tmp_path / "t.yaml").read_text() + "name: other\n")
+    digits = tmp_path / "digits.yaml"
+    _sweep_file(digits, "digits", "{a: {int: [0, " + "9" * 5000 + "]}}")
+    exported = json.loads(run_cli("results", "export", "--store", str(store)).stdout)
+    text = json.dumps(exported, indent=2)
+    docs = {
+        "dup": text.replace('"workload": "mlp"', '"workload": "mlp", "workload": "x"', 1),
+        "digits": text.replace('"batch_size": 64', '"batch_size": ' + "9" * 5000, 1),
+        "inf": text.replace('"duration_s": 10.0', '"duration_s": Infinity', 1),
+        "huge": text.replace('"duration_s": 10.0', '"duration_s": 1e999', 1),
+        "name": json.dumps({**exported, "runs": [{**exported["runs"][0], "id": "big", "workload": "w" * 20 * 2**20}]}),
+        "negative": json.dumps({**exported, "runs": [{**exported["runs"][0], "id": "neg", "samples_per_s": -5.0}]}),
+    }
+    for name, doc in docs.items():
+        (tmp_path / f"{name}.json").write_text(doc)
+    cases = [
+        (["sweep", str(bomb), "--dry-run", "--cpu-slots", "1"], "expands to more than 100,000 values"),
+        (["sweep", str(loop), "--dry-run", "--cpu-slots", "1"], "a value that contains itself"),
+        (["sweep", str(twice), "--dry-run", "--cpu-slots", "1"], "the key 'name' is given twice"),
+        (["sweep", str(digits), "--dry-run", "--cpu-slots", "1"], "an integer of thousands of digits"),
+        (["results", "import", str(tmp_path / "dup.json")], "the key 'workload' is given twice"),
+        (["results", "import", str(tmp_path / "digits.json")], "(5000 digits) is larger than any figure"),
+        (["results", "import", str(tmp_path / "inf.json")], "Infinity is not a number gpuscout reads"),
+        (["results", "import", str(tmp_path / "huge.json")], "the number 1e999 is too large"),
+        (["results", "import", str(tmp_path / "name.json")], "holds a string of 20,971,520 characters"),
+        (["results", "import", str(tmp_path / "negative.json")], "samples_per_s: Input should be greater than or"),
+    ] + [(["sweep", _sweep_file(tmp_path / f"n{i}.yaml", name), "--dry-run", "--cpu-slots", "1"],
+          "cannot name a sweep: its logs go in a folder of that name")
+         for i, name in enumerate(["..", ".", ".hidden", "a/b", "x" * 101])]
+    before = sha256(store)
+    results = run_cases([args + ["--store", str(store)] for args, _ in cases], tmp_path)
+    for result, (_, fragment) in zip(results, cases):
+        refused(result, fragment)
+    assert max(r["max_rss_mib"] for r in results) < 1024  # the bomb expanded would be gigabytes
+    assert sha256(store) == before
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "sweeps").exists()
+
+
+def test_the_options_that_cannot_mean_anything_are_refused_one_line_each(store, tmp_path):
+    """Item 4: empty text, lists that name nothing or a thing twice, zero and astronomic counts,
+    options for another mode, click's own errors (once a box of five lines), a script that is
+    missing, a folder or a binary; each one line, exit 2, nothing run or stored."""
+    script = tmp_path / "x.py"
+    script.write_text("print('hi')\n")
+    (tmp_path / "bin.py").write_bytes(b"\x7fELF\x00\x00")
+    sweep = _sweep_file(tmp_path / "ok.yaml", "ok")
+    cases = [
+        (["tune", "--only", "", "--dry-run", "--", PY, str(script)], "--only is empty"),
+        (["tune", "--only", ",", "--dry-run", "--", PY, str(script)], "--only ',' names nothing"),
+        (["tune", "--skip", "cache,cache", "--dry-run", "--", PY, str(script)], "--skip lists cache twice"),
+        (["tune", "--steps", "100000000000000000000", "--", PY, str(script)], "--steps takes a finite number from 0"),
+        (["tune", "--", PY, str(tmp_path / "missing.py")], "missing.py: no such file"),
+        (["tune", "--", PY, str(tmp_path)], "is a folder without a __main__.py"),
+        (["watch", "--", PY, str(tmp_path / "bin.py")], "is not a Python script (it holds NUL bytes"),
+        (["watch", "--steps", "1" + "0" * 30, "--", PY, str(script)], "got a number of 31 digits"),
+        (["bench", "mlp", "--cpu", "--timeout", "0"], "--timeout must be > 0 seconds"),
+        (["bench", "mlp", "--cpu", "--seed", "5000000000"], "invalid seed"),
+        (["bench", "mlp", "--cpu", "--input-shape", "0,0"], "describe your own --model"),
+        (["bench", "mlp", "--cpu", "--mode", "inference", "--format", ","], "--format ',' names nothing"),
+        (["bench", "mlp", "--cpu", "--mode", "inference", "--load-seconds", "0"], "--load-seconds must be > 0"),
+        (["bench", "mlp", "--bogus"], "No such option: --bogus"),
+        (["bench", "mlp", "--repeats", "x"], "Invalid value for '--repeats'"),
+        (["nope"], "No such command 'nope'"),
+        (["recommend", "--params", "1e30"], "is more than 1e+15 parameters"),
+        (["compare", "--by", ""], "--by is empty"),
+        (["catalog", ""], "GPU is empty"),
+        (["results", "show", ""], "RUN_ID is empty"),
+        (["results", "list", "--limit", "1" + "0" * 23], "--limit takes a finite number from 0"),
+        (["scale", "mlp", "--cpu", "--gpus", "1,1"], "--gpus lists 1 twice"),
+        (["sweep", sweep, "--gpus", ",", "--dry-run"], "--gpus ',' names nothing"),
+        (["results", "list", "--store", str(tmp_path / "fifo")], "is a FIFO, not a results store"),
+        (["results", "list", "--store", "/dev/null"], "is a device, not a results store"),
+    ]
+    os.mkfifo(tmp_path / "fifo")
+    before = sha256(store)
+    results = run_cases([args for args, _ in cases], tmp_path, env={"GPUSCOUT_STORE": str(store)})
+    for result, (_, fragment) in zip(results, cases):
+        refused(result, fragment)
+    assert sha256(store) == before  # nothing stored by any of them
+
+
+def test_recommend_from_a_failed_run_says_so_before_its_ranking(tmp_path):
+    """Item 4: a watched run that failed after timing its steps (one of the H100 fixture's, its
+    end changed) still predicts, and says first that the training was never seen to finish."""
+    record = json.loads((FIXTURES / "recommend" / "h100_watch.json").read_text())["runs"][0]
+    record.update(id="failed01", status="failed", exit_code=1,
+                  error={"message": "exited with code 1: CUDA error", "stderr_tail": "", "returncode": 1})
+    doc = tmp_path / "failed.json"
+    doc.write_text(json.dumps({"gpuscout_version": "0.1.0", "schema_version": 2, "runs": [record]}))
+    store = tmp_path / "s.sqlite"
+    assert run_cli("results", "import", str(doc), "--store", str(store)).returncode == 0
+    shown = run_cli("recommend", "--from", "failed01", "--store", str(store))
+    assert shown.returncode == 0, shown.stderr
+    steps = max(f["steps"] for f in record["fits"])
+    assert shown.stderr.startswith(f"warning: run failed01 failed after {steps:,} training steps: exited with code 1: "
+                                   "CUDA error"), shown.stderr
+    assert "has not been seen to finish" in shown.stderr
+    assert json.loads(run_cli("recommend", "--from", "failed01", "--json", "--store", str(store)).stdout
+                      )["from"]["ended"].startswith("run failed01 failed")
