@@ -104,9 +104,13 @@ def run(cmd: list[str], log: Path, timeout: float, env: dict | None = None) -> s
     return result
 
 
-def peer(workload: str, gpus: int, batch: int, precision: str, mode: str, out: Path) -> dict | None:
+def peer(workload: str, gpus: int, batch: int, precision: str, mode: str, out: Path,
+         on_gpu: int | None = None) -> dict | None:
+    """The DDP peer over the first `gpus` GPUs, or alone on GPU `on_gpu` (its per-GPU baseline)."""
+    env = None if on_gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(on_gpu)}
+    name = f"ddp_{workload}_{precision}_{mode}_{gpus}" + (f"_gpu{on_gpu}" if on_gpu is not None else "")
     result = run([sys.executable, "benchmarks/ddp_peer.py", str(gpus), str(batch), precision, workload,
-                  "--mode", mode], out / f"ddp_{workload}_{precision}_{mode}_{gpus}.log", 300)
+                  "--mode", mode], out / f"{name}.log", 300, env)
     line = next((l for l in result.stdout.splitlines() if l.startswith("@@peer ")), None)
     return json.loads(line[len("@@peer "):]) if line else None
 
@@ -146,9 +150,10 @@ def main() -> int:
         if report:
             (args.out / f"scale_{name}.json").write_text(json.dumps(report, indent=2))
             part.update({"interconnect": report["interconnect"], "verdict": report["verdict"]["summary"], "points": [
-                {k: p[k] for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup", "efficiency",
-                                   "outside_compute_s", "outside_compute_share", "allreduce_estimate_s", "per_gpu",
-                                   "flags", "mfu", "run_id")} for p in report["points"]]})
+                {k: p.get(k) for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup",
+                                       "efficiency", "each_alone", "outside_compute_s", "outside_compute_share",
+                                       "allreduce_estimate_s", "per_gpu", "flags", "mfu", "run_id")}
+                for p in report["points"]]})
         for point in (report or {}).get("points", []):
             if point["status"] != "ok" and point.get("run_id"):  # the worker's error is in the store
                 run([sys.executable, "-m", "gpuscout", "results", "show", point["run_id"], "--store", str(store)],
@@ -158,23 +163,34 @@ def main() -> int:
             torch_precision = "bf16" if precision == "mixed_bfloat16" else "fp32"
             part["ddp_peer"] = {mode: {str(n): peer(workload, n, batch, torch_precision, mode, args.out)
                                        for n in counts} for mode in modes}
+            for mode in modes:  # the peer's own per-GPU baseline: each other GPU of the largest count alone
+                for g in range(1, max(counts)):
+                    part["ddp_peer"][mode][f"1@gpu{g}"] = peer(workload, 1, batch, torch_precision, mode, args.out, g)
         summary["parts"][name] = part
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(topo.stdout)
-    print(f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'outside':>8}"
-          + "".join(f" {m[:8] + ' s/s':>13} {'eff':>6}" for m in modes))
+    # eff: against GPU 0 alone; each: against each GPU of the count alone (the slowest sets the pace)
+    print(f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'each':>6} {'outside':>8}"
+          + "".join(f" {m[:8] + ' s/s':>13} {'eff':>6} {'each':>6}" for m in modes))
     for name, part in summary["parts"].items():
         ddp = part.get("ddp_peer") or {}
         for p in part.get("points", []):
             peers = ""
             for mode in modes:
-                d, d1 = ((ddp.get(mode) or {}).get(k) or {} for k in (str(p["devices"]), "1"))
+                runs = ddp.get(mode) or {}
+                d, d1 = (runs.get(k) or {} for k in (str(p["devices"]), "1"))
                 ddp_eff = (d["samples_per_s"] / (p["devices"] * d1["samples_per_s"])) if d and d1 else 0
-                peers += f" {d.get('samples_per_s', 0):>13.1f} {ddp_eff:>6.3f}"
+                alone = [d1] + [runs.get(f"1@gpu{g}") or {} for g in range(1, p["devices"])]
+                slowest = min((a.get("samples_per_s") or 0 for a in alone), default=0)
+                ddp_each = d["samples_per_s"] / (p["devices"] * slowest) if d and slowest else 0
+                peers += f" {d.get('samples_per_s', 0):>13.1f} {ddp_eff:>6.3f} {ddp_each:>6.3f}"
             print(f"{name:16} {p['devices']:>4} {p['samples_per_s'] or 0:>10.1f} "
                   f"{(p['speedup'] or {}).get('ratio', 0):>8.3f} {(p['efficiency'] or {}).get('value', 0):>6.3f} "
+                  f"{(p.get('each_alone') or {}).get('value', 0):>6.3f} "
                   f"{(p['outside_compute_share'] or 0):>8.3f}" + peers)
+            if p.get("each_alone"):
+                print(f"{'':16} each GPU alone: {p['each_alone']['alone_samples_per_s']} samples/s")
     print("skipped:", summary["skipped"], "elapsed", round(time.monotonic() - started), "s")
     return 0
 

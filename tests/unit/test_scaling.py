@@ -248,3 +248,50 @@ def test_a_failed_point_says_what_doctor_explain_found_and_its_fix_once():
     plain = scale_lib.verdict([{**points[0], "explained": None}], base_ok=False)
     assert plain["summary"].startswith("the 1-device run ended failed: the worker exited with code 1 without a "
                                        "result; ") and plain["try"] == []
+
+
+def test_each_count_is_judged_against_the_slowest_of_its_gpus_alone():
+    """Issue 44, item 6: GPU 0 alone 500 samples/s, GPU 1 alone 450 (10% slower alone, as a GPU at
+    its power limit can be), both together 880. Against GPU 0 alone that is 880 / 1000 = 88%,
+    below the 90% rule of thumb for two GPUs; lockstep steps run at the slower GPU's pace, so
+    against each GPU alone it is 880 / (2 x 450) = 97.8%: the 10% is the silicon, not the
+    all-reduce. The step time outside compute is counted from GPU 1's step alone."""
+    def run(run_id: str, rate: float, devices: int = 1):
+        return make_record(run_id, rates=[rate] * 5, batch_size=256 * devices, devices=devices,
+                           per_device_batch_size=256, step_time_s=256 * devices / rate)
+    records = {1: run("one", 500.0), 2: run("two", 880.0, devices=2)}
+    alone = {0: records[1], 1: run("gpu1", 450.0)}
+    report = scale_lib.analyse(records, "weak", [], "gpu", alone, [0, 1])
+    point = report["points"][1]
+    assert point["efficiency"]["value"] == pytest.approx(0.88)
+    each = point["each_alone"]
+    assert each["value"] == pytest.approx(880.0 / 900.0) and each["slowest_gpu"] == 1
+    assert each["slowest_vs_first"] == pytest.approx(0.9) and each["alone_samples_per_s"] == {"0": 500.0, "1": 450.0}
+    assert each["ci95_low"] == each["ci95_high"] == pytest.approx(each["value"])  # identical windows: no spread
+    # weak scaling: the ideal step is GPU 1's alone, 256 / 450 s; the two-GPU step is 512 / 880 s
+    assert point["outside_compute_s"] == pytest.approx(512 / 880 - 256 / 450)
+    assert point["meets_expectation"] is True and point["causes"] == []  # judged at 97.8%, not at 88%
+    assert "1.76x, 88.0% efficiency against GPU 0 alone, 97.8% against each GPU alone (the slowest, GPU 1, runs " \
+           "at 0.900x the first alone) (meets the 90% rule of thumb)" in report["verdict"]["summary"]
+    without = scale_lib.analyse(records, "weak", [], "gpu", {0: records[1]}, [0, 1])["points"][1]
+    assert without["each_alone"] is None and without["meets_expectation"] is False  # 88% < 90%
+    assert scaling.against_each_alone(880.0, [880.0], [0, 1], {0: (500.0, [500.0])}, lambda a, b: (1, 1)) is None
+
+
+def test_a_scale_over_gpus_measures_each_gpu_of_its_largest_count_alone(tmp_path, monkeypatch):
+    gpu = {"name": "NVIDIA H200", "uuid": "GPU-0", "memory_total_bytes": 150 * 2**30, "compute_capability": [9, 0],
+           "power_limit_w": 700, "sm_clock_max_mhz": 1980, "sm_clock_mhz": 1980, "utilization_pct": 0,
+           "power_w": 100.0, "temperature_c": 40, "memory_used_bytes": 0, "clock_event_reasons": 0, "processes": []}
+    fake = tmp_path / "nvml.json"
+    fake.write_text(json.dumps({"driver_version": "580", "cuda_driver_version": 13000,
+                                "gpus": [dict(gpu, uuid=f"GPU-{i}") for i in range(4)]}))
+    monkeypatch.setenv("GPUSCOUT_FAKE_NVML", str(fake))
+    options = scale_lib.ScaleOptions(counts=(1, 2), backend="jax", gpu_ids=(2, 0, 3))
+    with Nvml() as nvml:
+        planned = scale_lib.plan("mlp", options, nvml)
+        assert [(g, s.gpu_index, s.gpu_indices, s.devices) for g, s in planned.alone] == [(0, 0, (0,), 1)]
+        assert planned.specs[0].gpu_index == 2  # the first GPU's alone run is the one-GPU point itself
+        assert scale_lib.plan("mlp", scale_lib.ScaleOptions(counts=(1, 2), backend="jax", each_alone=False),
+                              nvml).alone == []
+    cpu = scale_lib.plan("mlp", scale_lib.ScaleOptions(counts=(1, 2), backend="jax", cpu=True), Nvml())
+    assert cpu.alone == []  # logical CPU devices share one CPU: nothing to measure apart

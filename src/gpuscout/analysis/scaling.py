@@ -72,6 +72,24 @@ def allreduce_s(params: int, devices: int, gbs: float | None) -> float | None:
     return 2 * (devices - 1) / devices * params * GRADIENT_BYTES_PER_PARAM / (gbs * 1e9)
 
 
+def against_each_alone(samples_per_s: float, windows: list[float], used: list[int],
+                       alone: dict[int, tuple[float, list[float]]], ratio_ci) -> dict | None:
+    """Efficiency of a run over the GPUs `used` against each of them measured alone (`alone`: GPU
+    -> its one-GPU samples/s and window rates). Data parallelism steps in lockstep, so N GPUs can
+    at most run at N times the slowest of them alone: a GPU that is slower on its own (one of two
+    H200s ran GPT-2 3.3% slower alone at its power limit, docs/benchmarks.md) is not communication
+    lost. None when a GPU of the run was not measured alone."""
+    if len(used) < 2 or any(g not in alone for g in used):
+        return None
+    slowest = min(used, key=lambda g: alone[g][0])
+    rate, rates = alone[slowest]
+    low, high = ratio_ci(windows, rates)
+    devices = len(used)
+    return {"value": samples_per_s / rate / devices, "ci95_low": low / devices, "ci95_high": high / devices,
+            "slowest_gpu": slowest, "slowest_vs_first": rate / alone[used[0]][0],
+            "alone_samples_per_s": {str(g): alone[g][0] for g in used}}
+
+
 @dataclass(frozen=True)
 class Cause:
     code: str  # failed | cpu_devices | input_pipeline | straggler | not_nccl | pcie | sync_batchnorm | small_batch | unexplained

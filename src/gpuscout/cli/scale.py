@@ -79,6 +79,10 @@ class ScaleConfig:
     batchnorm: Annotated[str, typer.Option(
         help="per-replica: batch-norm statistics per GPU (PyTorch DDP's, MirroredStrategy's); global: over "
              "the whole batch (Keras DataParallel's, synchronized=True on tensorflow).")] = "per-replica"
+    each_alone: Annotated[bool, typer.Option(
+        "--each-alone/--no-each-alone",
+        help="Also measure every GPU of the largest count alone, and judge each count against the slowest of "
+             "its GPUs alone: a GPU slower on its own is not lost communication.")] = True
 
     def options(self, protocol) -> scale_lib.ScaleOptions:
         return scale_lib.ScaleOptions(
@@ -86,7 +90,7 @@ class ScaleConfig:
             xla=self.xla, batch_size=self.batch_size, seq_len=self.seq_len, data=self.data,
             gpu_ids=scale_lib.parse_ids(self.gpu_ids), cpu=self.cpu, local_workers=self.local_workers,
             protocol=protocol.settings(), measure=measure_options(self.timeout, telemetry=True),
-            fit_check=self.fit_check, batchnorm=self.batchnorm)
+            fit_check=self.fit_check, batchnorm=self.batchnorm, each_alone=self.each_alone)
 
 
 @dataclass

@@ -62,6 +62,12 @@ def print_scale(report: dict, out: Console) -> None:
     # the summary carries run errors and XLA/NCCL settings as the user wrote them: never markup
     out.print(("[green]verdict[/]: " if v["ok"] else "[red]verdict[/]: ") + escape(v["summary"]), highlight=False)
     for p in report["points"]:
+        each = p.get("each_alone")
+        if each:
+            alone = ", ".join(f"GPU {g} {fmt.number(v)}" for g, v in each["alone_samples_per_s"].items())
+            out.print(f"  {p['devices']} devices against each GPU alone ({alone} samples/s): {each['value']:.1%}"
+                      f"{_ci(each['ci95_low'] * 100, each['ci95_high'] * 100, 1, '%')} efficiency",
+                      highlight=False, markup=False)
         for c in p["causes"]:
             out.print(f"  {p['devices']} devices — {c['message']}", highlight=False, markup=False)
     for i, what in enumerate(v["try"], 1):

@@ -56,6 +56,9 @@ class ScaleOptions:
     seed: int = 0
     fit_check: bool = True
     batchnorm: str = "per_replica"  # per_replica | global (spec.BatchNormStats)
+    # Measure each GPU of the largest count alone too, and judge each count against the slowest
+    # of its GPUs alone (analysis/scaling.against_each_alone); CPU devices share one CPU: never
+    each_alone: bool = True
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Plan:
     device_kind: str
     gpu_ids: list[int]
     notices: list[str]
+    alone: list[tuple[int, RunSpec]] = field(default_factory=list)  # (GPU, its one-GPU run) past the first
 
 
 def parse_batchnorm(text: str) -> BatchNormStats:
@@ -134,7 +138,9 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
             seq_len=seq_len, data=options.data, **options.protocol.model_dump(), seed=options.seed,
             gpu_index=ids[0] if ids else None, gpu_indices=ids, devices=devices, distribution=distribution,
             batchnorm=batchnorm if n > 1 else None))
-    return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices)
+    alone = [(g, specs[0].model_copy(update={"gpu_index": g, "gpu_indices": (g,)}))
+             for g in gpu_ids[1:counts[-1]]] if options.each_alone and device_kind == "gpu" else []
+    return Plan(workload.name, specs, counts, options.mode, device_kind, gpu_ids, notices, alone)
 
 
 def _devices(options: ScaleOptions, counts: list[int], nvml: Nvml, notices: list[str]) -> tuple[str, list[int]]:
@@ -165,13 +171,20 @@ def run_scale(the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store,
     session = engine.Session(nvml, options.measure)
     started = time.monotonic()
     records: dict[int, RunRecord] = {}
-    for number, (n, spec) in enumerate(zip(the_plan.counts, the_plan.specs), 1):
+    alone: dict[int, RunRecord] = {}
+    # each GPU alone right after GPU 0's one-GPU run: the GPUs are compared in the same state
+    runs = [(n, spec, None) for n, spec in zip(the_plan.counts[:1], the_plan.specs[:1])] + \
+           [(1, spec, g) for g, spec in the_plan.alone] + \
+           [(n, spec, None) for n, spec in zip(the_plan.counts[1:], the_plan.specs[1:])]
+    for number, (n, spec, gpu) in enumerate(runs, 1):
         label = f"{n} {'GPU' if the_plan.device_kind == 'gpu' else 'CPU device'}{'s' if n > 1 else ''}" + (
-            f" ({n} worker process{'es' if n > 1 else ''})" if options.local_workers else "")
-        progress.run_started(spec, label, number, len(the_plan.counts))
-        tag = ScaleTag(session=session.group_id, mode=the_plan.mode, devices=n)
+            f" ({n} worker process{'es' if n > 1 else ''})" if options.local_workers else "") + (
+            f" (GPU {gpu} alone)" if gpu is not None else "")
+        progress.run_started(spec, label, number, len(runs))
+        tag = ScaleTag(session=session.group_id, mode=the_plan.mode, devices=n,
+                       role="alone" if gpu is not None else None)
         if options.local_workers:
-            ids = the_plan.gpu_ids[:n] if the_plan.device_kind == "gpu" else [None] * n
+            ids = ([gpu] if gpu is not None else the_plan.gpu_ids[:n]) if the_plan.device_kind == "gpu" else [None] * n
             workers = cluster.run_local_workers(spec, ids, session, on_event=lambda e, s=spec: progress.event(s, e))
             engine.keep(store, [w.model_copy(update={"scale": tag.model_copy(update={"role": "worker"})})
                                 for w in workers], progress)
@@ -180,10 +193,15 @@ def run_scale(the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store,
             record = engine.measure(spec, session, on_event=lambda e, s=spec: progress.event(s, e))[0]
         record = record.model_copy(update={"scale": tag})
         engine.keep(store, [record], progress)
-        records[n] = record
+        if gpu is None:
+            records[n] = record
+        else:
+            alone[gpu] = record
         progress.run_finished(label, [record])
+    if the_plan.alone and 1 in records:
+        alone[the_plan.gpu_ids[0]] = records[1]
     links = topology(nvml, the_plan.gpu_ids[:the_plan.counts[-1]]) if the_plan.device_kind == "gpu" else []
-    report = analyse(records, the_plan.mode, links, the_plan.device_kind)
+    report = analyse(records, the_plan.mode, links, the_plan.device_kind, alone, the_plan.gpu_ids)
     report.update({"session": session.group_id, "workload": the_plan.workload,
                    "elapsed_s": time.monotonic() - started, "notes": the_plan.notices,
                    "local_workers": options.local_workers, "gpu_ids": the_plan.gpu_ids})
@@ -205,8 +223,11 @@ def interconnect(links) -> dict | None:
             f"{worst.pcie_path or 'an unknown level'} ({worst.pcie_level or '?'})"}
 
 
-def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -> dict:
-    """The scaling table and the verdict from the records of each count."""
+def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str,
+            alone: dict[int, RunRecord] | None = None, gpu_ids: list[int] = ()) -> dict:
+    """The scaling table and the verdict from the records of each count; with `alone` (GPU -> its
+    one-GPU run), each count is judged against the slowest of its GPUs alone."""
+    rates = {g: (a.samples_per_s, a.window_samples_per_s()) for g, a in (alone or {}).items() if a.ok and a.samples_per_s}
     base = records.get(1)
     base_ok = base is not None and base.ok
     connection = interconnect(links)
@@ -233,7 +254,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
                  "batchnorm": r.batchnorm, "communication": communication.of(r),
                  "collectives": communication.as_compiled(dist.collectives if dist else None),
                  "per_gpu": _per_gpu(r), "flags": [f.code for f in r.flags],
-                 "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes}
+                 "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes, "each_alone": None}
         params = dist.params if dist else None
         point["allreduce_estimate_s"] = scaling.allreduce_s(params, n, gbs) if device_kind == "gpu" else None
         if t and base_ok:
@@ -243,10 +264,16 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
             point["efficiency"] = {"value": scaling.efficiency(ratio, n), "ci95_low": low / n, "ci95_high": high / n}
             point["outside_compute_s"], point["outside_compute_share"] = scaling.outside_compute(
                 r.step_time_s, base.step_time_s, n, mode)
+            point["each_alone"] = scaling.against_each_alone(r.samples_per_s, r.window_samples_per_s(),
+                                                             list(gpu_ids[:n]), rates, ratio_ci)
+            if point["each_alone"]:  # judged against what its GPUs do alone; outside compute from the slowest
+                slowest = alone[point["each_alone"]["slowest_gpu"]]
+                point["outside_compute_s"], point["outside_compute_share"] = scaling.outside_compute(
+                    r.step_time_s, slowest.step_time_s, n, mode)
         straggler = next((f.message for f in r.flags if f.code == "straggler"), None)
         situation = scaling.Situation(
             devices=n, mode=mode, device_kind=device_kind,
-            efficiency=point["efficiency"]["value"] if point["efficiency"] else None, status=r.status,
+            efficiency=judged(point), status=r.status,
             data=r.data.value, input_wait_share=r.input_wait_share, straggler=straggler,
             all_reduce=point["all_reduce"], backend=r.backend.value,
             interconnect=connection["kind"] if connection else None,
@@ -255,8 +282,8 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
             batchnorm_layers=dist.batchnorm_layers if dist else None, outside_s=point["outside_compute_s"],
             batchnorm=point["batchnorm"])
         point["causes"] = [c.to_dict() for c in scaling.diagnose(situation)] if n > 1 else []
-        point["meets_expectation"] = (None if point["efficiency"] is None else
-                                      point["efficiency"]["value"] >= point["expected_efficiency"])
+        point["meets_expectation"] = (None if judged(point) is None else
+                                      judged(point) >= point["expected_efficiency"])
         points.append(point)
     batchnorm = next((p["batchnorm"] for p in points if p["batchnorm"]), None)
     return {"mode": mode, "backend": first.backend.value, "precision": first.precision.value, "data": first.data.value,
@@ -264,6 +291,14 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str) -
             "device_kind": device_kind, "gpu": first.gpu.name if first.gpu else None,
             "interconnect": connection, "topology": [link.to_dict() for link in links],
             "points": points, "verdict": verdict(points, base_ok)}
+
+
+def judged(point: dict) -> float | None:
+    """The efficiency a count is judged by: against each of its GPUs alone where they were measured,
+    else against the first GPU alone."""
+    if point.get("each_alone"):
+        return point["each_alone"]["value"]
+    return point["efficiency"]["value"] if point["efficiency"] else None
 
 
 def _per_gpu(record: RunRecord) -> list[dict]:
@@ -297,8 +332,11 @@ def verdict(points: list[dict], base_ok: bool) -> dict:
         return {"ok": not parts, "summary": "; ".join(parts) or "only the 1-device run was asked for", "try": tries}
     below = [p for p in measured if not p["meets_expectation"]]
     for p in measured:
-        e = p["efficiency"]["value"]
-        parts.append(f"{p['devices']} devices: {p['speedup']['ratio']:.2f}x, {e:.0%} efficiency "
+        e, each = p["efficiency"]["value"], p.get("each_alone")
+        against = "" if not each else (
+            f" against GPU 0 alone, {each['value']:.1%} against each GPU alone (the slowest, GPU "
+            f"{each['slowest_gpu']}, runs at {each['slowest_vs_first']:.3f}x the first alone)")
+        parts.append(f"{p['devices']} devices: {p['speedup']['ratio']:.2f}x, {e:.1%} efficiency{against} "
                      f"({'meets' if p['meets_expectation'] else 'below'} the {p['expected_efficiency']:.0%} rule of thumb)")
     for p in below:
         for cause in p["causes"]:
