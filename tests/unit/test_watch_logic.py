@@ -431,6 +431,29 @@ def test_start_up_ends_at_the_first_sustained_gpu_activity():
     assert first_busy(seen) == pytest.approx(2.0)
 
 
+def test_a_fit_whose_first_step_never_ended_is_said_to_have_started():
+    """Issue 44, item 6: fit began (a large batch still compiling) and the run was stopped 42 s
+    later: the verdict says so, with the fix, never "the script called no Keras Model.fit"."""
+    from gpuscout.analysis.watch import Observed, derive
+
+    events = [{"event": "watch_hooked", "pid": 7},
+              {"event": "watch_fit_begin", "pid": 7, "fit": 1, "began_monotonic_s": 100.0, "batch_size": 4096,
+               "epochs": 3}]
+    common = dict(command=["python", "t.py"], workload="t.py", mode="command", exit_code=None, duration_s=50.0,
+                  environment={"gpuscout_version": "0", "methodology_version": 1, "schema_version": 2},
+                  child_env={}, group_id="g", record_id="r1", created_utc="2026-11-26T00:00:00")
+    r = derive(Observed(**common, status="interrupted", events=events, ended_monotonic_s=142.0))
+    (fit,) = r.fits
+    assert fit.first_step_unfinished_s == pytest.approx(42.0) and fit.batch_size == 4096 and fit.steps == 0
+    cause = r.verdict[0]
+    assert cause.code == "first_step_unfinished"
+    assert cause.message.startswith("Model.fit started (batch 4096), and no training step had finished when the run "
+                                    "was interrupted 42 s later")
+    assert "--duration" in cause.fix and "called no Keras Model.fit" not in cause.message
+    no_fit = derive(Observed(**common, status="ok", events=events[:1], ended_monotonic_s=142.0))
+    assert no_fit.verdict[0].code == "no_steps" and "called no Keras Model.fit" in no_fit.verdict[0].message
+
+
 def test_callbacks_are_named_with_their_host_time_per_epoch():
     from gpuscout.analysis.verdict import _callbacks
 

@@ -14,16 +14,16 @@ as unused below half of the GPU's.
 from __future__ import annotations
 
 import math
-import re
 
 from gpuscout.analysis import flags as flagging
+from gpuscout.analysis import untimed
 from gpuscout.core.planning import BF16_COMPUTE_CAPABILITY
 from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
 from gpuscout.core.spec import Precision
 
 INPUT_BOUND_SHARE = flagging.INPUT_BOUND_MODERATE  # 5%
 INPUT_HIGHLY = flagging.INPUT_BOUND_HIGH  # 20%
-STARVED_UTIL_PCT = 70.0
+STARVED_UTIL_PCT = untimed.STARVED_UTIL_PCT
 # A batch that arrives within this was ready: its cost is the handover, not a slow pipeline
 # (a prefetched tf.data get_next from Python takes 0.1-0.3 ms on the CI's CPU, measured with
 # tests/fixtures/watch/train.py; a Python generator's per-batch work is milliseconds).
@@ -49,9 +49,10 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
     kind and what it was measured on."""
     main = max(r.fits, key=lambda f: f.steps, default=None)
     if r.status == "failed" and (main is None or not r.windows):
-        return [_failed(r), *_gpu_health(r, other_pids)]
+        return [untimed.failed(r), *_gpu_health(r, other_pids)]
     if main is None or not r.windows:
-        return [_no_steps(r), *[c for c in (_gpu_idle(r), _unused_memory(r, None)) if c], *_gpu_health(r, other_pids)]
+        return [untimed.no_steps(r), *[c for c in (untimed.gpu_idle(r), _unused_memory(r, None)) if c],
+                *_gpu_health(r, other_pids)]
     causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _callbacks(r, main),
                           _mixed_precision(r, main, precision_reference), _xla_off(r, main), _unused_memory(r, main),
                           *_gpu_health(r, other_pids)) if c]
@@ -80,61 +81,6 @@ def _wait_text(r: WatchRecord) -> str:
                                                                           "blocked on the next batch"
     idle = "" if r.gpu_idle_share is None else f", GPU idle {r.gpu_idle_share:.0%}"
     return wait + idle
-
-
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FAILURE_CHARS = 500  # of the error's message shown as the evidence
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?")
-
-
-def _failed(r: WatchRecord) -> Cause:
-    """The script ended with an error before any training step was timed: that is the finding."""
-    tail = [ANSI.sub("", line).strip() for line in (r.error.stderr_tail if r.error else "").splitlines()]
-    tail = [line for line in tail if line]
-    # the exception's own line ("TypeError: ..."), and the message's last line when it runs on (Keras
-    # wraps a layer's error in lines of its own, the cause last)
-    at = next((i for i in range(len(tail) - 1, -1, -1) if EXCEPTION_LINE.match(tail[i])), None)
-    last = tail[-1] if tail else None
-    if at is not None:  # the exception and the lines of its message after it, as one line
-        last = " ".join(tail[at:])
-        last = last if len(last) <= FAILURE_CHARS else last[:FAILURE_CHARS] + " …"
-    known = r.error.explanations[0] if r.error and r.error.explanations else None
-    return Cause(code="script_failed", saving_share=None,
-                 message=f"the script failed (exit code {r.exit_code}) before any training step was timed",
-                 evidence=f"its last error line: {last}" if last else "it printed nothing on stderr",
-                 fix=f"{known.title}: {known.fix}" if known else
-                     "fix the error above and run it again (`gpuscout doctor --explain LOG` reads a whole log)")
-
-
-def _no_steps(r: WatchRecord) -> Cause:
-    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
-    seen = f"GPU utilisation {util:.0f}% over the run" if util is not None else "no GPU telemetry"
-    if r.mode == "pid":
-        return Cause(code="attached", saving_share=None,
-                     message="attached to a running process: NVML only, so what utilisation, memory and power "
-                             "show; no step timing, no input wait",
-                     evidence=seen, fix="for the full diagnosis run the training under gpuscout: "
-                                        "gpuscout watch --steps 200 -- COMMAND")
-    return Cause(code="no_steps", saving_share=None,
-                 message="no training step was timed: the script called no Keras Model.fit"
-                         + ("" if r.instrumented else " (and no Python process of it was instrumented)"),
-                 evidence=seen, fix="step timing needs Model.fit, or one line in a loop of your own:",
-                 code_snippet="import gpuscout.watch\n...\ngpuscout.watch.step(samples=batch_size)   # after each step")
-
-
-def _gpu_idle(r: WatchRecord) -> Cause | None:
-    """Without step timing: the GPU idled, for a reason NVML alone cannot name."""
-    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
-    if util is None or util >= STARVED_UTIL_PCT:
-        return None
-    startup = "" if r.startup_s is None else f", after a start-up of {r.startup_s:.0f} s before the GPU was first busy " \
-                                              "(imports, loading, compiling: not counted)"
-    return Cause(code="gpu_idle", saving_share=r.gpu_idle_share,
-                 message=f"the GPU ran kernels only {util:.0f}% of the time while training: the input pipeline or "
-                         "the host holds it back",
-                 evidence=f"NVML utilisation {util:.0f}% mean over {r.telemetry.window_sample_count} samples{startup}",
-                 fix="step timing tells which: watch the training with fit (or gpuscout.watch.step() in "
-                     "your loop) to see the input wait")
 
 
 def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:

@@ -48,12 +48,13 @@ class Observed:
     notes: list[str] = field(default_factory=list)
     # bench/tune measurements of mixed precision on this GPU kind: (speedup, what it was measured on)
     precision_reference: tuple[float, str] | None = None
+    ended_monotonic_s: float | None = None  # when the command ended (the child's clock is the same)
 
 
 def derive(seen: Observed) -> WatchRecord:
     from gpuscout import METHODOLOGY_VERSION, __version__
 
-    fits = _fits(seen.events)
+    fits = _fits(seen.events, seen.ended_monotonic_s)
     main = max(fits, key=lambda f: f.steps, default=None)
     windows = main.windows if main else []
     warmup = warmup_windows(windows)
@@ -108,7 +109,9 @@ def summary(events: list[dict]) -> dict | None:
             "precision_policy": main.precision_policy, "backend": main.backend, "epochs_planned": main.epochs_planned}
 
 
-def _fits(events: list[dict]) -> list[WatchedFit]:
+def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[WatchedFit]:
+    """Each fit (and the custom loop) the events tell of; `ended_monotonic_s`: when the command
+    ended, for a fit whose first step had not."""
     fits: dict[tuple, dict] = {}
 
     def fit_of(event: dict) -> dict:
@@ -118,7 +121,10 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
 
     for e in events:
         kind = e["event"]
-        if kind == "watch_fit":
+        if kind == "watch_fit_begin" and e.get("began_monotonic_s") is not None:
+            fit_of(e).update(began=e["began_monotonic_s"], batch_size=e.get("batch_size"),
+                             epochs_planned=e.get("epochs"))
+        elif kind == "watch_fit":
             fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size",
                                                     "input_type", "precision_policy", "compute_dtype", "jit_compile",
                                                     "steps_per_execution", "strategy", "compile_s", "flops_coverage",
@@ -141,6 +147,9 @@ def _fits(events: list[dict]) -> list[WatchedFit]:
                              input_repeats=e.get("input_repeats"))
     out = []
     for fit in fits.values():
+        began = fit.pop("began", None)
+        if began is not None and ended_monotonic_s is not None and "compile_s" not in fit and not fit["windows"]:
+            fit["first_step_unfinished_s"] = max(0.0, ended_monotonic_s - began)  # never announced: no step ended
         if fit["custom"]:  # the loop's own count of steps and samples
             fit["steps"] = sum(w.steps for w in fit["windows"])
             fit["samples"] = sum(w.samples or 0 for w in fit["windows"])

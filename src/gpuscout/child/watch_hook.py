@@ -80,7 +80,9 @@ def patch(model_class) -> None:
             if not isinstance(callbacks, (list, tuple)):
                 raise TypeError(f"callbacks given as {type(callbacks).__name__}, not a list")
             watcher = FitWatch(self, args[0] if args else kwargs.get("x"), callbacks)
-            emit("watch_fit_begin", fit=watcher.index)  # the parent waits for the child's own limit now
+            # the parent waits for the child's own limit now; a fit whose first step never ends is told by it
+            emit("watch_fit_begin", fit=watcher.index, began_monotonic_s=time.monotonic(),
+                 epochs=kwargs.get("epochs"), batch_size=kwargs.get("batch_size"))
             kwargs["callbacks"] = [*callbacks, make_callback(watcher)]
         except Exception as exc:
             report_failure("preparing fit", exc)

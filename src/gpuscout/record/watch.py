@@ -79,6 +79,9 @@ class WatchedFit(Part):
     input_repeats: dict[str, int] | None = None
     windows: list[WatchWindow] = Field(default_factory=list)
     epochs: list[WatchEpoch] = Field(default_factory=list)
+    # A fit that began and whose first step (the compile, then the step) had not ended when the
+    # run did: how long it had been waiting (None: its first step ended, or a record before this)
+    first_step_unfinished_s: Amount | None = None
 
 
 class Cause(Part):

@@ -178,6 +178,7 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
         except KeyboardInterrupt:  # a second Ctrl-C: the command was stopped at once
             returncode, duration_s, interrupted, lingered = None, time.monotonic() - limits.started, True, False
         finally:
+            ended_monotonic_s = time.monotonic()
             cancel.set()  # ends the limits thread
             view.stopped()
     used, samples, attribution = gpus.stop() if gpus is not None else ([], [], None)
@@ -201,7 +202,7 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
         stderr_tail=tail.text(), gpus=used,
         samples=samples, interval_s=options.telemetry_interval_s,
         other_pids=attribution.other_pids if attribution else [], notes=storable(notes),
-        precision_reference=_reference(store, used, seen))
+        precision_reference=_reference(store, used, seen), ended_monotonic_s=ended_monotonic_s)
     record = analysis.derive(observed)
     store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
     return record
