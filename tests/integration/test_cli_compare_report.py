@@ -89,7 +89,8 @@ def test_import_refuses_a_record_of_the_wrong_types_naming_it_and_changes_nothin
     cases = [({"batch_size": "big"}, "run #2 (fresh1): batch_size: Input should be a valid integer"),
              ({"throughput": good["throughput"] | {"median": "fast"}}, "run #2 (fresh1): throughput.median:"),
              ({"group_id": ["a", "b"]}, "run #2 (fresh1): group_id: Input should be a valid string"),
-             ({"samples_per_s": float("nan")}, "run #2 (fresh1): samples_per_s: Input should be a finite number"),
+             ({"samples_per_s": -1.0}, "run #2 (fresh1): samples_per_s: Input should be greater than or equal to 0"),
+             ({"samples_per_s": float("nan")}, "NaN is not a number gpuscout reads (JSON has no NaN or Infinity)"),
              ({"id": ["a"]}, "run #2: id: Input should be a valid string")]
     before = digest(store)
     for change, message in cases:
@@ -104,7 +105,7 @@ def test_import_refuses_a_record_of_the_wrong_types_naming_it_and_changes_nothin
                  ({**doc, "runs": [good, None]}, "run #2 is not a record (a JSON object)"),
                  ({**doc, "runs": [good | {"kind": "nonsense"}]}, "run #1 (fresh0): record: Input tag 'nonsense'"),
                  ({**doc, "runs": [good, good]}, "holds the same run id twice"),
-                 ({**doc, "runs": [good | {"batch_size": 10**30}]}, "run fresh0: batch_size is larger than the store"),
+                 ({**doc, "runs": [good | {"batch_size": 10**30}]}, "(31 digits) is larger than any figure gpuscout keeps (a 64-bit integer)"),
                  ([1, 2], "is not a gpuscout results file")]
     for document, message in documents:
         bad = tmp_path / "bad.json"
