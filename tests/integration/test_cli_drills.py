@@ -175,6 +175,9 @@ def test_files_that_expand_repeat_or_overflow_are_refused_in_bounded_time_and_me
     }
     for name, doc in docs.items():
         (tmp_path / f"{name}.json").write_text(doc)
+    catalog = tmp_path / "prices.toml"  # TOML has inf: a price of inf would rank nothing
+    catalog.write_text('[[price]]\ngpu = "h100_sxm"\nkind = "cloud"\nprovider = "x"\nusd_per_hour = inf\n'
+                       'date = "2026-11-01"\nsource = "mine"\n')
     cases = [
         (["sweep", str(bomb), "--dry-run", "--cpu-slots", "1"], "expands to more than 100,000 values"),
         (["sweep", str(loop), "--dry-run", "--cpu-slots", "1"], "a value that contains itself"),
@@ -186,11 +189,13 @@ def test_files_that_expand_repeat_or_overflow_are_refused_in_bounded_time_and_me
         (["results", "import", str(tmp_path / "huge.json")], "the number 1e999 is too large"),
         (["results", "import", str(tmp_path / "name.json")], "holds a string of 20,971,520 characters"),
         (["results", "import", str(tmp_path / "negative.json")], "samples_per_s: Input should be greater than or"),
+        (["catalog", "--catalog", str(catalog)], "holds inf, not a finite number: not a catalog"),
     ] + [(["sweep", _sweep_file(tmp_path / f"n{i}.yaml", name), "--dry-run", "--cpu-slots", "1"],
           "cannot name a sweep: its logs go in a folder of that name")
          for i, name in enumerate(["..", ".", ".hidden", "a/b", "x" * 101])]
     before = sha256(store)
-    results = run_cases([args + ["--store", str(store)] for args, _ in cases], tmp_path)
+    results = run_cases([args + (["--store", str(store)] if args[0] != "catalog" else []) for args, _ in cases],
+                        tmp_path)
     for result, (_, fragment) in zip(results, cases):
         refused(result, fragment)
     assert max(r["max_rss_mib"] for r in results) < 1024  # the bomb expanded would be gigabytes

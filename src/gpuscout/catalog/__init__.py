@@ -135,10 +135,15 @@ class Catalog:
 
 
 def _load_toml(text: str, origin: str) -> dict:
+    """The TOML's tables; its values within inputs.bounded's bounds (TOML has `inf` and `nan`: a
+    price of inf would rank nothing; TOML itself refuses a key given twice)."""
     try:
-        return tomllib.loads(text)
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"catalog {origin}: not valid TOML ({exc})") from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise UsageError(f"catalog {origin}: an integer of thousands of digits: not a catalog") from None
+    return inputs.bounded(parsed, f"catalog {origin}", "a catalog")
 
 
 def _entry_line(text: str, table: str, index: int) -> int:

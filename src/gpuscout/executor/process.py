@@ -33,8 +33,20 @@ POLL_S = 0.2
 # watched script's process that trained and has run all its code) has only its exit left; one
 # still there this long after is stopped and what it sent is kept. A tf.data iterator over a
 # Python function, finalised at interpreter shutdown, made a child that had sent its result wait
-# forever under TensorFlow 2.21 (tensorflow#21277); its exit takes ~1 s.
-EXIT_GRACE_S = 20.0
+# forever under TensorFlow 2.21 (tensorflow#21277); its exit takes ~1 s. GPUSCOUT_EXIT_GRACE_S
+# sets another (a framework that takes longer to shut down; the tests, which wait it out).
+EXIT_GRACE_ENV = "GPUSCOUT_EXIT_GRACE_S"
+
+
+def _exit_grace_s(default: float = 20.0) -> float:
+    try:
+        value = float(os.environ.get(EXIT_GRACE_ENV, default))
+    except ValueError:
+        return default
+    return value if 0 < value <= 3600 else default
+
+
+EXIT_GRACE_S = _exit_grace_s()
 
 
 @dataclass
