@@ -86,6 +86,13 @@ def test_outputs_go_to_files_and_streams_never_over_the_store_or_a_device(store,
         (["report", "--out", str(tmp_path)], "is a folder"),
         (["report", "--out", str(mine)], "gpuscout did not write it"),
     ]
+    try:  # device nodes of our own (root can make them; writing to either would be harmless)
+        os.mknod(tmp_path / "random-node", stat.S_IFCHR | 0o666, os.makedev(1, 8))  # /dev/random's numbers
+        os.mknod(tmp_path / "block-node", stat.S_IFBLK | 0o666, os.makedev(7, 255))  # a loop device's
+        cases += [(["report", "--out", str(tmp_path / "random-node"), "--force"], "is a character device, not a file"),
+                  (["results", "export", "-o", str(tmp_path / "block-node"), "--force"], "is a block device, not a file")]
+    except PermissionError:
+        print("not root: no device nodes of our own; /dev/random and /dev/full stand for them")
     written = [["report", "--out", "/dev/null", "--force"], ["report", "--out", str(tmp_path / "via-link.html")]]
     results = run_cases([args + store_arg for args, _ in cases] + [args + store_arg for args in written], tmp_path)
     for result, (_, fragment) in zip(results, cases):
@@ -97,6 +104,8 @@ def test_outputs_go_to_files_and_streams_never_over_the_store_or_a_device(store,
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)
     assert (tmp_path / "via-link.html").is_symlink() and "<!doctype html>" in (tmp_path / "target.html").read_text()
     assert stat.S_ISFIFO(fifo.stat().st_mode) and mine.read_text() == "<p>mine</p>"
+    assert all(not p.exists() or stat.S_ISCHR(p.stat().st_mode) or stat.S_ISBLK(p.stat().st_mode)
+               for p in (tmp_path / "random-node", tmp_path / "block-node"))
     assert sha256(store) == before and not list(tmp_path.glob(".*.partial"))
     # a FIFO with a reader is a stream: the report arrives whole
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
