@@ -78,16 +78,22 @@ def handle_errors(command):
             if traceback_text and VERBOSE["on"]:
                 err.print(escape(traceback_text.rstrip()), soft_wrap=True)
             hint = "; `gpuscout --verbose ...` shows the traceback" if traceback_text and not VERBOSE["on"] else ""
-            err.print(f"[red]error:[/] {escape(str(exc))}{hint}", soft_wrap=True)  # one line, however long
+            err.print(f"[red]error:[/] {escape(one_line(exc))}{hint}", soft_wrap=True)  # one line, however long
             raise typer.Exit(exc.exit_code) from None
         except RunError as exc:
-            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            err.print(f"[red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err.print(f"interrupted ({signals.name()}): runs that finished are stored; nothing half-written was kept")
             raise typer.Exit(signals.exit_code()) from None
 
     return wrapper
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line: text quoted from elsewhere (a YAML parser's problem, a
+    script's error line, an SQLite message) can hold newlines, and the rule is one line."""
+    return " ".join(str(exc).split())
 
 
 def option_flags(command) -> dict[str, str]:
