@@ -143,8 +143,6 @@ def loads_json(text_: str, origin: str, what: str) -> Any:
 
     try:
         value = parse_nested(text_, origin, what, parse)
-    except json.JSONDecodeError:
-        raise
     except Unbounded as exc:
         raise UsageError(f"{origin}: {exc}: not {what}") from None
     return bounded(value, origin, what)

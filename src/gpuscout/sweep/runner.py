@@ -204,12 +204,13 @@ class TrialRunner:
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
         returncode, lingered_note, cancelled = finished.returncode, None, finished.cancelled
+        code_done = files.code_done() if cancelled else None
         if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
             code, lingered_note = after_lingering(finished.events)
             returncode = 0 if code is None else code
-        elif cancelled and files.code_done() is not None and not prune_now.is_set():
+        elif code_done is not None and not prune_now.is_set():
             # stopped with its driver (Ctrl-C, SIGTERM) after all its code had run: it finished
-            returncode, lingered_note, cancelled = files.code_done(), CODE_DONE_NOTE, False
+            returncode, lingered_note, cancelled = code_done, CODE_DONE_NOTE, False
         attempt = judge(self.sweep, files, returncode, timed_out=finished.timed_out,
                         cancelled=cancelled,
                         telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
