@@ -90,10 +90,10 @@ def handle_errors(command):
     return wrapper
 
 
-def one_line(exc: BaseException) -> str:
+def one_line(message: object) -> str:
     """An error's message as one line: text quoted from elsewhere (a YAML parser's problem, a
-    script's error line, an SQLite message) can hold newlines, and the rule is one line."""
-    return " ".join(str(exc).split())
+    script's error line, an SQLite message, click's own) can hold newlines, and the rule is one line."""
+    return " ".join(str(message).split())
 
 
 def option_flags(command) -> dict[str, str]:
@@ -180,13 +180,12 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.exit_code
     except click_errors.UsageError as exc:
         where = f"`{exc.ctx.command_path} --help`" if exc.ctx is not None else "`gpuscout --help`"
-        message = " ".join(exc.format_message().split())  # click's messages can hold newlines
         terminal.console(stderr=True, highlight=False).print(
-            f"[red]error:[/] {escape(message)} ({where} lists what it takes)", soft_wrap=True)
+            f"[red]error:[/] {escape(one_line(exc.format_message()))} ({where} lists what it takes)", soft_wrap=True)
         code = exc.exit_code
     except click_errors.ClickException as exc:
         terminal.console(stderr=True, highlight=False).print(
-            f"[red]error:[/] {escape(' '.join(exc.format_message().split()))}", soft_wrap=True)
+            f"[red]error:[/] {escape(one_line(exc.format_message()))}", soft_wrap=True)
         code = exc.exit_code
     except typer.Abort:  # click's prompt interrupted: as Ctrl-C
         code = 130

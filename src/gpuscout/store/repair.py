@@ -16,15 +16,15 @@ from __future__ import annotations
 import json
 import mmap
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from gpuscout.record import StoredRecord
-from gpuscout.store import pages
+from gpuscout.store import pages, schema
 from gpuscout.store.failures import StoreError
-from gpuscout.store.schema import SQLITE_HEADER
 from gpuscout.store.sqlite import Store, default_store_path, parse_record, problem
 
 RUN_COLUMNS = 16  # store/schema.py's `runs`: id first, record_json last
@@ -136,32 +136,29 @@ def _header_pages(path: Path) -> int:
     """The database size in pages the header states (fileformat 1.3.7), 0 where it cannot say."""
     with open(path, "rb") as handle:
         header = handle.read(pages.HEADER_BYTES)
-    if len(header) < pages.HEADER_BYTES or not header.startswith(SQLITE_HEADER):
+    if len(header) < pages.HEADER_BYTES or not header.startswith(schema.SQLITE_HEADER):
         return 0
     valid = header[24:28] == header[92:96]  # the change counter matches "version-valid-for"
     return int.from_bytes(header[28:32], "big") if valid else 0
 
 
-def read_contents(path: Path) -> Contents:
+def read_contents(path: Path, db: sqlite3.Connection | None) -> Contents:
+    """Every record and trial of the file at `path`: through `db` (the file opened by _open, None
+    where SQLite cannot read it), then from its pages."""
     out = Contents()
     scan = _scan(path)
     out.missing_pages = max(0, _header_pages(path) - scan.pages)
-    db = _open(path)
-    try:
-        runs, lost, found = _read_table(db, "runs", RUN_COLUMNS, _on_pages(scan, RUN_COLUMNS, _is_run))
-        out.lost_rows += lost
-        out.from_pages += found
-        for row in runs:
-            try:
-                out.records.append(parse_record(row[-1]))
-            except ValidationError as exc:
-                out.invalid[f"run {row[0]}"] = problem(exc)
-        trials, lost, found = _read_table(db, "trials", TRIAL_COLUMNS, _on_pages(scan, TRIAL_COLUMNS, _is_trial))
-        out.lost_rows += lost
-        out.from_pages += found
-    finally:
-        if db is not None:
-            db.close()
+    runs, lost, found = _read_table(db, "runs", RUN_COLUMNS, _on_pages(scan, RUN_COLUMNS, _is_run))
+    out.lost_rows += lost
+    out.from_pages += found
+    for row in runs:
+        try:
+            out.records.append(parse_record(row[-1]))
+        except ValidationError as exc:
+            out.invalid[f"run {row[0]}"] = problem(exc)
+    trials, lost, found = _read_table(db, "trials", TRIAL_COLUMNS, _on_pages(scan, TRIAL_COLUMNS, _is_trial))
+    out.lost_rows += lost
+    out.from_pages += found
     for row in trials:
         t = dict(zip(TRIAL_FIELDS, row))
         try:
@@ -175,25 +172,31 @@ def read_contents(path: Path) -> Contents:
     return out
 
 
-def _integrity(path: Path) -> list[str]:
+def _integrity(db: sqlite3.Connection | None) -> list[str]:
     """SQLite's own check of the file (PRAGMA integrity_check): ["ok"], or what is wrong (the
     first 50 problems)."""
-    db = _open(path)
     if db is None:
         return ["SQLite cannot read the file's schema (its first page is damaged)"]
     try:
         return [row[0] for row in db.execute("PRAGMA integrity_check(50)")]
     except sqlite3.DatabaseError as exc:  # too damaged for the check itself to run
         return [str(exc)]
+
+
+@contextmanager
+def _opened(path: Path):
+    """The file opened by _open for as long as it is read (None where SQLite cannot read it)."""
+    db = _open(path)
+    try:
+        yield db
     finally:
-        db.close()
+        if db is not None:
+            db.close()
 
 
 def _readable_store(path: Path | None) -> Path:
     """The store's path once it is known to be a file that can be looked at: gpuscout's checks
     (not SQLite's, which a damaged file fails) refuse a folder, a missing, empty or foreign file."""
-    from gpuscout.store import schema
-
     path = Path(path) if path is not None else default_store_path()
     if not path.exists():
         raise StoreError(f"no results store at {path}: pass the damaged store with --store")
@@ -205,8 +208,10 @@ def check(path: Path | None) -> CheckReport:
     """SQLite's integrity check, then every record and trial read and validated, through SQLite
     and page by page."""
     path = _readable_store(path)
-    contents = read_contents(path)
-    return CheckReport(str(path), _integrity(path), len(contents.records), len(contents.trials), contents.invalid,
+    with _opened(path) as db:
+        contents = read_contents(path, db)
+        integrity = _integrity(db)
+    return CheckReport(str(path), integrity, len(contents.records), len(contents.trials), contents.invalid,
                        contents.lost_rows, contents.from_pages, contents.missing_pages)
 
 
@@ -228,7 +233,8 @@ def salvage(path: Path | None, out: Path) -> SalvageReport:
     if out.exists() or out.is_symlink():
         raise StoreError(f"{out} exists: --out names the new store salvage writes, a file that does not exist yet")
     path = _readable_store(path)
-    contents = read_contents(path)
+    with _opened(path) as db:
+        contents = read_contents(path, db)
     with Store(out) as fresh:
         fresh.put_many(contents.records)
         for t in contents.trials:

@@ -78,12 +78,12 @@ def create(path: Path) -> None:
 def refuse_foreign_file(path: Path) -> None:
     """A file gpuscout did not make is named and left as it is (SQLite would turn an empty
     file into a new database: the user's file, changed)."""
-    if path.is_dir():
-        raise StoreError(f"{path} is a folder, not a results store: pass a file path with --store")
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise StoreError(f"cannot look at the results store {path} ({exc.strerror}): pass another --store") from None
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"{path} is a folder, not a results store: pass a file path with --store")
     if not stat.S_ISREG(mode):  # a FIFO would block the first read forever; a device is no store
         kind = "FIFO" if stat.S_ISFIFO(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
         raise StoreError(f"{path} is a {kind}, not a results store (a regular file): pass a file path with --store")

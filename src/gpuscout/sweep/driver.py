@@ -4,32 +4,24 @@ trial, summarise, write TensorBoard logs."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscout import catalog
-from gpuscout.analysis import stats
 
 from gpuscout.core import engine, planning
 from gpuscout.core.errors import RunError, UsageError
-from gpuscout.executor import process
-from gpuscout.core.pricing import hourly_cost
 from gpuscout.core.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.store.failures import StoreFailure
 from gpuscout.sweep import runner as run_lib
+from gpuscout.sweep import schedule
 from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep import workload_trials
-from gpuscout.sweep.spec import SweepFile, Trial, check_commands, expand, load
+from gpuscout.sweep.spec import SWEEP_NAME, SweepFile, Trial, check_commands, expand, load
+from gpuscout.sweep.summary import best_of, summarise, write_tensorboard
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import Sampler
-
-
-# Writing the logs of thousands of trials takes seconds; longer means the writer hung.
-TENSORBOARD_TIMEOUT_S = 600
 
 
 class Display:
@@ -157,13 +149,12 @@ def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult
 
 
 def logs_folder(store_path: Path, name: str) -> Path:
-    """sweeps/NAME beside the store: the sweep's own folder, never one above it (the name is one
-    path component, sweep/spec.SWEEP_NAME; checked again here, where the path is made)."""
+    """sweeps/NAME beside the store: the sweep's own folder, never one above it. The sweep file's
+    rule for a name (spec.SWEEP_NAME: one path component) is checked again where the path is made."""
     root = store_path.parent / "sweeps"
-    folder = root / name
-    if os.path.realpath(folder.parent) != os.path.realpath(root) or name in (".", ".."):
+    if not SWEEP_NAME.fullmatch(name):
         raise UsageError(f"sweep name {name!r} would put its logs outside {root}: rename the sweep")
-    return folder
+    return root / name
 
 
 def again_statuses(options: SweepOptions) -> tuple[str, ...]:
@@ -190,23 +181,7 @@ def _left_running(sweep: SweepFile, trials: list[Trial], stored: dict, leases: d
     return held, adopted
 
 
-def _better(sweep: SweepFile, a: float, b: float) -> bool:
-    return a > b if sweep.metric.direction == "max" else a < b
-
-
-def best_of(sweep: SweepFile, results: list[dict], status: str = "ok") -> dict | None:
-    """The best trial of those that ended with `status` and reported the metric."""
-    scored = [r for r in results if r["status"] == status and sweep.metric.name in r["metrics"]]
-    if not scored:
-        return None
-    best = scored[0]
-    for r in scored[1:]:
-        if _better(sweep, r["metrics"][sweep.metric.name], best["metrics"][sweep.metric.name]):
-            best = r
-    return best
-
-
-class _Hooks(run_lib.Hooks):
+class _Hooks(schedule.Hooks):
     """The driver's side of a run: leases and results in the store, the display told."""
 
     def __init__(self, p: Plan, options: SweepOptions, store: Store, display: Display, results: list[dict]) -> None:
@@ -298,7 +273,7 @@ def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hook
                 return None
             proposed[0] += 1
             return hooks.search.propose(proposed[0] - 1)
-    return run_lib.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks, more)
+    return schedule.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks, more)
 
 
 def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
@@ -331,80 +306,3 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     summary["tensorboard"] = write_tensorboard(p, results, changed=bool(new or p.adopted))
     (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
-
-
-def summarise(p: Plan, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> dict:
-    """`results`: every trial of the sweep (for the ranking); `new`: those run now (for time)."""
-    sweep = p.sweep
-    began = min((r["started_monotonic_s"] for r in new), default=0.0)
-    finished = max((r["ended_monotonic_s"] for r in new), default=0.0)
-    wall = finished - began
-    trial_time = sum(r["duration_s"] for r in new)
-    ranked, timed_out = (sorted((r for r in results if r["status"] == status and sweep.metric.name in r["metrics"]),
-                                key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
-                         for status in ("ok", "timeout"))
-    gpu_seconds: dict[str, float] = {}
-    idle: dict[str, float] = {}
-    gap: dict[str, float] = {}  # no trial on the GPU while trials were left to run (the scheduler's cost)
-    drain: dict[str, float] = {}  # from its last trial's end to the sweep's: no trial was left to give it
-    cost_usd = 0.0
-    priced = True
-    for gpu in sorted({r["gpu_index"] for r in new if r["gpu_index"] is not None}):
-        mine = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in new if r["gpu_index"] == gpu)
-        busy = stats.covered_s(mine)
-        gpu_seconds[f"gpu{gpu}"] = busy
-        idle[f"gpu{gpu}"] = 1 - busy / wall if wall else None
-        drain[f"gpu{gpu}"] = (finished - max(end for _, end in mine)) / wall if wall else None
-        gap[f"gpu{gpu}"] = idle[f"gpu{gpu}"] - drain[f"gpu{gpu}"] if wall else None
-        entry = catalog.match(nvml.gpu(gpu).name) if nvml.available else None
-        hourly = hourly_cost(catalog.load(), entry.id, strict=False) if entry else None
-        if hourly is None:
-            priced = False
-        else:
-            cost_usd += hourly.usd_per_hour * wall / 3600  # a rented GPU costs its hours, busy or idle
-    counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "pruned", "failed", "oom", "timeout")}
-    return {
-        "sweep": sweep.name, "metric": sweep.metric.model_dump(),
-        "trials": sweep.strategy.trials if sweep.strategy.kind == "tpe" else len(p.trials), "run_now": len(new),
-        "skipped_done": len(p.done), "status_counts": counts, "stopped": stopped,
-        "best": [_ranked(r, sweep) for r in ranked[:5]],
-        # killed at the trial timeout after reporting: what they reported last, apart from the complete ones
-        "timed_out": [_ranked(r, sweep) for r in timed_out],
-        "wall_s": wall, "trial_seconds_sum": trial_time, "parallel_speedup": trial_time / wall if wall else None,
-        "trials_per_hour": len(new) / wall * 3600 if wall else None,
-        "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,
-        "gpu_gap_share": gap, "gpu_drain_share": drain,
-        "cost_usd": cost_usd if gpu_seconds and priced else None, "log_root": str(p.log_root), "notes": p.notes,
-        "strategy": sweep.strategy.model_dump(),
-        "early_stop": search_lib.stopping_summary(sweep, results, best_of(sweep, results)),
-    }
-
-
-def _ranked(r: dict, sweep: SweepFile) -> dict:
-    return {"index": r["index"], "params": r["params"], "value": r["metrics"][sweep.metric.name],
-            "epochs": len(r.get("history") or []), "duration_s": r["duration_s"], "slot": r["slot"],
-            "log_dir": r["log_dir"]}
-
-
-def write_tensorboard(p: Plan, results: list[dict], changed: bool) -> dict:
-    """Each trial's reports as scalars and the sweep's HParams table, written by a child with
-    tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
-    when no trial ended since they were written (a resumed sweep with nothing left to run would
-    otherwise spend a second starting the writer)."""
-    logdir = p.log_root / "tensorboard"
-    if not changed and logdir.is_dir():
-        return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
-    payload = p.log_root / "tensorboard-input.json"
-    payload.write_text(json.dumps({"metric": p.sweep.metric.name, "space": list(p.sweep.space),
-                                   "results": results}, default=str))
-    finished, output = process.run_captured(
-        [sys.executable, "-m", "gpuscout.child.tensorboard_writer", str(payload), str(logdir)],
-        env=_quiet_env(), timeout_s=TENSORBOARD_TIMEOUT_S)
-    if finished.returncode != 0:
-        last = (output.strip().splitlines() or ["unknown error"])[-1]
-        return {"logdir": None, "note": f"no TensorBoard logs ({last}); pip install 'gpuscout[sweep]'"}
-    return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
-
-
-def _quiet_env() -> dict:
-    return dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")

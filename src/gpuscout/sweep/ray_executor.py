@@ -14,7 +14,8 @@ from pathlib import Path
 
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.sweep.runner import Hooks, Slot, TrialResult
+from gpuscout.sweep.runner import Slot, TrialResult
+from gpuscout.sweep.schedule import Hooks
 from gpuscout.sweep.spec import SweepFile, Trial
 
 CONNECT_TIMEOUT_S = 3.0
