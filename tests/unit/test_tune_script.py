@@ -7,6 +7,7 @@ import math
 import pytest
 
 from gpuscout.analysis.compare import contrast
+from gpuscout.record.watch import InputRepeats
 from gpuscout.tune import script
 from tests.records import fit_events, make_watch_record
 from tests.unit.test_watch_logic import H100, busy
@@ -72,10 +73,31 @@ def test_unknown_change_names_are_refused():
 def test_cache_is_offered_only_for_batches_seen_to_repeat():
     r = baseline(backend="tensorflow", input_type="PyDataset", wait_s=0.6, gpu=False)
     reasons = {}
-    for repeats in (None, {"checked": 4, "same": 3}, {"checked": 4, "same": 4}):
-        r.main.input_repeats = repeats
+    for repeats in (None, {"checked": 4, "same": 3, "batches": 22}, {"checked": 4, "same": 4, "batches": 20,
+                                                                      "bytes": 3 * 2**20}):
+        r.main.input_repeats = repeats and InputRepeats(**repeats)
         found = script._cache(r)
-        reasons[str(repeats)] = found if isinstance(found, str) else found[0].settings
-    assert reasons["None"].startswith("no batch was made twice in the baseline")
-    assert reasons[str({"checked": 4, "same": 3})].startswith("1 of 4 batches made again differed")
-    assert reasons[str({"checked": 4, "same": 4})] == {"cache": True}
+        reasons[str(repeats and repeats["same"])] = found if isinstance(found, str) else found[0]
+    assert reasons["None"].startswith("whether the batches repeat was not checked")
+    assert reasons["3"].startswith("1 of 4 batches read after the first epoch were new ones")
+    cache = reasons["4"]
+    assert cache.settings == {"cache": True} and "keeping them takes 3 MiB of host memory" in cache.why
+    assert "class CachedBatches(keras.utils.PyDataset):" in cache.line  # the code, never a description
+    assert cache.line.endswith("model.fit(CachedBatches(dataset), ...)")
+    # a generator repeating every 20 batches: replayed after its first period, in its order
+    r.main.input_type = "generator"
+    r.main.input_repeats = InputRepeats(checked=30, same=30, order="stream", period=20, bytes=2**30)
+    replay, = script._cache(r)
+    assert replay.settings == {"cache": True, "period": 20} and "def replayed(batches, period):" in replay.line
+    r.env.host_memory_bytes = 2**30  # more than half of the host's memory: refused, with both sizes
+    assert script._cache(r) == "the batches repeat, but keeping them takes 1.0 GiB, more than half of the host's 1.0 GiB"
+
+
+def test_every_input_change_is_code():
+    """The lines handed over for prefetch and device_batches are the definitions tune injected."""
+    gen = baseline(input_type="generator", wait_s=0.6)
+    prefetch, = script._prefetch(gen)
+    assert prefetch.line.startswith("def read_ahead(batches, depth=8):") and "model.fit(read_ahead(batches)" in prefetch.line
+    arrays = baseline(input_type="numpy")
+    moved, = script._device_batches(arrays)
+    compile(moved.line.replace("...", "epochs=1"), "line", "exec")  # it parses: code, not prose

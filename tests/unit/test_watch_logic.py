@@ -476,9 +476,24 @@ def test_a_pydatasets_advice_starts_from_the_workers_it_has():
     threads, _ = _pydataset_fix(6, False, 4)
     assert "already has 6 worker threads" in threads and "use_multiprocessing=True, 6 workers" in threads
     enough, snippet = _pydataset_fix(8, True, 4)
-    assert "already has 8 worker processes" in enough and "self.kept[i]" in snippet
+    assert "already has 8 worker processes" in enough and "num_parallel_calls" in snippet
     more, snippet = _pydataset_fix(1, False, 5)
     assert "more workers (5, it has 1)" in more and "workers=5, use_multiprocessing=True" in snippet
+
+
+def test_watch_offers_the_cache_tune_would_try():
+    """The same rule as tune's (analysis/repeats.py): batches seen to repeat are kept before more
+    producers are asked for; batches that differ are never."""
+    from gpuscout.record.watch import InputRepeats
+
+    r = make_watch_record(events=fit_events(input_type="PyDataset", wait_s=0.6))
+    r.main.input_repeats = InputRepeats(checked=40, same=40, batches=20, bytes=2**20)
+    from gpuscout.analysis.verdict import verdict
+
+    cause = next(c for c in verdict(r) if c.code == "input_bound")
+    assert cause.fix.startswith("make each batch once and keep it") and "class CachedBatches" in cause.code_snippet
+    r.main.input_repeats = InputRepeats(checked=40, same=0, batches=60)
+    assert "CachedBatches" not in (next(c for c in verdict(r) if c.code == "input_bound").code_snippet or "")
 
 
 def test_xla_advice_follows_what_keras_does_on_the_device():

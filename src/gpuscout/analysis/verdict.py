@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from gpuscout.analysis import flags as flagging
+from gpuscout.analysis import repeats
 from gpuscout.analysis import untimed
 from gpuscout.core.planning import BF16_COMPUTE_CAPABILITY
 from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
@@ -98,7 +99,11 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     saving = share if r.gpu_idle_share is None else min(share, r.gpu_idle_share)
     if fetch_s < HANDOVER_S:
         return _handover(r, main, saving, fetch_s, compute_s)
-    fix, snippet = _input_fix(main, cores)
+    keep = repeats.keepable(main, r.env.host_memory_bytes)
+    if isinstance(keep, repeats.Keepable):  # the work can be done once: before more producers for it
+        fix, snippet = f"make each batch once and keep it: {keep.evidence}", repeats.cache_code(keep)
+    else:
+        fix, snippet = _input_fix(main, cores)
     return Cause(code="input_bound", saving_share=saving,
                  message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch",
                  evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
@@ -162,20 +167,6 @@ def _input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
             "           .prefetch(tf.data.AUTOTUNE))")
 
 
-# A PyDataset's batches the same every epoch can be made once: the work is then paid in the first
-# epoch only (a tf.data cache() does the same for a pipeline).
-CACHE_SNIPPET = ("class Cached(keras.utils.PyDataset):   # the same batches every epoch: make each once\n"
-                 "    def __init__(self, inner):\n"
-                 "        super().__init__(workers=inner.workers, use_multiprocessing=inner.use_multiprocessing)\n"
-                 "        self.inner, self.kept = inner, {}\n"
-                 "    def __len__(self):\n"
-                 "        return len(self.inner)\n"
-                 "    def __getitem__(self, i):\n"
-                 "        if i not in self.kept:\n"
-                 "            self.kept[i] = self.inner[i]\n"
-                 "        return self.kept[i]")
-
-
 def _pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tuple[str, str]:
     """What a PyDataset that keeps the loop waiting needs, from the workers it already has.
     Worker threads overlap only work that releases the GIL (I/O, most numpy): pure-Python work
@@ -184,13 +175,12 @@ def _pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tup
     have = have or 1
     if have > 1 and not processes:
         return (f"it already has {have} worker threads: threads barely overlap pure-Python work under the GIL, "
-                f"so use processes (use_multiprocessing=True, {max(needed, have)} workers), or do the work once: "
-                "when every epoch yields the same batches, keep them after the first",
-                f"super().__init__(workers={max(needed, have)}, use_multiprocessing=True)\n\n" + CACHE_SNIPPET)
+                f"so use processes (use_multiprocessing=True, {max(needed, have)} workers)",
+                f"super().__init__(workers={max(needed, have)}, use_multiprocessing=True)")
     if processes and have >= needed:
         return (f"it already has {have} worker processes, as many as the wait asks for: make each batch cheaper "
-                "(do the per-batch work once when every epoch yields the same batches, or move it into the model "
-                "or a tf.data map)", CACHE_SNIPPET)
+                "(move the work into the model or a tf.data map)",
+                "dataset = tf.data.Dataset.from_tensor_slices(raw).map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)")
     return (f"give the PyDataset more workers ({needed}, it has {have}) and processes",
             f"super().__init__(workers={needed}, use_multiprocessing=True,\n"
             f"                 max_queue_size={2 * needed})")

@@ -130,6 +130,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                                                     "steps_per_execution", "strategy", "compile_s", "flops_coverage",
                                                     "steps_per_epoch", "input_in_graph", "input_workers",
                                                     "input_multiprocessing", "sync_callbacks")})
+            fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
                              epochs_planned=e.get("epochs"))
         elif kind == "watch_window":

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child.tune_overrides import InputRepeats
+from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.core import decisions
-from gpuscout.child.watch_state import (STATE, HASH_BATCHES, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
+from gpuscout.child.watch_state import (STATE, CHECK_REPEATS, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
                                         is_pydataset, limit_reached, report_failure, stop_trace, trace)
 
 def leading_samples(batch) -> int | None:
@@ -87,13 +87,16 @@ def wait_for(outputs) -> None:
 class FitWatch:
     """One Model.fit call: its windows, epochs and the model's facts."""
 
-    def __init__(self, model, x, callbacks=()) -> None:
+    def __init__(self, model, x, callbacks=(), site: dict | None = None) -> None:
         STATE.fits += 1
+        self.site = site
         self.index, self.model, self.x = STATE.fits, model, x
         self.sync_callbacks = [type(c).__name__ for c in callbacks if waits_for_logs(c)]
         self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
-        # tune's baseline: does a PyDataset give the same batch for an index every epoch?
-        self.repeats = InputRepeats.watch(x) if HASH_BATCHES and is_pydataset(x) else None
+        # do a PyDataset's epochs, or a generator's stream, repeat? (could they be kept: cache)
+        self.repeats = InputRepeats(batches_per_epoch(x)) \
+            if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator") else None
+        self.unobserve = lambda: None
         for callback in callbacks:
             self.time_hooks(callback)
         self.original_train_function = None
@@ -268,11 +271,22 @@ class FitWatch:
              compile_s=compile_s, started_monotonic_s=STATE.first_step, epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
              steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
-             **input_workers(self.x))
+             sites={"fit": self.site, "compile": getattr(self.model, "_gpuscout_compiled_at", None),
+                    "input": input_site(self.x)}, **input_workers(self.x))
+
+    def observed_input(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """fit's arguments with the input's host batches observed (whether they repeat)."""
+        if self.repeats is None:
+            return args, kwargs
+        x, self.unobserve = observe(self.x, self.repeats)
+        if x is not self.x:
+            args, kwargs = ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "x": x})
+        return args, kwargs
 
     def end(self) -> None:
         self.training_ended()
         self.unwrap()
+        self.unobserve()
         stop_trace()
         emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
@@ -294,6 +308,20 @@ def waits_for_logs(callback) -> bool:
         return False
     return any(hasattr(callback, hook) and not getattr(getattr(callback, hook), "_is_default", False)
                for hook in ("on_batch_end", "on_train_batch_end"))
+
+
+def input_site(x) -> dict | None:
+    """Where the input is written: a PyDataset's `__init__` (its workers), a generator's function."""
+    code = getattr(x, "gi_code", None) or getattr(getattr(type(x), "__init__", None), "__code__", None)
+    return {"file": code.co_filename, "line": code.co_firstlineno, "name": code.co_name} if code else None
+
+
+def batches_per_epoch(x) -> int | None:
+    """A PyDataset's number of batches (None for an endless one, or another input)."""
+    try:
+        return int(x.num_batches) if is_pydataset(x) and x.num_batches is not None else None
+    except Exception:
+        return None
 
 
 def input_workers(x) -> dict:

@@ -54,18 +54,19 @@ def patch(model_class) -> None:
     original = model_class.fit
     if getattr(original, "_gpuscout_watched", False):
         return
-    if tune_overrides.CHANGES:  # `gpuscout tune -- COMMAND`: XLA and steps_per_execution at compile
-        compile_ = model_class.compile
+    compile_ = model_class.compile
 
-        def compile(self, *args, **kwargs):
-            try:
+    def compile(self, *args, **kwargs):
+        try:
+            self._gpuscout_compiled_at = caller_site()  # where `tune --patch` sets XLA, steps_per_execution
+            if tune_overrides.CHANGES:  # `gpuscout tune -- COMMAND`
                 kwargs = tune_overrides.compile_kwargs(kwargs)
-            except Exception as exc:
-                report_failure("applying a tune change at compile", exc)
-            return compile_(self, *args, **kwargs)
+        except Exception as exc:
+            report_failure("applying a tune change at compile", exc)
+        return compile_(self, *args, **kwargs)
 
-        compile.__wrapped__ = compile_
-        model_class.compile = compile
+    compile.__wrapped__ = compile_
+    model_class.compile = compile
 
     def fit(self, *args, **kwargs):
         if STATE.limit_reached:
@@ -79,7 +80,8 @@ def patch(model_class) -> None:
             callbacks = kwargs.get("callbacks") or []
             if not isinstance(callbacks, (list, tuple)):
                 raise TypeError(f"callbacks given as {type(callbacks).__name__}, not a list")
-            watcher = FitWatch(self, args[0] if args else kwargs.get("x"), callbacks)
+            watcher = FitWatch(self, args[0] if args else kwargs.get("x"), callbacks, caller_site())
+            args, kwargs = watcher.observed_input(args, kwargs)
             # the parent waits for the child's own limit now; a fit whose first step never ends is told by it
             emit("watch_fit_begin", fit=watcher.index, began_monotonic_s=time.monotonic(),
                  epochs=kwargs.get("epochs"), batch_size=kwargs.get("batch_size"))
@@ -99,6 +101,12 @@ def patch(model_class) -> None:
     fit.__wrapped__ = original
     fit.__doc__ = original.__doc__
     model_class.fit = fit
+
+
+def caller_site() -> dict | None:
+    """The file and line that called the wrapped method (two frames up: past the wrapper)."""
+    frame = sys._getframe(2)
+    return {"file": frame.f_code.co_filename, "line": frame.f_lineno}
 
 
 class KerasFinder(importlib.abc.MetaPathFinder):

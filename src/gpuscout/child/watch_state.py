@@ -18,8 +18,9 @@ WINDOW_S = float(os.environ.get("GPUSCOUT_WATCH_WINDOW_S", "1.0"))
 # Windows of this many steps instead of WINDOW_S seconds (`tune`: every run of a session has the
 # same steps, and so the same number of windows however fast a change makes it)
 WINDOW_STEPS = int(os.environ.get("GPUSCOUT_WATCH_WINDOW_STEPS", "0")) or None
-# Hash this many first batches of each epoch (tune's baseline: does the input repeat every epoch?)
-HASH_BATCHES = int(os.environ.get("GPUSCOUT_WATCH_HASH_BATCHES", "0"))
+# Whether a Python input's batches repeat is checked (child/input_repeats.py); tune's runs after its
+# first baseline turn it off
+CHECK_REPEATS = os.environ.get("GPUSCOUT_WATCH_REPEATS", "1") != "0"
 MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
 MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
 TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace

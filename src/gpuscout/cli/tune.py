@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Annotated, Optional
 
@@ -60,8 +62,9 @@ class TuneConfig:
     model: Annotated[Optional[str], typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
     backend: Annotated[str, typer.Option(help="auto | tensorflow | jax.")] = "auto"
     parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = ",".join(tune_lib.PARTS)
-    budget: Annotated[float, typer.Option(
-        help="Total time budget in minutes; the search stops before overrunning it.")] = 30.0
+    budget: Annotated[Optional[float], typer.Option(
+        help="Total time budget in minutes; the search stops before overrunning it [default: 30 for a workload, "
+             "6 for a command].")] = None
     batch_size: Annotated[Optional[int], typer.Option(
         "--batch-size", "-b", help="The batch of the ablation [default: the workload's].")] = None
     max_batch: Annotated[Optional[int], typer.Option(
@@ -75,6 +78,9 @@ class TuneConfig:
     only: Annotated[Optional[str], typer.Option(help="-- COMMAND: only these changes (comma list).")] = None
     skip: Annotated[Optional[str], typer.Option(help="-- COMMAND: not these changes (comma list).")] = None
     dry_run: Annotated[bool, typer.Option("--dry-run", help="-- COMMAND: print the plan, run nothing.")] = False
+    patch: Annotated[Optional[Path], typer.Option(
+        "--patch", help="-- COMMAND: write the winning changes to FILE as a unified diff of your files (never "
+                        "applied to them), after running a patched copy to check it.", metavar="FILE")] = None
 
 
 TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
@@ -89,13 +95,14 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
         raise UsageError(f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
                          "(gpuscout tune -- python train.py)")
     workload = config.target[0] if config.target else None
-    if config.steps is not None or config.only or config.skip or config.dry_run:
-        raise UsageError("--steps, --only, --skip and --dry-run are for a command: gpuscout tune -- python train.py")
+    if config.steps is not None or config.only or config.skip or config.dry_run or config.patch:
+        raise UsageError("--steps, --only, --skip, --dry-run and --patch are for a command: gpuscout tune -- python "
+                         "train.py")
     if workload and config.model:
         raise UsageError("name a workload or a --model, not both")
     options = tune_lib.TuneOptions(
         backend=config.backend, parts=parse_names(config.parts, "--parts", "ablation,batch"),
-        budget_s=config.budget * 60, protocol=protocol.settings(), device=device.choice(),
+        budget_s=(config.budget or 30.0) * 60, protocol=protocol.settings(), device=device.choice(),
         measure=measure_options(config.timeout, telemetry=True), batch_size=config.batch_size,
         max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
     with Nvml() as nvml:
@@ -119,6 +126,7 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     from gpuscout.watch import command as commands
 
     planning.at_least("--steps", config.steps, 1)
+    config.budget = 6.0 if config.budget is None else config.budget
     if config.budget < 1:
         raise UsageError(f"--budget {config.budget:g} minutes is too small for the baseline and one change: give 1 "
                          "or more")
@@ -128,8 +136,10 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     skip = parse_names(config.skip, "--skip", "workers,batch_size") if config.skip is not None else ()
     script.check_names(only, "--only")
     script.check_names(skip, "--skip")
+    patch = writable(config.patch) if config.patch else None  # before the command: nothing runs on bad input
     resolved = commands.resolve(config.target or [], verb="tune")
-    options = runs.ScriptOptions(steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip)
+    options = runs.ScriptOptions(steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip,
+                                 patch=patch)
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
         stored = []
         if (store_path or default_store_path()).exists():
@@ -153,3 +163,21 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
                                progress)
         report = runs.tune_script(session)
     save_and_show(report, "tune", store.path, as_json, print_tune_script)
+    if report.get("diff"):
+        runs.write_patch(report, options.patch)
+
+
+def writable(path: Path) -> Path:
+    """--patch FILE can be written, checked before anything runs (a user's script is never it)."""
+    path = path.expanduser()
+    if path.is_dir():
+        raise UsageError(f"--patch {path}: a folder, not a file to write the diff to")
+    if path.suffix == ".py":
+        raise UsageError(f"--patch {path}: a Python file; the diff goes to a file of its own (train.patch), never "
+                         "over a script")
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"--patch {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--patch {path}: not writable here (permissions); give a path you can write")
+    return path

@@ -31,6 +31,34 @@ class WatchWindow(Part):
     step_time_s: Amount
 
 
+class CallSite(Part):
+    """Where the script wrote something `tune --patch` changes: the line that called fit or compile,
+    the `def` of a PyDataset's `__init__` or of a generator's function."""
+
+    file: str
+    line: int
+    name: str | None = None  # the function's name (input sites)
+
+
+class InputRepeats(Part):
+    """Whether the batches a Python input made repeat (child/input_repeats.py): for a PyDataset
+    (`order` "epoch"), each later epoch's batches against the first's; for a generator ("stream"),
+    each batch against the one a period before it."""
+
+    checked: int = 0  # batches compared with one seen before
+    same: int = 0
+    order: Literal["epoch", "stream"] = "epoch"
+    period: int | None = None  # a generator's: batches before its first batch came again
+    batches: int | None = None  # a PyDataset's first epoch's distinct batches
+    bytes: int | None = None  # host memory of the first epoch's (or period's) batches: what a cache keeps
+    hash_s: float | None = None  # what the digests cost the run
+    stopped: str | None = None  # why checking stopped before any comparison (framework tensors...)
+
+    @property
+    def repeat(self) -> bool:
+        return self.checked > 0 and self.same == self.checked
+
+
 class WatchEpoch(Part):
     epoch: int
     start_monotonic_s: float
@@ -75,8 +103,8 @@ class WatchedFit(Part):
     peak_memory_bytes: int | None = None
     stopped_by_limit: bool = False
     last_loss: float | None = None  # the loss of the last step run (tune compares it at equal steps)
-    # tune's baseline: a PyDataset's batches made again for an index seen before, and how many were the same
-    input_repeats: dict[str, int] | None = None
+    input_repeats: InputRepeats | None = None
+    sites: dict[Literal["fit", "compile", "input"], CallSite] = Field(default_factory=dict)
     windows: list[WatchWindow] = Field(default_factory=list)
     epochs: list[WatchEpoch] = Field(default_factory=list)
     # A fit that began and whose first step (the compile, then the step) had not ended when the

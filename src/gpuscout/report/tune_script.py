@@ -37,26 +37,43 @@ def _health(row: dict) -> str:
 
 def print_tune_script(report: dict, out: Console) -> None:
     base = report["baseline"]
-    out.print(Text(f"tune {report['workload']}: {len(report['rows'])} change(s) measured, each over "
-                   f"{report['steps']} training steps of the unchanged script", style="bold"), soft_wrap=True)
+    out.print(Text(f"tune {report['workload']}: {len(report['rows'])} setting(s) measured in {report['rounds']} "
+                   f"round(s), each over {report['steps']} training steps of the unchanged script", style="bold"),
+              soft_wrap=True)
     out.print(Text(f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base['step_time_s'])}, input wait "
                    f"{fmt.percent(base['input_wait_share'])}, GPU busy {fmt.percent(base['gpu_busy_share'], 0)}"),
               soft_wrap=True)
-    table = Table(title="ranked by speed-up over the baseline (95% CI, significance)", title_justify="left")
-    for column in ("change", "samples/s (95% CI)", "speed-up", "step", "input wait", "GPU busy", "peak memory",
-                   "training"):
-        table.add_column(column)
+    table = Table(title="each change against the runs of the setting it was added to, before and after it",
+                  title_justify="left")
+    for column in ("round", "change", "on", "samples/s", "speed-up (95% CI)", "input wait", "training"):
+        table.add_column(column, no_wrap=column in ("samples/s", "speed-up (95% CI)", "input wait"))
     for row in report["rows"]:
-        table.add_row(Text(row["change"]), _rate(row), _gain(row), fmt.seconds(row.get("step_time_s")),
-                      fmt.percent(row.get("input_wait_share")), fmt.percent(row.get("gpu_busy_share"), 0),
-                      fmt.bytes_(row.get("peak_memory_bytes")), Text(_health(row)))
+        mark = " (kept)" if row.get("kept") else ""
+        table.add_row(str(row.get("round", "")), Text(row["change"] + mark), Text(row.get("on") or "baseline"),
+                      fmt.number(row["samples_per_s"], 0) if row.get("samples_per_s") else fmt.DASH, _gain(row),
+                      fmt.percent(row.get("input_wait_share")),
+                      Text(_health(row) + (" (measured again: the host was noisy)" if row.get("remeasured") else "")))
     out.print(table)
-    winners = [r for r in report["rows"] if r.get("verdict") == "faster" and r.get("healthy")]
-    best = next((r for r in winners if r["change"] == "combined"), winners[0] if winners else None)
-    out.print(Text(report["summary"], style="bold green" if winners else "bold"), soft_wrap=True)
-    if best is not None:
+    best, copy = report.get("best"), report.get("patched")
+    out.print(Text(report["summary"], style="bold green" if best else "bold"), soft_wrap=True)
+    if copy is not None:
+        out.print(Text(f"patched copy: {_gain(copy)}, {'agrees' if copy.get('agrees') else 'does not agree'} with the "
+                       "injected changes"), soft_wrap=True)
+    if best is not None and best.get("line"):
+        out.print(Text("write these lines:"), soft_wrap=True)
         for line in best["line"].splitlines():  # code is never wrapped
             out.print(Text(f"    {line}", style="green"), soft_wrap=True)
+    if report.get("left"):
+        out.print(Text(f"left: {report['left']}", style="yellow"), soft_wrap=True)
+    patch = report.get("patch")
+    if patch is not None:
+        where = (f"the diff of {', '.join(patch['located'])} is in {patch['file']} (your files are unchanged)"
+                 if report.get("diff") else f"no diff written to {patch['file']}")
+        out.print(Text(f"patch: {where}"), soft_wrap=True)
+        for name, why in patch["unlocated"].items():
+            out.print(Text(f"patch: {name} not located: {why}"), soft_wrap=True)
+        if patch.get("note"):
+            out.print(Text(f"patch: {patch['note']}", style="yellow"), soft_wrap=True)
     for skipped in report["skipped"]:
         out.print(Text(f"not tried: {skipped['change']}: {skipped['reason']}"), soft_wrap=True)
     if report.get("noisy"):
@@ -78,7 +95,8 @@ def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> Non
         out.print(Text(f"  would try {change.name}: {change.why}  ->  {change.line.splitlines()[0]}"), soft_wrap=True)
     for skipped in plan.skipped:
         out.print(Text(f"  not {skipped.knob}: {skipped.reason}"), soft_wrap=True)
-    out.print(Text("then every change faster with significance together, and the baseline again; nothing was run"),
+    out.print(Text("then, round after round, the changes the fastest setting's run makes worth trying on top of it, "
+                   "each between runs of that setting; and the best against the baseline again; nothing was run"),
               soft_wrap=True)
 
 
@@ -87,7 +105,7 @@ PLAN_RULES = (
     ("mixed_precision", "float32 on a GPU with tensor cores (compute capability 7.0 or more)"),
     ("steps_per_execution", "steps under 25 ms, or a host-bound loop (8 and 32)"),
     ("workers", "a PyDataset that keeps the loop waiting (threads and processes)"),
-    ("cache", "a PyDataset that keeps the loop waiting and yields the same batches every epoch (hashed)"),
+    ("cache", "a PyDataset or generator that keeps the loop waiting and makes the same batches again (hashed)"),
     ("prefetch", "a tf.data dataset or a generator that keeps the loop waiting"),
     ("device_batches", "in-memory arrays given to fit on jax, on a GPU: moved to it once, fed in device slices"),
     ("batch_size", "in-memory arrays, where twice and four times the batch fit in memory"),

@@ -6,19 +6,18 @@ stored as it ends; tune/script.py decides which changes and reads what they boug
 from __future__ import annotations
 
 import shutil
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from gpuscout.core import engine
-from gpuscout.core.errors import RunError
-from gpuscout.core.provenance import utc_now
+from gpuscout.core.errors import RunError, UsageError
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
-from gpuscout.tune import script
-from gpuscout.watch.command import Command
+from gpuscout.tune import finale, script, search
+from gpuscout.tune import patch as patches
+from gpuscout.watch.command import Command, script_of
 from gpuscout.watch.session import WatchOptions, watch_command
 from gpuscout.watch.view import View
 
@@ -26,7 +25,8 @@ from gpuscout.watch.view import View
 @dataclass
 class ScriptOptions:
     steps: int | None = None  # every run's training steps; None: what TARGET_TRAINING_S of the baseline ran
-    budget_s: float = 30 * 60
+    budget_s: float = 6 * 60
+    patch: Path | None = None  # --patch FILE: the winning changes as a diff, checked on a copy
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
 
@@ -50,8 +50,29 @@ class Session:
     # one persistent XLA compilation cache for the session's runs (jax): what a change does not
     # touch (the weights' initializers, the baseline's step when it runs again) is compiled once
     cache: Path | None = None
+    probe: WatchRecord | None = None  # the first baseline run: its facts and call sites
 
-    def run(self, name: str, steps: int | None, change: script.Change | None, number: int, total: int) -> WatchRecord:
+    @property
+    def patch(self) -> Path | None:
+        return self.options.patch
+
+    @property
+    def root(self) -> Path:
+        """The script's folder: what a patch may touch."""
+        found = script_of(self.command.argv) if not self.command.shell else None
+        return Path(found).resolve().parent if found else Path.cwd().resolve()
+
+    def copied(self, into: Path) -> Command | None:
+        """The command with its script taken from `into` (a patched copy of the script's folder)."""
+        found = None if self.command.shell else script_of(self.command.argv)
+        if found is None:
+            return None
+        argv = list(self.command.argv)
+        argv[argv.index(found)] = str(into / Path(found).resolve().relative_to(self.root))
+        return replace(self.command, argv=argv)
+
+    def run(self, name: str, steps: int | None, change: script.Change | None, number: int, total: int,
+            check_repeats: bool = False, command: Command | None = None) -> WatchRecord:
         self.progress.started(name, number, total)
         options = WatchOptions(steps=steps, duration_s=None if steps else script.TARGET_TRAINING_S,
                                window_s=script.WINDOW_S,
@@ -59,8 +80,8 @@ class Session:
                                change=change.name if change else None,
                                change_settings=change.settings if change else None,
                                compilation_cache=self.cache,
-                               hash_batches=script.HASH_BATCHES if name == "baseline" else 0)
-        record = watch_command(self.command, options, self.context, self.store, self.view())
+                               check_repeats=check_repeats)
+        record = watch_command(command or self.command, options, self.context, self.store, self.view())
         self.progress.ended(name, record)
         return record
 
@@ -74,55 +95,54 @@ def tune_script(session: Session) -> dict:
         shutil.rmtree(session.cache, ignore_errors=True)
 
 
+def write_patch(report: dict, path: Path) -> None:
+    """The diff, written whole or not at all (a file beside it, renamed into place)."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(report["diff"])
+    partial.replace(path)
+
+
+def _sources(session: Session) -> dict[Path, str]:
+    """Digests of the script's own Python files (its folder's, not deeper): a session whose runs
+    saw different code measured nothing it can hand over."""
+    found = None if session.command.shell else script_of(session.command.argv)
+    files = sorted(session.root.glob("*.py")) if found else []
+    return {f: patches.digest(f) for f in files[:200] if f.is_file()}
+
+
 def _session(session: Session) -> dict:
-    started = time.monotonic()
     options = session.options
-    baseline = session.run("baseline", options.steps, None, 1, 0)  # how many follow, it decides
-    if baseline.status == "interrupted":
+    sources = _sources(session)
+    budget = search.Budget(options.budget_s)
+    counter = iter(range(1, 10_000))
+    probe = session.run("baseline", options.steps, None, next(counter), 0, check_repeats=True)
+    if probe.status == "interrupted":
         raise KeyboardInterrupt
-    main = baseline.main
-    if main is None or main.custom or not baseline.windows:
+    main = probe.main
+    if main is None or main.custom or not probe.windows:
         # The script ran: what it did is stored (a crash and its explanation are a finding), so
         # this is a run that failed (exit 1), not bad input (exit 2, which changes nothing).
-        failed = baseline.status == "failed"
-        why = (f"failed before any step{f' ({baseline.error.message})' if baseline.error and baseline.error.message else ''}"
+        failed = probe.status == "failed"
+        why = (f"failed before any step{f' ({probe.error.message})' if probe.error and probe.error.message else ''}"
                if failed else "called no Model.fit")
         raise RunError(f"tune needs the steps of a Keras Model.fit: {session.command.workload} {why}; the baseline is "
-                       f"stored as {baseline.id}: `gpuscout results show {baseline.id}` shows what happened")
+                       f"stored as {probe.id}: `gpuscout results show {probe.id}` shows what happened")
+    budget.seen(probe)
     steps = options.steps or max(main.steps, script.MIN_STEPS)
-    planned = script.plan(baseline, options.only, options.skip)
-    per_run_s = max(baseline.duration_s, 1.0)
-    rows, records, skipped = [], [baseline], list(planned.skipped)
-    done: list[script.Change] = []
-    total = len(planned.changes) + 2  # and the combined run, when two changes win
-    for number, change in enumerate(planned.changes, 2):
-        if time.monotonic() - started + 2 * per_run_s > options.budget_s:  # this run and the baseline again
-            skipped.append(script.Skip(change.knob, f"{change.name}: the --budget was spent"))
-            continue
-        record = session.run(change.name, steps, change, number, total)
-        if record.status == "interrupted":
-            raise KeyboardInterrupt
+    records = [probe]
+
+    session.probe = probe
+
+    def run(config: search.Config, name: str, command: Command | None = None) -> WatchRecord:
+        record = session.run(name, steps, config.as_change(), next(counter), 0, command=command)
         records.append(record)
-        done.append(change)
-        rows.append(script.row(change, record, baseline))
-    together = script.combined(done, rows)
-    if together is not None:
-        if time.monotonic() - started + 2 * per_run_s <= options.budget_s:
-            total += 1
-            record = session.run("combined", steps, together, total - 1, total)
-            records.append(record)
-            rows.append(script.row(together, record, baseline))
-        else:
-            skipped.append(script.Skip("combined", "the --budget was spent"))
-    again = session.run("baseline again", steps, None, total, total)
-    records.append(again)
-    rows.sort(key=lambda r: -(r.get("ratio") or 0))
-    return {
-        "session": session.context.group_id, "created_utc": utc_now(), "command": session.command.given,
-        "workload": session.command.workload, "steps": steps,
-        "baseline": script.row(None, baseline, baseline), "baseline_again": script.row(None, again, baseline),
-        "noisy": script.noisy(baseline, again), "rows": rows,
-        "skipped": [{"change": s.knob, "reason": s.reason} for s in skipped],
-        "summary": script.summary(rows), "wall_s": time.monotonic() - started,
-        "run_ids": [r.id for r in records],
-    }
+        return record
+
+    found = search.search(run, lambda facts, kept: script.plan(facts, options.only, (*options.skip, *kept)),
+                          probe, budget, reserve=finale.FINAL_RUNS + bool(session.patch))
+    final = finale.measure(run, found, session)
+    changed = [f.name for f, d in sources.items() if not f.is_file() or patches.digest(f) != d]
+    if changed:
+        raise UsageError(f"{', '.join(changed)} changed during the tune session: its runs measured different code, so "
+                         f"nothing is handed over (every run is stored); run tune again on a script left alone")
+    return finale.report(session, found, final, probe, steps, records, budget)

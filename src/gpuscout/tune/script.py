@@ -25,8 +25,9 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from gpuscout.analysis import repeats
 from gpuscout.analysis.compare import contrast
-from gpuscout.analysis.verdict import BF16_CC, FP16_CC, INPUT_BOUND_SHARE, OUTSIDE_STEP_SHARE
+from gpuscout.analysis.verdict import BF16_CC, FP16_CC, INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_STEP_SHARE
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 
@@ -38,8 +39,6 @@ WINDOW_S = 0.5
 # window and seven steady ones, however fast a change makes the run (a 15x faster jit_compile
 # would otherwise leave one window of half a second).
 WINDOWS_PER_RUN = 8
-# The baseline hashes this many first batches of each epoch: equal in two epochs, the input repeats
-HASH_BATCHES = 2
 # Fewer steps than this per run and no change can be told from noise: each later run gets at least
 # this many even when the baseline's TARGET_TRAINING_S ran fewer (an op-by-op ResNet-50: 2 s a step)
 MIN_STEPS = 32
@@ -105,7 +104,13 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
             out.skipped.append(Skip(knob, found))
         else:
             out.changes += found
+    if (baseline.input_wait_share or 0) >= INPUT_HIGHLY:  # the input caps the step: its fixes first, the
+        # one that removes the work (cache) before the ones that spread it, as a budget may end a round
+        out.changes.sort(key=lambda c: INPUT_FIRST.index(c.knob) if c.knob in INPUT_FIRST else len(INPUT_FIRST))
     return out
+
+
+INPUT_FIRST = ("cache", "device_batches", "workers", "prefetch")
 
 
 def _jit(r: WatchRecord) -> list[Change] | str:
@@ -185,26 +190,19 @@ def _workers(r: WatchRecord) -> list[Change] | str:
     wanted = max(have + 1, min(cores, math.ceil(fetch_s * have / compute_s) + 1))
     why = f"{r.input_wait_share:.0%} of the time waiting for the next batch, {have} worker(s)"
     return [Change(f"workers_{wanted}_{kind}", "workers", {"workers": wanted, "processes": kind == "processes"},
-                   f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'})", why)
+                   f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'}, "
+                   f"max_queue_size={2 * wanted})", why)
             for kind in ("threads", "processes")]
 
 
 def _cache(r: WatchRecord) -> list[Change] | str:
-    main = r.main
-    reason = _waiting_pydataset(r)
-    if reason:
-        return reason
-    repeats = main.input_repeats or {}
-    if not repeats.get("checked"):
-        return ("no batch was made twice in the baseline (it ended within an epoch, or worker processes made "
-                "them): whether the batches repeat could not be checked")
-    if repeats["same"] < repeats["checked"]:
-        return (f"{repeats['checked'] - repeats['same']} of {repeats['checked']} batches made again differed "
-                "(random augmentation?): none can be kept")
-    return [Change("cache", "cache", {"cache": True},
-                   "keep each batch after the first epoch (watch's verdict gives a Cached PyDataset)",
-                   f"{repeats['checked']} batches made again were the same as the first time, and the loop "
-                   f"waited {r.input_wait_share:.0%} of the time")]
+    reason = _waits(r)
+    keep = repeats.keepable(r.main, r.env.host_memory_bytes)
+    if isinstance(keep, str) or reason:
+        return reason or keep
+    settings = {"cache": True, **({"period": keep.period} if keep.period else {})}
+    return [Change("cache", "cache", settings, repeats.cache_code(keep),
+                   f"{keep.evidence}, and the loop waited {r.input_wait_share:.0%} of the time")]
 
 
 def _prefetch(r: WatchRecord) -> list[Change] | str:
@@ -214,8 +212,8 @@ def _prefetch(r: WatchRecord) -> list[Change] | str:
     reason = _waits(r)
     if reason:
         return reason
-    line = ("dataset = dataset.prefetch(tf.data.AUTOTUNE)" if main.input_type == "tf.data" else
-            "a keras.utils.PyDataset with workers, or a thread that reads the generator ahead")
+    helper = "tuned_pipeline" if main.input_type == "tf.data" else "read_ahead"
+    line = repeats.definition(helper) + f"\n\nmodel.fit({helper}({'dataset' if helper == 'tuned_pipeline' else 'batches'}), ...)"
     return [Change("prefetch", "prefetch", {"prefetch": True}, line,
                    f"{r.input_wait_share:.0%} of the time waiting for the next batch ({main.input_type})")]
 
@@ -226,9 +224,10 @@ def _device_batches(r: WatchRecord) -> list[Change] | str:
         return f"for in-memory arrays on jax (here: {main.input_type} on {main.backend})"
     if r.gpu is None:
         return "no GPU: on a CPU the arrays already are where the step runs"
+    b = main.batch_size or 32
     return [Change("device_batches", "device_batches", {"device_batches": True},
-                   "x_gpu, y_gpu = jax.device_put(x), jax.device_put(y)   # once; then fit on a generator of\n"
-                   "# slices x_gpu[i:i + batch_size] (watch's verdict gives the code)",
+                   repeats.definition("device_slices") + f"\n\nmodel.fit(device_slices(x, y, batch_size={b}), "
+                   f"steps_per_epoch=len(x) // {b}, ...)   # instead of model.fit(x, y, batch_size={b}, ...)",
                    f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU")]
 
 
@@ -249,20 +248,6 @@ def _batch(r: WatchRecord) -> list[Change] | str:
                    f"model.fit(..., batch_size={main.batch_size * f})   # and the learning rate x{f} "
                    "(linear scaling rule, Goyal et al. 2017)",
                    f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)") for f in factors]
-
-
-def combined(changes: list[Change], rows: list[dict]) -> Change | None:
-    """Every change that was faster with significance (the fastest variant of each knob), together."""
-    best: dict[str, tuple[float, Change]] = {}
-    for change, row in zip(changes, rows):
-        if row.get("verdict") == "faster" and row.get("healthy", True):
-            if change.knob not in best or row["ratio"] > best[change.knob][0]:
-                best[change.knob] = (row["ratio"], change)
-    if len(best) < 2:
-        return None
-    picked = [c for _, c in best.values()]
-    settings = {k: v for c in picked for k, v in c.settings.items()}
-    return Change("combined", "combined", settings, "\n".join(c.line for c in picked), " + ".join(c.name for c in picked))
 
 
 def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
@@ -289,7 +274,14 @@ def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
 
 
 def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> dict:
-    """One line of the table: the run's figures against the baseline's."""
+    """One line of the table: a run's figures against one baseline run."""
+    return judged(change, [r], [baseline], baseline.batch_size)
+
+
+def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRecord], batch: int | None) -> dict:
+    """A setting's runs against the reference runs beside them: their steady windows pooled on
+    each side (the figures shown are of the setting's latest run)."""
+    r = runs[-1]
     out = {"change": change.name if change else "baseline", "knob": change.knob if change else None,
            "line": change.line if change else None, "why": change.why if change else None, "run_id": r.id,
            "status": r.status, "applied": r.applied, "samples_per_s": r.samples_per_s,
@@ -298,26 +290,30 @@ def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> dict:
            "input_wait_share": r.input_wait_share, "gpu_busy_share": None if r.gpu_idle_share is None
            else 1 - r.gpu_idle_share, "peak_memory_bytes": r.main.peak_memory_bytes if r.main else None,
            "last_loss": r.main.last_loss if r.main else None, "steps": r.main.steps if r.main else 0}
-    batch = r.batch_size or baseline.batch_size
-    windows = rates(r, batch if change is None or change.knob != "batch_size" else None)
+    own_batch = batch if change is None or "batch_size" not in change.settings else None
+    windows = [w for run in runs for w in rates(run, own_batch)]
     if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
         out.update(samples_per_s=statistics.median(windows),
                    note=f"samples counted as steps x the baseline's batch ({batch})")
-    if change is not None and change.knob != "combined" and change.knob not in r.applied:
-        out.update(note=f"nothing in this script to apply {change.knob} to")
-    if not r.ok or not windows:
-        why = r.error.explanations[0] if r.error and r.error.explanations else None
+    missing = [k for k in ({change.knob} if change and change.knob != "combined" else
+                           {k for k in (change.settings if change else {}) if k in CHANGES}) if k not in r.applied]
+    if change is not None and missing:
+        out.update(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
+    failed = next((run for run in runs if not run.ok), None)
+    if failed is not None or not windows:
+        failed = failed or r
+        why = failed.error.explanations[0] if failed.error and failed.error.explanations else None
         out.update(verdict="failed", healthy=False,
                    failure=(f"{why.title}: {why.fix}" if why else
-                            (r.verdict[0].evidence if r.verdict else f"status {r.status}")))
+                            (failed.verdict[0].evidence if failed.verdict else f"status {failed.status}")))
         return out
-    base = rates(baseline, baseline.batch_size)
+    base = [w for run in beside for w in rates(run, batch)]
     if change is not None and base:
         c = contrast(windows, base)
         out.update(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high, p_value=c.p_value, test=c.test,
                    verdict=c.verdict)
-    problem = health(r, baseline)
-    out.update(healthy=problem is None, health=problem)
+    problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
+    out.update(healthy=not problems, health=problems[0] if problems else None)
     return out
 
 
@@ -333,15 +329,3 @@ def noisy(first: WatchRecord, again: WatchRecord) -> str | None:
         return (f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
                 f"machine was noisy, and differences under that mean nothing")
     return None
-
-
-def summary(rows: list[dict]) -> str:
-    """One line: how many changes were faster, the combined gain, and what to write."""
-    faster = [r for r in rows if r.get("verdict") == "faster" and r.get("healthy") and r["change"] != "combined"]
-    together = next((r for r in rows if r["change"] == "combined" and r.get("verdict") == "faster"), None)
-    if not faster:
-        return "no change was faster with significance: the script is as fast as these changes make it"
-    best = together or max(faster, key=lambda r: r["ratio"])
-    interval = (f" [{best['ratio_low']:.2f}-{best['ratio_high']:.2f}]" if best.get("ratio_low") is not None else "")
-    what = "together" if together else f"with {best['change']}"
-    return f"{len(faster)} change(s) faster, {best['ratio']:.2f}x{interval} {what}; write these lines"

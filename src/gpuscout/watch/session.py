@@ -58,7 +58,9 @@ class WatchOptions:
     # a persistent XLA compilation cache the script's jax compiles through (tune's runs share one);
     # the user's own JAX_COMPILATION_CACHE_DIR wins
     compilation_cache: Path | None = None
-    hash_batches: int = 0  # digests of a PyDataset's first batches, compared when made again (does it repeat?)
+    # whether a PyDataset's or generator's batches repeat (child/input_repeats.py): what `cache` needs;
+    # tune checks in its first baseline only (a run of a change would pay the digests for nothing)
+    check_repeats: bool = True
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -71,8 +73,8 @@ class WatchOptions:
             env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
         if self.change_settings:
             env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
-        if self.hash_batches:
-            env["GPUSCOUT_WATCH_HASH_BATCHES"] = str(self.hash_batches)
+        if not self.check_repeats:
+            env["GPUSCOUT_WATCH_REPEATS"] = "0"
         if self.compilation_cache is not None:
             env.update(compilation_cache_env(self.compilation_cache, dict(os.environ)))
         if self.trace_steps and trace_dir is not None:

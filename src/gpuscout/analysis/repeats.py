@@ -1,0 +1,83 @@
+"""Can a script's batches be kept after they are first made? One rule for watch's verdict and
+tune's `cache` change (so the two never disagree on what to try), from what the instrumentation
+saw (record.watch.InputRepeats)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscout.record.watch import InputRepeats, WatchedFit
+
+# What a cache may take of the host's memory: the rest is the script's, the framework's and the
+# input's own (worker processes, prefetch queues).
+CACHE_MEMORY_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Keepable:
+    """The batches repeat and fit in memory: what a cache keeps and the code that keeps it."""
+
+    evidence: str
+    bytes: int | None
+    period: int | None  # a generator's; None for a PyDataset (kept by index)
+    code: str
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def keepable(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:
+    """The batches to keep, or why they cannot be."""
+    seen: InputRepeats | None = main.input_repeats
+    if main.input_type not in ("PyDataset", "generator"):
+        return (f"the input is {main.input_type}: a cache here is the pipeline's own (tf.data: dataset.cache() "
+                "before the random steps)")
+    if seen is None:
+        return "whether the batches repeat was not checked (a run before gpuscout checked it)"
+    if seen.stopped:
+        return f"whether the batches repeat could not be checked: {seen.stopped}"
+    if not seen.checked:
+        return ("no batch came again in the run (it ended within the first epoch)" if seen.order == "epoch" else
+                "the generator's first batch never came again in the run: it repeats with no period seen, or not")
+    if seen.same < seen.checked:
+        unit = "read after the first epoch were new ones" if seen.order == "epoch" else \
+            "differed from the batch one period before"
+        return (f"{seen.checked - seen.same} of {seen.checked} batches {unit} (random augmentation or "
+                "shuffling): keeping them would change what the model sees")
+    size = seen.bytes or 0
+    if host_memory_bytes and size > CACHE_MEMORY_SHARE * host_memory_bytes:
+        return (f"the batches repeat, but keeping them takes {gib(size)}, more than half of the host's "
+                f"{gib(host_memory_bytes)}")
+    if seen.order == "epoch":
+        what = (f"the {seen.checked} batches read after the first epoch were all among the {seen.batches} the "
+                "dataset made before (the same batch for an index every epoch)")
+        code = "model.fit(CachedBatches(dataset), ...)"
+    else:
+        what = (f"the generator's batches repeat every {seen.period} batches ({seen.checked} checked against the "
+                "period before)")
+        code = f"model.fit(replayed(batches, period={seen.period}), ...)"
+    return Keepable(evidence=f"{what}: keeping them takes {gib(size)} of host memory", bytes=size,
+                    period=seen.period if seen.order == "stream" else None, code=code)
+
+
+FIXES = Path(__file__).resolve().parent.parent / "child" / "fixes.py"
+
+
+@functools.cache
+def definition(name: str) -> str:
+    """The source of a definition in child/fixes.py (the code tune injects), read without importing
+    it (it imports Keras): what a user is told to write is what was measured."""
+    text = FIXES.read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return ast.get_source_segment(text, node)
+    raise KeyError(name)
+
+
+def cache_code(keep: Keepable) -> str:
+    """The lines to write: the definition, then fit given the kept input."""
+    return definition("replayed" if keep.period else "CachedBatches") + "\n\n" + keep.code

@@ -1,0 +1,141 @@
+"""After the search: the best setting against the baseline run again on both sides of it (the
+total a user gets, from runs taken together), the patched copy beside it, what is left, and the
+session's report."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscout.analysis import repeats
+from gpuscout.analysis.verdict import INPUT_HIGHLY
+from gpuscout.core.provenance import utc_now
+from gpuscout.executor import scratch
+from gpuscout.record.watch import WatchRecord
+from gpuscout.tune import patch as patches
+from gpuscout.tune import script
+from gpuscout.tune.search import Budget, Config, Outcome
+
+# The final block: the baseline, the best setting, the baseline again (and the patched copy
+# between them, with --patch).
+FINAL_RUNS = 3
+# A remainder worth saying: the best setting still waits on input or the host this share of the time
+LEFT_SHARE = INPUT_HIGHLY  # 20%
+
+
+@dataclass
+class Final:
+    before: WatchRecord
+    after: WatchRecord
+    best: WatchRecord | None = None
+    copy: WatchRecord | None = None
+    patch: patches.Patch | None = None
+    copy_note: str | None = None
+
+
+def measure(run, found: Outcome, session) -> Final:
+    """baseline, best, [patched copy], baseline: every comparison with the two baseline runs."""
+    before = run(Config(), "baseline again")
+    final = Final(before=before, after=before)
+    if found.path:
+        final.best = run(found.best, f"{found.best.name} (best)")
+        if session.patch is not None:
+            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run)
+    final.after = run(Config(), "baseline again")
+    return final
+
+
+def _patched_copy(session, found: Outcome, run):
+    """The diff of the best setting, and a run of the script's copy with it applied (no change
+    injected): what a user who applies the patch gets."""
+    changes = [t.change for t in found.path]
+    root = session.root
+    made = patches.make(changes, session.probe, root)
+    if not made.texts:
+        return made, None, "no change could be located in the source: the lines to write are printed"
+    into = scratch.make("tunepatch")
+    try:
+        patches.overlay(made, root, into)
+        copy = session.copied(into)
+        if copy is None:
+            return made, None, "the command is a shell line: the patched copy was not run (apply the diff and rerun)"
+        record = run(Config(), "patched copy", command=copy)
+        note = None if not made.unlocated else \
+            f"the copy lacks {', '.join(made.unlocated)} (not located): its speed-up is of the rest"
+        return made, record, note
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str | None:
+    """What the best setting still waits on, the most a fix there could buy, and what would buy it;
+    None when it waits on nothing worth saying."""
+    r = best or probe
+    wait, outside = r.input_wait_share or 0, r.outside_step_share or 0
+    if max(wait, outside) < LEFT_SHARE:
+        return None
+    share, what = (wait, "input") if wait >= outside else (outside, "the loop's host work between steps")
+    most = 1 / (1 - share)
+    main = r.main
+    if what == "input":
+        keep = repeats.keepable(probe.main, probe.env.host_memory_bytes) if probe.main else "not checked"
+        if "cache" not in kept and isinstance(keep, repeats.Keepable):
+            how = f"the batches repeat ({keep.evidence}): make them once and keep them"
+        elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
+            how = "the PyDataset's work runs in threads under the GIL: worker processes, or the work moved into the model"
+        elif main is not None and main.input_type == "generator":
+            how = "one Python thread makes every batch: a PyDataset with worker processes, or tf.data"
+        else:
+            how = "a faster pipeline: its per-batch work in parallel (tf.data map with AUTOTUNE), or done once"
+    else:
+        how = "fewer host calls (steps_per_execution) or less work in callbacks and between steps"
+    return (f"the best setting still waits on {what} {share:.0%} of the time: a fix there could buy at most "
+            f"{most:.2f}x more; {how}")
+
+
+def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord],
+           budget: Budget) -> dict:
+    batch = probe.batch_size
+    beside = [final.before, final.after]
+    rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.get("ratio") or 0)))]
+    best = script.judged(found.best.as_change(), [final.best], beside, batch) if final.best else None
+    copy = script.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
+    if best and copy:
+        copy["change"] = "patched copy"
+        copy["agrees"] = _agree(best, copy)
+        if not copy["agrees"] and not final.copy_note:
+            final.copy_note = ("the patched copy's speed-up is outside the injected one's interval: the diff does "
+                               "not do what the injection did (or the host was noisy: compare the two runs)")
+    kept = {t.change.knob for t in found.path}
+    return {
+        "session": session.context.group_id, "created_utc": utc_now(), "command": session.command.given,
+        "workload": session.command.workload, "steps": steps,
+        "baseline": script.row(None, probe, probe), "baseline_again": script.row(None, final.after, final.before),
+        "noisy": script.noisy(final.before, final.after), "rows": rows,
+        "path": [t.change.name for t in found.path], "rounds": found.rounds, "best": best, "patched": copy,
+        "patch": {"file": str(session.patch), "located": final.patch.located, "unlocated": final.patch.unlocated,
+                  "note": final.copy_note} if final.patch is not None else None,
+        "diff": final.patch.diff(session.root) if final.patch is not None else None,
+        "skipped": [{"change": s.knob, "reason": s.reason} for s in found.skipped],
+        "summary": summary(found, best), "left": left(final.best, probe, kept),
+        "wall_s": time.monotonic() - budget.started, "run_ids": [r.id for r in records],
+    }
+
+
+def _agree(best: dict, copy: dict) -> bool:
+    """The copy's and the injection's speed-ups agree when their intervals overlap."""
+    if best.get("ratio_low") is None or copy.get("ratio_low") is None:
+        return abs(copy.get("ratio", 0) / best["ratio"] - 1) < 0.1 if best.get("ratio") else False
+    return best["ratio_low"] <= copy["ratio_high"] and copy["ratio_low"] <= best["ratio_high"]
+
+
+def summary(found: Outcome, best: dict | None) -> str:
+    if not found.path:
+        return "no change was faster with significance against the baseline runs beside it"
+    path = " -> ".join(["baseline", *("+" + t.change.name for t in found.path)])
+    if best is None or best.get("ratio") is None:
+        return f"kept {path}"
+    interval = f" [{best['ratio_low']:.2f}-{best['ratio_high']:.2f}]" if best.get("ratio_low") is not None else ""
+    return f"{path}: {best['ratio']:.2f}x{interval} over the baseline run beside it ({best.get('verdict')})"

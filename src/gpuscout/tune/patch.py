@@ -1,0 +1,267 @@
+"""`tune --patch FILE`: the winning changes as a unified diff of the user's own files, located in
+the source where the baseline's run saw the calls (record.watch.CallSite: the line that called
+`compile` and `fit`, the `def` of a PyDataset's `__init__` or a generator's function), never
+applied to the user's files. tune runs a copy with the diff applied (an overlay: the patched
+files copied, everything else of the script's folder linked) to check it buys what the injected
+change bought.
+
+Edits are made on the text at the positions `ast` gives (a keyword set or replaced in a call, an
+argument wrapped, a definition inserted after the imports), so the rest of the file is left
+byte for byte; the result must parse, or the change counts as not located.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscout.analysis.repeats import definition
+from gpuscout.record.watch import CallSite, WatchRecord
+from gpuscout.tune.script import Change
+
+
+@dataclass
+class Patch:
+    texts: dict[Path, tuple[str, str]] = field(default_factory=dict)  # file -> (before, after)
+    located: list[str] = field(default_factory=list)  # changes written into the diff
+    unlocated: dict[str, str] = field(default_factory=dict)  # change -> why it is not in the diff
+
+    def diff(self, root: Path) -> str:
+        out = []
+        for path, (before, after) in sorted(self.texts.items()):
+            name = os.path.relpath(path, root)
+            out += difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        f"a/{name}", f"b/{name}")
+        return "".join(out)
+
+
+class NotLocated(Exception):
+    pass
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make(changes: list[Change], baseline: WatchRecord, root: Path) -> Patch:
+    """The diff of `changes` against the files under `root` (the script's folder). Every edit is
+    located in the original text (the lines the baseline's run saw), then all are applied at once."""
+    patch = Patch()
+    sites = baseline.main.sites if baseline.main else {}
+    edits: dict[Path, list[Edit]] = {}
+    originals: dict[Path, str] = {}
+    together = {k: v for c in changes for k, v in c.settings.items()}  # a cache keeps the workers set beside it
+    for change in changes:
+        try:
+            found = _edits(change, {**together, **change.settings}, sites, baseline, root, originals)
+            for path, edit in found:
+                _apply(originals[path], [*edits.get(path, []), *edit])  # each change must leave it parsing
+            for path, edit in found:
+                edits.setdefault(path, []).extend(edit)
+        except NotLocated as exc:
+            patch.unlocated[change.name] = str(exc)
+            continue
+        patch.located.append(change.name)
+    for path, found in edits.items():
+        patch.texts[path] = (originals[path], _apply(originals[path], found))
+    return patch
+
+
+def _site(sites: dict, kind: str, root: Path, what: str) -> tuple[Path, int]:
+    site: CallSite | None = sites.get(kind)
+    if site is None:
+        raise NotLocated(f"where the script {what} was not seen")
+    path = Path(site.file).resolve()
+    if not path.is_file() or root not in path.parents:
+        raise NotLocated(f"{what} is in {site.file}, outside the script's folder {root}")
+    return path, site.line
+
+
+# an edit of the original text: (start, end, new text, order among edits at one place)
+Edit = tuple[int, int, str, int]
+_order = iter(range(10**9))
+
+
+def _original(path: Path, originals: dict[Path, str]) -> str:
+    if path not in originals:
+        originals[path] = path.read_text()
+    return originals[path]
+
+
+def _edits(change: Change, settings: dict, sites: dict, baseline: WatchRecord, root: Path,
+           originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+    knob = change.knob
+    if knob in ("jit_compile", "steps_per_execution"):
+        path, line = _site(sites, "compile", root, "compiled the model")
+        value = "True" if knob == "jit_compile" else str(int(settings["steps_per_execution"]))
+        text = _original(path, originals)
+        return [(path, set_keywords(text, _call_at(text, line, "compile"), {knob: value}))]
+    if knob == "mixed_precision":
+        path, _ = _site(sites, "compile", root, "compiled the model")
+        text = _original(path, originals)
+        return [(path, insert_after_imports(text, f"keras.mixed_precision.set_global_policy({settings[knob]!r})  "
+                                                  "# gpuscout tune: before the model is built", need_keras=True))]
+    if knob == "workers":
+        path, line = _site(sites, "input", root, "defined its PyDataset")
+        text = _original(path, originals)
+        workers = int(settings["workers"])
+        return [(path, set_keywords(text, _super_init(text, line), {
+            "workers": str(workers), "use_multiprocessing": str(bool(settings.get("processes"))),
+            "max_queue_size": str(2 * workers)}))]
+    if knob == "batch_size":
+        path, line = _site(sites, "fit", root, "called fit")
+        text = _original(path, originals)
+        return [(path, set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))}))]
+    if knob in ("cache", "prefetch"):
+        path, line = _site(sites, "fit", root, "called fit")
+        text = _original(path, originals)
+        input_type = baseline.main.input_type
+        if knob == "cache":
+            helper = "CachedBatches" if input_type == "PyDataset" else "replayed"
+            wrap = "CachedBatches({})" if helper == "CachedBatches" else \
+                "replayed({}, period=" + str(int(settings["period"])) + ")"
+        else:
+            helper = "tuned_pipeline" if input_type == "tf.data" else "read_ahead"
+            wrap = helper + "({})"
+        return [(path, wrap_input(text, _call_at(text, line, "fit"), wrap)
+                 + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper))]
+    raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
+
+
+def _call_at(text: str, line: int, method: str) -> ast.Call:
+    """The call of `.method(...)` (or `method(...)`) that spans `line`."""
+    found = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and _name(n.func) == method
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not found:
+        raise NotLocated(f"no {method}(...) call on line {line}")
+    return max(found, key=lambda n: n.lineno)  # the innermost
+
+
+def _name(func) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def _super_init(text: str, def_line: int) -> ast.Call:
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__" and \
+                min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= def_line <= node.lineno:
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and _name(call.func) == "__init__" and \
+                        isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call) and \
+                        _name(call.func.value.func) == "super":
+                    return call
+            raise NotLocated(f"the PyDataset's __init__ (line {def_line}) calls no super().__init__(...)")
+    raise NotLocated(f"no __init__ defined on line {def_line}")
+
+
+def _offsets(text: str) -> list[int]:
+    starts, total = [], 0
+    for line in text.splitlines(keepends=True):
+        starts.append(total)
+        total += len(line)
+    return starts + [total]
+
+
+def _at(text: str, starts: list[int], line: int, col: int) -> int:
+    """A character offset from ast's line (1-based) and column (UTF-8 bytes)."""
+    row = text[starts[line - 1]:starts[line]] if line < len(starts) else text[starts[line - 1]:]
+    return starts[line - 1] + len(row.encode()[:col].decode(errors="ignore"))
+
+
+def set_keywords(text: str, call: ast.Call, values: dict[str, str]) -> list[Edit]:
+    """`call` with each keyword set to its value: replaced where given, added before `)` where not."""
+    starts = _offsets(text)
+    edits = []
+    missing = dict(values)
+    for keyword in call.keywords:
+        if keyword.arg in missing:
+            v = keyword.value
+            edits.append((_at(text, starts, v.lineno, v.col_offset), _at(text, starts, v.end_lineno, v.end_col_offset),
+                          missing.pop(keyword.arg), next(_order)))
+    if missing:
+        if any(k.arg is None for k in call.keywords):
+            raise NotLocated("the call passes **kwargs: where a keyword lands cannot be read from the source")
+        end = _at(text, starts, call.end_lineno, call.end_col_offset) - 1  # the `)`
+        before = text[:end].rstrip()
+        added = ", ".join(f"{k}={v}" for k, v in missing.items())
+        empty = not call.args and not call.keywords
+        glue = "" if empty else (" " if before.endswith(",") else ", ")
+        edits.append((len(before), len(before), glue + added, next(_order)))
+    return edits
+
+
+def wrap_input(text: str, call: ast.Call, wrap: str) -> list[Edit]:
+    """fit's first argument (or x=) wrapped: `wrap` with {} for it."""
+    node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "x"), None)
+    if node is None:
+        raise NotLocated("fit is given no input to wrap")
+    starts = _offsets(text)
+    start = _at(text, starts, node.lineno, node.col_offset)
+    end = _at(text, starts, node.end_lineno, node.end_col_offset)
+    before, after = wrap.split("{}")
+    # a later wrap goes outside an earlier one: its opening first, its closing last
+    return [(start, start, before, -next(_order)), (end, end, after, next(_order))]
+
+
+KERAS_IMPORT = re.compile(r"\bkeras\b")
+
+
+def insert_after_imports(text: str, code: str, need_keras: bool, name: str | None = None) -> list[Edit]:
+    """`code` after the statement importing keras (or, where keras is not needed, after the last
+    import at the top of the file); a definition already there is not written twice."""
+    tree = ast.parse(text)
+    if name and any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in tree.body):
+        return []
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    keras = [n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras"
+                                       for a in n.names)]
+    anchor = keras[0] if keras else None
+    if anchor is None:
+        if need_keras:
+            raise NotLocated("the file does not import keras by that name at its top")
+        head = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        anchor = ([n for n in imports if n.lineno <= min((h.lineno for h in head if h not in imports),
+                                                          default=10**9)] or imports or [None])[-1]
+    starts = _offsets(text)
+    where = starts[anchor.end_lineno] if anchor is not None else 0
+    if anchor is not None and where == starts[-1] and not text.endswith("\n"):
+        code = "\n" + code
+    block = f"\n\n{code}\n\n\n" if "\n" in code else f"{code}\n"
+    return [(where, where, block, next(_order))]
+
+
+def _apply(text: str, edits: list[Edit]) -> str:
+    """The edits applied from the end backwards; at one place, in the order they were made."""
+    for start, end, new, _ in sorted(edits, key=lambda e: (e[0], e[1], e[3]), reverse=True):
+        text = text[:start] + new + text[end:]
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        raise NotLocated(f"the edit would not parse ({exc.msg}, line {exc.lineno})") from None
+    return text
+
+
+def overlay(patch: Patch, root: Path, into: Path) -> None:
+    """`into` as the script's folder with the patch applied: patched files written, every other
+    entry a symlink to the original (data files, sibling modules), so paths relative to the
+    script resolve as they did."""
+    patched = {p.relative_to(root): after for p, (_, after) in patch.texts.items()}
+    folders = {parent for rel in patched for parent in rel.parents if parent != Path(".")}
+
+    def fill(rel: Path) -> None:
+        (into / rel).mkdir(parents=True, exist_ok=True)
+        for entry in sorted((root / rel).iterdir()):
+            name = rel / entry.name
+            if name in patched:
+                (into / name).write_text(patched[name])
+            elif name in folders:
+                fill(name)
+            else:
+                (into / name).symlink_to(entry)
+
+    fill(Path("."))
