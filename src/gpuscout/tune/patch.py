@@ -55,10 +55,9 @@ def make(changes: list[Change], baseline: WatchRecord, root: Path) -> Patch:
     sites = baseline.main.sites if baseline.main else {}
     edits: dict[Path, list[Edit]] = {}
     originals: dict[Path, str] = {}
-    together = {k: v for c in changes for k, v in c.settings.items()}  # a cache keeps the workers set beside it
     for change in changes:
         try:
-            found = _edits(change, {**together, **change.settings}, sites, baseline, root, originals)
+            found = _edits(change, sites, baseline, root, originals)
             for path, edit in found:
                 _apply(originals[path], [*edits.get(path, []), *edit])  # each change must leave it parsing
             for path, edit in found:
@@ -93,8 +92,9 @@ def _original(path: Path, originals: dict[Path, str]) -> str:
     return originals[path]
 
 
-def _edits(change: Change, settings: dict, sites: dict, baseline: WatchRecord, root: Path,
+def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
            originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+    settings = change.settings
     knob = change.knob
     if knob in ("jit_compile", "steps_per_execution"):
         path, line = _site(sites, "compile", root, "compiled the model")

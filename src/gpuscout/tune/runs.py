@@ -57,14 +57,18 @@ class Session:
         return self.options.patch
 
     @property
+    def script(self) -> str | None:
+        """The script file the command runs, as typed (None for a shell line, -m or -c)."""
+        return None if self.command.shell else script_of(self.command.argv)
+
+    @property
     def root(self) -> Path:
         """The script's folder: what a patch may touch."""
-        found = script_of(self.command.argv) if not self.command.shell else None
-        return Path(found).resolve().parent if found else Path.cwd().resolve()
+        return Path(self.script).resolve().parent if self.script else Path.cwd().resolve()
 
     def copied(self, into: Path) -> Command | None:
         """The command with its script taken from `into` (a patched copy of the script's folder)."""
-        found = None if self.command.shell else script_of(self.command.argv)
+        found = self.script
         if found is None:
             return None
         argv = list(self.command.argv)
@@ -105,8 +109,7 @@ def write_patch(report: dict, path: Path) -> None:
 def _sources(session: Session) -> dict[Path, str]:
     """Digests of the script's own Python files (its folder's, not deeper): a session whose runs
     saw different code measured nothing it can hand over."""
-    found = None if session.command.shell else script_of(session.command.argv)
-    files = sorted(session.root.glob("*.py")) if found else []
+    files = sorted(session.root.glob("*.py")) if session.script else []
     return {f: patches.digest(f) for f in files[:200] if f.is_file()}
 
 
