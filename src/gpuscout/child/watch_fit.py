@@ -21,26 +21,12 @@ from __future__ import annotations
 
 import time
 
+from gpuscout.child.fit_input import (batches_per_epoch, input_site, input_type, input_workers, leading_samples,
+                                       static_batch_size)
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.core import decisions
 from gpuscout.child.watch_state import (STATE, CHECK_REPEATS, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
-                                        is_pydataset, limit_reached, report_failure, stop_trace, trace)
-
-def leading_samples(batch) -> int | None:
-    """The batch's size: the leading dimension of its first array."""
-    stack = [batch]
-    while stack:
-        item = stack.pop(0)
-        if isinstance(item, dict):
-            stack = list(item.values()) + stack
-        elif isinstance(item, (list, tuple)):
-            stack = list(item) + stack
-        elif getattr(item, "shape", None) is not None and len(item.shape):
-            try:
-                return int(item.shape[0])
-            except (TypeError, ValueError):
-                return None
-    return None
+                                        limit_reached, report_failure, stop_trace, trace)
 
 
 class TimedIterator:
@@ -310,30 +296,6 @@ def waits_for_logs(callback) -> bool:
                for hook in ("on_batch_end", "on_train_batch_end"))
 
 
-def input_site(x) -> dict | None:
-    """Where the input is written: a PyDataset's `__init__` (its workers), a generator's function."""
-    code = getattr(x, "gi_code", None) or getattr(getattr(type(x), "__init__", None), "__code__", None)
-    return {"file": code.co_filename, "line": code.co_firstlineno, "name": code.co_name} if code else None
-
-
-def batches_per_epoch(x) -> int | None:
-    """A PyDataset's number of batches (None for an endless one, or another input)."""
-    try:
-        return int(x.num_batches) if is_pydataset(x) and x.num_batches is not None else None
-    except Exception:
-        return None
-
-
-def input_workers(x) -> dict:
-    """A PyDataset's workers and whether they are processes (None for other inputs)."""
-    if not is_pydataset(x):
-        return {}
-    try:
-        return {"input_workers": int(x.workers), "input_multiprocessing": bool(x.use_multiprocessing)}
-    except Exception:
-        return {}
-
-
 def last_loss(outputs) -> float | None:
     """The loss of the last step run (what `tune` compares at equal steps); None when the step's
     logs hold none."""
@@ -342,17 +304,6 @@ def last_loss(outputs) -> float | None:
         if logs is None or "loss" not in logs:
             return None
         return float(logs["loss"])
-    except Exception:
-        return None
-
-
-def static_batch_size(dataset) -> int | None:
-    """A tf.data dataset's batch size when its element spec fixes it (drop_remainder=True)."""
-    try:
-        import tensorflow as tf
-
-        first = tf.nest.flatten(dataset.element_spec)[0]
-        return int(first.shape[0]) if first.shape.rank and first.shape[0] is not None else None
     except Exception:
         return None
 
@@ -385,26 +336,6 @@ def model_facts(model, x) -> dict:
             facts["replicas"] = len(getattr(distribution.device_mesh, "devices", ()).flatten()) \
                 if hasattr(getattr(distribution, "device_mesh", None), "devices") else 1
     return facts
-
-
-def input_type(x) -> str:
-    kind = type(x)
-    module, name = kind.__module__, kind.__name__
-    if name == "ndarray":
-        return "numpy"
-    if module.startswith("tensorflow") and hasattr(x, "element_spec"):
-        return "tf.data"
-    if module.startswith(("jax", "jaxlib")):
-        return "jax array"
-    if is_pydataset(x):
-        return "PyDataset"
-    if hasattr(x, "__next__") or name == "generator":
-        return "generator"
-    if "DataLoader" in name:
-        return "torch DataLoader"
-    if isinstance(x, (dict, list, tuple)):
-        return "numpy"
-    return name
 
 
 def peak_memory_bytes() -> int | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpuscout.analysis import repeats
 from gpuscout.analysis.verdict import INPUT_HIGHLY

@@ -1,0 +1,80 @@
+"""What a Keras `fit` was given, read by watch's instrumentation (child/watch_fit.py): the input's
+kind, its batch size, a PyDataset's workers and batches per epoch, and where the input is written
+(for `tune --patch`). Only the standard library and, lazily, the frameworks are imported here.
+"""
+
+from __future__ import annotations
+
+from gpuscout.child.watch_state import is_pydataset
+
+
+def leading_samples(batch) -> int | None:
+    """The batch's size: the leading dimension of its first array."""
+    stack = [batch]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, dict):
+            stack = list(item.values()) + stack
+        elif isinstance(item, (list, tuple)):
+            stack = list(item) + stack
+        elif getattr(item, "shape", None) is not None and len(item.shape):
+            try:
+                return int(item.shape[0])
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def input_site(x) -> dict | None:
+    """Where the input is written: a PyDataset's `__init__` (its workers), a generator's function."""
+    code = getattr(x, "gi_code", None) or getattr(getattr(type(x), "__init__", None), "__code__", None)
+    return {"file": code.co_filename, "line": code.co_firstlineno, "name": code.co_name} if code else None
+
+
+def batches_per_epoch(x) -> int | None:
+    """A PyDataset's number of batches (None for an endless one, or another input)."""
+    try:
+        return int(x.num_batches) if is_pydataset(x) and x.num_batches is not None else None
+    except Exception:
+        return None
+
+
+def input_workers(x) -> dict:
+    """A PyDataset's workers and whether they are processes (None for other inputs)."""
+    if not is_pydataset(x):
+        return {}
+    try:
+        return {"input_workers": int(x.workers), "input_multiprocessing": bool(x.use_multiprocessing)}
+    except Exception:
+        return {}
+
+
+def static_batch_size(dataset) -> int | None:
+    """A tf.data dataset's batch size when its element spec fixes it (drop_remainder=True)."""
+    try:
+        import tensorflow as tf
+
+        first = tf.nest.flatten(dataset.element_spec)[0]
+        return int(first.shape[0]) if first.shape.rank and first.shape[0] is not None else None
+    except Exception:
+        return None
+
+
+def input_type(x) -> str:
+    kind = type(x)
+    module, name = kind.__module__, kind.__name__
+    if name == "ndarray":
+        return "numpy"
+    if module.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return "tf.data"
+    if module.startswith(("jax", "jaxlib")):
+        return "jax array"
+    if is_pydataset(x):
+        return "PyDataset"
+    if hasattr(x, "__next__") or name == "generator":
+        return "generator"
+    if "DataLoader" in name:
+        return "torch DataLoader"
+    if isinstance(x, (dict, list, tuple)):
+        return "numpy"
+    return name
