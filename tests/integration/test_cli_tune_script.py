@@ -177,6 +177,21 @@ def test_deterministic_inputs_are_cached_under_threads_processes_and_a_generator
         assert script.read_bytes() == before  # never applied to the user's file
 
 
+def test_a_script_that_changes_between_runs_hands_nothing_over(tmp_path):
+    """A script that rewrites itself each run (a notebook export, an editor's save mid-session):
+    the runs measured different code, so tune says so in one line and exits 2, writes no patch,
+    and keeps every run it made."""
+    script = tmp_path / "train.py"
+    script.write_text("open(__file__, 'a').write('# ran\\n')\n" + (FIXTURES / "watch" / "repeats.py").read_text())
+    store, patch = tmp_path / "results.sqlite", tmp_path / "train.patch"
+    result = run_cli("tune", "--steps", "40", "--only", "jit_compile", "--patch", str(patch), "--store", str(store),
+                     "--", PY, str(script), "generator", env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]  # after tune's progress
+    assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+    assert "train.py changed during the tune session" in errors[0] and result.stderr.strip().endswith(errors[0])
+    assert not patch.exists() and len(records(store)) == 2  # the baseline and the baseline again
+
+
 def test_bad_tune_input(tmp_path):
     store = tmp_path / "results.sqlite"
     loop = str(FIXTURES / "watch" / "loop.py")

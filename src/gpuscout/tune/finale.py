@@ -38,10 +38,11 @@ def measure(run, found: Outcome, session) -> Final:
     """baseline, best, [patched copy], baseline: every comparison with the two baseline runs."""
     before = run(Config(), "baseline again")
     final = Final(before=before, after=before)
-    if found.path:
-        final.best = run(found.best, f"{found.best.name} (best)")
-        if session.patch is not None:
-            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run)
+    if not found.path:  # nothing to compare: once is enough to see whether the host drifted
+        return final
+    final.best = run(found.best, f"{found.best.name} (best)")
+    if session.patch is not None:
+        final.patch, final.copy, final.copy_note = _patched_copy(session, found, run)
     final.after = run(Config(), "baseline again")
     return final
 
@@ -108,11 +109,12 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
             final.copy_note = ("the patched copy's speed-up is outside the injected one's interval: the diff does "
                                "not do what the injection did (or the host was noisy: compare the two runs)")
     kept = {t.change.knob for t in found.path}
+    first = probe if final.after is final.before else final.before  # the baseline run before the last one
     return {
         "session": session.context.group_id, "created_utc": utc_now(), "command": session.command.given,
         "workload": session.command.workload, "steps": steps,
-        "baseline": script.row(None, probe, probe), "baseline_again": script.row(None, final.after, final.before),
-        "noisy": script.noisy(final.before, final.after), "rows": rows,
+        "baseline": script.row(None, probe, probe), "baseline_again": script.row(None, final.after, first),
+        "noisy": script.noisy(first, final.after), "rows": rows,
         "path": [t.change.name for t in found.path], "rounds": found.rounds, "best": best, "patched": copy,
         "patch": {"file": str(session.patch), "located": final.patch.located, "unlocated": final.patch.unlocated,
                   "note": final.copy_note} if final.patch is not None else None,
