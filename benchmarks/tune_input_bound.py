@@ -14,27 +14,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from tune_script_on_gpu import gpuscout  # noqa: E402  (benchmarks/ is the script's folder: on sys.path)
+
 SCRIPT = Path(__file__).resolve().parent / "user_input" / "text_classifier.py"
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0"}
-
-
-def gpuscout(out: Path, name: str, *args: str) -> tuple[dict | None, float]:
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=ENV,
-                          timeout=560)
-    wall = time.monotonic() - started
-    (out / f"{name}.stderr.txt").write_text(done.stderr[-200_000:])
-    (out / f"{name}.json").write_text(done.stdout)
-    try:
-        return json.loads(done.stdout), wall
-    except ValueError:
-        print(f"{name}: exit {done.returncode}: {done.stderr[-1500:]}", flush=True)
-        return None, wall
+# the tokeniser hashes words with hash(): every run, and every worker process, the same ids
+os.environ["PYTHONHASHSEED"] = "0"
 
 
 def rate(report: dict | None) -> float | None:
@@ -55,15 +42,16 @@ def main() -> None:
     for mode in args.modes.split(","):
         rates = {"script": [], "hand": []}
         for turn in ("script", "hand", "script", "hand"):
-            report, _ = gpuscout(args.out, f"{mode}-{turn}-{len(rates[turn])}", "watch", "--json", "--steps",
-                                 str(args.steps), "--store", store, "--", sys.executable, str(SCRIPT),
-                                 mode if turn == "script" else "hand")
+            report, _ = gpuscout("watch", "--json", "--steps", str(args.steps), "--store", store, "--",
+                                 sys.executable, str(SCRIPT), mode if turn == "script" else "hand",
+                                 out=args.out, name=f"{mode}-{turn}-{len(rates[turn])}", timeout=560)
             rates[turn].append(rate(report))
         hand = (statistics.median(rates["hand"]) / statistics.median(rates["script"])
                 if all(rates["hand"] + rates["script"]) else None)
         patch = args.out / f"{mode}.patch"
-        report, wall = gpuscout(args.out, f"{mode}-tune", "tune", "--json", "--budget", args.budget, "--patch",
-                                str(patch), "--store", store, "--", sys.executable, str(SCRIPT), mode)
+        report, wall = gpuscout("tune", "--json", "--budget", args.budget, "--patch", str(patch), "--store", store,
+                                "--", sys.executable, str(SCRIPT), mode, out=args.out, name=f"{mode}-tune",
+                                timeout=560)
         best = (report or {}).get("best") or {}
         copy = (report or {}).get("patched") or {}
         line = {"mode": mode, "hand_speedup": hand, "hand_rates": rates, "tune_path": (report or {}).get("path"),
