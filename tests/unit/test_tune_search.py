@@ -97,3 +97,15 @@ def test_judged_pools_each_side():
     """Two runs of a change at 2,000 against two reference runs at 1,000: 2x, from 12 windows a side."""
     row = script.judged(CACHE, [record(2000.0), record(2000.0)], [record(1000.0), record(1000.0)], BATCH)
     assert abs(row["ratio"] - 2.0) < 0.03 and row["verdict"] == "faster" and row["healthy"]
+
+
+def test_what_is_left_after_the_cache_is_not_more_workers():
+    """After the cache is kept no batch is made any more: the sentence never asks for workers."""
+    from gpuscout.tune import finale
+    from tests.records import fit_events, make_watch_record
+
+    cached = make_watch_record(events=fit_events(input_type="PyDataset", wait_s=0.4))  # 40% waiting
+    said = finale.left(cached, cached, kept={"cache"})
+    assert said.startswith("the best setting still waits on input 40% of the time: a fix there could buy at most "
+                           "1.67x more") and "the batches are kept" in said and "worker" not in said
+    assert "worker processes" in finale.left(cached, cached, kept=set())  # threads under the GIL: processes

@@ -55,13 +55,12 @@ def _patched_copy(session, found: Outcome, run):
     made = patches.make(changes, session.probe, root)
     if not made.texts:
         return made, None, "no change could be located in the source: the lines to write are printed"
+    if session.script is None:
+        return made, None, "the command is a shell line: the patched copy was not run (apply the diff and rerun)"
     into = scratch.make("tunepatch")
     try:
         patches.overlay(made, root, into)
-        copy = session.copied(into)
-        if copy is None:
-            return made, None, "the command is a shell line: the patched copy was not run (apply the diff and rerun)"
-        record = run(Config(), "patched copy", command=copy)
+        record = run(Config(), "patched copy", command=session.copied(into))
         note = None if not made.unlocated else \
             f"the copy lacks {', '.join(made.unlocated)} (not located): its speed-up is of the rest"
         return made, record, note
@@ -83,6 +82,9 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str | 
         keep = repeats.keepable(probe.main, probe.env.host_memory_bytes) if probe.main else "not checked"
         if "cache" not in kept and isinstance(keep, repeats.Keepable):
             how = f"the batches repeat ({keep.evidence}): make them once and keep them"
+        elif "cache" in kept:  # nothing is made any more: what waits is handing kept batches over
+            how = ("the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
+                   "batch) or the input moved to the device once")
         elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
             how = "the PyDataset's work runs in threads under the GIL: worker processes, or the work moved into the model"
         elif main is not None and main.input_type == "generator":

@@ -1,6 +1,7 @@
-"""Running a `gpuscout tune -- COMMAND` session: the baseline, each change, the changes that won
-together, and the baseline again, each a watched run of the unchanged script (watch/session.py),
-stored as it ends; tune/script.py decides which changes and reads what they bought.
+"""Running a `gpuscout tune -- COMMAND` session: the baseline (the probe: its facts, whether its
+batches repeat, where it calls fit), the search's rounds (tune/search.py), and the final block
+(tune/finale.py), each a watched run of the unchanged script (watch/session.py), stored as it
+ends; tune/script.py decides which changes and reads what they bought.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class Session:
 
 
 def tune_script(session: Session) -> dict:
-    """The whole session; the report (rows ranked by speed-up, skipped changes, the summary)."""
+    """The whole session; the report (each round's rows, the path kept, the best against the
+    baseline, the patched copy, what is left, the changes not tried and why)."""
     session.cache = scratch.make("tunecache")  # swept up if gpuscout dies
     try:
         return _session(session)

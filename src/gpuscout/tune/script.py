@@ -1,11 +1,11 @@
 """`gpuscout tune -- COMMAND`: each fix applied to the user's unchanged script, and measured.
 
 The command runs once as the baseline under watch's instrumentation, then once per change that
-the baseline's facts make worth trying, each change injected at interpreter start-up through the
-same hook (child/tune_overrides.py; no file is edited), then every change that was faster with
-significance together, then the baseline again (when its two runs disagree beyond their
-intervals, the machine was noisy and the table says so). Every run is a watch record of its own
-(`tune_change`, `applied`), all of one session (`group_id`).
+a run's facts make worth trying (this module: `plan`), each change injected at interpreter
+start-up through the same hook (child/tune_overrides.py; no file is edited), in rounds on top of
+the fastest change so far (tune/search.py), each setting judged against the runs of its
+reference beside it (`judged`). Every run is a watch record of its own (`tune_change`,
+`applied`), all of one session (`group_id`).
 
 Each run is bounded by the same number of training steps after the first compile: the first
 baseline runs TARGET_TRAINING_S of training and its step count is every later run's `--steps`
