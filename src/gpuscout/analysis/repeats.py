@@ -27,7 +27,9 @@ class Keepable:
 
 
 def gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{max(1, round(n / 2**10))} KiB"  # never "0 MiB"
 
 
 def keepable(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:

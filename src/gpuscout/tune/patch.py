@@ -16,7 +16,6 @@ import ast
 import difflib
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,9 +205,6 @@ def wrap_input(text: str, call: ast.Call, wrap: str) -> list[Edit]:
     before, after = wrap.split("{}")
     # a later wrap goes outside an earlier one: its opening first, its closing last
     return [(start, start, before, -next(_order)), (end, end, after, next(_order))]
-
-
-KERAS_IMPORT = re.compile(r"\bkeras\b")
 
 
 def insert_after_imports(text: str, code: str, need_keras: bool, name: str | None = None) -> list[Edit]:
