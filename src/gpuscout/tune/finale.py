@@ -34,8 +34,18 @@ class Final:
     copy_note: str | None = None
 
 
-def measure(run, found: Outcome, session) -> Final:
-    """baseline, best, [patched copy], baseline: every comparison with the two baseline runs."""
+def measure(run, found: Outcome, session, budget: Budget) -> Final:
+    """baseline, best, [patched copy], baseline: every comparison with the two baseline runs.
+    One change kept in round 1 was already judged against the baseline runs beside it: where the
+    budget has no room for the whole block, that judgement stands (the copy, if any, is run
+    after the last of those baseline runs, and the baseline again after it)."""
+    if len(found.path) == 1 and not budget.allows(FINAL_RUNS + bool(session.patch)):
+        kept = found.path[0]
+        final = Final(before=kept.beside[-1], after=kept.beside[-1])
+        if session.patch is not None:
+            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run)
+            final.after = run(Config(), "baseline again")
+        return final
     before = run(Config(), "baseline again")
     final = Final(before=before, after=before)
     if not found.path:  # nothing to compare: once is enough to see whether the host drifted
@@ -102,7 +112,8 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
     batch = probe.batch_size
     beside = [final.before, final.after]
     rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.get("ratio") or 0)))]
-    best = script.judged(found.best.as_change(), [final.best], beside, batch) if final.best else None
+    best = (script.judged(found.best.as_change(), [final.best], beside, batch) if final.best else
+            dict(found.path[0].row) if found.path else None)  # round 1's judgement, where the budget ended
     copy = script.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
     if best and copy:
         copy["change"] = "patched copy"
@@ -122,7 +133,7 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
                   "note": final.copy_note} if final.patch is not None else None,
         "diff": final.patch.diff(session.root) if final.patch is not None else None,
         "skipped": [{"change": s.knob, "reason": s.reason} for s in found.skipped],
-        "summary": summary(found, best), "left": left(final.best, probe, kept),
+        "summary": summary(found, best), "left": left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept),
         "wall_s": time.monotonic() - budget.started, "run_ids": [r.id for r in records],
     }
 

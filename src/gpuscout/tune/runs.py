@@ -145,7 +145,7 @@ def _session(session: Session) -> dict:
 
     found = search.search(run, lambda facts, kept: script.plan(facts, options.only, (*options.skip, *kept)),
                           probe, budget, reserve=finale.FINAL_RUNS + bool(session.patch))
-    final = finale.measure(run, found, session)
+    final = finale.measure(run, found, session, budget)
     changed = [f.name for f, d in sources.items() if not f.is_file() or patches.digest(f) != d]
     if changed:
         raise UsageError(f"{', '.join(changed)} changed during the tune session: its runs measured different code, so "

@@ -34,6 +34,8 @@ from gpuscout.tune.script import Change, Skip
 INTERLEAVE = 3
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
+# What the final block runs when no change won: the baseline once more (tune/finale.py)
+CLOSING_RUNS = 1
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,11 @@ Planner = Callable[[WatchRecord, set], "script.Plan"]
 
 
 def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reserve: int) -> Outcome:
-    """Rounds from the baseline's probe run; `reserve`: runs kept for after the search (the final
-    comparison with the baseline, the patched copy)."""
+    """Rounds from the baseline's probe run; `reserve`: runs kept for after the search once a
+    change wins (the final comparison with the baseline, the patched copy). Until one does, only
+    the closing baseline run is kept back: reserving the whole final block before the first
+    candidate left a slow script (a PyDataset whose worker processes take 45 s to start and
+    train) no candidate at all within its budget (H200, docs/benchmarks.md)."""
     out = Outcome()
     reference, reference_runs, facts = Config(), [probe], probe
     batch = probe.batch_size
@@ -141,7 +146,7 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
         leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row["ratio"])
         if any(t.row["noisy"] for t in leaders):
             for trial in leaders[:REMEASURE]:
-                if not budget.allows(2, reserve):
+                if not budget.allows(2, _kept_back(out, reserve)):
                     break
                 trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget))
                 trial.beside.append(_ran(run, reference, f"{reference.name} again", budget))
@@ -166,7 +171,7 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
     waiting: list[Trial] = []  # measured, waiting for the reference run after them
     before = reference_runs[-1]
     for change in candidates:
-        if not budget.allows(2, reserve):  # this run and the reference after it
+        if not budget.allows(2, _kept_back(out, reserve)):  # this run and the reference after it
             out.skipped.append(Skip(change.knob, f"{reference.plus(change).name}: the --budget was spent"))
             continue
         trial = Trial(number, change, reference.plus(change), reference)
@@ -179,6 +184,13 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
     if waiting:
         _close(run, reference, before, waiting, budget, batch)
     return trials
+
+
+def _kept_back(out: Outcome, reserve: int) -> int:
+    """Runs the final block will need: all of `reserve` once a change is winning, else the
+    closing baseline alone."""
+    winning = out.path or any(t.faster for t in out.trials)
+    return reserve if winning else min(reserve, CLOSING_RUNS)
 
 
 def _close(run: Runner, reference: Config, before: WatchRecord, waiting: list[Trial], budget: Budget,
