@@ -77,7 +77,9 @@ def test_watch_says_what_the_script_ran(store_path):
     assert "PyDataset (3 worker threads)" in threads.stdout
     assert f"gpuscout tune -- {PY} {EDGES} threads" in " ".join(threads.stdout.split())  # measure the advice
     waiting = next(c for c in tf_run.verdict if c.code == "input_bound")
-    assert "already has 3 worker threads" in waiting.fix and "use_multiprocessing=True" in waiting.code_snippet
+    # its batches are the same every epoch: watch offers what tune would try first, the cache (the
+    # advice for 3 threads under the GIL: tests/unit/test_watch_logic.py)
+    assert waiting.fix.startswith("make each batch once and keep it") and "class CachedBatches" in waiting.code_snippet
 
 
 @pytest.mark.slow

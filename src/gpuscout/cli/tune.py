@@ -102,7 +102,7 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
         raise UsageError("name a workload or a --model, not both")
     options = tune_lib.TuneOptions(
         backend=config.backend, parts=parse_names(config.parts, "--parts", "ablation,batch"),
-        budget_s=(config.budget or 30.0) * 60, protocol=protocol.settings(), device=device.choice(),
+        budget_s=(30.0 if config.budget is None else config.budget) * 60, protocol=protocol.settings(), device=device.choice(),
         measure=measure_options(config.timeout, telemetry=True), batch_size=config.batch_size,
         max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
     with Nvml() as nvml:
