@@ -73,10 +73,17 @@ def private_imports(known: dict[str, Path]) -> list[str]:
             if n.startswith("_") and not n.endswith("__") and target != name]
 
 
+# Where the training runs in gpuscout's own process: a notebook's kernel watched in-process uses
+# the child's instrumentation there (and is the parent of its own record)
+IN_PROCESS = ("gpuscout.watch.live",)
+
+
 def child_crossings(known: dict[str, Path]) -> list[str]:
     """gpuscout.child runs in the measuring child. Outside it, only a workload's model-building
-    function may import it (it runs in the child too), and never at module level."""
-    return [f"{name} imports {target}" for name, path in known.items() if not name.startswith("gpuscout.child")
+    function may import it (it runs in the child too), and never at module level; and the
+    in-process watch, whose process is the one that trains."""
+    return [f"{name} imports {target}" for name, path in known.items()
+            if not name.startswith("gpuscout.child") and name not in IN_PROCESS
             for target, _, top_level in imports(name, path, known)
             if target.startswith("gpuscout.child") and (top_level or not name.startswith("gpuscout.workloads."))]
 

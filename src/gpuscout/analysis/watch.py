@@ -25,7 +25,7 @@ class Observed:
 
     command: list[str]
     workload: str
-    mode: str  # command | pid
+    mode: str  # command | pid | in_process
     status: str
     exit_code: int | None
     duration_s: float

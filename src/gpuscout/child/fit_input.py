@@ -61,6 +61,8 @@ def static_batch_size(dataset) -> int | None:
 
 
 def input_type(x) -> str:
+    if x is None:  # gpuscout.watch.callback(): a callback is never shown fit's input
+        return "not seen"
     kind = type(x)
     module, name = kind.__module__, kind.__name__
     if name == "ndarray":

@@ -83,6 +83,7 @@ class FitWatch:
         self.repeats = InputRepeats(batches_per_epoch(x)) \
             if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator") else None
         self.unobserve = lambda: None
+        self.timed_hooks: list[tuple] = []  # (callback, hook, its own instance attribute or None)
         for callback in callbacks:
             self.time_hooks(callback)
         self.original_train_function = None
@@ -161,7 +162,18 @@ class FitWatch:
                     self.callback_s[name] = self.callback_s.get(name, 0.0) + time.monotonic() - start
 
             timed._gpuscout_original = method
+            self.timed_hooks.append((callback, hook, vars(callback).get(hook) if hasattr(callback, "__dict__") else None))
             setattr(callback, hook, timed)
+
+    def untime_hooks(self) -> None:
+        """The user's callbacks as they were: a callback kept for a later fit (a notebook's next
+        cell) runs its own methods, untimed."""
+        for callback, hook, own in reversed(self.timed_hooks):
+            if own is None:
+                vars(callback).pop(hook, None)
+            else:
+                setattr(callback, hook, own)
+        self.timed_hooks = []
 
     def in_graph_input(self, iterator) -> bool:
         """A tf.data iterator with steps_per_execution > 1 on tensorflow: Keras reads it inside its
@@ -273,6 +285,7 @@ class FitWatch:
         self.training_ended()
         self.unwrap()
         self.unobserve()
+        self.untime_hooks()
         stop_trace()
         emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,

@@ -66,6 +66,7 @@ def patch(model_class) -> None:
         return compile_(self, *args, **kwargs)
 
     compile.__wrapped__ = compile_
+    compile._gpuscout_watched = True
     model_class.compile = compile
 
     def fit(self, *args, **kwargs):
@@ -103,16 +104,36 @@ def patch(model_class) -> None:
     model_class.fit = fit
 
 
+def unpatch(model_class) -> None:
+    """Model.fit and Model.compile as Keras defined them (the end of an in-process watch)."""
+    for name in ("fit", "compile"):
+        method = vars(model_class).get(name)
+        if getattr(method, "_gpuscout_watched", False):
+            setattr(model_class, name, method.__wrapped__)
+
+
 def caller_site() -> dict | None:
     """The file and line that called the wrapped method (two frames up: past the wrapper)."""
     frame = sys._getframe(2)
     return {"file": frame.f_code.co_filename, "line": frame.f_lineno}
 
 
+def instrument(module) -> None:
+    """Keras' model module has just been executed: its Model wrapped, tune's policy set."""
+    try:
+        patch(module.Model)
+        tune_overrides.on_keras(module)
+    except Exception as exc:
+        report_failure("instrumenting keras.Model.fit", exc)
+
+
 class KerasFinder(importlib.abc.MetaPathFinder):
-    """Wraps Model.fit the moment keras' model module has been executed."""
+    """Calls `loaded` (instrument) the moment keras' model module has been executed."""
 
     TARGET = "keras.src.models.model"
+
+    def __init__(self, loaded=instrument) -> None:
+        self.loaded = loaded
 
     def find_spec(self, name, path, target=None):
         if name != self.TARGET:
@@ -128,11 +149,7 @@ class KerasFinder(importlib.abc.MetaPathFinder):
 
         def exec_and_patch(module):
             exec_module(module)
-            try:
-                patch(module.Model)
-                tune_overrides.on_keras(module)
-            except Exception as exc:
-                report_failure("instrumenting keras.Model.fit", exc)
+            self.loaded(module)
 
         spec.loader.exec_module = exec_and_patch
         return spec
@@ -186,9 +203,8 @@ def install() -> None:
     """Called by the injected sitecustomize; never raises."""
     try:
         emit("watch_hooked", python=sys.version.split()[0], argv=sys.argv[:8])
-        if "keras.src.models.model" in sys.modules:
-            patch(sys.modules["keras.src.models.model"].Model)
-            tune_overrides.on_keras(sys.modules["keras.src.models.model"])
+        if KerasFinder.TARGET in sys.modules:
+            instrument(sys.modules[KerasFinder.TARGET])
         else:
             sys.meta_path.insert(0, KerasFinder())
         watch.set_step_handler(CustomSteps())

@@ -43,6 +43,14 @@ class _State:
         self.tracing = False
         self.silent = False  # no channel to the parent in this process
         self.interrupted = False  # SIGINT reached this process (gpuscout passes Ctrl-C and SIGTERM on as SIGINT)
+        # In-process watching (gpuscout.watch.live: a notebook's cell): the events go to this
+        # function of the same process instead of a pipe to a parent
+        self.sink = None
+
+    def reset(self, sink=None) -> None:
+        """A fresh count for an in-process watch (its fits numbered from 1), its events to `sink`."""
+        self.__init__()
+        self.sink = sink
 
 
 STATE = _State()
@@ -56,6 +64,9 @@ def is_pydataset(x) -> bool:
 def emit(kind: str, **fields) -> None:
     """To the parent, never to the script's output: without gpuscout's channel (a process that
     inherited the environment but not the pipe) nothing is sent."""
+    if STATE.sink is not None:
+        STATE.sink({"event": kind, "pid": os.getpid(), **fields})
+        return
     if STATE.silent or events.EVENTS_FD_ENV not in os.environ:
         return
     try:
@@ -95,7 +106,9 @@ def halt() -> None:
     and jax's atexit handlers. Instead this process tells gpuscout it has stopped and waits
     here, in gpuscout's code, for gpuscout to end its process group (the shell's next command
     and the script's subprocesses with it). Ctrl-C is ignored and SIGTERM does what it does
-    by default meanwhile, so no handler of the script's runs either."""
+    by default meanwhile, so no handler of the script's runs either. A process outside that group
+    (a notebook's kernel: jupyter_client starts it in a session of its own) ends as soon as the
+    process that started it has been ended."""
     stop_trace()
     emit("watch_halt", steps=STATE.steps)
     if STATE.silent:  # nobody to end it: end here, running nothing more
@@ -105,10 +118,10 @@ def halt() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     except ValueError:  # not the main thread: its handlers stay (gpuscout's SIGKILL follows)
         pass
-    deadline = time.monotonic() + HALT_WAIT_S
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-    os._exit(0)
+    deadline, parent = time.monotonic() + HALT_WAIT_S, os.getppid()
+    while time.monotonic() < deadline and os.getppid() == parent:
+        time.sleep(0.05)
+    os._exit(0)  # also when its parent ended first: a notebook's kernel, in a session of its own
 
 
 def on_exit() -> None:
