@@ -11,10 +11,26 @@ __version__ = "0.1.0"
 METHODOLOGY_VERSION = 1
 
 
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext gpuscout`: the %gpuscout and %%gpuscout magics (gpuscout.notebook.magics)."""
+    from gpuscout.notebook.magics import load
+
+    load(ipython)
+
+
 def __getattr__(name: str):
-    # `from gpuscout import InputSpec` in a user's model file, without importing it eagerly here.
+    # `from gpuscout import InputSpec` in a user's model file, and the notebook API, without
+    # importing either eagerly here (a watched script imports this package too).
     if name == "InputSpec":
         from gpuscout.workloads.user import InputSpec
 
         return InputSpec
+    if name == "watching":
+        from gpuscout.watch.live import watching
+
+        return watching
+    if name in ("show", "doctor", "report"):
+        import gpuscout.notebook
+
+        return getattr(gpuscout.notebook, name)
     raise AttributeError(f"module 'gpuscout' has no attribute {name!r}")

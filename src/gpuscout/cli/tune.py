@@ -89,8 +89,8 @@ TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
 @grouped
 def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path: StorePath = None,
          as_json: AsJson = False) -> None:
-    if _command_given():
-        return tune_command(config, store_path, as_json)
+    if _command_given() or (config.target and config.target[0].endswith(".ipynb")):
+        return tune_command(config, store_path, as_json)  # a notebook file is a command of its own
     if config.target and len(config.target) > 1:
         raise UsageError(f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
                          "(gpuscout tune -- python train.py)")

@@ -9,8 +9,8 @@ from gpuscout.report import terminal
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
-def print_doctor(report: dict) -> None:
-    out = terminal.console()
+def print_doctor(report: dict, out=None) -> None:
+    out = out or terminal.console()
     table = Table(title=f"gpuscout doctor — Python {report['python']}", title_justify="left",
                   header_style="bold")
     for column in ("check", "status", "finding", "fix"):

@@ -87,11 +87,25 @@ window.addEventListener('load', function () {
 """
 
 
-def _table(t: TableData) -> str:
+def _table(t: TableData, filters: bool = True) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in t.rows)
-    return (f'<input class="filter" data-table="{t.id}" placeholder="filter {escape(t.id)}…">'
-            f'<table class="sortable" id="{t.id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+    box = f'<input class="filter" data-table="{t.id}" placeholder="filter {escape(t.id)}…">' if filters else ""
+    return f'{box}<table class="sortable" id="{t.id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# The same document inside a notebook's output (gpuscout.show): its styles kept to its own <div>,
+# no page script (a notebook runs no script of an output it does not trust)
+FRAGMENT_CSS = """
+.gpuscout-report{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:#222}
+.gpuscout-report h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.2em;font-size:1.2em}
+.gpuscout-report .subtitle,.gpuscout-report .note,.gpuscout-report figcaption{color:#555}
+.gpuscout-report figure{margin:1em 0}.gpuscout-report figure svg{max-width:100%;height:auto}
+.gpuscout-report table{border-collapse:collapse;font-size:.8em;margin:.5em 0;max-width:100%}
+.gpuscout-report th,.gpuscout-report td{border:1px solid #ddd;padding:.2em .35em;text-align:left}
+.gpuscout-report th{background:#f4f4f4}
+.gpuscout-report details pre{background:#f8f8f8;padding:.5em;overflow:auto;font-size:.8em}
+"""
 
 
 def render(doc: Document) -> str:
@@ -100,21 +114,36 @@ def render(doc: Document) -> str:
              f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
              f"<p class=\"subtitle\">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>"
              f"<pre id=\"js-errors\"></pre><pre id=\"layout\" hidden></pre><nav>{nav}</nav>"]
+    parts += _sections(doc, filters=True)
+    parts.append(f"<script>{SCRIPT}</script></body></html>")
+    return "".join(parts)
+
+
+def fragment(doc: Document) -> str:
+    """The document's sections with something to show, for a notebook cell's output."""
+    return (f'<div class="gpuscout-report"><style>{FRAGMENT_CSS}</style><h3>{escape(doc.title)}</h3>'
+            f'<p class="subtitle">{escape(doc.subtitle)}</p>{"".join(_sections(doc, filters=False, empty=False))}</div>')
+
+
+def _sections(doc: Document, filters: bool, empty: bool = True) -> list[str]:
+    """Each section as HTML; `empty` False leaves out a section with no plot, row or detail to show."""
+    parts = []
     for section in doc.sections:
-        parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
         drawn = []
         for caption, draw in section.figures:
             fig = draw()
             if fig is not None:
                 drawn.append(f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>')
+        if not empty and not (drawn or section.details or any(t.rows for t in section.tables)):
+            continue
+        parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
         parts.extend(f'<p class="note">{escape(t)}</p>' for t in section.text
                      if not drawn or not t.startswith(("Shown", "Runs without")))
         if section.figures and not drawn:
             parts.append('<p class="note">Nothing stored for this yet.</p>')
         parts.extend(drawn)
-        parts.extend(_table(t) for t in section.tables)
+        parts.extend(_table(t, filters) for t in section.tables)
         parts.extend(f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>"
                      for summary, text in section.details)
         parts.append("</section>")
-    parts.append(f"<script>{SCRIPT}</script></body></html>")
-    return "".join(parts)
+    return parts

@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +67,8 @@ def resolve(given: list[str], shell: bool | None = None, verb: str = "watch") ->
     `shell`: None detects shell syntax (one argument that is a shell line, or VAR=x first)."""
     if not given or not given[0].strip():
         raise UsageError(f"no command to {verb}: put it after `--`, e.g. gpuscout {verb} -- python train.py")
+    if not shell and given[0].endswith(".ipynb"):
+        return notebook(given, verb)
     if shell is None:
         one_line = len(given) == 1 and (looks_like_shell(given[0]) or " " in given[0].strip())
         shell = one_line or bool(ASSIGNMENT.match(given[0]))
@@ -80,6 +83,35 @@ def resolve(given: list[str], shell: bool | None = None, verb: str = "watch") ->
         check_script(words[words.index(program):])
     argv = ["/bin/sh", "-c", line] if shell else list(given)
     return Command(given=list(given), argv=argv, shell=shell, workload=workload_of(words))
+
+
+def notebook(given: list[str], verb: str) -> Command:
+    """`gpuscout watch train.ipynb`: the notebook run top to bottom in a fresh kernel of the kind it
+    names (gpuscout.notebook.runner, with gpuscout's Python), checked before anything runs."""
+    path = Path(given[0])
+    if len(given) > 1:
+        raise UsageError(f"a notebook takes no arguments ({shlex.join(given[1:])}): set its parameters in a cell, "
+                         f"then gpuscout {verb} {given[0]}")
+    if not path.is_file():
+        raise UsageError(f"{given[0]}: no such notebook" + (" (a folder)" if path.is_dir() else f" in {os.getcwd()}"))
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+        from gpuscout.notebook import runner
+    except ImportError as exc:
+        raise UsageError(f"running a notebook needs nbclient and ipykernel ({exc}): pip install 'gpuscout[notebook]'") \
+            from None
+    try:
+        kernel = runner.read(path).metadata.get("kernelspec", {}).get("name") or "python3"
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        KernelSpecManager().get_kernel_spec(kernel)
+    except NoSuchKernel:
+        raise UsageError(f"{given[0]} runs on the kernel {kernel!r}, which is not installed here: `jupyter kernelspec "
+                         "list` shows those that are") from None
+    argv = [sys.executable, "-m", "gpuscout.notebook.runner", str(path.resolve())]
+    return Command(given=list(given), argv=argv, shell=False, workload=path.name)
 
 
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?[dmtw]?(\.exe)?$")

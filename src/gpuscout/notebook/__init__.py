@@ -1,0 +1,64 @@
+"""gpuscout where Keras users train: a live notebook kernel (or any Python process), and notebook
+files run top to bottom.
+
+- In-process: `gpuscout.watching()` and `gpuscout.watch.callback()` (gpuscout.watch.live), shown
+  by notebook.display; `%load_ext gpuscout` gives the `%gpuscout` / `%%gpuscout` magics
+  (notebook.magics); `gpuscout.show(run_id)` and `gpuscout.doctor()` here.
+- A notebook file: `gpuscout watch train.ipynb` runs notebook.runner, which executes it in a fresh
+  kernel with nbclient, instrumented as a script is (watch/command.py resolves it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuscout.notebook.display import Shown
+
+
+def show(*run_ids: str, store: str | Path | None = None, display: bool = True) -> Shown:
+    """Stored runs (ids or unique prefixes) as `results show` prints them, with the HTML report's
+    plots of them; displayed in the cell, and returned."""
+    from gpuscout.core.errors import UsageError
+    from gpuscout.notebook import display as shown
+    from gpuscout.store import Store
+
+    if not run_ids:
+        raise UsageError("show which run? give its id: gpuscout.show('3fa2') (`gpuscout results list` shows them)")
+    with Store(store, readonly=True) as opened:
+        records = [opened.get(run_id) for run_id in run_ids]
+        path = opened.path
+    result = shown.stored(records, path)
+    if display:
+        shown.display(result)
+    return result
+
+
+def doctor(display: bool = True) -> Shown:
+    """`gpuscout doctor`'s report of this machine (the kernel's), shown in the cell and returned."""
+    from gpuscout.doctor import run_doctor
+    from gpuscout.notebook import display as shown
+
+    result = shown.doctor(run_doctor())
+    if display:
+        shown.display(result)
+    return result
+
+
+def report(store: str | Path | None = None, display: bool = True) -> Shown:
+    """`gpuscout report` of the whole store, inline: the HTML report's sections with something to show."""
+    from gpuscout.notebook import display as shown
+    from gpuscout.report import html
+    from gpuscout.report.document import build
+    from gpuscout.store import Store
+
+    with Store(store, readonly=True) as opened:
+        records = opened.list()
+        sweeps = {name: opened.trials(name) for name in opened.sweeps()}
+        path = opened.path
+    with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
+    document = build(records, with_telemetry[0] if with_telemetry else None, f"gpuscout report of {path}", sweeps)
+    result = shown.Shown(f"{len(records)} run(s) and {len(sweeps)} sweep(s) in {path}: the report is HTML (Jupyter "
+                         "shows it; elsewhere `gpuscout report --out report.html`)", html.fragment(document))
+    if display:
+        shown.display(result)
+    return result

@@ -1,0 +1,131 @@
+"""`%load_ext gpuscout`: the `%gpuscout` line magic and the `%%gpuscout` cell magic.
+
+    %%gpuscout watch                 every Model.fit of the cell watched in this kernel
+    %%gpuscout watch --store PATH    ... its record stored there
+    %gpuscout doctor                 this machine's report
+    %gpuscout show RUN [RUN...]      stored runs, with the HTML report's plots
+    %gpuscout report                 the store's report, inline
+    %gpuscout COMMAND ...            any other command of the CLI (compare, results, recommend...),
+                                     run in this kernel, its output in the cell
+
+Bad input is one line, as on the command line, never a traceback (IPython's UsageError).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuscout.core.errors import RunError, UsageError
+
+try:  # the notebook extra: IPython's own one-line error (imported here only where IPython is)
+    from IPython.core.error import UsageError as IPythonUsageError
+except ImportError:  # pragma: no cover - load() is only ever called by IPython
+    IPythonUsageError = UsageError
+
+CELL_USAGE = "%%gpuscout runs a cell under watch: %%gpuscout watch [--store PATH] [--label NAME]"
+
+
+def _words(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise IPythonUsageError(f"cannot read `%gpuscout {line}`: {exc}") from None
+
+
+def _options(words: list[str], allowed: tuple[str, ...]) -> dict[str, str]:
+    """`--name value` pairs; anything else is a one-line error naming it."""
+    found, rest = {}, iter(words)
+    for word in rest:
+        if word not in allowed:
+            raise IPythonUsageError(f"unknown option {word!r}: {CELL_USAGE}")
+        value = next(rest, None)
+        if value is None:
+            raise IPythonUsageError(f"{word} needs a value: {CELL_USAGE}")
+        found[word.lstrip("-")] = value
+    return found
+
+
+def gpuscout(shell, line: str, cell: str | None = None) -> None:
+    """`%gpuscout LINE` (cell None) or `%%gpuscout LINE` over CELL, in IPython `shell`."""
+    words = _words(line)
+    if cell is not None:
+        if words[:1] != ["watch"]:
+            raise IPythonUsageError(CELL_USAGE)
+        return _watch_cell(shell, cell, _options(words[1:], ("--store", "--label")))
+    if not words:
+        raise IPythonUsageError("%gpuscout needs a command: doctor, show RUN, report, or any gpuscout command "
+                                "(%%gpuscout watch on a cell watches its fits)")
+    try:
+        return _line(words)
+    except (UsageError, RunError) as exc:
+        raise IPythonUsageError(str(exc)) from None
+
+
+def _watch_cell(shell, cell: str, options: dict[str, str]) -> None:
+    from gpuscout.watch.live import Watching
+
+    watching = Watching(options.get("label"), options.get("store"))
+    try:
+        with watching:
+            result = shell.run_cell(cell, store_history=False)
+            # the cell's own error was shown by IPython; the record says the cell failed
+            failure = result.error_in_exec or result.error_before_exec
+            if failure is not None:
+                raise failure
+    except (UsageError, RunError) as exc:
+        raise IPythonUsageError(str(exc)) from None
+    except BaseException:
+        if watching.record is None:
+            raise
+        # shown by IPython already: the record and its verdict follow it
+
+
+def _line(words: list[str]) -> None:
+    import gpuscout.notebook as notebook
+
+    command, rest = words[0], words[1:]
+    if command == "doctor" and not rest:
+        notebook.doctor()
+    elif command == "show":
+        store = _options(rest[rest.index("--store"):], ("--store",)).get("store") if "--store" in rest else None
+        ids = rest[:rest.index("--store")] if "--store" in rest else rest
+        notebook.show(*ids, store=store)
+    elif command == "report" and not any(w in ("--out", "-o") for w in rest):
+        notebook.report(store=_options(rest, ("--store",)).get("store"))
+    else:
+        _cli(words)
+
+
+def _cli(words: list[str]) -> None:
+    """Any other command, as `gpuscout WORDS` would run it, in this kernel: its output goes to the
+    cell as it comes. Its exit status other than 0 is a one-line error."""
+    import signal
+
+    from gpuscout.cli import app
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        app(words, prog_name="gpuscout", standalone_mode=False)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise IPythonUsageError(f"gpuscout {shlex.join(words)} exited with {exc.code}") from None
+    except Exception as exc:  # click's usage errors (an unknown option): one line, as the CLI prints it
+        message = getattr(exc, "format_message", lambda: str(exc))()
+        raise IPythonUsageError(f"gpuscout {shlex.join(words)}: {message}") from None
+    finally:  # the command's Ctrl-C and SIGTERM handling is the CLI's: the kernel's own comes back
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+
+
+def load(ipython) -> None:
+    """Registers `%gpuscout` and `%%gpuscout` (IPython's Magics class, made here: IPython is the
+    notebook extra's, imported only once IPython loads the extension)."""
+    from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+    @magics_class
+    class GpuscoutMagics(Magics):
+        @line_cell_magic("gpuscout")
+        def run(self, line: str, cell: str | None = None) -> None:
+            return gpuscout(self.shell, line, cell)
+
+    ipython.register_magics(GpuscoutMagics)
