@@ -1,0 +1,238 @@
+"""Issue 46: gpuscout in a real Jupyter kernel (nbclient runs the notebooks, ipykernel executes
+them) and a notebook file watched and tuned as a script is. The training code is the example
+notebook's (examples/notebook.ipynb): its setup cell and the cell that trains, run as they are,
+as a script and as notebook files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import nbformat
+import psutil
+import pytest
+from nbclient import NotebookClient
+
+from gpuscout.notebook import runner
+from tests.conftest import SRC, run_cli
+from tests.integration.test_cli_explain import machine_env
+from tests.integration.test_cli_safety import one_line_exit_2
+
+PY = sys.executable
+EXAMPLE = SRC.parent / "examples" / "notebook.ipynb"
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def example() -> list[str]:
+    """The example notebook's code cells, as written."""
+    return [c.source for c in nbformat.read(str(EXAMPLE), as_version=4).cells if c.cell_type == "code"]
+
+
+def cells_of() -> list[str]:
+    """Its setup and the cell that trains, without the magic: what a script of it holds."""
+    code = example()
+    return [code[0], code[2].split("\n", 1)[1]]
+
+
+def script_of(path) -> "Path":
+    path.write_text("\n\n".join(cells_of()) + "\n")
+    return path
+
+
+def write_notebook(path, cells: list[str]):
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, str(path))
+    return path
+
+
+def execute(path, env: dict) -> list[list[dict]]:
+    """Run the notebook in a fresh kernel with `env`; each cell's outputs (an error is one of them)."""
+    notebook = nbformat.read(str(path), as_version=4)
+    kernel_env = {**os.environ, "PYTHONPATH": str(SRC), **QUIET, **env}
+    client = NotebookClient(notebook, timeout=300, allow_errors=True, resources={"metadata": {"path": str(path.parent)}})
+    runner.over_ipc(client)
+    client.execute(env=kernel_env)
+    return [cell.outputs for cell in notebook.cells]
+
+
+def texts(outputs: list[dict], kind: str = "text/plain") -> str:
+    found = []
+    for output in outputs:
+        if output["output_type"] == "stream":
+            found.append(output["text"] if kind == "text/plain" else "")
+        else:
+            found.append(output.get("data", {}).get(kind, ""))
+    return "\n".join(found)
+
+
+def watch_records(store):
+    from gpuscout.store import Store
+
+    with Store(store, create=False) as opened:
+        return opened.list(kind="watch")
+
+
+def overlap(a, b) -> bool:
+    """Two records' throughput 95% CIs overlap."""
+    return a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high
+
+
+@pytest.mark.slow
+def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_path, fake_gpu):
+    """`%%gpuscout watch` on the cell that trains: the verdict in the cell (HTML with the timeline
+    plot, text too), the record stored, and the same verdict and throughput (CIs overlapping) as
+    `watch -- python` of the same code and `watch` of it as a notebook file. Afterwards nothing is
+    patched: a later fit is Keras' own and stores nothing. A callback watches one fit; doctor and
+    show display in the cell; bad magics are one line."""
+    store = tmp_path / "results.sqlite"
+    setup, fit = cells_of()
+    env = {"KERAS_BACKEND": "jax", "GPUSCOUT_STORE": str(store), **machine_env(tmp_path, fake_gpu),
+           "GPUSCOUT_FAKE_NVML": str(fake_gpu())}  # an H100 with nobody else on it: the kernel's, NVML says
+    path = write_notebook(tmp_path / "live.ipynb", example() + [
+        "import gpuscout.child.watch_state as state\nprint('patched after the cell:', "
+        "getattr(keras.Model.fit, '_gpuscout_watched', False), state.STATE.sink is not None)\n"
+        "model.fit(SlowBatches(), epochs=1, verbose=0)",
+        "import gpuscout\nwatched = gpuscout.watch.callback(show=False)\n"
+        "model.fit(SlowBatches(), epochs=3, verbose=0, callbacks=[watched])\nprint('callback:', watched.record.id)",
+        "from gpuscout.store import Store\nfirst = Store().list(kind='watch')[-1].id\nshown = gpuscout.show(first)",
+        "%gpuscout show nope",
+        "%%gpuscout bogus\nx = 1",
+    ])
+    outputs = execute(path, env)
+    cell, _, cached, listed, doctor, after, callback, shown, missing, bogus = outputs[2:]
+    html = texts(cell, "text/html")
+    assert "highly input-bound" in html, html[:3000]
+    assert "<svg" in html and "GPU utilisation" in html  # the timeline, with the fake GPU's panel
+    assert "verdict, ranked by the time each could save:" in texts(cell) and "stored as" in texts(cell)
+    assert "patched after the cell: False False" in texts(after)
+    in_kernel, fixed, by_callback = _three(watch_records(store), texts(callback).split("callback: ")[-1].strip())
+    assert fixed.samples_per_s > 2 * in_kernel.samples_per_s and "input_bound" not in {c.code for c in fixed.verdict}
+    assert listed and all(r.id in texts(listed) for r in (in_kernel, fixed))
+    assert in_kernel.mode == "in_process" and in_kernel.workload == "notebook" and in_kernel.status == "ok"
+    assert in_kernel.gpu is not None and in_kernel.main.steps == 24 * 10
+    assert by_callback.main.steps == 24 * 3 and by_callback.main.input_type == "not seen"
+    assert "check" in texts(doctor) and "NVIDIA H100" in texts(doctor)
+    assert "What the record" not in texts(shown, "text/html") and "<svg" in texts(shown, "text/html")
+    assert "UsageError: no run 'nope'" in texts(missing)
+    assert "UsageError: %%gpuscout runs a cell under watch" in texts(bogus)
+    # the same code as a script and as a notebook file, watched from outside
+    script = script_of(tmp_path / "slow_input.py")
+    as_script = run_cli("watch", "--json", "--store", str(store), "--", PY, str(script), env=env)
+    as_file = run_cli("watch", "--json", "--store", str(store), str(write_notebook(tmp_path / "file.ipynb",
+                                                                                 [setup, fit])), env=env)
+    for done in (as_script, as_file):
+        assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(done.stdout)["runs"][0] for done in (as_script, as_file)]
+    by_id = {r.id: r for r in watch_records(store)}
+    script_record, file_record = (by_id[r["id"]] for r in records)
+    assert file_record.workload == "file.ipynb" and file_record.main.steps == 24 * 10
+    codes = [[c.code for c in r.verdict][:1] for r in (in_kernel, script_record, file_record)]
+    assert codes[0] == codes[1] == codes[2] == ["input_bound"], codes
+    assert overlap(in_kernel, script_record), (in_kernel.throughput, script_record.throughput)
+
+
+def _three(records, callback_id):
+    """The two cells' records (the slow input, then the cached one) and the callback's."""
+    by_id = {r.id: r for r in records}
+    callback = by_id.pop(callback_id)
+    slow, cached = sorted((r for r in by_id.values() if r.mode == "in_process"), key=lambda r: r.samples_per_s)
+    return slow, cached, callback
+
+
+@pytest.mark.slow
+def test_a_notebook_file_that_fails_dies_or_never_fits_keeps_what_was_measured(tmp_path):
+    """On TensorFlow: a cell raising a known failure after fit (exit 1: the error and its fix,
+    the windows kept); the kernel killed with SIGKILL mid-fit (one line, the windows kept, no
+    process left); a notebook with no fit; malformed ones (exit 2, nothing stored)."""
+    store = tmp_path / "results.sqlite"
+    setup, fit = cells_of()
+    env = {"KERAS_BACKEND": "tensorflow", **QUIET}
+    oom = ("raise RuntimeError('OOM when allocating tensor with shape[512,1024,1024] and type float on "
+           "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc')")
+    failing = write_notebook(tmp_path / "failing.ipynb", [setup, fit, oom, "print('never')"])
+    done = run_cli("watch", "--store", str(store), str(failing), env=env)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "cell 3 of failing.ipynb raised RuntimeError: OOM when allocating" in done.stderr and "never" not in done.stdout
+    failed, = watch_records(store)
+    assert failed.status == "failed" and failed.main.steps == 24 * 10 and failed.main.backend == "tensorflow"
+    assert "gpu_oom_tensorflow" in {e.code for e in failed.error.explanations}
+    # SIGKILL of the kernel in the middle of a long fit
+    endless = write_notebook(tmp_path / "endless.ipynb", [setup, fit])
+    before = set(_kernels())
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(done=run_cli(
+        "watch", "--store", str(store), str(endless), env={**env, "EPOCHS": "1000"})))
+    thread.start()
+    kernel = _wait_for_kernel(before, thread)
+    time.sleep(8)  # some windows measured
+    os.kill(kernel, signal.SIGKILL)
+    thread.join(120)
+    died = result["done"]
+    assert died.returncode == 1 and "the kernel running endless.ipynb was killed by SIGKILL" in died.stderr
+    killed = next(r for r in watch_records(store) if r.workload == "endless.ipynb")
+    assert killed.status == "failed" and killed.windows and not set(_kernels()) - before
+    # no fit, then files that are not notebooks: nothing stored for those
+    nofit = run_cli("watch", "--store", str(store), str(write_notebook(tmp_path / "nofit.ipynb", ["x = 1"])), env=env)
+    assert nofit.returncode == 0 and "no training step was timed" in nofit.stdout
+    count = len(watch_records(store))
+    (tmp_path / "broken.ipynb").write_text('{"cells": [ }')
+    (tmp_path / "wrong.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                                      "cells": [{"cell_type": "code", "id": "a", "source": 5,
+                                                                 "metadata": {}, "outputs": [], "execution_count": None}]}))
+    for name, fragment in (("broken.ipynb", "broken.ipynb is not a readable notebook"),
+                           ("wrong.ipynb", "wrong.ipynb is not a valid notebook"),
+                           ("absent.ipynb", "absent.ipynb: no such notebook")):
+        one_line_exit_2(run_cli("watch", "--store", str(store), str(tmp_path / name), env=env), fragment)
+    assert len(watch_records(store)) == count
+
+
+def _kernels() -> list[int]:
+    """This test's kernels (descendants of this process; jupyter_client gives them a session of their own)."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "ipykernel_launcher" in " ".join(process.cmdline()):
+                found.append(process.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+def _wait_for_kernel(before: set[int], thread: threading.Thread) -> int:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and thread.is_alive():
+        new = set(_kernels()) - before
+        if new:
+            return new.pop()
+        time.sleep(0.2)
+    raise AssertionError("no kernel started")
+
+
+@pytest.mark.slow
+def test_tune_of_a_notebook_file_keeps_what_it_keeps_for_the_same_script(tmp_path):
+    """`tune NOTEBOOK.ipynb` runs the notebook once per change, stopped at the same steps, and keeps
+    the change it keeps for the script (`cache`: the batches repeat); the lines to write are printed
+    (a notebook's cells are not patched), and `recommend --from` reads its baseline."""
+    store = tmp_path / "results.sqlite"
+    script = script_of(tmp_path / "slow_input.py")
+    notebook = write_notebook(tmp_path / "slow_input.ipynb", cells_of())
+    env = {"KERAS_BACKEND": "jax", "EPOCHS": "1000", **QUIET}
+    reports = []
+    for target in ([str(notebook)], ["--", PY, str(script)]):
+        done = run_cli("tune", "--json", "--only", "cache", "--steps", "120", "--store", str(store), *target, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        reports.append(json.loads(done.stdout))
+    for report in reports:
+        assert report["path"] == ["cache"] and report["best"]["verdict"] == "faster", report["rows"]
+    from_notebook = reports[0]
+    stored = {r.id: r for r in watch_records(store)}
+    runs = [stored[r["run_id"]] for r in from_notebook["rows"]] + [stored[from_notebook["baseline"]["run_id"]]]
+    assert {r.main.steps for r in runs} == {120} and {r.workload for r in runs} == {"slow_input.ipynb"}
+    assert "CachedBatches" in from_notebook["best"]["line"] and not from_notebook.get("diff")
+    recommended = run_cli("recommend", "--from", from_notebook["baseline"]["run_id"], "--json", "--store", str(store))
+    assert recommended.returncode == 0, recommended.stderr[-2000:]
