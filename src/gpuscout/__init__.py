@@ -29,7 +29,7 @@ def __getattr__(name: str):
         from gpuscout.watch.live import watching
 
         return watching
-    if name in ("show", "doctor", "report"):
+    if name in ("show", "doctor", "report", "compare"):
         import gpuscout.notebook
 
         return getattr(gpuscout.notebook, name)

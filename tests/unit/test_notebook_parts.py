@@ -87,3 +87,23 @@ def test_the_report_inside_a_cell_keeps_its_styles_to_itself_and_leaves_out_what
     assert "Inference latency" not in fragment and "Nothing stored for this yet" not in fragment
     css = fragment.split("<style>")[1].split("</style>")[0]
     assert all(rule.strip().startswith(".gpuscout-report") for rule in css.split("}") if rule.strip())
+
+
+def test_a_tune_sessions_comparison_shows_inline_with_the_reports_plot(tmp_path):
+    """gpuscout.compare (and `%gpuscout compare RUN RUN`): compare's table, and by change the plot
+    the HTML report draws of what each change bought."""
+    import gpuscout
+    from gpuscout.store import Store
+    from tests.records import fit_events
+
+    store = tmp_path / "results.sqlite"
+    baseline = make_watch_record("base0001", fit_events(windows=6, window_s=1.0), tune_change=None)
+    faster = make_watch_record("fast0001", fit_events(windows=6, window_s=0.5), tune_change="jit_compile")
+    with Store(store) as opened:
+        opened.keep([baseline, faster])
+    by_run = gpuscout.compare("base0001", "fast0001", store=store, display=False)
+    assert "ratio [95% CI]" in by_run.text and "2.000 [2.000–2.000]" in by_run.text and "<svg" not in by_run.html
+    by_change = gpuscout.compare(by="change", store=store, display=False)
+    assert "jit_compile" in by_change.text and "<svg" in by_change.html
+    with pytest.raises(UsageError, match="nothing to compare by backend"):
+        gpuscout.compare(by="backend", store=store, display=False)

@@ -62,3 +62,31 @@ def report(store: str | Path | None = None, display: bool = True) -> Shown:
     if display:
         shown.display(result)
     return result
+
+
+def compare(*run_ids: str, by: str | None = None, baseline: str | None = None, store: str | Path | None = None,
+            display: bool = True) -> Shown:
+    """`gpuscout compare` of stored runs (all of them when no id is given), inline: each comparison's
+    table as the terminal shows it, and, for a tune session's changes (by="change"), the HTML
+    report's plot of what each bought."""
+    from gpuscout.analysis.compare import compare as compare_runs
+    from gpuscout.cli.compare import select
+    from gpuscout.core.errors import UsageError
+    from gpuscout.notebook import display as shown
+    from gpuscout.report import comparison, plots
+    from gpuscout.store import Store
+
+    by = by or ("run" if run_ids else "gpu")
+    with Store(store, readonly=True) as opened:
+        records = select(opened, list(run_ids) or None, None, None, None, None)
+    comparisons = compare_runs(records, by, baseline)
+    if not comparisons:
+        raise UsageError(f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two groups "
+                         f"that differ in {by} alone; try another by= or `gpuscout results list`")
+    text, html = shown.printed(lambda console: [console.print(comparison.table(c)) for c in comparisons])
+    figures = [plots.tune_speedups(c) for c in comparisons] if by == "change" else []
+    html += "".join(f'<figure style="margin:0">{plots.svg(f)}</figure>' for f in figures if f is not None)
+    result = shown.Shown(text, html)
+    if display:
+        shown.display(result)
+    return result

@@ -5,6 +5,7 @@
     %gpuscout doctor                 this machine's report
     %gpuscout show RUN [RUN...]      stored runs, with the HTML report's plots
     %gpuscout report                 the store's report, inline
+    %gpuscout compare [RUN...] [--by F]   a comparison, inline (by change: with its plot)
     %gpuscout COMMAND ...            any other command of the CLI (compare, results, recommend...),
                                      run in this kernel, its output in the cell
 
@@ -32,15 +33,15 @@ def _words(line: str) -> list[str]:
         raise IPythonUsageError(f"cannot read `%gpuscout {line}`: {exc}") from None
 
 
-def _options(words: list[str], allowed: tuple[str, ...]) -> dict[str, str]:
+def _options(words: list[str], allowed: tuple[str, ...], usage: str = CELL_USAGE) -> dict[str, str]:
     """`--name value` pairs; anything else is a one-line error naming it."""
     found, rest = {}, iter(words)
     for word in rest:
         if word not in allowed:
-            raise IPythonUsageError(f"unknown option {word!r}: {CELL_USAGE}")
+            raise IPythonUsageError(f"unknown option {word!r}: {usage}")
         value = next(rest, None)
         if value is None:
-            raise IPythonUsageError(f"{word} needs a value: {CELL_USAGE}")
+            raise IPythonUsageError(f"{word} needs a value: {usage}")
         found[word.lstrip("-")] = value
     return found
 
@@ -87,13 +88,29 @@ def _line(words: list[str]) -> None:
     if command == "doctor" and not rest:
         notebook.doctor()
     elif command == "show":
-        store = _options(rest[rest.index("--store"):], ("--store",)).get("store") if "--store" in rest else None
+        store = _options(rest[rest.index("--store"):], ("--store",), "%gpuscout show RUN [RUN...] [--store PATH]"
+                         ).get("store") if "--store" in rest else None
         ids = rest[:rest.index("--store")] if "--store" in rest else rest
         notebook.show(*ids, store=store)
     elif command == "report" and not any(w in ("--out", "-o") for w in rest):
-        notebook.report(store=_options(rest, ("--store",)).get("store"))
+        notebook.report(store=_options(rest, ("--store",), "%gpuscout report [--store PATH]").get("store"))
+    elif command == "compare" and _plain_compare(rest):
+        ids = rest[:_ids_before_options(rest)]
+        options = _options(rest[len(ids):], ("--by", "--baseline", "--store"), "%gpuscout compare [RUN...] [--by F]")
+        notebook.compare(*ids, by=options.get("by"), baseline=options.get("baseline"), store=options.get("store"))
     else:
         _cli(words)
+
+
+def _plain_compare(rest: list[str]) -> bool:
+    """`compare [RUN...] [--by F] [--baseline G] [--store P]`: shown inline with its plot; any other
+    option (--json, --workload...) goes to the command line's compare."""
+    options = rest[_ids_before_options(rest):]
+    return all(w in ("--by", "--baseline", "--store") for w in options[::2]) and len(options) % 2 == 0
+
+
+def _ids_before_options(rest: list[str]) -> int:
+    return next((i for i, w in enumerate(rest) if w.startswith("-")), len(rest))
 
 
 def _cli(words: list[str]) -> None:
