@@ -187,9 +187,10 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
 
 
 def _kept_back(out: Outcome, reserve: int) -> int:
-    """Runs the final block will need: all of `reserve` once a change is winning, else the
-    closing baseline alone."""
-    winning = out.path or any(t.faster for t in out.trials)
+    """Runs the final block will need: all of `reserve` once a change is winning or may be (a
+    candidate measured and waiting for the reference run after it: three share one, so their
+    verdicts come late), else the closing baseline alone."""
+    winning = out.path or any(t.faster or not t.beside for t in out.trials)
     return reserve if winning else min(reserve, CLOSING_RUNS)
 
 
