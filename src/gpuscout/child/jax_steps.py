@@ -195,6 +195,7 @@ def _pipeline(spec: RunSpec, workload: Workload, put):
         host_iter = data.numpy_pipeline(x, y, spec, workload)
     else:
         tf.config.set_visible_devices([], "GPU")  # TF must not take the GPU from JAX
+        tf.random.set_seed(spec.seed)  # worker.set_seed left TensorFlow unimported, so unseeded
         from gpuscout.child.tensorflow_steps import tf_dataset
 
         host_iter = tf_dataset(tf, x, y, spec, workload).as_numpy_iterator()

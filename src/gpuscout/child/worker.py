@@ -12,6 +12,7 @@ import os
 import resource
 import sys
 import traceback
+import types
 
 from gpuscout.child import compilation_cache
 from gpuscout.core.events import emit
@@ -28,6 +29,27 @@ def _backend_module(backend: Backend):
     return module
 
 
+def set_seed(keras, seed: int) -> None:
+    """keras.utils.set_random_seed, without importing TensorFlow into a child of another backend:
+    Keras 3 seeds TensorFlow whenever it is installed (keras/src/utils/rng_utils.py, `if
+    tf.available`), which imports it, 2.3 s of every jax child on a machine that has both (measured
+    with python -X importtime). A jax child that builds a tf.data pipeline seeds it there itself."""
+    if keras.backend.backend() == "tensorflow" or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    try:
+        from keras.src.utils import rng_utils
+    except ImportError:  # another Keras layout: its own call, TensorFlow and all
+        keras.utils.set_random_seed(seed)
+        return
+    installed = getattr(rng_utils, "tf", None)
+    rng_utils.tf = types.SimpleNamespace(available=False)
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        rng_utils.tf = installed
+
+
 def measure(spec: RunSpec) -> ChildResult:
     from gpuscout.workloads import get
 
@@ -41,7 +63,7 @@ def measure(spec: RunSpec) -> ChildResult:
     module.configure_devices(spec)  # before the framework starts: logical CPUs, the strategy
     import keras
 
-    keras.utils.set_random_seed(spec.seed)
+    set_seed(keras, spec.seed)
     keras.mixed_precision.set_global_policy(spec.precision.keras_policy)
     if spec.task is Task.inspect:
         from gpuscout.child import user_model
