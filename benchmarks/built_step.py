@@ -27,7 +27,7 @@ def step_spec(workload: str, precision: str, batch_per_device: int, seq_len: int
     (the workload's default when not given)."""
     import jax
 
-    from gpuscout.core import planning
+    from gpuscout.measure import planning
     from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
     from gpuscout.workloads import get
 

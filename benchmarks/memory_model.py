@@ -1,5 +1,5 @@
 """Measure the peak device memory of each workload at two batch sizes and fit the linear model
-that `gpuscout bench --batch-size auto` and the pre-run fit check use (gpuscout/core/sizing.py):
+that `gpuscout bench --batch-size auto` and the pre-run fit check use (gpuscout/workloads/sizing.py):
 
     peak ~= fixed + per_sample x batch      (per precision; token workloads at their default length)
 

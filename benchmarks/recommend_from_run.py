@@ -73,7 +73,7 @@ def _records(path: Path) -> dict[str, list]:
 
 def compare(args: argparse.Namespace) -> None:
     from gpuscout import catalog as catalog_lib
-    from gpuscout.core import predict
+    from gpuscout.catalog import predict
     from gpuscout.recommend import from_run, ranking
 
     cat = catalog_lib.load(None)
@@ -178,7 +178,7 @@ def sweepcheck(args: argparse.Namespace) -> None:
 
 
 def predict_pricing():
-    from gpuscout.core.pricing import PricingOptions
+    from gpuscout.catalog.pricing import PricingOptions
 
     return PricingOptions()
 

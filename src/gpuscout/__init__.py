@@ -10,6 +10,11 @@ __version__ = "0.1.0"
 # methodology are never mixed in comparisons.
 METHODOLOGY_VERSION = 1
 
+# The stored record's shape (gpuscout.record; version 2: typed parts -- inference, cost,
+# distribution --, units_per_sample, the record's kind). Here with the other versions, so that the
+# ground floor (gpuscout.core's provenance) stamps it without importing the record above it.
+SCHEMA_VERSION = 2
+
 
 def load_ipython_extension(ipython) -> None:
     """`%load_ext gpuscout`: the %gpuscout and %%gpuscout magics (gpuscout.notebook.magics)."""

@@ -25,7 +25,7 @@ def test_auto_batch_is_scaled_to_this_gpu_and_its_estimate_holds(store_path):
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     from gpuscout import workloads
-    from gpuscout.core import sizing
+    from gpuscout.workloads import sizing
     from gpuscout.core.spec import Precision
 
     expected = sizing.auto_batch_size(workloads.get("resnet18_cifar"), Precision.mixed_bfloat16, None,

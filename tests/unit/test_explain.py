@@ -141,7 +141,7 @@ def test_an_unknown_error_is_not_guessed_at():
 
 def test_the_oom_fix_names_the_batch_that_fits_from_the_memory_model():
     from gpuscout import workloads
-    from gpuscout.core import sizing
+    from gpuscout.workloads import sizing
     from gpuscout.core.spec import Precision
 
     context = Context(workload="resnet50", batch_size=512, precision="fp32", framework="jax")

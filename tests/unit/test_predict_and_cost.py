@@ -5,9 +5,9 @@ import pytest
 
 from gpuscout import catalog, recommend as rec
 
-from gpuscout.core import predict
+from gpuscout.catalog import predict
 from gpuscout.core.errors import UsageError
-from gpuscout.core.pricing import HourlyCost, PricingOptions, cost_figures, hourly_cost
+from gpuscout.catalog.pricing import HourlyCost, PricingOptions, cost_figures, hourly_cost
 from tests.records import make_record
 from gpuscout.core.spec import Precision
 

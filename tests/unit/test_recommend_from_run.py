@@ -10,7 +10,7 @@ import pytest
 from gpuscout import catalog
 from gpuscout.catalog import Catalog, PriceEntry
 from gpuscout.core.errors import UsageError
-from gpuscout.core.pricing import PricingOptions
+from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.recommend import from_run, measured, sweep_cost
 from gpuscout.recommend.ranking import Constraints
 from gpuscout.record.watch import WatchRecord
@@ -217,7 +217,7 @@ def test_a_bench_run_is_its_workloads_job_measured_on_its_gpu():
     rows = {r.gpu.id: r for r in answer.rows}
     assert rows["h100_sxm"].throughput.basis == "measured" and rows["h100_sxm"].throughput.throughput == 2894.0
     # all of the step on the GPU: the split adds nothing to the predictor's own scaling
-    from gpuscout.core import predict
+    from gpuscout.catalog import predict
 
     expected = predict.scale(2894.0, full.get("h100_sxm"), full.get("h200"), record.precision,
                              predict.alpha(answer.job.intensity))

@@ -5,11 +5,11 @@ import pytest
 
 from gpuscout import workloads
 
-from gpuscout.core import sizing
+from gpuscout.workloads import sizing
 from gpuscout.bench import BenchOptions, plan
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
-from gpuscout.core.suites import ALL
+from gpuscout.workloads.suites import ALL
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
 

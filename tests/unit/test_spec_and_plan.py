@@ -3,9 +3,9 @@ import pytest
 from gpuscout.core import backends
 from gpuscout.bench import BenchOptions, plan
 from gpuscout.cli.options import protocol_options
-from gpuscout.core.engine import MeasureOptions
+from gpuscout.measure.engine import MeasureOptions
 from gpuscout.core.errors import UsageError
-from gpuscout.core.planning import DeviceChoice
+from gpuscout.measure.planning import DeviceChoice
 from gpuscout.core.spec import PROTOCOL, Backend, build_spec
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
@@ -97,7 +97,7 @@ def test_unknown_workload_stops_the_plan():
 
 
 def test_suites_set_batches_and_protocol():
-    from gpuscout.core import suites
+    from gpuscout.workloads import suites
 
     quick = suites.get("quick")
     assert quick.workloads == suites.ALL and quick.batch_size("resnet50") == 64 and quick.batch_size("gpt2_small") == 4

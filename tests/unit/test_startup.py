@@ -23,9 +23,9 @@ PLAN_EVERY_VERB = """
 import sys, json, pathlib, tempfile
 import gpuscout.cli
 from gpuscout import bench, infer, recommend, scale, tune
-from gpuscout.core.engine import MeasureOptions
+from gpuscout.measure.engine import MeasureOptions
 from gpuscout.core.spec import Precision
-from gpuscout.core.planning import DeviceChoice
+from gpuscout.measure.planning import DeviceChoice
 from gpuscout.store import Store
 from gpuscout.sweep import driver
 from gpuscout.telemetry.nvml import Nvml

@@ -8,7 +8,7 @@ import pytest
 
 from gpuscout import catalog
 
-from gpuscout.core import planning
+from gpuscout.measure import planning
 from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
 from gpuscout.record import STORED

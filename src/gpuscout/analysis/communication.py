@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuscout.report import format as fmt
+from gpuscout.core import units as fmt
 
 if TYPE_CHECKING:
     from gpuscout.record.child import CollectiveSchedule

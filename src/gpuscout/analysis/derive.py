@@ -18,13 +18,13 @@ from pydantic import ValidationError
 
 from gpuscout import METHODOLOGY_VERSION, __version__, catalog, workloads
 
-from gpuscout.core import sizing
+from gpuscout.workloads import sizing
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.latency import summarize_latency
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import summarize
 from gpuscout.analysis.telemetry import combine_telemetry
-from gpuscout.core.pricing import PricingOptions, cost_figures, hourly_cost
+from gpuscout.catalog.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.core.provenance import relevant_env, utc_now
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, FrameworkInfo, InferencePoint
 from gpuscout.record.run import (SCHEMA_VERSION, Cost, Distribution, Environment, Flag, GpuInfo, Inference, Latency,

@@ -18,7 +18,7 @@ import math
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis import repeats
 from gpuscout.analysis import untimed
-from gpuscout.core.planning import BF16_COMPUTE_CAPABILITY
+from gpuscout.core.spec import BF16_COMPUTE_CAPABILITY
 from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
 from gpuscout.core.spec import Precision
 

@@ -9,11 +9,15 @@ from dataclasses import dataclass, field
 
 from gpuscout import workloads
 
-from gpuscout.core import datasets, engine, planning, sizing
+from gpuscout.core import datasets
+
+from gpuscout.measure import engine, planning
+
+from gpuscout.workloads import sizing
 from gpuscout.analysis.stats import across_runs
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
-from gpuscout.core.planning import DeviceChoice
+from gpuscout.measure.planning import DeviceChoice
 from gpuscout.core.spec import PROTOCOL, Backend, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
@@ -32,7 +36,7 @@ class BenchOptions:
     pipeline_cost: int = 1
     repeats: int = 1
     seed: int = 0
-    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/core/sizing.py)
+    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/workloads/sizing.py)
     protocol: Protocol = PROTOCOL
     device: DeviceChoice = field(default_factory=DeviceChoice)
     measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)

@@ -10,7 +10,8 @@ import typer
 
 from gpuscout import bench as bench_lib
 from gpuscout import infer as infer_lib
-from gpuscout.core import engine, suites
+from gpuscout.measure import engine
+from gpuscout.workloads import suites
 from gpuscout.cli.options import AsJson, Device, Pricing, StorePath, grouped, measure_options, protocol_options
 from gpuscout.core.errors import RunError, UsageError, parse_names
 from gpuscout.record.run import RunRecord

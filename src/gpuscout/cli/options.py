@@ -17,9 +17,9 @@ from typing import Annotated, Callable, Optional, get_type_hints
 
 import typer
 
-from gpuscout.core import engine, planning
+from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
-from gpuscout.core.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
+from gpuscout.catalog.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
 from gpuscout.core.spec import Protocol
 
 StorePath = Annotated[Optional[Path], typer.Option(

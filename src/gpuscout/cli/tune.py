@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout.core import engine
+from gpuscout.measure import engine
 from gpuscout import tune as tune_lib
 from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
@@ -121,7 +121,7 @@ def _command_given() -> bool:
 
 def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
-    from gpuscout.core import planning
+    from gpuscout.measure import planning
     from gpuscout.tune import runs, script
     from gpuscout.watch import command as commands
 

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuscout.core import engine, planning, signals
+from gpuscout.core import signals
+
+from gpuscout.measure import engine, planning
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.core.errors import UsageError
 from gpuscout.record.document import json_document

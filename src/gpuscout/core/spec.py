@@ -19,6 +19,10 @@ class Backend(str, Enum):
     jax = "jax"
 
 
+# bf16 tensor cores arrived with Ampere (CUDA C++ Programming Guide, "Compute Capabilities").
+BF16_COMPUTE_CAPABILITY = 8.0
+
+
 class Precision(str, Enum):
     fp32 = "fp32"
     mixed_float16 = "mixed_float16"

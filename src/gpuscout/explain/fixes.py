@@ -214,7 +214,7 @@ def out_of_memory(facts: dict, machine: Machine, context: Context, name: str | N
 
 def _batch_advice(context: Context, gpu) -> str:
     from gpuscout import workloads
-    from gpuscout.core import sizing
+    from gpuscout.workloads import sizing
     from gpuscout.core.spec import Precision
 
     generic = ("lower the batch size (halve it until it fits), then train in mixed precision "

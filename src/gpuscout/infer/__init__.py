@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from gpuscout import bench as bench_lib
 from gpuscout import workloads
-from gpuscout.core import datasets, engine
+from gpuscout.core import datasets
+from gpuscout.measure import engine
 from gpuscout.analysis.latency import best_batch
 from gpuscout.core.errors import UsageError, parse_positive_ints
 from gpuscout.record.run import RunRecord

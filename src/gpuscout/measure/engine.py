@@ -18,7 +18,7 @@ from gpuscout.analysis.stats import import_scipy_in_background
 from gpuscout.analysis.telemetry import summarize_telemetry
 from gpuscout.executor.local import child_env, run_child
 from gpuscout.executor.process import process_tree
-from gpuscout.core.pricing import PricingOptions
+from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.core.provenance import host_provenance
 from gpuscout.record.run import ComputeProcess, GpuInfo, RunRecord
 from gpuscout.core.spec import RunSpec

@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuscout.core import backends, sizing
+from gpuscout.core import backends
+
+from gpuscout.workloads import sizing
 from gpuscout.core.errors import UsageError
-from gpuscout.core.spec import Backend, Distribution, Precision
+from gpuscout.core.spec import BF16_COMPUTE_CAPABILITY, Backend, Distribution, Precision
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.workloads.base import Workload
 
-# bf16 tensor cores arrived with Ampere (CUDA C++ Programming Guide, "Compute Capabilities").
-BF16_COMPUTE_CAPABILITY = 8.0
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 For each GPU: does the job fit (weights, gradients, optimizer state and activations per GPU,
 from gpuscout's measured memory model where one exists, else estimated, with its basis); its
-throughput (measured on that GPU kind in the user's store, else predicted by gpuscout.core.predict
+throughput (measured on that GPU kind in the user's store, else predicted by gpuscout.catalog.predict
 from the measurements and published figures it has); the time and cost to train; throughput per
 dollar; and one line of reasons. docs/catalog.md has the equations.
 """

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from gpuscout.analysis.verdict import jax_preallocated
 from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.catalog import match as catalog_match
-from gpuscout.core import predict
+from gpuscout.catalog import predict
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend import ranking, sweep_cost

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from gpuscout import workloads
 from gpuscout.analysis import scaling
-from gpuscout.core import predict, sizing
+from gpuscout.catalog import predict
+from gpuscout.workloads import sizing
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend.measured import MeasuredRun
@@ -33,7 +34,7 @@ class Job:
     unit: str  # what throughput counts: images, samples, tokens
     units_per_sample: int
     training_flops_per_unit: float
-    intensity: float  # training FLOPs per byte of activations (gpuscout.core.predict)
+    intensity: float  # training FLOPs per byte of activations (gpuscout.catalog.predict)
     fixed_bytes: float
     per_sample_bytes: float
     memory_basis: str

@@ -3,7 +3,7 @@ from where that run's step time went.
 
 A step's time is split three ways (shares of the steady windows' time):
 - the GPU busy share g (NVML utilisation, never more than the time not spent waiting or between
-  steps) scales with the GPU, by gpuscout.core.predict's ratio of the two GPUs (compute peak vs
+  steps) scales with the GPU, by gpuscout.catalog.predict's ratio of the two GPUs (compute peak vs
   memory bandwidth by the model's arithmetic intensity);
 - the input wait and the host's own time (dispatch, callbacks, the loop) do not: they are this
   host's, and a faster GPU leaves them as they are.
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.core import predict
+from gpuscout.catalog import predict
 from gpuscout.core.spec import Precision
 
 # Relative variation of the time a step spends off the GPU (input, host) between two hosts of the

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 
 from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.core import predict
-from gpuscout.core.pricing import HourlyCost, PricingOptions, hourly_cost
+from gpuscout.catalog import predict
+from gpuscout.catalog.pricing import HourlyCost, PricingOptions, hourly_cost
 from gpuscout.core.spec import Precision
 from gpuscout.recommend.jobs import GB, Job
 from gpuscout.recommend.measured import predict_run

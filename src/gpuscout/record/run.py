@@ -17,10 +17,8 @@ from pydantic import Field
 
 from gpuscout.record.child import (Agreement, ChildWindow, CompilationCacheUse, DistributionDetails, FrameworkInfo,
                                    InputPath, Part, Server, TimeToAccuracy, TrainedOn)
+from gpuscout import SCHEMA_VERSION  # noqa: F401  (the record's version, kept with the package's own)
 from gpuscout.core.spec import Backend, DataMode, Precision, RunSpec
-
-# Version 2: typed parts (inference, cost, distribution), units_per_sample, the record's kind.
-SCHEMA_VERSION = 2
 
 Status = Literal["ok", "oom", "failed", "timeout", "not_reached"]
 
@@ -293,7 +291,7 @@ class RunRecord(Part):
     host_peak_rss_bytes: int | None = None
     nvml_peak_memory_bytes: int | None = None
     training_flops_per_sample: float | None = None  # analytic: 3 x forward, 2 FLOPs per multiply-add
-    estimated_peak_memory_bytes: float | None = None  # per device (gpuscout/core/sizing.py)
+    estimated_peak_memory_bytes: float | None = None  # per device (gpuscout/workloads/sizing.py)
     achieved_tflops: float | None = None
     mfu: float | None = None  # achieved / the catalog's dense peak for the precision
     mfu_peak_tflops: float | None = None

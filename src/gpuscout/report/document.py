@@ -110,7 +110,7 @@ def _watched(records: list[WatchRecord]) -> Section:
 def _recommended(records: list[WatchRecord]) -> TableData:
     from gpuscout import catalog as catalog_lib
     from gpuscout.core.errors import UsageError
-    from gpuscout.core.pricing import PricingOptions
+    from gpuscout.catalog.pricing import PricingOptions
     from gpuscout.recommend import from_run
     from gpuscout.recommend.ranking import Constraints
 

@@ -1,10 +1,10 @@
-"""Human formatting of numbers with units; None renders as an em dash."""
+"""How a run's configuration reads, and the numbers' formats (gpuscout.core.units) under the
+report's name for them."""
 
 from __future__ import annotations
 
+from gpuscout.core.units import DASH, bytes_, number, percent, seconds, usd  # noqa: F401  (the report's names)
 from gpuscout.record.run import RunRecord
-
-DASH = "—"
 
 
 def config(r: RunRecord) -> str:
@@ -18,45 +18,3 @@ def config(r: RunRecord) -> str:
         return f"{r.inference.format} {backend} {precision}{xla} infer"
     xla = "" if backend == "jax" else (" xla" if r.xla else " no-xla")
     return f"{backend} {precision}{xla}"
-
-
-def number(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return DASH
-    if abs(value) >= 10_000:
-        return f"{value:,.0f}"
-    return f"{value:,.{digits}f}"
-
-
-def usd(value: float | None) -> str:
-    """Dollars with cents below 100 (a 0.15 USD epoch is not '0 $'), whole dollars above."""
-    if value is None:
-        return DASH
-    return f"{value:,.2f} $" if abs(value) < 100 else f"{value:,.0f} $"
-
-
-def bytes_(value: int | None) -> str:
-    if value is None:
-        return DASH
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value} B"
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return DASH
-    if value < 1:
-        return f"{value * 1000:.1f} ms"
-    if value < 120:
-        return f"{value:.1f} s"
-    if value < 7200:
-        return f"{value / 60:.1f} min"
-    if value < 172_800:
-        return f"{value / 3600:.1f} h"
-    return f"{value / 86_400:,.1f} d"
-
-
-def percent(value: float | None, digits: int = 1) -> str:
-    return DASH if value is None else f"{value * 100:.{digits}f}%"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gpuscout.core import engine
+from gpuscout.measure import engine
 from gpuscout.record.run import RunRecord
 from gpuscout.core.spec import RunSpec
 from gpuscout.report import terminal

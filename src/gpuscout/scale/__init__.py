@@ -21,11 +21,11 @@ from gpuscout import catalog, workloads
 
 from gpuscout.scale import cluster
 
-from gpuscout.core import engine, planning
+from gpuscout.measure import engine, planning
 from gpuscout.analysis import communication, scaling
 from gpuscout.analysis.compare import ratio_ci
 from gpuscout.core.errors import UsageError, parse_positive_ints
-from gpuscout.core.pricing import PricingOptions
+from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
 from gpuscout.core.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
 from gpuscout.store import Store

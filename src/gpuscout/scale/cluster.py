@@ -21,11 +21,11 @@ import socket
 import threading
 import uuid
 
-from gpuscout.core import engine
+from gpuscout.measure import engine
 from gpuscout.analysis.derive import RunContext, derive
 from gpuscout.core.errors import UsageError
 from gpuscout.executor.local import child_env
-from gpuscout.core.pricing import PricingOptions
+from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.core.provenance import utc_now
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, DistributionDetails
 from gpuscout.record.run import ClusterTag, Distribution, Flag, RunRecord

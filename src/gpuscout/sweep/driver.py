@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from gpuscout.core import engine, planning
+from gpuscout.measure import engine, planning
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import utc_now
 from gpuscout.store import Store

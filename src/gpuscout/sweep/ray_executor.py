@@ -28,7 +28,7 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     driver to store."""
     import ray
 
-    from gpuscout.core import engine
+    from gpuscout.measure import engine
     from gpuscout.core.spec import RunSpec
     from gpuscout.sweep.runner import TrialRunner
     from gpuscout.telemetry.nvml import Nvml

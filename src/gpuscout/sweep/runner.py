@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from gpuscout.core import engine, events
+from gpuscout.core import events
+
+from gpuscout.measure import engine
 from gpuscout.executor import process
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import CODE_DONE_NOTE, Attempt, AttemptFiles, finished_attempt, judge

@@ -8,7 +8,7 @@ import os
 import sys
 from gpuscout import catalog
 from gpuscout.analysis import stats
-from gpuscout.core.pricing import hourly_cost
+from gpuscout.catalog.pricing import hourly_cost
 from gpuscout.executor import process
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.spec import SweepFile

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from gpuscout import bench as bench_lib
-from gpuscout.core import engine, planning
+from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
 from gpuscout.core.spec import PROTOCOL, Backend, Protocol, RunSpec, build_spec

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout import bench as bench_lib
-from gpuscout.core import engine, planning
+from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Backend, Precision, Protocol

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from gpuscout.core import engine
+from gpuscout.measure import engine
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord

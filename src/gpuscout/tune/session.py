@@ -7,7 +7,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from gpuscout.core import backends, engine
+from gpuscout.core import backends
+
+from gpuscout.measure import engine
 from gpuscout.core.errors import UserCodeError
 from gpuscout.executor.local import run_child
 from gpuscout.record.run import RunRecord, TuneTag

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import psutil
 
-from gpuscout.core import engine
+from gpuscout.measure import engine
 from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord

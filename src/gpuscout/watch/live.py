@@ -21,7 +21,8 @@ from pathlib import Path
 from gpuscout.analysis import watch as analysis
 from gpuscout.child import watch_hook
 from gpuscout.child.watch_state import STATE, emit
-from gpuscout.core import engine, events
+from gpuscout.core import events
+from gpuscout.measure import engine
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpuscout.core import engine, signals
+from gpuscout.core import signals
+
+from gpuscout.measure import engine
 from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
 from gpuscout.executor import process

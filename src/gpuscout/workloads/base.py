@@ -21,7 +21,7 @@ TRAINING_FLOPS_PER_FORWARD = 3
 
 @dataclass(frozen=True)
 class MemoryModel:
-    """Peak device memory of a training step = fixed + per_sample x batch (gpuscout/core/sizing.py)."""
+    """Peak device memory of a training step = fixed + per_sample x batch (gpuscout/workloads/sizing.py)."""
 
     fixed_bytes: float
     per_sample_bytes: float  # at the workload's default sequence length
@@ -65,7 +65,7 @@ class Workload:
     vocab_size: int | None = None  # "ids" inputs: integers drawn below this
     # A loss other than sparse cross-entropy on logits: (keras) -> loss
     loss: Callable[[Any], Any] | None = None
-    # Peak-memory models by precision (mixed_bfloat16, fp32), measured: see gpuscout/core/sizing.py.
+    # Peak-memory models by precision (mixed_bfloat16, fp32), measured: see gpuscout/workloads/sizing.py.
     memory: dict[str, MemoryModel] | None = None
     # The gradient bucket of jax's per-replica step over several devices where one was measured for
     # this model (docs/benchmarks.md, "Gradient buckets made in the step"); None: the rule of

@@ -110,8 +110,8 @@ def auto_table(workload_names: list[str], precision: Precision = Precision.mixed
     return rows
 
 
-if __name__ == "__main__":  # prints the documented table: python -m gpuscout.core.sizing
-    from gpuscout.core.suites import ALL
+if __name__ == "__main__":  # prints the documented table: python -m gpuscout.workloads.sizing
+    from gpuscout.workloads.suites import ALL
 
     for precision in (Precision.mixed_bfloat16, Precision.fp32):
         table = auto_table(list(ALL), precision)

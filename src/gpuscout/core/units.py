@@ -1,0 +1,48 @@
+"""Numbers with their units as people read them (None as an em dash): what every floor's text
+uses, the verdict's messages as much as the report's tables."""
+
+from __future__ import annotations
+
+DASH = "—"
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return DASH
+    if abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def usd(value: float | None) -> str:
+    """Dollars with cents below 100 (a 0.15 USD epoch is not '0 $'), whole dollars above."""
+    if value is None:
+        return DASH
+    return f"{value:,.2f} $" if abs(value) < 100 else f"{value:,.0f} $"
+
+
+def bytes_(value: int | None) -> str:
+    if value is None:
+        return DASH
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return DASH
+    if value < 1:
+        return f"{value * 1000:.1f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    if value < 7200:
+        return f"{value / 60:.1f} min"
+    if value < 172_800:
+        return f"{value / 3600:.1f} h"
+    return f"{value / 86_400:,.1f} d"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    return DASH if value is None else f"{value * 100:.{digits}f}%"
