@@ -77,9 +77,16 @@ def watch_records(store):
         return opened.list(kind="watch")
 
 
+# Two runs of the same code in two processes on a loaded 2-core host differ by a few percent from
+# one run to the next (2.5% in a `.ci/run` of 2026-11-26, each run's CI under 1% wide): the kernel's
+# figure agrees with the script's when their CIs overlap or their medians are this close.
+RUN_TO_RUN = 0.05
+
+
 def overlap(a, b) -> bool:
-    """Two records' throughput 95% CIs overlap."""
-    return a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high
+    """Two records' throughput agrees: 95% CIs overlapping, or medians within RUN_TO_RUN."""
+    return (a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high) or \
+        abs(a.throughput.median / b.throughput.median - 1) <= RUN_TO_RUN
 
 
 @pytest.mark.slow
