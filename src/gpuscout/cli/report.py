@@ -55,8 +55,7 @@ def report(
     if chosen is not None and not (chosen.telemetry and chosen.telemetry.samples):
         raise UsageError(f"run {chosen.id} has no telemetry samples (a CPU run or --no-telemetry)")
     if chosen is None:
-        with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
-        chosen = max(with_telemetry, key=lambda r: r.created_utc) if with_telemetry else None
+        chosen = document.newest_with_telemetry(records)
     doc = document.build(records, chosen, title, sweeps)
     err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):

@@ -48,15 +48,14 @@ def report(store: str | Path | None = None, display: bool = True) -> Shown:
     """`gpuscout report` of the whole store, inline: the HTML report's sections with something to show."""
     from gpuscout.notebook import display as shown
     from gpuscout.report import html
-    from gpuscout.report.document import build
+    from gpuscout.report.document import build, newest_with_telemetry
     from gpuscout.store import Store
 
     with Store(store, readonly=True) as opened:
         records = opened.list()
         sweeps = {name: opened.trials(name) for name in opened.sweeps()}
         path = opened.path
-    with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
-    document = build(records, with_telemetry[0] if with_telemetry else None, f"gpuscout report of {path}", sweeps)
+    document = build(records, newest_with_telemetry(records), f"gpuscout report of {path}", sweeps)
     result = shown.Shown(f"{len(records)} run(s) and {len(sweeps)} sweep(s) in {path}: the report is HTML (Jupyter "
                          "shows it; elsewhere `gpuscout report --out report.html`)", html.fragment(document))
     if display:

@@ -84,7 +84,7 @@ def doctor(report: dict) -> Shown:
 def stored(records: list, store_path: Path) -> Shown:
     """Stored runs as `results show` prints them, then the HTML report's sections of them (its plots)."""
     from gpuscout.report import console as console_report, html as html_report
-    from gpuscout.report.document import build
+    from gpuscout.report.document import build, newest_with_telemetry
     from gpuscout.report.watch import print_watch_record
 
     def draw(console) -> None:
@@ -97,9 +97,7 @@ def stored(records: list, store_path: Path) -> Shown:
                 console_report.print_run(console, record)
 
     text, html = printed(draw)
-    with_telemetry = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
-    document = build(records, with_telemetry[0] if with_telemetry else None,
-                     title=f"{len(records)} run(s) from {store_path}")
+    document = build(records, newest_with_telemetry(records), title=f"{len(records)} run(s) from {store_path}")
     return Shown(text, html + html_report.fragment(document))
 
 

@@ -170,6 +170,12 @@ def _sweeps(sweeps: dict[str, list[dict]]) -> Section:
     return section
 
 
+def newest_with_telemetry(records: list[StoredRecord]) -> RunRecord | None:
+    """The run whose telemetry a report plots by default: the newest benchmark run that has samples."""
+    sampled = [r for r in records if r.kind == "benchmark" and r.telemetry and r.telemetry.samples]
+    return max(sampled, key=lambda r: r.created_utc) if sampled else None
+
+
 def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report",
           sweeps: dict[str, list[dict]] | None = None) -> Document:
     """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
