@@ -69,7 +69,7 @@ def bootstrap(ratios: list[float], draws: int = 10_000) -> tuple[float, float]:
 def main() -> None:
     from nbclient import NotebookClient
 
-    from gpuscout.notebook import runner
+    from gpuscout.measure import notebook_runner as runner
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)

@@ -31,7 +31,7 @@ def __getattr__(name: str):
 
         return InputSpec
     if name == "watching":
-        from gpuscout.watch.live import watching
+        from gpuscout.notebook.live import watching
 
         return watching
     if name in ("show", "doctor", "report", "compare"):

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from nbclient import NotebookClient
 
-from gpuscout.notebook import runner
+from gpuscout.measure import notebook_runner as runner
 from tests.conftest import SRC, run_cli
 from tests.integration.test_cli_explain import machine_env
 from tests.integration.test_cli_safety import one_line_exit_2

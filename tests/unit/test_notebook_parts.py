@@ -11,10 +11,11 @@ import pytest
 from IPython.core.error import UsageError as IPythonUsageError
 
 from gpuscout.core.errors import UsageError
-from gpuscout.notebook import display, magics, runner
+from gpuscout.measure import notebook_runner as runner
+from gpuscout.notebook import display, magics
 from gpuscout.report import html
 from gpuscout.report.document import build
-from gpuscout.watch import command
+from gpuscout.measure import command
 from tests.records import make_watch_record
 
 
@@ -49,7 +50,7 @@ def test_a_notebook_is_read_validated_and_given_cell_ids_without_a_warning(tmp_p
 def test_a_notebook_command_is_checked_before_anything_runs(tmp_path):
     good = notebook_file(tmp_path / "train.ipynb")
     resolved = command.resolve([str(good)])
-    assert resolved.argv[1:] == ["-m", "gpuscout.notebook.runner", str(good.resolve())] and resolved.workload == "train.ipynb"
+    assert resolved.argv[1:] == ["-m", "gpuscout.measure.notebook_runner", str(good.resolve())] and resolved.workload == "train.ipynb"
     assert command.resolve(["--", str(good)][1:], verb="tune").workload == "train.ipynb"
     for given, message in (([str(good), "--lr", "0.1"], "a notebook takes no arguments (--lr 0.1)"),
                            ([str(tmp_path / "none.ipynb")], "none.ipynb: no such notebook"),

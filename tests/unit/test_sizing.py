@@ -6,7 +6,7 @@ import pytest
 from gpuscout import workloads
 
 from gpuscout.workloads import sizing
-from gpuscout.bench import BenchOptions, plan
+from gpuscout.measure.plans import BenchOptions, plan
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.workloads.suites import ALL

@@ -1,7 +1,7 @@
 import pytest
 
 from gpuscout.core import backends
-from gpuscout.bench import BenchOptions, plan
+from gpuscout.measure.plans import BenchOptions, plan
 from gpuscout.cli.options import protocol_options
 from gpuscout.measure.engine import MeasureOptions
 from gpuscout.core.errors import UsageError

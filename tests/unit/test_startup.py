@@ -22,7 +22,8 @@ def test_summary_while_the_background_import_runs_waits_for_it():
 PLAN_EVERY_VERB = """
 import sys, json, pathlib, tempfile
 import gpuscout.cli
-from gpuscout import bench, infer, recommend, scale, tune
+from gpuscout import infer, recommend, scale, tune
+from gpuscout.measure import plans as bench
 from gpuscout.measure.engine import MeasureOptions
 from gpuscout.core.spec import Precision
 from gpuscout.measure.planning import DeviceChoice

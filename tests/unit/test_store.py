@@ -154,18 +154,18 @@ def test_records_the_store_cannot_take_are_saved_beside_it_and_stored_when_it_co
         store.put(record("first"))
         limit_pages(store, 0)
         assert not store.keep([record("big", windows=[w for w in record("x").windows] * 200)])
-        saved = store.rescue_path
+        saved = store.rescue.path
         assert saved.parent == store_path.parent and saved.name.startswith("results.sqlite.unsaved-")
         assert [r.id for r in parse_document(saved.read_text(), "saved")] == ["big"]  # `results import` takes it
-        assert "is full (database or disk is full)" in store.rescue_reason
+        assert "is full (database or disk is full)" in store.rescue.reason
         limit_pages(store, None)  # the disk has room again
         assert store.keep([record("next")])
-        assert not saved.exists() and store.count() == 3 and store.pending == []
+        assert not saved.exists() and store.count() == 3 and store.rescue.records == []
     with pytest.raises(RunError, match=r"1 record\(s\) could not be stored: .* they are saved in .*unsaved-"):
         with Store(store_path) as store:  # the command ends with records unsaved: exit 1, naming the file
             limit_pages(store, 0)
             store.keep([record("last", windows=[w for w in record("x").windows] * 200)])
-    assert json.loads(store.rescue_path.read_text())["runs"][0]["id"] == "last"
+    assert json.loads(store.rescue.path.read_text())["runs"][0]["id"] == "last"
 
 
 def corrupt_middle_pages(path, pages: int = 3) -> None:

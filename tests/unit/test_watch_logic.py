@@ -15,9 +15,9 @@ from gpuscout.record import STORED
 from gpuscout.record.run import GpuInfo, TelemetrySample
 from gpuscout.report.watch import Lines
 from gpuscout.core.spec import Precision
-from gpuscout.watch import command as commands
-from gpuscout.watch.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
-from gpuscout.watch.session import LIMIT_GRACE_S, Limits, WatchOptions
+from gpuscout.measure import command as commands
+from gpuscout.measure.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
+from gpuscout.measure.watching import LIMIT_GRACE_S, Limits, WatchOptions
 from tests.records import fit_events, make_record, make_watch_record
 
 H100 = GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * 2**30, compute_capability="9.0",

@@ -1,5 +1,5 @@
 """A watched script's record, derived from the instrumentation's events and the telemetry the
-parent sampled (gpuscout.watch.session runs the script); its verdict is analysis/verdict.py's.
+parent sampled (gpuscout.measure.watching runs the script); its verdict is analysis/verdict.py's.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ import signal
 import sys
 import time
 
-from gpuscout import watch
 from gpuscout.child import tune_overrides
+from gpuscout.core import steps
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_exit,
                                         on_interrupt, report_failure, trace)
@@ -207,7 +207,7 @@ def install() -> None:
             instrument(sys.modules[KerasFinder.TARGET])
         else:
             sys.meta_path.insert(0, KerasFinder())
-        watch.set_step_handler(CustomSteps())
+        steps.set_step_handler(CustomSteps())
         atexit.register(on_exit)  # first registered, last run: after the script's own handlers
         signal.signal(signal.SIGINT, on_interrupt)  # before the script runs: its own handler, if any, wins
     except Exception as exc:

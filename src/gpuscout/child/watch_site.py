@@ -1,5 +1,5 @@
 """Copied as `sitecustomize.py` onto a watched script's PYTHONPATH by `gpuscout watch`
-(gpuscout/watch/command.py): instruments Keras in every Python process the command starts
+(gpuscout/measure/command.py): instruments Keras in every Python process the command starts
 (gpuscout.child.watch_hook), then runs the sitecustomize this one hides, if the environment has
 one, so that nothing the script relied on changes. Imported under any other name it does nothing."""
 

@@ -43,7 +43,7 @@ class _State:
         self.tracing = False
         self.silent = False  # no channel to the parent in this process
         self.interrupted = False  # SIGINT reached this process (gpuscout passes Ctrl-C and SIGTERM on as SIGINT)
-        # In-process watching (gpuscout.watch.live: a notebook's cell): the events go to this
+        # In-process watching (gpuscout.notebook.live: a notebook's cell): the events go to this
         # function of the same process instead of a pipe to a parent
         self.sink = None
 
@@ -132,7 +132,7 @@ def on_exit() -> None:
     uncaught exception ended the script goes with it: that process failed, however it ends."""
     uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     if STATE.steps:
-        # "watch_exiting" is gpuscout.watch.command.EXITING_EVENT (the parent side's module)
+        # "watch_exiting" is gpuscout.measure.command.EXITING_EVENT (the parent side's module)
         emit("watch_exiting", steps=STATE.steps, uncaught=type(uncaught).__name__ if uncaught else None)
     mark_done(uncaught)
 

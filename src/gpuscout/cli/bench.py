@@ -9,6 +9,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from gpuscout import bench as bench_lib
+from gpuscout.measure import plans
 from gpuscout import infer as infer_lib
 from gpuscout.measure import engine
 from gpuscout.workloads import suites
@@ -160,7 +161,7 @@ def bench(target: Target, run: RunConfig, protocol: BenchProtocol, device: Devic
                          "leave them out")
     if inference.mode not in ("training", "inference"):
         raise UsageError(f"unknown --mode {inference.mode!r}: choose training or inference")
-    options = bench_lib.BenchOptions(
+    options = plans.BenchOptions(
         backend=run.backend, precision=run.precision, xla=run.xla, batch_size=_batch_size(run.batch_size),
         seq_len=run.seq_len, data=run.data, pipeline_cost=run.pipeline_cost, repeats=run.repeats, seed=run.seed,
         fit_check=run.fit_check, protocol=protocol.settings(protocol_default), device=device.choice(),
@@ -174,7 +175,7 @@ def bench(target: Target, run: RunConfig, protocol: BenchProtocol, device: Devic
                              "--batch-size are for training")
         _inference(names, options, inference.options(), accuracy.dataset, store_path, as_json)
         return
-    records = _plan_and_run(lambda nvml: bench_lib.plan(names, options, nvml, suite_batches),
+    records = _plan_and_run(lambda nvml: plans.plan(names, options, nvml, suite_batches),
                             bench_lib.run_bench, options, store_path, as_json)
     summaries = bench_lib.summarize_repeats(records)
     if as_json:
@@ -195,7 +196,7 @@ def _batch_size(text: str | None) -> int | str | None:
 
 
 def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable[..., list[RunRecord]],
-                  options: bench_lib.BenchOptions, store_path: Path | None, as_json: bool) -> list[RunRecord]:
+                  options: plans.BenchOptions, store_path: Path | None, as_json: bool) -> list[RunRecord]:
     """Training's and inference's common frame: plan with NVML open, open (and check) the store
     before anything runs, show progress on stderr, say where the runs are stored."""
     with Nvml() as nvml:
@@ -209,7 +210,7 @@ def _plan_and_run(plan: Callable[[Nvml], tuple[list, str | None]], run: Callable
     return records
 
 
-def _inference(names: list[str], options: bench_lib.BenchOptions, infer: infer_lib.InferOptions,
+def _inference(names: list[str], options: plans.BenchOptions, infer: infer_lib.InferOptions,
                dataset: str | None, store_path: Path | None, as_json: bool) -> None:
     """bench --mode inference: plan, run (a child per format variant), store, print; a latency
     target no batch meets ends with exit 1 (after storing what was measured), saying the best reached."""

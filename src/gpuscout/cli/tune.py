@@ -123,7 +123,7 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
     from gpuscout.measure import planning
     from gpuscout.tune import runs, script
-    from gpuscout.watch import command as commands
+    from gpuscout.measure import command as commands
 
     planning.at_least("--steps", config.steps, 1)
     config.budget = 6.0 if config.budget is None else config.budget

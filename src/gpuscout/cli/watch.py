@@ -16,7 +16,8 @@ from gpuscout.record.document import json_document
 from gpuscout.report.watch import print_watch, view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
-from gpuscout.watch import attach, command as commands, session
+from gpuscout.measure import command as commands, watching
+from gpuscout.watch import attach
 from gpuscout.report import terminal
 
 HELP = """Run your training command unchanged and say why it is slow: every Keras Model.fit it calls
@@ -65,7 +66,7 @@ def watch(
     as_json: AsJson = False,
 ) -> None:
     planning.at_least("--steps", steps, 1)
-    options = session.WatchOptions(steps=steps, duration_s=planning.duration_s("--duration", duration),
+    options = watching.WatchOptions(steps=steps, duration_s=planning.duration_s("--duration", duration),
                                    trace_steps=planning.step_range("--trace-steps", trace_steps))
     if pid is not None and (command or steps or trace_steps):
         raise UsageError("--pid watches a process already running: give no command, --steps or --trace-steps")
@@ -76,7 +77,7 @@ def watch(
         if resolved is None:
             record = attach.watch_pid(pid, options, context, store, view)
         else:
-            record = session.watch_command(resolved, options, context, store, view)
+            record = watching.watch_command(resolved, options, context, store, view)
     if as_json:
         typer.echo(json_document([record]))
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass, replace
 
-from gpuscout import bench as bench_lib
+from gpuscout.measure import plans
 from gpuscout import workloads
 from gpuscout.core import datasets
 from gpuscout.measure import engine
@@ -74,7 +74,7 @@ def check_format(name: str) -> ServeFormat:
 MAX_LOAD_S = 3600.0
 
 
-def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: InferOptions, nvml: Nvml,
+def plan(workload_names: list[str], options: plans.BenchOptions, infer: InferOptions, nvml: Nvml,
          dataset: str | None) -> tuple[list[RunSpec], str | None]:
     """Inference specs, validated before anything runs (bench.plan checks the workload, backend,
     precision and device; the fit check uses the largest batch)."""
@@ -89,7 +89,7 @@ def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: Infe
     if not 0 < infer.load_seconds <= MAX_LOAD_S:
         raise UsageError(f"--load-seconds must be > 0 and at most {MAX_LOAD_S:g} (an hour), got {infer.load_seconds:g}")
     base_options = replace(options, batch_size=max(infer.batch_sizes), to_accuracy=None, dataset=None)
-    base_specs, notice = bench_lib.plan(workload_names, base_options, nvml)
+    base_specs, notice = plans.plan(workload_names, base_options, nvml)
     located = datasets.locate(dataset) if dataset else None
     specs = []
     for base in base_specs:
@@ -115,11 +115,11 @@ def plan(workload_names: list[str], options: bench_lib.BenchOptions, infer: Infe
     return specs, notice
 
 
-def run(specs: list[RunSpec], options: bench_lib.BenchOptions, store, nvml: Nvml,
+def run(specs: list[RunSpec], options: plans.BenchOptions, store, nvml: Nvml,
         progress: engine.Progress | None = None) -> list[RunRecord]:
     """A child per format variant; its records (one per batch size) are derived and stored."""
     session = engine.Session(nvml, options.measure)
-    return engine.run([(spec, bench_lib.label(spec)) for spec in specs], session, store, progress)
+    return engine.run([(spec, plans.label(spec)) for spec in specs], session, store, progress)
 
 
 def target_verdicts(records: list[RunRecord], target_ms: float) -> list[dict]:

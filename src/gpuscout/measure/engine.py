@@ -123,10 +123,10 @@ def other_pids(gpu: GpuInfo, during: list[ComputeProcess], after: list[ComputePr
 def keep(store: Store, records: list, progress: Progress) -> None:
     """Store a measurement's records; when the store cannot take them they are saved beside it
     (Store.keep) and the runs go on: said once in full, then in short."""
-    first = store.rescue_path is None
+    first = store.rescue.path is None
     if not store.keep(records):
-        progress.note(f"this run could not be stored: {store.rescue_reason}; it is saved in {store.rescue_path}, "
-                      "and the runs go on" if first else f"this run too is saved in {store.rescue_path}")
+        progress.note(f"this run could not be stored: {store.rescue.reason}; it is saved in {store.rescue.path}, "
+                      "and the runs go on" if first else f"this run too is saved in {store.rescue.path}")
 
 
 def run(runs: list[tuple[RunSpec, str]], session: Session, store: Store, progress: Progress | None = None,

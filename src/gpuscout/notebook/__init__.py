@@ -1,11 +1,11 @@
 """gpuscout where Keras users train: a live notebook kernel (or any Python process), and notebook
 files run top to bottom.
 
-- In-process: `gpuscout.watching()` and `gpuscout.watch.callback()` (gpuscout.watch.live), shown
+- In-process: `gpuscout.watching()` and `gpuscout.watch.callback()` (gpuscout.notebook.live), shown
   by notebook.display; `%load_ext gpuscout` gives the `%gpuscout` / `%%gpuscout` magics
   (notebook.magics); `gpuscout.show(run_id)` and `gpuscout.doctor()` here.
-- A notebook file: `gpuscout watch train.ipynb` runs notebook.runner, which executes it in a fresh
-  kernel with nbclient, instrumented as a script is (watch/command.py resolves it).
+- A notebook file: `gpuscout watch train.ipynb` runs gpuscout.measure.notebook_runner, which runs it in a fresh
+  kernel with nbclient, instrumented as a script is (measure/command.py resolves it).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def gpuscout(shell, line: str, cell: str | None = None) -> None:
 
 
 def _watch_cell(shell, cell: str, options: dict[str, str]) -> None:
-    from gpuscout.watch.live import Watching
+    from gpuscout.notebook.live import Watching
 
     watching = Watching(options.get("label"), options.get("store"))
     try:

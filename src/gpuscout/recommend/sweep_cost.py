@@ -32,7 +32,7 @@ from gpuscout.analysis import stats
 from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.recommend.jobs import Job
 from gpuscout.recommend.ranking import FIT_SHARE, GPU_COUNTS, Row
-from gpuscout.watch.command import workload_of
+from gpuscout.measure.command import workload_of
 
 # Trials on one GPU at most: sweep's own bound on trials_per_gpu is 64, but past a few the host's
 # cores decide (each trial is a Python process with its own input pipeline), and those of a GPU

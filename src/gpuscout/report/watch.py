@@ -20,12 +20,12 @@ from rich.text import Text
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report.explain import print_explanations
-from gpuscout.watch.view import View
+from gpuscout.measure.view import View
 from gpuscout.report import terminal
 
 if TYPE_CHECKING:
-    from gpuscout.watch.command import Command
-    from gpuscout.watch.gpus import GpuWatch
+    from gpuscout.measure.command import Command
+    from gpuscout.measure.gpus import GpuWatch
 
 # The causes `gpuscout tune -- COMMAND` has a change for (tune/script.py)
 TUNABLE = {"input_bound", "input_handover", "host_bound", "fp32_on_tensor_cores", "xla_off", "unused_memory"}

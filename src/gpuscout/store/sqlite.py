@@ -18,7 +18,7 @@
   read-only, so a store on a read-only file system can still be listed, compared and reported.
   The errors and their one-line explanations are store/failures.py. Records that cannot be
   stored (`keep`) are saved as a `results import` document beside the store, stored later by
-  the same command if the store comes back, and named at the end.
+  the same command if the store comes back, and named at the end (store/rescue.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import os
 import re
 import sqlite3
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,8 +38,8 @@ from pydantic_core import PydanticSerializationError
 from gpuscout.core.errors import RunError
 from gpuscout.core.text import storable
 from gpuscout.record import STORED, StoredRecord
-from gpuscout.record.document import json_document
 from gpuscout.store import schema
+from gpuscout.store.rescue import Rescue
 from gpuscout.store.trials import LEASES_SQL, TRIALS_SQL, TrialTable
 from gpuscout.store.failures import (FULL_BELOW_BYTES, StoreError, StoreFailure, explain, free_bytes,
                                      sqlite_errors, writable)
@@ -87,9 +86,7 @@ class Store(TrialTable):
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
         self.unreadable: dict[str, str] = {}  # id -> what is wrong, for records reads left out
-        self.pending: list[StoredRecord] = []  # records `keep` could not store, saved in rescue_path
-        self.rescue_path: Path | None = None
-        self.rescue_reason: str | None = None
+        self.rescue = Rescue(self.path)  # the records `keep` could not store, saved beside the store
         exists = self.path.exists()
         if not exists and (readonly or not create):
             raise StoreError(f"no results store at {self.path}: run `gpuscout bench` first or pass --store")
@@ -161,7 +158,7 @@ class Store(TrialTable):
 
     def __exit__(self, kind, exc, tb) -> None:
         self.close()
-        message = self.unsaved_message()
+        message = self.rescue.message()
         if message and kind is None:
             raise RunError(message)
         if message:  # another error ends the command: the saved records must still be named
@@ -192,55 +189,18 @@ class Store(TrialTable):
 
     def keep(self, records: list[StoredRecord]) -> bool:
         """Store `records` as a measuring command does: when SQLite cannot (a full disk, a damaged
-        or locked file), they are saved with any saved before in a `results import` document
-        beside the store (rescue_path) and False is returned; the command goes on, and the next
-        `keep` that succeeds stores them too. close() then ends the command with exit 1 naming
-        the file when some were never stored."""
+        or locked file), they are saved with any saved before (store/rescue.py) and False is
+        returned; the command goes on, and the next `keep` that succeeds stores them too. Leaving
+        the `with` block then ends the command with exit 1 naming the file when some were never
+        stored."""
         records = list(records)
         try:
-            self.put_many(self.pending + records)
+            self.put_many(self.rescue.records + records)
         except StoreFailure as exc:
-            self.pending += records
-            self.rescue_reason = str(exc)
-            self._save_pending()
+            self.rescue.add(records, str(exc))
             return False
-        if self.rescue_path is not None:
-            self.rescue_path.unlink(missing_ok=True)
-        self.pending, self.rescue_path, self.rescue_reason = [], None, None
+        self.rescue.stored()
         return True
-
-    def _save_pending(self) -> None:
-        """Beside the store; where that disk is full or read-only, in the working folder, then
-        the temporary one. Written whole (a temporary name, then renamed) so it is never half a
-        document."""
-        if self.rescue_path is not None:
-            places = [self.rescue_path]
-        else:
-            name = f"{self.path.name}.unsaved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.json"
-            places = [self.path.parent / name, Path.cwd() / name, Path(tempfile.gettempdir()) / name]
-        text = json_document(self.pending)
-        for place in places:
-            partial = place.with_name(place.name + ".partial")
-            try:
-                partial.write_text(text, encoding="utf-8")
-                os.replace(partial, place)
-                self.rescue_path = place
-                return
-            except OSError:
-                try:
-                    partial.unlink(missing_ok=True)
-                except OSError:  # a read-only file system: nothing was written there either
-                    pass
-        # Nowhere to write: the records go to stderr, the one place left that keeps them
-        sys.stderr.write(text + "\n")
-        self.rescue_path = Path("<stderr>")
-
-    def unsaved_message(self) -> str | None:
-        if not self.pending:
-            return None
-        return (f"{len(self.pending)} record(s) could not be stored: {self.rescue_reason}; they are saved in "
-                f"{self.rescue_path}: `gpuscout results import {self.rescue_path} --store {self.path}` stores them "
-                "once the store works again")
 
     def put(self, record: StoredRecord) -> None:
         self.put_many([record])

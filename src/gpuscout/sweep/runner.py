@@ -24,7 +24,7 @@ from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import CODE_DONE_NOTE, Attempt, AttemptFiles, finished_attempt, judge
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for
 from gpuscout.core import decisions as decisions_lib
-from gpuscout.watch.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.measure.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
-from gpuscout.watch.command import looks_like_shell
+from gpuscout.measure.command import looks_like_shell
 
 # What a workload sweep may vary or fix: `gpuscout bench` options, by their names in BenchOptions
 # (and the protocol's, spec.Protocol).

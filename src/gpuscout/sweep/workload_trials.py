@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from gpuscout import bench as bench_lib
+from gpuscout.measure import plans
 from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
 from gpuscout.record.run import RunRecord
@@ -28,14 +28,14 @@ def plan(sweep: SweepFile, trials: list[Trial], nvml: Nvml, first_gpu: int | Non
         values = {**sweep.bench, **trial.params}
         protocol = {k: values.pop(k) for k in list(values) if k in Protocol.model_fields}
         try:
-            options = bench_lib.BenchOptions(
+            options = plans.BenchOptions(
                 **values, protocol=Protocol(**{**PROTOCOL.model_dump(), **protocol}),
                 device=planning.DeviceChoice(gpu=first_gpu, cpu=first_gpu is None),
                 measure=engine.MeasureOptions(timeout_s=sweep.timeout_s))
         except (TypeError, ValueError) as exc:  # a value of the wrong kind for its option
             raise UsageError(f"sweep {sweep.name}, trial {trial.index} {trial.params}: {exc}") from None
         try:
-            (specs[trial.key],), _ = bench_lib.plan([sweep.workload], options, nvml)
+            (specs[trial.key],), _ = plans.plan([sweep.workload], options, nvml)
         except UsageError as exc:
             raise UsageError(f"sweep {sweep.name}, trial {trial.index} {trial.params}: {exc}") from None
     return specs

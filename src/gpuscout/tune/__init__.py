@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscout import bench as bench_lib
+from gpuscout.measure import plans
 from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import utc_now
@@ -113,11 +113,11 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
         if not has_tensorflow():
             raise UsageError("--pipeline measures a tf.data pipeline: install TensorFlow (pip install 'gpuscout[tensorflow]')")
         options.pipeline = f"{Path(path).resolve()}:{function}"
-    bench_options = bench_lib.BenchOptions(
+    bench_options = plans.BenchOptions(
         backend=options.backend, batch_size=options.batch_size, protocol=protocol, device=options.device,
         measure=options.measure, seed=options.seed, model=options.model, pipeline_cost=options.pipeline_cost,
         fit_check=False)
-    specs, notice = bench_lib.plan([workload] if workload else [], bench_options, nvml)
+    specs, notice = plans.plan([workload] if workload else [], bench_options, nvml)
     base = specs[0]
     precisions = [Precision.fp32, Precision.mixed_float16, Precision.mixed_bfloat16]
     notes = []

@@ -1,6 +1,6 @@
 """Running a `gpuscout tune -- COMMAND` session: the baseline (the probe: its facts, whether its
 batches repeat, where it calls fit), the search's rounds (tune/search.py), and the final block
-(tune/finale.py), each a watched run of the unchanged script (watch/session.py), stored as it
+(tune/finale.py), each a watched run of the unchanged script (measure/watching.py), stored as it
 ends; tune/script.py decides which changes and reads what they bought.
 """
 
@@ -18,9 +18,9 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.tune import finale, script, search
 from gpuscout.tune import patch as patches
-from gpuscout.watch.command import Command, script_of
-from gpuscout.watch.session import WatchOptions, watch_command
-from gpuscout.watch.view import View
+from gpuscout.measure.command import Command, script_of
+from gpuscout.measure.watching import WatchOptions, watch_command
+from gpuscout.measure.view import View
 
 
 @dataclass

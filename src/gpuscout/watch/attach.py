@@ -18,11 +18,11 @@ from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
-from gpuscout.watch.command import Command, workload_of
+from gpuscout.measure.command import Command, workload_of
 from gpuscout.executor.process import process_tree
-from gpuscout.watch.gpus import GpuWatch
-from gpuscout.watch.session import WatchOptions
-from gpuscout.watch.view import View
+from gpuscout.measure.gpus import GpuWatch
+from gpuscout.measure.watching import WatchOptions
+from gpuscout.measure.view import View
 
 DEFAULT_DURATION_S = 60.0
 

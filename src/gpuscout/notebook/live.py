@@ -26,12 +26,12 @@ from gpuscout.measure import engine
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
-from gpuscout.record.document import json_document
 from gpuscout.record.watch import WatchRecord
-from gpuscout.store import Store
+from gpuscout.store import Store, default_store_path
+from gpuscout.store.rescue import Rescue
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
-from gpuscout.watch.gpus import GpuWatch, visible_gpus
+from gpuscout.measure.gpus import GpuWatch, visible_gpus
 
 TAIL_CHARACTERS = 8000
 
@@ -94,11 +94,10 @@ class InProcess:
                 store.keep([self.record])  # saved beside the store when it cannot take it
         except RunError as exc:  # the store broke meanwhile: it says where it saved the record instead
             print(f"gpuscout: {exc}", file=sys.stderr)
-        except UsageError as exc:  # it can no longer be opened: the record is saved here, never lost
-            saved = Path.cwd() / f"gpuscout-unsaved-{self.record.id}.json"
-            saved.write_text(json_document([self.record]), encoding="utf-8")
-            print(f"gpuscout: the record could not be stored ({exc}); it is saved in {saved}: `gpuscout results "
-                  f"import {saved}` stores it", file=sys.stderr)
+        except UsageError as exc:  # it can no longer be opened: the record is saved beside it, never lost
+            rescue = Rescue(Path(self.store_path) if self.store_path else default_store_path())
+            rescue.add([self.record], str(exc))
+            print(f"gpuscout: {rescue.message()}", file=sys.stderr)
         return self.record
 
 

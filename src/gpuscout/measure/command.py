@@ -87,7 +87,7 @@ def resolve(given: list[str], shell: bool | None = None, verb: str = "watch") ->
 
 def notebook(given: list[str], verb: str) -> Command:
     """`gpuscout watch train.ipynb`: the notebook run top to bottom in a fresh kernel of the kind it
-    names (gpuscout.notebook.runner, with gpuscout's Python), checked before anything runs."""
+    names (gpuscout.measure.notebook_runner, with gpuscout's Python), checked before anything runs."""
     path = Path(given[0])
     if len(given) > 1:
         raise UsageError(f"a notebook takes no arguments ({shlex.join(given[1:])}): set its parameters in a cell, "
@@ -97,7 +97,7 @@ def notebook(given: list[str], verb: str) -> Command:
     try:
         from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-        from gpuscout.notebook import runner
+        from gpuscout.measure import notebook_runner as runner
     except ImportError as exc:
         raise UsageError(f"running a notebook needs nbclient and ipykernel ({exc}): pip install 'gpuscout[notebook]'") \
             from None
@@ -110,7 +110,7 @@ def notebook(given: list[str], verb: str) -> Command:
     except NoSuchKernel:
         raise UsageError(f"{given[0]} runs on the kernel {kernel!r}, which is not installed here: `jupyter kernelspec "
                          "list` shows those that are") from None
-    argv = [sys.executable, "-m", "gpuscout.notebook.runner", str(path.resolve())]
+    argv = [sys.executable, "-m", "gpuscout.measure.notebook_runner", str(path.resolve())]
     return Command(given=list(given), argv=argv, shell=False, workload=path.name)
 
 

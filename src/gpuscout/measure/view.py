@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpuscout.executor.process import Sink
-    from gpuscout.watch.command import Command
-    from gpuscout.watch.gpus import GpuWatch
+    from gpuscout.measure.command import Command
+    from gpuscout.measure.gpus import GpuWatch
 
 
 class View:

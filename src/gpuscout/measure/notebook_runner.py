@@ -1,6 +1,6 @@
-"""`python -m gpuscout.notebook.runner NOTEBOOK`: a notebook run top to bottom in a fresh kernel, as
+"""`python -m gpuscout.measure.notebook_runner NOTEBOOK`: a notebook run top to bottom in a fresh kernel, as
 `python train.py` runs a script. What `gpuscout watch train.ipynb` and `tune train.ipynb` start
-(watch/command.py), under the same instrumentation as a script.
+(measure/command.py), under the same instrumentation as a script.
 
 nbclient (Jupyter's own executor, the one `jupyter nbconvert --execute` uses) starts the kernel
 the notebook names and runs its code cells in order, in the notebook's folder. The kernel
@@ -134,7 +134,7 @@ def _death(client) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m gpuscout.notebook.runner NOTEBOOK.ipynb", file=sys.stderr)
+        print("usage: python -m gpuscout.measure.notebook_runner NOTEBOOK.ipynb", file=sys.stderr)
         return 2
     return run(Path(argv[0]).resolve())
 

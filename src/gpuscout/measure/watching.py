@@ -32,9 +32,9 @@ from gpuscout.core.text import storable
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
-from gpuscout.watch.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
-from gpuscout.watch.gpus import GpuWatch, visible_gpus
-from gpuscout.watch.view import View
+from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.measure.gpus import GpuWatch, visible_gpus
+from gpuscout.measure.view import View
 
 # After the hook said the limit was reached: time for it to send what it measured and halt
 # before the script is stopped anyway (the last window waits for the step in flight).
