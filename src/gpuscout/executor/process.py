@@ -78,26 +78,47 @@ def process_tree(root: int) -> set[int]:
         return set()
 
 
-def kill_group(pgid: int) -> None:
-    """SIGTERM the group, then SIGKILL whatever is left of it."""
+def kill_group(pgid: int, leader: subprocess.Popen | None = None) -> None:
+    """SIGTERM the group, then SIGKILL whatever is left of it. `leader`: the group's first process,
+    our own child, reaped while we wait."""
     for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 0.0)):
-        if _signal_and_wait(pgid, sig, grace):
+        if _signal_and_wait(pgid, sig, grace, leader):
             return
 
 
-def _signal_and_wait(pgid: int, sig: int, grace_s: float) -> bool:
-    """Send `sig` to the group; True once the group is gone (within `grace_s`)."""
+def _signal_and_wait(pgid: int, sig: int, grace_s: float, leader: subprocess.Popen | None = None) -> bool:
+    """Send `sig` to the group; True once no process of it can run any more (within `grace_s`)."""
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         return True
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
+    while True:
+        if leader is not None:
+            leader.poll()
+        if not group_running(pgid):
             return True
-        time.sleep(0.05)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of the group is alive. A zombie is not: it has ended and waits only to be
+    reaped, by its parent or, once orphaned, by PID 1, which in a container may take seconds (a
+    stopped script's orphaned process waited 1.6 s for it here) or never come."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    import psutil
+
+    for process in psutil.process_iter(["status"]):
+        try:
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
+                return True
+        except (OSError, psutil.Error):  # gone meanwhile
+            continue
     return False
 
 
@@ -111,7 +132,7 @@ def stop_group(proc: subprocess.Popen, interrupt_first_s: float = 0.0) -> None:
         except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
             pass
     # Grandchildren can outlive a child that exited; the group id still names them.
-    kill_group(proc.pid)
+    kill_group(proc.pid, proc)
 
 
 class _Drain(threading.Thread):
