@@ -1,4 +1,7 @@
-"""What the record keeps about a built model, read inside the child (Keras imported)."""
+"""What a built model and its framework say, read inside the child (Keras imported lazily): for
+the harness's records (model_details) and for watch's instrumentation, once a fit has compiled
+(model_facts: what the verdict needs; the devices the framework could train on; the allocator's
+peak), apart from watch_fit's timing of the steps."""
 
 from __future__ import annotations
 
@@ -10,3 +13,74 @@ def model_details(model, keras) -> dict:
     return {"params": int(model.count_params()),
             "batchnorm_layers": sum(isinstance(layer, keras.layers.BatchNormalization)
                                     for layer in model._flatten_layers())}
+
+
+def model_facts(model, x) -> dict:
+    """What the verdict needs to know about the model and how fit was called."""
+    import keras
+
+    from gpuscout.child.fit_input import input_type  # watch's: the harness's children never load it
+
+    facts = {"backend": keras.backend.backend(), "keras_version": keras.__version__,
+             "model": getattr(model, "name", type(model).__name__), "params": int(model.count_params()),
+             "input_type": input_type(x), "precision_policy": keras.mixed_precision.global_policy().name,
+             "compute_dtype": str(getattr(model, "compute_dtype", None)),
+             "jit_compile": bool(getattr(model, "jit_compile", False)),
+             "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
+             "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None}
+    try:
+        from gpuscout.child.flops import count_with_coverage
+
+        facts["forward_flops"], facts["flops_coverage"] = count_with_coverage(model)
+    except Exception:
+        pass
+    facts["devices"] = devices_visible(facts["backend"])
+    if facts["backend"] == "tensorflow":
+        strategy = getattr(model, "distribute_strategy", None)
+        if strategy is not None and type(strategy).__name__ != "_DefaultDistributionStrategy":
+            facts["strategy"], facts["replicas"] = type(strategy).__name__, int(strategy.num_replicas_in_sync)
+    else:
+        distribution = keras.distribution.distribution()
+        if distribution is not None:
+            facts["strategy"] = type(distribution).__name__
+            facts["replicas"] = len(getattr(distribution.device_mesh, "devices", ()).flatten()) \
+                if hasattr(getattr(distribution, "device_mesh", None), "devices") else 1
+    return facts
+
+
+def devices_visible(backend: str) -> int | None:
+    """The devices this process's framework could train on: jax's default backend's (the GPUs it
+    sees, else the CPU's, several with --xla_force_host_platform_device_count), TensorFlow's
+    logical GPUs, else its logical CPUs. Against `replicas`, it says whether devices sat unused."""
+    try:
+        if backend == "jax":
+            import jax
+
+            return len(jax.devices())
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            return len(tf.config.list_logical_devices("GPU")) or len(tf.config.list_logical_devices("CPU"))
+    except Exception:
+        return None
+    return None
+
+
+def peak_memory_bytes() -> int | None:
+    """The framework allocator's peak on the GPUs this process used (None on the CPU)."""
+    try:
+        import keras
+
+        if keras.backend.backend() == "jax":
+            import jax
+
+            peaks = [int(s["peak_bytes_in_use"]) for d in jax.local_devices()
+                     if (s := d.memory_stats()) and "peak_bytes_in_use" in s]
+        else:
+            import tensorflow as tf
+
+            peaks = [int(tf.config.experimental.get_memory_info(d.name)["peak"])
+                     for d in tf.config.list_logical_devices("GPU")]
+        return max(peaks) if peaks else None
+    except Exception:
+        return None

@@ -24,6 +24,7 @@ import time
 from gpuscout.child.fit_input import (batches_per_epoch, input_site, input_type, input_workers, leading_samples,
                                        static_batch_size)
 from gpuscout.child.input_repeats import InputRepeats, observe
+from gpuscout.child.model_facts import model_facts, peak_memory_bytes
 from gpuscout.core import decisions
 from gpuscout.child.watch_state import (STATE, CHECK_REPEATS, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
                                         limit_reached, report_failure, stop_trace, trace)
@@ -319,55 +320,3 @@ def last_loss(outputs) -> float | None:
         return float(logs["loss"])
     except Exception:
         return None
-
-
-def model_facts(model, x) -> dict:
-    """What the verdict needs to know about the model and how fit was called."""
-    import keras
-
-    facts = {"backend": keras.backend.backend(), "keras_version": keras.__version__,
-             "model": getattr(model, "name", type(model).__name__), "params": int(model.count_params()),
-             "input_type": input_type(x), "precision_policy": keras.mixed_precision.global_policy().name,
-             "compute_dtype": str(getattr(model, "compute_dtype", None)),
-             "jit_compile": bool(getattr(model, "jit_compile", False)),
-             "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
-             "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None}
-    try:
-        from gpuscout.child.flops import count_with_coverage
-
-        facts["forward_flops"], facts["flops_coverage"] = count_with_coverage(model)
-    except Exception:
-        pass
-    if facts["backend"] == "tensorflow":
-        strategy = getattr(model, "distribute_strategy", None)
-        if strategy is not None and type(strategy).__name__ != "_DefaultDistributionStrategy":
-            facts["strategy"], facts["replicas"] = type(strategy).__name__, int(strategy.num_replicas_in_sync)
-    else:
-        distribution = keras.distribution.distribution()
-        if distribution is not None:
-            facts["strategy"] = type(distribution).__name__
-            facts["replicas"] = len(getattr(distribution.device_mesh, "devices", ()).flatten()) \
-                if hasattr(getattr(distribution, "device_mesh", None), "devices") else 1
-    return facts
-
-
-def peak_memory_bytes() -> int | None:
-    """The framework allocator's peak on the GPUs this process used (None on the CPU)."""
-    try:
-        import keras
-
-        if keras.backend.backend() == "jax":
-            import jax
-
-            peaks = [int(s["peak_bytes_in_use"]) for d in jax.local_devices()
-                     if (s := d.memory_stats()) and "peak_bytes_in_use" in s]
-        else:
-            import tensorflow as tf
-
-            peaks = [int(tf.config.experimental.get_memory_info(d.name)["peak"])
-                     for d in tf.config.list_logical_devices("GPU")]
-        return max(peaks) if peaks else None
-    except Exception:
-        return None
-
-
