@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from gpuscout.analysis import devices
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis import repeats
 from gpuscout.analysis import untimed
@@ -56,7 +57,7 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
                 *_gpu_health(r, other_pids)]
     causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _callbacks(r, main),
                           _mixed_precision(r, main, precision_reference), _xla_off(r, main), _unused_memory(r, main),
-                          *_gpu_health(r, other_pids)) if c]
+                          devices.devices_unused(r, main), *_gpu_health(r, other_pids)) if c]
     if not causes:
         causes.append(_compute_bound(r))
     return sorted(causes, key=lambda c: -(c.saving_share if c.saving_share is not None else -1))
@@ -104,8 +105,10 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
         fix, snippet = f"make each batch once and keep it: {keep.evidence}", repeats.cache_code(keep)
     else:
         fix, snippet = _input_fix(main, cores)
+    feeds = "" if main.replicas < 2 else \
+        f"; one host input feeds {main.replicas} devices, {main.replicas} times the samples of one device's step"
     return Cause(code="input_bound", saving_share=saving,
-                 message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch",
+                 message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch{feeds}",
                  evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
                           f"{compute_s * 1000:.1f} ms of the rest of a step (input: {main.input_type})"
                           + (f"; about {cores} producers in parallel would keep up" if cores else "")
@@ -220,6 +223,9 @@ def _host_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     if util is None or util >= STARVED_UTIL_PCT or (r.input_wait_share or 0) >= INPUT_BOUND_SHARE:
         return None
+    small = devices.small_device_batch(r, main, util)
+    if small is not None:  # several devices, each with a sliver of the batch: that first
+        return small
     if main.custom:
         changes = ["compile the whole step (jax.jit, or tf.function(jit_compile=True))",
                    "no host round trip inside the step (.numpy(), .item(), float(loss) each step)",
@@ -235,7 +241,8 @@ def _host_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     outside = r.outside_step_share
     between = "" if outside is None else f"; {outside:.0%} of the time between steps (callbacks, the loop)"
     return Cause(code="host_bound", saving_share=r.gpu_idle_share,
-                 message=f"host-bound: the GPU ran kernels {util:.0f}% of the time, and the loop did not wait for data",
+                 message=f"host-bound: the GPU ran kernels {util:.0f}% of the time, and the loop did not wait for "
+                         f"data{devices.dispatch_note(main)}",
                  evidence=f"step {r.step_time_s * 1000:.1f} ms{between}; {_wait_text(r)}",
                  fix="give the GPU more work per host round trip: " + "; ".join(changes)
                      + ("; and lighten the callbacks" if (outside or 0) >= OUTSIDE_STEP_SHARE else ""),
@@ -333,4 +340,6 @@ def _gpu_health(r: WatchRecord, other_pids: list[int]) -> list[Cause]:
         if flag:
             out.append(Cause(code="straggler", saving_share=None, message=flag.message,
                              evidence="per-GPU clocks and slowdown reasons", fix=flag.hint))
+        else:
+            out += [c for c in (devices.uneven(r),) if c]
     return out

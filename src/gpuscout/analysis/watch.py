@@ -132,6 +132,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                                                     "input_multiprocessing", "sync_callbacks")})
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
+                             devices=e.get("devices"),
                              epochs_planned=e.get("epochs"))
         elif kind == "watch_window":
             fit_of(e)["windows"].append(_window(e))

@@ -9,10 +9,14 @@ from gpuscout.child.watch_state import is_pydataset
 
 
 def leading_samples(batch) -> int | None:
-    """The batch's size: the leading dimension of its first array."""
+    """The batch's size: the leading dimension of its first array (under a tf.distribute strategy,
+    of its replicas' parts together: the global batch)."""
     stack = [batch]
     while stack:
         item = stack.pop(0)
+        if type(item).__name__ == "PerReplica" and hasattr(item, "values"):  # tf.distribute's: one part per device
+            parts = [leading_samples(part) for part in item.values]
+            return sum(parts) if parts and None not in parts else None
         if isinstance(item, dict):
             stack = list(item.values()) + stack
         elif isinstance(item, (list, tuple)):

@@ -37,6 +37,21 @@ def on_keras(keras_module_loaded) -> None:
 
         set_dtype_policy(policy)
         applied("mixed_precision", f"keras.mixed_precision.set_global_policy({policy!r}) before the first layer")
+    if CHANGES.get("data_parallel"):
+        data_parallel()
+
+
+def data_parallel() -> None:
+    """Every device jax sees, before the first layer: the model's variables replicated on each, each
+    batch split across them (what keras.distribution.set_distribution(DataParallel()) does in a
+    script; the instrumentation's model facts then count its replicas)."""
+    from keras.src.distribution.distribution_lib import DataParallel, set_distribution
+
+    distribution = DataParallel()
+    set_distribution(distribution)
+    devices = len(distribution.device_mesh.devices.flatten())
+    applied("data_parallel", f"keras.distribution.set_distribution(keras.distribution.DataParallel()) before the "
+                             f"first layer: {devices} devices")
 
 
 def compile_kwargs(kwargs: dict) -> dict:

@@ -95,8 +95,9 @@ class WatchedFit(Part):
     steps_per_execution: int | None = None
     epochs_planned: int | None = None  # fit's `epochs`
     steps_per_epoch: int | None = None  # None: until the data ran out
-    strategy: str | None = None
-    replicas: int = 1
+    strategy: str | None = None  # DataParallel, MirroredStrategy, ... (None: one device)
+    replicas: int = 1  # devices the step ran on; batch_size is the global batch, split over them
+    devices: int | None = None  # devices the framework could train on (None: not known, a record before this)
     compile_s: float | None = None
     steps: int = 0
     samples: int = 0

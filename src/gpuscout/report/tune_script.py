@@ -16,7 +16,8 @@ def _gain(row: dict) -> str:
     if row.get("ratio") is None:
         return fmt.DASH
     interval = f" [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]" if row.get("ratio_low") is not None else ""
-    return f"{row['ratio']:.2f}x{interval} {row.get('verdict', '')}".strip()
+    scaling = f"; {row['devices']} devices, {row['efficiency']:.0%} scaling efficiency" if row.get("efficiency") else ""
+    return f"{row['ratio']:.2f}x{interval} {row.get('verdict', '')}".strip() + scaling
 
 
 def _rate(row: dict) -> str:

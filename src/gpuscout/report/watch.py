@@ -187,6 +187,8 @@ def _figures(r: WatchRecord) -> list[str]:
             lines.append(f"{main.backend}, {main.precision_policy}, {_xla(r, main)}, steps_per_execution "
                          f"{main.steps_per_execution}")
             lines.append(f"input: {_input(main)}; model {main.model}, {main.params or 0:,} params")
+            if main.replicas > 1 or (main.devices or 0) > 1:
+                lines.append(_devices(main))
             callbacks = _callback_costs(main)
             if callbacks:
                 lines.append(f"callbacks: {callbacks}")
@@ -200,6 +202,16 @@ def _figures(r: WatchRecord) -> list[str]:
     if r.mfu is not None:
         lines.append(f"MFU {fmt.percent(r.mfu)} ({fmt.number(r.achieved_tflops, 2)} of {r.mfu_peak_tflops:g} TFLOP/s)")
     return lines
+
+
+def _devices(main) -> str:
+    """Where the step ran, and its batch per device: what multi-device verdicts rest on."""
+    on = f"{main.replicas} of {main.devices}" if main.devices else f"{main.replicas}"
+    how = f" ({main.strategy})" if main.strategy else ""
+    batch = ""
+    if main.batch_size and main.replicas > 1:
+        batch = f"; batch {main.batch_size} global, {main.batch_size // main.replicas} per device"
+    return f"devices: the step ran on {on}{how}{batch}"
 
 
 def _xla(r: WatchRecord, main) -> str:

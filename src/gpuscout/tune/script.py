@@ -25,6 +25,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis import repeats
 from gpuscout.analysis.compare import contrast
 from gpuscout.analysis.verdict import BF16_CC, FP16_CC, INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_STEP_SHARE
@@ -54,7 +55,7 @@ BATCH_MEMORY_SHARE = 0.9
 NOISY_SHARE = 0.10
 
 CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
-           "device_batches", "batch_size")
+           "device_batches", "batch_size", "data_parallel")
 
 
 @dataclass
@@ -95,7 +96,7 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
                         ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
                         ("cache", _cache(baseline)),
                         ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
-                        ("batch_size", _batch(baseline))):
+                        ("batch_size", _batch(baseline)), ("data_parallel", _data_parallel(baseline))):
         if only and knob not in only:
             continue
         if knob in skip:
@@ -250,6 +251,33 @@ def _batch(r: WatchRecord) -> list[Change] | str:
                    f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)") for f in factors]
 
 
+def _data_parallel(r: WatchRecord) -> list[Change] | str:
+    """The step on every device the framework sees (keras.distribution.DataParallel, set before the
+    first layer is built): with the global batch as it is (each device a 1/N share), and, where fit
+    takes in-memory arrays, N times larger (each device the batch one had). Measured as samples/s
+    against the one-device runs beside it, like every change."""
+    main = r.main
+    devices = main.devices or 1
+    if devices < 2:
+        return f"{main.backend} sees one device" if main.devices else "the devices the framework sees are not known"
+    if main.replicas >= devices:
+        return f"the step runs on all {devices} devices already ({main.strategy})"
+    if main.backend != "jax":
+        return ("not injectable under TensorFlow: a tf.distribute strategy must wrap where the model is built; "
+                "write:\n" + devices_analysis.data_parallel_code(main.backend, devices, main.batch_size))
+    why = f"{main.backend} sees {devices} devices; the step ran on {main.replicas}"
+    code = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
+    out = [Change("data_parallel", "data_parallel", {"data_parallel": True},
+                  code + f"\n# the global batch as it is: each device computes 1/{devices} of it", why)]
+    if main.input_type in ("numpy", "jax array") and main.batch_size:
+        bigger = main.batch_size * devices
+        out.append(Change("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": bigger},
+                          f"{code}\nmodel.fit(..., batch_size={bigger})   # {devices} x {main.batch_size}: "
+                          f"each device the batch one had",
+                          f"{why}; the global batch {devices} times larger: {devices_analysis.LEARNING_RATE_NOTE}"))
+    return out
+
+
 def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
     """The steady windows' samples/s; where the instrumentation could not count samples (the input
     read inside a compiled loop of steps_per_execution steps), from the steps and the batch the
@@ -312,6 +340,9 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
         c = contrast(windows, base)
         out.update(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high, p_value=c.p_value, test=c.test,
                    verdict=c.verdict)
+        if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
+            # data parallelism: the speed-up per device added, against the reference's devices
+            out.update(devices=r.main.replicas, efficiency=c.ratio * beside[0].main.replicas / r.main.replicas)
     problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
     out.update(healthy=not problems, health=problems[0] if problems else None)
     return out

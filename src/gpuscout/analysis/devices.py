@@ -1,0 +1,108 @@
+"""The verdict's findings on a script that could train on several devices: devices left idle, a
+per-device batch too small to keep a GPU busy, a host loop that dispatches for every device,
+one GPU the others wait for (analysis/verdict.py ranks them with the rest).
+
+Keras users meet these when "multi-GPU gives no speed-up" (keras#20998, keras#19809): the step
+is split over N devices, but the input, the host and the batch stay those of one.
+
+- Devices unused: the framework sees more devices than the step ran on. What spreading the
+  step could save, at most: the step's computing share (1 - input wait) times the share of the
+  devices that sat idle (1 - replicas / devices), as if data parallelism were perfect.
+- A per-device batch under SMALL_DEVICE_BATCH with the GPUs starved (< 70% busy, not waiting
+  for input): each device computes too little per step for its launch and sync costs.
+  64 is a heuristic floor, not a law: below it the matrix products of typical layer sizes leave
+  most of an A100's or H100's SMs idle (NVIDIA's "Matrix Multiplication Background" guide: a
+  GEMM's tiles must outnumber the SMs); the GPU's busy share is the evidence that decides.
+- Uneven GPUs: synchronous data parallelism runs at the slowest replica's pace, so the others
+  idle; one GPU busier than another by UNEVEN_BUSY_POINTS or more is named as the straggler.
+"""
+
+from __future__ import annotations
+
+from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
+
+SMALL_DEVICE_BATCH = 64
+UNEVEN_BUSY_POINTS = 15.0  # percentage points of NVML utilisation between two GPUs of one step
+LEARNING_RATE_NOTE = ("a global batch N times larger changes training: scale the learning rate with it (the linear "
+                      "scaling rule, Goyal et al. 2017, with a warm-up) and check the loss")
+
+
+def data_parallel_code(backend: str | None, devices: int, batch_size: int | None) -> str:
+    """The lines that put the step on every device, with the global batch grown to keep each
+    device's share."""
+    batch = f"batch_size={batch_size * devices}" if batch_size else f"batch_size=<your batch x {devices}>"
+    if backend == "tensorflow":
+        return ("strategy = tf.distribute.MirroredStrategy()   # every GPU this process sees\n"
+                "with strategy.scope():\n"
+                "    model = build_model()   # build and compile inside the scope\n"
+                "    model.compile(...)\n"
+                f"model.fit(..., {batch})   # the global batch: each GPU computes its share")
+    return ("keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built\n"
+            f"model.fit(..., {batch})   # the global batch: each device computes its share")
+
+
+def devices_unused(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    devices = main.devices or 0
+    if devices < 2 or main.replicas >= devices:
+        return None
+    computing = 1 - min(1.0, r.input_wait_share or 0.0)
+    saving = (1 - main.replicas / devices) * computing
+    kind = "GPUs" if r.gpu is not None else "devices"
+    ran = f"{main.replicas} ({main.strategy})" if main.strategy else f"{main.replicas}"
+    wait = "" if not r.input_wait_share or r.input_wait_share < 0.05 else \
+        f"; the input must keep up with {devices} times the samples first"
+    return Cause(code="devices_unused", saving_share=saving,
+                 message=f"{devices - main.replicas} of the {devices} {kind} this process sees sat idle: the step "
+                         f"ran on {main.replicas}",
+                 evidence=f"{main.backend} sees {devices} {kind}; the step ran on {ran}{wait}",
+                 fix=f"train on all {devices} with data parallelism, the global batch {devices} times larger so "
+                     f"each keeps its share; {LEARNING_RATE_NOTE}. `gpuscout tune` measures what it buys here "
+                     "(data_parallel)",
+                 code_snippet=data_parallel_code(main.backend, devices, main.batch_size))
+
+
+def per_device_batch(main: WatchedFit) -> int | None:
+    return main.batch_size // main.replicas if main.batch_size and main.replicas > 1 else None
+
+
+def small_device_batch(r: WatchRecord, main: WatchedFit, util_pct: float) -> Cause | None:
+    """Starved GPUs under data parallelism with a small share of the batch each (the caller has
+    checked the starvation: util_pct under the verdict's threshold, no input wait)."""
+    each = per_device_batch(main)
+    if each is None or each >= SMALL_DEVICE_BATCH:
+        return None
+    bigger = SMALL_DEVICE_BATCH * main.replicas
+    return Cause(code="small_device_batch", saving_share=r.gpu_idle_share,
+                 message=f"a per-device batch of {each} ({main.batch_size} over {main.replicas} devices) keeps the "
+                         f"GPUs {util_pct:.0f}% busy: each computes too little per step",
+                 evidence=f"global batch {main.batch_size}, {main.replicas} replicas ({main.strategy}); step "
+                          f"{r.step_time_s * 1000:.1f} ms; GPUs busy {util_pct:.0f}%",
+                 fix=f"grow the global batch with the devices (at least {bigger}: {SMALL_DEVICE_BATCH} per device); "
+                     f"{LEARNING_RATE_NOTE}",
+                 code_snippet=f"model.fit(..., batch_size={bigger})")
+
+
+def dispatch_note(main: WatchedFit) -> str:
+    """What host-bound means on several devices (analysis/verdict.py's host_bound adds it)."""
+    if main.replicas < 2:
+        return ""
+    return (f"; on {main.replicas} devices the host dispatches every step for each of them, so one host round "
+            "trip per step costs N times the work")
+
+
+def uneven(r: WatchRecord) -> Cause | None:
+    busy = {t.index: t.gpu_util_mean_pct for t in r.telemetry_per_gpu or () if t.gpu_util_mean_pct is not None}
+    if len(busy) < 2:
+        return None
+    slowest = max(busy, key=busy.get)
+    idlest = min(busy, key=busy.get)
+    gap = busy[slowest] - busy[idlest]
+    if gap < UNEVEN_BUSY_POINTS or busy[idlest] < 5:  # a GPU hardly used is not waiting for another
+        return None
+    others = ", ".join(f"GPU {i} {u:.0f}%" for i, u in sorted(busy.items()) if i != slowest)
+    return Cause(code="straggler", saving_share=gap / 100,
+                 message=f"GPU {slowest} is the straggler: busy {busy[slowest]:.0f}% while the others waited for it",
+                 evidence=f"NVML busy share: GPU {slowest} {busy[slowest]:.0f}%, {others}",
+                 fix="synchronous data parallelism runs at its slowest GPU's pace: check what else runs on "
+                     f"GPU {slowest} (`nvidia-smi`), its clocks and cooling (`nvidia-smi -q -d PERFORMANCE -i "
+                     f"{slowest}`), and that every device gets the same share of the batch")
