@@ -241,3 +241,32 @@ def test_scaling_measured_by_gpuscout_scale_replaces_the_rule_of_thumb():
     assert ranking.efficiency(job, H100, 2) == (efficiency, label)
     assert ranking.efficiency(job, H100, 4)[0] == ranking.PARALLEL_EFFICIENCY["nvlink"]  # not measured at 4
     assert jobs.measured_scaling([one, two], kind="transformer") == {}  # resnet50 is a convnet
+
+
+def test_a_run_on_two_gpus_predicts_from_its_own_efficiency_against_its_one_gpu_peer():
+    """Issue 48: the script at 1,800 samples/s on 2 H100s, 1,000 on one (the same tune session):
+    90% efficiency measured, used at 2 and, the same loss per doubling, at 4 (0.9^2); its own
+    figure comes back at 2, and one GPU's share of a sample is 2 x 0.9 / 1,800 of a second."""
+    from gpuscout.recommend import ranking
+
+    base = fixture_runs()["gpu"]
+    one = with_split(base, 1000.0, gpu=1.0, input_wait=0.0).model_copy(update={"id": "one1"})
+    main = base.main.model_copy(update={"replicas": 2, "devices": 2, "strategy": "DataParallel"})
+    two = with_split(base, 1800.0, gpu=1.0, input_wait=0.0).model_copy(update={
+        "id": "two2", "fits": [main if f is base.main else f for f in base.fits]})
+    answer = from_run.recommendation(two, CAT, Constraints(max_gpus=4), PricingOptions(), watch_records=[one, two])
+    m = answer.measured
+    assert m.devices == 2 and m.efficiency == pytest.approx(0.9)
+    assert "90% data-parallel efficiency measured: 1,800 samples/s on 2 against 1,000 on one (run one1)" in answer.basis
+    assert ranking.efficiency(answer.job, H100, 2)[0] == pytest.approx(0.9)
+    assert ranking.efficiency(answer.job, H100, 4)[0] == pytest.approx(0.81)
+    assert ranking.efficiency(answer.job, DOUBLE, 2)[0] == ranking.PARALLEL_EFFICIENCY["nvlink"]  # another kind
+    seconds, _ = m.gpu_seconds_per_sample(H100, record_precision(two), 900.0, CAT, "transformer")
+    assert seconds == pytest.approx(2 * 0.9 / 1800)
+    at_two = measured.predict_run(m, H100, record_precision(two), 900.0, CAT, "transformer", 2, 0.9)
+    at_one = measured.predict_run(m, H100, record_precision(two), 900.0, CAT, "transformer", 1, 1.0)
+    assert at_two.samples_per_s == pytest.approx(1800) and at_one.samples_per_s == pytest.approx(1000)
+    # no one-GPU peer in the store: the rule of thumb at 2, said as assumed
+    alone = from_run.recommendation(two, CAT, Constraints(max_gpus=4), PricingOptions(), watch_records=[two])
+    assert alone.measured.efficiency == ranking.PARALLEL_EFFICIENCY["nvlink"]
+    assert "assumed" in alone.basis

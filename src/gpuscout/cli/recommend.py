@@ -186,9 +186,11 @@ def _from_run(run_id: str, store_path: Path | None, cat, constraints: rec.Constr
     with Store(path, readonly=True) as store:
         record = store.get(run_id)
         bench = store.list(kind="benchmark")
+        watches = store.list(kind="watch", workload=record.workload) if record.kind == "watch" else []
         sweeps = {name: store.trials(name) for name in store.sweeps()} if limits.trials else {}
     return from_run.recommendation(record, cat, constraints, prices, bench_records=bench, sweeps=sweeps,
-                                   dataset_size=limits.dataset_size, epochs=limits.epochs, trials=limits.trials)
+                                   dataset_size=limits.dataset_size, epochs=limits.epochs, trials=limits.trials,
+                                   watch_records=watches)
 
 
 def _stored(store_path: Path | None) -> list[RunRecord]:

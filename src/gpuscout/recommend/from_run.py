@@ -4,8 +4,9 @@ ranked on every catalog GPU, with the cost of a sweep of it (recommend/sweep_cos
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuscout.analysis.verdict import jax_preallocated
 from gpuscout.catalog import Catalog, GpuSpec
@@ -64,6 +65,8 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         raise UsageError(f"run {r.id} did not train ({why}): nothing to recommend from; watch it again once it runs")
     gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
     devices = len(r.gpus) if r.gpus else (1 if r.gpu else 0)
+    if main is not None and main.replicas > 1:  # the step's own count (a CPU split into devices has no GPUs)
+        devices = main.replicas
     timed = bool(r.steady and r.samples_per_s)
     if main is not None and main.steps and not r.steady:
         raise UsageError(f"run {r.id} stopped before its first timing window ({main.steps} steps): nothing was timed; "
@@ -232,11 +235,17 @@ class Recommendation:
 
 def recommendation(record: StoredRecord, catalog: Catalog, constraints, pricing, *, bench_records: list[RunRecord] = (),
                    sweeps: dict[str, list[dict]] | None = None, dataset_size: float | None = None,
-                   epochs: float | None = None, trials: int | None = None) -> Recommendation:
-    """The run's job ranked on every GPU (`constraints.epochs` set from the run unless `epochs`)."""
+                   epochs: float | None = None, trials: int | None = None,
+                   watch_records: list[WatchRecord] = ()) -> Recommendation:
+    """The run's job ranked on every GPU (`constraints.epochs` set from the run unless `epochs`).
+    `watch_records`: the store's watched runs, where a run on several devices finds its one-device
+    peer, and so its own data-parallel efficiency."""
     m = measured_run(record, catalog)
     job = job_from_run(record, m, dataset_size)
     job.scaling = measured_scaling(list(bench_records), workload_kind(record.workload))
+    if isinstance(record, WatchRecord) and m.devices > 1 and m.gpu is not None:
+        m = _spread(record, m, job, list(watch_records))
+        job.measured = m
     constraints.epochs = epochs or planned_epochs(record) or 1.0
     rows = ranking.rank(job, catalog, constraints, pricing)
     estimate = None
@@ -244,3 +253,44 @@ def recommendation(record: StoredRecord, catalog: Catalog, constraints, pricing,
         measured = sweep_cost.find_measured(m.script, sweeps or {}, catalog) if m.record_kind == "watch" else None
         estimate = sweep_cost.estimate(job, rows, trials, constraints.epochs, constraints.max_gpus, measured)
     return Recommendation(job, m, constraints.epochs, rows, estimate, describe(m), fix_first(m))
+
+
+def one_device_peer(record: WatchRecord, watches: list[WatchRecord]) -> WatchRecord | None:
+    """The same script timed on one device of the same GPU kind: of the same tune session when
+    there is one (its baseline, beside the data_parallel run), else the nearest in time."""
+    def same(r: WatchRecord) -> bool:
+        return (r.id != record.id and r.ok and bool(r.samples_per_s) and r.workload == record.workload
+                and r.main is not None and r.main.replicas == 1 and r.gpu is not None and record.gpu is not None
+                and r.gpu.name == record.gpu.name)
+
+    peers = [r for r in watches if same(r)]
+    return min(peers, key=lambda r: (r.group_id != record.group_id, abs(_seconds(r) - _seconds(record))),
+               default=None)
+
+
+def _seconds(r: WatchRecord) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(r.created_utc).timestamp()
+
+
+def _spread(record: WatchRecord, m: MeasuredRun, job: Job, watches: list[WatchRecord]) -> MeasuredRun:
+    """A run on N devices predicts from its own data-parallel efficiency: against its one-device
+    peer where the store has one (at N, measured; at other counts, the same loss per doubling),
+    else the interconnect's rule of thumb at N, said as assumed."""
+    n, gpu = m.devices, m.gpu
+    peer = one_device_peer(record, watches)
+    if peer is None:
+        eff, why = ranking.efficiency(job, gpu, n)
+        return replace(m, efficiency=eff, efficiency_basis=why or "efficiency assumed")
+    eff = record.samples_per_s / (n * peer.samples_per_s)
+    why = (f"{eff:.0%} data-parallel efficiency measured: {record.samples_per_s:,.0f} samples/s on {n} against "
+           f"{peer.samples_per_s:,.0f} on one (run {peer.id})")
+    for k in ranking.GPU_COUNTS:
+        if k > 1 and (k == n or (gpu.id, k) not in job.scaling):  # at n, the script's own over a scale session's
+            at_k = eff ** (math.log2(k) / math.log2(n))
+            job.scaling[(gpu.id, k)] = (at_k, why if k == n else
+                                        f"{at_k:.0%} data-parallel efficiency, from this script's {eff:.0%} on {n} "
+                                        "(the same loss per doubling)")
+    return replace(m, efficiency=eff, efficiency_basis=why)
+

@@ -77,6 +77,10 @@ class MeasuredRun:
     # How the run ended when not as it should: the prediction stands on the steps it timed before
     # that, and says so (None: it ended ok, or was stopped at --steps/--duration as asked)
     ended: str | None = None
+    # Data-parallel efficiency at `devices` (1.0 on one): what one GPU's share of a sample is, once
+    # the all-reduce and the rest of the spreading are taken out; how it was found
+    efficiency: float = 1.0
+    efficiency_basis: str | None = None
 
     @property
     def label(self) -> str:
@@ -87,7 +91,8 @@ class MeasuredRun:
                                catalog: Catalog, kind: str) -> tuple[float, str] | None:
         """Seconds of one GPU of `target`'s kind per sample, and how that was found."""
         assert self.samples_per_s and self.split
-        measured = self.split.gpu_share / self.samples_per_s * self.devices
+        # GPU-seconds of one GPU per sample, as on one: N GPUs at efficiency e did it in 1/(N e) of that
+        measured = self.split.gpu_share / self.samples_per_s * self.devices * self.efficiency
         if self.gpu is not None:
             if target.id == self.gpu.id:
                 return measured, "measured"
@@ -148,6 +153,8 @@ def describe(m: MeasuredRun) -> str:
             f"{s.host_share:.0%} on the host ({s.basis})")
     if s.fixed_share > 0:
         line += f"; input and host cap it at {m.samples_per_s / s.fixed_share:,.0f} samples/s on this host"
+    if m.devices > 1 and m.efficiency_basis:
+        line += f"; on {m.devices} devices: {m.efficiency_basis}"
     return line
 
 
