@@ -84,6 +84,7 @@ def handle_errors(command):
             err.print(f"[red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
+            signals.ending()
             err.print(f"interrupted ({signals.name()}): runs that finished are stored; nothing half-written was kept")
             raise typer.Exit(signals.exit_code()) from None
 
@@ -189,4 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.exit_code
     except typer.Abort:  # click's prompt interrupted: as Ctrl-C
         code = 130
+    except KeyboardInterrupt:  # a second Ctrl-C that came before the command could say it was ending
+        signals.ending()
+        code = signals.exit_code()
     raise SystemExit(code if isinstance(code, int) else 0)

@@ -35,6 +35,15 @@ def install() -> None:
         signal.signal(signal.SIGTERM, _on_signal)
 
 
+def ending() -> None:
+    """The command is ending because a stop signal came: another Ctrl-C (users press it twice) is
+    ignored from here, so it cannot kill the process between its last words and its exit status
+    (an uncaught KeyboardInterrupt there ends Python by SIGINT itself: -2, not 130)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def name() -> str:
     return signal.Signals(received).name if received else "SIGINT"
 
