@@ -45,6 +45,7 @@ def data_parallel() -> None:
     """Every device jax sees, before the first layer: the model's variables replicated on each, each
     batch split across them (what keras.distribution.set_distribution(DataParallel()) does in a
     script; the instrumentation's model facts then count its replicas)."""
+    # keras' top-level package is still being imported here (on_keras): its own module, not keras.distribution
     from keras.src.distribution.distribution_lib import DataParallel, set_distribution
 
     distribution = DataParallel()
