@@ -101,7 +101,7 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     # its batches were checked to repeat (fit shuffles their order): kept after the first epoch
     cache = next(r for r in report["rows"] if r["change"] == "cache")
     assert cache["verdict"] == "faster" and "were all among the 64 the dataset made before" in cache["why"]
-    read_ahead = run_cli("tune", "--json", "--steps", "300", "--only", "prefetch", "--store", str(store), "--", PY, str(script),
+    read_ahead = run_cli("tune", "--json", "--steps", "150", "--only", "prefetch", "--store", str(store), "--", PY, str(script),
                          "generator", env=env)  # tensorflow reads a generator ahead itself
     assert read_ahead.returncode == 0, read_ahead.stderr[-3000:]
     prefetch = json.loads(read_ahead.stdout)["rows"][0]
