@@ -23,6 +23,8 @@ from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
 
 SMALL_DEVICE_BATCH = 64
 UNEVEN_BUSY_POINTS = 15.0  # percentage points of NVML utilisation between two GPUs of one step
+# The one line that spreads a Keras 3 step over every device (keras.distribution), before the model is built
+DATA_PARALLEL_LINE = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
 LEARNING_RATE_NOTE = ("a global batch N times larger changes training: scale the learning rate with it (the linear "
                       "scaling rule, Goyal et al. 2017, with a warm-up) and check the loss")
 
@@ -37,8 +39,7 @@ def data_parallel_code(backend: str | None, devices: int, batch_size: int | None
                 "    model = build_model()   # build and compile inside the scope\n"
                 "    model.compile(...)\n"
                 f"model.fit(..., {batch})   # the global batch: each GPU computes its share")
-    return ("keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built\n"
-            f"model.fit(..., {batch})   # the global batch: each device computes its share")
+    return f"{DATA_PARALLEL_LINE}\nmodel.fit(..., {batch})   # the global batch: each device computes its share"
 
 
 def devices_unused(r: WatchRecord, main: WatchedFit) -> Cause | None:

@@ -340,6 +340,6 @@ def _gpu_health(r: WatchRecord, other_pids: list[int]) -> list[Cause]:
         if flag:
             out.append(Cause(code="straggler", saving_share=None, message=flag.message,
                              evidence="per-GPU clocks and slowdown reasons", fix=flag.hint))
-        else:
-            out += [c for c in (devices.uneven(r),) if c]
+        elif (busier := devices.uneven(r)) is not None:  # no clock apart: is one GPU busier than another?
+            out.append(busier)
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from gpuscout.analysis.verdict import jax_preallocated
 from gpuscout.catalog import Catalog, GpuSpec
@@ -269,8 +270,6 @@ def one_device_peer(record: WatchRecord, watches: list[WatchRecord]) -> WatchRec
 
 
 def _seconds(r: WatchRecord) -> float:
-    from datetime import datetime
-
     return datetime.fromisoformat(r.created_utc).timestamp()
 
 

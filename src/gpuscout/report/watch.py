@@ -17,6 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from gpuscout.analysis import devices
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report.explain import print_explanations
@@ -208,9 +209,8 @@ def _devices(main) -> str:
     """Where the step ran, and its batch per device: what multi-device verdicts rest on."""
     on = f"{main.replicas} of {main.devices}" if main.devices else f"{main.replicas}"
     how = f" ({main.strategy})" if main.strategy else ""
-    batch = ""
-    if main.batch_size and main.replicas > 1:
-        batch = f"; batch {main.batch_size} global, {main.batch_size // main.replicas} per device"
+    each = devices.per_device_batch(main)
+    batch = f"; batch {main.batch_size} global, {each} per device" if each is not None else ""
     return f"devices: the step ran on {on}{how}{batch}"
 
 

@@ -232,9 +232,14 @@ def _device_batches(r: WatchRecord) -> list[Change] | str:
                    f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU")]
 
 
+def _fit_batches(main) -> bool:
+    """fit cuts the batches itself (in-memory arrays and a batch_size): a change can set their size."""
+    return main.input_type in ("numpy", "jax array") and bool(main.batch_size)
+
+
 def _batch(r: WatchRecord) -> list[Change] | str:
     main = r.main
-    if main.input_type not in ("numpy", "jax array") or not main.batch_size:
+    if not _fit_batches(main):
         return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"
     factors = [2, 4]
     if r.gpu is not None:
@@ -266,10 +271,10 @@ def _data_parallel(r: WatchRecord) -> list[Change] | str:
         return ("not injectable under TensorFlow: a tf.distribute strategy must wrap where the model is built; "
                 "write:\n" + devices_analysis.data_parallel_code(main.backend, devices, main.batch_size))
     why = f"{main.backend} sees {devices} devices; the step ran on {main.replicas}"
-    code = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
+    code = devices_analysis.DATA_PARALLEL_LINE
     out = [Change("data_parallel", "data_parallel", {"data_parallel": True},
                   code + f"\n# the global batch as it is: each device computes 1/{devices} of it", why)]
-    if main.input_type in ("numpy", "jax array") and main.batch_size:
+    if _fit_batches(main):
         bigger = main.batch_size * devices
         out.append(Change("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": bigger},
                           f"{code}\nmodel.fit(..., batch_size={bigger})   # {devices} x {main.batch_size}: "
