@@ -53,8 +53,8 @@ def build(spec) -> BuiltStep:
     kept = {}
     original = jax_steps._Placement.train_step
 
-    def keep(placement, model, state):
-        step, placed = original(placement, model, state)
+    def keep(placement, model, state, *rest):
+        step, placed = original(placement, model, state, *rest)
         kept.update(step=step, state=placed, put=placement.put)
         return step, placed
 

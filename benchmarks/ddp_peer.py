@@ -2,7 +2,7 @@
 scaling, timed as gpuscout times (10 warm-up steps, a calibration pass, 5 windows of >= 2 s, the
 device synchronised only at window ends).
 
-    python benchmarks/ddp_peer.py GPUS BATCH_PER_GPU fp32|bf16 [MODEL [SEQ]] [--mode eager|compiled]
+    python benchmarks/ddp_peer.py GPUS BATCH_PER_GPU fp32|bf16 [MODEL [SEQ]] [--mode eager|compiled] [--hook bf16]
 
 MODEL: resnet50 (default: torchvision's, channels_last, cudnn.benchmark, SGD with momentum) or
 gpt2_small | bert_base (benchmarks/torch_peers.py's models and data, fused AdamW, SEQ tokens:
@@ -33,7 +33,7 @@ import torch.multiprocessing as mp
 
 
 def worker(rank: int, world: int, batch: int, precision: str, port: int, out, name: str, seq: int,
-           mode: str) -> None:
+           mode: str, hook: str) -> None:
     from torch_peers import build, loss_module  # beside this file; spawned processes import it anew
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -59,6 +59,10 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out, na
     opt = make_optimizer(model.parameters())
     model = torch.nn.parallel.DistributedDataParallel(loss_module(model, loss_of, mode),
                                                       device_ids=[rank] if cuda else None)
+    if hook == "bf16":  # gradients exchanged in bfloat16, averaged, cast back (torch's own hook)
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
+
+        model.register_comm_hook(None, bf16_compress_hook)
     step_count = [0]
 
     def step():
@@ -87,7 +91,7 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out, na
     rates = [world * batch * int(steps) / run(int(steps)) for _ in range(5)]
     if rank == 0:
         out.put({"model": name, "seq": seq if name != "resnet50" else None, "gpus": world, "batch_per_gpu": batch,
-                 "precision": precision, "mode": mode, "steps_per_window": int(steps),
+                 "precision": precision, "mode": mode, "hook": hook, "steps_per_window": int(steps),
                  "windows_samples_per_s": rates, "samples_per_s": statistics.median(rates),
                  "torch": torch.__version__, "device": device,
                  "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None})
@@ -102,6 +106,7 @@ def main() -> int:
     parser.add_argument("name", nargs="?", default="resnet50", choices=("resnet50", "gpt2_small", "bert_base"))
     parser.add_argument("seq", nargs="?", type=int)
     parser.add_argument("--mode", default="eager", choices=("eager", "compiled"))
+    parser.add_argument("--hook", default="none", choices=("none", "bf16"), help="bf16: bf16_compress_hook")
     args = parser.parse_args()
     gpus, batch, precision, name, mode = args.gpus, args.batch, args.precision, args.name, args.mode
     seq = args.seq or {"gpt2_small": 1024, "bert_base": 128}.get(name, 0)
@@ -110,7 +115,7 @@ def main() -> int:
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(worker, args=(gpus, batch, precision, port, out, name, seq, mode), nprocs=gpus, start_method="spawn")
+    mp.start_processes(worker, args=(gpus, batch, precision, port, out, name, seq, mode, args.hook), nprocs=gpus, start_method="spawn")
     print("@@peer " + json.dumps(out.get()), flush=True)
     return 0
 

@@ -7,7 +7,7 @@ itself; `scale` now runs it at the workload's size). Set XLA_FLAGS as gpuscout's
 (executor/local.py) to measure what `scale` measures.
 
     python benchmarks/step_buckets.py --out DIR [--workload resnet50] [--batch 256]
-        [--precision mixed_bfloat16] [--seq-len N] [--devices 2] [--buckets-mib 25,64]
+        [--precision mixed_bfloat16] [--seq-len N] [--devices 2] [--buckets-mib 25,64,64:bfloat16]
         [--trace-steps 2]
 
 For each: samples/s over 5 windows of >= 2 s (median), efficiency against the one-GPU step, the
@@ -30,7 +30,7 @@ from built_step import add_step_arguments
 from step_kernels import device_kernels, load_trace, summarise, timed
 
 
-def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int) -> dict:
+def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: str | None = None) -> dict:
     import jax
 
     from built_step import build
@@ -40,14 +40,14 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int) -> dict
     from gpuscout.workloads import get
 
     original = jax_replicas.per_replica_train_step
-    jax_replicas.per_replica_train_step = lambda model, mesh, _default=None: original(model, mesh, bucket_bytes)
+    jax_replicas.per_replica_train_step = lambda model, mesh, _default=None: original(model, mesh, bucket_bytes, wire)
     try:
         built = build(spec)
     finally:
         jax_replicas.per_replica_train_step = original
     per_sample = get(spec.workload).units_per_sample(spec.seq_len)
     throughput = timed(built.runner.step, built.runner.sync, spec.batch_size * per_sample)
-    result = {"devices": spec.devices, "bucket_bytes": bucket_bytes, "throughput": throughput,
+    result = {"devices": spec.devices, "bucket_bytes": bucket_bytes, "wire": wire, "throughput": throughput,
               "samples_per_s": throughput["median"] / per_sample}
     if spec.devices > 1:
         found, _ = collectives(built.compiled().as_text())
@@ -79,8 +79,10 @@ def main() -> int:
     add_step_arguments(parser)
     parser.set_defaults(workload="resnet50")
     parser.add_argument("--devices", type=int, default=2)
-    parser.add_argument("--buckets-mib", default="25,64")
+    parser.add_argument("--buckets-mib", default="25,64",
+                        help="sizes; SIZE:bfloat16 exchanges that size's gradient buckets in bfloat16")
     parser.add_argument("--trace-steps", type=int, default=2)
+    parser.add_argument("--skip-pmean", action="store_true", help="no point for the pmean of each array")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -89,14 +91,16 @@ def main() -> int:
     from built_step import require_devices, step_spec
 
     require_devices(args.devices)
-    sizes = [None] + [int(float(m) * 2**20) for m in args.buckets_mib.split(",") if m]
+    sizes = [(None, None)] * (not args.skip_pmean) + [(int(float(m.split(":")[0]) * 2**20), (m.split(":") + [None])[1])
+                              for m in args.buckets_mib.split(",") if m]
     results = []
     one = step_spec(args.workload, args.precision, args.batch, args.seq_len, 1)
     results.append({"name": "1 device", **measure(one, None, args.out / "one", args.trace_steps)})
     several = step_spec(args.workload, args.precision, args.batch, args.seq_len, args.devices)
-    for size in sizes:
-        name = "pmean of each" if size is None else f"buckets of {size / 2**20:g} MiB"
-        results.append({"name": name, **measure(several, size, args.out / name.replace(" ", "_"), args.trace_steps)})
+    for size, wire in sizes:
+        name = "pmean of each" if size is None else f"buckets of {size / 2**20:g} MiB" + (f", {wire}" if wire else "")
+        results.append({"name": name, **measure(several, size, args.out / name.replace(" ", "_").replace(",", ""),
+                                                args.trace_steps, wire)})
         summary = {"workload": args.workload, "precision": args.precision, "batch_per_device": args.batch,
                    "jax": jax.__version__, "device": jax.devices()[0].device_kind, "results": results}
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1))

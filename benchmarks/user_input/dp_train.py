@@ -19,7 +19,8 @@ import numpy as np
 
 mode = sys.argv[1]
 shape = sys.argv[2] if len(sys.argv) > 2 else "light"
-inputs, width, depth = (1024, 8192, 4) if shape == "heavy" else (4096, 4096, 6)
+# tiny: a CPU rehearsal of benchmarks/data_parallel_script.py (XLA_FLAGS=--xla_force_host_platform_device_count=2)
+inputs, width, depth = {"heavy": (1024, 8192, 4), "light": (4096, 4096, 6), "tiny": (256, 256, 2)}[shape]
 WARMUP, MEASURED, WINDOW = 20, 200, 20
 devices = len(keras.distribution.list_devices())
 if mode in ("spread", "spread_batch"):

@@ -80,14 +80,16 @@ def buckets(sizes_bytes: list[int], bucket_bytes: int) -> list[list[int]]:
     return cut + [current] if current else cut
 
 
-def bucketed_mean(values: list, bucket_bytes: int) -> list:
+def bucketed_mean(values: list, bucket_bytes: int, wire_dtype=None) -> list:
     """The mean over replicas of each float array in `values` (others pass through), as one
     all-reduce per bucket of a dtype: its arrays flattened and concatenated, averaged, then sliced
     apart in the step itself. The values are those of a `lax.pmean` of each. XLA's own combiner
     concatenates too, but slices afterwards, each slice a copy kernel of its own (two-GPU ResNet-50:
     292 a step; docs/benchmarks.md, "Seven more settings on two H200s"); slices made here are
     ordinary ones that XLA can fuse into the kernels that read them (two-GPU ResNet-50: 14 copies
-    a step instead of 400, and 98.7% efficiency instead of 96.0%; benchmarks/step_buckets.py)."""
+    a step instead of 400, and 98.7% efficiency instead of 96.0%; benchmarks/step_buckets.py).
+    `wire_dtype` (bfloat16): each bucket averaged in that dtype and cast back, half the bytes of
+    float32 on the wire, as DDP's bf16_compress_hook (measured only: benchmarks/step_buckets.py)."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -97,7 +99,11 @@ def bucketed_mean(values: list, bucket_bytes: int) -> list:
         same = [i for i in floats if values[i].dtype == dtype]
         for bucket in buckets([values[i].size * values[i].dtype.itemsize for i in same], bucket_bytes):
             members = [same[j] for j in bucket]
-            flat = lax.pmean(jnp.concatenate([jnp.ravel(values[i]) for i in members]), AXIS)
+            flat = jnp.concatenate([jnp.ravel(values[i]) for i in members])
+            if wire_dtype is not None and flat.dtype != wire_dtype:
+                flat = lax.pmean(flat.astype(wire_dtype), AXIS).astype(dtype)
+            else:
+                flat = lax.pmean(flat, AXIS)
             offset = 0
             for i in members:
                 out[i] = flat[offset:offset + values[i].size].reshape(values[i].shape)
@@ -105,13 +111,14 @@ def bucketed_mean(values: list, bucket_bytes: int) -> list:
     return out
 
 
-def per_replica_train_step(model, the_mesh, bucket_bytes: int | None = None):
+def per_replica_train_step(model, the_mesh, bucket_bytes: int | None = None, gradient_wire_dtype=None):
     """A jitted `step(state, batch) -> (logs, state)` with the signature of Keras' JAX
     `train_step` (keras/src/backend/jax/trainer.py) whose state is replicated over `the_mesh`
     and whose batch is split over it; the state argument is donated. With `bucket_bytes` (what
     gpuscout's child passes: `bucket_size_bytes`) the gradients and the float state are averaged by
     `bucketed_mean`, else by a pmean of each (XLA combining them into buckets; gpuscout's step
-    before 2026-11-26, kept for benchmarks/step_buckets.py's comparison)."""
+    before 2026-11-26, kept for benchmarks/step_buckets.py's comparison); `gradient_wire_dtype`: the
+    gradients' buckets exchanged in it (`bucketed_mean`; benchmarks/step_buckets.py only)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -137,7 +144,7 @@ def per_replica_train_step(model, the_mesh, bucket_bytes: int | None = None):
             trainable, non_trainable, metrics_variables, x, y, sample_weight,
             training=True, optimizer_variables=optimizer_variables)
         unscaled_loss, y_pred, non_trainable, metrics_variables = aux
-        grads = bucketed_mean(list(grads), bucket_bytes) if bucket_bytes else lax.pmean(grads, AXIS)
+        grads = bucketed_mean(list(grads), bucket_bytes, gradient_wire_dtype) if bucket_bytes else lax.pmean(grads, AXIS)
         non_trainable = floats_mean(non_trainable)
         for i in seeds:
             non_trainable[i] = lax.all_gather(non_trainable[i], AXIS)[0]
