@@ -42,12 +42,21 @@ def test_a_script_on_one_of_two_devices_is_told_and_tuned_and_spread_scripts_are
         assert rows[name]["healthy"], rows[name]
     assert "learning rate" in rows["data_parallel_batch"]["why"]
     # a script that spreads itself: what watch reads and prints
-    for mode, env, strategy in (("data_parallel", TWO_JAX_DEVICES, "DataParallel"),
-                                ("mirrored", {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"},
-                                 "MirroredStrategy")):
-        watched = run_cli("watch", "--steps", "40", "--store", str(store), "--", PY, str(script), mode, env=env)
-        assert watched.returncode == 0, watched.stderr[-3000:]
-        assert f"devices: the step ran on 2 of 2 ({strategy}); batch 128 global, 64 per device" in watched.stdout
-    newest = max(records(store).values(), key=lambda r: r.created_utc)
-    assert (newest.main.strategy, newest.main.replicas, newest.main.devices) == ("MirroredStrategy", 2, 2)
-    assert "devices_unused" not in [c.code for c in newest.verdict]
+    watched = run_cli("watch", "--steps", "40", "--store", str(store), "--", PY, str(script), "data_parallel",
+                      env=TWO_JAX_DEVICES)
+    assert watched.returncode == 0, watched.stderr[-3000:]
+    assert "devices: the step ran on 2 of 2 (DataParallel); batch 128 global, 64 per device" in watched.stdout
+    # TensorFlow: a MirroredStrategy injected at the script's first layer, after its own tf.config calls
+    tuned = run_cli("tune", "--json", "--only", "data_parallel", "--steps", "40", "--store", str(store), "--", PY,
+                    str(script), "tf_one", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    report, stored = json.loads(tuned.stdout), records(store)
+    assert (stored[report["baseline"]["run_id"]].main.devices, stored[report["baseline"]["run_id"]].main.replicas) \
+        == (2, 1)
+    rows = {r["change"]: r for r in report["rows"]}
+    for name, batch in (("data_parallel", 128), ("data_parallel_batch", 256)):
+        spread = stored[rows[name]["run_id"]]
+        assert "MirroredStrategy" in spread.applied["data_parallel"] and "2 devices" in spread.applied["data_parallel"]
+        assert (spread.main.replicas, spread.main.strategy, spread.main.batch_size) == (2, "MirroredStrategy", batch)
+        assert "devices_unused" not in [c.code for c in spread.verdict]
+        assert rows[name]["healthy"] and "with strategy.scope():" in rows[name]["line"], rows[name]

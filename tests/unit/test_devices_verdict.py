@@ -74,7 +74,7 @@ def test_the_gpu_the_others_wait_for_is_named():
     assert "devices: the step ran on 2 of 2 (DataParallel); batch 64 global, 32 per device" in _figures(r)
 
 
-def test_tune_offers_data_parallel_on_jax_and_says_what_to_write_under_tensorflow():
+def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_lines():
     r = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.0, input_type="numpy", batch=128))
     changes = script._data_parallel(r)
     assert [(c.name, c.knob, c.settings) for c in changes] == [
@@ -83,9 +83,13 @@ def test_tune_offers_data_parallel_on_jax_and_says_what_to_write_under_tensorflo
     assert "learning rate" in changes[1].why and "batch_size=256" in changes[1].line
     generator = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.0, input_type="generator"))
     assert [c.name for c in script._data_parallel(generator)] == ["data_parallel"]  # its batches are its own
-    tf = make_watch_record(events=spread(replicas=1, devices_seen=2, backend="tensorflow", wait_s=0.0))
-    reason = script._data_parallel(tf)
-    assert reason.startswith("not injectable under TensorFlow") and "with strategy.scope():" in reason
+    assert "set_distribution" in changes[0].line and "MirroredStrategy" not in changes[0].line
+    tf = make_watch_record(events=spread(replicas=1, devices_seen=2, backend="tensorflow", wait_s=0.0,
+                                         input_type="numpy", batch=128))
+    tf_changes = script._data_parallel(tf)
+    assert [(c.name, c.settings) for c in tf_changes] == [
+        ("data_parallel", {"data_parallel": True}), ("data_parallel_batch", {"data_parallel": True, "batch_size": 256})]
+    assert all("with strategy.scope():" in c.line and "set_distribution" not in c.line for c in tf_changes)
     one = make_watch_record(events=spread(replicas=1, devices_seen=1, wait_s=0.0))
     assert script._data_parallel(one) == "jax sees one device"
     everywhere = make_watch_record(events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.0))

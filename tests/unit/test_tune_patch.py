@@ -35,8 +35,8 @@ m.fit(Slow(), epochs=3)
 '''
 
 
-def baseline(path, input_type="PyDataset", fit_line=24):
-    events = fit_events(input_type=input_type)
+def baseline(path, input_type="PyDataset", fit_line=24, backend="jax"):
+    events = fit_events(input_type=input_type, backend=backend)
     events[1]["sites"] = {"fit": {"file": str(path), "line": fit_line}, "compile": {"file": str(path), "line": 22},
                           "input": {"file": str(path), "line": 6, "name": "__init__"}}
     return make_watch_record(events=events)
@@ -68,6 +68,30 @@ def test_changes_written_where_the_calls_are(tmp_path):
     assert "class CachedBatches(keras.utils.PyDataset):" in after
     diff = made.diff(tmp_path)
     assert diff.startswith("--- a/train.py\n+++ b/train.py\n")
+
+
+def test_data_parallel_written_as_injected_on_each_backend(tmp_path):
+    """jax: DataParallel after the keras import; TensorFlow: the strategy after the script's own
+    device settings (made before them, it would fix the devices and they would fail)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("m.fit(Slow(), epochs=3)", "m.fit(np.zeros((8, 2)), np.zeros(8), batch_size=4)"))
+    spread = [change("data_parallel_batch", "data_parallel", data_parallel=True, batch_size=8)]
+    after = patches.make(spread, baseline(script, input_type="numpy"), tmp_path).texts[script.resolve()][1]
+    lines = after.splitlines()
+    assert lines[lines.index("import numpy as np, keras") + 1].startswith(
+        "keras.distribution.set_distribution(keras.distribution.DataParallel())")
+    assert "m.fit(np.zeros((8, 2)), np.zeros(8), batch_size=8)" in after
+    tf_script = SCRIPT.replace("import numpy as np, keras\n", "import numpy as np, keras\nimport tensorflow as tf\n"
+                               "for gpu in tf.config.list_physical_devices('GPU'):\n"
+                               "    tf.config.experimental.set_memory_growth(gpu, True)\n")
+    script.write_text(tf_script)
+    made = patches.make([change("data_parallel", "data_parallel", data_parallel=True)],
+                        baseline(script, fit_line=27, backend="tensorflow"), tmp_path)
+    lines = made.texts[script.resolve()][1].splitlines()
+    strategy = lines.index("tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy())")
+    assert lines[strategy - 2] == "    tf.config.experimental.set_memory_growth(gpu, True)"
+    assert strategy < next(i for i, line in enumerate(lines) if line.startswith("m = "))
+    assert "m.fit(Slow(), epochs=3)" in lines
 
 
 def test_wraps_nest_in_order_and_what_cannot_be_located_is_said(tmp_path):

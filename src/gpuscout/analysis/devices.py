@@ -29,17 +29,21 @@ LEARNING_RATE_NOTE = ("a global batch N times larger changes training: scale the
                       "scaling rule, Goyal et al. 2017, with a warm-up) and check the loss")
 
 
-def data_parallel_code(backend: str | None, devices: int, batch_size: int | None) -> str:
-    """The lines that put the step on every device, with the global batch grown to keep each
-    device's share."""
-    batch = f"batch_size={batch_size * devices}" if batch_size else f"batch_size=<your batch x {devices}>"
+def spread_code(backend: str | None) -> str:
+    """The lines that put the step on every device the framework sees."""
     if backend == "tensorflow":
         return ("strategy = tf.distribute.MirroredStrategy()   # every GPU this process sees\n"
                 "with strategy.scope():\n"
                 "    model = build_model()   # build and compile inside the scope\n"
-                "    model.compile(...)\n"
-                f"model.fit(..., {batch})   # the global batch: each GPU computes its share")
-    return f"{DATA_PARALLEL_LINE}\nmodel.fit(..., {batch})   # the global batch: each device computes its share"
+                "    model.compile(...)")
+    return DATA_PARALLEL_LINE
+
+
+def data_parallel_code(backend: str | None, devices: int, batch_size: int | None) -> str:
+    """The lines that put the step on every device, with the global batch grown to keep each
+    device's share."""
+    batch = f"batch_size={batch_size * devices}" if batch_size else f"batch_size=<your batch x {devices}>"
+    return f"{spread_code(backend)}\nmodel.fit(..., {batch})   # the global batch: each device computes its share"
 
 
 def devices_unused(r: WatchRecord, main: WatchedFit) -> Cause | None:

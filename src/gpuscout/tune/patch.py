@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscout.analysis.devices import DATA_PARALLEL_LINE
 from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.script import Change
@@ -129,7 +130,41 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
             wrap = helper + "({})"
         return [(path, wrap_input(text, _call_at(text, line, "fit"), wrap)
                  + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper))]
+    if knob == "data_parallel":
+        return _data_parallel_edits(settings, sites, baseline, root, originals)
     raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
+
+
+# TensorFlow fixes its devices when a strategy is made: after the script's own device settings
+TF_DEVICE_SETTINGS = ("set_memory_growth", "set_logical_device_configuration", "set_visible_devices")
+
+
+def _data_parallel_edits(settings: dict, sites: dict, baseline: WatchRecord, root: Path,
+                         originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+    """Every device from the model's first layer on, as tune injected it: jax, Keras' DataParallel
+    after the keras import; TensorFlow, a MirroredStrategy as the default strategy after the
+    script's own device settings (or its imports). With `batch_size`, fit's batch too."""
+    path, line = _site(sites, "fit", root, "called fit")
+    text = _original(path, originals)
+    if baseline.main.backend == "tensorflow":
+        code = ("import tensorflow as tf  # gpuscout tune: every GPU, the global batch split across them\n"
+                "tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy())")
+        edits = _after_device_settings(text, code) or insert_after_imports(text, code, need_keras=False)
+    else:
+        edits = insert_after_imports(text, DATA_PARALLEL_LINE, need_keras=True)
+    if "batch_size" in settings:
+        edits += set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings["batch_size"]))})
+    return [(path, edits)]
+
+
+def _after_device_settings(text: str, code: str) -> list[Edit]:
+    """`code` after the last top-level statement that sets TensorFlow's devices, if any."""
+    settings = [n for n in ast.parse(text).body
+                if any(name in (ast.get_source_segment(text, n) or "") for name in TF_DEVICE_SETTINGS)]
+    if not settings:
+        return []
+    where = _offsets(text)[settings[-1].end_lineno]
+    return [(where, where, f"{code}\n", next(_order))]
 
 
 def _call_at(text: str, line: int, method: str) -> ast.Call:

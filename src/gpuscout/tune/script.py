@@ -257,21 +257,19 @@ def _batch(r: WatchRecord) -> list[Change] | str:
 
 
 def _data_parallel(r: WatchRecord) -> list[Change] | str:
-    """The step on every device the framework sees (keras.distribution.DataParallel, set before the
-    first layer is built): with the global batch as it is (each device a 1/N share), and, where fit
-    takes in-memory arrays, N times larger (each device the batch one had). Measured as samples/s
-    against the one-device runs beside it, like every change."""
+    """The step on every device the framework sees, set before the first layer is built (jax:
+    keras.distribution.DataParallel; TensorFlow: a MirroredStrategy made the default strategy):
+    with the global batch as it is (each device a 1/N share), and, where fit takes in-memory
+    arrays, N times larger (each device the batch one had). Measured as samples/s against the
+    one-device runs beside it, like every change."""
     main = r.main
     devices = main.devices or 1
     if devices < 2:
         return f"{main.backend} sees one device" if main.devices else "the devices the framework sees are not known"
     if main.replicas >= devices:
         return f"the step runs on all {devices} devices already ({main.strategy})"
-    if main.backend != "jax":
-        return ("not injectable under TensorFlow: a tf.distribute strategy must wrap where the model is built; "
-                "write:\n" + devices_analysis.data_parallel_code(main.backend, devices, main.batch_size))
     why = f"{main.backend} sees {devices} devices; the step ran on {main.replicas}"
-    code = devices_analysis.DATA_PARALLEL_LINE
+    code = devices_analysis.spread_code(main.backend)
     out = [Change("data_parallel", "data_parallel", {"data_parallel": True},
                   code + f"\n# the global batch as it is: each device computes 1/{devices} of it", why)]
     if _fit_batches(main):
