@@ -35,11 +35,11 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 from built_step import add_step_arguments
 
 from gpuscout.child.collectives import TRITON_COLLECTIVE
+from gpuscout.measure.trace_kernels import device_kernels, load_trace  # noqa: F401 (step_buckets imports them here)
 
 # Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
 # "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
@@ -58,30 +58,6 @@ KINDS = (
 
 def kind_of(name: str) -> str:
     return next((kind for kind, pattern in KINDS if pattern.search(name)), "elementwise")
-
-
-def device_kernels(trace: dict) -> list[dict]:
-    """The GPU's kernels, copies and memsets of a Chrome-format trace: torch.profiler marks them
-    with a category; jax's perfetto trace puts them on "Stream" threads of a /device:GPU process."""
-    processes, threads = {}, {}
-    for e in trace["traceEvents"]:
-        if e.get("ph") == "M" and e.get("name") == "process_name":
-            processes[e["pid"]] = str(e.get("args", {}).get("name", ""))
-        elif e.get("ph") == "M" and e.get("name") == "thread_name":
-            threads[(e["pid"], e.get("tid"))] = str(e.get("args", {}).get("name", ""))
-    kernels = []
-    for e in trace["traceEvents"]:
-        if e.get("ph") != "X" or "dur" not in e:
-            continue
-        torch_device = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-        jax_device = ("GPU" in processes.get(e["pid"], "")
-                      and threads.get((e["pid"], e.get("tid")), "").startswith("Stream"))
-        if torch_device or jax_device:
-            args = e.get("args") or {}
-            kernels.append({"name": e["name"], "ts_us": float(e["ts"]), "dur_us": float(e["dur"]),
-                            "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200],
-                            "device": processes.get(e["pid"], "") if jax_device else f"cuda:{args.get('device', 0)}"})
-    return kernels
 
 
 def summarise(kernels: list[dict], steps: int, top: int = 30) -> dict:
@@ -143,13 +119,6 @@ def timed(step, sync, units: int, window_s: float = 2.0, windows: int = 5) -> di
         sync(handle)
         rates.append(n * units / (time.monotonic() - began))
     return {"windows": rates, "median": statistics.median(rates), "step_ms": 1000 * units / statistics.median(rates)}
-
-
-def load_trace(directory: Path) -> dict:
-    path = next(iter(sorted(directory.rglob("*.json.gz"))), None) or next(iter(sorted(directory.rglob("*.json"))))
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def jax_side(args) -> dict:

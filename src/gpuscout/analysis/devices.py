@@ -15,6 +15,9 @@ is split over N devices, but the input, the host and the batch stay those of one
   GEMM's tiles must outnumber the SMs); the GPU's busy share is the evidence that decides.
 - Uneven GPUs: synchronous data parallelism runs at the slowest replica's pace, so the others
   idle; one GPU busier than another by UNEVEN_BUSY_POINTS or more is named as the straggler.
+- Collectives waited for (from `watch --trace-steps`, measure/trace_kernels.py): the time a step
+  a GPU runs its all-reduce with no other kernel beside it, against the traced step's span, from
+  WAITED_SHARE on. NVML counts those kernels as busy; the trace tells them apart.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
 
 SMALL_DEVICE_BATCH = 64
 UNEVEN_BUSY_POINTS = 15.0  # percentage points of NVML utilisation between two GPUs of one step
+# A tenth of the step in exposed collectives: the harness's own data-parallel steps leave 1-9% of the
+# step outside computation on two to four H200s (docs/benchmarks.md, "Four GPUs"); past a tenth the
+# exchange, not the model, sets the pace
+WAITED_SHARE = 0.10
 # The one line that spreads a Keras 3 step over every device (keras.distribution), before the model is built
 DATA_PARALLEL_LINE = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
 LEARNING_RATE_NOTE = ("a global batch N times larger changes training: scale the learning rate with it (the linear "
@@ -111,3 +118,28 @@ def uneven(r: WatchRecord) -> Cause | None:
                  fix="synchronous data parallelism runs at its slowest GPU's pace: check what else runs on "
                      f"GPU {slowest} (`nvidia-smi`), its clocks and cooling (`nvidia-smi -q -d PERFORMANCE -i "
                      f"{slowest}`), and that every device gets the same share of the batch")
+
+
+def device_name(trace_name: str) -> str:
+    """"/device:GPU:0" as "GPU 0"."""
+    kind, _, index = trace_name.rpartition(":")
+    return f"{kind.rsplit('/', 1)[-1].replace('device:', '')} {index}" if index.isdigit() else trace_name
+
+
+def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    devices = [d for d in (r.trace.devices if r.trace else ()) if d.span_ms > 0]
+    if main.replicas < 2 or not devices:
+        return None
+    worst = max(devices, key=lambda d: d.collectives_alone_ms / d.span_ms)
+    share = worst.collectives_alone_ms / worst.span_ms
+    if share < WAITED_SHARE:
+        return None
+    return Cause(code="collectives_waited", saving_share=share,
+                 message=f"the step waits for its all-reduce: {worst.collectives_alone_ms:.1f} ms of "
+                         f"{worst.span_ms:.1f} with nothing else running on {device_name(worst.device)}",
+                 evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
+                          + "; ".join(f"{device_name(d.device)} collectives {d.collectives_ms:.1f} ms a step, "
+                                      f"{d.collectives_alone_ms:.1f} ms alone" for d in devices[:4]),
+                 fix=f"send the same gradients for more samples: a per-device batch larger than "
+                     f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE}); where the step is this short, "
+                     "fewer devices can train faster (compare with `gpuscout tune`)")

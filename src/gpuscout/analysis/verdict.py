@@ -57,7 +57,8 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
                 *_gpu_health(r, other_pids)]
     causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _callbacks(r, main),
                           _mixed_precision(r, main, precision_reference), _xla_off(r, main), _unused_memory(r, main),
-                          devices.devices_unused(r, main), *_gpu_health(r, other_pids)) if c]
+                          devices.devices_unused(r, main), devices.collectives_waited(r, main),
+                          *_gpu_health(r, other_pids)) if c]
     if not causes:
         causes.append(_compute_bound(r))
     return sorted(causes, key=lambda c: -(c.saving_share if c.saving_share is not None else -1))

@@ -216,7 +216,8 @@ def _trace(events: list[dict]) -> Trace | None:
         return None
     e = found[-1]
     return Trace(dir=e["dir"], first_step=e["first_step"], last_step=e["last_step"], ok=e["ok"],
-                 message=e.get("message"), command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None)
+                 message=e.get("message"), command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None,
+                 devices=e.get("devices") or [], kernels_note=e.get("kernels_note"))
 
 
 def _throughput(main: WatchedFit | None, entry, steady: list[WatchWindow]) -> dict:

@@ -189,7 +189,9 @@ def trace(step: int) -> None:
             if backend == "jax":
                 import jax
 
-                jax.profiler.start_trace(TRACE_DIR)
+                # the perfetto JSON beside the xplane: gpuscout reads each GPU's kernels from it
+                # (measure/trace_kernels.py) after the run
+                jax.profiler.start_trace(TRACE_DIR, create_perfetto_trace=True)
             else:
                 import tensorflow as tf
 

@@ -33,6 +33,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
 from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.measure import trace_kernels
 from gpuscout.measure.gpus import GpuWatch, visible_gpus
 from gpuscout.measure.view import View
 
@@ -186,6 +187,10 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
             cancel.set()  # ends the limits thread
             view.stopped()
     used, samples, attribution = gpus.stop() if gpus is not None else ([], [], None)
+    for event in seen:  # each GPU's kernels in the trace, read now that the script no longer runs
+        if event["event"] == "watch_trace" and event["ok"]:
+            event["devices"], event["kernels_note"] = trace_kernels.read(
+                Path(event["dir"]), event["last_step"] - event["first_step"] + 1)
     notes = [attribution.note] if attribution and attribution.note else []
     if lingered:  # all its code had run, then its interpreter did not exit: gpuscout stopped it
         returncode, note = after_lingering(seen)

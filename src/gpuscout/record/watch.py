@@ -124,6 +124,17 @@ class Cause(Part):
     code_snippet: str | None = None
 
 
+class TraceDevice(Part):
+    """One GPU's kernels in the trace, in ms a step (measure/trace_kernels.py)."""
+
+    device: str  # as the trace names it: /device:GPU:0
+    kernels_per_step: float
+    busy_ms: float  # the union of its kernels
+    collectives_ms: float  # the union of its collective kernels (NCCL's all-reduce, ...)
+    collectives_alone_ms: float  # of those, with no other kernel of the GPU running: waited for
+    span_ms: float  # its first kernel's start to its last kernel's end
+
+
 class Trace(Part):
     dir: str
     first_step: int
@@ -131,6 +142,8 @@ class Trace(Part):
     ok: bool
     message: str | None = None
     command: str | None = None  # what opens it
+    devices: list[TraceDevice] = Field(default_factory=list)  # empty: no GPU kernels read (a CPU run)
+    kernels_note: str | None = None  # why the kernels were not read
 
 
 class WatchRecord(Part):

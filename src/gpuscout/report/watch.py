@@ -302,6 +302,12 @@ def print_watch(console: Console, r: WatchRecord) -> None:
     if r.trace is not None:
         opened = f"open it with: {r.trace.command}" if r.trace.ok else f"not taken ({r.trace.message})"
         _wrapped(console, f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: {opened}", "  ", "")
+        for d in r.trace.devices[:8]:
+            _wrapped(console, f"{devices.device_name(d.device)}: kernels {d.busy_ms:.1f} ms a step of a "
+                              f"{d.span_ms:.1f} ms span; collectives {d.collectives_ms:.1f} ms, "
+                              f"{d.collectives_alone_ms:.1f} ms of them with nothing else running", "    ", "      ")
+        if r.trace.kernels_note:
+            _wrapped(console, r.trace.kernels_note, "    ", "      ")
 
 
 def print_watch_record(console: Console, r: WatchRecord) -> None:

@@ -1,0 +1,123 @@
+"""What a profiler trace of a watched script's steps says each GPU did: its kernels' busy time a
+step, the part of it in collectives (NCCL's kernels: data parallelism's gradient all-reduce),
+and the part of that with no other kernel of the GPU running: communication the step waited
+for, not hidden behind computation. NVML's busy share cannot tell these apart (an all-reduce
+kernel keeps a GPU "busy" while it waits for the other GPU).
+
+Read from jax's perfetto trace (the child asks jax for one beside its xplane, child/watch_state.py),
+whose kernels sit on "Stream" threads of a "/device:GPU:N" process; a trace with no GPU (a CPU
+run) gives none. TensorFlow writes an xplane only, which TensorBoard reads and this does not.
+benchmarks/step_kernels.py reads the same traces kernel by kernel (and torch.profiler's).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+# NCCL's kernels (ncclDevKernel_AllReduce_Sum_f32_RING_LL, ...) and XLA's own collective kernels,
+# by their kernel or HLO op name
+COLLECTIVE = re.compile(r"nccl|all_?reduce|all-reduce|all_?gather|reduce_?scatter|collective", re.I)
+# a trace larger than this is not read (a long --trace-steps range of a big model): said, not parsed
+MAX_TRACE_BYTES = 512 << 20
+
+
+def load_trace(directory: Path) -> dict | None:
+    """The perfetto/Chrome JSON trace under `directory` (jax writes perfetto_trace.json.gz)."""
+    found = sorted(directory.rglob("*.json.gz")) or sorted(directory.rglob("*.trace.json"))
+    if not found or found[0].stat().st_size > MAX_TRACE_BYTES:
+        return None
+    opener = gzip.open if found[0].suffix == ".gz" else open
+    with opener(found[0], "rt") as f:
+        return json.load(f)
+
+
+def device_kernels(trace: dict) -> list[dict]:
+    """The GPU's kernels, copies and memsets of a Chrome-format trace: torch.profiler marks them
+    with a category; jax's perfetto trace puts them on "Stream" threads of a /device:GPU process.
+    Each: name, ts_us, dur_us, op (the HLO instruction or long name), device."""
+    processes, threads = {}, {}
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            processes[e["pid"]] = str(e.get("args", {}).get("name", ""))
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e["pid"], e.get("tid"))] = str(e.get("args", {}).get("name", ""))
+    kernels = []
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        torch_device = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        jax_device = ("GPU" in processes.get(e["pid"], "")
+                      and threads.get((e["pid"], e.get("tid")), "").startswith("Stream"))
+        if torch_device or jax_device:
+            args = e.get("args") or {}
+            kernels.append({"name": e["name"], "ts_us": float(e["ts"]), "dur_us": float(e["dur"]),
+                            "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200],
+                            "device": processes.get(e["pid"], "") if jax_device else f"cuda:{args.get('device', 0)}"})
+    return kernels
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of (start, end) intervals as disjoint, sorted intervals."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def length(intervals: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
+    """How much of the disjoint sorted `intervals` lies outside the disjoint sorted `cover`."""
+    total, j = 0.0, 0
+    for start, end in intervals:
+        at = start
+        while j < len(cover) and cover[j][1] <= at:
+            j += 1
+        k = j
+        while k < len(cover) and cover[k][0] < end:
+            total += max(0.0, cover[k][0] - at)
+            at = max(at, cover[k][1])
+            k += 1
+        total += max(0.0, end - at)
+    return total
+
+
+def is_collective(kernel: dict) -> bool:
+    return bool(COLLECTIVE.search(kernel["name"]) or COLLECTIVE.search(kernel["op"]))
+
+
+def per_device(kernels: list[dict], steps: int) -> list[dict]:
+    """Each device's kernels, in ms a step: busy (the union of its kernels), collectives (the
+    union of its collective kernels), collectives_alone (the part of those with no other kernel of
+    the device running) and span (first kernel's start to last kernel's end)."""
+    out = []
+    for device in sorted({k["device"] for k in kernels}):
+        mine = [k for k in kernels if k["device"] == device]
+        spans = [(k["ts_us"], k["ts_us"] + k["dur_us"]) for k in mine]
+        talking = merged([s for s, k in zip(spans, mine) if is_collective(k)])
+        computing = merged([s for s, k in zip(spans, mine) if not is_collective(k)])
+        ms = lambda us: round(us / steps / 1000, 4)  # noqa: E731  (microseconds in the trace -> ms a step)
+        out.append({"device": device, "kernels_per_step": round(len(mine) / steps, 1),
+                    "busy_ms": ms(length(merged(spans))), "collectives_ms": ms(length(talking)),
+                    "collectives_alone_ms": ms(uncovered(talking, computing)),
+                    "span_ms": ms(max(e for _, e in spans) - min(s for s, _ in spans))})
+    return out
+
+
+def read(directory: Path, steps: int) -> tuple[list[dict], str | None]:
+    """(per_device of the trace under `directory`, a note where it could not be read)."""
+    try:
+        trace = load_trace(directory)
+    except (OSError, ValueError, EOFError) as exc:
+        return [], f"the trace's kernels were not read ({type(exc).__name__}: {exc})"[:300]
+    if trace is None:
+        return [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)"
+    return per_device(device_kernels(trace), max(1, steps)), None

@@ -1,0 +1,92 @@
+"""Each GPU's kernels in a watched script's profiler trace (measure/trace_kernels.py): busy time,
+collectives, and collectives with nothing else running, per step; the verdict and the report on
+them. A synthetic jax perfetto trace, every figure against a hand computation."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from gpuscout.measure import trace_kernels
+from gpuscout.report.watch import print_watch
+from tests.records import fit_events, make_watch_record
+
+# (pid, thread, name, hlo op, start us, duration us); pid 1 GPU 0, 2 GPU 1, 3 the host
+KERNELS = [(1, 10, "loop_fusion_1", "fusion.1", 0, 10_000), (1, 11, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "", 5_000, 10_000),
+           (1, 10, "nvjet_gemm", "dot.2", 12_000, 2_000), (1, 11, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "", 20_000, 4_000),
+           (1, 10, "input_reduce_fusion", "fusion.3", 30_000, 6_000),
+           (2, 20, "triton_kernel_7", "all-reduce-start.1", 0, 2_000), (2, 20, "loop_fusion", "fusion.1", 0, 1_000),
+           (1, 12, "ExecuteOnDevice", "", 0, 50_000),  # not a stream of the GPU: not a kernel
+           (3, 30, "PjitFunction(train_step)", "", 0, 60_000)]  # the host's
+STEPS = 2
+
+
+def perfetto() -> dict:
+    names = [("process_name", 1, None, "/device:GPU:0"), ("process_name", 2, None, "/device:GPU:1"),
+             ("process_name", 3, None, "/host:CPU"), ("thread_name", 1, 10, "Stream #1(Compute)"),
+             ("thread_name", 1, 11, "Stream #2(Collectives)"), ("thread_name", 1, 12, "XLA Ops"),
+             ("thread_name", 2, 20, "Stream #1"), ("thread_name", 3, 30, "python")]
+    events = [{"ph": "M", "name": kind, "pid": pid, **({"tid": tid} if tid else {}), "args": {"name": name}}
+              for kind, pid, tid, name in names]
+    events += [{"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur, "args": {"hlo_op": op}}
+               for pid, tid, name, op, ts, dur in KERNELS]
+    return {"traceEvents": events}
+
+
+def test_each_gpus_collectives_and_the_part_with_nothing_beside_them_by_hand(tmp_path):
+    folder = tmp_path / "plugins" / "profile" / "2026_11_26"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "host.perfetto_trace.json.gz", "wt") as f:
+        json.dump(perfetto(), f)
+    found, note = trace_kernels.read(tmp_path, STEPS)
+    assert note is None
+    gpu0, gpu1 = found
+    # GPU 0, two steps: kernels over [0, 15], [20, 24], [30, 36] ms: 25 ms busy, 12.5 a step; NCCL over
+    # [5, 15] and [20, 24]: 14 ms, 7.0 a step; of it beside no computation [10, 12], [14, 15] and [20, 24]:
+    # 7 ms, 3.5 a step; the span 36 ms, 18.0 a step; 5 kernels (the host's and the XLA Ops row are not)
+    assert gpu0 == {"device": "/device:GPU:0", "kernels_per_step": 2.5, "busy_ms": 12.5, "collectives_ms": 7.0,
+                    "collectives_alone_ms": 3.5, "span_ms": 18.0}
+    # GPU 1: XLA's own all-reduce kernel, known by its HLO op, half of it beside a fusion
+    assert gpu1 == {"device": "/device:GPU:1", "kernels_per_step": 1.0, "busy_ms": 1.0, "collectives_ms": 1.0,
+                    "collectives_alone_ms": 0.5, "span_ms": 1.0}
+    assert trace_kernels.read(tmp_path / "none", STEPS) == (
+        [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)")
+
+
+def test_uncovered_parts_by_hand():
+    assert trace_kernels.merged([(5, 7), (0, 2), (1, 3)]) == [(0, 3), (5, 7)]
+    # [0, 10] less [2, 3] and [5, 12]: 2 + 2 = 4; [20, 30] less nothing: 10
+    assert trace_kernels.uncovered([(0, 10), (20, 30)], [(2, 3), (5, 12)]) == 4 + 10
+    assert trace_kernels.uncovered([(0, 10)], [(-5, 20)]) == 0
+
+
+def test_waited_collectives_are_a_cause_and_each_gpu_is_printed():
+    events = fit_events(wait_s=0.0, input_type="numpy", batch=128)
+    events[1].update(replicas=2, devices=2, strategy="DataParallel")
+    gpus = [{"device": "/device:GPU:0", "kernels_per_step": 2.5, "busy_ms": 12.5, "collectives_ms": 7.0,
+             "collectives_alone_ms": 3.5, "span_ms": 18.0},
+            {"device": "/device:GPU:1", "kernels_per_step": 1.0, "busy_ms": 1.0, "collectives_ms": 1.0,
+             "collectives_alone_ms": 0.5, "span_ms": 1.0}]
+    trace = {"event": "watch_trace", "pid": 100, "dir": "/tmp/t", "first_step": 5, "last_step": 6, "ok": True,
+             "message": None, "devices": gpus}
+    r = make_watch_record(events=[*events, trace])
+    waited = next(c for c in r.verdict if c.code == "collectives_waited")
+    # GPU 1's 0.5 of 1.0 ms (50%) is the larger share than GPU 0's 3.5 of 18 (19%)
+    assert waited.saving_share == pytest.approx(0.5)
+    assert waited.message == "the step waits for its all-reduce: 0.5 ms of 1.0 with nothing else running on GPU 1"
+    assert "GPU 0 collectives 7.0 ms a step, 3.5 ms alone" in waited.evidence and "larger than 64" in waited.fix
+    out = io.StringIO()
+    print_watch(Console(file=out, width=80), r)
+    text = " ".join(out.getvalue().split())
+    assert ("GPU 0: kernels 12.5 ms a step of a 18.0 ms span; collectives 7.0 ms, 3.5 ms of them with nothing "
+            "else running") in text
+    # under a tenth of the step, or one replica: not a cause
+    for share_gpu1, replicas in ((0.09, 2), (0.5, 1)):
+        quiet = [gpus[0] | {"collectives_alone_ms": 1.0}, gpus[1] | {"collectives_alone_ms": share_gpu1}]
+        events[1].update(replicas=replicas)
+        r = make_watch_record(events=[*events, trace | {"devices": quiet}])
+        assert "collectives_waited" not in [c.code for c in r.verdict]
