@@ -96,6 +96,19 @@ def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_li
     assert script._data_parallel(everywhere) == "the step runs on all 2 devices already (DataParallel)"
 
 
+def test_idle_devices_ranked_first_put_data_parallel_first_in_the_plan():
+    """A --budget may end a round early: the change for the largest saving goes first."""
+    idle = make_watch_record(events=spread(replicas=1, devices_seen=4, wait_s=0.0, input_type="numpy", batch=128,
+                                           jit_compile=False))
+    assert idle.verdict[0].code == "devices_unused"
+    names = [c.name for c in script.plan(idle).changes]
+    assert names[:2] == ["data_parallel", "data_parallel_batch"] and "jit_compile" in names[2:]
+    fed = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.6, input_type="generator",
+                                          jit_compile=False))
+    assert fed.verdict[0].code == "input_bound"  # the input caps the step: its fixes stay first
+    assert script.plan(fed).changes[-1].knob == "data_parallel"
+
+
 def test_a_data_parallel_row_says_its_scaling_efficiency():
     """2 devices against the one-device runs beside it: 1.8x is 90% efficiency."""
     base = [make_watch_record(f"b{i}", events=spread(replicas=1, devices_seen=2, wait_s=0.0, steps=50))

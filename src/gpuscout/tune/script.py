@@ -108,6 +108,8 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
     if (baseline.input_wait_share or 0) >= INPUT_HIGHLY:  # the input caps the step: its fixes first, the
         # one that removes the work (cache) before the ones that spread it, as a budget may end a round
         out.changes.sort(key=lambda c: INPUT_FIRST.index(c.knob) if c.knob in INPUT_FIRST else len(INPUT_FIRST))
+    if baseline.verdict and baseline.verdict[0].code == "devices_unused":  # the idle devices the largest saving:
+        out.changes.sort(key=lambda c: c.knob != "data_parallel")  # spread first, before a --budget ends the round
     return out
 
 
