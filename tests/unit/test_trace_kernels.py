@@ -55,6 +55,13 @@ def test_each_gpus_collectives_and_the_part_with_nothing_beside_them_by_hand(tmp
                     "collectives_alone_ms": 0.5, "span_ms": 1.0}
     assert trace_kernels.read(tmp_path / "none", STEPS) == (
         [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)")
+    # a truncated file, or JSON that is not a trace: said, never raised (the record is stored after it)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "t.trace.json").write_text('{"traceEvents": [{"ph": "X", "dur": 3}]}')
+    assert trace_kernels.read(broken, STEPS) == ([], "the trace's kernels were not read (KeyError: 'pid')")
+    (broken / "t.trace.json").write_text('{"traceEvents": [')
+    assert trace_kernels.read(broken, STEPS)[1].startswith("the trace's kernels were not read (JSONDecodeError")
 
 
 def test_uncovered_parts_by_hand():

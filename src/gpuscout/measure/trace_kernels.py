@@ -24,11 +24,18 @@ COLLECTIVE = re.compile(r"nccl|all_?reduce|all-reduce|all_?gather|reduce_?scatte
 MAX_TRACE_BYTES = 512 << 20
 
 
+class TooLarge(Exception):
+    pass
+
+
 def load_trace(directory: Path) -> dict | None:
     """The perfetto/Chrome JSON trace under `directory` (jax writes perfetto_trace.json.gz)."""
     found = sorted(directory.rglob("*.json.gz")) or sorted(directory.rglob("*.trace.json"))
-    if not found or found[0].stat().st_size > MAX_TRACE_BYTES:
+    if not found:
         return None
+    if found[0].stat().st_size > MAX_TRACE_BYTES:
+        raise TooLarge(f"{found[0].stat().st_size / 2**20:.0f} MiB, over {MAX_TRACE_BYTES >> 20} MiB: fewer "
+                       "--trace-steps")
     opener = gzip.open if found[0].suffix == ".gz" else open
     with opener(found[0], "rt") as f:
         return json.load(f)
@@ -113,11 +120,14 @@ def per_device(kernels: list[dict], steps: int) -> list[dict]:
 
 
 def read(directory: Path, steps: int) -> tuple[list[dict], str | None]:
-    """(per_device of the trace under `directory`, a note where it could not be read)."""
+    """(per_device of the trace under `directory`, a note where it could not be read). Never
+    raises: the watched run's record is stored whatever the trace holds."""
     try:
         trace = load_trace(directory)
-    except (OSError, ValueError, EOFError) as exc:
+        if trace is None:
+            return [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)"
+        return per_device(device_kernels(trace), max(1, steps)), None
+    except TooLarge as exc:
+        return [], f"the trace's kernels were not read: {exc}"
+    except Exception as exc:  # a truncated file, another tool's JSON: said, the record kept
         return [], f"the trace's kernels were not read ({type(exc).__name__}: {exc})"[:300]
-    if trace is None:
-        return [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)"
-    return per_device(device_kernels(trace), max(1, steps)), None
