@@ -39,14 +39,14 @@ from collections import defaultdict
 from built_step import add_step_arguments
 
 from gpuscout.child.collectives import TRITON_COLLECTIVE
-from gpuscout.measure.trace_kernels import device_kernels, load_trace  # noqa: F401 (step_buckets imports them here)
+from gpuscout.measure.trace_kernels import COLLECTIVE, device_kernels, load_trace  # noqa: F401 (step_buckets imports the last two here)
 
 # Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
 # "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
 # implicit-GEMM convolutions), reductions before copies (inductor's layer norm kernels are named
 # "..._to_copy_..._native_layer_norm_..."); "convert" is not a convolution; NCCL's kernels first.
 KINDS = (
-    ("communication", re.compile(r"nccl|all_?reduce|all-reduce|all_?gather|reduce_?scatter|collective", re.I)),
+    ("communication", COLLECTIVE),  # the pattern watch reads a user's trace with
     ("attention", re.compile(r"sdpa|fmha|flash|attention|attn|cudnn::fusion", re.I)),
     ("convolution", re.compile(r"fprop|dgrad|wgrad|convolution|implicit_gemm|conv2d|\bconv\b", re.I)),
     ("matmul", re.compile(r"gemm|nvjet|cublas|xmma|cutlass|matmul|\bdot", re.I)),
