@@ -45,7 +45,8 @@ def make_record(run_id: str = "run00001", workload: str = "mlp", median: float =
 def fit_events(*, windows: int = 3, steps: int = 50, batch: int = 64, window_s: float = 1.0,
                wait_s: float = 0.3, outside_s: float = 0.05, policy: str = "float32", backend: str = "jax",
                input_type: str = "generator", forward_flops: float | None = 1e9, jit_compile: bool = True,
-               peak_memory_bytes: int | None = None, start: float = 1000.0, pid: int = 100) -> list[dict]:
+               peak_memory_bytes: int | None = None, start: float = 1000.0, pid: int = 100,
+               batch_bytes: int | None = None) -> list[dict]:
     """The events the instrumentation sends for one fit: `windows` windows of `window_s` seconds,
     each of `steps` steps of `batch` samples, `wait_s` of it blocked on the next batch."""
     events = [{"event": "watch_hooked", "pid": pid},
@@ -53,7 +54,7 @@ def fit_events(*, windows: int = 3, steps: int = 50, batch: int = 64, window_s: 
                "model": "m", "params": 1000, "input_type": input_type, "precision_policy": policy,
                "compute_dtype": "float32", "jit_compile": jit_compile, "steps_per_execution": 1, "strategy": None,
                "replicas": 1, "forward_flops": forward_flops, "flops_coverage": 1.0, "batch_size": batch,
-               "compile_s": 2.0, "started_monotonic_s": start - 2.0, "epochs": 1, "steps_per_epoch": None}]
+               "batch_bytes": batch_bytes, "compile_s": 2.0, "started_monotonic_s": start - 2.0, "epochs": 1, "steps_per_epoch": None}]
     for i in range(windows):
         events.append({"event": "watch_window", "pid": pid, "fit": 1, "index": i,
                        "start_monotonic_s": start + i * window_s, "end_monotonic_s": start + (i + 1) * window_s,

@@ -371,6 +371,23 @@ def test_ready_batches_on_short_steps_are_a_handover_cost_not_a_slow_pipeline():
     assert handover.saving_share == pytest.approx(0.03)  # the GPU was busy 97%: the handover overlapped
 
 
+def test_a_slow_handover_of_in_memory_slices_is_told_from_a_slow_gather():
+    # 50 steps a second, 0.06 s of each second fetching: 1.2 ms a batch, past HANDOVER_S (a CPU
+    # shared with other work stretches the handover so). 64 rows of 32 float32 and an int32 label
+    # are 8,448 bytes: 7.0 MB/s, no gather is that slow; 38.5 MB of images in 1.2 ms is 32 GB/s of
+    # real copying; a tf.data pipeline's 1.2 ms is its own work, whatever its bytes.
+    def verdict(input_type, batch_bytes):
+        r = make_watch_record(events=fit_events(steps=50, wait_s=0.06, input_type=input_type, backend="tensorflow",
+                                                batch_bytes=batch_bytes), gpus=[H100], samples=[busy(90)])
+        assert r.main.batch_bytes == batch_bytes
+        return {c.code: c for c in r.verdict}
+
+    small = verdict("numpy", 64 * (32 * 4 + 4))
+    assert "input_bound" not in small and "1.20 ms per batch" in small["input_handover"].evidence
+    assert "input_bound" in verdict("numpy", 64 * 224 * 224 * 3 * 4) and "input_bound" in verdict("tf.data", 8448)
+    assert "input_bound" in verdict("numpy", None)  # a record without the bytes: as before
+
+
 def test_a_fit_too_short_for_nvml_samples_inside_its_windows_is_summarised_whole():
     # ten windows of 10 ms, 50 ms apart: a 10 Hz sampler lands in few or none of them
     events = fit_events(windows=1, window_s=0.01)

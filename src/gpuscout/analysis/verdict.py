@@ -4,8 +4,8 @@ its training, each cause with the evidence measured and the change to make.
 Causes are ranked by the share of the training time each could save. Thresholds: input-bound
 from 5% of the time blocked on the next batch (the TensorFlow profiler's input-pipeline
 analyser: < 5% not, 5-20% moderately, > 20% highly input-bound), unless each batch arrives
-within HANDOVER_S (then it was ready: the steps are too short for the handover, and the pipeline
-is not the problem); what waiting costs is bounded by the GPU's idle share, as the device
+within HANDOVER_S, or a slice of in-memory arrays arrives slower than a gather of its bytes (then
+it was ready: the steps are too short for the handover, and the pipeline is not the problem); what waiting costs is bounded by the GPU's idle share, as the device
 computes the previous step meanwhile. A GPU counts as starved below 70% mean utilisation (NVML's
 utilisation is the share of time a kernel ran, so a GPU-bound run sits near 100%); memory counts
 as unused below half of the GPU's.
@@ -30,6 +30,13 @@ STARVED_UTIL_PCT = untimed.STARVED_UTIL_PCT
 # (a prefetched tf.data get_next from Python takes 0.1-0.3 ms on the CI's CPU, measured with
 # tests/fixtures/watch/train.py; a Python generator's per-batch work is milliseconds).
 HANDOVER_S = 0.001
+# In-memory arrays that Keras slices itself are gathered a batch at a time: a copy of the batch's
+# bytes (a 64-row numpy gather of 3 MB batches ran at 6.9 GB/s on one core of the CI's CPU,
+# 2026-11-27). A batch whose bytes arrived slower than this floor was not waiting on the gather but
+# on the per-batch handover, which a CPU shared with other work stretches past HANDOVER_S (a cached
+# 8 KB batch's 0.35 ms became 1.1-1.3 ms beside two busy processes on the CI's two cores).
+GATHER_FLOOR_BYTES_PER_S = 1e9
+IN_MEMORY = ("numpy", "jax array")
 OUTSIDE_STEP_SHARE = 0.10  # the loop's own work between steps worth naming
 UNUSED_MEMORY_SHARE = 0.5
 # fp16 tensor cores from Volta (7.0), bf16 from Ampere: CUDA C++ Programming Guide.
@@ -99,7 +106,7 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     # The device computes the previous step while the loop waits: it can save no more than the
     # time the GPU sat idle (the whole wait where there is no GPU telemetry)
     saving = share if r.gpu_idle_share is None else min(share, r.gpu_idle_share)
-    if fetch_s < HANDOVER_S:
+    if _handed_over(main, fetch_s):
         return _handover(r, main, saving, fetch_s, compute_s)
     keep = repeats.keepable(main, r.env.host_memory_bytes)
     if isinstance(keep, repeats.Keepable):  # the work can be done once: before more producers for it
@@ -115,6 +122,15 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
                           + (f"; about {cores} producers in parallel would keep up" if cores else "")
                           + (f" (this host has {r.env.cpu_count} cores)" if cores and r.env.cpu_count else ""),
                  fix=fix, code_snippet=snippet)
+
+
+def _handed_over(main: WatchedFit, fetch_s: float) -> bool:
+    """Whether the batches were ready and the wait was their handover: they arrived within
+    HANDOVER_S, or they are slices of in-memory arrays whose bytes came slower than a gather."""
+    if fetch_s < HANDOVER_S:
+        return True
+    return main.input_type in IN_MEMORY and main.batch_bytes is not None and \
+        main.batch_bytes / fetch_s < GATHER_FLOOR_BYTES_PER_S
 
 
 def _handover(r: WatchRecord, main: WatchedFit, saving: float, fetch_s: float, compute_s: float) -> Cause:

@@ -125,7 +125,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
             fit_of(e).update(began=e["began_monotonic_s"], batch_size=e.get("batch_size"),
                              epochs_planned=e.get("epochs"))
         elif kind == "watch_fit":
-            fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size",
+            fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size", "batch_bytes",
                                                     "input_type", "precision_policy", "compute_dtype", "jit_compile",
                                                     "steps_per_execution", "strategy", "compile_s", "flops_coverage",
                                                     "steps_per_epoch", "input_in_graph", "input_workers",

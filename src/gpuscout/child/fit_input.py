@@ -29,6 +29,30 @@ def leading_samples(batch) -> int | None:
     return None
 
 
+def batch_bytes(batch) -> int | None:
+    """The bytes of a batch's arrays together (None where one has no size in bytes)."""
+    total, stack = 0, [batch]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif type(item).__name__ == "PerReplica" and hasattr(item, "values"):
+            stack.extend(item.values)
+        elif item is not None:
+            size = getattr(item, "nbytes", None)
+            if size is None and hasattr(item, "dtype") and hasattr(item, "shape"):  # a tf.Tensor
+                try:
+                    size = int(item.shape.num_elements()) * item.dtype.size
+                except (AttributeError, TypeError):
+                    return None
+            if size is None:
+                return None
+            total += int(size)
+    return total
+
+
 def input_site(x) -> dict | None:
     """Where the input is written: a PyDataset's `__init__` (its workers), a generator's function."""
     code = getattr(x, "gi_code", None) or getattr(getattr(type(x), "__init__", None), "__code__", None)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child.fit_input import (batches_per_epoch, input_site, input_type, input_workers, leading_samples,
-                                       static_batch_size)
+from gpuscout.child.fit_input import (batch_bytes, batches_per_epoch, input_site, input_type, input_workers,
+                                       leading_samples, static_batch_size)
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, peak_memory_bytes
 from gpuscout.core import decisions
@@ -51,7 +51,7 @@ class TimedIterator:
         samples = leading_samples(batch)
         self.fit.samples += samples or 0
         if self.fit.batch_size is None:
-            self.fit.batch_size = samples
+            self.fit.batch_size, self.fit.batch_bytes = samples, batch_bytes(batch)
         return batch
 
 
@@ -88,7 +88,7 @@ class FitWatch:
         for callback in callbacks:
             self.time_hooks(callback)
         self.original_train_function = None
-        self.batch_size = None
+        self.batch_size = self.batch_bytes = None
         self.batches = self.samples = 0
         self.input_wait_s = 0.0
         self.outside_s = 0.0
@@ -267,7 +267,7 @@ class FitWatch:
 
     def announce(self, compile_s: float) -> None:
         emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), batch_size=self.batch_size,
-             compile_s=compile_s, started_monotonic_s=STATE.first_step, epochs=self.params.get("epochs"),
+             batch_bytes=self.batch_bytes, compile_s=compile_s, started_monotonic_s=STATE.first_step, epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
              steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
              sites={"fit": self.site, "compile": getattr(self.model, "_gpuscout_compiled_at", None),

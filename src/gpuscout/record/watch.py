@@ -84,6 +84,7 @@ class WatchedFit(Part):
     forward_flops_per_sample: float | None = None  # counted on the built model (child/flops.py)
     flops_coverage: float | None = None
     batch_size: int | None = None
+    batch_bytes: int | None = None  # the bytes of one batch's arrays (inputs and targets), from the first one read
     input_type: str | None = None  # numpy, tf.data, PyDataset, generator, jax array, ...
     input_in_graph: bool = False  # read inside a compiled loop of several steps: its wait is not seen
     input_workers: int | None = None  # a PyDataset's workers
