@@ -39,7 +39,8 @@ from collections import defaultdict
 from built_step import add_step_arguments
 
 from gpuscout.child.collectives import TRITON_COLLECTIVE
-from gpuscout.measure.trace_kernels import COLLECTIVE, device_kernels, load_trace  # noqa: F401 (step_buckets imports the last two here)
+from gpuscout.measure.trace_kernels import (COLLECTIVE, device_kernels, load_trace,  # noqa: F401 (step_buckets imports
+                                            per_device)  # the 2nd and 3rd here)
 
 # Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
 # "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
@@ -157,6 +158,10 @@ def jax_side(args) -> dict:
         result["profile"] = summarise([k for k in kernels if k["device"] == first], args.trace_steps)
         if args.devices > 1:
             result["profile_by_device"] = by_device(kernels, args.trace_steps)
+            # what watch reads of a spread step: each GPU's collectives, and the part of them exposed
+            result["collectives_by_device"] = per_device(
+                [{**k, "op": f"collective {k['op']}"} if k.get("kind") == "communication" else k for k in kernels],
+                args.trace_steps)
         for bulky in (args.out / "trace").rglob("*.xplane.pb"):  # the perfetto JSON holds what is read
             bulky.unlink()
     return result
