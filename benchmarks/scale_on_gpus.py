@@ -61,6 +61,11 @@ COMMAND_BUFFER_COLLECTIVES = ("--xla_gpu_enable_command_buffer="
 # (docs/benchmarks.md, "What two GPUs add"). NCCL_MAX_NCHANNELS: docs.nvidia.com/deeplearning/nccl,
 # "Environment Variables".
 FEW_CHANNELS = {"NCCL_MAX_NCHANNELS": "8"}
+# NCCL's protocol forced (its tuner's choice otherwise): GPT-2's 4-GPU trace shows its all-reduce
+# kernel as ncclDevKernel_AllReduce_Sum_f32_RING_LL, the low-latency protocol that stores a flag with
+# every 8 bytes; Simple and LL128 move more bytes per SM cycle (NCCL_PROTO: "Environment Variables").
+SIMPLE_PROTOCOL = {"NCCL_PROTO": "Simple"}
+LL128_PROTOCOL = {"NCCL_PROTO": "LL128"}
 # (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer, XLA_FLAGS
 # or an environment). A part with settings measures them against its part without; the DDP peer runs
 # with the latter only.
@@ -84,6 +89,8 @@ PARTS = {
     "resnet50_bf16_overlap_2": ("resnet50", "mixed_bfloat16", "per-replica", 130, OVERLAP_2),
     "gpt2_small_overlap_2": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, OVERLAP_2),
     "gpt2_small_few_channels": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, FEW_CHANNELS),
+    "gpt2_small_simple": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, SIMPLE_PROTOCOL),
+    "gpt2_small_ll128": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, LL128_PROTOCOL),
     "resnet50_bf16_early": ("resnet50", "mixed_bfloat16", "per-replica", 130, EARLY_START),
     "resnet50_bf16_user_buffers": ("resnet50", "mixed_bfloat16", "per-replica", 130, USER_BUFFERS),
     "gpt2_small_early": ("gpt2_small", "mixed_bfloat16", "per-replica", 150, EARLY_START),
