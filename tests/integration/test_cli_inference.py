@@ -1,6 +1,6 @@
 """`gpuscout bench --mode inference` end to end on the CPU: every format CI has (Keras,
-SavedModel, LiteRT fp32/fp16/int8, ONNX) on a small model trained on real data (scikit-learn's
-digits), the accuracy of each next to fp32 Keras, a load test with 4 clients, and bad input."""
+SavedModel, LiteRT fp32/fp16/int8, ONNX) on a small model trained on real data (the handwritten
+digits gpuscout ships), the accuracy of each next to fp32 Keras, a load test with 4 clients, and bad input."""
 
 import json
 

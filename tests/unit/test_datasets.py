@@ -65,9 +65,15 @@ def test_images_are_fitted_to_the_input_by_nearest_neighbour():
 
 
 def test_digits_split_is_fixed_and_stratified():
+    # the shipped digits are scikit-learn's: 1,797 images of 0..16, its per-class counts
+    images, labels = datasets.digits()
+    assert images.shape == (1797, 8, 8) and images.dtype == np.uint8 and images.max() == 16
+    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
     a, b = datasets.load("digits"), datasets.load("digits")
-    assert len(a.x_train) + len(a.x_val) == 1797 and (a.y_val == b.y_val).all()
-    assert set(np.bincount(a.y_val)) <= {35, 36, 37}
+    assert len(a.x_train) + len(a.x_val) == 1797 and (a.y_val == b.y_val).all() and (a.x_val == b.x_val).all()
+    # a fifth of each class, rounded: 178 -> 36 (35.6), 174 -> 35 (34.8), 183 -> 37 (36.6)
+    assert np.bincount(a.y_val).tolist() == [36, 36, 35, 37, 36, 36, 36, 36, 35, 36]
+    assert a.x_train.max() == 255  # 16 grey levels scaled to 0..255
 
 
 def test_standardise_uses_the_training_statistics():

@@ -114,7 +114,7 @@ class Accuracy:
         "--to-accuracy", help="Train on --dataset until this validation accuracy (e.g. 0.94) and record the time.")] = None
     dataset: Annotated[Optional[str], typer.Option(
         help="Real data for --to-accuracy (and inference accuracy): cifar10 | mnist (Keras' cache) | "
-             "digits (scikit-learn) | FILE.npz | DIR.")] = None
+             "digits (shipped: 1,797 8x8 images) | FILE.npz | DIR.")] = None
     max_epochs: Annotated[int, typer.Option(
         help="--to-accuracy: give up after this many epochs (status not_reached).")] = 30
 
