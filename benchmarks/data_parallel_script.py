@@ -11,7 +11,7 @@
    watch reads of a spread step: replicas, per-device batch, each GPU's busy share).
 
     PYTHONPATH=src python benchmarks/data_parallel_script.py --out OUT [--rounds 3] [--steps 200] [--shape heavy]
-        [--gpus 2,4] [--parts hand,tune,watch]
+        [--gpus 2,4] [--parts hand,tune,watch] [--fake-nvml]
 
 Writes every report and log to OUT and OUT/summary.json; prints the summary and a short table last.
 """
@@ -37,13 +37,28 @@ def visible(count: int | None) -> dict:
     return ENV if count is None else {**ENV, "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(count)))}
 
 
-def by_hand(mode: str, shape: str, out: Path, name: str, count: int | None = None, watched: str | None = None) -> dict:
+# A GPU for gpuscout's fake NVML (telemetry/fake.py): watch's sampler then makes no driver calls,
+# which tells the child's instrumentation's cost from that of NVML's queries beside the training
+FAKE_GPU = {"driver_version": "580.0", "cuda_driver_version": 13000, "gpus": [
+    {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-fake", "memory_total_bytes": 85899345920,
+     "compute_capability": [9, 0], "power_limit_w": 700, "sm_clock_max_mhz": 1980, "sm_clock_mhz": 1980,
+     "utilization_pct": 90, "power_w": 500, "temperature_c": 60, "memory_used_bytes": 2 << 30,
+     "clock_event_reasons": 0, "processes": []}]}
+
+
+def by_hand(mode: str, shape: str, out: Path, name: str, count: int | None = None, watched: str | None = None,
+            fake_nvml: bool = False) -> dict:
     """One run of the script, its own windows; `watched`: under `gpuscout watch --store watched`,
-    which passes the script's stdout to stderr (its stdout is the JSON record)."""
+    which passes the script's stdout to stderr (its stdout is the JSON record); `fake_nvml`: with
+    the watch's NVML a fake one (FAKE_GPU)."""
     argv = [sys.executable, str(SCRIPT), mode, shape]
+    env = visible(count)
     if watched:
         argv = [sys.executable, "-m", "gpuscout", "watch", "--json", "--store", watched, "--", *argv]
-    done = subprocess.run(argv, capture_output=True, text=True, env=visible(count), timeout=300)
+    if fake_nvml:
+        (out / "fake_nvml.json").write_text(json.dumps(FAKE_GPU))
+        env = {**env, "GPUSCOUT_FAKE_NVML": str(out / "fake_nvml.json")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     (out / f"{name}.log").write_text(done.stdout[-20_000:] + done.stderr[-50_000:])
     said = done.stderr if watched else done.stdout
     line = next((l for l in reversed(said.splitlines()) if l.startswith('{"mode"')), None)
@@ -71,7 +86,10 @@ def main() -> None:
     parser.add_argument("--steps", default="200")
     parser.add_argument("--parts", default="hand,tune,watch")
     parser.add_argument("--shape", default="light", choices=("light", "heavy", "tiny"))
-    parser.add_argument("--gpus", default="", help="counts of GPUs to spread over (default: all of them)")
+    parser.add_argument("--fake-nvml", action="store_true",
+                        help="also `one` watched with a fake NVML: the instrumentation's cost without NVML's")
+    parser.add_argument("--gpus", default="", help="counts of GPUs to spread over (default: all of them; "
+                        "1: none, only the script by hand and watched)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = str(args.out / "results.sqlite")
@@ -83,13 +101,14 @@ def main() -> None:
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
 
     if "hand" in parts:
-        modes = [("one", None, None), ("one_watched", None, store)] + [
-            (f"{m}@{n or 'all'}", n, None) for n in counts for m in ("spread", "spread_batch")]
+        modes = [("one", None, None), ("one_watched", None, store)] + \
+            [("one_watched_fake_nvml", None, store)] * args.fake_nvml + [
+            (f"{m}@{n or 'all'}", n, None) for n in counts if n != 1 for m in ("spread", "spread_batch")]
         windows: dict[str, list] = {name: [] for name, _, _ in modes}
         for r in range(args.rounds):
             for name, count, watched in modes:
-                result = by_hand(name.split("@")[0].replace("_watched", ""), args.shape, args.out,
-                                 f"hand-{name}-{r}", count, watched)
+                result = by_hand(name.split("@")[0].split("_watched")[0], args.shape, args.out,
+                                 f"hand-{name}-{r}", count, watched, fake_nvml=name.endswith("_fake_nvml"))
                 windows[name] += result["window_samples_per_s"]
                 summary.setdefault("devices", {})[name] = result["devices"]
                 print(f"hand {name} {r}: {statistics.median(result['window_samples_per_s']):,.0f} samples/s",
