@@ -70,7 +70,7 @@ def main() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline_tree)],
                        capture_output=True)
     base = f"baseline {args.baseline}"
-    print(f"\n| | `gpuscout --help` median | bench outside the child, median (min-max) | the child, median |\n"
+    print("\n| | `gpuscout --help` median | bench outside the child, median (min-max) | the child, median |\n"
           "|---|---|---|---|")
     for name in trees:
         o = outside_s[name]

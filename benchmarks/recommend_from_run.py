@@ -157,7 +157,7 @@ def sweepcheck(args: argparse.Namespace) -> None:
         record = store.list(kind="watch")[0]
         sweeps = {name: store.trials(name) for name in store.sweeps()}
     summaries = {p.stem: json.loads(p.read_text()) for p in sorted(args.out.glob("*-x*.json"))}
-    print(f"| sweep | trials | trials/GPU | measured wall | predicted from the watched run | error |")
+    print("| sweep | trials | trials/GPU | measured wall | predicted from the watched run | error |")
     print("|---|---|---|---|---|---|")
     for name, summary in summaries.items():
         per_gpu, trials = int(name.rsplit("-x", 1)[1]), summary["trials"]

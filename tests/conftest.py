@@ -28,7 +28,8 @@ def _nvml_gpu_count() -> int:
 # children; measured with `pytest -n 2 --durations=0` on 2026-11-26): run first, so that the two
 # workers end together instead of one idling while the other runs a two-minute test it took last.
 LONGEST_FIRST = ("test_cli_tune_script.py", "test_cli_sweep_search.py", "test_notebook.py", "test_cli_tune.py",
-                 "test_cli_inference.py", "test_cli_user_model.py", "test_cli_devices.py", "test_cli_scale.py",
+                 "test_cli_inference.py", "test_cli_user_model.py", "test_cli_devices.py", "test_benchmark_scripts.py",
+                 "test_cli_scale.py",
                  "test_cli_bench_cpu.py", "test_cli_sweep.py", "test_cli_watch_edges.py", "test_cli_watch.py")
 
 
