@@ -5,10 +5,11 @@ Causes are ranked by the share of the training time each could save. Thresholds:
 from 5% of the time blocked on the next batch (the TensorFlow profiler's input-pipeline
 analyser: < 5% not, 5-20% moderately, > 20% highly input-bound), unless each batch arrives
 within HANDOVER_S, or a slice of in-memory arrays arrives slower than a gather of its bytes (then
-it was ready: the steps are too short for the handover, and the pipeline is not the problem); what waiting costs is bounded by the GPU's idle share, as the device
-computes the previous step meanwhile. A GPU counts as starved below 70% mean utilisation (NVML's
-utilisation is the share of time a kernel ran, so a GPU-bound run sits near 100%); memory counts
-as unused below half of the GPU's.
+it was ready: the steps are too short for the handover, and the pipeline is not the problem);
+what waiting costs is bounded by the GPU's idle share, as the device computes the previous step
+meanwhile. A GPU counts as starved below 70% mean utilisation (NVML's utilisation is the share of
+time a kernel ran, so a GPU-bound run sits near 100%); memory counts as unused below half of the
+GPU's.
 """
 
 from __future__ import annotations

@@ -125,11 +125,11 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
             fit_of(e).update(began=e["began_monotonic_s"], batch_size=e.get("batch_size"),
                              epochs_planned=e.get("epochs"))
         elif kind == "watch_fit":
-            fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size", "batch_bytes",
-                                                    "input_type", "precision_policy", "compute_dtype", "jit_compile",
-                                                    "steps_per_execution", "strategy", "compile_s", "flops_coverage",
-                                                    "steps_per_epoch", "input_in_graph", "input_workers",
-                                                    "input_multiprocessing", "sync_callbacks")})
+            fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size",
+                                                    "batch_bytes", "input_type", "precision_policy", "compute_dtype",
+                                                    "jit_compile", "steps_per_execution", "strategy", "compile_s",
+                                                    "flops_coverage", "steps_per_epoch", "input_in_graph",
+                                                    "input_workers", "input_multiprocessing", "sync_callbacks")})
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
                              devices=e.get("devices"),

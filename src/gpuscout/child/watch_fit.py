@@ -267,7 +267,8 @@ class FitWatch:
 
     def announce(self, compile_s: float) -> None:
         emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), batch_size=self.batch_size,
-             batch_bytes=self.batch_bytes, compile_s=compile_s, started_monotonic_s=STATE.first_step, epochs=self.params.get("epochs"),
+             batch_bytes=self.batch_bytes, compile_s=compile_s, started_monotonic_s=STATE.first_step,
+             epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
              steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
              sites={"fit": self.site, "compile": getattr(self.model, "_gpuscout_compiled_at", None),
