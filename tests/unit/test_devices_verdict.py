@@ -74,6 +74,35 @@ def test_the_gpu_the_others_wait_for_is_named():
     assert "devices: the step ran on 2 of 2 (DataParallel); batch 64 global, 32 per device" in _figures(r)
 
 
+def test_the_trace_names_the_straggler_that_nvml_sees_as_busy_as_the_rest():
+    # NVML counts the GPUs waiting in NCCL's kernel as busy. From the trace, computing
+    # a step (busy less collectives alone): GPU 0 20.0 - 0.5 = 19.5 ms, GPUs 1-3 20.0 - 2.0 = 18.0,
+    # 20.1 - 2.1 = 18.0, 19.9 - 1.8 = 18.1; median of the others 18.0; GPU 0 1.5 ms longer (8.3%),
+    # which the others wait: a 1.5 ms saving of GPU 0's 22.0 ms span, 6.8%.
+    events = spread(replicas=4, devices_seen=4, strategy="DataParallel", wait_s=0.0, input_type="numpy")
+    gpus = [("0", 20.0, 0.5), ("1", 20.0, 2.0), ("2", 20.1, 2.1), ("3", 19.9, 1.8)]
+    traced = [{"device": f"/device:GPU:{i}", "kernels_per_step": 300.0, "busy_ms": b, "collectives_ms": 4.0,
+               "collectives_alone_ms": alone, "span_ms": 22.0} for i, b, alone in gpus]
+    trace = {"event": "watch_trace", "pid": 100, "dir": "/tmp/t", "first_step": 5, "last_step": 9, "ok": True,
+             "message": None, "devices": traced}
+    four = H100S + [GpuInfo(**{**H100S[0].model_dump(), "index": i, "uuid": f"GPU-{i}"}) for i in (2, 3)]
+    nvml = [busy(95), busy(75), busy(75), busy(75)]  # NVML's busy shares name a straggler too (20 points)
+    assert devices.uneven(make_watch_record(events=events, gpus=four, samples=nvml)) is not None
+    r = make_watch_record(events=[*events, trace], gpus=four, samples=nvml)
+    stragglers = [c for c in r.verdict if c.code == "straggler"]
+    assert len(stragglers) == 1  # the trace's finding, not NVML's besides
+    assert stragglers[0].message == ("GPU 0 is the straggler: it computes 1.5 ms a step longer than the others, which "
+                                     "wait for it in the all-reduce")
+    assert stragglers[0].saving_share == pytest.approx(1.5 / 22.0)
+    assert "GPU 0 19.5 ms, the others 18.0-18.1 ms; their collectives alone 1.8-2.1 ms against 0.5 ms" in \
+        stragglers[0].evidence and "nvidia-smi -q -d PERFORMANCE -i 0" in stragglers[0].fix
+    # within 5% of each other (19.5 against 18.8: 3.7%): none
+    near = [t | {"busy_ms": 20.8, "collectives_alone_ms": 2.0} for t in traced[1:]]
+    even = make_watch_record(events=[*events, trace | {"devices": [traced[0], *near]}], gpus=four,
+                             samples=[busy(95)] * 4)
+    assert "straggler" not in [c.code for c in even.verdict]
+
+
 def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_lines():
     r = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.0, input_type="numpy", batch=128))
     changes = script._data_parallel(r)

@@ -15,6 +15,10 @@ is split over N devices, but the input, the host and the batch stay those of one
   GEMM's tiles must outnumber the SMs); the GPU's busy share is the evidence that decides.
 - Uneven GPUs: synchronous data parallelism runs at the slowest replica's pace, so the others
   idle; one GPU busier than another by UNEVEN_BUSY_POINTS or more is named as the straggler.
+  With a trace, each GPU's computing time is read apart from its collectives (busy less the
+  collectives with nothing beside them): one computing SLOWER_COMPUTE_SHARE longer than the
+  others' median is the straggler, and the others' extra time alone in the all-reduce shows it.
+  NVML cannot tell this: a GPU waiting in NCCL's kernel counts as busy.
 - Collectives waited for (from `watch --trace-steps`, measure/trace_kernels.py): the time a step
   a GPU runs its all-reduce with no other kernel beside it, against the traced step's span, from
   WAITED_SHARE on. NVML counts those kernels as busy; the trace tells them apart.
@@ -22,10 +26,15 @@ is split over N devices, but the input, the host and the batch stay those of one
 
 from __future__ import annotations
 
+import statistics
+
 from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
 
 SMALL_DEVICE_BATCH = 64
 UNEVEN_BUSY_POINTS = 15.0  # percentage points of NVML utilisation between two GPUs of one step
+# 5% more computing a step than the others: the same line as a straggler's clocks (flags.py,
+# STRAGGLER_CLOCK_SHARE 0.95); the 4 GPUs of docs/benchmarks.md's traces computed within 0.7%
+SLOWER_COMPUTE_SHARE = 0.05
 # A tenth of the step in exposed collectives: the harness's own data-parallel steps leave 1-9% of the
 # step outside computation on two to four H200s (docs/benchmarks.md, "Four GPUs"); past a tenth the
 # exchange, not the model, sets the pace
@@ -115,9 +124,37 @@ def uneven(r: WatchRecord) -> Cause | None:
     return Cause(code="straggler", saving_share=gap / 100,
                  message=f"GPU {slowest} is the straggler: busy {busy[slowest]:.0f}% while the others waited for it",
                  evidence=f"NVML busy share: GPU {slowest} {busy[slowest]:.0f}%, {others}",
-                 fix="synchronous data parallelism runs at its slowest GPU's pace: check what else runs on "
-                     f"GPU {slowest} (`nvidia-smi`), its clocks and cooling (`nvidia-smi -q -d PERFORMANCE -i "
-                     f"{slowest}`), and that every device gets the same share of the batch")
+                 fix=straggler_fix(slowest))
+
+
+def traced_straggler(r: WatchRecord) -> Cause | None:
+    """The GPU the others wait for, from each GPU's kernels in the trace (None without one)."""
+    devices = [d for d in (r.trace.devices if r.trace else ()) if d.span_ms > 0]
+    if len(devices) < 2:
+        return None
+    computing = {d.device: d.busy_ms - d.collectives_alone_ms for d in devices}
+    slowest = max(devices, key=lambda d: computing[d.device])
+    others = sorted(computing[d.device] for d in devices if d is not slowest)
+    typical = statistics.median(others)
+    excess = computing[slowest.device] - typical
+    if typical <= 0 or excess < SLOWER_COMPUTE_SHARE * typical:
+        return None
+    name = device_name(slowest.device)
+    waits = [d.collectives_alone_ms for d in devices if d is not slowest]
+    return Cause(code="straggler", saving_share=min(1.0, excess / slowest.span_ms),
+                 message=f"{name} is the straggler: it computes {excess:.1f} ms a step longer than the others, "
+                         "which wait for it in the all-reduce",
+                 evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}, computing a step "
+                          f"(kernels less collectives alone): {name} {computing[slowest.device]:.1f} ms, the others "
+                          f"{others[0]:.1f}-{others[-1]:.1f} ms; their collectives alone {min(waits):.1f}-"
+                          f"{max(waits):.1f} ms against {slowest.collectives_alone_ms:.1f} ms on {name}",
+                 fix=straggler_fix(name.split()[-1]))
+
+
+def straggler_fix(index) -> str:
+    return ("synchronous data parallelism runs at its slowest GPU's pace: check what else runs on "
+            f"GPU {index} (`nvidia-smi`), its clocks and cooling (`nvidia-smi -q -d PERFORMANCE -i {index}`), and "
+            "that every device gets the same share of the batch")
 
 
 def device_name(trace_name: str) -> str:

@@ -353,7 +353,9 @@ def _gpu_health(r: WatchRecord, other_pids: list[int]) -> list[Cause]:
         if flag:
             out.append(Cause(code="throttled", saving_share=None, message=flag.message, evidence="NVML clocks",
                              fix=flag.hint))
-    if r.telemetry_per_gpu:
+    if (traced := devices.traced_straggler(r)) is not None:  # the trace tells computing from waiting
+        out.append(traced)
+    elif r.telemetry_per_gpu:
         flag = flagging.straggler_flag(r.telemetry_per_gpu)
         if flag:
             out.append(Cause(code="straggler", saving_share=None, message=flag.message,
