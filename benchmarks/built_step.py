@@ -85,6 +85,18 @@ def add_step_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that say which step to build: --out, --workload, --batch, --precision, --seq-len."""
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--workload", default="vit_b16")
-    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=None,
+                        help="per device (default: the workload's own, as `gpuscout bench` takes it)")
     parser.add_argument("--precision", default="mixed_bfloat16")
     parser.add_argument("--seq-len", type=int, default=None)
+
+
+def parse_step_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The parsed options, --batch the workload's default batch where not given (a ViT's 256
+    sequences of 1,024 tokens asked GPT-2 small for 94 GiB of an 80 GiB GPU)."""
+    from gpuscout.workloads import get
+
+    args = parser.parse_args()
+    if args.batch is None:
+        args.batch = get(args.workload).default_batch_size
+    return args

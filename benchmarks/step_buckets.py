@@ -6,7 +6,7 @@ of `--buckets-mib` (`jax_replicas.bucketed_mean`: the step concatenates, average
 itself; `scale` now runs it at the workload's size). Set XLA_FLAGS as gpuscout's child does
 (executor/local.py) to measure what `scale` measures.
 
-    python benchmarks/step_buckets.py --out DIR [--workload resnet50] [--batch 256]
+    python benchmarks/step_buckets.py --out DIR [--workload resnet50] [--batch N]
         [--precision mixed_bfloat16] [--seq-len N] [--devices 2] [--buckets-mib 25,64,64:bfloat16]
         [--trace-steps 2]
 
@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from built_step import add_step_arguments
+from built_step import add_step_arguments, parse_step_arguments
 from step_kernels import device_kernels, load_trace, summarise, timed
 
 
@@ -83,7 +83,7 @@ def main() -> int:
                         help="sizes; SIZE:bfloat16 exchanges that size's gradient buckets in bfloat16")
     parser.add_argument("--trace-steps", type=int, default=2)
     parser.add_argument("--skip-pmean", action="store_true", help="no point for the pmean of each array")
-    args = parser.parse_args()
+    args = parse_step_arguments(parser)
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax

@@ -3,7 +3,7 @@ PyTorch peer's, and gpuscout's one-GPU step beside its data-parallel one, from p
 of the same number of steps (issue 34: ViT-B/16 against timm compiled; the 2-4 ms a step that
 two GPUs add).
 
-    python benchmarks/step_kernels.py --out DIR [--workload vit_b16] [--batch 256]
+    python benchmarks/step_kernels.py --out DIR [--workload vit_b16] [--batch N]
         [--precision mixed_bfloat16] [--seq-len N] [--peer compiled[,compiled-model,eager]|none]
         [--trace-steps 5] [--variant NAME=XLA_FLAGS ...] [--devices N] [--budget-s 540]
 
@@ -36,7 +36,7 @@ import sys
 import time
 from collections import defaultdict
 
-from built_step import add_step_arguments
+from built_step import add_step_arguments, parse_step_arguments
 
 from gpuscout.child.collectives import TRITON_COLLECTIVE
 from gpuscout.measure.trace_kernels import (COLLECTIVE, device_kernels, load_trace,  # noqa: F401 (step_buckets imports
@@ -255,7 +255,7 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=1,
                         help="also profile the data-parallel step on this many GPUs (--batch per GPU)")
     parser.add_argument("--side", choices=("jax", "torch"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_step_arguments(parser)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.side:
         result = (jax_side if args.side == "jax" else torch_side)(args)

@@ -1,6 +1,6 @@
 """Where a workload's training step keeps its memory: XLA's own accounting of the compiled step.
 
-    python benchmarks/step_memory.py --out DIR [--workload vit_b16] [--batch 256]
+    python benchmarks/step_memory.py --out DIR [--workload vit_b16] [--batch N]
         [--precision mixed_bfloat16] [--seq-len N] [--steps 20] [--top 40]
 
 Builds the step exactly as `gpuscout bench` does (gpuscout.child.jax_steps.build_runner, one
@@ -25,7 +25,7 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
-from built_step import add_step_arguments
+from built_step import add_step_arguments, parse_step_arguments
 
 GIB = 1 << 30
 
@@ -35,7 +35,7 @@ def main() -> int:
     add_step_arguments(parser)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=40)
-    args = parser.parse_args()
+    args = parse_step_arguments(parser)
     dump = Path("/tmp/step_memory_dump") / args.workload
     os.environ["XLA_FLAGS"] = " ".join(filter(None, (
         os.environ.get("XLA_FLAGS"), f"--xla_dump_to={dump}", "--xla_dump_hlo_module_re=.*train_step.*")))

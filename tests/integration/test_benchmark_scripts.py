@@ -24,7 +24,7 @@ def test_step_kernels_and_the_user_script_benchmark_run_on_the_cpu(tmp_path):
            "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
     env.pop("XLA_FLAGS", None)
     kernels = subprocess.run([sys.executable, str(BENCHMARKS / "step_kernels.py"), "--out", str(tmp_path / "k"),
-                              "--workload", "mlp", "--batch", "64", "--peer", "none", "--trace-steps", "2",
+                              "--workload", "mlp", "--peer", "none", "--trace-steps", "2",  # mlp's own batch
                               "--budget-s", "200"], capture_output=True, text=True, env=env, timeout=300)
     assert kernels.returncode == 0, kernels.stderr[-3000:]
     side = json.loads((tmp_path / "k" / "summary.json").read_text())["gpuscout"]
