@@ -62,8 +62,9 @@ COMMAND_BUFFER_COLLECTIVES = ("--xla_gpu_enable_command_buffer="
 # "Environment Variables".
 FEW_CHANNELS = {"NCCL_MAX_NCHANNELS": "8"}
 # NCCL's protocol forced (its tuner's choice otherwise): GPT-2's 4-GPU trace shows its all-reduce
-# kernel as ncclDevKernel_AllReduce_Sum_f32_RING_LL, the low-latency protocol that stores a flag with
-# every 8 bytes; Simple and LL128 move more bytes per SM cycle (NCCL_PROTO: "Environment Variables").
+# kernel as ncclDevKernel_AllReduce_Sum_f32_RING_LL, named for the low-latency protocol; Simple and
+# LL128 move more bytes per SM cycle (NCCL_PROTO: "Environment Variables"). Forcing either moved
+# nothing on 4 H200s (89.4% and 89.0% against 89.1%; docs/benchmarks.md, 2026-11-27).
 SIMPLE_PROTOCOL = {"NCCL_PROTO": "Simple"}
 LL128_PROTOCOL = {"NCCL_PROTO": "LL128"}
 # (workload, precision, batch-norm statistics, seconds it takes at 1,2 GPUs with the peer, XLA_FLAGS

@@ -8,20 +8,32 @@ from __future__ import annotations
 from gpuscout.child.watch_state import is_pydataset
 
 
-def leading_samples(batch) -> int | None:
-    """The batch's size: the leading dimension of its first array (under a tf.distribute strategy,
-    of its replicas' parts together: the global batch)."""
+def _parts(batch):
+    """The batch's leaves in order, through dicts, lists and tuples; a tf.distribute PerReplica (one
+    part per device) is one leaf, its parts in its `values`."""
     stack = [batch]
     while stack:
         item = stack.pop(0)
-        if type(item).__name__ == "PerReplica" and hasattr(item, "values"):  # tf.distribute's: one part per device
-            parts = [leading_samples(part) for part in item.values]
-            return sum(parts) if parts and None not in parts else None
         if isinstance(item, dict):
             stack = list(item.values()) + stack
         elif isinstance(item, (list, tuple)):
             stack = list(item) + stack
-        elif getattr(item, "shape", None) is not None and len(item.shape):
+        else:
+            yield item
+
+
+def _per_replica(item) -> bool:
+    return type(item).__name__ == "PerReplica" and hasattr(item, "values")
+
+
+def leading_samples(batch) -> int | None:
+    """The batch's size: the leading dimension of its first array (under a tf.distribute strategy,
+    of its replicas' parts together: the global batch)."""
+    for item in _parts(batch):
+        if _per_replica(item):
+            parts = [leading_samples(part) for part in item.values]
+            return sum(parts) if parts and None not in parts else None
+        if getattr(item, "shape", None) is not None and len(item.shape):
             try:
                 return int(item.shape[0])
             except (TypeError, ValueError):
@@ -31,25 +43,19 @@ def leading_samples(batch) -> int | None:
 
 def batch_bytes(batch) -> int | None:
     """The bytes of a batch's arrays together (None where one has no size in bytes)."""
-    total, stack = 0, [batch]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif type(item).__name__ == "PerReplica" and hasattr(item, "values"):
-            stack.extend(item.values)
-        elif item is not None:
-            size = getattr(item, "nbytes", None)
-            if size is None and hasattr(item, "dtype") and hasattr(item, "shape"):  # a tf.Tensor
-                try:
-                    size = int(item.shape.num_elements()) * item.dtype.size
-                except (AttributeError, TypeError):
-                    return None
-            if size is None:
+    total = 0
+    for item in _parts(batch):
+        if item is None:
+            continue
+        size = batch_bytes(list(item.values)) if _per_replica(item) else getattr(item, "nbytes", None)
+        if size is None and hasattr(item, "dtype") and hasattr(item, "shape"):  # a tf.Tensor
+            try:
+                size = int(item.shape.num_elements()) * item.dtype.size
+            except (AttributeError, TypeError):
                 return None
-            total += int(size)
+        if size is None:
+            return None
+        total += int(size)
     return total
 
 

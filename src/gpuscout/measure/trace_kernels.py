@@ -33,9 +33,9 @@ def load_trace(directory: Path) -> dict | None:
     found = sorted(directory.rglob("*.json.gz")) or sorted(directory.rglob("*.trace.json"))
     if not found:
         return None
-    if found[0].stat().st_size > MAX_TRACE_BYTES:
-        raise TooLarge(f"{found[0].stat().st_size / 2**20:.0f} MiB, over {MAX_TRACE_BYTES >> 20} MiB: fewer "
-                       "--trace-steps")
+    size = found[0].stat().st_size
+    if size > MAX_TRACE_BYTES:
+        raise TooLarge(f"{size / 2**20:.0f} MiB, over {MAX_TRACE_BYTES >> 20} MiB: fewer --trace-steps")
     opener = gzip.open if found[0].suffix == ".gz" else open
     with opener(found[0], "rt") as f:
         return json.load(f)
