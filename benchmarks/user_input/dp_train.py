@@ -11,6 +11,7 @@ times MEASURED steps in windows of WINDOW steps and prints one JSON line: the wi
 (benchmarks/data_parallel_script.py reads it; gpuscout watch/tune stop it at their own --steps).
 """
 import json
+import os
 import sys
 import time
 
@@ -22,6 +23,8 @@ shape = sys.argv[2] if len(sys.argv) > 2 else "light"
 # tiny: a CPU rehearsal of benchmarks/data_parallel_script.py (XLA_FLAGS=--xla_force_host_platform_device_count=2)
 inputs, width, depth = {"heavy": (1024, 8192, 4), "light": (4096, 4096, 6), "tiny": (256, 256, 2)}[shape]
 WARMUP, MEASURED, WINDOW = 20, 200, 20
+# benchmarks/data_parallel_script.py --parts anatomy: jax's profiler over TRACED steps from the 120th
+TRACE_DIR, TRACE_FROM, TRACED = os.environ.get("DP_TRACE_DIR"), 120, 10
 devices = len(keras.distribution.list_devices())
 if mode in ("spread", "spread_batch"):
     keras.distribution.set_distribution(keras.distribution.DataParallel())
@@ -41,6 +44,13 @@ class Timer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, step, logs=None):
         self.marks.append(time.perf_counter())  # Keras waits for each step's logs here: a synchronised clock
+        if TRACE_DIR and len(self.marks) in (TRACE_FROM, TRACE_FROM + TRACED):
+            import jax
+
+            if len(self.marks) == TRACE_FROM:
+                jax.profiler.start_trace(TRACE_DIR, create_perfetto_trace=True)
+            else:
+                jax.profiler.stop_trace()
         if len(self.marks) == WARMUP + MEASURED + 1:
             self.model.stop_training = True
 

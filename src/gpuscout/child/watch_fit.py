@@ -10,9 +10,12 @@ Its `train_function` is wrapped so that:
   time per step) is the device's, not the dispatch's: one synchronisation a second, not per step;
 - where a callback of the user's makes Keras wait for each step's logs (one that is not
   `async_safe` and has a batch-end hook: Keras then converts the logs to Python numbers after
-  every step), it waits for the step's outputs at the step's end itself: that wait is the
-  device finishing the step, and would otherwise be billed to the time between steps. It adds
-  no synchronisation the user's run did not have;
+  every step), the step ends where Keras has waited for them: gpuscout's StepEnd callback, first
+  in the list, is called right after that wait (`step_ended`), so the wait, the device finishing
+  the step, is not billed to the time between steps. The wrapper itself does not wait: Keras'
+  own work after the dispatch (its state's bookkeeping, 0.3-0.5 ms a step on jax) still overlaps
+  the device's step as in the user's run. Waiting in the wrapper put that work after the step and
+  cost a host-fed loop 5-6% of its throughput (docs/benchmarks.md, "watch's cost on a host-fed fit");
 - each callback of the user's is timed (its hooks wrapped on the instance), so an epoch says
   what its callbacks cost on the host (a ModelCheckpoint's save, a logger's work).
 """
@@ -133,8 +136,6 @@ class FitWatch:
                     if batches.exhausted:
                         raise StopIteration from None
                     raise
-            if self.sync_callbacks:  # Keras waits for these logs next: the wait is the step's
-                wait_for(step_logs(outputs))
             try:
                 self.after_call(start, outputs)
             except Exception as exc:  # gpuscout's failure: stop observing, keep training
@@ -144,6 +145,12 @@ class FitWatch:
 
         timed._gpuscout_watched = True
         self.model.train_function = timed
+
+    def step_ended(self) -> None:
+        """Keras has waited for the step's logs (a callback of the user's asked for them): the time
+        between steps starts now."""
+        if not self.disabled and self.last_end is not None:
+            self.last_end = time.monotonic()
 
     def time_hooks(self, callback) -> None:
         """Time the hooks this callback implements (a wrapper on the instance: Keras calls it the

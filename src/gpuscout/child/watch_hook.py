@@ -50,6 +50,20 @@ def make_callback(fit: FitWatch):
     return GpuscoutWatch()
 
 
+def make_step_end(fit: FitWatch):
+    """The callback put first where a callback of the user's makes Keras wait for each step's
+    logs: Keras calls it right after that wait, the step's end (FitWatch.step_ended). Not
+    async_safe, like the user's callback that made Keras wait: it is added only then, and so never
+    changes how Keras dispatches."""
+    import keras
+
+    class GpuscoutStepEnd(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            fit.step_ended()
+
+    return GpuscoutStepEnd()
+
+
 def patch(model_class) -> None:
     original = model_class.fit
     if getattr(original, "_gpuscout_watched", False):
@@ -86,7 +100,8 @@ def patch(model_class) -> None:
             # the parent waits for the child's own limit now; a fit whose first step never ends is told by it
             emit("watch_fit_begin", fit=watcher.index, began_monotonic_s=time.monotonic(),
                  epochs=kwargs.get("epochs"), batch_size=kwargs.get("batch_size"))
-            kwargs["callbacks"] = [*callbacks, make_callback(watcher)]
+            first = [make_step_end(watcher)] if watcher.sync_callbacks else []
+            kwargs["callbacks"] = [*first, *callbacks, make_callback(watcher)]
         except Exception as exc:
             report_failure("preparing fit", exc)
             return original(self, *args, **kwargs)
