@@ -93,6 +93,8 @@ def test_steps_stop_a_long_script_cleanly_and_the_trace_is_kept(store_path):
     # the perfetto JSON beside it was read: a CPU has no GPU kernels, so none are reported
     assert any(Path(record.trace.dir).rglob("*.json.gz")) and record.trace.devices == []
     assert record.trace.kernels_note is None
+    # steps 5-8 ran under the profiler: a window of their own, out of the figures
+    assert [w.steps for w in record.windows if w.traced] == [4] and not any(w.traced for w in record.steady)
     assert f"tensorboard --logdir {record.trace.dir}" in result.stdout.replace("\n", " ")
 
 

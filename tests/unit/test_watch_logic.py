@@ -408,6 +408,65 @@ def test_a_step_that_keras_waits_for_ends_where_keras_waited_and_the_wrapper_nev
     assert fit.batches == 6
 
 
+def test_the_steps_traced_by_the_profiler_get_a_window_of_their_own_left_out_of_the_figures(monkeypatch):
+    from gpuscout.child import watch_fit, watch_state
+
+    class Clock:
+        now = 100.0
+
+        def monotonic(self):
+            return self.now
+
+    clock, fresh, sent = Clock(), watch_state._State(), []
+    for module in (watch_fit, watch_state):
+        monkeypatch.setattr(module, "STATE", fresh)
+        monkeypatch.setattr(module, "emit", lambda kind, **fields: sent.append((kind, fields)))
+    monkeypatch.setattr(watch_fit, "time", clock)
+    monkeypatch.setattr(watch_fit, "model_facts", lambda model, x: {})
+    # --trace-steps 4:6: the profiler starts before step 4 (0.3 s of start-up) and stops before step 7
+    monkeypatch.setattr(watch_fit, "trace_toggles", lambda step: step in (4, 7))
+
+    def trace(step):
+        fresh.tracing = step == 4
+        clock.now += 0.3
+
+    monkeypatch.setattr(watch_fit, "trace", trace)
+
+    class Model:
+        steps_per_execution = 1
+
+        def __init__(self):
+            self.train_function = self.step
+
+        def step(self, iterator):
+            next(iterator)
+            clock.now += 0.035 if fresh.tracing else 0.010  # a traced step: 3.5x slower
+            return {"loss": 0.5}
+
+    model = Model()
+    fit = watch_fit.FitWatch(model, x=None)
+    fit.wrap()
+    batches = iter(range(10))
+    for _ in range(10):
+        model.train_function(batches)
+    fit.training_ended()
+    windows = [fields for kind, fields in sent if kind == "watch_window"]
+    # steps 2-3 before the trace, 4-6 traced, 7-10 after (the first step is the compile's)
+    assert [(w["steps"], w["traced"]) for w in windows] == [(2, False), (3, True), (4, False)]
+    assert [round(w["end_monotonic_s"] - w["start_monotonic_s"], 6) for w in windows] == [0.020, 0.105, 0.040]
+
+    # what watch makes of such windows: the traced one kept in the record, out of its figures
+    events = fit_events(windows=4, steps=50, window_s=0.5, wait_s=0.1)
+    traced = {**events[3], "index": 9, "start_monotonic_s": 1002.0, "end_monotonic_s": 1002.175, "steps": 5,
+              "samples": 5 * 64, "input_wait_s": 0.05, "traced": True}  # 35 ms a step, not 10
+    r = make_watch_record(events=[*events[:4], traced, *events[4:]])
+    assert [w.traced for w in r.windows] == [False, False, True, False, False]
+    assert r.warmup_windows == 1 and len(r.steady) == 3 and not any(w.traced for w in r.steady)
+    assert r.step_time_s == pytest.approx(0.5 / 50) and r.samples_per_s == pytest.approx(50 * 64 / 0.5)
+    assert r.input_wait_share == pytest.approx(0.1 / 0.5)
+    assert any("the 5 traced steps (--trace-steps) are left out of the figures" in n for n in r.notes)
+
+
 def test_in_memory_arrays_on_jax_are_told_to_stay_on_the_gpu():
     # fit(x, y) on the jax backend gathers each batch on the host: the advice is device batches,
     # and the saving is bounded by the GPU's idle time (the device overlaps the previous step)

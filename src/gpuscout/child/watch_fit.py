@@ -30,7 +30,7 @@ from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, peak_memory_bytes
 from gpuscout.core import decisions
 from gpuscout.child.watch_state import (STATE, CHECK_REPEATS, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
-                                        limit_reached, report_failure, stop_trace, trace)
+                                        limit_reached, report_failure, stop_trace, trace, trace_toggles)
 
 
 class TimedIterator:
@@ -99,7 +99,7 @@ class FitWatch:
         self.last_outputs = None
         self.call_batches = 0  # batches read before the current train_function call
         self.first_call = True
-        self.window = None  # (start, batches, samples, input wait, outside) at its start
+        self.window = None  # (start, batches, samples, input wait, outside, traced) at its start
         self.windows = 0
         self.epoch = None  # (epoch, start, batches, samples)
         self.disabled = False
@@ -222,13 +222,16 @@ class FitWatch:
             self.close_window()
             self.open_window(time.monotonic())
         self.last_end = time.monotonic()
-        trace(STATE.steps + 1)
+        if trace_toggles(STATE.steps + 1):  # --trace-steps: the traced steps get a window of their own
+            self.close_window()
+            trace(STATE.steps + 1)
+            self.open_window(time.monotonic())
         if limit_reached():
             self.end()
             halt()
 
     def open_window(self, now: float) -> None:
-        self.window = (now, self.batches, self.samples, self.input_wait_s, self.outside_s)
+        self.window = (now, self.batches, self.samples, self.input_wait_s, self.outside_s, STATE.tracing)
         self.last_end = now
 
     def close_window(self) -> None:
@@ -236,11 +239,12 @@ class FitWatch:
             return
         wait_for(self.last_outputs)
         end = time.monotonic()
-        start, batches, samples, wait, outside = self.window
+        start, batches, samples, wait, outside, traced = self.window
         unseen = self.input_unseen is not None
         emit("watch_window", fit=self.index, index=self.windows, start_monotonic_s=start, end_monotonic_s=end,
              steps=self.batches - batches, samples=None if unseen and not self.batch_size else self.samples - samples,
-             input_wait_s=None if unseen else self.input_wait_s - wait, outside_step_s=self.outside_s - outside)
+             input_wait_s=None if unseen else self.input_wait_s - wait, outside_step_s=self.outside_s - outside,
+             traced=traced)
         self.windows += 1
         self.window = None
 

@@ -26,7 +26,7 @@ from gpuscout.child import tune_overrides
 from gpuscout.core import steps
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_exit,
-                                        on_interrupt, report_failure, trace)
+                                        on_interrupt, report_failure, trace, trace_toggles)
 
 def make_callback(fit: FitWatch):
     import keras
@@ -180,6 +180,7 @@ class CustomSteps:
         self.steps = self.samples = self.index = 0
         self.counted = True  # every call said how many samples
         self.last = None  # the latest call's time
+        self.traced = False  # the current window's steps run under the profiler
 
     def __call__(self, samples: int | None) -> None:
         interrupted_again()
@@ -199,7 +200,11 @@ class CustomSteps:
             self.last = now
             if now - self.start >= WINDOW_S:
                 self.flush()
-        trace(STATE.steps + 1)
+        if trace_toggles(STATE.steps + 1):  # --trace-steps: the traced steps get a window of their own
+            self.flush()
+            trace(STATE.steps + 1)
+            self.start = self.last = time.monotonic()
+            self.traced = STATE.tracing
         if limit_reached():
             self.flush()
             halt()
@@ -209,7 +214,7 @@ class CustomSteps:
             return
         emit("watch_window", fit=None, index=self.index, start_monotonic_s=self.start, end_monotonic_s=self.last,
              steps=self.steps, samples=self.samples if self.counted else None, input_wait_s=None,
-             outside_step_s=None)
+             outside_step_s=None, traced=self.traced)
         self.index += 1
         self.start, self.steps, self.samples = self.last, 0, 0
 

@@ -176,6 +176,15 @@ def interrupted_again() -> None:
         raise KeyboardInterrupt
 
 
+def trace_toggles(step: int) -> bool:
+    """Whether the profiler starts or stops before `step` (the timing windows close around it: the
+    profiler's start-up and the traced steps' overhead are not the script's step time)."""
+    if not TRACE or not TRACE_DIR:
+        return False
+    first, last = (int(part) for part in TRACE.split(":"))
+    return (step == first and not STATE.tracing) or (step == last + 1 and STATE.tracing)
+
+
 def trace(step: int) -> None:
     """Start or stop the framework's profiler at the steps --trace-steps asked for."""
     if not TRACE or not TRACE_DIR:

@@ -29,6 +29,7 @@ class WatchWindow(Part):
     seconds: Amount
     samples_per_s: Amount | None
     step_time_s: Amount
+    traced: bool = False  # its steps ran under --trace-steps' profiler: left out of the figures
 
 
 class CallSite(Part):
@@ -226,8 +227,8 @@ class WatchRecord(Part):
 
     @property
     def steady(self) -> list[WatchWindow]:
-        """The windows the figures are of: warm-up left out."""
-        return self.windows[self.warmup_windows:]
+        """The windows the figures are of: warm-up and the profiler's traced steps left out."""
+        return [w for w in self.windows if not w.traced][self.warmup_windows:]
 
     def window_samples_per_s(self) -> list[float]:
         return [w.samples_per_s for w in self.steady if w.samples_per_s is not None]
