@@ -53,8 +53,7 @@ def test_each_gpus_collectives_and_the_part_with_nothing_beside_them_by_hand(tmp
     # GPU 1: XLA's own all-reduce kernel, known by its HLO op, half of it beside a fusion
     assert gpu1 == {"device": "/device:GPU:1", "kernels_per_step": 1.0, "busy_ms": 1.0, "collectives_ms": 1.0,
                     "collectives_alone_ms": 0.5, "span_ms": 1.0}
-    assert trace_kernels.read(tmp_path / "none", STEPS) == (
-        [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)")
+    assert trace_kernels.read(tmp_path / "none", STEPS) == ([], "no trace file to read the kernels from")
     # a truncated file, or JSON that is not a trace: said, never raised (the record is stored after it)
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -62,6 +61,50 @@ def test_each_gpus_collectives_and_the_part_with_nothing_beside_them_by_hand(tmp
     assert trace_kernels.read(broken, STEPS) == ([], "the trace's kernels were not read (KeyError: 'pid')")
     (broken / "t.trace.json").write_text('{"traceEvents": [')
     assert trace_kernels.read(broken, STEPS)[1].startswith("the trace's kernels were not read (JSONDecodeError")
+
+
+def test_tensorflows_xplane_gives_the_same_figures_as_the_perfetto_json(tmp_path, monkeypatch):
+    # The same kernels as an XSpace protobuf (TensorFlow's only trace format): each line's events
+    # at its timestamp plus their offsets, the op as a string stat or a reference to a stat's name
+    from gpuscout.measure import xplane
+
+    pb2 = xplane.schema()
+    assert pb2 is not None, "TensorFlow's xplane schema, installed with the test extras"
+    space = pb2.XSpace()
+    lines = {(1, 10): "Stream #1(Compute)", (1, 11): "Stream #2(Collectives)", (1, 12): "XLA Ops",
+             (2, 20): "Stream #1", (3, 30): "python"}
+    planes = {pid: space.planes.add(id=pid, name=name)
+              for pid, name in ((1, "/device:GPU:0"), (2, "/device:GPU:1"), (3, "/host:CPU"))}
+    for plane in planes.values():
+        plane.stat_metadata[1].name = "hlo_op"
+        plane.stat_metadata[2].name = "fusion.1"  # a name the op stat may point to (ref_value)
+    made = {}
+    for (pid, tid), name in lines.items():
+        # a line starting 1 ms in (1,000,000 ns): its events' offsets are from there
+        made[(pid, tid)] = planes[pid].lines.add(id=tid, name=name, timestamp_ns=1_000_000 if tid == 11 else 0)
+    for number, (pid, tid, name, op, ts_us, dur_us) in enumerate(KERNELS, start=1):
+        plane, line = planes[pid], made[(pid, tid)]
+        plane.event_metadata[number].name = name
+        start_ps = ts_us * 1_000_000 - line.timestamp_ns * 1000
+        event = line.events.add(metadata_id=number, offset_ps=start_ps, duration_ps=dur_us * 1_000_000)
+        if op == "fusion.1":
+            event.stats.add(metadata_id=1, ref_value=2)
+        elif op:
+            event.stats.add(metadata_id=1, str_value=op)
+    folder = tmp_path / "plugins" / "profile" / "2026_11_27"
+    folder.mkdir(parents=True)
+    (folder / "host.xplane.pb").write_bytes(space.SerializeToString())
+    found, note = trace_kernels.read(tmp_path, STEPS)
+    assert note is None
+    assert found == [{"device": "/device:GPU:0", "kernels_per_step": 2.5, "busy_ms": 12.5, "collectives_ms": 7.0,
+                      "collectives_alone_ms": 3.5, "span_ms": 18.0},  # as the perfetto test's, by hand
+                     {"device": "/device:GPU:1", "kernels_per_step": 1.0, "busy_ms": 1.0, "collectives_ms": 1.0,
+                      "collectives_alone_ms": 0.5, "span_ms": 1.0}]
+    kernels = xplane.device_kernels(folder / "host.xplane.pb", pb2)
+    assert {k["op"] for k in kernels} == {"fusion.1", "", "dot.2", "fusion.3", "all-reduce-start.1"}
+    # without TensorFlow beside gpuscout there is no schema to read it with: said
+    monkeypatch.setattr(xplane, "schema", lambda: None)
+    assert trace_kernels.read(tmp_path, STEPS) == ([], xplane.NO_SCHEMA)
 
 
 def test_uncovered_parts_by_hand():

@@ -6,7 +6,8 @@ kernel keeps a GPU "busy" while it waits for the other GPU).
 
 Read from jax's perfetto trace (the child asks jax for one beside its xplane, child/watch_state.py),
 whose kernels sit on "Stream" threads of a "/device:GPU:N" process; a trace with no GPU (a CPU
-run) gives none. TensorFlow writes an xplane only, which TensorBoard reads and this does not.
+run) gives none. TensorFlow writes an xplane only: measure/xplane.py reads its kernels into the
+same list.
 benchmarks/step_kernels.py reads the same traces kernel by kernel (and torch.profiler's).
 """
 
@@ -16,6 +17,8 @@ import gzip
 import json
 import re
 from pathlib import Path
+
+from gpuscout.measure import xplane
 
 # NCCL's kernels (ncclDevKernel_AllReduce_Sum_f32_RING_LL, ...) and XLA's own collective kernels,
 # by their kernel or HLO op name
@@ -120,14 +123,21 @@ def per_device(kernels: list[dict], steps: int) -> list[dict]:
 
 
 def read(directory: Path, steps: int) -> tuple[list[dict], str | None]:
-    """(per_device of the trace under `directory`, a note where it could not be read). Never
-    raises: the watched run's record is stored whatever the trace holds."""
+    """(per_device of the trace under `directory`, a note where it could not be read): jax's
+    perfetto JSON, else the XSpace protobuf TensorFlow writes (measure/xplane.py). Never raises:
+    the watched run's record is stored whatever the trace holds."""
     try:
         trace = load_trace(directory)
-        if trace is None:
-            return [], "no perfetto trace to read the kernels from (TensorFlow's is read by TensorBoard)"
-        return per_device(device_kernels(trace), max(1, steps)), None
-    except TooLarge as exc:
+        if trace is not None:
+            return per_device(device_kernels(trace), max(1, steps)), None
+        found = xplane.find(directory)
+        if found is None:
+            return [], "no trace file to read the kernels from"
+        schema = xplane.schema()
+        if schema is None:
+            return [], xplane.NO_SCHEMA
+        return per_device(xplane.device_kernels(found, schema), max(1, steps)), None
+    except (TooLarge, xplane.TooLarge) as exc:
         return [], f"the trace's kernels were not read: {exc}"
     except Exception as exc:  # a truncated file, another tool's JSON: said, the record kept
         return [], f"the trace's kernels were not read ({type(exc).__name__}: {exc})"[:300]
