@@ -83,6 +83,22 @@ def test_host_bound_when_the_gpu_idles_without_waiting_for_data():
     assert "xla_off" in [c.code for c in r.verdict]
 
 
+def test_a_loop_that_waits_a_little_and_idles_the_gpu_much_more_is_host_bound_beyond_its_wait():
+    # two H200s, 2026-11-27: 2.5 ms steps, the GPU idle 98%, 0.97 ms of each step waiting for ready
+    # batches. The wait is named (a handover); the idle time it does not explain, 98 - 18 = 80%, is
+    # the host's own work, named too and ranked first
+    r = make_watch_record(events=fit_events(wait_s=0.18, input_type="numpy", steps=400, batch_bytes=1 << 20),
+                          gpus=[H100], samples=[busy(2)])
+    codes = [c.code for c in r.verdict]
+    assert codes[0] == "host_bound" and "input_handover" in codes
+    host = r.verdict[0]
+    assert host.saving_share == pytest.approx(0.98 - 0.18)
+    assert "waiting for data explains 18% of the time, the host's own work most of the rest" in host.message
+    # a wait that explains the idle GPU leaves no host-bound finding (as in the input-bound test above)
+    mostly_waiting = make_watch_record(events=fit_events(wait_s=0.6), gpus=[H100], samples=[busy(20)])
+    assert "host_bound" not in [c.code for c in mostly_waiting.verdict]  # 80% idle, 60% waiting: 20% beyond
+
+
 @pytest.mark.parametrize("gpu, policy, expected", [
     (H100, "float32", "mixed_bfloat16"),  # bf16 tensor cores
     (T4, "float32", "mixed_float16"),  # fp16 only: with loss scaling
