@@ -19,8 +19,9 @@ from pathlib import Path
 # a trace larger than this is not read (trace_kernels.MAX_TRACE_BYTES' counterpart: a protobuf
 # holds the same events in about a fifth of the JSON's bytes)
 MAX_XPLANE_BYTES = 128 << 20
-NO_SCHEMA = ("TensorFlow's trace (xplane) is read with TensorFlow's own schema, and no TensorFlow is installed "
-             "beside gpuscout: install it there, or open the trace with tensorboard")
+NO_SCHEMA = ("TensorFlow's trace (xplane) is read with TensorFlow's own schema, which gpuscout could not load "
+             "(no TensorFlow installed beside gpuscout, or a protobuf its schema refuses): open the trace with "
+             "tensorboard")
 
 
 class TooLarge(Exception):
