@@ -241,8 +241,9 @@ def fmt_seconds(seconds: float) -> str:
 
 
 def _host_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
-    """Not waiting for input, yet the GPU idles: the host launches steps too slowly (small steps,
-    the loop's own work, Python between steps)."""
+    """The GPU idles, and not because the loop waits for input (or far more than that wait
+    explains): the host launches steps too slowly (small steps, the loop's own work, Python
+    between steps)."""
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     wait = r.input_wait_share or 0
     waiting = wait >= INPUT_BOUND_SHARE
