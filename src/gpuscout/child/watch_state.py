@@ -25,6 +25,8 @@ MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
 MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
 TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace
 TRACE_DIR = os.environ.get("GPUSCOUT_WATCH_TRACE_DIR")
+# (first, last), parsed once: every training step asks whether the profiler starts or stops before the next
+TRACE_STEPS = tuple(int(part) for part in TRACE.split(":")) if TRACE and TRACE_DIR else None
 # A process halted at the limit waits this long for gpuscout to end its process group, then
 # ends itself (gpuscout gone, or a process of the script that has no channel to it).
 HALT_WAIT_S = 60.0
@@ -179,22 +181,22 @@ def interrupted_again() -> None:
 def trace_toggles(step: int) -> bool:
     """Whether the profiler starts or stops before `step` (the timing windows close around it: the
     profiler's start-up and the traced steps' overhead are not the script's step time)."""
-    if not TRACE or not TRACE_DIR:
+    if TRACE_STEPS is None:
         return False
-    first, last = (int(part) for part in TRACE.split(":"))
+    first, last = TRACE_STEPS
     return (step == first and not STATE.tracing) or (step == last + 1 and STATE.tracing)
 
 
 def trace(step: int) -> None:
     """Start or stop the framework's profiler at the steps --trace-steps asked for."""
-    if not TRACE or not TRACE_DIR:
+    if not trace_toggles(step):
         return
-    first, last = (int(part) for part in TRACE.split(":"))
+    first, last = TRACE_STEPS
     try:
         import keras
 
         backend = keras.backend.backend()
-        if step == first and not STATE.tracing:
+        if not STATE.tracing:
             if backend == "jax":
                 import jax
 
@@ -206,7 +208,7 @@ def trace(step: int) -> None:
 
                 tf.profiler.experimental.start(TRACE_DIR)
             STATE.tracing = True
-        elif step == last + 1 and STATE.tracing:
+        else:
             stop_trace()
     except Exception as exc:
         STATE.tracing = False
@@ -228,5 +230,5 @@ def stop_trace() -> None:
         import tensorflow as tf
 
         tf.profiler.experimental.stop()
-    first, last = (int(part) for part in TRACE.split(":"))
+    first, last = TRACE_STEPS
     emit("watch_trace", dir=TRACE_DIR, first_step=first, last_step=last, ok=True, message=None)
