@@ -102,7 +102,13 @@ def test_tensorflows_xplane_gives_the_same_figures_as_the_perfetto_json(tmp_path
                       "collectives_alone_ms": 0.5, "span_ms": 1.0}]
     kernels = xplane.device_kernels(folder / "host.xplane.pb", pb2)
     assert {k["op"] for k in kernels} == {"fusion.1", "", "dot.2", "fusion.3", "all-reduce-start.1"}
+    # a trace over the size limit is said, not parsed
+    monkeypatch.setattr(xplane, "MAX_XPLANE_BYTES", 16)  # bytes: the file is larger
+    size_mib = (folder / "host.xplane.pb").stat().st_size / 2**20
+    assert trace_kernels.read(tmp_path, STEPS) == (
+        [], f"the trace's kernels were not read: {size_mib:.0f} MiB, over 0 MiB: fewer --trace-steps")
     # without TensorFlow beside gpuscout there is no schema to read it with: said
+    monkeypatch.setattr(xplane, "MAX_XPLANE_BYTES", 128 << 20)
     monkeypatch.setattr(xplane, "schema", lambda: None)
     assert trace_kernels.read(tmp_path, STEPS) == ([], xplane.NO_SCHEMA)
 

@@ -31,14 +31,19 @@ class TooLarge(Exception):
     pass
 
 
+def within(path: Path, limit_bytes: int) -> None:
+    """TooLarge where the trace file at `path` is over `limit_bytes`."""
+    size = path.stat().st_size
+    if size > limit_bytes:
+        raise TooLarge(f"{size / 2**20:.0f} MiB, over {limit_bytes >> 20} MiB: fewer --trace-steps")
+
+
 def load_trace(directory: Path) -> dict | None:
     """The perfetto/Chrome JSON trace under `directory` (jax writes perfetto_trace.json.gz)."""
     found = sorted(directory.rglob("*.json.gz")) or sorted(directory.rglob("*.trace.json"))
     if not found:
         return None
-    size = found[0].stat().st_size
-    if size > MAX_TRACE_BYTES:
-        raise TooLarge(f"{size / 2**20:.0f} MiB, over {MAX_TRACE_BYTES >> 20} MiB: fewer --trace-steps")
+    within(found[0], MAX_TRACE_BYTES)
     opener = gzip.open if found[0].suffix == ".gz" else open
     with opener(found[0], "rt") as f:
         return json.load(f)
@@ -133,11 +138,12 @@ def read(directory: Path, steps: int) -> tuple[list[dict], str | None]:
         found = xplane.find(directory)
         if found is None:
             return [], "no trace file to read the kernels from"
+        within(found, xplane.MAX_XPLANE_BYTES)
         schema = xplane.schema()
         if schema is None:
             return [], xplane.NO_SCHEMA
         return per_device(xplane.device_kernels(found, schema), max(1, steps)), None
-    except (TooLarge, xplane.TooLarge) as exc:
+    except TooLarge as exc:
         return [], f"the trace's kernels were not read: {exc}"
     except Exception as exc:  # a truncated file, another tool's JSON: said, the record kept
         return [], f"the trace's kernels were not read ({type(exc).__name__}: {exc})"[:300]

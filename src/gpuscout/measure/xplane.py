@@ -16,16 +16,12 @@ import importlib.util
 import sys
 from pathlib import Path
 
-# a trace larger than this is not read (trace_kernels.MAX_TRACE_BYTES' counterpart: a protobuf
-# holds the same events in about a fifth of the JSON's bytes)
+# a trace larger than this is not read (trace_kernels.MAX_TRACE_BYTES' counterpart, checked by
+# trace_kernels.read: a protobuf holds the same events in about a fifth of the JSON's bytes)
 MAX_XPLANE_BYTES = 128 << 20
 NO_SCHEMA = ("TensorFlow's trace (xplane) is read with TensorFlow's own schema, which gpuscout could not load "
              "(no TensorFlow installed beside gpuscout, or a protobuf its schema refuses): open the trace with "
              "tensorboard")
-
-
-class TooLarge(Exception):
-    pass
 
 
 def schema():
@@ -57,9 +53,6 @@ def find(directory: Path) -> Path | None:
 
 def device_kernels(path: Path, xplane_pb2) -> list[dict]:
     """The GPU kernels of the XSpace in `path`: name, ts_us, dur_us, op, device."""
-    size = path.stat().st_size
-    if size > MAX_XPLANE_BYTES:
-        raise TooLarge(f"{size / 2**20:.0f} MiB, over {MAX_XPLANE_BYTES >> 20} MiB: fewer --trace-steps")
     space = xplane_pb2.XSpace()
     space.ParseFromString(path.read_bytes())
     kernels = []
