@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -71,7 +72,7 @@ def by_hand(mode: str, shape: str, out: Path, name: str, count: int | None = Non
         env = {**env, "GPUSCOUT_FAKE_NVML": str(out / "fake_nvml.json")}
     if trace_dir is not None:
         env = {**env, "DP_TRACE_DIR": str(trace_dir)}
-    with Instrumentation() as instrumentation:
+    with Instrumentation() if instrumented else contextlib.nullcontext() as instrumentation:
         if instrumented:
             env = instrumentation.env(env, {})
         done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
