@@ -333,14 +333,31 @@ def test_output_lines_keep_the_last_version_of_a_rewritten_line():
 
 # -- the hook never changes training ------------------------------------------------------------
 
-def test_a_failure_inside_the_hook_is_reported_once_and_training_goes_on(monkeypatch):
+@pytest.fixture
+def child(monkeypatch):
+    """The child's fit instrumentation (gpuscout.child.watch_fit) with a fresh process state, the
+    events it sends collected as (kind, fields), and a clock that moves only where the test says."""
+    from types import SimpleNamespace
+
     from gpuscout.child import watch_fit, watch_state
 
-    sent = []
-    fresh = watch_state._State()
+    class Clock:
+        now = 100.0
+
+        def monotonic(self):
+            return self.now
+
+    made = SimpleNamespace(watch_fit=watch_fit, state=watch_state._State(), clock=Clock(), sent=[])
     for module in (watch_fit, watch_state):
-        monkeypatch.setattr(module, "STATE", fresh)
-        monkeypatch.setattr(module, "emit", lambda kind, **fields: sent.append(kind))
+        monkeypatch.setattr(module, "STATE", made.state)
+        monkeypatch.setattr(module, "emit", lambda kind, **fields: made.sent.append((kind, fields)))
+    monkeypatch.setattr(watch_fit, "time", made.clock)
+    monkeypatch.setattr(watch_fit, "model_facts", lambda model, x: {})
+    return made
+
+
+def test_a_failure_inside_the_hook_is_reported_once_and_training_goes_on(monkeypatch, child):
+    watch_fit = child.watch_fit
 
     class Model:
         steps_per_execution = 1
@@ -363,28 +380,15 @@ def test_a_failure_inside_the_hook_is_reported_once_and_training_goes_on(monkeyp
     fit.wrap()
     batches = iter([1.0, 2.0, 3.0])
     assert [model.train_function(batches)["loss"] for _ in range(3)] == [1.0, 2.0, 3.0]
-    assert model.calls == 3 and sent.count("watch_error") == 1 and fit.disabled
+    assert model.calls == 3 and [kind for kind, _ in child.sent].count("watch_error") == 1 and fit.disabled
 
 
-def test_a_step_that_keras_waits_for_ends_where_keras_waited_and_the_wrapper_never_waits(monkeypatch):
+def test_a_step_that_keras_waits_for_ends_where_keras_waited_and_the_wrapper_never_waits(child):
     # A callback of the user's reads each step's logs, so Keras waits for the device after its own
     # bookkeeping. The wrapper must return at once (that bookkeeping overlaps the device, as in the
     # user's run: waiting in it cost 5-6% of a host-fed loop on an H100), and the time between steps
     # must start where Keras' wait ended (gpuscout's first callback), not hold the device's step.
-    from gpuscout.child import watch_fit, watch_state
-
-    class Clock:  # seconds pass only where this test says
-        now = 100.0
-
-        def monotonic(self):
-            return self.now
-
-    clock, fresh = Clock(), watch_state._State()
-    for module in (watch_fit, watch_state):
-        monkeypatch.setattr(module, "STATE", fresh)
-        monkeypatch.setattr(module, "emit", lambda kind, **fields: None)
-    monkeypatch.setattr(watch_fit, "time", clock)
-    monkeypatch.setattr(watch_fit, "model_facts", lambda model, x: {})
+    watch_fit, clock = child.watch_fit, child.clock
 
     class Loss:  # a step's output, ready when the device finishes the step, 20 ms after its dispatch
         def __init__(self):
@@ -424,21 +428,8 @@ def test_a_step_that_keras_waits_for_ends_where_keras_waited_and_the_wrapper_nev
     assert fit.batches == 6
 
 
-def test_the_steps_traced_by_the_profiler_get_a_window_of_their_own_left_out_of_the_figures(monkeypatch):
-    from gpuscout.child import watch_fit, watch_state
-
-    class Clock:
-        now = 100.0
-
-        def monotonic(self):
-            return self.now
-
-    clock, fresh, sent = Clock(), watch_state._State(), []
-    for module in (watch_fit, watch_state):
-        monkeypatch.setattr(module, "STATE", fresh)
-        monkeypatch.setattr(module, "emit", lambda kind, **fields: sent.append((kind, fields)))
-    monkeypatch.setattr(watch_fit, "time", clock)
-    monkeypatch.setattr(watch_fit, "model_facts", lambda model, x: {})
+def test_the_steps_traced_by_the_profiler_get_a_window_of_their_own_left_out_of_the_figures(monkeypatch, child):
+    watch_fit, clock, fresh, sent = child.watch_fit, child.clock, child.state, child.sent
     # --trace-steps 4:6: the profiler starts before step 4 (0.3 s of start-up) and stops before step 7
     monkeypatch.setattr(watch_fit, "trace_toggles", lambda step: step in (4, 7))
 
