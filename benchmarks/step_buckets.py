@@ -60,6 +60,7 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: s
 
     from gpuscout.child import jax_replicas
     from gpuscout.child.collectives import collectives
+    from gpuscout.measure.trace_kernels import per_device
     from gpuscout.workloads import get
 
     original = jax_replicas.per_replica_train_step
@@ -94,6 +95,8 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: s
                                  "span_ms": profile["span_ms"], "by_kind_ms": profile["by_kind_ms"],
                                  "longest": profile["longest"],
                                  "copies_per_step": sum(1 for k in mine if "memcpy" in k["name"].lower()) / trace_steps}
+            # every GPU's busy time, collectives, and computation slowed beside them (what watch reads)
+            result["per_device"] = per_device(kernels, trace_steps)
             for bulky in trace.rglob("*.xplane.pb"):
                 bulky.unlink()
     del built

@@ -49,10 +49,12 @@ def test_each_gpus_collectives_and_the_part_with_nothing_beside_them_by_hand(tmp
     # [5, 15] and [20, 24]: 14 ms, 7.0 a step; of it beside no computation [10, 12], [14, 15] and [20, 24]:
     # 7 ms, 3.5 a step; the span 36 ms, 18.0 a step; 5 kernels (the host's and the XLA Ops row are not)
     assert gpu0 == {"device": "/device:GPU:0", "kernels_per_step": 2.5, "busy_ms": 12.5, "collectives_ms": 7.0,
-                    "collectives_alone_ms": 3.5, "span_ms": 18.0}
+                    "collectives_alone_ms": 3.5, "span_ms": 18.0,
+                    "slowed_beside_collectives_ms": 0.0}
     # GPU 1: XLA's own all-reduce kernel, known by its HLO op, half of it beside a fusion
     assert gpu1 == {"device": "/device:GPU:1", "kernels_per_step": 1.0, "busy_ms": 1.0, "collectives_ms": 1.0,
-                    "collectives_alone_ms": 0.5, "span_ms": 1.0}
+                    "collectives_alone_ms": 0.5, "span_ms": 1.0,
+                    "slowed_beside_collectives_ms": 0.0}
     assert trace_kernels.read(tmp_path / "none", STEPS) == ([], "no trace file to read the kernels from")
     # a truncated file, or JSON that is not a trace: said, never raised (the record is stored after it)
     broken = tmp_path / "broken"
@@ -97,9 +99,10 @@ def test_tensorflows_xplane_gives_the_same_figures_as_the_perfetto_json(tmp_path
     found, note = trace_kernels.read(tmp_path, STEPS)
     assert note is None
     assert found == [{"device": "/device:GPU:0", "kernels_per_step": 2.5, "busy_ms": 12.5, "collectives_ms": 7.0,
-                      "collectives_alone_ms": 3.5, "span_ms": 18.0},  # as the perfetto test's, by hand
+                      "collectives_alone_ms": 3.5, "span_ms": 18.0,  # as the perfetto test's, by hand
+                      "slowed_beside_collectives_ms": 0.0},
                      {"device": "/device:GPU:1", "kernels_per_step": 1.0, "busy_ms": 1.0, "collectives_ms": 1.0,
-                      "collectives_alone_ms": 0.5, "span_ms": 1.0}]
+                      "collectives_alone_ms": 0.5, "span_ms": 1.0, "slowed_beside_collectives_ms": 0.0}]
     kernels = xplane.device_kernels(folder / "host.xplane.pb", pb2)
     assert {k["op"] for k in kernels} == {"fusion.1", "", "dot.2", "fusion.3", "all-reduce-start.1"}
     # a trace over the size limit is said, not parsed
@@ -111,6 +114,26 @@ def test_tensorflows_xplane_gives_the_same_figures_as_the_perfetto_json(tmp_path
     monkeypatch.setattr(xplane, "MAX_XPLANE_BYTES", 128 << 20)
     monkeypatch.setattr(xplane, "schema", lambda: None)
     assert trace_kernels.read(tmp_path, STEPS) == ([], xplane.NO_SCHEMA)
+
+
+def test_computation_slowed_beside_the_collectives_by_hand():
+    """Each name's kernels beside an all-reduce against the median of the same name's alone."""
+    def kernel(name, start_ms, dur_ms):
+        return {"name": name, "ts_us": start_ms * 1000, "dur_us": dur_ms * 1000, "op": "", "device": "/device:GPU:0"}
+
+    nccl = kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10, 10)  # [10, 20] ms
+    kernels = [nccl,
+               kernel("gemm", 0, 1.0), kernel("gemm", 2, 1.2),  # alone: median 1.1 ms
+               kernel("gemm", 10, 1.5), kernel("gemm", 12, 1.6),  # beside: 0.4 + 0.5 ms beyond it
+               kernel("gemm", 19.5, 2.0),  # a quarter of it beside: neither beside nor alone
+               kernel("gemm_b", 4, 1.0), kernel("gemm_b", 14, 2.0),  # one alone: no usual time, not counted
+               kernel("fusion", 6, 1.0), kernel("fusion", 8, 1.0), kernel("fusion", 16.5, 0.8)]  # faster: 0, not -0.2
+    computing = [k for k in kernels if k is not nccl]
+    assert trace_kernels.slowed_beside(computing, [(10_000, 20_000)]) == pytest.approx(900)
+    assert trace_kernels.covered([(0, 4), (3, 12), (30, 31)], [(2, 5), (10, 20)]) == [2, 2 + 2, 0]
+    # two steps traced: 0.45 ms a step
+    (gpu0,) = trace_kernels.per_device(kernels, steps=2)
+    assert gpu0["slowed_beside_collectives_ms"] == pytest.approx(0.45)
 
 
 def test_uncovered_parts_by_hand():
@@ -146,3 +169,29 @@ def test_waited_collectives_are_a_cause_and_each_gpu_is_printed():
         events[1].update(replicas=replicas)
         r = make_watch_record(events=[*events, trace | {"devices": quiet}])
         assert "collectives_waited" not in [c.code for c in r.verdict]
+
+
+def test_computation_slowed_beside_the_collectives_is_a_cause_from_a_fiftieth_of_the_step():
+    """GPT-2 small's four H200s lost 1.1 ms of 34.5 a step this way (docs/benchmarks.md): named, with
+    each GPU's figure and the change; 0.5 ms of 34.5 is not; the report prints each GPU's."""
+    events = fit_events(wait_s=0.0, input_type="numpy", batch=64)
+    events[1].update(replicas=4, devices=4, strategy="DataParallel")
+    gpus = [{"device": f"/device:GPU:{i}", "kernels_per_step": 774.0, "busy_ms": 33.8, "collectives_ms": 5.6,
+             "collectives_alone_ms": 0.8, "span_ms": 34.5, "slowed_beside_collectives_ms": slowed}
+            for i, slowed in enumerate((1.1, 0.9, 1.0, 0.95))]
+    trace = {"event": "watch_trace", "pid": 100, "dir": "/tmp/t", "first_step": 60, "last_step": 62, "ok": True,
+             "message": None, "devices": gpus}
+    r = make_watch_record(events=[*events, trace])
+    slowed = next(c for c in r.verdict if c.code == "compute_slowed_by_collectives")
+    assert slowed.saving_share == pytest.approx(1.1 / 34.5)
+    assert slowed.message == ("computation runs slower beside the all-reduce: 1.1 ms a step of 34.5 on GPU 0, "
+                              "beyond what the same kernels take with no collective running")
+    assert "GPU 1 0.9 ms slower beside 5.6 ms of collectives" in slowed.evidence
+    assert "larger than 16" in slowed.fix and "NCCL_MAX_CTAS" in slowed.fix
+    out = io.StringIO()
+    print_watch(Console(file=out, width=80), r)
+    assert "0.8 ms of them with nothing else running; computation beside them 1.1 ms slower" in " ".join(
+        out.getvalue().split())
+    quiet = [g | {"slowed_beside_collectives_ms": 0.5} for g in gpus]
+    r = make_watch_record(events=[*events, trace | {"devices": quiet}])
+    assert "compute_slowed_by_collectives" not in [c.code for c in r.verdict]

@@ -22,6 +22,9 @@ is split over N devices, but the input, the host and the batch stay those of one
 - Collectives waited for (from `watch --trace-steps`, measure/trace_kernels.py): the time a step
   a GPU runs its all-reduce with no other kernel beside it, against the traced step's span, from
   WAITED_SHARE on. NVML counts those kernels as busy; the trace tells them apart.
+- Computation slowed beside the collectives (the same trace): what the kernels that ran beside an
+  all-reduce took beyond the same kernels' usual time alone, from SLOWED_SHARE of the step on. An
+  all-reduce hidden behind the backward pass is not free: it holds SMs and memory bandwidth.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ SLOWER_COMPUTE_SHARE = 0.05
 # step outside computation on two to four H200s (docs/benchmarks.md, "Four GPUs"); past a tenth the
 # exchange, not the model, sets the pace
 WAITED_SHARE = 0.10
+# Two hundredths of the step in computation slowed beside the exchange: GPT-2 small on four H200s lost
+# 1.1 ms of 34.5 (3.2%) this way, the gap between its 90% and the 98.5% of the same step with nothing
+# exchanged (docs/benchmarks.md, "GPT-2 small on four GPUs with nothing exchanged")
+SLOWED_SHARE = 0.02
 # The one line that spreads a Keras 3 step over every device (keras.distribution), before the model is built
 DATA_PARALLEL_LINE = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
 LEARNING_RATE_NOTE = ("a global batch N times larger changes training: scale the learning rate with it (the linear "
@@ -163,9 +170,15 @@ def device_name(trace_name: str) -> str:
     return f"{kind.rsplit('/', 1)[-1].replace('device:', '')} {index}" if index.isdigit() else trace_name
 
 
-def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
+def traced_devices(r: WatchRecord, main: WatchedFit) -> list:
+    """The trace's GPUs of a run over several replicas (none without a trace or with one replica)."""
     devices = [d for d in (r.trace.devices if r.trace else ()) if d.span_ms > 0]
-    if main.replicas < 2 or not devices:
+    return devices if main.replicas >= 2 else []
+
+
+def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    devices = traced_devices(r, main)
+    if not devices:
         return None
     worst = max(devices, key=lambda d: d.collectives_alone_ms / d.span_ms)
     share = worst.collectives_alone_ms / worst.span_ms
@@ -180,3 +193,25 @@ def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
                  fix=f"send the same gradients for more samples: a per-device batch larger than "
                      f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE}); where the step is this short, "
                      "fewer devices can train faster (compare with `gpuscout tune`)")
+
+
+def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
+    devices = traced_devices(r, main)
+    if not devices:
+        return None
+    worst = max(devices, key=lambda d: d.slowed_beside_collectives_ms / d.span_ms)
+    share = worst.slowed_beside_collectives_ms / worst.span_ms
+    if share < SLOWED_SHARE:
+        return None
+    return Cause(code="compute_slowed_by_collectives", saving_share=share,
+                 message=f"computation runs slower beside the all-reduce: {worst.slowed_beside_collectives_ms:.1f} ms "
+                         f"a step of {worst.span_ms:.1f} on {device_name(worst.device)}, beyond what the same kernels "
+                         "take with no collective running",
+                 evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
+                          + "; ".join(f"{device_name(d.device)} {d.slowed_beside_collectives_ms:.1f} ms slower beside "
+                                      f"{d.collectives_ms:.1f} ms of collectives" for d in devices[:4]),
+                 fix="the all-reduce holds SMs and memory bandwidth that the kernels beside it would use (cuBLAS's "
+                     "GEMMs on Hopper fill every SM in one wave, and lose part of it to NCCL's); send the same "
+                     "gradients for more samples: a per-device batch larger than "
+                     f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE}). Fewer NCCL channels "
+                     "(NCCL_MAX_CTAS) slow the exchange more than they spare the computation (docs/benchmarks.md)")

@@ -71,6 +71,7 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
     causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _callbacks(r, main),
                           _mixed_precision(r, main, precision_reference), _xla_off(r, main), _unused_memory(r, main),
                           devices.devices_unused(r, main), devices.collectives_waited(r, main),
+                          devices.compute_slowed(r, main),
                           *_gpu_health(r, other_pids)) if c]
     if not causes:
         causes.append(_compute_bound(r))

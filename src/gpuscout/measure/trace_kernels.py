@@ -16,6 +16,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import statistics
+from collections import defaultdict
 from pathlib import Path
 
 from gpuscout.measure import xplane
@@ -23,6 +25,10 @@ from gpuscout.measure import xplane
 # NCCL's kernels (ncclDevKernel_AllReduce_Sum_f32_RING_LL, ...) and XLA's own collective kernels,
 # by their kernel or HLO op name
 COLLECTIVE = re.compile(r"nccl|all_?reduce|all-reduce|all_?gather|reduce_?scatter|collective", re.I)
+# A computing kernel is "beside" the collectives when at least this share of it ran while one did,
+# "alone" when none of it did; its name needs this many alone to give its usual duration.
+BESIDE_SHARE = 0.5
+ALONE_NEEDED = 2
 # a trace larger than this is not read (a long --trace-steps range of a big model): said, not parsed
 MAX_TRACE_BYTES = 512 << 20
 
@@ -105,6 +111,45 @@ def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, flo
     return total
 
 
+def covered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> list[float]:
+    """How much of each of `intervals` (sorted by start, may overlap) lies inside the disjoint
+    sorted `cover`."""
+    out, j = [], 0
+    for start, end in intervals:
+        while j < len(cover) and cover[j][1] <= start:
+            j += 1
+        inside, k = 0.0, j
+        while k < len(cover) and cover[k][0] < end:
+            inside += max(0.0, min(end, cover[k][1]) - max(start, cover[k][0]))
+            k += 1
+        out.append(inside)
+    return out
+
+
+def slowed_beside(computing: list[dict], talking: list[tuple[float, float]]) -> float:
+    """Microseconds the computing kernels that ran beside the collectives took beyond their usual
+    duration: for each kernel name seen both beside and alone, the beside ones' durations less the
+    median of the alone ones'. A collective holds SMs and memory bandwidth that the kernels beside
+    it would use; cuBLAS's Hopper GEMMs, sized to one wave over every SM, then run part of their
+    work as a second wave (GPT-2 small on four H200s: two such GEMMs 1.34-1.48x slower, 1.1 ms a
+    step, against the same step with nothing exchanged; docs/benchmarks.md). An estimate: kernels
+    of one name may differ in shape, which the median of several alone keeps in check."""
+    ordered = sorted(computing, key=lambda k: k["ts_us"])
+    inside = covered([(k["ts_us"], k["ts_us"] + k["dur_us"]) for k in ordered], talking)
+    alone, beside = defaultdict(list), defaultdict(list)
+    for k, shared in zip(ordered, inside):
+        if shared == 0:
+            alone[k["name"]].append(k["dur_us"])
+        elif shared >= BESIDE_SHARE * k["dur_us"]:
+            beside[k["name"]].append(k["dur_us"])
+    total = 0.0
+    for name, durations in beside.items():
+        if len(alone[name]) >= ALONE_NEEDED:
+            usual = statistics.median(alone[name])
+            total += max(0.0, sum(d - usual for d in durations))
+    return total
+
+
 def is_collective(kernel: dict) -> bool:
     return bool(COLLECTIVE.search(kernel["name"]) or COLLECTIVE.search(kernel["op"]))
 
@@ -112,7 +157,8 @@ def is_collective(kernel: dict) -> bool:
 def per_device(kernels: list[dict], steps: int) -> list[dict]:
     """Each device's kernels, in ms a step: busy (the union of its kernels), collectives (the
     union of its collective kernels), collectives_alone (the part of those with no other kernel of
-    the device running) and span (first kernel's start to last kernel's end)."""
+    the device running), slowed_beside_collectives (slowed_beside) and span (first kernel's start
+    to last kernel's end)."""
     out = []
     for device in sorted({k["device"] for k in kernels}):
         mine = [k for k in kernels if k["device"] == device]
@@ -123,6 +169,8 @@ def per_device(kernels: list[dict], steps: int) -> list[dict]:
         out.append({"device": device, "kernels_per_step": round(len(mine) / steps, 1),
                     "busy_ms": ms(length(merged(spans))), "collectives_ms": ms(length(talking)),
                     "collectives_alone_ms": ms(uncovered(talking, computing)),
+                    "slowed_beside_collectives_ms": ms(slowed_beside([k for k in mine if not is_collective(k)],
+                                                                     talking)),
                     "span_ms": ms(max(e for _, e in spans) - min(s for s, _ in spans))})
     return out
 

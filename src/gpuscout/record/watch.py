@@ -135,6 +135,9 @@ class TraceDevice(Part):
     collectives_ms: float  # the union of its collective kernels (NCCL's all-reduce, ...)
     collectives_alone_ms: float  # of those, with no other kernel of the GPU running: waited for
     span_ms: float  # its first kernel's start to its last kernel's end
+    # what the computing kernels beside the collectives took beyond their usual time alone
+    # (trace_kernels.slowed_beside); 0 in records from before 2026-11-27
+    slowed_beside_collectives_ms: float = 0.0
 
 
 class Trace(Part):

@@ -303,9 +303,12 @@ def print_watch(console: Console, r: WatchRecord) -> None:
         opened = f"open it with: {r.trace.command}" if r.trace.ok else f"not taken ({r.trace.message})"
         _wrapped(console, f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: {opened}", "  ", "")
         for d in r.trace.devices[:8]:
+            slowed = (f"; computation beside them {d.slowed_beside_collectives_ms:.1f} ms slower"
+                      if d.slowed_beside_collectives_ms >= 0.05 else "")
             _wrapped(console, f"{devices.device_name(d.device)}: kernels {d.busy_ms:.1f} ms a step of a "
                               f"{d.span_ms:.1f} ms span; collectives {d.collectives_ms:.1f} ms, "
-                              f"{d.collectives_alone_ms:.1f} ms of them with nothing else running", "    ", "      ")
+                              f"{d.collectives_alone_ms:.1f} ms of them with nothing else running{slowed}",
+                     "    ", "      ")
         if r.trace.kernels_note:
             _wrapped(console, r.trace.kernels_note, "    ", "      ")
 
