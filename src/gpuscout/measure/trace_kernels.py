@@ -132,8 +132,10 @@ def slowed_beside(computing: list[dict], talking: list[tuple[float, float]]) -> 
     median of the alone ones'. A collective holds SMs and memory bandwidth that the kernels beside
     it would use; cuBLAS's Hopper GEMMs, sized to one wave over every SM, then run part of their
     work as a second wave (GPT-2 small on four H200s: two such GEMMs 1.34-1.48x slower, 1.1 ms a
-    step, against the same step with nothing exchanged; docs/benchmarks.md). An estimate: kernels
-    of one name may differ in shape, which the median of several alone keeps in check."""
+    step, against the same step with nothing exchanged; docs/benchmarks.md). A lower bound: a kernel
+    that never runs alone is not counted (this read 1.03 ms a step there, where those two GEMMs took
+    0.97 ms more than with nothing exchanged and all computing kernels 1.85); kernels of one name may
+    differ in shape, which the median of several alone keeps in check."""
     ordered = sorted(computing, key=lambda k: k["ts_us"])
     inside = covered([(k["ts_us"], k["ts_us"] + k["dur_us"]) for k in ordered], talking)
     alone, beside = defaultdict(list), defaultdict(list)
