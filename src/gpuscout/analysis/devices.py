@@ -42,9 +42,10 @@ SLOWER_COMPUTE_SHARE = 0.05
 # step outside computation on two to four H200s (docs/benchmarks.md, "Four GPUs"); past a tenth the
 # exchange, not the model, sets the pace
 WAITED_SHARE = 0.10
-# Two hundredths of the step in computation slowed beside the exchange: GPT-2 small on four H200s lost
-# 1.1 ms of 34.5 (3.2%) this way, the gap between its 90% and the 98.5% of the same step with nothing
-# exchanged (docs/benchmarks.md, "GPT-2 small on four GPUs with nothing exchanged")
+# Two hundredths of the step in computation slowed beside the exchange: the trace of GPT-2 small on four
+# H200s read 1.03 ms of 34.0 (3.0%), most of the gap between its 91% and the 98.7% of the same step
+# with nothing exchanged; a float32 MLP's read 0.1 ms of 11.1 (docs/benchmarks.md, "GPT-2 small on four
+# GPUs with nothing exchanged")
 SLOWED_SHARE = 0.02
 # The one line that spreads a Keras 3 step over every device (keras.distribution), before the model is built
 DATA_PARALLEL_LINE = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
@@ -190,9 +191,14 @@ def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
                  evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
                           + "; ".join(f"{device_name(d.device)} collectives {d.collectives_ms:.1f} ms a step, "
                                       f"{d.collectives_alone_ms:.1f} ms alone" for d in devices[:4]),
-                 fix=f"send the same gradients for more samples: a per-device batch larger than "
-                     f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE}); where the step is this short, "
-                     "fewer devices can train faster (compare with `gpuscout tune`)")
+                 fix=f"{more_samples_per_exchange(main)}; where the step is this short, fewer devices can train "
+                     "faster (compare with `gpuscout tune`)")
+
+
+def more_samples_per_exchange(main: WatchedFit) -> str:
+    """The change for an exchange that costs the step: the same bytes for more samples."""
+    return (f"send the same gradients for more samples: a per-device batch larger than "
+            f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE})")
 
 
 def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
@@ -211,7 +217,6 @@ def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
                           + "; ".join(f"{device_name(d.device)} {d.slowed_beside_collectives_ms:.1f} ms slower beside "
                                       f"{d.collectives_ms:.1f} ms of collectives" for d in devices[:4]),
                  fix="the all-reduce holds SMs and memory bandwidth that the kernels beside it would use (cuBLAS's "
-                     "GEMMs on Hopper fill every SM in one wave, and lose part of it to NCCL's); send the same "
-                     "gradients for more samples: a per-device batch larger than "
-                     f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE}). Fewer NCCL channels "
-                     "(NCCL_MAX_CTAS) slow the exchange more than they spare the computation (docs/benchmarks.md)")
+                     "GEMMs on Hopper fill every SM in one wave, and lose part of it to NCCL's): "
+                     f"{more_samples_per_exchange(main)}. Fewer NCCL channels (NCCL_MAX_CTAS) slow the exchange more "
+                     "than they spare the computation (docs/benchmarks.md)")

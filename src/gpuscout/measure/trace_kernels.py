@@ -165,13 +165,14 @@ def per_device(kernels: list[dict], steps: int) -> list[dict]:
     for device in sorted({k["device"] for k in kernels}):
         mine = [k for k in kernels if k["device"] == device]
         spans = [(k["ts_us"], k["ts_us"] + k["dur_us"]) for k in mine]
-        talking = merged([s for s, k in zip(spans, mine) if is_collective(k)])
-        computing = merged([s for s, k in zip(spans, mine) if not is_collective(k)])
+        collective = [is_collective(k) for k in mine]
+        talking = merged([s for s, c in zip(spans, collective) if c])
+        computing = merged([s for s, c in zip(spans, collective) if not c])
         ms = lambda us: round(us / steps / 1000, 4)  # noqa: E731  (microseconds in the trace -> ms a step)
         out.append({"device": device, "kernels_per_step": round(len(mine) / steps, 1),
                     "busy_ms": ms(length(merged(spans))), "collectives_ms": ms(length(talking)),
                     "collectives_alone_ms": ms(uncovered(talking, computing)),
-                    "slowed_beside_collectives_ms": ms(slowed_beside([k for k in mine if not is_collective(k)],
+                    "slowed_beside_collectives_ms": ms(slowed_beside([k for k, c in zip(mine, collective) if not c],
                                                                      talking)),
                     "span_ms": ms(max(e for _, e in spans) - min(s for s, _ in spans))})
     return out
