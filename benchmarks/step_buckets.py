@@ -5,8 +5,7 @@ with a copy kernel each: 292 a step in two-GPU ResNet-50), and the same step wit
 of `--buckets-mib` (`jax_replicas.bucketed_mean`: the step concatenates, averages and slices
 itself; `scale` now runs it at the workload's size). `SIZE:bfloat16` exchanges the gradients in
 bfloat16; `SIZE:none` exchanges nothing: each GPU's compute as in the data-parallel step with no
-NCCL kernel beside it, what the step would cost if the exchange were free (issue 48); `SIZE:joined`
-cuts the buckets as before 2026-11-27 (an array larger than a bucket concatenated with its run). Set XLA_FLAGS
+NCCL kernel beside it, what the step would cost if the exchange were free (issue 48). Set XLA_FLAGS
 as gpuscout's child does (executor/local.py) to measure what `scale` measures.
 
     python benchmarks/step_buckets.py --out DIR [--workload resnet50] [--batch N]
@@ -35,39 +34,23 @@ from built_step import add_step_arguments, parse_step_arguments
 from step_kernels import device_kernels, load_trace, summarise, timed
 
 
-def joined_buckets(sizes_bytes: list[int], bucket_bytes: int) -> list[list[int]]:
-    """jax_replicas.buckets as it cut them before 2026-11-27: an array larger than a bucket joined
-    the run it came in (and was concatenated with it), for `SIZE:joined`."""
-    cut, current, size = [], [], 0
-    for i in reversed(range(len(sizes_bytes))):
-        current.append(i)
-        size += sizes_bytes[i]
-        if size >= bucket_bytes:
-            cut.append(current)
-            current, size = [], 0
-    return cut + [current] if current else cut
-
-
 @contextlib.contextmanager
-def step_variant(label: str | None):
-    """The step compiled (on its first call, inside this block) as `label` says. "none": every
+def exchanging(exchange: bool):
+    """`exchange` False: the step compiled (on its first call, inside this block) with every
     `lax.pmean` an identity behind an optimisation barrier, so the buckets are still concatenated
     and sliced but nothing crosses between GPUs: each GPU's compute as in the data-parallel step,
-    with no NCCL kernel beside it (the replicas then train apart; a measurement, not a step).
-    "joined": the buckets cut as before 2026-11-27 (joined_buckets)."""
+    with no NCCL kernel beside it (the replicas then train apart; a measurement, not a step)."""
+    if exchange:
+        yield
+        return
     import jax
 
-    from gpuscout.child import jax_replicas
-
-    saved = jax.lax.pmean, jax_replicas.buckets
-    if label == "none":
-        jax.lax.pmean = lambda x, axis_name, **_: jax.tree.map(jax.lax.optimization_barrier, x)
-    elif label == "joined":
-        jax_replicas.buckets = joined_buckets
+    original = jax.lax.pmean
+    jax.lax.pmean = lambda x, axis_name, **_: jax.tree.map(jax.lax.optimization_barrier, x)
     try:
         yield
     finally:
-        jax.lax.pmean, jax_replicas.buckets = saved
+        jax.lax.pmean = original
 
 
 def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: str | None = None) -> dict:
@@ -81,14 +64,15 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: s
     from gpuscout.workloads import get
 
     original = jax_replicas.per_replica_train_step
-    label, wire = wire, (None if wire in ("none", "joined") else wire)
+    exchange = wire != "none"
+    label, wire = wire, (wire if exchange else None)
     jax_replicas.per_replica_train_step = lambda model, mesh, _default=None: original(model, mesh, bucket_bytes, wire)
     try:
         built = build(spec)
     finally:
         jax_replicas.per_replica_train_step = original
     per_sample = get(spec.workload).units_per_sample(spec.seq_len)
-    with step_variant(label):
+    with exchanging(exchange):
         throughput = timed(built.runner.step, built.runner.sync, spec.batch_size * per_sample)
         result = {"devices": spec.devices, "bucket_bytes": bucket_bytes, "wire": label,
                   "throughput": throughput, "samples_per_s": throughput["median"] / per_sample}
@@ -127,8 +111,7 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--buckets-mib", default="25,64",
                         help="sizes; SIZE:bfloat16 exchanges that size's gradient buckets in bfloat16, "
-                             "SIZE:none exchanges nothing (each GPU's compute alone), SIZE:joined cuts the buckets as "
-                             "before 2026-11-27 (see step_variant)")
+                             "SIZE:none exchanges nothing (each GPU's compute alone, see exchanging)")
     parser.add_argument("--trace-steps", type=int, default=2)
     parser.add_argument("--skip-pmean", action="store_true", help="no point for the pmean of each array")
     args = parse_step_arguments(parser)

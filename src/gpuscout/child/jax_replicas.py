@@ -69,17 +69,9 @@ def float_bytes(values) -> int:
 
 def buckets(sizes_bytes: list[int], bucket_bytes: int) -> list[list[int]]:
     """Indices of arrays of these sizes, last first (a backward pass computes the last layer's
-    gradients first), cut into runs of at least `bucket_bytes` (the last run may be smaller). An
-    array of `bucket_bytes` or more is a bucket of its own, the run before it cut short: a bucket
-    of one array needs no concatenation, and a large one was the costliest copy (GPT-2 small's
-    154 MB token embedding, whose gradient is the backward pass's last, was concatenated with the
-    first block's on the step's critical path)."""
+    gradients first), cut into runs of at least `bucket_bytes` (the last run may be smaller)."""
     cut, current, size = [], [], 0
     for i in reversed(range(len(sizes_bytes))):
-        if sizes_bytes[i] >= bucket_bytes:
-            cut += [current, [i]] if current else [[i]]
-            current, size = [], 0
-            continue
         current.append(i)
         size += sizes_bytes[i]
         if size >= bucket_bytes:
