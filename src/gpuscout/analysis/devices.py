@@ -217,6 +217,6 @@ def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
                           + "; ".join(f"{device_name(d.device)} {d.slowed_beside_collectives_ms:.1f} ms slower beside "
                                       f"{d.collectives_ms:.1f} ms of collectives" for d in devices[:4]),
                  fix="the all-reduce holds SMs and memory bandwidth that the kernels beside it would use (cuBLAS's "
-                     "GEMMs on Hopper fill every SM in one wave, and lose part of it to NCCL's): "
+                     "GEMMs on Hopper are often sized to one wave over every SM and lose part of it to NCCL's): "
                      f"{more_samples_per_exchange(main)}. Fewer NCCL channels (NCCL_MAX_CTAS) slow the exchange more "
                      "than they spare the computation (docs/benchmarks.md)")
