@@ -30,8 +30,9 @@ is split over N devices, but the input, the host and the batch stay those of one
 from __future__ import annotations
 
 import statistics
+from typing import Callable
 
-from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
+from gpuscout.record.watch import Cause, TraceDevice, WatchedFit, WatchRecord
 
 SMALL_DEVICE_BATCH = 64
 UNEVEN_BUSY_POINTS = 15.0  # percentage points of NVML utilisation between two GPUs of one step
@@ -171,20 +172,23 @@ def device_name(trace_name: str) -> str:
     return f"{kind.rsplit('/', 1)[-1].replace('device:', '')} {index}" if index.isdigit() else trace_name
 
 
-def traced_devices(r: WatchRecord, main: WatchedFit) -> list:
-    """The trace's GPUs of a run over several replicas (none without a trace or with one replica)."""
+def worst_traced(r: WatchRecord, main: WatchedFit, figure: Callable[[TraceDevice], float], floor: float):
+    """(the trace's GPUs, the one whose `figure` is the largest share of its traced step, that share)
+    of a run over several replicas, where that share is `floor` or more; else None (no trace, one
+    replica, or below the floor)."""
     devices = [d for d in (r.trace.devices if r.trace else ()) if d.span_ms > 0]
-    return devices if main.replicas >= 2 else []
+    if main.replicas < 2 or not devices:
+        return None
+    worst = max(devices, key=lambda d: figure(d) / d.span_ms)
+    share = figure(worst) / worst.span_ms
+    return (devices, worst, share) if share >= floor else None
 
 
 def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
-    devices = traced_devices(r, main)
-    if not devices:
+    found = worst_traced(r, main, lambda d: d.collectives_alone_ms, WAITED_SHARE)
+    if found is None:
         return None
-    worst = max(devices, key=lambda d: d.collectives_alone_ms / d.span_ms)
-    share = worst.collectives_alone_ms / worst.span_ms
-    if share < WAITED_SHARE:
-        return None
+    devices, worst, share = found
     return Cause(code="collectives_waited", saving_share=share,
                  message=f"the step waits for its all-reduce: {worst.collectives_alone_ms:.1f} ms of "
                          f"{worst.span_ms:.1f} with nothing else running on {device_name(worst.device)}",
@@ -202,13 +206,10 @@ def more_samples_per_exchange(main: WatchedFit) -> str:
 
 
 def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
-    devices = traced_devices(r, main)
-    if not devices:
+    found = worst_traced(r, main, lambda d: d.slowed_beside_collectives_ms, SLOWED_SHARE)
+    if found is None:
         return None
-    worst = max(devices, key=lambda d: d.slowed_beside_collectives_ms / d.span_ms)
-    share = worst.slowed_beside_collectives_ms / worst.span_ms
-    if share < SLOWED_SHARE:
-        return None
+    devices, worst, share = found
     return Cause(code="compute_slowed_by_collectives", saving_share=share,
                  message=f"computation runs slower beside the all-reduce: {worst.slowed_beside_collectives_ms:.1f} ms "
                          f"a step of {worst.span_ms:.1f} on {device_name(worst.device)}, beyond what the same kernels "
