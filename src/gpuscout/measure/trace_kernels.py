@@ -95,22 +95,6 @@ def length(intervals: list[tuple[float, float]]) -> float:
     return sum(end - start for start, end in intervals)
 
 
-def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
-    """How much of the disjoint sorted `intervals` lies outside the disjoint sorted `cover`."""
-    total, j = 0.0, 0
-    for start, end in intervals:
-        at = start
-        while j < len(cover) and cover[j][1] <= at:
-            j += 1
-        k = j
-        while k < len(cover) and cover[k][0] < end:
-            total += max(0.0, cover[k][0] - at)
-            at = max(at, cover[k][1])
-            k += 1
-        total += max(0.0, end - at)
-    return total
-
-
 def covered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> list[float]:
     """How much of each of `intervals` (sorted by start, may overlap) lies inside the disjoint
     sorted `cover`."""
@@ -124,6 +108,11 @@ def covered(intervals: list[tuple[float, float]], cover: list[tuple[float, float
             k += 1
         out.append(inside)
     return out
+
+
+def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
+    """How much of the disjoint sorted `intervals` lies outside the disjoint sorted `cover`."""
+    return max(0.0, length(intervals) - sum(covered(intervals, cover)))  # never -0.0 from rounding
 
 
 def slowed_beside(computing: list[dict], talking: list[tuple[float, float]]) -> float:
