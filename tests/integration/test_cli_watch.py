@@ -63,12 +63,14 @@ def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path
     assert set(fed.main.epochs[-1].logs) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
     assert fed.main.forward_flops_per_sample == 2 * (32 * 64 + 64 * 2)  # counted on the model (2 per MAC)
     assert fed.main.batch_bytes == 64 * (32 * 4 + 4)  # float32 features, int32 labels
-    # cached batches arrive in well under a millisecond: never called input-bound (on the CPU's
-    # millisecond steps tensorflow's handover from tf.data can show, and is named as what it is;
-    # on a CPU shared with the suite's other worker it can pass a millisecond: their bytes say so)
+    # cached batches arrive in well under a millisecond on a quiet CPU: never called input-bound (on
+    # the CPU's millisecond steps tensorflow's handover from tf.data can show, and is named as what it
+    # is; on a CPU shared with the suite's other worker it passes a millisecond, 1.3 ms in a CI run of
+    # 2026-11-27: their bytes say so). Against the generator's 20 ms of sleep a batch, a fifth at most.
     assert "input_bound" not in [c.code for c in fed.verdict]
-    fetch_s = sum(w.input_wait_s for w in fed.windows) / sum(w.steps for w in fed.windows)
-    assert fetch_s < 0.001 and fed.input_wait_share < waited.input_wait_share
+    fetch_s, slow_fetch_s = (sum(w.input_wait_s for w in r.windows) / sum(w.steps for w in r.windows)
+                             for r in (fed, waited))
+    assert slow_fetch_s > 0.01 and fetch_s < slow_fetch_s / 5 and fed.input_wait_share < waited.input_wait_share
     # 20 ms of sleep per batch against about a millisecond of step: most of the time is the wait
     first = waited.verdict[0]
     assert first.code == "input_bound" and waited.input_wait_share > 0.6 and waited.main.input_type == "generator"
