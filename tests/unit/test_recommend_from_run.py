@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout import catalog
+from gpuscout.analysis import scaling
 from gpuscout.catalog import Catalog, PriceEntry
 from gpuscout.core.errors import UsageError
 from gpuscout.catalog.pricing import PricingOptions
@@ -239,7 +240,7 @@ def test_scaling_measured_by_gpuscout_scale_replaces_the_rule_of_thumb():
     job = from_run.job_from_run(one, from_run.measured_run(one, catalog.load()), None)
     job.scaling = found
     assert ranking.efficiency(job, H100, 2) == (efficiency, label)
-    assert ranking.efficiency(job, H100, 4)[0] == ranking.PARALLEL_EFFICIENCY["nvlink"]  # not measured at 4
+    assert ranking.efficiency(job, H100, 4)[0] == scaling.EXPECTED_EFFICIENCY["NVLink"]  # not measured at 4
     assert jobs.measured_scaling([one, two], kind="transformer") == {}  # resnet50 is a convnet
 
 
@@ -260,7 +261,7 @@ def test_a_run_on_two_gpus_predicts_from_its_own_efficiency_against_its_one_gpu_
     assert "90% data-parallel efficiency measured: 1,800 samples/s on 2 against 1,000 on one (run one1)" in answer.basis
     assert ranking.efficiency(answer.job, H100, 2)[0] == pytest.approx(0.9)
     assert ranking.efficiency(answer.job, H100, 4)[0] == pytest.approx(0.81)
-    assert ranking.efficiency(answer.job, DOUBLE, 2)[0] == ranking.PARALLEL_EFFICIENCY["nvlink"]  # another kind
+    assert ranking.efficiency(answer.job, DOUBLE, 2)[0] == scaling.EXPECTED_EFFICIENCY["NVLink"]  # another kind
     seconds, _ = m.gpu_seconds_per_sample(H100, record_precision(two), 900.0, CAT, "transformer")
     assert seconds == pytest.approx(2 * 0.9 / 1800)
     at_two = measured.predict_run(m, H100, record_precision(two), 900.0, CAT, "transformer", 2, 0.9)
@@ -268,5 +269,5 @@ def test_a_run_on_two_gpus_predicts_from_its_own_efficiency_against_its_one_gpu_
     assert at_two.samples_per_s == pytest.approx(1800) and at_one.samples_per_s == pytest.approx(1000)
     # no one-GPU peer in the store: the rule of thumb at 2, said as assumed
     alone = from_run.recommendation(two, CAT, Constraints(max_gpus=4), PricingOptions(), watch_records=[two])
-    assert alone.measured.efficiency == ranking.PARALLEL_EFFICIENCY["nvlink"]
+    assert alone.measured.efficiency == scaling.EXPECTED_EFFICIENCY["NVLink"]
     assert "assumed" in alone.basis

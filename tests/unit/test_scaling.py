@@ -19,7 +19,7 @@ from tests.records import make_record
 from gpuscout.core.errors import UsageError
 from gpuscout.executor.local import NO_ONE_SHOT_ALL_REDUCE, child_env
 from gpuscout.core.spec import Backend, RunSpec
-from gpuscout.telemetry.nvml import Nvml, topology
+from gpuscout.telemetry.nvml import Link, Nvml, topology
 
 
 def test_speedup_efficiency_and_outside_compute():
@@ -31,7 +31,9 @@ def test_speedup_efficiency_and_outside_compute():
     # strong: the ideal is 0.100 / 4 = 0.025 s; a step of 0.040 s is 0.015 s over
     assert scaling.outside_compute(0.040, 0.100, 4, "strong") == pytest.approx((0.015, 0.375))
     assert scaling.outside_compute(0.090, 0.100, 2, "weak") == (0.0, 0.0)  # faster than ideal: no negative time
-    assert [scaling.expected_efficiency(n) for n in (1, 2, 4, 8)] == [1.0, 0.90, 0.80, 0.80]
+    assert [scaling.expected_efficiency(n, "NVLink") for n in (1, 2, 4, 8)] == [1.0, 0.95, 0.95, 0.95]
+    # PCIe, and a link not read (logical CPU devices), expect less
+    assert [scaling.expected_efficiency(2, link) for link in ("PCIe", None)] == [0.85, 0.85]
 
 
 def test_allreduce_estimate_and_link_bandwidth():
@@ -54,8 +56,8 @@ def _situation(**changes):
 
 
 def test_diagnosis_names_each_cause():
-    assert scaling.diagnose(_situation(efficiency=0.93)) == []
-    assert scaling.diagnose(_situation(devices=4, efficiency=0.85)) == []  # 80% rule at 4
+    assert scaling.diagnose(_situation(efficiency=0.96)) == []
+    assert scaling.diagnose(_situation(devices=4, efficiency=0.86, interconnect="PCIe")) == []  # 85% over PCIe
     codes = lambda **c: [x.code for x in scaling.diagnose(_situation(**c))]  # noqa: E731
     assert codes(data="pipeline", input_wait_share=0.30) == ["input_pipeline"]
     assert codes(data="pipeline", input_wait_share=0.01) == ["unexplained"]
@@ -225,6 +227,17 @@ def test_topology_reads_nvlink_and_the_pcie_path(tmp_path, monkeypatch):
 
 def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_when_the_allreduce_explains():
     codes = lambda **c: [x.code for x in scaling.diagnose(_situation(**c))]  # noqa: E731
+    # GPT-2 small bf16 on two H200s at 16 x 1,024 tokens a GPU (docs/benchmarks.md): 92.4%, 2.7 ms of a
+    # 35.5 ms step outside compute (7.6%); its 124M fp32 gradients take 2 x 1/2 x 498 MB / 450 GB/s =
+    # 1.1 ms at NVLink's peak, 41% of that time: the batch is named (32 a GPU measured 98%)
+    estimate = scaling.allreduce_s(124_439_808, 2, 450.0)
+    assert estimate == pytest.approx(124_439_808 * 4 / 450e9) and estimate / 0.0027 == pytest.approx(0.41, abs=0.01)
+    gpt2 = dict(backend="jax", all_reduce="XLA all-reduce (NCCL on GPUs)", per_device_batch_size=16,
+                overhead_share=0.0027 / 0.0355, outside_s=0.0027, allreduce_estimate_s=estimate, step_s=0.0355)
+    assert codes(**gpt2, efficiency=0.924) == ["small_batch"]
+    assert codes(**gpt2, efficiency=0.96) == []  # above NVLink's 95%
+    assert codes(**{**gpt2, "outside_s": 0.02, "overhead_share": 0.2}, efficiency=0.8) == ["unexplained"]  # 6% of it
+    assert codes(**{**gpt2, "overhead_share": 0.04}, efficiency=0.924) == ["unexplained"]  # under 5% outside
     # ResNet-50 bf16 on two H200s: 4.8 ms outside compute, a 0.23 ms all-reduce estimate, 53 BN layers
     resnet = dict(backend="jax", all_reduce="XLA all-reduce (NCCL on GPUs)", overhead_share=0.11,
                   outside_s=0.0048, allreduce_estimate_s=0.00023, step_s=0.043, efficiency=0.89)
@@ -253,7 +266,7 @@ def test_a_failed_point_says_what_doctor_explain_found_and_its_fix_once():
 def test_each_count_is_judged_against_the_slowest_of_its_gpus_alone():
     """Issue 44, item 6: GPU 0 alone 500 samples/s, GPU 1 alone 450 (10% slower alone, as a GPU at
     its power limit can be), both together 880. Against GPU 0 alone that is 880 / 1000 = 88%,
-    below the 90% rule of thumb for two GPUs; lockstep steps run at the slower GPU's pace, so
+    below the 95% expected of two GPUs over NVLink; lockstep steps run at the slower GPU's pace, so
     against each GPU alone it is 880 / (2 x 450) = 97.8%: the 10% is the silicon, not the
     all-reduce. The step time outside compute is counted from GPU 1's step alone."""
     def run(run_id: str, rate: float, devices: int = 1):
@@ -261,7 +274,8 @@ def test_each_count_is_judged_against_the_slowest_of_its_gpus_alone():
                            per_device_batch_size=256, step_time_s=256 * devices / rate)
     records = {1: run("one", 500.0), 2: run("two", 880.0, devices=2)}
     alone = {0: records[1], 1: run("gpu1", 450.0)}
-    report = scale_lib.analyse(records, "weak", [], "gpu", alone, [0, 1])
+    nvlink = [Link((0, 1), "NVLink", (18, 18), None, None)]
+    report = scale_lib.analyse(records, "weak", nvlink, "gpu", alone, [0, 1])
     point = report["points"][1]
     assert point["efficiency"]["value"] == pytest.approx(0.88)
     each = point["each_alone"]
@@ -272,9 +286,13 @@ def test_each_count_is_judged_against_the_slowest_of_its_gpus_alone():
     assert point["outside_compute_s"] == pytest.approx(512 / 880 - 256 / 450)
     assert point["meets_expectation"] is True and point["causes"] == []  # judged at 97.8%, not at 88%
     assert "1.76x, 88.0% efficiency against GPU 0 alone, 97.8% against each GPU alone (the slowest, GPU 1, runs " \
-           "at 0.900x the first alone) (meets the 90% rule of thumb)" in report["verdict"]["summary"]
-    without = scale_lib.analyse(records, "weak", [], "gpu", {0: records[1]}, [0, 1])["points"][1]
-    assert without["each_alone"] is None and without["meets_expectation"] is False  # 88% < 90%
+           "at 0.900x the first alone) (meets the 95% expected over NVLink)" in report["verdict"]["summary"]
+    without = scale_lib.analyse(records, "weak", nvlink, "gpu", {0: records[1]}, [0, 1])["points"][1]
+    assert without["each_alone"] is None and without["meets_expectation"] is False  # 88% < 95%
+    # over a link not read, 85% is expected: 88% meets it
+    unread = scale_lib.analyse(records, "weak", [], "gpu", {0: records[1]}, [0, 1])
+    assert unread["points"][1]["meets_expectation"] is True
+    assert "(meets the 85% expected)" in unread["verdict"]["summary"]
     assert scaling.against_each_alone(880.0, [880.0], [0, 1], {0: (500.0, [500.0])}, lambda a, b: (1, 1)) is None
 
 

@@ -276,7 +276,7 @@ def _seconds(r: WatchRecord) -> float:
 def _spread(record: WatchRecord, m: MeasuredRun, job: Job, watches: list[WatchRecord]) -> MeasuredRun:
     """A run on N devices predicts from its own data-parallel efficiency: against its one-device
     peer where the store has one (at N, measured; at other counts, the same loss per doubling),
-    else the interconnect's rule of thumb at N, said as assumed."""
+    else what `scale` expects over the interconnect, said as assumed."""
     n, gpu = m.devices, m.gpu
     peer = one_device_peer(record, watches)
     if peer is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpuscout.analysis import scaling
 from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.catalog import predict
 from gpuscout.catalog.pricing import HourlyCost, PricingOptions, hourly_cost
@@ -16,9 +17,6 @@ from gpuscout.recommend.measured import predict_run
 # A job fits when its estimate is at most this share of the GPU's memory (the CUDA context,
 # library workspaces and fragmentation take the rest; docs/methodology.md, sizing).
 FIT_SHARE = 0.9
-# Data-parallel efficiency assumed for K > 1 GPUs: the common rule of thumb (>= 90% at 2 GPUs
-# with NVLink); PCIe-only GPUs lose more to the all-reduce. `gpuscout scale` measures it.
-PARALLEL_EFFICIENCY = {"nvlink": 0.95, "pcie": 0.85}
 GPU_COUNTS = (1, 2, 4, 8)
 EDGE_TDP_W = 75
 
@@ -74,13 +72,14 @@ def _effective_precision(gpu: GpuSpec, precision: Precision) -> tuple[Precision 
 
 def efficiency(job: Job, gpu: GpuSpec, k: int) -> tuple[float, str]:
     """Data-parallel efficiency at k GPUs of `gpu`'s kind: measured by `gpuscout scale` where the
-    store has it (job.scaling), else the rule of thumb for its interconnect."""
+    store has it (job.scaling), else what `scale` expects over its interconnect (analysis/scaling.py)."""
     if k == 1:
         return 1.0, ""
     if (gpu.id, k) in job.scaling:
         return job.scaling[(gpu.id, k)]
-    link = "nvlink" if gpu.nvlink_gbs else "pcie"
-    return PARALLEL_EFFICIENCY[link], f"{PARALLEL_EFFICIENCY[link]:.0%} data-parallel efficiency assumed over {link.upper()}"
+    link = "NVLink" if gpu.nvlink_gbs else "PCIe"
+    expected = scaling.expected_efficiency(k, link)
+    return expected, f"{expected:.0%} data-parallel efficiency assumed over {link}"
 
 
 def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints, pricing: PricingOptions,

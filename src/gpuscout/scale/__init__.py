@@ -231,10 +231,10 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str,
     base = records.get(1)
     base_ok = base is not None and base.ok
     connection = interconnect(links)
+    link = connection["kind"] if connection else None
     first = next(iter(records.values()))
     entry = catalog.match(first.gpu.name) if first.gpu else None
-    gbs = scaling.link_gbs(connection["kind"] if connection else None,
-                           entry.nvlink_gbs if entry else None, entry.pcie_gen if entry else None)
+    gbs = scaling.link_gbs(link, entry.nvlink_gbs if entry else None, entry.pcie_gen if entry else None)
     points = []
     for n, r in sorted(records.items()):
         t = r.throughput if r.ok else None
@@ -247,7 +247,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str,
                  "ci95": [t.ci95_low / r.units_per_sample, t.ci95_high / r.units_per_sample]
                  if t and t.ci95_low is not None else None,
                  "step_time_s": r.step_time_s if t else None,
-                 "expected_efficiency": scaling.expected_efficiency(n),
+                 "expected_efficiency": scaling.expected_efficiency(n, link), "link": link,
                  "speedup": None, "efficiency": None, "outside_compute_s": None, "outside_compute_share": None,
                  "allreduce_estimate_s": None, "input_wait_share": r.input_wait_share,
                  "all_reduce": dist.all_reduce if dist else None,
@@ -276,7 +276,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str,
             efficiency=judged(point), status=r.status,
             data=r.data.value, input_wait_share=r.input_wait_share, straggler=straggler,
             all_reduce=point["all_reduce"], backend=r.backend.value,
-            interconnect=connection["kind"] if connection else None,
+            interconnect=link,
             per_device_batch_size=r.per_device_batch_size, overhead_share=point["outside_compute_share"],
             allreduce_estimate_s=point["allreduce_estimate_s"], step_s=point["step_time_s"],
             batchnorm_layers=dist.batchnorm_layers if dist else None, outside_s=point["outside_compute_s"],
@@ -337,7 +337,8 @@ def verdict(points: list[dict], base_ok: bool) -> dict:
             f" against GPU 0 alone, {each['value']:.1%} against each GPU alone (the slowest, GPU "
             f"{each['slowest_gpu']}, runs at {each['slowest_vs_first']:.3f}x the first alone)")
         parts.append(f"{p['devices']} devices: {p['speedup']['ratio']:.2f}x, {e:.1%} efficiency{against} "
-                     f"({'meets' if p['meets_expectation'] else 'below'} the {p['expected_efficiency']:.0%} rule of thumb)")
+                     f"({'meets' if p['meets_expectation'] else 'below'} the {p['expected_efficiency']:.0%} expected"
+                     + (f" over {p['link']})" if p.get("link") else ")"))
     for p in below:
         for cause in p["causes"]:
             if cause["try"] not in tries:
