@@ -235,6 +235,8 @@ def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_wh
     gpt2 = dict(backend="jax", all_reduce="XLA all-reduce (NCCL on GPUs)", per_device_batch_size=16,
                 overhead_share=0.0027 / 0.0355, outside_s=0.0027, allreduce_estimate_s=estimate, step_s=0.0355)
     assert codes(**gpt2, efficiency=0.924) == ["small_batch"]
+    assert "gradient_accumulation_steps still exchanges every batch" in scaling.diagnose(
+        _situation(**gpt2, efficiency=0.924))[0].try_
     assert codes(**gpt2, efficiency=0.96) == []  # above NVLink's 95%
     assert codes(**{**gpt2, "outside_s": 0.02, "overhead_share": 0.2}, efficiency=0.8) == ["unexplained"]  # 6% of it
     assert codes(**{**gpt2, "overhead_share": 0.04}, efficiency=0.924) == ["unexplained"]  # under 5% outside

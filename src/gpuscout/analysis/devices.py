@@ -199,10 +199,19 @@ def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
                      "faster (compare with `gpuscout tune`)")
 
 
+# Keras 3.15's jax trainer computes each batch's gradients over the whole sharded batch, so XLA
+# all-reduces them in every step; an optimizer's gradient_accumulation_steps adds them up after
+# that (the compiled step of an AdamW(gradient_accumulation_steps=2) under DataParallel on two CPU
+# devices: its one all-reduce outside the optimizer's conditionals; docs/benchmarks.md).
+NO_ACCUMULATION_ON_JAX = ("Keras' gradient_accumulation_steps would not: on jax it adds up gradients already "
+                          "exchanged")
+
+
 def more_samples_per_exchange(main: WatchedFit) -> str:
     """The change for an exchange that costs the step: the same bytes for more samples."""
     return (f"send the same gradients for more samples: a per-device batch larger than "
-            f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE})")
+            f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE})"
+            + (f"; {NO_ACCUMULATION_ON_JAX}" if main.backend == "jax" else ""))
 
 
 def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:

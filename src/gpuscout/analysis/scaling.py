@@ -176,8 +176,9 @@ def diagnose(s: Situation) -> list[Cause]:
     if small and explained and s.device_kind == "gpu":
         causes.append(Cause("small_batch", f"the per-GPU batch of {s.per_device_batch_size} is small for this model: "
                             f"{(s.overhead_share or 0):.0%} of each step is spent outside compute",
-                            "raise the per-GPU batch (weak scaling: --batch-size), or accumulate gradients over "
-                            "several micro-batches before each all-reduce"))
+                            "raise the per-GPU batch (weak scaling: --batch-size; in your own training too), or "
+                            "exchange once per several micro-batches (PyTorch DDP's no_sync; on jax, Keras' "
+                            "gradient_accumulation_steps still exchanges every batch)"))
     if not causes:
         causes.append(Cause("unexplained", f"{(s.overhead_share or 0):.0%} of each step is outside compute and no "
                             "single cause stands out", "profile one step (TensorBoard profiler, or "
