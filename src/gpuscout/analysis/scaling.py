@@ -37,7 +37,7 @@ ALLREDUCE_EXPLAINS = 0.25
 
 def expected_efficiency(devices: int, interconnect: str | None) -> float:
     """What `devices` GPUs joined by `interconnect` (NVLink | PCIe | None: not read) should reach."""
-    return 1.0 if devices == 1 else EXPECTED_EFFICIENCY.get(interconnect or "PCIe", EXPECTED_EFFICIENCY["PCIe"])
+    return 1.0 if devices == 1 else EXPECTED_EFFICIENCY.get(interconnect, EXPECTED_EFFICIENCY["PCIe"])
 
 
 def speedup(throughput: float, baseline_throughput: float) -> float:
