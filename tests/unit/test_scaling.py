@@ -235,8 +235,17 @@ def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_wh
     gpt2 = dict(backend="jax", all_reduce="XLA all-reduce (NCCL on GPUs)", per_device_batch_size=16,
                 overhead_share=0.0027 / 0.0355, outside_s=0.0027, allreduce_estimate_s=estimate, step_s=0.0355)
     assert codes(**gpt2, efficiency=0.924) == ["small_batch"]
-    assert "gradient_accumulation_steps still exchanges every batch" in scaling.diagnose(
-        _situation(**gpt2, efficiency=0.924))[0].try_
+    try_ = scaling.diagnose(_situation(**gpt2, efficiency=0.924))[0].try_
+    assert "gradient_accumulation_steps still exchanges every batch" in try_
+    # the same 2.7 ms outside compute beside twice the 32.8 ms of compute: 65.6 / 68.3 = 96.0% (measured: 98.0%)
+    assert scaling.batch_multiple(0.0328, 0.0027, 0.95) == (2, pytest.approx(65.6 / 68.3))
+    assert "--batch-size 32: the same 2.7 ms outside compute in a step 2x as long would leave about 96%" in try_
+    # 2 ms outside 10 ms of compute: 20 / 22 = 90.9% at 2x, 40 / 42 = 95.2% at 4x; 2 ms outside 1 ms: 8 / 10 at 8x
+    assert scaling.batch_multiple(0.010, 0.002, 0.95) == (4, pytest.approx(40 / 42))
+    assert scaling.batch_multiple(0.001, 0.002, 0.95) == (8, pytest.approx(0.8))
+    # strong scaling splits a global batch: no multiple of the per-GPU one is offered
+    strong = scaling.diagnose(_situation(**gpt2, efficiency=0.924, mode="strong"))[0].try_
+    assert "raise the per-GPU batch (weak scaling: --batch-size; in your own training too)" in strong
     assert codes(**gpt2, efficiency=0.96) == []  # above NVLink's 95%
     assert codes(**{**gpt2, "outside_s": 0.02, "overhead_share": 0.2}, efficiency=0.8) == ["unexplained"]  # 6% of it
     assert codes(**{**gpt2, "overhead_share": 0.04}, efficiency=0.924) == ["unexplained"]  # under 5% outside

@@ -133,6 +133,29 @@ class Situation:
         return asdict(self)
 
 
+def batch_multiple(compute_s: float, outside_s: float, expected: float) -> tuple[int, float]:
+    """The smallest of 2, 4 and 8 times the per-GPU batch at which the same time outside compute
+    (the gradients' bytes do not grow with the batch) in a step of that many times the compute
+    would leave `expected` efficiency, and that efficiency; 8 where none does. An estimate: a longer
+    backward pass also hides more of the exchange (GPT-2 small on two H200s, 2.7 ms of 35.5 outside
+    compute: 96.0% estimated at 32 sequences a GPU, 98.0% measured; docs/benchmarks.md)."""
+    for multiple in (2, 4, 8):
+        reached = multiple * compute_s / (multiple * compute_s + outside_s)
+        if reached >= expected:
+            break
+    return multiple, reached
+
+
+def _larger_batch(s: Situation) -> str:
+    """`--batch-size N: ...` for weak scaling where the step and its time outside compute are known."""
+    if s.mode != "weak" or not s.outside_s or not s.step_s or s.step_s <= s.outside_s:
+        return "weak scaling: --batch-size; "
+    expected = expected_efficiency(s.devices, s.interconnect)
+    multiple, reached = batch_multiple(s.step_s - s.outside_s, s.outside_s, expected)
+    return (f"--batch-size {multiple * s.per_device_batch_size}: the same {s.outside_s * 1e3:.1f} ms outside compute "
+            f"in a step {multiple}x as long would leave about {reached:.0%}, if it fits in memory; ")
+
+
 def diagnose(s: Situation) -> list[Cause]:
     """The likely causes of scaling below expectation, most specific evidence first; empty
     when the count scales as expected."""
@@ -176,7 +199,7 @@ def diagnose(s: Situation) -> list[Cause]:
     if small and explained and s.device_kind == "gpu":
         causes.append(Cause("small_batch", f"the per-GPU batch of {s.per_device_batch_size} is small for this model: "
                             f"{(s.overhead_share or 0):.0%} of each step is spent outside compute",
-                            "raise the per-GPU batch (weak scaling: --batch-size; in your own training too), or "
+                            f"raise the per-GPU batch ({_larger_batch(s)}in your own training too), or "
                             "exchange once per several micro-batches (PyTorch DDP's no_sync; on jax, Keras' "
                             "gradient_accumulation_steps still exchanges every batch)"))
     if not causes:
