@@ -1,3 +1,4 @@
+import dataclasses
 import re
 from pathlib import Path
 
@@ -63,6 +64,19 @@ def test_auto_scales_with_memory_and_never_exceeds_the_budget():
 def test_auto_without_a_gpu_is_the_default():
     w = workloads.get("resnet50")
     assert sizing.auto_batch_size(w, BF16, None, None) == w.default_batch_size
+    assert sizing.fitting_batch(w, BF16, None, None) is None
+
+
+def test_the_fitting_batch_is_the_budget_less_the_fixed_part_over_a_sample():
+    """What `scale` says fits on the GPU: floor((0.8 x memory - fixed) / per sample), by the model's
+    own two numbers; nothing for a workload without a memory model."""
+    gpt2 = workloads.get("gpt2_small")
+    fixed = sizing.estimate_bytes(gpt2, 0, BF16)
+    per = sizing.estimate_bytes(gpt2, 1, BF16) - fixed
+    memory = 150_000_000_000  # an H200's 139.7 GiB
+    assert sizing.fitting_batch(gpt2, BF16, None, memory) == int((0.8 * memory - fixed) // per)
+    assert sizing.estimate_bytes(gpt2, sizing.fitting_batch(gpt2, BF16, None, memory), BF16) <= 0.8 * memory
+    assert sizing.fitting_batch(dataclasses.replace(gpt2, memory={}), BF16, None, memory) is None
 
 
 def test_plan_resolves_auto_per_workload_on_the_gpu():

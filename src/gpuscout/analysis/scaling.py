@@ -128,6 +128,7 @@ class Situation:
     batchnorm_layers: int | None = None
     outside_s: float | None = None
     batchnorm: str | None = None  # per_replica | global: the statistics the run's BN layers used
+    largest_batch: int | None = None  # the per-GPU batch that gpuscout's memory model fits on this GPU
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -152,8 +153,12 @@ def _larger_batch(s: Situation) -> str:
         return "weak scaling: --batch-size; "
     expected = expected_efficiency(s.devices, s.interconnect)
     multiple, reached = batch_multiple(s.step_s - s.outside_s, s.outside_s, expected)
-    return (f"--batch-size {multiple * s.per_device_batch_size}: the same {s.outside_s * 1e3:.1f} ms outside compute "
-            f"in a step {multiple}x as long would leave about {reached:.0%}, if it fits in memory; ")
+    larger = multiple * s.per_device_batch_size
+    memory = ("if it fits in memory" if s.largest_batch is None else
+              f"and gpuscout's memory model fits up to {s.largest_batch} a GPU" if larger <= s.largest_batch else
+              f"but gpuscout's memory model fits at most {s.largest_batch} a GPU")
+    return (f"--batch-size {larger}: the same {s.outside_s * 1e3:.1f} ms outside compute in a step {multiple}x as "
+            f"long would leave about {reached:.0%}, {memory}; ")
 
 
 def diagnose(s: Situation) -> list[Cause]:

@@ -30,6 +30,7 @@ from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
 from gpuscout.core.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import TOPOLOGY_LEVELS, Nvml, topology
+from gpuscout.workloads import sizing
 
 MODES = ("weak", "strong")
 # A collective that hangs (a NCCL deadlock, a lost peer) never returns: each count's run is
@@ -235,6 +236,8 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str,
     first = next(iter(records.values()))
     entry = catalog.match(first.gpu.name) if first.gpu else None
     gbs = scaling.link_gbs(link, entry.nvlink_gbs if entry else None, entry.pcie_gen if entry else None)
+    largest_batch = sizing.fitting_batch(workloads.get(first.workload), first.precision, first.seq_len,
+                                         first.gpu.memory_total_bytes) if device_kind == "gpu" and first.gpu else None
     points = []
     for n, r in sorted(records.items()):
         t = r.throughput if r.ok else None
@@ -280,7 +283,7 @@ def analyse(records: dict[int, RunRecord], mode: str, links, device_kind: str,
             per_device_batch_size=r.per_device_batch_size, overhead_share=point["outside_compute_share"],
             allreduce_estimate_s=point["allreduce_estimate_s"], step_s=point["step_time_s"],
             batchnorm_layers=dist.batchnorm_layers if dist else None, outside_s=point["outside_compute_s"],
-            batchnorm=point["batchnorm"])
+            batchnorm=point["batchnorm"], largest_batch=largest_batch)
         point["causes"] = [c.to_dict() for c in scaling.diagnose(situation)] if n > 1 else []
         point["meets_expectation"] = (None if judged(point) is None else
                                       judged(point) >= point["expected_efficiency"])

@@ -63,15 +63,24 @@ def largest_fitting_batch(workload: Workload, precision: Precision, seq_len: int
     return math.floor((budget_bytes - fixed) / per) if per > 0 else 1_000_000
 
 
+def fitting_batch(workload: Workload, precision: Precision, seq_len: int | None,
+                  memory_total_bytes: int | None) -> int | None:
+    """The largest batch whose estimate fits in the share of the GPU that `--batch-size auto` uses;
+    None without a memory model or a memory size."""
+    if memory_total_bytes is None or estimate_bytes(workload, 1, precision, seq_len) is None:
+        return None
+    return largest_fitting_batch(workload, precision, seq_len, AUTO_MEMORY_SHARE * memory_total_bytes)
+
+
 def auto_batch_size(workload: Workload, precision: Precision, seq_len: int | None,
                     memory_total_bytes: int | None) -> int:
     """The default batch times the largest power of two (at most AUTO_MAX_SCALE, as small as it
     must be) whose estimate fits in AUTO_MEMORY_SHARE of the GPU. The default batch itself on a
     CPU or where the memory is unknown."""
     default = workload.default_batch_size
-    if memory_total_bytes is None or estimate_bytes(workload, default, precision, seq_len) is None:
+    fits = fitting_batch(workload, precision, seq_len, memory_total_bytes)
+    if fits is None:
         return default
-    fits = largest_fitting_batch(workload, precision, seq_len, AUTO_MEMORY_SHARE * memory_total_bytes)
     batch = default * AUTO_MAX_SCALE
     while batch > 1 and batch > fits:
         batch //= 2
@@ -86,7 +95,7 @@ def clearly_too_big(workload: Workload, batch_size: int, precision: Precision, s
     need = estimate_bytes(workload, batch_size, precision, seq_len)
     if need is None or need <= CLEAR_OVERFLOW * memory_total_bytes:
         return None
-    fits = largest_fitting_batch(workload, precision, seq_len, AUTO_MEMORY_SHARE * memory_total_bytes)
+    fits = fitting_batch(workload, precision, seq_len, memory_total_bytes)
     advice = (f"try --batch-size {fits} or less, or --batch-size auto" if fits >= 1
               else "not even batch 1 fits: use a GPU with more memory")
     return (f"{workload.name} at batch {batch_size} ({precision.value}) needs about "
