@@ -19,10 +19,13 @@ def sleeping_runner(slow_step: int, slow_s: float, step_s: float = 0.001) -> tup
 def test_a_preempted_calibration_step_does_not_shorten_the_windows():
     # step 1 (the first of the calibration pass: step 0 is the compile step, no warm-up) is held 50 ms,
     # as a preemption would: timed alone, the 5-step pass says ~11 ms a step and windows of 0.3 s
-    # would get 28 steps, about 30 ms. The fastest later chunk says ~1 ms: windows of ~300 steps.
+    # would get 28 steps, about 30 ms. The fastest later chunk says ~1 ms: windows of ~300 steps. How
+    # many is the CPU's to say (its 1 ms sleeps overshoot beside the suite's other worker: 126 steps
+    # of 2.4 ms were seen), so the windows' length is what is held: at least half the 0.3 s asked for,
+    # which 28 steps would reach only at 5 ms a sleep.
     runner, done = sleeping_runner(slow_step=1, slow_s=0.05)
     result = run_protocol(runner, batch_size=8, warmup_steps=0, windows=2, window_steps=5, window_seconds=0.3)
-    assert result.steps_per_window >= 150
+    assert result.steps_per_window > 28
     assert all(w.end_monotonic_s - w.start_monotonic_s >= 0.15 for w in result.windows)
     # the loss kept for comparisons is still the one after the compile step and the first 5 steps
     assert result.fixed_steps == 6
