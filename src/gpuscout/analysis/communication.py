@@ -54,9 +54,14 @@ XLA_SCHEDULING_FLAGS = {
     "xla_gpu_enable_command_buffer": "command buffers",
 }
 # NCCL's channels are SMs taken from the computation it runs beside (NCCL_MAX_NCHANNELS=8 cost GPT-2
-# two points on two H100s: docs/benchmarks.md, "Small all-reduces to NCCL"). NVLink SHARP (NVLS) is
-# an algorithm of NVSwitch systems that the lent multi-GPU machines keep off (NCCL_NVLS_ENABLE=0).
-NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NVLS_ENABLE")
+# two points on two H100s: docs/benchmarks.md, "Small all-reduces to NCCL"); NCCL_MAX_CTAS is their
+# newer name (NCCL >= 2.17; =4 cost GPT-2 12 points on four H200s, "GPT-2 small on four GPUs with
+# nothing exchanged"), NCCL_CTA_POLICY (>= 2.27) asks for fewer of them, and NCCL_CGA_CLUSTER_SIZE
+# groups them on sm90 (NCCL's default 4; 1 as PyTorch users set it for overlap: 89.6% against 90.0%
+# on four H200s, 2026-11-27). NVLink SHARP (NVLS) is an algorithm of NVSwitch systems that the lent
+# multi-GPU machines keep off (NCCL_NVLS_ENABLE=0). Names: NCCL's "Environment Variables".
+NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
+                 "NCCL_MAX_CTAS", "NCCL_CTA_POLICY", "NCCL_CGA_CLUSTER_SIZE", "NCCL_NVLS_ENABLE")
 
 
 def xla_settings(xla_flags: str | None) -> list[str]:
