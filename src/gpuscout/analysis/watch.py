@@ -16,7 +16,7 @@ from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.analysis.verdict import precision_of, verdict
 from gpuscout.record.child import ChildWindow
 from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample, Throughput
-from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow
+from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow, untraced
 from gpuscout.core.spec import Precision
 
 @dataclass
@@ -194,12 +194,6 @@ def warmup_windows(windows: list[WatchWindow]) -> int:
             break
         count += 1
     return count
-
-
-def untraced(windows: list[WatchWindow]) -> list[WatchWindow]:
-    """The windows whose steps ran without --trace-steps' profiler: the ones the figures are of (the
-    profiler's start-up and its tracing slow the traced steps, 3.5x on a 2.5 ms step on 2026-11-27)."""
-    return [w for w in windows if not w.traced]
 
 
 def _traced_notes(windows: list[WatchWindow]) -> list[str]:

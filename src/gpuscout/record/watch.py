@@ -32,6 +32,12 @@ class WatchWindow(Part):
     traced: bool = False  # its steps ran under --trace-steps' profiler: left out of the figures
 
 
+def untraced(windows: list[WatchWindow]) -> list[WatchWindow]:
+    """The windows whose steps ran without --trace-steps' profiler: the ones the figures are of (the
+    profiler's start-up and its tracing slow the traced steps, 3.5x on a 2.5 ms step on 2026-11-27)."""
+    return [w for w in windows if not w.traced]
+
+
 class CallSite(Part):
     """Where the script wrote something `tune --patch` changes: the line that called fit or compile,
     the `def` of a PyDataset's `__init__` or of a generator's function."""
@@ -231,7 +237,7 @@ class WatchRecord(Part):
     @property
     def steady(self) -> list[WatchWindow]:
         """The windows the figures are of: warm-up and the profiler's traced steps left out."""
-        return [w for w in self.windows if not w.traced][self.warmup_windows:]
+        return untraced(self.windows)[self.warmup_windows:]
 
     def window_samples_per_s(self) -> list[float]:
         return [w.samples_per_s for w in self.steady if w.samples_per_s is not None]
