@@ -32,6 +32,7 @@ from __future__ import annotations
 import statistics
 from typing import Callable
 
+from gpuscout.analysis.scaling import NO_ACCUMULATION_ON_JAX
 from gpuscout.record.watch import Cause, TraceDevice, WatchedFit, WatchRecord
 
 SMALL_DEVICE_BATCH = 64
@@ -197,14 +198,6 @@ def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
                                       f"{d.collectives_alone_ms:.1f} ms alone" for d in devices[:4]),
                  fix=f"{more_samples_per_exchange(main)}; where the step is this short, fewer devices can train "
                      "faster (compare with `gpuscout tune`)")
-
-
-# Keras 3.15's jax trainer computes each batch's gradients over the whole sharded batch, so XLA
-# all-reduces them in every step; an optimizer's gradient_accumulation_steps adds them up after
-# that (the compiled step of an AdamW(gradient_accumulation_steps=2) under DataParallel on two CPU
-# devices: its one all-reduce outside the optimizer's conditionals; docs/benchmarks.md).
-NO_ACCUMULATION_ON_JAX = ("Keras' gradient_accumulation_steps would not: on jax it adds up gradients already "
-                          "exchanged")
 
 
 def more_samples_per_exchange(main: WatchedFit) -> str:

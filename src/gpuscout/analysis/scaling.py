@@ -33,6 +33,13 @@ OVERHEAD_SMALL_BATCH = 1 - EXPECTED_EFFICIENCY["NVLink"]
 # bf16 on two H200s spent 4.8 ms outside compute against a 0.23 ms all-reduce estimate: the
 # time went to 150+ small batch-norm collectives instead (docs/benchmarks.md, "Scaling").
 ALLREDUCE_EXPLAINS = 0.25
+# Keras 3.15's jax trainer computes each batch's gradients over the whole sharded batch, so XLA
+# all-reduces them in every step; an optimizer's gradient_accumulation_steps adds them up after
+# that (the compiled step of an AdamW(gradient_accumulation_steps=2) under DataParallel on two CPU
+# devices: its one all-reduce outside the optimizer's conditionals; docs/benchmarks.md). Said by
+# `scale`'s small_batch and by watch's exchange causes (analysis/devices.py).
+NO_ACCUMULATION_ON_JAX = ("Keras' gradient_accumulation_steps would not: on jax it adds up gradients already "
+                          "exchanged")
 
 
 def expected_efficiency(devices: int, interconnect: str | None) -> float:
@@ -205,8 +212,8 @@ def diagnose(s: Situation) -> list[Cause]:
         causes.append(Cause("small_batch", f"the per-GPU batch of {s.per_device_batch_size} is small for this model: "
                             f"{(s.overhead_share or 0):.0%} of each step is spent outside compute",
                             f"raise the per-GPU batch ({_larger_batch(s)}in your own training too), or "
-                            "exchange once per several micro-batches (PyTorch DDP's no_sync; on jax, Keras' "
-                            "gradient_accumulation_steps still exchanges every batch)"))
+                            "exchange once per several micro-batches "
+                            f"(PyTorch DDP's no_sync; {NO_ACCUMULATION_ON_JAX})"))
     if not causes:
         causes.append(Cause("unexplained", f"{(s.overhead_share or 0):.0%} of each step is outside compute and no "
                             "single cause stands out", "profile one step (TensorBoard profiler, or "
