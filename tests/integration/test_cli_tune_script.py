@@ -219,3 +219,31 @@ def test_bad_tune_input(tmp_path):
     assert nofit.returncode == 1 and "tune needs the steps of a Keras Model.fit" in nofit.stderr
     baseline, = records(store).values()
     assert f"the baseline is stored as {baseline.id}" in nofit.stderr
+
+
+@pytest.mark.slow
+def test_a_training_that_diverges_is_stored_and_said_first_by_watch_and_tune(tmp_path):
+    """Issue 59, item 1: a loss that goes NaN is data. watch (tensorflow) stores the run with every
+    value of fit's logs as it was and leads its verdict with where the loss went NaN; tune (jax) runs
+    its session through, leads with the same finding, and never flags a change for the NaN the
+    unchanged script makes itself."""
+    script, digest = copy_script(tmp_path)
+    store = tmp_path / "results.sqlite"
+    watched = run_cli("watch", "--steps", "100", "--store", str(store), "--", PY, str(script), "diverge",
+                      env={"KERAS_BACKEND": "tensorflow", **QUIET_TF})
+    assert watched.returncode == 0, watched.stderr[-3000:]
+    verdict = watched.stdout.split("verdict, ranked by the time each could save:")[1]
+    assert verdict.lstrip().startswith("1. the loss went NaN in epoch 1, at"), verdict
+    assert "optimizer SGD, learning rate 1e+30, precision float32" in verdict
+    assert "keras.optimizers.SGD(learning_rate=1e+29, clipnorm=1.0)" in verdict
+    (record,) = records(store).values()
+    epoch_logs = [e.logs for e in record.main.epochs]
+    assert record.main.diverged.epoch == 1 and record.main.diverged.first_step >= 1
+    assert all(v != v for logs in epoch_logs for k, v in logs.items() if k == "loss"), epoch_logs  # NaN, kept
+    tuned = run_cli("tune", "--json", "--only", "steps_per_execution", "--steps", "60", "--store", str(store),
+                    "--", PY, str(script), "diverge", env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    report = json.loads(tuned.stdout)
+    assert report["diverged"]["code"] == "loss_not_finite" and "went NaN in epoch 1" in report["diverged"]["message"]
+    assert report["rows"] and all(r["healthy"] for r in report["rows"] if r.get("verdict") != "failed"), report["rows"]
+    assert hashlib.sha256(script.read_bytes()).hexdigest() == digest

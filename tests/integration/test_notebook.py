@@ -109,9 +109,13 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
         "from gpuscout.store import Store\nfirst = Store().list(kind='watch')[-1].id\nshown = gpuscout.show(first)",
         "%gpuscout show nope",
         "%%gpuscout bogus\nx = 1",
+        # a training that diverges (issue 59): stored and said in the cell, never a traceback
+        "%%gpuscout watch --label diverges\nwild = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\n"
+        "wild.compile(keras.optimizers.SGD(1e30), 'mse')\n"
+        "wild.fit(np.ones((256, 8), 'float32'), np.ones((256, 1), 'float32'), epochs=2, verbose=0)",
     ])
     outputs = execute(path, env)
-    cell, _, cached, listed, doctor, after, callback, shown, missing, bogus = outputs[2:]
+    cell, _, cached, listed, doctor, after, callback, shown, missing, bogus, diverges = outputs[2:]
     html = texts(cell, "text/html")
     assert "highly input-bound" in html, html[:3000]
     assert "<svg" in html and "GPU utilisation" in html  # the timeline, with the fake GPU's panel
@@ -127,6 +131,9 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
     assert "What the record" not in texts(shown, "text/html") and "<svg" in texts(shown, "text/html")
     assert "UsageError: no run 'nope'" in texts(missing)
     assert "UsageError: %%gpuscout runs a cell under watch" in texts(bogus)
+    assert "the loss went NaN in epoch 1" in texts(diverges) and "Traceback" not in texts(diverges)
+    (wild,) = [r for r in watch_records(store) if r.workload == "diverges"]
+    assert wild.main.diverged.epoch == 1 and wild.verdict[0].code == "loss_not_finite"
     # the same code as a script and as a notebook file, watched from outside
     script = script_of(tmp_path / "slow_input.py")
     as_script = run_cli("watch", "--json", "--store", str(store), "--", PY, str(script), env=env)
@@ -145,7 +152,7 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
 
 def _three(records, callback_id):
     """The two cells' records (the slow input, then the cached one) and the callback's."""
-    by_id = {r.id: r for r in records}
+    by_id = {r.id: r for r in records if r.workload != "diverges"}
     callback = by_id.pop(callback_id)
     slow, cached = sorted((r for r in by_id.values() if r.mode == "in_process"), key=lambda r: r.samples_per_s)
     return slow, cached, callback

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from gpuscout.analysis import devices
+from gpuscout.analysis import devices, divergence
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis import repeats
 from gpuscout.analysis import untimed
@@ -63,6 +63,13 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
     processes on its GPUs; `precision_reference`: mixed precision's speed-up measured on this GPU
     kind and what it was measured on."""
     main = max(r.fits, key=lambda f: f.steps, default=None)
+    # a loss that went NaN comes first: every speed figure is then of steps that learn nothing
+    diverged = [c for c in [divergence.cause(next((f for f in (main, *r.fits) if f and f.diverged), None))] if c]
+    return diverged + _speed(r, main, other_pids, precision_reference)
+
+
+def _speed(r: WatchRecord, main: WatchedFit | None, other_pids: list[int],
+           precision_reference: tuple[float, str] | None) -> list[Cause]:
     if r.status == "failed" and (main is None or not r.windows):
         return [untimed.failed(r), *_gpu_health(r, other_pids)]
     if main is None or not r.windows:

@@ -4,11 +4,13 @@ parent sampled (gpuscout.measure.watching runs the script); its verdict is analy
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from statistics import median
 
 from gpuscout import catalog
+from gpuscout.analysis import divergence
 from gpuscout.analysis.flags import SLOW_FIRST_WINDOW
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import summarize
@@ -132,7 +134,8 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                                                     "batch_bytes", "input_type", "precision_policy", "compute_dtype",
                                                     "jit_compile", "steps_per_execution", "strategy", "compile_s",
                                                     "flops_coverage", "steps_per_epoch", "input_in_graph",
-                                                    "input_workers", "input_multiprocessing", "sync_callbacks")})
+                                                    "input_workers", "input_multiprocessing", "sync_callbacks",
+                                                    "optimizer", "learning_rate")})
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
                              devices=e.get("devices"),
@@ -144,7 +147,8 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
             fit_of(e)["epochs"].append(WatchEpoch(
                 epoch=e["epoch"], start_monotonic_s=e["start_monotonic_s"], end_monotonic_s=e["end_monotonic_s"],
                 epoch_end_monotonic_s=e.get("epoch_end_monotonic_s", e["end_monotonic_s"]), steps=e["steps"],
-                samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0, logs=e["logs"],
+                samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0,
+                logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
                 callbacks_s=e.get("callbacks_s") or {}))
         elif kind == "watch_fit_end":
             fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
@@ -162,8 +166,20 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
             # the first step (the compile) and the windows' steps; the steps after the last window are not seen
             fit["steps"] = 1 + sum(w.steps for w in fit["windows"])
             fit["samples"] = (fit.get("batch_size") or 0) + sum(w.samples or 0 for w in fit["windows"])
-        out.append(WatchedFit(**{k: v for k, v in fit.items() if v is not None}))
+        made = WatchedFit(**{k: v for k, v in fit.items() if v is not None})
+        out.append(made.model_copy(update={"diverged": divergence.find(made)}))
     return out
+
+
+def _log_value(value):
+    """A value of an epoch event's logs as the record keeps it (child/watch_fit.log_value made it;
+    an in-process watch's own logs may hold any JSON value): numbers as floats, lists of them, the
+    text of anything else."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, list):
+        return [_log_value(v) for v in value]
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _fit_notes(main: WatchedFit | None) -> list[str]:
@@ -218,7 +234,8 @@ def _window(e: dict) -> WatchWindow:
                        end_monotonic_s=e["end_monotonic_s"], steps=e["steps"], samples=samples,
                        input_wait_s=e.get("input_wait_s"), outside_step_s=e.get("outside_step_s"), seconds=seconds,
                        samples_per_s=samples / seconds if samples and seconds > 0 else None,
-                       step_time_s=seconds / e["steps"] if e["steps"] else seconds, traced=bool(e.get("traced")))
+                       step_time_s=seconds / e["steps"] if e["steps"] else seconds, traced=bool(e.get("traced")),
+                       loss=e["loss"] if isinstance(e.get("loss"), float) else None)
 
 
 def _trace(events: list[dict]) -> Trace | None:

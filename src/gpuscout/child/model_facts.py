@@ -48,6 +48,26 @@ def model_facts(model, x) -> dict:
     return facts
 
 
+def optimizer_facts(optimizer) -> dict:
+    """The optimizer's class (a loss-scaling wrapper named with what it wraps) and its initial
+    learning rate where that is a number: what a diverging loss's advice names. Read before fit
+    starts: on jax, fit moves the variables' values into its own state while it runs."""
+    if optimizer is None:
+        return {"optimizer": None, "learning_rate": None}
+    name = type(optimizer).__name__
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        name, optimizer = f"{name}({type(inner).__name__})", inner
+    try:
+        import numpy as np
+
+        # a schedule's value at the current step (its first, where fit has just begun)
+        rate = float(np.asarray(optimizer.learning_rate))
+    except Exception:
+        rate = None
+    return {"optimizer": name, "learning_rate": rate}
+
+
 def devices_visible(backend: str) -> int | None:
     """The devices this process's framework could train on: jax's default backend's (the GPUs it
     sees, else the CPU's, several with --xla_force_host_platform_device_count), TensorFlow's

@@ -27,7 +27,7 @@ import time
 from gpuscout.child.fit_input import (batch_bytes, batches_per_epoch, input_site, input_type, input_workers,
                                        leading_samples, static_batch_size)
 from gpuscout.child.input_repeats import InputRepeats, observe
-from gpuscout.child.model_facts import model_facts, peak_memory_bytes
+from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes
 from gpuscout.core import decisions
 from gpuscout.child.watch_state import (STATE, CHECK_REPEATS, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
                                         limit_reached, report_failure, stop_trace, trace, trace_toggles)
@@ -81,6 +81,7 @@ class FitWatch:
         STATE.fits += 1
         self.site = site
         self.index, self.model, self.x = STATE.fits, model, x
+        self.optimizer = optimizer_facts(getattr(model, "optimizer", None))
         self.sync_callbacks = [type(c).__name__ for c in callbacks if waits_for_logs(c)]
         self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
         # do a PyDataset's epochs, or a generator's stream, repeat? (could they be kept: cache)
@@ -244,7 +245,7 @@ class FitWatch:
         emit("watch_window", fit=self.index, index=self.windows, start_monotonic_s=start, end_monotonic_s=end,
              steps=self.batches - batches, samples=None if unseen and not self.batch_size else self.samples - samples,
              input_wait_s=None if unseen else self.input_wait_s - wait, outside_step_s=self.outside_s - outside,
-             traced=traced)
+             traced=traced, loss=last_loss(self.last_outputs))  # the step has ended: reading it waits for nothing
         self.windows += 1
         self.window = None
 
@@ -268,16 +269,16 @@ class FitWatch:
         if self.epoch is None:
             return
         number, start, batches, samples, end = self.epoch
-        numbers = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
+        values = {str(k): log_value(v) for k, v in (logs or {}).items()}
         emit("watch_epoch", fit=self.index, epoch=number + 1, start_monotonic_s=start, end_monotonic_s=end,
-             steps=self.batches - batches, samples=self.samples - samples, logs=numbers,
+             steps=self.batches - batches, samples=self.samples - samples, logs=values,
              epoch_end_monotonic_s=time.monotonic(), callbacks_s=dict(self.callback_s))
         self.epoch = None
         if decisions.wait_for(f"{self.index}-{number + 1}") == "stop":  # a sweep's pruner: fit ends, the script goes on
             self.model.stop_training = True
 
     def announce(self, compile_s: float) -> None:
-        emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), batch_size=self.batch_size,
+        emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), **self.optimizer, batch_size=self.batch_size,
              batch_bytes=self.batch_bytes, compile_s=compile_s, started_monotonic_s=STATE.first_step,
              epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
@@ -320,6 +321,30 @@ def waits_for_logs(callback) -> bool:
         return False
     return any(hasattr(callback, hook) and not getattr(getattr(callback, hook), "_is_default", False)
                for hook in ("on_batch_end", "on_train_batch_end"))
+
+
+# A custom metric's array is kept whole up to this many numbers (a per-class score, a small
+# confusion matrix); a larger one, and anything that is not a number, is kept as its text, cut here.
+LOG_ARRAY_ITEMS = 1024
+LOG_TEXT_CHARS = 200
+
+
+def log_value(value):
+    """One value of fit's logs as the event (and the record) keeps it: a number as a float, NaN and
+    infinities included (a diverging training is data); an array as nested lists of them; anything
+    else as its text."""
+    try:
+        import numpy as np
+
+        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        if array.dtype.kind in "biuf":
+            if array.ndim == 0:
+                return float(array)
+            if array.size <= LOG_ARRAY_ITEMS:
+                return array.astype(float).tolist()
+    except Exception:
+        pass
+    return str(value)[:LOG_TEXT_CHARS]
 
 
 def last_loss(outputs) -> float | None:

@@ -133,19 +133,21 @@ def _constant(name: str) -> float:
     raise Unbounded(f"{name} is not a number gpuscout reads (JSON has no NaN or Infinity)")
 
 
-def loads_json(text_: str, origin: str, what: str) -> Any:
+def loads_json(text_: str, origin: str, what: str, *, readings: bool = False) -> Any:
     """JSON with no key twice in an object, integers within 64 bits, no NaN or Infinity, and
     strings within MAX_STRING_CHARS; UsageError names what is wrong. (json.JSONDecodeError for
-    text that is not JSON, for the caller to word.)"""
+    text that is not JSON, for the caller to word.) `readings`: NaN, Infinity and -Infinity are
+    read as the floats they stand for (an export keeps a diverging training's loss so: the
+    record's own types then say where such a value may be)."""
     def parse(t: str) -> Any:
         return json.loads(t, object_pairs_hook=_pairs, parse_int=_integer, parse_float=_decimal,
-                          parse_constant=_constant)
+                          parse_constant=float if readings else _constant)
 
     try:
         value = parse_nested(text_, origin, what, parse)
     except Unbounded as exc:
         raise UsageError(f"{origin}: {exc}: not {what}") from None
-    return bounded(value, origin, what)
+    return bounded(value, origin, what, readings=readings)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -218,9 +220,10 @@ def load_yaml(text_: str, origin: str, what: str) -> Any:
     return bounded(value, origin, what)
 
 
-def bounded(value: Any, origin: str, what: str) -> Any:
+def bounded(value: Any, origin: str, what: str, *, readings: bool = False) -> Any:
     """`value` (parsed from a file) when its strings, integers and floats are within bounds;
-    UsageError naming the first that is not. Shared containers are looked at once."""
+    UsageError naming the first that is not. Shared containers are looked at once. `readings`:
+    NaN and infinities pass (loads_json's)."""
     seen: set[int] = set()
     stack = [value]
     while stack:
@@ -236,7 +239,7 @@ def bounded(value: Any, origin: str, what: str) -> Any:
                 raise UsageError(f"{origin} holds the integer {str(item)[:20]}… ({len(str(abs(item)))} digits), larger "
                                  f"than any figure gpuscout keeps (a 64-bit integer): not {what}")
         elif isinstance(item, float):
-            if not math.isfinite(item):
+            if not math.isfinite(item) and not readings:
                 raise UsageError(f"{origin} holds {item!r}, not a finite number: not {what}")
         elif isinstance(item, (list, tuple, dict)):
             if id(item) in seen:

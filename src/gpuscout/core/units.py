@@ -46,3 +46,15 @@ def seconds(value: float | None) -> str:
 
 def percent(value: float | None, digits: int = 1) -> str:
     return DASH if value is None else f"{value * 100:.{digits}f}%"
+
+
+def reading(value) -> str:
+    """A value of a training's logs as it was: a number to 4 significant digits (NaN and inf as
+    themselves: a diverging loss is what it is), a custom metric's array by its size, else its text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, list)):
+        return str(value)
+    if isinstance(value, list):
+        return f"[{len(value)} values]"
+    if value != value:
+        return "NaN"
+    return f"{value:.4g}"

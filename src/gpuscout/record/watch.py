@@ -8,12 +8,21 @@ throughputs here are always samples/s.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import Field
+from typing_extensions import TypeAliasType
 
 from gpuscout.record.child import Part
 from gpuscout.record.run import SCHEMA_VERSION, Amount, Environment, ErrorDetail, GpuInfo, Telemetry, Throughput
+
+
+# A number a user's training produced (a loss, a metric): NaN and infinities are data (a training
+# that diverged), stored as they were.
+Reading = Annotated[float, Field(allow_inf_nan=True)]
+# One value of fit's logs as the script made it: a number, a custom metric's vector or matrix (as
+# lists), or the text of anything else (child/watch_fit.log_value).
+LogValue = TypeAliasType("LogValue", Union[Reading, str, list["LogValue"]])
 
 
 class WatchWindow(Part):
@@ -30,6 +39,9 @@ class WatchWindow(Part):
     samples_per_s: Amount | None
     step_time_s: Amount
     traced: bool = False  # its steps ran under --trace-steps' profiler: left out of the figures
+    # fit's loss at the window's end (Keras' mean over the epoch's steps so far: once a step's loss
+    # is NaN, it stays NaN to the epoch's end); None: a custom loop, or a record before this
+    loss: Reading | None = None
 
 
 def untraced(windows: list[WatchWindow]) -> list[WatchWindow]:
@@ -74,8 +86,22 @@ class WatchEpoch(Part):
     steps: int
     samples: int
     samples_per_s: Amount
-    logs: dict[str, float] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*
+    logs: dict[str, LogValue] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*, as they were
     callbacks_s: dict[str, float] = Field(default_factory=dict)  # host seconds in each user callback's hooks
+
+
+class Divergence(Part):
+    """Where a fit's loss (or another value of its logs) first stopped being a finite number."""
+
+    metric: str  # loss, val_loss, or a metric's name
+    value: Literal["NaN", "inf", "-inf"]
+    epoch: int | None = None  # fit's epoch, from 1; None: no epoch had ended
+    # Between these steps of that epoch (from 1) it first went so: the window it was first seen at
+    # the end of (Keras' running mean carries a NaN step to the epoch's end). None: not seen per window.
+    first_step: int | None = None
+    last_step: int | None = None
+    last_finite: float | None = None  # the value before, where one was seen (the last window's or epoch's)
+    last_finite_step: int | None = None  # the epoch's step of that value
 
 
 class WatchedFit(Part):
@@ -111,7 +137,10 @@ class WatchedFit(Part):
     samples: int = 0
     peak_memory_bytes: int | None = None
     stopped_by_limit: bool = False
-    last_loss: float | None = None  # the loss of the last step run (tune compares it at equal steps)
+    last_loss: Reading | None = None  # the loss of the last step run (tune compares it at equal steps)
+    diverged: Divergence | None = None  # where its loss (or a logged value) went NaN or infinite
+    optimizer: str | None = None  # the optimizer's class (Adam, SGD, LossScaleOptimizer(Adam), ...)
+    learning_rate: float | None = None  # its initial learning rate, where it is a number
     input_repeats: InputRepeats | None = None
     sites: dict[Literal["fit", "compile", "input"], CallSite] = Field(default_factory=dict)
     windows: list[WatchWindow] = Field(default_factory=list)

@@ -29,7 +29,7 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
     older schema), each validated before anything is stored: UsageError names the first record
     and field that is wrong."""
     try:
-        doc = inputs.loads_json(text, origin, "a gpuscout results file")
+        doc = inputs.loads_json(text, origin, "a gpuscout results file", readings=True)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{origin} is not JSON ({exc.msg}, line {exc.lineno}): not a gpuscout results file") from None
     if not isinstance(doc, dict) or "runs" not in doc or "schema_version" not in doc:

@@ -84,6 +84,9 @@ def print_summary(summary: dict, out: Console) -> None:
             late.add_row(str(b["index"]), f"{b['value']:.6g} (timed out)", str(b["epochs"]),
                          escape(json.dumps(b["params"])), fmt.seconds(b["duration_s"]), escape(b["slot"]))
         out.print(late)
+    if summary.get("diverged"):
+        out.print(f"trial(s) {', '.join(map(str, summary['diverged']))}: {metric['name']} ended NaN or infinite (the "
+                  "training diverged): kept, not ranked", highlight=False, markup=False)
     counts = summary["status_counts"]
     out.print(f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
               + ", ".join(f"{v} {k}" for k, v in counts.items() if v), highlight=False, markup=False)

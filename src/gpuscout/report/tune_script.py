@@ -41,6 +41,10 @@ def print_tune_script(report: dict, out: Console) -> None:
     out.print(Text(f"tune {report['workload']}: {len(report['rows'])} setting(s) measured in {report['rounds']} "
                    f"round(s), each over {report['steps']} training steps of the unchanged script", style="bold"),
               soft_wrap=True)
+    if report.get("diverged"):
+        d = report["diverged"]
+        out.print(Text(f"in the unchanged script, {d['message']}", style="bold red"), soft_wrap=True)
+        out.print(Text(f"  seen: {d['evidence']}\n  change first: {d['fix']}"), soft_wrap=True)
     out.print(Text(f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base['step_time_s'])}, input wait "
                    f"{fmt.percent(base['input_wait_share'])}, GPU busy {fmt.percent(base['gpu_busy_share'], 0)}"),
               soft_wrap=True)

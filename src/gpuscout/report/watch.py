@@ -147,7 +147,7 @@ class LiveView(View):
             power = "" if sample.power_w is None else f", {sample.power_w:.0f} W"
             lines.append(f"GPU {index}: {util} busy, {fmt.bytes_(sample.memory_used_bytes)} used{power}")
         if self.epoch and self.epoch.get("logs"):
-            logs = "  ".join(f"{k} {v:.4g}" for k, v in list(self.epoch["logs"].items())[:6])
+            logs = "  ".join(f"{k} {fmt.reading(v)}" for k, v in list(self.epoch["logs"].items())[:6])
             lines.append(f"epoch {self.epoch['epoch']}: {logs}")
         return Group(*(Text(line, no_wrap=True, overflow="ellipsis", style="cyan") for line in lines))
 

@@ -32,17 +32,26 @@ def report(step: int | None = None, **metrics: float) -> bool:
     if not path:
         return False
     entry = {"time": time.time(), **({"step": step} if step is not None else {}),
-             **{k: float(v) for k, v in metrics.items()}}
+             **{k: _reported(v) for k, v in metrics.items()}}
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
     if step is None or not decisions.enabled():
         return False
     try:  # to the driver through the trial's event channel, then wait for the pruner's verdict
         events.emit({"event": "sweep_report", "pid": os.getpid(), "step": int(step),
-                     "metrics": {k: float(v) for k, v in metrics.items()}})
+                     "metrics": {k: _reported(v) for k, v in metrics.items()}})
     except Exception:  # no channel in this process: no verdict will come
         return False
     return decisions.wait_for(f"report-{int(step)}") == "stop"
+
+
+def _reported(value):
+    """A reported value as the trial's file keeps it: a number (a tensor's or numpy's too) as a
+    float, NaN included; anything else as its text, never an exception in the user's script."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)[:200]
 
 
 def keras_callback():

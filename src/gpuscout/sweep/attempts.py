@@ -21,7 +21,8 @@ from gpuscout.analysis import watch as watch_analysis
 from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.core.failures import classify_failure
 from gpuscout.record.run import RunRecord
-from gpuscout.sweep.spec import SweepFile
+from gpuscout.core.units import reading
+from gpuscout.sweep.spec import SweepFile, number, score
 
 
 @dataclass
@@ -161,6 +162,13 @@ def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, time
         seen = ", ".join(sorted(metrics)) or "nothing"
         return Attempt("failed", f"finished without reporting {sweep.metric.name!r} (it reported {seen}; "
                                  "fit's logs, JSON lines on stdout and gpuscout.sweep.report count)", **common)
+    value = metrics[sweep.metric.name]
+    if number(value) is None:
+        return Attempt("failed", f"reported {sweep.metric.name} as {str(value)[:60]!r}, not a number: nothing to rank "
+                                 "it by", **common)
+    if score(value) is None:  # ran to its end: kept as it ended, never ranked
+        return Attempt("ok", f"its {sweep.metric.name} ended {reading(value)}: the training diverged, and it is not "
+                             "ranked", **common)
     return Attempt("ok", None, **common)
 
 

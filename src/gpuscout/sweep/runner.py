@@ -22,7 +22,8 @@ from gpuscout.measure import engine
 from gpuscout.executor import process
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import CODE_DONE_NOTE, Attempt, AttemptFiles, finished_attempt, judge
-from gpuscout.sweep.spec import SweepFile, Trial, argv_for
+from gpuscout.core.units import reading
+from gpuscout.sweep.spec import SweepFile, Trial, argv_for, number
 from gpuscout.core import decisions as decisions_lib
 from gpuscout.measure.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
 
@@ -218,7 +219,7 @@ class TrialRunner:
         if pruned_at and (attempt.status == "ok" or stopped_by_us):  # stopped by the pruner, not failed
             attempt.status = "pruned"
             attempt.message = (f"pruned after epoch {pruned_at[0]}: {self.sweep.metric.name} "
-                               f"{attempt.metrics.get(self.sweep.metric.name, float('nan')):.6g} ranked too low "
+                               f"{reading(attempt.metrics.get(self.sweep.metric.name, float('nan')))} ranked too low "
                                f"({self.sweep.early_stop.kind})")
         return attempt
 
@@ -253,9 +254,9 @@ class TrialRunner:
         gets the first verdict; the last epoch fit planned is reported but never pruned: the
         trial has finished."""
         if epoch not in stopped:
-            value = metrics.get(self.sweep.metric.name)
+            value = number(metrics.get(self.sweep.metric.name))  # a text or a vector: nothing to judge by
             stop = (value is not None and not any(stopped.values())
-                    and self.search.report(trial.key, epoch, float(value)) and epoch != planned)
+                    and self.search.report(trial.key, epoch, value) and epoch != planned)
             if value is not None:
                 stopped[epoch] = bool(stop)
         decisions_lib.write(decisions, name, stopped.get(epoch, False))

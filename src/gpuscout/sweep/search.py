@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
-from gpuscout.sweep.spec import SweepFile, Trial, values_or_range, trial_key
+from gpuscout.sweep.spec import SweepFile, Trial, score, values_or_range, trial_key
 
 JOURNAL = "study.journal"
 KEY_ATTR = "gpuscout_key"
@@ -219,5 +219,5 @@ def reported_per_epoch(result: dict, metric: str) -> bool:
 def _value_at(result: dict, metric: str, epoch: int) -> float | None:
     for h in result.get("history") or []:
         if _epoch_of(h) == epoch and metric in h:
-            return float(h[metric])
+            return score(h[metric])
     return None

@@ -65,6 +65,20 @@ class Metric(BaseModel):
     direction: Literal["max", "min"] = "max"
 
 
+def number(value) -> float | None:
+    """A reported value as a number the sweep can rank and prune by, or None: a trial reports what
+    its training made (a NaN loss, a custom metric's text or vector), and only a number ranks."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def score(value) -> float | None:
+    """A reported value that ranks: a finite number (a diverged trial's NaN never is the best)."""
+    found = number(value)
+    return found if found is not None and math.isfinite(found) else None
+
+
 class Strategy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # tpe: Optuna's Tree-structured Parzen Estimator, each trial proposed from the results so far

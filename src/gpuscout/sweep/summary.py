@@ -11,7 +11,7 @@ from gpuscout.analysis import stats
 from gpuscout.catalog.pricing import hourly_cost
 from gpuscout.executor import process
 from gpuscout.sweep import search as search_lib
-from gpuscout.sweep.spec import SweepFile
+from gpuscout.sweep.spec import SweepFile, number, score
 from gpuscout.telemetry.nvml import Nvml
 
 # Writing the logs of thousands of trials takes seconds; longer means the writer hung.
@@ -24,7 +24,7 @@ def _better(sweep: SweepFile, a: float, b: float) -> bool:
 
 def best_of(sweep: SweepFile, results: list[dict], status: str = "ok") -> dict | None:
     """The best trial of those that ended with `status` and reported the metric."""
-    scored = [r for r in results if r["status"] == status and sweep.metric.name in r["metrics"]]
+    scored = [r for r in results if r["status"] == status and score(r["metrics"].get(sweep.metric.name)) is not None]
     if not scored:
         return None
     best = scored[0]
@@ -42,9 +42,13 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
     finished = max((r["ended_monotonic_s"] for r in new), default=0.0)
     wall = finished - began
     trial_time = sum(r["duration_s"] for r in new)
-    ranked, timed_out = (sorted((r for r in results if r["status"] == status and sweep.metric.name in r["metrics"]),
+    ranked, timed_out = (sorted((r for r in results if r["status"] == status
+                                 and score(r["metrics"].get(sweep.metric.name)) is not None),
                                 key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
                          for status in ("ok", "timeout"))
+    # ran to their end with a metric that is NaN or infinite: kept, said, never ranked
+    diverged = [r["index"] for r in results if r["status"] == "ok" and number(r["metrics"].get(sweep.metric.name))
+                is not None and score(r["metrics"][sweep.metric.name]) is None]
     gpu_seconds: dict[str, float] = {}
     idle: dict[str, float] = {}
     gap: dict[str, float] = {}  # no trial on the GPU while trials were left to run (the scheduler's cost)
@@ -71,7 +75,7 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
         "skipped_done": len(p.done), "status_counts": counts, "stopped": stopped,
         "best": [_ranked(r, sweep) for r in ranked[:5]],
         # killed at the trial timeout after reporting: what they reported last, apart from the complete ones
-        "timed_out": [_ranked(r, sweep) for r in timed_out],
+        "timed_out": [_ranked(r, sweep) for r in timed_out], "diverged": diverged,
         "wall_s": wall, "trial_seconds_sum": trial_time, "parallel_speedup": trial_time / wall if wall else None,
         "trials_per_hour": len(new) / wall * 3600 if wall else None,
         "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,

@@ -128,6 +128,8 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
         "workload": session.command.workload, "steps": steps,
         "baseline": script.row(None, probe, probe), "baseline_again": script.row(None, final.after, first),
         "noisy": script.noisy(first, final.after), "rows": rows,
+        # the script's own training diverged: what every speed figure then measures is said first
+        "diverged": next((c.model_dump() for c in probe.verdict if c.code == "loss_not_finite"), None),
         "path": [t.change.name for t in found.path], "rounds": found.rounds, "best": best, "patched": copy,
         "patch": {"file": str(session.patch), "located": final.patch.located, "unlocated": final.patch.unlocated,
                   "note": final.copy_note} if final.patch is not None else None,

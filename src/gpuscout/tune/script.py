@@ -296,8 +296,8 @@ def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
 def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
     """Why a change's training is not healthy at equal steps, or None."""
     loss, base = (r.main.last_loss if r.main else None), (baseline.main.last_loss if baseline.main else None)
-    if loss is None:
-        return None
+    if loss is None or (not math.isfinite(loss) and base is not None and not math.isfinite(base)):
+        return None  # the baseline diverges too: the session leads with that, not the change's doing
     if not math.isfinite(loss):
         return f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})" if base is not None \
             else f"the loss is {loss}"
