@@ -176,7 +176,8 @@ def test_deterministic_inputs_are_cached_under_threads_processes_and_a_generator
         assert report["path"] == ["cache"] and report["best"]["verdict"] == "faster"
         copy = report["patched"]
         assert copy is not None and copy["verdict"] == "faster", copy
-        diff = patch.read_text()
+        mark, diff = patch.read_text().split("\n", 1)  # a first line that says who wrote it, then the diff
+        assert mark.startswith("# written by gpuscout tune: apply it in the script's folder with `git apply")
         assert diff.startswith("--- a/train.py") and ("CachedBatches(Slow())" in diff or
                                                       "replayed(batches(), period=20)" in diff)
         assert script.read_bytes() == before  # never applied to the user's file

@@ -13,12 +13,23 @@ import shutil
 import sys
 from pathlib import Path
 
+from gpuscout.core.errors import UsageError
+from gpuscout.core.outputs import FOLDER_MARK, check_marked_folder
+
 
 def main(argv: list[str]) -> int:
     payload = json.loads(Path(argv[0]).read_text())
     final = Path(argv[1])
     logdir = final.with_name(final.name + ".writing")
+    try:  # only folders of gpuscout's own are removed (core/outputs.py): never a link or the user's
+        for folder in (logdir, final):
+            check_marked_folder(folder, "the sweep's TensorBoard logs")
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     shutil.rmtree(logdir, ignore_errors=True)
+    logdir.mkdir()
+    (logdir / FOLDER_MARK).write_text("TensorBoard logs gpuscout writes whole for its sweep; it replaces this folder\n")
     # tensorboardX writes TensorBoard's event files and its HParams plugin's summaries without
     # TensorFlow (the lent GPU hosts and many jax installs have none)
     from tensorboardX import SummaryWriter

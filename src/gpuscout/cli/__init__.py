@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import sys
 import typing
+from pathlib import Path
 
 import typer
 from rich.markup import escape
 
 from gpuscout import __version__
-from gpuscout.core import signals
+from gpuscout.core import outputs, signals
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.report import terminal
 
@@ -89,6 +91,33 @@ def handle_errors(command):
             raise typer.Exit(signals.exit_code()) from None
 
     return wrapper
+
+
+def streams_safe(argv: list[str]) -> int | None:
+    """Standard output and error are never the store (`1<> results.sqlite`, `2>> results.sqlite`):
+    every command writes to them (and click its help), so they are judged first, as core/outputs
+    judges any output, against the store the command line names (--store) or the default one.
+    A refusal is said on the other stream where that one is safe (else nowhere): exit 2."""
+    from gpuscout.store import default_store_path
+
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    named = [b for a, b in zip(words, words[1:]) if a == "--store"] + \
+        [w.split("=", 1)[1] for w in words if w.startswith("--store=")]
+    refused = {}
+    for store in [Path(n) for n in named if n] or [default_store_path()]:
+        refused.update(outputs.refused_streams(store))
+    if not refused:
+        return None
+    fd, why = next(iter(refused.items()))
+    other = 2 if fd == 1 else 1
+    if other not in refused:
+        stream = sys.stdout if other == 1 else sys.stderr
+        try:
+            stream.write(f"error: {one_line(why)}\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    return 2
 
 
 def one_line(message: object) -> str:
@@ -173,6 +202,9 @@ def main(argv: list[str] | None = None) -> None:
     # Typer 0.29 carries its own click: its errors live in typer._click (no public name)
     from typer._click import exceptions as click_errors
 
+    code = streams_safe(list(sys.argv[1:] if argv is None else argv))
+    if code is not None:
+        raise SystemExit(code)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="gpuscout", standalone_mode=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Optional
@@ -39,7 +40,12 @@ Examples:
     gpuscout doctor --explain oom.log --workload resnet50 --batch-size 512   # names the batch that fits
 """
 
-MAX_INPUT_BYTES = 50 * 2**20  # a log larger than this is read from its end
+# A log larger than this is read from its end, where its failure is: 8 MiB is about 100,000 lines
+# of a training's output, explained in about a second (50 MiB of stdin once took 18 s).
+MAX_INPUT_BYTES = 8 * 2**20
+# Standard input that never ends (`yes | gpuscout doctor --explain -`) is read this far at most.
+MAX_STREAM_BYTES = 256 * 2**20
+CHUNK_BYTES = 2**20
 
 
 def doctor(
@@ -82,19 +88,29 @@ def doctor(
 
 
 def _read(source: str) -> str:
-    """A log from a file (its last MAX_INPUT_BYTES), standard input or a device (its first:
-    they may never end), or the text itself."""
+    """A log from a file or standard input (its last MAX_INPUT_BYTES: a failure is said at a log's
+    end), or the text itself. What is not a regular file is refused (a FIFO nobody writes to, a
+    device, a socket: waiting on one never ends): `-` reads standard input, whatever feeds it."""
     if source == "-":
-        data = _first_of(sys.stdin.buffer)
-    elif os.path.isfile(source):
-        with open(source, "rb") as handle:
-            handle.seek(max(0, os.path.getsize(source) - MAX_INPUT_BYTES))
-            data = handle.read()
-    elif os.path.exists(source) and not os.path.isdir(source):  # a device, a named pipe
-        with open(source, "rb") as handle:
-            data = _first_of(handle)
-    elif os.path.isdir(source):
-        raise UsageError(f"--explain {source}: a folder; give a log file, - for standard input, or the message itself")
+        data, more = _last_of(sys.stdin.buffer)
+    elif os.path.lexists(source):
+        try:
+            st = os.stat(source)
+        except OSError as exc:
+            raise UsageError(f"--explain {source}: cannot read it ({exc.strerror})") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"--explain {source}: a folder; give a log file, - for standard input, or the message "
+                             "itself")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"--explain {source}: a {'FIFO' if stat.S_ISFIFO(st.st_mode) else 'device or socket'}, "
+                             f"not a log file: give a file, or - to read standard input (`... < {source}`)")
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(max(0, st.st_size - MAX_INPUT_BYTES))
+                data, more = _last_of(handle)
+        except OSError as exc:
+            raise UsageError(f"--explain {source}: cannot read it ({exc.strerror})") from None
+        more = more or st.st_size > MAX_INPUT_BYTES
     elif "\n" not in source and " " not in source and (os.sep in source or Path(source).suffix in (".log", ".txt")):
         raise UsageError(f"--explain {source}: no such file; give a log file, - for standard input, "
                          "or the message itself in quotes")
@@ -102,15 +118,30 @@ def _read(source: str) -> str:
         return source
     if data.count(b"\x00") > len(data) // 100:  # a log has none; a binary file or /dev/zero has them
         raise UsageError(f"--explain {source}: not a text log (it is mostly NUL bytes): give the log of the run")
-    if len(data) > MAX_INPUT_BYTES:  # a stream: its first part
+    if more:
         terminal.console(stderr=True).print(f"note: {source} holds more than {MAX_INPUT_BYTES // 2**20} MiB: its "
-                                            "first part was read", markup=False)
-    return data[:MAX_INPUT_BYTES].decode("utf-8", errors="replace")
+                                            "last part was read", markup=False)
+    return data.decode("utf-8", errors="replace")
 
 
-def _first_of(stream) -> bytes:
-    """At most one byte more than MAX_INPUT_BYTES (which says there was more): a stream may never end."""
-    return stream.read(MAX_INPUT_BYTES + 1)
+def _last_of(stream) -> tuple[bytes, bool]:
+    """The last MAX_INPUT_BYTES of a stream, read a chunk at a time (Ctrl-C and SIGTERM stop it
+    between chunks), and whether there was more; a stream that never ends (`yes |`) is read for
+    MAX_STREAM_BYTES at most."""
+    kept, read, more = bytearray(), 0, False
+    while True:
+        chunk = stream.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        kept += chunk
+        read += len(chunk)
+        if len(kept) > MAX_INPUT_BYTES:
+            del kept[:len(kept) - MAX_INPUT_BYTES]
+            more = True
+        if read >= MAX_STREAM_BYTES:
+            more = True
+            break
+    return bytes(kept), more
 
 
 def _context(workload: str | None, batch_size: int | None, precision: str | None) -> Context:

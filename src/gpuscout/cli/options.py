@@ -26,6 +26,19 @@ StorePath = Annotated[Optional[Path], typer.Option(
     "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite) [default: results.sqlite in the user data dir].")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts) instead of tables.")]
 
+# Every option and argument that names a file, by command and parameter. What gpuscout writes goes
+# through the one door, core/outputs.py; what it reads through core/inputs.py (bounded, regular
+# files only, `-` for standard input where said). tests/integration/test_outputs.py finds every
+# path-typed parameter of every command and fails on one that is in none of these, then drives
+# each output through every kind of file a name can reach (docs/reliability.md).
+WRITES = {("report", "out"), ("results export", "out"), ("results salvage", "out"), ("tune", "patch")}
+READS = {("sweep", "path"), ("results import", "path"), ("catalog", "catalog_file"), ("recommend", "catalog_file"),
+         ("doctor", "explain_input"), ("bench", "model"), ("tune", "model"), ("recommend", "model"),
+         ("tune", "pipeline"), ("bench", "dataset")}
+# The store every command opens (store/sqlite.py refuses what is not one), and the commands a verb
+# runs (a script and its arguments: the user's own).
+STORE_AND_COMMANDS = {"store_path", "command", "target"}
+
 
 def grouped(command: Callable) -> Callable:
     """Let `command` take option groups: see the module's docstring."""

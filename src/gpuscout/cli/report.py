@@ -10,7 +10,7 @@ import typer
 from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
 from gpuscout.core.errors import UsageError
-from gpuscout.report import output
+from gpuscout.core import outputs
 from gpuscout.store import Store, default_store_path
 from gpuscout.report import terminal
 
@@ -44,8 +44,14 @@ def report(
     out = out or Path("report.md" if markdown else "report.html")
     from gpuscout.report import document
 
-    target = output.check_output(out, store_path or default_store_path(), force,
-                                 needs_file="a Markdown report writes its plots beside it" if markdown else None)
+    store_file = store_path or default_store_path()
+    target = outputs.check_output(out, store_file, force,
+                                  needs_file="a Markdown report writes its plots beside it" if markdown else None)
+    if markdown:  # its plots' folder beside it, checked before any drawing
+        from gpuscout.report import markdown as md
+
+        assets = outputs.own_folder(md.assets_folder(target.file), store_file, "the report's plots folder",
+                                    make=False)
 
     with Store(store_path, readonly=True) as store:
         sweeps = {name: store.trials(name) for name in store.sweeps()} if not run_ids else {}
@@ -60,15 +66,15 @@ def report(
     err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):
         if markdown:
-            from gpuscout.report import markdown as md
-
-            try:
-                written = md.render(doc, target.file)
-            except OSError as exc:
-                raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+            text, images = md.render(doc, assets.name)
+            for name in images:  # every plot checked before the first is written
+                outputs.check_inside(assets, name, store_file, "the report's plot", ("png",), force=force)
+            outputs.own_folder(assets, store_file, "the report's plots folder")
+            for name, data in images.items():
+                outputs.replace_inside(assets, name, data, store_file, "the report's plot", ("png",), force=force)
         else:
             from gpuscout.report import html
 
-            output.write(target, html.render(doc))
-            written = [out]
-    err.print(f"wrote {out} ({len(records)} runs{f', {len(written) - 1} plot files' if markdown else ''})", markup=False)
+            text, images = html.render(doc), {}
+        outputs.write(target, text)
+    err.print(f"wrote {out} ({len(records)} runs{f', {len(images)} plot files' if markdown else ''})", markup=False)

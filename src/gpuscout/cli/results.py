@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Optional, get_args
@@ -18,7 +19,7 @@ from gpuscout.core.text import control_fields
 from gpuscout.report import console as console_report, watch as watch_report
 from gpuscout.record.document import json_document
 from gpuscout.report.export import csv_text, parse_document
-from gpuscout.report import output
+from gpuscout.core import outputs
 from gpuscout.record import STORED
 from gpuscout.record.run import SCHEMA_VERSION, Status
 from gpuscout.store import Store, default_store_path, repair
@@ -108,7 +109,7 @@ def export(
     """
     if fmt not in ("json", "csv"):
         raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
-    target = output.check_output(out, store_path or default_store_path(), force, "-o") if out is not None else None
+    target = outputs.check_output(out, store_path or default_store_path(), force, "-o") if out is not None else None
     with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, group=group)
     warn_unreadable(store)
@@ -116,7 +117,7 @@ def export(
     if target is None:
         typer.echo(text, nl=False)
     else:
-        output.write(target, text)
+        outputs.write(target, text)
         terminal.console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
 
 
@@ -215,6 +216,13 @@ def salvage(
 
     Example: gpuscout results salvage --store ~/results.sqlite --out ~/results-salvaged.sqlite
     """
+    # the new store is a file of its own: never the damaged one, a file beside it, a link or a stream
+    target = outputs.check_output(out, store_path or default_store_path(), False, "--out",
+                                  needs_file="salvage writes a new store (an SQLite file)", new=True)
+    room = os.pathconf(target.file.parent, "PC_NAME_MAX") - len("-journal") if target.file.parent.is_dir() else 247
+    if len(os.fsencode(out.name)) > room:  # SQLite keeps NAME-journal and NAME-wal beside a store
+        raise UsageError(f"--out {out.name[:40]}…: a store's name leaves room for SQLite's -journal beside it: "
+                         f"{room} bytes at most")
     report = repair.salvage(store_path or default_store_path(), out)
     if as_json:
         typer.echo(json.dumps(asdict(report), indent=2))

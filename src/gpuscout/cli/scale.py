@@ -16,12 +16,13 @@ import typer
 from gpuscout.scale import cluster
 from gpuscout import scale as scale_lib
 from gpuscout.cli.options import AsJson, StorePath, given_args, grouped, measure_options, protocol_options
+from gpuscout.cli import session_report
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core.errors import UsageError
 from gpuscout.report.progress import run_bars
 from gpuscout.report.scale import print_merged, print_scale
 from gpuscout.core.spec import PROTOCOL
-from gpuscout.store import Store
+from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.report import terminal
 
@@ -136,6 +137,7 @@ def _here(workload: str, options: scale_lib.ScaleOptions, store_path: Path | Non
     """Every count on this host's GPUs (or logical CPU devices), then the report."""
     with Nvml() as nvml:
         the_plan = scale_lib.plan(workload, options, nvml)
+        session_report.folder("scale", store_path or default_store_path(), make=False)
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = scale_lib.run_scale(the_plan, options, nvml, store, bars)
     save_and_show(report, "scale", store.path, as_json, print_scale)

@@ -8,17 +8,36 @@ from typing import Callable
 
 import typer
 from rich.console import Console
+
+from gpuscout import __version__
+from gpuscout.core import outputs
+from gpuscout.core.errors import UsageError
 from gpuscout.report import terminal
 
 
+def folder(verb: str, store_path: Path, make: bool = True) -> Path:
+    """VERB/ beside the store, the folder of the verb's reports: checked before a session runs
+    (make=False), made when its report is saved; through the one door for files (core/outputs.py)."""
+    return outputs.own_folder(store_path.parent / verb, store_path, f"the {verb} reports' folder", make=make)
+
+
 def save_and_show(report: dict, verb: str, store_path: Path, as_json: bool,
-                  render: Callable[[dict, Console], None]) -> Path:
-    saved = store_path.parent / verb / f"{report['session']}.json"
-    saved.parent.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+                  render: Callable[[dict, Console], None]) -> Path | None:
+    """The report shown, and saved as VERB/SESSION.json beside the store (never a link or a file
+    gpuscout did not write). Its runs are stored already: a report that cannot be saved is said,
+    and still shown."""
+    text = json.dumps({"gpuscout_version": __version__, **report}, indent=2, default=str)
+    err = terminal.console(stderr=True)
+    try:
+        saved = outputs.replace_inside(folder(verb, store_path), f"{report['session']}.json", text, store_path,
+                                       f"the {verb} report", ("json",))
+    except (UsageError, OSError) as exc:
+        saved = None
+        err.print(f"note: the report was not saved ({exc}); its runs are stored in {store_path}", markup=False)
     if as_json:
-        typer.echo(json.dumps(report, indent=2, default=str))
+        typer.echo(text)
     else:
         render(report, terminal.console())
-        terminal.console(stderr=True).print(f"runs stored in {store_path}; the report in {saved}", markup=False)
+        if saved is not None:
+            err.print(f"runs stored in {store_path}; the report in {saved}", markup=False)
     return saved

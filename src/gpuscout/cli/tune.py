@@ -13,7 +13,9 @@ import typer
 from gpuscout.measure import engine
 from gpuscout import tune as tune_lib
 from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
+from gpuscout.cli import session_report
 from gpuscout.cli.session_report import save_and_show
+from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError, parse_names
 from gpuscout.report.progress import run_bars
 from gpuscout.report import terminal
@@ -81,6 +83,8 @@ class TuneConfig:
     patch: Annotated[Optional[Path], typer.Option(
         "--patch", help="-- COMMAND: write the winning changes to FILE as a unified diff of your files (never "
                         "applied to them), after running a patched copy to check it.", metavar="FILE")] = None
+    force: Annotated[bool, typer.Option(
+        "--force", help="-- COMMAND: replace --patch FILE even when gpuscout did not write it (never the store).")] = False
 
 
 TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
@@ -95,8 +99,8 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
         raise UsageError(f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
                          "(gpuscout tune -- python train.py)")
     workload = config.target[0] if config.target else None
-    if config.steps is not None or config.only or config.skip or config.dry_run or config.patch:
-        raise UsageError("--steps, --only, --skip, --dry-run and --patch are for a command: gpuscout tune -- python "
+    if config.steps is not None or config.only or config.skip or config.dry_run or config.patch or config.force:
+        raise UsageError("--steps, --only, --skip, --dry-run, --patch and --force are for a command: gpuscout tune -- python "
                          "train.py")
     if workload and config.model:
         raise UsageError("name a workload or a --model, not both")
@@ -107,6 +111,7 @@ def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path:
         max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
     with Nvml() as nvml:
         planned = tune_lib.plan(workload, options, nvml)  # bad input: one line, before any display
+        session_report.folder("tune", store_path or default_store_path(), make=False)
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = tune_lib.tune(workload, options, nvml, store, bars, planned)
     save_and_show(report, "tune", store.path, as_json, print_tune)
@@ -136,10 +141,11 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     skip = parse_names(config.skip, "--skip", "workers,batch_size") if config.skip is not None else ()
     script.check_names(only, "--only")
     script.check_names(skip, "--skip")
-    patch = writable(config.patch) if config.patch else None  # before the command: nothing runs on bad input
+    # before the command: nothing runs on bad input
+    patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")
     options = runs.ScriptOptions(steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip,
-                                 patch=patch)
+                                 patch=patch.given if patch else None)
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
         stored = []
         if (store_path or default_store_path()).exists():
@@ -150,6 +156,7 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
         print_plan(planned, baseline.id if baseline else None, " ".join(resolved.given), terminal.console())
         return
     err = terminal.console(stderr=True, highlight=False)
+    session_report.folder("tune", store_path or default_store_path(), make=False)
     with Nvml() as nvml, Store(store_path) as store:
         err.print(f"tune: {resolved.workload} runs once per change (and twice as the baseline): its side effects "
                   "(files it writes) happen each time", markup=False)
@@ -164,20 +171,23 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
         report = runs.tune_script(session)
     save_and_show(report, "tune", store.path, as_json, print_tune_script)
     if report.get("diff"):
-        runs.write_patch(report, options.patch)
+        outputs.write(patch, f"{outputs.PATCH_MARK}: apply it in the script's folder with `git apply "
+                             f"{patch.given.name}` or `patch -p1 < {patch.given.name}`\n{report['diff']}")
 
 
-def writable(path: Path) -> Path:
-    """--patch FILE can be written, checked before anything runs (a user's script is never it)."""
+def writable(path: Path, store: Path, force: bool) -> outputs.Output:
+    """--patch FILE can be written, checked before anything runs as every output is (core/outputs:
+    never the store, never a file gpuscout did not write without --force); a Python file never."""
     path = path.expanduser()
-    if path.is_dir():
+    if os.path.isdir(path):
         raise UsageError(f"--patch {path}: a folder, not a file to write the diff to")
     if path.suffix == ".py":
         raise UsageError(f"--patch {path}: a Python file; the diff goes to a file of its own (train.patch), never "
                          "over a script")
-    folder = path.resolve().parent
-    if not folder.is_dir():
+    target = outputs.check_output(path, store, force, "--patch")
+    folder = (target.file or path).parent
+    if target.file is not None and not folder.is_dir():
         raise UsageError(f"--patch {path}: no folder {folder}")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if target.file is not None and (not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK))):
         raise UsageError(f"--patch {path}: not writable here (permissions); give a path you can write")
-    return path
+    return target

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,12 +72,16 @@ def locate(name_or_path: str) -> str:
                              "`python -c \"import keras; keras.datasets.mnist.load_data()\"`, or pass --dataset FILE.npz")
         return str(path)
     path = Path(name_or_path).expanduser()
-    if path.suffix == ".npz" and path.is_file():
-        with np.load(path) as archive:
-            missing = [k for k in ("x_train", "y_train") if k not in archive.files]
-            if missing or not ({"x_test", "x_val"} & set(archive.files)):
-                raise UsageError(f"{path} must hold x_train, y_train and x_test/y_test (or x_val/y_val); "
-                                 f"it has {', '.join(archive.files)}")
+    if path.suffix == ".npz" and path.is_file():  # a regular file: a FIFO or a device is no dataset
+        try:  # only the archive's directory is read here (its end): a dataset of any size is checked at once
+            with np.load(path) as archive:
+                files = list(archive.files)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise UsageError(f"--dataset {path} is not a readable .npz archive ({str(exc)[:120]})") from None
+        missing = [k for k in ("x_train", "y_train") if k not in files]
+        if missing or not ({"x_test", "x_val"} & set(files)):
+            raise UsageError(f"{path} must hold x_train, y_train and x_test/y_test (or x_val/y_val); "
+                             f"it has {', '.join(files)}")
         return str(path.resolve())
     if path.is_dir() and (path / "test_batch").is_file():
         return str(path.resolve())

@@ -12,8 +12,12 @@ mapping is refused, in YAML and in JSON alike: the parsers would keep the last o
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import stat
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,21 +42,55 @@ MAX_STRING_CHARS = 65_536
 MAX_INT = 2**63 - 1
 
 
-def read_bytes(path: Path, what: str, max_bytes: int) -> bytes:
-    """At most `max_bytes` of `path` (a file, a device, a pipe); UsageError past that."""
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder, not {what}")
+# Read a chunk at a time: a large file is read in a loop that Ctrl-C and SIGTERM stop between chunks.
+CHUNK_BYTES = MiB
+
+
+def read_bytes(path: Path, what: str, max_bytes: int, *, stdin: bool = False) -> bytes:
+    """At most `max_bytes` of the regular file `path`, or of standard input when `stdin` and the
+    path is `-`; UsageError for anything else (a FIFO nobody writes to, a device, a socket, a
+    folder: waiting on one would never end) and for more than `max_bytes`, said before reading a
+    file whose size says so."""
+    if stdin and str(path) == "-":
+        return _read_stream(sys.stdin.buffer, "standard input", what, max_bytes)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO without a writer: no wait
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file (give {what})") from None
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            raise UsageError(f"{path} is a socket, not a file: give {what}") from None
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        raise UsageError(f"{path} is larger than {max_bytes / MiB:g} MiB, too large for {what}: is it the right "
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{path} is a folder, not {what}")
+        if not stat.S_ISREG(st.st_mode):
+            kind = "FIFO" if stat.S_ISFIFO(st.st_mode) else "device" if stat.S_ISCHR(st.st_mode) or \
+                stat.S_ISBLK(st.st_mode) else "special file"
+            dash = " (or - to read standard input)" if stdin else ""
+            raise UsageError(f"{path} is a {kind}, not a file: give {what} as a file{dash}")
+        raise UsageError(f"{path} is larger than {max_bytes / MiB:g} MiB ({st.st_size / MiB:,.0f} MiB), too large "
+                         f"for {what}: is it the right file?")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as handle:
+        return _read_stream(handle, str(path), what, max_bytes)
+
+
+def _read_stream(handle, origin: str, what: str, max_bytes: int) -> bytes:
+    """At most `max_bytes` from an open stream, a chunk at a time; UsageError past that."""
+    chunks, size = [], 0
+    while size <= max_bytes:
+        chunk = handle.read(min(CHUNK_BYTES, max_bytes + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > max_bytes:
+        raise UsageError(f"{origin} is larger than {max_bytes / MiB:g} MiB, too large for {what}: is it the right "
                          "file?")
-    return data
+    return b"".join(chunks)
 
 
 def text(data: bytes, origin: str, what: str) -> str:

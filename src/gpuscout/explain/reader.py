@@ -10,6 +10,10 @@ from gpuscout.explain.table import failure_classes
 from gpuscout.record.run import ErrorDetail, Explanation  # what records keep is what doctor --explain prints
 
 EVIDENCE_CHARS = 300  # of the matched line, around the match
+# A line is matched on its first this many characters: every known failure's text is in the first
+# few hundred of its line, and a regular expression over a 60 MiB line (a dumped array) ran for
+# minutes without letting a signal through.
+MAX_LINE_CHARS = 16_384
 
 
 def framework_of(text: str, context: Context, machine: Machine) -> str | None:
@@ -37,7 +41,7 @@ def explain(text: str, machine: Machine, context: Context | None = None) -> list
     that follow from a root found in the same text (`echo_of`)."""
     context = context or Context()
     framework = framework_of(text, context, machine)
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = [line[:MAX_LINE_CHARS] for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     found: dict[str, tuple[int, re.Match, str, int]] = {}  # code -> (line index, match, line, occurrences)
     classes = failure_classes()
     for index, line in enumerate(lines):

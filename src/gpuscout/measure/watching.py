@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gpuscout.core import outputs
 from gpuscout.core import signals
 
 from gpuscout.measure import engine
@@ -150,9 +151,8 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
     """Run the command to its end (or its limit, or Ctrl-C), then store and return its record."""
     record_id = uuid.uuid4().hex[:12]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    trace_dir = store.path.parent / "traces" / record_id if options.trace_steps else None
-    if trace_dir is not None:
-        trace_dir.mkdir(parents=True, exist_ok=True)
+    trace_dir = outputs.own_folder(store.path.parent / "traces" / record_id, store.path, "the trace's folder") \
+        if options.trace_steps else None
     nvml = session.nvml
     gpus = GpuWatch(nvml, visible_gpus(nvml, dict(os.environ)), options.telemetry_interval_s) \
         if options.telemetry and nvml.available else None

@@ -6,7 +6,7 @@ from html import escape
 
 from gpuscout import __version__
 from gpuscout.core.provenance import utc_now
-from gpuscout.report.output import HTML_MARK
+from gpuscout.core.outputs import HTML_MARK
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from gpuscout.core.text import printable
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
-from gpuscout.report.output import MARKDOWN_MARK, write_whole
+from gpuscout.core.outputs import MARKDOWN_MARK
 
 
 # CommonMark lets a backslash escape any ASCII punctuation; these would otherwise start emphasis,
@@ -35,11 +35,15 @@ def _table(t: TableData) -> list[str]:
     return lines
 
 
-def render(doc: Document, path: Path) -> list[Path]:
-    """Write `path` (Markdown) and its PNGs in `<stem>_files/`; returns the files written."""
-    assets = path.parent / f"{path.stem}_files"
-    assets.mkdir(parents=True, exist_ok=True)
-    written, lines = [], [MARKDOWN_MARK, f"# {_inline(doc.title)}", "", _inline(doc.subtitle), ""]
+def assets_folder(path: Path) -> Path:
+    """Where the PNGs of the Markdown report `path` go: `<stem>_files/` beside it."""
+    return path.parent / f"{path.stem}_files"
+
+
+def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
+    """The report as Markdown, and its PNGs by file name, which it links in the folder `assets`
+    (assets_folder's name; cli/report.py writes them all through core/outputs)."""
+    images_of, lines = {}, [MARKDOWN_MARK, f"# {_inline(doc.title)}", "", _inline(doc.subtitle), ""]
     for section in doc.sections:
         lines += [f"## {section.title}", ""]
         images = []
@@ -47,10 +51,9 @@ def render(doc: Document, path: Path) -> list[Path]:
             fig = draw()
             if fig is None:
                 continue
-            image = assets / f"{section.id}-{index}.png"
-            plots.png(fig, image)
-            written.append(image)
-            images.append(f"![{_inline(caption)}]({assets.name}/{image.name})")
+            name = f"{section.id}-{index}.png"
+            images_of[name] = plots.png(fig)
+            images.append(f"![{_inline(caption)}]({assets}/{name})")
         lines += [t for t in section.text if not images or not t.startswith(("Shown", "Runs without"))] + [""]
         lines += images + ([""] if images else [])
         for table in section.tables:
@@ -59,5 +62,4 @@ def render(doc: Document, path: Path) -> list[Path]:
             fence = _fence(text)
             lines += [f"<details><summary>{html.escape(printable(summary))}</summary>", "", f"{fence}json", text, fence,
                       "", "</details>", ""]
-    write_whole(path, "\n".join(lines))
-    return [path, *written]
+    return "\n".join(lines), images_of

@@ -271,10 +271,14 @@ def svg(fig: Figure) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
 
 
-def png(fig: Figure, path) -> None:
+def png(fig: Figure) -> bytes:
+    """The figure as PNG bytes, named as gpuscout's in its Software text chunk (what tells a plot
+    gpuscout wrote from a user's file of the same name: core/outputs.py's "png" mark)."""
     readable_ticks(fig)
-    fig.savefig(path, format="png", dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": "gpuscout"})
     plt.close(fig)
+    return buffer.getvalue()
 
 
 def tune_speedups(comparison) -> Figure | None:

@@ -10,6 +10,7 @@ crash midway leaves the old table and schema version, and the copy is the store 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from dataclasses import dataclass
@@ -72,14 +73,10 @@ def _backup_and_rewrite(db: sqlite3.Connection, path: Path, version: int, record
     busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
     if busy:
         raise StoreError(f"another process is using {path}: migrate it when nothing else has it open")
-    backup = path.with_name(f"{path.name}.schema{version}-backup")
-    n = 1
-    while backup.exists():
-        n += 1
-        backup = path.with_name(f"{path.name}.schema{version}-backup{n}")
     db.execute("BEGIN IMMEDIATE")
+    backup = None
     try:
-        shutil.copyfile(path, backup)
+        backup = _backup(path, version)
         db.execute("ALTER TABLE runs RENAME TO runs_old")
         for index in ("runs_by_workload", "runs_by_group"):
             db.execute(f"DROP INDEX IF EXISTS {index}")
@@ -92,6 +89,23 @@ def _backup_and_rewrite(db: sqlite3.Connection, path: Path, version: int, record
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
-        backup.unlink(missing_ok=True)
+        if backup is not None:
+            backup.unlink(missing_ok=True)
         raise
     return backup
+
+
+def _backup(path: Path, version: int) -> Path:
+    """A copy of the store under the first free name STORE.schemaV-backup[N], made exclusively
+    (never over a file, never through a link: core/outputs.py's rule for a file that must be new)."""
+    n = 1
+    while True:
+        backup = path.with_name(f"{path.name}.schema{version}-backup{n if n > 1 else ''}")
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            n += 1
+            continue
+        with os.fdopen(fd, "wb") as out, open(path, "rb") as source:
+            shutil.copyfileobj(source, out)
+        return backup

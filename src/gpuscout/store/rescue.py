@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpuscout.core.outputs import RESCUE_KEY, replace_whole
 from gpuscout.record import StoredRecord
 from gpuscout.record.document import json_document
 
@@ -56,19 +57,15 @@ class Rescue:
             name = (f"{self.store_path.name}.unsaved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-"
                     f"{os.getpid()}.json")
             places = [self.store_path.parent / name, Path.cwd() / name, Path(tempfile.gettempdir()) / name]
-        text = json_document(self.records)
+        # the document names its store: core/outputs.py knows it for a rescue file wherever it lies
+        text = json_document(self.records, **{RESCUE_KEY: str(self.store_path), "reason": self.reason})
         for place in places:
-            partial = place.with_name(place.name + ".partial")
             try:
-                partial.write_text(text, encoding="utf-8")
-                os.replace(partial, place)
+                replace_whole(place, text)  # a temporary file made exclusively, then renamed: never through a link
                 self.path = place
                 return
             except OSError:
-                try:
-                    partial.unlink(missing_ok=True)
-                except OSError:  # a read-only file system: nothing was written there either
-                    pass
+                continue
         # Nowhere to write: the records go to stderr, the one place left that keeps them
         sys.stderr.write(text + "\n")
         self.path = Path("<stderr>")

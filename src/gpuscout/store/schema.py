@@ -10,6 +10,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+from gpuscout.core.outputs import SQLITE_HEADER
 from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store.failures import StoreError
 from gpuscout.store.trials import LEASES_SQL, TRIALS_SQL
@@ -41,9 +42,6 @@ CREATE INDEX runs_by_workload ON runs (workload, created_utc);
 CREATE INDEX runs_by_group ON runs (group_id);
 """
 
-# The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, section 1.3.1).
-SQLITE_HEADER = b"SQLite format 3\x00"
-
 
 def create(path: Path) -> None:
     """Make the store whole under a temporary name and link it into place, so that no one
@@ -51,8 +49,10 @@ def create(path: Path) -> None:
     an empty file is refused as not ours). Of two processes creating the same store, one
     links and the other uses its file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fresh = path.with_name(f".{path.name}.new-{os.getpid()}")
+    fresh = path.with_name(f".{path.name[:200]}.new-{os.getpid()}")  # a name that fits, however long the store's
+    fresh.unlink(missing_ok=True)  # a stale one (a pid reused), or a link in its place: removed, never followed
     try:
+        os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
         db = sqlite3.connect(fresh, isolation_level=None)
         try:
             for statement in filter(str.strip, SCHEMA_SQL.split(";")):

@@ -13,11 +13,13 @@ finished, and takes its result from these files instead of running it again.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout.analysis import watch as watch_analysis
+from gpuscout.core import outputs
 from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.core.failures import classify_failure
 from gpuscout.record.run import RunRecord
@@ -84,9 +86,13 @@ class AttemptFiles:
         """The first attempt number no earlier attempt (of this run or one before it) used."""
         return cls(folder, max(numbers(folder), default=0) + 1)
 
+    def open_log(self, stem: str):
+        """The attempt's new stdout or stderr log, opened for the trial's process to write: a file
+        made here, never one that was there or a link (core/outputs.py)."""
+        return os.fdopen(outputs.create_inside(self.folder, f"{stem}-{self.number}.log", "a trial's log"), "w")
+
     def record_event(self, event: dict) -> None:
-        with open(self.events, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(event) + "\n")
+        outputs.append_inside(self.events, json.dumps(event) + "\n")
 
     def read_events(self) -> list[dict]:
         if not self.events.exists():

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from gpuscout import __version__
+from gpuscout.core import outputs
 from gpuscout.measure import engine, planning
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import utc_now
@@ -19,7 +21,7 @@ from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep import workload_trials
 from gpuscout.sweep.spec import SWEEP_NAME, SweepFile, Trial, check_commands, expand, load
-from gpuscout.sweep.summary import best_of, summarise, write_tensorboard
+from gpuscout.sweep.summary import OWN_FILES, SUMMARY, best_of, summarise, write_tensorboard
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import Sampler
 
@@ -120,6 +122,7 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     again = again_statuses(options)
     finished = {k for k, t in stored.items() if t["status"] not in again}
     log_root = options.log_root or logs_folder(store.path, sweep.name)
+    check_folder(log_root, store.path, trials, named=options.log_root is not None)
     held, adopted = _left_running(sweep, trials, stored, store.leases(sweep.name), log_root)
     if held:
         notes.append(f"{len(held)} trial(s) are running under another gpuscout sweep ({', '.join(sorted(held.values()))}): "
@@ -146,6 +149,23 @@ def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult
     if status in again:
         return f"{status}: runs again"
     return status
+
+
+def check_folder(log_root: Path, store_path: Path, trials: list[Trial], *, named: bool = False) -> None:
+    """The sweep's folder and what it will write there, through the one door for files
+    (core/outputs.py), before any trial runs: a folder of its own (not a link, not a file), its
+    summary, TensorBoard input and Optuna journal absent or gpuscout's, its TensorBoard logs
+    gpuscout's, each trial's folder a real one."""
+    what = "the sweep's folder"
+    outputs.own_folder(log_root, store_path, what, named=named, make=False)
+    if not log_root.is_dir():
+        return
+    for name, marks in {**OWN_FILES, search_lib.JOURNAL: ("journal",)}.items():
+        outputs.check_inside(log_root, name, store_path, "the sweep's file", marks)
+    for name in ("tensorboard", "tensorboard.writing"):
+        outputs.check_marked_folder(log_root / name, "the sweep's TensorBoard logs")
+    for trial in trials:
+        outputs.own_folder(run_lib.trial_dir(log_root, trial), store_path, "a trial's folder", make=False)
 
 
 def logs_folder(store_path: Path, name: str) -> Path:
@@ -282,7 +302,7 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     hooks = _Hooks(p, options, store, display, results)
     for result in p.adopted:  # ended before their driver died: stored now, not run again
         hooks.finished(result, adopted=True)
-    p.log_root.mkdir(parents=True, exist_ok=True)
+    outputs.own_folder(p.log_root, store.path, "the sweep's folder", named=options.log_root is not None)
     sampler_factory = (lambda gpu: Sampler(nvml, gpu).start()) if nvml.available else None
     if search_lib.needed(p.sweep):
         hooks.search = search_lib.Search(p.sweep, p.log_root)
@@ -303,6 +323,7 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     summary = summarise(p, results, new, nvml, reason)
     summary["compilation_cache"] = ({"folder": str(run_lib.cache_dir(p.log_root)), **hooks.cache_use}
                                     if p.sweep.compilation_cache else None)
-    summary["tensorboard"] = write_tensorboard(p, results, changed=bool(new or p.adopted))
-    (p.log_root / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    summary["tensorboard"] = write_tensorboard(p, results, store.path, changed=bool(new or p.adopted))
+    outputs.replace_inside(p.log_root, SUMMARY, json.dumps({"gpuscout_version": __version__, **summary}, indent=2,
+                                                           default=str), store.path, "the sweep's file", OWN_FILES[SUMMARY])
     return summary

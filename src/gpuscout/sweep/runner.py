@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from gpuscout.core import events
+from gpuscout.core import events, outputs
 
 from gpuscout.measure import engine
 from gpuscout.executor import process
@@ -143,7 +143,7 @@ class TrialRunner:
         started = time.monotonic()
         log_dir = trial_dir(self.log_root, trial)
         attempts, last, records = 0, Attempt("interrupted", "stopped before it started"), []
-        log_dir.mkdir(parents=True, exist_ok=True)
+        outputs.own_folder(log_dir, None, "a trial's folder")
         while attempts <= self.sweep.retries and not stop.is_set():
             attempts += 1
             # each attempt's files apart, numbered after any a resumed or retried trial left
@@ -168,7 +168,7 @@ class TrialRunner:
         decisions, stopped, planned = None, {}, {}  # stopped: epoch -> the verdict given
         if self.search is not None and self.search.prunes:  # fit waits at each epoch's end for the verdict
             decisions = files.folder / f"decisions-{files.number}"
-            decisions.mkdir(parents=True, exist_ok=True)
+            outputs.own_folder(decisions, None, "a trial's decisions folder")
             extra[decisions_lib.DECISIONS_ENV] = str(decisions)
 
         def on_event(event: dict) -> None:
@@ -186,7 +186,7 @@ class TrialRunner:
         prune_now = threading.Event()  # a script that prints its reports as JSON lines is stopped
         lines = None if decisions is None else threading.Thread(
             target=self._follow_lines, args=(trial, files.stdout, decisions, stopped, prune_now), daemon=True)
-        with open(files.stdout, "w") as out, open(files.stderr, "w") as err:
+        with files.open_log("stdout") as out, files.open_log("stderr") as err:
             try:
                 if lines is not None:
                     lines.start()

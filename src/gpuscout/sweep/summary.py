@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from gpuscout import catalog
+from gpuscout import __version__, catalog
+from gpuscout.core import outputs
 from gpuscout.analysis import stats
 from gpuscout.catalog.pricing import hourly_cost
 from gpuscout.executor import process
@@ -14,6 +15,10 @@ from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.spec import SweepFile, number, score
 from gpuscout.telemetry.nvml import Nvml
 
+# The files a sweep writes in its folder beside its trials', and how gpuscout knows its own
+# (core/outputs.py's marks)
+SUMMARY, TENSORBOARD_INPUT = "summary.json", "tensorboard-input.json"
+OWN_FILES = {SUMMARY: ("json",), TENSORBOARD_INPUT: ("json",)}
 # Writing the logs of thousands of trials takes seconds; longer means the writer hung.
 TENSORBOARD_TIMEOUT_S = 600
 
@@ -92,7 +97,7 @@ def _ranked(r: dict, sweep: SweepFile) -> dict:
             "log_dir": r["log_dir"]}
 
 
-def write_tensorboard(p, results: list[dict], changed: bool) -> dict:
+def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict:
     """Each trial's reports (`p`: the driver.Plan) as scalars and the sweep's HParams table, written by a child with
     tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
     when no trial ended since they were written (a resumed sweep with nothing left to run would
@@ -100,9 +105,10 @@ def write_tensorboard(p, results: list[dict], changed: bool) -> dict:
     logdir = p.log_root / "tensorboard"
     if not changed and logdir.is_dir():
         return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
-    payload = p.log_root / "tensorboard-input.json"
-    payload.write_text(json.dumps({"metric": p.sweep.metric.name, "space": list(p.sweep.space),
-                                   "results": results}, default=str))
+    payload = outputs.replace_inside(
+        p.log_root, TENSORBOARD_INPUT, json.dumps({"gpuscout_version": __version__, "metric": p.sweep.metric.name,
+                                                   "space": list(p.sweep.space), "results": results}, default=str),
+        store_path, "the sweep's file", OWN_FILES[TENSORBOARD_INPUT])
     finished, output = process.run_captured(
         [sys.executable, "-m", "gpuscout.child.tensorboard_writer", str(payload), str(logdir)],
         env=_quiet_env(), timeout_s=TENSORBOARD_TIMEOUT_S)

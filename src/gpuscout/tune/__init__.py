@@ -30,6 +30,7 @@ from pathlib import Path
 from gpuscout.measure import plans
 from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
+from gpuscout.workloads.user import check_source
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Backend, Precision, Protocol
 from gpuscout.store import Store
@@ -110,6 +111,7 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
         path, _, function = options.pipeline.rpartition(":")
         if not path or not function.isidentifier() or not Path(path).is_file() or not path.endswith(".py"):
             raise UsageError(f"--pipeline {options.pipeline!r}: give an existing file.py:function that returns a tf.data.Dataset")
+        check_source(Path(path), function, "--pipeline", "a Python file that makes a tf.data pipeline")
         if not has_tensorflow():
             raise UsageError("--pipeline measures a tf.data pipeline: install TensorFlow (pip install 'gpuscout[tensorflow]')")
         options.pipeline = f"{Path(path).resolve()}:{function}"

@@ -101,13 +101,6 @@ def tune_script(session: Session) -> dict:
         shutil.rmtree(session.cache, ignore_errors=True)
 
 
-def write_patch(report: dict, path: Path) -> None:
-    """The diff, written whole or not at all (a file beside it, renamed into place)."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(report["diff"])
-    partial.replace(path)
-
-
 def _sources(session: Session) -> dict[Path, str]:
     """Digests of the script's own Python files (its folder's, not deeper): a session whose runs
     saw different code measured nothing it can hand over."""

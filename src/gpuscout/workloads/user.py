@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError, UserCodeError
 from gpuscout.core.spec import ModelInfo, ModelRef
 from gpuscout.workloads.base import Workload
@@ -70,8 +71,10 @@ def parse_ref(text: str, input_shape: str | None = None) -> ModelRef:
     if path.suffix not in (".py", ".keras"):
         raise UsageError(f"--model {text!r}: give a Python file and its function (model.py:build) "
                          "or a saved Keras model (model.keras)")
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"--model file not found: {path}")
+    if not path.is_file():  # a folder, a FIFO nobody writes to, a device: reading one would never end
+        raise UsageError(f"--model {path} is not a regular file: give model.py:build or model.keras")
     if path.suffix == ".keras" and function:
         raise UsageError(f"--model {text!r}: a .keras file has no function to name; drop ':{function}'")
     if path.suffix == ".py" and function and not function.isidentifier():
@@ -103,15 +106,23 @@ def check_saved(path: Path) -> None:
         raise UsageError(f"--model {path.name} is a zip archive without a Keras model in it (no config.json)")
 
 
-def check_source(path: Path, function: str) -> None:
-    """The file parses and defines `function`, found in milliseconds by reading it (no child, no
-    framework): a typo in the name or a syntax error is one line, with a suggestion."""
+# A model's Python file is a page or two; 16 MiB is far beyond any (and parses in about a second).
+MAX_SOURCE_BYTES = 16 * 2**20
+
+
+def check_source(path: Path, function: str, option: str = "--model",
+                 what: str = "a Python file that builds a model") -> None:
+    """The file (a regular one, of at most MAX_SOURCE_BYTES) parses and defines `function`, found
+    in milliseconds by reading it (no child, no framework): a typo in the name or a syntax error
+    is one line, with a suggestion."""
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = ast.parse(inputs.read_bytes(path, what, MAX_SOURCE_BYTES), filename=str(path))
     except SyntaxError as exc:
         where = f" line {exc.lineno}" if exc.lineno else ""
         code = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
-        raise UsageError(f"--model {path.name}{where}: {exc.msg}{code}") from None
+        raise UsageError(f"{option} {path.name}{where}: {exc.msg}{code}") from None
+    except ValueError as exc:  # NUL bytes (Python 3.11 says so with a ValueError)
+        raise UsageError(f"{option} {path.name}: not Python source ({exc})") from None
     functions, defined = set(), set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -128,7 +139,7 @@ def check_source(path: Path, function: str) -> None:
     close = difflib.get_close_matches(function, sorted(functions), n=3, cutoff=0.5)
     listed = f"did you mean {', '.join(close)}?" if close else (
         f"its functions are {', '.join(sorted(functions))}" if functions else "it defines no function")
-    raise UsageError(f"--model {path.name}: no function {function!r} in it: {listed} "
+    raise UsageError(f"{option} {path.name}: no function {function!r} in it: {listed} "
                      f"(name it as {path.name}:FUNCTION)")
 
 
