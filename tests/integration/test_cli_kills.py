@@ -172,7 +172,11 @@ class Linger:  # the interpreter's shutdown outlasts the trial's code (a framewo
         time.sleep(60)
 
 
-keep = Linger()
+if sys.argv[2] == "atexit":  # the script's own exit handler outlasts its code (a logger's flush, an upload)
+    import atexit
+    atexit.register(time.sleep, 60)
+else:
+    keep = Linger()
 print(json.dumps({"m": int(sys.argv[1])}), flush=True)
 with open(os.path.join(here, "done.log"), "a") as log:
     log.write(f"{sys.argv[1]}\\n")
@@ -228,6 +232,31 @@ def test_a_driver_stopped_after_a_trials_code_ran_never_runs_it_again(sig, tmp_p
     assert "all of its code had run when its driver stopped" in trial["result"]["message"]
     assert len((tmp_path / "started.log").read_text().splitlines()) == 1  # run once
     assert "(ok)" in _dry_run(path, env)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_a_driver_stopped_while_a_trials_own_exit_handler_runs_never_runs_it_again(sig, tmp_path):
+    """Issue 59, item 4: the trial's code has all run and reported, and its own atexit handler is
+    running (it would for a minute) when the driver is stopped. It is finished: stored once, with a
+    message that it was stopped during its exit; never run again by `--resume`."""
+    path = _lingering_sweep(tmp_path, "atexit")
+    env, log = base_env(tmp_path), tmp_path / "driver.log"
+    driver = gpuscout("sweep", str(path), "--cpu-slots", "1", env=env, log=log)
+    _wait_for(tmp_path / "done.log", driver, log)
+    time.sleep(1.0)  # in its atexit handler
+    driver.send_signal(sig)
+    assert driver.wait(timeout=60) == {signal.SIGKILL: -9, signal.SIGTERM: 143}[sig]
+    (_, pid), = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
+    assert gone_within([int(pid)], 5.0), "the trial outlived its driver"
+    if sig == signal.SIGKILL:
+        resumed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--resume"],
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    with Store(tmp_path / "s.sqlite", create=False) as store:
+        (trial,) = store.trials("soak")
+    assert trial["status"] == "ok" and trial["result"]["metrics"] == {"m": 7}
+    assert "during its exit (its atexit handlers" in trial["result"]["message"], trial["result"]["message"]
+    assert len((tmp_path / "started.log").read_text().splitlines()) == 1  # run once
 
 
 def test_ctrl_c_leaves_each_trial_said_interrupted_and_no_lease(tmp_path):

@@ -315,3 +315,47 @@ def test_without_a_gpu_the_sweep_asks_for_cpu_slots(tmp_path, store_path):
     assert proc.returncode == 2 and "give --cpu-slots N" in proc.stderr
     dry = run_cli("sweep", str(path), "--cpu-slots", "1", "--dry-run", "--json", "--store", str(store_path))
     assert dry.returncode == 0 and json.loads(dry.stdout)["trials"][0]["params"] == {"x": 1, "y": 1}
+
+
+FULL = """
+import subprocess, sys
+folder, size, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", folder], check=True)
+sys.exit(subprocess.run(argv).returncode)
+"""
+
+
+def test_a_trial_ended_by_a_full_disk_is_gpuscouts_failure_and_resume_runs_it(tmp_path, store_path):
+    """Issue 59, item 4: the sweep's folder fills up (a 128 KiB tmpfs in a mount namespace) while a
+    trial writes its output. That is not the trial's failure: stored `interrupted` saying so, the
+    sweep stops (every trial would meet it), nothing is a traceback; once there is room, `--resume`
+    (without --retry-failed) runs it and the rest, once each."""
+    sweeps = store_path.parent / "sweeps"
+    sweeps.mkdir(parents=True, exist_ok=True)
+    probe = subprocess.run(["unshare", "-m", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(sweeps)],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace for a small file system here: {probe.stderr.strip()[-300:]}")
+    sweep = write(tmp_path, f"""
+        name: full
+        command: {json.dumps(sys.executable + ' -c "import json; print(chr(120) * 2**19, flush=True); print(json.dumps({{' + "'score': {x}}}))" + '"')}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{x: [1, 2, 3]}}
+    """)
+    script = tmp_path / "full.py"
+    script.write_text(FULL)
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    filled = subprocess.run(["unshare", "-m", sys.executable, str(script), str(sweeps), "128k", sys.executable, "-m",
+                             "gpuscout", "sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path)],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in filled.stderr, filled.stderr[-3000:]
+    summary = json.loads(filled.stdout)
+    assert "the sweep stopped (its other trials would meet the same)" in summary["stopped"]
+    first, *_ = after_full = trials(store_path)
+    assert first[1] == "interrupted" and "not the trial's failure: it stopped on a full disk" in first[2]["message"]
+    assert first[2]["ours"] is True and len(after_full) == 1  # the others were never started
+    resumed = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--resume", "--json", "--store", str(store_path))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [(s, r["metrics"]) for _, s, r in trials(store_path)] == [("ok", {"score": x}) for x in (1, 2, 3)]
+    assert json.loads(resumed.stdout)["run_now"] == 3

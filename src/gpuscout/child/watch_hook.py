@@ -16,6 +16,7 @@ may lack gpuscout's own dependencies).
 from __future__ import annotations
 
 import atexit
+import threading
 import importlib.abc
 import importlib.util
 import signal
@@ -25,8 +26,8 @@ import time
 from gpuscout.child import tune_overrides
 from gpuscout.core import steps
 from gpuscout.child.watch_fit import FitWatch
-from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_exit,
-                                        on_interrupt, report_failure, trace, trace_toggles)
+from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_body_end,
+                                        on_exit, on_interrupt, report_failure, trace, trace_toggles)
 
 def make_callback(fit: FitWatch):
     import keras
@@ -229,6 +230,9 @@ def install() -> None:
             sys.meta_path.insert(0, KerasFinder())
         steps.set_step_handler(CustomSteps())
         atexit.register(on_exit)  # first registered, last run: after the script's own handlers
+        # threading's exit hooks run when the script's code has, before any atexit handler
+        # (CPython's finalisation: threading._shutdown, then the atexit callbacks)
+        threading._register_atexit(on_body_end)
         signal.signal(signal.SIGINT, on_interrupt)  # before the script runs: its own handler, if any, wins
     except Exception as exc:
         report_failure("installing the instrumentation", exc)

@@ -126,34 +126,48 @@ def halt() -> None:
     os._exit(0)  # also when its parent ended first: a notebook's kernel, in a session of its own
 
 
+def on_body_end() -> None:
+    """Once the script's own code has run, before any atexit handler (threading's exit hooks run
+    first, in the interpreter's shutdown): a sweep trial is finished from here on, whatever its
+    exit handlers and the interpreter still do; a driver killed while they run leaves a trial that
+    `--resume` takes as finished, never runs again (sweep/attempts.py)."""
+    mark_done(_uncaught(), "body")
+
+
 def on_exit() -> None:
     """At exit, registered before the script runs, so after the script's and the frameworks' own
     atexit handlers: a process that trained says that all its code has run and only the
     interpreter's shutdown is left, which gpuscout gives EXIT_GRACE_S (executor/process.py; under
     TensorFlow 2.21 a tf.data iterator over tf.py_function can make it wait forever). Whether an
     uncaught exception ended the script goes with it: that process failed, however it ends."""
-    uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    uncaught = _uncaught()
     if STATE.steps:
         # "watch_exiting" is gpuscout.measure.command.EXITING_EVENT (the parent side's module)
         emit("watch_exiting", steps=STATE.steps, uncaught=type(uncaught).__name__ if uncaught else None)
-    mark_done(uncaught)
+    mark_done(uncaught, "exit")
 
 
-def mark_done(uncaught: BaseException | None) -> None:
+def _uncaught() -> BaseException | None:
+    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+
+
+def mark_done(uncaught: BaseException | None, phase: str) -> None:
     """In a sweep trial's own process (the one its guard started: its parent leads the process
-    group), once all of the script's code has run: a file that says so, written whole and synced
-    before the interpreter's shutdown begins. A driver killed from this moment on (SIGKILL, a
-    node's loss) leaves a trial that `--resume` takes as finished from its files, never runs
-    again; before, only the guard's exit status said so, and a shutdown that lingered past the
-    guard's grace lost it. Whether an uncaught exception ended the script goes with it."""
+    group), once all of the script's code has run (`phase` "body": its exit handlers are still to
+    run; "exit": they have run too): a file that says so, written whole and synced. A driver killed
+    from the body's end on (SIGKILL, a node's loss) leaves a trial that `--resume` takes as
+    finished from its files, never runs again; before, only the guard's exit status said so, and a
+    shutdown that lingered past the guard's grace lost it. Whether an uncaught exception ended the
+    script goes with it."""
     path = os.environ.get(events.TRIAL_DONE_ENV)
     try:
         if not path or os.getppid() != os.getpgid(0):
             return
-        partial = f"{path}.partial"
-        with open(partial, "w", encoding="utf-8") as handle:
+        partial = f"{path}.{os.getpid()}.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with open(fd, "w", encoding="utf-8") as handle:
             handle.write(json.dumps({"pid": os.getpid(), "uncaught": type(uncaught).__name__ if uncaught else None,
-                                     "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+                                     "phase": phase, "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, path)

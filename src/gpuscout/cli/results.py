@@ -119,11 +119,17 @@ def export(
     else:
         outputs.write(target, text)
         terminal.console(stderr=True).print(f"wrote {len(records)} run(s) to {out}", markup=False)
+    if fmt == "json" and len(text) > MAX_IMPORT_BYTES:
+        terminal.console(stderr=True).print(
+            f"note: this export is larger than `gpuscout results import` reads ({MAX_IMPORT_BYTES // inputs.MiB} MiB): "
+            "export it in parts (--group, --workload) to import it elsewhere", markup=False)
 
 
-# An export of ten thousand records with their telemetry samples is about 1 GB at most (a watched
-# run keeps 1,500 samples per GPU, about 100 KiB); more is not an export.
-MAX_IMPORT_BYTES = 1024 * inputs.MiB
+# What one import reads: a valid export is parsed and validated whole before anything is stored
+# (all or nothing), at about 9 MiB/s and 8x its size in memory on the CI's CPU (44 MiB of records:
+# 5.0 s, 337 MB resident, 2026-11-27); 128 MiB is about 1,300 watched runs with their telemetry, or
+# 35,000 benchmark runs, read in about 15 s. Larger is refused at once by its size: export in parts.
+MAX_IMPORT_BYTES = 128 * inputs.MiB
 
 
 @app.command("import")
@@ -138,9 +144,10 @@ def import_(
 
     Example: gpuscout results import h100-box.json && gpuscout report --out all-gpus.html
     """
-    text = inputs.read_text(path, "a gpuscout results file (`gpuscout results export` writes one)",
-                            MAX_IMPORT_BYTES)
-    records = parse_document(text, str(path))
+    text = inputs.read_text(path, "a gpuscout results file (`gpuscout results export` writes one; a larger "
+                                  "store is exported in parts: --group, --workload)", MAX_IMPORT_BYTES)
+    with terminal.console(stderr=True).status(f"reading {len(text) / inputs.MiB:,.1f} MiB of records…"):
+        records = parse_document(text, str(path))
     held = [(r.id, fields) for r in records if (fields := control_fields(r.model_dump(mode="json")))]
     if held:  # stored as they are (the record is the contract); every display shows them escaped
         run_id, fields = held[0]

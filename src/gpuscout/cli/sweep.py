@@ -25,6 +25,12 @@ fit's logs (val_accuracy, loss, ...), from JSON lines it prints, or from gpuscou
 Each trial's step time and input wait are kept with it. Templates: `{lr}` is a parameter,
 `{{`/`}}` literal braces; a command with shell syntax runs under /bin/sh (or say `shell: true`).
 
+A trial that failed by its own doing (failed, oom, timeout) runs again only with --retry-failed.
+One that did not end by its doing (Ctrl-C, a driver that died, or gpuscout's own failure: a full
+disk, its logs that could not be written; the sweep then stops, since every trial would meet it)
+is `interrupted` and runs again with --resume. A trial whose code had all run and reported when
+its driver stopped (even during its own atexit handlers) is finished: never run twice.
+
 Examples:
 
     gpuscout sweep lr.yaml --dry-run

@@ -29,7 +29,9 @@ from gpuscout.sweep.spec import SweepFile, number, score
 
 @dataclass
 class Attempt:
-    status: str  # ok | failed | oom | timeout | interrupted
+    # ok | failed | oom | timeout (the trial's own end: run again only with --retry-failed) |
+    # pruned | interrupted (its driver stopped it, or `ours`: run again by --resume)
+    status: str
     message: str | None = None
     metrics: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
@@ -37,6 +39,34 @@ class Attempt:
     record: RunRecord | None = None  # workload sweeps
     steps: dict | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
     explanations: list[dict] = field(default_factory=list)  # known failures in its output (gpuscout.explain)
+    # not the trial's failure but gpuscout's (its files could not be written: a full disk, a folder
+    # taken away): `interrupted`, run again by --resume, and the sweep stops (every trial would)
+    ours: bool = False
+
+
+# A disk that is full (ENOSPC, EDQUOT), in a trial's own last words: not the trial's failure
+FULL_DISK = ("No space left on device", "Disk quota exceeded")
+
+
+# Less room than this where a trial's logs go is a full disk: its own words (its stderr) may not
+# have been written at all.
+FULL_BELOW_BYTES = 2**20
+
+
+def disk_full(folder: Path) -> str | None:
+    """"N KiB left" when the file system of `folder` has almost no room left, else None."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    left = st.f_bavail * st.f_frsize
+    return f"{left // 1024} KiB left on the disk of its logs" if left < FULL_BELOW_BYTES else None
+
+
+def ours(why: str) -> Attempt:
+    """An attempt that did not end by the trial's doing: gpuscout could not keep its files."""
+    return Attempt("interrupted", f"not the trial's failure: {why}; `--resume` runs it again once that is mended",
+                   ours=True)
 
 
 @dataclass(frozen=True)
@@ -75,11 +105,20 @@ class AttemptFiles:
     def code_done(self) -> int | None:
         """The exit status the trial's code ended with, as its done file says (1: an uncaught
         exception, else 0); None when it has not written one (it did not get that far)."""
+        said = self._done()
+        return None if said is None else (1 if said.get("uncaught") else 0)
+
+    def done_note(self) -> str:
+        """What the driver, stopped after the trial's code had all run, says of how it ended."""
+        said = self._done() or {}
+        return CODE_DONE_NOTE if said.get("phase") != "body" else STOPPED_IN_EXIT_NOTE
+
+    def _done(self) -> dict | None:
         try:
             said = json.loads(self.done.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return 1 if isinstance(said, dict) and said.get("uncaught") else 0
+        return said if isinstance(said, dict) else {}
 
     @classmethod
     def next_in(cls, folder: Path) -> "AttemptFiles":
@@ -160,6 +199,12 @@ def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, time
         return Attempt("interrupted", "stopped by the driver", **common)
     if timed_out:
         return Attempt("timeout", f"exceeded the {sweep.timeout_s:g} s trial timeout and was killed", **common)
+    full = next((f for f in FULL_DISK if f in tail), None) or (disk_full(files.folder) if returncode != 0 else None)
+    if returncode != 0 and full:
+        attempt = ours(f"it stopped on a full disk ({full}); its logs are in {files.folder}")
+        attempt.metrics, attempt.history, attempt.telemetry, attempt.steps = (common["metrics"], common["history"],
+                                                                              telemetry, common["steps"])
+        return attempt
     if returncode != 0:
         last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
         return Attempt(classify_failure(tail), f"exited with code {returncode}: {last_line}", **common,
@@ -194,11 +239,16 @@ def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Atte
         if returncode is None:
             return None
         attempt = judge(sweep, files, returncode)
-        attempt.message = attempt.message or CODE_DONE_NOTE
+        attempt.message = attempt.message or files.done_note()
         return files, attempt, _duration_from_files(files)
     return files, judge(sweep, files, returncode), duration_s
 
 
+# Said of a trial whose driver stopped while the trial's own exit handlers (atexit) ran: all of its
+# code had run and its result was reported, so it is finished (never run again by --resume)
+STOPPED_IN_EXIT_NOTE = ("finished: all of its code had run when its driver stopped, during its exit (its atexit "
+                        "handlers, then the interpreter's shutdown), which may not have ended; its exit status is "
+                        "the script's (0, or 1 after an uncaught exception)")
 # Said of a trial taken from its done file: the exit status it would have given is not known
 CODE_DONE_NOTE = ("all of its code had run when its driver stopped; its process was ended during the interpreter's "
                   "shutdown, so its exit status is the script's (0, or 1 after an uncaught exception)")

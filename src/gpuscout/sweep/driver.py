@@ -324,6 +324,11 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     summary["compilation_cache"] = ({"folder": str(run_lib.cache_dir(p.log_root)), **hooks.cache_use}
                                     if p.sweep.compilation_cache else None)
     summary["tensorboard"] = write_tensorboard(p, results, store.path, changed=bool(new or p.adopted))
-    outputs.replace_inside(p.log_root, SUMMARY, json.dumps({"gpuscout_version": __version__, **summary}, indent=2,
-                                                           default=str), store.path, "the sweep's file", OWN_FILES[SUMMARY])
+    try:  # the trials are stored: a summary that cannot be written is said, not a reason to fail
+        outputs.replace_inside(p.log_root, SUMMARY, json.dumps({"gpuscout_version": __version__, **summary}, indent=2,
+                                                               default=str), store.path, "the sweep's file",
+                               OWN_FILES[SUMMARY])
+    except (OSError, UsageError) as exc:
+        summary["notes"].append(f"{p.log_root / SUMMARY} was not written ({getattr(exc, 'strerror', None) or exc}); "
+                                "the trials are stored")
     return summary

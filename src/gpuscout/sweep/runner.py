@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscout.core import events, outputs
+from gpuscout.core.errors import UsageError
 
 from gpuscout.measure import engine
 from gpuscout.executor import process
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
-from gpuscout.sweep.attempts import CODE_DONE_NOTE, Attempt, AttemptFiles, finished_attempt, judge
+from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge, ours
 from gpuscout.core.units import reading
 from gpuscout.sweep.spec import SweepFile, Trial, argv_for, number
 from gpuscout.core import decisions as decisions_lib
@@ -57,6 +58,7 @@ class TrialResult:
     records: list = field(default_factory=list, repr=False)
     explanations: list[dict] = field(default_factory=list)  # known failures in the last attempt's output
     command: list[str] | None = None  # command trials: the argv run (recommend --from finds a sweep of a script by it)
+    ours: bool = False  # ended by gpuscout's failure, not the trial's (attempts.ours): the sweep stops
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
@@ -143,12 +145,15 @@ class TrialRunner:
         started = time.monotonic()
         log_dir = trial_dir(self.log_root, trial)
         attempts, last, records = 0, Attempt("interrupted", "stopped before it started"), []
-        outputs.own_folder(log_dir, None, "a trial's folder")
         while attempts <= self.sweep.retries and not stop.is_set():
             attempts += 1
-            # each attempt's files apart, numbered after any a resumed or retried trial left
-            last = (self._command(trial, slot, AttemptFiles.next_in(log_dir)) if self.sweep.command is not None
-                    else self._workload(trial, slot))
+            try:
+                outputs.own_folder(log_dir, None, "a trial's folder")
+                # each attempt's files apart, numbered after any a resumed or retried trial left
+                last = (self._command(trial, slot, AttemptFiles.next_in(log_dir)) if self.sweep.command is not None
+                        else self._workload(trial, slot))
+            except (OSError, UsageError) as exc:  # its folder or logs could not be made or written
+                last = ours(f"gpuscout could not write its files ({getattr(exc, 'strerror', None) or exc})")
             records += [last.record] if last.record else []
             if last.status in ("ok", "interrupted", "pruned"):
                 break
@@ -157,7 +162,8 @@ class TrialRunner:
                            started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
                            last.telemetry, last.record.id if last.record else None, last.steps, records,
                            explanations=last.explanations,
-                           command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None)
+                           command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None,
+                           ours=last.ours)
 
     def _command(self, trial: Trial, slot: Slot, files: AttemptFiles) -> Attempt:
         """The user's command, instrumented as `gpuscout watch` instruments it: fit's epoch logs are
@@ -171,8 +177,13 @@ class TrialRunner:
             outputs.own_folder(decisions, None, "a trial's decisions folder")
             extra[decisions_lib.DECISIONS_ENV] = str(decisions)
 
+        lost: list[OSError] = []  # events that could not be kept: what the trial reported is then not known
+
         def on_event(event: dict) -> None:
-            files.record_event(event)
+            try:
+                files.record_event(event)
+            except OSError as exc:
+                lost.append(exc)
             if event.get("event") == "watch_fit":
                 planned[event.get("fit")] = event.get("epochs")
             if decisions is not None and event.get("event") == "watch_epoch":
@@ -207,12 +218,14 @@ class TrialRunner:
             returncode = 0 if code is None else code
         elif code_done is not None and not prune_now.is_set():
             # stopped with its driver (Ctrl-C, SIGTERM) after all its code had run: it finished
-            returncode, lingered_note, cancelled = code_done, CODE_DONE_NOTE, False
+            returncode, lingered_note, cancelled = code_done, files.done_note(), False
         attempt = judge(self.sweep, files, returncode, timed_out=finished.timed_out,
                         cancelled=cancelled,
                         telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
         if lingered_note and attempt.message is None:
             attempt.message = lingered_note
+        if lost and attempt.status not in ("ok", "pruned"):  # judged on events gpuscout could not keep
+            return ours(f"gpuscout could not keep its events ({lost[0].strerror or lost[0]})")
         stopped_by_us = finished.cancelled and prune_now.is_set() and not self.abort.is_set()
         prune_now.set()  # the line follower ends with the trial
         pruned_at = [epoch for epoch, stop in stopped.items() if stop]

@@ -96,6 +96,10 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
                     hooks.started(item, slot)
                 return
             hooks.finished(item)
+            if item.ours and not stop.is_set():  # gpuscout's own failure: every trial would meet it
+                reason = (f"trial {item.index}: {item.message}; the sweep stopped (its other trials would meet the "
+                          "same)")
+                stop.set()
             if item.status == "interrupted":
                 return
             consecutive = 0 if item.status in ("ok", "pruned") else consecutive + 1  # pruned: ran as it should

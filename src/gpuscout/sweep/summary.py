@@ -8,6 +8,7 @@ import os
 import sys
 from gpuscout import __version__, catalog
 from gpuscout.core import outputs
+from gpuscout.core.errors import UsageError
 from gpuscout.analysis import stats
 from gpuscout.catalog.pricing import hourly_cost
 from gpuscout.executor import process
@@ -105,10 +106,13 @@ def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict
     logdir = p.log_root / "tensorboard"
     if not changed and logdir.is_dir():
         return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
-    payload = outputs.replace_inside(
-        p.log_root, TENSORBOARD_INPUT, json.dumps({"gpuscout_version": __version__, "metric": p.sweep.metric.name,
-                                                   "space": list(p.sweep.space), "results": results}, default=str),
-        store_path, "the sweep's file", OWN_FILES[TENSORBOARD_INPUT])
+    try:
+        payload = outputs.replace_inside(
+            p.log_root, TENSORBOARD_INPUT, json.dumps({"gpuscout_version": __version__, "metric": p.sweep.metric.name,
+                                                       "space": list(p.sweep.space), "results": results}, default=str),
+            store_path, "the sweep's file", OWN_FILES[TENSORBOARD_INPUT])
+    except (OSError, UsageError) as exc:
+        return {"logdir": None, "note": f"no TensorBoard logs ({getattr(exc, 'strerror', None) or exc})"}
     finished, output = process.run_captured(
         [sys.executable, "-m", "gpuscout.child.tensorboard_writer", str(payload), str(logdir)],
         env=_quiet_env(), timeout_s=TENSORBOARD_TIMEOUT_S)
