@@ -143,3 +143,38 @@ def test_salvage_finds_at_least_what_sqlites_own_recovery_finds(store, tmp_path)
     theirs = {f"run{i:04d}" for i in range(RECORDS) if f"'run{i:04d}'" in dump}
     ids, _ = _salvaged_ids(path, tmp_path)
     assert theirs <= ids == ALL - {"run0001"}
+
+
+def test_a_zeroed_first_page_header_and_all_costs_no_row(store, tmp_path):
+    """Issue 59, item 5: page 1 zeroed, SQLite's header with it: the file is still a store whose
+    pages hold every row (the page size found by trying each SQLite allows), check says what is
+    damaged instead of "not an SQLite file", and salvage takes every record and the trial."""
+    path, _ = store
+    _overwrite(path, 1, b"\x00" * PAGE)
+    found = repair.check(path)
+    assert found.header_damaged and found.records == RECORDS and found.trials == 1 and not found.ok
+    ids, report = _salvaged_ids(path, tmp_path)
+    assert ids == ALL and report.trials == 1 and report.header_damaged and report.lost_rows == 0
+
+
+def test_a_store_of_another_page_size_is_read_without_its_header(tmp_path):
+    """A page size other than SQLite's default, with the header that says it zeroed: found by
+    trying each, as the one whose pages decode rows."""
+    path = tmp_path / "small-pages.sqlite"
+    with Store(path) as s:
+        s.put(make_record("run0000"))
+    with sqlite3.connect(path) as db:  # rebuilt with 1 KiB pages (a store copied from elsewhere)
+        db.execute("PRAGMA journal_mode = DELETE")
+        db.execute("PRAGMA page_size = 1024")
+        db.execute("VACUUM")
+    with open(path, "r+b") as handle:
+        handle.write(b"\x00" * 1024)
+    ids, report = _salvaged_ids(path, tmp_path)
+    assert ids == {"run0000"} and report.header_damaged
+
+
+def test_a_file_with_no_store_in_its_pages_is_still_refused(tmp_path):
+    path = tmp_path / "notes.sqlite"
+    path.write_bytes(b"\x00" * PAGE * 3)
+    with pytest.raises(Exception, match="not an SQLite file"):
+        repair.check(path)

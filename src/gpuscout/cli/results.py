@@ -208,7 +208,9 @@ def damage_lines(report) -> list[str]:
 def recovered_line(report) -> str | None:
     if not report.from_pages:
         return None
-    return f"{report.from_pages} row(s) SQLite could no longer reach were read from their pages"
+    header = (" (its header, the first 100 bytes with SQLite's mark, page size and freelist, is damaged: they were "
+              "read without it)") if report.header_damaged else ""
+    return f"{report.from_pages} row(s) SQLite could no longer reach were read from their pages{header}"
 
 
 @app.command("salvage")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from gpuscout.core.outputs import SQLITE_HEADER
+
 # sqlite.org/fileformat.html 1.3: the header's fields this reader uses
 HEADER_BYTES = 100
 PAGE_SIZES = tuple(2**n for n in range(9, 17))  # 512 ... 65536
@@ -81,9 +83,9 @@ def _values(payload: bytes) -> list:
 
 
 class _File:
-    def __init__(self, data: bytes, page_size: int) -> None:
-        self.data, self.page_size = data, page_size
-        reserved = data[20] if len(data) > 20 else 0
+    def __init__(self, data: bytes, page_size: int, header: bool = True) -> None:
+        self.data, self.page_size, self.header = data, page_size, header
+        reserved = data[20] if header and len(data) > 20 else 0
         self.usable = page_size - reserved
         self.pages = len(data) // page_size
 
@@ -96,7 +98,7 @@ class _File:
     def freelist(self) -> set[int]:
         """The freelist's trunk and leaf pages (1.5), as far as they can be followed."""
         pages: set[int] = set()
-        trunk = int.from_bytes(self.data[32:36], "big") if len(self.data) >= 36 else 0
+        trunk = int.from_bytes(self.data[32:36], "big") if self.header and len(self.data) >= 36 else 0
         while trunk and trunk not in pages and 1 <= trunk <= self.pages:
             pages.add(trunk)
             page = self.page(trunk)
@@ -141,20 +143,31 @@ class _File:
         return rowid, b"".join(parts)
 
 
-def _page_size(data: bytes) -> int:
-    """The header's page size (1.3.2), or SQLite's default where the header is damaged."""
-    if len(data) >= 18:
-        raw = int.from_bytes(data[16:18], "big")
-        size = 65536 if raw == 1 else raw
-        if size in PAGE_SIZES:
-            return size
-    return 4096
+def header_intact(data: bytes) -> bool:
+    """Whether the file starts with SQLite's header (1.3.1) and a page size it allows (1.3.2)."""
+    return len(data) >= HEADER_BYTES and bytes(data[:16]) == SQLITE_HEADER and _header_page_size(data) is not None
+
+
+def _header_page_size(data: bytes) -> int | None:
+    raw = int.from_bytes(data[16:18], "big")
+    size = 65536 if raw == 1 else raw
+    return size if size in PAGE_SIZES else None
 
 
 def scan(data: bytes) -> Scan:
-    """Every row on every table leaf page of an SQLite file's bytes."""
-    page_size = _page_size(data)
-    file = _File(data, page_size)
+    """Every row on every table leaf page of an SQLite file's bytes. The header is not trusted:
+    where it is damaged (its first page zeroed), every page size SQLite allows is tried and the
+    one whose pages decode the most rows is taken (a page size that is wrong cuts every page at
+    the wrong place, and its cells do not decode); its reserved bytes are taken as none and its
+    freelist as empty."""
+    if header_intact(data):
+        return _scan(_File(data, _header_page_size(data)))
+    tries = [_scan(_File(data, size, header=False)) for size in sorted(PAGE_SIZES, key=lambda n: n != 4096)]
+    return max(tries, key=lambda t: len(t.rows))  # a tie keeps 4096, SQLite's default
+
+
+def _scan(file: _File) -> Scan:
+    page_size = file.page_size
     out = Scan(page_size, file.pages)
     try:
         skip = file.freelist()
@@ -164,7 +177,7 @@ def scan(data: bytes) -> Scan:
         if number in skip:
             continue
         page = file.page(number)
-        start = HEADER_BYTES if number == 1 else 0
+        start = HEADER_BYTES if number == 1 and file.header else 0
         if page[start] != TABLE_LEAF:
             continue
         out.leaf_pages += 1

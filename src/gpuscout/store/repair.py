@@ -42,6 +42,7 @@ class Contents:
     lost_rows: int = 0  # rows whose bytes are gone or damaged: not even their id can be read
     from_pages: int = 0  # rows SQLite could not reach, found on their pages
     missing_pages: int = 0  # pages the header counts that the file no longer has (its end cut off)
+    header_damaged: bool = False  # its first bytes are not SQLite's header: the pages were read without it
 
 
 @dataclass
@@ -54,10 +55,12 @@ class CheckReport:
     lost_rows: int
     from_pages: int = 0
     missing_pages: int = 0
+    header_damaged: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.integrity == ["ok"] and not self.invalid and not self.lost_rows and not self.missing_pages
+        return (self.integrity == ["ok"] and not self.invalid and not self.lost_rows and not self.missing_pages
+                and not self.header_damaged)
 
 
 def _open(path: Path) -> sqlite3.Connection | None:
@@ -111,8 +114,16 @@ def _read_table(db, table: str, width: int, on_pages: dict[int, list]) -> tuple[
     return rows, lost, from_pages
 
 
-def _on_pages(scan: pages.Scan, width: int, shape) -> dict[int, list]:
-    return {rowid: values for _, rowid, values in scan.rows if len(values) == width and shape(values)}
+def _on_pages(scan: pages.Scan, width: int, shape, newer=None) -> dict[int, list]:
+    """The rows of one table found on its pages, by rowid. A rowid seen twice (an old copy on a
+    page SQLite freed, when a damaged header hides the freelist) keeps the copy `newer` ranks
+    higher (a trial's latest update), else the first."""
+    found: dict[int, list] = {}
+    for _, rowid, values in scan.rows:
+        if len(values) == width and shape(values):
+            if rowid not in found or (newer is not None and newer(values) > newer(found[rowid])):
+                found[rowid] = values
+    return found
 
 
 def _is_run(values: list) -> bool:
@@ -142,11 +153,12 @@ def _header_pages(path: Path) -> int:
     return int.from_bytes(header[28:32], "big") if valid else 0
 
 
-def read_contents(path: Path, db: sqlite3.Connection | None) -> Contents:
+def read_contents(path: Path, db: sqlite3.Connection | None, scan: pages.Scan | None = None) -> Contents:
     """Every record and trial of the file at `path`: through `db` (the file opened by _open, None
-    where SQLite cannot read it), then from its pages."""
+    where SQLite cannot read it), then from its pages (`scan`, when read already)."""
     out = Contents()
-    scan = _scan(path)
+    scan = scan or _scan(path)
+    out.header_damaged = not _header_intact(path)
     out.missing_pages = max(0, _header_pages(path) - scan.pages)
     runs, lost, found = _read_table(db, "runs", RUN_COLUMNS, _on_pages(scan, RUN_COLUMNS, _is_run))
     out.lost_rows += lost
@@ -156,7 +168,8 @@ def read_contents(path: Path, db: sqlite3.Connection | None) -> Contents:
             out.records.append(parse_record(row[-1]))
         except ValidationError as exc:
             out.invalid[f"run {row[0]}"] = problem(exc)
-    trials, lost, found = _read_table(db, "trials", TRIAL_COLUMNS, _on_pages(scan, TRIAL_COLUMNS, _is_trial))
+    trials, lost, found = _read_table(db, "trials", TRIAL_COLUMNS,
+                                      _on_pages(scan, TRIAL_COLUMNS, _is_trial, lambda t: str(t[-1])))
     out.lost_rows += lost
     out.from_pages += found
     for row in trials:
@@ -194,25 +207,40 @@ def _opened(path: Path):
             db.close()
 
 
-def _readable_store(path: Path | None) -> Path:
+def _readable_store(path: Path | None) -> tuple[Path, pages.Scan | None]:
     """The store's path once it is known to be a file that can be looked at: gpuscout's checks
-    (not SQLite's, which a damaged file fails) refuse a folder, a missing, empty or foreign file."""
+    (not SQLite's, which a damaged file fails) refuse a folder, a missing, empty or foreign file.
+    A file whose header is damaged (its first page zeroed) is a store still when its pages hold
+    gpuscout's rows: then with the scan that found them."""
     path = Path(path) if path is not None else default_store_path()
     if not path.exists():
         raise StoreError(f"no results store at {path}: pass the damaged store with --store")
-    schema.refuse_foreign_file(path)
-    return path
+    try:
+        schema.refuse_foreign_file(path)
+    except StoreError:
+        if not path.is_file() or path.stat().st_size == 0:
+            raise
+        scan = _scan(path)
+        if not (_on_pages(scan, RUN_COLUMNS, _is_run) or _on_pages(scan, TRIAL_COLUMNS, _is_trial)):
+            raise
+        return path, scan
+    return path, None
+
+
+def _header_intact(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return pages.header_intact(handle.read(pages.HEADER_BYTES))
 
 
 def check(path: Path | None) -> CheckReport:
     """SQLite's integrity check, then every record and trial read and validated, through SQLite
     and page by page."""
-    path = _readable_store(path)
+    path, scan = _readable_store(path)
     with _opened(path) as db:
-        contents = read_contents(path, db)
+        contents = read_contents(path, db, scan)
         integrity = _integrity(db)
     return CheckReport(str(path), integrity, len(contents.records), len(contents.trials), contents.invalid,
-                       contents.lost_rows, contents.from_pages, contents.missing_pages)
+                       contents.lost_rows, contents.from_pages, contents.missing_pages, contents.header_damaged)
 
 
 @dataclass
@@ -225,6 +253,7 @@ class SalvageReport:
     lost_rows: int
     from_pages: int = 0
     missing_pages: int = 0
+    header_damaged: bool = False
 
 
 def salvage(path: Path | None, out: Path) -> SalvageReport:
@@ -232,13 +261,13 @@ def salvage(path: Path | None, out: Path) -> SalvageReport:
     `out` (which must not exist: nothing is ever overwritten)."""
     if out.exists() or out.is_symlink():
         raise StoreError(f"{out} exists: --out names the new store salvage writes, a file that does not exist yet")
-    path = _readable_store(path)
+    path, scan = _readable_store(path)
     with _opened(path) as db:
-        contents = read_contents(path, db)
+        contents = read_contents(path, db, scan)
     with Store(out) as fresh:
         fresh.put_many(contents.records)
         for t in contents.trials:
             fresh.put_trial(t["sweep"], t["key"], t["index"], t["sweep_hash"], t["status"], t["params"], t["result"],
                             t["updated_utc"])
     return SalvageReport(str(path), str(out), len(contents.records), len(contents.trials), contents.invalid,
-                         contents.lost_rows, contents.from_pages, contents.missing_pages)
+                         contents.lost_rows, contents.from_pages, contents.missing_pages, contents.header_damaged)
