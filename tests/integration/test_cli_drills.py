@@ -239,3 +239,63 @@ def test_recommend_from_a_failed_run_says_so_before_its_ranking(tmp_path):
     assert "has not been seen to finish" in shown.stderr
     assert json.loads(run_cli("recommend", "--from", "failed01", "--json", "--store", str(store)).stdout
                       )["from"]["ended"].startswith("run failed01 failed")
+
+
+def test_issue_59s_bad_inputs_are_one_line_each_never_a_traceback_nor_taken_silently(store, tmp_path):
+    """Item 6: the 31 inputs of issue 59's drills that were tracebacks or were taken silently, and
+    their neighbours (tests/unit/test_parsers.py drives the same parsers with hypothesis)."""
+    def sweep_file(name: str, body: str) -> str:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"name: {name}\nreports: [x]\nmetric: {{name: x}}\n{body}\n")
+        return str(path)
+
+    script = tmp_path / "x.py"
+    script.write_text("print('hi')\n")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "log.sock"))
+    exported = json.loads(run_cli("results", "export", "--store", str(store)).stdout)
+    for name, change in (("newer", {"schema_version": 999}), ("negative", {"batch_size": -1}),
+                         ("env-newer", {"env": {**exported["runs"][0]["env"], "schema_version": 999}})):
+        doc = {**exported, "runs": [{**exported["runs"][0], "id": f"x{name}", **change}]}
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    dry = ["--dry-run", "--cpu-slots", "1", "--store", str(store)]
+    cases = [
+        (["recommend", "--params", "1.2.3"], "--params must be a number like 350M or 1.3B, got '1.2.3'"),
+        (["recommend", "--params", "."], "--params must be a number like 350M"),
+        (["recommend", "--workload", "resnet50", "--deadline", "1.2.3d"], "--deadline must be a positive duration"),
+        (["recommend", "--workload", "resnet50", "--deadline", "1" + "0" * 400 + "d"], "is more than ten years"),
+        (["recommend", "--params", "1B", "--layers", "0"], "--layers must be >= 1, got 0"),
+        (["recommend", "--params", "1B", "--vocab", "0"], "--vocab must be >= 1, got 0"),
+        (["results", "list", "--store", "s" * 5000], "cannot open the results store"),
+        (["sweep", sweep_file("seed", "command: echo {lr}\nspace: {lr: [1]}\nstrategy: {kind: random, trials: 2, "
+                                       "seed: -1}"), *dry], "strategy.seed: Input should be greater than or equal to 0"),
+        (["sweep", sweep_file("brace", "command: echo {lr\nspace: {lr: [1]}"), *dry], "command is not a template"),
+        (["sweep", sweep_file("binary", "command: echo {lr}\nspace: {lr: [!!binary aGVsbG8=]}"), *dry],
+         "holds a bytes value"),
+        (["sweep", sweep_file("date", "command: echo {lr}\nspace: {lr: [2026-11-27]}"), *dry], "holds a date value"),
+        (["sweep", sweep_file("range", "command: echo {lr}\nspace: {lr: {uniform: [0, true]}}\nstrategy: {kind: "
+                                        "random, trials: 2}"), *dry], "space.lr.uniform must be [low, high]"),
+        (["sweep", sweep_file("retries", "command: echo {lr}\nspace: {lr: [1]}\nretries: true"), *dry],
+         "retries: Input should be a valid integer"),
+        (["sweep", sweep_file("port", "command: echo {lr}\nspace: {lr: [1]}"), "--executor", "ray", "--address",
+          "ray://head:70000", *dry], "ports 1 to 65535"),
+        (["doctor", "--explain", str(tmp_path / "log.sock")], "a device or socket, not a log file"),
+        (["watch", "--trace-steps", f"1:{2**53 + 1}", "--", PY, str(script)], "1 <= FIRST <= LAST <= 2^53"),
+        (["tune", "--only", "cache", "--skip", "cache", "--dry-run", "--", PY, str(script)],
+         "--only and --skip both name cache"),
+        (["bench", "mlp", "--mode", "inference", "--batch-sizes", "1,,2", "--cpu"], "has an empty item"),
+        (["scale", "mlp", "--hosts", "a:70000,b:2222"], "ports 1 to 65535"),
+        (["bench", "--model", f"{script}:build", "--input-shape", "32,,3"], "has an empty item"),
+        (["scale", "mlp", "--cpu", "--gpu-ids", "0,,1"], "has an empty item"),
+        (["results", "import", str(tmp_path / "newer.json")], "schema_version: Value error, schema 999 is newer"),
+        (["results", "import", str(tmp_path / "env-newer.json")], "env.schema_version: Value error, schema 999"),
+        (["results", "import", str(tmp_path / "negative.json")], "run #1 (xnegative): batch_size: Input should be greater"),
+    ]
+    before = sha256(store)
+    try:
+        results = run_cases([args for args, _ in cases], tmp_path, env={"GPUSCOUT_STORE": str(store)})
+    finally:
+        sock.close()
+    for result, (_, fragment) in zip(results, cases):
+        refused(result, fragment)
+    assert sha256(store) == before

@@ -136,7 +136,7 @@ def test_forwarding_a_run_to_hosts_keeps_every_option_given():
 
 
 def test_printed_host_commands_run_and_merge(tmp_path):
-    listed = run_cli("scale", "mlp", "--hosts", "localhost:0,localhost:0", "--cpu", "--gpus", "1", *QUICK, "--json")
+    listed = run_cli("scale", "mlp", "--hosts", "localhost:2222,localhost:2223", "--cpu", "--gpus", "1", *QUICK, "--json")
     assert listed.returncode == 0, listed.stderr
     plan = json.loads(listed.stdout)
     import socket

@@ -79,9 +79,16 @@ class JobOptions:
                 raise UsageError("--from predicts the run's training: drop --scenario (or use --workload)")
         if self.scenario not in ("train", "infer", "edge"):
             raise UsageError(f"unknown --scenario {self.scenario!r}: choose train, infer or edge")
-        for name, value in (("--seq", self.seq), ("--batch-size", self.batch_size)):
-            if value is not None and value < 1:
+        for name, value in (("--seq", self.seq), ("--batch-size", self.batch_size), ("--layers", self.layers),
+                            ("--hidden", self.hidden), ("--vocab", self.vocab)):
+            if value is not None and value < 1:  # 0 is no shape (and was taken for "not given")
                 raise UsageError(f"{name} must be >= 1, got {value}")
+        shape = [name for name, value in (("--layers", self.layers), ("--hidden", self.hidden),
+                                          ("--seq", self.seq if self.seq != 2048 else None),
+                                          ("--vocab", self.vocab if self.vocab != 50304 else None)) if value is not None]
+        if shape and not self.params:
+            raise UsageError(f"{', '.join(shape)} {'describes' if len(shape) == 1 else 'describe'} a --params model: add "
+                             "--params (e.g. 1.3B), or drop them")
         return backends.parse_precision(self.precision or "mixed_bfloat16", "--precision")
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from gpuscout.cli.options import AsJson, StorePath
-from gpuscout.core.errors import UsageError, parse_names
+from gpuscout.core.errors import parse_whole_numbers
 from gpuscout.report.sweep import print_summary, print_trials, sweep_view
 from gpuscout.store import Store
 from gpuscout.sweep import driver
@@ -60,14 +60,8 @@ def sweep(
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
-    gpu_list = None
-    if gpus is not None:
-        try:
-            gpu_list = [int(g) for g in parse_names(gpus, "--gpus", "0,1,2")]
-        except ValueError:
-            raise UsageError(f"--gpus must be indices like 0,1,2, got {gpus!r}") from None
-        if any(g < 0 for g in gpu_list):
-            raise UsageError(f"--gpus must be indices like 0,1,2, got {gpus!r}")
+    gpu_list = None if gpus is None else list(  # NVML numbers GPUs from 0; 1024 is far past any host
+        parse_whole_numbers(gpus, "--gpus", "GPU indices", "0,1,2", least=0, most=1023, sort=False))
     options = driver.SweepOptions(gpus=gpu_list, cpu_slots=cpu_slots, executor=executor, address=address,
                                   resume=resume, retry_failed=retry_failed, dry_run=dry_run)
     with Nvml() as nvml:

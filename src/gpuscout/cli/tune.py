@@ -141,6 +141,9 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     skip = parse_names(config.skip, "--skip", "workers,batch_size") if config.skip is not None else ()
     script.check_names(only, "--only")
     script.check_names(skip, "--skip")
+    both = sorted(set(only) & set(skip))
+    if both:
+        raise UsageError(f"--only and --skip both name {', '.join(both)}: tune a change or skip it, not both")
     # before the command: nothing runs on bad input
     patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")

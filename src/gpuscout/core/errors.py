@@ -25,18 +25,40 @@ class UserCodeError(UsageError):
         self.traceback_text = traceback_text
 
 
+# No count, size or index of any option reaches this (2^53: every integer below it is exact as a
+# float; cli's MAX_OPTION is the same bound for numeric options)
+MAX_WHOLE = 2**53
+
+
+def parse_whole_numbers(text: str, option: str, what: str, example: str, *, least: int = 1, most: int = MAX_WHOLE,
+                        distinct: bool = True, sort: bool = True, separators: str = ",") -> tuple[int, ...]:
+    """A list of whole numbers from `least` to `most` (each once when `distinct`; sorted when
+    `sort`), or a UsageError naming `option`: no empty item (`1,,2`), nothing that is not a whole
+    number, nothing out of bounds."""
+    shown = text[:40] + ("…" if len(text) > 40 else "")
+    for separator in separators[1:]:
+        text = text.replace(separator, separators[0])
+    parts = [part.strip() for part in text.split(separators[0])]
+    if not any(parts):
+        raise UsageError(f"{option} {shown!r} names nothing: give {what} like {example}")
+    if not all(parts):
+        raise UsageError(f"{option} {shown!r} has an empty item between its separators: give {what} like {example}")
+    if not all(p.isascii() and p.lstrip("+-").isdigit() and len(p) <= 20 for p in parts):
+        raise UsageError(f"{option} takes {what} like {example}, got {shown!r}")
+    values = [int(p) for p in parts]
+    if any(not least <= v <= most for v in values):
+        bound = (f"{what} from {least} to {most:,}" if most < MAX_WHOLE else
+                 f"positive {what}" if least == 1 else f"{what} of at least {least}")
+        raise UsageError(f"{option} takes {bound}, like {example}; got {shown!r}")
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if distinct and twice:
+        raise UsageError(f"{option} lists {', '.join(map(str, twice))} twice: give {what}, each once, like {example}")
+    return tuple(sorted(values)) if sort else tuple(values)
+
+
 def parse_positive_ints(text: str, option: str, what: str, example: str) -> tuple[int, ...]:
     """A comma list of positive whole numbers (sorted, each once), or a UsageError naming `option`."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{option} takes {what} like {example}, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"{option} takes positive {what} like {example}, got {text!r}")
-    twice = sorted({v for v in values if values.count(v) > 1})
-    if twice:
-        raise UsageError(f"{option} lists {', '.join(map(str, twice))} twice: each once, like {example}")
-    return tuple(sorted(values))
+    return parse_whole_numbers(text, option, what, example)
 
 
 def parse_names(text: str, option: str, example: str) -> tuple[str, ...]:
@@ -51,3 +73,16 @@ def parse_names(text: str, option: str, example: str) -> tuple[str, ...]:
     if twice:
         raise UsageError(f"{option} lists {', '.join(twice)} twice: each once, like {example}")
     return tuple(names)
+
+
+# TCP's port numbers (RFC 793): 1 to 65535 (0 is no port one can connect to)
+MAX_PORT = 65535
+
+
+def host_port(text: str) -> tuple[str, int] | None:
+    """'host:port' as (host, port), or None when it is not one: a host before the last colon and
+    a port of 1..65535 after it."""
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit() or len(port) > 5 or not 1 <= int(port) <= MAX_PORT:
+        return None
+    return host, int(port)

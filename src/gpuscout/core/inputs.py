@@ -258,14 +258,24 @@ def load_yaml(text_: str, origin: str, what: str) -> Any:
     return bounded(value, origin, what)
 
 
+# What a file gpuscout reads may hold: JSON's kinds of value. YAML's others (a `!!binary` blob, a
+# date, a timestamp, a set) have no place in any file gpuscout reads, and would reach a trial's
+# command or a JSON record as something neither can hold.
+PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
+
+
 def bounded(value: Any, origin: str, what: str, *, readings: bool = False) -> Any:
-    """`value` (parsed from a file) when its strings, integers and floats are within bounds;
-    UsageError naming the first that is not. Shared containers are looked at once. `readings`:
-    NaN and infinities pass (loads_json's)."""
+    """`value` (parsed from a file) when it holds JSON's kinds of value only, and its strings,
+    integers and floats are within bounds; UsageError naming the first that is not. Shared
+    containers are looked at once. `readings`: NaN and infinities pass (loads_json's)."""
     seen: set[int] = set()
     stack = [value]
     while stack:
         item = stack.pop()
+        if not isinstance(item, PLAIN):
+            shown = str(item)[:30]
+            raise UsageError(f"{origin} holds a {type(item).__name__} value ({shown!r}: a YAML tag or a date?), which "
+                             f"no field of {what} takes: quote it to give it as text")
         if isinstance(item, str):
             if len(item) > MAX_STRING_CHARS:
                 raise UsageError(f"{origin} holds a string of {len(item):,} characters ({item[:30]!r}…), more than "

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import os
 import re
 import secrets
@@ -139,7 +140,11 @@ class Protected:
 
     def _side_paths(self) -> list[Path]:
         base = self.store
-        rescues = sorted(base.parent.glob(glob_escape(base.name) + ".unsaved-*.json")) if base.parent.is_dir() else []
+        try:  # (a path past the file system's limits has none: os.path.isdir says False)
+            rescues = sorted(base.parent.glob(glob.escape(base.name) + ".unsaved-*.json")) \
+                if os.path.isdir(base.parent) else []
+        except OSError:
+            rescues = []
         return [base, *(base.with_name(base.name + s) for s in STORE_SIDE_FILES), *rescues]
 
     def why(self, path: Path, st: os.stat_result | None) -> str | None:
@@ -161,10 +166,6 @@ class Protected:
             return ("is a rescue file (records a store could not take, the only copy): `gpuscout results import` "
                     "it, then remove it")
         return None
-
-
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def _head(path: Path | str) -> bytes:

@@ -105,14 +105,18 @@ def duration_s(option: str, text: str | None) -> float | None:
     return total
 
 
+# No step count past 2^53 (every integer below it is exact as a float: cli's MAX_OPTION)
+MAX_STEP = 2**53
+
+
 def step_range(option: str, text: str | None) -> tuple[int, int] | None:
     """'20:25' (training steps, 1-based, both included) as (20, 25); None stays None."""
     if text is None:
         return None
-    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise UsageError(f"{option} must be FIRST:LAST training steps with 1 <= FIRST <= LAST, e.g. 20:25, "
-                         f"got {text!r}")
+    match = re.fullmatch(r"\s*(\d{1,20})\s*:\s*(\d{1,20})\s*", text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)) <= MAX_STEP:
+        raise UsageError(f"{option} must be FIRST:LAST training steps with 1 <= FIRST <= LAST <= 2^53, e.g. 20:25, "
+                         f"got {text[:40]!r}")
     return int(match.group(1)), int(match.group(2))
 
 

@@ -50,11 +50,15 @@ class Job:
 
 
 
+# A decimal number as people write one: 1, 1.3, .5, 7e9 (never "1.2.3" or ".")
+DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+
+
 def parse_count(text: str) -> float:
     """'350M', '1.3B', '7e9' -> a number."""
-    match = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kKmMbBtT]?)\s*", text)
+    match = re.fullmatch(rf"\s*({DECIMAL})\s*([kKmMbBtT]?)\s*", text)
     if not match:
-        raise UsageError(f"--params must be a number like 350M or 1.3B, got {text!r}")
+        raise UsageError(f"--params must be a number like 350M or 1.3B, got {text[:40]!r}")
     value = float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[match.group(2).lower()]
     if value <= 0:
         raise UsageError(f"--params must be > 0, got {text!r}")
@@ -76,11 +80,20 @@ def params_label(params: float) -> str:
     return f"{params:.3g}"
 
 
+# A deadline past ten years plans nothing a GPU is rented for (and a 400-digit one was taken as
+# infinite, meaning "no deadline" while the output said one was given)
+MAX_DEADLINE_H = 10 * 365 * 24
+
+
 def parse_duration_h(text: str) -> float:
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([smhd]?)\s*", text)
+    """'12h', '90m', '2d', '3600s' (hours without a unit) -> hours."""
+    match = re.fullmatch(rf"\s*({DECIMAL})\s*([smhd]?)\s*", text)
     if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"--deadline must be a positive duration like 12h, 90m or 2d, got {text!r}")
-    return float(match.group(1)) * {"s": 1 / 3600, "m": 1 / 60, "h": 1, "": 1, "d": 24}[match.group(2)]
+        raise UsageError(f"--deadline must be a positive duration like 12h, 90m or 2d, got {text[:40]!r}")
+    hours = float(match.group(1)) * {"s": 1 / 3600, "m": 1 / 60, "h": 1, "": 1, "d": 24}[match.group(2)]
+    if hours > MAX_DEADLINE_H:
+        raise UsageError(f"--deadline {text[:40]} is more than ten years: give one like 12h, 90m or 2d")
+    return hours
 
 
 def is_half(precision: Precision) -> bool:

@@ -10,16 +10,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuscout import SCHEMA_VERSION
 from gpuscout.core.spec import ModelInfo
 
 
+# A record's numbers are counts, sizes, times, rates and shares: never below zero, except these,
+# which a training or a process makes signed (a loss, an exit status of -9 for a signal).
+SIGNED = {"loss", "fixed_step_loss", "train_loss", "val_loss", "last_loss", "last_finite", "returncode", "exit_code"}
+# ... and never below one: sizes of what ran and the versions that wrote it.
+AT_LEAST_ONE = {"batch_size", "seq_len", "units_per_sample", "replicas", "steps_per_execution", "schema_version",
+                "methodology_version"}
+
+
 class Part(BaseModel):
-    """A part of a result or record: documented fields, nothing else, no NaN or infinity
-    (a loss is the exception, and says so)."""
+    """A part of a result or record: documented fields, nothing else, no NaN or infinity (a loss
+    is the exception, and says so), no number below zero (SIGNED excepted) or one (AT_LEAST_ONE),
+    and no schema newer than this gpuscout's: an imported or stored record that says otherwise is
+    refused by its field, never stored as it stands."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, ser_json_inf_nan="constants")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _in_range(cls, value, info):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or info.field_name in SIGNED:
+            return value
+        least = 1 if info.field_name in AT_LEAST_ONE else 0
+        if value < least:
+            raise ValueError(f"should be at least {least}, got {value}")
+        if info.field_name == "schema_version" and value > SCHEMA_VERSION:
+            raise ValueError(f"schema {value} is newer than this gpuscout's ({SCHEMA_VERSION}): upgrade gpuscout")
+        return value
 
 
 class FrameworkInfo(Part):

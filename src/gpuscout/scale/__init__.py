@@ -24,7 +24,7 @@ from gpuscout.scale import cluster
 from gpuscout.measure import engine, planning
 from gpuscout.analysis import communication, scaling
 from gpuscout.analysis.compare import ratio_ci
-from gpuscout.core.errors import UsageError, parse_positive_ints
+from gpuscout.core.errors import UsageError, parse_positive_ints, parse_whole_numbers
 from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
 from gpuscout.core.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
@@ -89,13 +89,8 @@ def parse_counts(text: str) -> tuple[int, ...]:
 def parse_ids(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    try:
-        ids = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UsageError(f"--gpu-ids takes GPU indices like 0,1,3, got {text!r}") from None
-    if not ids or any(i < 0 for i in ids) or len(set(ids)) != len(ids):
-        raise UsageError(f"--gpu-ids takes distinct GPU indices like 0,1,3, got {text!r}")
-    return ids
+    # in the order given: the first is the one-GPU run's (NVML numbers GPUs from 0; 1024 is far past any host)
+    return parse_whole_numbers(text, "--gpu-ids", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
 
 
 def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:

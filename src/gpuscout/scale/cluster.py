@@ -23,7 +23,7 @@ import uuid
 
 from gpuscout.measure import engine
 from gpuscout.analysis.derive import RunContext, derive
-from gpuscout.core.errors import UsageError
+from gpuscout.core.errors import UsageError, host_port
 from gpuscout.executor.local import child_env
 from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.core.provenance import utc_now
@@ -55,10 +55,10 @@ def read_tf_config(text: str | None) -> tuple[list[str], int]:
 
 def check_hosts(text: str) -> list[str]:
     hosts = [h.strip() for h in text.split(",") if h.strip()]
-    bad = [h for h in hosts if h.count(":") != 1 or not h.split(":")[1].isdigit() or not h.split(":")[0]]
+    bad = [h for h in hosts if h.count(":") != 1 or host_port(h) is None]
     if len(hosts) < 2 or bad:
-        raise UsageError(f"--hosts takes two or more host:port pairs like a:2222,b:2222, got {text!r}"
-                         + (f" ({bad[0]!r} is not host:port)" if bad else ""))
+        raise UsageError(f"--hosts takes two or more host:port pairs like a:2222,b:2222 (ports 1 to 65535), got "
+                         f"{text[:80]!r}" + (f" ({bad[0][:40]!r} is not host:port)" if bad else ""))
     return hosts
 
 

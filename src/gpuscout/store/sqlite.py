@@ -87,7 +87,14 @@ class Store(TrialTable):
         self.readonly = readonly
         self.unreadable: dict[str, str] = {}  # id -> what is wrong, for records reads left out
         self.rescue = Rescue(self.path)  # the records `keep` could not store, saved beside the store
-        exists = self.path.exists()
+        try:
+            os.stat(self.path)
+            exists = True
+        except (FileNotFoundError, NotADirectoryError):
+            exists = False
+        except OSError as exc:  # a name past the file system's limits: the path itself says so
+            raise StoreError(f"cannot open the results store {str(self.path)[:80]}…: {exc.strerror}; pass another "
+                             "--store") from None
         if not exists and (readonly or not create):
             raise StoreError(f"no results store at {self.path}: run `gpuscout bench` first or pass --store")
         try:

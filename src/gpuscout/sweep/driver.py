@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuscout import __version__
 from gpuscout.core import outputs
 from gpuscout.measure import engine, planning
-from gpuscout.core.errors import RunError, UsageError
+from gpuscout.core.errors import RunError, UsageError, host_port
 from gpuscout.core.provenance import utc_now
 from gpuscout.store import Store
 from gpuscout.store.failures import StoreFailure
@@ -90,7 +90,11 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
         raise UsageError(f"--cpu-slots must be >= 1, got {options.cpu_slots}")
     if options.executor not in ("local", "ray"):
         raise UsageError(f"unknown --executor {options.executor!r}: choose local or ray")
-    if options.executor == "ray" and options.address and not options.address.startswith("ray://"):
+    if options.executor == "ray" and options.address and options.address.startswith("ray://"):
+        if host_port(options.address.removeprefix("ray://")) is None:
+            raise UsageError(f"--address must be ray://HOST:PORT of a Ray client server (ports 1 to 65535), got "
+                             f"{options.address[:80]!r}")
+    elif options.executor == "ray" and options.address:
         from gpuscout.sweep.ray_executor import answering
 
         answering(options.address)  # a head nobody runs: said before anything starts

@@ -12,7 +12,7 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from gpuscout.core.errors import UsageError
+from gpuscout.core.errors import UsageError, host_port
 from gpuscout.record.run import RunRecord
 from gpuscout.sweep.runner import Slot, TrialResult
 from gpuscout.sweep.schedule import Hooks
@@ -73,9 +73,10 @@ def answering(address: str) -> None:
     (ray.init would wait for it far longer)."""
     if address == "auto":  # Ray's own: the cluster this machine runs
         return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise UsageError(f"--address must be HOST:PORT of a Ray head (ray start --head prints it), got {address!r}")
+    if host_port(address) is None:
+        raise UsageError(f"--address must be HOST:PORT of a Ray head (ray start --head prints it; ports 1 to 65535), "
+                         f"got {address[:80]!r}")
+    host, port = host_port(address)
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:

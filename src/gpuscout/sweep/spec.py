@@ -59,8 +59,13 @@ WORKLOAD_METRICS = {"samples_per_s", "throughput", "mfu", "achieved_tflops", "st
 SWEEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
+# Every model of a sweep file is strict: YAML's `true` is not a count of retries, `"3"` not a
+# number, `1.0` not a whole one (pydantic's lax mode would take each silently).
+SWEEP_MODEL = ConfigDict(extra="forbid", strict=True)
+
+
 class Metric(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SWEEP_MODEL
     name: str
     direction: Literal["max", "min"] = "max"
 
@@ -80,11 +85,11 @@ def score(value) -> float | None:
 
 
 class Strategy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SWEEP_MODEL
     # tpe: Optuna's Tree-structured Parzen Estimator, each trial proposed from the results so far
     kind: Literal["grid", "random", "tpe"] = "grid"
     trials: int | None = Field(default=None, ge=1, le=100_000)  # random and tpe
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and Optuna's seeds are unsigned 32-bit
 
     @model_validator(mode="after")
     def _random_needs_a_count(self) -> "Strategy":
@@ -97,14 +102,14 @@ class EarlyStop(BaseModel):
     """Stopping hopeless trials at an epoch's end, by Optuna's pruners (sweep/search.py) on the
     sweep's metric as fit's logs report it each epoch."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SWEEP_MODEL
     kind: Literal["successive_halving", "median"]
     grace_epochs: int = Field(default=1, ge=1)  # no trial is stopped before this many epochs
     reduction_factor: int = Field(default=3, ge=2)  # successive halving: 1 in this many goes on at each rung
 
 
 class SweepFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SWEEP_MODEL
     # The name is a folder of the sweep's logs (sweeps/NAME beside the store): one path component
     # that starts with a letter, digit or _, so `..`, `.` and hidden names never leave that folder.
     name: str
@@ -116,10 +121,10 @@ class SweepFile(BaseModel):
     space: dict[str, Any] = Field(min_length=1)
     strategy: Strategy = Strategy()
     early_stop: EarlyStop | None = None
-    timeout_s: float = Field(default=3600.0, gt=0)
+    timeout_s: float = Field(default=3600.0, gt=0, le=365 * 86400)  # a year: past it no timeout means anything
     retries: int = Field(default=0, ge=0, le=100)
     trials_per_gpu: int = Field(default=1, ge=1, le=64)
-    max_consecutive_failures: int = Field(default=5, ge=1)
+    max_consecutive_failures: int = Field(default=5, ge=1, le=1_000_000)
     bench: dict[str, Any] = Field(default_factory=dict)  # workload sweeps: `gpuscout bench` options held fixed
     # One persistent XLA compilation cache for the sweep's trials (jax's; a folder under the
     # sweep's logs, kept for --resume): what one trial compiled the next loads. False: every
@@ -163,7 +168,7 @@ def values_or_range(name: str, dim) -> tuple[str, Any]:
                 raise ValueError(f"space.{name}.choice must be a non-empty list")
             return "values", arg
         if kind in ("uniform", "loguniform", "int"):
-            if not (isinstance(arg, list) and len(arg) == 2 and all(isinstance(v, (int, float)) for v in arg)
+            if not (isinstance(arg, list) and len(arg) == 2 and all(number(v) is not None for v in arg)
                     and arg[0] < arg[1]):
                 raise ValueError(f"space.{name}.{kind} must be [low, high] with low < high")
             if kind == "loguniform" and arg[0] <= 0:
@@ -240,8 +245,12 @@ def load(path: Path) -> tuple[SweepFile, str]:
 def _check_names(sweep: SweepFile, path: Path, text: str) -> None:
     params = set(sweep.space)
     if sweep.command is not None:
-        used = {field for _, field, _, _ in string.Formatter().parse(sweep.command) if field}
         line = _line_of(text, ("command",))
+        try:
+            used = {field for _, field, _, _ in string.Formatter().parse(sweep.command) if field}
+        except ValueError as exc:  # an unclosed `{lr`, a lone `}`
+            raise UsageError(f"{path} line {line}: command is not a template ({exc}): write a parameter as {{lr}}, "
+                             "a literal brace as {{ or }}") from None
         if used - params:
             raise UsageError(f"{path} line {line}: command uses {{{', '.join(sorted(used - params))}}} "
                              "that the space does not define")

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscout.core import inputs
-from gpuscout.core.errors import UsageError, UserCodeError
+from gpuscout.core.errors import UsageError, UserCodeError, parse_whole_numbers
 from gpuscout.core.spec import ModelInfo, ModelRef
 from gpuscout.workloads.base import Workload
 
@@ -144,12 +144,12 @@ def check_source(path: Path, function: str, option: str = "--model",
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
-    except ValueError:
-        shape = ()
-    if not shape or any(d < 1 for d in shape):
-        raise UsageError(f"--input-shape must be positive whole numbers per sample, like 32,32,3; got {text!r}")
+    """'32,32,3' or '32x32x3': a sample's shape, each dimension a positive int32 (what frameworks
+    index a dimension by), in order, repeats allowed, at most 8 of them."""
+    shape = parse_whole_numbers(text, "--input-shape", "positive whole numbers per sample", "32,32,3",
+                                most=2**31 - 1, distinct=False, sort=False, separators=",x")
+    if len(shape) > 8:
+        raise UsageError(f"--input-shape {text[:40]!r} has {len(shape)} dimensions: a sample has 8 at most")
     return shape
 
 
