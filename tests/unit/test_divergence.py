@@ -84,7 +84,7 @@ def test_without_window_losses_the_epoch_logs_say_where_and_a_metric_alone_is_no
     ("mixed_float16", "Adam", "Adam is not a LossScaleOptimizer: set the mixed_float16 policy before model.compile"),
     ("mixed_float16", "LossScaleOptimizer(Adam)", "the loss is scaled (LossScaleOptimizer)"),
     ("mixed_bfloat16", "AdamW", "bfloat16 keeps 8 bits of mantissa"),
-    ("float32", "SGD", "lower SGD's learning rate (0.5 now)"),
+    ("float32", "SGD", "lower SGD's learning rate (0.5 then)"),
 ])
 def test_the_finding_comes_first_with_the_checks_for_its_precision_and_optimizer(policy, optimizer, said):
     events = epochs_events([[1.0, NAN]], [{"loss": NAN}], policy=policy, optimizer=optimizer)
@@ -121,3 +121,16 @@ def test_every_value_of_the_logs_is_stored_exported_and_imported_as_it_was(tmp_p
     doc["runs"][0]["samples_per_s"] = NAN
     with pytest.raises(Exception, match="samples_per_s: Input should be a finite number"):
         parse_document(json.dumps(doc), "bad.json")
+
+
+def test_a_learning_rate_a_schedule_raised_is_the_one_said_and_its_rise_the_first_check():
+    """The H200 drill's case: a LearningRateScheduler set 1e4 from the fifth epoch. Keras logs the
+    rate each epoch; the finding names the rate of the epoch that went bad, not the one fit began with."""
+    logs = [{"loss": 2.0, "learning_rate": 1e-3}, {"loss": 1.5, "learning_rate": 1e-3},
+            {"loss": NAN, "learning_rate": 1e4}]
+    events = epochs_events([[2.0], [1.5], [NAN]], logs, optimizer="AdamW", learning_rate=1e-3)
+    cause = make_watch_record(events=events).verdict[0]
+    assert cause.message.startswith("the loss went NaN in epoch 3, at a step between 1 and 10:")
+    assert "learning rate 10000 in that epoch (it began at 0.001: a schedule or a callback set it)" in cause.evidence
+    assert cause.fix.startswith("the learning rate rose from 0.001 to 10000 by that epoch: look at the schedule")
+    assert "AdamW(learning_rate=1000, clipnorm=1.0)" in cause.code_snippet

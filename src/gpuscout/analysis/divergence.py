@@ -117,29 +117,46 @@ def cause(fit: WatchedFit | None) -> Cause | None:
         before = f"{d.metric} {d.last_finite:.4g}{at}, then {d.value}"
         if d.first_step is not None:
             before += " (Keras' epoch mean carries one bad step to the epoch's end)"
-    setting = ", ".join(s for s in (_optimizer_text(fit), f"precision {fit.precision_policy}"
+    rate = rate_when(fit, d)
+    setting = ", ".join(s for s in (_optimizer_text(fit, rate), f"precision {fit.precision_policy}"
                                     if fit.precision_policy else None) if s)
-    checks, snippet = _checks(fit, d)
+    checks, snippet = _checks(fit, d, rate)
     return Cause(code="loss_not_finite", saving_share=None,
                  message=f"{said}: the training diverged, and the figures are of steps that learn nothing",
                  evidence="; ".join(s for s in (before, setting) if s) or f"fit's logs: {d.metric} {d.value}",
                  fix="; ".join(checks), code_snippet=snippet)
 
 
-def _optimizer_text(fit: WatchedFit) -> str | None:
+def rate_when(fit: WatchedFit, d: Divergence) -> float | None:
+    """The learning rate in the epoch the loss went bad, as fit's logs say it (Keras logs it where
+    a schedule or a callback sets it), else the one the optimizer started with."""
+    logged = {e.epoch: e.logs.get("learning_rate", e.logs.get("lr")) for e in fit.epochs}
+    numbers = {k: v for k, v in logged.items() if isinstance(v, float) and math.isfinite(v)}
+    if d.epoch in numbers:
+        return numbers[d.epoch]
+    earlier = [k for k in numbers if d.epoch is None or k < d.epoch]
+    return numbers[max(earlier)] if earlier else fit.learning_rate
+
+
+def _optimizer_text(fit: WatchedFit, rate: float | None) -> str | None:
     if fit.optimizer is None:
         return None
-    rate = f", learning rate {fit.learning_rate:g}" if fit.learning_rate is not None else ""
-    return f"optimizer {fit.optimizer}{rate}"
+    said = f", learning rate {rate:g}" if rate is not None else ""
+    if rate is not None and fit.learning_rate is not None and not math.isclose(rate, fit.learning_rate):
+        said += f" in that epoch (it began at {fit.learning_rate:g}: a schedule or a callback set it)"
+    return f"optimizer {fit.optimizer}{said}"
 
 
-def _checks(fit: WatchedFit, d: Divergence) -> tuple[list[str], str]:
+def _checks(fit: WatchedFit, d: Divergence, learning_rate: float | None) -> tuple[list[str], str]:
     """The usual causes, most likely first for this precision and optimizer, and the lines that
     find or prevent the bad step."""
     policy = fit.precision_policy or "float32"
     optimizer = fit.optimizer or "the optimizer"
-    rate = f" ({fit.learning_rate:g} now)" if fit.learning_rate is not None else ""
+    rate = f" ({learning_rate:g} then)" if learning_rate is not None else ""
     checks = []
+    if learning_rate is not None and fit.learning_rate is not None and learning_rate > 10 * fit.learning_rate:
+        checks.append(f"the learning rate rose from {fit.learning_rate:g} to {learning_rate:g} by that epoch: look at "
+                      "the schedule or the callback that sets it")
     if policy == "mixed_float16":
         scaled = fit.optimizer is not None and fit.optimizer.startswith("LossScaleOptimizer")
         checks.append(f"float16 overflows past {FLOAT16_MAX:,.0f}: "
@@ -159,7 +176,7 @@ def _checks(fit: WatchedFit, d: Divergence) -> tuple[list[str], str]:
     if d.metric != "loss":
         checks.append(f"only {d.metric} went {d.value}: the validation data (or its preprocessing) holds values "
                       "the training data does not")
-    lr = fit.learning_rate / 10 if fit.learning_rate is not None else 1e-4
+    lr = learning_rate / 10 if learning_rate is not None else 1e-4
     snippet = ("model.compile(optimizer=keras.optimizers." + _optimizer_class(fit) + f"(learning_rate={lr:g}, "
                "clipnorm=1.0), ...)\n"
                "model.fit(..., callbacks=[keras.callbacks.TerminateOnNaN()])  # stops at the first NaN step")
