@@ -15,6 +15,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -299,3 +300,24 @@ def test_issue_59s_bad_inputs_are_one_line_each_never_a_traceback_nor_taken_sile
     for result, (_, fragment) in zip(results, cases):
         refused(result, fragment)
     assert sha256(store) == before
+
+
+def test_explain_reads_a_log_without_bound_in_seconds_and_ends_on_a_stream_that_never_does(tmp_path):
+    """Item 3: a 60 MiB line (once minutes, deaf to SIGTERM) and standard input that never ends
+    (`yes |`): each answered at once, the log's end read, in bounded memory."""
+    line = tmp_path / "one-line.log"
+    with open(line, "w") as handle:
+        handle.write("x" * (60 * 2**20) + "\nCannot dlopen some GPU libraries. Skipping registering GPU devices...\n")
+    started = time.monotonic()
+    done = run_cli("doctor", "--explain", str(line), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["recognised"] and "its last part was read" in done.stderr
+    endless = subprocess.Popen(["yes", "loss: nan"], stdout=subprocess.PIPE)
+    try:
+        piped = subprocess.run([PY, "-m", "gpuscout", "doctor", "--explain", "-", "--json"], stdin=endless.stdout,
+                               capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, PYTHONPATH=str(SRC)))
+    finally:
+        endless.kill()
+    assert piped.returncode == 0 and json.loads(piped.stdout)["lines"] > 100_000, piped.stderr[-2000:]
+    assert time.monotonic() - started < 90  # both, doctor's own checks of the machine included

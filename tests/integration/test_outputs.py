@@ -221,6 +221,8 @@ def test_every_output_writes_streams_its_own_files_and_names_that_fit(store, tmp
             {"args": ["results", "list", "--store", str(store)], "stdout_file": [str(store), "r+b"]},
             {"args": ["catalog"], "stdout_file": [str(store), "ab"]},  # any SQLite file, whatever --store says
             {"args": ["--help"], "stdout_file": [str(store), "ab"]}]
+    onto += [{"args": argv(Path("-"), store), "stdout_file": [str(store), mode]}  # every output given as `-`
+             for argv in OUTPUTS.values() for mode in ("r+b", "ab")]
     for result in run_cases(onto, tmp_path):
         refused(result, "standard output is")
     assert sha256(store) == before
