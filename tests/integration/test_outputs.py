@@ -316,6 +316,7 @@ def test_files_a_verb_makes_beside_its_output_go_through_the_same_door(store, tm
                                    (folder / "tensorboard-input.json").hardlink_to(foreign)))
     case(sw, "is a symbolic link", lambda: (folder.mkdir(parents=True),
                                             (folder / "study.journal").symlink_to(foreign)))
+    case(sw, "is a symbolic link", lambda: (folder.mkdir(parents=True), (folder / "xla-cache").symlink_to(tmp_path)))
     case(sw, "a folder gpuscout did not write", lambda: (folder.mkdir(parents=True),
                                                          (folder / "tensorboard").mkdir(),
                                                          (folder / "tensorboard" / "my-run").mkdir()))

@@ -168,6 +168,8 @@ def check_folder(log_root: Path, store_path: Path, trials: list[Trial], *, named
         outputs.check_inside(log_root, name, store_path, "the sweep's file", marks)
     for name in ("tensorboard", "tensorboard.writing"):
         outputs.check_marked_folder(log_root / name, "the sweep's TensorBoard logs")
+    # the compilation cache its trials write (jax's, in the children): a folder of the sweep's own
+    outputs.own_folder(run_lib.cache_dir(log_root), store_path, "the sweep's compilation cache", make=False)
     for trial in trials:
         outputs.own_folder(run_lib.trial_dir(log_root, trial), store_path, "a trial's folder", make=False)
 
