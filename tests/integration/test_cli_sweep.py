@@ -116,7 +116,7 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
 
     logdir = summary["tensorboard"]["logdir"]
     runs = sorted(os.listdir(logdir))
-    # a run per trial, and the mark that makes the folder gpuscout's to replace (core/outputs.py)
+    # a run per trial, and the mark that makes the folder gpuscout's to replace (core/outputs/)
     assert runs == [".written-by-gpuscout"] + [f"trial-{i:04d}" for i in range(4)]
     events = EventAccumulator(os.path.join(logdir, runs[1]))
     events.Reload()

@@ -1,13 +1,15 @@
-"""The one door's rules one by one (core/outputs.py); tests/integration/test_outputs.py drives
+"""The one door's rules one by one (core/outputs/); tests/integration/test_outputs.py drives
 every output of the CLI through them."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from gpuscout.core import outputs
+from gpuscout.core.outputs.named import _descriptor as descriptor
 from gpuscout.core.errors import UsageError
 from gpuscout.report.export import CSV_COLUMNS
 
@@ -71,6 +73,6 @@ def test_a_folder_replaced_whole_must_be_gpuscouts(tmp_path):
 
 
 def test_another_processs_descriptor_is_a_path_and_ours_is_a_stream(tmp_path):
-    assert outputs._descriptor(outputs.Path(f"/proc/{os.getpid()}/fd/1")) == 1
-    assert outputs._descriptor(outputs.Path("/proc/self/fd/7")) == 7 and outputs._descriptor(outputs.Path("-")) == 1
-    assert outputs._descriptor(outputs.Path(f"/proc/{os.getpid() + 1}/fd/2")) is None
+    assert descriptor(Path(f"/proc/{os.getpid()}/fd/1")) == 1
+    assert descriptor(Path("/proc/self/fd/7")) == 7 and descriptor(Path("-")) == 1
+    assert descriptor(Path(f"/proc/{os.getpid() + 1}/fd/2")) is None

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     payload = json.loads(Path(argv[0]).read_text())
     final = Path(argv[1])
     logdir = final.with_name(final.name + ".writing")
-    try:  # only folders of gpuscout's own are removed (core/outputs.py): never a link or the user's
+    try:  # only folders of gpuscout's own are removed (core/outputs/): never a link or the user's
         for folder in (logdir, final):
             check_marked_folder(folder, "the sweep's TensorBoard logs")
     except UsageError as exc:

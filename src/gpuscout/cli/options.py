@@ -27,7 +27,7 @@ StorePath = Annotated[Optional[Path], typer.Option(
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts) instead of tables.")]
 
 # Every option and argument that names a file, by command and parameter. What gpuscout writes goes
-# through the one door, core/outputs.py; what it reads through core/inputs.py (bounded, regular
+# through the one door, core/outputs/; what it reads through core/inputs.py (bounded, regular
 # files only, `-` for standard input where said). tests/integration/test_outputs.py finds every
 # path-typed parameter of every command and fails on one that is in none of these, then drives
 # each output through every kind of file a name can reach (docs/reliability.md).

@@ -17,7 +17,7 @@ from gpuscout.report import terminal
 
 def folder(verb: str, store_path: Path, make: bool = True) -> Path:
     """VERB/ beside the store, the folder of the verb's reports: checked before a session runs
-    (make=False), made when its report is saved; through the one door for files (core/outputs.py)."""
+    (make=False), made when its report is saved; through the one door for files (core/outputs/)."""
     return outputs.own_folder(store_path.parent / verb, store_path, f"the {verb} reports' folder", make=make)
 
 

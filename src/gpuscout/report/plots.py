@@ -273,7 +273,7 @@ def svg(fig: Figure) -> str:
 
 def png(fig: Figure) -> bytes:
     """The figure as PNG bytes, named as gpuscout's in its Software text chunk (what tells a plot
-    gpuscout wrote from a user's file of the same name: core/outputs.py's "png" mark)."""
+    gpuscout wrote from a user's file of the same name: core/outputs/'s "png" mark)."""
     readable_ticks(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, metadata={"Software": "gpuscout"})

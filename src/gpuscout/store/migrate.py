@@ -97,7 +97,7 @@ def _backup_and_rewrite(db: sqlite3.Connection, path: Path, version: int, record
 
 def _backup(path: Path, version: int) -> Path:
     """A copy of the store under the first free name STORE.schemaV-backup[N], made exclusively
-    (never over a file, never through a link: core/outputs.py's rule for a file that must be new)."""
+    (never over a file, never through a link: core/outputs/'s rule for a file that must be new)."""
     n = 1
     while True:
         backup = path.with_name(f"{path.name}.schema{version}-backup{n if n > 1 else ''}")

@@ -57,7 +57,7 @@ class Rescue:
             name = (f"{self.store_path.name}.unsaved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-"
                     f"{os.getpid()}.json")
             places = [self.store_path.parent / name, Path.cwd() / name, Path(tempfile.gettempdir()) / name]
-        # the document names its store: core/outputs.py knows it for a rescue file wherever it lies
+        # the document names its store: core/outputs/ knows it for a rescue file wherever it lies
         text = json_document(self.records, **{RESCUE_KEY: str(self.store_path), "reason": self.reason})
         for place in places:
             try:

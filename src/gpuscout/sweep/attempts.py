@@ -127,7 +127,7 @@ class AttemptFiles:
 
     def open_log(self, stem: str):
         """The attempt's new stdout or stderr log, opened for the trial's process to write: a file
-        made here, never one that was there or a link (core/outputs.py)."""
+        made here, never one that was there or a link (core/outputs/)."""
         return os.fdopen(outputs.create_inside(self.folder, f"{stem}-{self.number}.log", "a trial's log"), "w")
 
     def record_event(self, event: dict) -> None:

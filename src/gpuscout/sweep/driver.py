@@ -157,7 +157,7 @@ def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult
 
 def check_folder(log_root: Path, store_path: Path, trials: list[Trial], *, named: bool = False) -> None:
     """The sweep's folder and what it will write there, through the one door for files
-    (core/outputs.py), before any trial runs: a folder of its own (not a link, not a file), its
+    (core/outputs/), before any trial runs: a folder of its own (not a link, not a file), its
     summary, TensorBoard input and Optuna journal absent or gpuscout's, its TensorBoard logs
     gpuscout's, each trial's folder a real one."""
     what = "the sweep's folder"

@@ -17,7 +17,7 @@ from gpuscout.sweep.spec import SweepFile, number, score
 from gpuscout.telemetry.nvml import Nvml
 
 # The files a sweep writes in its folder beside its trials', and how gpuscout knows its own
-# (core/outputs.py's marks)
+# (core/outputs/'s marks)
 SUMMARY, TENSORBOARD_INPUT = "summary.json", "tensorboard-input.json"
 OWN_FILES = {SUMMARY: ("json",), TENSORBOARD_INPUT: ("json",)}
 # Writing the logs of thousands of trials takes seconds; longer means the writer hung.
