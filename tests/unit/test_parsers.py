@@ -9,7 +9,6 @@ import json
 import math
 import string
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st

@@ -36,18 +36,14 @@ def own_folder(path: Path, store: Path | None, what: str, *, named: bool = False
     if st is None:
         above = next((a for a in path.parents if os.path.lexists(a)), None)
         if above is not None and not above.is_dir():
-            raise UsageError(f"{what} {path}: {above} is a {kind(os.stat(above).st_mode) if above.exists() else 'link to nothing'}"
-                             ", not a folder: move it away, or give another place")
-    if st is None and make:
-        for parent in reversed([path, *path.parents]):
+            what_it_is = kind(os.stat(above).st_mode) if above.exists() else "link to nothing"
+            raise UsageError(f"{what} {path}: {above} is a {what_it_is}, not a folder: move it away, or give another "
+                             "place")
+        if make:
             try:
-                os.mkdir(parent)
-            except FileExistsError:
-                if not parent.is_dir():
-                    raise UsageError(f"{what} {path}: {parent} is a file, not a folder: move it away, or give "
-                                     "another place") from None
+                os.makedirs(path, exist_ok=True)
             except OSError as exc:
-                raise UsageError(f"{what} {path}: cannot make {parent} ({exc.strerror})") from None
+                raise UsageError(f"{what} {path}: cannot make it ({exc.strerror})") from None
     return path
 
 
