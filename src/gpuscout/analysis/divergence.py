@@ -117,7 +117,7 @@ def cause(fit: WatchedFit | None) -> Cause | None:
         before = f"{d.metric} {d.last_finite:.4g}{at}, then {d.value}"
         if d.first_step is not None:
             before += " (Keras' epoch mean carries one bad step to the epoch's end)"
-    rate = rate_when(fit, d)
+    rate = _rate_when(fit, d)
     setting = ", ".join(s for s in (_optimizer_text(fit, rate), f"precision {fit.precision_policy}"
                                     if fit.precision_policy else None) if s)
     checks, snippet = _checks(fit, d, rate)
@@ -127,7 +127,7 @@ def cause(fit: WatchedFit | None) -> Cause | None:
                  fix="; ".join(checks), code_snippet=snippet)
 
 
-def rate_when(fit: WatchedFit, d: Divergence) -> float | None:
+def _rate_when(fit: WatchedFit, d: Divergence) -> float | None:
     """The learning rate in the epoch the loss went bad, as fit's logs say it (Keras logs it where
     a schedule or a callback sets it), else the one the optimizer started with."""
     logged = {e.epoch: e.logs.get("learning_rate", e.logs.get("lr")) for e in fit.epochs}
