@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import string
 
 import yaml
@@ -25,7 +26,12 @@ from gpuscout.sweep import spec
 from gpuscout.workloads.user import parse_shape
 from tests.records import make_record, make_watch_record
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomised: CI tries the same 300 cases of each property every run (a property that fails is
+# then a change's doing, not the draw's); GPUSCOUT_HYPOTHESIS_EXAMPLES=N draws N fresh ones, as
+# this suite's author did (20,000 each, 2026-11-27: '--0' read as a number was found so).
+EXPLORE = int(os.environ.get("GPUSCOUT_HYPOTHESIS_EXAMPLES", "0"))
+SETTINGS = settings(max_examples=EXPLORE or 300, derandomize=not EXPLORE, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 # Text as users type it: digits, separators, signs, units and the odd stray character
 TYPED = st.text(alphabet=string.digits + ".,:+-eE xkKmMbBtTsShHdD_" + "٣\u00a0", max_size=30)
 ANY_TEXT = st.one_of(TYPED, st.text(max_size=30))
