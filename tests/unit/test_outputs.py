@@ -76,3 +76,16 @@ def test_another_processs_descriptor_is_a_path_and_ours_is_a_stream(tmp_path):
     assert descriptor(Path(f"/proc/{os.getpid()}/fd/1")) == 1
     assert descriptor(Path("/proc/self/fd/7")) == 7 and descriptor(Path("-")) == 1
     assert descriptor(Path(f"/proc/{os.getpid() + 1}/fd/2")) is None
+
+
+def test_an_outputs_folder_is_made_only_where_its_nearest_existing_parent_is_a_folder(tmp_path):
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match="is a link to nothing, not a folder"):
+        outputs.check_output(tmp_path / "dangling" / "deeper" / "r.json", None, False, "-o")
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        outputs.check_output(tmp_path / "file" / "r.json", None, False, "-o")
+    assert not (tmp_path / "nowhere").exists()
+    made = outputs.check_output(tmp_path / "new" / "deeper" / "r.json", None, False, "-o")
+    outputs.write(made, "{}")
+    assert (tmp_path / "new" / "deeper" / "r.json").read_text() == "{}"

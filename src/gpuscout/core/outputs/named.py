@@ -105,7 +105,7 @@ def check_output(path: Path, store: Path | None, force: bool, option: str = "--o
         return Output(path, descriptor=fd)
     try:
         st = os.stat(path)  # through symlinks to what would be written
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # absent (a file above it is said below)
         st = None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
@@ -126,9 +126,10 @@ def check_output(path: Path, store: Path | None, force: bool, option: str = "--o
             return Output(path, stream=_open_stream(path, option))
         raise UsageError(f"{option} {path} is a {kind(st.st_mode)}, not a file: gpuscout writes to regular files, "
                          "FIFOs, terminals and /dev/null only; give a file path")
-    above = next((a for a in resolved.parents if os.path.lexists(a)), None)
+    above = next((a for a in Path(os.path.abspath(path)).parents if os.path.lexists(a)), None)
     if above is not None and not above.is_dir():  # its folder is made when it is written: none may be a file
-        raise UsageError(f"{option} {path}: {above} is a file, not a folder")
+        raise UsageError(f"{option} {path}: {above} is a {kind(os.stat(above).st_mode) if above.exists() else 'link to nothing'}, "
+                         "not a folder")
     name_fits(resolved, option)
     if st is not None and not force:
         refuse_foreign(path, option, REPORTS, "--force")
