@@ -32,9 +32,10 @@ def records(store):
 
 @pytest.mark.slow
 def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
-    """jax with jit_compile=False: jit is faster with significance and the child really compiled; a
-    larger batch of its in-memory arrays is faster per sample; the two together are the combined
-    run. The user's file is unchanged; --dry-run then plans from the stored baseline."""
+    """jax with jit_compile=False: jit is faster with significance and the child really compiled,
+    measured first, alone; a larger batch of its in-memory arrays is faster per sample on top of it;
+    the two together are the combined run. The user's file is unchanged; --dry-run then plans from
+    the stored baseline."""
     script, digest = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", **QUIET_TF}
@@ -43,8 +44,10 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
-    assert {"jit_compile", "batch_size_x2", "batch_size_x4"} <= set(rows)
-    assert rows["batch_size_x2"]["verdict"] == "faster"
+    assert set(rows) == {"jit_compile"}  # the change that multiplies the pace runs alone, first (issue 60)
+    later = {r["change"]: r for r in report["rows"] if r["round"] == 2}
+    assert {"batch_size_x2", "batch_size_x4"} <= set(later) and later["batch_size_x2"]["on"] == "jit_compile"
+    assert later["batch_size_x2"]["verdict"] == "faster"
     jit = rows["jit_compile"]
     assert jit["verdict"] == "faster" and jit["ratio_low"] > 1 and jit["p_value"] < 0.05
     stored = records(store)
@@ -211,6 +214,19 @@ def test_bad_tune_input(tmp_path):
                            (("--patch", "/proc/nope/x.patch", "--", PY, "x.py"), "no folder /proc/nope")):
         one_line_exit_2(run_cli("tune", *args, env={"GPUSCOUT_STORE": str(store)}), fragment)
     assert not store.exists()
+    # a budget that cannot hold the session, known from a stored run of the same command: refused
+    # before the script starts (issue 60), with the least budget that would do
+    from tests.records import make_watch_record
+
+    stored = make_watch_record("slow0001").model_copy(update={"command": [PY, loop, "unmarked", "5"],
+                                                              "duration_s": 100.0})
+    slow = tmp_path / "slow.sqlite"
+    with Store(slow) as s:
+        s.put_many([stored])
+    one_line_exit_2(run_cli("tune", "--budget", "2", "--store", str(slow), "--", PY, loop, "unmarked", "5"),
+                    "--budget 2 min cannot hold the baseline and one change measured against it: a run of this "
+                    "command took 100 s (stored run slow0001); give --budget 8 or more")
+    assert len(records(slow)) == 1  # nothing ran
     plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, loop, "unmarked", "5")
     assert plan.returncode == 0 and "no stored watch of" in plan.stdout and "jit_compile:" in plan.stdout
     assert not store.exists()  # --dry-run runs nothing, writes nothing

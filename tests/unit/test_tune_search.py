@@ -10,23 +10,30 @@ from tests.records import fit_events, make_watch_record
 
 ids = itertools.count()
 BATCH = 64
+STEPS = search.Steps(300, fixed=True)  # every run the same count: 6 windows of 50 steps
 
 
-def record(rate: float, jitter: float = 0.01):
-    """A run whose 6 windows ran at `rate` samples/s, give or take `jitter` (alternating)."""
-    events = fit_events(windows=6, batch=BATCH, wait_s=0.0)
-    seconds = [BATCH * 50 / (rate * (1 + jitter * (-1) ** i * (1 + i % 3) / 3)) for i in range(6)]
+START_S = 1.0  # each run's start-up, outside its training steps
+
+
+def record(rate: float, jitter: float = 0.01, steps: int = 300):
+    """A run whose 6 windows of steps/6 steps ran at `rate` samples/s, give or take `jitter`
+    (alternating), after START_S of start-up: it took as long as those say."""
+    events = fit_events(windows=6, steps=steps // 6, batch=BATCH, wait_s=0.0)
+    seconds = [BATCH * (steps // 6) / (rate * (1 + jitter * (-1) ** i * (1 + i % 3) / 3)) for i in range(6)]
     at = 1000.0
     for event in events:
         if event["event"] == "watch_window":
             event["start_monotonic_s"], at = at, at + seconds[event["index"]]
             event["end_monotonic_s"] = at
-    return make_watch_record(f"run{next(ids):04d}", events, status="stopped")
+    made = make_watch_record(f"run{next(ids):04d}", events, status="stopped")
+    return made.model_copy(update={"duration_s": START_S + sum(seconds)})
 
 
 CACHE = Change("cache", "cache", {"cache": True}, "model.fit(CachedBatches(dataset), ...)", "repeats")
 MIXED = Change("mixed_precision", "mixed_precision", {"mixed_precision": "mixed_bfloat16"}, "policy", "tensor cores")
 SPE = Change("steps_per_execution_8", "steps_per_execution", {"steps_per_execution": 8}, "spe", "short steps")
+JIT = Change("jit_compile", "jit_compile", {"jit_compile": True}, "model.compile(..., jit_compile=True)", "op by op")
 
 
 def plan_all(facts, kept):
@@ -39,14 +46,14 @@ def test_a_change_that_pays_only_after_another_is_found_in_the_second_round():
     1.6x on top of the cache in round 2; steps_per_execution nothing anywhere."""
     ran = []
 
-    def run(config, name):
+    def run(config, name, steps):
         s = config.settings
         rate = min(3000.0 if "cache" in s else 1000.0, 3000.0 if "mixed_precision" in s else 1800.0)
         ran.append(config.name)
         return record(rate)
 
     probe = record(1000.0)
-    found = search.search(run, plan_all, probe, search.Budget(3600), reserve=3)
+    found = search.search(run, plan_all, probe, search.Budget(3600), 3, STEPS)
     assert [t.change.name for t in found.path] == ["cache", "mixed_precision"]
     assert found.rounds == 3  # the third tried steps_per_execution on top of both: nothing
     first = {t.change.name: t.row for t in found.trials if t.round == 1}
@@ -55,9 +62,10 @@ def test_a_change_that_pays_only_after_another_is_found_in_the_second_round():
     second = next(t.row for t in found.trials if t.round == 2 and t.change is MIXED)
     assert second["on"] == "cache" and second["setting"] == "cache+mixed_precision"
     assert abs(second["ratio"] - 3000 / 1800) < 0.05
-    # interleaved: 3 candidates, then the reference again; each judged against the two beside it
-    assert ran[:4] == ["cache", "mixed_precision", "steps_per_execution_8", "baseline"]
-    assert len(first["cache"]["reference_run_ids"]) == 2 and first["cache"]["reference_run_ids"][0] == probe.id
+    # the baseline warm, then interleaved: 3 candidates, then the reference again; each judged
+    # against the two beside it, never the probe, which ran first, cold (issue 60)
+    assert ran[:5] == ["baseline", "cache", "mixed_precision", "steps_per_execution_8", "baseline"]
+    assert len(first["cache"]["reference_run_ids"]) == 2 and probe.id not in first["cache"]["reference_run_ids"]
     assert found.best.name == "cache+mixed_precision"
 
 
@@ -66,13 +74,13 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
     leading candidate is run again with the reference after it, and judged on all of them."""
     references = iter([1400.0, 1000.0, 1000.0, 1000.0, 1000.0])
 
-    def run(config, name):
+    def run(config, name, steps):
         if not config.changes:
             return record(next(references))
         return record(1500.0 if config.knobs == {"cache"} else 1005.0)
 
     found = search.search(run, lambda f, k: Plan(changes=[CACHE, SPE] if not k else []), record(1000.0),
-                          search.Budget(3600), reserve=0)
+                          search.Budget(3600), 0, STEPS)
     cache = next(t for t in found.trials if t.change is CACHE)
     assert cache.row["noisy"] and "apart" in cache.row["noisy"]
     assert cache.row.get("remeasured") and len(cache.runs) == 2 and len(cache.beside) == 3
@@ -80,15 +88,20 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
 
 
 def test_the_budget_stops_the_search_and_says_what_was_left():
-    def run(config, name):
-        budget.started -= 10.0  # each run takes 10 s
-        return record(1000.0)
+    def run(config, name, steps):
+        made = record(1000.0)
+        budget.started -= made.duration_s  # each run takes as long as it says: 20.2 s
+        return made
 
-    budget = search.Budget(25.0)  # a run is taken to last as long as the longest so far (10 s): two runs fit
+    # a run is priced at its setting's pace (1 s of start-up and 300 steps of 64 ms): the warm
+    # baseline needs room for itself, one candidate, its reference and the closing run (80.8 s): not
+    # here; the candidate and its reference (40.4 s) fit, a second candidate (20.2 + 40.4 s) not
+    budget = search.Budget(45.0)
     probe = record(1000.0)
     budget.seen(probe)
-    found = search.search(run, plan_all, probe, budget, reserve=0)
+    found = search.search(run, plan_all, probe, budget, 0, STEPS)
     assert len(found.trials) == 1 and not found.path
+    assert abs(budget.cost("baseline", 300) - probe.duration_s) < 0.5
     assert [s.reason for s in found.skipped][-2:] == ["mixed_precision: the --budget was spent",
                                                       "steps_per_execution_8: the --budget was spent"]
 
@@ -112,18 +125,20 @@ def test_what_is_left_after_the_cache_is_not_more_workers():
 
 
 def test_the_final_block_is_kept_back_only_once_a_change_wins():
-    """Runs of 10 s and a budget of 45 s: with the whole final block (3 runs) kept back from the
-    start no candidate would run (0 + (2 + 3) x 10 > 45); keeping back the closing baseline alone,
-    the first candidate and its reference run (0 + (2 + 1) x 10 <= 45). Once a candidate has run and
-    waits for its verdict (it may win), the block: no second candidate eats into it."""
-    def run(config, name):
-        budget.started -= 10.0
-        return record(2000.0 if config.changes else 1000.0)
+    """Baseline runs of 20.2 s, the cached setting's of 10.6 s, and a budget of 65 s: with the whole
+    final block (3 runs) kept back from the start no candidate would run (2 x 20.2 + 3 x 20.2 > 65);
+    keeping back the closing baseline alone, the first candidate and its reference run
+    (3 x 20.2 <= 65). Once a candidate has run and waits for its verdict (it may win), the block: no
+    second candidate eats into it, and round 2's (priced at the cached setting's pace) neither."""
+    def run(config, name, steps):
+        made = record(2000.0 if config.changes else 1000.0)
+        budget.started -= made.duration_s
+        return made
 
-    budget = search.Budget(45.0)
+    budget = search.Budget(65.0)
     probe = record(1000.0)
     budget.seen(probe)
-    found = search.search(run, plan_all, probe, budget, reserve=3)
+    found = search.search(run, plan_all, probe, budget, 3, STEPS)
     # cache ran; mixed precision would have run before cache's verdict, into the block it may need
     assert [t.change.name for t in found.trials] == ["cache"]
     assert [t.change.name for t in found.path] == ["cache"]
@@ -135,5 +150,60 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
     class Session:
         patch = None
 
-    final = finale.measure(run, found, Session(), budget)
+    final = finale.measure(run, found, Session(), budget, STEPS)
     assert final.best is None and final.before is found.path[0].beside[-1]
+
+
+def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_and_price():
+    """Issue 60's debugging-settings case: an op-by-op step (100 samples/s, 640 ms a step) that
+    compiles to 10,000; mixed precision buys 1.5x, but only on the compiled step. jit_compile runs
+    alone in round 1; round 2 runs on top of it, each run sized to 10 s of the compiled step (1,563
+    steps, not the baseline's 300) and priced at that pace (11 s, not the 193 s of the longest run
+    so far), so a budget of 1,100 s holds it (charged at the longest run it would not: 582 s spent,
+    2 x 193 s for the candidate and its reference, 3 x 193 s for the final block)."""
+    ran = []
+
+    def run(config, name, steps):
+        s = config.settings
+        rate = (10000.0 if "jit_compile" in s else 100.0) * (1.5 if {"jit_compile", "mixed_precision"} <= set(s) else 1)
+        ran.append((config.name, steps))
+        made = record(rate, steps=steps)
+        budget.started -= made.duration_s
+        return made
+
+    budget = search.Budget(1100.0)
+    probe = record(100.0)
+    budget.seen(probe)
+    found = search.search(run, lambda f, k: Plan(changes=[c for c in (JIT, MIXED) if c.knob not in k]), probe,
+                          budget, 3, search.Steps(300))
+    assert [t.change.name for t in found.trials if t.round == 1] == ["jit_compile"]  # alone, first
+    assert [t.change.name for t in found.path] == ["jit_compile", "mixed_precision"]
+    second = next(t for t in found.trials if t.round == 2)
+    assert abs(second.steps - 1563) <= 2 and ("jit_compile", second.steps) in ran  # its reference: the same count
+    assert abs(second.row["ratio"] - 1.5) < 0.05
+    assert abs(budget.cost("jit_compile", 1563) - (START_S + 1563 * BATCH / 10000.0)) < 0.5
+
+
+def test_a_pace_change_that_loses_leaves_the_others_on_the_same_reference():
+    def run(config, name, steps):
+        return record(1500.0 if "cache" in config.settings else 1000.0)
+
+    found = search.search(run, lambda f, k: Plan(changes=[c for c in (JIT, CACHE) if c.knob not in k]),
+                          record(1000.0), search.Budget(3600), 0, STEPS)
+    assert [(t.round, t.change.name) for t in found.trials] == [(1, "jit_compile"), (2, "cache"), (3, "jit_compile")]
+    assert [t.change.name for t in found.path] == ["cache"] and found.path[0].reference.name == "baseline"
+
+
+def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
+    """Issue 60: after a winner that waits on nothing, 'left' said nothing beside a GPU 17% busy,
+    and nothing of float32 on an H100 (84% busy)."""
+    from gpuscout.tune import finale
+    from tests.unit.test_watch_logic import H100, busy
+
+    idle = make_watch_record(events=fit_events(wait_s=0.0, policy="mixed_bfloat16", batch=32), gpus=[H100],
+                             samples=[busy(17)])
+    said = finale.left(idle, idle, kept={"jit_compile"})
+    assert said.startswith("the GPU is busy 17% of the time at batch 32: more work per step (a larger batch")
+    fp32 = make_watch_record(events=fit_events(wait_s=0.0, policy="float32"), gpus=[H100], samples=[busy(84)])
+    assert "float32 on a GPU with tensor cores (compute capability 9.0)" in finale.left(fp32, fp32, kept=set())
+    assert finale.left(fp32, fp32, kept={"mixed_precision"}) is None  # kept it: nothing left to name

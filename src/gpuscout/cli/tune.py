@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -149,12 +150,13 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     resolved = commands.resolve(config.target or [], verb="tune")
     options = runs.ScriptOptions(steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip,
                                  patch=patch.given if patch else None)
+    baseline = _stored_baseline(resolved.given, store_path)
+    least = runs.least_budget_s(baseline.duration_s) if baseline is not None else None
+    if least is not None and options.budget_s < least and not config.dry_run:  # before the script starts
+        raise UsageError(f"--budget {config.budget:g} min cannot hold the baseline and one change measured against it: a "
+                         f"run of this command took {baseline.duration_s:.0f} s (stored run {baseline.id}); give --budget "
+                         f"{math.ceil(least / 60)} or more")
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
-        stored = []
-        if (store_path or default_store_path()).exists():
-            with Store(store_path, readonly=True) as store:
-                stored = [r for r in store.list(kind="watch") if r.command == resolved.given and r.windows]
-        baseline = max(stored, key=lambda r: r.created_utc, default=None)
         planned = script.plan(baseline, only, skip) if baseline else None
         print_plan(planned, baseline.id if baseline else None, " ".join(resolved.given), terminal.console())
         return
@@ -176,6 +178,16 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     if report.get("diff"):
         outputs.write(patch, f"{outputs.PATCH_MARK}: apply it in the script's folder with `git apply "
                              f"{patch.given.name}` or `patch -p1 < {patch.given.name}`\n{report['diff']}")
+
+
+def _stored_baseline(command: list[str], store_path: Path | None):
+    """The latest stored watch of this command that timed its steps (what a dry run plans from),
+    or None."""
+    if not (store_path or default_store_path()).exists():
+        return None
+    with Store(store_path, readonly=True) as store:
+        stored = [r for r in store.list(kind="watch") if r.command == command and r.windows]
+    return max(stored, key=lambda r: r.created_utc, default=None)
 
 
 def writable(path: Path, store: Path, force: bool) -> outputs.Output:

@@ -9,13 +9,15 @@ import time
 from dataclasses import dataclass
 
 from gpuscout.analysis import repeats
-from gpuscout.analysis.verdict import INPUT_HIGHLY
+from gpuscout.analysis.untimed import STARVED_UTIL_PCT
+from gpuscout.analysis.verdict import FP16_CC, INPUT_HIGHLY, precision_of
+from gpuscout.core.spec import Precision
 from gpuscout.core.provenance import utc_now
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import patch as patches
 from gpuscout.tune import script
-from gpuscout.tune.search import Budget, Config, Outcome
+from gpuscout.tune.search import Budget, Config, Outcome, Steps
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
 # between them, with --patch).
@@ -34,33 +36,38 @@ class Final:
     copy_note: str | None = None
 
 
-def measure(run, found: Outcome, session, budget: Budget) -> Final:
-    """baseline, best, [patched copy], baseline: every comparison with the two baseline runs.
-    One change kept in round 1 was already judged against the baseline runs beside it: where the
-    budget has no room for the whole block, that judgement stands (the copy, if any, is run
-    after the last of those baseline runs, and the baseline again after it)."""
-    if len(found.path) == 1 and not budget.allows(FINAL_RUNS + bool(session.patch)):
+def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final:
+    """baseline, best, [patched copy], baseline: every comparison with the two baseline runs, the
+    baseline at its own count of steps and the best at the one its round ran (their speeds
+    compare as samples/s; their losses were compared in the rounds, at equal steps). One change
+    kept in round 1 was already judged against the baseline runs beside it: where the budget has
+    no room for the whole block, that judgement stands (the copy, if any, is run after the last of
+    those baseline runs, and the baseline again after it)."""
+    best_steps = found.path[-1].steps if found.path else steps.base
+    block = [budget.cost("baseline", steps.base)] * 2 + [budget.cost(found.best.name, best_steps)] * \
+        (1 + bool(session.patch))
+    if len(found.path) == 1 and not budget.allows(block):
         kept = found.path[0]
         final = Final(before=kept.beside[-1], after=kept.beside[-1])
         if session.patch is not None:
-            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run)
-            final.after = run(Config(), "baseline again")
+            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
+            final.after = run(Config(), "baseline again", kept.steps)
         return final
-    before = run(Config(), "baseline again")
+    before = run(Config(), "baseline again", steps.base)
     final = Final(before=before, after=before)
     if not found.path:  # nothing to compare: once is enough to see whether the host drifted
         return final
-    final.best = run(found.best, f"{found.best.name} (best)")
+    final.best = run(found.best, f"{found.best.name} (best)", best_steps)
     if session.patch is not None:
-        final.patch, final.copy, final.copy_note = _patched_copy(session, found, run)
-    final.after = run(Config(), "baseline again")
+        final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
+    final.after = run(Config(), "baseline again", steps.base)
     return final
 
 
-def _patched_copy(session, found: Outcome, run):
+def _patched_copy(session, found: Outcome, run, count: int):
     """The diff of the best setting, and a run of the script's copy with it applied (no change
     injected): what a user who applies the patch gets."""
-    changes = [t.change for t in found.path]
+    changes = list(found.best.changes)  # a batch kept twice: the later one only (search.REPEATABLE)
     root = session.root
     made = patches.make(changes, session.probe, root)
     if not made.texts:
@@ -70,7 +77,7 @@ def _patched_copy(session, found: Outcome, run):
     into = scratch.make("tunepatch")
     try:
         patches.overlay(made, root, into)
-        record = run(Config(), "patched copy", command=session.copied(into))
+        record = run(Config(), "patched copy", count, command=session.copied(into))
         note = None if not made.unlocated else \
             f"the copy lacks {', '.join(made.unlocated)} (not located): its speed-up is of the rest"
         return made, record, note
@@ -79,12 +86,14 @@ def _patched_copy(session, found: Outcome, run):
 
 
 def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str | None:
-    """What the best setting still waits on, the most a fix there could buy, and what would buy it;
-    None when it waits on nothing worth saying."""
+    """What the best setting still waits on, the most a fix there could buy, and what would buy it:
+    the input or the host where they hold it LEFT_SHARE of the time, else a GPU busy less than a
+    starved one's share, else float32 on tensor cores that mixed precision was not kept for; None
+    only where none of these holds it back (issue 60: 'left' was empty beside a GPU 17% busy)."""
     r = best or probe
     wait, outside = r.input_wait_share or 0, r.outside_step_share or 0
     if max(wait, outside) < LEFT_SHARE:
-        return None
+        return _device_left(r, kept)
     share, what = (wait, "input") if wait >= outside else (outside, "the loop's host work between steps")
     most = 1 / (1 - share)
     main = r.main
@@ -105,6 +114,24 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str | 
         how = "fewer host calls (steps_per_execution) or less work in callbacks and between steps"
     return (f"the best setting still waits on {what} {share:.0%} of the time: a fix there could buy at most "
             f"{most:.2f}x more; {how}")
+
+
+def _device_left(r: WatchRecord, kept: set[str]) -> str | None:
+    """What holds a setting back on the device, where the host does not: a GPU that idles, or a
+    step in float32 on tensor cores."""
+    main = r.main
+    if r.gpu_idle_share is not None and 1 - r.gpu_idle_share < STARVED_UTIL_PCT / 100:
+        busy = 1 - r.gpu_idle_share
+        batch = f" at batch {r.batch_size}" if r.batch_size else ""
+        return (f"the GPU is busy {busy:.0%} of the time{batch}: more work per step (a larger batch, "
+                "steps_per_execution) or a faster host loop would give it more; at most "
+                f"{1 / max(busy, 0.01):.1f}x where the step scales with it")
+    if main is not None and r.gpu is not None and precision_of(main.precision_policy) is Precision.fp32 \
+            and "mixed_precision" not in kept and r.gpu.compute_capability and \
+            float(r.gpu.compute_capability) >= FP16_CC:
+        return (f"the step runs in float32 on a GPU with tensor cores (compute capability {r.gpu.compute_capability}"
+                "): mixed precision was not kept, or not measured within the budget")
+    return None
 
 
 def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord],

@@ -6,6 +6,7 @@ ends; tune/script.py decides which changes and reads what they bought.
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -91,6 +92,16 @@ class Session:
         return record
 
 
+# The fewest runs a session that measures anything makes: the baseline, one change, the baseline
+# after it, and the closing baseline run.
+SESSION_RUNS = 4
+
+
+def least_budget_s(run_s: float) -> float:
+    """The least --budget that holds SESSION_RUNS runs of `run_s` each, a tenth over for noise."""
+    return SESSION_RUNS * run_s * 1.1
+
+
 def tune_script(session: Session) -> dict:
     """The whole session; the report (each round's rows, the path kept, the best against the
     baseline, the patched copy, what is left, the changes not tried and why)."""
@@ -126,21 +137,29 @@ def _session(session: Session) -> dict:
         raise RunError(f"tune needs the steps of a Keras Model.fit: {session.command.workload} {why}; the baseline is "
                        f"stored as {probe.id}: `gpuscout results show {probe.id}` shows what happened")
     budget.seen(probe)
-    steps = options.steps or max(main.steps, script.MIN_STEPS)
+    steps = search.Steps(options.steps or max(main.steps, script.MIN_STEPS), fixed=options.steps is not None)
     records = [probe]
+    reserve = finale.FINAL_RUNS + bool(session.patch)
+    # one change measured against the baseline, and the closing baseline run: what a session needs
+    if not budget.allows([budget.cost("baseline", steps.base)] * (SESSION_RUNS - 1)):
+        spent = options.budget_s - budget.left_s()
+        raise UsageError(f"--budget {options.budget_s / 60:g} min holds the baseline ({spent:.0f} s a run) but not one "
+                         f"change measured against it: give --budget {math.ceil(least_budget_s(spent) / 60)} or more "
+                         f"(the baseline is stored as {probe.id})")
 
     session.probe = probe
 
-    def run(config: search.Config, name: str, command: Command | None = None) -> WatchRecord:
-        record = session.run(name, steps, config.as_change(), next(counter), 0, command=command)
+    def run(config: search.Config, name: str, count: int, command: Command | None = None) -> WatchRecord:
+        record = session.run(name, count, config.as_change(), next(counter), 0, command=command)
         records.append(record)
         return record
 
-    found = search.search(run, lambda facts, kept: script.plan(facts, options.only, (*options.skip, *kept)),
-                          probe, budget, reserve=finale.FINAL_RUNS + bool(session.patch))
-    final = finale.measure(run, found, session, budget)
+    found = search.search(run, lambda facts, kept: script.plan(facts, options.only, (*options.skip, *kept),
+                                                                script_batch=probe.batch_size),
+                          probe, budget, reserve, steps)
+    final = finale.measure(run, found, session, budget, steps)
     changed = [f.name for f, d in sources.items() if not f.is_file() or patches.digest(f) != d]
     if changed:
         raise UsageError(f"{', '.join(changed)} changed during the tune session: its runs measured different code, so "
                          f"nothing is handed over (every run is stored); run tune again on a script left alone")
-    return finale.report(session, found, final, probe, steps, records, budget)
+    return finale.report(session, found, final, probe, steps.base, records, budget)

@@ -85,8 +85,11 @@ def check_names(names: tuple[str, ...], option: str) -> None:
         raise UsageError(f"{option}: unknown change {', '.join(map(repr, unknown))}: choose from {', '.join(CHANGES)}")
 
 
-def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> Plan:
-    """The changes the baseline's facts make worth trying, and why each of the others is not."""
+def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...] = (),
+         script_batch: int | None = None) -> Plan:
+    """The changes the baseline's facts make worth trying, and why each of the others is not.
+    `script_batch`: the batch the script itself trains with, where `baseline` is a setting that
+    changed it already (a larger batch is named by its factor over the script's)."""
     main = baseline.main
     out = Plan()
     if main is None or main.custom or not baseline.windows:
@@ -96,7 +99,7 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
                         ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
                         ("cache", _cache(baseline)),
                         ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
-                        ("batch_size", _batch(baseline)), ("data_parallel", _data_parallel(baseline))):
+                        ("batch_size", _batch(baseline, script_batch)), ("data_parallel", _data_parallel(baseline))):
         if only and knob not in only:
             continue
         if knob in skip:
@@ -239,7 +242,10 @@ def _fit_batches(main) -> bool:
     return main.input_type in ("numpy", "jax array") and bool(main.batch_size)
 
 
-def _batch(r: WatchRecord) -> list[Change] | str:
+def _batch(r: WatchRecord, script_batch: int | None = None) -> list[Change] | str:
+    """Twice and four times the batch the run trained with, where memory allows (a setting that
+    is a larger batch already gets the next ones: search.REPEATABLE), named by their factor over
+    the script's own batch."""
     main = r.main
     if not _fit_batches(main):
         return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"
@@ -252,9 +258,10 @@ def _batch(r: WatchRecord) -> list[Change] | str:
         factors = [f for f in factors if peak * f <= BATCH_MEMORY_SHARE * total]
         if not factors:
             return f"twice the batch would not fit ({peak * 2 / 2**30:.1f} GiB of {total / 2**30:.0f} GiB)"
-    return [Change(f"batch_size_x{f}", "batch_size", {"batch_size": main.batch_size * f},
-                   f"model.fit(..., batch_size={main.batch_size * f})   # and the learning rate x{f} "
-                   "(linear scaling rule, Goyal et al. 2017)",
+    base = script_batch or main.batch_size
+    return [Change(f"batch_size_x{main.batch_size * f // base}", "batch_size", {"batch_size": main.batch_size * f},
+                   f"model.fit(..., batch_size={main.batch_size * f})   # and the learning rate "
+                   f"x{main.batch_size * f // base} (linear scaling rule, Goyal et al. 2017)",
                    f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)") for f in factors]
 
 
@@ -294,10 +301,14 @@ def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
 
 
 def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
-    """Why a change's training is not healthy at equal steps, or None."""
+    """Why a change's training is not healthy at equal steps, or None. Losses after different
+    counts of steps say nothing of each other (the final block runs the baseline at its count and
+    the best at its round's): then only a loss that is not finite is said."""
     loss, base = (r.main.last_loss if r.main else None), (baseline.main.last_loss if baseline.main else None)
     if loss is None or (not math.isfinite(loss) and base is not None and not math.isfinite(base)):
         return None  # the baseline diverges too: the session leads with that, not the change's doing
+    if base is not None and math.isfinite(base) and r.main.steps != baseline.main.steps:
+        base = None
     if not math.isfinite(loss):
         return f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})" if base is not None \
             else f"the loss is {loss}"

@@ -21,6 +21,7 @@ runs say, and knows nothing about processes, so its tests run it on records made
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -32,6 +33,15 @@ from gpuscout.tune.script import Change, Skip
 # Candidates between two runs of their reference: each is then at most one run away from one
 # reference run and two from the other.
 INTERLEAVE = 3
+# Changes that multiply the step's pace: measured first, in a round of their own, and made the base
+# before the changes whose worth depends on the step they are added to (mixed precision or a batch
+# measured on an op-by-op step say nothing of the compiled one; issue 60: 211x from jit_compile on a
+# small ViT left op by op, H200).
+PACE_FIRST = ("jit_compile",)
+# Changes tried again on top of themselves while they keep winning: a batch doubled where doubling
+# paid (x2 and x4 stopped a compiled MLP at 0.41 of the batch of 1,024 by hand, issue 60); the
+# later one replaces the earlier in the setting.
+REPEATABLE = ("batch_size",)
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
 # What the final block runs when no change won: the baseline once more (tune/finale.py)
@@ -57,7 +67,8 @@ class Config:
         return {c.knob for c in self.changes}
 
     def plus(self, change: Change) -> "Config":
-        return Config(self.changes + (change,))
+        kept = tuple(c for c in self.changes if not (c.knob == change.knob and c.knob in REPEATABLE))
+        return Config(kept + (change,))
 
     def as_change(self) -> Change | None:
         """The setting as one change for a run (None: the unchanged script)."""
@@ -77,6 +88,7 @@ class Trial:
     change: Change
     config: Config
     reference: Config
+    steps: int  # the training steps its runs and the reference runs beside them trained
     runs: list[WatchRecord] = field(default_factory=list)
     beside: list[WatchRecord] = field(default_factory=list)  # the reference's runs before and after
     row: dict = field(default_factory=dict)
@@ -94,17 +106,47 @@ class Trial:
         return self.row.get("verdict") == "faster" and bool(self.row.get("healthy"))
 
 
+@dataclass(frozen=True)
+class Pace:
+    """A setting's measured run: its start-up (the command's time outside its training steps:
+    imports, data loading, compilation) and its step, which price its next runs."""
+
+    startup_s: float
+    step_s: float
+
+    def run_s(self, steps: int) -> float:
+        return self.startup_s + steps * self.step_s
+
+
 @dataclass
 class Budget:
+    """The session's --budget, each run charged at the pace of the setting it runs (a candidate at
+    its reference's: the setting it is added to). Charging every run at the longest so far held a
+    compiled step's candidates to the op-by-op baseline's 770 ms a step and spent a 5-minute
+    budget on one round (issue 60)."""
+
     budget_s: float
     started: float = field(default_factory=time.monotonic)
-    longest_s: float = 1.0  # the longest run so far: what the next is assumed to take
+    paces: dict[str, Pace] = field(default_factory=dict)  # by setting name, its latest run
+    longest_s: float = 1.0  # the longest run so far: a setting not yet run is charged this
 
-    def seen(self, record: WatchRecord) -> None:
-        self.longest_s = max(self.longest_s, record.duration_s or 0.0)
+    def seen(self, record: WatchRecord, name: str = "baseline") -> None:
+        took = record.duration_s or 0.0
+        self.longest_s = max(self.longest_s, took)
+        steps = record.main.steps if record.main else 0
+        step = record.step_time_s or 0.0
+        self.paces[name] = Pace(max(0.0, took - steps * step), step) if steps and step else Pace(took, 0.0)
 
-    def allows(self, runs: int, reserve: int = 0) -> bool:
-        return time.monotonic() - self.started + (runs + reserve) * self.longest_s <= self.budget_s
+    def cost(self, name: str, steps: int) -> float:
+        """What a run of setting `name` for `steps` training steps is expected to take."""
+        pace = self.paces.get(name)
+        return pace.run_s(steps) if pace is not None else self.longest_s
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def allows(self, costs_s: list[float]) -> bool:
+        return sum(costs_s) <= self.left_s()
 
 
 @dataclass
@@ -113,47 +155,83 @@ class Outcome:
     trials: list[Trial] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
     rounds: int = 0
+    asked: dict[str, int] = field(default_factory=dict)  # run id -> the training steps it was asked for
 
     @property
     def best(self) -> Config:
         return self.path[-1].config if self.path else Config()
 
 
-Runner = Callable[[Config, str], WatchRecord]
+Runner = Callable[[Config, str, int], WatchRecord]  # (setting, name, training steps) -> its run
 Planner = Callable[[WatchRecord, set], "script.Plan"]
 
 
-def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reserve: int) -> Outcome:
+@dataclass(frozen=True)
+class Steps:
+    """How many training steps each run trains: `fixed` (--steps) for all, else each round sized
+    to its reference's pace, TARGET_TRAINING_S of it and never fewer than `base` (the baseline's):
+    a round on a compiled step measures seconds of training, not the 0.16 s that the op-by-op
+    baseline's 32 steps gave it (issue 60). Runs compared with each other (a round's candidates
+    and the reference runs beside them) always share a count, so their losses compare."""
+
+    base: int
+    fixed: bool = False
+
+    def of(self, budget: Budget, reference: str) -> int:
+        pace = budget.paces.get(reference)
+        if self.fixed or pace is None or not pace.step_s:
+            return self.base
+        return max(self.base, math.ceil(script.TARGET_TRAINING_S / pace.step_s))
+
+
+def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reserve: int, steps: Steps) -> Outcome:
     """Rounds from the baseline's probe run; `reserve`: runs kept for after the search once a
     change wins (the final comparison with the baseline, the patched copy). Until one does, only
     the closing baseline run is kept back: reserving the whole final block before the first
     candidate left a slow script (a PyDataset whose worker processes take 45 s to start and
-    train) no candidate at all within its budget (H200, docs/benchmarks.md)."""
+    train) no candidate at all within its budget (H200, docs/benchmarks.md).
+
+    A change that multiplies the pace (PACE_FIRST) is measured in a round of its own first; the
+    rest are planned after it from the setting it leaves. The probe itself is never a reference
+    run beside a candidate: it ran first, cold (caches, clocks, the compilation cache: 37,856
+    samples/s against 49,545 and 57,803 for the runs after it on an H200), and checked whether its
+    batches repeat; the baseline runs again, warm, before round 1's first candidate."""
     out = Outcome()
-    reference, reference_runs, facts = Config(), [probe], probe
+    reference, reference_runs, facts = Config(), [], probe
     batch = probe.batch_size
     tried: set[str] = set()
     while True:
-        planned = plan(facts, reference.knobs)
+        planned = plan(facts, reference.knobs - set(REPEATABLE))
         if out.rounds == 0:
             out.skipped += planned.skipped
         candidates = [c for c in planned.changes if reference.plus(c).name not in tried]
         if not candidates:
             break
+        pace = [c for c in candidates if c.knob in PACE_FIRST and c.knob not in reference.knobs]
         out.rounds += 1
-        trials = _round(run, out.rounds, reference, reference_runs, candidates, budget, reserve, batch, out)
-        tried |= {t.config.name for t in trials}
+        round_steps = steps.of(budget, reference.name)
+        if out.rounds == 1 and budget.allows([budget.cost("baseline", round_steps)] * (3 + CLOSING_RUNS)):
+            # the baseline again, warm, before the first candidate: where the budget still holds it,
+            # one candidate, its reference run after it and the closing run
+            reference_runs.append(_ran(run, reference, "baseline (warm)", budget, round_steps, out))
+        trials = _round(run, out.rounds, reference, reference_runs, pace or candidates, budget, reserve, batch, out,
+                        steps, round_steps)
+        tried |= {t.config.name for t in trials} | {reference.plus(c).name for c in pace or candidates}
         leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row["ratio"])
         if any(t.row["noisy"] for t in leaders):
             for trial in leaders[:REMEASURE]:
-                if not budget.allows(2, _kept_back(out, reserve)):
+                if not budget.allows([budget.cost(trial.config.name, round_steps),
+                                      budget.cost(reference.name, round_steps),
+                                      *_kept_back(out, reserve, budget, steps)]):
                     break
-                trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget))
-                trial.beside.append(_ran(run, reference, f"{reference.name} again", budget))
+                trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget, round_steps, out))
+                trial.beside.append(_ran(run, reference, f"{reference.name} again", budget, round_steps, out))
                 trial.judge(batch)
                 trial.row["remeasured"] = True
             leaders = sorted((t for t in leaders if t.faster), key=lambda t: -t.row["ratio"])
         if not leaders:
+            if pace and len(candidates) > len(pace):
+                continue  # the pace change did not win: the others, on the same reference
             break
         kept = leaders[0]
         kept.row["kept"] = True
@@ -166,49 +244,58 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
 
 
 def _round(run: Runner, number: int, reference: Config, reference_runs: list[WatchRecord], candidates: list[Change],
-           budget: Budget, reserve: int, batch: int | None, out: Outcome) -> list[Trial]:
+           budget: Budget, reserve: int, batch: int | None, out: Outcome, steps: Steps, count: int) -> list[Trial]:
     trials: list[Trial] = []
     waiting: list[Trial] = []  # measured, waiting for the reference run after them
-    before = reference_runs[-1]
+    # the reference's last run that trained as many steps as this round's will (never the probe)
+    before = next((r for r in reversed(reference_runs) if out.asked.get(r.id) == count), None)
     for change in candidates:
-        if not budget.allows(2, _kept_back(out, reserve)):  # this run and the reference after it
-            out.skipped.append(Skip(change.knob, f"{reference.plus(change).name}: the --budget was spent"))
+        config = reference.plus(change)
+        # this run (at its reference's pace) and the reference after it
+        if not budget.allows([budget.cost(reference.name, count)] * 2 + _kept_back(out, reserve, budget, steps)):
+            out.skipped.append(Skip(change.knob, f"{config.name}: the --budget was spent"))
             continue
-        trial = Trial(number, change, reference.plus(change), reference)
-        trial.runs.append(_ran(run, trial.config, trial.config.name, budget))
+        trial = Trial(number, change, config, reference, count)
+        trial.runs.append(_ran(run, trial.config, trial.config.name, budget, count, out))
         trials.append(trial)
         out.trials.append(trial)
         waiting.append(trial)
         if len(waiting) == INTERLEAVE:
-            before = _close(run, reference, before, waiting, budget, batch)
+            before = _close(run, reference, before, waiting, budget, batch, count, out)
     if waiting:
-        _close(run, reference, before, waiting, budget, batch)
+        _close(run, reference, before, waiting, budget, batch, count, out)
     return trials
 
 
-def _kept_back(out: Outcome, reserve: int) -> int:
-    """Runs the final block will need: all of `reserve` once a change is winning or may be (a
+def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list[float]:
+    """What the final block will cost: all of `reserve` runs once a change is winning or may be (a
     candidate measured and waiting for the reference run after it: three share one, so their
-    verdicts come late), else the closing baseline alone."""
+    verdicts come late), else the closing baseline alone. Its baseline runs are priced at the
+    baseline's pace and count, the best (and the patched copy) at the leading setting's."""
     winning = out.path or any(t.faster or not t.beside for t in out.trials)
-    return reserve if winning else min(reserve, CLOSING_RUNS)
+    runs = reserve if winning else min(reserve, CLOSING_RUNS)
+    base = budget.cost("baseline", steps.base)
+    leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or not t.beside), None)
+    best = budget.cost(leading.config.name, leading.steps) if leading else base
+    return [base] * min(runs, 2) + [best] * max(0, runs - 2)
 
 
-def _close(run: Runner, reference: Config, before: WatchRecord, waiting: list[Trial], budget: Budget,
-           batch: int | None) -> WatchRecord:
-    after = _ran(run, reference, f"{reference.name} again", budget)
+def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: list[Trial], budget: Budget,
+           batch: int | None, count: int, out: Outcome) -> WatchRecord:
+    after = _ran(run, reference, f"{reference.name} again", budget, count, out)
     for trial in waiting:
-        trial.beside = [before, after]
+        trial.beside = [r for r in (before, after) if r is not None]
         trial.judge(batch)
     waiting.clear()
     return after
 
 
-def _ran(run: Runner, config: Config, name: str, budget: Budget) -> WatchRecord:
-    record = run(config, name)
+def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out: Outcome) -> WatchRecord:
+    record = run(config, name, count)
     if record.status == "interrupted":
         raise KeyboardInterrupt
-    budget.seen(record)
+    budget.seen(record, config.name)
+    out.asked[record.id] = count
     return record
 
 
