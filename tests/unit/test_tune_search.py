@@ -157,10 +157,12 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
 def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_and_price():
     """Issue 60's debugging-settings case: an op-by-op step (100 samples/s, 640 ms a step) that
     compiles to 10,000; mixed precision buys 1.5x, but only on the compiled step. jit_compile runs
-    alone in round 1; round 2 runs on top of it, each run sized to 10 s of the compiled step (1,563
-    steps, not the baseline's 300) and priced at that pace (11 s, not the 193 s of the longest run
-    so far), so a budget of 1,100 s holds it (charged at the longest run it would not: 582 s spent,
-    2 x 193 s for the candidate and its reference, 3 x 193 s for the final block)."""
+    alone in round 1 (no warm baseline before it: what it buys dwarfs a cold run); round 2 runs on
+    top of it, each run sized to 5 s of the compiled step (782 steps, not the baseline's 300) and
+    priced at that pace (6 s, not the 193 s of the longest run so far). A budget of 700 s holds it:
+    389 s spent by round 2, its candidate and reference at 6 s each, and a final block of one
+    baseline run and the best (the kept path is 3x past the baseline: Outcome.clear). Charged at the
+    longest run, 389 + 2 x 193 + 2 x 193 s would not fit."""
     ran = []
 
     def run(config, name, steps):
@@ -171,17 +173,18 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
         budget.started -= made.duration_s
         return made
 
-    budget = search.Budget(1100.0)
+    budget = search.Budget(700.0)
     probe = record(100.0)
     budget.seen(probe)
     found = search.search(run, lambda f, k: Plan(changes=[c for c in (JIT, MIXED) if c.knob not in k]), probe,
                           budget, 3, search.Steps(300))
-    assert [t.change.name for t in found.trials if t.round == 1] == ["jit_compile"]  # alone, first
-    assert [t.change.name for t in found.path] == ["jit_compile", "mixed_precision"]
+    assert ran[0] == ("jit_compile", 300)  # alone, first, with no warm baseline before it
+    assert [t.change.name for t in found.trials if t.round == 1] == ["jit_compile"]
+    assert [t.change.name for t in found.path] == ["jit_compile", "mixed_precision"] and found.clear
     second = next(t for t in found.trials if t.round == 2)
-    assert abs(second.steps - 1563) <= 2 and ("jit_compile", second.steps) in ran  # its reference: the same count
+    assert abs(second.steps - 782) <= 2 and ("jit_compile", second.steps) in ran  # its reference: the same count
     assert abs(second.row["ratio"] - 1.5) < 0.05
-    assert abs(budget.cost("jit_compile", 1563) - (START_S + 1563 * BATCH / 10000.0)) < 0.5
+    assert abs(budget.cost("jit_compile", 782) - (START_S + 782 * BATCH / 10000.0)) < 0.5
 
 
 def test_a_pace_change_that_loses_leaves_the_others_on_the_same_reference():
@@ -207,3 +210,26 @@ def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
     fp32 = make_watch_record(events=fit_events(wait_s=0.0, policy="float32"), gpus=[H100], samples=[busy(84)])
     assert "float32 on a GPU with tensor cores (compute capability 9.0)" in finale.left(fp32, fp32, kept=set())
     assert finale.left(fp32, fp32, kept={"mixed_precision"}) is None  # kept it: nothing left to name
+
+
+def test_a_best_far_past_the_baseline_is_closed_by_one_baseline_run():
+    """Outcome.clear: the kept path at 10x (its interval's low end past CLEAR_RATIO) needs one
+    baseline run beside the best to be told from drift: the block runs the best, then the baseline."""
+    from gpuscout.tune import finale
+
+    ran = []
+
+    def run(config, name, steps):
+        ran.append(name)
+        return record(10000.0 if config.changes else 1000.0)
+
+    found = search.search(run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0),
+                          search.Budget(3600), 3, STEPS)
+    assert found.clear and found.path[0].row["ratio_low"] > search.CLEAR_RATIO
+    del ran[:]
+
+    class Session:
+        patch = None
+
+    final = finale.measure(run, found, Session(), search.Budget(3600), STEPS)
+    assert ran == ["jit_compile (best)", "baseline again"] and final.before is final.after

@@ -28,8 +28,8 @@ LEFT_SHARE = INPUT_HIGHLY  # 20%
 
 @dataclass
 class Final:
-    before: WatchRecord
-    after: WatchRecord
+    before: WatchRecord | None  # the baseline before the best (None while it runs: Outcome.clear), then set
+    after: WatchRecord | None
     best: WatchRecord | None = None
     copy: WatchRecord | None = None
     patch: patches.Patch | None = None
@@ -44,8 +44,8 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
     no room for the whole block, that judgement stands (the copy, if any, is run after the last of
     those baseline runs, and the baseline again after it)."""
     best_steps = found.path[-1].steps if found.path else steps.base
-    block = [budget.cost("baseline", steps.base)] * 2 + [budget.cost(found.best.name, best_steps)] * \
-        (1 + bool(session.patch))
+    block = [budget.cost("baseline", steps.base)] * (1 if found.clear else 2) + \
+        [budget.cost(found.best.name, best_steps)] * (1 + bool(session.patch))
     if len(found.path) == 1 and not budget.allows(block):
         kept = found.path[0]
         final = Final(before=kept.beside[-1], after=kept.beside[-1])
@@ -53,14 +53,18 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
             final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
             final.after = run(Config(), "baseline again", kept.steps)
         return final
-    before = run(Config(), "baseline again", steps.base)
-    final = Final(before=before, after=before)
-    if not found.path:  # nothing to compare: once is enough to see whether the host drifted
-        return final
-    final.best = run(found.best, f"{found.best.name} (best)", best_steps)
+    if found.path and found.clear:  # the best, then the baseline once (Outcome.clear)
+        final = Final(before=None, after=None, best=run(found.best, f"{found.best.name} (best)", best_steps))
+    else:
+        before = run(Config(), "baseline again", steps.base)
+        final = Final(before=before, after=before)
+        if not found.path:  # nothing to compare: once is enough to see whether the host drifted
+            return final
+        final.best = run(found.best, f"{found.best.name} (best)", best_steps)
     if session.patch is not None:
         final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
     final.after = run(Config(), "baseline again", steps.base)
+    final.before = final.before or final.after
     return final
 
 
@@ -137,7 +141,7 @@ def _device_left(r: WatchRecord, kept: set[str]) -> str | None:
 def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord],
            budget: Budget) -> dict:
     batch = probe.batch_size
-    beside = [final.before, final.after]
+    beside = [final.before] if final.before is final.after else [final.before, final.after]
     rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.get("ratio") or 0)))]
     best = (script.judged(found.best.as_change(), [final.best], beside, batch) if final.best else
             dict(found.path[0].row) if found.path else None)  # round 1's judgement, where the budget ended

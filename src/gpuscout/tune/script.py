@@ -35,6 +35,11 @@ from gpuscout.record.watch import WatchRecord
 # Training time the first baseline runs (after its compile) to set every run's step count: a
 # warm-up window and at least 4 steady windows of WINDOW_S even for a change 4x faster.
 TARGET_TRAINING_S = 10.0
+# Training a round's runs are sized to at their reference's pace (tune/search.py Steps): 8 windows of
+# 0.6 s measure a compiled step to a few percent, and a round of six candidates costs a minute, not two
+# (on an H100, rounds of 10 s left a debugging-settings ViT at 0.28 of the fix by hand, its third
+# round unrun for the budget; docs/benchmarks.md).
+ROUND_TRAINING_S = 5.0
 WINDOW_S = 0.5
 # Every later run has the baseline's steps, cut into this many windows of equal steps: a warm-up
 # window and seven steady ones, however fast a change makes the run (a 15x faster jit_compile

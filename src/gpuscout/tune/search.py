@@ -46,6 +46,9 @@ REPEATABLE = ("batch_size",)
 REMEASURE = 2
 # What the final block runs when no change won: the baseline once more (tune/finale.py)
 CLOSING_RUNS = 1
+# A best this many times the baseline (its intervals' low ends) is told from a host's drift (a few
+# percent, NOISY_SHARE's tenth at most) by one baseline run beside it, not two
+CLEAR_RATIO = 3.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,13 @@ class Outcome:
     def best(self) -> Config:
         return self.path[-1].config if self.path else Config()
 
+    @property
+    def clear(self) -> bool:
+        """The changes kept are faster than the baseline by so much (the product of their intervals'
+        low ends, CLEAR_RATIO or more) that one baseline run after the best tells it from drift:
+        the final block runs no baseline before it."""
+        return math.prod(t.row.get("ratio_low") or 1.0 for t in self.path) >= CLEAR_RATIO
+
 
 Runner = Callable[[Config, str, int], WatchRecord]  # (setting, name, training steps) -> its run
 Planner = Callable[[WatchRecord, set], "script.Plan"]
@@ -169,7 +179,7 @@ Planner = Callable[[WatchRecord, set], "script.Plan"]
 @dataclass(frozen=True)
 class Steps:
     """How many training steps each run trains: `fixed` (--steps) for all, else each round sized
-    to its reference's pace, TARGET_TRAINING_S of it and never fewer than `base` (the baseline's):
+    to its reference's pace, ROUND_TRAINING_S of it and never fewer than `base` (the baseline's):
     a round on a compiled step measures seconds of training, not the 0.16 s that the op-by-op
     baseline's 32 steps gave it (issue 60). Runs compared with each other (a round's candidates
     and the reference runs beside them) always share a count, so their losses compare."""
@@ -181,7 +191,7 @@ class Steps:
         pace = budget.paces.get(reference)
         if self.fixed or pace is None or not pace.step_s:
             return self.base
-        return max(self.base, math.ceil(script.TARGET_TRAINING_S / pace.step_s))
+        return max(self.base, math.ceil(script.ROUND_TRAINING_S / pace.step_s))
 
 
 def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reserve: int, steps: Steps) -> Outcome:
@@ -210,9 +220,11 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
         pace = [c for c in candidates if c.knob in PACE_FIRST and c.knob not in reference.knobs]
         out.rounds += 1
         round_steps = steps.of(budget, reference.name)
-        if out.rounds == 1 and budget.allows([budget.cost("baseline", round_steps)] * (3 + CLOSING_RUNS)):
+        if out.rounds == 1 and not pace and \
+                budget.allows([budget.cost("baseline", round_steps)] * (3 + CLOSING_RUNS)):
             # the baseline again, warm, before the first candidate: where the budget still holds it,
-            # one candidate, its reference run after it and the closing run
+            # one candidate, its reference run after it and the closing run. Not before a pace
+            # change: what it buys (155x for XLA on the H100) dwarfs a cold run's few percent
             reference_runs.append(_ran(run, reference, "baseline (warm)", budget, round_steps, out))
         trials = _round(run, out.rounds, reference, reference_runs, pace or candidates, budget, reserve, batch, out,
                         steps, round_steps)
@@ -273,11 +285,12 @@ def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list
     verdicts come late), else the closing baseline alone. Its baseline runs are priced at the
     baseline's pace and count, the best (and the patched copy) at the leading setting's."""
     winning = out.path or any(t.faster or not t.beside for t in out.trials)
-    runs = reserve if winning else min(reserve, CLOSING_RUNS)
+    runs = (reserve - out.clear) if winning else min(reserve, CLOSING_RUNS)
     base = budget.cost("baseline", steps.base)
     leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or not t.beside), None)
     best = budget.cost(leading.config.name, leading.steps) if leading else base
-    return [base] * min(runs, 2) + [best] * max(0, runs - 2)
+    baselines = min(runs, 1 if out.clear else 2)
+    return [base] * baselines + [best] * max(0, runs - baselines)
 
 
 def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: list[Trial], budget: Budget,

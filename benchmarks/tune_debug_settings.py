@@ -1,0 +1,126 @@
+"""`gpuscout tune -- COMMAND` of a script left in debugging settings (issue 60, case 1), beside the
+fix made by hand, in one call:
+
+1. a user's script, a small vision Transformer (Keras 3 on jax, 4 blocks of 192 on 8x8 patches of
+   32x32 uint8 images held in memory) left with jit_compile=False, float32 and batch 32, watched as
+   it is (`watch --duration`): the pace the user starts from;
+2. `gpuscout tune --json -- python vit_debug.py` at the default budget (6 minutes), unchanged;
+3. the fix by hand, watched the same way: XLA, mixed_bfloat16 and batch 256 (the issue's), and the
+   same with batch 1,024.
+
+    python benchmarks/tune_debug_settings.py --out OUTDIR [--budget MINUTES] [--small]
+
+Writes the script, tune's report and every run's output under OUTDIR and prints a short table
+last: tune's best against the fix by hand, and its session's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+SCRIPT = textwrap.dedent('''
+    import os
+    import sys
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    import keras
+    import numpy as np
+
+    # the settings a user debugged with, and left: python vit_debug.py [JIT] [POLICY] [BATCH]
+    jit = (sys.argv[1] == "xla") if len(sys.argv) > 1 else False
+    policy = sys.argv[2] if len(sys.argv) > 2 else "float32"
+    batch = int(sys.argv[3]) if len(sys.argv) > 3 else 32
+    small = os.environ.get("SMALL") == "1"
+    keras.mixed_precision.set_global_policy(policy)
+    rng = np.random.default_rng(0)
+    n = 2048 if small else 51200
+    x = rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    y = rng.integers(0, 10, size=(n,))
+    dim, depth = (64, 1) if small else (192, 4)
+
+    def block(h, heads=3):
+        a = keras.layers.LayerNormalization()(h)
+        a = keras.layers.MultiHeadAttention(heads, dim // heads)(a, a)
+        h = h + a
+        m = keras.layers.LayerNormalization()(h)
+        m = keras.layers.Dense(4 * dim, activation="gelu")(m)
+        return h + keras.layers.Dense(dim)(m)
+
+    inputs = keras.Input((32, 32, 3), dtype="uint8")
+    h = keras.layers.Rescaling(1 / 255)(inputs)
+    h = keras.layers.Conv2D(dim, 4, strides=4)(h)
+    h = keras.layers.Reshape((64, dim))(h)
+    for _ in range(depth):
+        h = block(h)
+    h = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(h))
+    outputs = keras.layers.Dense(10, dtype="float32")(h)
+    model = keras.Model(inputs, outputs, name="small_vit")
+    model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], jit_compile=jit)
+    model.fit(x, y, batch_size=batch, epochs=1000, verbose=0)
+''')
+
+
+def gpuscout(args: list[str], out: Path, name: str, env: dict, timeout: float) -> tuple[dict | None, float]:
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    wall = time.monotonic() - began
+    (out / f"{name}.json").write_text(done.stdout)
+    (out / f"{name}.stderr.txt").write_text(done.stderr[-200_000:])
+    print(f"-- {name}: exit {done.returncode} in {wall:.0f} s", flush=True)
+    try:
+        return json.loads(done.stdout), wall
+    except ValueError:
+        return None, wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--budget", default=None, help="tune's --budget in minutes [default: tune's own]")
+    parser.add_argument("--watch-seconds", type=int, default=25)
+    parser.add_argument("--small", action="store_true", help="a one-block model on 2,048 images (a CPU rehearsal)")
+    args = parser.parse_args()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    script = out / "vit_debug.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", **({"SMALL": "1"} if args.small else {}))
+    store = str(out / "s.sqlite")
+    watch = ["watch", "--json", "--duration", f"{args.watch_seconds}s", "--store", store, "--"]
+    rows = {}
+    left, _ = gpuscout([*watch, sys.executable, str(script)], out, "as-left", env, 300)
+    rows["as left (no XLA, float32, batch 32)"] = left["runs"][0]["samples_per_s"] if left else None
+    budget = ["--budget", args.budget] if args.budget else []
+    report, wall = gpuscout(["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out,
+                            "tune", env, 560)
+    best = (report or {}).get("best") or {}
+    rows["tune's best"] = best.get("samples_per_s")
+    for batch in (256, 1024):
+        hand, _ = gpuscout([*watch, sys.executable, str(script), "xla", "mixed_bfloat16", str(batch)], out,
+                           f"by-hand-{batch}", env, 300)
+        rows[f"by hand: XLA, bf16, batch {batch}"] = hand["runs"][0]["samples_per_s"] if hand else None
+    print()
+    for name, rate in rows.items():
+        print(f"{name:40} {rate:12,.0f} samples/s" if rate else f"{name:40} —")
+    hands = [r for n, r in rows.items() if n.startswith("by hand") and r]
+    if best.get("samples_per_s") and hands:
+        print(f"{'tune best / best by hand':40} {best['samples_per_s'] / max(hands):12.2f}")
+    if report:
+        print(f"{'tune path':40} {' -> '.join(['baseline', *report['path']])}")
+        print(f"{'tune session':40} {wall:12.0f} s ({report['rounds']} rounds, {len(report['rows'])} settings)")
+        print(f"{'left':40} {report.get('left')}")
+        spent = [s["reason"] for s in report.get("skipped", []) if "budget" in s["reason"]]
+        print(f"{'not run for the budget':40} {len(spent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
