@@ -25,6 +25,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from user_input.small_vit import MODEL  # benchmarks/ is the script's folder
+
 SCRIPT = textwrap.dedent('''
     import os
     import sys
@@ -44,23 +46,7 @@ SCRIPT = textwrap.dedent('''
     y = rng.integers(0, 10, size=(n,))
     dim, depth = (64, 1) if small else (192, 4)
 
-    def block(h, heads=3):
-        a = keras.layers.LayerNormalization()(h)
-        a = keras.layers.MultiHeadAttention(heads, dim // heads)(a, a)
-        h = h + a
-        m = keras.layers.LayerNormalization()(h)
-        m = keras.layers.Dense(4 * dim, activation="gelu")(m)
-        return h + keras.layers.Dense(dim)(m)
-
-    inputs = keras.Input((32, 32, 3), dtype="uint8")
-    h = keras.layers.Rescaling(1 / 255)(inputs)
-    h = keras.layers.Conv2D(dim, 4, strides=4)(h)
-    h = keras.layers.Reshape((64, dim))(h)
-    for _ in range(depth):
-        h = block(h)
-    h = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(h))
-    outputs = keras.layers.Dense(10, dtype="float32")(h)
-    model = keras.Model(inputs, outputs, name="small_vit")
+''') + MODEL + textwrap.dedent('''
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=jit)
     model.fit(x, y, batch_size=batch, epochs=1000, verbose=0)

@@ -25,6 +25,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from user_input.small_vit import MODEL  # benchmarks/ is the script's folder
+
 SCRIPT = textwrap.dedent('''
     import os
     os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -36,23 +38,8 @@ SCRIPT = textwrap.dedent('''
     x = rng.integers(0, 256, size=(12800, 32, 32, 3), dtype=np.uint8)
     y = rng.integers(0, 10, size=(12800,))
 
-    def block(h, dim=192, heads=3):
-        a = keras.layers.LayerNormalization()(h)
-        a = keras.layers.MultiHeadAttention(heads, dim // heads)(a, a)
-        h = h + a
-        m = keras.layers.LayerNormalization()(h)
-        m = keras.layers.Dense(4 * dim, activation="gelu")(m)
-        return h + keras.layers.Dense(dim)(m)
-
-    inputs = keras.Input((32, 32, 3), dtype="uint8")
-    h = keras.layers.Rescaling(1 / 255)(inputs)
-    h = keras.layers.Conv2D(192, 4, strides=4)(h)           # 8x8 patches of 4x4
-    h = keras.layers.Reshape((64, 192))(h)
-    for _ in range(4):
-        h = block(h)
-    h = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(h))
-    outputs = keras.layers.Dense(10, dtype="float32")(h)
-    model = keras.Model(inputs, outputs, name="small_vit")
+    dim, depth = 192, 4
+''') + MODEL + textwrap.dedent('''
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     # a schedule gone wrong: from the fifth epoch on, a learning rate of 1e4
