@@ -46,8 +46,9 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
     assert set(rows) == {"jit_compile"}  # the change that multiplies the pace runs alone, first (issue 60)
     later = {r["change"]: r for r in report["rows"] if r["round"] == 2}
-    assert {"batch_size_x2", "batch_size_x4"} <= set(later) and later["batch_size_x2"]["on"] == "jit_compile"
-    assert later["batch_size_x2"]["verdict"] == "faster"
+    # 4,096 samples at batch 64: x4 keeps 16 steps an epoch, the most a round tries here (script.batch_factors)
+    assert "batch_size_x4" in later and later["batch_size_x4"]["on"] == "jit_compile"
+    assert later["batch_size_x4"]["verdict"] == "faster"
     jit = rows["jit_compile"]
     assert jit["verdict"] == "faster" and jit["ratio_low"] > 1 and jit["p_value"] < 0.05
     stored = records(store)
@@ -61,7 +62,9 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     assert report["rounds"] >= 2 and len(report["path"]) >= 2, report["path"]
     best = report["best"]
     assert best["verdict"] == "faster" and "jit_compile=True" in best["line"]
-    assert set(stored[best["run_id"]].applied) == {"jit_compile", "batch_size"}
+    # with the batch, Adam's rate x2 (the square root of 4), warmed up over an epoch of the new batch
+    assert stored[best["run_id"]].applied["learning_rate"] == "scaled_learning_rate(model.optimizer, 2, warmup_steps=16)"
+    assert set(stored[best["run_id"]].applied) == {"jit_compile", "batch_size", "learning_rate"}
     second = next(r for r in report["rows"] if r["round"] == 2)
     # the reference runs beside it: before and after, and one more where they disagreed (measured again)
     assert second["on"] == report["path"][0] and len(second["reference_run_ids"]) == (3 if second.get("remeasured") else 2)
@@ -110,16 +113,28 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     prefetch = json.loads(read_ahead.stdout)["rows"][0]
     # significantly faster, by a tenth or more (reading ahead overlaps a 10 ms batch with a 10 ms step)
     assert prefetch["change"] == "prefetch" and prefetch["verdict"] == "faster" and prefetch["ratio"] > 1.1
-    # a tf.data map with no prefetch of its own: the change applies autotuning, parallel maps and a
-    # prefetch; TensorFlow already injects a prefetch by default (tf.data's inject_prefetch), so
-    # what it buys is measured, not assumed
-    piped = run_cli("tune", "--json", "--steps", "150", "--only", "prefetch,jit_compile,mixed_precision", "--store",
-                    str(store), "--", PY, str(script), "tfdata", env={**env, "KERAS_BACKEND": "tensorflow"})
+    # a tf.data map with no prefetch of its own, left sequential, whose elements repeat (issue 60,
+    # item 6): changed where the script built it (child/tf_data.py). prefetch applies autotuning,
+    # parallel maps and a prefetch (TensorFlow injects one by default: what it buys is measured,
+    # not assumed); parallel_calls runs the map with num_parallel_calls=AUTOTUNE; cache puts a
+    # cache() right after the map, which the baseline saw make the same elements twice. The patch
+    # writes the winner where the map is, and its copy runs as fast
+    patch = tmp_path / "tfdata.patch"
+    piped = run_cli("tune", "--json", "--steps", "150", "--only", "prefetch,workers,cache,jit_compile,mixed_precision",
+                    "--patch", str(patch), "--store", str(store), "--", PY, str(script), "tfdata",
+                    env={**env, "KERAS_BACKEND": "tensorflow"})
     assert piped.returncode == 0, piped.stderr[-3000:]
     report = json.loads(piped.stdout)
-    tf_data = report["rows"][0]
-    assert "prefetch" in records(store)[tf_data["run_id"]].applied and tf_data["verdict"] in (
+    rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
+    assert "prefetch" in records(store)[rows["prefetch"]["run_id"]].applied and rows["prefetch"]["verdict"] in (
         "faster", "slower", "no significant difference")
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in records(store)[rows["parallel_calls"]["run_id"]].applied["workers"]
+    assert rows["parallel_calls"]["verdict"] == "faster"  # ten 10 ms sleeps at once
+    cache = rows["cache"]
+    assert cache["verdict"] == "faster" and cache["ratio_low"] > 3, cache  # 64 batches made once, then kept
+    assert "the map at train.py:81 made its first elements the same in two passes, 64 elements" in cache["why"]
+    assert report["path"][0] == "cache" and report["patched"]["verdict"] == "faster" and report["patched"]["agrees"]
+    assert ".batch(64).map(slow).cache().repeat()" in patch.read_text()
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"

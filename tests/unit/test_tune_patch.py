@@ -123,3 +123,65 @@ def test_the_overlay_links_everything_but_the_patched_files(tmp_path):
     assert (into / "lib" / "other.py").is_symlink() and (into / "data").is_symlink()
     assert os.path.realpath(into / "data" / "x.npy") == str((root / "data" / "x.npy").resolve())
     assert (root / "lib" / "model.py").read_text() == "A = 1\n"
+
+
+def test_a_larger_batch_is_written_with_its_learning_rate_which_trains(tmp_path):
+    """The batch and the scaled, warmed-up learning rate after the compile statement; the written
+    file runs (real Keras): the rate ramps from the script's to 2x over 4 steps, then stays."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace('m.compile("adam",', 'm.compile(keras.optimizers.SGD(0.01),')
+                      .replace("m.fit(Slow(), epochs=3)", "m.fit(np.zeros((64, 2)), np.zeros((64, 2)), batch_size=4, "
+                                                          "epochs=1, verbose=0)\nprint(float(m.optimizer.learning_rate))"))
+    made = patches.make([change("batch_size_x2", "batch_size", batch_size=8, learning_rate_factor=2.0,
+                                warmup_steps=4)], baseline(script, input_type="numpy"), tmp_path)
+    assert made.located == ["batch_size_x2"]
+    after = made.texts[script.resolve()][1]
+    lines = after.splitlines()
+    at = lines.index('          "mse", jit_compile=False)')
+    assert lines[at + 1] == ("scaled_learning_rate(m.optimizer, 2, warmup_steps=4)  # gpuscout tune: the rate for "
+                             "the larger batch")
+    assert "batch_size=8, epochs=1" in after and after.index("class WarmedUpRate") < after.index("def scaled_learning")
+    import subprocess
+    import sys
+    script.write_text(after)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert abs(float(done.stdout.split()[-1]) - 0.02) < 1e-8  # 8 steps at batch 8: past the warm-up, 2 x 0.01
+
+
+TF_DATA = '''import numpy as np
+import keras
+
+
+def build():
+    import tensorflow as tf
+
+    data = tf.data.Dataset.from_tensor_slices(np.zeros((64, 2))).map(lambda v: v * 2)
+    return data.interleave(lambda v: tf.data.Dataset.from_tensors(v), cycle_length=2).batch(8)
+
+
+m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+m.compile("adam", "mse")
+m.fit(build(), epochs=3)
+'''
+
+
+def test_tf_data_changes_are_written_where_the_pipeline_was_built(tmp_path):
+    """num_parallel_calls in the sequential map and interleave (tf by the name the file imports
+    it as, inside a function), and cache() right after the map that repeats."""
+    from gpuscout.record.watch import PipelineOp
+
+    script = tmp_path / "train.py"
+    script.write_text(TF_DATA)
+    record = baseline(script, input_type="tf.data", backend="tensorflow")
+    record.main.pipeline = [PipelineOp(op="map", file=str(script), line=8, parallel=False, repeats=True),
+                            PipelineOp(op="interleave", file=str(script), line=9, parallel=False),
+                            PipelineOp(op="batch", file=str(script), line=9, parallel=False)]
+    made = patches.make([change("parallel_calls", "workers", parallel_calls=True),
+                         change("cache", "cache", cache=True, cache_at=f"{script}:8")], record, tmp_path)
+    assert made.located == ["parallel_calls", "cache"], made.unlocated
+    after = made.texts[script.resolve()][1]
+    assert ".map(lambda v: v * 2, num_parallel_calls=tf.data.AUTOTUNE).cache()" in after
+    assert "cycle_length=2, num_parallel_calls=tf.data.AUTOTUNE).batch(8)" in after
+    ast.parse(after)

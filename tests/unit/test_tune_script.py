@@ -22,7 +22,9 @@ def baseline(**kw):
 def test_a_jax_script_without_jit_on_arrays_on_a_gpu():
     planned = script.plan(baseline(jit_compile=False, input_type="numpy", peak_memory_bytes=2**30))
     names = [c.name for c in planned.changes]
-    assert names == ["jit_compile", "mixed_precision", "device_batches", "batch_size_x2", "batch_size_x4"]
+    # 1 GiB at batch 64 of an H100's 80: 72 batches' worth, so as far as x64 in one round
+    assert names == ["jit_compile", "mixed_precision", "device_batches", "batch_size_x4", "batch_size_x16",
+                     "batch_size_x64"]
     mixed = next(c for c in planned.changes if c.knob == "mixed_precision")
     assert mixed.settings == {"mixed_precision": "mixed_bfloat16"}  # compute capability 9.0
     skipped = {s.knob: s.reason for s in planned.skipped}
@@ -101,3 +103,86 @@ def test_every_input_change_is_code():
     arrays = baseline(input_type="numpy")
     moved, = script._device_batches(arrays)
     compile(moved.line.replace("...", "epochs=1"), "line", "exec")  # it parses: code, not prose
+
+
+def test_a_larger_batch_goes_as_far_as_memory_and_the_epoch_allow_with_its_learning_rate():
+    assert [script.batch_factors(m) for m in (1, 2, 4, 8, 32, 64, 4096)] == \
+        [[], [2], [4], [4, 8], [4, 16, 32], [4, 16, 64], [4, 16, 64]]
+    r = baseline(input_type="numpy", peak_memory_bytes=10 * 2**30)  # 0.9 x 80 GiB / 10 GiB = 7.2: x4 at most
+    assert [c.name for c in script._batch(r)] == ["batch_size_x4"]
+    r.main.peak_memory_bytes = 2**30
+    r.main.steps_per_epoch = 100  # 6,400 samples an epoch at batch 64: 16 steps an epoch at 400, x4 at most
+    r.main.optimizer = "AdamW"
+    [x4] = script._batch(r)
+    # AdamW: the square root of 4; warmed up over one epoch of the new batch, 6,400 / 256 = 25 steps
+    assert x4.settings == {"batch_size": 256, "learning_rate_factor": 2.0, "warmup_steps": 25}
+    assert "learning rate x2 (x the square root of the batch's factor for AdamW" in x4.line
+    r.main.optimizer = "LossScaleOptimizer(SGD)"
+    [x4] = script._batch(r)
+    assert x4.settings["learning_rate_factor"] == 4.0 and "linear scaling rule" in x4.line
+    # a setting at batch 256 already (the script's 64): named by its factor over the script's batch
+    r.main.batch_size, r.main.steps_per_epoch = 256, 10_000
+    assert [c.name for c in script._batch(r, script_batch=64)][:2] == ["batch_size_x16", "batch_size_x64"]
+    r.main.steps_per_epoch = 20  # 5,120 samples: not even 16 steps at 512
+    assert "fewer than 16 steps an epoch" in script._batch(r, script_batch=64)
+
+
+def test_a_larger_batch_s_loss_is_read_where_it_had_seen_the_baseline_s_samples():
+    base = baseline(windows=8, steps=10, batch=64)  # 81 steps, 5,184 samples
+    big = baseline(windows=8, steps=10, batch=256)  # 4x the samples at every step
+    base.main.last_loss, big.main.last_loss = 0.5, 0.4
+    for i, w in enumerate(big.main.windows):
+        w.loss = 3.0 - 0.1 * i
+    # windows end at 256 + 2,560 k samples: the first at or past 5,184 is the second (5,376)
+    loss, against, where = script.loss_point(big, base)
+    assert (loss, against) == (2.9, 0.5) and where.startswith("after 5,376 samples (the baseline's run: 5,184)")
+    assert "the loss is 2.9 after 5,376 samples" in script.health(big, base)
+    for w in big.main.windows:
+        w.loss = 0.45
+    assert script.health(big, base) is None
+    same = baseline(windows=8, steps=10, batch=64)
+    same.main.last_loss = 0.6
+    assert script.loss_point(same, base) == (0.6, 0.5, "after 81 steps")
+
+
+def test_a_gpu_idle_most_of_the_time_gets_more_work_per_call_first():
+    """A compiled step at a small batch with the GPU 20% busy and no input wait: the larger batches
+    and fewer host calls lead the round (a budget may end it); at 95% busy the order is the plan's."""
+    from tests.unit.test_watch_logic import H100, busy
+
+    idle = make_watch_record(events=fit_events(wait_s=0.0, input_type="numpy", window_s=0.1, peak_memory_bytes=2**30),
+                             gpus=[H100], samples=[busy(20)])
+    assert [c.knob for c in script.plan(idle).changes][:4] == ["batch_size"] * 3 + ["steps_per_execution"]
+    full = baseline(input_type="numpy", peak_memory_bytes=2**30)
+    assert script.plan(full).changes[0].knob == "mixed_precision"
+
+
+def _op(op, line, **kw):
+    return {"op": op, "file": "/w/train.py", "line": line, **kw}
+
+
+def test_a_tf_data_pipeline_gets_its_maps_parallel_and_a_cache_after_its_last_repeating_map():
+    """Issue 60, item 6: the script's own calls that built the pipeline (child/tf_data.py) make the
+    tf.data changes: num_parallel_calls where a map was left sequential, and a cache() after the
+    last map whose elements were made the same twice, with no shuffle before it, and a size."""
+    from gpuscout.record.watch import PipelineOp
+
+    r = baseline(backend="tensorflow", input_type="tf.data", wait_s=0.6, gpu=False)
+    r.main.pipeline = [PipelineOp(**o) for o in (
+        _op("map", 10, parallel=False, repeats=True, elements=1000, element_bytes=3072),
+        _op("map", 11, parallel=True, repeats=False, elements=1000, element_bytes=3072),  # a random augmentation
+        _op("batch", 12, parallel=False), _op("prefetch", 13))]
+    planned = {c.knob: c for c in script.plan(r, only=("workers", "cache")).changes}
+    assert planned["workers"].settings == {"parallel_calls": True} and "map at line 10" in planned["workers"].line
+    assert planned["cache"].settings == {"cache": True, "cache_at": "/w/train.py:10"}
+    assert "the map at train.py:10 made its first elements the same in two passes, 1,000 elements" in \
+        planned["cache"].why
+    r.main.pipeline.insert(0, PipelineOp(**_op("shuffle", 9)))  # the order would be frozen
+    assert "comes after a shuffle" in script._cache(r)
+    r.main.pipeline = [PipelineOp(**_op("map", 11, repeats=False, elements=9))]  # a random augmentation
+    assert "the map at train.py:11 made different elements in two passes" in script._cache(r)
+    r.main.pipeline = [PipelineOp(**_op("map", 10, parallel=True, repeats=True, endless=True))]
+    assert "makes endless elements" in script._cache(r)
+    assert script._workers(r).startswith("every map and interleave of the pipeline runs in parallel already")
+    r.main.pipeline = []
+    assert "were not seen" in script._cache(r)

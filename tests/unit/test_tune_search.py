@@ -160,9 +160,9 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
     alone in round 1 (no warm baseline before it: what it buys dwarfs a cold run); round 2 runs on
     top of it, each run sized to 5 s of the compiled step (782 steps, not the baseline's 300) and
     priced at that pace (6 s, not the 193 s of the longest run so far). A budget of 700 s holds it:
-    389 s spent by round 2, its candidate and reference at 6 s each, and a final block of one
-    baseline run and the best (the kept path is 3x past the baseline: Outcome.clear). Charged at the
-    longest run, 389 + 2 x 193 + 2 x 193 s would not fit."""
+    389 s spent by round 2, its candidate and reference at 6 s each, and no final block (the kept
+    path is 3x past the baseline: Outcome.clear). Charged at the longest run, 389 + 2 x 193 s would
+    not fit."""
     ran = []
 
     def run(config, name, steps):
@@ -212,24 +212,48 @@ def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
     assert finale.left(fp32, fp32, kept={"mixed_precision"}) is None  # kept it: nothing left to name
 
 
-def test_a_best_far_past_the_baseline_is_closed_by_one_baseline_run():
-    """Outcome.clear: the kept path at 10x (its interval's low end past CLEAR_RATIO) needs one
-    baseline run beside the best to be told from drift: the block runs the best, then the baseline."""
+def test_a_best_far_past_the_baseline_runs_no_final_block():
+    """Outcome.clear: the kept path at 10x (its interval's low end past CLEAR_RATIO) is no host's
+    drift: the final block runs nothing but the patched copy, and the best's own run is set
+    against round 1's baseline run; the budget keeps back only the copy."""
     from gpuscout.tune import finale
 
     ran = []
 
-    def run(config, name, steps):
+    def run(config, name, steps, command=None):
         ran.append(name)
         return record(10000.0 if config.changes else 1000.0)
 
     found = search.search(run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0),
                           search.Budget(3600), 3, STEPS)
     assert found.clear and found.path[0].row["ratio_low"] > search.CLEAR_RATIO
+    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 1  # the copy, with --patch
+    assert search._kept_back(found, 3, search.Budget(3600), STEPS) == []
     del ran[:]
 
     class Session:
         patch = None
 
     final = finale.measure(run, found, Session(), search.Budget(3600), STEPS)
-    assert ran == ["jit_compile (best)", "baseline again"] and final.before is final.after
+    assert ran == [] and final.best is found.path[-1].runs[-1] and final.before is found.path[0].beside[-1]
+    assert final.after is final.before
+    assert "over round 1's baseline run" in finale.summary(found, script.judged(JIT, [final.best], [final.before], BATCH))
+
+
+def test_a_larger_batch_trains_the_samples_of_its_reference():
+    """A candidate k times the batch runs count / k steps (never fewer than MIN_STEPS): the same
+    samples as the reference runs beside it, not k times the time."""
+    steps = search.Steps(32)
+    assert steps.at_samples(2000, 32, 2048) == 32 and steps.at_samples(2000, 32, 128) == 500
+    assert steps.at_samples(2000, 32, 32) == 2000 and steps.at_samples(2000, None, 64) == 2000
+    assert search.Steps(300, fixed=True).at_samples(300, 32, 128) == 300  # --steps: every run as asked
+    big = Change("batch_size_x4", "batch_size", {"batch_size": 4 * BATCH}, "fit", "batch")
+    ran = []
+
+    def run(config, name, steps):
+        ran.append((config.name, steps))
+        return record(2000.0 if config.changes else 1000.0, steps=steps)
+
+    search.search(run, lambda f, k: Plan(changes=[big] if not k else []), record(1000.0), search.Budget(3600), 3,
+                  search.Steps(240))
+    assert ran[:3] == [("baseline", 240), ("batch_size_x4", 60), ("baseline", 240)]

@@ -24,6 +24,7 @@ class Keepable:
     bytes: int | None
     period: int | None  # a generator's; None for a PyDataset (kept by index)
     code: str
+    at: str | None = None  # tf.data: the file:line of the map a cache() goes after
 
 
 def gib(n: int) -> str:
@@ -35,9 +36,10 @@ def gib(n: int) -> str:
 def keepable(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:
     """The batches to keep, or why they cannot be."""
     seen: InputRepeats | None = main.input_repeats
+    if main.input_type == "tf.data":
+        return _keepable_map(main, host_memory_bytes)
     if main.input_type not in ("PyDataset", "generator"):
-        return (f"the input is {main.input_type}: a cache here is the pipeline's own (tf.data: dataset.cache() "
-                "before the random steps)")
+        return f"the input is {main.input_type}: not a PyDataset, a generator or a tf.data pipeline"
     if seen is None:
         return "whether the batches repeat was not checked (a run before gpuscout checked it)"
     if seen.stopped:
@@ -66,6 +68,51 @@ def keepable(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:
                     period=seen.period if seen.order == "stream" else None, code=code)
 
 
+def _keepable_map(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:
+    """A tf.data pipeline's last map (of the script's own calls) whose elements were made twice
+    the same (child/tf_data.py), with no shuffle before it (its order would be frozen) and no
+    cache after it, whose whole output fits: a `.cache()` right after it makes them once (the
+    tf.data guide's "cache after the expensive, deterministic steps")."""
+    ops = main.pipeline
+    if not ops:
+        return "the calls that built the tf.data pipeline were not seen (built in a library, or a record before this)"
+    maps = [i for i, op in enumerate(ops) if op.op == "map"]
+    if not maps:
+        return "the tf.data pipeline has no map of the script's own to cache after"
+    why = None
+    for i in reversed(maps):
+        op = ops[i]
+        where = f"{Path(op.file).name}:{op.line}"
+        if any(o.op == "cache" for o in ops[i + 1:]):
+            return f"the pipeline caches after the map at {where} already"
+        if any(o.op == "shuffle" for o in ops[:i]):
+            why = why or f"the map at {where} comes after a shuffle: a cache would freeze the first epoch's order"
+            continue
+        if op.repeats is None:
+            why = why or f"whether the map at {where} makes the same elements again was not checked" + \
+                (f" ({op.repeats_note})" if op.repeats_note else "")
+            continue
+        if not op.repeats:
+            why = why or (f"the map at {where} made different elements in two passes (random augmentation, or "
+                          "a shuffle before it): keeping them would change what the model sees")
+            continue
+        if op.elements is None:
+            why = why or (f"the map at {where} makes {'endless' if op.endless else 'an unknown number of'} "
+                          "elements: a cache after it would not end")
+            continue
+        size = op.elements * (op.element_bytes or 0)
+        if host_memory_bytes and size > CACHE_MEMORY_SHARE * host_memory_bytes:
+            why = why or (f"the map at {where} repeats, but keeping its {op.elements:,} elements takes {gib(size)}, "
+                          f"more than half of the host's {gib(host_memory_bytes)}")
+            continue
+        return Keepable(evidence=f"the map at {where} made its first elements the same in two passes, "
+                                 f"{op.elements:,} elements of {gib(op.element_bytes or 0)}: keeping them takes "
+                                 f"{gib(size)} of host memory",
+                        bytes=size, period=None, at=f"{op.file}:{op.line}",
+                        code=f"dataset = dataset.map(...).cache()   # {where}: after the map, before what is random")
+    return why
+
+
 FIXES = Path(__file__).resolve().parent.parent / "child" / "fixes.py"
 
 
@@ -76,10 +123,13 @@ def definition(name: str) -> str:
     text = FIXES.read_text()
     for node in ast.parse(text).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-            return ast.get_source_segment(text, node)
+            lines = text.splitlines()[min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1:node.end_lineno]
+            return "\n".join(lines)  # with its decorators, which ast's own segment leaves out
     raise KeyError(name)
 
 
 def cache_code(keep: Keepable) -> str:
     """The lines to write: the definition, then fit given the kept input."""
+    if keep.at:  # tf.data's own cache
+        return keep.code
     return definition("replayed" if keep.period else "CachedBatches") + "\n\n" + keep.code

@@ -150,6 +150,8 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                 samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0,
                 logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
                 callbacks_s=e.get("callbacks_s") or {}))
+        elif kind == "watch_pipeline":
+            fit_of(e).update(pipeline=e.get("ops") or [])
         elif kind == "watch_fit_end":
             fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
                              stopped_by_limit=bool(e.get("stopped_by_limit")), last_loss=e.get("last_loss"),

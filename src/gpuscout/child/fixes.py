@@ -93,3 +93,39 @@ def device_slices(x, y, batch_size):
     while True:
         for i in range(len(xs) // batch_size):
             yield xs[i * batch_size:(i + 1) * batch_size], ys[i * batch_size:(i + 1) * batch_size]
+
+
+
+@keras.saving.register_keras_serializable(package="gpuscout")
+class WarmedUpRate(keras.optimizers.schedules.LearningRateSchedule):
+    """A learning rate (a number or a schedule, which keeps its shape) times `factor`, reached by
+    a linear warm-up from the rate as it was over the first `warmup_steps` steps (Goyal et al.
+    2017, section 2.2); saved and loaded with the model like Keras' own schedules."""
+
+    def __init__(self, rate, factor, warmup_steps):
+        self.rate, self.factor, self.warmup_steps = rate, factor, warmup_steps
+
+    def __call__(self, step):
+        base = self.rate(step) if callable(self.rate) else self.rate
+        ramp = keras.ops.minimum(1.0, keras.ops.cast(step, "float32") / float(max(1, self.warmup_steps)))
+        return base * (1.0 + (self.factor - 1.0) * ramp)
+
+    def get_config(self):
+        rate = keras.optimizers.schedules.serialize(self.rate) if callable(self.rate) else self.rate
+        return {"rate": rate, "factor": self.factor, "warmup_steps": self.warmup_steps}
+
+    @classmethod
+    def from_config(cls, config):
+        rate = config["rate"]
+        rate = keras.optimizers.schedules.deserialize(rate) if isinstance(rate, dict) else rate
+        return cls(rate, config["factor"], config["warmup_steps"])
+
+
+def scaled_learning_rate(optimizer, factor, warmup_steps):
+    """The optimizer's learning rate scaled for a batch made larger (WarmedUpRate), after compile."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's own
+    # the rate as made: Keras keeps a schedule here, where `learning_rate` gives only its value now
+    rate = getattr(optimizer, "_learning_rate", None)
+    if not isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    optimizer.learning_rate = WarmedUpRate(rate, factor, warmup_steps)

@@ -98,9 +98,10 @@ def compile_kwargs(kwargs: dict) -> dict:
     return kwargs
 
 
-def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
     """The input fit reads, changed as asked: a PyDataset's workers, a tf.data dataset's prefetch,
-    a generator drained by a prefetching thread, the batch size of in-memory arrays."""
+    a generator drained by a prefetching thread, the batch size of in-memory arrays (and the
+    model's learning rate scaled for it)."""
     x = args[0] if args else kwargs.get("x")
     kind = type(x)
     changed = x
@@ -122,18 +123,33 @@ def fit_input(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
         changed = read_ahead(changed, int(CHANGES.get("prefetch_depth", 8)))
         applied("prefetch", "the generator read 8 batches ahead by a background thread (read_ahead)")
-    if CHANGES.get("device_batches"):
-        args, kwargs = device_batches(args, kwargs)
     batch = CHANGES.get("batch_size")
-    if batch:
+    if batch:  # before device_batches, which cuts the arrays at fit's batch
         kwargs["batch_size"] = int(batch)
         applied("batch_size", f"model.fit(..., batch_size={int(batch)})")
+        scale_learning_rate(model)
+    if CHANGES.get("device_batches"):
+        args, kwargs = device_batches(args, kwargs)
     if changed is not x:
         if args:
             args = (changed, *args[1:])
         else:
             kwargs["x"] = changed
     return args, kwargs
+
+
+def scale_learning_rate(model) -> None:
+    """The learning rate scaled for the larger batch, warmed up to it (fixes.scaled_learning_rate):
+    what the change's line tells the user to write, measured with it."""
+    factor = CHANGES.get("learning_rate_factor")
+    optimizer = getattr(model, "optimizer", None)
+    if not factor or optimizer is None:
+        return
+    from gpuscout.child.fixes import scaled_learning_rate
+
+    warmup = int(CHANGES.get("warmup_steps") or 1)
+    scaled_learning_rate(optimizer, float(factor), warmup)
+    applied("learning_rate", f"scaled_learning_rate(model.optimizer, {float(factor):g}, warmup_steps={warmup})")
 
 
 def cached(x):

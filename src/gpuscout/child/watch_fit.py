@@ -26,6 +26,7 @@ import time
 
 from gpuscout.child.fit_input import (batch_bytes, batches_per_epoch, input_site, input_type, input_workers,
                                        leading_samples, static_batch_size)
+from gpuscout.child import tf_data
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes
 from gpuscout.core import decisions
@@ -305,6 +306,11 @@ class FitWatch:
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
              last_loss=last_loss(self.last_outputs),
              **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}))
+        if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
+            try:
+                emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS))
+            except Exception as exc:
+                report_failure("reading the tf.data pipeline", exc)
 
 
 # The hooks of a user's callback that run during training (epoch and batch); validation's are

@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 
-from gpuscout.child import tune_overrides
+from gpuscout.child import tf_data, tune_overrides
 from gpuscout.core import steps
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_body_end,
@@ -89,7 +89,7 @@ def patch(model_class) -> None:
             return original(self, *args, **kwargs)
         if tune_overrides.CHANGES:
             try:
-                args, kwargs = tune_overrides.fit_input(args, kwargs)
+                args, kwargs = tune_overrides.fit_input(args, kwargs, self)
             except Exception as exc:
                 report_failure("applying a tune change at fit", exc)
         try:
@@ -143,16 +143,14 @@ def instrument(module) -> None:
         report_failure("instrumenting keras.Model.fit", exc)
 
 
-class KerasFinder(importlib.abc.MetaPathFinder):
-    """Calls `loaded` (instrument) the moment keras' model module has been executed."""
+class LoadedFinder(importlib.abc.MetaPathFinder):
+    """Calls `loaded(module)` the moment the module `target` has been executed."""
 
-    TARGET = "keras.src.models.model"
-
-    def __init__(self, loaded=instrument) -> None:
-        self.loaded = loaded
+    def __init__(self, target: str, loaded) -> None:
+        self.target, self.loaded = target, loaded
 
     def find_spec(self, name, path, target=None):
-        if name != self.TARGET:
+        if name != self.target:
             return None
         sys.meta_path.remove(self)
         try:
@@ -169,6 +167,23 @@ class KerasFinder(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_and_patch
         return spec
+
+
+class KerasFinder(LoadedFinder):
+    """Keras' model module: its Model instrumented (instrument) once it exists."""
+
+    TARGET = "keras.src.models.model"
+
+    def __init__(self, loaded=instrument) -> None:
+        super().__init__(self.TARGET, loaded)
+
+
+def instrument_tf_data(module) -> None:
+    """TensorFlow's dataset module has just been executed: the builders of a pipeline wrapped."""
+    try:
+        tf_data.install(module)
+    except Exception as exc:
+        report_failure("instrumenting tf.data", exc)
 
 
 class CustomSteps:
@@ -228,6 +243,10 @@ def install() -> None:
             instrument(sys.modules[KerasFinder.TARGET])
         else:
             sys.meta_path.insert(0, KerasFinder())
+        if tf_data.TARGET in sys.modules:
+            instrument_tf_data(sys.modules[tf_data.TARGET])
+        else:
+            sys.meta_path.insert(0, LoadedFinder(tf_data.TARGET, instrument_tf_data))
         steps.set_step_handler(CustomSteps())
         atexit.register(on_exit)  # first registered, last run: after the script's own handlers
         # threading's exit hooks run when the script's code has, before any atexit handler

@@ -59,6 +59,22 @@ class CallSite(Part):
     name: str | None = None  # the function's name (input sites)
 
 
+class PipelineOp(Part):
+    """One call of the script's own that built the tf.data dataset fit was given
+    (child/tf_data.py), in the order made: where it is, and for a map, whether its elements repeat
+    (what a cache after it needs)."""
+
+    op: str  # map, interleave, batch, shuffle, cache, prefetch, repeat, ...
+    file: str
+    line: int
+    parallel: bool | None = None  # map/interleave/batch: num_parallel_calls given
+    repeats: bool | None = None  # a map's first elements made twice were the same (None: not checked)
+    repeats_note: str | None = None  # why the check could not be made
+    elements: int | None = None  # a map's output's cardinality (None: not known, or endless)
+    endless: bool = False  # ... it has no end (a repeat() before it)
+    element_bytes: int | None = None
+
+
 class InputRepeats(Part):
     """Whether the batches a Python input made repeat (child/input_repeats.py): for a PyDataset
     (`order` "epoch"), each later epoch's batches against the first's; for a generator ("stream"),
@@ -142,6 +158,7 @@ class WatchedFit(Part):
     optimizer: str | None = None  # the optimizer's class (Adam, SGD, LossScaleOptimizer(Adam), ...)
     learning_rate: float | None = None  # its initial learning rate, where it is a number
     input_repeats: InputRepeats | None = None
+    pipeline: list[PipelineOp] = Field(default_factory=list)  # a tf.data input: the script's calls that built it
     sites: dict[Literal["fit", "compile", "input"], CallSite] = Field(default_factory=dict)
     windows: list[WatchWindow] = Field(default_factory=list)
     epochs: list[WatchEpoch] = Field(default_factory=list)

@@ -17,18 +17,19 @@ from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import patch as patches
 from gpuscout.tune import script
+from gpuscout.tune import search
 from gpuscout.tune.search import Budget, Config, Outcome, Steps
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
 # between them, with --patch).
-FINAL_RUNS = 3
+FINAL_RUNS = search.FINAL_RUNS
 # A remainder worth saying: the best setting still waits on input or the host this share of the time
 LEFT_SHARE = INPUT_HIGHLY  # 20%
 
 
 @dataclass
 class Final:
-    before: WatchRecord | None  # the baseline before the best (None while it runs: Outcome.clear), then set
+    before: WatchRecord | None  # the baseline run before the best (round 1's: Outcome.clear)
     after: WatchRecord | None
     best: WatchRecord | None = None
     copy: WatchRecord | None = None
@@ -39,13 +40,20 @@ class Final:
 def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final:
     """baseline, best, [patched copy], baseline: every comparison with the two baseline runs, the
     baseline at its own count of steps and the best at the one its round ran (their speeds
-    compare as samples/s; their losses were compared in the rounds, at equal steps). One change
-    kept in round 1 was already judged against the baseline runs beside it: where the budget has
-    no room for the whole block, that judgement stands (the copy, if any, is run after the last of
-    those baseline runs, and the baseline again after it)."""
+    compare as samples/s; their losses were compared in the rounds, where they compare). One
+    change kept in round 1 was already judged against the baseline runs beside it: where the
+    budget has no room for the whole block, that judgement stands (the copy, if any, is run after
+    the last of those baseline runs, and the baseline again after it). A path kept CLEAR_RATIO past
+    the baseline runs no block: its best's latest run against round 1's baseline run."""
     best_steps = found.path[-1].steps if found.path else steps.base
-    block = [budget.cost("baseline", steps.base)] * (1 if found.clear else 2) + \
-        [budget.cost(found.best.name, best_steps)] * (1 + bool(session.patch))
+    if found.path and found.clear:
+        kept = found.path[0].beside[-1]  # round 1's reference is the baseline
+        final = Final(before=kept, after=kept, best=found.path[-1].runs[-1])
+        if session.patch is not None:
+            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
+        return final
+    block = [budget.cost("baseline", steps.base)] * 2 + [budget.cost(found.best.name, best_steps)] * \
+        (1 + bool(session.patch))
     if len(found.path) == 1 and not budget.allows(block):
         kept = found.path[0]
         final = Final(before=kept.beside[-1], after=kept.beside[-1])
@@ -53,18 +61,14 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
             final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
             final.after = run(Config(), "baseline again", kept.steps)
         return final
-    if found.path and found.clear:  # the best, then the baseline once (Outcome.clear)
-        final = Final(before=None, after=None, best=run(found.best, f"{found.best.name} (best)", best_steps))
-    else:
-        before = run(Config(), "baseline again", steps.base)
-        final = Final(before=before, after=before)
-        if not found.path:  # nothing to compare: once is enough to see whether the host drifted
-            return final
-        final.best = run(found.best, f"{found.best.name} (best)", best_steps)
+    before = run(Config(), "baseline again", steps.base)
+    final = Final(before=before, after=before)
+    if not found.path:  # nothing to compare: once is enough to see whether the host drifted
+        return final
+    final.best = run(found.best, f"{found.best.name} (best)", best_steps)
     if session.patch is not None:
         final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
     final.after = run(Config(), "baseline again", steps.base)
-    final.before = final.before or final.after
     return final
 
 
@@ -185,4 +189,6 @@ def summary(found: Outcome, best: dict | None) -> str:
     if best is None or best.get("ratio") is None:
         return f"kept {path}"
     interval = f" [{best['ratio_low']:.2f}-{best['ratio_high']:.2f}]" if best.get("ratio_low") is not None else ""
-    return f"{path}: {best['ratio']:.2f}x{interval} over the baseline run beside it ({best.get('verdict')})"
+    against = "round 1's baseline run (too far past it for drift to matter)" if found.clear else \
+        "the baseline run beside it"
+    return f"{path}: {best['ratio']:.2f}x{interval} over {against} ({best.get('verdict')})"

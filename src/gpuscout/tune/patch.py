@@ -106,6 +106,15 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         text = _original(path, originals)
         return [(path, insert_after_imports(text, f"keras.mixed_precision.set_global_policy({settings[knob]!r})  "
                                                   "# gpuscout tune: before the model is built", need_keras=True))]
+    if knob == "workers" and settings.get("parallel_calls"):
+        return _parallel_call_edits(baseline, root, originals)
+    if knob == "cache" and settings.get("cache_at"):
+        file, _, line = settings["cache_at"].rpartition(":")
+        path, line = _site({"map": CallSite(file=file, line=int(line))}, "map", root, "mapped its dataset")
+        text = _original(path, originals)
+        call = _call_at(text, line, "map")
+        end = _at(text, _offsets(text), call.end_lineno, call.end_col_offset)
+        return [(path, [(end, end, ".cache()", next(_order))])]
     if knob == "workers":
         path, line = _site(sites, "input", root, "defined its PyDataset")
         text = _original(path, originals)
@@ -116,7 +125,8 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
     if knob == "batch_size":
         path, line = _site(sites, "fit", root, "called fit")
         text = _original(path, originals)
-        return [(path, set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))}))]
+        return [(path, set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))})),
+                *_rate_edits(settings, sites, root, originals)]
     if knob in ("cache", "prefetch"):
         path, line = _site(sites, "fit", root, "called fit")
         text = _original(path, originals)
@@ -133,6 +143,33 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
     if knob == "data_parallel":
         return _data_parallel_edits(settings, sites, baseline, root, originals)
     raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
+
+
+def _parallel_call_edits(baseline: WatchRecord, root: Path, originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+    """num_parallel_calls=tf.data.AUTOTUNE in each map and interleave the script left sequential,
+    where the baseline's run saw it called (record.watch.PipelineOp), with TensorFlow by the name
+    the file imports it as."""
+    out: dict[Path, list[Edit]] = {}
+    for op in baseline.main.pipeline:
+        if op.op not in ("map", "interleave") or op.parallel is not False:
+            continue
+        path, line = _site({"op": CallSite(file=op.file, line=op.line)}, "op", root, f"called {op.op}")
+        text = _original(path, originals)
+        value = f"{_tensorflow_name(text)}.data.AUTOTUNE"
+        out.setdefault(path, []).extend(set_keywords(text, _call_at(text, line, op.op), {"num_parallel_calls": value}))
+    if not out:
+        raise NotLocated("no sequential map or interleave of the script's own was seen")
+    return list(out.items())
+
+
+def _tensorflow_name(text: str) -> str:
+    """The name a file imports TensorFlow by (`import tensorflow as tf`: tf), wherever it does."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "tensorflow":
+                    return alias.asname or "tensorflow"
+    raise NotLocated("the file does not import tensorflow by name: tf.data.AUTOTUNE cannot be written")
 
 
 # TensorFlow fixes its devices when a strategy is made: after the script's own device settings
@@ -154,7 +191,42 @@ def _data_parallel_edits(settings: dict, sites: dict, baseline: WatchRecord, roo
         edits = insert_after_imports(text, DATA_PARALLEL_LINE, need_keras=True)
     if "batch_size" in settings:
         edits += set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings["batch_size"]))})
-    return [(path, edits)]
+    return [(path, edits), *_rate_edits(settings, sites, root, originals)]
+
+
+def _rate_edits(settings: dict, sites: dict, root: Path, originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+    """The learning rate scaled for a larger batch, as the runs trained it: after the statement
+    that compiled the model (the optimizer exists from there), on that model's optimizer."""
+    factor = settings.get("learning_rate_factor")
+    if not factor:
+        return []
+    path, line = _site(sites, "compile", root, "compiled the model")
+    text = _original(path, originals)
+    call = _call_at(text, line, "compile")
+    model = ast.get_source_segment(text, call.func.value) if isinstance(call.func, ast.Attribute) else None
+    if not model:
+        raise NotLocated("compile is not called on a model by name: where its optimizer is cannot be read")
+    code = f"scaled_learning_rate({model}.optimizer, {factor:g}, warmup_steps={int(settings['warmup_steps'])})"
+    return [(path, after_statement(text, call, code + "  # gpuscout tune: the rate for the larger batch")
+             + insert_after_imports(text, definition("WarmedUpRate"), need_keras=True, name="WarmedUpRate")
+             + insert_after_imports(text, definition("scaled_learning_rate"), need_keras=True,
+                                    name="scaled_learning_rate"))]
+
+
+def after_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` as a statement of its own after the one that holds `call`, at its indentation."""
+    holders = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt) and
+               not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
+                                  ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith))
+               and n.lineno <= call.lineno and (n.end_lineno or n.lineno) >= (call.end_lineno or call.lineno)]
+    if not holders:
+        raise NotLocated(f"the compile call on line {call.lineno} is not a statement of its own")
+    statement = max(holders, key=lambda n: n.lineno)
+    starts = _offsets(text)
+    where = starts[statement.end_lineno]
+    indent = " " * statement.col_offset
+    glue = "" if text[:where].endswith("\n") else "\n"
+    return [(where, where, f"{glue}{indent}{code}\n", next(_order))]
 
 
 def _after_device_settings(text: str, code: str) -> list[Edit]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis import repeats
 from gpuscout.analysis.compare import contrast
+from gpuscout.analysis.untimed import STARVED_UTIL_PCT
 from gpuscout.analysis.verdict import BF16_CC, FP16_CC, INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_STEP_SHARE
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
@@ -116,12 +117,19 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
     if (baseline.input_wait_share or 0) >= INPUT_HIGHLY:  # the input caps the step: its fixes first, the
         # one that removes the work (cache) before the ones that spread it, as a budget may end a round
         out.changes.sort(key=lambda c: INPUT_FIRST.index(c.knob) if c.knob in INPUT_FIRST else len(INPUT_FIRST))
+    elif baseline.gpu_idle_share is not None and 1 - baseline.gpu_idle_share < STARVED_UTIL_PCT / 100:
+        # a GPU idle most of the time waits on the host's calls, not the input: more work per call first
+        out.changes.sort(key=lambda c: MORE_WORK_FIRST.index(c.knob) if c.knob in MORE_WORK_FIRST else
+                         len(MORE_WORK_FIRST))
     if baseline.verdict and baseline.verdict[0].code == "devices_unused":  # the idle devices the largest saving:
         out.changes.sort(key=lambda c: c.knob != "data_parallel")  # spread first, before a --budget ends the round
     return out
 
 
 INPUT_FIRST = ("cache", "device_batches", "workers", "prefetch")
+# A compiled step of a small batch left the H100 idle 70-80% of the time (the debugging-settings
+# ViT, docs/benchmarks.md): the largest batch tried first, where a budget may end the round
+MORE_WORK_FIRST = ("jit_compile", "batch_size", "steps_per_execution", "device_batches")
 
 
 def _jit(r: WatchRecord) -> list[Change] | str:
@@ -189,6 +197,8 @@ def _waiting_pydataset(r: WatchRecord) -> str | None:
 
 def _workers(r: WatchRecord) -> list[Change] | str:
     main = r.main
+    if main.input_type == "tf.data":
+        return _parallel_calls(r)
     reason = _waiting_pydataset(r)
     if reason:
         return reason
@@ -206,12 +216,33 @@ def _workers(r: WatchRecord) -> list[Change] | str:
             for kind in ("threads", "processes")]
 
 
+def _parallel_calls(r: WatchRecord) -> list[Change] | str:
+    """A tf.data pipeline's maps and interleaves that the script left sequential, run with
+    num_parallel_calls=tf.data.AUTOTUNE where it wrote them (child/tf_data.py): the guide's
+    "parallelize the map transformation", its workers."""
+    reason = _waits(r)
+    if reason:
+        return reason
+    ops = r.main.pipeline
+    if not ops:
+        return "the calls that built the tf.data pipeline were not seen (built in a library, or a record before this)"
+    serial = [op for op in ops if op.op in ("map", "interleave") and op.parallel is False]
+    if not serial:
+        return "every map and interleave of the pipeline runs in parallel already (num_parallel_calls)"
+    where = ", ".join(f"{op.op} at line {op.line}" for op in serial)
+    return [Change("parallel_calls", "workers", {"parallel_calls": True},
+                   f"dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE)   # {where}",
+                   f"{r.input_wait_share:.0%} of the time waiting for the next batch; {where} run one element "
+                   "at a time")]
+
+
 def _cache(r: WatchRecord) -> list[Change] | str:
     reason = _waits(r)
     keep = repeats.keepable(r.main, r.env.host_memory_bytes)
     if isinstance(keep, str) or reason:
         return reason or keep
-    settings = {"cache": True, **({"period": keep.period} if keep.period else {})}
+    settings = {"cache": True, **({"period": keep.period} if keep.period else {}),
+                **({"cache_at": keep.at} if keep.at else {})}
     return [Change("cache", "cache", settings, repeats.cache_code(keep),
                    f"{keep.evidence}, and the loop waited {r.input_wait_share:.0%} of the time")]
 
@@ -248,26 +279,107 @@ def _fit_batches(main) -> bool:
 
 
 def _batch(r: WatchRecord, script_batch: int | None = None) -> list[Change] | str:
-    """Twice and four times the batch the run trained with, where memory allows (a setting that
-    is a larger batch already gets the next ones: search.REPEATABLE), named by their factor over
-    the script's own batch."""
+    """Larger batches, as far as memory and the data allow (batch_factors), each with the learning
+    rate scaled for it (learning_rate): a setting that is a larger batch already gets the next
+    ones (search.REPEATABLE). Named by their factor over the script's own batch."""
     main = r.main
     if not _fit_batches(main):
         return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"
-    factors = [2, 4]
+    most = _most_batch_factor(r)
+    if isinstance(most, str):
+        return most
+    base = script_batch or main.batch_size
+    out = []
+    for f in batch_factors(most):
+        batch = main.batch_size * f
+        rate = learning_rate(main, batch / base, _epoch_steps(main, batch))
+        out.append(Change(f"batch_size_x{batch // base}", "batch_size", {"batch_size": batch, **rate.settings},
+                          f"model.fit(..., batch_size={batch})" + rate.line,
+                          f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)"))
+    return out
+
+
+# A batch is enlarged in one round by these factors at most (the larger a factor, the fewer rounds
+# reach the batch a compiled step needs: a small ViT left at batch 32 ran 3.2x faster at 1,024 than
+# at 128, H100, docs/benchmarks.md); the next round refines from the winner (x2, x4 of it).
+BATCH_FACTORS = (4, 16, 64)
+# Steps an epoch keeps at the largest batch tried: fewer, and an epoch's end (its callbacks,
+# validation, Keras' iterator made again) is a larger share of the time than at the script's batch
+MIN_EPOCH_STEPS = 16
+
+
+def batch_factors(most: int) -> list[int]:
+    """The factors tried in one round, up to `most`: BATCH_FACTORS, and `most` itself where it
+    falls between them (x2 where nothing larger fits)."""
+    if most < 2:
+        return []
+    found = {f for f in BATCH_FACTORS if f <= most} | {min(most, BATCH_FACTORS[-1])}
+    return sorted(found)
+
+
+def _most_batch_factor(r: WatchRecord) -> int | str:
+    """The largest power-of-two factor of the run's batch that fits the GPU's memory (memory grows
+    at most in proportion to the batch: the weights' share does not) and keeps MIN_EPOCH_STEPS
+    steps an epoch; a reason where not even x2 does."""
+    main = r.main
+    most = 2 ** 20
     if r.gpu is not None:
         peak, total = main.peak_memory_bytes, r.gpu.memory_total_bytes
         if not peak or not total:
             return "the run's peak memory is not known: no batch is promised to fit"
-        # memory grows at most in proportion to the batch (the weights' share does not grow)
-        factors = [f for f in factors if peak * f <= BATCH_MEMORY_SHARE * total]
-        if not factors:
+        most = int(BATCH_MEMORY_SHARE * total // peak)
+        if most < 2:
             return f"twice the batch would not fit ({peak * 2 / 2**30:.1f} GiB of {total / 2**30:.0f} GiB)"
-    base = script_batch or main.batch_size
-    return [Change(f"batch_size_x{main.batch_size * f // base}", "batch_size", {"batch_size": main.batch_size * f},
-                   f"model.fit(..., batch_size={main.batch_size * f})   # and the learning rate "
-                   f"x{main.batch_size * f // base} (linear scaling rule, Goyal et al. 2017)",
-                   f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)") for f in factors]
+    samples = _epoch_samples(main)
+    if samples:
+        most = min(most, samples // (MIN_EPOCH_STEPS * main.batch_size))
+        if most < 2:
+            return (f"an epoch holds {samples:,} samples: a batch of {2 * main.batch_size} would leave fewer than "
+                    f"{MIN_EPOCH_STEPS} steps an epoch")
+    return 2 ** int(math.log2(most))
+
+
+def _epoch_samples(main) -> int | None:
+    return main.steps_per_epoch * main.batch_size if main.steps_per_epoch and main.batch_size else None
+
+
+def _epoch_steps(main, batch: int) -> int | None:
+    samples = _epoch_samples(main)
+    return max(1, samples // batch) if samples else None
+
+
+@dataclass(frozen=True)
+class Rate:
+    settings: dict  # learning_rate_factor and warmup_steps, for child/tune_overrides.py
+    line: str  # what the changed line says of it
+
+
+# Optimizers whose update is the gradient times the rate: the linear scaling rule (Goyal et al.
+# 2017). Adaptive ones (Adam, AdamW, RMSprop, Lion, ...) scale by the square root (Malladi et al.
+# 2022, "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms"): a linear x32 on AdamW's
+# 1e-3 is a rate no transformer trains at.
+LINEAR_RATE_OPTIMIZERS = ("SGD",)
+
+
+def learning_rate(main, factor: float, warmup_steps: int | None) -> Rate:
+    """The learning rate for a batch `factor` times the script's: scaled by the rule for its
+    optimizer, reached by a linear warm-up over one epoch of the new batch (Goyal et al. 2017,
+    section 2.2, warm up from the rate as it was), as the measured runs train it and the patch
+    writes it (child/fixes.py scaled_learning_rate)."""
+    if factor <= 1:
+        return Rate({}, "")
+    optimizer = main.optimizer
+    if not optimizer:
+        return Rate({}, "   # the optimizer was not seen: scale its learning rate for the batch yourself")
+    inner = optimizer.split("(")[-1].rstrip(")")
+    linear = inner in LINEAR_RATE_OPTIMIZERS
+    scale = factor if linear else math.sqrt(factor)
+    warmup = warmup_steps or 1
+    rule = "x the batch's factor: the linear scaling rule, Goyal et al. 2017" if linear else \
+        f"x the square root of the batch's factor for {inner}: Malladi et al. 2022"
+    return Rate({"learning_rate_factor": round(scale, 4), "warmup_steps": warmup},
+                f"   # and the learning rate x{scale:.3g} ({rule}), warmed up over {warmup} steps "
+                f"(scaled_learning_rate)")
 
 
 def _data_parallel(r: WatchRecord) -> list[Change] | str:
@@ -288,10 +400,12 @@ def _data_parallel(r: WatchRecord) -> list[Change] | str:
                   code + f"\n# the global batch as it is: each device computes 1/{devices} of it", why)]
     if _fit_batches(main):
         bigger = main.batch_size * devices
-        out.append(Change("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": bigger},
+        rate = learning_rate(main, devices, _epoch_steps(main, bigger))
+        out.append(Change("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": bigger,
+                                                                    **rate.settings},
                           f"{code}\nmodel.fit(..., batch_size={bigger})   # {devices} x {main.batch_size}: "
-                          f"each device the batch one had",
-                          f"{why}; the global batch {devices} times larger: {devices_analysis.LEARNING_RATE_NOTE}"))
+                          f"each device the batch one had" + rate.line.replace("   # and", ";", 1),
+                          f"{why}; the global batch {devices} times larger, the learning rate scaled for it"))
     return out
 
 
@@ -306,8 +420,9 @@ def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
 
 
 def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
-    """Why a change's training is not healthy at equal steps, or None. Losses after different
-    counts of steps say nothing of each other (the final block runs the baseline at its count and
+    """Why a change's training is not healthy, or None: its loss clearly worse than the baseline's
+    where the two compare (loss_point), or not finite. Losses after different counts of steps at
+    the same batch say nothing of each other (the final block runs the baseline at its count and
     the best at its round's): then only a loss that is not finite is said."""
     loss, base = (r.main.last_loss if r.main else None), (baseline.main.last_loss if baseline.main else None)
     if loss is None or (not math.isfinite(loss) and base is not None and not math.isfinite(base)):
@@ -317,9 +432,39 @@ def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
     if not math.isfinite(loss):
         return f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})" if base is not None \
             else f"the loss is {loss}"
-    if base is not None and math.isfinite(base) and loss > base * LOSS_WORSE_RATIO and loss - base > LOSS_WORSE_ABSOLUTE:
-        return f"the loss is {loss:.4g} after {r.main.steps} steps against the baseline's {base:.4g}"
+    point = loss_point(r, baseline)
+    if point is None:
+        return None
+    value, base, where = point
+    if value > base * LOSS_WORSE_RATIO and value - base > LOSS_WORSE_ABSOLUTE:
+        return f"the loss is {value:.4g} {where} against the baseline's {base:.4g}"
     return None
+
+
+def loss_point(r: WatchRecord, baseline: WatchRecord) -> tuple[float, float, str] | None:
+    """(the run's loss, the baseline's, where they were read) where the two compare: at equal
+    steps of the same batch; for a larger batch, at the end of the run's first window that had
+    seen as many samples as the baseline's whole run (issue 60: after equal steps a batch twice as
+    large has seen twice the samples, and a loss read there is not the same training). Keras'
+    loss is its mean over the epoch so far: at equal samples the two means cover the same share
+    of an epoch. None where they do not compare."""
+    main, other = r.main, baseline.main
+    if main is None or other is None or other.last_loss is None or not math.isfinite(other.last_loss):
+        return None
+    if (main.batch_size or 0) <= (other.batch_size or 0) or not other.samples:
+        if main.steps != other.steps or main.last_loss is None:
+            return None
+        return main.last_loss, other.last_loss, f"after {main.steps} steps"
+    point, seen = None, main.samples
+    for window in reversed(main.windows):  # the samples seen at each window's end, latest first
+        if seen < other.samples:
+            break
+        if window.loss is not None and math.isfinite(window.loss):
+            point = (window.loss, seen)
+        seen -= window.samples or 0
+    if point is None:
+        return None
+    return point[0], other.last_loss, f"after {point[1]:,} samples (the baseline's run: {other.samples:,})"
 
 
 def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> dict:

@@ -44,10 +44,14 @@ PACE_FIRST = ("jit_compile",)
 REPEATABLE = ("batch_size",)
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
-# What the final block runs when no change won: the baseline once more (tune/finale.py)
+# The final block (tune/finale.py): the baseline, the best setting, the baseline again
+FINAL_RUNS = 3
+# What it runs when no change won: the baseline once more
 CLOSING_RUNS = 1
-# A best this many times the baseline (its intervals' low ends) is told from a host's drift (a few
-# percent, NOISY_SHARE's tenth at most) by one baseline run beside it, not two
+# A best this many times the baseline (its intervals' low ends) is not told from a host's drift (a
+# few percent, NOISY_SHARE's tenth at most) by runs taken together: the final block runs none, and
+# the best's own run is set against the baseline's run of round 1 (issue 60: on an H100 the ViT left
+# op by op spent 30 s on each baseline run, a twelfth of the session, to confirm a 600x)
 CLEAR_RATIO = 3.0
 
 
@@ -167,8 +171,8 @@ class Outcome:
     @property
     def clear(self) -> bool:
         """The changes kept are faster than the baseline by so much (the product of their intervals'
-        low ends, CLEAR_RATIO or more) that one baseline run after the best tells it from drift:
-        the final block runs no baseline before it."""
+        low ends, CLEAR_RATIO or more) that no drift of the host between runs could make it: the
+        final block runs no baseline, and the best's latest run is set against round 1's."""
         return math.prod(t.row.get("ratio_low") or 1.0 for t in self.path) >= CLEAR_RATIO
 
 
@@ -192,6 +196,16 @@ class Steps:
         if self.fixed or pace is None or not pace.step_s:
             return self.base
         return max(self.base, math.ceil(script.ROUND_TRAINING_S / pace.step_s))
+
+    def at_samples(self, count: int, reference_batch: int | None, batch: int | None) -> int:
+        """A candidate's steps: its reference's `count`, or for a batch k times larger count / k
+        (never fewer than MIN_STEPS): the same samples, so about the same time where the step
+        grows with the batch (a batch of 2,048 at a round of 2,000 steps sized to batch 32 would
+        train for minutes), and its loss read after the samples its reference's runs saw
+        (script.loss_point)."""
+        if self.fixed or not reference_batch or not batch or batch <= reference_batch:
+            return count
+        return max(script.MIN_STEPS, math.ceil(count * reference_batch / batch))
 
 
 def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reserve: int, steps: Steps) -> Outcome:
@@ -267,8 +281,9 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
         if not budget.allows([budget.cost(reference.name, count)] * 2 + _kept_back(out, reserve, budget, steps)):
             out.skipped.append(Skip(change.knob, f"{config.name}: the --budget was spent"))
             continue
-        trial = Trial(number, change, config, reference, count)
-        trial.runs.append(_ran(run, trial.config, trial.config.name, budget, count, out))
+        own = steps.at_samples(count, _batch_of(reference, batch), _batch_of(config, batch))
+        trial = Trial(number, change, config, reference, own)
+        trial.runs.append(_ran(run, trial.config, trial.config.name, budget, own, out))
         trials.append(trial)
         out.trials.append(trial)
         waiting.append(trial)
@@ -279,17 +294,23 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
     return trials
 
 
+def _batch_of(config: Config, script_batch: int | None) -> int | None:
+    return config.settings.get("batch_size") or script_batch
+
+
 def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list[float]:
     """What the final block will cost: all of `reserve` runs once a change is winning or may be (a
     candidate measured and waiting for the reference run after it: three share one, so their
     verdicts come late), else the closing baseline alone. Its baseline runs are priced at the
     baseline's pace and count, the best (and the patched copy) at the leading setting's."""
     winning = out.path or any(t.faster or not t.beside for t in out.trials)
-    runs = (reserve - out.clear) if winning else min(reserve, CLOSING_RUNS)
     base = budget.cost("baseline", steps.base)
     leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or not t.beside), None)
     best = budget.cost(leading.config.name, leading.steps) if leading else base
-    baselines = min(runs, 1 if out.clear else 2)
+    if out.clear:  # the patched copy alone (Outcome.clear)
+        return [best] * max(0, reserve - FINAL_RUNS)
+    runs = reserve if winning else min(reserve, CLOSING_RUNS)
+    baselines = min(runs, 2)
     return [base] * baselines + [best] * max(0, runs - baselines)
 
 

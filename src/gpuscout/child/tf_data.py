@@ -1,0 +1,137 @@
+"""A script's tf.data pipeline as the script built it, and tune's changes made where it built it.
+
+When TensorFlow's dataset module loads, the methods a pipeline is built with (`map`,
+`interleave`, `batch`, `shuffle`, `cache`, `prefetch`, ...) are wrapped: each call made from the
+script's own code (not TensorFlow's or Keras') is remembered with its file and line, and every
+dataset knows the chain of such calls that made it. `fit` then reports the chain of the dataset it
+was given (`chain_of`), and the first baseline of a tune session checks, for each `map`, whether
+the elements it makes repeat (`check_repeats`: the prefix up to it iterated twice), which is
+what a `cache()` after it needs (a random augmentation, or a shuffle before it, would be frozen).
+
+Under `gpuscout tune -- COMMAND` the same wrappers apply the tf.data changes where the script
+wrote the calls (the TensorFlow guide's, "Better performance with the tf.data API"):
+`parallel_calls` (a map or interleave left sequential runs with
+num_parallel_calls=tf.data.AUTOTUNE) and `cache_at` (a `.cache()` right after the map at that
+file:line). What the patch writes is the same: tune/patch.py.
+
+Only the standard library, TensorFlow and numpy are imported here, TensorFlow only once loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+
+from gpuscout.child.tune_overrides import CHANGES, applied
+
+TARGET = "tensorflow.python.data.ops.dataset_ops"
+# The calls remembered: what shapes a pipeline's cost (the rest pass their chain on unchanged)
+BUILDERS = ("map", "interleave", "batch", "padded_batch", "unbatch", "shuffle", "cache", "prefetch", "repeat",
+            "filter", "take", "skip", "with_options", "apply", "rebatch")
+# Where a builder takes num_parallel_calls among its positional arguments
+PARALLEL_AT = {"map": 1, "interleave": 3, "batch": 2}
+# Elements of a map's output compared between two passes: what tells a deterministic step from a
+# random one (two passes of a random augmentation differ in their first element)
+REPEAT_CHECKED = 4
+# Packages whose calls are not the script's own: TensorFlow's and Keras' data adapters build maps
+# of their own, and gpuscout's fixes wrap the dataset fit is given
+NOT_THE_SCRIPTS = (f"{os.sep}tensorflow{os.sep}", f"{os.sep}keras{os.sep}", f"{os.sep}gpuscout{os.sep}",
+                   f"{os.sep}tf_keras{os.sep}")
+
+_chains: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # dataset -> [op, ...]
+
+
+def _site() -> tuple[str, int] | None:
+    """The script's own frame that called the builder, or None where TensorFlow, Keras or
+    gpuscout did (two frames up: past the wrapper)."""
+    frame = sys._getframe(2)
+    name = frame.f_code.co_filename
+    if any(part in name for part in NOT_THE_SCRIPTS) or name.startswith("<frozen"):
+        return None
+    return name, frame.f_lineno
+
+
+def install(module) -> None:
+    """TensorFlow's dataset module has just been executed: its builders wrapped."""
+    dataset = module.DatasetV2
+    for name in BUILDERS:
+        method = dataset.__dict__.get(name)
+        if method is not None and not getattr(method, "_gpuscout_wrapped", False):
+            setattr(dataset, name, _wrapped(name, method))
+
+
+def _wrapped(name: str, method):
+    def builder(self, *args, **kwargs):
+        site = _site()
+        given = kwargs.get("num_parallel_calls", args[PARALLEL_AT[name]] if len(args) > PARALLEL_AT.get(name, 99)
+                           else None)
+        if site is not None and name in ("map", "interleave") and CHANGES.get("parallel_calls") and given is None:
+            import tensorflow as tf
+
+            kwargs["num_parallel_calls"] = given = tf.data.AUTOTUNE
+            applied("workers", f"dataset.{name}(..., num_parallel_calls=tf.data.AUTOTUNE) where the script "
+                               f"left it sequential")
+        out = method(self, *args, **kwargs)
+        try:
+            chain = list(_chains.get(self, ()))
+            if site is not None:
+                chain.append({"op": name, "file": site[0], "line": site[1],
+                              "parallel": given is not None if name in ("map", "interleave", "batch") else None,
+                              "dataset": weakref.ref(out)})
+                if name == "map" and CHANGES.get("cache_at") == f"{site[0]}:{site[1]}":
+                    out = out.cache()
+                    applied("cache", f"dataset.map(...).cache() at {os.path.basename(site[0])}:{site[1]}")
+                    chain.append({"op": "cache", "file": site[0], "line": site[1], "parallel": None,
+                                  "dataset": weakref.ref(out)})
+            _chains[out] = chain
+        except TypeError:  # a dataset that cannot be weakly referenced: its chain is not known
+            pass
+        return out
+
+    builder._gpuscout_wrapped = True
+    builder.__wrapped__ = method
+    builder.__doc__ = method.__doc__
+    return builder
+
+
+def chain_of(dataset, check_repeats: bool = False) -> list[dict] | None:
+    """The script's calls that built `dataset`, in order, as the record keeps them (PipelineOp);
+    with `check_repeats`, each map's elements checked to repeat and its output's size. None where
+    the dataset was not built through the wrapped methods."""
+    try:
+        chain = _chains.get(dataset)
+    except TypeError:
+        return None
+    if not chain:
+        return None
+    out = []
+    for op in chain:
+        facts = {k: v for k, v in op.items() if k != "dataset"}
+        made = op["dataset"]()
+        if check_repeats and op["op"] == "map" and made is not None:
+            facts.update(_repeats(made))
+        out.append(facts)
+    return out
+
+
+def _repeats(dataset) -> dict:
+    """Whether a map's output repeats: its first REPEAT_CHECKED elements made twice, compared by
+    digest (child/input_repeats.py), and how many elements it makes (its cardinality: endless, or
+    None where TensorFlow cannot tell) and their bytes."""
+    from gpuscout.child.input_repeats import Unhashable, batch_digest
+
+    import tensorflow as tf
+
+    facts: dict = {"elements": None, "element_bytes": None, "repeats": None}
+    try:
+        count = int(tf.data.experimental.cardinality(dataset).numpy())
+        facts.update(elements=count if count >= 0 else None, endless=count == tf.data.INFINITE_CARDINALITY)
+        passes = [[batch_digest(e) for e in dataset.take(REPEAT_CHECKED).as_numpy_iterator()] for _ in range(2)]
+    except (Unhashable, tf.errors.OpError, TypeError, ValueError) as exc:
+        facts["repeats_note"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return facts
+    first, second = passes
+    facts["repeats"] = bool(first) and [d for d, _ in first] == [d for d, _ in second]
+    facts["element_bytes"] = max((size for _, size in first), default=None)
+    return facts
