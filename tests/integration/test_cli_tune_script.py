@@ -132,7 +132,7 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     assert rows["parallel_calls"]["verdict"] == "faster"  # ten 10 ms sleeps at once
     cache = rows["cache"]
     assert cache["verdict"] == "faster" and cache["ratio_low"] > 3, cache  # 64 batches made once, then kept
-    assert "the map at train.py:81 made its first elements the same in two passes, 64 elements" in cache["why"]
+    assert "the map at train.py:83 made its first elements the same in two passes, 64 elements" in cache["why"]
     assert report["path"][0] == "cache" and report["patched"]["verdict"] == "faster" and report["patched"]["agrees"]
     assert ".batch(64).map(slow).cache().repeat()" in patch.read_text()
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}

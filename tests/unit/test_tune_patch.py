@@ -185,3 +185,16 @@ def test_tf_data_changes_are_written_where_the_pipeline_was_built(tmp_path):
     assert ".map(lambda v: v * 2, num_parallel_calls=tf.data.AUTOTUNE).cache()" in after
     assert "cycle_length=2, num_parallel_calls=tf.data.AUTOTUNE).batch(8)" in after
     ast.parse(after)
+
+
+def test_mixed_precision_is_written_after_the_script_s_own_policy(tmp_path):
+    """A script that sets float32 itself (left in debugging settings) would undo a policy set
+    after its imports: the line goes after its own call."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("m = keras.Sequential", "keras.mixed_precision.set_global_policy('float32')\n"
+                                                            "m = keras.Sequential"))
+    made = patches.make([change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")],
+                        baseline(script), tmp_path)
+    lines = made.texts[script.resolve()][1].splitlines()
+    at = lines.index("keras.mixed_precision.set_global_policy('float32')")
+    assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")

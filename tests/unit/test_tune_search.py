@@ -257,3 +257,30 @@ def test_a_larger_batch_trains_the_samples_of_its_reference():
     search.search(run, lambda f, k: Plan(changes=[big] if not k else []), record(1000.0), search.Budget(3600), 3,
                   search.Steps(240))
     assert ran[:3] == [("baseline", 240), ("batch_size_x4", 60), ("baseline", 240)]
+
+
+def test_more_workers_are_tried_on_top_of_workers_that_won_while_the_input_still_waits():
+    """REPEATABLE: threads kept, the input still waiting a third of the time, the next round plans
+    workers again from the kept run (its processes too), each replacing the one kept."""
+    threads = Change("workers_7_threads", "workers", {"workers": 7, "processes": False}, "", "")
+    processes = Change("workers_8_processes", "workers", {"workers": 8, "processes": True}, "", "")
+    kept = search.Config((CACHE, threads))
+    assert kept.plus(processes).name == "cache+workers_8_processes"
+    assert kept.plus(processes).settings == {"cache": True, "workers": 8, "processes": True}
+    waiting = make_watch_record(events=fit_events(wait_s=0.31, input_type="PyDataset"))
+    waiting.main.input_workers = 7
+    offered = script.plan(waiting, skip=tuple(kept.knobs - set(search.REPEATABLE))).changes
+    assert [c.name for c in offered if c.knob == "workers"] == ["workers_8_threads", "workers_8_processes"]
+
+
+def test_a_kept_run_plans_with_the_tf_data_maps_the_probe_checked():
+    """Only the probe checks whether a map's elements repeat: a later round's plan (a cache after
+    parallel maps were kept) reads the probe's check, matched by the call's file and line."""
+    from gpuscout.record.watch import PipelineOp
+
+    probe, later = record(1000.0), record(2000.0)
+    probe.main.pipeline = [PipelineOp(op="map", file="t.py", line=3, parallel=False, repeats=True, elements=64,
+                                      element_bytes=100)]
+    later.main.pipeline = [PipelineOp(op="map", file="t.py", line=3, parallel=True)]
+    [op] = search._with_repeats(later, probe).main.pipeline
+    assert (op.parallel, op.repeats, op.elements, op.element_bytes) == (True, True, 64, 100)

@@ -181,12 +181,12 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
 
 
 def _stored_baseline(command: list[str], store_path: Path | None):
-    """The latest stored watch of this command that timed its steps (what a dry run plans from),
-    or None."""
+    """The latest stored watch of this command, unchanged (a tune session's runs of a change have
+    the same command), that timed its steps: what a dry run plans from. None where there is none."""
     if not (store_path or default_store_path()).exists():
         return None
     with Store(store_path, readonly=True) as store:
-        stored = [r for r in store.list(kind="watch") if r.command == command and r.windows]
+        stored = [r for r in store.list(kind="watch") if r.command == command and r.windows and r.tune_change is None]
     return max(stored, key=lambda r: r.created_utc, default=None)
 
 

@@ -104,8 +104,12 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
     if knob == "mixed_precision":
         path, _ = _site(sites, "compile", root, "compiled the model")
         text = _original(path, originals)
-        return [(path, insert_after_imports(text, f"keras.mixed_precision.set_global_policy({settings[knob]!r})  "
-                                                  "# gpuscout tune: before the model is built", need_keras=True))]
+        line = f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # gpuscout tune: before the model is built"
+        own = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
+               and _name(n.func) in ("set_global_policy", "set_dtype_policy")]
+        if own:  # after the script's own policy, which would set float32 again
+            return [(path, after_statement(text, max(own, key=lambda n: n.lineno), line))]
+        return [(path, insert_after_imports(text, line, need_keras=True))]
     if knob == "workers" and settings.get("parallel_calls"):
         return _parallel_call_edits(baseline, root, originals)
     if knob == "cache" and settings.get("cache_at"):

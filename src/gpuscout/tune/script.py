@@ -493,6 +493,9 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
                            {k for k in (change.settings if change else {}) if k in CHANGES}) if k not in r.applied]
     if change is not None and missing:
         out.update(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
+    elif change is not None and "mixed_precision" in change.settings and r.main and \
+            r.main.precision_policy in (None, "float32"):  # what fit ran, whatever was set
+        out.update(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
     failed = next((run for run in runs if not run.ok), None)
     if failed is not None or not windows:
         failed = failed or r

@@ -38,10 +38,11 @@ INTERLEAVE = 3
 # measured on an op-by-op step say nothing of the compiled one; issue 60: 211x from jit_compile on a
 # small ViT left op by op, H200).
 PACE_FIRST = ("jit_compile",)
-# Changes tried again on top of themselves while they keep winning: a batch doubled where doubling
-# paid (x2 and x4 stopped a compiled MLP at 0.41 of the batch of 1,024 by hand, issue 60); the
-# later one replaces the earlier in the setting.
-REPEATABLE = ("batch_size",)
+# Changes tried again on top of themselves while they keep winning, the later replacing the earlier
+# in the setting: a larger batch where the last one paid (x2 and x4 stopped a compiled MLP at 0.41
+# of the batch of 1,024 by hand, issue 60), and more workers (or processes) where the input still
+# waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried).
+REPEATABLE = ("batch_size", "workers")
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
 # The final block (tune/finale.py): the baseline, the best setting, the baseline again
@@ -334,7 +335,21 @@ def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out
 
 
 def _with_repeats(record: WatchRecord, probe: WatchRecord) -> WatchRecord:
-    if record.main is None or probe.main is None or record.main.input_repeats is not None:
+    """The kept run's facts with what only the probe checked: whether a Python input's batches
+    repeat, and each tf.data map's elements (matched by the call's file and line)."""
+    if record.main is None or probe.main is None:
         return record
-    main = record.main.model_copy(update={"input_repeats": probe.main.input_repeats})
+    update = {}
+    if record.main.input_repeats is None:
+        update["input_repeats"] = probe.main.input_repeats
+    checked = {(op.op, op.file, op.line): op for op in probe.main.pipeline if op.repeats is not None}
+    if checked and record.main.pipeline:
+        update["pipeline"] = [op.model_copy(update={k: getattr(seen, k) for k in
+                                                    ("repeats", "repeats_note", "elements", "element_bytes",
+                                                     "endless")})
+                              if (seen := checked.get((op.op, op.file, op.line))) and op.repeats is None else op
+                              for op in record.main.pipeline]
+    if not update:
+        return record
+    main = record.main.model_copy(update=update)
     return record.model_copy(update={"fits": [main if f is record.main else f for f in record.fits]})
