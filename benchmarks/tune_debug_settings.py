@@ -8,7 +8,11 @@ fix made by hand, in one call:
 3. the fix by hand, watched the same way: XLA, mixed_bfloat16 and batch 256 (the issue's), and the
    same with batch 1,024.
 
-    python benchmarks/tune_debug_settings.py --out OUTDIR [--budget MINUTES] [--small]
+    python benchmarks/tune_debug_settings.py --out OUTDIR [--budget MINUTES] [--small] [--mlp]
+
+`--mlp`: the issue's CPU case instead, an MLP (64-256-256-2) on 20,000 in-memory samples left at
+batch 16 without XLA; the fix by hand is XLA at batch 256 and 1,024 (float32: a CPU has no
+tensor cores).
 
 Writes the script, tune's report and every run's output under OUTDIR and prints a short table
 last: tune's best against the fix by hand, and its session's wall time.
@@ -53,6 +57,26 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+MLP_SCRIPT = textwrap.dedent('''
+    import os
+    import sys
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    import keras
+    import numpy as np
+
+    # the settings a user debugged with, and left: python mlp_debug.py [JIT] [POLICY] [BATCH]
+    jit = (sys.argv[1] == "xla") if len(sys.argv) > 1 else False
+    batch = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20000, 64)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.Dense(256, activation="relu"), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
+    model.fit(x, y, batch_size=batch, epochs=1000, verbose=0)
+''')
+
+
 def gpuscout(args: list[str], out: Path, name: str, env: dict, timeout: float) -> tuple[dict | None, float]:
     began = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env,
@@ -73,26 +97,28 @@ def main() -> int:
     parser.add_argument("--budget", default=None, help="tune's --budget in minutes [default: tune's own]")
     parser.add_argument("--watch-seconds", type=int, default=25)
     parser.add_argument("--small", action="store_true", help="a one-block model on 2,048 images (a CPU rehearsal)")
+    parser.add_argument("--mlp", action="store_true", help="the issue's CPU case: an MLP at batch 16, no XLA")
     args = parser.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    script = out / "vit_debug.py"
-    script.write_text(SCRIPT)
+    script = out / ("mlp_debug.py" if args.mlp else "vit_debug.py")
+    script.write_text(MLP_SCRIPT if args.mlp else SCRIPT)
+    policy = "float32" if args.mlp else "mixed_bfloat16"
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", **({"SMALL": "1"} if args.small else {}))
     store = str(out / "s.sqlite")
     watch = ["watch", "--json", "--duration", f"{args.watch_seconds}s", "--store", store, "--"]
     rows = {}
     left, _ = gpuscout([*watch, sys.executable, str(script)], out, "as-left", env, 300)
-    rows["as left (no XLA, float32, batch 32)"] = left["runs"][0]["samples_per_s"] if left else None
+    rows[f"as left (no XLA, float32, batch {16 if args.mlp else 32})"] = left["runs"][0]["samples_per_s"] if left else None
     budget = ["--budget", args.budget] if args.budget else []
     report, wall = gpuscout(["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out,
                             "tune", env, 560)
     best = (report or {}).get("best") or {}
     rows["tune's best"] = best.get("samples_per_s")
     for batch in (256, 1024):
-        hand, _ = gpuscout([*watch, sys.executable, str(script), "xla", "mixed_bfloat16", str(batch)], out,
+        hand, _ = gpuscout([*watch, sys.executable, str(script), "xla", policy, str(batch)], out,
                            f"by-hand-{batch}", env, 300)
-        rows[f"by hand: XLA, bf16, batch {batch}"] = hand["runs"][0]["samples_per_s"] if hand else None
+        rows[f"by hand: XLA, {policy}, batch {batch}"] = hand["runs"][0]["samples_per_s"] if hand else None
     print()
     for name, rate in rows.items():
         print(f"{name:40} {rate:12,.0f} samples/s" if rate else f"{name:40} —")

@@ -132,12 +132,22 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     assert rows["parallel_calls"]["verdict"] == "faster"  # ten 10 ms sleeps at once
     cache = rows["cache"]
     assert cache["verdict"] == "faster" and cache["ratio_low"] > 3, cache  # 64 batches made once, then kept
-    assert "the map at train.py:83 made its first elements the same in two passes, 64 elements" in cache["why"]
+    line = next(i for i, text in enumerate(script.read_text().splitlines(), 1) if ".map(slow)" in text)
+    assert f"the map at train.py:{line} made its first elements the same in two passes, 64 elements" in cache["why"]
     assert report["path"][0] == "cache" and report["patched"]["verdict"] == "faster" and report["patched"]["agrees"]
     assert ".batch(64).map(slow).cache().repeat()" in patch.read_text()
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
+    # Keras' debugging mode left on (run_eagerly=True): the step compiled again (a graph: Keras keeps
+    # XLA off on a CPU-only TensorFlow), written into compile, and the copy as fast
+    eager = run_cli("tune", "--json", "--steps", "60", "--only", "jit_compile", "--patch", str(patch), "--force",
+                    "--store", str(store), "--", PY, str(script), "eager", env={**env, "KERAS_BACKEND": "tensorflow"})
+    assert eager.returncode == 0, eager.stderr[-3000:]
+    report = json.loads(eager.stdout)
+    graph = report["rows"][0]
+    assert graph["change"] == "run_eagerly_false" and graph["verdict"] == "faster" and graph["ratio_low"] > 3, graph
+    assert report["patched"]["agrees"] and 'else "auto", run_eagerly=False)' in patch.read_text()
 
 
 @pytest.mark.slow

@@ -198,3 +198,13 @@ def test_mixed_precision_is_written_after_the_script_s_own_policy(tmp_path):
     lines = made.texts[script.resolve()][1].splitlines()
     at = lines.index("keras.mixed_precision.set_global_policy('float32')")
     assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
+
+
+def test_an_eager_model_is_written_compiled(tmp_path):
+    """run_eagerly off in compile, and a debugging line `m.run_eagerly = True` made False."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("m.fit(Slow(), epochs=3)", "m.run_eagerly = True\nm.fit(Slow(), epochs=3)"))
+    made = patches.make([change("jit_compile", "jit_compile", run_eagerly=False, jit_compile=True)], baseline(script),
+                        tmp_path)
+    after = made.texts[script.resolve()][1]
+    assert '"mse", jit_compile=True, run_eagerly=False)' in after and "m.run_eagerly = False\n" in after

@@ -186,3 +186,17 @@ def test_a_tf_data_pipeline_gets_its_maps_parallel_and_a_cache_after_its_last_re
     assert script._workers(r).startswith("every map and interleave of the pipeline runs in parallel already")
     r.main.pipeline = []
     assert "were not seen" in script._cache(r)
+
+
+def test_a_model_left_to_run_eagerly_is_compiled_first():
+    """Keras' debugging mode (run_eagerly=True) compiles nothing: the pace change turns it off, with
+    XLA where Keras would use it (jax, or TensorFlow on a GPU) and as TensorFlow's graph elsewhere."""
+    jax_eager = baseline(input_type="numpy", peak_memory_bytes=2**30)
+    jax_eager.main.run_eagerly = True
+    [first] = [c for c in script.plan(jax_eager).changes if c.knob == "jit_compile"]
+    assert first.settings == {"run_eagerly": False, "jit_compile": True} and first.name == "jit_compile"
+    tf_cpu = baseline(backend="tensorflow", input_type="numpy", gpu=False)
+    tf_cpu.main.run_eagerly = True
+    [graph] = [c for c in script.plan(tf_cpu).changes if c.knob == "jit_compile"]
+    assert graph.name == "run_eagerly_false" and graph.settings == {"run_eagerly": False}
+    assert "model.compile(..., run_eagerly=False)" in graph.line

@@ -284,3 +284,13 @@ def test_a_kept_run_plans_with_the_tf_data_maps_the_probe_checked():
     later.main.pipeline = [PipelineOp(op="map", file="t.py", line=3, parallel=True)]
     [op] = search._with_repeats(later, probe).main.pipeline
     assert (op.parallel, op.repeats, op.elements, op.element_bytes) == (True, True, 64, 100)
+
+
+def test_the_patched_copy_agrees_within_a_host_s_drift_or_its_interval():
+    from gpuscout.tune import finale
+
+    best = {"ratio": 12.97, "ratio_low": 12.36, "ratio_high": 13.33}
+    assert finale._agree(best, {"ratio": 12.0, "ratio_low": 11.9, "ratio_high": 12.1})  # 0.925 of it: drift
+    assert not finale._agree(best, {"ratio": 10.0, "ratio_low": 9.8, "ratio_high": 10.2})  # 0.77, apart
+    assert finale._agree(best, {"ratio": 10.0, "ratio_low": 9.0, "ratio_high": 12.5})  # intervals overlap
+    assert not finale._agree(best, {"ratio": None})

@@ -647,6 +647,12 @@ def test_xla_advice_follows_what_keras_does_on_the_device():
     tf_gpu = make_watch_record(events=fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0), gpus=[H100],
                                samples=[busy(95)])
     assert "xla_off" in [c.code for c in tf_gpu.verdict]
+    # Keras' debugging mode compiles nothing even on a CPU-only TensorFlow: said there too
+    events = fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0)
+    events[1]["run_eagerly"] = True
+    eager = next(c for c in make_watch_record(events=events).verdict if c.code == "xla_off")
+    assert eager.message.startswith("the train step runs eagerly (run_eagerly=True)") and "run_eagerly=False" in \
+        eager.code_snippet
 
 
 def test_memory_is_named_used_or_reserved_and_advice_reads_the_used_figure():

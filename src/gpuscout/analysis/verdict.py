@@ -311,6 +311,13 @@ def _xla_off(r: WatchRecord, main: WatchedFit) -> Cause | None:
     on jax, jit_compile=False runs the step op by op, eagerly, on any device; on tensorflow, Keras
     turns XLA off on a CPU-only machine and under tf.distribute (jit_compile='auto'), and forcing it
     on there loses (keras-io's text classifier: 0.10x of its own fit, docs/benchmarks.md)."""
+    if main.run_eagerly:  # Keras' debugging mode: nothing compiled, on either backend
+        return Cause(code="xla_off", saving_share=None,
+                     message="the train step runs eagerly (run_eagerly=True): op by op in Python, nothing compiled",
+                     evidence=f"model.run_eagerly is True ({main.backend} backend)",
+                     fix="drop run_eagerly=True (Keras' debugging mode) from compile and any `model.run_eagerly = "
+                         "True`; `gpuscout tune` measures the gain",
+                     code_snippet="model.compile(optimizer, loss, run_eagerly=False)")
     if main.jit_compile or main.jit_compile is None:
         return None
     if main.backend == "jax":

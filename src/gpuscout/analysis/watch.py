@@ -138,6 +138,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                                                     "optimizer", "learning_rate")})
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
+                             run_eagerly=bool(e.get("run_eagerly")),
                              devices=e.get("devices"),
                              epochs_planned=e.get("epochs"))
         elif kind == "watch_window":

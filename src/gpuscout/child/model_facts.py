@@ -26,6 +26,7 @@ def model_facts(model, x) -> dict:
              "input_type": input_type(x), "precision_policy": keras.mixed_precision.global_policy().name,
              "compute_dtype": str(getattr(model, "compute_dtype", None)),
              "jit_compile": bool(getattr(model, "jit_compile", False)),
+             "run_eagerly": bool(getattr(model, "run_eagerly", False)),
              "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
              "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None}
     try:

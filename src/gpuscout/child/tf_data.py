@@ -119,9 +119,9 @@ def _repeats(dataset) -> dict:
     """Whether a map's output repeats: its first REPEAT_CHECKED elements made twice, compared by
     digest (child/input_repeats.py), and how many elements it makes (its cardinality: endless, or
     None where TensorFlow cannot tell) and their bytes."""
-    from gpuscout.child.input_repeats import Unhashable, batch_digest
-
     import tensorflow as tf
+
+    from gpuscout.child.input_repeats import Unhashable, batch_digest
 
     facts: dict = {"elements": None, "element_bytes": None, "repeats": None}
     try:

@@ -109,6 +109,8 @@ def _mirrored_at_first_layer() -> None:
 
 
 def compile_kwargs(kwargs: dict) -> dict:
+    if CHANGES.get("run_eagerly") is False:  # before jit: Keras turns XLA off under run_eagerly=True
+        kwargs["run_eagerly"] = False
     if CHANGES.get("jit_compile"):
         kwargs["jit_compile"] = True
         applied("jit_compile", "model.compile(..., jit_compile=True)")
@@ -126,6 +128,8 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
     x = args[0] if args else kwargs.get("x")
     kind = type(x)
     changed = x
+    if CHANGES.get("run_eagerly") is False and model is not None:
+        compiled_step(model)
     workers = CHANGES.get("workers")
     if workers and is_pydataset(x):
         processes = bool(CHANGES.get("processes"))
@@ -157,6 +161,17 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
         else:
             kwargs["x"] = changed
     return args, kwargs
+
+
+def compiled_step(model) -> None:
+    """The step compiled whatever the script set after compile (`model.run_eagerly = True`, its
+    debugging line): run_eagerly off, and XLA on where the change asks (Keras turned it off
+    at compile when run_eagerly was on)."""
+    model.run_eagerly = False
+    if CHANGES.get("jit_compile"):
+        model.jit_compile = True
+    applied("jit_compile", "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if CHANGES.get("jit_compile")
+                                                                     else ")"))
 
 
 def scale_learning_rate(model) -> None:

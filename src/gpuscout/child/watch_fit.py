@@ -24,14 +24,33 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child.fit_input import (batch_bytes, batches_per_epoch, input_site, input_type, input_workers,
-                                       leading_samples, static_batch_size)
 from gpuscout.child import tf_data
+from gpuscout.child.fit_input import (
+    batch_bytes,
+    batches_per_epoch,
+    input_site,
+    input_type,
+    input_workers,
+    leading_samples,
+    static_batch_size,
+)
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes
+from gpuscout.child.watch_state import (
+    CHECK_REPEATS,
+    STATE,
+    WINDOW_S,
+    WINDOW_STEPS,
+    emit,
+    halt,
+    interrupted_again,
+    limit_reached,
+    report_failure,
+    stop_trace,
+    trace,
+    trace_toggles,
+)
 from gpuscout.core import decisions
-from gpuscout.child.watch_state import (STATE, CHECK_REPEATS, WINDOW_S, WINDOW_STEPS, emit, halt, interrupted_again,
-                                        limit_reached, report_failure, stop_trace, trace, trace_toggles)
 
 
 class TimedIterator:

@@ -142,6 +142,7 @@ class WatchedFit(Part):
     precision_policy: str | None = None
     compute_dtype: str | None = None
     jit_compile: bool | None = None
+    run_eagerly: bool = False  # compile(run_eagerly=True) or model.run_eagerly = True: no compiled step at all
     steps_per_execution: int | None = None
     epochs_planned: int | None = None  # fit's `epochs`
     steps_per_epoch: int | None = None  # None: until the data ran out

@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from gpuscout.analysis import repeats
 from gpuscout.analysis.untimed import STARVED_UTIL_PCT
 from gpuscout.analysis.verdict import FP16_CC, INPUT_HIGHLY, precision_of
-from gpuscout.core.spec import Precision
 from gpuscout.core.provenance import utc_now
+from gpuscout.core.spec import Precision
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import patch as patches
-from gpuscout.tune import script
-from gpuscout.tune import search
+from gpuscout.tune import script, search
 from gpuscout.tune.search import Budget, Config, Outcome, Steps
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
@@ -176,9 +175,15 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
 
 
 def _agree(best: dict, copy: dict) -> bool:
-    """The copy's and the injection's speed-ups agree when their intervals overlap."""
+    """The copy's and the injection's speed-ups agree when their intervals overlap, or their
+    figures are within a host's drift (NOISY_SHARE) of each other: two runs minutes apart of a 13x
+    change, each to +-3%, drift apart by more than their intervals (12.97x and 12.86x did)."""
+    if not best.get("ratio") or not copy.get("ratio"):
+        return False
+    if abs(copy["ratio"] / best["ratio"] - 1) < script.NOISY_SHARE:
+        return True
     if best.get("ratio_low") is None or copy.get("ratio_low") is None:
-        return abs(copy.get("ratio", 0) / best["ratio"] - 1) < 0.1 if best.get("ratio") else False
+        return False
     return best["ratio_low"] <= copy["ratio_high"] and copy["ratio_low"] <= best["ratio_high"]
 
 

@@ -98,9 +98,16 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
     knob = change.knob
     if knob in ("jit_compile", "steps_per_execution"):
         path, line = _site(sites, "compile", root, "compiled the model")
-        value = "True" if knob == "jit_compile" else str(int(settings["steps_per_execution"]))
         text = _original(path, originals)
-        return [(path, set_keywords(text, _call_at(text, line, "compile"), {knob: value}))]
+        if knob == "steps_per_execution":
+            values = {knob: str(int(settings["steps_per_execution"]))}
+        else:  # XLA, and (a model left in debugging settings) no eager step
+            values = {**({"run_eagerly": "False"} if settings.get("run_eagerly") is False else {}),
+                      **({"jit_compile": "True"} if settings.get("jit_compile") else {})}
+        edits = set_keywords(text, _call_at(text, line, "compile"), values)
+        if settings.get("run_eagerly") is False:
+            edits += _eager_assignments(text)
+        return [(path, edits)]
     if knob == "mixed_precision":
         path, _ = _site(sites, "compile", root, "compiled the model")
         text = _original(path, originals)
@@ -147,6 +154,15 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
     if knob == "data_parallel":
         return _data_parallel_edits(settings, sites, baseline, root, originals)
     raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
+
+
+def _eager_assignments(text: str) -> list[Edit]:
+    """`model.run_eagerly = True` (a debugging line) made False."""
+    starts = _offsets(text)
+    return [(_at(text, starts, n.value.lineno, n.value.col_offset),
+             _at(text, starts, n.value.end_lineno, n.value.end_col_offset), "False", next(_order))
+            for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Attribute) and t.attr == "run_eagerly" for t in n.targets)]
 
 
 def _parallel_call_edits(baseline: WatchRecord, root: Path, originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:

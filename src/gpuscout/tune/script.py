@@ -29,7 +29,13 @@ from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis import repeats
 from gpuscout.analysis.compare import contrast
 from gpuscout.analysis.untimed import STARVED_UTIL_PCT
-from gpuscout.analysis.verdict import BF16_CC, FP16_CC, INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_STEP_SHARE
+from gpuscout.analysis.verdict import (
+    BF16_CC,
+    FP16_CC,
+    INPUT_BOUND_SHARE,
+    INPUT_HIGHLY,
+    OUTSIDE_STEP_SHARE,
+)
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 
@@ -134,6 +140,8 @@ MORE_WORK_FIRST = ("jit_compile", "batch_size", "steps_per_execution", "device_b
 
 def _jit(r: WatchRecord) -> list[Change] | str:
     main = r.main
+    if main.run_eagerly:  # the debugging setting that compiles nothing, on either backend
+        return _graph(r)
     if main.jit_compile:
         return "the step is XLA-compiled already"
     if main.backend == "tensorflow" and r.gpu is None:
@@ -143,6 +151,20 @@ def _jit(r: WatchRecord) -> list[Change] | str:
         return f"Keras does not XLA-compile under {main.strategy}"
     return [Change("jit_compile", "jit_compile", {"jit_compile": True}, "model.compile(..., jit_compile=True)",
                    f"the step runs without XLA on {main.backend} (jit_compile=False)")]
+
+
+def _graph(r: WatchRecord) -> list[Change]:
+    """A model left with run_eagerly=True: every step runs op by op in Python (Keras' debugging
+    mode). The step compiled again, with XLA where Keras would use it (jax; TensorFlow on a GPU
+    outside tf.distribute), else as TensorFlow's graph: the same pace-multiplying change as
+    jit_compile, measured first (search.PACE_FIRST)."""
+    main = r.main
+    xla = main.backend == "jax" or (r.gpu is not None and not main.strategy)
+    settings = {"run_eagerly": False, **({"jit_compile": True} if xla else {})}
+    line = "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if xla else ")") + \
+        "   # and no `model.run_eagerly = True`"
+    return [Change("jit_compile" if xla else "run_eagerly_false", "jit_compile", settings, line,
+                   f"the step runs eagerly (run_eagerly=True): op by op in Python, on {main.backend}")]
 
 
 def _precision(r: WatchRecord) -> list[Change] | str:
