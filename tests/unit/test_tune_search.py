@@ -214,8 +214,8 @@ def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
 
 def test_a_best_far_past_the_baseline_runs_no_final_block():
     """Outcome.clear: the kept path at 10x (its interval's low end past CLEAR_RATIO) is no host's
-    drift: the final block runs nothing but the patched copy, and the best's own run is set
-    against round 1's baseline run; the budget keeps back only the copy."""
+    drift: the final block runs nothing (with --patch: the best again and the copy beside it), and
+    the best's own run is set against round 1's baseline run."""
     from gpuscout.tune import finale
 
     ran = []
@@ -227,7 +227,7 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
     found = search.search(run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0),
                           search.Budget(3600), 3, STEPS)
     assert found.clear and found.path[0].row["ratio_low"] > search.CLEAR_RATIO
-    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 1  # the copy, with --patch
+    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
     assert search._kept_back(found, 3, search.Budget(3600), STEPS) == []
     del ran[:]
 
@@ -294,3 +294,20 @@ def test_the_patched_copy_agrees_within_a_host_s_drift_or_its_interval():
     assert not finale._agree(best, {"ratio": 10.0, "ratio_low": 9.8, "ratio_high": 10.2})  # 0.77, apart
     assert finale._agree(best, {"ratio": 10.0, "ratio_low": 9.0, "ratio_high": 12.5})  # intervals overlap
     assert not finale._agree(best, {"ratio": None})
+
+
+def test_a_larger_batch_measured_again_trains_its_own_count():
+    """A noisy reference has the leader run again: a batch 4x larger at its own 60 steps (its
+    reference's samples), never the round's 240."""
+    big = Change("batch_size_x4", "batch_size", {"batch_size": 4 * BATCH}, "fit", "batch")
+    references = iter([1400.0, 1000.0, 1000.0, 1000.0, 1000.0])
+    ran = []
+
+    def run(config, name, steps):
+        ran.append((config.name, steps))
+        return record(next(references) if not config.changes else 2000.0, steps=steps)
+
+    found = search.search(run, lambda f, k: Plan(changes=[big] if not k else []), record(1000.0),
+                          search.Budget(3600), 0, search.Steps(240))
+    assert found.path[0].row.get("remeasured")
+    assert [r for r in ran if r[0] == "batch_size_x4"] == [("batch_size_x4", 60), ("batch_size_x4", 60)]

@@ -35,11 +35,22 @@ PARALLEL_AT = {"map": 1, "interleave": 3, "batch": 2}
 # random one (two passes of a random augmentation differ in their first element)
 REPEAT_CHECKED = 4
 # Packages whose calls are not the script's own: TensorFlow's and Keras' data adapters build maps
-# of their own, and gpuscout's fixes wrap the dataset fit is given
-NOT_THE_SCRIPTS = (f"{os.sep}tensorflow{os.sep}", f"{os.sep}keras{os.sep}", f"{os.sep}gpuscout{os.sep}",
-                   f"{os.sep}tf_keras{os.sep}")
+# of their own, and gpuscout's fixes wrap the dataset fit is given. Told by where each package is
+# installed, not by a folder's name (a user's project may well live in a folder called keras)
+NOT_THE_SCRIPTS = ("tensorflow", "keras", "tf_keras", "gpuscout")
 
 _chains: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # dataset -> [op, ...]
+
+
+def _packages() -> tuple[str, ...]:
+    """The folders NOT_THE_SCRIPTS are installed in (those imported so far)."""
+    found = []
+    for name in NOT_THE_SCRIPTS:
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None) if module is not None else None
+        if where:
+            found.append(os.path.dirname(os.path.abspath(where)) + os.sep)
+    return tuple(found)
 
 
 def _site() -> tuple[str, int] | None:
@@ -47,7 +58,7 @@ def _site() -> tuple[str, int] | None:
     gpuscout did (two frames up: past the wrapper)."""
     frame = sys._getframe(2)
     name = frame.f_code.co_filename
-    if any(part in name for part in NOT_THE_SCRIPTS) or name.startswith("<frozen"):
+    if name.startswith("<frozen") or os.path.abspath(name).startswith(_packages()):
         return None
     return name, frame.f_lineno
 

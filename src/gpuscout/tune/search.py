@@ -247,11 +247,13 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
         leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row["ratio"])
         if any(t.row["noisy"] for t in leaders):
             for trial in leaders[:REMEASURE]:
-                if not budget.allows([budget.cost(trial.config.name, round_steps),
+                if not budget.allows([budget.cost(trial.config.name, trial.steps),
                                       budget.cost(reference.name, round_steps),
                                       *_kept_back(out, reserve, budget, steps)]):
                     break
-                trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget, round_steps, out))
+                # at its own count (a larger batch: its reference's samples), not the round's: a batch
+                # of 2,048 run again at the 1,393 steps sized to batch 32 trained 36 s, not 1 s (H100)
+                trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget, trial.steps, out))
                 trial.beside.append(_ran(run, reference, f"{reference.name} again", budget, round_steps, out))
                 trial.judge(batch)
                 trial.row["remeasured"] = True
@@ -308,8 +310,8 @@ def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list
     base = budget.cost("baseline", steps.base)
     leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or not t.beside), None)
     best = budget.cost(leading.config.name, leading.steps) if leading else base
-    if out.clear:  # the patched copy alone (Outcome.clear)
-        return [best] * max(0, reserve - FINAL_RUNS)
+    if out.clear:  # the best and the patched copy beside it, with --patch (Outcome.clear)
+        return [best] * (2 if reserve > FINAL_RUNS else 0)
     runs = reserve if winning else min(reserve, CLOSING_RUNS)
     baselines = min(runs, 2)
     return [base] * baselines + [best] * max(0, runs - baselines)
