@@ -200,3 +200,24 @@ def test_a_model_left_to_run_eagerly_is_compiled_first():
     [graph] = [c for c in script.plan(tf_cpu).changes if c.knob == "jit_compile"]
     assert graph.name == "run_eagerly_false" and graph.settings == {"run_eagerly": False}
     assert "model.compile(..., run_eagerly=False)" in graph.line
+
+
+def test_beside_a_callback_that_sets_the_rate_it_is_scaled_once_and_stays_a_number():
+    """A ReduceLROnPlateau sets the rate as a number each epoch: a schedule in its place stops the
+    training (TypeError), so the rate is multiplied once, without a warm-up, and the line says so."""
+    import keras
+
+    from gpuscout.child.fixes import scaled_learning_rate
+
+    r = baseline(input_type="numpy", peak_memory_bytes=2**30)
+    r.main.optimizer, r.main.rate_callback = "SGD", "ReduceLROnPlateau"
+    [x4, *_] = script._batch(r)
+    assert x4.settings["warmup_steps"] == 0 and "no warm-up beside the script's ReduceLROnPlateau" in x4.line
+    plain = keras.optimizers.SGD(0.01)
+    scaled_learning_rate(plain, 4.0, 0)
+    assert abs(float(plain.learning_rate) - 0.04) < 1e-9
+    plain.learning_rate = 0.001  # what the callback does
+    warmed = keras.optimizers.SGD(0.01)
+    scaled_learning_rate(warmed, 4.0, 10)
+    with pytest.raises(TypeError):
+        warmed.learning_rate = 0.001

@@ -134,7 +134,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                                                     "batch_bytes", "input_type", "precision_policy", "compute_dtype",
                                                     "jit_compile", "steps_per_execution", "strategy", "compile_s",
                                                     "flops_coverage", "steps_per_epoch", "input_in_graph",
-                                                    "input_workers", "input_multiprocessing", "sync_callbacks",
+                                                    "input_workers", "input_multiprocessing", "sync_callbacks", "rate_callback",
                                                     "optimizer", "learning_rate")})
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,

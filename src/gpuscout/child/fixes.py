@@ -122,10 +122,16 @@ class WarmedUpRate(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def scaled_learning_rate(optimizer, factor, warmup_steps):
-    """The optimizer's learning rate scaled for a batch made larger (WarmedUpRate), after compile."""
+    """The optimizer's learning rate scaled for a batch made larger (WarmedUpRate), after compile.
+    With warmup_steps=0, a rate given as a number is multiplied once and stays a number: a
+    callback that sets the rate each epoch (LearningRateScheduler, ReduceLROnPlateau) cannot set a
+    schedule, and would stop the training."""
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's own
     # the rate as made: Keras keeps a schedule here, where `learning_rate` gives only its value now
     rate = getattr(optimizer, "_learning_rate", None)
     if not isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
         rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+        if not warmup_steps:
+            optimizer.learning_rate = rate * factor
+            return
     optimizer.learning_rate = WarmedUpRate(rate, factor, warmup_steps)

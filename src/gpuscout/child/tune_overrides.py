@@ -152,7 +152,7 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
     if batch:  # before device_batches, which cuts the arrays at fit's batch
         kwargs["batch_size"] = int(batch)
         applied("batch_size", f"model.fit(..., batch_size={int(batch)})")
-        scale_learning_rate(model)
+        scale_learning_rate(model, kwargs.get("callbacks"))
     if CHANGES.get("device_batches"):
         args, kwargs = device_batches(args, kwargs)
     if changed is not x:
@@ -174,18 +174,24 @@ def compiled_step(model) -> None:
                                                                      else ")"))
 
 
-def scale_learning_rate(model) -> None:
+def scale_learning_rate(model, callbacks) -> None:
     """The learning rate scaled for the larger batch, warmed up to it (fixes.scaled_learning_rate):
-    what the change's line tells the user to write, measured with it."""
+    what the change's line tells the user to write, measured with it. Beside a callback that sets
+    the rate itself, scaled once, without the warm-up (the callback's own values then rule)."""
     factor = CHANGES.get("learning_rate_factor")
     optimizer = getattr(model, "optimizer", None)
     if not factor or optimizer is None:
         return
     from gpuscout.child.fixes import scaled_learning_rate
 
-    warmup = int(CHANGES.get("warmup_steps") or 1)
+    from gpuscout.child.watch_fit import sets_learning_rate
+
+    setter = next((type(c).__name__ for c in (callbacks if isinstance(callbacks, (list, tuple)) else ())
+                   if sets_learning_rate(c)), None)  # a schedule in its place would stop it (TypeError)
+    warmup = 0 if setter else int(CHANGES.get("warmup_steps", 1))
     scaled_learning_rate(optimizer, float(factor), warmup)
-    applied("learning_rate", f"scaled_learning_rate(model.optimizer, {float(factor):g}, warmup_steps={warmup})")
+    applied("learning_rate", f"scaled_learning_rate(model.optimizer, {float(factor):g}, warmup_steps={warmup})"
+            + (f": no warm-up beside the script's {setter}, which sets the rate itself" if setter else ""))
 
 
 def cached(x):

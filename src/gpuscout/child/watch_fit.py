@@ -103,6 +103,8 @@ class FitWatch:
         self.index, self.model, self.x = STATE.fits, model, x
         self.optimizer = optimizer_facts(getattr(model, "optimizer", None))
         self.sync_callbacks = [type(c).__name__ for c in callbacks if waits_for_logs(c)]
+        # a callback of the user's that sets the learning rate as a number (tune scales it without a schedule)
+        self.rate_callback = next((type(c).__name__ for c in callbacks if sets_learning_rate(c)), None)
         self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
         # do a PyDataset's epochs, or a generator's stream, repeat? (could they be kept: cache)
         self.repeats = InputRepeats(batches_per_epoch(x)) \
@@ -303,6 +305,7 @@ class FitWatch:
              epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
              steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
+             rate_callback=self.rate_callback,
              sites={"fit": self.site, "compile": getattr(self.model, "_gpuscout_compiled_at", None),
                     "input": input_site(self.x)}, **input_workers(self.x))
 
@@ -336,6 +339,14 @@ class FitWatch:
 # outside the timed steps.
 CALLBACK_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end",
                   "on_batch_begin", "on_batch_end")
+
+
+# Keras' callbacks that set the learning rate as a number each epoch (a schedule in its place stops them)
+RATE_CALLBACKS = ("LearningRateScheduler", "ReduceLROnPlateau")
+
+
+def sets_learning_rate(callback) -> bool:
+    return any(k.__name__ in RATE_CALLBACKS and k.__module__.startswith("keras") for k in type(callback).__mro__)
 
 
 def waits_for_logs(callback) -> bool:

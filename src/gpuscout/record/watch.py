@@ -139,6 +139,7 @@ class WatchedFit(Part):
     input_workers: int | None = None  # a PyDataset's workers
     input_multiprocessing: bool | None = None  # ... processes (True) or threads
     sync_callbacks: list[str] = Field(default_factory=list)  # callbacks that make Keras wait for each step's logs
+    rate_callback: str | None = None  # a callback that sets the learning rate itself (ReduceLROnPlateau, ...)
     precision_policy: str | None = None
     compute_dtype: str | None = None
     jit_compile: bool | None = None

@@ -396,12 +396,13 @@ def learning_rate(main, factor: float, warmup_steps: int | None) -> Rate:
     inner = optimizer.split("(")[-1].rstrip(")")
     linear = inner in LINEAR_RATE_OPTIMIZERS
     scale = factor if linear else math.sqrt(factor)
-    warmup = warmup_steps or 1
+    # beside a callback that sets the rate as a number, no schedule: it would stop the callback
+    warmup = 0 if main.rate_callback else (warmup_steps or 1)
     rule = "x the batch's factor: the linear scaling rule, Goyal et al. 2017" if linear else \
         f"x the square root of the batch's factor for {inner}: Malladi et al. 2022"
+    how = f"warmed up over {warmup} steps" if warmup else f"no warm-up beside the script's {main.rate_callback}"
     return Rate({"learning_rate_factor": round(scale, 4), "warmup_steps": warmup},
-                f"   # and the learning rate x{scale:.3g} ({rule}), warmed up over {warmup} steps "
-                f"(scaled_learning_rate)")
+                f"   # and the learning rate x{scale:.3g} ({rule}), {how} (scaled_learning_rate)")
 
 
 def _data_parallel(r: WatchRecord) -> list[Change] | str:
