@@ -209,7 +209,9 @@ def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
     assert said.startswith("the GPU is busy 17% of the time at batch 32: more work per step (a larger batch")
     fp32 = make_watch_record(events=fit_events(wait_s=0.0, policy="float32"), gpus=[H100], samples=[busy(84)])
     assert "float32 on a GPU with tensor cores (compute capability 9.0)" in finale.left(fp32, fp32, kept=set())
-    assert finale.left(fp32, fp32, kept={"mixed_precision"}) is None  # kept it: nothing left to name
+    # kept it: the step's own compute is what is left, with its shares
+    assert finale.left(fp32, fp32, kept={"mixed_precision"}).startswith(
+        "the step's own compute: the GPU is busy 84% of the time (input wait 0%, host work between steps")
 
 
 def test_a_best_far_past_the_baseline_runs_no_final_block():

@@ -95,11 +95,12 @@ def _patched_copy(session, found: Outcome, run, count: int):
         shutil.rmtree(into, ignore_errors=True)
 
 
-def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str | None:
+def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str:
     """What the best setting still waits on, the most a fix there could buy, and what would buy it:
     the input or the host where they hold it LEFT_SHARE of the time, else a GPU busy less than a
-    starved one's share, else float32 on tensor cores that mixed precision was not kept for; None
-    only where none of these holds it back (issue 60: 'left' was empty beside a GPU 17% busy)."""
+    starved one's share, else float32 on tensor cores that mixed precision was not kept for, else
+    the step's compute, with its shares: always said (issue 60: 'left' was empty beside a GPU 17%
+    busy)."""
     r = best or probe
     wait, outside = r.input_wait_share or 0, r.outside_step_share or 0
     if max(wait, outside) < LEFT_SHARE:
@@ -126,9 +127,9 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str | 
             f"{most:.2f}x more; {how}")
 
 
-def _device_left(r: WatchRecord, kept: set[str]) -> str | None:
-    """What holds a setting back on the device, where the host does not: a GPU that idles, or a
-    step in float32 on tensor cores."""
+def _device_left(r: WatchRecord, kept: set[str]) -> str:
+    """What holds a setting back on the device, where the host does not: a GPU that idles, a step
+    in float32 on tensor cores, else the step's own compute, with the shares measured."""
     main = r.main
     if r.gpu_idle_share is not None and 1 - r.gpu_idle_share < STARVED_UTIL_PCT / 100:
         busy = 1 - r.gpu_idle_share
@@ -141,7 +142,11 @@ def _device_left(r: WatchRecord, kept: set[str]) -> str | None:
             float(r.gpu.compute_capability) >= FP16_CC:
         return (f"the step runs in float32 on a GPU with tensor cores (compute capability {r.gpu.compute_capability}"
                 "): mixed precision was not kept, or not measured within the budget")
-    return None
+    shares = f"input wait {r.input_wait_share or 0:.0%}, host work between steps {r.outside_step_share or 0:.0%}"
+    if r.gpu_idle_share is not None:
+        return (f"the step's own compute: the GPU is busy {1 - r.gpu_idle_share:.0%} of the time ({shares}); "
+                "a faster GPU or fewer FLOPs per sample is what is left")
+    return f"the step's own compute ({shares}): a GPU, or fewer FLOPs per sample, is what is left"
 
 
 def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord],
