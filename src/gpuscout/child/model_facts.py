@@ -49,6 +49,15 @@ def model_facts(model, x) -> dict:
     return facts
 
 
+# Keras' callbacks that set the learning rate as a number each epoch (a schedule in its place stops them)
+RATE_CALLBACKS = ("LearningRateScheduler", "ReduceLROnPlateau")
+
+
+def sets_learning_rate(callback) -> bool:
+    """The callback is (or derives from) one of Keras' that set the learning rate each epoch."""
+    return any(k.__name__ in RATE_CALLBACKS and k.__module__.startswith("keras") for k in type(callback).__mro__)
+
+
 def optimizer_facts(optimizer) -> dict:
     """The optimizer's class (a loss-scaling wrapper named with what it wraps) and its initial
     learning rate where that is a number: what a diverging loss's advice names. Read before fit

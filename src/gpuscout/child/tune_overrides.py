@@ -184,7 +184,7 @@ def scale_learning_rate(model, callbacks) -> None:
         return
     from gpuscout.child.fixes import scaled_learning_rate
 
-    from gpuscout.child.watch_fit import sets_learning_rate
+    from gpuscout.child.model_facts import sets_learning_rate
 
     setter = next((type(c).__name__ for c in (callbacks if isinstance(callbacks, (list, tuple)) else ())
                    if sets_learning_rate(c)), None)  # a schedule in its place would stop it (TypeError)

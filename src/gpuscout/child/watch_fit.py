@@ -35,7 +35,7 @@ from gpuscout.child.fit_input import (
     static_batch_size,
 )
 from gpuscout.child.input_repeats import InputRepeats, observe
-from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes
+from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes, sets_learning_rate
 from gpuscout.child.watch_state import (
     CHECK_REPEATS,
     STATE,
@@ -339,14 +339,6 @@ class FitWatch:
 # outside the timed steps.
 CALLBACK_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end",
                   "on_batch_begin", "on_batch_end")
-
-
-# Keras' callbacks that set the learning rate as a number each epoch (a schedule in its place stops them)
-RATE_CALLBACKS = ("LearningRateScheduler", "ReduceLROnPlateau")
-
-
-def sets_learning_rate(callback) -> bool:
-    return any(k.__name__ in RATE_CALLBACKS and k.__module__.startswith("keras") for k in type(callback).__mro__)
 
 
 def waits_for_logs(callback) -> bool:
