@@ -24,6 +24,7 @@ import sys
 import weakref
 
 from gpuscout.child.tune_overrides import CHANGES, applied
+from gpuscout.child.watch_state import report_failure
 
 TARGET = "tensorflow.python.data.ops.dataset_ops"
 # The calls remembered: what shapes a pipeline's cost (the rest pass their chain on unchanged)
@@ -84,20 +85,24 @@ def _wrapped(name: str, method):
             applied("workers", f"dataset.{name}(..., num_parallel_calls=tf.data.AUTOTUNE) where the script "
                                f"left it sequential")
         out = method(self, *args, **kwargs)
+        made = out
+        if site is not None and name == "map" and CHANGES.get("cache_at") == f"{site[0]}:{site[1]}":
+            out = out.cache()
+            applied("cache", f"dataset.map(...).cache() at {os.path.basename(site[0])}:{site[1]}")
         try:
             chain = list(_chains.get(self, ()))
             if site is not None:
                 chain.append({"op": name, "file": site[0], "line": site[1],
                               "parallel": given is not None if name in ("map", "interleave", "batch") else None,
-                              "dataset": weakref.ref(out)})
-                if name == "map" and CHANGES.get("cache_at") == f"{site[0]}:{site[1]}":
-                    out = out.cache()
-                    applied("cache", f"dataset.map(...).cache() at {os.path.basename(site[0])}:{site[1]}")
+                              "dataset": weakref.ref(made)})
+                if out is not made:
                     chain.append({"op": "cache", "file": site[0], "line": site[1], "parallel": None,
                                   "dataset": weakref.ref(out)})
             _chains[out] = chain
-        except TypeError:  # a dataset that cannot be weakly referenced: its chain is not known
-            pass
+        except Exception as exc:  # the chain unknown (a dataset that cannot be weakly referenced): the
+            # script's pipeline is built as it was all the same
+            if not isinstance(exc, TypeError):
+                report_failure("reading a tf.data call", exc)
         return out
 
     builder._gpuscout_wrapped = True
