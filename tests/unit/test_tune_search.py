@@ -313,3 +313,15 @@ def test_a_larger_batch_measured_again_trains_its_own_count():
                           search.Budget(3600), 0, search.Steps(240))
     assert found.path[0].row.get("remeasured")
     assert [r for r in ran if r[0] == "batch_size_x4"] == [("batch_size_x4", 60), ("batch_size_x4", 60)]
+
+
+def test_what_is_left_does_not_advise_processes_measured_no_faster():
+    """A GIL-bound PyDataset on a 16-core H100 host: 16 worker processes ran 0.42x of one thread
+    (docs/benchmarks.md); what is left then names the work moved into the model, not processes."""
+    from gpuscout.tune import finale
+
+    waiting = make_watch_record(events=fit_events(wait_s=0.9, input_type="PyDataset"))
+    waiting.main.input_multiprocessing = False
+    assert "worker processes, or the work moved into the model" in finale.left(None, waiting, set())
+    said = finale.left(None, waiting, set(), slower=("workers_16_processes",))
+    assert "worker processes measured no faster (workers_16_processes" in said and "preprocessing layers" in said

@@ -22,6 +22,8 @@ from gpuscout.tune.search import Budget, Config, Outcome, Steps
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
 # between them, with --patch).
 FINAL_RUNS = search.FINAL_RUNS
+# Verdicts of a change that bought nothing: its advice is not given again in what is left
+NOT_FASTER = ("slower", "no significant difference")
 # A remainder worth saying: the best setting still waits on input or the host this share of the time
 LEFT_SHARE = INPUT_HIGHLY  # 20%
 
@@ -95,12 +97,13 @@ def _patched_copy(session, found: Outcome, run, count: int):
         shutil.rmtree(into, ignore_errors=True)
 
 
-def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str:
+def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: tuple[str, ...] = ()) -> str:
     """What the best setting still waits on, the most a fix there could buy, and what would buy it:
     the input or the host where they hold it LEFT_SHARE of the time, else a GPU busy less than a
     starved one's share, else float32 on tensor cores that mixed precision was not kept for, else
     the step's compute, with its shares: always said (issue 60: 'left' was empty beside a GPU 17%
-    busy)."""
+    busy). `slower`: the changes measured no faster, whose advice is not given again (processes for
+    a GIL-bound PyDataset ran 0.42x on a 16-core H100 host)."""
     r = best or probe
     wait, outside = r.input_wait_share or 0, r.outside_step_share or 0
     if max(wait, outside) < LEFT_SHARE:
@@ -116,7 +119,12 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str]) -> str:
             how = ("the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
                    "batch) or the input moved to the device once")
         elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
-            how = "the PyDataset's work runs in threads under the GIL: worker processes, or the work moved into the model"
+            measured = next((name for name in slower if name.startswith("workers_") and name.endswith("_processes")), None)
+            how = ("the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "
+                   f"({measured}: Keras' process pool hands each batch over at a cost of its own): the per-sample work "
+                   "moved into the model (Keras preprocessing layers, on the device) or written as array operations"
+                   if measured else
+                   "the PyDataset's work runs in threads under the GIL: worker processes, or the work moved into the model")
         elif main is not None and main.input_type == "generator":
             how = "one Python thread makes every batch: a PyDataset with worker processes, or tf.data"
         else:
@@ -164,6 +172,7 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
             final.copy_note = ("the patched copy's speed-up is outside the injected one's interval: the diff does "
                                "not do what the injection did (or the host was noisy: compare the two runs)")
     kept = {t.change.knob for t in found.path}
+    not_faster = tuple(t.change.name for t in found.trials if t.row.get("verdict") in NOT_FASTER)
     first = probe if final.after is final.before else final.before  # the baseline run before the last one
     return {
         "session": session.context.group_id, "created_utc": utc_now(), "command": session.command.given,
@@ -177,7 +186,7 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
                   "note": final.copy_note} if final.patch is not None else None,
         "diff": final.patch.diff(session.root) if final.patch is not None else None,
         "skipped": [{"change": s.knob, "reason": s.reason} for s in found.skipped],
-        "summary": summary(found, best), "left": left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept),
+        "summary": summary(found, best), "left": left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept, not_faster),
         "wall_s": time.monotonic() - budget.started, "run_ids": [r.id for r in records],
     }
 
