@@ -66,6 +66,12 @@ BATCH_MEMORY_SHARE = 0.9
 # Two runs of the same setting farther apart than this (their medians) say the machine was noisy.
 NOISY_SHARE = 0.10
 
+# What mixed precision buys the device's share of a step at most (bf16 against float32's TF32 tensor
+# cores: about 2x on Hopper, the H100 ViT measured 1.88x), and the least whole-step gain worth a run:
+# a loop waiting 94% for its input ran 0.77x with it (H100, docs/benchmarks.md), a run for nothing
+PRECISION_MOST = 2.0
+PRECISION_WORTH = 1.1
+
 CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
            "device_batches", "batch_size", "data_parallel")
 
@@ -176,6 +182,11 @@ def _precision(r: WatchRecord) -> list[Change] | str:
         return f"the script sets its own policy ({main.precision_policy})"
     if cc is None or cc < FP16_CC:
         return f"the GPU has no tensor cores for fp16/bf16 (compute capability {r.gpu.compute_capability or '?'})"
+    wait = r.input_wait_share or 0
+    most = 1 / (1 - (1 - wait) * (1 - 1 / PRECISION_MOST))
+    if most < PRECISION_WORTH:
+        return (f"the loop waits for input {wait:.0%} of the time: faster arithmetic could buy at most {most:.2f}x "
+                "until the input is fixed (planned again on a setting that fixes it)")
     policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
     return [Change("mixed_precision", "mixed_precision", {"mixed_precision": policy},
                    f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model",
