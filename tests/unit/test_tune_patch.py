@@ -5,7 +5,7 @@ import ast
 import os
 
 from gpuscout.tune import patch as patches
-from gpuscout.tune.script import Change
+from gpuscout.tune.change import Change
 from tests.records import fit_events, make_watch_record
 
 SCRIPT = '''import os; os.environ.setdefault("KERAS_BACKEND", "jax")

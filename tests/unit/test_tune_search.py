@@ -5,7 +5,7 @@ measured again when those disagree. No process runs: `run` returns a record of t
 import itertools
 
 from gpuscout.tune import script, search
-from gpuscout.tune.script import Change, Plan
+from gpuscout.tune.change import Change, Plan
 from tests.records import fit_events, make_watch_record
 
 ids = itertools.count()

@@ -22,7 +22,7 @@ from pathlib import Path
 from gpuscout.analysis.devices import DATA_PARALLEL_LINE
 from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import CallSite, WatchRecord
-from gpuscout.tune.script import Change
+from gpuscout.tune.change import Change
 
 
 @dataclass

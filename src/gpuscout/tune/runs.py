@@ -18,6 +18,7 @@ from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.tune import finale, script, search
+from gpuscout.tune.change import Change
 from gpuscout.tune import patch as patches
 from gpuscout.measure.command import Command, script_of
 from gpuscout.measure.watching import WatchOptions, watch_command
@@ -77,7 +78,7 @@ class Session:
         argv[argv.index(found)] = str(into / Path(found).resolve().relative_to(self.root))
         return replace(self.command, argv=argv)
 
-    def run(self, name: str, steps: int | None, change: script.Change | None, number: int, total: int,
+    def run(self, name: str, steps: int | None, change: Change | None, number: int, total: int,
             check_repeats: bool = False, command: Command | None = None) -> WatchRecord:
         self.progress.started(name, number, total)
         options = WatchOptions(steps=steps, duration_s=None if steps else script.TARGET_TRAINING_S,

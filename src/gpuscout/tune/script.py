@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis import repeats
@@ -38,6 +38,7 @@ from gpuscout.analysis.verdict import (
 )
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
+from gpuscout.tune.change import Change, Plan, Skip
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
 # warm-up window and at least 4 steady windows of WINDOW_S even for a change 4x faster.
@@ -74,27 +75,6 @@ PRECISION_WORTH = 1.1
 
 CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
            "device_batches", "batch_size", "data_parallel")
-
-
-@dataclass
-class Change:
-    name: str  # a variant's name: jit_compile, steps_per_execution_32, workers_4_processes, ...
-    knob: str  # which of CHANGES it is
-    settings: dict  # what the instrumentation applies (GPUSCOUT_TUNE)
-    line: str  # the line to write in the script
-    why: str  # what in the baseline made it worth trying
-
-
-@dataclass
-class Skip:
-    knob: str
-    reason: str
-
-
-@dataclass
-class Plan:
-    changes: list[Change] = field(default_factory=list)
-    skipped: list[Skip] = field(default_factory=list)
 
 
 def check_names(names: tuple[str, ...], option: str) -> None:

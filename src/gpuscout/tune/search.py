@@ -28,7 +28,7 @@ from typing import Callable
 
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import script
-from gpuscout.tune.script import Change, Skip
+from gpuscout.tune.change import Change, Plan, Skip
 
 # Candidates between two runs of their reference: each is then at most one run away from one
 # reference run and two from the other.
@@ -178,7 +178,7 @@ class Outcome:
 
 
 Runner = Callable[[Config, str, int], WatchRecord]  # (setting, name, training steps) -> its run
-Planner = Callable[[WatchRecord, set], "script.Plan"]
+Planner = Callable[[WatchRecord, set], Plan]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,29 @@
+"""What tune tries and why: a change (one variant of a knob, with what the child applies and the
+line the user would write), a knob it skips with its reason, and a round's plan of both. Plain
+data, imported by every part of tune (the planners in script.py and augment.py, the search, the
+patch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Change:
+    name: str  # a variant's name: jit_compile, steps_per_execution_32, workers_4_processes, ...
+    knob: str  # which of CHANGES it is
+    settings: dict  # what the instrumentation applies (GPUSCOUT_TUNE)
+    line: str  # the line to write in the script
+    why: str  # what in the baseline made it worth trying
+
+
+@dataclass
+class Skip:
+    knob: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
