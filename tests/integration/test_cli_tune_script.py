@@ -191,6 +191,47 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
 
 
 @pytest.mark.slow
+def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
+    """Issue 60, item 3: a one-worker PyDataset flipping and scaling each image after pure-Python
+    work. The probe found Images.augment taking its time and told it as Rescaling and RandomFlip;
+    the change trains the model behind them with augment returning its image, measured faster,
+    and the patch writes both; its copy runs as fast. Where a random brightness makes it no layer,
+    watch and tune's plan say why, and name the line."""
+    script = tmp_path / "train.py"
+    script.write_text((FIXTURES / "watch" / "augments.py").read_text())
+    store = tmp_path / "results.sqlite"
+    patch = tmp_path / "augments.patch"
+    env = {"KERAS_BACKEND": "jax", **QUIET_TF}
+    result = run_cli("tune", "--json", "--steps", "60", "--only", "augment_in_model", "--patch", str(patch),
+                     "--store", str(store), "--", PY, str(script), "method", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    moved = report["rows"][0]
+    assert moved["change"] == "augment_in_model" and moved["verdict"] == "faster" and moved["ratio_low"] > 2, moved
+    assert "Images.augment (train.py:51) takes" in moved["why"] and "rescaled, flipped or not of its input" in moved["why"]
+    record = records(store)[moved["run_id"]]
+    assert record.main.augmented_in_model and record.main.model == "functional_augmenting"
+    assert record.applied["augment_in_model"] == ("Images.augment returns its image as given; the model behind "
+                                                   "Rescaling, RandomFlip")
+    text = patch.read_text()
+    assert "+            x = np.stack([image for image in picked])" in text
+    assert ("+model = keras.Sequential([keras.Input(shape=(32, 32, 3)), keras.layers.Rescaling(1 / 255), "
+            "keras.layers.RandomFlip('horizontal'), model])") in text
+    assert report["patched"]["verdict"] == "faster" and report["patched"]["ratio_low"] > 2, report["patched"]
+    assert "note" not in report["patched"]
+    # a random brightness: no layer is told; the line that calls it is named
+    watched = run_cli("watch", "--json", "--steps", "30", "--store", str(store), "--", PY, str(script), "brightness",
+                      env=env)
+    assert watched.returncode == 0, watched.stderr[-3000:]
+    work = json.loads(watched.stdout)["runs"][0]["fits"][0]["sample_work"]
+    assert work["function"]["name"] == "augment" and "random brightness" in work["function"]["why_not"]
+    assert work["lines"][0]["line"] == 59  # x = np.stack([augment(image, self.rng) ...])
+    plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, str(script), "brightness", env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert "augment (train.py:27) takes" in " ".join(plan.stdout.split()) and "random brightness" in plan.stdout
+
+
+@pytest.mark.slow
 def test_deterministic_inputs_are_cached_under_threads_processes_and_a_generator(tmp_path):
     """Issue 45: a PyDataset with worker processes (Keras hands batches across epochs there) is
     seen to repeat, cached, and the patch written, applied to a copy and run: the copy's speed-up

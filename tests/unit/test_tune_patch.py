@@ -208,3 +208,67 @@ def test_an_eager_model_is_written_compiled(tmp_path):
                         tmp_path)
     after = made.texts[script.resolve()][1]
     assert '"mse", jit_compile=True, run_eagerly=False)' in after and "m.run_eagerly = False\n" in after
+
+
+AUGMENTING = '''import numpy as np
+import keras
+
+
+class Images(keras.utils.PyDataset):
+    def augment(self, image, strength=1):
+        return image[:, ::-1] / 255
+
+    def __getitem__(self, i):
+        return np.stack([self.augment(im, strength=2) for im in self.images]), self.labels
+
+
+def build():
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    return model
+'''
+
+
+def augmenting(path, **function):
+    """A baseline whose probe found Images.augment taking the PyDataset's time, told as two layers."""
+    events = fit_events(input_type="PyDataset", wait_s=0.8)
+    events[1]["sites"] = {"compile": {"file": str(path), "line": 15}}
+    events[-1]["sample_work"] = {"file": str(path), "getitem_s": 0.02, "profiled": 3,
+                                 "lines": [{"line": 10, "share": 0.97}],
+                                 "function": {"name": "Images.augment", "file": str(path), "line": 6,
+                                              "call_line": 10, "share": 0.95, "calls_per_batch": 64.0,
+                                              "owner": "Images.augment", "argument": "image",
+                                              "input_shape": [8, 8, 3], "input_dtype": "uint8", "explained": 48,
+                                              "layers": [{"name": "Rescaling", "args": [1 / 255]},
+                                                         {"name": "RandomFlip", "args": ["horizontal"]}],
+                                              **function}}
+    return make_watch_record(events=events)
+
+
+def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
+    """The planner's change (tune/augment.py) and its patch: the call replaced by its image, the model
+    wrapped behind the layers before the statement that compiles it, at that statement's indentation."""
+    from gpuscout.tune import augment
+
+    script = tmp_path / "train.py"
+    script.write_text(AUGMENTING)
+    record = augmenting(script)
+    [made] = augment.augment_in_model(record)
+    assert made.settings["augment_in_model"]["argument"] == "image" and "takes 95% of __getitem__" in made.why
+    assert "keras.layers.Rescaling(1 / 255), keras.layers.RandomFlip('horizontal'), model])" in made.line
+    patch = patches.make([made], record, tmp_path)
+    assert patch.located == ["augment_in_model"], patch.unlocated
+    after = patch.texts[script.resolve()][1]
+    assert "np.stack([im for im in self.images])" in after
+    assert ("    model = keras.Sequential([keras.Input(shape=(8, 8, 3)), keras.layers.Rescaling(1 / 255), "
+            "keras.layers.RandomFlip('horizontal'), model])  # gpuscout tune: augment's work, on the device\n"
+            "    model.compile(") in after
+    ast.parse(after)
+    # where the function cannot be told as layers, or the model steps itself, the change is not tried: why
+    refused = augment.augment_in_model(augmenting(script, layers=[], why_not="its values change from call to call"))
+    assert "Images.augment (train.py:6) takes 95%" in refused and "its values change from call to call" in refused
+    events = fit_events(input_type="PyDataset", wait_s=0.8)
+    events[-1]["sample_work"] = {"file": str(script), "getitem_s": 0.02, "profiled": 3,
+                                 "lines": [{"line": 10, "share": 0.97}]}
+    inline = augment.augment_in_model(make_watch_record(events=events))
+    assert "its own lines take it (train.py:10 97% of 20.0 ms a call)" in inline

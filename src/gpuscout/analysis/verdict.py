@@ -15,6 +15,7 @@ GPU's.
 from __future__ import annotations
 
 import math
+import os
 
 from gpuscout.analysis import devices, divergence
 from gpuscout.analysis import flags as flagging
@@ -193,6 +194,15 @@ def _input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
                 "\n"
                 "model.fit(Batches(), epochs=...)")
     if input_type == "PyDataset":
+        work = main.sample_work.function if main.sample_work else None
+        if work is not None and work.layers:  # its augmentation told as layers (child/sample_work.py)
+            short = work.name.split(".")[-1]
+            return (f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
+                    "batch, one image at a time on the host: do it in the model with Keras preprocessing layers "
+                    "(on the device, the batch at once, only in training); `gpuscout tune` measures it",
+                    f"model = keras.Sequential([keras.Input(shape={tuple(work.input_shape or ())}), "
+                    f"{', '.join(layer.code() for layer in work.layers)}, model])  # before compile\n"
+                    f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)")
         return _pydataset_fix(main.input_workers, main.input_multiprocessing, workers)
     return ("parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
             "dataset = (dataset.cache()\n"

@@ -135,7 +135,8 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                                                     "jit_compile", "steps_per_execution", "strategy", "compile_s",
                                                     "flops_coverage", "steps_per_epoch", "input_in_graph",
                                                     "input_workers", "input_multiprocessing", "sync_callbacks", "rate_callback",
-                                                    "optimizer", "learning_rate")})
+                                                    "optimizer", "learning_rate", "augmented_in_model",
+                                                    "own_train_step")})
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
             fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
                              run_eagerly=bool(e.get("run_eagerly")),
@@ -156,7 +157,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
         elif kind == "watch_fit_end":
             fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
                              stopped_by_limit=bool(e.get("stopped_by_limit")), last_loss=e.get("last_loss"),
-                             input_repeats=e.get("input_repeats"))
+                             input_repeats=e.get("input_repeats"), sample_work=e.get("sample_work"))
     out = []
     for fit in fits.values():
         began = fit.pop("began", None)

@@ -28,7 +28,8 @@ def model_facts(model, x) -> dict:
              "jit_compile": bool(getattr(model, "jit_compile", False)),
              "run_eagerly": bool(getattr(model, "run_eagerly", False)),
              "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
-             "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None}
+             "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None,
+             "own_train_step": own_train_step(model)}
     try:
         from gpuscout.child.flops import count_with_coverage
 
@@ -114,3 +115,11 @@ def peak_memory_bytes() -> int | None:
         return max(peaks) if peaks else None
     except Exception:
         return None
+
+
+def own_train_step(model) -> bool:
+    """The model's class defines train_step itself (a GAN, a custom loss): a model wrapped around
+    it would train with Keras' own step instead."""
+    step = getattr(type(model), "train_step", None)
+    module = getattr(step, "__module__", "") or ""
+    return step is not None and not module.startswith("keras.")

@@ -136,6 +136,14 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
         x._workers, x._use_multiprocessing = int(workers), processes  # PyDataset reads these at fit
         x._max_queue_size = 2 * int(workers)  # as the patch writes it
         applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing={processes})")
+    moved = CHANGES.get("augment_in_model")
+    if moved and is_pydataset(x) and id(model) in _compiled_with:
+        from gpuscout.child.sample_work import move_into_model
+
+        where = move_into_model(x, moved)
+        _augmenting[id(model)] = None
+        applied("augment_in_model", f"{where} returns its {moved['argument']} as given; the model behind "
+                                    + ", ".join(layer["name"] for layer in moved["layers"]))
     if CHANGES.get("cache"):
         changed = cached(x)
     if CHANGES.get("prefetch") and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
@@ -161,6 +169,45 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
         else:
             kwargs["x"] = changed
     return args, kwargs
+
+
+# By id(model), not on the model: an attribute of a Keras model is tracked, and a wrapper kept on
+# the model it wraps makes each the other's layer (building it then recursed without end)
+_compiled_with: dict[int, tuple] = {}  # compile's arguments
+_augmenting: dict[int, object] = {}  # the model that wraps it behind the layers (None until made)
+
+
+def remember_compile(model, args: tuple, kwargs: dict) -> None:
+    """compile's arguments, kept where the model is trained behind augmentation layers: the
+    model that wraps it is compiled with them (the same optimizer, loss and metrics objects)."""
+    if CHANGES.get("augment_in_model"):
+        _compiled_with[id(model)] = (args, dict(kwargs))
+
+
+def augments(model) -> bool:
+    """fit trains `model` behind the layers that do the PyDataset's augmentation."""
+    return id(model) in _augmenting or any(w is model for w in _augmenting.values())
+
+
+def model_for_fit(model):
+    """The model fit trains: the script's own, or, where the PyDataset's augmentation was moved
+    (fit_input), keras.Sequential([Input, *layers, model]) compiled as the script compiled its
+    model: what the patch writes before the script's compile. Made once per model."""
+    if id(model) not in _augmenting:
+        return model
+    if _augmenting[id(model)] is None:
+        import keras
+
+        moved = CHANGES["augment_in_model"]
+        layers = [getattr(keras.layers, layer["name"])(*layer["args"], **layer["kwargs"]) for layer in moved["layers"]]
+        wrapper = keras.Sequential([keras.Input(shape=tuple(moved["input_shape"])), *layers, model],
+                                   name=f"{model.name}_augmenting")
+        args, kwargs = _compiled_with[id(model)]
+        wrapper.compile(*args, **kwargs)
+        wrapper.run_eagerly = model.run_eagerly  # a debugging setting made after compile stays the script's
+        wrapper._gpuscout_compiled_at = getattr(model, "_gpuscout_compiled_at", None)
+        _augmenting[id(model)] = wrapper
+    return _augmenting[id(model)]
 
 
 def compiled_step(model) -> None:

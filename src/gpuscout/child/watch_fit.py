@@ -36,6 +36,8 @@ from gpuscout.child.fit_input import (
 )
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes, sets_learning_rate
+from gpuscout.child.sample_work import SampleWork
+from gpuscout.child.tune_overrides import augments
 from gpuscout.child.watch_state import (
     CHECK_REPEATS,
     STATE,
@@ -110,6 +112,10 @@ class FitWatch:
         self.repeats = InputRepeats(batches_per_epoch(x)) \
             if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator") else None
         self.unobserve = lambda: None
+        # where a PyDataset's __getitem__ spends its time (what moving its work into the model needs)
+        self.sample_work = SampleWork(x) if CHECK_REPEATS and input_type(x) == "PyDataset" else None
+        if self.sample_work is not None and self.sample_work.install():
+            self.sample_work = None
         self.timed_hooks: list[tuple] = []  # (callback, hook, its own instance attribute or None)
         for callback in callbacks:
             self.time_hooks(callback)
@@ -305,7 +311,7 @@ class FitWatch:
              epochs=self.params.get("epochs"),
              input_in_graph=self.input_unseen is not None,
              steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
-             rate_callback=self.rate_callback,
+             rate_callback=self.rate_callback, augmented_in_model=augments(self.model),
              sites={"fit": self.site, "compile": getattr(self.model, "_gpuscout_compiled_at", None),
                     "input": input_site(self.x)}, **input_workers(self.x))
 
@@ -318,6 +324,16 @@ class FitWatch:
             args, kwargs = ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "x": x})
         return args, kwargs
 
+    def sample_facts(self) -> dict | None:
+        """The PyDataset's profiled calls, its hot function told as layers (after the timed steps:
+        that calls the function again)."""
+        self.sample_work.uninstall()
+        try:
+            return self.sample_work.facts()
+        except Exception as exc:
+            report_failure("reading where the PyDataset spends its time", exc)
+            return None
+
     def end(self) -> None:
         self.training_ended()
         self.unwrap()
@@ -327,7 +343,8 @@ class FitWatch:
         emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
              last_loss=last_loss(self.last_outputs),
-             **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}))
+             **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}),
+             **({"sample_work": self.sample_facts()} if self.sample_work is not None else {}))
         if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
             try:
                 emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS))

@@ -76,6 +76,7 @@ def patch(model_class) -> None:
             self._gpuscout_compiled_at = caller_site()  # where `tune --patch` sets XLA, steps_per_execution
             if tune_overrides.CHANGES:  # `gpuscout tune -- COMMAND`
                 kwargs = tune_overrides.compile_kwargs(kwargs)
+                tune_overrides.remember_compile(self, args, kwargs)
         except Exception as exc:
             report_failure("applying a tune change at compile", exc)
         return compile_(self, *args, **kwargs)
@@ -87,16 +88,18 @@ def patch(model_class) -> None:
     def fit(self, *args, **kwargs):
         if STATE.limit_reached:
             return original(self, *args, **kwargs)
+        model = self
         if tune_overrides.CHANGES:
             try:
                 args, kwargs = tune_overrides.fit_input(args, kwargs, self)
+                model = tune_overrides.model_for_fit(self)
             except Exception as exc:
                 report_failure("applying a tune change at fit", exc)
         try:
             callbacks = kwargs.get("callbacks") or []
             if not isinstance(callbacks, (list, tuple)):
                 raise TypeError(f"callbacks given as {type(callbacks).__name__}, not a list")
-            watcher = FitWatch(self, args[0] if args else kwargs.get("x"), callbacks, caller_site())
+            watcher = FitWatch(model, args[0] if args else kwargs.get("x"), callbacks, caller_site())
             args, kwargs = watcher.observed_input(args, kwargs)
             # the parent waits for the child's own limit now; a fit whose first step never ends is told by it
             emit("watch_fit_begin", fit=watcher.index, began_monotonic_s=time.monotonic(),
@@ -105,9 +108,9 @@ def patch(model_class) -> None:
             kwargs["callbacks"] = [*first, *callbacks, make_callback(watcher)]
         except Exception as exc:
             report_failure("preparing fit", exc)
-            return original(self, *args, **kwargs)
+            return original(model, *args, **kwargs)
         try:
-            return original(self, *args, **kwargs)
+            return original(model, *args, **kwargs)
         finally:
             try:
                 watcher.end()

@@ -8,6 +8,7 @@ throughputs here are always samples/s.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Annotated, Literal, Union
 
 from pydantic import Field
@@ -94,6 +95,62 @@ class InputRepeats(Part):
         return self.checked > 0 and self.same == self.checked
 
 
+class AugmentLayer(Part):
+    """A Keras preprocessing layer, keras.layers.<name>(*args, **kwargs) (child/augment_match.py)."""
+
+    name: str
+    args: list = Field(default_factory=list)
+    kwargs: dict = Field(default_factory=dict)
+
+    def code(self) -> str:
+        parts = [_literal(a) for a in self.args] + [f"{k}={_literal(v)}" for k, v in self.kwargs.items()]
+        return f"keras.layers.{self.name}({', '.join(parts)})"
+
+
+def _literal(value) -> str:
+    """A number as a user writes it: 1 / 255 where the scale is that fraction exactly."""
+    if isinstance(value, float) and len(repr(value)) > 8:  # 0.125 as it is, 0.00392156862745098 as 1 / 255
+        fraction = Fraction(value).limit_denominator(1000)
+        if float(fraction) == value and fraction.denominator > 1:
+            return f"{fraction.numerator} / {fraction.denominator}"
+        return repr(round(value, 6))
+    return repr(value)
+
+
+class SampleFunction(Part):
+    """The script's function a PyDataset's `__getitem__` spends the most time in (an augment(image)),
+    and whether it can be moved into the model: the layers that do what it does, or why not."""
+
+    name: str  # its qualified name: augment, Decoded.augment
+    file: str
+    line: int  # its def
+    call_line: int | None = None  # the __getitem__ line that calls it
+    share: float  # of __getitem__'s time, inclusive
+    calls_per_batch: float
+    owner: str | None = None  # "Class.name" where it is a method of the PyDataset; None: a module's function
+    argument: str | None = None  # the image it is given
+    input_shape: list[int] | None = None
+    input_dtype: str | None = None
+    explained: int | None = None  # outputs told as flips, crops, shifts and rescales
+    layers: list[AugmentLayer] = Field(default_factory=list)
+    why_not: str | None = None
+
+
+class SampleLine(Part):
+    line: int
+    share: float  # of __getitem__'s time
+
+
+class SampleWork(Part):
+    """Where a PyDataset's `__getitem__` spent a few profiled calls (child/sample_work.py)."""
+
+    file: str
+    getitem_s: float  # seconds per call
+    profiled: int
+    lines: list[SampleLine] = Field(default_factory=list)  # its own lines, the most time first
+    function: SampleFunction | None = None
+
+
 class WatchEpoch(Part):
     epoch: int
     start_monotonic_s: float
@@ -161,6 +218,9 @@ class WatchedFit(Part):
     learning_rate: float | None = None  # its initial learning rate, where it is a number
     input_repeats: InputRepeats | None = None
     pipeline: list[PipelineOp] = Field(default_factory=list)  # a tf.data input: the script's calls that built it
+    sample_work: SampleWork | None = None  # a PyDataset's: where its __getitem__ spends its time
+    own_train_step: bool = False  # the model's class defines its own train_step
+    augmented_in_model: bool = False  # fit ran the model behind the layers that do the PyDataset's augmentation
     sites: dict[Literal["fit", "compile", "input"], CallSite] = Field(default_factory=dict)
     windows: list[WatchWindow] = Field(default_factory=list)
     epochs: list[WatchEpoch] = Field(default_factory=list)

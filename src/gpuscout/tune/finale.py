@@ -16,7 +16,7 @@ from gpuscout.core.spec import Precision
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import patch as patches
-from gpuscout.tune import script, search
+from gpuscout.tune import augment, script, search
 from gpuscout.tune.search import Budget, Config, Outcome, Steps
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
@@ -125,6 +125,9 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: t
                    "moved into the model (Keras preprocessing layers, on the device) or written as array operations"
                    if measured else
                    "the PyDataset's work runs in threads under the GIL: worker processes, or the work moved into the model")
+            work = probe.main.sample_work if probe.main else None
+            if work is not None:  # the exact lines (issue 60): what to move, by hand where tune could not
+                how += f"; in __getitem__, {augment.hot_lines(work)}"
         elif main is not None and main.input_type == "generator":
             how = "one Python thread makes every batch: a PyDataset with worker processes, or tf.data"
         else:
@@ -167,6 +170,8 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
     copy = script.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
     if best and copy:
         copy["change"] = "patched copy"
+        if str(copy.get("note", "")).startswith("nothing in this script to apply"):
+            copy.pop("note")  # the copy has the change written in it: nothing is injected into it
         copy["agrees"] = _agree(best, copy)
         if not copy["agrees"] and not final.copy_note:
             final.copy_note = ("the patched copy's speed-up is outside the injected one's interval: the diff does "

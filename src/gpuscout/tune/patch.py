@@ -153,7 +153,65 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
                  + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper))]
     if knob == "data_parallel":
         return _data_parallel_edits(settings, sites, baseline, root, originals)
+    if knob == "augment_in_model":
+        return _augment_edits(sites, baseline, root, originals)
     raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
+
+
+def _augment_edits(sites: dict, baseline: WatchRecord, root: Path,
+                   originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+    """The PyDataset's call of its augmentation replaced by the image it is given, and the model
+    put behind the layers that do the augmentation, before the script compiles it (compile then
+    applies to the model that wraps it; the script's later uses of the name train and save that)."""
+    work = baseline.main.sample_work
+    function = work.function
+    short = function.name.split(".")[-1]
+    path, line = _site({"call": CallSite(file=work.file, line=function.call_line or 0)}, "call", root,
+                       f"called {short}")
+    text = _original(path, originals)
+    call = _call_at(text, line, short)
+    given = next((k.value for k in call.keywords if k.arg == function.argument), None)
+    if given is None:
+        index = _parameter_index(_original(Path(function.file).resolve(), originals), function)
+        if index is None or index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            raise NotLocated(f"which argument of {short}(...) on line {line} is its {function.argument} cannot be read")
+        given = call.args[index]
+    starts = _offsets(text)
+    call_edit = (_at(text, starts, call.lineno, call.col_offset), _at(text, starts, call.end_lineno, call.end_col_offset),
+                 ast.get_source_segment(text, given), next(_order))
+    model_path, compile_line = _site(sites, "compile", root, "compiled the model")
+    model_text = _original(model_path, originals)
+    compile_call = _call_at(model_text, compile_line, "compile")
+    if not (isinstance(compile_call.func, ast.Attribute) and isinstance(compile_call.func.value, ast.Name)):
+        raise NotLocated("compile is not called on a model by name: the model cannot be wrapped before it")
+    name = compile_call.func.value.id
+    insert_after_imports(model_text, "", need_keras=True)  # raises where keras is not imported by that name
+    layers = ", ".join(layer.code() for layer in function.layers)
+    code = (f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape)}), {layers}, {name}])"
+            f"  # gpuscout tune: {short}'s work, on the device")
+    out = {path: [call_edit]}
+    out.setdefault(model_path, []).extend(before_statement(model_text, compile_call, code))
+    return list(out.items())
+
+
+def _parameter_index(text: str, function) -> int | None:
+    """The position of the function's image argument among those a call passes (a method's self,
+    and a classmethod's cls, are not passed)."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function.name.split(".")[-1]                 and min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= function.line <= node.lineno:
+            names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+            static = any(_name(d) == "staticmethod" for d in node.decorator_list)
+            if function.owner and not static:
+                names = names[1:]
+            return names.index(function.argument) if function.argument in names else None
+    return None
+
+
+def before_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` as a statement of its own before the one that holds `call`, at its indentation."""
+    statement = _holding_statement(text, call)
+    where = _offsets(text)[statement.lineno - 1]
+    return [(where, where, f"{' ' * statement.col_offset}{code}\n", next(_order))]
 
 
 def _eager_assignments(text: str) -> list[Edit]:
@@ -233,15 +291,20 @@ def _rate_edits(settings: dict, sites: dict, root: Path, originals: dict[Path, s
                                     name="scaled_learning_rate"))]
 
 
-def after_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
-    """`code` as a statement of its own after the one that holds `call`, at its indentation."""
+def _holding_statement(text: str, call: ast.Call) -> ast.stmt:
+    """The simple statement that holds `call` (not the block around it)."""
     holders = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt) and
                not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
                                   ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith))
                and n.lineno <= call.lineno and (n.end_lineno or n.lineno) >= (call.end_lineno or call.lineno)]
     if not holders:
         raise NotLocated(f"the compile call on line {call.lineno} is not a statement of its own")
-    statement = max(holders, key=lambda n: n.lineno)
+    return max(holders, key=lambda n: n.lineno)
+
+
+def after_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` as a statement of its own after the one that holds `call`, at its indentation."""
+    statement = _holding_statement(text, call)
     starts = _offsets(text)
     where = starts[statement.end_lineno]
     indent = " " * statement.col_offset

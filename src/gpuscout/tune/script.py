@@ -38,6 +38,7 @@ from gpuscout.analysis.verdict import (
 )
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
+from gpuscout.tune.augment import augment_in_model
 from gpuscout.tune.change import Change, Plan, Skip
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
@@ -74,7 +75,7 @@ PRECISION_MOST = 2.0
 PRECISION_WORTH = 1.1
 
 CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
-           "device_batches", "batch_size", "data_parallel")
+           "device_batches", "augment_in_model", "batch_size", "data_parallel")
 
 
 def check_names(names: tuple[str, ...], option: str) -> None:
@@ -97,6 +98,7 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
                         ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
                         ("cache", _cache(baseline)),
                         ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
+                        ("augment_in_model", augment_in_model(baseline)),
                         ("batch_size", _batch(baseline, script_batch)), ("data_parallel", _data_parallel(baseline))):
         if only and knob not in only:
             continue
@@ -118,7 +120,7 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
     return out
 
 
-INPUT_FIRST = ("cache", "device_batches", "workers", "prefetch")
+INPUT_FIRST = ("cache", "device_batches", "augment_in_model", "workers", "prefetch")
 # A compiled step of a small batch left the H100 idle 70-80% of the time (the debugging-settings
 # ViT, docs/benchmarks.md): the largest batch tried first, where a budget may end the round
 MORE_WORK_FIRST = ("jit_compile", "batch_size", "steps_per_execution", "device_batches")

@@ -338,12 +338,15 @@ def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out
 
 def _with_repeats(record: WatchRecord, probe: WatchRecord) -> WatchRecord:
     """The kept run's facts with what only the probe checked: whether a Python input's batches
-    repeat, and each tf.data map's elements (matched by the call's file and line)."""
+    repeat, where a PyDataset spends its time, and each tf.data map's elements (matched by the
+    call's file and line)."""
     if record.main is None or probe.main is None:
         return record
     update = {}
     if record.main.input_repeats is None:
         update["input_repeats"] = probe.main.input_repeats
+    if record.main.sample_work is None:  # where the PyDataset's __getitem__ spends its time
+        update["sample_work"] = probe.main.sample_work
     checked = {(op.op, op.file, op.line): op for op in probe.main.pipeline if op.repeats is not None}
     if checked and record.main.pipeline:
         update["pipeline"] = [op.model_copy(update={k: getattr(seen, k) for k in
