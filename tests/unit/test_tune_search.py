@@ -46,7 +46,7 @@ def test_a_change_that_pays_only_after_another_is_found_in_the_second_round():
     1.6x on top of the cache in round 2; steps_per_execution nothing anywhere."""
     ran = []
 
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         s = config.settings
         rate = min(3000.0 if "cache" in s else 1000.0, 3000.0 if "mixed_precision" in s else 1800.0)
         ran.append(config.name)
@@ -74,7 +74,7 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
     leading candidate is run again with the reference after it, and judged on all of them."""
     references = iter([1400.0, 1000.0, 1000.0, 1000.0, 1000.0])
 
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         if not config.changes:
             return record(next(references))
         return record(1500.0 if config.knobs == {"cache"} else 1005.0)
@@ -88,7 +88,7 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
 
 
 def test_the_budget_stops_the_search_and_says_what_was_left():
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         made = record(1000.0)
         budget.started -= made.duration_s  # each run takes as long as it says: 20.2 s
         return made
@@ -130,7 +130,7 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
     keeping back the closing baseline alone, the first candidate and its reference run
     (3 x 20.2 <= 65). Once a candidate has run and waits for its verdict (it may win), the block: no
     second candidate eats into it, and round 2's (priced at the cached setting's pace) neither."""
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         made = record(2000.0 if config.changes else 1000.0)
         budget.started -= made.duration_s
         return made
@@ -165,7 +165,7 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
     not fit."""
     ran = []
 
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         s = config.settings
         rate = (10000.0 if "jit_compile" in s else 100.0) * (1.5 if {"jit_compile", "mixed_precision"} <= set(s) else 1)
         ran.append((config.name, steps))
@@ -188,7 +188,7 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
 
 
 def test_a_pace_change_that_loses_leaves_the_others_on_the_same_reference():
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         return record(1500.0 if "cache" in config.settings else 1000.0)
 
     found = search.search(run, lambda f, k: Plan(changes=[c for c in (JIT, CACHE) if c.knob not in k]),
@@ -222,7 +222,7 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
 
     ran = []
 
-    def run(config, name, steps, command=None):
+    def run(config, name, steps, command=None, at_most_s=None):
         ran.append(name)
         return record(10000.0 if config.changes else 1000.0)
 
@@ -252,7 +252,7 @@ def test_a_larger_batch_trains_the_samples_of_its_reference():
     big = Change("batch_size_x4", "batch_size", {"batch_size": 4 * BATCH}, "fit", "batch")
     ran = []
 
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         ran.append((config.name, steps))
         return record(2000.0 if config.changes else 1000.0, steps=steps)
 
@@ -305,7 +305,7 @@ def test_a_larger_batch_measured_again_trains_its_own_count():
     references = iter([1400.0, 1000.0, 1000.0, 1000.0, 1000.0])
     ran = []
 
-    def run(config, name, steps):
+    def run(config, name, steps, at_most_s=None):
         ran.append((config.name, steps))
         return record(next(references) if not config.changes else 2000.0, steps=steps)
 
@@ -325,3 +325,34 @@ def test_what_is_left_does_not_advise_processes_measured_no_faster():
     assert "worker processes, or the work moved into the model" in finale.left(None, waiting, set())
     said = finale.left(None, waiting, set(), slower=("workers_16_processes",))
     assert "worker processes measured no faster (workers_16_processes" in said and "preprocessing layers" in said
+
+
+def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what_it_ran():
+    """Each candidate is told the training time it is stopped at: SLOWER_CUT times its reference's
+    steps at the reference's measured step (300 steps of 64 at 1,000 samples/s: 19.2 s, so 57.6 s);
+    a run that stopped there, at a third of its steps, is judged slower on those and says so."""
+    asked = {}
+
+    def run(config, name, steps, at_most_s=None):
+        asked[name] = at_most_s
+        if "steps_per_execution" in config.settings:  # 10x slower: stopped at 3x, after 91 of its 300 steps
+            slow = record(100.0, steps=90)
+            main = slow.main.model_copy(update={"stopped_by_limit": True})
+            return slow.model_copy(update={"fits": [main], "applied": {"steps_per_execution": "set"}})
+        return record(1000.0)
+
+    found = search.search(run, lambda facts, kept: Plan(changes=[SPE]), record(1000.0), search.Budget(3600), 3,
+                          STEPS)
+    assert asked["baseline (warm)"] is None and asked["baseline again"] is None  # references run their count
+    assert abs(asked["steps_per_execution_8"] - search.SLOWER_CUT * 300 * BATCH / 1000.0) < 0.5
+    row = found.trials[0].row
+    assert row["verdict"] == "slower" and row["note"] == ("stopped at 3x its reference's training time: 91 of 300 steps, "
+                                                  "judged on those")
+    # while it waits for the reference run after it, a candidate already slower than its reference's
+    # last run is not priced as the best in the final block the budget keeps back
+    budget = search.Budget(3600)
+    budget.seen(record(1000.0), "baseline")
+    reference = search.Config()
+    slow = search.Trial(1, SPE, reference.plus(SPE), reference, 300, runs=[record(100.0)])
+    level = search.Trial(1, SPE, reference.plus(SPE), reference, 300, runs=[record(980.0)])
+    assert not search._may_win(slow, budget) and search._may_win(level, budget)

@@ -79,9 +79,12 @@ class Session:
         return replace(self.command, argv=argv)
 
     def run(self, name: str, steps: int | None, change: Change | None, number: int, total: int,
-            check_repeats: bool = False, command: Command | None = None) -> WatchRecord:
+            check_repeats: bool = False, command: Command | None = None, at_most_s: float | None = None) -> WatchRecord:
+        """One run of the command: `steps` training steps (else TARGET_TRAINING_S of training),
+        stopped at `at_most_s` seconds of training if that comes first (a candidate far slower than
+        its reference: search.SLOWER_CUT)."""
         self.progress.started(name, number, total)
-        options = WatchOptions(steps=steps, duration_s=None if steps else script.TARGET_TRAINING_S,
+        options = WatchOptions(steps=steps, duration_s=at_most_s if steps else script.TARGET_TRAINING_S,
                                window_s=script.WINDOW_S,
                                window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
                                change=change.name if change else None,
@@ -150,8 +153,9 @@ def _session(session: Session) -> dict:
 
     session.probe = probe
 
-    def run(config: search.Config, name: str, count: int, command: Command | None = None) -> WatchRecord:
-        record = session.run(name, count, config.as_change(), next(counter), 0, command=command)
+    def run(config: search.Config, name: str, count: int, command: Command | None = None,
+            at_most_s: float | None = None) -> WatchRecord:
+        record = session.run(name, count, config.as_change(), next(counter), 0, command=command, at_most_s=at_most_s)
         records.append(record)
         return record
 

@@ -43,6 +43,11 @@ PACE_FIRST = ("jit_compile",)
 # of the batch of 1,024 by hand, issue 60), and more workers (or processes) where the input still
 # waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried).
 REPEATABLE = ("batch_size", "workers")
+# A candidate is stopped once it has trained this many times its reference's training time, and
+# judged on the steps it ran (its windows are of its own steps: a third of them is still four or
+# more): a change 7x slower (the augmentation moved into the model on a CPU) ran 76 s of a 3-minute
+# budget at the round's count, and left no time for the next candidate.
+SLOWER_CUT = 3.0
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
 # The final block (tune/finale.py): the baseline, the best setting, the baseline again
@@ -103,6 +108,10 @@ class Trial:
 
     def judge(self, batch_size: int | None) -> dict:
         self.row = script.judged(self.change, self.runs, self.beside, batch_size)
+        ran = min((r.main.steps for r in self.runs if r.main), default=self.steps)
+        if ran < self.steps and any(r.main and r.main.stopped_by_limit for r in self.runs):
+            cut = f"stopped at {SLOWER_CUT:g}x its reference's training time: {ran} of {self.steps} steps, judged on those"
+            self.row["note"] = "; ".join(n for n in (self.row.get("note"), cut) if n)
         self.row.update(round=self.round, on=self.reference.name, setting=self.config.name,
                         reference_run_ids=[r.id for r in self.beside], run_ids=[r.id for r in self.runs])
         noise = [n for a, b in zip(self.beside, self.beside[1:]) if (n := script.noisy(a, b))]
@@ -121,6 +130,7 @@ class Pace:
 
     startup_s: float
     step_s: float
+    samples_per_s: float | None = None
 
     def run_s(self, steps: int) -> float:
         return self.startup_s + steps * self.step_s
@@ -143,7 +153,8 @@ class Budget:
         self.longest_s = max(self.longest_s, took)
         steps = record.main.steps if record.main else 0
         step = record.step_time_s or 0.0
-        self.paces[name] = Pace(max(0.0, took - steps * step), step) if steps and step else Pace(took, 0.0)
+        self.paces[name] = Pace(max(0.0, took - steps * step), step, record.samples_per_s) if steps and step else \
+            Pace(took, 0.0)
 
     def cost(self, name: str, steps: int) -> float:
         """What a run of setting `name` for `steps` training steps is expected to take."""
@@ -177,7 +188,8 @@ class Outcome:
         return math.prod(t.row.get("ratio_low") or 1.0 for t in self.path) >= CLEAR_RATIO
 
 
-Runner = Callable[[Config, str, int], WatchRecord]  # (setting, name, training steps) -> its run
+# (setting, name, training steps[, at_most_s: training seconds it is stopped at]) -> its run
+Runner = Callable[..., WatchRecord]
 Planner = Callable[[WatchRecord, set], Plan]
 
 
@@ -286,7 +298,8 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
             continue
         own = steps.at_samples(count, _batch_of(reference, batch), _batch_of(config, batch))
         trial = Trial(number, change, config, reference, own)
-        trial.runs.append(_ran(run, trial.config, trial.config.name, budget, own, out))
+        trial.runs.append(_ran(run, trial.config, trial.config.name, budget, own, out,
+                               at_most_s=_cut_s(budget, reference, count)))
         trials.append(trial)
         out.trials.append(trial)
         waiting.append(trial)
@@ -306,15 +319,26 @@ def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list
     candidate measured and waiting for the reference run after it: three share one, so their
     verdicts come late), else the closing baseline alone. Its baseline runs are priced at the
     baseline's pace and count, the best (and the patched copy) at the leading setting's."""
-    winning = out.path or any(t.faster or not t.beside for t in out.trials)
+    winning = out.path or any(t.faster or _may_win(t, budget) for t in out.trials)
     base = budget.cost("baseline", steps.base)
-    leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or not t.beside), None)
+    leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or _may_win(t, budget)), None)
     best = budget.cost(leading.config.name, leading.steps) if leading else base
     if out.clear:  # the best and the patched copy beside it, with --patch (Outcome.clear)
         return [best] * (2 if reserve > FINAL_RUNS else 0)
     runs = reserve if winning else min(reserve, CLOSING_RUNS)
     baselines = min(runs, 2)
     return [base] * baselines + [best] * max(0, runs - baselines)
+
+
+def _may_win(trial: Trial, budget: Budget) -> bool:
+    """A candidate measured and waiting for the reference run after it may win, unless its run was
+    already slower than its reference's latest by more than noise (a change 7x slower, priced as
+    the best, held back a CPU session's whole final block at its pace and ended the round)."""
+    if trial.beside:
+        return False
+    pace = budget.paces.get(trial.reference.name)
+    rate = trial.runs[-1].samples_per_s if trial.runs else None
+    return not (rate and pace and pace.samples_per_s and rate < pace.samples_per_s * (1 - script.NOISY_SHARE))
 
 
 def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: list[Trial], budget: Budget,
@@ -327,8 +351,16 @@ def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: 
     return after
 
 
-def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out: Outcome) -> WatchRecord:
-    record = run(config, name, count)
+def _cut_s(budget: Budget, reference: Config, count: int) -> float | None:
+    """The training time a candidate is stopped at: SLOWER_CUT times what its reference's `count`
+    steps train for (a batch k times larger trains count / k steps of about k times the time)."""
+    pace = budget.paces.get(reference.name)
+    return SLOWER_CUT * count * pace.step_s if pace is not None and pace.step_s else None
+
+
+def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out: Outcome,
+         at_most_s: float | None = None) -> WatchRecord:
+    record = run(config, name, count, at_most_s=at_most_s) if at_most_s else run(config, name, count)
     if record.status == "interrupted":
         raise KeyboardInterrupt
     budget.seen(record, config.name)
