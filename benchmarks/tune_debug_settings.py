@@ -21,15 +21,13 @@ last: tune's best against the fix by hand, and its session's wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
-from user_input.small_vit import MODEL  # benchmarks/ is the script's folder
+from gpuscout_cli import gpuscout  # benchmarks/ is the script's folder
+from user_input.small_vit import MODEL
 
 SCRIPT = textwrap.dedent('''
     import os
@@ -75,20 +73,6 @@ MLP_SCRIPT = textwrap.dedent('''
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
     model.fit(x, y, batch_size=batch, epochs=1000, verbose=0)
 ''')
-
-
-def gpuscout(args: list[str], out: Path, name: str, env: dict, timeout: float) -> tuple[dict | None, float]:
-    began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
-    wall = time.monotonic() - began
-    (out / f"{name}.json").write_text(done.stdout)
-    (out / f"{name}.stderr.txt").write_text(done.stderr[-200_000:])
-    print(f"-- {name}: exit {done.returncode} in {wall:.0f} s", flush=True)
-    try:
-        return json.loads(done.stdout), wall
-    except ValueError:
-        return None, wall
 
 
 def main() -> int:

@@ -4,8 +4,8 @@ normalises it per channel by ImageNet's mean and spread (in float64, as numpy do
 one image at a time, in Keras' default one worker thread (issue 60, item 3).
 
     python augmenting_images.py            # as left
-    python augmenting_images.py by-hand    # the fix by hand: the same augmentation as Keras layers in
-                                           # the model (uint8 batches to the device), mixed_bfloat16
+    python augmenting_images.py by-hand    # the fix by hand: the crops cut on the host as uint8, flipped
+                                           # and normalised in the model on the device, mixed_bfloat16
 
 SMALL=1: a small CNN on 40x40 crops of 48x48 images (a CPU smoke test).
 """
@@ -46,8 +46,10 @@ class Images(keras.utils.PyDataset):
 
     def __getitem__(self, i):
         picked = self.rng.integers(0, len(self.images), BATCH)
-        if BY_HAND:  # whole images, as they are: the model crops, flips and normalises them
-            return self.images[picked], self.labels[picked]
+        if BY_HAND:  # the crops as uint8 (a copy each): the model flips and normalises them on the device
+            corners = self.rng.integers(0, SIDE - CROP + 1, (BATCH, 2))
+            crops = np.stack([self.images[p, r:r + CROP, c:c + CROP] for p, (r, c) in zip(picked, corners)])
+            return crops, self.labels[picked]
         return np.stack([augment(self.images[p], self.rng) for p in picked]), self.labels[picked]
 
 
@@ -60,8 +62,7 @@ else:
     model = keras.applications.ResNet50(weights=None, input_shape=(CROP, CROP, 3), classes=1000,
                                         classifier_activation=None)
 if BY_HAND:
-    model = keras.Sequential([keras.Input((SIDE, SIDE, 3)), keras.layers.RandomCrop(CROP, CROP),
-                              keras.layers.RandomFlip("horizontal"),
+    model = keras.Sequential([keras.Input((CROP, CROP, 3)), keras.layers.RandomFlip("horizontal"),
                               keras.layers.Normalization(mean=MEAN * 255, variance=(STD * 255) ** 2), model])
 model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))

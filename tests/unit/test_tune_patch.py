@@ -198,6 +198,17 @@ def test_mixed_precision_is_written_after_the_script_s_own_policy(tmp_path):
     lines = made.texts[script.resolve()][1].splitlines()
     at = lines.index("keras.mixed_precision.set_global_policy('float32')")
     assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
+    # a policy the script sets under a condition: the line after the whole block, where it always runs
+    # (H100: written inside `if BY_HAND:`, the patched copy trained in float32 at 0.61 of the injection)
+    script.write_text(SCRIPT.replace("m = keras.Sequential", "if os.environ.get('FAST'):\n"
+                                                            "    keras.mixed_precision.set_global_policy('bfloat16')\n"
+                                                            "    print('fast')\n"
+                                                            "m = keras.Sequential"))
+    made = patches.make([change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")],
+                        baseline(script), tmp_path)
+    lines = made.texts[script.resolve()][1].splitlines()
+    at = lines.index("    print('fast')")
+    assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
 
 
 def test_an_eager_model_is_written_compiled(tmp_path):
@@ -272,3 +283,12 @@ def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
                                  "lines": [{"line": 10, "share": 0.97}]}
     inline = augment.augment_in_model(make_watch_record(events=events))
     assert "its own lines take it (train.py:10 97% of 20.0 ms a call)" in inline
+    # gpuscout's own layer (a crop per image that keeps XLA on) goes with its definition
+    shifted = augmenting(script, layers=[{"name": "RandomCropEach", "args": [8, 8],
+                                          "kwargs": {"pad_height": 1, "pad_width": 1, "fill_value": 0.0}}])
+    [made] = augment.augment_in_model(shifted)
+    after = patches.make([made], shifted, tmp_path).texts[script.resolve()][1]
+    assert "RandomCropEach(8, 8, pad_height=1, pad_width=1, fill_value=0.0), model])" in after
+    assert after.index("class RandomCropEach(keras.layers.Layer):") < after.index("model = keras.Sequential([keras.Input(")
+    assert "keras.layers.RandomCropEach" not in after
+    ast.parse(after)

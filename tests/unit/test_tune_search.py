@@ -325,6 +325,9 @@ def test_what_is_left_does_not_advise_processes_measured_no_faster():
     assert "worker processes, or the work moved into the model" in finale.left(None, waiting, set())
     said = finale.left(None, waiting, set(), slower=("workers_16_processes",))
     assert "worker processes measured no faster (workers_16_processes" in said and "preprocessing layers" in said
+    # once the augmentation runs in the model, the advice is about what is left of __getitem__, not it
+    moved = finale.left(None, waiting, {"augment_in_model"}, slower=("workers_2_processes",))
+    assert "the augmentation runs in the model now" in moved and "preprocessing layers" not in moved
 
 
 def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what_it_ran():

@@ -202,7 +202,9 @@ def _input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
                     "(on the device, the batch at once, only in training); `gpuscout tune` measures it",
                     f"model = keras.Sequential([keras.Input(shape={tuple(work.input_shape or ())}), "
                     f"{', '.join(layer.code() for layer in work.layers)}, model])  # before compile\n"
-                    f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)")
+                    f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)"
+                    + ("\n# RandomCropEach: a crop per image that keeps XLA on; `gpuscout tune --patch` writes it"
+                       if any(layer.own for layer in work.layers) else ""))
         return _pydataset_fix(main.input_workers, main.input_multiprocessing, workers)
     return ("parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
             "dataset = (dataset.cache()\n"

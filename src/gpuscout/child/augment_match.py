@@ -199,13 +199,10 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
         elif len({(s.dy, s.dx) for s in seen}) == 1:
             return f"it crops {h}x{w} at one place off the centre"
         else:
-            # a crop at a random place in each image: Keras' RandomCrop draws one place per batch
-            # (3.15's get_random_transformation), a shift drawn per image then the centre is the same
-            # crop per image; the shift never uncovers the centre
-            geometry += [Layer("RandomTranslation", (round((height - h) / 2 / height, 6),
-                                                     round((width - w) / 2 / width, 6)),
-                               {"fill_mode": "constant", "fill_value": 0.0, "interpolation": "nearest"}),
-                         Layer("CenterCrop", (h, w), {})]
+            # a crop at a random place in each image: gpuscout's RandomCropEach (child/fixes.py). Keras'
+            # RandomCrop draws one place per batch (3.15's get_random_transformation), and it and
+            # RandomTranslation set supports_jit = False, which turns XLA off for the whole model
+            geometry.append(Layer("RandomCropEach", (h, w), {}))
     else:
         fills = {s.fill for s in seen if s.fill is not None}
         if len(fills) > 1:
@@ -224,9 +221,9 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
                 value, values_first = round(given[0] / input_tolerance) * input_tolerance, False
             else:
                 return "what a shift uncovers is filled with a different value in each channel"
-            geometry.append(Layer("RandomTranslation", (round(most_dy / height, 6), round(most_dx / width, 6)),
-                                  {"fill_mode": "constant", "fill_value": float(simplest(value)),
-                                   "interpolation": "nearest"}))
+            # a shift of up to (dy, dx) pixels: a border that wide, then the image's size cropped from it
+            geometry.append(Layer("RandomCropEach", (height, width),
+                                  {"pad_height": most_dy, "pad_width": most_dx, "fill_value": float(simplest(value))}))
     layers = values + geometry if values_first else geometry + values
     if not layers:
         return "it returned its input unchanged"

@@ -199,7 +199,11 @@ def model_for_fit(model):
         import keras
 
         moved = CHANGES["augment_in_model"]
-        layers = [getattr(keras.layers, layer["name"])(*layer["args"], **layer["kwargs"]) for layer in moved["layers"]]
+        from gpuscout.child import fixes
+
+        layers = [(getattr(keras.layers, layer["name"], None) or getattr(fixes, layer["name"]))(*layer["args"],
+                                                                                               **layer["kwargs"])
+                  for layer in moved["layers"]]
         wrapper = keras.Sequential([keras.Input(shape=tuple(moved["input_shape"])), *layers, model],
                                    name=f"{model.name}_augmenting")
         args, kwargs = _compiled_with[id(model)]

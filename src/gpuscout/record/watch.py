@@ -95,6 +95,11 @@ class InputRepeats(Part):
         return self.checked > 0 and self.same == self.checked
 
 
+# Layers of gpuscout's own (child/fixes.py) that the augmentation is told as, where Keras' own would
+# turn XLA off or draw one place per batch
+OWN_LAYERS = ("RandomCropEach",)
+
+
 class AugmentLayer(Part):
     """A Keras preprocessing layer, keras.layers.<name>(*args, **kwargs) (child/augment_match.py)."""
 
@@ -104,7 +109,12 @@ class AugmentLayer(Part):
 
     def code(self) -> str:
         parts = [_literal(a) for a in self.args] + [f"{k}={_literal(v)}" for k, v in self.kwargs.items()]
-        return f"keras.layers.{self.name}({', '.join(parts)})"
+        return f"{'' if self.own else 'keras.layers.'}{self.name}({', '.join(parts)})"
+
+    @property
+    def own(self) -> bool:
+        """gpuscout's layer (child/fixes.py), whose definition goes with it, not one of Keras'."""
+        return self.name in OWN_LAYERS
 
 
 def _literal(value) -> str:

@@ -59,9 +59,10 @@ def augment_in_model(r: WatchRecord) -> list[Change] | str:
 
 
 def describe(layers) -> str:
-    words = {"Rescaling": "rescaled", "RandomFlip": "flipped or not", "RandomCrop": "cropped",
-             "CenterCrop": "centre-cropped", "RandomTranslation": "shifted"}
-    return ", ".join(words.get(layer.name, layer.name) for layer in layers)
+    words = {"Rescaling": "rescaled", "Normalization": "normalised per channel", "RandomFlip": "flipped or not",
+             "CenterCrop": "centre-cropped"}
+    return ", ".join("shifted" if layer.kwargs.get("pad_height") or layer.kwargs.get("pad_width") else "cropped"
+                     if layer.name == "RandomCropEach" else words.get(layer.name, layer.name) for layer in layers)
 
 
 def hot_lines(work: SampleWork) -> str:

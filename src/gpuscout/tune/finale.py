@@ -118,6 +118,10 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: t
         elif "cache" in kept:  # nothing is made any more: what waits is handing kept batches over
             how = ("the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
                    "batch) or the input moved to the device once")
+        elif "augment_in_model" in kept:  # the per-image work is on the device: the rest of __getitem__ waits
+            how = ("the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
+                   "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
+                   "the device once and sliced there")
         elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
             measured = next((name for name in slower if name.startswith("workers_") and name.endswith("_processes")), None)
             how = ("the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "

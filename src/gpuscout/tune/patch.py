@@ -114,8 +114,9 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         line = f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # gpuscout tune: before the model is built"
         own = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
                and _name(n.func) in ("set_global_policy", "set_dtype_policy")]
-        if own:  # after the script's own policy, which would set float32 again
-            return [(path, after_statement(text, max(own, key=lambda n: n.lineno), line))]
+        if own:  # after the script's own policy, which would set float32 again, and after the block
+            # it is in: a policy the script sets only under a condition (`if debug:`) is not tune's
+            return [(path, after_block(text, max(own, key=lambda n: n.lineno), line))]
         return [(path, insert_after_imports(text, line, need_keras=True))]
     if knob == "workers" and settings.get("parallel_calls"):
         return _parallel_call_edits(baseline, root, originals)
@@ -191,6 +192,8 @@ def _augment_edits(sites: dict, baseline: WatchRecord, root: Path,
             f"  # gpuscout tune: {short}'s work, on the device")
     out = {path: [call_edit]}
     out.setdefault(model_path, []).extend(before_statement(model_text, compile_call, code))
+    for layer in {layer.name for layer in function.layers if layer.own}:  # gpuscout's layer: its definition
+        out[model_path] += insert_after_imports(model_text, definition(layer), need_keras=True, name=layer)
     return list(out.items())
 
 
@@ -310,6 +313,23 @@ def after_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
     indent = " " * statement.col_offset
     glue = "" if text[:where].endswith("\n") else "\n"
     return [(where, where, f"{glue}{indent}{code}\n", next(_order))]
+
+
+def after_block(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` after the statement that holds `call`, or after the if, for, while, with or try
+    around it, up to the body of the function or module it is in, at that statement's indentation:
+    a line after a conditional call runs whether or not the condition held (H100: the policy
+    written inside the script's `if BY_HAND:` never ran, and the patched copy trained in float32)."""
+    tree = ast.parse(text)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    statement = _holding_statement(text, call)
+    statement = next(n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == statement.lineno
+                     and n.col_offset == statement.col_offset and type(n) is type(statement))
+    while not isinstance(parents.get(statement), (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+        statement = parents[statement]
+    where = _offsets(text)[statement.end_lineno]
+    glue = "" if text[:where].endswith("\n") else "\n"
+    return [(where, where, f"{glue}{' ' * statement.col_offset}{code}\n", next(_order))]
 
 
 def _after_device_settings(text: str, code: str) -> list[Edit]:
