@@ -2,16 +2,23 @@
 refused where no layer does the same. The layers told are then run in Keras (jax, CPU) on the same
 image: each of their outputs must be explained the same way, and the flips drawn as often."""
 
+import itertools
 import os
 
 import numpy as np
 import pytest
 
-from gpuscout.child.augment_match import TRIES, Layer, explain, identify, layers_for
+from gpuscout.child.augment_match import TRIES, Layer, Seen, explain, identify, layers_for
 from gpuscout.record.watch import AugmentLayer
 
 RNG = np.random.default_rng(0)
 IMAGE = RNG.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+
+
+@pytest.fixture(autouse=True)
+def same_draws():
+    """Each test draws the same random numbers whichever tests ran before it in its worker."""
+    RNG.bit_generator.state = np.random.default_rng(1).bit_generator.state
 
 
 def pad_shift_flip(image, rng=RNG):
@@ -98,7 +105,8 @@ def test_each_output_is_checked_on_every_pixel():
     assert explain(IMAGE, broken) is None
     assert explain(IMAGE, shifted[..., :2]) is None  # a channel dropped
     # outputs from one seeded call every time: a layer would draw new randomness
-    assert "same changed output every call" in layers_for(IMAGE, [seen] * 5, "float32")
+    fixed = Seen(True, False, 1, 2, (1 / 255,) * 3, (0.0,) * 3, (0.0,) * 3, IMAGE.shape)
+    assert "same changed output every call" in layers_for(IMAGE, [fixed] * 5, "float32")
 
 
 def test_the_layers_told_draw_what_the_function_drew():
@@ -124,3 +132,24 @@ def test_the_layers_told_draw_what_the_function_drew():
         trained.compile("sgd", "mse", jit_compile=True)
         assert trained.jit_compile
     assert not any(isinstance(t, Layer) and t.name in ("RandomCrop", "RandomTranslation") for t in told)
+
+
+def test_a_function_of_the_whole_batch_is_told_image_by_image():
+    """augment_batch(images): each output image against its input image, a flip drawn per image."""
+    batch = RNG.integers(0, 256, (16, 40, 40, 3), dtype=np.uint8)
+
+    rng = np.random.default_rng(4)
+
+    def augment_batch(images):
+        flips = rng.random(len(images)) < 0.5
+        return np.where(flips[:, None, None, None], images[:, :, ::-1], images).astype("float32") / 255
+
+    layers, explained = identify(lambda: augment_batch(batch.copy()), batch)
+    assert names(layers) == [("Rescaling", (1 / 255,)), ("RandomFlip", ("horizontal",))] and explained == TRIES
+    # one flip for the whole batch is not a flip per image: each image's own coin is what RandomFlip draws
+    calls = itertools.count()  # every other call flipped: both kinds of call are seen, whatever the seed
+    layers, _ = identify(lambda: batch[:, :, ::-1] if next(calls) % 2 else batch, batch)
+    assert layers == "it draws one flip for the whole batch, not one per image as the layers would"
+    # a batch returned in another order (a shuffle) is not explained image by image
+    layers, _ = identify(lambda: batch[::-1].copy(), batch)
+    assert "not a flip, crop, shift or rescale" in layers

@@ -100,3 +100,28 @@ def test_a_function_of_the_module_is_replaced_where_getitem_finds_it(monkeypatch
 
 
 RNG = np.random.default_rng(3)
+
+
+def flip_each(images):
+    time.sleep(0.004)
+    flips = RNG.random(len(images)) < 0.5
+    return np.where(flips[:, None, None, None], images[:, :, ::-1], images).astype("float32") / 255
+
+
+class BatchWise:
+    def __getitem__(self, i):
+        return flip_each(IMAGES)
+
+
+def test_a_function_of_the_whole_batch_is_found_and_its_image_shape_is_one_images():
+    RNG.bit_generator.state = np.random.default_rng(7).bit_generator.state  # the same draws in any order
+    dataset = BatchWise()
+    work = SampleWork(dataset)
+    assert work.install() is None
+    for i in range(PROFILED_CALLS + 1):
+        dataset[i]
+    work.uninstall()
+    function = work.facts()["function"]
+    assert function["name"] == "flip_each" and function["calls_per_batch"] == 1 and function["argument"] == "images"
+    assert function["input_shape"] == [16, 16, 3] and [layer["name"] for layer in function["layers"]] == \
+        ["Rescaling", "RandomFlip"]

@@ -25,7 +25,9 @@ PATCH_PX = 6  # the side of the grey patch located in the input
 Z_MATCH = 1e-3  # standardised values of a patch and a window that are the same pixels
 RELATIVE_RESIDUAL = 1e-4  # of the output's range: float32 rounding of a*x + b
 SIMPLEST_DENOMINATOR = 1000  # 1 / 255, 2 / 255, a mean of 0.5
-LARGEST_PX = 1024 * 1024  # larger images are not searched (the windows' memory)
+LARGEST_PX = 1024 * 1024
+# The images of a batch a batch-wise function is checked on, per call (each its own search)
+BATCH_SAMPLES = 8  # larger images are not searched (the windows' memory)
 # A flip seen k of TRIES times is taken for RandomFlip's 50% unless a fair coin would give k with
 # probability under this (two-sided): 14 to 34 of 48 pass
 FLIP_P_VALUE = 0.001
@@ -255,18 +257,32 @@ def _two_sided(k: int, n: int) -> float:
 
 
 def identify(call_again, x: np.ndarray) -> tuple[list[Layer] | str, int]:
-    """The layers for a function, called again by `call_again()` on the image `x` TRIES times, and
-    how many outputs were explained before the first that was not."""
-    seen = []
+    """The layers for a function, called again by `call_again()` on `x`, and how many outputs were
+    explained before the first that was not. `x` is one image (height, width, channels), the
+    function called TRIES times; or a batch of them (an `augment_batch(images)`), each output's
+    first BATCH_SAMPLES images against the input's, in as many calls as make TRIES images (two
+    at least: a batch drawn once could be one seeded draw)."""
+    batched = x.ndim == 4
+    images = list(x[:BATCH_SAMPLES]) if batched else [x]
+    locators = [Locator(image) for image in images]
+    seen: list[Seen] = []
     out_dtype = None
-    locator = Locator(x)
-    for _ in range(TRIES):
+    for _ in range(max(2, math.ceil(TRIES / len(images))) if batched else TRIES):
         y = call_again()
-        explained = explain(x, np.asarray(y) if hasattr(y, "__array__") else y, locator)
-        if explained is None:
-            kind = f"a {type(y).__name__}" if not hasattr(y, "shape") else f"shape {tuple(y.shape)}"
-            return (f"an output ({kind}) is not a flip, crop, shift or rescale of its input {tuple(x.shape)} "
-                    "(a rotation, zoom, colour change or noise?)"), len(seen)
-        seen.append(explained)
-        out_dtype = str(np.asarray(y).dtype)
-    return layers_for(x, seen, out_dtype), len(seen)
+        y = np.asarray(y) if hasattr(y, "__array__") else y
+        outputs = list(y[:len(images)]) if batched and getattr(y, "ndim", 0) == 4 and len(y) == len(x) else \
+            [None] * len(images) if batched else [y]
+        for image, output, locator in zip(images, outputs, locators):
+            explained = explain(image, output, locator)
+            if explained is None:
+                kind = f"a {type(y).__name__}" if not hasattr(y, "shape") else f"shape {tuple(y.shape)}"
+                return (f"an output ({kind}) is not a flip, crop, shift or rescale of its input {tuple(x.shape)} "
+                        "(a rotation, zoom, colour change or noise?)"), len(seen)
+            seen.append(explained)
+        out_dtype = str(y.dtype)
+    if batched and len(images) > 1:
+        calls = [seen[i:i + len(images)] for i in range(0, len(seen), len(images))]
+        for what, key in (("flip", lambda s: (s.flip_h, s.flip_v)), ("crop or shift", lambda s: (s.dy, s.dx))):
+            if len({key(s) for s in seen}) > 1 and all(len({key(s) for s in call}) == 1 for call in calls):
+                return f"it draws one {what} for the whole batch, not one per image as the layers would", len(seen)
+    return layers_for(images[0], seen, out_dtype), len(seen)

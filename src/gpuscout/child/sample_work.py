@@ -170,8 +170,9 @@ class SampleWork:
             return {"why_not": found}
         function, owner = found
         arguments = self.captured.get(code) or {}
+        # an image (height, width, up to 4 channels), or a batch of them (augment_batch(images))
         image = next((name for name, value in arguments.items()
-                      if isinstance(value, np.ndarray) and value.ndim == 3 and value.shape[2] <= 4), None)
+                      if isinstance(value, np.ndarray) and value.ndim in (3, 4) and value.shape[-1] <= 4), None)
         if image is None:
             return {"why_not": "it is given no image (an array of height, width and up to 4 channels)", "owner": owner}
 
@@ -183,7 +184,7 @@ class SampleWork:
             layers, explained = identify(call_again, arguments[image])
         except Exception as exc:  # the script's function, called again: never our failure
             return {"why_not": f"calling it again raised {type(exc).__name__}: {exc}"[:300], "owner": owner}
-        out = {"argument": image, "owner": owner, "input_shape": list(arguments[image].shape),
+        out = {"argument": image, "owner": owner, "input_shape": list(arguments[image].shape[-3:]),
                "input_dtype": str(arguments[image].dtype), "explained": explained}
         if isinstance(layers, str):
             out["why_not"] = layers
