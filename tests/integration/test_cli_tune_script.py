@@ -219,16 +219,23 @@ def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
             "keras.layers.RandomFlip('horizontal'), model])") in text
     assert report["patched"]["verdict"] == "faster" and report["patched"]["ratio_low"] > 2, report["patched"]
     assert "note" not in report["patched"]
-    # a random brightness: no layer is told; the line that calls it is named
+    # a random brightness: no layer is told, and why; the lines that take the time are named. A plain
+    # watch profiles __getitem__ but does not call the script's function again: it names it only
     watched = run_cli("watch", "--json", "--steps", "30", "--store", str(store), "--", PY, str(script), "brightness",
                       env=env)
     assert watched.returncode == 0, watched.stderr[-3000:]
-    work = json.loads(watched.stdout)["runs"][0]["fits"][0]["sample_work"]
-    assert work["function"]["name"] == "augment" and "random brightness" in work["function"]["why_not"]
+    run = json.loads(watched.stdout)["runs"][0]
+    work = run["fits"][0]["sample_work"]
+    assert work["function"]["name"] == "augment" and not work["function"]["layers"] and not work["function"]["why_not"]
     assert work["lines"][0]["line"] == 59  # x = np.stack([augment(image, self.rng) ...])
-    plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, str(script), "brightness", env=env)
-    assert plan.returncode == 0, plan.stderr
-    assert "augment (train.py:27) takes" in " ".join(plan.stdout.split()) and "random brightness" in plan.stdout
+    assert "augment (train.py:27) takes" in run["verdict"][0]["fix"] and "gpuscout tune" in run["verdict"][0]["fix"]
+    told = run_cli("tune", "--json", "--steps", "30", "--only", "augment_in_model", "--store", str(store), "--", PY,
+                   str(script), "brightness", env=env)
+    assert told.returncode == 0, told.stderr[-3000:]
+    told = json.loads(told.stdout)
+    reason = next(s["reason"] for s in told["skipped"] if s["change"] == "augment_in_model")
+    assert "augment (train.py:27) takes" in reason and "random brightness" in reason and not told["rows"]
+    assert "in __getitem__, its own lines take it (train.py:59" in told["left"]
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from gpuscout.analysis import flags as flagging
 from gpuscout.analysis import repeats
 from gpuscout.analysis import untimed
 from gpuscout.core.spec import BF16_COMPUTE_CAPABILITY
-from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
+from gpuscout.record.watch import SAMPLE_WORK_SHARE, Cause, WatchedFit, WatchRecord
 from gpuscout.core.spec import Precision
 
 INPUT_BOUND_SHARE = flagging.INPUT_BOUND_MODERATE  # 5%
@@ -205,7 +205,12 @@ def _input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
                     f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)"
                     + ("\n# RandomCropEach: a crop per image that keeps XLA on; `gpuscout tune --patch` writes it"
                        if any(layer.own for layer in work.layers) else ""))
-        return _pydataset_fix(main.input_workers, main.input_multiprocessing, workers)
+        text, code = _pydataset_fix(main.input_workers, main.input_multiprocessing, workers)
+        if work is not None and work.share >= SAMPLE_WORK_SHARE:  # named, not told (a plain watch)
+            text = (f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
+                    f"batch on the host: {text}; or that work in the model (`gpuscout tune` tells whether it can be "
+                    "Keras layers on the device)")
+        return text, code
     return ("parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
             "dataset = (dataset.cache()\n"
             "           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"

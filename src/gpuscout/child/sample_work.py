@@ -138,8 +138,9 @@ class SampleWork:
                 self.line_s[state["line"]] += time.perf_counter() - state["at"]
             self.getitem_s += time.perf_counter() - start
 
-    def facts(self) -> dict | None:
-        """What the profiled calls found, with the hot function told as layers where it can be."""
+    def facts(self, tell: bool = True) -> dict | None:
+        """What the profiled calls found, with the hot function told as layers where it can be
+        (`tell`: calling it again; a plain watch does not)."""
         if not self.profiled or self.getitem_s <= 0:
             return None
         per_call = self.getitem_s / self.profiled
@@ -154,7 +155,7 @@ class SampleWork:
                     "file": code.co_filename, "line": code.co_firstlineno, "call_line": self.call_lines.get(code),
                     "share": round(share, 4), "calls_per_batch": round(self.function_calls[code] / self.profiled, 2)}
         out["function"] = function
-        if share >= SAMPLE_WORK_SHARE:
+        if share >= SAMPLE_WORK_SHARE and tell:
             function.update(self.moveable(code))
         return out
 

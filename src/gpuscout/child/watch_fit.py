@@ -40,6 +40,7 @@ from gpuscout.child.sample_work import SampleWork
 from gpuscout.child.tune_overrides import augments
 from gpuscout.child.watch_state import (
     CHECK_REPEATS,
+    TELL_AUGMENTATION,
     STATE,
     WINDOW_S,
     WINDOW_STEPS,
@@ -329,7 +330,7 @@ class FitWatch:
         that calls the function again)."""
         self.sample_work.uninstall()
         try:
-            return self.sample_work.facts()
+            return self.sample_work.facts(tell=TELL_AUGMENTATION)
         except Exception as exc:
             report_failure("reading where the PyDataset spends its time", exc)
             return None

@@ -21,6 +21,8 @@ WINDOW_STEPS = int(os.environ.get("GPUSCOUT_WATCH_WINDOW_STEPS", "0")) or None
 # Whether a Python input's batches repeat is checked (child/input_repeats.py); tune's runs after its
 # first baseline turn it off
 CHECK_REPEATS = os.environ.get("GPUSCOUT_WATCH_REPEATS", "1") != "0"
+# tune's first baseline: the PyDataset's per-sample function called again to tell it as layers
+TELL_AUGMENTATION = os.environ.get("GPUSCOUT_WATCH_AUGMENTATION") == "1"
 MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
 MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
 TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace

@@ -65,6 +65,10 @@ class WatchOptions:
     # whether a PyDataset's or generator's batches repeat (child/input_repeats.py): what `cache` needs;
     # tune checks in its first baseline only (a run of a change would pay the digests for nothing)
     check_repeats: bool = True
+    # whether the function a PyDataset's __getitem__ spends its time in is called again to tell what
+    # it does (child/sample_work.py): tune's first baseline only; a plain watch does not call the
+    # script's own code more than the script does
+    tell_augmentation: bool = False
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -79,6 +83,8 @@ class WatchOptions:
             env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
         if not self.check_repeats:
             env["GPUSCOUT_WATCH_REPEATS"] = "0"
+        if self.tell_augmentation:
+            env["GPUSCOUT_WATCH_AUGMENTATION"] = "1"
         if self.compilation_cache is not None:
             env.update(compilation_cache_env(self.compilation_cache, dict(os.environ)))
         if self.trace_steps and trace_dir is not None:

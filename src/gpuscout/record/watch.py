@@ -127,6 +127,11 @@ def _literal(value) -> str:
     return repr(value)
 
 
+# A function taking at least this share of a PyDataset's __getitem__ time is its work (the child's
+# child/sample_work.py tells only such a function as layers: the same figure)
+SAMPLE_WORK_SHARE = 0.3
+
+
 class SampleFunction(Part):
     """The script's function a PyDataset's `__getitem__` spends the most time in (an augment(image)),
     and whether it can be moved into the model: the layers that do what it does, or why not."""

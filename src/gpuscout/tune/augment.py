@@ -15,12 +15,8 @@ from __future__ import annotations
 import os
 
 from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
-from gpuscout.record.watch import SampleWork, WatchRecord
+from gpuscout.record.watch import SAMPLE_WORK_SHARE, SampleWork, WatchRecord
 from gpuscout.tune.change import Change
-
-# A function taking less of __getitem__'s time than this is not its work: the child tells as
-# layers only a function over it (child/sample_work.py's SAMPLE_WORK_SHARE, the same figure)
-SAMPLE_WORK_SHARE = 0.3
 
 
 def augment_in_model(r: WatchRecord) -> list[Change] | str:
@@ -41,6 +37,9 @@ def augment_in_model(r: WatchRecord) -> list[Change] | str:
     if main.own_train_step:
         return f"the model defines its own train_step: a model around it would train with Keras' step; {where}" \
                f" could be moved by hand"
+    if not function.why_not and not function.layers:  # a plain watch's record: the function not called again
+        return f"{where} takes {function.share:.0%} of __getitem__: whether it can move into the model is told when " \
+               f"tune runs the script (its first baseline calls {function.name.split('.')[-1]} again)"
     if function.why_not or not function.layers:
         return f"{where} takes {function.share:.0%} of __getitem__ and cannot be moved as layers: " \
                f"{function.why_not or 'nothing was told'}"

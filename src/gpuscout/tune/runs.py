@@ -90,7 +90,7 @@ class Session:
                                change=change.name if change else None,
                                change_settings=change.settings if change else None,
                                compilation_cache=self.cache,
-                               check_repeats=check_repeats)
+                               check_repeats=check_repeats, tell_augmentation=check_repeats)
         record = watch_command(command or self.command, options, self.context, self.store, self.view())
         self.progress.ended(name, record)
         return record
