@@ -4,16 +4,7 @@ The parent process (this package's CLI and library) never imports TensorFlow, JA
 every measurement runs in a child process (see ``gpuscout.child.worker``).
 """
 
-__version__ = "0.1.0"
-
-# Bump whenever the way of measuring changes (docs/methodology.md); records of another
-# methodology are never mixed in comparisons.
-METHODOLOGY_VERSION = 1
-
-# The stored record's shape (gpuscout.record; version 2: typed parts -- inference, cost,
-# distribution --, units_per_sample, the record's kind). Here with the other versions, so that the
-# ground floor (gpuscout.core's provenance) stamps it without importing the record above it.
-SCHEMA_VERSION = 2
+from gpuscout.core.versions import METHODOLOGY_VERSION, SCHEMA_VERSION, __version__  # noqa: F401  (the public names)
 
 
 def load_ipython_extension(ipython) -> None:
@@ -30,10 +21,10 @@ def __getattr__(name: str):
         from gpuscout.workloads.user import InputSpec
 
         return InputSpec
-    if name == "watching":
-        from gpuscout.notebook.live import watching
+    if name in ("watching", "callback"):  # the in-process watch: a `with` block, or one fit's callback
+        import gpuscout.notebook.live
 
-        return watching
+        return getattr(gpuscout.notebook.live, name)
     if name in ("show", "doctor", "report", "compare"):
         import gpuscout.notebook
 

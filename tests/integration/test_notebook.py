@@ -104,7 +104,7 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
         "import gpuscout.child.watch_state as state\nprint('patched after the cell:', "
         "getattr(keras.Model.fit, '_gpuscout_watched', False), state.STATE.sink is not None)\n"
         "model.fit(SlowBatches(), epochs=1, verbose=0)",
-        "import gpuscout\nwatched = gpuscout.watch.callback(show=False)\n"
+        "import gpuscout\nwatched = gpuscout.callback(show=False)\n"
         "model.fit(SlowBatches(), epochs=3, verbose=0, callbacks=[watched])\nprint('callback:', watched.record.id)",
         "from gpuscout.store import Store\nfirst = Store().list(kind='watch')[-1].id\nshown = gpuscout.show(first)",
         "%gpuscout show nope",

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 PADDING_SCRIPT = r"""
 import jax, numpy as np, keras
-from gpuscout.child import transformer_layers as transformer
+from gpuscout.workloads import transformer_layers as transformer
 layer = transformer.SelfAttention(24, 3, causal=CAUSAL)
 x = np.random.default_rng(0).standard_normal((2, 13, 24)).astype("float32")
 plain = np.asarray(layer(x))
@@ -66,7 +66,7 @@ def test_causal_lm_labels_are_all_tokens():
 GELU_SCRIPT = r"""
 import contextlib, io, math, jax, numpy as np, keras
 from jax.ad_checkpoint import print_saved_residuals
-from gpuscout.child.transformer_layers import Gelu
+from gpuscout.workloads.transformer_layers import Gelu
 x = 3 * np.random.default_rng(0).standard_normal((4, 8, 32)).astype("float32")
 # the exact form by hand, in float64: x * (1 + erf(x / sqrt 2)) / 2
 by_hand = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(x.astype("float64"))
@@ -111,7 +111,7 @@ def test_gelu_recomputed_in_the_backward_pass_keeps_less_and_changes_nothing():
 
 LAYER_NORM_SCRIPT = r"""
 import jax, numpy as np, keras
-from gpuscout.child.transformer_layers import LayerNorm
+from gpuscout.workloads.transformer_layers import LayerNorm
 rng = np.random.default_rng(0)
 # tokens whose features are off centre (mean 4, spread 1 to 3), as a residual stream's can be
 x = (4 + rng.uniform(1, 3, (2, 5, 1)) * rng.standard_normal((2, 5, 48))).astype("float32")

@@ -16,7 +16,8 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from gpuscout import METHODOLOGY_VERSION, __version__, catalog, workloads
+from gpuscout import catalog, workloads
+from gpuscout.core.versions import METHODOLOGY_VERSION, __version__
 
 from gpuscout.workloads import sizing
 from gpuscout.analysis import flags as flagging

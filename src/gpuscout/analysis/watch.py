@@ -54,7 +54,7 @@ class Observed:
 
 
 def derive(seen: Observed) -> WatchRecord:
-    from gpuscout import METHODOLOGY_VERSION, __version__
+    from gpuscout.core.versions import METHODOLOGY_VERSION, __version__
 
     fits = _fits(seen.events, seen.ended_monotonic_s)
     main = max(fits, key=lambda f: f.steps, default=None)

@@ -95,7 +95,7 @@ def static_batch_size(dataset) -> int | None:
 
 
 def input_type(x) -> str:
-    if x is None:  # gpuscout.watch.callback(): a callback is never shown fit's input
+    if x is None:  # gpuscout.callback(): a callback is never shown fit's input
         return "not seen"
     kind = type(x)
     module, name = kind.__module__, kind.__name__

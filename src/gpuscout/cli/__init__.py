@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from gpuscout import __version__
+from gpuscout.core.versions import __version__
 from gpuscout.core import outputs, signals
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.report import terminal

@@ -9,7 +9,7 @@ from typing import Callable
 import typer
 from rich.console import Console
 
-from gpuscout import __version__
+from gpuscout.core.versions import __version__
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.report import terminal

@@ -9,7 +9,7 @@ import sys
 
 import psutil
 
-from gpuscout import METHODOLOGY_VERSION, SCHEMA_VERSION, __version__
+from gpuscout.core.versions import METHODOLOGY_VERSION, SCHEMA_VERSION, __version__
 
 # Environment variables that change how a framework runs; recorded as the child saw them.
 _RELEVANT_PREFIXES = ("XLA_", "TF_", "JAX_", "KERAS_", "CUDA_", "NCCL_", "NVIDIA_TF32")

@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpuscout import __version__, catalog
+from gpuscout import catalog
+from gpuscout.core.versions import __version__
 
 from gpuscout.core import backends
 from gpuscout.core.spec import Backend

@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import gpuscout
 from gpuscout.core.errors import UsageError
 from gpuscout.executor import process, scratch
 
@@ -200,7 +199,7 @@ class Instrumentation:
     def __init__(self) -> None:
         self.folder = scratch.make("watch")
         shutil.copyfile(self.SITECUSTOMIZE, self.folder / "sitecustomize.py")
-        (self.folder / "gpuscout").symlink_to(Path(gpuscout.__file__).resolve().parent, target_is_directory=True)
+        (self.folder / "gpuscout").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
 
     def env(self, base: dict[str, str], settings: dict[str, str]) -> dict[str, str]:
         """`base` with the instrumentation on its PYTHONPATH (first) and its `settings`."""

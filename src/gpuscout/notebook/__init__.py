@@ -1,7 +1,7 @@
 """gpuscout where Keras users train: a live notebook kernel (or any Python process), and notebook
 files run top to bottom.
 
-- In-process: `gpuscout.watching()` and `gpuscout.watch.callback()` (gpuscout.notebook.live), shown
+- In-process: `gpuscout.watching()` and `gpuscout.callback()` (gpuscout.notebook.live), shown
   by notebook.display; `%load_ext gpuscout` gives the `%gpuscout` / `%%gpuscout` magics
   (notebook.magics); `gpuscout.show(run_id)` and `gpuscout.doctor()` here.
 - A notebook file: `gpuscout watch train.ipynb` runs gpuscout.measure.notebook_runner, which runs it in a fresh

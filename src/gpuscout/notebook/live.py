@@ -1,5 +1,5 @@
 """Watching in the process that trains: a notebook's cell (`%%gpuscout watch`), any code under
-`with gpuscout.watching():`, or one fit given `callbacks=[gpuscout.watch.callback()]`.
+`with gpuscout.watching():`, or one fit given `callbacks=[gpuscout.callback()]`.
 
 The instrumentation is `watch -- COMMAND`'s own (child/watch_hook wraps Model.fit, child/watch_fit
 times each step); only where its events go differs: to a list in this process instead of a pipe

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuscout import SCHEMA_VERSION
+from gpuscout.core.versions import SCHEMA_VERSION
 from gpuscout.core.spec import ModelInfo
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from gpuscout import __version__
+from gpuscout.core.versions import __version__
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import SCHEMA_VERSION
 

@@ -288,7 +288,7 @@ class WatchRecord(Part):
     created_utc: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T")
     group_id: str = Field(min_length=1)
     # command: `watch -- COMMAND` (a notebook file too); pid: `watch --pid`; in_process: watched in the
-    # process that trained (a notebook's cell, `gpuscout.watching()`, `gpuscout.watch.callback()`)
+    # process that trained (a notebook's cell, `gpuscout.watching()`, `gpuscout.callback()`)
     mode: Literal["command", "pid", "in_process"]
     workload: str  # the script (or the command's first word), for listing and comparing
     command: list[str]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from gpuscout import __version__
+from gpuscout.core.versions import __version__
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.outputs import HTML_MARK
 from gpuscout.report import plots

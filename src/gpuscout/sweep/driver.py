@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from gpuscout import __version__
+from gpuscout.core.versions import __version__
 from gpuscout.core import outputs
 from gpuscout.measure import engine, planning
 from gpuscout.core.errors import RunError, UsageError, host_port

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from gpuscout import __version__, catalog
+from gpuscout import catalog
+from gpuscout.core.versions import __version__
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.analysis import stats

@@ -11,7 +11,8 @@ its own, which `Model.fit`'s instrumentation cannot see, marks each step with on
 Steps are timed between calls (no device synchronisation is added: time per step is exact over
 windows of a second or more, whatever the device queue holds at any moment).
 In a notebook, or any code that trains in its own process: `with gpuscout.watching():` or
-`model.fit(..., callbacks=[gpuscout.watch.callback()])` (gpuscout.notebook.live).
+`model.fit(..., callbacks=[gpuscout.callback()])` (gpuscout.notebook.live: it shows what it
+measured, which a verb's floor cannot).
 
 The parent side (running the command, telemetry, the record and its verdict) is
 gpuscout.measure.watching; the instrumentation inside the script is gpuscout.child.watch_hook.
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 from gpuscout.core.steps import step  # the public name: gpuscout.watch.step()
 
-__all__ = ["callback", "step"]
+__all__ = ["step"]
 
 
-def callback(label: str | None = None, *, store=None, show: bool = True):
-    """A Keras callback that watches the fit it is given to, in this process (gpuscout.notebook.live)."""
-    from gpuscout.notebook.live import callback as make
-
-    return make(label, store=store, show=show)
+def __getattr__(name: str):
+    if name == "callback":  # its name until 2026-11-28: the notebook floor's, which shows what it measured
+        raise AttributeError("gpuscout.watch.callback() is now gpuscout.callback(): "
+                             "model.fit(..., callbacks=[gpuscout.callback()])")
+    raise AttributeError(f"module 'gpuscout.watch' has no attribute {name!r}")

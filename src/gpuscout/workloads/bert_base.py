@@ -17,7 +17,7 @@ MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * WIDTH +
 
 
 def _build_model(keras, seq_len):
-    from gpuscout.child.transformer_layers import Gelu, LayerNorm, LearnedPositions, block
+    from gpuscout.workloads.transformer_layers import Gelu, LayerNorm, LearnedPositions, block
 
     layers = keras.layers
     tokens = keras.Input(shape=(seq_len,), dtype="int32", name="tokens")

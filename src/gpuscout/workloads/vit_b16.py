@@ -18,7 +18,7 @@ FORWARD_FLOPS = 2 * ((TOKENS - 1) * PATCH * PATCH * 3 * WIDTH + LAYERS * TOKENS 
 
 
 def _build_model(keras, seq_len=None):
-    from gpuscout.child.transformer_layers import ClassToken, LayerNorm, LearnedPositions, block
+    from gpuscout.workloads.transformer_layers import ClassToken, LayerNorm, LearnedPositions, block
 
     layers = keras.layers
     images = keras.Input(shape=(IMAGE, IMAGE, 3))
