@@ -47,7 +47,7 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
     assert set(rows) == {"jit_compile"}  # the change that multiplies the pace runs alone, first (issue 60)
     later = {r["change"]: r for r in report["rows"] if r["round"] == 2}
-    # 4,096 samples at batch 64: x4 keeps 16 steps an epoch, the most a round tries here (script.batch_factors)
+    # 4,096 samples at batch 64: x4 keeps 16 steps an epoch, the most a round tries here (larger_batch.batch_factors)
     assert "batch_size_x4" in later and later["batch_size_x4"]["on"] == "jit_compile"
     assert later["batch_size_x4"]["verdict"] == "faster"
     jit = rows["jit_compile"]

@@ -8,7 +8,7 @@ import pytest
 from gpuscout.analysis import devices
 from gpuscout.record.run import GpuInfo
 from gpuscout.report.watch import _figures
-from gpuscout.tune import script
+from gpuscout.tune import judging, script
 from tests.records import fit_events, make_watch_record
 from tests.unit.test_watch_logic import busy
 
@@ -145,7 +145,7 @@ def test_a_data_parallel_row_says_its_scaling_efficiency():
     fast = make_watch_record("dp", events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.0,
                                                  steps=90))
     change = script._data_parallel(base[0])[0]
-    row = script.judged(change, [fast], base, 64)
+    row = judging.judged(change, [fast], base, 64)
     assert row["ratio"] == pytest.approx(1.8) and row["devices"] == 2 and row["efficiency"] == pytest.approx(0.9)
     from gpuscout.report.tune_script import _gain
 

@@ -8,7 +8,7 @@ import pytest
 
 from gpuscout.analysis.compare import contrast
 from gpuscout.record.watch import InputRepeats
-from gpuscout.tune import script
+from gpuscout.tune import judging, larger_batch, script
 from tests.records import fit_events, make_watch_record
 from tests.unit.test_watch_logic import H100, busy
 
@@ -49,14 +49,14 @@ def test_loss_at_equal_steps_and_a_noisy_baseline():
     base = baseline()
     worse = baseline()
     base.main.last_loss, worse.main.last_loss = 0.5, 0.9
-    assert "0.9 after 151 steps against the baseline's 0.5" in script.health(worse, base)
+    assert "0.9 after 151 steps against the baseline's 0.5" in judging.health(worse, base)
     worse.main.last_loss = 0.7  # 1.4x: not clearly worse
-    assert script.health(worse, base) is None
+    assert judging.health(worse, base) is None
     worse.main.last_loss = math.nan
-    assert script.health(worse, base).startswith("the loss is nan")
+    assert judging.health(worse, base).startswith("the loss is nan")
     again = baseline(window_s=0.5)  # the same steps in half the time: 2x, and the intervals apart
-    assert "apart" in script.noisy(base, again)
-    assert script.noisy(base, baseline()) is None
+    assert "apart" in judging.noisy(base, again)
+    assert judging.noisy(base, baseline()) is None
 
 
 def test_contrast_by_hand():
@@ -106,25 +106,25 @@ def test_every_input_change_is_code():
 
 
 def test_a_larger_batch_goes_as_far_as_memory_and_the_epoch_allow_with_its_learning_rate():
-    assert [script.batch_factors(m) for m in (1, 2, 4, 8, 32, 64, 4096)] == \
+    assert [larger_batch.batch_factors(m) for m in (1, 2, 4, 8, 32, 64, 4096)] == \
         [[], [2], [4], [4, 8], [4, 16, 32], [4, 16, 64], [4, 16, 64]]
     r = baseline(input_type="numpy", peak_memory_bytes=10 * 2**30)  # 0.9 x 80 GiB / 10 GiB = 7.2: x4 at most
-    assert [c.name for c in script._batch(r)] == ["batch_size_x4"]
+    assert [c.name for c in larger_batch.larger_batches(r)] == ["batch_size_x4"]
     r.main.peak_memory_bytes = 2**30
     r.main.steps_per_epoch = 100  # 6,400 samples an epoch at batch 64: 16 steps an epoch at 400, x4 at most
     r.main.optimizer = "AdamW"
-    [x4] = script._batch(r)
+    [x4] = larger_batch.larger_batches(r)
     # AdamW: the square root of 4; warmed up over one epoch of the new batch, 6,400 / 256 = 25 steps
     assert x4.settings == {"batch_size": 256, "learning_rate_factor": 2.0, "warmup_steps": 25}
     assert "learning rate x2 (x the square root of the batch's factor for AdamW" in x4.line
     r.main.optimizer = "LossScaleOptimizer(SGD)"
-    [x4] = script._batch(r)
+    [x4] = larger_batch.larger_batches(r)
     assert x4.settings["learning_rate_factor"] == 4.0 and "linear scaling rule" in x4.line
     # a setting at batch 256 already (the script's 64): named by its factor over the script's batch
     r.main.batch_size, r.main.steps_per_epoch = 256, 10_000
-    assert [c.name for c in script._batch(r, script_batch=64)][:2] == ["batch_size_x16", "batch_size_x64"]
+    assert [c.name for c in larger_batch.larger_batches(r, script_batch=64)][:2] == ["batch_size_x16", "batch_size_x64"]
     r.main.steps_per_epoch = 20  # 5,120 samples: not even 16 steps at 512
-    assert "fewer than 16 steps an epoch" in script._batch(r, script_batch=64)
+    assert "fewer than 16 steps an epoch" in larger_batch.larger_batches(r, script_batch=64)
 
 
 def test_a_larger_batch_s_loss_is_read_where_it_had_seen_the_baseline_s_samples():
@@ -134,15 +134,15 @@ def test_a_larger_batch_s_loss_is_read_where_it_had_seen_the_baseline_s_samples(
     for i, w in enumerate(big.main.windows):
         w.loss = 3.0 - 0.1 * i
     # windows end at 256 + 2,560 k samples: the first at or past 5,184 is the second (5,376)
-    loss, against, where = script.loss_point(big, base)
+    loss, against, where = judging.loss_point(big, base)
     assert (loss, against) == (2.9, 0.5) and where.startswith("after 5,376 samples (the baseline's run: 5,184)")
-    assert "the loss is 2.9 after 5,376 samples" in script.health(big, base)
+    assert "the loss is 2.9 after 5,376 samples" in judging.health(big, base)
     for w in big.main.windows:
         w.loss = 0.45
-    assert script.health(big, base) is None
+    assert judging.health(big, base) is None
     same = baseline(windows=8, steps=10, batch=64)
     same.main.last_loss = 0.6
-    assert script.loss_point(same, base) == (0.6, 0.5, "after 81 steps")
+    assert judging.loss_point(same, base) == (0.6, 0.5, "after 81 steps")
 
 
 def test_a_gpu_idle_most_of_the_time_gets_more_work_per_call_first():
@@ -211,7 +211,7 @@ def test_beside_a_callback_that_sets_the_rate_it_is_scaled_once_and_stays_a_numb
 
     r = baseline(input_type="numpy", peak_memory_bytes=2**30)
     r.main.optimizer, r.main.rate_callback = "SGD", "ReduceLROnPlateau"
-    [x4, *_] = script._batch(r)
+    [x4, *_] = larger_batch.larger_batches(r)
     assert x4.settings["warmup_steps"] == 0 and "no warm-up beside the script's ReduceLROnPlateau" in x4.line
     plain = keras.optimizers.SGD(0.01)
     scaled_learning_rate(plain, 4.0, 0)

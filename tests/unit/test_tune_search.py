@@ -4,7 +4,7 @@ measured again when those disagree. No process runs: `run` returns a record of t
 
 import itertools
 
-from gpuscout.tune import script, search
+from gpuscout.tune import judging, script, search
 from gpuscout.tune.change import Change, Plan
 from tests.records import fit_events, make_watch_record
 
@@ -108,7 +108,7 @@ def test_the_budget_stops_the_search_and_says_what_was_left():
 
 def test_judged_pools_each_side():
     """Two runs of a change at 2,000 against two reference runs at 1,000: 2x, from 12 windows a side."""
-    row = script.judged(CACHE, [record(2000.0), record(2000.0)], [record(1000.0), record(1000.0)], BATCH)
+    row = judging.judged(CACHE, [record(2000.0), record(2000.0)], [record(1000.0), record(1000.0)], BATCH)
     assert abs(row["ratio"] - 2.0) < 0.03 and row["verdict"] == "faster" and row["healthy"]
 
 
@@ -239,7 +239,7 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
     final = finale.measure(run, found, Session(), search.Budget(3600), STEPS)
     assert ran == [] and final.best is found.path[-1].runs[-1] and final.before is found.path[0].beside[-1]
     assert final.after is final.before
-    assert "over round 1's baseline run" in finale.summary(found, script.judged(JIT, [final.best], [final.before], BATCH))
+    assert "over round 1's baseline run" in finale.summary(found, judging.judged(JIT, [final.best], [final.before], BATCH))
 
 
 def test_a_larger_batch_trains_the_samples_of_its_reference():

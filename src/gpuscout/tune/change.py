@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The knobs tune turns (`--only`, `--skip`), each planned by tune/script.py
+CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
+           "device_batches", "augment_in_model", "batch_size", "data_parallel")
+
 
 @dataclass
 class Change:

@@ -16,7 +16,7 @@ from gpuscout.core.spec import Precision
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import patch as patches
-from gpuscout.tune import augment, script, search
+from gpuscout.tune import augment, judging, search
 from gpuscout.tune.search import Budget, Config, Outcome, Steps
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
@@ -169,9 +169,9 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
     batch = probe.batch_size
     beside = [final.before] if final.before is final.after else [final.before, final.after]
     rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.get("ratio") or 0)))]
-    best = (script.judged(found.best.as_change(), [final.best], beside, batch) if final.best else
+    best = (judging.judged(found.best.as_change(), [final.best], beside, batch) if final.best else
             dict(found.path[0].row) if found.path else None)  # round 1's judgement, where the budget ended
-    copy = script.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
+    copy = judging.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
     if best and copy:
         copy["change"] = "patched copy"
         if str(copy.get("note", "")).startswith("nothing in this script to apply"):
@@ -186,8 +186,8 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
     return {
         "session": session.context.group_id, "created_utc": utc_now(), "command": session.command.given,
         "workload": session.command.workload, "steps": steps,
-        "baseline": script.row(None, probe, probe), "baseline_again": script.row(None, final.after, first),
-        "noisy": script.noisy(first, final.after), "rows": rows,
+        "baseline": judging.row(None, probe, probe), "baseline_again": judging.row(None, final.after, first),
+        "noisy": judging.noisy(first, final.after), "rows": rows,
         # the script's own training diverged: what every speed figure then measures is said first
         "diverged": next((c.model_dump() for c in probe.verdict if c.code == "loss_not_finite"), None),
         "path": [t.change.name for t in found.path], "rounds": found.rounds, "best": best, "patched": copy,
@@ -206,7 +206,7 @@ def _agree(best: dict, copy: dict) -> bool:
     change, each to +-3%, drift apart by more than their intervals (12.97x and 12.86x did)."""
     if not best.get("ratio") or not copy.get("ratio"):
         return False
-    if abs(copy["ratio"] / best["ratio"] - 1) < script.NOISY_SHARE:
+    if abs(copy["ratio"] / best["ratio"] - 1) < judging.NOISY_SHARE:
         return True
     if best.get("ratio_low") is None or copy.get("ratio_low") is None:
         return False

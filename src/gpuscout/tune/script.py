@@ -22,12 +22,9 @@ measured peak says it fits), and the whole session by --budget.
 from __future__ import annotations
 
 import math
-import statistics
-from dataclasses import dataclass
 
 from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis import repeats
-from gpuscout.analysis.compare import contrast
 from gpuscout.analysis.untimed import STARVED_UTIL_PCT
 from gpuscout.analysis.verdict import (
     BF16_CC,
@@ -39,7 +36,8 @@ from gpuscout.analysis.verdict import (
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.augment import augment_in_model
-from gpuscout.tune.change import Change, Plan, Skip
+from gpuscout.tune.change import CHANGES, Change, Plan, Skip
+from gpuscout.tune.larger_batch import epoch_steps, fit_batches, larger_batches, learning_rate
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
 # warm-up window and at least 4 steady windows of WINDOW_S even for a change 4x faster.
@@ -60,13 +58,6 @@ MIN_STEPS = 32
 # A step shorter than this is worth batching host calls for (steps_per_execution): Keras' own
 # guidance puts the overhead of one host round trip per step at milliseconds.
 SHORT_STEP_S = 0.025
-# The loss a change may end at, against the baseline's at equal steps, before it is "clearly worse".
-LOSS_WORSE_RATIO = 1.5
-LOSS_WORSE_ABSOLUTE = 0.1
-# Memory a larger batch may plan to use, of the GPU's (the rest: fragmentation, the framework's own).
-BATCH_MEMORY_SHARE = 0.9
-# Two runs of the same setting farther apart than this (their medians) say the machine was noisy.
-NOISY_SHARE = 0.10
 
 # What mixed precision buys the device's share of a step at most (bf16 against float32's TF32 tensor
 # cores: about 2x on Hopper, the H100 ViT measured 1.88x), and the least whole-step gain worth a run:
@@ -74,8 +65,6 @@ NOISY_SHARE = 0.10
 PRECISION_MOST = 2.0
 PRECISION_WORTH = 1.1
 
-CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
-           "device_batches", "augment_in_model", "batch_size", "data_parallel")
 
 
 def check_names(names: tuple[str, ...], option: str) -> None:
@@ -99,7 +88,7 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
                         ("cache", _cache(baseline)),
                         ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
                         ("augment_in_model", augment_in_model(baseline)),
-                        ("batch_size", _batch(baseline, script_batch)), ("data_parallel", _data_parallel(baseline))):
+                        ("batch_size", larger_batches(baseline, script_batch)), ("data_parallel", _data_parallel(baseline))):
         if only and knob not in only:
             continue
         if knob in skip:
@@ -288,116 +277,6 @@ def _device_batches(r: WatchRecord) -> list[Change] | str:
                    f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU")]
 
 
-def _fit_batches(main) -> bool:
-    """fit cuts the batches itself (in-memory arrays and a batch_size): a change can set their size."""
-    return main.input_type in ("numpy", "jax array") and bool(main.batch_size)
-
-
-def _batch(r: WatchRecord, script_batch: int | None = None) -> list[Change] | str:
-    """Larger batches, as far as memory and the data allow (batch_factors), each with the learning
-    rate scaled for it (learning_rate): a setting that is a larger batch already gets the next
-    ones (search.REPEATABLE). Named by their factor over the script's own batch."""
-    main = r.main
-    if not _fit_batches(main):
-        return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"
-    most = _most_batch_factor(r)
-    if isinstance(most, str):
-        return most
-    base = script_batch or main.batch_size
-    out = []
-    for f in batch_factors(most):
-        batch = main.batch_size * f
-        rate = learning_rate(main, batch / base, _epoch_steps(main, batch))
-        out.append(Change(f"batch_size_x{batch // base}", "batch_size", {"batch_size": batch, **rate.settings},
-                          f"model.fit(..., batch_size={batch})" + rate.line,
-                          f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)"))
-    return out
-
-
-# A batch is enlarged in one round by these factors at most (the larger a factor, the fewer rounds
-# reach the batch a compiled step needs: a small ViT left at batch 32 ran 3.2x faster at 1,024 than
-# at 128, H100, docs/benchmarks.md); the next round refines from the winner (x2, x4 of it).
-BATCH_FACTORS = (4, 16, 64)
-# Steps an epoch keeps at the largest batch tried: fewer, and an epoch's end (its callbacks,
-# validation, Keras' iterator made again) is a larger share of the time than at the script's batch
-MIN_EPOCH_STEPS = 16
-
-
-def batch_factors(most: int) -> list[int]:
-    """The factors tried in one round, up to `most`: BATCH_FACTORS, and `most` itself where it
-    falls between them (x2 where nothing larger fits)."""
-    if most < 2:
-        return []
-    found = {f for f in BATCH_FACTORS if f <= most} | {min(most, BATCH_FACTORS[-1])}
-    return sorted(found)
-
-
-def _most_batch_factor(r: WatchRecord) -> int | str:
-    """The largest power-of-two factor of the run's batch that fits the GPU's memory (memory grows
-    at most in proportion to the batch: the weights' share does not) and keeps MIN_EPOCH_STEPS
-    steps an epoch; a reason where not even x2 does."""
-    main = r.main
-    most = 2 ** 20
-    if r.gpu is not None:
-        peak, total = main.peak_memory_bytes, r.gpu.memory_total_bytes
-        if not peak or not total:
-            return "the run's peak memory is not known: no batch is promised to fit"
-        most = int(BATCH_MEMORY_SHARE * total // peak)
-        if most < 2:
-            return f"twice the batch would not fit ({peak * 2 / 2**30:.1f} GiB of {total / 2**30:.0f} GiB)"
-    samples = _epoch_samples(main)
-    if samples:
-        most = min(most, samples // (MIN_EPOCH_STEPS * main.batch_size))
-        if most < 2:
-            return (f"an epoch holds {samples:,} samples: a batch of {2 * main.batch_size} would leave fewer than "
-                    f"{MIN_EPOCH_STEPS} steps an epoch")
-    return 2 ** int(math.log2(most))
-
-
-def _epoch_samples(main) -> int | None:
-    return main.steps_per_epoch * main.batch_size if main.steps_per_epoch and main.batch_size else None
-
-
-def _epoch_steps(main, batch: int) -> int | None:
-    samples = _epoch_samples(main)
-    return max(1, samples // batch) if samples else None
-
-
-@dataclass(frozen=True)
-class Rate:
-    settings: dict  # learning_rate_factor and warmup_steps, for child/tune_overrides.py
-    line: str  # what the changed line says of it
-
-
-# Optimizers whose update is the gradient times the rate: the linear scaling rule (Goyal et al.
-# 2017). Adaptive ones (Adam, AdamW, RMSprop, Lion, ...) scale by the square root (Malladi et al.
-# 2022, "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms"): a linear x32 on AdamW's
-# 1e-3 is a rate no transformer trains at.
-LINEAR_RATE_OPTIMIZERS = ("SGD",)
-
-
-def learning_rate(main, factor: float, warmup_steps: int | None) -> Rate:
-    """The learning rate for a batch `factor` times the script's: scaled by the rule for its
-    optimizer, reached by a linear warm-up over one epoch of the new batch (Goyal et al. 2017,
-    section 2.2, warm up from the rate as it was), as the measured runs train it and the patch
-    writes it (child/fixes.py scaled_learning_rate)."""
-    if factor <= 1:
-        return Rate({}, "")
-    optimizer = main.optimizer
-    if not optimizer:
-        return Rate({}, "   # the optimizer was not seen: scale its learning rate for the batch yourself")
-    inner = optimizer.split("(")[-1].rstrip(")")
-    linear = inner in LINEAR_RATE_OPTIMIZERS
-    scale = factor if linear else math.sqrt(factor)
-    # beside a callback that sets the rate as a number, no schedule: it would stop the callback
-    warmup = 0 if main.rate_callback else (warmup_steps or 1)
-    rule = "x the batch's factor: the linear scaling rule, Goyal et al. 2017" if linear else \
-        f"x the square root of the batch's factor for {inner}: Malladi et al. 2022"
-    how = f"warmed up over {warmup} steps" if warmup else f"no warm-up beside the script's {main.rate_callback}"
-    return Rate({"learning_rate_factor": round(scale, 4), "warmup_steps": warmup},
-                f"   # and the learning rate x{scale:.3g} ({rule}), {how} (scaled_learning_rate)")
-
-
 def _data_parallel(r: WatchRecord) -> list[Change] | str:
     """The step on every device the framework sees, set before the first layer is built (jax:
     keras.distribution.DataParallel; TensorFlow: a MirroredStrategy made the default strategy):
@@ -414,134 +293,12 @@ def _data_parallel(r: WatchRecord) -> list[Change] | str:
     code = devices_analysis.spread_code(main.backend)
     out = [Change("data_parallel", "data_parallel", {"data_parallel": True},
                   code + f"\n# the global batch as it is: each device computes 1/{devices} of it", why)]
-    if _fit_batches(main):
+    if fit_batches(main):
         bigger = main.batch_size * devices
-        rate = learning_rate(main, devices, _epoch_steps(main, bigger))
+        rate = learning_rate(main, devices, epoch_steps(main, bigger))
         out.append(Change("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": bigger,
                                                                     **rate.settings},
                           f"{code}\nmodel.fit(..., batch_size={bigger})   # {devices} x {main.batch_size}: "
                           f"each device the batch one had" + rate.line.replace("   # and", ";", 1),
                           f"{why}; the global batch {devices} times larger, the learning rate scaled for it"))
     return out
-
-
-def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
-    """The steady windows' samples/s; where the instrumentation could not count samples (the input
-    read inside a compiled loop of steps_per_execution steps), from the steps and the batch the
-    baseline fed, which the change did not touch."""
-    counted = r.window_samples_per_s()
-    if counted or not batch_size:
-        return counted
-    return [w.steps * batch_size / w.seconds for w in r.steady if w.seconds > 0]
-
-
-def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
-    """Why a change's training is not healthy, or None: its loss clearly worse than the baseline's
-    where the two compare (loss_point), or not finite. Losses after different counts of steps at
-    the same batch say nothing of each other (the final block runs the baseline at its count and
-    the best at its round's): then only a loss that is not finite is said."""
-    loss, base = (r.main.last_loss if r.main else None), (baseline.main.last_loss if baseline.main else None)
-    if loss is None or (not math.isfinite(loss) and base is not None and not math.isfinite(base)):
-        return None  # the baseline diverges too: the session leads with that, not the change's doing
-    if base is not None and math.isfinite(base) and r.main.steps != baseline.main.steps:
-        base = None
-    if not math.isfinite(loss):
-        return f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})" if base is not None \
-            else f"the loss is {loss}"
-    point = loss_point(r, baseline)
-    if point is None:
-        return None
-    value, base, where = point
-    if value > base * LOSS_WORSE_RATIO and value - base > LOSS_WORSE_ABSOLUTE:
-        return f"the loss is {value:.4g} {where} against the baseline's {base:.4g}"
-    return None
-
-
-def loss_point(r: WatchRecord, baseline: WatchRecord) -> tuple[float, float, str] | None:
-    """(the run's loss, the baseline's, where they were read) where the two compare: at equal
-    steps of the same batch; for a larger batch, at the end of the run's first window that had
-    seen as many samples as the baseline's whole run (issue 60: after equal steps a batch twice as
-    large has seen twice the samples, and a loss read there is not the same training). Keras'
-    loss is its mean over the epoch so far: at equal samples the two means cover the same share
-    of an epoch. None where they do not compare."""
-    main, other = r.main, baseline.main
-    if main is None or other is None or other.last_loss is None or not math.isfinite(other.last_loss):
-        return None
-    if (main.batch_size or 0) <= (other.batch_size or 0) or not other.samples:
-        if main.steps != other.steps or main.last_loss is None:
-            return None
-        return main.last_loss, other.last_loss, f"after {main.steps} steps"
-    point, seen = None, main.samples
-    for window in reversed(main.windows):  # the samples seen at each window's end, latest first
-        if seen < other.samples:
-            break
-        if window.loss is not None and math.isfinite(window.loss):
-            point = (window.loss, seen)
-        seen -= window.samples or 0
-    if point is None:
-        return None
-    return point[0], other.last_loss, f"after {point[1]:,} samples (the baseline's run: {other.samples:,})"
-
-
-def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> dict:
-    """One line of the table: a run's figures against one baseline run."""
-    return judged(change, [r], [baseline], baseline.batch_size)
-
-
-def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRecord], batch: int | None) -> dict:
-    """A setting's runs against the reference runs beside them: their steady windows pooled on
-    each side (the figures shown are of the setting's latest run)."""
-    r = runs[-1]
-    out = {"change": change.name if change else "baseline", "knob": change.knob if change else None,
-           "line": change.line if change else None, "why": change.why if change else None, "run_id": r.id,
-           "status": r.status, "applied": r.applied, "samples_per_s": r.samples_per_s,
-           "ci95_low": r.throughput.ci95_low if r.throughput else None,
-           "ci95_high": r.throughput.ci95_high if r.throughput else None, "step_time_s": r.step_time_s,
-           "input_wait_share": r.input_wait_share, "gpu_busy_share": None if r.gpu_idle_share is None
-           else 1 - r.gpu_idle_share, "peak_memory_bytes": r.main.peak_memory_bytes if r.main else None,
-           "last_loss": r.main.last_loss if r.main else None, "steps": r.main.steps if r.main else 0}
-    own_batch = batch if change is None or "batch_size" not in change.settings else None
-    windows = [w for run in runs for w in rates(run, own_batch)]
-    if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
-        out.update(samples_per_s=statistics.median(windows),
-                   note=f"samples counted as steps x the baseline's batch ({batch})")
-    missing = [k for k in ({change.knob} if change and change.knob != "combined" else
-                           {k for k in (change.settings if change else {}) if k in CHANGES}) if k not in r.applied]
-    if change is not None and missing:
-        out.update(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
-    elif change is not None and "mixed_precision" in change.settings and r.main and \
-            r.main.precision_policy in (None, "float32"):  # what fit ran, whatever was set
-        out.update(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
-    failed = next((run for run in runs if not run.ok), None)
-    if failed is not None or not windows:
-        failed = failed or r
-        why = failed.error.explanations[0] if failed.error and failed.error.explanations else None
-        out.update(verdict="failed", healthy=False,
-                   failure=(f"{why.title}: {why.fix}" if why else
-                            (failed.verdict[0].evidence if failed.verdict else f"status {failed.status}")))
-        return out
-    base = [w for run in beside for w in rates(run, batch)]
-    if change is not None and base:
-        c = contrast(windows, base)
-        out.update(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high, p_value=c.p_value, test=c.test,
-                   verdict=c.verdict)
-        if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
-            # data parallelism: the speed-up per device added, against the reference's devices
-            out.update(devices=r.main.replicas, efficiency=c.ratio * beside[0].main.replicas / r.main.replicas)
-    problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
-    out.update(healthy=not problems, health=problems[0] if problems else None)
-    return out
-
-
-def noisy(first: WatchRecord, again: WatchRecord) -> str | None:
-    """The baseline's two runs: when their medians differ beyond NOISY_SHARE and their intervals do
-    not overlap, the session's differences under that are noise, and the table says so."""
-    a, b = first.throughput, again.throughput
-    if not a or not b or not a.median or not b.median:
-        return None
-    apart = abs(b.median / a.median - 1)
-    overlap = a.ci95_low is None or b.ci95_low is None or (a.ci95_low <= b.ci95_high and b.ci95_low <= a.ci95_high)
-    if apart > NOISY_SHARE and not overlap:
-        return (f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
-                f"machine was noisy, and differences under that mean nothing")
-    return None

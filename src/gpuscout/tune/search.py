@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gpuscout.record.watch import WatchRecord
-from gpuscout.tune import script
+from gpuscout.tune import judging, script
 from gpuscout.tune.change import Change, Plan, Skip
 
 # Candidates between two runs of their reference: each is then at most one run away from one
@@ -107,14 +107,14 @@ class Trial:
     row: dict = field(default_factory=dict)
 
     def judge(self, batch_size: int | None) -> dict:
-        self.row = script.judged(self.change, self.runs, self.beside, batch_size)
+        self.row = judging.judged(self.change, self.runs, self.beside, batch_size)
         ran = min((r.main.steps for r in self.runs if r.main), default=self.steps)
         if ran < self.steps and any(r.main and r.main.stopped_by_limit for r in self.runs):
             cut = f"stopped at {SLOWER_CUT:g}x its reference's training time: {ran} of {self.steps} steps, judged on those"
             self.row["note"] = "; ".join(n for n in (self.row.get("note"), cut) if n)
         self.row.update(round=self.round, on=self.reference.name, setting=self.config.name,
                         reference_run_ids=[r.id for r in self.beside], run_ids=[r.id for r in self.runs])
-        noise = [n for a, b in zip(self.beside, self.beside[1:]) if (n := script.noisy(a, b))]
+        noise = [n for a, b in zip(self.beside, self.beside[1:]) if (n := judging.noisy(a, b))]
         self.row["noisy"] = noise[0] if noise else None
         return self.row
 
@@ -215,7 +215,7 @@ class Steps:
         (never fewer than MIN_STEPS): the same samples, so about the same time where the step
         grows with the batch (a batch of 2,048 at a round of 2,000 steps sized to batch 32 would
         train for minutes), and its loss read after the samples its reference's runs saw
-        (script.loss_point)."""
+        (judging.loss_point)."""
         if self.fixed or not reference_batch or not batch or batch <= reference_batch:
             return count
         return max(script.MIN_STEPS, math.ceil(count * reference_batch / batch))
@@ -338,7 +338,7 @@ def _may_win(trial: Trial, budget: Budget) -> bool:
         return False
     pace = budget.paces.get(trial.reference.name)
     rate = trial.runs[-1].samples_per_s if trial.runs else None
-    return not (rate and pace and pace.samples_per_s and rate < pace.samples_per_s * (1 - script.NOISY_SHARE))
+    return not (rate and pace and pace.samples_per_s and rate < pace.samples_per_s * (1 - judging.NOISY_SHARE))
 
 
 def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: list[Trial], budget: Budget,
