@@ -5,9 +5,9 @@ applied to the user's files. tune runs a copy with the diff applied (an overlay:
 files copied, everything else of the script's folder linked) to check it buys what the injected
 change bought.
 
-Edits are made on the text at the positions `ast` gives (a keyword set or replaced in a call, an
-argument wrapped, a definition inserted after the imports), so the rest of the file is left
-byte for byte; the result must parse, or the change counts as not located.
+Edits are made on the text at the positions `ast` gives (tune/source_edits.py: a keyword set or
+replaced in a call, an argument wrapped, a definition inserted after the imports), so the rest of
+the file is left byte for byte; the result must parse, or the change counts as not located.
 """
 
 from __future__ import annotations
@@ -23,6 +23,22 @@ from gpuscout.analysis.devices import DATA_PARALLEL_LINE
 from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.change import Change
+from gpuscout.tune.source_edits import (
+    Edit,
+    NotLocated,
+    after_block,
+    after_statement,
+    apply,
+    at,
+    before_statement,
+    call_at,
+    insert_after_imports,
+    name_of,
+    offsets,
+    order,
+    set_keywords,
+    wrap_input,
+)
 
 
 @dataclass
@@ -40,10 +56,6 @@ class Patch:
         return "".join(out)
 
 
-class NotLocated(Exception):
-    pass
-
-
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -59,7 +71,7 @@ def make(changes: list[Change], baseline: WatchRecord, root: Path) -> Patch:
         try:
             found = _edits(change, sites, baseline, root, originals)
             for path, edit in found:
-                _apply(originals[path], [*edits.get(path, []), *edit])  # each change must leave it parsing
+                apply(originals[path], [*edits.get(path, []), *edit])  # each change must leave it parsing
             for path, edit in found:
                 edits.setdefault(path, []).extend(edit)
         except NotLocated as exc:
@@ -67,7 +79,7 @@ def make(changes: list[Change], baseline: WatchRecord, root: Path) -> Patch:
             continue
         patch.located.append(change.name)
     for path, found in edits.items():
-        patch.texts[path] = (originals[path], _apply(originals[path], found))
+        patch.texts[path] = (originals[path], apply(originals[path], found))
     return patch
 
 
@@ -79,11 +91,6 @@ def _site(sites: dict, kind: str, root: Path, what: str) -> tuple[Path, int]:
     if not path.is_file() or root not in path.parents:
         raise NotLocated(f"{what} is in {site.file}, outside the script's folder {root}")
     return path, site.line
-
-
-# an edit of the original text: (start, end, new text, order among edits at one place)
-Edit = tuple[int, int, str, int]
-_order = iter(range(10**9))
 
 
 def _original(path: Path, originals: dict[Path, str]) -> str:
@@ -104,7 +111,7 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         else:  # XLA, and (a model left in debugging settings) no eager step
             values = {**({"run_eagerly": "False"} if settings.get("run_eagerly") is False else {}),
                       **({"jit_compile": "True"} if settings.get("jit_compile") else {})}
-        edits = set_keywords(text, _call_at(text, line, "compile"), values)
+        edits = set_keywords(text, call_at(text, line, "compile"), values)
         if settings.get("run_eagerly") is False:
             edits += _eager_assignments(text)
         return [(path, edits)]
@@ -113,7 +120,7 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         text = _original(path, originals)
         line = f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # gpuscout tune: before the model is built"
         own = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
-               and _name(n.func) in ("set_global_policy", "set_dtype_policy")]
+               and name_of(n.func) in ("set_global_policy", "set_dtype_policy")]
         if own:  # after the script's own policy, which would set float32 again, and after the block
             # it is in: a policy the script sets only under a condition (`if debug:`) is not tune's
             return [(path, after_block(text, max(own, key=lambda n: n.lineno), line))]
@@ -124,9 +131,9 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         file, _, line = settings["cache_at"].rpartition(":")
         path, line = _site({"map": CallSite(file=file, line=int(line))}, "map", root, "mapped its dataset")
         text = _original(path, originals)
-        call = _call_at(text, line, "map")
-        end = _at(text, _offsets(text), call.end_lineno, call.end_col_offset)
-        return [(path, [(end, end, ".cache()", next(_order))])]
+        call = call_at(text, line, "map")
+        end = at(text, offsets(text), call.end_lineno, call.end_col_offset)
+        return [(path, [(end, end, ".cache()", next(order))])]
     if knob == "workers":
         path, line = _site(sites, "input", root, "defined its PyDataset")
         text = _original(path, originals)
@@ -137,7 +144,7 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
     if knob == "batch_size":
         path, line = _site(sites, "fit", root, "called fit")
         text = _original(path, originals)
-        return [(path, set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))})),
+        return [(path, set_keywords(text, call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))})),
                 *_rate_edits(settings, sites, root, originals)]
     if knob in ("cache", "prefetch"):
         path, line = _site(sites, "fit", root, "called fit")
@@ -150,7 +157,7 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         else:
             helper = "tuned_pipeline" if input_type == "tf.data" else "read_ahead"
             wrap = helper + "({})"
-        return [(path, wrap_input(text, _call_at(text, line, "fit"), wrap)
+        return [(path, wrap_input(text, call_at(text, line, "fit"), wrap)
                  + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper))]
     if knob == "data_parallel":
         return _data_parallel_edits(settings, sites, baseline, root, originals)
@@ -170,19 +177,19 @@ def _augment_edits(sites: dict, baseline: WatchRecord, root: Path,
     path, line = _site({"call": CallSite(file=work.file, line=function.call_line or 0)}, "call", root,
                        f"called {short}")
     text = _original(path, originals)
-    call = _call_at(text, line, short)
+    call = call_at(text, line, short)
     given = next((k.value for k in call.keywords if k.arg == function.argument), None)
     if given is None:
         index = _parameter_index(_original(Path(function.file).resolve(), originals), function)
         if index is None or index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
             raise NotLocated(f"which argument of {short}(...) on line {line} is its {function.argument} cannot be read")
         given = call.args[index]
-    starts = _offsets(text)
-    call_edit = (_at(text, starts, call.lineno, call.col_offset), _at(text, starts, call.end_lineno, call.end_col_offset),
-                 ast.get_source_segment(text, given), next(_order))
+    starts = offsets(text)
+    call_edit = (at(text, starts, call.lineno, call.col_offset), at(text, starts, call.end_lineno, call.end_col_offset),
+                 ast.get_source_segment(text, given), next(order))
     model_path, compile_line = _site(sites, "compile", root, "compiled the model")
     model_text = _original(model_path, originals)
-    compile_call = _call_at(model_text, compile_line, "compile")
+    compile_call = call_at(model_text, compile_line, "compile")
     if not (isinstance(compile_call.func, ast.Attribute) and isinstance(compile_call.func.value, ast.Name)):
         raise NotLocated("compile is not called on a model by name: the model cannot be wrapped before it")
     name = compile_call.func.value.id
@@ -203,25 +210,18 @@ def _parameter_index(text: str, function) -> int | None:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function.name.split(".")[-1]                 and min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= function.line <= node.lineno:
             names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-            static = any(_name(d) == "staticmethod" for d in node.decorator_list)
+            static = any(name_of(d) == "staticmethod" for d in node.decorator_list)
             if function.owner and not static:
                 names = names[1:]
             return names.index(function.argument) if function.argument in names else None
     return None
 
 
-def before_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
-    """`code` as a statement of its own before the one that holds `call`, at its indentation."""
-    statement = _holding_statement(text, call)
-    where = _offsets(text)[statement.lineno - 1]
-    return [(where, where, f"{' ' * statement.col_offset}{code}\n", next(_order))]
-
-
 def _eager_assignments(text: str) -> list[Edit]:
     """`model.run_eagerly = True` (a debugging line) made False."""
-    starts = _offsets(text)
-    return [(_at(text, starts, n.value.lineno, n.value.col_offset),
-             _at(text, starts, n.value.end_lineno, n.value.end_col_offset), "False", next(_order))
+    starts = offsets(text)
+    return [(at(text, starts, n.value.lineno, n.value.col_offset),
+             at(text, starts, n.value.end_lineno, n.value.end_col_offset), "False", next(order))
             for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Assign)
             and any(isinstance(t, ast.Attribute) and t.attr == "run_eagerly" for t in n.targets)]
 
@@ -237,7 +237,7 @@ def _parallel_call_edits(baseline: WatchRecord, root: Path, originals: dict[Path
         path, line = _site({"op": CallSite(file=op.file, line=op.line)}, "op", root, f"called {op.op}")
         text = _original(path, originals)
         value = f"{_tensorflow_name(text)}.data.AUTOTUNE"
-        out.setdefault(path, []).extend(set_keywords(text, _call_at(text, line, op.op), {"num_parallel_calls": value}))
+        out.setdefault(path, []).extend(set_keywords(text, call_at(text, line, op.op), {"num_parallel_calls": value}))
     if not out:
         raise NotLocated("no sequential map or interleave of the script's own was seen")
     return list(out.items())
@@ -271,7 +271,7 @@ def _data_parallel_edits(settings: dict, sites: dict, baseline: WatchRecord, roo
     else:
         edits = insert_after_imports(text, DATA_PARALLEL_LINE, need_keras=True)
     if "batch_size" in settings:
-        edits += set_keywords(text, _call_at(text, line, "fit"), {"batch_size": str(int(settings["batch_size"]))})
+        edits += set_keywords(text, call_at(text, line, "fit"), {"batch_size": str(int(settings["batch_size"]))})
     return [(path, edits), *_rate_edits(settings, sites, root, originals)]
 
 
@@ -283,7 +283,7 @@ def _rate_edits(settings: dict, sites: dict, root: Path, originals: dict[Path, s
         return []
     path, line = _site(sites, "compile", root, "compiled the model")
     text = _original(path, originals)
-    call = _call_at(text, line, "compile")
+    call = call_at(text, line, "compile")
     model = ast.get_source_segment(text, call.func.value) if isinstance(call.func, ast.Attribute) else None
     if not model:
         raise NotLocated("compile is not called on a model by name: where its optimizer is cannot be read")
@@ -294,65 +294,14 @@ def _rate_edits(settings: dict, sites: dict, root: Path, originals: dict[Path, s
                                     name="scaled_learning_rate"))]
 
 
-def _holding_statement(text: str, call: ast.Call) -> ast.stmt:
-    """The simple statement that holds `call` (not the block around it)."""
-    holders = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt) and
-               not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
-                                  ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith))
-               and n.lineno <= call.lineno and (n.end_lineno or n.lineno) >= (call.end_lineno or call.lineno)]
-    if not holders:
-        raise NotLocated(f"the compile call on line {call.lineno} is not a statement of its own")
-    return max(holders, key=lambda n: n.lineno)
-
-
-def after_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
-    """`code` as a statement of its own after the one that holds `call`, at its indentation."""
-    statement = _holding_statement(text, call)
-    starts = _offsets(text)
-    where = starts[statement.end_lineno]
-    indent = " " * statement.col_offset
-    glue = "" if text[:where].endswith("\n") else "\n"
-    return [(where, where, f"{glue}{indent}{code}\n", next(_order))]
-
-
-def after_block(text: str, call: ast.Call, code: str) -> list[Edit]:
-    """`code` after the statement that holds `call`, or after the if, for, while, with or try
-    around it, up to the body of the function or module it is in, at that statement's indentation:
-    a line after a conditional call runs whether or not the condition held (H100: the policy
-    written inside the script's `if BY_HAND:` never ran, and the patched copy trained in float32)."""
-    tree = ast.parse(text)
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    statement = _holding_statement(text, call)
-    statement = next(n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == statement.lineno
-                     and n.col_offset == statement.col_offset and type(n) is type(statement))
-    while not isinstance(parents.get(statement), (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
-        statement = parents[statement]
-    where = _offsets(text)[statement.end_lineno]
-    glue = "" if text[:where].endswith("\n") else "\n"
-    return [(where, where, f"{glue}{' ' * statement.col_offset}{code}\n", next(_order))]
-
-
 def _after_device_settings(text: str, code: str) -> list[Edit]:
     """`code` after the last top-level statement that sets TensorFlow's devices, if any."""
     settings = [n for n in ast.parse(text).body
                 if any(name in (ast.get_source_segment(text, n) or "") for name in TF_DEVICE_SETTINGS)]
     if not settings:
         return []
-    where = _offsets(text)[settings[-1].end_lineno]
-    return [(where, where, f"{code}\n", next(_order))]
-
-
-def _call_at(text: str, line: int, method: str) -> ast.Call:
-    """The call of `.method(...)` (or `method(...)`) that spans `line`."""
-    found = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and _name(n.func) == method
-             and n.lineno <= line <= (n.end_lineno or n.lineno)]
-    if not found:
-        raise NotLocated(f"no {method}(...) call on line {line}")
-    return max(found, key=lambda n: n.lineno)  # the innermost
-
-
-def _name(func) -> str | None:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    where = offsets(text)[settings[-1].end_lineno]
+    return [(where, where, f"{code}\n", next(order))]
 
 
 def _super_init(text: str, def_line: int) -> ast.Call:
@@ -360,96 +309,12 @@ def _super_init(text: str, def_line: int) -> ast.Call:
         if isinstance(node, ast.FunctionDef) and node.name == "__init__" and \
                 min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= def_line <= node.lineno:
             for call in ast.walk(node):
-                if isinstance(call, ast.Call) and _name(call.func) == "__init__" and \
+                if isinstance(call, ast.Call) and name_of(call.func) == "__init__" and \
                         isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call) and \
-                        _name(call.func.value.func) == "super":
+                        name_of(call.func.value.func) == "super":
                     return call
             raise NotLocated(f"the PyDataset's __init__ (line {def_line}) calls no super().__init__(...)")
     raise NotLocated(f"no __init__ defined on line {def_line}")
-
-
-def _offsets(text: str) -> list[int]:
-    starts, total = [], 0
-    for line in text.splitlines(keepends=True):
-        starts.append(total)
-        total += len(line)
-    return starts + [total]
-
-
-def _at(text: str, starts: list[int], line: int, col: int) -> int:
-    """A character offset from ast's line (1-based) and column (UTF-8 bytes)."""
-    row = text[starts[line - 1]:starts[line]] if line < len(starts) else text[starts[line - 1]:]
-    return starts[line - 1] + len(row.encode()[:col].decode(errors="ignore"))
-
-
-def set_keywords(text: str, call: ast.Call, values: dict[str, str]) -> list[Edit]:
-    """`call` with each keyword set to its value: replaced where given, added before `)` where not."""
-    starts = _offsets(text)
-    edits = []
-    missing = dict(values)
-    for keyword in call.keywords:
-        if keyword.arg in missing:
-            v = keyword.value
-            edits.append((_at(text, starts, v.lineno, v.col_offset), _at(text, starts, v.end_lineno, v.end_col_offset),
-                          missing.pop(keyword.arg), next(_order)))
-    if missing:
-        if any(k.arg is None for k in call.keywords):
-            raise NotLocated("the call passes **kwargs: where a keyword lands cannot be read from the source")
-        end = _at(text, starts, call.end_lineno, call.end_col_offset) - 1  # the `)`
-        before = text[:end].rstrip()
-        added = ", ".join(f"{k}={v}" for k, v in missing.items())
-        empty = not call.args and not call.keywords
-        glue = "" if empty else (" " if before.endswith(",") else ", ")
-        edits.append((len(before), len(before), glue + added, next(_order)))
-    return edits
-
-
-def wrap_input(text: str, call: ast.Call, wrap: str) -> list[Edit]:
-    """fit's first argument (or x=) wrapped: `wrap` with {} for it."""
-    node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "x"), None)
-    if node is None:
-        raise NotLocated("fit is given no input to wrap")
-    starts = _offsets(text)
-    start = _at(text, starts, node.lineno, node.col_offset)
-    end = _at(text, starts, node.end_lineno, node.end_col_offset)
-    before, after = wrap.split("{}")
-    # a later wrap goes outside an earlier one: its opening first, its closing last
-    return [(start, start, before, -next(_order)), (end, end, after, next(_order))]
-
-
-def insert_after_imports(text: str, code: str, need_keras: bool, name: str | None = None) -> list[Edit]:
-    """`code` after the statement importing keras (or, where keras is not needed, after the last
-    import at the top of the file); a definition already there is not written twice."""
-    tree = ast.parse(text)
-    if name and any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in tree.body):
-        return []
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    keras = [n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras"
-                                       for a in n.names)]
-    anchor = keras[0] if keras else None
-    if anchor is None:
-        if need_keras:
-            raise NotLocated("the file does not import keras by that name at its top")
-        head = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        anchor = ([n for n in imports if n.lineno <= min((h.lineno for h in head if h not in imports),
-                                                          default=10**9)] or imports or [None])[-1]
-    starts = _offsets(text)
-    where = starts[anchor.end_lineno] if anchor is not None else 0
-    if anchor is not None and where == starts[-1] and not text.endswith("\n"):
-        code = "\n" + code
-    block = f"\n\n{code}\n\n\n" if "\n" in code else f"{code}\n"
-    return [(where, where, block, next(_order))]
-
-
-def _apply(text: str, edits: list[Edit]) -> str:
-    """The edits applied from the end backwards; at one place, in the order they were made."""
-    for start, end, new, _ in sorted(edits, key=lambda e: (e[0], e[1], e[3]), reverse=True):
-        text = text[:start] + new + text[end:]
-    try:
-        ast.parse(text)
-    except SyntaxError as exc:
-        raise NotLocated(f"the edit would not parse ({exc.msg}, line {exc.lineno})") from None
-    return text
 
 
 def overlay(patch: Patch, root: Path, into: Path) -> None:

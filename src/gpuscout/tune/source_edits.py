@@ -1,0 +1,160 @@
+"""Edits of a Python file's text at the positions `ast` gives: a keyword set or replaced in a call,
+an argument wrapped, a statement inserted before or after the one holding a call (or after the
+block around it), a definition after the imports; applied from the end backwards so the rest of
+the file stays byte for byte, and the result must parse. The primitives of tune's patch
+(tune/patch.py says which change is written where)."""
+
+from __future__ import annotations
+
+import ast
+
+
+class NotLocated(Exception):
+    pass
+
+
+# an edit of the original text: (start, end, new text, order among edits at one place)
+Edit = tuple[int, int, str, int]
+order = iter(range(10**9))
+
+
+def before_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` as a statement of its own before the one that holds `call`, at its indentation."""
+    statement = holding_statement(text, call)
+    where = offsets(text)[statement.lineno - 1]
+    return [(where, where, f"{' ' * statement.col_offset}{code}\n", next(order))]
+
+
+def holding_statement(text: str, call: ast.Call) -> ast.stmt:
+    """The simple statement that holds `call` (not the block around it)."""
+    holders = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt) and
+               not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
+                                  ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith))
+               and n.lineno <= call.lineno and (n.end_lineno or n.lineno) >= (call.end_lineno or call.lineno)]
+    if not holders:
+        raise NotLocated(f"the compile call on line {call.lineno} is not a statement of its own")
+    return max(holders, key=lambda n: n.lineno)
+
+
+def after_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` as a statement of its own after the one that holds `call`, at its indentation."""
+    statement = holding_statement(text, call)
+    starts = offsets(text)
+    where = starts[statement.end_lineno]
+    indent = " " * statement.col_offset
+    glue = "" if text[:where].endswith("\n") else "\n"
+    return [(where, where, f"{glue}{indent}{code}\n", next(order))]
+
+
+def after_block(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """`code` after the statement that holds `call`, or after the if, for, while, with or try
+    around it, up to the body of the function or module it is in, at that statement's indentation:
+    a line after a conditional call runs whether or not the condition held (H100: the policy
+    written inside the script's `if BY_HAND:` never ran, and the patched copy trained in float32)."""
+    tree = ast.parse(text)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    statement = holding_statement(text, call)
+    statement = next(n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == statement.lineno
+                     and n.col_offset == statement.col_offset and type(n) is type(statement))
+    while not isinstance(parents.get(statement), (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+        statement = parents[statement]
+    where = offsets(text)[statement.end_lineno]
+    glue = "" if text[:where].endswith("\n") else "\n"
+    return [(where, where, f"{glue}{' ' * statement.col_offset}{code}\n", next(order))]
+
+
+def call_at(text: str, line: int, method: str) -> ast.Call:
+    """The call of `.method(...)` (or `method(...)`) that spans `line`."""
+    found = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and name_of(n.func) == method
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not found:
+        raise NotLocated(f"no {method}(...) call on line {line}")
+    return max(found, key=lambda n: n.lineno)  # the innermost
+
+
+def name_of(func) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def offsets(text: str) -> list[int]:
+    starts, total = [], 0
+    for line in text.splitlines(keepends=True):
+        starts.append(total)
+        total += len(line)
+    return starts + [total]
+
+
+def at(text: str, starts: list[int], line: int, col: int) -> int:
+    """A character offset from ast's line (1-based) and column (UTF-8 bytes)."""
+    row = text[starts[line - 1]:starts[line]] if line < len(starts) else text[starts[line - 1]:]
+    return starts[line - 1] + len(row.encode()[:col].decode(errors="ignore"))
+
+
+def set_keywords(text: str, call: ast.Call, values: dict[str, str]) -> list[Edit]:
+    """`call` with each keyword set to its value: replaced where given, added before `)` where not."""
+    starts = offsets(text)
+    edits = []
+    missing = dict(values)
+    for keyword in call.keywords:
+        if keyword.arg in missing:
+            v = keyword.value
+            edits.append((at(text, starts, v.lineno, v.col_offset), at(text, starts, v.end_lineno, v.end_col_offset),
+                          missing.pop(keyword.arg), next(order)))
+    if missing:
+        if any(k.arg is None for k in call.keywords):
+            raise NotLocated("the call passes **kwargs: where a keyword lands cannot be read from the source")
+        end = at(text, starts, call.end_lineno, call.end_col_offset) - 1  # the `)`
+        before = text[:end].rstrip()
+        added = ", ".join(f"{k}={v}" for k, v in missing.items())
+        empty = not call.args and not call.keywords
+        glue = "" if empty else (" " if before.endswith(",") else ", ")
+        edits.append((len(before), len(before), glue + added, next(order)))
+    return edits
+
+
+def wrap_input(text: str, call: ast.Call, wrap: str) -> list[Edit]:
+    """fit's first argument (or x=) wrapped: `wrap` with {} for it."""
+    node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "x"), None)
+    if node is None:
+        raise NotLocated("fit is given no input to wrap")
+    starts = offsets(text)
+    start = at(text, starts, node.lineno, node.col_offset)
+    end = at(text, starts, node.end_lineno, node.end_col_offset)
+    before, after = wrap.split("{}")
+    # a later wrap goes outside an earlier one: its opening first, its closing last
+    return [(start, start, before, -next(order)), (end, end, after, next(order))]
+
+
+def insert_after_imports(text: str, code: str, need_keras: bool, name: str | None = None) -> list[Edit]:
+    """`code` after the statement importing keras (or, where keras is not needed, after the last
+    import at the top of the file); a definition already there is not written twice."""
+    tree = ast.parse(text)
+    if name and any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in tree.body):
+        return []
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    keras = [n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras"
+                                       for a in n.names)]
+    anchor = keras[0] if keras else None
+    if anchor is None:
+        if need_keras:
+            raise NotLocated("the file does not import keras by that name at its top")
+        head = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        anchor = ([n for n in imports if n.lineno <= min((h.lineno for h in head if h not in imports),
+                                                          default=10**9)] or imports or [None])[-1]
+    starts = offsets(text)
+    where = starts[anchor.end_lineno] if anchor is not None else 0
+    if anchor is not None and where == starts[-1] and not text.endswith("\n"):
+        code = "\n" + code
+    block = f"\n\n{code}\n\n\n" if "\n" in code else f"{code}\n"
+    return [(where, where, block, next(order))]
+
+
+def apply(text: str, edits: list[Edit]) -> str:
+    """The edits applied from the end backwards; at one place, in the order they were made."""
+    for start, end, new, _ in sorted(edits, key=lambda e: (e[0], e[1], e[3]), reverse=True):
+        text = text[:start] + new + text[end:]
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        raise NotLocated(f"the edit would not parse ({exc.msg}, line {exc.lineno})") from None
+    return text
