@@ -612,13 +612,13 @@ def test_callbacks_are_named_with_their_host_time_per_epoch():
 
 
 def test_a_pydatasets_advice_starts_from_the_workers_it_has():
-    from gpuscout.analysis.verdict import _pydataset_fix
+    from gpuscout.analysis.input_fixes import pydataset_fix
 
-    threads, _ = _pydataset_fix(6, False, 4)
+    threads, _ = pydataset_fix(6, False, 4)
     assert "already has 6 worker threads" in threads and "use_multiprocessing=True, 6 workers" in threads
-    enough, snippet = _pydataset_fix(8, True, 4)
+    enough, snippet = pydataset_fix(8, True, 4)
     assert "already has 8 worker processes" in enough and "num_parallel_calls" in snippet
-    more, snippet = _pydataset_fix(1, False, 5)
+    more, snippet = pydataset_fix(1, False, 5)
     assert "more workers (5, it has 1)" in more and "workers=5, use_multiprocessing=True" in snippet
 
 

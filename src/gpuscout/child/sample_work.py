@@ -22,6 +22,8 @@ import threading
 import time
 from collections import defaultdict
 
+from gpuscout.child.watch_state import report_failure
+
 PROFILED_CALLS = 3
 # A function called from __getitem__ that takes at least this share of its time is its work
 SAMPLE_WORK_SHARE = 0.3
@@ -60,6 +62,22 @@ class SampleWork:
         self.call_lines: dict = {}  # code -> the __getitem__ line that called it
         self.captured: dict = {}  # code -> (the function's arguments by name) of its first call
         self.installed = False
+
+    @classmethod
+    def watching(cls, dataset) -> "SampleWork | None":
+        """`dataset`'s calls profiled from now on, or None where they cannot be."""
+        work = cls(dataset)
+        return None if work.install() else work
+
+    def finish(self, tell: bool) -> dict | None:
+        """After the timed steps: the class's own __getitem__ back, and the facts (`tell`: the hot
+        function called again to tell it as layers); a failure here is gpuscout's, reported once."""
+        self.uninstall()
+        try:
+            return self.facts(tell=tell)
+        except Exception as exc:
+            report_failure("reading where the PyDataset spends its time", exc)
+            return None
 
     def install(self) -> str | None:
         """The class's __getitem__ wrapped, or why not."""

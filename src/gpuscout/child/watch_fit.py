@@ -114,9 +114,7 @@ class FitWatch:
             if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator") else None
         self.unobserve = lambda: None
         # where a PyDataset's __getitem__ spends its time (what moving its work into the model needs)
-        self.sample_work = SampleWork(x) if CHECK_REPEATS and input_type(x) == "PyDataset" else None
-        if self.sample_work is not None and self.sample_work.install():
-            self.sample_work = None
+        self.sample_work = SampleWork.watching(x) if CHECK_REPEATS and input_type(x) == "PyDataset" else None
         self.timed_hooks: list[tuple] = []  # (callback, hook, its own instance attribute or None)
         for callback in callbacks:
             self.time_hooks(callback)
@@ -325,16 +323,6 @@ class FitWatch:
             args, kwargs = ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "x": x})
         return args, kwargs
 
-    def sample_facts(self) -> dict | None:
-        """The PyDataset's profiled calls, its hot function told as layers (after the timed steps:
-        that calls the function again)."""
-        self.sample_work.uninstall()
-        try:
-            return self.sample_work.facts(tell=TELL_AUGMENTATION)
-        except Exception as exc:
-            report_failure("reading where the PyDataset spends its time", exc)
-            return None
-
     def end(self) -> None:
         self.training_ended()
         self.unwrap()
@@ -345,7 +333,7 @@ class FitWatch:
              peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
              last_loss=last_loss(self.last_outputs),
              **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}),
-             **({"sample_work": self.sample_facts()} if self.sample_work is not None else {}))
+             **({"sample_work": self.sample_work.finish(TELL_AUGMENTATION)} if self.sample_work is not None else {}))
         if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
             try:
                 emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS))
