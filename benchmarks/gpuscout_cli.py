@@ -22,3 +22,24 @@ def gpuscout(args: list[str], out: Path, name: str, env: dict, timeout: float) -
         return json.loads(done.stdout), wall
     except ValueError:
         return None, wall
+
+
+def print_beside(rows: dict[str, float | None], report: dict | None, wall: float, each_row: bool = False) -> None:
+    """The table a tune-beside-the-fix-by-hand benchmark prints last: each row's samples/s, tune's
+    best against the best row named "by hand ...", tune's path, session, (`each_row`: every
+    setting it measured), what is left and how many settings the budget left unrun."""
+    print()
+    for name, rate in rows.items():
+        print(f"{name:40} {rate:12,.0f} samples/s" if rate else f"{name:40} —")
+    best = rows.get("tune's best")
+    hands = [rate for name, rate in rows.items() if name.startswith("by hand") and rate]
+    if best and hands:
+        print(f"{'tune best / best by hand':40} {best / max(hands):12.2f}")
+    if report:
+        print(f"{'tune path':40} {' -> '.join(['baseline', *report['path']])}")
+        print(f"{'tune session':40} {wall:12.0f} s ({report['rounds']} rounds, {len(report['rows'])} settings)")
+        for row in report["rows"] if each_row else ():
+            print(f"  round {row['round']} {row['change']:32} {row['verdict']:26} {row.get('ratio') or 0:6.2f}x")
+        print(f"{'left':40} {report.get('left')}")
+        spent = [s["reason"] for s in report.get("skipped", []) if "budget" in s["reason"]]
+        print(f"{'not run for the budget':40} {len(spent)}")

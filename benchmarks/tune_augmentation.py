@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpuscout_cli import gpuscout  # benchmarks/ is the script's folder
+from gpuscout_cli import gpuscout, print_beside  # benchmarks/ is the script's folder
 
 SCRIPT = Path(__file__).resolve().parent / "user_input" / "augmenting_images.py"
 
@@ -45,20 +45,7 @@ def main() -> int:
             "tune's best": ((report or {}).get("best") or {}).get("samples_per_s"),
             "tune's patched copy": ((report or {}).get("patched") or {}).get("samples_per_s"),
             "by hand: uint8 crops, layers, bf16": hand["runs"][0]["samples_per_s"] if hand else None}
-    print()
-    for name, rate in rows.items():
-        print(f"{name:40} {rate:12,.0f} samples/s" if rate else f"{name:40} —")
-    best, by_hand = rows["tune's best"], rows["by hand: uint8 crops, layers, bf16"]
-    if best and by_hand:
-        print(f"{'tune best / by hand':40} {best / by_hand:12.2f}")
-    if report:
-        print(f"{'tune path':40} {' -> '.join(['baseline', *report['path']])}")
-        print(f"{'tune session':40} {wall:12.0f} s ({report['rounds']} rounds, {len(report['rows'])} settings)")
-        for row in report["rows"]:
-            print(f"  round {row['round']} {row['change']:32} {row['verdict']:26} {row.get('ratio') or 0:6.2f}x")
-        print(f"{'left':40} {report.get('left')}")
-        spent = [s["reason"] for s in report.get("skipped", []) if "budget" in s["reason"]]
-        print(f"{'not run for the budget':40} {len(spent)}")
+    print_beside(rows, report, wall, each_row=True)
     return 0
 
 

@@ -26,7 +26,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gpuscout_cli import gpuscout  # benchmarks/ is the script's folder
+from gpuscout_cli import gpuscout, print_beside  # benchmarks/ is the script's folder
 from user_input.small_vit import MODEL
 
 SCRIPT = textwrap.dedent('''
@@ -103,18 +103,7 @@ def main() -> int:
         hand, _ = gpuscout([*watch, sys.executable, str(script), "xla", policy, str(batch)], out,
                            f"by-hand-{batch}", env, 300)
         rows[f"by hand: XLA, {policy}, batch {batch}"] = hand["runs"][0]["samples_per_s"] if hand else None
-    print()
-    for name, rate in rows.items():
-        print(f"{name:40} {rate:12,.0f} samples/s" if rate else f"{name:40} —")
-    hands = [r for n, r in rows.items() if n.startswith("by hand") and r]
-    if best.get("samples_per_s") and hands:
-        print(f"{'tune best / best by hand':40} {best['samples_per_s'] / max(hands):12.2f}")
-    if report:
-        print(f"{'tune path':40} {' -> '.join(['baseline', *report['path']])}")
-        print(f"{'tune session':40} {wall:12.0f} s ({report['rounds']} rounds, {len(report['rows'])} settings)")
-        print(f"{'left':40} {report.get('left')}")
-        spent = [s["reason"] for s in report.get("skipped", []) if "budget" in s["reason"]]
-        print(f"{'not run for the budget':40} {len(spent)}")
+    print_beside(rows, report, wall)
     return 0
 
 

@@ -184,7 +184,7 @@ class SampleWork:
 
         from gpuscout.child.augment_match import identify
 
-        found = find_function(self.original, self.owner, code)
+        found = find_function(self.owner, code)
         if isinstance(found, str):
             return {"why_not": found}
         function, owner = found
@@ -240,17 +240,24 @@ def _call(function, code, given: dict):
     return function(*args, **kwargs)
 
 
-def find_function(getitem, owner: type, code):
+def _functions(owner: type):
+    """Where a PyDataset's code can reach a function: each (holder, name, stored value, function)
+    among the methods of its class and bases (a staticmethod's or classmethod's function inside it),
+    then the globals of its __getitem__'s module."""
+    for klass in owner.__mro__:
+        for name, value in list(vars(klass).items()):
+            yield klass, name, value, getattr(value, "__func__", value)
+    module = getattr(owner.__getitem__, "__globals__", {})
+    for name, value in list(module.items()):
+        yield module, name, value, value
+
+
+def find_function(owner: type, code):
     """The function object with `code`, and where the script holds it: a method of the dataset's
     class ("Class.name") or a global of `__getitem__`'s module (None); or why it is not found."""
-    for klass in owner.__mro__:
-        for name, value in vars(klass).items():
-            inner = getattr(value, "__func__", value)  # staticmethod, classmethod
-            if getattr(inner, "__code__", None) is code:
-                return inner, f"{klass.__name__}.{name}"
-    for name, value in getattr(getitem, "__globals__", {}).items():
-        if getattr(value, "__code__", None) is code:
-            return value, None
+    for holder, name, _, function in _functions(owner):
+        if getattr(function, "__code__", None) is code:
+            return function, (f"{holder.__name__}.{name}" if isinstance(holder, type) else None)
     return f"{code.co_name} is neither a method of the PyDataset nor a function of its module"
 
 
@@ -268,22 +275,15 @@ def passthrough(function, argument: str):
 def move_into_model(dataset, settings: dict) -> str:
     """In a run that applies the change: the function found again by where it is defined (the
     probe's file and line) and replaced by `passthrough`; what was done, for the record."""
-    owner = type(dataset)
-    getitem = owner.__getitem__
     target = (os.path.abspath(settings["file"]), int(settings["line"]))
-    for klass in owner.__mro__:
-        for name, value in list(vars(klass).items()):
-            inner = getattr(value, "__func__", value)
-            code = getattr(inner, "__code__", None)
-            if code is not None and (os.path.abspath(code.co_filename), code.co_firstlineno) == target:
-                replaced = passthrough(inner, settings["argument"])
-                setattr(klass, name, staticmethod(replaced) if isinstance(value, staticmethod) else replaced)
-                return f"{klass.__name__}.{name}"
-    module = getattr(getitem, "__globals__", {})
-    for name, value in list(module.items()):
-        code = getattr(value, "__code__", None)
-        if code is not None and (os.path.abspath(code.co_filename), code.co_firstlineno) == target:
-            module[name] = passthrough(value, settings["argument"])
-            return name
+    for holder, name, value, function in _functions(type(dataset)):
+        code = getattr(function, "__code__", None)
+        if code is None or (os.path.abspath(code.co_filename), code.co_firstlineno) != target:
+            continue
+        replaced = passthrough(function, settings["argument"])
+        if isinstance(holder, type):
+            setattr(holder, name, staticmethod(replaced) if isinstance(value, staticmethod) else replaced)
+            return f"{holder.__name__}.{name}"
+        holder[name] = replaced
+        return name
     raise LookupError(f"no function defined at {settings['file']}:{settings['line']} reaches the PyDataset")
-

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import os
 
-from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
 from gpuscout.record.watch import SAMPLE_WORK_SHARE, SampleWork, WatchRecord
-from gpuscout.tune.change import Change
+from gpuscout.tune.change import Change, not_waiting
 
 
 def augment_in_model(r: WatchRecord) -> list[Change] | str:
     main = r.main
     if main.input_type != "PyDataset":
         return f"the input is {main.input_type}, not a PyDataset"
+    reason = not_waiting(r)
+    if reason:
+        return reason
     wait = r.input_wait_share
-    if wait is None or wait < INPUT_BOUND_SHARE:
-        return "the input wait was not seen" if wait is None else \
-            f"the loop waited for input {wait:.1%} of the time (under {INPUT_BOUND_SHARE:.0%})"
     work = main.sample_work
     if work is None:
         return "where the PyDataset's __getitem__ spends its time was not seen (not the script's own, or a tracer on)"

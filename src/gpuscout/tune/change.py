@@ -1,11 +1,14 @@
 """What tune tries and why: a change (one variant of a knob, with what the child applies and the
-line the user would write), a knob it skips with its reason, and a round's plan of both. Plain
-data, imported by every part of tune (the planners in script.py and augment.py, the search, the
-patch)."""
+line the user would write), a knob it skips with its reason, and a round's plan of both, and the
+one reason the input planners share (the loop does not wait for its input). Imported by every
+part of tune (the planners in script.py and augment.py, the search, the patch)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
+from gpuscout.record.watch import WatchRecord
 
 # The knobs tune turns (`--only`, `--skip`), each planned by tune/script.py
 CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
@@ -31,3 +34,14 @@ class Skip:
 class Plan:
     changes: list[Change] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+
+
+def not_waiting(r: WatchRecord) -> str | None:
+    """Why a change to the input is not worth a run (the loop waits for it under INPUT_BOUND_SHARE
+    of the time, or its wait is not seen), or None where it waits."""
+    share = r.input_wait_share
+    if share is None:
+        return "the input wait was not seen (read inside a compiled loop)"
+    if share < INPUT_BOUND_SHARE:
+        return f"the loop waited for input {share:.1%} of the time (under {INPUT_BOUND_SHARE:.0%})"
+    return None

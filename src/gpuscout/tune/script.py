@@ -36,7 +36,7 @@ from gpuscout.analysis.verdict import (
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.augment import augment_in_model
-from gpuscout.tune.change import CHANGES, Change, Plan, Skip
+from gpuscout.tune.change import CHANGES, Change, Plan, Skip, not_waiting
 from gpuscout.tune.larger_batch import epoch_steps, fit_batches, larger_batches, learning_rate
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
@@ -183,20 +183,11 @@ def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
                    f"model.compile(..., steps_per_execution={n})", why) for n in (8, 32)]
 
 
-def _waits(r: WatchRecord) -> str | None:
-    share = r.input_wait_share
-    if share is None:
-        return "the input wait was not seen (read inside a compiled loop)"
-    if share < INPUT_BOUND_SHARE:
-        return f"the loop waited for input {share:.1%} of the time (under {INPUT_BOUND_SHARE:.0%})"
-    return None
-
-
 def _waiting_pydataset(r: WatchRecord) -> str | None:
     """Why a change to a PyDataset does not apply, or None when the loop waits on one."""
     if r.main.input_type != "PyDataset":
         return f"the input is {r.main.input_type}, not a PyDataset"
-    return _waits(r)
+    return not_waiting(r)
 
 
 def _workers(r: WatchRecord) -> list[Change] | str:
@@ -224,7 +215,7 @@ def _parallel_calls(r: WatchRecord) -> list[Change] | str:
     """A tf.data pipeline's maps and interleaves that the script left sequential, run with
     num_parallel_calls=tf.data.AUTOTUNE where it wrote them (child/tf_data.py): the guide's
     "parallelize the map transformation", its workers."""
-    reason = _waits(r)
+    reason = not_waiting(r)
     if reason:
         return reason
     ops = r.main.pipeline
@@ -241,7 +232,7 @@ def _parallel_calls(r: WatchRecord) -> list[Change] | str:
 
 
 def _cache(r: WatchRecord) -> list[Change] | str:
-    reason = _waits(r)
+    reason = not_waiting(r)
     keep = repeats.keepable(r.main, r.env.host_memory_bytes)
     if isinstance(keep, str) or reason:
         return reason or keep
@@ -255,7 +246,7 @@ def _prefetch(r: WatchRecord) -> list[Change] | str:
     main = r.main
     if main.input_type not in ("tf.data", "generator"):
         return f"the input is {main.input_type}: prefetching applies to a tf.data dataset or a generator"
-    reason = _waits(r)
+    reason = not_waiting(r)
     if reason:
         return reason
     helper = "tuned_pipeline" if main.input_type == "tf.data" else "read_ahead"
