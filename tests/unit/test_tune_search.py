@@ -348,6 +348,10 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
                           STEPS)
     assert asked["baseline (warm)"] is None and asked["baseline again"] is None  # references run their count
     assert abs(asked["steps_per_execution_8"] - search.SLOWER_CUT * 300 * BATCH / 1000.0) < 0.5
+    # a reference of 0.19 s (100,000 samples/s) is not cut at 0.58 s: a loaded host's pause is as long
+    fast = search.Budget(3600)
+    fast.seen(record(100_000.0), "baseline")
+    assert search._cut_s(fast, search.Config(), 300) == search.CUT_FLOOR_S == 10.0
     row = found.trials[0].row
     assert row["verdict"] == "slower" and row["note"] == ("stopped at 3x its reference's training time: 91 of 300 steps, "
                                                   "judged on those")

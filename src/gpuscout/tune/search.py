@@ -48,6 +48,10 @@ REPEATABLE = ("batch_size", "workers")
 # more): a change 7x slower (the augmentation moved into the model on a CPU) ran 76 s of a 3-minute
 # budget at the round's count, and left no time for the next candidate.
 SLOWER_CUT = 3.0
+# ... but never before this much training: below it the cut saves seconds, and a loaded host's
+# pause (a collection, another process on 2 cores) can triple a sub-second run (CI cut a compiled
+# MLP candidate at 113 of 150 steps whose reference trained 0.4 s).
+CUT_FLOOR_S = 10.0
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
 # The final block (tune/finale.py): the baseline, the best setting, the baseline again
@@ -353,9 +357,10 @@ def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: 
 
 def _cut_s(budget: Budget, reference: Config, count: int) -> float | None:
     """The training time a candidate is stopped at: SLOWER_CUT times what its reference's `count`
-    steps train for (a batch k times larger trains count / k steps of about k times the time)."""
+    steps train for (a batch k times larger trains count / k steps of about k times the time), and
+    CUT_FLOOR_S at least."""
     pace = budget.paces.get(reference.name)
-    return SLOWER_CUT * count * pace.step_s if pace is not None and pace.step_s else None
+    return max(SLOWER_CUT * count * pace.step_s, CUT_FLOOR_S) if pace is not None and pace.step_s else None
 
 
 def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out: Outcome,
