@@ -37,13 +37,19 @@ for batch, seq, causal in ((256, 197, False), (256, 208, False)):
     row = [f"B{batch} T{seq} causal={causal}", keras_says]
     pad = (-seq) % 16
     for impl in ("cudnn", "xla", "cudnn+pad") if pad else ("cudnn", "xla"):
-        def loss(q, k, v, impl=impl):
+
+        def loss(q, k, v, impl=impl, pad=pad, seq=seq, causal=causal):
             if impl == "cudnn+pad":  # what gpuscout's SelfAttention does for such lengths
                 q, k, v = (jnp.pad(t, ((0, 0), (0, pad), (0, 0), (0, 0))) for t in (q, k, v))
-                mask = jnp.broadcast_to((jnp.arange(seq + pad) < seq).reshape(1, 1, 1, -1), (1, 1, seq + pad, seq + pad))
+                mask = jnp.broadcast_to(
+                    (jnp.arange(seq + pad) < seq).reshape(1, 1, 1, -1), (1, 1, seq + pad, seq + pad)
+                )
                 out = jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=causal, implementation="cudnn")
                 return out[:, :seq].astype(jnp.float32).sum()
-            return jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl).astype(jnp.float32).sum()
+            return (
+                jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl).astype(jnp.float32).sum()
+            )
+
         try:
             step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
             row.append(f"{impl} fwd+bwd {timed(step, q, k, v) * 1e3:.2f} ms")

@@ -1,8 +1,11 @@
-"""What each Keras preprocessing layer costs on the device, on a batch of ImageNet-sized images, in Keras' compiled train step (jax): which of them tune may put in front of a model (issue 60, item 3). Also the crop
+"""What each Keras preprocessing layer costs on the device, on a batch of ImageNet-sized images,
+in Keras' compiled train step (jax): which of them tune may put in front of a model (issue 60,
+item 3). Also the crop
 written as two take_along_axis gathers (one place per image).
 
     python benchmarks/augment_layers_on_device.py [--batch 128] [--side 256]
 """
+
 import argparse
 import os
 import time
@@ -23,8 +26,9 @@ shift = (args.side - crop) / 2 / args.side
 
 def timed(name, *layers):
     """Keras' own compiled train step (training=True) of the layers before a pooling and a Dense."""
-    model = keras.Sequential([keras.Input(x.shape[1:]), *layers, keras.layers.GlobalAveragePooling2D(),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input(x.shape[1:]), *layers, keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(1)]
+    )
     model.compile("sgd", "mse", jit_compile=True)
     y = np.zeros((args.batch, 1), "float32")
     model.train_on_batch(x, y)
@@ -40,7 +44,9 @@ def timed(name, *layers):
 timed("nothing (pooling and a Dense alone)")
 timed("Rescaling(1 / 255)", keras.layers.Rescaling(1 / 255))
 timed("RandomFlip('horizontal')", keras.layers.RandomFlip("horizontal"))
-timed("RandomTranslation(nearest, constant)", keras.layers.RandomTranslation(shift, shift, fill_mode="constant",
-                                                                            interpolation="nearest"))
+timed(
+    "RandomTranslation(nearest, constant)",
+    keras.layers.RandomTranslation(shift, shift, fill_mode="constant", interpolation="nearest"),
+)
 timed("CenterCrop", keras.layers.CenterCrop(crop, crop))
 timed("Normalization", keras.layers.Normalization(mean=[1.0, 2.0, 3.0], variance=[4.0, 5.0, 6.0]))

@@ -24,12 +24,17 @@ from pathlib import Path
 
 
 def bench(tree: Path, args: list[str], store: Path, out: Path, name: str) -> list[dict]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree.resolve()), os.environ.get("PYTHONPATH", "")]),
-               GPUSCOUT_STORE=str(store), JAX_COMPILATION_CACHE_DIR="/tmp/gpuscout-jax-cache",
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(tree.resolve()), os.environ.get("PYTHONPATH", "")]),
+        GPUSCOUT_STORE=str(store),
+        JAX_COMPILATION_CACHE_DIR="/tmp/gpuscout-jax-cache",
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "gpuscout", "bench", *args, "--json"], capture_output=True,
-                          text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "bench", *args, "--json"], capture_output=True, text=True, env=env
+    )
     (out / f"{name}.json").write_text(proc.stdout)
     (out / f"{name}.stderr.txt").write_text(proc.stderr[-100_000:])
     print(f"-- {name}: exit {proc.returncode} in {time.monotonic() - began:.0f} s", flush=True)
@@ -43,17 +48,25 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, required=True)
-    parser.add_argument("--also", action="append", default=[], metavar="LABEL=TREE",
-                        help="another tree measured in the same rotation (an intermediate step), against before")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="LABEL=TREE",
+        help="another tree measured in the same rotation (an intermediate step), against before",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run", action="append", required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    trees = [("before", args.before), *((label, Path(tree)) for label, _, tree in
-                                       (also.partition("=") for also in args.also)), ("after", args.after)]
+    trees = [
+        ("before", args.before),
+        *((label, Path(tree)) for label, _, tree in (also.partition("=") for also in args.also)),
+        ("after", args.after),
+    ]
     results: dict[str, dict[str, dict]] = {}
     for index, run in enumerate(args.run):
-        for label, tree in (trees if index % 2 == 0 else trees[::-1]):  # neither always goes first
+        for label, tree in trees if index % 2 == 0 else trees[::-1]:  # neither always goes first
             for record in bench(tree, shlex.split(run), args.out / f"{label}.sqlite", args.out, f"{label}-{index}"):
                 key = f"{record['workload']} b{record['batch_size']}"
                 results.setdefault(key, {})[label] = record
@@ -64,8 +77,11 @@ def main() -> int:
             record = by_label.get(label) or {}
             throughput = record.get("throughput") or {}
             ratio = throughput["median"] / before if before and throughput.get("median") else None
-            print(f"{key:24} {label:>10} {throughput.get('median') or 0:14,.1f} {100 * (throughput.get('cv') or 0):6.2f}% "
-                  f"{'' if ratio is None else f'{ratio:.4f}':>9}  {_gib(record):>8}  {record.get('status')}")
+            print(
+                f"{key:24} {label:>10} {throughput.get('median') or 0:14,.1f} "
+                f"{100 * (throughput.get('cv') or 0):6.2f}% "
+                f"{'' if ratio is None else f'{ratio:.4f}':>9}  {_gib(record):>8}  {record.get('status')}"
+            )
     return 0
 
 

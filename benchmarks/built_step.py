@@ -20,25 +20,34 @@ class BuiltStep:
         return self.step.lower(self.state, self.batch).compile()
 
 
-def step_spec(workload: str, precision: str, batch_per_device: int, seq_len: int | None = None,
-              devices: int = 1):
+def step_spec(workload: str, precision: str, batch_per_device: int, seq_len: int | None = None, devices: int = 1):
     """The jax RunSpec `gpuscout bench` plans (one device), or `gpuscout scale` (weak scaling: the
     batch is per device, per-replica batch norm), with the sequence length resolved as they do
     (the workload's default when not given)."""
     import jax
 
-    from gpuscout.measure import planning
     from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
+    from gpuscout.measure import planning
     from gpuscout.workloads import get
 
-    common = {"workload": workload, "backend": Backend.jax, "precision": Precision(precision),
-              "seq_len": planning.seq_len(get(workload), seq_len)}
+    common = {
+        "workload": workload,
+        "backend": Backend.jax,
+        "precision": Precision(precision),
+        "seq_len": planning.seq_len(get(workload), seq_len),
+    }
     if devices == 1:
         return RunSpec(**common, batch_size=batch_per_device, gpu_index=0)
     on_gpu = jax.default_backend() == "gpu"
-    return RunSpec(**common, batch_size=batch_per_device * devices, devices=devices,
-                   distribution=Distribution.mirrored, batchnorm=BatchNormStats.per_replica,
-                   gpu_index=0 if on_gpu else None, gpu_indices=tuple(range(devices)) if on_gpu else None)
+    return RunSpec(
+        **common,
+        batch_size=batch_per_device * devices,
+        devices=devices,
+        distribution=Distribution.mirrored,
+        batchnorm=BatchNormStats.per_replica,
+        gpu_index=0 if on_gpu else None,
+        gpu_indices=tuple(range(devices)) if on_gpu else None,
+    )
 
 
 def build(spec) -> BuiltStep:
@@ -76,8 +85,10 @@ def require_devices(devices: int) -> bool:
 
     on_gpu = jax.default_backend() == "gpu"
     if not on_gpu and len(jax.devices()) < devices:
-        sys.exit(f"jax sees {len(jax.devices())} device(s); on a CPU set "
-                 f"XLA_FLAGS=--xla_force_host_platform_device_count={devices}")
+        sys.exit(
+            f"jax sees {len(jax.devices())} device(s); on a CPU set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={devices}"
+        )
     return on_gpu
 
 
@@ -85,8 +96,9 @@ def add_step_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that say which step to build: --out, --workload, --batch, --precision, --seq-len."""
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--workload", default="vit_b16")
-    parser.add_argument("--batch", type=int, default=None,
-                        help="per device (default: the workload's own, as `gpuscout bench` takes it)")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="per device (default: the workload's own, as `gpuscout bench` takes it)"
+    )
     parser.add_argument("--precision", default="mixed_bfloat16")
     parser.add_argument("--seq-len", type=int, default=None)
 

@@ -44,19 +44,39 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="gpuscout-overhead-"))
     baseline_tree = work / "baseline"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(baseline_tree), args.baseline],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(baseline_tree), args.baseline],
+        check=True,
+        capture_output=True,
+    )
     trees = {"this checkout": ROOT / "src", f"baseline {args.baseline}": baseline_tree / "src"}
     device = ["--gpu", str(args.gpu), "--backend", "jax"] if args.gpu is not None else ["--cpu", "--backend", "jax"]
-    bench = [sys.executable, "-m", "gpuscout", "bench", args.workload, *device, "--windows", "2",
-             "--window-seconds", "0.5", "--warmup-steps", "3", "--json"]
+    bench = [
+        sys.executable,
+        "-m",
+        "gpuscout",
+        "bench",
+        args.workload,
+        *device,
+        "--windows",
+        "2",
+        "--window-seconds",
+        "0.5",
+        "--warmup-steps",
+        "3",
+        "--json",
+    ]
     help_s: dict[str, list[float]] = {name: [] for name in trees}
     outside_s: dict[str, list[float]] = {name: [] for name in trees}
     child_s: dict[str, list[float]] = {name: [] for name in trees}  # the import overlaps the child: does it slow it?
     try:
         for name, src in trees.items():  # which gpuscout each side really imports
-            where = subprocess.run([sys.executable, "-c", "import gpuscout; print(gpuscout.__file__)"],
-                                   env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True, text=True)
+            where = subprocess.run(
+                [sys.executable, "-c", "import gpuscout; print(gpuscout.__file__)"],
+                env=dict(os.environ, PYTHONPATH=str(src)),
+                capture_output=True,
+                text=True,
+            )
             print(f"{name}: {where.stdout.strip()}", flush=True)
         for i in range(args.runs):
             for name, src in trees.items():
@@ -64,21 +84,31 @@ def main() -> None:
                 wall, out = timed(bench + ["--store", str(work / f"{src.parent.name}.sqlite")], src)
                 child_s[name].append(json.loads(out)["runs"][0]["duration_s"])
                 outside_s[name].append(wall - child_s[name][-1])
-                print(f"run {i + 1}/{args.runs} {name}: help {help_s[name][-1]:.2f} s, "
-                      f"bench outside the child {outside_s[name][-1]:.2f} s, child {child_s[name][-1]:.2f} s", flush=True)
+                print(
+                    f"run {i + 1}/{args.runs} {name}: help {help_s[name][-1]:.2f} s, "
+                    f"bench outside the child {outside_s[name][-1]:.2f} s, child {child_s[name][-1]:.2f} s",
+                    flush=True,
+                )
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline_tree)],
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline_tree)], capture_output=True
+        )
     base = f"baseline {args.baseline}"
-    print("\n| | `gpuscout --help` median | bench outside the child, median (min-max) | the child, median |\n"
-          "|---|---|---|---|")
+    print(
+        "\n| | `gpuscout --help` median | bench outside the child, median (min-max) | the child, median |\n"
+        "|---|---|---|---|"
+    )
     for name in trees:
         o = outside_s[name]
-        print(f"| {name} | {statistics.median(help_s[name]):.2f} s | "
-              f"{statistics.median(o):.2f} s ({min(o):.2f}-{max(o):.2f}) | {statistics.median(child_s[name]):.2f} s |")
-    print(f"| ratio this/baseline | {statistics.median(help_s['this checkout']) / statistics.median(help_s[base]):.2f} | "
-          f"{statistics.median(outside_s['this checkout']) / statistics.median(outside_s[base]):.2f} | "
-          f"{statistics.median(child_s['this checkout']) / statistics.median(child_s[base]):.2f} |")
+        print(
+            f"| {name} | {statistics.median(help_s[name]):.2f} s | "
+            f"{statistics.median(o):.2f} s ({min(o):.2f}-{max(o):.2f}) | {statistics.median(child_s[name]):.2f} s |"
+        )
+    print(
+        f"| ratio this/baseline | {statistics.median(help_s['this checkout']) / statistics.median(help_s[base]):.2f} | "
+        f"{statistics.median(outside_s['this checkout']) / statistics.median(outside_s[base]):.2f} | "
+        f"{statistics.median(child_s['this checkout']) / statistics.median(child_s[base]):.2f} |"
+    )
 
 
 if __name__ == "__main__":

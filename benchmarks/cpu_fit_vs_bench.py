@@ -23,7 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 
-MODELS = '''
+MODELS = """
 import keras
 
 
@@ -55,9 +55,9 @@ def mnist_convnet():
     ])
     model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
     return model, {"shape": (28, 28, 1), "num_classes": 10, "batch_size": 32}
-'''
+"""
 
-FIT = '''
+FIT = """
 import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
@@ -88,7 +88,7 @@ times = []
 model.fit(x, y, batch_size=32, epochs=4, verbose=0, callbacks=[Epochs()])
 rates = sorted(n / t for t in times[1:])  # the first epoch compiles
 print(json.dumps({"samples_per_s": rates[len(rates) // 2], "epochs_s": times}))
-'''
+"""
 
 
 def run(cmd: list[str], env: dict, log: Path) -> subprocess.CompletedProcess:
@@ -110,24 +110,68 @@ def main() -> None:
     (args.out / "fit.py").write_text(textwrap.dedent(FIT))
     rows = []
     for backend in args.backends.split(","):
-        env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-                   GPUSCOUT_STORE=str(args.out / "store.sqlite"))
+        env = dict(
+            os.environ,
+            KERAS_BACKEND=backend,
+            CUDA_VISIBLE_DEVICES="",
+            TF_CPP_MIN_LOG_LEVEL="2",
+            GPUSCOUT_STORE=str(args.out / "store.sqlite"),
+        )
         for name in args.models.split(","):
-            fit = run([sys.executable, str(args.out / "fit.py"), str(args.out), name], env,
-                      args.out / f"fit-{backend}-{name}.txt")
-            bench = run([sys.executable, "-m", "gpuscout", "bench", "--model", f"{args.out / 'models.py'}:{name}",
-                         "--cpu", "--backend", backend, "--json"], env, args.out / f"bench-{backend}-{name}.txt")
+            fit = run(
+                [sys.executable, str(args.out / "fit.py"), str(args.out), name],
+                env,
+                args.out / f"fit-{backend}-{name}.txt",
+            )
+            bench = run(
+                [
+                    sys.executable,
+                    "-m",
+                    "gpuscout",
+                    "bench",
+                    "--model",
+                    f"{args.out / 'models.py'}:{name}",
+                    "--cpu",
+                    "--backend",
+                    backend,
+                    "--json",
+                ],
+                env,
+                args.out / f"bench-{backend}-{name}.txt",
+            )
             if backend == "tensorflow":  # the default before: XLA on for tensorflow on a CPU too
-                xla = run([sys.executable, "-m", "gpuscout", "bench", "--model", f"{args.out / 'models.py'}:{name}",
-                           "--cpu", "--backend", backend, "--xla", "--json"], env,
-                          args.out / f"bench-{backend}-xla-{name}.txt")
+                xla = run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "gpuscout",
+                        "bench",
+                        "--model",
+                        f"{args.out / 'models.py'}:{name}",
+                        "--cpu",
+                        "--backend",
+                        backend,
+                        "--xla",
+                        "--json",
+                    ],
+                    env,
+                    args.out / f"bench-{backend}-xla-{name}.txt",
+                )
                 try:
                     xla_rate = json.loads(xla.stdout)["runs"][0]["throughput"]["median"]
                 except (ValueError, IndexError, KeyError, TypeError):
                     xla_rate = None
-                rows.append({"backend": backend, "model": name, "fit_samples_per_s": None,
-                             "bench_samples_per_s": xla_rate, "bench_setting": "batch 32, XLA (--xla: the old default)",
-                             "ratio": None, "xla_versus_fit": None})
+                rows.append(
+                    {
+                        "backend": backend,
+                        "model": name,
+                        "fit_samples_per_s": None,
+                        "bench_samples_per_s": xla_rate,
+                        "bench_setting": "batch 32, XLA (--xla: the old default)",
+                        "ratio": None,
+                        "xla_versus_fit": None,
+                    }
+                )
             try:
                 fit_rate = json.loads(fit.stdout.strip().splitlines()[-1])["samples_per_s"]
             except (ValueError, IndexError, KeyError):
@@ -138,12 +182,21 @@ def main() -> None:
                 setting = f"batch {record['batch_size']}, {'XLA' if record['xla'] else 'no XLA'}"
             except (ValueError, IndexError, KeyError, TypeError):
                 bench_rate, setting = None, "failed"
-            rows.append({"backend": backend, "model": name, "fit_samples_per_s": fit_rate,
-                         "bench_samples_per_s": bench_rate, "bench_setting": setting,
-                         "ratio": bench_rate / fit_rate if fit_rate and bench_rate else None})
+            rows.append(
+                {
+                    "backend": backend,
+                    "model": name,
+                    "fit_samples_per_s": fit_rate,
+                    "bench_samples_per_s": bench_rate,
+                    "bench_setting": setting,
+                    "ratio": bench_rate / fit_rate if fit_rate and bench_rate else None,
+                }
+            )
             for row in rows:  # the --xla row against this model's fit
                 if row["model"] == name and row["backend"] == backend and row["fit_samples_per_s"] is None:
-                    row["ratio"] = row["bench_samples_per_s"] / fit_rate if fit_rate and row["bench_samples_per_s"] else None
+                    row["ratio"] = (
+                        row["bench_samples_per_s"] / fit_rate if fit_rate and row["bench_samples_per_s"] else None
+                    )
     (args.out / "summary.json").write_text(json.dumps(rows, indent=2))
     print(f"{'backend':11} {'model':16} {'fit /s':>9} {'bench /s':>9} {'bench/fit':>9}  bench setting")
     for r in rows:

@@ -32,8 +32,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def worker(rank: int, world: int, batch: int, precision: str, port: int, out, name: str, seq: int,
-           mode: str, hook: str) -> None:
+def worker(
+    rank: int, world: int, batch: int, precision: str, port: int, out, name: str, seq: int, mode: str, hook: str
+) -> None:
     from torch_peers import build, loss_module  # beside this file; spawned processes import it anew
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -49,16 +50,22 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out, na
         import torchvision
 
         model = torchvision.models.resnet50().to(device).to(memory_format=torch.channels_last)
-        data = [(torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last),
-                 torch.randint(0, 1000, (batch,), device=device)) for _ in range(4)]
+        data = [
+            (
+                torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last),
+                torch.randint(0, 1000, (batch,), device=device),
+            )
+            for _ in range(4)
+        ]
         loss_of = lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)  # noqa: E731
         make_optimizer = lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9)  # noqa: E731
     else:  # the single-GPU peers' transformer models and data (torch_peers.py)
         model, data, loss_of, _ = build(name, batch, seq, device)
         make_optimizer = lambda params: torch.optim.AdamW(params, lr=1e-4, fused=cuda)  # noqa: E731
     opt = make_optimizer(model.parameters())
-    model = torch.nn.parallel.DistributedDataParallel(loss_module(model, loss_of, mode),
-                                                      device_ids=[rank] if cuda else None)
+    model = torch.nn.parallel.DistributedDataParallel(
+        loss_module(model, loss_of, mode), device_ids=[rank] if cuda else None
+    )
     if hook == "bf16":  # gradients exchanged in bfloat16, averaged, cast back (torch's own hook)
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
 
@@ -90,11 +97,23 @@ def worker(rank: int, world: int, batch: int, precision: str, port: int, out, na
     dist.all_reduce(steps, op=dist.ReduceOp.MAX)  # every rank runs the same number of steps
     rates = [world * batch * int(steps) / run(int(steps)) for _ in range(5)]
     if rank == 0:
-        out.put({"model": name, "seq": seq if name != "resnet50" else None, "gpus": world, "batch_per_gpu": batch,
-                 "precision": precision, "mode": mode, "hook": hook, "steps_per_window": int(steps),
-                 "windows_samples_per_s": rates, "samples_per_s": statistics.median(rates),
-                 "torch": torch.__version__, "device": device,
-                 "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None})
+        out.put(
+            {
+                "model": name,
+                "seq": seq if name != "resnet50" else None,
+                "gpus": world,
+                "batch_per_gpu": batch,
+                "precision": precision,
+                "mode": mode,
+                "hook": hook,
+                "steps_per_window": int(steps),
+                "windows_samples_per_s": rates,
+                "samples_per_s": statistics.median(rates),
+                "torch": torch.__version__,
+                "device": device,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            }
+        )
     dist.destroy_process_group()
 
 
@@ -115,7 +134,9 @@ def main() -> int:
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(worker, args=(gpus, batch, precision, port, out, name, seq, mode, args.hook), nprocs=gpus, start_method="spawn")
+    mp.start_processes(
+        worker, args=(gpus, batch, precision, port, out, name, seq, mode, args.hook), nprocs=gpus, start_method="spawn"
+    )
     print("@@peer " + json.dumps(out.get()), flush=True)
     return 0
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 def gpuscout(args: list[str], out: Path, name: str, env: dict, timeout: float) -> tuple[dict | None, float]:
     began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
     wall = time.monotonic() - began
     (out / f"{name}.json").write_text(done.stdout)
     (out / f"{name}.stderr.txt").write_text(done.stderr[-200_000:])

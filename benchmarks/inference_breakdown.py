@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-JAX = r'''
+JAX = r"""
 import json, os, statistics, time, sys
 os.environ["KERAS_BACKEND"] = "jax"
 import numpy as np, jax, keras
@@ -37,9 +37,9 @@ for b in (64, 256):
               "forward_ms": med(lambda: fwd(tv, nv, xd).block_until_ready()),
               "both_ms": med(lambda: fwd(tv, nv, jax.device_put(x, dev)).block_until_ready())}
 print("@@r " + json.dumps({"side": "gpuscout jax", "batches": res}))
-'''
+"""
 
-TORCH = r'''
+TORCH = r"""
 import json, statistics, time
 import numpy as np, torch, torchvision
 torch.backends.cudnn.benchmark = True
@@ -58,14 +58,19 @@ with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
         xd = to()
         res[b] = {"copy_ms": med(to), "forward_ms": med(lambda: model(xd)), "both_ms": med(lambda: model(to()))}
 print("@@r " + json.dumps({"side": "torch.compile", "batches": res, "torch": torch.__version__}))
-'''
+"""
 
 
 def main() -> int:
     for code in (JAX, TORCH):
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=280,
-                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        line = next((l for l in result.stdout.splitlines() if l.startswith("@@r ")), None)
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=280,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
+        line = next((printed for printed in result.stdout.splitlines() if printed.startswith("@@r ")), None)
         print(line[4:] if line else f"failed: {result.stderr[-1500:]}", flush=True)
     return 0
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BATCHES = (1, 8, 64, 256)
 WARMUP, REQUESTS = 20, 100
 
-PEER = r'''
+PEER = r"""
 import json, sys, time, statistics
 import numpy as np, torch
 name, mode, batches = sys.argv[1], sys.argv[2], [int(b) for b in sys.argv[3].split(",")]
@@ -61,9 +61,9 @@ for b in batches:
     pct = lambda p: lat[max(0, -(-p * len(lat) // 100) - 1)] * 1000
     out[b] = {"p50_ms": pct(50), "p99_ms": pct(99), "samples_per_s": b * len(lat) / sum(lat)}
 print("@@peer " + json.dumps({"name": name, "mode": mode, "torch": torch.__version__, "batches": out}), flush=True)
-'''
+"""
 
-ORT = r'''
+ORT = r"""
 import json, sys, time
 import numpy as np, torch, onnxruntime as ort
 name, path, batches = sys.argv[1], sys.argv[2], [int(b) for b in sys.argv[3].split(",")]
@@ -99,8 +99,9 @@ for b in batches:
     lat.sort()
     pct = lambda p: lat[max(0, -(-p * len(lat) // 100) - 1)] * 1000
     out[b] = {"p50_ms": pct(50), "p99_ms": pct(99), "samples_per_s": b * len(lat) / sum(lat)}
-print("@@peer " + json.dumps({"name": name, "mode": "onnxruntime fp16", "ort": ort.__version__, "batches": out}), flush=True)
-'''
+peer = {"name": name, "mode": "onnxruntime fp16", "ort": ort.__version__, "batches": out}
+print("@@peer " + json.dumps(peer), flush=True)
+"""
 
 
 def run(cmd, log: Path, timeout: float, env: dict | None = None):
@@ -109,14 +110,16 @@ def run(cmd, log: Path, timeout: float, env: dict | None = None):
     except subprocess.TimeoutExpired:
         log.write_text(f"$ {' '.join(map(str, cmd))}\ntimed out after {timeout} s")
         return None
-    log.write_text(f"$ {' '.join(map(str, cmd))}\n--- stdout\n{result.stdout[-20000:]}\n--- stderr\n{result.stderr[-20000:]}")
+    log.write_text(
+        f"$ {' '.join(map(str, cmd))}\n--- stdout\n{result.stdout[-20000:]}\n--- stderr\n{result.stderr[-20000:]}"
+    )
     return result
 
 
 def peer_line(result) -> dict | None:
     if result is None:
         return None
-    line = next((l for l in result.stdout.splitlines() if l.startswith("@@peer ")), None)
+    line = next((printed for printed in result.stdout.splitlines() if printed.startswith("@@peer ")), None)
     return json.loads(line[7:]) if line else None
 
 
@@ -136,29 +139,74 @@ def main() -> int:
     summary: dict = {}
     for name in args.models.split(","):
         part: dict = {}
-        result = run([sys.executable, "-m", "gpuscout", "bench", name, "--mode", "inference", "--backend", "jax",
-                      "--precision", "mixed_bfloat16", "--batch-sizes", batches, "--requests", str(REQUESTS),
-                      "--warmup-requests", str(WARMUP), "--gpu", str(args.gpu), "--json", "--store", str(args.out / "results.sqlite")],
-                     args.out / f"gpuscout_{name}.log", max(30, min(300, left())))
+        result = run(
+            [
+                sys.executable,
+                "-m",
+                "gpuscout",
+                "bench",
+                name,
+                "--mode",
+                "inference",
+                "--backend",
+                "jax",
+                "--precision",
+                "mixed_bfloat16",
+                "--batch-sizes",
+                batches,
+                "--requests",
+                str(REQUESTS),
+                "--warmup-requests",
+                str(WARMUP),
+                "--gpu",
+                str(args.gpu),
+                "--json",
+                "--store",
+                str(args.out / "results.sqlite"),
+            ],
+            args.out / f"gpuscout_{name}.log",
+            max(30, min(300, left())),
+        )
         if result is not None and result.returncode == 0:
             runs = json.loads(result.stdout)["runs"]
-            part["gpuscout"] = {r["batch_size"]: {"p50_ms": r["latency"]["p50_ms"], "p99_ms": r["latency"]["p99_ms"],
-                                                  "samples_per_s": r["samples_per_s"], "run_id": r["id"],
-                                                  "input_path": r.get("input_path")} for r in runs}
+            part["gpuscout"] = {
+                r["batch_size"]: {
+                    "p50_ms": r["latency"]["p50_ms"],
+                    "p99_ms": r["latency"]["p99_ms"],
+                    "samples_per_s": r["samples_per_s"],
+                    "run_id": r["id"],
+                    "input_path": r.get("input_path"),
+                }
+                for r in runs
+            }
         for mode in ("eager", "compiled"):
             if left() < 60:
                 part[mode] = "skipped: budget"
                 continue
-            part[mode] = peer_line(run([sys.executable, "-c", PEER, name, mode, batches],
-                                       args.out / f"torch_{mode}_{name}.log", max(30, min(300, left())), peer_env))
+            part[mode] = peer_line(
+                run(
+                    [sys.executable, "-c", PEER, name, mode, batches],
+                    args.out / f"torch_{mode}_{name}.log",
+                    max(30, min(300, left())),
+                    peer_env,
+                )
+            )
         if left() > 60:
-            part["onnxruntime"] = peer_line(run([sys.executable, "-c", ORT, name, str(args.out / f"{name}.onnx"), batches],
-                                                args.out / f"ort_{name}.log", max(30, min(240, left())), peer_env))
+            part["onnxruntime"] = peer_line(
+                run(
+                    [sys.executable, "-c", ORT, name, str(args.out / f"{name}.onnx"), batches],
+                    args.out / f"ort_{name}.log",
+                    max(30, min(240, left())),
+                    peer_env,
+                )
+            )
         summary[name] = part
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
         (args.out / f"{name}.onnx").unlink(missing_ok=True)
-    print(f"{'model':10} {'batch':>5} {'gpuscout p50/p99 ms':>20} {'samples/s':>10} | "
-          f"{'eager':>18} {'compiled':>18} {'ORT fp16':>18}   best peer samples/s, ratio")
+    print(
+        f"{'model':10} {'batch':>5} {'gpuscout p50/p99 ms':>20} {'samples/s':>10} | "
+        f"{'eager':>18} {'compiled':>18} {'ORT fp16':>18}   best peer samples/s, ratio"
+    )
     for name, part in summary.items():
         ours = part.get("gpuscout") or {}
         for b in BATCHES:
@@ -172,8 +220,11 @@ def main() -> int:
                     rates.append(row["samples_per_s"])
             best = max(rates) if rates else None
             ratio = g.get("samples_per_s", 0) / best if best and g else None
-            print(f"{name:10} {b:>5} {g.get('p50_ms', 0):>9.2f}/{g.get('p99_ms', 0):<9.2f} {g.get('samples_per_s', 0):>10.0f} | "
-                  f"{cells[0]:>18} {cells[1]:>18} {cells[2]:>18}   {best or 0:.0f} {ratio or 0:.2f}x")
+            print(
+                f"{name:10} {b:>5} {g.get('p50_ms', 0):>9.2f}/{g.get('p99_ms', 0):<9.2f} "
+                f"{g.get('samples_per_s', 0):>10.0f} | "
+                f"{cells[0]:>18} {cells[1]:>18} {cells[2]:>18}   {best or 0:.0f} {ratio or 0:.2f}x"
+            )
     for name, part in summary.items():
         for b, g in sorted((part.get("gpuscout") or {}).items(), key=lambda kv: int(kv[0])):
             if g.get("input_path"):

@@ -37,8 +37,20 @@ POINTS = [
     ("bert_base", "mixed_bfloat16", 512, (16, 64)),
     ("gpt2_small", "mixed_bfloat16", 256, (16, 64)),
 ]
-SHORT = ["--warmup-steps", "2", "--windows", "1", "--window-steps", "2", "--window-seconds", "0.2",
-         "--no-telemetry", "--json", "--backend", "jax"]
+SHORT = [
+    "--warmup-steps",
+    "2",
+    "--windows",
+    "1",
+    "--window-steps",
+    "2",
+    "--window-seconds",
+    "0.2",
+    "--no-telemetry",
+    "--json",
+    "--backend",
+    "jax",
+]
 
 
 def bench(args: list[str], log: Path, timeout: float = 420) -> dict:
@@ -55,9 +67,14 @@ def bench(args: list[str], log: Path, timeout: float = 420) -> dict:
         record = json.loads(out)["runs"][0]
     except (ValueError, KeyError, IndexError):
         return {"args": args, "status": "no-record", "seconds": time.monotonic() - start}
-    return {"args": args, "status": record["status"], "seconds": time.monotonic() - start,
-            "peak_bytes": record["peak_memory_bytes"], "samples_per_s": record["samples_per_s"],
-            "error": (record.get("error") or {}).get("message")}
+    return {
+        "args": args,
+        "status": record["status"],
+        "seconds": time.monotonic() - start,
+        "peak_bytes": record["peak_memory_bytes"],
+        "samples_per_s": record["samples_per_s"],
+        "error": (record.get("error") or {}).get("message"),
+    }
 
 
 def main() -> int:
@@ -74,35 +91,57 @@ def main() -> int:
     for workload, precision, seq, batches in points_wanted:
         for batch in batches:
             extra = ["--seq-len", str(seq)] if seq else []
-            jobs.append(((workload, precision, seq, batch),
-                         [workload, "--precision", precision, "--batch-size", str(batch), *extra]))
+            jobs.append(
+                (
+                    (workload, precision, seq, batch),
+                    [workload, "--precision", precision, "--batch-size", str(batch), *extra],
+                )
+            )
     began = time.monotonic()
     with ThreadPoolExecutor(args.parallel) as pool:
         results = list(pool.map(lambda job: (job[0], bench(job[1], log)), jobs))
-    points = [{"workload": w, "precision": p, "seq_len": s, "batch": b, **r}
-              for (w, p, s, b), r in results]
+    points = [{"workload": w, "precision": p, "seq_len": s, "batch": b, **r} for (w, p, s, b), r in results]
     if args.oom_probe:
         workload, batch = args.oom_probe.split(":")
         probe = bench([workload, "--precision", "mixed_bfloat16", "--batch-size", batch], log)
-        points.append({"workload": workload, "precision": "mixed_bfloat16", "seq_len": None,
-                       "batch": int(batch), "oom_probe": True, **probe})
+        points.append(
+            {
+                "workload": workload,
+                "precision": "mixed_bfloat16",
+                "seq_len": None,
+                "batch": int(batch),
+                "oom_probe": True,
+                **probe,
+            }
+        )
     (args.out / "points.json").write_text(json.dumps(points, indent=1))
     print(f"{len(points)} runs in {time.monotonic() - began:.0f} s")
     print(f"{'workload':16} {'precision':15} {'seq':>5} {'fixed GiB':>10} {'MiB/sample':>11}  points")
     for workload, precision, seq, (a, b) in points_wanted:
-        pa, pb = ([p for p in points if (p["workload"], p["precision"], p["seq_len"], p["batch"])
-                   == (workload, precision, seq, batch) and not p.get("oom_probe")][0] for batch in (a, b))
+        pa, pb = (
+            [
+                p
+                for p in points
+                if (p["workload"], p["precision"], p["seq_len"], p["batch"]) == (workload, precision, seq, batch)
+                and not p.get("oom_probe")
+            ][0]
+            for batch in (a, b)
+        )
         if pa.get("peak_bytes") and pb.get("peak_bytes"):
             per = (pb["peak_bytes"] - pa["peak_bytes"]) / (b - a)
             fixed = pa["peak_bytes"] - per * a
-            print(f"{workload:16} {precision:15} {seq or '-':>5} {fixed / GIB:10.2f} {per / 2**20:11.1f}  "
-                  f"{a}:{pa['peak_bytes'] / GIB:.2f} {b}:{pb['peak_bytes'] / GIB:.2f} GiB")
+            print(
+                f"{workload:16} {precision:15} {seq or '-':>5} {fixed / GIB:10.2f} {per / 2**20:11.1f}  "
+                f"{a}:{pa['peak_bytes'] / GIB:.2f} {b}:{pb['peak_bytes'] / GIB:.2f} GiB"
+            )
         else:
             print(f"{workload:16} {precision:15} {seq or '-':>5} failed: {pa['status']} {pb['status']}")
     for p in points:
         if p.get("oom_probe"):
-            print(f"oom probe {p['args'][0]} batch {p['batch']}: {p['status']} after {p['seconds']:.0f} s "
-                  f"({(p.get('error') or '')[:120]})")
+            print(
+                f"oom probe {p['args'][0]} batch {p['batch']}: {p['status']} after {p['seconds']:.0f} s "
+                f"({(p.get('error') or '')[:120]})"
+            )
     return 0
 
 

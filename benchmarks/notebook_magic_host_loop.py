@@ -16,8 +16,10 @@ import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BODY = ("t0 = time.perf_counter(); model.fit(SlowBatches(), epochs=EPOCHS, verbose=0); "
-        "print(json.dumps({{'kind': '{kind}', 's': time.perf_counter() - t0}}))")
+BODY = (
+    "t0 = time.perf_counter(); model.fit(SlowBatches(), epochs=EPOCHS, verbose=0); "
+    "print(json.dumps({{'kind': '{kind}', 's': time.perf_counter() - t0}}))"
+)
 
 
 def main() -> None:
@@ -32,14 +34,18 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     example = nbformat.read(ROOT / "examples" / "notebook.ipynb", as_version=4)
     setup = next(c.source for c in example.cells if c.cell_type == "code")
-    cells = [nbformat.v4.new_code_cell(f"{setup}\nimport time, json\nEPOCHS = {args.epochs}\n"),
-             nbformat.v4.new_code_cell("%load_ext gpuscout"), nbformat.v4.new_code_cell(BODY.format(kind="warm-up"))]
+    cells = [
+        nbformat.v4.new_code_cell(f"{setup}\nimport time, json\nEPOCHS = {args.epochs}\n"),
+        nbformat.v4.new_code_cell("%load_ext gpuscout"),
+        nbformat.v4.new_code_cell(BODY.format(kind="warm-up")),
+    ]
     for i in range(args.pairs):
         for kind in ("plain", "watched") if i % 2 == 0 else ("watched", "plain"):
             magic = f"%%gpuscout watch --store {args.out / 'results.sqlite'}\n" if kind == "watched" else ""
             cells.append(nbformat.v4.new_code_cell(magic + BODY.format(kind=kind)))
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3",
-                                                                              "display_name": "Python 3"}})
+    notebook = nbformat.v4.new_notebook(
+        cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    )
     NotebookClient(notebook, timeout=600, kernel_name="python3").execute()
     nbformat.write(notebook, args.out / "ran.ipynb")
     times: dict[str, list[float]] = {"plain": [], "watched": []}
@@ -49,8 +55,16 @@ def main() -> None:
                 if line.startswith("{") and '"kind"' in line and (found := json.loads(line))["kind"] in times:
                     times[found["kind"]].append(found["s"])
     ratios = [w / p for p, w in zip(times["plain"], times["watched"])]
-    print(json.dumps({"plain_s": times["plain"], "watched_s": times["watched"], "ratios": ratios,
-                      "median_ratio": statistics.median(ratios)}))
+    print(
+        json.dumps(
+            {
+                "plain_s": times["plain"],
+                "watched_s": times["watched"],
+                "ratios": ratios,
+                "median_ratio": statistics.median(ratios),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

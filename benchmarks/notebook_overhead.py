@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-SETUP = '''
+SETUP = """
 import os, time, json
 os.environ["KERAS_BACKEND"] = "jax"
 import jax, jax.numpy as jnp, keras
@@ -44,7 +44,7 @@ def timed_fit():
     return time.perf_counter() - start
 timed_fit()  # compile and warm up
 times = {{"plain": [], "watched": []}}
-'''
+"""
 
 
 def notebook(pairs: int, store: str, width: int, batch: int, steps: int, epochs: int):
@@ -94,7 +94,9 @@ def main() -> None:
         if began and ended:
             from datetime import datetime
 
-            seconds = (datetime.fromisoformat(ended.rstrip("Z")) - datetime.fromisoformat(began.rstrip("Z"))).total_seconds()
+            seconds = (
+                datetime.fromisoformat(ended.rstrip("Z")) - datetime.fromisoformat(began.rstrip("Z"))
+            ).total_seconds()
             cell_walls["watched" if cell.source.startswith("%%gpuscout") else "plain"].append(seconds)
     printed = "".join(o.get("text", "") for o in made.cells[-1].outputs if o.get("output_type") == "stream")
     times = json.loads(printed.split("TIMES", 1)[1])
@@ -106,14 +108,23 @@ def main() -> None:
     with Store(store, create=False) as opened:
         records = opened.list(kind="watch")
     busy = [r.telemetry.gpu_util_mean_pct for r in records if r.telemetry and r.telemetry.gpu_util_mean_pct]
-    result = {"pairs": args.pairs, "steps": args.steps * args.epochs, "batch": args.batch, "width": args.width,
-              "plain_s": times["plain"], "watched_s": times["watched"],
-              "plain_samples_per_s": samples / statistics.median(times["plain"]),
-              "watched_samples_per_s": samples / statistics.median(times["watched"]),
-              "overhead_median": statistics.median(ratios) - 1, "overhead_ci95": [low - 1, high - 1],
-              "cell_wall_s": {k: statistics.median(v) if v else None for k, v in cell_walls.items()},
-              "watched_records": len(records), "gpu_busy_pct": busy,
-              "verdicts": [[c.code for c in r.verdict][:2] for r in records], "wall_s": wall}
+    result = {
+        "pairs": args.pairs,
+        "steps": args.steps * args.epochs,
+        "batch": args.batch,
+        "width": args.width,
+        "plain_s": times["plain"],
+        "watched_s": times["watched"],
+        "plain_samples_per_s": samples / statistics.median(times["plain"]),
+        "watched_samples_per_s": samples / statistics.median(times["watched"]),
+        "overhead_median": statistics.median(ratios) - 1,
+        "overhead_ci95": [low - 1, high - 1],
+        "cell_wall_s": {k: statistics.median(v) if v else None for k, v in cell_walls.items()},
+        "watched_records": len(records),
+        "gpu_busy_pct": busy,
+        "verdicts": [[c.code for c in r.verdict][:2] for r in records],
+        "wall_s": wall,
+    }
     (args.out / "overhead.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
 

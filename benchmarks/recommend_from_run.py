@@ -40,11 +40,29 @@ def watch(args: argparse.Namespace) -> None:
     store = args.out / "results.sqlite"
     for repeat in range(args.repeats):
         for script in SCRIPTS:
-            command = [sys.executable, str(HERE / "recommend_user_scripts.py"), script] + (["--small"] if args.small else [])
+            command = [sys.executable, str(HERE / "recommend_user_scripts.py"), script] + (
+                ["--small"] if args.small else []
+            )
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "gpuscout", "watch", "--duration", str(args.duration), "--json",
-                                   "--store", str(store), "--", *command], capture_output=True, text=True,
-                                  timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "gpuscout",
+                    "watch",
+                    "--duration",
+                    str(args.duration),
+                    "--json",
+                    "--store",
+                    str(store),
+                    "--",
+                    *command,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            )
             name = f"{script}-{repeat}"
             (args.out / f"{name}.json").write_text(done.stdout)
             (args.out / f"{name}.stderr.txt").write_text(done.stderr[-100_000:])
@@ -54,9 +72,13 @@ def watch(args: argparse.Namespace) -> None:
                 print(f"{name}: exit {done.returncode}: {done.stderr[-1500:]}", flush=True)
                 continue
             util = (record.get("telemetry") or {}).get("gpu_util_mean_pct")
-            print(f"{name}: run {record['id']} {record.get('samples_per_s') or 0:,.0f} samples/s, input wait "
-                  f"{record.get('input_wait_share') or 0:.0%}, between steps {record.get('outside_step_share') or 0:.0%}, "
-                  f"GPU util {util or 0:.0f}% ({time.monotonic() - started:.0f} s)", flush=True)
+            print(
+                f"{name}: run {record['id']} {record.get('samples_per_s') or 0:,.0f} samples/s, input wait "
+                f"{record.get('input_wait_share') or 0:.0%}, "
+                f"between steps {record.get('outside_step_share') or 0:.0%}, "
+                f"GPU util {util or 0:.0f}% ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
 
 
 def _records(path: Path) -> dict[str, list]:
@@ -90,23 +112,30 @@ def compare(args: argparse.Namespace) -> None:
             row = next(r for r in answer.rows if r.gpu.id == target.id)
             predicted = row.throughput
             m = answer.measured
-            whole = predict.scale(m.samples_per_s, m.gpu, target, answer.job.precision,
-                                  predict.alpha(answer.job.intensity))
+            whole = predict.scale(
+                m.samples_per_s, m.gpu, target, answer.job.precision, predict.alpha(answer.job.intensity)
+            )
             error, peer = predicted.throughput / measured - 1, whole / measured - 1
             errors.append(abs(error))
             peer_errors.append(abs(peer))
-            rows.append(f"| {script} | {record.id} | {m.samples_per_s:,.0f} | {m.split.gpu_share:.0%} / "
-                        f"{m.split.input_share:.0%} / {m.split.host_share:.0%} | {predicted.throughput:,.0f} "
-                        f"[{predicted.low:,.0f}-{predicted.high:,.0f}] | {measured:,.0f} "
-                        f"({len(second[script])} run{'s' if len(second[script]) > 1 else ''}) | {error:+.1%} | "
-                        f"{whole:,.0f} ({peer:+.1%}) |")
-    print(f"| script | {args.first.parent.name} run | samples/s there | GPU / input / host | predicted on "
-          f"{args.second.parent.name} [band] | measured there | error | whole step scaled (error) |")
+            rows.append(
+                f"| {script} | {record.id} | {m.samples_per_s:,.0f} | {m.split.gpu_share:.0%} / "
+                f"{m.split.input_share:.0%} / {m.split.host_share:.0%} | {predicted.throughput:,.0f} "
+                f"[{predicted.low:,.0f}-{predicted.high:,.0f}] | {measured:,.0f} "
+                f"({len(second[script])} run{'s' if len(second[script]) > 1 else ''}) | {error:+.1%} | "
+                f"{whole:,.0f} ({peer:+.1%}) |"
+            )
+    print(
+        f"| script | {args.first.parent.name} run | samples/s there | GPU / input / host | predicted on "
+        f"{args.second.parent.name} [band] | measured there | error | whole step scaled (error) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     if errors:
-        print(f"\nmedian |error|: split {statistics.median(errors):.1%}, whole step scaled "
-              f"{statistics.median(peer_errors):.1%} ({len(errors)} predictions)")
+        print(
+            f"\nmedian |error|: split {statistics.median(errors):.1%}, whole step scaled "
+            f"{statistics.median(peer_errors):.1%} ({len(errors)} predictions)"
+        )
 
 
 LEARNING_RATES = (1e-3, 2e-3, 5e-4, 3e-3, 7e-4, 1.5e-3, 2.5e-3, 4e-4)
@@ -119,28 +148,48 @@ def sweep(args: argparse.Namespace) -> None:
     base += ["--small"] if args.small else []
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpuscout", "watch", "--json", "--store", str(store), "--", *base,
-                           "--lr", "1e-3"], capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "watch", "--json", "--store", str(store), "--", *base, "--lr", "1e-3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     (args.out / "watch.json").write_text(done.stdout)
     (args.out / "watch.stderr.txt").write_text(done.stderr[-100_000:])
     print(f"watch {args.script}: exit {done.returncode} ({time.monotonic() - started:.0f} s)", flush=True)
     for per_gpu in [int(p) for p in args.per_gpu.split(",")]:
         name = f"{args.script}-x{per_gpu}"
-        spec = {"name": name, "command": " ".join(base) + " --lr {lr}", "metric": {"name": "loss", "direction": "min"}, "reports": ["loss"],
-                "space": {"lr": list(LEARNING_RATES[:args.trials])}, "strategy": {"kind": "grid"},
-                "trials_per_gpu": per_gpu, "timeout_s": 300}
+        spec = {
+            "name": name,
+            "command": " ".join(base) + " --lr {lr}",
+            "metric": {"name": "loss", "direction": "min"},
+            "reports": ["loss"],
+            "space": {"lr": list(LEARNING_RATES[: args.trials])},
+            "strategy": {"kind": "grid"},
+            "trials_per_gpu": per_gpu,
+            "timeout_s": 300,
+        }
         path = args.out / f"{name}.yaml"
         path.write_text(json.dumps(spec))  # JSON is YAML
         started = time.monotonic()
         where = ["--cpu-slots", str(per_gpu)] if args.small else ["--gpus", "0"]
-        done = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), *where, "--json",
-                               "--store", str(store)], capture_output=True, text=True, timeout=580, env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "sweep", str(path), *where, "--json", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=580,
+            env=env,
+        )
         (args.out / f"{name}.json").write_text(done.stdout)
         (args.out / f"{name}.stderr.txt").write_text(done.stderr[-100_000:])
         try:
             summary = json.loads(done.stdout)
-            print(f"sweep {name}: {summary['status_counts']}, wall {summary['wall_s']:.1f} s "
-                  f"({time.monotonic() - started:.0f} s)", flush=True)
+            print(
+                f"sweep {name}: {summary['status_counts']}, wall {summary['wall_s']:.1f} s "
+                f"({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
         except (ValueError, KeyError):
             print(f"sweep {name}: exit {done.returncode}: {done.stderr[-1500:]}", flush=True)
 
@@ -166,10 +215,12 @@ def sweepcheck(args: argparse.Namespace) -> None:
         wall_h = sweep_cost.predicted_wall_h(answer.job, row, trials, 1, per_gpu)
         chosen = next(o for o in answer.sweep.options if o.gpu.id == row.gpu.id and o.gpus == 1)
         m = answer.measured
-        print(f"| {name} | {trials} | {per_gpu} | {summary['wall_s']:.1f} s | {wall_h * 3600:.1f} s "
-              f"(the watched run {row.one_gpu_hours * 3600:.1f} s, of it start-up {m.startup_s:.1f} s with "
-              f"compilation {m.compile_s:.1f} s; recommend's pick: {chosen.trials_per_gpu}/GPU, "
-              f"{chosen.wall_h * 3600:.1f} s) | {wall_h * 3600 / summary['wall_s'] - 1:+.1%} |")
+        print(
+            f"| {name} | {trials} | {per_gpu} | {summary['wall_s']:.1f} s | {wall_h * 3600:.1f} s "
+            f"(the watched run {row.one_gpu_hours * 3600:.1f} s, of it start-up {m.startup_s:.1f} s with "
+            f"compilation {m.compile_s:.1f} s; recommend's pick: {chosen.trials_per_gpu}/GPU, "
+            f"{chosen.wall_h * 3600:.1f} s) | {wall_h * 3600 / summary['wall_s'] - 1:+.1%} |"
+        )
     for name in sweeps:
         others = {n: t for n, t in sweeps.items() if n != name}
         found = sweep_cost.find_measured(record.workload, others, cat)

@@ -8,10 +8,11 @@ check on the lent GPUs (benchmarks/recommend_from_run.py watches each on an H100
 Each trains "for a long time" (1000 epochs) unless `--epochs N`; gpuscout watch --duration stops
 it. `--lr` sets the optimizer's learning rate (a sweep's parameter).
 """
+
 import argparse
 
-import numpy as np
 import keras
+import numpy as np
 
 parser = argparse.ArgumentParser()
 parser.add_argument("mode", choices=["gpu", "input", "host"])
@@ -35,8 +36,9 @@ if mode == "gpu":
         x = x + keras.layers.Dense(width)(keras.layers.Dense(4 * width, activation="gelu")(h))
     logits = keras.layers.Dense(10, dtype="float32")(keras.layers.GlobalAveragePooling1D()(x))
     model = keras.Model(tokens, logits)
-    model.compile(optimizer=keras.optimizers.AdamW(args.lr),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.AdamW(args.lr), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     x_train = rng.integers(0, vocab, (batch * 64, seq), dtype=np.int32)
     y_train = rng.integers(0, 10, batch * 64)
     model.fit(x_train, y_train, batch_size=batch, epochs=epochs, verbose=0)
@@ -62,24 +64,38 @@ elif mode == "input":
                     image = image[:, ::-1]
                 image = np.clip(image * r.uniform(0.8, 1.2) + r.uniform(-0.1, 0.1), 0.0, 1.0)
                 top, left = r.integers(0, side // 3, 2)
-                images.append(image[top:top + side, left:left + side])
+                images.append(image[top : top + side, left : left + side])
             return np.stack(images), r.integers(0, 10, batch)
 
-    model = keras.Sequential([keras.Input((side, side, 3))]
-                             + [layer for filters in (32, 64, 128) for layer in
-                                (keras.layers.Conv2D(filters, 3, padding="same", activation="relu"),
-                                 keras.layers.MaxPooling2D())]
-                             + [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
-    model.compile(optimizer=keras.optimizers.Adam(args.lr),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = keras.Sequential(
+        [keras.Input((side, side, 3))]
+        + [
+            layer
+            for filters in (32, 64, 128)
+            for layer in (
+                keras.layers.Conv2D(filters, 3, padding="same", activation="relu"),
+                keras.layers.MaxPooling2D(),
+            )
+        ]
+        + [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.lr), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     model.fit(Images(), epochs=epochs, verbose=0)
 
 elif mode == "host":
     width, depth, batch = (64, 4, 32) if small else (512, 24, 256)
-    model = keras.Sequential([keras.Input((width,))] + [keras.layers.Dense(width, activation="relu")
-                                                         for _ in range(depth)] + [keras.layers.Dense(10)])
-    model.compile(optimizer=keras.optimizers.Adam(args.lr), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=False)
+    model = keras.Sequential(
+        [keras.Input((width,))]
+        + [keras.layers.Dense(width, activation="relu") for _ in range(depth)]
+        + [keras.layers.Dense(10)]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=False,
+    )
     x_train = rng.random((batch * 50, width), dtype=np.float32)
     y_train = rng.integers(0, 10, batch * 50)
     model.fit(x_train, y_train, batch_size=batch, epochs=epochs, verbose=0)

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-TORCH_REFERENCE = r'''
+TORCH_REFERENCE = r"""
 import json, math, statistics, sys, time
 import torch, torchvision
 batch, windows, window_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
@@ -53,7 +53,7 @@ for w in range(windows):
 print("@@torch " + json.dumps({"windows": tput, "median": statistics.median(tput), "first_step_s": first,
       "steps_per_window": steps, "torch": torch.__version__, "torchvision": torchvision.__version__,
       "peak_memory_bytes": torch.cuda.max_memory_allocated()}))
-'''
+"""
 
 
 def run(cmd: list[str], log: Path, env: dict | None = None, timeout: float = 600) -> tuple[int, str, float]:
@@ -70,8 +70,7 @@ def run(cmd: list[str], log: Path, env: dict | None = None, timeout: float = 600
 
 
 def gpuscout_run(out_dir: Path, name: str, args: list[str], env: dict) -> dict | None:
-    code, out, seconds = run([sys.executable, "-m", "gpuscout", "bench", *args, "--json"],
-                             out_dir / "runs.log", env)
+    code, out, seconds = run([sys.executable, "-m", "gpuscout", "bench", *args, "--json"], out_dir / "runs.log", env)
     print(f"[{name}] exit {code} in {seconds:.0f} s", flush=True)
     try:
         return json.loads(out)["runs"][0]
@@ -95,27 +94,47 @@ def main() -> int:
     code, out, _ = run([sys.executable, "-m", "gpuscout", "doctor", "--json"], args.out / "runs.log", env)
     summary["doctor"] = json.loads(out) if out.strip().startswith("{") else None
 
-    smoke = gpuscout_run(args.out, "smoke_mlp", ["mlp", "--backend", "jax", "--windows", "3",
-                                                 "--window-seconds", "0.5"], env)
-    summary["smoke_mlp"] = smoke and {k: smoke[k] for k in ("status", "throughput", "compile_s", "telemetry") if k in smoke}
+    smoke = gpuscout_run(
+        args.out, "smoke_mlp", ["mlp", "--backend", "jax", "--windows", "3", "--window-seconds", "0.5"], env
+    )
+    summary["smoke_mlp"] = smoke and {
+        k: smoke[k] for k in ("status", "throughput", "compile_s", "telemetry") if k in smoke
+    }
 
-    common = ["resnet50", "--backend", "jax", "--precision", "mixed_bfloat16", "--batch-size",
-              str(args.batch_size), "--windows", "5", "--window-seconds", "3"]
+    common = [
+        "resnet50",
+        "--backend",
+        "jax",
+        "--precision",
+        "mixed_bfloat16",
+        "--batch-size",
+        str(args.batch_size),
+        "--windows",
+        "5",
+        "--window-seconds",
+        "3",
+    ]
     runs = {}
     # Telemetry on and off alternate (A-B-A-B) so that drift over the call shows as drift.
-    plan = [("gpuscout_telemetry_a", []), ("torch", None), ("gpuscout_no_telemetry_a", ["--no-telemetry"]),
-            ("gpuscout_telemetry_b", []), ("gpuscout_no_telemetry_b", ["--no-telemetry"]),
-            ("gpuscout_jax_prealloc", "prealloc")]
+    plan = [
+        ("gpuscout_telemetry_a", []),
+        ("torch", None),
+        ("gpuscout_no_telemetry_a", ["--no-telemetry"]),
+        ("gpuscout_telemetry_b", []),
+        ("gpuscout_no_telemetry_b", ["--no-telemetry"]),
+        ("gpuscout_jax_prealloc", "prealloc"),
+    ]
     for name, extra in plan:
         if time.monotonic() - began > args.budget_s:
             print(f"[{name}] skipped: over the time budget", flush=True)
             continue
         if extra is None:
-            code, out, seconds = run([sys.executable, "-c", TORCH_REFERENCE, str(args.batch_size), "5", "3"],
-                                     args.out / "runs.log")
+            code, out, seconds = run(
+                [sys.executable, "-c", TORCH_REFERENCE, str(args.batch_size), "5", "3"], args.out / "runs.log"
+            )
             print(f"[torch] exit {code} in {seconds:.0f} s", flush=True)
-            line = next((l for l in out.splitlines() if l.startswith("@@torch ")), None)
-            runs[name] = json.loads(line[len("@@torch "):]) if line else None
+            line = next((printed for printed in out.splitlines() if printed.startswith("@@torch ")), None)
+            runs[name] = json.loads(line[len("@@torch ") :]) if line else None
         elif extra == "prealloc":  # JAX's own default (75% of the GPU up front), for its cost
             runs[name] = gpuscout_run(args.out, name, common, dict(env, XLA_PYTHON_CLIENT_PREALLOCATE="true"))
         else:
@@ -137,22 +156,36 @@ def main() -> int:
             print(f"| {name} | failed | | | | | |")
         elif name == "torch":
             cv = statistics.stdev(r["windows"]) / statistics.mean(r["windows"])
-            print(f"| torch eager | {r['median']:.0f} | {cv:.2%} | {r['first_step_s']:.1f} (first step) | | "
-                  f"{r['peak_memory_bytes'] / 2**30:.1f} | |")
+            print(
+                f"| torch eager | {r['median']:.0f} | {cv:.2%} | {r['first_step_s']:.1f} (first step) | | "
+                f"{r['peak_memory_bytes'] / 2**30:.1f} | |"
+            )
         else:
             t = r.get("throughput") or {}
             tel = r.get("telemetry") or {}
             mem = r.get("peak_memory_bytes")
-            print(f"| {name} ({r['status']}) | {t.get('median', 0):.0f} | {(t.get('cv') or 0):.2%} | "
-                  f"{(r.get('compile_s') or 0):.1f} | {(r.get('mfu') or 0):.1%} | "
-                  f"{(mem or 0) / 2**30:.1f} | {tel.get('power_mean_w') or ''} |")
-    torch_m, on_a, off_a, on_b, off_b = (median(n) for n in (
-        "torch", "gpuscout_telemetry_a", "gpuscout_no_telemetry_a", "gpuscout_telemetry_b", "gpuscout_no_telemetry_b"))
+            print(
+                f"| {name} ({r['status']}) | {t.get('median', 0):.0f} | {(t.get('cv') or 0):.2%} | "
+                f"{(r.get('compile_s') or 0):.1f} | {(r.get('mfu') or 0):.1%} | "
+                f"{(mem or 0) / 2**30:.1f} | {tel.get('power_mean_w') or ''} |"
+            )
+    torch_m, on_a, off_a, on_b, off_b = (
+        median(n)
+        for n in (
+            "torch",
+            "gpuscout_telemetry_a",
+            "gpuscout_no_telemetry_a",
+            "gpuscout_telemetry_b",
+            "gpuscout_no_telemetry_b",
+        )
+    )
     if torch_m and on_a:
         print(f"\ngpuscout (telemetry on, first run) / torch eager = {on_a / torch_m:.3f}")
     if on_a and on_b and off_a and off_b:
-        print(f"telemetry on / off (means of two each) = {(on_a + on_b) / (off_a + off_b):.4f}; "
-              f"on B/A drift = {on_b / on_a:.4f}, off B/A drift = {off_b / off_a:.4f}")
+        print(
+            f"telemetry on / off (means of two each) = {(on_a + on_b) / (off_a + off_b):.4f}; "
+            f"on B/A drift = {on_b / on_a:.4f}, off B/A drift = {off_b / off_a:.4f}"
+        )
     return 0
 
 

@@ -54,8 +54,9 @@ MULTI_STREAM = "--xla_gpu_experimental_enable_collective_multi_streaming=true"
 # collectives (debug_options_flags.cc: FUSION, CUBLAS, CUBLASLT, CUSTOM_CALL, CUDNN,
 # DYNAMIC_SLICE_FUSION), so each all-reduce splits the graph (a two-GPU ResNet-50 step has ~600
 # more kernels than one GPU's and ~1,200 gaps of a few microseconds between them). With them: slower.
-COMMAND_BUFFER_COLLECTIVES = ("--xla_gpu_enable_command_buffer="
-                              "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,COLLECTIVES")
+COMMAND_BUFFER_COLLECTIVES = (
+    "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,COLLECTIVES"
+)
 # Fewer NCCL channels, fewer SMs taken from the computation NCCL runs beside: on two H100s GPT-2's
 # matmuls ran 1.63 ms a step longer beside its asynchronous all-reduces at the same clocks
 # (docs/benchmarks.md, "What two GPUs add"). NCCL_MAX_NCHANNELS: docs.nvidia.com/deeplearning/nccl,
@@ -112,15 +113,20 @@ def run(cmd: list[str], log: Path, timeout: float, env: dict | None = None) -> s
     return result
 
 
-def peer(workload: str, gpus: int, batch: int, precision: str, mode: str, out: Path,
-         on_gpu: int | None = None) -> dict | None:
+def peer(
+    workload: str, gpus: int, batch: int, precision: str, mode: str, out: Path, on_gpu: int | None = None
+) -> dict | None:
     """The DDP peer over the first `gpus` GPUs, or alone on GPU `on_gpu` (its per-GPU baseline)."""
     env = None if on_gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(on_gpu)}
     name = f"ddp_{workload}_{precision}_{mode}_{gpus}" + (f"_gpu{on_gpu}" if on_gpu is not None else "")
-    result = run([sys.executable, "benchmarks/ddp_peer.py", str(gpus), str(batch), precision, workload,
-                  "--mode", mode], out / f"{name}.log", 300, env)
-    line = next((l for l in result.stdout.splitlines() if l.startswith("@@peer ")), None)
-    return json.loads(line[len("@@peer "):]) if line else None
+    result = run(
+        [sys.executable, "benchmarks/ddp_peer.py", str(gpus), str(batch), precision, workload, "--mode", mode],
+        out / f"{name}.log",
+        300,
+        env,
+    )
+    line = next((printed for printed in result.stdout.splitlines() if printed.startswith("@@peer ")), None)
+    return json.loads(line[len("@@peer ") :]) if line else None
 
 
 def main() -> int:
@@ -147,9 +153,29 @@ def main() -> int:
             continue
         store = args.out / "results.sqlite"
         env = {**os.environ, **CACHE, **settings}
-        result = run([sys.executable, "-m", "gpuscout", "scale", workload, "--gpus", args.gpus, "--backend", "jax",
-                      "--precision", precision, "--batchnorm", batchnorm, "--json", "--store", str(store)],
-                     args.out / f"scale_{name}.log", 600, env)
+        result = run(
+            [
+                sys.executable,
+                "-m",
+                "gpuscout",
+                "scale",
+                workload,
+                "--gpus",
+                args.gpus,
+                "--backend",
+                "jax",
+                "--precision",
+                precision,
+                "--batchnorm",
+                batchnorm,
+                "--json",
+                "--store",
+                str(store),
+            ],
+            args.out / f"scale_{name}.log",
+            600,
+            env,
+        )
         part = {"returncode": result.returncode, "settings": settings}
         try:
             report = json.loads(result.stdout)
@@ -157,20 +183,48 @@ def main() -> int:
             report = None
         if report:
             (args.out / f"scale_{name}.json").write_text(json.dumps(report, indent=2))
-            part.update({"interconnect": report["interconnect"], "verdict": report["verdict"]["summary"], "points": [
-                {k: p.get(k) for k in ("devices", "status", "per_device_batch_size", "samples_per_s", "speedup",
-                                       "efficiency", "each_alone", "outside_compute_s", "outside_compute_share",
-                                       "allreduce_estimate_s", "per_gpu", "flags", "mfu", "run_id")}
-                for p in report["points"]]})
+            part.update(
+                {
+                    "interconnect": report["interconnect"],
+                    "verdict": report["verdict"]["summary"],
+                    "points": [
+                        {
+                            k: p.get(k)
+                            for k in (
+                                "devices",
+                                "status",
+                                "per_device_batch_size",
+                                "samples_per_s",
+                                "speedup",
+                                "efficiency",
+                                "each_alone",
+                                "outside_compute_s",
+                                "outside_compute_share",
+                                "allreduce_estimate_s",
+                                "per_gpu",
+                                "flags",
+                                "mfu",
+                                "run_id",
+                            )
+                        }
+                        for p in report["points"]
+                    ],
+                }
+            )
         for point in (report or {}).get("points", []):
             if point["status"] != "ok" and point.get("run_id"):  # the worker's error is in the store
-                run([sys.executable, "-m", "gpuscout", "results", "show", point["run_id"], "--store", str(store)],
-                    args.out / f"failed_{name}_{point['devices']}.log", 60)
+                run(
+                    [sys.executable, "-m", "gpuscout", "results", "show", point["run_id"], "--store", str(store)],
+                    args.out / f"failed_{name}_{point['devices']}.log",
+                    60,
+                )
         if report and batchnorm == "per-replica" and not settings:
             batch = report["points"][0]["per_device_batch_size"]
             torch_precision = "bf16" if precision == "mixed_bfloat16" else "fp32"
-            part["ddp_peer"] = {mode: {str(n): peer(workload, n, batch, torch_precision, mode, args.out)
-                                       for n in counts} for mode in modes}
+            part["ddp_peer"] = {
+                mode: {str(n): peer(workload, n, batch, torch_precision, mode, args.out) for n in counts}
+                for mode in modes
+            }
             for mode in modes:  # the peer's own per-GPU baseline: each other GPU of the largest count alone
                 for g in range(1, max(counts)):
                     part["ddp_peer"][mode][f"1@gpu{g}"] = peer(workload, 1, batch, torch_precision, mode, args.out, g)
@@ -179,8 +233,10 @@ def main() -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(topo.stdout)
     # eff: against GPU 0 alone; each: against each GPU of the count alone (the slowest sets the pace)
-    print(f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'each':>6} {'outside':>8}"
-          + "".join(f" {m[:8] + ' s/s':>13} {'eff':>6} {'each':>6}" for m in modes))
+    print(
+        f"{'part':16} {'GPUs':>4} {'samples/s':>10} {'speedup':>8} {'eff':>6} {'each':>6} {'outside':>8}"
+        + "".join(f" {m[:8] + ' s/s':>13} {'eff':>6} {'each':>6}" for m in modes)
+    )
     for name, part in summary["parts"].items():
         ddp = part.get("ddp_peer") or {}
         for p in part.get("points", []):
@@ -193,10 +249,12 @@ def main() -> int:
                 slowest = min((a.get("samples_per_s") or 0 for a in alone), default=0)
                 ddp_each = d["samples_per_s"] / (p["devices"] * slowest) if d and slowest else 0
                 peers += f" {d.get('samples_per_s', 0):>13.1f} {ddp_eff:>6.3f} {ddp_each:>6.3f}"
-            print(f"{name:16} {p['devices']:>4} {p['samples_per_s'] or 0:>10.1f} "
-                  f"{(p['speedup'] or {}).get('ratio', 0):>8.3f} {(p['efficiency'] or {}).get('value', 0):>6.3f} "
-                  f"{(p.get('each_alone') or {}).get('value', 0):>6.3f} "
-                  f"{(p['outside_compute_share'] or 0):>8.3f}" + peers)
+            print(
+                f"{name:16} {p['devices']:>4} {p['samples_per_s'] or 0:>10.1f} "
+                f"{(p['speedup'] or {}).get('ratio', 0):>8.3f} {(p['efficiency'] or {}).get('value', 0):>6.3f} "
+                f"{(p.get('each_alone') or {}).get('value', 0):>6.3f} "
+                f"{(p['outside_compute_share'] or 0):>8.3f}" + peers
+            )
             if p.get("each_alone"):
                 print(f"{'':16} each GPU alone: {p['each_alone']['alone_samples_per_s']} samples/s")
     print("skipped:", summary["skipped"], "elapsed", round(time.monotonic() - started), "s")

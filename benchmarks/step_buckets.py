@@ -55,7 +55,6 @@ def exchanging(exchange: bool):
 
 def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: str | None = None) -> dict:
     import jax
-
     from built_step import build
 
     from gpuscout.child import jax_replicas
@@ -74,8 +73,13 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: s
     per_sample = get(spec.workload).units_per_sample(spec.seq_len)
     with exchanging(exchange):
         throughput = timed(built.runner.step, built.runner.sync, spec.batch_size * per_sample)
-        result = {"devices": spec.devices, "bucket_bytes": bucket_bytes, "wire": label,
-                  "throughput": throughput, "samples_per_s": throughput["median"] / per_sample}
+        result = {
+            "devices": spec.devices,
+            "bucket_bytes": bucket_bytes,
+            "wire": label,
+            "throughput": throughput,
+            "samples_per_s": throughput["median"] / per_sample,
+        }
         if spec.devices > 1:
             found, _ = collectives(built.compiled().as_text())
             result["collectives"] = len(found)
@@ -91,10 +95,14 @@ def measure(spec, bucket_bytes: int | None, out: Path, trace_steps: int, wire: s
             first = min((k["device"] for k in kernels), default="")
             mine = [k for k in kernels if k["device"] == first]
             profile = summarise(mine, trace_steps, top=1000)
-            result["profile"] = {"kernels_per_step": profile["kernels_per_step"], "busy_ms": profile["busy_ms"],
-                                 "span_ms": profile["span_ms"], "by_kind_ms": profile["by_kind_ms"],
-                                 "longest": profile["longest"],
-                                 "copies_per_step": sum(1 for k in mine if "memcpy" in k["name"].lower()) / trace_steps}
+            result["profile"] = {
+                "kernels_per_step": profile["kernels_per_step"],
+                "busy_ms": profile["busy_ms"],
+                "span_ms": profile["span_ms"],
+                "by_kind_ms": profile["by_kind_ms"],
+                "longest": profile["longest"],
+                "copies_per_step": sum(1 for k in mine if "memcpy" in k["name"].lower()) / trace_steps,
+            }
             # every GPU's busy time, collectives, and computation slowed beside them (what watch reads)
             result["per_device"] = per_device(kernels, trace_steps)
             for bulky in trace.rglob("*.xplane.pb"):
@@ -109,9 +117,12 @@ def main() -> int:
     add_step_arguments(parser)
     parser.set_defaults(workload="resnet50")
     parser.add_argument("--devices", type=int, default=2)
-    parser.add_argument("--buckets-mib", default="25,64",
-                        help="sizes; SIZE:bfloat16 exchanges that size's gradient buckets in bfloat16, "
-                             "SIZE:none exchanges nothing (each GPU's compute alone, see exchanging)")
+    parser.add_argument(
+        "--buckets-mib",
+        default="25,64",
+        help="sizes; SIZE:bfloat16 exchanges that size's gradient buckets in bfloat16, "
+        "SIZE:none exchanges nothing (each GPU's compute alone, see exchanging)",
+    )
     parser.add_argument("--trace-steps", type=int, default=2)
     parser.add_argument("--skip-pmean", action="store_true", help="no point for the pmean of each array")
     args = parse_step_arguments(parser)
@@ -122,34 +133,48 @@ def main() -> int:
         # child sets it, executor/local.py): without it the 2-core rehearsal deadlocked in the first one.
         os.environ.setdefault("NPROC", str((os.cpu_count() or 1) + 2 * args.devices))
     import jax
-
     from built_step import require_devices, step_spec
 
     require_devices(args.devices)
-    sizes = [(None, None)] * (not args.skip_pmean) + [(int(float(m.split(":")[0]) * 2**20), (m.split(":") + [None])[1])
-                              for m in args.buckets_mib.split(",") if m]
+    sizes = [(None, None)] * (not args.skip_pmean) + [
+        (int(float(m.split(":")[0]) * 2**20), (m.split(":") + [None])[1]) for m in args.buckets_mib.split(",") if m
+    ]
     results = []
     one = step_spec(args.workload, args.precision, args.batch, args.seq_len, 1)
     results.append({"name": "1 device", **measure(one, None, args.out / "one", args.trace_steps)})
     several = step_spec(args.workload, args.precision, args.batch, args.seq_len, args.devices)
     for size, wire in sizes:
         name = "pmean of each" if size is None else f"buckets of {size / 2**20:g} MiB" + (f", {wire}" if wire else "")
-        results.append({"name": name, **measure(several, size, args.out / name.replace(" ", "_").replace(",", ""),
-                                                args.trace_steps, wire)})
-        summary = {"workload": args.workload, "precision": args.precision, "batch_per_device": args.batch,
-                   "jax": jax.__version__, "device": jax.devices()[0].device_kind, "results": results}
+        results.append(
+            {
+                "name": name,
+                **measure(several, size, args.out / name.replace(" ", "_").replace(",", ""), args.trace_steps, wire),
+            }
+        )
+        summary = {
+            "workload": args.workload,
+            "precision": args.precision,
+            "batch_per_device": args.batch,
+            "jax": jax.__version__,
+            "device": jax.devices()[0].device_kind,
+            "results": results,
+        }
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     base = results[0]["samples_per_s"]
     print(f"{args.workload} {args.precision}, batch {args.batch}/device, {jax.devices()[0].device_kind}")
-    print(f"{'step':22} {'samples/s':>10} {'eff':>6} {'coll':>5} {'beside':>6} {'kernels':>8} {'copies':>7} "
-          f"{'busy ms':>8} {'span ms':>8}")
+    print(
+        f"{'step':22} {'samples/s':>10} {'eff':>6} {'coll':>5} {'beside':>6} {'kernels':>8} {'copies':>7} "
+        f"{'busy ms':>8} {'span ms':>8}"
+    )
     for r in results:
         p = r.get("profile") or {}
         eff = r["samples_per_s"] / (r["devices"] * base)
-        print(f"{r['name']:22} {r['samples_per_s']:>10.1f} {eff:>6.3f} {r.get('collectives', 0):>5} "
-              f"{r.get('beside_compute', 0):>6} {p.get('kernels_per_step', 0):>8.0f} "
-              f"{p.get('copies_per_step', 0):>7.0f} "
-              f"{p.get('busy_ms', 0):>8.2f} {p.get('span_ms', 0):>8.2f}")
+        print(
+            f"{r['name']:22} {r['samples_per_s']:>10.1f} {eff:>6.3f} {r.get('collectives', 0):>5} "
+            f"{r.get('beside_compute', 0):>6} {p.get('kernels_per_step', 0):>8.0f} "
+            f"{p.get('copies_per_step', 0):>7.0f} "
+            f"{p.get('busy_ms', 0):>8.2f} {p.get('span_ms', 0):>8.2f}"
+        )
     kinds = sorted({kind for r in results for kind in (r.get("profile") or {}).get("by_kind_ms", {})})
     if kinds:
         print("GPU 0's kernels by kind, ms a step")

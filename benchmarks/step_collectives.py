@@ -40,7 +40,6 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
-
     from built_step import build, require_devices, step_spec
 
     on_gpu = require_devices(args.devices)
@@ -68,20 +67,34 @@ def main() -> int:
                 logs = runner.step(i)
             runner.sync(logs)
 
-    summary = {"workload": args.workload, "devices": args.devices, "precision": args.precision,
-               "batch_per_device": args.batch_per_device, "platform": jax.default_backend(), "jax": jax.__version__,
-               "step_s": step_s, "entry_instructions": instructions, "collectives": found,
-               "collective_bytes": sum(c["bytes"] for c in found)}
+    summary = {
+        "workload": args.workload,
+        "devices": args.devices,
+        "precision": args.precision,
+        "batch_per_device": args.batch_per_device,
+        "platform": jax.default_backend(),
+        "jax": jax.__version__,
+        "step_s": step_s,
+        "entry_instructions": instructions,
+        "collectives": found,
+        "collective_bytes": sum(c["bytes"] for c in found),
+    }
     (args.out / "collectives.json").write_text(json.dumps(summary, indent=1))
-    print(f"{args.workload} on {args.devices} {jax.default_backend()} devices, {args.precision}, "
-          f"batch {args.batch_per_device}/device: {step_s * 1000:.2f} ms a step")
-    print(f"{len(found)} collectives, {summary['collective_bytes'] / 2**20:.1f} MiB, in an entry computation "
-          f"of {instructions} instructions:")
+    print(
+        f"{args.workload} on {args.devices} {jax.default_backend()} devices, {args.precision}, "
+        f"batch {args.batch_per_device}/device: {step_s * 1000:.2f} ms a step"
+    )
+    print(
+        f"{len(found)} collectives, {summary['collective_bytes'] / 2**20:.1f} MiB, in an entry computation "
+        f"of {instructions} instructions:"
+    )
     for c in found[:40]:
         done = f" .. {c['done_position']}" if c["done_position"] else ""
         beside = f", beside {c['compute_between']} kernels" if c["done_position"] else ""
-        print(f"  at {c['position']:5d}{done:8s} {c['op']:24s} {c['bytes'] / 2**20:9.2f} MiB  "
-              f"{c['operands']} operand(s){beside}")
+        print(
+            f"  at {c['position']:5d}{done:8s} {c['op']:24s} {c['bytes'] / 2**20:9.2f} MiB  "
+            f"{c['operands']} operand(s){beside}"
+        )
     return 0
 
 

@@ -39,8 +39,12 @@ from collections import defaultdict
 from built_step import add_step_arguments, parse_step_arguments
 
 from gpuscout.child.collectives import TRITON_COLLECTIVE
-from gpuscout.measure.trace_kernels import (COLLECTIVE, device_kernels, load_trace,  # noqa: F401 (step_buckets imports
-                                            per_device)  # the 2nd and 3rd here)
+from gpuscout.measure.trace_kernels import (  # noqa: F401 (step_buckets imports
+    COLLECTIVE,
+    device_kernels,
+    load_trace,
+    per_device,  # the 2nd and 3rd here)
+)
 
 # Kernel kinds, first match wins: attention before convolution (cuDNN names attention kernels
 # "..._sdpa_..._fprop_..."; its helpers are cudnn::fusion::...), convolution before matmul (cuDNN's
@@ -77,11 +81,18 @@ def summarise(kernels: list[dict], steps: int, top: int = 30) -> dict:
     span = (end - min(k["ts_us"] for k in kernels)) if kernels else 0.0
     per_step = lambda us: us / steps / 1000  # noqa: E731  (microseconds in the trace -> ms a step)
     longest = sorted(by_name, key=by_name.get, reverse=True)[:top]
-    return {"steps": steps, "kernels_per_step": len(kernels) / steps, "busy_ms": per_step(busy),
-            "span_ms": per_step(span), "kernel_sum_ms": per_step(sum(by_name.values())),
-            "by_kind_ms": {kind: per_step(us) for kind, us in sorted(by_kind.items(), key=lambda kv: -kv[1])},
-            "longest": [{"name": n[:160], "kind": kind_of(n), "ms": per_step(by_name[n]),
-                         "calls": counts[n] / steps, "op": ops[n]} for n in longest]}
+    return {
+        "steps": steps,
+        "kernels_per_step": len(kernels) / steps,
+        "busy_ms": per_step(busy),
+        "span_ms": per_step(span),
+        "kernel_sum_ms": per_step(sum(by_name.values())),
+        "by_kind_ms": {kind: per_step(us) for kind, us in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+        "longest": [
+            {"name": n[:160], "kind": kind_of(n), "ms": per_step(by_name[n]), "calls": counts[n] / steps, "op": ops[n]}
+            for n in longest
+        ],
+    }
 
 
 def by_device(kernels: list[dict], steps: int) -> dict:
@@ -125,7 +136,6 @@ def timed(step, sync, units: int, window_s: float = 2.0, windows: int = 5) -> di
 def jax_side(args) -> dict:
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
-
     from built_step import build, step_spec
 
     from gpuscout.workloads import get
@@ -133,9 +143,14 @@ def jax_side(args) -> dict:
     spec = step_spec(args.workload, args.precision, args.batch, args.seq_len, args.devices)
     built = build(spec)
     units = spec.batch_size * get(args.workload).units_per_sample(spec.seq_len)
-    result = {"side": "jax", "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
-              "device": jax.devices()[0].device_kind, "devices": args.devices,
-              "throughput": timed(built.runner.step, built.runner.sync, units)}
+    result = {
+        "side": "jax",
+        "jax": jax.__version__,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "device": jax.devices()[0].device_kind,
+        "devices": args.devices,
+        "throughput": timed(built.runner.step, built.runner.sync, units),
+    }
     if args.trace_steps:
         hlo = built.compiled().as_text()  # from the persistent cache the parent set up
         with gzip.open(args.out / "step_after_optimizations.txt.gz", "wt") as f:
@@ -147,8 +162,9 @@ def jax_side(args) -> dict:
             built.runner.sync(handle)
         kernels = device_kernels(load_trace(args.out / "trace"))
         # XLA names a fusion's kernel after the fusion; its jax op (what the model wrote) is in the HLO
-        op_names = {name.replace(".", "_"): op for name, op in
-                    re.findall(r'%([\w.\-]+) = [^\n]*?op_name="([^"]+)"', hlo)}
+        op_names = {
+            name.replace(".", "_"): op for name, op in re.findall(r'%([\w.\-]+) = [^\n]*?op_name="([^"]+)"', hlo)
+        }
         triton_collectives = triton_collective_names(hlo)
         for k in kernels:
             k["op"] = op_names.get(k["name"], k["op"])
@@ -161,7 +177,8 @@ def jax_side(args) -> dict:
             # what watch reads of a spread step: each GPU's collectives, and the part of them exposed
             result["collectives_by_device"] = per_device(
                 [{**k, "op": f"collective {k['op']}"} if k.get("kind") == "communication" else k for k in kernels],
-                args.trace_steps)
+                args.trace_steps,
+            )
         for bulky in (args.out / "trace").rglob("*.xplane.pb"):  # the perfetto JSON holds what is read
             bulky.unlink()
     return result
@@ -172,9 +189,13 @@ def torch_side(args) -> dict:
     from torch_peers import make_step
 
     step, units = make_step(args.workload, args.peer, args.batch, args.seq_len or 0)
-    result = {"side": "torch", "torch": torch.__version__, "mode": args.peer,
-              "device": torch.cuda.get_device_name(),
-              "throughput": timed(step, lambda _: torch.cuda.synchronize(), units)}
+    result = {
+        "side": "torch",
+        "torch": torch.__version__,
+        "mode": args.peer,
+        "device": torch.cuda.get_device_name(),
+        "throughput": timed(step, lambda _: torch.cuda.synchronize(), units),
+    }
     if args.trace_steps:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
             for i in range(args.trace_steps):
@@ -191,21 +212,43 @@ def torch_side(args) -> dict:
     return result
 
 
-def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline: float,
-             devices: int = 1, peer: str = "none") -> dict | None:
+def run_side(
+    args, name: str, side: str, extra_env: dict, traced: bool, deadline: float, devices: int = 1, peer: str = "none"
+) -> dict | None:
     out = args.out / name
     out.mkdir(parents=True, exist_ok=True)
     left = deadline - time.monotonic()
     if left < 60:
         print(f"-- {name}: skipped, {left:.0f} s of the budget left", flush=True)
         return None
-    command = [sys.executable, __file__, "--side", side, "--out", str(out), "--workload", args.workload,
-               "--batch", str(args.batch), "--precision", args.precision, "--peer", peer,
-               "--trace-steps", str(args.trace_steps if traced else 0), "--devices", str(devices)]
+    command = [
+        sys.executable,
+        __file__,
+        "--side",
+        side,
+        "--out",
+        str(out),
+        "--workload",
+        args.workload,
+        "--batch",
+        str(args.batch),
+        "--precision",
+        args.precision,
+        "--peer",
+        peer,
+        "--trace-steps",
+        str(args.trace_steps if traced else 0),
+        "--devices",
+        str(devices),
+    ]
     if args.seq_len:
         command += ["--seq-len", str(args.seq_len)]
-    env = dict(os.environ, **extra_env, JAX_COMPILATION_CACHE_DIR="/tmp/step-kernels-jax-cache",
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    env = dict(
+        os.environ,
+        **extra_env,
+        JAX_COMPILATION_CACHE_DIR="/tmp/step-kernels-jax-cache",
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
     began = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=left)
@@ -213,9 +256,9 @@ def run_side(args, name: str, side: str, extra_env: dict, traced: bool, deadline
         print(f"-- {name}: stopped at the budget", flush=True)
         return None
     (out / "stderr.txt").write_text(proc.stderr[-200_000:])
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("@@side ")), None)
+    line = next((printed for printed in proc.stdout.splitlines() if printed.startswith("@@side ")), None)
     print(f"-- {name}: exit {proc.returncode} in {time.monotonic() - began:.0f} s", flush=True)
-    return json.loads(line[len("@@side "):]) if line else None
+    return json.loads(line[len("@@side ") :]) if line else None
 
 
 def table(results: dict) -> None:
@@ -228,9 +271,12 @@ def table(results: dict) -> None:
     names = list(profiled)
     if names:
         print(f"\n{'ms a step':22}" + "".join(f"{n[-13:]:>14}" for n in names))
-        rows = [("wall (untraced)", lambda n: walls[n]),
-                ("trace span", lambda n: profiled[n]["span_ms"]), ("GPU busy", lambda n: profiled[n]["busy_ms"]),
-                ("kernels a step", lambda n: profiled[n]["kernels_per_step"])]
+        rows = [
+            ("wall (untraced)", lambda n: walls[n]),
+            ("trace span", lambda n: profiled[n]["span_ms"]),
+            ("GPU busy", lambda n: profiled[n]["busy_ms"]),
+            ("kernels a step", lambda n: profiled[n]["kernels_per_step"]),
+        ]
         kinds = sorted({k for p in profiled.values() for k in p["by_kind_ms"]})
         rows += [(kind, lambda n, kind=kind: profiled[n]["by_kind_ms"].get(kind, 0.0)) for kind in kinds]
         for label, value in rows:
@@ -246,14 +292,17 @@ def table(results: dict) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     add_step_arguments(parser)
-    parser.add_argument("--peer", default="compiled",
-                        help="torch_peers.py's modes to run beside, comma-separated (compiled, compiled-model, "
-                             "eager), or none")
+    parser.add_argument(
+        "--peer",
+        default="compiled",
+        help="torch_peers.py's modes to run beside, comma-separated (compiled, compiled-model, eager), or none",
+    )
     parser.add_argument("--trace-steps", type=int, default=5)
     parser.add_argument("--variant", action="append", default=[], help="NAME=XLA_FLAGS, timed untraced")
     parser.add_argument("--budget-s", type=float, default=540)
-    parser.add_argument("--devices", type=int, default=1,
-                        help="also profile the data-parallel step on this many GPUs (--batch per GPU)")
+    parser.add_argument(
+        "--devices", type=int, default=1, help="also profile the data-parallel step on this many GPUs (--batch per GPU)"
+    )
     parser.add_argument("--side", choices=("jax", "torch"), help=argparse.SUPPRESS)
     args = parse_step_arguments(parser)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -264,8 +313,9 @@ def main() -> int:
     deadline = time.monotonic() + args.budget_s
     results = {"gpuscout": run_side(args, "gpuscout", "jax", {}, True, deadline)}
     if args.devices > 1:
-        results[f"gpuscout x{args.devices}"] = run_side(args, f"gpuscout-x{args.devices}", "jax", {}, True, deadline,
-                                                        devices=args.devices)
+        results[f"gpuscout x{args.devices}"] = run_side(
+            args, f"gpuscout-x{args.devices}", "jax", {}, True, deadline, devices=args.devices
+        )
     for peer in (p for p in args.peer.split(",") if p != "none"):
         results[f"torch {peer}"] = run_side(args, f"peer-{peer}", "torch", {}, True, deadline, peer=peer)
     for variant in args.variant:

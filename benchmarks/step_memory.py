@@ -37,23 +37,34 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=40)
     args = parse_step_arguments(parser)
     dump = Path("/tmp/step_memory_dump") / args.workload
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, (
-        os.environ.get("XLA_FLAGS"), f"--xla_dump_to={dump}", "--xla_dump_hlo_module_re=.*train_step.*")))
+    os.environ["XLA_FLAGS"] = " ".join(
+        filter(None, (os.environ.get("XLA_FLAGS"), f"--xla_dump_to={dump}", "--xla_dump_hlo_module_re=.*train_step.*"))
+    )
     os.environ.setdefault("KERAS_BACKEND", "jax")
     args.out.mkdir(parents=True, exist_ok=True)
 
     import jax
     import keras
-
     from built_step import build, step_spec
 
     built = build(step_spec(args.workload, args.precision, args.batch, args.seq_len))
     device = jax.local_devices()[0]
     before = device.memory_stats() or {}
     analysis = built.compiled().memory_analysis()
-    planned = {name: int(getattr(analysis, name)) for name in (
-        "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
-        "generated_code_size_in_bytes")} if analysis is not None else {}
+    planned = (
+        {
+            name: int(getattr(analysis, name))
+            for name in (
+                "argument_size_in_bytes",
+                "output_size_in_bytes",
+                "alias_size_in_bytes",
+                "temp_size_in_bytes",
+                "generated_code_size_in_bytes",
+            )
+        }
+        if analysis is not None
+        else {}
+    )
     logs = None
     for i in range(args.steps):
         logs = built.runner.step(i)
@@ -64,12 +75,20 @@ def main() -> int:
     groups = Counter()
     for b in buffers:
         groups[b["group"]] += b["bytes"]
-    summary = {"workload": args.workload, "batch": args.batch, "precision": args.precision,
-               "jax": jax.__version__, "keras": keras.__version__, "device": device.device_kind,
-               "planned": planned, "before_steps": {k: before.get(k) for k in ("bytes_in_use", "peak_bytes_in_use")},
-               "after_steps": {k: after.get(k) for k in ("bytes_in_use", "peak_bytes_in_use")},
-               "peak_buffers": buffers[:300], "groups_bytes": dict(groups.most_common()),
-               "peak_by_op_name": breakdown}
+    summary = {
+        "workload": args.workload,
+        "batch": args.batch,
+        "precision": args.precision,
+        "jax": jax.__version__,
+        "keras": keras.__version__,
+        "device": device.device_kind,
+        "planned": planned,
+        "before_steps": {k: before.get(k) for k in ("bytes_in_use", "peak_bytes_in_use")},
+        "after_steps": {k: after.get(k) for k in ("bytes_in_use", "peak_bytes_in_use")},
+        "peak_buffers": buffers[:300],
+        "groups_bytes": dict(groups.most_common()),
+        "peak_by_op_name": breakdown,
+    }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     with tarfile.open(args.out / "dump.tgz", "w:gz") as tar:
         for path in dump.iterdir():
@@ -79,13 +98,15 @@ def main() -> int:
     print(f"{args.workload} b{args.batch} {args.precision} on {device.device_kind}, jax {jax.__version__}")
     for name, value in planned.items():
         print(f"  {name:32s} {value / GIB:8.2f} GiB")
-    print(f"  allocator peak after {args.steps} steps  {after.get('peak_bytes_in_use', 0) / GIB:8.2f} GiB "
-          f"(before the first step {before.get('peak_bytes_in_use', 0) / GIB:.2f})")
+    print(
+        f"  allocator peak after {args.steps} steps  {after.get('peak_bytes_in_use', 0) / GIB:8.2f} GiB "
+        f"(before the first step {before.get('peak_bytes_in_use', 0) / GIB:.2f})"
+    )
     print("  live at the step's peak, by the jax op that made them (XLA's breakdown):")
     for entry in breakdown[:25]:
         print(f"    {entry['bytes'] / GIB:7.3f} GiB  {entry['op'][:100]}")
     print(f"  largest {args.top}:")
-    for b in buffers[:args.top]:
+    for b in buffers[: args.top]:
         print(f"    {b['bytes'] / GIB:7.3f} GiB  {b['shape'][:40]:40s} {b['op'][:90]}")
     return 0
 
@@ -111,10 +132,19 @@ def peak_live(dump: Path) -> tuple[list[dict], list[dict]]:
     peak = text.find("(peak):")
     for m in re.finditer(r"^\s+([\w.\-]+)\{[^}]*\}: (\d+) bytes", text[peak:], re.M) if peak >= 0 else []:
         shape, op = made_by.get(m.group(1), ("", ""))
-        buffers.append({"name": m.group(1), "bytes": int(m.group(2)), "shape": shape, "op": op or m.group(1),
-                        "group": _group(op or m.group(1))})
-    breakdown = [{"op": m.group(1), "bytes": int(m.group(2).replace(" ", ""))} for m in re.finditer(
-        r"[├└]── (.+?) \([\d.]+%, total: ([\d ]+) bytes", text)]
+        buffers.append(
+            {
+                "name": m.group(1),
+                "bytes": int(m.group(2)),
+                "shape": shape,
+                "op": op or m.group(1),
+                "group": _group(op or m.group(1)),
+            }
+        )
+    breakdown = [
+        {"op": m.group(1), "bytes": int(m.group(2).replace(" ", ""))}
+        for m in re.finditer(r"[├└]── (.+?) \([\d.]+%, total: ([\d ]+) bytes", text)
+    ]
     return sorted(buffers, key=lambda b: -b["bytes"]), breakdown
 
 

@@ -18,8 +18,24 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-LEARNING_RATES = [0.00001, 0.00003, 0.0001, 0.00005,  # hopeless in 8 epochs
-                  0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.07]
+LEARNING_RATES = [
+    0.00001,
+    0.00003,
+    0.0001,
+    0.00005,  # hopeless in 8 epochs
+    0.001,
+    0.002,
+    0.003,
+    0.005,
+    0.007,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.04,
+    0.05,
+    0.07,
+]
 
 
 def main() -> None:
@@ -37,23 +53,33 @@ def main() -> None:
     lrs = LEARNING_RATES[2:6] if args.small else LEARNING_RATES
     epochs = 2 if args.small else args.epochs
     rows = []
-    halving = (f"early_stop: {{kind: successive_halving, grace_epochs: {args.grace}, "
-               f"reduction_factor: {args.reduction}}}\n")
-    passes = [(gpus, kind, early) for gpus in (args.gpus or ["0"])
-              for kind, early in (("to-the-end", ""), ("halving", halving))]
+    halving = (
+        f"early_stop: {{kind: successive_halving, grace_epochs: {args.grace}, reduction_factor: {args.reduction}}}\n"
+    )
+    passes = [
+        (gpus, kind, early)
+        for gpus in (args.gpus or ["0"])
+        for kind, early in (("to-the-end", ""), ("halving", halving))
+    ]
     for gpus, kind, early in passes:
         name = f"{kind}-gpus{gpus.replace(',', '')}"
         sweep = args.out / f"{name}.yaml"
-        sweep.write_text(f"name: {name}\ncommand: {sys.executable} {HERE / 'sweep_user_cnn.py'} {{lr}} {epochs}"
-                         f"{' --small' if args.small else ''}\n"
-                         "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\n"
-                         f"space: {{lr: [{', '.join(format(lr, 'f') for lr in lrs)}]}}\n"
-                         f"trials_per_gpu: {args.per_gpu}\n{early}")
+        sweep.write_text(
+            f"name: {name}\ncommand: {sys.executable} {HERE / 'sweep_user_cnn.py'} {{lr}} {epochs}"
+            f"{' --small' if args.small else ''}\n"
+            "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\n"
+            f"space: {{lr: [{', '.join(format(lr, 'f') for lr in lrs)}]}}\n"
+            f"trials_per_gpu: {args.per_gpu}\n{early}"
+        )
         where = ["--cpu-slots", "2"] if args.small else ["--gpus", gpus]
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), *where, "--json", "--store",
-                               str(store)], capture_output=True, text=True, timeout=590,
-                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "sweep", str(sweep), *where, "--json", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=590,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
         (args.out / f"{name}.json").write_text(done.stdout)
         (args.out / f"{name}.stderr.txt").write_text(done.stderr[-100_000:])
         try:
@@ -62,10 +88,12 @@ def main() -> None:
             print(f"{name}: exit {done.returncode}: {done.stderr[-2000:]}", flush=True)
             continue
         stop = s.get("early_stop") or {}
-        rows.append(f"| {kind} | {gpus} | {s['status_counts']} | {s['wall_s']:.1f} s | {s['gpu_hours']:.4f} | "
-                    f"{stop.get('epochs_run', len(lrs) * epochs)} of {len(lrs) * epochs} | "
-                    f"{s['best'][0]['value']:.4f} (lr {s['best'][0]['params']['lr']}) | "
-                    f"{stop.get('best_rank_at_rungs', '')} |")
+        rows.append(
+            f"| {kind} | {gpus} | {s['status_counts']} | {s['wall_s']:.1f} s | {s['gpu_hours']:.4f} | "
+            f"{stop.get('epochs_run', len(lrs) * epochs)} of {len(lrs) * epochs} | "
+            f"{s['best'][0]['value']:.4f} (lr {s['best'][0]['params']['lr']}) | "
+            f"{stop.get('best_rank_at_rungs', '')} |"
+        )
         print(f"{name}: {time.monotonic() - started:.0f} s", flush=True)
     print("\n| sweep | GPUs | trials | wall | GPU-hours | epochs run | best val_accuracy | best's rank at each rung |")
     print("|---|---|---|---|---|---|---|---|")

@@ -28,14 +28,15 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     # the grid batch x precision: 8 trials (bf16) or 16 (bf16 and fp32); fewer take the first batches
-    batches = BATCHES[:min(args.trials, len(BATCHES))]
-    precisions = ["mixed_bfloat16", "fp32"][:max(1, -(-args.trials // len(BATCHES)))]
+    batches = BATCHES[: min(args.trials, len(BATCHES))]
+    precisions = ["mixed_bfloat16", "fp32"][: max(1, -(-args.trials // len(BATCHES)))]
     results = {}
     for label, gpus in (("one_gpu", args.gpus.split(",")[0]), ("all_gpus", args.gpus)):
         if args.only and label != args.only:
             continue
         sweep = args.out / f"{label}.yaml"
-        sweep.write_text(textwrap.dedent(f"""
+        sweep.write_text(
+            textwrap.dedent(f"""
             name: r18-{label}
             workload: resnet18_cifar
             metric: {{name: samples_per_s, direction: max}}
@@ -44,10 +45,24 @@ def main() -> int:
               precision: {json.dumps(precisions)}
             bench: {{backend: jax, windows: 2, window_seconds: 0.5, warmup_steps: 3}}
             timeout_s: 300
-        """))
-        proc = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--gpus", gpus, "--json",
-                               "--store", str(args.out / "results.sqlite")],  # kept when a call's limit cuts it off
-                              capture_output=True, text=True)
+        """)
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpuscout",
+                "sweep",
+                str(sweep),
+                "--gpus",
+                gpus,
+                "--json",
+                "--store",
+                str(args.out / "results.sqlite"),
+            ],  # kept when a call's limit cuts it off
+            capture_output=True,
+            text=True,
+        )
         (args.out / f"{label}.stderr.txt").write_text(proc.stderr[-20000:])
         if proc.returncode != 0:
             print(f"{label}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
@@ -55,8 +70,10 @@ def main() -> int:
         results[label] = json.loads(proc.stdout)
         (args.out / f"{label}.json").write_text(proc.stdout)
     for label, s in results.items():
-        print(f"{label}: {s['run_now']} trials, wall {s['wall_s']:.1f} s, {s['trials_per_hour']:.1f} trials/h, "
-              f"speedup {s['parallel_speedup']:.2f}x, idle {s['gpu_idle_share']}, ok {s['status_counts']['ok']}")
+        print(
+            f"{label}: {s['run_now']} trials, wall {s['wall_s']:.1f} s, {s['trials_per_hour']:.1f} trials/h, "
+            f"speedup {s['parallel_speedup']:.2f}x, idle {s['gpu_idle_share']}, ok {s['status_counts']['ok']}"
+        )
     if len(results) == 2:
         print(f"trials/h ratio: {results['all_gpus']['trials_per_hour'] / results['one_gpu']['trials_per_hour']:.2f}")
     return 0

@@ -93,8 +93,13 @@ def build(name: str, batch: int, seq: int, device: str = "cuda"):
     g = torch.Generator(device=device).manual_seed(0)
     if name == "gpt2_small":
         model = GPT(ctx=seq).to(device)
-        data = [(torch.randint(0, 50304, (batch, seq), device=device, generator=g),
-                 torch.randint(0, 50304, (batch, seq), device=device, generator=g)) for _ in range(4)]
+        data = [
+            (
+                torch.randint(0, 50304, (batch, seq), device=device, generator=g),
+                torch.randint(0, 50304, (batch, seq), device=device, generator=g),
+            )
+            for _ in range(4)
+        ]
         loss_of = lambda m, x, y: F.cross_entropy(m(x).float().view(-1, 50304), y.view(-1))  # noqa: E731
         units = batch * seq
     elif name == "bert_base":
@@ -114,8 +119,13 @@ def build(name: str, batch: int, seq: int, device: str = "cuda"):
         import timm
 
         model = timm.create_model("vit_base_patch16_224").to(device).to(memory_format=torch.channels_last)
-        data = [(torch.randn(batch, 3, 224, 224, device=device, generator=g).to(memory_format=torch.channels_last),
-                 torch.randint(0, 1000, (batch,), device=device, generator=g)) for _ in range(4)]
+        data = [
+            (
+                torch.randn(batch, 3, 224, 224, device=device, generator=g).to(memory_format=torch.channels_last),
+                torch.randint(0, 1000, (batch,), device=device, generator=g),
+            )
+            for _ in range(4)
+        ]
         loss_of = lambda m, x, y: F.cross_entropy(m(x), y)  # noqa: E731
         units = batch
     return model, data, loss_of, units
@@ -167,10 +177,23 @@ def main() -> int:
             loss = step(i)
         float(loss)
         windows.append(steps * units / (time.monotonic() - t0))
-    print("@@peer " + json.dumps({"model": name, "mode": mode, "batch": batch, "seq": seq, "windows": windows,
-                                  "median": statistics.median(windows), "first_step_s": first,
-                                  "peak_memory_bytes": torch.cuda.max_memory_allocated(),
-                                  "torch": torch.__version__}), flush=True)
+    print(
+        "@@peer "
+        + json.dumps(
+            {
+                "model": name,
+                "mode": mode,
+                "batch": batch,
+                "seq": seq,
+                "windows": windows,
+                "median": statistics.median(windows),
+                "first_step_s": first,
+                "peak_memory_bytes": torch.cuda.max_memory_allocated(),
+                "torch": torch.__version__,
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

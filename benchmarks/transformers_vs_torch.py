@@ -47,12 +47,38 @@ def main() -> int:
     for name in args.only.split(","):
         batch, seq = CASES[name]
         seq_args = ["--seq-len", str(seq)] if seq else []
-        plan = [("gpuscout", [sys.executable, "-m", "gpuscout", "bench", name, "--backend", "jax",
-                              "--precision", "mixed_bfloat16", "--batch-size", str(batch), *seq_args,
-                              "--windows", "5", "--window-seconds", "3", "--json"])]
+        plan = [
+            (
+                "gpuscout",
+                [
+                    sys.executable,
+                    "-m",
+                    "gpuscout",
+                    "bench",
+                    name,
+                    "--backend",
+                    "jax",
+                    "--precision",
+                    "mixed_bfloat16",
+                    "--batch-size",
+                    str(batch),
+                    *seq_args,
+                    "--windows",
+                    "5",
+                    "--window-seconds",
+                    "3",
+                    "--json",
+                ],
+            )
+        ]
         for mode in ("eager", "compiled"):
-            plan.append((f"torch_{mode}", [sys.executable, str(HERE / "torch_peers.py"), name, mode, str(batch)]
-                         + ([str(seq)] if seq else [])))
+            plan.append(
+                (
+                    f"torch_{mode}",
+                    [sys.executable, str(HERE / "torch_peers.py"), name, mode, str(batch)]
+                    + ([str(seq)] if seq else []),
+                )
+            )
         for label, cmd in plan:
             if time.monotonic() - began > args.budget_s:
                 print(f"[{name} {label}] skipped: over the time budget", flush=True)
@@ -68,7 +94,7 @@ def main() -> int:
                 except (ValueError, KeyError, IndexError):
                     results[f"{name}/gpuscout"] = None
             else:
-                line = next((l for l in out.splitlines() if l.startswith("@@peer ")), None)
+                line = next((printed for printed in out.splitlines() if printed.startswith("@@peer ")), None)
                 results[f"{name}/{label}"] = json.loads(line[7:]) if line else None
     (args.out / "summary.json").write_text(json.dumps(results, indent=2))
 
@@ -80,13 +106,18 @@ def main() -> int:
             print(f"| {name} | {label} | failed | | | | |")
         elif label == "gpuscout":
             t = r.get("throughput") or {}
-            print(f"| {name} | gpuscout ({r['status']}) | {t.get('median', 0):,.0f} {r['unit']} | {(t.get('cv') or 0):.2%} "
-                  f"| {(r.get('compile_s') or 0):.1f} s | {(r.get('mfu') or 0):.1%} | {(r.get('peak_memory_bytes') or 0) / 2**30:.1f} |")
+            print(
+                f"| {name} | gpuscout ({r['status']}) | {t.get('median', 0):,.0f} {r['unit']} "
+                f"| {(t.get('cv') or 0):.2%} | {(r.get('compile_s') or 0):.1f} s | {(r.get('mfu') or 0):.1%} "
+                f"| {(r.get('peak_memory_bytes') or 0) / 2**30:.1f} |"
+            )
         else:
             w = r["windows"]
             cv = (sum((x - sum(w) / len(w)) ** 2 for x in w) / (len(w) - 1)) ** 0.5 / (sum(w) / len(w))
-            print(f"| {name} | {label} | {r['median']:,.0f} | {cv:.2%} | {r['first_step_s']:.1f} s | | "
-                  f"{r['peak_memory_bytes'] / 2**30:.1f} |")
+            print(
+                f"| {name} | {label} | {r['median']:,.0f} | {cv:.2%} | {r['first_step_s']:.1f} s | | "
+                f"{r['peak_memory_bytes'] / 2**30:.1f} |"
+            )
     for name in CASES:
         ours = results.get(f"{name}/gpuscout")
         peers = [results.get(f"{name}/torch_{m}") for m in ("eager", "compiled")]

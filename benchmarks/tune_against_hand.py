@@ -27,8 +27,10 @@ from gpuscout_cli import gpuscout, print_beside  # benchmarks/ is the script's f
 
 USER_INPUT = Path(__file__).resolve().parent / "user_input"
 # each script's argument for its fix by hand, and what that fix is
-BY_HAND = {"augmenting_images": ("by-hand", "uint8 crops, layers, bf16"),
-           "two_input_generator": ("hand", "read ahead, bf16")}
+BY_HAND = {
+    "augmenting_images": ("by-hand", "uint8 crops, layers, bf16"),
+    "two_input_generator": ("hand", "read ahead, bf16"),
+}
 
 
 def main() -> int:
@@ -46,14 +48,48 @@ def main() -> int:
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", **({"SMALL": "1"} if args.small else {}))
     store = str(out / "s.sqlite")
     budget = ["--budget", args.budget] if args.budget else []
-    report, wall = gpuscout(["tune", "--json", *budget, "--patch", str(out / "tune.patch"), "--store", store, "--",
-                             sys.executable, str(script)], out, "tune", env, 560)
-    hand, _ = gpuscout(["watch", "--json", "--duration", f"{args.watch_seconds}s", "--store", store, "--",
-                        sys.executable, str(script), hand_arg], out, "by-hand", env, 300)
-    rows = {"as left (tune's baseline)": ((report or {}).get("baseline") or {}).get("samples_per_s"),
-            "tune's best": ((report or {}).get("best") or {}).get("samples_per_s"),
-            "tune's patched copy": ((report or {}).get("patched") or {}).get("samples_per_s"),
-            f"by hand: {hand_label}": hand["runs"][0]["samples_per_s"] if hand else None}
+    report, wall = gpuscout(
+        [
+            "tune",
+            "--json",
+            *budget,
+            "--patch",
+            str(out / "tune.patch"),
+            "--store",
+            store,
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        out,
+        "tune",
+        env,
+        560,
+    )
+    hand, _ = gpuscout(
+        [
+            "watch",
+            "--json",
+            "--duration",
+            f"{args.watch_seconds}s",
+            "--store",
+            store,
+            "--",
+            sys.executable,
+            str(script),
+            hand_arg,
+        ],
+        out,
+        "by-hand",
+        env,
+        300,
+    )
+    rows = {
+        "as left (tune's baseline)": ((report or {}).get("baseline") or {}).get("samples_per_s"),
+        "tune's best": ((report or {}).get("best") or {}).get("samples_per_s"),
+        "tune's patched copy": ((report or {}).get("patched") or {}).get("samples_per_s"),
+        f"by hand: {hand_label}": hand["runs"][0]["samples_per_s"] if hand else None,
+    }
     print_beside(rows, report, wall, each_row=True)
     return 0
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from gpuscout_cli import gpuscout, print_beside  # benchmarks/ is the script's folder
 from user_input.small_vit import MODEL
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = (
+    textwrap.dedent("""
     import os
     import sys
     os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -48,14 +49,17 @@ SCRIPT = textwrap.dedent('''
     y = rng.integers(0, 10, size=(n,))
     dim, depth = (64, 1) if small else (192, 4)
 
-''') + MODEL + textwrap.dedent('''
+""")
+    + MODEL
+    + textwrap.dedent("""
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=jit)
     model.fit(x, y, batch_size=batch, epochs=1000, verbose=0)
-''')
+""")
+)
 
 
-MLP_SCRIPT = textwrap.dedent('''
+MLP_SCRIPT = textwrap.dedent("""
     import os
     import sys
     os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -72,7 +76,7 @@ MLP_SCRIPT = textwrap.dedent('''
                               keras.layers.Dense(256, activation="relu"), keras.layers.Dense(2)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
     model.fit(x, y, batch_size=batch, epochs=1000, verbose=0)
-''')
+""")
 
 
 def main() -> int:
@@ -93,15 +97,19 @@ def main() -> int:
     watch = ["watch", "--json", "--duration", f"{args.watch_seconds}s", "--store", store, "--"]
     rows = {}
     left, _ = gpuscout([*watch, sys.executable, str(script)], out, "as-left", env, 300)
-    rows[f"as left (no XLA, float32, batch {16 if args.mlp else 32})"] = left["runs"][0]["samples_per_s"] if left else None
+    rows[f"as left (no XLA, float32, batch {16 if args.mlp else 32})"] = (
+        left["runs"][0]["samples_per_s"] if left else None
+    )
     budget = ["--budget", args.budget] if args.budget else []
-    report, wall = gpuscout(["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out,
-                            "tune", env, 560)
+    report, wall = gpuscout(
+        ["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out, "tune", env, 560
+    )
     best = (report or {}).get("best") or {}
     rows["tune's best"] = best.get("samples_per_s")
     for batch in (256, 1024):
-        hand, _ = gpuscout([*watch, sys.executable, str(script), "xla", policy, str(batch)], out,
-                           f"by-hand-{batch}", env, 300)
+        hand, _ = gpuscout(
+            [*watch, sys.executable, str(script), "xla", policy, str(batch)], out, f"by-hand-{batch}", env, 300
+        )
         rows[f"by hand: XLA, {policy}, batch {batch}"] = hand["runs"][0]["samples_per_s"] if hand else None
     print_beside(rows, report, wall)
     return 0

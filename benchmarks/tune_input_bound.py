@@ -42,23 +42,61 @@ def main() -> None:
     for mode in args.modes.split(","):
         rates = {"script": [], "hand": []}
         for turn in ("script", "hand", "script", "hand"):
-            report, _ = gpuscout("watch", "--json", "--steps", str(args.steps), "--store", store, "--",
-                                 sys.executable, str(SCRIPT), mode if turn == "script" else "hand",
-                                 out=args.out, name=f"{mode}-{turn}-{len(rates[turn])}", timeout=560)
+            report, _ = gpuscout(
+                "watch",
+                "--json",
+                "--steps",
+                str(args.steps),
+                "--store",
+                store,
+                "--",
+                sys.executable,
+                str(SCRIPT),
+                mode if turn == "script" else "hand",
+                out=args.out,
+                name=f"{mode}-{turn}-{len(rates[turn])}",
+                timeout=560,
+            )
             rates[turn].append(rate(report))
-        hand = (statistics.median(rates["hand"]) / statistics.median(rates["script"])
-                if all(rates["hand"] + rates["script"]) else None)
+        hand = (
+            statistics.median(rates["hand"]) / statistics.median(rates["script"])
+            if all(rates["hand"] + rates["script"])
+            else None
+        )
         patch = args.out / f"{mode}.patch"
-        report, wall = gpuscout("tune", "--json", "--budget", args.budget, "--patch", str(patch), "--store", store,
-                                "--", sys.executable, str(SCRIPT), mode, out=args.out, name=f"{mode}-tune",
-                                timeout=560)
+        report, wall = gpuscout(
+            "tune",
+            "--json",
+            "--budget",
+            args.budget,
+            "--patch",
+            str(patch),
+            "--store",
+            store,
+            "--",
+            sys.executable,
+            str(SCRIPT),
+            mode,
+            out=args.out,
+            name=f"{mode}-tune",
+            timeout=560,
+        )
         best = (report or {}).get("best") or {}
         copy = (report or {}).get("patched") or {}
-        line = {"mode": mode, "hand_speedup": hand, "hand_rates": rates, "tune_path": (report or {}).get("path"),
-                "tune_speedup": best.get("ratio"), "tune_ci": [best.get("ratio_low"), best.get("ratio_high")],
-                "copy_speedup": copy.get("ratio"), "copy_ci": [copy.get("ratio_low"), copy.get("ratio_high")],
-                "agrees": copy.get("agrees"), "of_hand": best.get("ratio") / hand if hand and best.get("ratio") else None,
-                "tune_wall_s": wall, "left": (report or {}).get("left")}
+        line = {
+            "mode": mode,
+            "hand_speedup": hand,
+            "hand_rates": rates,
+            "tune_path": (report or {}).get("path"),
+            "tune_speedup": best.get("ratio"),
+            "tune_ci": [best.get("ratio_low"), best.get("ratio_high")],
+            "copy_speedup": copy.get("ratio"),
+            "copy_ci": [copy.get("ratio_low"), copy.get("ratio_high")],
+            "agrees": copy.get("agrees"),
+            "of_hand": best.get("ratio") / hand if hand and best.get("ratio") else None,
+            "tune_wall_s": wall,
+            "left": (report or {}).get("left"),
+        }
         lines.append(line)
         print(json.dumps(line), flush=True)
     (args.out / "summary.json").write_text(json.dumps(lines, indent=1))

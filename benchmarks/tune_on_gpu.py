@@ -20,18 +20,25 @@ import time
 from pathlib import Path
 
 STEPS = {
-    "resnet50": [("resnet50_ablation_batch", ["resnet50", "--parts", "ablation,batch", "--budget", "9.2",
-                                              "--max-batch", "8192"])],
-    "gpt2_input": [("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.5"]),
-                   ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.5"]),
-                   ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.5"])],
-    "gpt2_and_input": [("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "2"]),
-                       ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "2"]),
-                       ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.3", "--windows", "2"])],
-    "ablations_input": [("resnet50_ablation", ["resnet50", "--parts", "ablation", "--budget", "3.8"]),
-                        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "2.2"]),
-                        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.0"]),
-                        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.0"])],
+    "resnet50": [
+        ("resnet50_ablation_batch", ["resnet50", "--parts", "ablation,batch", "--budget", "9.2", "--max-batch", "8192"])
+    ],
+    "gpt2_input": [
+        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.5"]),
+        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.5"]),
+        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.5"]),
+    ],
+    "gpt2_and_input": [
+        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "2"]),
+        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "2"]),
+        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.3", "--windows", "2"]),
+    ],
+    "ablations_input": [
+        ("resnet50_ablation", ["resnet50", "--parts", "ablation", "--budget", "3.8"]),
+        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "2.2"]),
+        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.0"]),
+        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.0"]),
+    ],
 }
 
 
@@ -40,20 +47,30 @@ def summarize(name: str, report: dict) -> None:
     for row in (report.get("ablation") or {}).get("rows", []):
         s = row["speedup"]
         loss = row["loss"] or {}
-        print(f"  {row['label'][:60]:60} {row['samples_per_s'] or 0:12,.1f}/s  "
-              + (f"{s['ratio']:.2f}x [{s['ci95_low']:.2f}-{s['ci95_high']:.2f}]" if s else "-")
-              + (f"  loss {loss.get('value'):.4g} vs {loss.get('baseline'):.4g}" if loss else ""))
+        print(
+            f"  {row['label'][:60]:60} {row['samples_per_s'] or 0:12,.1f}/s  "
+            + (f"{s['ratio']:.2f}x [{s['ci95_low']:.2f}-{s['ci95_high']:.2f}]" if s else "-")
+            + (f"  loss {loss.get('value'):.4g} vs {loss.get('baseline'):.4g}" if loss else "")
+        )
     batch = report.get("batch")
     if batch:
-        print(f"  largest batch {batch['largest']} (first OOM {batch.get('first_oom')}, {len(batch['probes'])} probes), "
-              f"knee {batch['knee']}: " + ", ".join(f"{c['batch_size']}: {c['samples_per_s'] or 0:,.0f}/s "
-                                                     f"{(c['peak_memory_bytes'] or 0) / 2**30:.1f} GiB" for c in batch["curve"]))
+        print(
+            f"  largest batch {batch['largest']} (first OOM {batch.get('first_oom')}, {len(batch['probes'])} probes), "
+            f"knee {batch['knee']}: "
+            + ", ".join(
+                f"{c['batch_size']}: {c['samples_per_s'] or 0:,.0f}/s {(c['peak_memory_bytes'] or 0) / 2**30:.1f} GiB"
+                for c in batch["curve"]
+            )
+        )
     inp = report.get("input")
     if inp:
         one, tuned = inp.get("pipeline_one_thread") or {}, inp.get("pipeline_tuned") or {}
-        print(f"  input: alone {one.get('samples_per_s') or 0:,.0f}/s (1 thread), {tuned.get('samples_per_s') or 0:,.0f}/s "
-              f"(tuned); model {inp['model_samples_per_s'] or 0:,.0f}/s; together {inp['together_samples_per_s'] or 0:,.0f}/s, "
-              f"wait {100 * (inp['input_wait_share'] or 0):.1f}% -> {inp['verdict']}; cores needed {inp['cores_needed']}")
+        print(
+            f"  input: alone {one.get('samples_per_s') or 0:,.0f}/s (1 thread), "
+            f"{tuned.get('samples_per_s') or 0:,.0f}/s (tuned); model {inp['model_samples_per_s'] or 0:,.0f}/s; "
+            f"together {inp['together_samples_per_s'] or 0:,.0f}/s, "
+            f"wait {100 * (inp['input_wait_share'] or 0):.1f}% -> {inp['verdict']}; cores needed {inp['cores_needed']}"
+        )
     if report["skipped"]:
         print(f"  skipped (budget): {report['skipped']}")
 
@@ -67,8 +84,11 @@ def main() -> int:
     reports = []
     for name, tune_args in STEPS[args.step]:
         began = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "gpuscout", "tune", *tune_args, "--backend", "jax", "--json"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "tune", *tune_args, "--backend", "jax", "--json"],
+            capture_output=True,
+            text=True,
+        )
         (args.out / f"{name}.stderr.txt").write_text(proc.stderr[-20000:])
         if proc.returncode != 0:
             print(f"== {name}: exit {proc.returncode} after {time.monotonic() - began:.0f} s\n{proc.stderr[-1500:]}")

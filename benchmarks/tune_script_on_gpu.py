@@ -25,8 +25,13 @@ HERE = Path(__file__).resolve().parent
 
 def gpuscout(*args: str, out: Path, name: str, timeout: float) -> tuple[dict | None, float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     wall = time.monotonic() - started
     (out / f"{name}.stderr.txt").write_text(done.stderr[-200_000:])
     (out / f"{name}.json").write_text(done.stdout)
@@ -54,19 +59,45 @@ def main() -> None:
             continue
         command = [sys.executable, str(HERE / "tune_user_resnet50.py"), mode, "--batch", str(args.batch)]
         command += ["--small"] if args.small else []
-        report, wall = gpuscout("tune", "--json", "--budget", args.budget, "--store", store, "--", *command,
-                                out=args.out, name=f"tune-{mode}", timeout=560)
+        report, wall = gpuscout(
+            "tune",
+            "--json",
+            "--budget",
+            args.budget,
+            "--store",
+            store,
+            "--",
+            *command,
+            out=args.out,
+            name=f"tune-{mode}",
+            timeout=560,
+        )
         reports[mode] = (report, wall)
         print(f"tune {mode}: {wall:.0f} s", flush=True)
     benches = {}
     if "bench" in wanted:
         for precision in ("fp32", "mixed_bfloat16"):  # the peers of a jit_compile run and of a combined one
-            record, wall = gpuscout("bench", "resnet50", "--backend", "jax", "--batch-size", str(args.batch),
-                                    "--precision", precision, "--json", "--store", store, out=args.out,
-                                    name=f"bench-{precision}", timeout=300)
+            record, wall = gpuscout(
+                "bench",
+                "resnet50",
+                "--backend",
+                "jax",
+                "--batch-size",
+                str(args.batch),
+                "--precision",
+                precision,
+                "--json",
+                "--store",
+                store,
+                out=args.out,
+                name=f"bench-{precision}",
+                timeout=300,
+            )
             benches[precision] = record["runs"][0]["samples_per_s"] if record else None
-            print(f"bench resnet50 {precision} batch {args.batch}: {benches[precision]} samples/s ({wall:.0f} s)",
-                  flush=True)
+            print(
+                f"bench resnet50 {precision} batch {args.batch}: {benches[precision]} samples/s ({wall:.0f} s)",
+                flush=True,
+            )
     bench = benches.get("mixed_bfloat16")
     print("\n| session | change | samples/s | speed-up [95% CI] | verdict |")
     print("|---|---|---|---|---|")
@@ -77,14 +108,19 @@ def main() -> None:
         base = report["baseline"]["samples_per_s"]
         print(f"| {mode} ({wall:.0f} s, {report['steps']} steps/run) | baseline | {base:,.0f} | | |")
         for row in report["rows"]:
-            gain = (f"{row['ratio']:.2f}x [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]"
-                    if row.get("ratio_low") is not None else row.get("verdict", ""))
+            gain = (
+                f"{row['ratio']:.2f}x [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]"
+                if row.get("ratio_low") is not None
+                else row.get("verdict", "")
+            )
             rate = f"{row['samples_per_s']:,.0f}" if row.get("samples_per_s") else "-"
             print(f"| {mode} | {row['change']} | {rate} | {gain} | {row.get('verdict')} {row.get('health') or ''} |")
         combined = next((r for r in report["rows"] if r["change"] == "combined"), None)
         if combined and bench and combined.get("samples_per_s"):
-            print(f"| {mode} | combined vs bench | {combined['samples_per_s']:,.0f} vs {bench:,.0f} | "
-                  f"{combined['samples_per_s'] / bench:.3f}x of bench | |")
+            print(
+                f"| {mode} | combined vs bench | {combined['samples_per_s']:,.0f} vs {bench:,.0f} | "
+                f"{combined['samples_per_s'] / bench:.3f}x of bench | |"
+            )
         for skipped in report["skipped"]:
             print(f"| {mode} | not tried: {skipped['change']} | | | {skipped['reason']} |")
 

@@ -32,11 +32,14 @@ if args.small:
     x = keras.layers.GlobalAveragePooling2D()(x)
     model = keras.Model(inputs, keras.layers.Dense(1000)(x))
 else:
-    model = keras.applications.ResNet50(weights=None, input_shape=(side, side, 3), classes=1000,
-                                        classifier_activation=None)
-model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              jit_compile=False if args.mode == "fp32-nojit" else "auto")
+    model = keras.applications.ResNet50(
+        weights=None, input_shape=(side, side, 3), classes=1000, classifier_activation=None
+    )
+model.compile(
+    optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
+    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    jit_compile=False if args.mode == "fp32-nojit" else "auto",
+)
 
 steps_per_epoch = 64
 if args.mode == "fp32-nojit":
@@ -48,10 +51,11 @@ if args.mode == "fp32-nojit":
     def device_batches():
         while True:
             for i in range(0, 8 * args.batch, args.batch):
-                yield images[i:i + args.batch], labels[i:i + args.batch]
+                yield images[i : i + args.batch], labels[i : i + args.batch]
 
     model.fit(device_batches(), steps_per_epoch=steps_per_epoch, epochs=1000, verbose=0)
 else:
+
     class Decoded(keras.utils.PyDataset):
         """Each image 'decoded' and augmented on the host, one worker thread."""
 
@@ -66,7 +70,7 @@ else:
             rng = np.random.default_rng(index)
             picks = rng.integers(0, len(self.raw), args.batch)
             corners = rng.integers(0, 32, (args.batch, 2))
-            batch = np.stack([self.raw[p, r:r + side, c:c + side] for p, (r, c) in zip(picks, corners)])
+            batch = np.stack([self.raw[p, r : r + side, c : c + side] for p, (r, c) in zip(picks, corners)])
             batch = batch[:, :, ::-1] if index % 2 else batch  # flip half the batches
             return batch.astype("float32") / 255.0, rng.integers(0, 1000, args.batch).astype("int32")
 

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from user_input.small_vit import MODEL  # benchmarks/ is the script's folder
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = (
+    textwrap.dedent("""
     import os
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import keras
@@ -39,16 +40,19 @@ SCRIPT = textwrap.dedent('''
     y = rng.integers(0, 10, size=(12800,))
 
     dim, depth = 192, 4
-''') + MODEL + textwrap.dedent('''
+""")
+    + MODEL
+    + textwrap.dedent("""
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     # a schedule gone wrong: from the fifth epoch on, a learning rate of 1e4
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: 1e-3 if epoch < 4 else 1e4)
     history = model.fit(x, y, batch_size=256, epochs=8, verbose=2, callbacks=[schedule])
     print("losses:", [round(v, 4) if v == v else v for v in history.history["loss"]])
-''')
+""")
+)
 
-COST = textwrap.dedent('''
+COST = textwrap.dedent("""
     import json, time
     import jax, jax.numpy as jnp
     w = jnp.ones((4096, 4096), jnp.bfloat16)
@@ -72,7 +76,7 @@ COST = textwrap.dedent('''
         out[name] = spent / 2000 * 1e6
     out["device"] = str(jax.devices()[0].device_kind)
     print(json.dumps(out))
-''')
+""")
 
 
 def main() -> int:
@@ -85,8 +89,23 @@ def main() -> int:
     script.write_text(SCRIPT)
     env = dict(os.environ, KERAS_BACKEND="jax")
     began = time.monotonic()
-    watched = subprocess.run([sys.executable, "-m", "gpuscout", "watch", "--json", "--store", str(out / "s.sqlite"),
-                              "--", sys.executable, str(script)], capture_output=True, text=True, env=env)
+    watched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuscout",
+            "watch",
+            "--json",
+            "--store",
+            str(out / "s.sqlite"),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall = time.monotonic() - began
     (out / "watch.stdout.txt").write_text(watched.stdout)
     (out / "watch.stderr.txt").write_text(watched.stderr[-200_000:])
@@ -98,16 +117,23 @@ def main() -> int:
         record = json.loads(watched.stdout)["runs"][0]
         fit = record["fits"][0]
         first = record["verdict"][0]
-        rows += [("watch exit code", watched.returncode), ("record status", record["status"]),
-                 ("GPU", (record.get("gpu") or {}).get("name")),
-                 ("samples/s (steady windows)", round(record["samples_per_s"] or 0)),
-                 ("epoch losses", [e["logs"].get("loss") for e in fit["epochs"]]),
-                 ("diverged", fit["diverged"]), ("verdict 1", first["message"]), ("seen", first["evidence"])]
+        rows += [
+            ("watch exit code", watched.returncode),
+            ("record status", record["status"]),
+            ("GPU", (record.get("gpu") or {}).get("name")),
+            ("samples/s (steady windows)", round(record["samples_per_s"] or 0)),
+            ("epoch losses", [e["logs"].get("loss") for e in fit["epochs"]]),
+            ("diverged", fit["diverged"]),
+            ("verdict 1", first["message"]),
+            ("seen", first["evidence"]),
+        ]
     except (ValueError, KeyError, IndexError) as exc:
         rows.append(("watch output unreadable", repr(exc)))
     try:
-        rows += [(f"loss read: {k}", f"{v:.1f} us" if isinstance(v, float) else v)
-                 for k, v in json.loads(cost.stdout.strip().splitlines()[-1]).items()]
+        rows += [
+            (f"loss read: {k}", f"{v:.1f} us" if isinstance(v, float) else v)
+            for k, v in json.loads(cost.stdout.strip().splitlines()[-1]).items()
+        ]
     except (ValueError, IndexError) as exc:
         rows.append(("cost output unreadable", repr(exc)))
     for name, value in rows:

@@ -58,9 +58,14 @@ def main() -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     store = out / "store.sqlite"
-    env = dict(os.environ, KERAS_BACKEND="jax", GPUSCOUT_STORE=str(store),
-               JAX_COMPILATION_CACHE_DIR=str(Path("/tmp") / "gpuscout-jax-cache"),
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", COLUMNS="100")
+    env = dict(
+        os.environ,
+        KERAS_BACKEND="jax",
+        GPUSCOUT_STORE=str(store),
+        JAX_COMPILATION_CACHE_DIR=str(Path("/tmp") / "gpuscout-jax-cache"),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        COLUMNS="100",
+    )
     script = [sys.executable, str(USER_SCRIPT)]
     gpuscout = [sys.executable, "-m", "gpuscout"]
     cached = [*script, "cached", "--epochs", str(args.epochs)]
@@ -68,7 +73,7 @@ def main() -> int:
     run("warm", cached, env, out)
     plain, watched, records = [], [], []
     for pair in range(args.pairs):
-        for kind in (("plain", "watched") if pair % 2 == 0 else ("watched", "plain")):
+        for kind in ("plain", "watched") if pair % 2 == 0 else ("watched", "plain"):
             if kind == "plain":
                 proc = run(f"plain-{pair}", cached, env, out)
                 plain.append(epoch_times(proc.stdout))
@@ -77,14 +82,47 @@ def main() -> int:
                 watched.append(epoch_times(proc.stderr))  # --json: the script's stdout goes to stderr
                 if proc.returncode == 0:
                     records.append(json.loads(proc.stdout)["runs"][0])
-    arr = run("arrays", [*gpuscout, "watch", "--json", "--steps", "96", "--", *script, "arrays", "--epochs", "3"],
-              env, out)
+    arr = run(
+        "arrays", [*gpuscout, "watch", "--json", "--steps", "96", "--", *script, "arrays", "--epochs", "3"], env, out
+    )
     arrays = json.loads(arr.stdout)["runs"][0] if arr.returncode == 0 else None
-    gen = run("generator", [*gpuscout, "watch", "--json", "--steps", "48", "--",
-                            *script, "generator", "--epochs", "100", "--steps-per-epoch", "16"], env, out)
+    gen = run(
+        "generator",
+        [
+            *gpuscout,
+            "watch",
+            "--json",
+            "--steps",
+            "48",
+            "--",
+            *script,
+            "generator",
+            "--epochs",
+            "100",
+            "--steps-per-epoch",
+            "16",
+        ],
+        env,
+        out,
+    )
     generator = json.loads(gen.stdout)["runs"][0] if gen.returncode == 0 else None
-    bench = run("bench", [*gpuscout, "bench", "resnet50", "--backend", "jax", "--precision", "mixed_bfloat16",
-                          "--batch-size", "256", "--json"], env, out)
+    bench = run(
+        "bench",
+        [
+            *gpuscout,
+            "bench",
+            "resnet50",
+            "--backend",
+            "jax",
+            "--precision",
+            "mixed_bfloat16",
+            "--batch-size",
+            "256",
+            "--json",
+        ],
+        env,
+        out,
+    )
     peer = json.loads(bench.stdout)["runs"][0] if bench.returncode == 0 else None
     subprocess.run([*gpuscout, "results", "export", "-o", str(out / "records.json")], env=env)
 
@@ -94,26 +132,33 @@ def main() -> int:
     for i, (p, w) in enumerate(zip(medians_plain, medians_watched)):
         print(f"  pair {i}: plain {p:.4f} s, watched {w:.4f} s, watched/plain {w / p:.4f}")
     if medians_plain and medians_watched:
-        print(f"  all runs: plain {statistics.median(medians_plain):.4f} s, watched "
-              f"{statistics.median(medians_watched):.4f} s: overhead "
-              f"{statistics.median(medians_watched) / statistics.median(medians_plain) - 1:+.2%}; plain runs' spread "
-              f"{(max(medians_plain) - min(medians_plain)) / statistics.median(medians_plain):.2%}")
+        print(
+            f"  all runs: plain {statistics.median(medians_plain):.4f} s, watched "
+            f"{statistics.median(medians_watched):.4f} s: overhead "
+            f"{statistics.median(medians_watched) / statistics.median(medians_plain) - 1:+.2%}; plain runs' spread "
+            f"{(max(medians_plain) - min(medians_plain)) / statistics.median(medians_plain):.2%}"
+        )
     for name, record in [("cached", records[0] if records else None), ("arrays", arrays), ("generator", generator)]:
         if record is None:
             print(f"== {name}: no record")
             continue
         t = record.get("telemetry") or {}
-        print(f"== {name} under watch: step {1000 * (record['step_time_s'] or 0):.1f} ms, "
-              f"{record['samples_per_s'] or 0:,.0f} samples/s, input wait {100 * (record['input_wait_share'] or 0):.1f}%, "
-              f"outside the step {100 * (record['outside_step_share'] or 0):.1f}%, GPU busy "
-              f"{t.get('gpu_util_mean_pct') or 0:.0f}%, MFU {100 * (record['mfu'] or 0):.1f}%")
+        print(
+            f"== {name} under watch: step {1000 * (record['step_time_s'] or 0):.1f} ms, "
+            f"{record['samples_per_s'] or 0:,.0f} samples/s, "
+            f"input wait {100 * (record['input_wait_share'] or 0):.1f}%, "
+            f"outside the step {100 * (record['outside_step_share'] or 0):.1f}%, GPU busy "
+            f"{t.get('gpu_util_mean_pct') or 0:.0f}%, MFU {100 * (record['mfu'] or 0):.1f}%"
+        )
         for cause in record["verdict"]:
             print(f"   {cause['code']}: {cause['message']}")
     if peer and records:
         fit_step, bench_step = records[0]["step_time_s"], peer["step_time_s"]
-        print(f"== peer: gpuscout bench resnet50 bf16 batch 256: step {1000 * bench_step:.1f} ms, "
-              f"{peer['samples_per_s']:,.0f} samples/s, MFU {100 * (peer['mfu'] or 0):.1f}%; the user's fit "
-              f"{1000 * fit_step:.1f} ms: fit/bench step time {fit_step / bench_step:.3f}")
+        print(
+            f"== peer: gpuscout bench resnet50 bf16 batch 256: step {1000 * bench_step:.1f} ms, "
+            f"{peer['samples_per_s']:,.0f} samples/s, MFU {100 * (peer['mfu'] or 0):.1f}%; the user's fit "
+            f"{1000 * fit_step:.1f} ms: fit/bench step time {fit_step / bench_step:.3f}"
+        )
     return 0
 
 

@@ -28,10 +28,12 @@ args = parser.parse_args()
 
 keras.utils.set_random_seed(0)
 keras.mixed_precision.set_global_policy("mixed_bfloat16")
-model = keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000,
-                                    classifier_activation=None)
-model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+model = keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000, classifier_activation=None)
+model.compile(
+    optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
+    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics=["accuracy"],
+)
 
 
 class EpochTimes(keras.callbacks.Callback):
@@ -53,13 +55,19 @@ if args.data in ("cached", "arrays"):
     if args.data == "arrays":  # as most users would: Keras then gathers each batch on the host
         model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[EpochTimes()])
     else:
+
         def device_batches():  # slices of the arrays on the GPU: nothing crosses the host
             while True:
                 for i in range(0, samples, args.batch):
-                    yield x[i:i + args.batch], y[i:i + args.batch]
+                    yield x[i : i + args.batch], y[i : i + args.batch]
 
-        model.fit(device_batches(), steps_per_epoch=args.steps_per_epoch, epochs=args.epochs, verbose=0,
-                  callbacks=[EpochTimes()])
+        model.fit(
+            device_batches(),
+            steps_per_epoch=args.steps_per_epoch,
+            epochs=args.epochs,
+            verbose=0,
+            callbacks=[EpochTimes()],
+        )
 else:
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(1024, 256, 256, 3), dtype=np.uint8)
@@ -73,12 +81,11 @@ else:
             batch = np.empty((args.batch, 224, 224, 3), "float32")
             for i, pick in enumerate(picks):
                 top, left = rng.integers(0, 33, size=2)
-                crop = images[pick, top:top + 224, left:left + 224]
+                crop = images[pick, top : top + 224, left : left + 224]
                 if rng.random() < 0.5:
                     crop = crop[:, ::-1]
                 batch[i] = (crop - mean) / std
             yield batch, labels[picks]
 
-    model.fit(batches(), steps_per_epoch=args.steps_per_epoch, epochs=args.epochs, verbose=0,
-              callbacks=[EpochTimes()])
+    model.fit(batches(), steps_per_epoch=args.steps_per_epoch, epochs=args.epochs, verbose=0, callbacks=[EpochTimes()])
 print("done", flush=True)

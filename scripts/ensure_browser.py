@@ -21,12 +21,16 @@ def main() -> int:
     if found():
         return 0
     if not shutil.which("apt-get"):
-        print("ensure_browser: no Chromium and no apt-get: install Chromium (the report test needs it)", file=sys.stderr)
+        print(
+            "ensure_browser: no Chromium and no apt-get: install Chromium (the report test needs it)", file=sys.stderr
+        )
         return 1
     prefix = [] if os.geteuid() == 0 else (["sudo", "-n"] if shutil.which("sudo") else None)
     if prefix is None:
-        print("ensure_browser: no Chromium, and not root to install it: run `apt-get install chromium` as root",
-              file=sys.stderr)
+        print(
+            "ensure_browser: no Chromium, and not root to install it: run `apt-get install chromium` as root",
+            file=sys.stderr,
+        )
         return 1
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     print("ensure_browser: installing Debian's chromium for the report's browser test…", file=sys.stderr)

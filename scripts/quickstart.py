@@ -25,8 +25,9 @@ def has_gpu() -> bool:
 
 
 def compute_capability() -> float:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True
+    ).stdout.split()
     try:
         return float(out[0])
     except (IndexError, ValueError):
@@ -34,7 +35,7 @@ def compute_capability() -> float:
 
 
 def main() -> int:
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 (this file runs under any python3, to say so)
         sys.exit("gpuscout needs Python 3.10 or newer")
     if not (VENV / "bin" / "python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
@@ -50,8 +51,20 @@ def main() -> int:
         precision = "mixed_bfloat16" if compute_capability() >= 8.0 else "mixed_float16"
         args = ["resnet50", "--precision", precision]
     else:
-        args = ["resnet18_cifar", "--cpu", "--batch-size", "64", "--warmup-steps", "3", "--windows", "3",
-                "--window-steps", "3", "--window-seconds", "3"]
+        args = [
+            "resnet18_cifar",
+            "--cpu",
+            "--batch-size",
+            "64",
+            "--warmup-steps",
+            "3",
+            "--windows",
+            "3",
+            "--window-steps",
+            "3",
+            "--window-seconds",
+            "3",
+        ]
     return subprocess.run([gpuscout, "bench", *args]).returncode
 
 

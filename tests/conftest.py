@@ -27,10 +27,21 @@ def _nvml_gpu_count() -> int:
 # The modules whose tests take longest (each test tens of seconds to two minutes of real Keras
 # children; measured with `pytest -n 2 --durations=0` on 2026-11-26): run first, so that the two
 # workers end together instead of one idling while the other runs a two-minute test it took last.
-LONGEST_FIRST = ("test_cli_tune_script.py", "test_cli_sweep_search.py", "test_notebook.py", "test_cli_tune.py",
-                 "test_cli_inference.py", "test_cli_user_model.py", "test_cli_devices.py", "test_benchmark_scripts.py",
-                 "test_cli_scale.py",
-                 "test_cli_bench_cpu.py", "test_cli_sweep.py", "test_cli_watch_edges.py", "test_cli_watch.py")
+LONGEST_FIRST = (
+    "test_cli_tune_script.py",
+    "test_cli_sweep_search.py",
+    "test_notebook.py",
+    "test_cli_tune.py",
+    "test_cli_inference.py",
+    "test_cli_user_model.py",
+    "test_cli_devices.py",
+    "test_benchmark_scripts.py",
+    "test_cli_scale.py",
+    "test_cli_bench_cpu.py",
+    "test_cli_sweep.py",
+    "test_cli_watch_edges.py",
+    "test_cli_watch.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -66,14 +77,22 @@ def fake_gpu(tmp_path):
 
     def make(**gpu_overrides) -> Path:
         gpu = {
-            "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-fake-0", "memory_total_bytes": 85899345920,
-            "compute_capability": [9, 0], "power_limit_w": 700, "sm_clock_max_mhz": 1980,
-            "sm_clock_mhz": 1980, "utilization_pct": 98, "power_w": 600.0, "temperature_c": 60,
-            "memory_used_bytes": 2 * 2**30, "clock_event_reasons": 0, "processes": [],
+            "name": "NVIDIA H100 80GB HBM3",
+            "uuid": "GPU-fake-0",
+            "memory_total_bytes": 85899345920,
+            "compute_capability": [9, 0],
+            "power_limit_w": 700,
+            "sm_clock_max_mhz": 1980,
+            "sm_clock_mhz": 1980,
+            "utilization_pct": 98,
+            "power_w": 600.0,
+            "temperature_c": 60,
+            "memory_used_bytes": 2 * 2**30,
+            "clock_event_reasons": 0,
+            "processes": [],
         }
         gpu.update(gpu_overrides)
-        path.write_text(json.dumps({"driver_version": "550.54.15", "cuda_driver_version": 12040,
-                                    "gpus": [gpu]}))
+        path.write_text(json.dumps({"driver_version": "550.54.15", "cuda_driver_version": 12040, "gpus": [gpu]}))
         return path
 
     return make
@@ -81,20 +100,23 @@ def fake_gpu(tmp_path):
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real `gpuscout` CLI in a fresh interpreter, as a user would."""
-    full_env = dict(os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(
-        p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
+    full_env = dict(
+        os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)
+    )
     full_env.pop("GPUSCOUT_FAKE_NVML", None)
     full_env.pop("GPUSCOUT_WORKER", None)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 def fixture_json(script: str, *args: str, env: dict | None = None, timeout: float = 300) -> dict:
     """Run tests/fixtures/SCRIPT in a fresh interpreter (a framework set up its own way: Keras'
     backend, XLA's device count) and return the JSON of its last line of output."""
     full_env = {**os.environ, "PYTHONPATH": str(SRC), **(env or {})}
-    done = subprocess.run([sys.executable, str(FIXTURES / script), *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, str(FIXTURES / script), *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

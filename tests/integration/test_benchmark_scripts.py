@@ -20,12 +20,33 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 @pytest.mark.slow
 def test_step_kernels_and_the_user_script_benchmark_run_on_the_cpu(tmp_path):
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p),
+    }
     env.pop("XLA_FLAGS", None)
-    kernels = subprocess.run([sys.executable, str(BENCHMARKS / "step_kernels.py"), "--out", str(tmp_path / "k"),
-                              "--workload", "mlp", "--peer", "none", "--trace-steps", "2",  # mlp's own batch
-                              "--budget-s", "200"], capture_output=True, text=True, env=env, timeout=300)
+    kernels = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "step_kernels.py"),
+            "--out",
+            str(tmp_path / "k"),
+            "--workload",
+            "mlp",
+            "--peer",
+            "none",
+            "--trace-steps",
+            "2",  # mlp's own batch
+            "--budget-s",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert kernels.returncode == 0, kernels.stderr[-3000:]
     side = json.loads((tmp_path / "k" / "summary.json").read_text())["gpuscout"]
     assert side is not None, (tmp_path / "k" / "gpuscout" / "stderr.txt").read_text()[-3000:]
@@ -35,9 +56,27 @@ def test_step_kernels_and_the_user_script_benchmark_run_on_the_cpu(tmp_path):
 
     # the user's script by hand, under watch and with the instrumentation alone, one round each
     # (--fake-nvml's mode is watch with GPUSCOUT_FAKE_NVML set, which the watch tests use throughout)
-    script = subprocess.run([sys.executable, str(BENCHMARKS / "data_parallel_script.py"), "--out", str(tmp_path / "d"),
-                             "--rounds", "1", "--parts", "hand", "--shape", "tiny", "--gpus", "1", "--instrumented"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    script = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "data_parallel_script.py"),
+            "--out",
+            str(tmp_path / "d"),
+            "--rounds",
+            "1",
+            "--parts",
+            "hand",
+            "--shape",
+            "tiny",
+            "--gpus",
+            "1",
+            "--instrumented",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert script.returncode == 0, script.stderr[-3000:]
     hand = json.loads((tmp_path / "d" / "summary.json").read_text())["hand"]
     assert set(hand) == {"one", "one_watched", "one_instrumented"}  # --gpus 1: none spread
@@ -56,15 +95,19 @@ def test_the_anatomy_of_a_traced_step_is_read_as_computed_by_hand(tmp_path):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     main, gpu = {"pid": 1, "tid": 7}, {"pid": 2, "tid": 3}
-    events = [{"ph": "M", "name": "thread_name", **main, "args": {"name": "python3"}},
-              {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/device:GPU:0"}},
-              {"ph": "M", "name": "thread_name", **gpu, "args": {"name": "Stream #13(compute)"}}]
+    events = [
+        {"ph": "M", "name": "thread_name", **main, "args": {"name": "python3"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "thread_name", **gpu, "args": {"name": "Stream #13(compute)"}},
+    ]
     for step in range(8):  # each 10 ms: the callback at 0, the step's call at 1 ms for 8 ms, a wait inside it
         t = step * 10_000
-        events += [{"ph": "X", "name": "$dp_train.py:45 on_train_batch_end", "ts": t, "dur": 50, **main},
-                   {"ph": "X", "name": "$watch_fit.py:117 timed", "ts": t + 1_000, "dur": 8_000, **main},
-                   {"ph": "X", "name": "$watch_fit.py:63 wait_for", "ts": t + 2_000, "dur": 6_000, **main},
-                   {"ph": "X", "name": "fusion", "ts": t + 2_000, "dur": 6_000, **gpu}]
+        events += [
+            {"ph": "X", "name": "$dp_train.py:45 on_train_batch_end", "ts": t, "dur": 50, **main},
+            {"ph": "X", "name": "$watch_fit.py:117 timed", "ts": t + 1_000, "dur": 8_000, **main},
+            {"ph": "X", "name": "$watch_fit.py:63 wait_for", "ts": t + 2_000, "dur": 6_000, **main},
+            {"ph": "X", "name": "fusion", "ts": t + 2_000, "dur": 6_000, **gpu},
+        ]
     (tmp_path / "t").mkdir()
     with gzip.open(tmp_path / "t" / "perfetto_trace.json.gz", "wt") as f:
         json.dump({"traceEvents": events}, f)
@@ -74,10 +117,17 @@ def test_the_anatomy_of_a_traced_step_is_read_as_computed_by_hand(tmp_path):
     assert read["gpu_gaps_over_100us_per_step"] == round(7 / 8, 2)  # 7 gaps of 4 ms between 8 kernels
     assert read["gpu_gap_ms_per_step_over_100us"] == 7 * 4 / 8
     by_name = {r["name"]: r for r in read["python"]}
-    assert by_name["$watch_fit.py:117 timed"] == {"name": "$watch_fit.py:117 timed", "inclusive_ms": 8.0,
-                                                  "own_ms": 2.0, "calls": 1.0}  # 8 ms less the 6 ms wait
+    assert by_name["$watch_fit.py:117 timed"] == {
+        "name": "$watch_fit.py:117 timed",
+        "inclusive_ms": 8.0,
+        "own_ms": 2.0,
+        "calls": 1.0,
+    }  # 8 ms less the 6 ms wait
     assert by_name["$watch_fit.py:63 wait_for"]["own_ms"] == 6.0
     host = read["one_step"]["host"]  # the 6th step, from its callback's start
-    assert host == [(0.0, 0.05, "$dp_train.py:45 on_train_batch_end"), (1.0, 8.0, "$watch_fit.py:117 timed"),
-                    (2.0, 6.0, "$watch_fit.py:63 wait_for")]
+    assert host == [
+        (0.0, 0.05, "$dp_train.py:45 on_train_batch_end"),
+        (1.0, 8.0, "$watch_fit.py:117 timed"),
+        (2.0, 6.0, "$watch_fit.py:63 wait_for"),
+    ]
     assert read["one_step"]["gpu_busy"] == [(2.0, 6.0)]

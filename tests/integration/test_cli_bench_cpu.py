@@ -1,9 +1,9 @@
 """End to end through the real CLI: real tiny Keras runs on the CPU, both backends."""
 
 import csv
-import math
 import io
 import json
+import math
 
 import pytest
 
@@ -11,8 +11,19 @@ from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
-QUICK = ["--cpu", "--windows", "3", "--warmup-steps", "2", "--window-steps", "5", "--window-seconds", "0.3",
-         "--batch-size", "64"]
+QUICK = [
+    "--cpu",
+    "--windows",
+    "3",
+    "--warmup-steps",
+    "2",
+    "--window-steps",
+    "5",
+    "--window-seconds",
+    "0.3",
+    "--batch-size",
+    "64",
+]
 
 
 def bench_json(store, *args):
@@ -25,8 +36,13 @@ def bench_json(store, *args):
 def test_bench_mlp_on_the_cpu(store_path, backend):
     doc = bench_json(store_path, "mlp", "--backend", backend)
     (run,) = doc["runs"]
-    assert (run["workload"], run["backend"], run["precision"], run["batch_size"], run["status"]) == \
-        ("mlp", backend, "fp32", 64, "ok")
+    assert (run["workload"], run["backend"], run["precision"], run["batch_size"], run["status"]) == (
+        "mlp",
+        backend,
+        "fp32",
+        64,
+        "ok",
+    )
     assert run["device"] == "cpu" and run["gpu"] is None
     t = run["throughput"]
     assert t["unit"] == "samples/s" and t["median"] > 0
@@ -42,8 +58,15 @@ def test_bench_mlp_on_the_cpu(store_path, backend):
     env = run["env"]
     assert env["framework"]["backend"] == backend and env["framework"]["keras_version"].startswith("3.")
     assert env["child_env"]["KERAS_BACKEND"] == backend and env["child_env"]["CUDA_VISIBLE_DEVICES"] == ""
-    for key in ("gpuscout_version", "methodology_version", "python", "cpu_model", "cpu_count",
-                "host_memory_bytes", "command_line"):
+    for key in (
+        "gpuscout_version",
+        "methodology_version",
+        "python",
+        "cpu_model",
+        "cpu_count",
+        "host_memory_bytes",
+        "command_line",
+    ):
         assert env[key] is not None, key
     assert run["spec"]["seed"] == 0 and run["id"]
 
@@ -86,8 +109,23 @@ def test_human_output_has_the_table_and_store_line(store_path):
 
 
 def test_token_workloads_report_tokens_per_second(store_path):
-    doc = bench_json(store_path, "gpt2_small", "bert_base", "--backend", "jax", "--seq-len", "16",
-                     "--batch-size", "2", "--window-steps", "1", "--window-seconds", "0", "--warmup-steps", "0")
+    doc = bench_json(
+        store_path,
+        "gpt2_small",
+        "bert_base",
+        "--backend",
+        "jax",
+        "--seq-len",
+        "16",
+        "--batch-size",
+        "2",
+        "--window-steps",
+        "1",
+        "--window-seconds",
+        "0",
+        "--warmup-steps",
+        "0",
+    )
     for run in doc["runs"]:
         assert run["status"] == "ok" and run["seq_len"] == 16 and run["unit"] == "tokens/s"
         assert run["throughput"]["median"] == pytest.approx(run["samples_per_s"] * 16)
@@ -96,7 +134,19 @@ def test_token_workloads_report_tokens_per_second(store_path):
 
 
 def test_vit_trains_on_the_cpu(store_path):
-    doc = bench_json(store_path, "vit_b16", "--backend", "tensorflow", "--batch-size", "1",
-                     "--window-steps", "1", "--window-seconds", "0", "--warmup-steps", "0")
+    doc = bench_json(
+        store_path,
+        "vit_b16",
+        "--backend",
+        "tensorflow",
+        "--batch-size",
+        "1",
+        "--window-steps",
+        "1",
+        "--window-seconds",
+        "0",
+        "--warmup-steps",
+        "0",
+    )
     (run,) = doc["runs"]
     assert run["status"] == "ok" and run["unit"] == "images/s" and run["seq_len"] is None

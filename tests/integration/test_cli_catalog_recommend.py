@@ -25,7 +25,9 @@ def test_one_gpu_in_full_and_a_near_miss():
 
 
 def test_recommend_ranks_with_reasons_as_json(tmp_path):
-    proc = run_cli("recommend", "--workload", "resnet50", "--epochs", "90", "--json", "--store", str(tmp_path / "none.sqlite"))
+    proc = run_cli(
+        "recommend", "--workload", "resnet50", "--epochs", "90", "--json", "--store", str(tmp_path / "none.sqlite")
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     rows = doc["rows"]
@@ -39,16 +41,21 @@ def test_recommend_ranks_with_reasons_as_json(tmp_path):
     assert any("memory-bound" in reason for reason in h100["reasons"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--workload", "resnet50", "--budget-usd-per-hour", "0"), "--budget-usd-per-hour must be > 0"),
-    (("--workload", "resnet5"), "unknown workload 'resnet5': did you mean resnet50"),
-    (("--params", "1.3B", "--workload", "mlp"), "give exactly one of --workload, --model, --params or --from RUN"),
-    (("--params", "70B", "--dataset-size", "1e12", "--deadline", "1h", "--max-gpus", "8"),
-     "no GPU in the catalog trains decoder 70B"),
-    (("--params", "1B", "--deadline", "12h"), "--deadline needs the job's size"),
-    (("--workload", "mlp", "--deadline", "soon", "--dataset-size", "10"), "--deadline must be a positive duration"),
-    (("--workload", "mlp", "--scenario", "cloud"), "unknown --scenario 'cloud'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--workload", "resnet50", "--budget-usd-per-hour", "0"), "--budget-usd-per-hour must be > 0"),
+        (("--workload", "resnet5"), "unknown workload 'resnet5': did you mean resnet50"),
+        (("--params", "1.3B", "--workload", "mlp"), "give exactly one of --workload, --model, --params or --from RUN"),
+        (
+            ("--params", "70B", "--dataset-size", "1e12", "--deadline", "1h", "--max-gpus", "8"),
+            "no GPU in the catalog trains decoder 70B",
+        ),
+        (("--params", "1B", "--deadline", "12h"), "--deadline needs the job's size"),
+        (("--workload", "mlp", "--deadline", "soon", "--dataset-size", "10"), "--deadline must be a positive duration"),
+        (("--workload", "mlp", "--scenario", "cloud"), "unknown --scenario 'cloud'"),
+    ],
+)
 def test_recommend_bad_input_exits_2(args, message, tmp_path):
     proc = run_cli("recommend", *args, "--store", str(tmp_path / "none.sqlite"))
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -56,7 +63,9 @@ def test_recommend_bad_input_exits_2(args, message, tmp_path):
 
 def test_a_malformed_catalog_file_is_named_with_its_line(tmp_path):
     bad = tmp_path / "mine.toml"
-    bad.write_text('[[price]]\ngpu = "l4"\nkind = "rental"\nprovider = "x"\nusd = 1\ndate = "2026-01"\nsource = "a bill"\n')
+    bad.write_text(
+        '[[price]]\ngpu = "l4"\nkind = "rental"\nprovider = "x"\nusd = 1\ndate = "2026-01"\nsource = "a bill"\n'
+    )
     proc = run_cli("recommend", "--workload", "mlp", "--catalog", str(bad))
     assert proc.returncode == 2 and "[[price]] #1 (line 1): kind" in proc.stderr
     env_proc = run_cli("catalog", env={"GPUSCOUT_CATALOG": str(bad)})

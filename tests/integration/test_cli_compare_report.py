@@ -46,13 +46,22 @@ def test_compare_marks_a_non_difference_and_prints_json(store):
     assert "no significant difference" in table.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (("compare", "nosuchrun"), "no run 'nosuchrun'"),
-    (("compare", "--workload", "gpt2_small"), "no stored run matches workload gpt2_small: the store has bert_base, resnet50"),
-    (("compare", "--gpu", "T4"), "no stored run matches gpu T4: the store has NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3"),
-    (("compare", "--by", "data"), "nothing to compare by data"),
-    (("report", "--telemetry-run", "a100bf16b256"), "has no telemetry samples"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("compare", "nosuchrun"), "no run 'nosuchrun'"),
+        (
+            ("compare", "--workload", "gpt2_small"),
+            "no stored run matches workload gpt2_small: the store has bert_base, resnet50",
+        ),
+        (
+            ("compare", "--gpu", "T4"),
+            "no stored run matches gpu T4: the store has NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3",
+        ),
+        (("compare", "--by", "data"), "nothing to compare by data"),
+        (("report", "--telemetry-run", "a100bf16b256"), "has no telemetry samples"),
+    ],
+)
 def test_bad_selections_exit_2_and_say_what_exists(store, args, message):
     proc = run_cli(*args, "--store", str(store))
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -66,12 +75,18 @@ def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):
     bad_run = {k: v for k, v in doc["runs"][0].items() if k != "status"} | {"id": "fresh1"}
     half_bad.write_text(json.dumps({**doc, "runs": [doc["runs"][1] | {"id": "fresh0"}, bad_run]}))
     changed = tmp_path / "changed.json"
-    changed.write_text(json.dumps({**doc, "runs": [doc["runs"][0] | {"id": "fresh2"}, doc["runs"][1] | {"batch_size": 7}]}))
+    changed.write_text(
+        json.dumps({**doc, "runs": [doc["runs"][0] | {"id": "fresh2"}, doc["runs"][1] | {"batch_size": 7}]})
+    )
     not_ours = tmp_path / "other.json"
     not_ours.write_text('{"hello": 1}')
-    for path, message in ((newer, "newer than this gpuscout's"), (half_bad, "run #2 (fresh1): status: Field required"),
-                          (changed, "already stored with different contents"), (not_ours, "not a gpuscout results file"),
-                          (tmp_path / "missing.json", "no such file")):
+    for path, message in (
+        (newer, "newer than this gpuscout's"),
+        (half_bad, "run #2 (fresh1): status: Field required"),
+        (changed, "already stored with different contents"),
+        (not_ours, "not a gpuscout results file"),
+        (tmp_path / "missing.json", "no such file"),
+    ):
         proc = run_cli("results", "import", str(path), "--store", str(store))
         assert proc.returncode == 2 and message in proc.stderr, (path, proc.stderr)
         assert count(store) == 6  # nothing half-applied
@@ -86,13 +101,15 @@ def digest(path) -> str:
 def test_import_refuses_a_record_of_the_wrong_types_naming_it_and_changes_nothing(tmp_path, store):
     doc = json.loads(GOLDEN.read_text())
     good = doc["runs"][0] | {"id": "fresh0"}
-    cases = [({"batch_size": "big"}, "run #2 (fresh1): batch_size: Input should be a valid integer"),
-             ({"throughput": good["throughput"] | {"median": "fast"}}, "run #2 (fresh1): throughput.median:"),
-             ({"group_id": ["a", "b"]}, "run #2 (fresh1): group_id: Input should be a valid string"),
-             ({"samples_per_s": -1.0}, "run #2 (fresh1): samples_per_s: Input should be greater than or equal to 0"),
-             # NaN is read (an export keeps a diverged loss so), and refused where the record has no place for it
-             ({"samples_per_s": float("nan")}, "run #2 (fresh1): samples_per_s: Input should be a finite number"),
-             ({"id": ["a"]}, "run #2: id: Input should be a valid string")]
+    cases = [
+        ({"batch_size": "big"}, "run #2 (fresh1): batch_size: Input should be a valid integer"),
+        ({"throughput": good["throughput"] | {"median": "fast"}}, "run #2 (fresh1): throughput.median:"),
+        ({"group_id": ["a", "b"]}, "run #2 (fresh1): group_id: Input should be a valid string"),
+        ({"samples_per_s": -1.0}, "run #2 (fresh1): samples_per_s: Input should be greater than or equal to 0"),
+        # NaN is read (an export keeps a diverged loss so), and refused where the record has no place for it
+        ({"samples_per_s": float("nan")}, "run #2 (fresh1): samples_per_s: Input should be a finite number"),
+        ({"id": ["a"]}, "run #2: id: Input should be a valid string"),
+    ]
     before = digest(store)
     for change, message in cases:
         bad = tmp_path / "bad.json"
@@ -101,13 +118,18 @@ def test_import_refuses_a_record_of_the_wrong_types_naming_it_and_changes_nothin
         assert proc.returncode == 2 and message in proc.stderr, (change, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and digest(store) == before
     # whole documents that are wrong, as a hostile or broken exporter would write them
-    documents = [({**doc, "schema_version": "1"}, "schema_version must be a whole number, got '1'"),
-                 ({**doc, "runs": "all"}, "'runs' must be a list of records"),
-                 ({**doc, "runs": [good, None]}, "run #2 is not a record (a JSON object)"),
-                 ({**doc, "runs": [good | {"kind": "nonsense"}]}, "run #1 (fresh0): record: Input tag 'nonsense'"),
-                 ({**doc, "runs": [good, good]}, "holds the same run id twice"),
-                 ({**doc, "runs": [good | {"batch_size": 10**30}]}, "(31 digits) is larger than any figure gpuscout keeps (a 64-bit integer)"),
-                 ([1, 2], "is not a gpuscout results file")]
+    documents = [
+        ({**doc, "schema_version": "1"}, "schema_version must be a whole number, got '1'"),
+        ({**doc, "runs": "all"}, "'runs' must be a list of records"),
+        ({**doc, "runs": [good, None]}, "run #2 is not a record (a JSON object)"),
+        ({**doc, "runs": [good | {"kind": "nonsense"}]}, "run #1 (fresh0): record: Input tag 'nonsense'"),
+        ({**doc, "runs": [good, good]}, "holds the same run id twice"),
+        (
+            {**doc, "runs": [good | {"batch_size": 10**30}]},
+            "(31 digits) is larger than any figure gpuscout keeps (a 64-bit integer)",
+        ),
+        ([1, 2], "is not a gpuscout results file"),
+    ]
     for document, message in documents:
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps(document))
@@ -127,8 +149,10 @@ def test_old_stores_migrate_all_or_nothing_and_old_exports_import(tmp_path):
     broken = tmp_path / "broken.sqlite"
     shutil.copy(old, broken)
     db = sqlite3.connect(broken)
-    db.execute("UPDATE runs SET record_json = replace(record_json, '\"batch_size\": 256', "
-               "'\"batch_size\": \"big\"') WHERE id = '6734c24ff532'")
+    db.execute(
+        "UPDATE runs SET record_json = replace(record_json, '\"batch_size\": 256', "
+        "'\"batch_size\": \"big\"') WHERE id = '6734c24ff532'"
+    )
     db.commit()
     db.close()
     broken_digest = digest(broken)
@@ -183,11 +207,23 @@ def test_the_html_report_holds_every_section_and_is_self_contained(store, tmp_pa
     proc = run_cli("report", "--out", str(out), "--store", str(store))
     assert proc.returncode == 0, proc.stderr
     html = out.read_text()
-    for section in ("machines", "throughput", "cost", "scaling", "batch", "ablation", "telemetry", "runs", "provenance"):
+    for section in (
+        "machines",
+        "throughput",
+        "cost",
+        "scaling",
+        "batch",
+        "ablation",
+        "telemetry",
+        "runs",
+        "provenance",
+    ):
         assert f'<section id="{section}">' in html
     assert html.count('<figure class="plot"><svg') == 6  # 2 workloads + cost + batch + ablation + telemetry
-    assert all(f"<summary>{run_id}" in html for run_id in
-               ("h100bf16b256", "h100bf16b512", "h100fp32b256", "a100bf16b256", "bertrun00001", "bertrun00002"))
+    assert all(
+        f"<summary>{run_id}" in html
+        for run_id in ("h100bf16b256", "h100bf16b512", "h100fp32b256", "a100bf16b256", "bertrun00001", "bertrun00002")
+    )
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="https?:', html)  # nothing fetched
     assert "throughput (images/s)" in html and "power (W)" in html  # labelled with units
 
@@ -214,10 +250,22 @@ def test_the_report_renders_in_a_headless_browser_without_errors(store, tmp_path
         pytest.fail("no Chromium: run `python3 scripts/ensure_browser.py` (the README's test command does)")
     out = tmp_path / "report.html"
     assert run_cli("report", "--out", str(out), "--store", str(store)).returncode == 0
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--enable-logging=stderr",
-             "--v=0", "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([browser, *flags, "--window-size=1280,4000", "--dump-dom", out.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=5000",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [browser, *flags, "--window-size=1280,4000", "--dump-dom", out.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     expected = re.search(r'data-plots-expected="(\d+)"', dom.stdout)
     rendered = re.search(r'data-plots-rendered="(\d+)"', dom.stdout)
@@ -231,8 +279,11 @@ def test_the_report_renders_in_a_headless_browser_without_errors(store, tmp_path
         assert found and found.group(1) == "0", (check, layout and layout.group(1)[:2000])
     assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror", dom.stderr)
     shot = tmp_path / "report.png"
-    subprocess.run([browser, *flags, "--window-size=1300,4000", f"--screenshot={shot}", out.as_uri()],
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [browser, *flags, "--window-size=1300,4000", f"--screenshot={shot}", out.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
     assert shot.exists() and shot.stat().st_size > 50_000  # a rendered page, not a blank one
 
 
@@ -240,10 +291,19 @@ def test_every_verbs_tables_in_a_log_keep_each_row_on_one_line(store):
     """COLUMNS=80 and a pipe (what `gpuscout ... | tee log` gets): tables are laid out for a log, one
     line per row, so no number is split across lines."""
     first = json.loads(run_cli("results", "list", "--json", "--store", str(store)).stdout)["runs"][0]["id"]
-    for args in (["catalog"], ["recommend", "--workload", "resnet50"], ["results", "list"], ["results", "show", first],
-                 ["compare", "--by", "gpu"], ["bench", "--list"]):
-        proc = run_cli(*args, "--store", str(store), env={"COLUMNS": "80"}) if args[0] != "catalog" else \
-            run_cli(*args, env={"COLUMNS": "80"})
+    for args in (
+        ["catalog"],
+        ["recommend", "--workload", "resnet50"],
+        ["results", "list"],
+        ["results", "show", first],
+        ["compare", "--by", "gpu"],
+        ["bench", "--list"],
+    ):
+        proc = (
+            run_cli(*args, "--store", str(store), env={"COLUMNS": "80"})
+            if args[0] != "catalog"
+            else run_cli(*args, env={"COLUMNS": "80"})
+        )
         assert proc.returncode == 0, (args, proc.stderr[-2000:])
         rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
         continued = [line for line in rows if not line.split("│")[1].strip()]

@@ -13,8 +13,11 @@ from tests.conftest import FIXTURES, run_cli
 from tests.integration.test_cli_tune_script import records
 
 PY = sys.executable
-TWO_JAX_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-                   "TF_CPP_MIN_LOG_LEVEL": "3"}
+TWO_JAX_DEVICES = {
+    "KERAS_BACKEND": "jax",
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+}
 
 
 @pytest.mark.slow
@@ -22,8 +25,21 @@ def test_a_script_on_one_of_two_devices_is_told_and_tuned_and_spread_scripts_are
     script = tmp_path / "train.py"
     script.write_text((FIXTURES / "watch" / "devices.py").read_text())
     store = tmp_path / "results.sqlite"
-    tuned = run_cli("tune", "--json", "--only", "data_parallel", "--steps", "60", "--store", str(store), "--", PY,
-                    str(script), "one", env=TWO_JAX_DEVICES)
+    tuned = run_cli(
+        "tune",
+        "--json",
+        "--only",
+        "data_parallel",
+        "--steps",
+        "60",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "one",
+        env=TWO_JAX_DEVICES,
+    )
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     report = json.loads(tuned.stdout)
     stored = records(store)
@@ -42,17 +58,33 @@ def test_a_script_on_one_of_two_devices_is_told_and_tuned_and_spread_scripts_are
         assert rows[name]["healthy"], rows[name]
     assert "learning rate" in rows["data_parallel_batch"]["why"]
     # a script that spreads itself: what watch reads and prints
-    watched = run_cli("watch", "--steps", "40", "--store", str(store), "--", PY, str(script), "data_parallel",
-                      env=TWO_JAX_DEVICES)
+    watched = run_cli(
+        "watch", "--steps", "40", "--store", str(store), "--", PY, str(script), "data_parallel", env=TWO_JAX_DEVICES
+    )
     assert watched.returncode == 0, watched.stderr[-3000:]
     assert "devices: the step ran on 2 of 2 (DataParallel); batch 128 global, 64 per device" in watched.stdout
     # TensorFlow: a MirroredStrategy injected at the script's first layer, after its own tf.config calls
-    tuned = run_cli("tune", "--json", "--only", "data_parallel", "--steps", "40", "--store", str(store), "--", PY,
-                    str(script), "tf_one", env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    tuned = run_cli(
+        "tune",
+        "--json",
+        "--only",
+        "data_parallel",
+        "--steps",
+        "40",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "tf_one",
+        env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     report, stored = json.loads(tuned.stdout), records(store)
-    assert (stored[report["baseline"]["run_id"]].main.devices, stored[report["baseline"]["run_id"]].main.replicas) \
-        == (2, 1)
+    assert (stored[report["baseline"]["run_id"]].main.devices, stored[report["baseline"]["run_id"]].main.replicas) == (
+        2,
+        1,
+    )
     rows = {r["change"]: r for r in report["rows"]}
     for name, batch in (("data_parallel", 128), ("data_parallel_batch", 256)):
         spread = stored[rows[name]["run_id"]]

@@ -36,8 +36,14 @@ def run_cases(cases: list[list[str] | dict], tmp_path, env: dict | None = None) 
     listing.write_text(json.dumps([case if isinstance(case, dict) else {"args": case} for case in cases]))
     full_env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(SRC), **(env or {}))
     full_env.pop("GPUSCOUT_FAKE_NVML", None)
-    proc = subprocess.run([PY, str(FIXTURES / "cli_cases.py"), str(listing)], capture_output=True, text=True,
-                          env=full_env, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [PY, str(FIXTURES / "cli_cases.py"), str(listing)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
@@ -90,23 +96,27 @@ def test_outputs_go_to_files_and_streams_never_over_the_store_or_a_device(store,
     try:  # device nodes of our own (root can make them; writing to either would be harmless)
         os.mknod(tmp_path / "random-node", stat.S_IFCHR | 0o666, os.makedev(1, 8))  # /dev/random's numbers
         os.mknod(tmp_path / "block-node", stat.S_IFBLK | 0o666, os.makedev(7, 255))  # a loop device's
-        cases += [(["report", "--out", str(tmp_path / "random-node"), "--force"], "is a character device, not a file"),
-                  (["results", "export", "-o", str(tmp_path / "block-node"), "--force"], "is a block device, not a file")]
+        cases += [
+            (["report", "--out", str(tmp_path / "random-node"), "--force"], "is a character device, not a file"),
+            (["results", "export", "-o", str(tmp_path / "block-node"), "--force"], "is a block device, not a file"),
+        ]
     except PermissionError:
         print("not root: no device nodes of our own; /dev/random and /dev/full stand for them")
     written = [["report", "--out", "/dev/null", "--force"], ["report", "--out", str(tmp_path / "via-link.html")]]
     results = run_cases([args + store_arg for args, _ in cases] + [args + store_arg for args in written], tmp_path)
     for result, (_, fragment) in zip(results, cases):
         refused(result, fragment)
-    for result in results[len(cases):]:
+    for result in results[len(cases) :]:
         assert result["code"] == 0, result
     exported = run_cli("results", "export", "-o", "-", "--store", str(store))  # `-o -`: stdout, written in place
     assert exported.returncode == 0 and len(json.loads(exported.stdout)["runs"]) == 2, exported.stderr
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)
     assert (tmp_path / "via-link.html").is_symlink() and "<!doctype html>" in (tmp_path / "target.html").read_text()
     assert stat.S_ISFIFO(fifo.stat().st_mode) and mine.read_text() == "<p>mine</p>"
-    assert all(not p.exists() or stat.S_ISCHR(p.stat().st_mode) or stat.S_ISBLK(p.stat().st_mode)
-               for p in (tmp_path / "random-node", tmp_path / "block-node"))
+    assert all(
+        not p.exists() or stat.S_ISCHR(p.stat().st_mode) or stat.S_ISBLK(p.stat().st_mode)
+        for p in (tmp_path / "random-node", tmp_path / "block-node")
+    )
     assert sha256(store) == before and not list(tmp_path.glob(".*.partial"))
     # a FIFO with a reader is a stream: the report arrives whole
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
@@ -117,13 +127,15 @@ def test_outputs_go_to_files_and_streams_never_over_the_store_or_a_device(store,
 
 
 def _sweep_file(path, name: str, space: str = "{a: [1]}") -> str:
-    path.write_text(f"name: {json.dumps(name)}\ncommand: echo {{a}}\nreports: [x]\nmetric: {{name: x}}\n"
-                    f"space: {space}\n")
+    path.write_text(
+        f"name: {json.dumps(name)}\ncommand: echo {{a}}\nreports: [x]\nmetric: {{name: x}}\nspace: {space}\n"
+    )
     return str(path)
 
 
 BOMB = "space:\n  a: &a [1,1,1,1,1,1,1,1,1]\n" + "".join(
-    f"  {n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+    f"  {n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")
+)
 
 
 def test_files_that_expand_repeat_or_overflow_are_refused_in_bounded_time_and_memory(store, tmp_path):
@@ -151,8 +163,10 @@ def test_files_that_expand_repeat_or_overflow_are_refused_in_bounded_time_and_me
     for name, doc in docs.items():
         (tmp_path / f"{name}.json").write_text(doc)
     catalog = tmp_path / "prices.toml"  # TOML has inf: a price of inf would rank nothing
-    catalog.write_text('[[price]]\ngpu = "h100_sxm"\nkind = "cloud"\nprovider = "x"\nusd_per_hour = inf\n'
-                       'date = "2026-11-01"\nsource = "mine"\n')
+    catalog.write_text(
+        '[[price]]\ngpu = "h100_sxm"\nkind = "cloud"\nprovider = "x"\nusd_per_hour = inf\n'
+        'date = "2026-11-01"\nsource = "mine"\n'
+    )
     cases = [
         (["sweep", str(bomb), "--dry-run", "--cpu-slots", "1"], "expands to more than 100,000 values"),
         (["sweep", str(loop), "--dry-run", "--cpu-slots", "1"], "a value that contains itself"),
@@ -166,12 +180,17 @@ def test_files_that_expand_repeat_or_overflow_are_refused_in_bounded_time_and_me
         (["results", "import", str(tmp_path / "name.json")], "holds a string of 20,971,520 characters"),
         (["results", "import", str(tmp_path / "negative.json")], "samples_per_s: Input should be greater than or"),
         (["catalog", "--catalog", str(catalog)], "holds inf, not a finite number: not a catalog"),
-    ] + [(["sweep", _sweep_file(tmp_path / f"n{i}.yaml", name), "--dry-run", "--cpu-slots", "1"],
-          "cannot name a sweep: its logs go in a folder of that name")
-         for i, name in enumerate(["..", ".", ".hidden", "a/b", "x" * 101])]
+    ] + [
+        (
+            ["sweep", _sweep_file(tmp_path / f"n{i}.yaml", name), "--dry-run", "--cpu-slots", "1"],
+            "cannot name a sweep: its logs go in a folder of that name",
+        )
+        for i, name in enumerate(["..", ".", ".hidden", "a/b", "x" * 101])
+    ]
     before = sha256(store)
-    results = run_cases([args + (["--store", str(store)] if args[0] != "catalog" else []) for args, _ in cases],
-                        tmp_path)
+    results = run_cases(
+        [args + (["--store", str(store)] if args[0] != "catalog" else []) for args, _ in cases], tmp_path
+    )
     for result, (_, fragment) in zip(results, cases):
         refused(result, fragment)
     assert max(r["max_rss_mib"] for r in results) < 1024  # the bomb expanded would be gigabytes
@@ -226,8 +245,12 @@ def test_recommend_from_a_failed_run_says_so_before_its_ranking(tmp_path):
     """Item 4: a watched run that failed after timing its steps (one of the H100 fixture's, its
     end changed) still predicts, and says first that the training was never seen to finish."""
     record = json.loads((FIXTURES / "recommend" / "h100_watch.json").read_text())["runs"][0]
-    record.update(id="failed01", status="failed", exit_code=1,
-                  error={"message": "exited with code 1: CUDA error", "stderr_tail": "", "returncode": 1})
+    record.update(
+        id="failed01",
+        status="failed",
+        exit_code=1,
+        error={"message": "exited with code 1: CUDA error", "stderr_tail": "", "returncode": 1},
+    )
     doc = tmp_path / "failed.json"
     doc.write_text(json.dumps({"gpuscout_version": "0.1.0", "schema_version": 2, "runs": [record]}))
     store = tmp_path / "s.sqlite"
@@ -235,16 +258,19 @@ def test_recommend_from_a_failed_run_says_so_before_its_ranking(tmp_path):
     shown = run_cli("recommend", "--from", "failed01", "--store", str(store))
     assert shown.returncode == 0, shown.stderr
     steps = max(f["steps"] for f in record["fits"])
-    assert shown.stderr.startswith(f"warning: run failed01 failed after {steps:,} training steps: exited with code 1: "
-                                   "CUDA error"), shown.stderr
+    assert shown.stderr.startswith(
+        f"warning: run failed01 failed after {steps:,} training steps: exited with code 1: CUDA error"
+    ), shown.stderr
     assert "has not been seen to finish" in shown.stderr
-    assert json.loads(run_cli("recommend", "--from", "failed01", "--json", "--store", str(store)).stdout
-                      )["from"]["ended"].startswith("run failed01 failed")
+    assert json.loads(run_cli("recommend", "--from", "failed01", "--json", "--store", str(store)).stdout)["from"][
+        "ended"
+    ].startswith("run failed01 failed")
 
 
 def test_issue_59s_bad_inputs_are_one_line_each_never_a_traceback_nor_taken_silently(store, tmp_path):
     """Item 6: the 31 inputs of issue 59's drills that were tracebacks or were taken silently, and
     their neighbours (tests/unit/test_parsers.py drives the same parsers with hypothesis)."""
+
     def sweep_file(name: str, body: str) -> str:
         path = tmp_path / f"{name}.yaml"
         path.write_text(f"name: {name}\nreports: [x]\nmetric: {{name: x}}\n{body}\n")
@@ -255,8 +281,11 @@ def test_issue_59s_bad_inputs_are_one_line_each_never_a_traceback_nor_taken_sile
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(tmp_path / "log.sock"))
     exported = json.loads(run_cli("results", "export", "--store", str(store)).stdout)
-    for name, change in (("newer", {"schema_version": 999}), ("negative", {"batch_size": -1}),
-                         ("env-newer", {"env": {**exported["runs"][0]["env"], "schema_version": 999}})):
+    for name, change in (
+        ("newer", {"schema_version": 999}),
+        ("negative", {"batch_size": -1}),
+        ("env-newer", {"env": {**exported["runs"][0]["env"], "schema_version": 999}}),
+    ):
         doc = {**exported, "runs": [{**exported["runs"][0], "id": f"x{name}", **change}]}
         (tmp_path / f"{name}.json").write_text(json.dumps(doc))
     dry = ["--dry-run", "--cpu-slots", "1", "--store", str(store)]
@@ -268,29 +297,65 @@ def test_issue_59s_bad_inputs_are_one_line_each_never_a_traceback_nor_taken_sile
         (["recommend", "--params", "1B", "--layers", "0"], "--layers must be >= 1, got 0"),
         (["recommend", "--params", "1B", "--vocab", "0"], "--vocab must be >= 1, got 0"),
         (["results", "list", "--store", "s" * 5000], "cannot open the results store"),
-        (["sweep", sweep_file("seed", "command: echo {lr}\nspace: {lr: [1]}\nstrategy: {kind: random, trials: 2, "
-                                       "seed: -1}"), *dry], "strategy.seed: Input should be greater than or equal to 0"),
+        (
+            [
+                "sweep",
+                sweep_file(
+                    "seed", "command: echo {lr}\nspace: {lr: [1]}\nstrategy: {kind: random, trials: 2, seed: -1}"
+                ),
+                *dry,
+            ],
+            "strategy.seed: Input should be greater than or equal to 0",
+        ),
         (["sweep", sweep_file("brace", "command: echo {lr\nspace: {lr: [1]}"), *dry], "command is not a template"),
-        (["sweep", sweep_file("binary", "command: echo {lr}\nspace: {lr: [!!binary aGVsbG8=]}"), *dry],
-         "holds a bytes value"),
+        (
+            ["sweep", sweep_file("binary", "command: echo {lr}\nspace: {lr: [!!binary aGVsbG8=]}"), *dry],
+            "holds a bytes value",
+        ),
         (["sweep", sweep_file("date", "command: echo {lr}\nspace: {lr: [2026-11-27]}"), *dry], "holds a date value"),
-        (["sweep", sweep_file("range", "command: echo {lr}\nspace: {lr: {uniform: [0, true]}}\nstrategy: {kind: "
-                                        "random, trials: 2}"), *dry], "space.lr.uniform must be [low, high]"),
-        (["sweep", sweep_file("retries", "command: echo {lr}\nspace: {lr: [1]}\nretries: true"), *dry],
-         "retries: Input should be a valid integer"),
-        (["sweep", sweep_file("port", "command: echo {lr}\nspace: {lr: [1]}"), "--executor", "ray", "--address",
-          "ray://head:70000", *dry], "ports 1 to 65535"),
+        (
+            [
+                "sweep",
+                sweep_file(
+                    "range",
+                    "command: echo {lr}\nspace: {lr: {uniform: [0, true]}}\nstrategy: {kind: random, trials: 2}",
+                ),
+                *dry,
+            ],
+            "space.lr.uniform must be [low, high]",
+        ),
+        (
+            ["sweep", sweep_file("retries", "command: echo {lr}\nspace: {lr: [1]}\nretries: true"), *dry],
+            "retries: Input should be a valid integer",
+        ),
+        (
+            [
+                "sweep",
+                sweep_file("port", "command: echo {lr}\nspace: {lr: [1]}"),
+                "--executor",
+                "ray",
+                "--address",
+                "ray://head:70000",
+                *dry,
+            ],
+            "ports 1 to 65535",
+        ),
         (["doctor", "--explain", str(tmp_path / "log.sock")], "a device or socket, not a log file"),
         (["watch", "--trace-steps", f"1:{2**53 + 1}", "--", PY, str(script)], "1 <= FIRST <= LAST <= 2^53"),
-        (["tune", "--only", "cache", "--skip", "cache", "--dry-run", "--", PY, str(script)],
-         "--only and --skip both name cache"),
+        (
+            ["tune", "--only", "cache", "--skip", "cache", "--dry-run", "--", PY, str(script)],
+            "--only and --skip both name cache",
+        ),
         (["bench", "mlp", "--mode", "inference", "--batch-sizes", "1,,2", "--cpu"], "has an empty item"),
         (["scale", "mlp", "--hosts", "a:70000,b:2222"], "ports 1 to 65535"),
         (["bench", "--model", f"{script}:build", "--input-shape", "32,,3"], "has an empty item"),
         (["scale", "mlp", "--cpu", "--gpu-ids", "0,,1"], "has an empty item"),
         (["results", "import", str(tmp_path / "newer.json")], "schema_version: Value error, schema 999 is newer"),
         (["results", "import", str(tmp_path / "env-newer.json")], "env.schema_version: Value error, schema 999"),
-        (["results", "import", str(tmp_path / "negative.json")], "run #1 (xnegative): batch_size: Input should be greater"),
+        (
+            ["results", "import", str(tmp_path / "negative.json")],
+            "run #1 (xnegative): batch_size: Input should be greater",
+        ),
     ]
     before = sha256(store)
     try:
@@ -314,9 +379,14 @@ def test_explain_reads_a_log_without_bound_in_seconds_and_ends_on_a_stream_that_
     assert json.loads(done.stdout)["recognised"] and "its last part was read" in done.stderr
     endless = subprocess.Popen(["yes", "loss: nan"], stdout=subprocess.PIPE)
     try:
-        piped = subprocess.run([PY, "-m", "gpuscout", "doctor", "--explain", "-", "--json"], stdin=endless.stdout,
-                               capture_output=True, text=True, timeout=120,
-                               env=dict(os.environ, PYTHONPATH=str(SRC)))
+        piped = subprocess.run(
+            [PY, "-m", "gpuscout", "doctor", "--explain", "-", "--json"],
+            stdin=endless.stdout,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(SRC)),
+        )
     finally:
         endless.kill()
     assert piped.returncode == 0 and json.loads(piped.stdout)["lines"] > 100_000, piped.stderr[-2000:]

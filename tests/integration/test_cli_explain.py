@@ -9,14 +9,30 @@ import sys
 from tests.conftest import SRC, run_cli
 from tests.unit.test_explain import CASES
 
-PROBES = {"tensorflow": {"backend_version": "2.18.0", "cuda_version": "12.5.1", "cudnn_version": "9",
-                         "built_with_cuda": True, "gpus": ["NVIDIA H100 80GB HBM3"], "xla_ok": True, "error": None,
-                         "cuda_archs": ["sm_60", "sm_70", "sm_80", "compute_90"],
-                         "cudnn_paths": ["/opt/conda/lib/libcudnn.so.9"]},
-          "jax": None}
-LOG = "\n".join(["2025-02-04 I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is optimized",
-                 CASES[2][0], CASES[3][0], "Traceback (most recent call last):",
-                 "  File \"train.py\", line 40, in <module>", CASES[7][0]])
+PROBES = {
+    "tensorflow": {
+        "backend_version": "2.18.0",
+        "cuda_version": "12.5.1",
+        "cudnn_version": "9",
+        "built_with_cuda": True,
+        "gpus": ["NVIDIA H100 80GB HBM3"],
+        "xla_ok": True,
+        "error": None,
+        "cuda_archs": ["sm_60", "sm_70", "sm_80", "compute_90"],
+        "cudnn_paths": ["/opt/conda/lib/libcudnn.so.9"],
+    },
+    "jax": None,
+}
+LOG = "\n".join(
+    [
+        "2025-02-04 I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is optimized",
+        CASES[2][0],
+        CASES[3][0],
+        "Traceback (most recent call last):",
+        '  File "train.py", line 40, in <module>',
+        CASES[7][0],
+    ]
+)
 
 
 def machine_env(tmp_path, fake_gpu, **extra):
@@ -28,14 +44,23 @@ def machine_env(tmp_path, fake_gpu, **extra):
 
 def test_a_piped_log_gets_every_failure_root_first_with_this_machines_fix(tmp_path, fake_gpu):
     env = dict(os.environ, PYTHONPATH=str(SRC), LD_LIBRARY_PATH="/opt/conda/lib", **machine_env(tmp_path, fake_gpu))
-    done = subprocess.run([sys.executable, "-m", "gpuscout", "doctor", "--explain", "-"], input=LOG,
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "doctor", "--explain", "-"],
+        input=LOG,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("3 known failure(s) in the log, 2 root cause(s) first:")
     numbered = [line for line in out.splitlines() if line[:2] in ("1.", "2.", "3.")]
-    assert [line.split("[")[-1] for line in numbered] == ["cudnn_version_mismatch]", "gpu_oom_tensorflow]",
-                                                          "dnn_unavailable]"]
+    assert [line.split("[")[-1] for line in numbered] == [
+        "cudnn_version_mismatch]",
+        "gpu_oom_tensorflow]",
+        "dnn_unavailable]",
+    ]
     assert "(follows from 1)" in numbered[2]
     one_line = " ".join(out.split())  # the fix as one text, whatever the terminal did with it
     # this machine: TensorFlow's build, the cuDNN it found, LD_LIBRARY_PATH, the H100 and the other process
@@ -48,8 +73,17 @@ def test_a_piped_log_gets_every_failure_root_first_with_this_machines_fix(tmp_pa
 def test_a_file_as_json_with_the_run_named_gets_the_batch_that_fits(tmp_path, fake_gpu):
     log = tmp_path / "train.log"
     log.write_text(CASES[8][0] + "\n")
-    result = run_cli("doctor", "--explain", str(log), "--workload", "resnet50", "--batch-size", "1024",
-                     "--json", env=machine_env(tmp_path, fake_gpu))
+    result = run_cli(
+        "doctor",
+        "--explain",
+        str(log),
+        "--workload",
+        "resnet50",
+        "--batch-size",
+        "1024",
+        "--json",
+        env=machine_env(tmp_path, fake_gpu),
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["recognised"] and doc["lines"] == 2 and doc["doctor"]["driver_version"] == "550.54.15"
@@ -67,7 +101,9 @@ def test_one_line_an_unknown_error_and_bad_input(tmp_path, fake_gpu):
     assert unknown.stdout.startswith("no known failure in the 1 line(s) read; this machine as doctor sees it:")
     assert "gpuscout doctor — Python" in unknown.stdout  # doctor's summary instead of a guess
     missing = run_cli("doctor", "--explain", str(tmp_path / "nope.log"), env=env)
-    assert missing.returncode == 2 and "no such file" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    assert (
+        missing.returncode == 2 and "no such file" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    )
     stray = run_cli("doctor", "--batch-size", "64", env=env)
     assert stray.returncode == 2 and "add --explain" in stray.stderr
 
@@ -76,13 +112,20 @@ def test_a_loaders_named_dependency_and_a_failed_download_through_the_cli(tmp_pa
     """Issue 29, item 12, as a user pastes it: the library the loader could not open is the one
     blamed, and a failed dataset download says where Keras would read the file by hand."""
     env = {**machine_env(tmp_path, fake_gpu), "KERAS_HOME": str(tmp_path / "keras")}
-    log = ("Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object "
-           "file: No such file or directory\nException: URL fetch failure on "
-           "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None -- [Errno -3] Temporary "
-           "failure in name resolution")
-    result = subprocess.run([sys.executable, "-m", "gpuscout", "doctor", "--explain", "-", "--json"], input=log,
-                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(SRC), **env),
-                            timeout=120)
+    log = (
+        "Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object "
+        "file: No such file or directory\nException: URL fetch failure on "
+        "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None -- [Errno -3] Temporary "
+        "failure in name resolution"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "doctor", "--explain", "-", "--json"],
+        input=log,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(SRC), **env),
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     found = {e["code"]: e for e in json.loads(result.stdout)["explanations"]}
     assert set(found) == {"library_dependency_missing", "download_failed"}

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-
 from gpuscout.store import Store
 from tests.conftest import FIXTURES, SRC, alive
 
@@ -16,16 +15,22 @@ FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
 
 
 def cli_env(tmp_path, **extra):
-    env = dict(os.environ, COLUMNS="200", GPUSCOUT_WORKER=FAKE_WORKER, FAKE_PIDS=str(tmp_path / "pids"),
-               PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        COLUMNS="200",
+        GPUSCOUT_WORKER=FAKE_WORKER,
+        FAKE_PIDS=str(tmp_path / "pids"),
+        PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p),
+    )
     env.pop("GPUSCOUT_FAKE_NVML", None)
     env.update(extra)
     return env
 
 
 def gpuscout(args, env, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def gone(pid):
@@ -33,8 +38,10 @@ def gone(pid):
 
 
 def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):
-    result = gpuscout(["bench", "mlp", "resnet18_cifar", "--cpu", "--backend", "jax", "--json",
-                       "--store", str(store_path)], cli_env(tmp_path))
+    result = gpuscout(
+        ["bench", "mlp", "resnet18_cifar", "--cpu", "--backend", "jax", "--json", "--store", str(store_path)],
+        cli_env(tmp_path),
+    )
     assert result.returncode == 1
     runs = json.loads(result.stdout)["runs"]
     assert [r["status"] for r in runs] == ["oom", "ok"]
@@ -50,13 +57,15 @@ def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):
         assert stored.error.explanations[0].code == "gpu_oom_xla"
     # and the terminal shows it under the failure
     shown = gpuscout(["bench", "mlp", "--cpu", "--backend", "jax", "--store", str(store_path)], cli_env(tmp_path))
-    tail = shown.stdout[shown.stdout.index("oom "):]
+    tail = shown.stdout[shown.stdout.index("oom ") :]
     assert "what it means (gpuscout doctor --explain):" in tail and "1. out of GPU memory (XLA) [gpu_oom_xla]" in tail
 
 
 def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
-    result = gpuscout(["bench", "resnet50", "--cpu", "--backend", "jax", "--timeout", "3",
-                       "--store", str(store_path)], cli_env(tmp_path))
+    result = gpuscout(
+        ["bench", "resnet50", "--cpu", "--backend", "jax", "--timeout", "3", "--store", str(store_path)],
+        cli_env(tmp_path),
+    )
     assert result.returncode == 1 and "timeout" in result.stdout
     pids = map(int, (tmp_path / "pids").read_text().split())
     time.sleep(0.2)
@@ -72,10 +81,25 @@ def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
 def test_ctrl_c_leaves_no_child_and_no_record(tmp_path, store_path):
     # As a terminal starts it: a suite run as a background job inherits SIGINT ignored (POSIX, for
     # asynchronous commands without job control), and Python then installs no Ctrl-C handler.
-    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", "bench", "resnet50", "--cpu", "--backend",
-                             "jax", "--store", str(store_path)], env=cli_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuscout",
+            "bench",
+            "resnet50",
+            "--cpu",
+            "--backend",
+            "jax",
+            "--store",
+            str(store_path),
+        ],
+        env=cli_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     pid_file = tmp_path / "pids"
     deadline = time.monotonic() + 60
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
@@ -92,8 +116,10 @@ def test_ctrl_c_leaves_no_child_and_no_record(tmp_path, store_path):
 
 def test_gpu_run_records_telemetry_throttling_and_other_processes(tmp_path, store_path, fake_gpu):
     fake = fake_gpu(clock_event_reasons=0x40, sm_clock_mhz=1600, processes=[{"pid": 4242, "used_memory_bytes": 1}])
-    result = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json",
-                       "--store", str(store_path)], cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)))
+    result = gpuscout(
+        ["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json", "--store", str(store_path)],
+        cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)),
+    )
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     assert run["device"] == "gpu" and run["gpu"]["name"] == "NVIDIA H100 80GB HBM3"
@@ -117,28 +143,84 @@ def test_gpu_run_records_telemetry_throttling_and_other_processes(tmp_path, stor
 
 def test_an_owned_gpu_and_a_given_price_change_the_cost(tmp_path, store_path, fake_gpu):
     env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake_gpu()))
-    given = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json", "--price", "7.2",
-                      "--store", str(store_path)], env)
+    given = gpuscout(
+        [
+            "bench",
+            "resnet18_cifar",
+            "--gpu",
+            "0",
+            "--backend",
+            "jax",
+            "--json",
+            "--price",
+            "7.2",
+            "--store",
+            str(store_path),
+        ],
+        env,
+    )
     assert given.returncode == 0, given.stderr
     assert json.loads(given.stdout)["runs"][0]["cost"]["hourly"]["basis"] == "--price 7.2 USD/h"
-    owned = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--owned", "--store", str(store_path)], env)
+    owned = gpuscout(
+        ["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--owned", "--store", str(store_path)], env
+    )
     assert owned.returncode == 0  # no purchase price for an H100 in the catalog: no cost, no error
-    bad = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--provider", "azure",
-                    "--store", str(store_path)], env)
+    bad = gpuscout(
+        [
+            "bench",
+            "resnet18_cifar",
+            "--gpu",
+            "0",
+            "--backend",
+            "jax",
+            "--provider",
+            "azure",
+            "--store",
+            str(store_path),
+        ],
+        env,
+    )
     assert bad.returncode == 2 and "no 'azure' price for h100_sxm" in bad.stderr
 
 
 def test_no_telemetry_option(tmp_path, store_path, fake_gpu):
     fake = fake_gpu()
-    result = gpuscout(["bench", "resnet18_cifar", "--gpu", "0", "--backend", "jax", "--json", "--no-telemetry",
-                       "--store", str(store_path)], cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)))
+    result = gpuscout(
+        [
+            "bench",
+            "resnet18_cifar",
+            "--gpu",
+            "0",
+            "--backend",
+            "jax",
+            "--json",
+            "--no-telemetry",
+            "--store",
+            str(store_path),
+        ],
+        cli_env(tmp_path, GPUSCOUT_FAKE_NVML=str(fake)),
+    )
     (run,) = json.loads(result.stdout)["runs"]
     assert run["status"] == "ok" and run["telemetry"] is None and run["gpu"]["name"]
 
 
 def test_quick_suite_runs_every_workload_small_and_short(tmp_path, store_path):
-    result = gpuscout(["bench", "--suite", "quick", "--cpu", "--backend", "jax", "--windows", "4", "--json",
-                       "--store", str(store_path)], cli_env(tmp_path, FAKE_MODE="ok"))
+    result = gpuscout(
+        [
+            "bench",
+            "--suite",
+            "quick",
+            "--cpu",
+            "--backend",
+            "jax",
+            "--windows",
+            "4",
+            "--json",
+            "--store",
+            str(store_path),
+        ],
+        cli_env(tmp_path, FAKE_MODE="ok"),
+    )
     assert result.returncode == 0, result.stderr
     runs = json.loads(result.stdout)["runs"]
     assert [r["workload"] for r in runs] == ["mlp", "resnet18_cifar", "resnet50", "vit_b16", "bert_base", "gpt2_small"]

@@ -35,8 +35,9 @@ def gpuscout(*args: str, env: dict, log: Path) -> subprocess.Popen:
     """gpuscout started in the background, its output appended to `log` (a pipe nobody reads
     while waiting would fill and stall it)."""
     with open(log, "a") as out:
-        return subprocess.Popen([sys.executable, "-m", "gpuscout", *args], env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "gpuscout", *args], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 def base_env(tmp_path: Path, **extra) -> dict:
@@ -61,8 +62,13 @@ def test_kill_9_of_bench_takes_its_child_and_grandchild_along(tmp_path):
     parent.wait()
     assert gone_within([child, grandchild], 2.0), "a child outlived gpuscout"
     # the next gpuscout run sweeps up the folder the killed one left
-    after = subprocess.run([sys.executable, "-m", "gpuscout", "bench", "mlp", "--cpu"], env=env,
-                           capture_output=True, text=True, timeout=120)
+    after = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "bench", "mlp", "--cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert after.returncode == 1 and "oom" in after.stdout  # the fake worker's mlp runs out of memory
     assert not any(os.path.exists(p) for p in left)
 
@@ -83,9 +89,11 @@ os._exit(0)
 def sweep_project(tmp_path: Path, trials: int, sleep_s: float) -> Path:
     (tmp_path / "trial.py").write_text(TRIAL)
     path = tmp_path / "sweep.yaml"
-    path.write_text(f"name: soak\ncommand: {sys.executable} {tmp_path / 'trial.py'} {{x}} {sleep_s}\n"
-                    f"reports: [m]\nmetric: {{name: m, direction: max}}\nspace:\n  x: {list(range(trials))}\n"
-                    "max_consecutive_failures: 1000\n")
+    path.write_text(
+        f"name: soak\ncommand: {sys.executable} {tmp_path / 'trial.py'} {{x}} {sleep_s}\n"
+        f"reports: [m]\nmetric: {{name: m, direction: max}}\nspace:\n  x: {list(range(trials))}\n"
+        "max_consecutive_failures: 1000\n"
+    )
     return path
 
 
@@ -114,8 +122,13 @@ def test_kill_9_of_a_sweep_driver_then_resume_runs_every_trial_once(tmp_path):
     driver.wait()
     running = [int(line.split()[1]) for line in (tmp_path / "started.log").read_text().splitlines()]
     assert gone_within(running, 2.0), "a trial outlived its driver"
-    resumed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "2", "--resume"],
-                             env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "2", "--resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     check_exactly_once(tmp_path, 8)
 
@@ -142,7 +155,9 @@ def test_soak_200_trials_with_random_kills_of_the_driver(tmp_path):
         if before < 200:  # trials are left: wait for one of this driver's trials to end, then kill it soon after
             deadline = time.monotonic() + 120
             while lines(done) == before and driver.poll() is None:
-                assert time.monotonic() < deadline, f"a resumed driver ended no trial in 120 s:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, (
+                    f"a resumed driver ended no trial in 120 s:\n{log.read_text()[-3000:]}"
+                )
                 time.sleep(0.01)
             try:
                 driver.wait(timeout=rng.uniform(0.0, 1.5))
@@ -186,8 +201,10 @@ with open(os.path.join(here, "done.log"), "a") as log:
 def _lingering_sweep(tmp_path: Path, phase: str) -> Path:
     (tmp_path / "trial.py").write_text(LINGERING_TRIAL)
     path = tmp_path / "sweep.yaml"
-    path.write_text(f"name: soak\ncommand: {sys.executable} {tmp_path / 'trial.py'} {{x}} {phase}\n"
-                    "reports: [m]\nmetric: {name: m}\nspace:\n  x: [7]\n")
+    path.write_text(
+        f"name: soak\ncommand: {sys.executable} {tmp_path / 'trial.py'} {{x}} {phase}\n"
+        "reports: [m]\nmetric: {name: m}\nspace:\n  x: [7]\n"
+    )
     return path
 
 
@@ -199,8 +216,13 @@ def _wait_for(path: Path, driver: subprocess.Popen, log: Path) -> None:
 
 
 def _dry_run(path: Path, env: dict) -> str:
-    listed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--dry-run",
-                             "--resume"], env=env, capture_output=True, text=True, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--dry-run", "--resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert listed.returncode == 0, listed.stderr
     return listed.stdout
 
@@ -218,12 +240,17 @@ def test_a_driver_stopped_after_a_trials_code_ran_never_runs_it_again(sig, tmp_p
     time.sleep(1.0)  # its atexit handlers ran; the shutdown lingers 60 s
     driver.send_signal(sig)
     assert driver.wait(timeout=60) == {signal.SIGKILL: -9, signal.SIGTERM: 143, signal.SIGINT: 130}[sig]
-    (_, pid), = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
+    ((_, pid),) = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
     assert gone_within([int(pid)], 5.0), "the trial outlived its driver"
     if sig == signal.SIGKILL:
         assert "(ok: it finished as its driver ended; taken from its files, not run again)" in _dry_run(path, env)
-        resumed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--resume"],
-                                 env=env, capture_output=True, text=True, timeout=120)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--resume"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     with Store(tmp_path / "s.sqlite", create=False) as store:
         (trial,) = store.trials("soak")
@@ -246,11 +273,16 @@ def test_a_driver_stopped_while_a_trials_own_exit_handler_runs_never_runs_it_aga
     time.sleep(1.0)  # in its atexit handler
     driver.send_signal(sig)
     assert driver.wait(timeout=60) == {signal.SIGKILL: -9, signal.SIGTERM: 143}[sig]
-    (_, pid), = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
+    ((_, pid),) = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
     assert gone_within([int(pid)], 5.0), "the trial outlived its driver"
     if sig == signal.SIGKILL:
-        resumed = subprocess.run([sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--resume"],
-                                 env=env, capture_output=True, text=True, timeout=120)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "sweep", str(path), "--cpu-slots", "1", "--resume"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     with Store(tmp_path / "s.sqlite", create=False) as store:
         (trial,) = store.trials("soak")

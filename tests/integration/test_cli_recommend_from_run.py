@@ -85,8 +85,7 @@ def in_terminal(*args: str, columns: int = 80) -> str:
 
     leader, follower = pty.openpty()
     env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="dumb", PYTHONPATH=str(SRC))
-    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", *args], stdout=follower, stderr=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", *args], stdout=follower, stderr=subprocess.PIPE, env=env)
     os.close(follower)
     chunks = []
     while True:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,8 +45,11 @@ def stored_once(tmp_path) -> Path:
 
 def test_outputs_never_overwrite_the_store_or_a_file_gpuscout_did_not_write(stored_once, tmp_path):
     store, before = stored_once, sha256(stored_once)
-    for args in (("report", "--out", str(store)), ("results", "export", "-o", str(store)),
-                 ("report", "--out", str(store), "--force")):  # the store: not even with --force
+    for args in (
+        ("report", "--out", str(store)),
+        ("results", "export", "-o", str(store)),
+        ("report", "--out", str(store), "--force"),
+    ):  # the store: not even with --force
         one_line_exit_2(run_cli(*args, "--store", str(store)), "is the results store itself")
     other = tmp_path / "other.sqlite"  # another store, or any SQLite file
     other.write_bytes(store.read_bytes())
@@ -58,8 +61,12 @@ def test_outputs_never_overwrite_the_store_or_a_file_gpuscout_did_not_write(stor
     # a report gpuscout wrote is replaced; the user's file only with --force; no partial file left behind
     for _ in range(2):
         assert run_cli("report", "--out", str(tmp_path / "r.html"), "--store", str(store)).returncode == 0
-        assert run_cli("results", "export", "-o", str(tmp_path / "e.csv"), "--format", "csv",
-                       "--store", str(store)).returncode == 0
+        assert (
+            run_cli(
+                "results", "export", "-o", str(tmp_path / "e.csv"), "--format", "csv", "--store", str(store)
+            ).returncode
+            == 0
+        )
     assert run_cli("report", "--out", str(mine), "--force", "--store", str(store)).returncode == 0
     assert "<!doctype html>" in mine.read_text()
     assert not list(tmp_path.glob(".*.partial")) and sha256(store) == before
@@ -68,13 +75,21 @@ def test_outputs_never_overwrite_the_store_or_a_file_gpuscout_did_not_write(stor
 def _watch_in_background(store: Path, ignore_sigint: bool) -> subprocess.Popen:
     """gpuscout watch of an endless loop, started as a shell's background job would be."""
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
-    return subprocess.Popen([PY, "-m", "gpuscout", "watch", "--quiet", "--store", str(store), "--", PY, LOOP,
-                             "forever", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None)
+    return subprocess.Popen(
+        [PY, "-m", "gpuscout", "watch", "--quiet", "--store", str(store), "--", PY, LOOP, "forever", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
+    )
 
 
-@pytest.mark.parametrize("sig, code, ignored", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
-                         ids=["sigterm", "sigint-in-a-background-job"])
+@pytest.mark.parametrize(
+    "sig, code, ignored",
+    [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
+    ids=["sigterm", "sigint-in-a-background-job"],
+)
 def test_a_stop_signal_keeps_the_record_and_leaves_nothing_behind(sig, code, ignored, tmp_path):
     store = tmp_path / "results.sqlite"
     proc = _watch_in_background(store, ignored)
@@ -86,7 +101,7 @@ def test_a_stop_signal_keeps_the_record_and_leaves_nothing_behind(sig, code, ign
     assert "interrupted cleanly after" in out  # the script got SIGINT and ran its own handler
     assert not alive(child)
     with Store(store, create=False) as s:
-        record, = s.list(kind="watch")
+        (record,) = s.list(kind="watch")
     assert record.status == "interrupted" and record.interrupted_by == signal.Signals(sig).name
     assert record.main.steps > 30 and record.windows
     assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob(f"gpuscout-watch-{proc.pid}-*")]
@@ -95,18 +110,36 @@ def test_a_stop_signal_keeps_the_record_and_leaves_nothing_behind(sig, code, ign
 def test_bytes_that_are_not_utf8_never_lose_a_record(tmp_path):
     """In the script's argv, the folder it runs in and what it prints."""
     script = tmp_path / "bytes.py"
-    script.write_text('import sys\nsys.stdout.buffer.write(b"out \\xff\\xfe\\n")\nsys.stdout.flush()\n'
-                      'sys.stderr.buffer.write(b"err \\xed\\xa0\\x80\\n")\nsys.exit(1)\n')
+    script.write_text(
+        'import sys\nsys.stdout.buffer.write(b"out \\xff\\xfe\\n")\nsys.stdout.flush()\n'
+        'sys.stderr.buffer.write(b"err \\xed\\xa0\\x80\\n")\nsys.exit(1)\n'
+    )
     folder = Path(os.fsdecode(bytes(tmp_path) + b"/dir\xff"))
     folder.mkdir()
     store = tmp_path / "results.sqlite"
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
-    done = subprocess.run([os.fsencode(PY), b"-m", b"gpuscout", b"watch", b"--quiet", b"--store", bytes(store),
-                           b"--", os.fsencode(PY), bytes(script), b"arg-\xff"],
-                          cwd=folder, capture_output=True, env=env, timeout=120)
+    done = subprocess.run(
+        [
+            os.fsencode(PY),
+            b"-m",
+            b"gpuscout",
+            b"watch",
+            b"--quiet",
+            b"--store",
+            bytes(store),
+            b"--",
+            os.fsencode(PY),
+            bytes(script),
+            b"arg-\xff",
+        ],
+        cwd=folder,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 1 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     with Store(store, create=False) as s:
-        record, = s.list(kind="watch")
+        (record,) = s.list(kind="watch")
     assert record.status == "failed" and record.command[-1] == "arg-\ufffd" and record.cwd.endswith("dir\ufffd")
     assert json.loads(record.model_dump_json())["command"][-1] == "arg-\ufffd"
 
@@ -121,12 +154,20 @@ def test_bad_numbers_files_ids_and_grids_are_one_line_and_change_nothing(stored_
     binary = tmp_path / "catalog.toml"
     binary.write_bytes(bytes(range(256)))
     grid = tmp_path / "grid.yaml"
-    grid.write_text("name: big\ncommand: echo {a} {b} {c} {d}\nreports: [x]\nmetric: {name: x, direction: max}\n"
-                    "space:\n" + "".join(f"  {axis}: {list(range(1000))}\n" for axis in "abcd"))
+    grid.write_text(
+        "name: big\ncommand: echo {a} {b} {c} {d}\nreports: [x]\nmetric: {name: x, direction: max}\n"
+        "space:\n" + "".join(f"  {axis}: {list(range(1000))}\n" for axis in "abcd")
+    )
     cases = [
-        (("bench", "mlp", "--cpu", "--timeout", "nan"), "--timeout takes a finite number from 0 to 9,007,199,254,740,992, got nan"),
+        (
+            ("bench", "mlp", "--cpu", "--timeout", "nan"),
+            "--timeout takes a finite number from 0 to 9,007,199,254,740,992, got nan",
+        ),
         (("bench", "mlp", "--cpu", "--window-seconds", "inf"), "--window-seconds takes a finite number"),
-        (("tune", "mlp", "--cpu", "--budget", "-3"), "--budget takes a finite number from 0 to 9,007,199,254,740,992, got -3.0"),
+        (
+            ("tune", "mlp", "--cpu", "--budget", "-3"),
+            "--budget takes a finite number from 0 to 9,007,199,254,740,992, got -3.0",
+        ),
         (("recommend", "--workload", "resnet50", "--epochs", "nan"), "--epochs takes a finite number"),
         (("recommend", "--workload", "resnet50", "--epochs", "1e308"), "--epochs takes a finite number from 0 to"),
         (("catalog", "--catalog", str(binary)), "is not a text file (it holds NUL bytes): not a catalog"),

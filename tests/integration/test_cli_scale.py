@@ -20,13 +20,15 @@ def stored(store) -> list[dict]:
     """The store's records in their stored (JSON) shape."""
     return [r.model_dump(mode="json") for r in store.list()]
 
+
 def _points(report):
     return {p["devices"]: p for p in report["points"]}
 
 
 def test_mirrored_strategy_over_two_cpu_devices(store_path):
-    result = run_cli("scale", "mlp", "--cpu", "--gpus", "2", "--backend", "tensorflow", "--json", *QUICK,
-                     "--store", str(store_path))
+    result = run_cli(
+        "scale", "mlp", "--cpu", "--gpus", "2", "--backend", "tensorflow", "--json", *QUICK, "--store", str(store_path)
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     points = _points(report)
@@ -41,12 +43,20 @@ def test_mirrored_strategy_over_two_cpu_devices(store_path):
         assert two["causes"][0]["code"] == "cpu_devices" and not report["verdict"]["ok"]
     with Store(store_path) as store:
         runs = {r["devices"]: r for r in stored(store)}
-    assert runs[2]["distribution"] == {"kind": "mirrored", "strategy": "MirroredStrategy", "replicas": 2,
-                                       "all_reduce": "CollectiveAllReduce", "params": runs[2]["distribution"]["params"],
-                                       "batchnorm_layers": 0, "batchnorm": "per_replica",
-                                       "collectives": None,  # XLA's program is jax's only
-                                       "gradient_bucket_bytes": None,  # jax's per-replica step makes buckets
-                                       "workers": None, "worker_run_ids": None, "addresses": None}
+    assert runs[2]["distribution"] == {
+        "kind": "mirrored",
+        "strategy": "MirroredStrategy",
+        "replicas": 2,
+        "all_reduce": "CollectiveAllReduce",
+        "params": runs[2]["distribution"]["params"],
+        "batchnorm_layers": 0,
+        "batchnorm": "per_replica",
+        "collectives": None,  # XLA's program is jax's only
+        "gradient_bucket_bytes": None,  # jax's per-replica step makes buckets
+        "workers": None,
+        "worker_run_ids": None,
+        "addresses": None,
+    }
     assert runs[2]["spec"]["batchnorm"] == "per_replica" and runs[1]["spec"]["batchnorm"] is None
     assert runs[1]["distribution"]["replicas"] == 1 and runs[2]["scale"]["session"] == report["session"]
     assert "MirroredStrategy.run" in runs[2]["env"]["compiled"] and runs[2]["xla"] is False
@@ -54,8 +64,22 @@ def test_mirrored_strategy_over_two_cpu_devices(store_path):
 
 
 def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store_path):
-    args = ["scale", "mlp", "--cpu", "--gpus", "1,2", "--backend", "jax", "--mode", "strong", "--batch-size", "256",
-            *QUICK, "--store", str(store_path)]
+    args = [
+        "scale",
+        "mlp",
+        "--cpu",
+        "--gpus",
+        "1,2",
+        "--backend",
+        "jax",
+        "--mode",
+        "strong",
+        "--batch-size",
+        "256",
+        *QUICK,
+        "--store",
+        str(store_path),
+    ]
     result = run_cli(*args, env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     assert "strong scaling on logical CPU devices" in result.stdout and "batch norm per GPU" in result.stdout
@@ -73,14 +97,21 @@ def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store
     # gradient, the loss tracker's total and count, and the logged loss (mlp has no batch norm); on
     # the CPU one synchronous all-reduce, nothing beside it. The verdict says it.
     dist = twos["per_replica"]["distribution"]
-    assert dist["collectives"] == {"collectives": 1, "payload_bytes": 4 * dist["params"] + 4 * 3, "asynchronous": 0,
-                                   "beside_compute": 0, "payload_bytes_beside_compute": 0}
+    assert dist["collectives"] == {
+        "collectives": 1,
+        "payload_bytes": 4 * dist["params"] + 4 * 3,
+        "asynchronous": 0,
+        "beside_compute": 0,
+        "payload_bytes_beside_compute": 0,
+    }
     # mlp's float32 gradients are under 8 MiB: its bucket is the smallest, 1 MiB (jax_replicas'
     # rule), all gradients in one; the record keeps the size, the verdict names it
     assert 4 * dist["params"] < 8 * 2**20 and dist["gradient_bucket_bytes"] == 2**20
     assert twos["global"]["distribution"]["gradient_bucket_bytes"] is None
     assert "gradients in 1 MiB buckets made by the step" in result.stdout
-    assert twos["global"]["distribution"]["collectives"]["payload_bytes"] >= 4 * dist["params"]  # XLA's partitioner's own
+    assert (
+        twos["global"]["distribution"]["collectives"]["payload_bytes"] >= 4 * dist["params"]
+    )  # XLA's partitioner's own
     assert "; as compiled, " in json.loads(synced.stdout)["verdict"]["summary"]
     assert {r["batch_size"] for r in twos.values()} == {256}
     # compare tells the two apart, each group holding only its own runs
@@ -88,8 +119,7 @@ def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store
     assert by_stats.returncode == 0, by_stats.stderr
     [comparison] = json.loads(by_stats.stdout)["comparisons"]
     assert comparison["held"]["devices"] == 2
-    assert {g["label"]: g["run_ids"] for g in comparison["groups"]} == {
-        stats: [r["id"]] for stats, r in twos.items()}
+    assert {g["label"]: g["run_ids"] for g in comparison["groups"]} == {stats: [r["id"]] for stats, r in twos.items()}
     out = store_path.parent / "r.html"
     assert run_cli("report", "--out", str(out), "--store", str(store_path)).returncode == 0
     scaling = out.read_text().split('<section id="scaling">')[1].split("</section>")[0]
@@ -97,26 +127,58 @@ def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store
 
 
 def test_two_local_workers_of_multi_worker_mirrored(store_path):
-    result = run_cli("scale", "mlp", "--cpu", "--gpus", "2", "--backend", "tensorflow", "--local-workers",
-                     "--json", *QUICK, "--store", str(store_path))
+    result = run_cli(
+        "scale",
+        "mlp",
+        "--cpu",
+        "--gpus",
+        "2",
+        "--backend",
+        "tensorflow",
+        "--local-workers",
+        "--json",
+        *QUICK,
+        "--store",
+        str(store_path),
+    )
     assert result.returncode == 0, result.stderr
     two = _points(json.loads(result.stdout))[2]
     with Store(store_path) as store:
         records = stored(store)
     merged = next(r for r in records if r["id"] == two["run_id"])
-    workers = sorted((r for r in records if r["scale"].get("role") == "worker" and r["cluster"]["workers"] == 2),
-                     key=lambda r: r["cluster"]["index"])
+    workers = sorted(
+        (r for r in records if r["scale"].get("role") == "worker" and r["cluster"]["workers"] == 2),
+        key=lambda r: r["cluster"]["index"],
+    )
     assert [w["cluster"]["index"] for w in workers] == [0, 1]
     assert merged["distribution"]["worker_run_ids"] == [w["id"] for w in workers]
     assert all(w["distribution"]["strategy"] == "CollectiveAllReduceStrategy" for w in workers)
     assert {w["steps_per_window"] for w in workers} == {workers[0]["steps_per_window"]}  # agreed window length
     assert merged["samples_per_s"] == pytest.approx(
-        sorted(sum(ws) for ws in zip(*([w["throughput"] for w in x["windows"]] for x in workers)))[1])
+        sorted(sum(ws) for ws in zip(*([w["throughput"] for w in x["windows"]] for x in workers)))[1]
+    )
 
 
 def test_forwarding_a_run_to_hosts_keeps_every_option_given():
-    given = ["--gpus", "2", "--batchnorm", "global", "--xla", "--no-fit-check", "--local-workers", "--mode", "strong", "--batch-size", "64",
-             "--precision", "mixed_float16", "--window-seconds", "0.5", "--timeout", "60"]
+    given = [
+        "--gpus",
+        "2",
+        "--batchnorm",
+        "global",
+        "--xla",
+        "--no-fit-check",
+        "--local-workers",
+        "--mode",
+        "strong",
+        "--batch-size",
+        "64",
+        "--precision",
+        "mixed_float16",
+        "--window-seconds",
+        "0.5",
+        "--timeout",
+        "60",
+    ]
     listed = run_cli("scale", "mlp", "--hosts", "a:2222,b:2222", *given, "--store", "/here/only.sqlite", "--json")
     assert listed.returncode == 0, listed.stderr
     for worker in json.loads(listed.stdout)["workers"]:
@@ -129,17 +191,27 @@ def test_forwarding_a_run_to_hosts_keeps_every_option_given():
             else:
                 flags.add(rest[0]), rest.pop(0)
         assert flags == {"--xla", "--no-fit-check", "--local-workers"}
-        assert options == {"--backend": "tensorflow", "--gpus": "2", "--batchnorm": "global", "--mode": "strong",
-                           "--batch-size": "64",
-                           "--precision": "mixed_float16", "--window-seconds": "0.5", "--timeout": "60"}
+        assert options == {
+            "--backend": "tensorflow",
+            "--gpus": "2",
+            "--batchnorm": "global",
+            "--mode": "strong",
+            "--batch-size": "64",
+            "--precision": "mixed_float16",
+            "--window-seconds": "0.5",
+            "--timeout": "60",
+        }
         # (not --store or --hosts: this host's, not theirs)
 
 
 def test_printed_host_commands_run_and_merge(tmp_path):
-    listed = run_cli("scale", "mlp", "--hosts", "localhost:2222,localhost:2223", "--cpu", "--gpus", "1", *QUICK, "--json")
+    listed = run_cli(
+        "scale", "mlp", "--hosts", "localhost:2222,localhost:2223", "--cpu", "--gpus", "1", *QUICK, "--json"
+    )
     assert listed.returncode == 0, listed.stderr
     plan = json.loads(listed.stdout)
     import socket
+
     ports = []
     for _ in plan["workers"]:
         with socket.socket() as s:
@@ -154,14 +226,22 @@ def test_printed_host_commands_run_and_merge(tmp_path):
         args = shlex.split(w["command"])[2:]
         assert args[:2] == ["scale", "mlp"] and "--cpu" in args
         assert all(args[args.index(QUICK[i]) + 1] == QUICK[i + 1] for i in range(0, len(QUICK), 2))  # forwarded
-        procs.append(subprocess.Popen([sys.executable, "-m", "gpuscout", *args, "--store", str(tmp_path / f"h{i}.db")],
-                                      env={**env, "TF_CONFIG": json.dumps(config)}, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "gpuscout", *args, "--store", str(tmp_path / f"h{i}.db")],
+                env={**env, "TF_CONFIG": json.dumps(config)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     cluster = plan["cluster"]
-    export = run_cli("results", "export", "--group", cluster, "-o", str(tmp_path / "w1.json"), "--store", str(tmp_path / "h1.db"))
+    export = run_cli(
+        "results", "export", "--group", cluster, "-o", str(tmp_path / "w1.json"), "--store", str(tmp_path / "h1.db")
+    )
     assert export.returncode == 0, export.stderr
     assert run_cli("results", "import", str(tmp_path / "w1.json"), "--store", str(tmp_path / "h0.db")).returncode == 0
     merged = run_cli("scale", "--merge", cluster, "--json", "--store", str(tmp_path / "h0.db"))
@@ -174,10 +254,22 @@ def test_printed_host_commands_run_and_merge(tmp_path):
 
 
 def _two_fake_gpus(tmp_path, slow_clock=None, nvlink=True):
-    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0", "memory_total_bytes": 85899345920,
-           "compute_capability": [9, 0], "power_limit_w": 700, "sm_clock_max_mhz": 1980, "sm_clock_mhz": 1980,
-           "utilization_pct": 98, "power_w": 600.0, "temperature_c": 60, "memory_used_bytes": 2 * 2**30,
-           "clock_event_reasons": 0, "processes": [], "nvlinks": 18}
+    gpu = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-0",
+        "memory_total_bytes": 85899345920,
+        "compute_capability": [9, 0],
+        "power_limit_w": 700,
+        "sm_clock_max_mhz": 1980,
+        "sm_clock_mhz": 1980,
+        "utilization_pct": 98,
+        "power_w": 600.0,
+        "temperature_c": 60,
+        "memory_used_bytes": 2 * 2**30,
+        "clock_event_reasons": 0,
+        "processes": [],
+        "nvlinks": 18,
+    }
     second = {**gpu, "uuid": "GPU-1", **({"sm_clock_mhz": slow_clock} if slow_clock else {})}
     path = tmp_path / "nvml.json"
     path.write_text(json.dumps({"gpus": [gpu, second], "topology": {"nvlink": nvlink, "level": 30}}))
@@ -186,8 +278,9 @@ def _two_fake_gpus(tmp_path, slow_clock=None, nvlink=True):
 
 def test_a_hung_collective_is_killed_and_named(tmp_path, store_path):
     env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=_two_fake_gpus(tmp_path), FAKE_HANG_DEVICES="2")
-    result = gpuscout(["scale", "mlp", "--gpus", "1,2", "--backend", "jax", "--timeout", "3",
-                       "--store", str(store_path)], env)
+    result = gpuscout(
+        ["scale", "mlp", "--gpus", "1,2", "--backend", "jax", "--timeout", "3", "--store", str(store_path)], env
+    )
     assert result.returncode == 1
     assert "the 2-device run hung and was killed by the --timeout watchdog" in result.stdout
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
@@ -199,7 +292,9 @@ def test_a_hung_collective_is_killed_and_named(tmp_path, store_path):
 
 def test_fake_gpus_give_topology_per_gpu_telemetry_and_a_straggler(tmp_path, store_path):
     env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=_two_fake_gpus(tmp_path, slow_clock=1700, nvlink=False))
-    result = gpuscout(["scale", "resnet18_cifar", "--gpus", "2", "--backend", "jax", "--json", "--store", str(store_path)], env)
+    result = gpuscout(
+        ["scale", "resnet18_cifar", "--gpus", "2", "--backend", "jax", "--json", "--store", str(store_path)], env
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["interconnect"]["kind"] == "PCIe" and "PHB" in report["interconnect"]["detail"]
@@ -213,22 +308,29 @@ def test_fake_gpus_give_topology_per_gpu_telemetry_and_a_straggler(tmp_path, sto
     assert record["cost"]["hourly"]["basis"].startswith("2 GPUs x (")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--gpus", "1,4"], "--gpus 4 asks for more GPUs than this machine has (2 visible)"),
-    (["--gpus", "0,1"], "positive GPU counts"),
-    (["--mode", "strong", "--batch-size", "255"], "does not divide by 2"),
-    (["--mode", "sideways"], "unknown --mode"),
-    (["--local-workers"], "--backend tensorflow"),
-    (["--backend", "tensorflow", "--xla"], "without XLA"),
-    (["--gpu-ids", "0,5"], "GPU index 5 not found"),
-    (["--hosts", "onlyone:1"], "two or more host:port"),
-    (["--worker", "--cluster", "x"], "TF_CONFIG"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--gpus", "1,4"], "--gpus 4 asks for more GPUs than this machine has (2 visible)"),
+        (["--gpus", "0,1"], "positive GPU counts"),
+        (["--mode", "strong", "--batch-size", "255"], "does not divide by 2"),
+        (["--mode", "sideways"], "unknown --mode"),
+        (["--local-workers"], "--backend tensorflow"),
+        (["--backend", "tensorflow", "--xla"], "without XLA"),
+        (["--gpu-ids", "0,5"], "GPU index 5 not found"),
+        (["--hosts", "onlyone:1"], "two or more host:port"),
+        (["--worker", "--cluster", "x"], "TF_CONFIG"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(tmp_path, store_path, args, message):
     env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=_two_fake_gpus(tmp_path))
     env.pop("TF_CONFIG", None)
-    result = gpuscout(["scale", "mlp", "--backend", "jax", *args, "--store", str(store_path)]
-                      if "--backend" not in args else ["scale", "mlp", *args, "--store", str(store_path)], env)
+    result = gpuscout(
+        ["scale", "mlp", "--backend", "jax", *args, "--store", str(store_path)]
+        if "--backend" not in args
+        else ["scale", "mlp", *args, "--store", str(store_path)],
+        env,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not store_path.exists() or Store(store_path).count() == 0

@@ -48,8 +48,12 @@ def test_a_damaged_store_says_so_in_one_line_and_is_checked_and_salvaged(tmp_pat
             handle.seek((size // 4096 // 2 + k) * 4096)
             handle.write(b"\xde\xad" * 2048)
     before = digest(store)
-    one_line(run_cli("results", "list", "--limit", "500", "--store", str(store)), 2,
-             f"{store} is damaged (database disk image is malformed)", "gpuscout results salvage")
+    one_line(
+        run_cli("results", "list", "--limit", "500", "--store", str(store)),
+        2,
+        f"{store} is damaged (database disk image is malformed)",
+        "gpuscout results salvage",
+    )
     check = run_cli("results", "check", "--store", str(store), "--json")
     assert check.returncode == 1
     found = json.loads(check.stdout)
@@ -144,8 +148,13 @@ def test_a_full_disk_and_a_read_only_file_system(tmp_path):
             break
     else:
         pytest.skip(f"no mount namespace to make a small file system in: {probe.stderr.strip()[-300:]}")
-    proc = subprocess.run([*unshare, sys.executable, str(script), str(mount), str(out)], capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [*unshare, sys.executable, str(script), str(mount), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(out.read_text())
     assert seen["first"]["rc"] == 0, seen["first"]["stderr"][-2000:]

@@ -31,12 +31,16 @@ def write(tmp_path, text, name="sweep.yaml"):
 
 def trials(store):
     with sqlite3.connect(store) as db:
-        return [(k, st, json.loads(r) if r else None) for k, st, r in
-                db.execute("select trial_key, status, result_json from trials order by trial_index")]
+        return [
+            (k, st, json.loads(r) if r else None)
+            for k, st, r in db.execute("select trial_key, status, result_json from trials order by trial_index")
+        ]
 
 
 def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_run(tmp_path, store_path):
-    sweep = write(tmp_path, """
+    sweep = write(
+        tmp_path,
+        """
         name: widths
         workload: mlp
         metric: {name: samples_per_s, direction: max}
@@ -44,7 +48,8 @@ def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_
           batch_size: [16, 64]
         bench: {backend: jax, windows: 2, window_seconds: 0.2, warmup_steps: 1}
         timeout_s: 300
-    """)
+    """,
+    )
     proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -67,8 +72,11 @@ def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_
     shown = run_cli("results", "show", by_batch[64]["id"], "--store", str(store_path)).stdout
     assert f"compilation cache: {second['hits']} of {second['programs']} programs loaded" in shown
     assert summary["best"][0]["value"] == max(r["samples_per_s"] for r in runs)
-    old = write(tmp_path, "name: x\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8]}\n"
-                          "bench_args: [--windows, '2']\n", "old.yaml")
+    old = write(
+        tmp_path,
+        "name: x\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8]}\nbench_args: [--windows, '2']\n",
+        "old.yaml",
+    )
     refused = run_cli("sweep", str(old), "--cpu-slots", "1", "--store", str(store_path))
     assert refused.returncode == 2 and "bench_args is now `bench:`" in refused.stderr
     bad = write(tmp_path, "name: y\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8, 0]}\n", "bad.yaml")
@@ -77,7 +85,9 @@ def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_
 
 
 def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, store_path):
-    sweep = write(tmp_path, f"""
+    sweep = write(
+        tmp_path,
+        f"""
         name: tiny
         command: {sys.executable} {TINY} --lr {{lr}} --units {{units}} --epochs 2
         reports: [val_accuracy, val_loss]
@@ -86,13 +96,24 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
           lr: [0.003, 0.03]
           units: [8, 32]
         timeout_s: 300
-    """)
+    """,
+    )
     # as on a machine without TensorFlow (the lent GPU hosts): importing it fails as if absent
     blocked = tmp_path / "no_tensorflow" / "tensorflow"
     blocked.mkdir(parents=True)
-    (blocked / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n")
-    proc = run_cli("sweep", str(sweep), "--cpu-slots", "2", "--json", "--store", str(store_path),
-                   env={"PYTHONPATH": os.pathsep.join([str(blocked.parent), str(SRC)])})
+    (blocked / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n"
+    )
+    proc = run_cli(
+        "sweep",
+        str(sweep),
+        "--cpu-slots",
+        "2",
+        "--json",
+        "--store",
+        str(store_path),
+        env={"PYTHONPATH": os.pathsep.join([str(blocked.parent), str(SRC)])},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["status_counts"]["ok"] == 4 and summary["run_now"] == 4
@@ -127,16 +148,24 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
 
 
 def test_resume_after_the_driver_is_killed_runs_each_trial_once(tmp_path, store_path):
-    sweep = write(tmp_path, f"""
+    trial = "import json, time; time.sleep({pause}); print(json.dumps({{'score': {x}}}))"  # {{ }}: the sweep's own
+    sweep = write(
+        tmp_path,
+        f"""
         name: resumable
-        command: {json.dumps(sys.executable + ' -c "import json, time; time.sleep({pause}); print(json.dumps({{' + "'score': {x}}}))" + '"')}
+        command: {json.dumps(f'{sys.executable} -c "{trial}"')}
         reports: [score]
         metric: {{name: score}}
         space: {{x: [1, 2, 3, 4, 5, 6], pause: [1.5]}}
-    """)
+    """,
+    )
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
-    driver = subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--cpu-slots", "1",
-                               "--store", str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--cpu-slots", "1", "--store", str(store_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -169,7 +198,9 @@ def test_resume_after_the_driver_is_killed_runs_each_trial_once(tmp_path, store_
 
 
 def test_retries_then_the_consecutive_failure_stop(tmp_path, store_path):
-    sweep = write(tmp_path, f"""
+    sweep = write(
+        tmp_path,
+        f"""
         name: failing
         command: {sys.executable} {TINY} --lr {{lr}} --units {{units}}
         reports: [val_accuracy]
@@ -177,11 +208,22 @@ def test_retries_then_the_consecutive_failure_stop(tmp_path, store_path):
         space: {{lr: [0.01], units: [1, 2, 3, 4, 5]}}
         retries: 1
         max_consecutive_failures: 2
-    """)
-    nccl = ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, "
-            "nranks, id, rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).")
-    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path),
-                   env={"FAIL_ON": "all", "FAIL_LOG": nccl})
+    """,
+    )
+    nccl = (
+        "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, "
+        "nranks, id, rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details)."
+    )
+    proc = run_cli(
+        "sweep",
+        str(sweep),
+        "--cpu-slots",
+        "1",
+        "--json",
+        "--store",
+        str(store_path),
+        env={"FAIL_ON": "all", "FAIL_LOG": nccl},
+    )
     assert proc.returncode == 1
     summary = json.loads(proc.stdout)
     assert "2 trials failed in a row" in summary["stopped"] and "scripted failure" in summary["stopped"]
@@ -195,14 +237,19 @@ def test_retries_then_the_consecutive_failure_stop(tmp_path, store_path):
 
 
 def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path):
-    sweep = write(tmp_path, f"""
+    grandchild = "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])"
+    hang = f"import subprocess, sys, time; {grandchild}; time.sleep({{t}})"
+    sweep = write(
+        tmp_path,
+        f"""
         name: hang
-        command: {json.dumps(sys.executable + ' -c "import subprocess, sys, time; subprocess.Popen([sys.executable, ' + "'-c', 'import time; time.sleep(300)']); time.sleep({t})" + '"')}
+        command: {json.dumps(f'{sys.executable} -c "{hang}"')}
         reports: [score]
         metric: {{name: score}}
         space: {{t: [300]}}
         timeout_s: 3
-    """)
+    """,
+    )
     proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert proc.returncode == 1
     ((_, status, result),) = trials(store_path)
@@ -210,7 +257,6 @@ def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path):
     time.sleep(0.5)
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(300)" in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
-
 
 
 def test_a_trial_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_judged_by_it(tmp_path, store_path):
@@ -221,7 +267,8 @@ def test_a_trial_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_jud
 
     GRACE_S = 4.0  # waited out in full: the default's 20 s would be most of this test's time
     script = tmp_path / "hangs_at_exit.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import json, sys, time
         import gpuscout.watch
         for _ in range(3):
@@ -231,36 +278,63 @@ def test_a_trial_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_jud
             def __del__(self):  # in the interpreter's shutdown, after every atexit handler
                 time.sleep(3600)
         finaliser = Finaliser()
-    """))
-    sweep = write(tmp_path, f"""
+    """)
+    )
+    sweep = write(
+        tmp_path,
+        f"""
         name: shutdown
         command: {json.dumps(f"{sys.executable} {script} {{x}}")}
         reports: [score]
         metric: {{name: score}}
         space: {{x: [2]}}
         timeout_s: 300
-    """)
+    """,
+    )
     started = time.monotonic()
-    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path),
-                   env={EXIT_GRACE_ENV: str(GRACE_S)})
+    proc = run_cli(
+        "sweep",
+        str(sweep),
+        "--cpu-slots",
+        "1",
+        "--json",
+        "--store",
+        str(store_path),
+        env={EXIT_GRACE_ENV: str(GRACE_S)},
+    )
     took = time.monotonic() - started
     assert proc.returncode == 0 and took < GRACE_S + 40, (took, proc.stderr[-2000:])
     ((_, status, result),) = trials(store_path)
     assert status == "ok" and result["metrics"]["score"] == 2.0
     assert f"did not exit within {GRACE_S:g} s" in result["message"] and "gc.collect()" in result["message"]
 
+
 def test_two_sweeps_writing_the_same_store_lose_nothing(tmp_path, store_path):
-    paths = [write(tmp_path, f"""
+    paths = [
+        write(
+            tmp_path,
+            f"""
         name: shared-{i}
         command: {ECHO}
         reports: [score]
         metric: {{name: score}}
         space: {{x: [1, 2, 3, 4, 5, 6, 7, 8], y: [{i + 1}]}}
-    """, f"s{i}.yaml") for i in range(2)]
+    """,
+            f"s{i}.yaml",
+        )
+        for i in range(2)
+    ]
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    procs = [subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(p), "--cpu-slots", "2", "--store",
-                               str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for p in paths]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gpuscout", "sweep", str(p), "--cpu-slots", "2", "--store", str(store_path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in paths
+    ]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     with sqlite3.connect(store_path) as db:
@@ -270,15 +344,19 @@ def test_two_sweeps_writing_the_same_store_lose_nothing(tmp_path, store_path):
 
 def test_the_ray_executor_on_a_local_ray(tmp_path, store_path):
     pytest.importorskip("ray")
-    sweep = write(tmp_path, f"""
+    sweep = write(
+        tmp_path,
+        f"""
         name: on-ray
         command: {ECHO}
         reports: [score]
         metric: {{name: score, direction: min}}
         space: {{x: [3, 1, 2], y: [10]}}
-    """)
-    proc = run_cli("sweep", str(sweep), "--executor", "ray", "--cpu-slots", "2", "--json", "--store", str(store_path),
-                   timeout=300)
+    """,
+    )
+    proc = run_cli(
+        "sweep", str(sweep), "--executor", "ray", "--cpu-slots", "2", "--json", "--store", str(store_path), timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["status_counts"]["ok"] == 3 and summary["best"][0]["value"] == 10
@@ -286,22 +364,44 @@ def test_the_ray_executor_on_a_local_ray(tmp_path, store_path):
     assert len(stored) == 3 and all(r["slot"].startswith("ray:") for _, _, r in stored)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1\n", "line"),
-    ("name: x\ncommand: run {a} {b}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\n",
-     "line 2: command uses {b} that the space does not define"),
-    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\n  b: [2]\n",
-     "line 5: space defines b that the command never uses"),
-    ("name: x\ncommand: run\nreports: [s]\nmetric: {name: s}\nspace: {}\n", "space: Dictionary should have at least 1 item"),
-    ("name: x\ncommand: run {a}\nreports: [loss]\nmetric: {name: accuracy}\nspace:\n  a: [1]\n",
-     "line 4: metric 'accuracy' is not among what the trials report"),
-    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: {uniform: [2, 1]}\n",
-     "line 6: space: space.a.uniform must be [low, high] with low < high"),
-    ("name: x\nworkload: mlp\nmetric: {name: samples_per_s}\nspace:\n  lr: [1]\n", "lr is not a `gpuscout bench` option"),
-    ("name: x\nworkload: mlp\nmetric: {name: accuracy}\nspace:\n  batch_size: [8]\n", "a workload trial never reports 'accuracy'"),
-    ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\ntimeout_s: -1\n",
-     "line 7: timeout_s: Input should be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1\n", "line"),
+        (
+            "name: x\ncommand: run {a} {b}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\n",
+            "line 2: command uses {b} that the space does not define",
+        ),
+        (
+            "name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\n  b: [2]\n",
+            "line 5: space defines b that the command never uses",
+        ),
+        (
+            "name: x\ncommand: run\nreports: [s]\nmetric: {name: s}\nspace: {}\n",
+            "space: Dictionary should have at least 1 item",
+        ),
+        (
+            "name: x\ncommand: run {a}\nreports: [loss]\nmetric: {name: accuracy}\nspace:\n  a: [1]\n",
+            "line 4: metric 'accuracy' is not among what the trials report",
+        ),
+        (
+            "name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: {uniform: [2, 1]}\n",
+            "line 6: space: space.a.uniform must be [low, high] with low < high",
+        ),
+        (
+            "name: x\nworkload: mlp\nmetric: {name: samples_per_s}\nspace:\n  lr: [1]\n",
+            "lr is not a `gpuscout bench` option",
+        ),
+        (
+            "name: x\nworkload: mlp\nmetric: {name: accuracy}\nspace:\n  batch_size: [8]\n",
+            "a workload trial never reports 'accuracy'",
+        ),
+        (
+            "name: x\ncommand: run {a}\nreports: [s]\nmetric: {name: s}\nspace:\n  a: [1]\ntimeout_s: -1\n",
+            "line 7: timeout_s: Input should be greater than 0",
+        ),
+    ],
+)
 def test_bad_sweep_files_exit_2_naming_field_and_line(tmp_path, store_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -310,7 +410,9 @@ def test_bad_sweep_files_exit_2_naming_field_and_line(tmp_path, store_path, text
 
 
 def test_without_a_gpu_the_sweep_asks_for_cpu_slots(tmp_path, store_path):
-    path = write(tmp_path, f"name: x\ncommand: {ECHO}\nreports: [score]\nmetric: {{name: score}}\nspace: {{x: [1], y: [1]}}\n")
+    path = write(
+        tmp_path, f"name: x\ncommand: {ECHO}\nreports: [score]\nmetric: {{name: score}}\nspace: {{x: [1], y: [1]}}\n"
+    )
     proc = run_cli("sweep", str(path), "--store", str(store_path))
     assert proc.returncode == 2 and "give --cpu-slots N" in proc.stderr
     dry = run_cli("sweep", str(path), "--cpu-slots", "1", "--dry-run", "--json", "--store", str(store_path))
@@ -332,23 +434,51 @@ def test_a_trial_ended_by_a_full_disk_is_gpuscouts_failure_and_resume_runs_it(tm
     (without --retry-failed) runs it and the rest, once each."""
     sweeps = store_path.parent / "sweeps"
     sweeps.mkdir(parents=True, exist_ok=True)
-    probe = subprocess.run(["unshare", "-m", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(sweeps)],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["unshare", "-m", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(sweeps)],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         pytest.skip(f"no mount namespace for a small file system here: {probe.stderr.strip()[-300:]}")
-    sweep = write(tmp_path, f"""
+    loud = "import json; print(chr(120) * 2**19, flush=True); print(json.dumps({{'score': {x}}}))"
+    sweep = write(
+        tmp_path,
+        f"""
         name: full
-        command: {json.dumps(sys.executable + ' -c "import json; print(chr(120) * 2**19, flush=True); print(json.dumps({{' + "'score': {x}}}))" + '"')}
+        command: {json.dumps(f'{sys.executable} -c "{loud}"')}
         reports: [score]
         metric: {{name: score}}
         space: {{x: [1, 2, 3]}}
-    """)
+    """,
+    )
     script = tmp_path / "full.py"
     script.write_text(FULL)
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
-    filled = subprocess.run(["unshare", "-m", sys.executable, str(script), str(sweeps), "128k", sys.executable, "-m",
-                             "gpuscout", "sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path)],
-                            env=env, capture_output=True, text=True, timeout=300)
+    filled = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            sys.executable,
+            str(script),
+            str(sweeps),
+            "128k",
+            sys.executable,
+            "-m",
+            "gpuscout",
+            "sweep",
+            str(sweep),
+            "--cpu-slots",
+            "1",
+            "--json",
+            "--store",
+            str(store_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "Traceback" not in filled.stderr, filled.stderr[-3000:]
     summary = json.loads(filled.stdout)
     assert "the sweep stopped (its other trials would meet the same)" in summary["stopped"]

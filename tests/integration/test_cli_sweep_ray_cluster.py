@@ -42,13 +42,22 @@ def ray_cli(*args: str) -> subprocess.CompletedProcess:
 def cluster():
     pytest.importorskip("ray")
     port = free_port()
-    head = ray_cli("start", "--head", "--port", str(port), "--num-cpus", "1", "--include-dashboard=false",
-                   "--disable-usage-stats")
+    head = ray_cli(
+        "start", "--head", "--port", str(port), "--num-cpus", "1", "--include-dashboard=false", "--disable-usage-stats"
+    )
     try:
         if head.returncode != 0:
             pytest.skip(f"Ray cannot start a head node here: {head.stderr.strip().splitlines()[-1:]}")
-        node = ray_cli("start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--resources",
-                       json.dumps({SECOND: 1}), "--disable-usage-stats")
+        node = ray_cli(
+            "start",
+            "--address",
+            f"127.0.0.1:{port}",
+            "--num-cpus",
+            "1",
+            "--resources",
+            json.dumps({SECOND: 1}),
+            "--disable-usage-stats",
+        )
         if node.returncode != 0:
             pytest.skip(f"Ray cannot start a second node here: {node.stderr.strip().splitlines()[-1:]}")
         yield f"127.0.0.1:{port}"
@@ -66,18 +75,39 @@ def second_raylet() -> psutil.Process:
 
 def test_a_sweep_on_a_two_node_ray_cluster_survives_a_node_killed_mid_trial(cluster, tmp_path, store_path):
     def sleeper(name: str, seconds: float):
-        return write(tmp_path, f"""
+        return write(
+            tmp_path,
+            f"""
             name: {name}
-            command: {json.dumps(f'{sys.executable} -c "import json, time; time.sleep({seconds}); '
-                                 f"print(json.dumps({{{{'score': {{x}}}}}}))" + '"')}
+            command: {
+                json.dumps(
+                    f'{sys.executable} -c "import json, time; time.sleep({seconds}); '
+                    f"print(json.dumps({{{{'score': {{x}}}}}}))" + '"'
+                )
+            }
             reports: [score]
             metric: {{name: score, direction: max}}
             space: {{x: [1, 2, 3, 4]}}
-        """, name=f"{name}.yaml")
+        """,
+            name=f"{name}.yaml",
+        )
 
     env = {**RAY_ENV, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    spread = run_cli("sweep", str(sleeper("spread", 2)), "--executor", "ray", "--address", cluster, "--cpu-slots", "2",
-                     "--json", "--store", str(store_path), env=env, timeout=300)
+    spread = run_cli(
+        "sweep",
+        str(sleeper("spread", 2)),
+        "--executor",
+        "ray",
+        "--address",
+        cluster,
+        "--cpu-slots",
+        "2",
+        "--json",
+        "--store",
+        str(store_path),
+        env=env,
+        timeout=300,
+    )
     assert spread.returncode == 0, spread.stderr[-3000:]
     summary = json.loads(spread.stdout)  # Ray's own messages never reach stdout
     assert summary["status_counts"]["ok"] == 4
@@ -87,10 +117,28 @@ def test_a_sweep_on_a_two_node_ray_cluster_survives_a_node_killed_mid_trial(clus
     sweep = sleeper("killed", 8)
     from tests.conftest import SRC
 
-    driver = subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--executor", "ray", "--address",
-                               cluster, "--cpu-slots", "2", "--json", "--store", str(store_path)],
-                              env={**os.environ, **env, "PYTHONPATH": str(SRC)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuscout",
+            "sweep",
+            str(sweep),
+            "--executor",
+            "ray",
+            "--address",
+            cluster,
+            "--cpu-slots",
+            "2",
+            "--json",
+            "--store",
+            str(store_path),
+        ],
+        env={**os.environ, **env, "PYTHONPATH": str(SRC)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     logs = store_path.parent / "sweeps" / "killed"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and len(list(logs.glob("trial-*/stdout-1.log"))) < 2:
@@ -116,17 +164,30 @@ def test_a_sweep_on_a_two_node_ray_cluster_survives_a_node_killed_mid_trial(clus
 
 def test_an_address_nobody_answers_at_is_one_line_within_seconds(tmp_path, store_path):
     pytest.importorskip("ray")
-    sweep = write(tmp_path, """
+    sweep = write(
+        tmp_path,
+        """
         name: nowhere
         command: echo {x}
         reports: [score]
         metric: {name: score}
         space: {x: [1]}
-    """)
+    """,
+    )
     port = free_port()
     started = time.monotonic()
-    done = run_cli("sweep", str(sweep), "--executor", "ray", "--address", f"127.0.0.1:{port}", "--cpu-slots", "1",
-                   "--store", str(store_path))
+    done = run_cli(
+        "sweep",
+        str(sweep),
+        "--executor",
+        "ray",
+        "--address",
+        f"127.0.0.1:{port}",
+        "--cpu-slots",
+        "1",
+        "--store",
+        str(store_path),
+    )
     assert time.monotonic() - started < 30
     lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr

@@ -27,20 +27,26 @@ ENV = {"KERAS_BACKEND": "jax"}
 def sweep_file(tmp_path, name: str, extra: str, lrs: list[float], epochs: int = 4):
     script = tmp_path / "prune_me.py"
     shutil.copy(SCRIPT, script)
-    return write(tmp_path, f"""
+    return write(
+        tmp_path,
+        f"""
         name: {name}
         command: {json.dumps(f"{sys.executable} {script} {{lr}} {epochs}")}
         reports: [val_loss]
         metric: {{name: val_loss, direction: min}}
         space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
         {extra}
-    """, name=f"{name}.yaml")  # written 0.000001, not 1e-06: YAML would read that as text
+    """,
+        name=f"{name}.yaml",
+    )  # written 0.000001, not 1e-06: YAML would read that as text
 
 
 def ran(tmp_path) -> list[tuple[float, int]]:
     """(learning rate, epochs fit ran) of every run of the script, its code after fit included."""
     log = tmp_path / "done.log"
-    return [(float(a), int(b)) for a, b in (line.split() for line in log.read_text().splitlines())] if log.exists() else []
+    return (
+        [(float(a), int(b)) for a, b in (line.split() for line in log.read_text().splitlines())] if log.exists() else []
+    )
 
 
 def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after_kill_9(tmp_path, store_path):
@@ -48,8 +54,12 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
     lrs = [GOOD[0], HOPELESS[0], GOOD[1], HOPELESS[1], GOOD[2], HOPELESS[2], HOPELESS[3], *GOOD[3:]]
     sh = sweep_file(tmp_path, "sh", "early_stop: {kind: successive_halving, grace_epochs: 1, reduction_factor: 3}", lrs)
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200", **ENV)
-    driver = subprocess.Popen([sys.executable, "-m", "gpuscout", "sweep", str(sh), "--cpu-slots", "1", "--store",
-                               str(store_path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "gpuscout", "sweep", str(sh), "--cpu-slots", "1", "--store", str(store_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -106,8 +116,12 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
 
 
 def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
-    median = sweep_file(tmp_path, "median", "early_stop: {kind: median, grace_epochs: 2}",
-                        [0.05, 0.1, HOPELESS[0], HOPELESS[1], HOPELESS[2]])
+    median = sweep_file(
+        tmp_path,
+        "median",
+        "early_stop: {kind: median, grace_epochs: 2}",
+        [0.05, 0.1, HOPELESS[0], HOPELESS[1], HOPELESS[2]],
+    )
     done = run_cli("sweep", str(median), "--cpu-slots", "1", "--json", "--store", str(store_path), env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     statuses = {r["params"]["lr"]: (s, len(r["history"])) for _, s, r in trials(store_path)}
@@ -117,21 +131,31 @@ def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
     assert [statuses[lr] for lr in HOPELESS[:3]] == [("pruned", 2)] * 3
     proposals = []
     for attempt in (1, 2):
-        tpe = write(tmp_path, f"""
+        tpe = write(
+            tmp_path,
+            f"""
             name: tpe{attempt}
             command: {json.dumps(f"{sys.executable} {tmp_path / 'prune_me.py'} {{lr}} 1")}
             reports: [val_loss]
             metric: {{name: val_loss, direction: min}}
             space: {{lr: {{loguniform: [0.0001, 0.1]}}, unused: [1]}}
             strategy: {{kind: tpe, trials: 3, seed: 5}}
-        """.replace(" unused: [1]", "").replace(", }", "}"), name=f"tpe{attempt}.yaml")
+        """.replace(" unused: [1]", "").replace(", }", "}"),
+            name=f"tpe{attempt}.yaml",
+        )
         done = run_cli("sweep", str(tpe), "--cpu-slots", "1", "--json", "--store", str(store_path), env=ENV)
         assert done.returncode == 0, done.stderr[-3000:]
         summary = json.loads(done.stdout)
         assert summary["trials"] == 3 and summary["status_counts"]["ok"] == 3
         with sqlite3.connect(store_path) as db:
-            proposals.append([json.loads(p)["lr"] for (p,) in db.execute(
-                "select params_json from trials where sweep = ? order by trial_index", (f"tpe{attempt}",))])
+            proposals.append(
+                [
+                    json.loads(p)["lr"]
+                    for (p,) in db.execute(
+                        "select params_json from trials where sweep = ? order by trial_index", (f"tpe{attempt}",)
+                    )
+                ]
+            )
     assert proposals[0] == proposals[1] and len(set(proposals[0])) == 3
     assert all(0.0001 <= lr <= 0.1 for lr in proposals[0])
 
@@ -141,22 +165,29 @@ def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, sto
     script = tmp_path / "report_me.py"
     shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
     lrs = [0.5, 0.3, 0.000001, 0.000002]
-    sweep = write(tmp_path, f"""
+    sweep = write(
+        tmp_path,
+        f"""
         name: own-{mode}
         command: {json.dumps(f"{sys.executable} {script} {mode} {{lr}}")}
         reports: [val_loss]
         metric: {{name: val_loss, direction: min}}
         space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
         early_stop: {{kind: median, grace_epochs: 1}}
-    """)
+    """,
+    )
     done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert done.returncode == 0, done.stderr[-3000:]
     statuses = {r["params"]["lr"]: s for _, s, r in trials(store_path)}
     assert statuses == {0.5: "ok", 0.3: "pruned", 0.000001: "pruned", 0.000002: "pruned"}
     finished = [line.split() for line in (tmp_path / "done.log").read_text().splitlines()]
     if mode == "report":  # told through report(): each ended its own loop after epoch 1 and wrote its file
-        assert sorted((float(lr), int(e)) for _, lr, e in finished) == [(0.000001, 1), (0.000002, 1), (0.3, 1),
-                                                                         (0.5, 6)]
+        assert sorted((float(lr), int(e)) for _, lr, e in finished) == [
+            (0.000001, 1),
+            (0.000002, 1),
+            (0.3, 1),
+            (0.5, 6),
+        ]
     else:  # printing JSON lines: the pruned ones were stopped, and only the one that ran through wrote
         assert [(float(lr), int(e)) for _, lr, e in finished] == [(0.5, 6)]
     summary = json.loads(done.stdout)
@@ -166,14 +197,17 @@ def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, sto
 def test_a_metric_reported_only_at_the_end_is_said_to_leave_nothing_to_prune(tmp_path, store_path):
     script = tmp_path / "report_me.py"
     shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
-    sweep = write(tmp_path, f"""
+    sweep = write(
+        tmp_path,
+        f"""
         name: own-end
         command: {json.dumps(f"{sys.executable} {script} end {{lr}}")}
         reports: [val_loss]
         metric: {{name: val_loss, direction: min}}
         space: {{lr: [0.5, 0.000001]}}
         early_stop: {{kind: median, grace_epochs: 1}}
-    """)
+    """,
+    )
     done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)

@@ -40,8 +40,21 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     script, digest = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", **QUIET_TF}
-    result = run_cli("tune", "--json", "--only", "jit_compile,batch_size", "--steps", "150", "--store", str(store),
-                     "--", PY, str(script), "nojit", env=env)
+    result = run_cli(
+        "tune",
+        "--json",
+        "--only",
+        "jit_compile,batch_size",
+        "--steps",
+        "150",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "nojit",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
@@ -64,11 +77,15 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     best = report["best"]
     assert best["verdict"] == "faster" and "jit_compile=True" in best["line"]
     # with the batch, Adam's rate x2 (the square root of 4), warmed up over an epoch of the new batch
-    assert stored[best["run_id"]].applied["learning_rate"] == "scaled_learning_rate(model.optimizer, 2, warmup_steps=16)"
+    assert (
+        stored[best["run_id"]].applied["learning_rate"] == "scaled_learning_rate(model.optimizer, 2, warmup_steps=16)"
+    )
     assert set(stored[best["run_id"]].applied) == {"jit_compile", "batch_size", "learning_rate"}
     second = next(r for r in report["rows"] if r["round"] == 2)
     # the reference runs beside it: before and after, and one more where they disagreed (measured again)
-    assert second["on"] == report["path"][0] and len(second["reference_run_ids"]) == (3 if second.get("remeasured") else 2)
+    assert second["on"] == report["path"][0] and len(second["reference_run_ids"]) == (
+        3 if second.get("remeasured") else 2
+    )
     steps = {stored[r["run_id"]].main.steps for r in report["rows"]} | {report["steps"]}
     assert steps == {150}  # every run stopped at the steps asked
     assert all(r.group_id == report["session"] for r in stored.values())  # one tune session
@@ -80,8 +97,9 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     groups = {g["label"]: g for g in json.loads(compared.stdout)["comparisons"][0]["groups"]}
     assert next(iter(groups)) == "baseline" and groups["jit_compile"]["verdict"] == "faster"
     shown = run_cli("results", "show", jit["run_id"], "--store", str(store))
-    assert f"tune session {report['session']}, change jit_compile: model.compile(..., jit_compile=True)" in \
-        " ".join(shown.stdout.split())
+    assert f"tune session {report['session']}, change jit_compile: model.compile(..., jit_compile=True)" in " ".join(
+        shown.stdout.split()
+    )
     html = tmp_path / "report.html"
     assert run_cli("report", "--out", str(html), "--store", str(store)).returncode == 0
     assert "What each change bought" in html.read_text() and "<svg" in html.read_text()
@@ -99,8 +117,21 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     script, _ = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", **QUIET_TF}
-    fed = run_cli("tune", "--json", "--steps", "300", "--only", "workers,cache", "--store", str(store),
-                  "--", PY, str(script), "pydataset", env=env)
+    fed = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "300",
+        "--only",
+        "workers,cache",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "pydataset",
+        env=env,
+    )
     assert fed.returncode == 0, fed.stderr[-3000:]
     report = json.loads(fed.stdout)
     threads = next(r for r in report["rows"] if r["change"].endswith("_threads"))
@@ -108,8 +139,21 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     # its batches were checked to repeat (fit shuffles their order): kept after the first epoch
     cache = next(r for r in report["rows"] if r["change"] == "cache")
     assert cache["verdict"] == "faster" and "were all among the 64 the dataset made before" in cache["why"]
-    read_ahead = run_cli("tune", "--json", "--steps", "150", "--only", "prefetch", "--store", str(store), "--", PY, str(script),
-                         "generator", env=env)  # tensorflow reads a generator ahead itself
+    read_ahead = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "150",
+        "--only",
+        "prefetch",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "generator",
+        env=env,
+    )  # tensorflow reads a generator ahead itself
     assert read_ahead.returncode == 0, read_ahead.stderr[-3000:]
     prefetch = json.loads(read_ahead.stdout)["rows"][0]
     # significantly faster, by a tenth or more (reading ahead overlaps a 10 ms batch with a 10 ms step)
@@ -121,14 +165,31 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     # cache() right after the map, which the baseline saw make the same elements twice. The patch
     # writes the winner where the map is, and its copy runs as fast
     patch = tmp_path / "tfdata.patch"
-    piped = run_cli("tune", "--json", "--steps", "150", "--only", "prefetch,workers,cache,jit_compile,mixed_precision",
-                    "--patch", str(patch), "--store", str(store), "--", PY, str(script), "tfdata",
-                    env={**env, "KERAS_BACKEND": "tensorflow"})
+    piped = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "150",
+        "--only",
+        "prefetch,workers,cache,jit_compile,mixed_precision",
+        "--patch",
+        str(patch),
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "tfdata",
+        env={**env, "KERAS_BACKEND": "tensorflow"},
+    )
     assert piped.returncode == 0, piped.stderr[-3000:]
     report = json.loads(piped.stdout)
     rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
     assert "prefetch" in records(store)[rows["prefetch"]["run_id"]].applied and rows["prefetch"]["verdict"] in (
-        "faster", "slower", "no significant difference")
+        "faster",
+        "slower",
+        "no significant difference",
+    )
     assert "num_parallel_calls=tf.data.AUTOTUNE" in records(store)[rows["parallel_calls"]["run_id"]].applied["workers"]
     assert rows["parallel_calls"]["verdict"] == "faster"  # ten 10 ms sleeps at once
     cache = rows["cache"]
@@ -137,20 +198,39 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     assert f"the map at train.py:{line} made its first elements the same in two passes, 64 elements" in cache["why"]
     # the copy buys what the injection bought (whether the two agree within a host's drift is
     # finale._agree's, tested by hand: two CLI sessions on a busy CI drift apart)
-    assert report["path"][0] == "cache" and report["patched"]["verdict"] == "faster" and \
-        report["patched"]["ratio_low"] > 3, report["patched"]
+    assert (
+        report["path"][0] == "cache" and report["patched"]["verdict"] == "faster" and report["patched"]["ratio_low"] > 3
+    ), report["patched"]
     # cache() right after the map; parallel_calls may have been kept on top of it (a loaded host
     # gives the first pass's ten sleeps at once a measurable share), and then sits in the same map
-    assert re.search(r"\.batch\(64\)\.map\(slow(, num_parallel_calls=tf\.data\.AUTOTUNE)?\)\.cache\(\)\.repeat\(\)",
-                     patch.read_text()), (report["path"], patch.read_text())
+    assert re.search(
+        r"\.batch\(64\)\.map\(slow(, num_parallel_calls=tf\.data\.AUTOTUNE)?\)\.cache\(\)\.repeat\(\)",
+        patch.read_text(),
+    ), (report["path"], patch.read_text())
     assert ("num_parallel_calls" in patch.read_text()) == ("parallel_calls" in report["path"])
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
     # Keras' debugging mode left on (run_eagerly=True): the step compiled again (a graph: Keras keeps
     # XLA off on a CPU-only TensorFlow), written into compile, and the copy as fast
-    eager = run_cli("tune", "--json", "--steps", "60", "--only", "jit_compile", "--patch", str(patch), "--force",
-                    "--store", str(store), "--", PY, str(script), "eager", env={**env, "KERAS_BACKEND": "tensorflow"})
+    eager = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "60",
+        "--only",
+        "jit_compile",
+        "--patch",
+        str(patch),
+        "--force",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "eager",
+        env={**env, "KERAS_BACKEND": "tensorflow"},
+    )
     assert eager.returncode == 0, eager.stderr[-3000:]
     report = json.loads(eager.stdout)
     graph = report["rows"][0]
@@ -166,8 +246,9 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     script, _ = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", "GPUSCOUT_FAKE_NVML": str(fake_gpu()), **QUIET_TF}
-    result = run_cli("tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script),
-                     "custom", env=env)  # steps: as many as the first baseline's 10 s of training ran
+    result = run_cli(
+        "tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script), "custom", env=env
+    )  # steps: as many as the first baseline's 10 s of training ran
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     broken = report["rows"][0]
@@ -178,8 +259,21 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     assert again.status == "stopped" and again.main.steps == report["steps"] >= 32  # the session went on, as many steps
     # on a script whose layers take it, the policy is set in the child before the first layer: its fit says so;
     # its in-memory arrays are moved to the (here: CPU) device once and fed to fit in device slices
-    fine = run_cli("tune", "--json", "--steps", "150", "--only", "mixed_precision,device_batches", "--store", str(store), "--", PY,
-                   str(script), "nojit", env=env)
+    fine = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "150",
+        "--only",
+        "mixed_precision,device_batches",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "nojit",
+        env=env,
+    )
     assert fine.returncode == 0, fine.stderr[-3000:]
     rows = {r["change"]: r for r in json.loads(fine.stdout)["rows"] if r["round"] == 1}
     mixed = rows["mixed_precision"]
@@ -202,35 +296,69 @@ def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
     store = tmp_path / "results.sqlite"
     patch = tmp_path / "augments.patch"
     env = {"KERAS_BACKEND": "jax", **QUIET_TF}
-    result = run_cli("tune", "--json", "--steps", "60", "--only", "augment_in_model", "--patch", str(patch),
-                     "--store", str(store), "--", PY, str(script), "method", env=env)
+    result = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "60",
+        "--only",
+        "augment_in_model",
+        "--patch",
+        str(patch),
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "method",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     moved = report["rows"][0]
     assert moved["change"] == "augment_in_model" and moved["verdict"] == "faster" and moved["ratio_low"] > 2, moved
-    assert "Images.augment (train.py:51) takes" in moved["why"] and "rescaled, flipped or not of its input" in moved["why"]
+    assert (
+        "Images.augment (train.py:51) takes" in moved["why"] and "rescaled, flipped or not of its input" in moved["why"]
+    )
     record = records(store)[moved["run_id"]]
     assert record.main.augmented_in_model and record.main.model == "functional_augmenting"
-    assert record.applied["augment_in_model"] == ("Images.augment returns its image as given; the model behind "
-                                                   "Rescaling, RandomFlip")
+    assert record.applied["augment_in_model"] == (
+        "Images.augment returns its image as given; the model behind Rescaling, RandomFlip"
+    )
     text = patch.read_text()
     assert "+            x = np.stack([image for image in picked])" in text
-    assert ("+model = keras.Sequential([keras.Input(shape=(32, 32, 3)), keras.layers.Rescaling(1 / 255), "
-            "keras.layers.RandomFlip('horizontal'), model])") in text
+    assert (
+        "+model = keras.Sequential([keras.Input(shape=(32, 32, 3)), keras.layers.Rescaling(1 / 255), "
+        "keras.layers.RandomFlip('horizontal'), model])"
+    ) in text
     assert report["patched"]["verdict"] == "faster" and report["patched"]["ratio_low"] > 2, report["patched"]
     assert "note" not in report["patched"]
     # a random brightness: no layer is told, and why; the lines that take the time are named. A plain
     # watch profiles __getitem__ but does not call the script's function again: it names it only
-    watched = run_cli("watch", "--json", "--steps", "30", "--store", str(store), "--", PY, str(script), "brightness",
-                      env=env)
+    watched = run_cli(
+        "watch", "--json", "--steps", "30", "--store", str(store), "--", PY, str(script), "brightness", env=env
+    )
     assert watched.returncode == 0, watched.stderr[-3000:]
     run = json.loads(watched.stdout)["runs"][0]
     work = run["fits"][0]["sample_work"]
     assert work["function"]["name"] == "augment" and not work["function"]["layers"] and not work["function"]["why_not"]
     assert work["lines"][0]["line"] == 59  # x = np.stack([augment(image, self.rng) ...])
     assert "augment (train.py:27) takes" in run["verdict"][0]["fix"] and "gpuscout tune" in run["verdict"][0]["fix"]
-    told = run_cli("tune", "--json", "--steps", "30", "--only", "augment_in_model", "--store", str(store), "--", PY,
-                   str(script), "brightness", env=env)
+    told = run_cli(
+        "tune",
+        "--json",
+        "--steps",
+        "30",
+        "--only",
+        "augment_in_model",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "brightness",
+        env=env,
+    )
     assert told.returncode == 0, told.stderr[-3000:]
     told = json.loads(told.stdout)
     reason = next(s["reason"] for s in told["skipped"] if s["change"] == "augment_in_model")
@@ -250,9 +378,23 @@ def test_deterministic_inputs_are_cached_under_threads_processes_and_a_generator
         script.write_text((FIXTURES / "watch" / "repeats.py").read_text())
         before = script.read_bytes()
         patch = tmp_path / f"{mode}.patch"
-        result = run_cli("tune", "--json", "--only", "cache", "--steps", "150", "--patch", str(patch), "--store",
-                         str(tmp_path / "results.sqlite"), "--", PY, str(script), mode,
-                         env={"KERAS_BACKEND": "jax", **QUIET_TF})
+        result = run_cli(
+            "tune",
+            "--json",
+            "--only",
+            "cache",
+            "--steps",
+            "150",
+            "--patch",
+            str(patch),
+            "--store",
+            str(tmp_path / "results.sqlite"),
+            "--",
+            PY,
+            str(script),
+            mode,
+            env={"KERAS_BACKEND": "jax", **QUIET_TF},
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         report = json.loads(result.stdout)
         cache = report["rows"][0]
@@ -262,8 +404,9 @@ def test_deterministic_inputs_are_cached_under_threads_processes_and_a_generator
         assert copy is not None and copy["verdict"] == "faster", copy
         mark, diff = patch.read_text().split("\n", 1)  # a first line that says who wrote it, then the diff
         assert mark.startswith("# written by gpuscout tune: apply it in the script's folder with `git apply")
-        assert diff.startswith("--- a/train.py") and ("CachedBatches(Slow())" in diff or
-                                                      "replayed(batches(), period=20)" in diff)
+        assert diff.startswith("--- a/train.py") and (
+            "CachedBatches(Slow())" in diff or "replayed(batches(), period=20)" in diff
+        )
         assert script.read_bytes() == before  # never applied to the user's file
 
 
@@ -274,8 +417,22 @@ def test_a_script_that_changes_between_runs_hands_nothing_over(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("open(__file__, 'a').write('# ran\\n')\n" + (FIXTURES / "watch" / "repeats.py").read_text())
     store, patch = tmp_path / "results.sqlite", tmp_path / "train.patch"
-    result = run_cli("tune", "--steps", "40", "--only", "jit_compile", "--patch", str(patch), "--store", str(store),
-                     "--", PY, str(script), "generator", env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    result = run_cli(
+        "tune",
+        "--steps",
+        "40",
+        "--only",
+        "jit_compile",
+        "--patch",
+        str(patch),
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "generator",
+        env={"KERAS_BACKEND": "jax", **QUIET_TF},
+    )
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]  # after tune's progress
     assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
     assert "train.py changed during the tune session" in errors[0] and result.stderr.strip().endswith(errors[0])
@@ -285,28 +442,33 @@ def test_a_script_that_changes_between_runs_hands_nothing_over(tmp_path):
 def test_bad_tune_input(tmp_path):
     store = tmp_path / "results.sqlite"
     loop = str(FIXTURES / "watch" / "loop.py")
-    for args, fragment in ((("--",), "no command to tune: put it after `--`"),
-                           (("--only", "bogus", "--", PY, "x.py"), "--only: unknown change 'bogus': choose from jit_compile"),
-                           (("--steps", "0", "--", PY, "x.py"), "--steps"),
-                           (("--budget", "0.5", "--", PY, "x.py"), "--budget 0.5 minutes is too small"),
-                           (("--model", "m.py", "--", PY, "x.py"), "tune a workload, not a command"),
-                           (("--patch", str(tmp_path), "--", PY, "x.py"), "a folder, not a file to write the diff to"),
-                           (("--patch", "train.py", "--", PY, "x.py"), "a Python file; the diff goes to a file"),
-                           (("--patch", "/proc/nope/x.patch", "--", PY, "x.py"), "no folder /proc/nope")):
+    for args, fragment in (
+        (("--",), "no command to tune: put it after `--`"),
+        (("--only", "bogus", "--", PY, "x.py"), "--only: unknown change 'bogus': choose from jit_compile"),
+        (("--steps", "0", "--", PY, "x.py"), "--steps"),
+        (("--budget", "0.5", "--", PY, "x.py"), "--budget 0.5 minutes is too small"),
+        (("--model", "m.py", "--", PY, "x.py"), "tune a workload, not a command"),
+        (("--patch", str(tmp_path), "--", PY, "x.py"), "a folder, not a file to write the diff to"),
+        (("--patch", "train.py", "--", PY, "x.py"), "a Python file; the diff goes to a file"),
+        (("--patch", "/proc/nope/x.patch", "--", PY, "x.py"), "no folder /proc/nope"),
+    ):
         one_line_exit_2(run_cli("tune", *args, env={"GPUSCOUT_STORE": str(store)}), fragment)
     assert not store.exists()
     # a budget that cannot hold the session, known from a stored run of the same command: refused
     # before the script starts (issue 60), with the least budget that would do
     from tests.records import make_watch_record
 
-    stored = make_watch_record("slow0001").model_copy(update={"command": [PY, loop, "unmarked", "5"],
-                                                              "duration_s": 100.0})
+    stored = make_watch_record("slow0001").model_copy(
+        update={"command": [PY, loop, "unmarked", "5"], "duration_s": 100.0}
+    )
     slow = tmp_path / "slow.sqlite"
     with Store(slow) as s:
         s.put_many([stored])
-    one_line_exit_2(run_cli("tune", "--budget", "2", "--store", str(slow), "--", PY, loop, "unmarked", "5"),
-                    "--budget 2 min cannot hold the baseline and one change measured against it: a run of this "
-                    "command took 100 s (stored run slow0001); give --budget 8 or more")
+    one_line_exit_2(
+        run_cli("tune", "--budget", "2", "--store", str(slow), "--", PY, loop, "unmarked", "5"),
+        "--budget 2 min cannot hold the baseline and one change measured against it: a run of this "
+        "command took 100 s (stored run slow0001); give --budget 8 or more",
+    )
     assert len(records(slow)) == 1  # nothing ran
     plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, loop, "unmarked", "5")
     assert plan.returncode == 0 and "no stored watch of" in plan.stdout and "jit_compile:" in plan.stdout
@@ -315,7 +477,7 @@ def test_bad_tune_input(tmp_path):
     # exit 1, never 2 (bad input, which changes nothing)
     nofit = run_cli("tune", "--store", str(store), "--", PY, loop, "unmarked", "5")
     assert nofit.returncode == 1 and "tune needs the steps of a Keras Model.fit" in nofit.stderr
-    baseline, = records(store).values()
+    (baseline,) = records(store).values()
     assert f"the baseline is stored as {baseline.id}" in nofit.stderr
 
 
@@ -327,8 +489,18 @@ def test_a_training_that_diverges_is_stored_and_said_first_by_watch_and_tune(tmp
     unchanged script makes itself."""
     script, digest = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
-    watched = run_cli("watch", "--steps", "100", "--store", str(store), "--", PY, str(script), "diverge",
-                      env={"KERAS_BACKEND": "tensorflow", **QUIET_TF})
+    watched = run_cli(
+        "watch",
+        "--steps",
+        "100",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "diverge",
+        env={"KERAS_BACKEND": "tensorflow", **QUIET_TF},
+    )
     assert watched.returncode == 0, watched.stderr[-3000:]
     verdict = watched.stdout.split("verdict, ranked by the time each could save:")[1]
     assert verdict.lstrip().startswith("1. the loss went NaN in epoch 1, at"), verdict
@@ -338,8 +510,21 @@ def test_a_training_that_diverges_is_stored_and_said_first_by_watch_and_tune(tmp
     epoch_logs = [e.logs for e in record.main.epochs]
     assert record.main.diverged.epoch == 1 and record.main.diverged.first_step >= 1
     assert all(v != v for logs in epoch_logs for k, v in logs.items() if k == "loss"), epoch_logs  # NaN, kept
-    tuned = run_cli("tune", "--json", "--only", "steps_per_execution", "--steps", "60", "--store", str(store),
-                    "--", PY, str(script), "diverge", env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    tuned = run_cli(
+        "tune",
+        "--json",
+        "--only",
+        "steps_per_execution",
+        "--steps",
+        "60",
+        "--store",
+        str(store),
+        "--",
+        PY,
+        str(script),
+        "diverge",
+        env={"KERAS_BACKEND": "jax", **QUIET_TF},
+    )
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     report = json.loads(tuned.stdout)
     assert report["diverged"]["code"] == "loss_not_finite" and "went NaN in epoch 1" in report["diverged"]["message"]

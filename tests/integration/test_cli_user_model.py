@@ -42,8 +42,9 @@ def test_multi_head_attention_and_integer_inputs_are_understood(store_path):
 
 
 def test_a_compiled_regression_model_keeps_its_loss_and_a_flops_override_wins(store_path):
-    run = bench_json("--model", f"{MODELS}/small_cnn.py:build_regression", "--flops-per-sample", "1000",
-                     store=store_path)
+    run = bench_json(
+        "--model", f"{MODELS}/small_cnn.py:build_regression", "--flops-per-sample", "1000", store=store_path
+    )
     info = run["spec"]["model_info"]
     assert info["label_kind"] == "dense" and info["label_shape"] == [3]
     assert info["flops_source"] == "given" and run["training_flops_per_sample"] == 3000
@@ -56,9 +57,10 @@ def test_an_error_in_the_users_file_is_one_line_and_stores_nothing(store_path):
     before = hashlib.sha256(store_path.read_bytes()).hexdigest()
     proc = run_cli("bench", "--model", f"{MODELS}/broken.py", *QUICK, "--store", str(store_path))
     assert proc.returncode == 2
-    line, = proc.stderr.strip().splitlines()
-    assert line.startswith("error: broken.py:build: NameError: name 'undefined_tensor' is not defined "
-                           "(broken.py line 6, in build)")
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: broken.py:build: NameError: name 'undefined_tensor' is not defined (broken.py line 6, in build)"
+    )
     assert "`gpuscout --verbose ...` shows the traceback" in line
     verbose = run_cli("--verbose", "bench", "--model", f"{MODELS}/broken.py", *QUICK, "--store", str(store_path))
     assert verbose.returncode == 2
@@ -79,28 +81,36 @@ def test_a_saved_model_with_free_dimensions_needs_and_takes_an_input_shape(tmp_p
         m.compile("adam", "sparse_categorical_crossentropy")
         m.save({str(saved)!r})
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                   env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, "-c", script],
+        check=True,
+        capture_output=True,
+        env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
+    )
     proc = run_cli("bench", "--model", str(saved), *QUICK, "--store", str(store_path))
     assert proc.returncode == 2 and "pass --input-shape" in proc.stderr.splitlines()[-1]
-    run = bench_json("--model", str(saved), "--input-shape", "24,24,3", "--precision", "mixed_bfloat16",
-                     store=store_path)
+    run = bench_json(
+        "--model", str(saved), "--input-shape", "24,24,3", "--precision", "mixed_bfloat16", store=store_path
+    )
     info = run["spec"]["model_info"]
     assert run["status"] == "ok" and info["compute_dtype"] == "bfloat16"
     assert info["forward_flops"] == 2 * (22 * 22 * 4 * 27 + 6 * 4)  # counted on the concrete shape
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--model", "nowhere.py:build"), "--model file not found"),
-    (("--model", f"{MODELS}/small_cnn.py:build", "--input-shape", "3,3"), "does not match the model's input"),
-    (("--model", f"{MODELS}/../fake_worker.py:1build"), "is not a Python function name"),
-    (("--model", f"{MODELS}/small_cnn.py", "mlp"), "name workloads or a --model, not both"),
-    (("--model", f"{MODELS}/small_cnn.py", "--batch-size", "auto"), "--batch-size auto needs"),
-    (("--model", str(FIXTURES / "fake_worker.py").replace(".py", ".txt")), "give a Python file"),
-    # found by reading the file in the parent, before a child (it took 37 s and showed gpuscout's frames)
-    (("--model", f"{MODELS}/small_cnn.py:buidl"), "no function 'buidl' in it: did you mean build, "),
-    (("--model", f"{MODELS}/syntax_error.py"), "--model syntax_error.py line 7: '(' was never closed"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--model", "nowhere.py:build"), "--model file not found"),
+        (("--model", f"{MODELS}/small_cnn.py:build", "--input-shape", "3,3"), "does not match the model's input"),
+        (("--model", f"{MODELS}/../fake_worker.py:1build"), "is not a Python function name"),
+        (("--model", f"{MODELS}/small_cnn.py", "mlp"), "name workloads or a --model, not both"),
+        (("--model", f"{MODELS}/small_cnn.py", "--batch-size", "auto"), "--batch-size auto needs"),
+        (("--model", str(FIXTURES / "fake_worker.py").replace(".py", ".txt")), "give a Python file"),
+        # found by reading the file in the parent, before a child (it took 37 s and showed gpuscout's frames)
+        (("--model", f"{MODELS}/small_cnn.py:buidl"), "no function 'buidl' in it: did you mean build, "),
+        (("--model", f"{MODELS}/syntax_error.py"), "--model syntax_error.py line 7: '(' was never closed"),
+    ],
+)
 def test_bad_model_arguments_exit_2_before_anything_runs(args, message, store_path):
     proc = run_cli("bench", *args, "--cpu", "--store", str(store_path))
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -120,8 +130,18 @@ def test_timeout_covers_the_model_check_and_takes_the_helpers_along(tmp_path, st
 
     pids = tmp_path / "pids"
     began = time.monotonic()
-    proc = run_cli("bench", "--model", f"{MODELS}/hostile.py:build_hangs", "--timeout", "20", *QUICK,
-                   "--store", str(store_path), env={"HOSTILE_PIDS": str(pids)}, timeout=300)
+    proc = run_cli(
+        "bench",
+        "--model",
+        f"{MODELS}/hostile.py:build_hangs",
+        "--timeout",
+        "20",
+        *QUICK,
+        "--store",
+        str(store_path),
+        env={"HOSTILE_PIDS": str(pids)},
+        timeout=300,
+    )
     took = time.monotonic() - began
     assert proc.returncode == 2 and "timeout" in proc.stderr.lower(), proc.stderr[-2000:]
     assert 20 <= took < 60  # it waited for the build, then stopped at --timeout (not after 600 s)
@@ -132,7 +152,9 @@ def test_timeout_covers_the_model_check_and_takes_the_helpers_along(tmp_path, st
             assert state == "Z", f"pid {pid} outlived the model check"
         except (ProcessLookupError, FileNotFoundError):
             pass
-    assert not store_path.exists() or sqlite3.connect(store_path).execute("select count(*) from runs").fetchone()[0] == 0
+    assert (
+        not store_path.exists() or sqlite3.connect(store_path).execute("select count(*) from runs").fetchone()[0] == 0
+    )
 
 
 def test_targets_follow_the_loss_and_to_accuracy_names_its_real_reason(store_path):
@@ -140,8 +162,18 @@ def test_targets_follow_the_loss_and_to_accuracy_names_its_real_reason(store_pat
     info = binary["spec"]["model_info"]
     assert info["label_kind"] == "binary" and info["label_shape"] == [1]
     assert binary["status"] == "ok" and 0 <= binary["loss"] < 5  # cross-entropy of 0/1 targets: never negative
-    proc = run_cli("bench", "--model", f"{MODELS}/small_cnn.py:build_onehot", "--to-accuracy", "0.5", "--dataset", "digits", *QUICK,
-                   "--store", str(store_path))
+    proc = run_cli(
+        "bench",
+        "--model",
+        f"{MODELS}/small_cnn.py:build_onehot",
+        "--to-accuracy",
+        "0.5",
+        "--dataset",
+        "digits",
+        *QUICK,
+        "--store",
+        str(store_path),
+    )
     assert proc.returncode == 2 and "its loss trains on one-hot targets" in proc.stderr, proc.stderr[-2000:]
 
 
@@ -183,13 +215,15 @@ def test_a_file_that_raises_at_import_and_saved_files_that_are_not_models(tmp_pa
 
     with zipfile.ZipFile(other_zip, "w") as archive:
         archive.writestr("notes.txt", "not a model")
-    for args, fragment in (((f"{raises}:build",), "RuntimeError: no data folder (raises.py line 1, at import)"),
-                           ((f"{answer}:build",), "it returned int"),
-                           ((str(empty),), "is empty (0 bytes): not a saved Keras model"),
-                           ((str(garbage),), "is not a saved Keras model: a .keras file is a zip archive"),
-                           ((str(other_zip),), "without a Keras model in it (no config.json)")):
+    for args, fragment in (
+        ((f"{raises}:build",), "RuntimeError: no data folder (raises.py line 1, at import)"),
+        ((f"{answer}:build",), "it returned int"),
+        ((str(empty),), "is empty (0 bytes): not a saved Keras model"),
+        ((str(garbage),), "is not a saved Keras model: a .keras file is a zip archive"),
+        ((str(other_zip),), "without a Keras model in it (no config.json)"),
+    ):
         proc = run_cli("bench", "--model", *args, *QUICK, "--store", str(store_path))
         assert proc.returncode == 2, proc.stderr
-        line, = proc.stderr.strip().splitlines()
+        (line,) = proc.stderr.strip().splitlines()
         assert fragment in line and "Traceback" not in proc.stderr
     assert not store_path.exists()

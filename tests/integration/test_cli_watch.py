@@ -38,17 +38,24 @@ def final_loss(text: str) -> str:
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path, fake_gpu):
     env = {"KERAS_BACKEND": backend, **QUIET_TF}
-    plain = subprocess.run([PY, str(SCRIPTS / "train.py"), "cached"], capture_output=True, text=True,
-                           env={**os.environ, **env}, timeout=300)
+    plain = subprocess.run(
+        [PY, str(SCRIPTS / "train.py"), "cached"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     # jax's run sees a fake Tensor-Core GPU (an H100 at 98%): only there is mixed precision advised
     fake = {"GPUSCOUT_FAKE_NVML": str(fake_gpu())} if backend == "jax" else {}
-    cached = run_cli("watch", "--store", str(store_path), "--", PY, str(SCRIPTS / "train.py"), "cached",
-                     env={**env, **fake})
+    cached = run_cli(
+        "watch", "--store", str(store_path), "--", PY, str(SCRIPTS / "train.py"), "cached", env={**env, **fake}
+    )
     # tensorflow's run traces steps 5-8: its xplane is read (no GPU there: no kernels), and the
     # traced steps have a window of their own, out of the figures
     traced = ["--trace-steps", "5:8"] if backend == "tensorflow" else []
-    slow = run_cli("watch", "--json", *traced, "--store", str(store_path), "--", PY, str(SCRIPTS / "train.py"), "slow",
-                   env=env)
+    slow = run_cli(
+        "watch", "--json", *traced, "--store", str(store_path), "--", PY, str(SCRIPTS / "train.py"), "slow", env=env
+    )
     assert cached.returncode == 0 and slow.returncode == 0, (cached.stderr[-3000:], slow.stderr[-3000:])
     # the script's own result and output are the same with and without watch
     assert final_loss(cached.stdout) == final_loss(plain.stdout)
@@ -68,8 +75,9 @@ def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path
     # is; on a CPU shared with the suite's other worker it passes a millisecond, 1.3 ms in a CI run of
     # 2026-11-27: their bytes say so). Against the generator's 20 ms of sleep a batch, a fifth at most.
     assert "input_bound" not in [c.code for c in fed.verdict]
-    fetch_s, slow_fetch_s = (sum(w.input_wait_s for w in r.windows) / sum(w.steps for w in r.windows)
-                             for r in (fed, waited))
+    fetch_s, slow_fetch_s = (
+        sum(w.input_wait_s for w in r.windows) / sum(w.steps for w in r.windows) for r in (fed, waited)
+    )
     assert slow_fetch_s > 0.01 and fetch_s < slow_fetch_s / 5 and fed.input_wait_share < waited.input_wait_share
     # 20 ms of sleep per batch against about a millisecond of step: most of the time is the wait
     first = waited.verdict[0]
@@ -90,11 +98,23 @@ def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path
 @pytest.mark.slow
 def test_steps_stop_a_long_script_cleanly_and_the_trace_is_kept(store_path):
     started = time.monotonic()
-    result = run_cli("watch", "--steps", "30", "--trace-steps", "5:8", "--store", str(store_path), "--",
-                     PY, str(SCRIPTS / "train.py"), "long", env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    result = run_cli(
+        "watch",
+        "--steps",
+        "30",
+        "--trace-steps",
+        "5:8",
+        "--store",
+        str(store_path),
+        "--",
+        PY,
+        str(SCRIPTS / "train.py"),
+        "long",
+        env={"KERAS_BACKEND": "jax", **QUIET_TF},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert time.monotonic() - started < 120  # a thousand epochs would take minutes
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.status == "stopped" and "30 training steps" in record.limit and record.main.steps == 30
     assert record.main.stopped_by_limit
     assert record.trace.ok and record.trace.first_step == 5 and any(Path(record.trace.dir).rglob("*.pb"))
@@ -109,8 +129,9 @@ def test_steps_stop_a_long_script_cleanly_and_the_trace_is_kept(store_path):
 def test_a_loop_of_its_own_is_watched_through_nvml(store_path, fake_gpu):
     fake = {"GPUSCOUT_FAKE_NVML": str(fake_gpu(utilization_pct=40))}
     marked = run_cli("watch", "--store", str(store_path), "--", PY, str(SCRIPTS / "loop.py"), "marked", "40", env=fake)
-    unmarked = run_cli("watch", "--json", "--store", str(store_path), "--", PY, str(SCRIPTS / "loop.py"), "unmarked",
-                       "20", env=fake)
+    unmarked = run_cli(
+        "watch", "--json", "--store", str(store_path), "--", PY, str(SCRIPTS / "loop.py"), "unmarked", "20", env=fake
+    )
     assert marked.returncode == 0 and unmarked.returncode == 0, (marked.stderr, unmarked.stderr)
     assert "done after 40 steps" in marked.stdout
     blind = json.loads(unmarked.stdout)["runs"][0]
@@ -126,13 +147,15 @@ def test_a_loop_of_its_own_is_watched_through_nvml(store_path, fake_gpu):
 
 def test_a_crash_returns_its_exit_code_and_is_stored_failed(store_path, tmp_path):
     script = tmp_path / "crash.py"
-    script.write_text("import sys\nprint('loading data')\nsys.stderr.write('ValueError: bad shape (3, 4)\\n')\n"
-                      "sys.stderr.write('jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
-                      "while trying to allocate 2147483648 bytes.\\n')\nsys.exit(3)\n")
+    script.write_text(
+        "import sys\nprint('loading data')\nsys.stderr.write('ValueError: bad shape (3, 4)\\n')\n"
+        "sys.stderr.write('jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
+        "while trying to allocate 2147483648 bytes.\\n')\nsys.exit(3)\n"
+    )
     result = run_cli("watch", "--store", str(store_path), "--", PY, str(script))
     assert result.returncode == 3 and "loading data" in result.stdout
     assert "bad shape" in result.stderr  # passed through as it came
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.status == "failed" and record.exit_code == 3 and "bad shape" in record.error.stderr_tail
     assert "failed (exit code 3)" in result.stdout
     # what it means, kept in the record and shown under the failure (2147483648 bytes = 2.00 GiB)
@@ -145,15 +168,19 @@ def test_shell_syntax_runs_under_a_shell(store_path):
     line = f"GREETING=hello {PY} -c 'import os; print(os.environ[\"GREETING\"])' | tr a-z A-Z"
     result = run_cli("watch", "--quiet", "--store", str(store_path), "--", line)
     assert result.returncode == 0 and "HELLO" in result.stdout, result.stderr
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.command == [line] and record.instrumented  # the shell's python was instrumented too
 
 
 def test_ctrl_c_is_passed_on_and_what_was_measured_is_kept(store_path):
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
-    proc = subprocess.Popen([PY, "-m", "gpuscout", "watch", "--store", str(store_path), "--", PY,
-                             str(SCRIPTS / "loop.py"), "forever", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [PY, "-m", "gpuscout", "watch", "--store", str(store_path), "--", PY, str(SCRIPTS / "loop.py"), "forever", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     first = proc.stdout.readline()
     child = int(first.split()[1])
     time.sleep(2.5)  # a couple of the instrumentation's one-second windows
@@ -163,17 +190,27 @@ def test_ctrl_c_is_passed_on_and_what_was_measured_is_kept(store_path):
     assert "interrupted cleanly after" in out  # the script got SIGINT and handled it itself
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.status == "interrupted" and record.main.steps > 30 and record.windows
 
 
 def test_pid_attaches_to_a_running_process_through_nvml(store_path, fake_gpu):
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        listed = fake_gpu(utilization_pct=30, processes=[{"pid": sleeper.pid, "used_memory_bytes": 2**30},
-                                                         {"pid": 4242}])
-        result = run_cli("watch", "--pid", str(sleeper.pid), "--duration", "2s", "--json", "--store",
-                         str(store_path), env={"GPUSCOUT_FAKE_NVML": str(listed)})
+        listed = fake_gpu(
+            utilization_pct=30, processes=[{"pid": sleeper.pid, "used_memory_bytes": 2**30}, {"pid": 4242}]
+        )
+        result = run_cli(
+            "watch",
+            "--pid",
+            str(sleeper.pid),
+            "--duration",
+            "2s",
+            "--json",
+            "--store",
+            str(store_path),
+            env={"GPUSCOUT_FAKE_NVML": str(listed)},
+        )
         assert result.returncode == 0, result.stderr
         record = json.loads(result.stdout)["runs"][0]
         assert record["mode"] == "pid" and record["attached_pid"] == sleeper.pid and record["command"][0] == "sleep"
@@ -181,25 +218,36 @@ def test_pid_attaches_to_a_running_process_through_nvml(store_path, fake_gpu):
         assert codes[0] == "attached" and "gpu_idle" in codes and "gpu_shared" in codes
         assert 1.5 < record["duration_s"] < 10 and record["telemetry"]["gpu_util_mean_pct"] == pytest.approx(30)
         elsewhere = fake_gpu(processes=[{"pid": 4242}])
-        one_error_line(run_cli("watch", "--pid", str(sleeper.pid), "--store", str(store_path),
-                               env={"GPUSCOUT_FAKE_NVML": str(elsewhere)}),
-                       f"--pid {sleeper.pid} (sleep) has no context on any of the 1 GPU(s) NVML sees "
-                       "(processes listed: GPU 0: 4242)")
+        one_error_line(
+            run_cli(
+                "watch",
+                "--pid",
+                str(sleeper.pid),
+                "--store",
+                str(store_path),
+                env={"GPUSCOUT_FAKE_NVML": str(elsewhere)},
+            ),
+            f"--pid {sleeper.pid} (sleep) has no context on any of the 1 GPU(s) NVML sees "
+            "(processes listed: GPU 0: 4242)",
+        )
     finally:
         sleeper.kill()
         sleeper.wait()
     assert len(stored(store_path)) == 1
 
 
-@pytest.mark.parametrize("args, fragment", [
-    ([], "no command to watch"),
-    (["--", "no-such-program-xyz"], "command not found: 'no-such-program-xyz'"),
-    (["--steps", "0", "--", "true"], "--steps must be >= 1, got 0"),
-    (["--duration", "10x", "--", "true"], "--duration must be a duration like 90s"),
-    (["--trace-steps", "9:3", "--", "true"], "--trace-steps must be FIRST:LAST"),
-    (["--pid", "1", "--", "true"], "--pid watches a process already running"),
-    (["--pid", "999999999"], "--pid 999999999: no such process"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ([], "no command to watch"),
+        (["--", "no-such-program-xyz"], "command not found: 'no-such-program-xyz'"),
+        (["--steps", "0", "--", "true"], "--steps must be >= 1, got 0"),
+        (["--duration", "10x", "--", "true"], "--duration must be a duration like 90s"),
+        (["--trace-steps", "9:3", "--", "true"], "--trace-steps must be FIRST:LAST"),
+        (["--pid", "1", "--", "true"], "--pid watches a process already running"),
+        (["--pid", "999999999"], "--pid 999999999: no such process"),
+    ],
+)
 def test_bad_watch_input(store_path, args, fragment):
     one_error_line(run_cli("watch", "--store", str(store_path), *args), fragment)
 
@@ -211,14 +259,17 @@ def test_a_sweep_of_an_unmodified_script_reads_fit_and_retries_what_failed(tmp_p
     (work / "fit_sweep.py").write_text((SCRIPTS / "fit_sweep.py").read_text())
     (work / "broken").write_text("")
     # shell syntax (an assignment first), and the script reports nothing itself: fit's logs do
-    (work / "lr.yaml").write_text(f"name: lr\ncommand: KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3 {PY} "
-                                  f"{work / 'fit_sweep.py'} {{lr}}\nreports: [val_accuracy]\n"
-                                  "metric: {name: val_accuracy, direction: max}\nspace:\n  lr: [0.05, 0.9]\n")
+    (work / "lr.yaml").write_text(
+        f"name: lr\ncommand: KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3 {PY} "
+        f"{work / 'fit_sweep.py'} {{lr}}\nreports: [val_accuracy]\n"
+        "metric: {name: val_accuracy, direction: max}\nspace:\n  lr: [0.05, 0.9]\n"
+    )
     store = tmp_path / "s.sqlite"
     first = run_cli("sweep", str(work / "lr.yaml"), "--cpu-slots", "2", "--store", str(store))
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "trial 1 failed after 1 attempt(s): exited with code 1: learning rate 0.9 diverged" in \
-        first.stderr.replace("\n", " ")
+    assert "trial 1 failed after 1 attempt(s): exited with code 1: learning rate 0.9 diverged" in first.stderr.replace(
+        "\n", " "
+    )
     (work / "broken").unlink()
     again = run_cli("sweep", str(work / "lr.yaml"), "--cpu-slots", "2", "--retry-failed", "--store", str(store))
     assert again.returncode == 0, again.stderr[-3000:]
@@ -243,16 +294,20 @@ def test_watch_records_are_listed_shown_exported_compared_and_reported(tmp_path)
     from tests.unit.test_watch_logic import H100, busy
 
     store_path = tmp_path / "s.sqlite"
-    before = make_watch_record("watchbefore", events=fit_events(windows=5, wait_s=0.4), gpus=[H100],
-                               samples=[busy(55)])
-    after = make_watch_record("watchafter", events=fit_events(windows=5, steps=62, wait_s=0.02), gpus=[H100],
-                              samples=[busy(97)])
+    before = make_watch_record("watchbefore", events=fit_events(windows=5, wait_s=0.4), gpus=[H100], samples=[busy(55)])
+    after = make_watch_record(
+        "watchafter", events=fit_events(windows=5, steps=62, wait_s=0.02), gpus=[H100], samples=[busy(97)]
+    )
     with Store(store_path) as store:
         store.put_many([before, after, make_record("bench0001")])
     listed = run_cli("results", "list", "--kind", "watch", "--store", str(store_path))
     assert listed.returncode == 0 and "watchbefore" in listed.stdout and "bench0001" not in listed.stdout
     shown = run_cli("results", "show", "watchbef", "--store", str(store_path))
-    assert shown.returncode == 0 and "highly input-bound: 40%" in shown.stdout and "command: python train.py" in shown.stdout
+    assert (
+        shown.returncode == 0
+        and "highly input-bound: 40%" in shown.stdout
+        and "command: python train.py" in shown.stdout
+    )
     csv_text = run_cli("results", "export", "--format", "csv", "--store", str(store_path)).stdout
     assert "watchafter,watch," in csv_text and "bench0001,benchmark," in csv_text
     exported = json.loads(run_cli("results", "export", "--store", str(store_path)).stdout)
@@ -260,7 +315,7 @@ def test_watch_records_are_listed_shown_exported_compared_and_reported(tmp_path)
     for run in exported["runs"]:
         jsonschema.validate(run, schema)
     compared = json.loads(run_cli("compare", "watchbefore", "watchafter", "--json", "--store", str(store_path)).stdout)
-    comparison, = compared["comparisons"]
+    (comparison,) = compared["comparisons"]
     base, fixed = comparison["groups"]
     assert (base["median"], fixed["median"]) == (pytest.approx(3200), pytest.approx(62 * 64))
     assert fixed["verdict"] == "faster" and fixed["p_value"] < 0.05 and fixed["ratio"] == pytest.approx(62 * 64 / 3200)

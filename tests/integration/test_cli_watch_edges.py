@@ -12,7 +12,6 @@ import time
 import pytest
 
 from gpuscout.store import Store
-
 from tests.conftest import FIXTURES, alive, run_cli
 from tests.integration.test_cli_watch import QUIET_TF, stored
 
@@ -29,13 +28,23 @@ def test_a_limit_stops_the_script_where_it_is(backend, limit, store_path, tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     started = time.monotonic()
-    result = run_cli("watch", *limit, "--store", str(store_path), "--", PY, EDGES, "checkpoint", str(out),
-                     env={"KERAS_BACKEND": backend, **QUIET_TF})
+    result = run_cli(
+        "watch",
+        *limit,
+        "--store",
+        str(store_path),
+        "--",
+        PY,
+        EDGES,
+        "checkpoint",
+        str(out),
+        env={"KERAS_BACKEND": backend, **QUIET_TF},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert time.monotonic() - started < 90
     assert sorted(p.name for p in out.iterdir()) == []  # no checkpoint, no after_fit.txt
     assert "finally block ran" not in result.stdout and "Traceback" not in result.stderr
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.status == "stopped" and record.main.stopped_by_limit
     assert "as asked; the rest of the script did not run" in result.stdout
     # Keras waits for each step's logs because of these two (not async_safe, batch-end hooks)
@@ -45,9 +54,10 @@ def test_a_limit_stops_the_script_where_it_is(backend, limit, store_path, tmp_pa
         assert record.main.steps == 400 and "after 400 training steps (--steps 400)" in result.stdout
     else:  # five seconds of 1 s windows: the first after the compile is warm-up, left out of every figure
         assert record.warmup_windows >= 1 and record.warmup_steps == sum(
-            w.steps for w in record.windows[:record.warmup_windows])
+            w.steps for w in record.windows[: record.warmup_windows]
+        )
         assert record.throughput.n == len(record.windows) - record.warmup_windows
-        steady = record.windows[record.warmup_windows:]
+        steady = record.windows[record.warmup_windows :]
         assert record.step_time_s == pytest.approx(sum(w.seconds for w in steady) / sum(w.steps for w in steady))
         assert f"warm-up left out: {record.warmup_steps} steps" in result.stdout
 
@@ -57,10 +67,12 @@ def test_watch_says_what_the_script_ran(store_path):
     """jax with jit_compile=False is "no XLA" and gets the jit advice; a CPU-only tensorflow with
     Keras' default runs no XLA and gets none; a slow epoch-end callback is named with its cost; a
     PyDataset's 3 worker threads are read and the advice says what threads cannot do."""
-    nojit = run_cli("watch", "--store", str(store_path), "--", PY, EDGES, "nojit",
-                    env={"KERAS_BACKEND": "jax", **QUIET_TF})
-    threads = run_cli("watch", "--store", str(store_path), "--", PY, EDGES, "threads",
-                      env={"KERAS_BACKEND": "tensorflow", **QUIET_TF})
+    nojit = run_cli(
+        "watch", "--store", str(store_path), "--", PY, EDGES, "nojit", env={"KERAS_BACKEND": "jax", **QUIET_TF}
+    )
+    threads = run_cli(
+        "watch", "--store", str(store_path), "--", PY, EDGES, "threads", env={"KERAS_BACKEND": "tensorflow", **QUIET_TF}
+    )
     assert nojit.returncode == 0 and threads.returncode == 0, (nojit.stderr[-2000:], threads.stderr[-2000:])
     records = {r.main.backend: r for r in stored(store_path)}
     jax_run, tf_run = records["jax"], records["tensorflow"]
@@ -84,16 +96,16 @@ def test_watch_says_what_the_script_ran(store_path):
 
 @pytest.mark.slow
 def test_a_crash_before_fit_is_the_finding(store_path):
-    result = run_cli("watch", "--store", str(store_path), "--", PY, EDGES, "crash",
-                     env={"KERAS_BACKEND": "jax", **QUIET_TF})
+    result = run_cli(
+        "watch", "--store", str(store_path), "--", PY, EDGES, "crash", env={"KERAS_BACKEND": "jax", **QUIET_TF}
+    )
     assert result.returncode == 1
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.status == "failed" and record.exit_code == 1
     first = record.verdict[0]
     assert first.code == "script_failed" and "no Keras Model.fit" not in result.stdout
     assert "ValueError: could not read the training data" in first.evidence
     assert "the script failed (exit code 1) before any training step was timed" in result.stdout
-
 
 
 def test_a_script_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_kept(store_path):
@@ -104,11 +116,21 @@ def test_a_script_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_ke
 
     GRACE_S = 4.0  # waited out in full: the default's 20 s would be most of this test's time
     started = time.monotonic()
-    done = run_cli("watch", "--store", str(store_path), "--", PY, LOOP, "hang-at-exit", "20", timeout=120,
-                   env={EXIT_GRACE_ENV: str(GRACE_S)})  # the grace waited out: shorter than the default's 20 s
+    done = run_cli(
+        "watch",
+        "--store",
+        str(store_path),
+        "--",
+        PY,
+        LOOP,
+        "hang-at-exit",
+        "20",
+        timeout=120,
+        env={EXIT_GRACE_ENV: str(GRACE_S)},
+    )  # the grace waited out: shorter than the default's 20 s
     took = time.monotonic() - started
     assert done.returncode == 0 and GRACE_S <= took < GRACE_S + 30, (took, done.stderr[-2000:])
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert record.status == "ok" and record.exit_code is None and record.windows and record.samples_per_s
     pid = int(re.search(r"^pid (\d+)", done.stdout, re.M).group(1))
     assert not alive(pid)
@@ -116,15 +138,17 @@ def test_a_script_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_ke
     assert f"process {pid} ran all of the script's code, then did not exit within {GRACE_S:g} s" in said
     assert "call gc.collect() at the script's end" in said and any("tensorflow#21277" in n for n in record.notes)
 
+
 def test_start_up_is_not_idle_time(store_path, fake_gpu):
     """A loop timed by NVML only, on a GPU idle for its first 1.5 s (imports, compiling) and then
     60% busy: busy is judged over the steady part, start-up shown apart, and no saving promised
     that the steady part does not show (40%, not the 50-60% of the whole run)."""
     fake = fake_gpu(utilization_pct=[[0, 0], [1.5, 60]])
-    result = run_cli("watch", "--store", str(store_path), "--", PY, LOOP, "unmarked", "160",
-                     env={"GPUSCOUT_FAKE_NVML": str(fake)})
+    result = run_cli(
+        "watch", "--store", str(store_path), "--", PY, LOOP, "unmarked", "160", env={"GPUSCOUT_FAKE_NVML": str(fake)}
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    record, = stored(store_path)
+    (record,) = stored(store_path)
     assert 1.0 < record.startup_s < 2.5
     assert record.telemetry.gpu_util_mean_pct == pytest.approx(60)
     idle = next(c for c in record.verdict if c.code == "gpu_idle")
@@ -139,14 +163,16 @@ def test_a_timed_out_trial_shows_what_it_reported_and_counts_its_steps(tmp_path)
     script = tmp_path / "fit_sweep.py"  # it writes runs.log beside itself
     script.write_text((FIXTURES / "watch" / "fit_sweep.py").read_text())
     sweep = tmp_path / "long.yaml"
-    sweep.write_text(f"name: long\ncommand: KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3 {PY} {script} {{lr}} 100000\n"
-                     "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\ntimeout_s: 12\n"
-                     "space:\n  lr: [0.05]\n")
+    sweep.write_text(
+        f"name: long\ncommand: KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3 {PY} {script} {{lr}} 100000\n"
+        "reports: [val_accuracy]\nmetric: {name: val_accuracy, direction: max}\ntimeout_s: 12\n"
+        "space:\n  lr: [0.05]\n"
+    )
     store = tmp_path / "s.sqlite"
     result = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--store", str(store))
     assert result.returncode == 1, result.stderr[-3000:]  # a trial did not complete
     with Store(store, create=False) as s:
-        trial, = s.trials("long")
+        (trial,) = s.trials("long")
     assert trial["status"] == "timeout"
     reported = trial["result"]["metrics"]["val_accuracy"]
     assert 0 <= reported <= 1 and len(trial["result"]["history"]) >= 1

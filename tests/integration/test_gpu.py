@@ -10,8 +10,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_bench_mlp_on_the_gpu_with_telemetry(store_path):
-    result = run_cli("bench", "mlp", "--windows", "3", "--window-seconds", "0.5", "--json",
-                     "--store", str(store_path))
+    result = run_cli("bench", "mlp", "--windows", "3", "--window-seconds", "0.5", "--json", "--store", str(store_path))
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     assert run["device"] == "gpu" and run["status"] == "ok"
@@ -20,16 +19,30 @@ def test_bench_mlp_on_the_gpu_with_telemetry(store_path):
 
 
 def test_auto_batch_is_scaled_to_this_gpu_and_its_estimate_holds(store_path):
-    result = run_cli("bench", "resnet18_cifar", "--batch-size", "auto", "--precision", "mixed_bfloat16",
-                     "--windows", "2", "--window-seconds", "0.5", "--json", "--store", str(store_path))
+    result = run_cli(
+        "bench",
+        "resnet18_cifar",
+        "--batch-size",
+        "auto",
+        "--precision",
+        "mixed_bfloat16",
+        "--windows",
+        "2",
+        "--window-seconds",
+        "0.5",
+        "--json",
+        "--store",
+        str(store_path),
+    )
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     from gpuscout import workloads
-    from gpuscout.workloads import sizing
     from gpuscout.core.spec import Precision
+    from gpuscout.workloads import sizing
 
-    expected = sizing.auto_batch_size(workloads.get("resnet18_cifar"), Precision.mixed_bfloat16, None,
-                                      run["gpu"]["memory_total_bytes"])
+    expected = sizing.auto_batch_size(
+        workloads.get("resnet18_cifar"), Precision.mixed_bfloat16, None, run["gpu"]["memory_total_bytes"]
+    )
     assert run["batch_size"] == expected
     assert run["peak_memory_bytes"] == pytest.approx(run["estimated_peak_memory_bytes"], rel=0.25)
 
@@ -37,21 +50,59 @@ def test_auto_batch_is_scaled_to_this_gpu_and_its_estimate_holds(store_path):
 def test_a_user_model_and_time_to_accuracy_on_the_gpu(store_path):
     from tests.conftest import FIXTURES
 
-    result = run_cli("bench", "--model", f"{FIXTURES}/user_models/small_cnn.py:build", "--precision",
-                     "mixed_bfloat16", "--windows", "2", "--window-seconds", "0.5", "--json", "--store", str(store_path))
+    result = run_cli(
+        "bench",
+        "--model",
+        f"{FIXTURES}/user_models/small_cnn.py:build",
+        "--precision",
+        "mixed_bfloat16",
+        "--windows",
+        "2",
+        "--window-seconds",
+        "0.5",
+        "--json",
+        "--store",
+        str(store_path),
+    )
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     assert run["device"] == "gpu" and run["spec"]["model_info"]["compute_dtype"] == "bfloat16"
-    result = run_cli("bench", "mlp", "--to-accuracy", "0.9", "--dataset", "digits", "--batch-size", "64",
-                     "--json", "--store", str(store_path))
+    result = run_cli(
+        "bench",
+        "mlp",
+        "--to-accuracy",
+        "0.9",
+        "--dataset",
+        "digits",
+        "--batch-size",
+        "64",
+        "--json",
+        "--store",
+        str(store_path),
+    )
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     assert run["device"] == "gpu" and run["time_to_accuracy"]["reached"]
 
 
 def test_inference_on_the_gpu_chooses_how_each_batch_reaches_it(store_path):
-    result = run_cli("bench", "mlp", "--mode", "inference", "--backend", "jax", "--batch-sizes", "1,512",
-                     "--requests", "30", "--warmup-requests", "5", "--json", "--store", str(store_path))
+    result = run_cli(
+        "bench",
+        "mlp",
+        "--mode",
+        "inference",
+        "--backend",
+        "jax",
+        "--batch-sizes",
+        "1,512",
+        "--requests",
+        "30",
+        "--warmup-requests",
+        "5",
+        "--json",
+        "--store",
+        str(store_path),
+    )
     assert result.returncode == 0, result.stderr
     runs = json.loads(result.stdout)["runs"]
     assert [r["batch_size"] for r in runs] == [1, 512]
@@ -72,8 +123,21 @@ def _gpu_count() -> int:
 
 @pytest.mark.skipif(_gpu_count() < 2, reason="needs two GPUs")
 def test_scale_over_two_gpus_with_topology_and_per_gpu_telemetry(store_path):
-    result = run_cli("scale", "mlp", "--gpus", "1,2", "--backend", "jax", "--windows", "3", "--window-seconds", "0.5",
-                     "--json", "--store", str(store_path))
+    result = run_cli(
+        "scale",
+        "mlp",
+        "--gpus",
+        "1,2",
+        "--backend",
+        "jax",
+        "--windows",
+        "3",
+        "--window-seconds",
+        "0.5",
+        "--json",
+        "--store",
+        str(store_path),
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["interconnect"]["kind"] in ("NVLink", "PCIe") and report["topology"]

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import nbformat
 import psutil
@@ -38,7 +39,7 @@ def cells_of() -> list[str]:
     return [code[0], code[2].split("\n", 1)[1]]
 
 
-def script_of(path) -> "Path":
+def script_of(path: Path) -> Path:
     path.write_text("\n\n".join(cells_of()) + "\n")
     return path
 
@@ -54,7 +55,9 @@ def execute(path, env: dict) -> list[list[dict]]:
     """Run the notebook in a fresh kernel with `env`; each cell's outputs (an error is one of them)."""
     notebook = nbformat.read(str(path), as_version=4)
     kernel_env = {**os.environ, "PYTHONPATH": str(SRC), **QUIET, **env}
-    client = NotebookClient(notebook, timeout=300, allow_errors=True, resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook, timeout=300, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
+    )
     runner.over_ipc(client)
     client.execute(env=kernel_env)
     return [cell.outputs for cell in notebook.cells]
@@ -85,8 +88,9 @@ RUN_TO_RUN = 0.05
 
 def overlap(a, b) -> bool:
     """Two records' throughput agrees: 95% CIs overlapping, or medians within RUN_TO_RUN."""
-    return (a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high) or \
-        abs(a.throughput.median / b.throughput.median - 1) <= RUN_TO_RUN
+    return (a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high) or abs(
+        a.throughput.median / b.throughput.median - 1
+    ) <= RUN_TO_RUN
 
 
 @pytest.mark.slow
@@ -98,22 +102,30 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
     show display in the cell; bad magics are one line."""
     store = tmp_path / "results.sqlite"
     setup, fit = cells_of()
-    env = {"KERAS_BACKEND": "jax", "GPUSCOUT_STORE": str(store), **machine_env(tmp_path, fake_gpu),
-           "GPUSCOUT_FAKE_NVML": str(fake_gpu())}  # an H100 with nobody else on it: the kernel's, NVML says
-    path = write_notebook(tmp_path / "live.ipynb", example() + [
-        "import gpuscout.child.watch_state as state\nprint('patched after the cell:', "
-        "getattr(keras.Model.fit, '_gpuscout_watched', False), state.STATE.sink is not None)\n"
-        "model.fit(SlowBatches(), epochs=1, verbose=0)",
-        "import gpuscout\nwatched = gpuscout.callback(show=False)\n"
-        "model.fit(SlowBatches(), epochs=3, verbose=0, callbacks=[watched])\nprint('callback:', watched.record.id)",
-        "from gpuscout.store import Store\nfirst = Store().list(kind='watch')[-1].id\nshown = gpuscout.show(first)",
-        "%gpuscout show nope",
-        "%%gpuscout bogus\nx = 1",
-        # a training that diverges (issue 59): stored and said in the cell, never a traceback
-        "%%gpuscout watch --label diverges\nwild = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\n"
-        "wild.compile(keras.optimizers.SGD(1e30), 'mse')\n"
-        "wild.fit(np.ones((256, 8), 'float32'), np.ones((256, 1), 'float32'), epochs=2, verbose=0)",
-    ])
+    env = {
+        "KERAS_BACKEND": "jax",
+        "GPUSCOUT_STORE": str(store),
+        **machine_env(tmp_path, fake_gpu),
+        "GPUSCOUT_FAKE_NVML": str(fake_gpu()),
+    }  # an H100 with nobody else on it: the kernel's, NVML says
+    path = write_notebook(
+        tmp_path / "live.ipynb",
+        example()
+        + [
+            "import gpuscout.child.watch_state as state\nprint('patched after the cell:', "
+            "getattr(keras.Model.fit, '_gpuscout_watched', False), state.STATE.sink is not None)\n"
+            "model.fit(SlowBatches(), epochs=1, verbose=0)",
+            "import gpuscout\nwatched = gpuscout.callback(show=False)\n"
+            "model.fit(SlowBatches(), epochs=3, verbose=0, callbacks=[watched])\nprint('callback:', watched.record.id)",
+            "from gpuscout.store import Store\nfirst = Store().list(kind='watch')[-1].id\nshown = gpuscout.show(first)",
+            "%gpuscout show nope",
+            "%%gpuscout bogus\nx = 1",
+            # a training that diverges (issue 59): stored and said in the cell, never a traceback
+            "%%gpuscout watch --label diverges\nwild = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\n"
+            "wild.compile(keras.optimizers.SGD(1e30), 'mse')\n"
+            "wild.fit(np.ones((256, 8), 'float32'), np.ones((256, 1), 'float32'), epochs=2, verbose=0)",
+        ],
+    )
     outputs = execute(path, env)
     cell, _, cached, listed, doctor, after, callback, shown, missing, bogus, diverges = outputs[2:]
     html = texts(cell, "text/html")
@@ -137,8 +149,9 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
     # the same code as a script and as a notebook file, watched from outside
     script = script_of(tmp_path / "slow_input.py")
     as_script = run_cli("watch", "--json", "--store", str(store), "--", PY, str(script), env=env)
-    as_file = run_cli("watch", "--json", "--store", str(store), str(write_notebook(tmp_path / "file.ipynb",
-                                                                                 [setup, fit])), env=env)
+    as_file = run_cli(
+        "watch", "--json", "--store", str(store), str(write_notebook(tmp_path / "file.ipynb", [setup, fit])), env=env
+    )
     for done in (as_script, as_file):
         assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(done.stdout)["runs"][0] for done in (as_script, as_file)]
@@ -166,21 +179,28 @@ def test_a_notebook_file_that_fails_dies_or_never_fits_keeps_what_was_measured(t
     store = tmp_path / "results.sqlite"
     setup, fit = cells_of()
     env = {"KERAS_BACKEND": "tensorflow", **QUIET}
-    oom = ("raise RuntimeError('OOM when allocating tensor with shape[512,1024,1024] and type float on "
-           "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc')")
+    oom = (
+        "raise RuntimeError('OOM when allocating tensor with shape[512,1024,1024] and type float on "
+        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc')"
+    )
     failing = write_notebook(tmp_path / "failing.ipynb", [setup, fit, oom, "print('never')"])
     done = run_cli("watch", "--store", str(store), str(failing), env=env)
     assert done.returncode == 1, done.stderr[-3000:]
-    assert "cell 3 of failing.ipynb raised RuntimeError: OOM when allocating" in done.stderr and "never" not in done.stdout
-    failed, = watch_records(store)
+    assert (
+        "cell 3 of failing.ipynb raised RuntimeError: OOM when allocating" in done.stderr and "never" not in done.stdout
+    )
+    (failed,) = watch_records(store)
     assert failed.status == "failed" and failed.main.steps == 24 * 10 and failed.main.backend == "tensorflow"
     assert "gpu_oom_tensorflow" in {e.code for e in failed.error.explanations}
     # SIGKILL of the kernel in the middle of a long fit
     endless = write_notebook(tmp_path / "endless.ipynb", [setup, fit])
     before = set(_kernels())
     result = {}
-    thread = threading.Thread(target=lambda: result.update(done=run_cli(
-        "watch", "--store", str(store), str(endless), env={**env, "EPOCHS": "1000"})))
+    thread = threading.Thread(
+        target=lambda: result.update(
+            done=run_cli("watch", "--store", str(store), str(endless), env={**env, "EPOCHS": "1000"})
+        )
+    )
     thread.start()
     kernel = _wait_for_kernel(before, thread)
     time.sleep(8)  # some windows measured
@@ -195,12 +215,30 @@ def test_a_notebook_file_that_fails_dies_or_never_fits_keeps_what_was_measured(t
     assert nofit.returncode == 0 and "no training step was timed" in nofit.stdout
     count = len(watch_records(store))
     (tmp_path / "broken.ipynb").write_text('{"cells": [ }')
-    (tmp_path / "wrong.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                                                      "cells": [{"cell_type": "code", "id": "a", "source": 5,
-                                                                 "metadata": {}, "outputs": [], "execution_count": None}]}))
-    for name, fragment in (("broken.ipynb", "broken.ipynb is not a readable notebook"),
-                           ("wrong.ipynb", "wrong.ipynb is not a valid notebook"),
-                           ("absent.ipynb", "absent.ipynb: no such notebook")):
+    (tmp_path / "wrong.ipynb").write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "id": "a",
+                        "source": 5,
+                        "metadata": {},
+                        "outputs": [],
+                        "execution_count": None,
+                    }
+                ],
+            }
+        )
+    )
+    for name, fragment in (
+        ("broken.ipynb", "broken.ipynb is not a readable notebook"),
+        ("wrong.ipynb", "wrong.ipynb is not a valid notebook"),
+        ("absent.ipynb", "absent.ipynb: no such notebook"),
+    ):
         one_line_exit_2(run_cli("watch", "--store", str(store), str(tmp_path / name), env=env), fragment)
     assert len(watch_records(store)) == count
 

@@ -51,6 +51,7 @@ def store(tmp_path):
 def commands():
     """(command path, parameter name, its annotation and its typer info) for every parameter of
     every command, read from the command functions as typer registers them."""
+
     def walk(typer_app, prefix):
         for info in typer_app.registered_commands:
             name = info.name or info.callback.__name__
@@ -109,8 +110,9 @@ def _targets(tmp_path, store):
     (side / "link.sqlite").symlink_to(store)
     (tmp_path / "spelling").symlink_to(store.parent)  # another spelling of the store's folder
     rescue = store.with_name(store.name + ".unsaved-20261127T000000Z-1.json")
-    rescue.write_text(json.dumps({"gpuscout_version": "0.1.0", "schema_version": 2, "rescued_from": str(store),
-                                  "runs": []}, indent=2))
+    rescue.write_text(
+        json.dumps({"gpuscout_version": "0.1.0", "schema_version": 2, "rescued_from": str(store), "runs": []}, indent=2)
+    )
     moved = side / "kept-rescue.json"
     moved.write_text(rescue.read_text())
     foreign = side / "notes.txt"
@@ -216,13 +218,18 @@ def test_every_output_writes_streams_its_own_files_and_names_that_fit(store, tmp
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and not list(tmp_path.rglob(".*.partial"))
     # standard output onto the store: refused by every command, said on standard error
     before = sha256(store)
-    onto = [{"args": ["results", "export", "--store", str(store)], "stdout_file": [str(store), "r+b"]},
-            {"args": ["results", "export", "-o", "-", "--store", str(store)], "stdout_file": [str(store), "ab"]},
-            {"args": ["results", "list", "--store", str(store)], "stdout_file": [str(store), "r+b"]},
-            {"args": ["catalog"], "stdout_file": [str(store), "ab"]},  # any SQLite file, whatever --store says
-            {"args": ["--help"], "stdout_file": [str(store), "ab"]}]
-    onto += [{"args": argv(Path("-"), store), "stdout_file": [str(store), mode]}  # every output given as `-`
-             for argv in OUTPUTS.values() for mode in ("r+b", "ab")]
+    onto = [
+        {"args": ["results", "export", "--store", str(store)], "stdout_file": [str(store), "r+b"]},
+        {"args": ["results", "export", "-o", "-", "--store", str(store)], "stdout_file": [str(store), "ab"]},
+        {"args": ["results", "list", "--store", str(store)], "stdout_file": [str(store), "r+b"]},
+        {"args": ["catalog"], "stdout_file": [str(store), "ab"]},  # any SQLite file, whatever --store says
+        {"args": ["--help"], "stdout_file": [str(store), "ab"]},
+    ]
+    onto += [
+        {"args": argv(Path("-"), store), "stdout_file": [str(store), mode]}  # every output given as `-`
+        for argv in OUTPUTS.values()
+        for mode in ("r+b", "ab")
+    ]
     for result in run_cases(onto, tmp_path):
         refused(result, "standard output is")
     assert sha256(store) == before
@@ -254,21 +261,39 @@ def test_every_output_refuses_the_store_through_a_bind_mount(store, tmp_path):
     mounted = tmp_path / "elsewhere"
     mounted.mkdir()
     for unshare in (["unshare", "-m"], ["unshare", "-rm"]):  # as root, else in a user namespace
-        probe = subprocess.run([*unshare, "mount", "--bind", str(store.parent), str(mounted)], capture_output=True,
-                               text=True)
+        probe = subprocess.run(
+            [*unshare, "mount", "--bind", str(store.parent), str(mounted)], capture_output=True, text=True
+        )
         if probe.returncode == 0:
             break
     else:
         pytest.skip(f"no mount namespace for a bind mount here: {probe.stderr.strip()[-300:]}")
-    cases = [{"args": argv(mounted / name, store, *(["--force"] if key in FORCE else []))}
-             for key, argv in OUTPUTS.items() for name in (store.name, f"{store.name}-wal")]
+    cases = [
+        {"args": argv(mounted / name, store, *(["--force"] if key in FORCE else []))}
+        for key, argv in OUTPUTS.items()
+        for name in (store.name, f"{store.name}-wal")
+    ]
     listing, seen, script = tmp_path / "cases.json", tmp_path / "seen.jsonl", tmp_path / "bind.py"
     listing.write_text(json.dumps(cases))
     script.write_text(textwrap.dedent(BIND))
     before = sha256(store)
-    proc = subprocess.run([*unshare, PY, str(script), str(listing), str(seen), str(store.parent), str(mounted),
-                           str(FIXTURES / "cli_cases.py")], env=dict(os.environ, PYTHONPATH=str(SRC)),
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            *unshare,
+            PY,
+            str(script),
+            str(listing),
+            str(seen),
+            str(store.parent),
+            str(mounted),
+            str(FIXTURES / "cli_cases.py"),
+        ],
+        env=dict(os.environ, PYTHONPATH=str(SRC)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = [json.loads(line) for line in seen.read_text().splitlines()]
     assert len(results) == len(cases)
@@ -297,8 +322,11 @@ def test_files_a_verb_makes_beside_its_output_go_through_the_same_door(store, tm
     case(md, "not a folder", lambda: plots.write_text("x"))
     case(md, "is the results store itself", lambda: (plots.mkdir(), (plots / "throughput-0.png").symlink_to(store)))
     case(md, "hard link", lambda: (plots.mkdir(), (plots / "throughput-0.png").hardlink_to(foreign)))
-    case(md, "gpuscout did not write it", lambda: (plots.mkdir(), (plots / "throughput-0.png").write_bytes(
-        foreign.read_bytes())))
+    case(
+        md,
+        "gpuscout did not write it",
+        lambda: (plots.mkdir(), (plots / "throughput-0.png").write_bytes(foreign.read_bytes())),
+    )
     sweeps = store.parent / "sweeps"
     folder = sweeps / "drill"
     sweep_file = tmp_path / "drill.yaml"
@@ -307,32 +335,52 @@ def test_files_a_verb_makes_beside_its_output_go_through_the_same_door(store, tm
     case(sw, "is a file, not a folder", lambda: sweeps.write_text("x"))
     case(sw, "is a FIFO", lambda: (sweeps.mkdir(), os.mkfifo(folder)))
     case(sw, "is a symbolic link", lambda: (sweeps.mkdir(), folder.symlink_to(tmp_path)))
-    case(sw, "is the results store itself", lambda: (folder.mkdir(parents=True),
-                                                      (folder / "summary.json").symlink_to(store)))
+    case(
+        sw,
+        "is the results store itself",
+        lambda: (folder.mkdir(parents=True), (folder / "summary.json").symlink_to(store)),
+    )
     case(sw, "is a FIFO", lambda: (folder.mkdir(parents=True), os.mkfifo(folder / "summary.json")))
-    case(sw, "gpuscout did not write it", lambda: (folder.mkdir(parents=True),
-                                                   (folder / "summary.json").write_text('{"mine": 1}')))
-    case(sw, "hard link", lambda: (folder.mkdir(parents=True),
-                                   (folder / "tensorboard-input.json").hardlink_to(foreign)))
-    case(sw, "is a symbolic link", lambda: (folder.mkdir(parents=True),
-                                            (folder / "study.journal").symlink_to(foreign)))
+    case(
+        sw,
+        "gpuscout did not write it",
+        lambda: (folder.mkdir(parents=True), (folder / "summary.json").write_text('{"mine": 1}')),
+    )
+    case(
+        sw, "hard link", lambda: (folder.mkdir(parents=True), (folder / "tensorboard-input.json").hardlink_to(foreign))
+    )
+    case(sw, "is a symbolic link", lambda: (folder.mkdir(parents=True), (folder / "study.journal").symlink_to(foreign)))
     case(sw, "is a symbolic link", lambda: (folder.mkdir(parents=True), (folder / "xla-cache").symlink_to(tmp_path)))
-    case(sw, "a folder gpuscout did not write", lambda: (folder.mkdir(parents=True),
-                                                         (folder / "tensorboard").mkdir(),
-                                                         (folder / "tensorboard" / "my-run").mkdir()))
+    case(
+        sw,
+        "a folder gpuscout did not write",
+        lambda: (
+            folder.mkdir(parents=True),
+            (folder / "tensorboard").mkdir(),
+            (folder / "tensorboard" / "my-run").mkdir(),
+        ),
+    )
     script = tmp_path / "x.py"
     script.write_text(SCRIPT)
-    case(["tune", "--store", str(store), "--", PY, str(script)], "not a folder",
-         lambda: (store.parent / "tune").write_text("x"))
-    case(["watch", "--trace-steps", "2:3", "--store", str(store), "--", PY, str(script)], "not a folder",
-         lambda: (store.parent / "traces").write_text("x"))
+    case(
+        ["tune", "--store", str(store), "--", PY, str(script)],
+        "not a folder",
+        lambda: (store.parent / "tune").write_text("x"),
+    )
+    case(
+        ["watch", "--trace-steps", "2:3", "--store", str(store), "--", PY, str(script)],
+        "not a folder",
+        lambda: (store.parent / "traces").write_text("x"),
+    )
     before_store = sha256(store)
     for (argv, setup), fragment in zip(cases, expect):
         for leftover in (plots, sweeps, store.parent / "tune", store.parent / "traces"):
             _remove(leftover)
         setup()
-        seen = {p: _fingerprint(p) for p in [foreign, *_all(plots), *_all(sweeps), store.parent / "tune",
-                                             store.parent / "traces"]}
+        seen = {
+            p: _fingerprint(p)
+            for p in [foreign, *_all(plots), *_all(sweeps), store.parent / "tune", store.parent / "traces"]
+        }
         (result,) = run_cases([argv], tmp_path)
         refused(result, fragment)
         assert {p: _fingerprint(p) for p in seen} == seen, argv

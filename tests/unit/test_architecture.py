@@ -11,8 +11,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def modules(src: Path) -> dict[str, Path]:
-    return {".".join(p.relative_to(src).with_suffix("").parts).removesuffix(".__init__"): p
-            for p in (src / "gpuscout").rglob("*.py")}
+    return {
+        ".".join(p.relative_to(src).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in (src / "gpuscout").rglob("*.py")
+    }
 
 
 def private_imports(known: dict[str, Path]) -> list[str]:
@@ -25,11 +27,13 @@ def private_imports(known: dict[str, Path]) -> list[str]:
                 continue
             base = node.module or ""
             if node.level:
-                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
-            found += [f"{name} takes {base}.{a.name}" for a in node.names
-                      if base.startswith("gpuscout") and base != name and a.name.startswith("_")
-                      and not a.name.endswith("__")]
+            found += [
+                f"{name} takes {base}.{a.name}"
+                for a in node.names
+                if base.startswith("gpuscout") and base != name and a.name.startswith("_") and not a.name.endswith("__")
+            ]
     return found
 
 
@@ -61,7 +65,7 @@ def test_help_leads_with_the_users_own_script():
     from gpuscout.cli import app
 
     text = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"}).output
-    commands = text[text.index("Commands"):]
+    commands = text[text.index("Commands") :]
     order = [commands.index(f"│ {verb} ") for verb in ("watch", "tune", "doctor", "recommend", "sweep", "bench")]
     assert order == sorted(order)
     assert text.index("gpuscout watch -- python train.py") < text.index("gpuscout bench resnet50")

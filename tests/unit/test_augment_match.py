@@ -23,13 +23,13 @@ def same_draws():
 
 def pad_shift_flip(image, rng=RNG):
     top, left = rng.integers(0, 9, 2)
-    out = np.pad(image, ((4, 4), (4, 4), (0, 0)))[top:top + 40, left:left + 40]
+    out = np.pad(image, ((4, 4), (4, 4), (0, 0)))[top : top + 40, left : left + 40]
     return (out[:, ::-1] if rng.random() < 0.5 else out).astype("float32") / 255.0
 
 
 def crop_flip_normalise(image, rng=RNG):
     top, left = rng.integers(0, 9, 2)
-    out = image[top:top + 32, left:left + 32]
+    out = image[top : top + 32, left : left + 32]
     return (out[::-1] if rng.random() < 0.5 else out).astype("float32") / 127.5 - 1.0
 
 
@@ -62,9 +62,10 @@ def test_a_normalisation_per_channel_is_told_as_keras_normalization():
     """ImageNet's mean and spread per channel: one a*x + b each, a Normalization by the mean and
     variance they stand for, in pixel units; a pad before it fills with 0 in the input's units, so
     the shift goes before the normalisation."""
+
     def crop_normalise(image, rng=RNG):
         top, left = rng.integers(0, 9, 2)
-        out = image[top:top + 32, left:left + 32]
+        out = image[top : top + 32, left : left + 32]
         out = out[:, ::-1] if rng.random() < 0.5 else out
         return ((out / 255.0 - MEAN) / STD).astype("float32")
 
@@ -74,7 +75,7 @@ def test_a_normalisation_per_channel_is_told_as_keras_normalization():
 
     def pad_then_normalise(image, rng=RNG):
         top, left = rng.integers(0, 9, 2)
-        out = np.pad(image, ((4, 4), (4, 4), (0, 0)))[top:top + 40, left:left + 40]
+        out = np.pad(image, ((4, 4), (4, 4), (0, 0)))[top : top + 40, left : left + 40]
         return ((out / 255.0 - MEAN) / STD).astype("float32")
 
     layers, _ = identify(lambda: pad_then_normalise(IMAGE), IMAGE)
@@ -82,15 +83,18 @@ def test_a_normalisation_per_channel_is_told_as_keras_normalization():
     assert layers[0].kwargs == {"pad_height": 4, "pad_width": 4, "fill_value": 0.0}
 
 
-@pytest.mark.parametrize("function, why", [
-    (lambda: np.clip(IMAGE * RNG.uniform(0.8, 1.2), 0, 255), "not a flip, crop, shift or rescale"),
-    (lambda: np.rot90(IMAGE, RNG.integers(1, 4)).copy(), "not a flip, crop, shift or rescale"),
-    (lambda: IMAGE[:, ::-1] / 255.0, "same changed output every call"),
-    (lambda: IMAGE[:, ::-1] if RNG.random() < 0.1 else IMAGE, "RandomFlip flips half"),
-    (lambda: IMAGE[2:34, 0:32], "at one place off the centre"),
-    (lambda: IMAGE.copy(), "returned its input unchanged"),
-    (lambda: IMAGE + RNG.normal(0, 1, IMAGE.shape), "not a flip, crop, shift or rescale"),
-])
+@pytest.mark.parametrize(
+    "function, why",
+    [
+        (lambda: np.clip(IMAGE * RNG.uniform(0.8, 1.2), 0, 255), "not a flip, crop, shift or rescale"),
+        (lambda: np.rot90(IMAGE, RNG.integers(1, 4)).copy(), "not a flip, crop, shift or rescale"),
+        (lambda: IMAGE[:, ::-1] / 255.0, "same changed output every call"),
+        (lambda: IMAGE[:, ::-1] if RNG.random() < 0.1 else IMAGE, "RandomFlip flips half"),
+        (lambda: IMAGE[2:34, 0:32], "at one place off the centre"),
+        (lambda: IMAGE.copy(), "returned its input unchanged"),
+        (lambda: IMAGE + RNG.normal(0, 1, IMAGE.shape), "not a flip, crop, shift or rescale"),
+    ],
+)
 def test_what_no_layer_does_the_same_is_refused_with_its_reason(function, why):
     layers, _ = identify(function, IMAGE)
     assert isinstance(layers, str) and why in layers, layers
@@ -118,7 +122,7 @@ def test_the_layers_told_draw_what_the_function_drew():
     from gpuscout.child import fixes
 
     for function in (pad_shift_flip, crop_flip_normalise):
-        told, _ = identify(lambda: function(IMAGE.copy()), IMAGE)
+        told, _ = identify(lambda function=function: function(IMAGE.copy()), IMAGE)
         made = [(getattr(keras.layers, t.name, None) or getattr(fixes, t.name))(*t.args, **t.kwargs) for t in told]
         model = keras.Sequential([keras.Input(IMAGE.shape), *made])
         outputs = np.asarray(model(np.repeat(IMAGE[None], 96, axis=0), training=True))

@@ -7,37 +7,59 @@ from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 
-REQUIRED = ["h200", "h100_sxm", "h100_pcie", "h100_nvl", "b200", "a100_sxm4_40gb", "a100_sxm4_80gb",
-            "a100_pcie_40gb", "a100_pcie_80gb", "l40s", "l4", "a10", "a10g", "v100_sxm2_16gb", "t4", "rtx_4090",
-            "rtx_3090", "rtx_3060_12gb", "rtx_a6000", "jetson_agx_orin_64gb"]
+REQUIRED = [
+    "h200",
+    "h100_sxm",
+    "h100_pcie",
+    "h100_nvl",
+    "b200",
+    "a100_sxm4_40gb",
+    "a100_sxm4_80gb",
+    "a100_pcie_40gb",
+    "a100_pcie_80gb",
+    "l40s",
+    "l4",
+    "a10",
+    "a10g",
+    "v100_sxm2_16gb",
+    "t4",
+    "rtx_4090",
+    "rtx_3090",
+    "rtx_3060_12gb",
+    "rtx_a6000",
+    "jetson_agx_orin_64gb",
+]
 
 
-@pytest.mark.parametrize("nvml_name, expected", [
-    ("NVIDIA H100 80GB HBM3", "h100_sxm"),
-    ("NVIDIA H100 PCIe", "h100_pcie"),
-    ("NVIDIA H100 NVL", "h100_nvl"),
-    ("NVIDIA H200", "h200"),
-    ("NVIDIA B200", "b200"),
-    ("NVIDIA A100-SXM4-40GB", "a100_sxm4_40gb"),
-    ("NVIDIA A100-SXM4-80GB", "a100_sxm4_80gb"),
-    ("NVIDIA A100 80GB PCIe", "a100_pcie_80gb"),
-    ("NVIDIA A100-PCIE-40GB", "a100_pcie_40gb"),
-    ("NVIDIA L4", "l4"),
-    ("NVIDIA L40S", "l40s"),  # not the L4
-    ("NVIDIA A10", "a10"),
-    ("NVIDIA A10G", "a10g"),  # not the A10
-    ("Tesla T4", "t4"),
-    ("Tesla V100-SXM2-16GB", "v100_sxm2_16gb"),
-    ("Tesla V100-SXM2-32GB", "v100_sxm2_32gb"),
-    ("NVIDIA GeForce RTX 4090", "rtx_4090"),
-    ("NVIDIA GeForce RTX 3090", "rtx_3090"),
-    ("NVIDIA GeForce RTX 3090 Ti", None),  # a different card
-    ("NVIDIA GeForce RTX 3060", "rtx_3060_12gb"),
-    ("NVIDIA RTX A6000", "rtx_a6000"),
-    ("Orin (nvgpu)", "jetson_agx_orin_64gb"),
-    ("NVIDIA H200 NVL", None),  # a different product, not the SXM part
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "nvml_name, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100_sxm"),
+        ("NVIDIA H100 PCIe", "h100_pcie"),
+        ("NVIDIA H100 NVL", "h100_nvl"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA A100-SXM4-40GB", "a100_sxm4_40gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100_sxm4_80gb"),
+        ("NVIDIA A100 80GB PCIe", "a100_pcie_80gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100_pcie_40gb"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA L40S", "l40s"),  # not the L4
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA A10G", "a10g"),  # not the A10
+        ("Tesla T4", "t4"),
+        ("Tesla V100-SXM2-16GB", "v100_sxm2_16gb"),
+        ("Tesla V100-SXM2-32GB", "v100_sxm2_32gb"),
+        ("NVIDIA GeForce RTX 4090", "rtx_4090"),
+        ("NVIDIA GeForce RTX 3090", "rtx_3090"),
+        ("NVIDIA GeForce RTX 3090 Ti", None),  # a different card
+        ("NVIDIA GeForce RTX 3060", "rtx_3060_12gb"),
+        ("NVIDIA RTX A6000", "rtx_a6000"),
+        ("Orin (nvgpu)", "jetson_agx_orin_64gb"),
+        ("NVIDIA H200 NVL", None),  # a different product, not the SXM part
+        (None, None),
+    ],
+)
 def test_nvml_names_map_to_entries(nvml_name, expected):
     entry = catalog.match(nvml_name)
     assert (entry.id if entry else None) == expected
@@ -101,7 +123,7 @@ def test_unknown_names_suggest_close_ones():
 
 def test_a_user_file_adds_gpus_overrides_fields_and_replaces_prices(tmp_path):
     user = tmp_path / "mine.toml"
-    user.write_text('''
+    user.write_text("""
 [[gpu]]
 id = "l4"
 memory_bandwidth_gbs = 320.0
@@ -130,7 +152,7 @@ provider = "aws"
 usd = 0.70
 date = "2026-11"
 source = "our AWS bill"
-''')
+""")
     cat = catalog.load(str(user))
     assert cat.get("l4").memory_bandwidth_gbs == 320.0 and cat.get("l4").bf16_tflops == 121.0
     assert catalog.match("Lab Card 9000", cat).id == "my_card"
@@ -138,16 +160,23 @@ source = "our AWS bill"
     assert [p.usd for p in aws] == [0.70]
 
 
-@pytest.mark.parametrize("text, message", [
-    ('[[gpu]]\nid = "x"\nname = "X"\n', r"\[\[gpu\]\] #1 \(line 1, id 'x'\): segment: Field required"),
-    ('[[price]]\ngpu = "l4"\nkind = "cloud"\nprovider = "p"\nusd = -1\ndate = "2026-01"\nsource = "our bill"\n',
-     r"\[\[price\]\] #1 \(line 1\): usd: Input should be greater than 0"),
-    ('[[gpu]]\nid = "l4"\nbf16_tflops = 500.0\nbf16_sparse_tflops = 242.0\n', "swapped"),
-    ('[[price]]\ngpu = "nope"\nkind = "cloud"\nprovider = "p"\nusd = 1\ndate = "2026-01"\nsource = "our bill"\n',
-     "prices name GPUs that are not in it: nope"),
-    ("[[gpu]\n", "not valid TOML"),
-    ('[[gpus]]\nid = "x"\n', "unknown table"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[[gpu]]\nid = "x"\nname = "X"\n', r"\[\[gpu\]\] #1 \(line 1, id 'x'\): segment: Field required"),
+        (
+            '[[price]]\ngpu = "l4"\nkind = "cloud"\nprovider = "p"\nusd = -1\ndate = "2026-01"\nsource = "our bill"\n',
+            r"\[\[price\]\] #1 \(line 1\): usd: Input should be greater than 0",
+        ),
+        ('[[gpu]]\nid = "l4"\nbf16_tflops = 500.0\nbf16_sparse_tflops = 242.0\n', "swapped"),
+        (
+            '[[price]]\ngpu = "nope"\nkind = "cloud"\nprovider = "p"\nusd = 1\ndate = "2026-01"\nsource = "our bill"\n',
+            "prices name GPUs that are not in it: nope",
+        ),
+        ("[[gpu]\n", "not valid TOML"),
+        ('[[gpus]]\nid = "x"\n', "unknown table"),
+    ],
+)
 def test_a_malformed_user_file_names_the_bad_field_and_line(tmp_path, text, message):
     user = tmp_path / "bad.toml"
     user.write_text(text)

@@ -23,8 +23,13 @@ print(json.dumps({{"tensorflow": "tensorflow" in sys.modules, "numpy": first,
 
 
 def seeded(line: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", SEEDED.format(seed=line)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(SRC)})
+    done = subprocess.run(
+        [sys.executable, "-c", SEEDED.format(seed=line)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(SRC)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -41,10 +41,19 @@ def test_every_kind_of_collective_with_its_payload_and_what_runs_beside_it():
     ]
     assert [c["done_position"] is not None for c in found] == [True, False, True, True]
     assert collectives.schedule(GPU_STEP) == {
-        "collectives": 4, "payload_bytes": 4 * (2**20 + 1_048_577 + 5_637_888) + 2 * 1024 + 4 * 16,
-        "asynchronous": 3, "beside_compute": 1, "payload_bytes_beside_compute": 4 * 5_637_888}
+        "collectives": 4,
+        "payload_bytes": 4 * (2**20 + 1_048_577 + 5_637_888) + 2 * 1024 + 4 * 16,
+        "asynchronous": 3,
+        "beside_compute": 1,
+        "payload_bytes_beside_compute": 4 * 5_637_888,
+    }
 
 
 def test_a_program_without_collectives():
     assert collectives.schedule("ENTRY %main (p: f32[4]) -> f32[4] {\n  ROOT %p = f32[4]{0} parameter(0)\n}\n") == {
-        "collectives": 0, "payload_bytes": 0, "asynchronous": 0, "beside_compute": 0, "payload_bytes_beside_compute": 0}
+        "collectives": 0,
+        "payload_bytes": 0,
+        "asynchronous": 0,
+        "beside_compute": 0,
+        "payload_bytes_beside_compute": 0,
+    }

@@ -6,8 +6,8 @@ import pytest
 
 from gpuscout.analysis.compare import Group, compare, ratio_ci, significance, smallest_mann_whitney_p
 from gpuscout.core.errors import UsageError
-from gpuscout.record.run import RunRecord
 from gpuscout.core.spec import BatchNormStats, Distribution
+from gpuscout.record.run import RunRecord
 from tests.conftest import FIXTURES
 
 GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
@@ -105,8 +105,9 @@ def test_methodology_versions_are_never_mixed_and_environments_are_named():
     runs = [r for r in GOLDEN if r.workload == "bert_base"]
     assert compare([runs[0], runs[1].model_copy(update={"methodology_version": 2})], "run") == []
     # (one run per version: nothing to compare within a version)
-    env = runs[1].env.model_copy(update={"framework": runs[1].env.framework.model_copy(
-        update={"backend_version": "0.5.0"})})
+    env = runs[1].env.model_copy(
+        update={"framework": runs[1].env.framework.model_copy(update={"backend_version": "0.5.0"})}
+    )
     (c,) = compare([runs[0], runs[1].model_copy(update={"env": env})], "run")
     assert c.notes == ["runs differ in framework: 0.4.30, 0.5.0"]
     assert c.groups[1].verdict == "no significant difference"
@@ -122,18 +123,24 @@ def test_bad_by_and_baseline():
 def test_runs_with_per_gpu_and_global_batchnorm_are_never_pooled():
     def on_two(run_id, stats):
         r = next(r for r in GOLDEN if r.id == run_id)
-        spec = r.spec.model_copy(update={"devices": 2, "distribution": Distribution.mirrored,
-                                         "batchnorm": stats and BatchNormStats(stats)})
+        spec = r.spec.model_copy(
+            update={"devices": 2, "distribution": Distribution.mirrored, "batchnorm": stats and BatchNormStats(stats)}
+        )
         return r.model_copy(update={"id": f"{run_id}-{stats}", "devices": 2, "spec": spec})
 
-    runs = [on_two("a100bf16b256", "per_replica"), on_two("h100bf16b256", "per_replica"),
-            on_two("h100bf16b256", "global")]
+    runs = [
+        on_two("a100bf16b256", "per_replica"),
+        on_two("h100bf16b256", "per_replica"),
+        on_two("h100bf16b256", "global"),
+    ]
     (c,) = compare(runs, "gpu")  # the global H100 run has no A100 partner: left out, not pooled
     assert c.held["batchnorm"] == "per_replica"
     assert [g.run_ids for g in c.groups] == [["a100bf16b256-per_replica"], ["h100bf16b256-per_replica"]]
     (c,) = compare(runs, "batchnorm")
-    assert {g.label: g.run_ids for g in c.groups} == {"per_replica": ["h100bf16b256-per_replica"],
-                                                      "global": ["h100bf16b256-global"]}
+    assert {g.label: g.run_ids for g in c.groups} == {
+        "per_replica": ["h100bf16b256-per_replica"],
+        "global": ["h100bf16b256-global"],
+    }
     # a record written before the field existed: jax over several devices then ran Keras' DataParallel
     old = on_two("h100bf16b256", None)
     assert old.batchnorm == "global" and next(r for r in GOLDEN if r.id == "h100bf16b256").batchnorm is None

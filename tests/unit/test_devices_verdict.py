@@ -12,8 +12,16 @@ from gpuscout.tune import judging, script
 from tests.records import fit_events, make_watch_record
 from tests.unit.test_watch_logic import busy
 
-H100S = [GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * 2**30, compute_capability="9.0",
-                 sm_clock_max_mhz=1980) for i in range(2)]
+H100S = [
+    GpuInfo(
+        index=i,
+        name="NVIDIA H100 80GB HBM3",
+        memory_total_bytes=80 * 2**30,
+        compute_capability="9.0",
+        sm_clock_max_mhz=1980,
+    )
+    for i in range(2)
+]
 
 
 def spread(*, replicas: int, devices_seen: int, strategy: str | None = None, **kwargs) -> list[dict]:
@@ -56,8 +64,11 @@ def test_starved_gpus_with_a_sliver_of_the_batch_each_are_told_to_grow_it():
 
 
 def test_one_host_input_for_several_devices_is_said_in_the_input_finding():
-    r = make_watch_record(events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.8),
-                          gpus=H100S[:1], samples=[busy(20)])
+    r = make_watch_record(
+        events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.8),
+        gpus=H100S[:1],
+        samples=[busy(20)],
+    )
     first = r.verdict[0]
     assert first.code == "input_bound" and "one host input feeds 2 devices" in first.message
 
@@ -81,25 +92,47 @@ def test_the_trace_names_the_straggler_that_nvml_sees_as_busy_as_the_rest():
     # which the others wait: a 1.5 ms saving of GPU 0's 22.0 ms span, 6.8%.
     events = spread(replicas=4, devices_seen=4, strategy="DataParallel", wait_s=0.0, input_type="numpy")
     gpus = [("0", 20.0, 0.5), ("1", 20.0, 2.0), ("2", 20.1, 2.1), ("3", 19.9, 1.8)]
-    traced = [{"device": f"/device:GPU:{i}", "kernels_per_step": 300.0, "busy_ms": b, "collectives_ms": 4.0,
-               "collectives_alone_ms": alone, "span_ms": 22.0} for i, b, alone in gpus]
-    trace = {"event": "watch_trace", "pid": 100, "dir": "/tmp/t", "first_step": 5, "last_step": 9, "ok": True,
-             "message": None, "devices": traced}
+    traced = [
+        {
+            "device": f"/device:GPU:{i}",
+            "kernels_per_step": 300.0,
+            "busy_ms": b,
+            "collectives_ms": 4.0,
+            "collectives_alone_ms": alone,
+            "span_ms": 22.0,
+        }
+        for i, b, alone in gpus
+    ]
+    trace = {
+        "event": "watch_trace",
+        "pid": 100,
+        "dir": "/tmp/t",
+        "first_step": 5,
+        "last_step": 9,
+        "ok": True,
+        "message": None,
+        "devices": traced,
+    }
     four = H100S + [GpuInfo(**{**H100S[0].model_dump(), "index": i, "uuid": f"GPU-{i}"}) for i in (2, 3)]
     nvml = [busy(95), busy(75), busy(75), busy(75)]  # NVML's busy shares name a straggler too (20 points)
     assert devices.uneven(make_watch_record(events=events, gpus=four, samples=nvml)) is not None
     r = make_watch_record(events=[*events, trace], gpus=four, samples=nvml)
     stragglers = [c for c in r.verdict if c.code == "straggler"]
     assert len(stragglers) == 1  # the trace's finding, not NVML's besides
-    assert stragglers[0].message == ("GPU 0 is the straggler: it computes 1.5 ms a step longer than the others, which "
-                                     "wait for it in the all-reduce")
+    assert stragglers[0].message == (
+        "GPU 0 is the straggler: it computes 1.5 ms a step longer than the others, which wait for it in the all-reduce"
+    )
     assert stragglers[0].saving_share == pytest.approx(1.5 / 22.0)
-    assert "GPU 0 19.5 ms, the others 18.0-18.1 ms; their collectives alone 1.8-2.1 ms against 0.5 ms" in \
-        stragglers[0].evidence and "nvidia-smi -q -d PERFORMANCE -i 0" in stragglers[0].fix
+    assert (
+        "GPU 0 19.5 ms, the others 18.0-18.1 ms; their collectives alone 1.8-2.1 ms against 0.5 ms"
+        in stragglers[0].evidence
+        and "nvidia-smi -q -d PERFORMANCE -i 0" in stragglers[0].fix
+    )
     # within 5% of each other (19.5 against 18.8: 3.7%): none
     near = [t | {"busy_ms": 20.8, "collectives_alone_ms": 2.0} for t in traced[1:]]
-    even = make_watch_record(events=[*events, trace | {"devices": [traced[0], *near]}], gpus=four,
-                             samples=[busy(95)] * 4)
+    even = make_watch_record(
+        events=[*events, trace | {"devices": [traced[0], *near]}], gpus=four, samples=[busy(95)] * 4
+    )
     assert "straggler" not in [c.code for c in even.verdict]
 
 
@@ -108,16 +141,20 @@ def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_li
     changes = script._data_parallel(r)
     assert [(c.name, c.knob, c.settings) for c in changes] == [
         ("data_parallel", "data_parallel", {"data_parallel": True}),
-        ("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": 256})]
+        ("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": 256}),
+    ]
     assert "learning rate" in changes[1].why and "batch_size=256" in changes[1].line
     generator = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.0, input_type="generator"))
     assert [c.name for c in script._data_parallel(generator)] == ["data_parallel"]  # its batches are its own
     assert "set_distribution" in changes[0].line and "MirroredStrategy" not in changes[0].line
-    tf = make_watch_record(events=spread(replicas=1, devices_seen=2, backend="tensorflow", wait_s=0.0,
-                                         input_type="numpy", batch=128))
+    tf = make_watch_record(
+        events=spread(replicas=1, devices_seen=2, backend="tensorflow", wait_s=0.0, input_type="numpy", batch=128)
+    )
     tf_changes = script._data_parallel(tf)
     assert [(c.name, c.settings) for c in tf_changes] == [
-        ("data_parallel", {"data_parallel": True}), ("data_parallel_batch", {"data_parallel": True, "batch_size": 256})]
+        ("data_parallel", {"data_parallel": True}),
+        ("data_parallel_batch", {"data_parallel": True, "batch_size": 256}),
+    ]
     assert all("with strategy.scope():" in c.line and "set_distribution" not in c.line for c in tf_changes)
     one = make_watch_record(events=spread(replicas=1, devices_seen=1, wait_s=0.0))
     assert script._data_parallel(one) == "jax sees one device"
@@ -127,23 +164,27 @@ def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_li
 
 def test_idle_devices_ranked_first_put_data_parallel_first_in_the_plan():
     """A --budget may end a round early: the change for the largest saving goes first."""
-    idle = make_watch_record(events=spread(replicas=1, devices_seen=4, wait_s=0.0, input_type="numpy", batch=128,
-                                           jit_compile=False))
+    idle = make_watch_record(
+        events=spread(replicas=1, devices_seen=4, wait_s=0.0, input_type="numpy", batch=128, jit_compile=False)
+    )
     assert idle.verdict[0].code == "devices_unused"
     names = [c.name for c in script.plan(idle).changes]
     assert names[:2] == ["data_parallel", "data_parallel_batch"] and "jit_compile" in names[2:]
-    fed = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.6, input_type="generator",
-                                          jit_compile=False))
+    fed = make_watch_record(
+        events=spread(replicas=1, devices_seen=2, wait_s=0.6, input_type="generator", jit_compile=False)
+    )
     assert fed.verdict[0].code == "input_bound"  # the input caps the step: its fixes stay first
     assert script.plan(fed).changes[-1].knob == "data_parallel"
 
 
 def test_a_data_parallel_row_says_its_scaling_efficiency():
     """2 devices against the one-device runs beside it: 1.8x is 90% efficiency."""
-    base = [make_watch_record(f"b{i}", events=spread(replicas=1, devices_seen=2, wait_s=0.0, steps=50))
-            for i in range(2)]
-    fast = make_watch_record("dp", events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.0,
-                                                 steps=90))
+    base = [
+        make_watch_record(f"b{i}", events=spread(replicas=1, devices_seen=2, wait_s=0.0, steps=50)) for i in range(2)
+    ]
+    fast = make_watch_record(
+        "dp", events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.0, steps=90)
+    )
     change = script._data_parallel(base[0])[0]
     row = judging.judged(change, [fast], base, 64)
     assert row["ratio"] == pytest.approx(1.8) and row["devices"] == 2 and row["efficiency"] == pytest.approx(0.9)

@@ -11,17 +11,24 @@ import math
 import pytest
 
 from gpuscout.analysis import divergence
-from gpuscout.report.export import parse_document
 from gpuscout.record.document import json_document
+from gpuscout.report.export import parse_document
 from gpuscout.store import Store
 from tests.records import fit_events, make_watch_record
 
 NAN, INF = float("nan"), float("inf")
 
 
-def epochs_events(losses: list[list[float | None]], epoch_logs: list[dict], *, steps: int = 10,
-                  policy: str = "float32", optimizer: str | None = "SGD", learning_rate: float | None = 0.5,
-                  planned: int | None = None) -> list[dict]:
+def epochs_events(
+    losses: list[list[float | None]],
+    epoch_logs: list[dict],
+    *,
+    steps: int = 10,
+    policy: str = "float32",
+    optimizer: str | None = "SGD",
+    learning_rate: float | None = 0.5,
+    planned: int | None = None,
+) -> list[dict]:
     """A fit of len(losses) epochs; epoch e has a window per entry of losses[e], `steps` steps
     each, whose end read that loss (None: not read); its logs are epoch_logs[e]. The fit's first
     step (the compile) precedes the first window."""
@@ -33,23 +40,46 @@ def epochs_events(losses: list[list[float | None]], epoch_logs: list[dict], *, s
     for number, (window_losses, logs) in enumerate(zip(losses, epoch_logs), 1):
         start = clock
         for loss in window_losses:
-            events.append({"event": "watch_window", "pid": 100, "fit": 1, "index": index, "start_monotonic_s": clock,
-                           "end_monotonic_s": clock + 1.0, "steps": steps, "samples": steps * 64,
-                           "input_wait_s": 0.0, "outside_step_s": 0.0, "loss": loss})
+            events.append(
+                {
+                    "event": "watch_window",
+                    "pid": 100,
+                    "fit": 1,
+                    "index": index,
+                    "start_monotonic_s": clock,
+                    "end_monotonic_s": clock + 1.0,
+                    "steps": steps,
+                    "samples": steps * 64,
+                    "input_wait_s": 0.0,
+                    "outside_step_s": 0.0,
+                    "loss": loss,
+                }
+            )
             clock, index = clock + 1.0, index + 1
         if logs is not None:
-            events.append({"event": "watch_epoch", "pid": 100, "fit": 1, "epoch": number, "start_monotonic_s": start,
-                           "end_monotonic_s": clock, "epoch_end_monotonic_s": clock + 0.1,
-                           "steps": steps * len(window_losses), "samples": steps * len(window_losses) * 64,
-                           "logs": logs})
+            events.append(
+                {
+                    "event": "watch_epoch",
+                    "pid": 100,
+                    "fit": 1,
+                    "epoch": number,
+                    "start_monotonic_s": start,
+                    "end_monotonic_s": clock,
+                    "epoch_end_monotonic_s": clock + 0.1,
+                    "steps": steps * len(window_losses),
+                    "samples": steps * len(window_losses) * 64,
+                    "logs": logs,
+                }
+            )
         clock += 0.2
     return events
 
 
 def test_the_first_window_that_read_nan_places_the_bad_step_in_its_epoch():
     # epoch 1: 2 windows (the compile's step + 20), epoch 2: finite at its step 10, NaN at 20, 30
-    events = epochs_events([[2.0, 1.5], [1.2, NAN, NAN]],
-                           [{"loss": 1.5, "val_loss": 1.6}, {"loss": NAN, "val_loss": NAN}])
+    events = epochs_events(
+        [[2.0, 1.5], [1.2, NAN, NAN]], [{"loss": 1.5, "val_loss": 1.6}, {"loss": NAN, "val_loss": NAN}]
+    )
     fit = make_watch_record(events=events).main
     d = fit.diverged
     assert (d.metric, d.value, d.epoch, d.first_step, d.last_step) == ("loss", "NaN", 2, 11, 20)
@@ -68,8 +98,10 @@ def test_nan_from_the_first_window_includes_the_compile_step_and_an_unfinished_e
 
 def test_without_window_losses_the_epoch_logs_say_where_and_a_metric_alone_is_no_divergence():
     # a record of the instrumentation before window losses: epochs only
-    events = epochs_events([[None], [None], [None]], [{"loss": 0.5, "val_loss": 0.6}, {"loss": 0.4, "val_loss": 0.5},
-                                                      {"loss": 0.3, "val_loss": NAN}])
+    events = epochs_events(
+        [[None], [None], [None]],
+        [{"loss": 0.5, "val_loss": 0.6}, {"loss": 0.4, "val_loss": 0.5}, {"loss": 0.3, "val_loss": NAN}],
+    )
     d = make_watch_record(events=events).main.diverged
     assert (d.metric, d.epoch, d.first_step, d.last_finite) == ("val_loss", 3, None, 0.5)
     cause = divergence.cause(make_watch_record(events=events).main)
@@ -80,12 +112,19 @@ def test_without_window_losses_the_epoch_logs_say_where_and_a_metric_alone_is_no
     assert math.isnan(r.main.epochs[0].logs["auc"])  # kept as it was
 
 
-@pytest.mark.parametrize("policy, optimizer, said", [
-    ("mixed_float16", "Adam", "Adam is not a LossScaleOptimizer: set the mixed_float16 policy before model.compile"),
-    ("mixed_float16", "LossScaleOptimizer(Adam)", "the loss is scaled (LossScaleOptimizer)"),
-    ("mixed_bfloat16", "AdamW", "bfloat16 keeps 8 bits of mantissa"),
-    ("float32", "SGD", "lower SGD's learning rate (0.5 then)"),
-])
+@pytest.mark.parametrize(
+    "policy, optimizer, said",
+    [
+        (
+            "mixed_float16",
+            "Adam",
+            "Adam is not a LossScaleOptimizer: set the mixed_float16 policy before model.compile",
+        ),
+        ("mixed_float16", "LossScaleOptimizer(Adam)", "the loss is scaled (LossScaleOptimizer)"),
+        ("mixed_bfloat16", "AdamW", "bfloat16 keeps 8 bits of mantissa"),
+        ("float32", "SGD", "lower SGD's learning rate (0.5 then)"),
+    ],
+)
 def test_the_finding_comes_first_with_the_checks_for_its_precision_and_optimizer(policy, optimizer, said):
     events = epochs_events([[1.0, NAN]], [{"loss": NAN}], policy=policy, optimizer=optimizer)
     r = make_watch_record(events=events)
@@ -100,8 +139,14 @@ def test_the_finding_comes_first_with_the_checks_for_its_precision_and_optimizer
 
 
 def test_every_value_of_the_logs_is_stored_exported_and_imported_as_it_was(tmp_path):
-    logs = {"loss": NAN, "val_loss": INF, "per_class": [0.5, NAN, 1.0], "matrix": [[1.0, 2.0], [3.0, -INF]],
-            "note": "warm-up", "count": 3}
+    logs = {
+        "loss": NAN,
+        "val_loss": INF,
+        "per_class": [0.5, NAN, 1.0],
+        "matrix": [[1.0, 2.0], [3.0, -INF]],
+        "note": "warm-up",
+        "count": 3,
+    }
     r = make_watch_record(events=epochs_events([[NAN]], [logs]))
     kept = r.main.epochs[0].logs
     assert kept["count"] == 3.0 and kept["note"] == "warm-up" and kept["matrix"][1][1] == -INF
@@ -126,8 +171,11 @@ def test_every_value_of_the_logs_is_stored_exported_and_imported_as_it_was(tmp_p
 def test_a_learning_rate_a_schedule_raised_is_the_one_said_and_its_rise_the_first_check():
     """The H200 drill's case: a LearningRateScheduler set 1e4 from the fifth epoch. Keras logs the
     rate each epoch; the finding names the rate of the epoch that went bad, not the one fit began with."""
-    logs = [{"loss": 2.0, "learning_rate": 1e-3}, {"loss": 1.5, "learning_rate": 1e-3},
-            {"loss": NAN, "learning_rate": 1e4}]
+    logs = [
+        {"loss": 2.0, "learning_rate": 1e-3},
+        {"loss": 1.5, "learning_rate": 1e-3},
+        {"loss": NAN, "learning_rate": 1e4},
+    ]
     events = epochs_events([[2.0], [1.5], [NAN]], logs, optimizer="AdamW", learning_rate=1e-3)
     cause = make_watch_record(events=events).verdict[0]
     assert cause.message.startswith("the loss went NaN in epoch 3, at a step between 1 and 10:")

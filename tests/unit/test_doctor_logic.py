@@ -1,5 +1,5 @@
-from gpuscout.doctor import _invisible_gpu, tensor_core_paths
 from gpuscout.core.spec import Backend
+from gpuscout.doctor import _invisible_gpu, tensor_core_paths
 
 
 def test_tensor_core_paths_by_compute_capability():

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from gpuscout.executor.local import child_env, run_child
 from gpuscout.core.spec import Backend, build_spec
+from gpuscout.executor.local import child_env, run_child
 from tests.conftest import FIXTURES, alive
 
 
@@ -97,8 +97,14 @@ def test_the_exit_grace_follows_the_process_that_sent_the_last_event(sender, mon
     script = tmp_path / "sender.py"
     script.write_text(SENDER)
     started = time.monotonic()
-    finished = process.run([sys.executable, str(script), "child", sender], env={"PYTHONPATH": str(SRC)},
-                           timeout_s=60, stdout=None, stderr=None, last_events=("done",))
+    finished = process.run(
+        [sys.executable, str(script), "child", sender],
+        env={"PYTHONPATH": str(SRC)},
+        timeout_s=60,
+        stdout=None,
+        stderr=None,
+        last_events=("done",),
+    )
     took = time.monotonic() - started
     assert [e["event"] for e in finished.events] == ["done"]
     if sender == "exits":  # the rest of the group ran on to its own end, past the grace
@@ -123,8 +129,9 @@ def test_a_stopped_group_is_done_when_its_processes_end_not_after_the_grace(tmp_
     timer = threading.Timer(1.0, stop.set)
     timer.start()
     started = time.monotonic()
-    finished = process.run(["/bin/sh", "-c", line], env={"PATH": "/usr/bin:/bin"}, timeout_s=60, stdout=None,
-                           stderr=None, stop_now=stop)
+    finished = process.run(
+        ["/bin/sh", "-c", line], env={"PATH": "/usr/bin:/bin"}, timeout_s=60, stdout=None, stderr=None, stop_now=stop
+    )
     took = time.monotonic() - started
     assert finished.cancelled and finished.returncode != 0
     assert took < 1.0 + process.TERM_GRACE_S / 2, took  # the stop, not the grace

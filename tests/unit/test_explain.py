@@ -21,13 +21,24 @@ def machine(only: str | None = None, **overrides) -> Machine:
     """A100 40 GB, driver 535 (CUDA 12.2), TensorFlow 2.18 built for CUDA 12.5.1 / cuDNN 9,
     jax 0.4.38 with CUDA 12.6 (`only`: just that one installed); another process holds 10 GiB."""
     base = dict(
-        driver_version="535.183.01", cuda_driver_version="12.2",
+        driver_version="535.183.01",
+        cuda_driver_version="12.2",
         gpus=[Gpu(0, "NVIDIA A100-SXM4-40GB", 40 * GiB, "8.0", others_bytes=10 * GiB, other_pids=[4242])],
-        frameworks={"tensorflow": Framework("tensorflow", "2.18.0", "12.5.1", "9", True, 1,
-                                           ["sm_60", "sm_70", "compute_80"],
-                                           ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9"]),
-                    "jax": Framework("jax", "0.4.38", "12.6", "9.5.1", True, 1)},
-        env={})
+        frameworks={
+            "tensorflow": Framework(
+                "tensorflow",
+                "2.18.0",
+                "12.5.1",
+                "9",
+                True,
+                1,
+                ["sm_60", "sm_70", "compute_80"],
+                ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9"],
+            ),
+            "jax": Framework("jax", "0.4.38", "12.6", "9.5.1", True, 1),
+        },
+        env={},
+    )
     if only:
         base["frameworks"] = {only: base["frameworks"][only]}
     base.update(overrides)
@@ -37,66 +48,153 @@ def machine(only: str | None = None, **overrides) -> Machine:
 # (the exact message, as the cited public report shows it; the class; words the cause and the
 # fix must hold on the fake machine)
 CASES = [
-    ("2023-06-13 W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
-     "'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object file: No such file or directory",
-     "library_missing", ["libcudnn.so.8"], ["nvidia-cudnn-cu12", 'tensorflow[and-cuda]==2.18.0', "cuDNN 8"]),
-    ("2023-07-16 21:25:08.942423: W tensorflow/core/common_runtime/gpu/gpu_device.cc:1960] Cannot dlopen some GPU "
-     "libraries. Please make sure the missing libraries mentioned above are installed properly if you would like "
-     "to use GPU.", "gpu_libraries_skipped", ["CPU"], ["tensorflow 2.18.0 (CUDA 12.5.1, cuDNN 9)"]),
-    ("E0000 00:00:1738697930.202924    7665 cuda_dnn.cc:522] Loaded runtime CuDNN library: 9.1.0 but source was "
-     "compiled with: 9.3.0.  CuDNN library needs to have matching major version and equal or higher minor version.",
-     "cudnn_version_mismatch", ["9.1.0", "9.3.0"],
-     ["needs cuDNN 9.3.0 or a newer 9.x", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", 'tensorflow[and-cuda]==2.18.0']),
-    ("2025-02-04 20:38:50.230519: W tensorflow/core/framework/op_kernel.cc:1841] OP_REQUIRES failed at "
-     "xla_ops.cc:577 : FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above for more "
-     "details.", "dnn_unavailable", ["cuDNN"], ["TF_FORCE_GPU_ALLOW_GROWTH"]),
-    ("tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: CUDA driver version is "
-     "insufficient for CUDA runtime version", "driver_too_old", [],
-     ["driver 535.183.01 supports CUDA up to 12.2", "needs CUDA 12.5.1", "upgrade the NVIDIA driver"]),
-    ("WARNING:2025-05-28 18:06:26,600:jax._src.xla_bridge:791: An NVIDIA GPU may be present on this machine, but a "
-     "CUDA-enabled jaxlib is not installed. Falling back to cpu.", "jax_cpu_only", ["CPU"],
-     ["supports CUDA up to 12.2", 'jax[cuda12]==0.4.38']),
-    ("I0716 21:25:08.991377 140319043823424 xla_bridge.py:603] Unable to initialize backend 'cuda': "
-     "FAILED_PRECONDITION: No visible GPU devices.", "jax_cuda_backend", ["No visible GPU devices"], ["jax[cuda12]"]),
-    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
-     "shape[3,3,512,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc "
-     "[Op:Mul]", "gpu_oom_tensorflow", ["shape [3,3,512,1024]"],
-     # 3*3*512*1024 float32 = 18,874,368 bytes = 0.02 GiB
-     ["the allocation that failed: 0.02 GiB", "has 40.00 GiB", "other processes hold 10.00 GiB", "4242",
-      "TF_FORCE_GPU_ALLOW_GROWTH=true"]),
-    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 "
-     "bytes.", "gpu_oom_xla", ["4770354232 bytes"],
-     ["the allocation that failed: 4.44 GiB", "XLA_PYTHON_CLIENT_PREALLOCATE"]),
-    ("E1103 18:23:55.103160 3413767 gpu_cudamallocasync_allocator.cc:361] gpu_async_1 cuMemAllocAsync failed to "
-     "allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory",
-     "cuda_oom", [], ["the allocation that failed: 1141.05 GiB"]),
-    ("F0729 12:58:37.236422     109 stream_executor_util.cc:504] Could not create RepeatBufferKernel: INTERNAL: "
-     "Failed call to cudaGetFuncBySymbol: no kernel image is available for execution on the device",
-     "no_kernel_image", [], ["compute capability 8.0 (sm_80)", "does not report the architectures"]),
-    ("NotFoundError: 2 root error(s) found.  (0) Not found: ./bin/ptxas not found", "ptxas_missing", [],
-     ["nvidia-cuda-nvcc-cu12", "compute capability 8.0", "--xla_gpu_cuda_data_dir"]),
-    ("2023-09-26 23:49:25.317379: W external/xla/xla/stream_executor/gpu/asm_compiler.cc:231] Falling back to the "
-     "CUDA driver for PTX compilation; ptxas does not support CC 9.0", "ptxas_too_old", [], ["nvidia-cuda-nvcc-cu12"]),
-    ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, "
-     "rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).", "nccl_system_error", ["/dev/shm"],
-     ["NCCL_DEBUG=INFO", "--shm-size", "over 1 GPUs"]),
-    ("INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, "
-     "rank) failed: unhandled cuda error", "nccl_cuda_error", [], ["out-of-memory or driver message"]),
+    (
+        "2023-06-13 W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+        "'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object file: No such file or directory",
+        "library_missing",
+        ["libcudnn.so.8"],
+        ["nvidia-cudnn-cu12", "tensorflow[and-cuda]==2.18.0", "cuDNN 8"],
+    ),
+    (
+        "2023-07-16 21:25:08.942423: W tensorflow/core/common_runtime/gpu/gpu_device.cc:1960] Cannot dlopen some GPU "
+        "libraries. Please make sure the missing libraries mentioned above are installed properly if you would like "
+        "to use GPU.",
+        "gpu_libraries_skipped",
+        ["CPU"],
+        ["tensorflow 2.18.0 (CUDA 12.5.1, cuDNN 9)"],
+    ),
+    (
+        "E0000 00:00:1738697930.202924    7665 cuda_dnn.cc:522] Loaded runtime CuDNN library: 9.1.0 but source was "
+        "compiled with: 9.3.0.  CuDNN library needs to have matching major version and equal or higher minor version.",
+        "cudnn_version_mismatch",
+        ["9.1.0", "9.3.0"],
+        ["needs cuDNN 9.3.0 or a newer 9.x", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "tensorflow[and-cuda]==2.18.0"],
+    ),
+    (
+        "2025-02-04 20:38:50.230519: W tensorflow/core/framework/op_kernel.cc:1841] OP_REQUIRES failed at "
+        "xla_ops.cc:577 : FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above for more "
+        "details.",
+        "dnn_unavailable",
+        ["cuDNN"],
+        ["TF_FORCE_GPU_ALLOW_GROWTH"],
+    ),
+    (
+        "tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: CUDA driver version is "
+        "insufficient for CUDA runtime version",
+        "driver_too_old",
+        [],
+        ["driver 535.183.01 supports CUDA up to 12.2", "needs CUDA 12.5.1", "upgrade the NVIDIA driver"],
+    ),
+    (
+        "WARNING:2025-05-28 18:06:26,600:jax._src.xla_bridge:791: An NVIDIA GPU may be present on this machine, but a "
+        "CUDA-enabled jaxlib is not installed. Falling back to cpu.",
+        "jax_cpu_only",
+        ["CPU"],
+        ["supports CUDA up to 12.2", "jax[cuda12]==0.4.38"],
+    ),
+    (
+        "I0716 21:25:08.991377 140319043823424 xla_bridge.py:603] Unable to initialize backend 'cuda': "
+        "FAILED_PRECONDITION: No visible GPU devices.",
+        "jax_cuda_backend",
+        ["No visible GPU devices"],
+        ["jax[cuda12]"],
+    ),
+    (
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+        "shape[3,3,512,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc "
+        "[Op:Mul]",
+        "gpu_oom_tensorflow",
+        ["shape [3,3,512,1024]"],
+        # 3*3*512*1024 float32 = 18,874,368 bytes = 0.02 GiB
+        [
+            "the allocation that failed: 0.02 GiB",
+            "has 40.00 GiB",
+            "other processes hold 10.00 GiB",
+            "4242",
+            "TF_FORCE_GPU_ALLOW_GROWTH=true",
+        ],
+    ),
+    (
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 "
+        "bytes.",
+        "gpu_oom_xla",
+        ["4770354232 bytes"],
+        ["the allocation that failed: 4.44 GiB", "XLA_PYTHON_CLIENT_PREALLOCATE"],
+    ),
+    (
+        "E1103 18:23:55.103160 3413767 gpu_cudamallocasync_allocator.cc:361] gpu_async_1 cuMemAllocAsync failed to "
+        "allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        "cuda_oom",
+        [],
+        ["the allocation that failed: 1141.05 GiB"],
+    ),
+    (
+        "F0729 12:58:37.236422     109 stream_executor_util.cc:504] Could not create RepeatBufferKernel: INTERNAL: "
+        "Failed call to cudaGetFuncBySymbol: no kernel image is available for execution on the device",
+        "no_kernel_image",
+        [],
+        ["compute capability 8.0 (sm_80)", "does not report the architectures"],
+    ),
+    (
+        "NotFoundError: 2 root error(s) found.  (0) Not found: ./bin/ptxas not found",
+        "ptxas_missing",
+        [],
+        ["nvidia-cuda-nvcc-cu12", "compute capability 8.0", "--xla_gpu_cuda_data_dir"],
+    ),
+    (
+        "2023-09-26 23:49:25.317379: W external/xla/xla/stream_executor/gpu/asm_compiler.cc:231] Falling back to the "
+        "CUDA driver for PTX compilation; ptxas does not support CC 9.0",
+        "ptxas_too_old",
+        [],
+        ["nvidia-cuda-nvcc-cu12"],
+    ),
+    (
+        "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, "
+        "rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).",
+        "nccl_system_error",
+        ["/dev/shm"],
+        ["NCCL_DEBUG=INFO", "--shm-size", "over 1 GPUs"],
+    ),
+    (
+        "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, "
+        "rank) failed: unhandled cuda error",
+        "nccl_cuda_error",
+        [],
+        ["out-of-memory or driver message"],
+    ),
     # issue 29: the loader's error names another library than the one asked for: that one is missing
-    ("2022-07-15 W tensorflow/tsl/platform/default/dso_loader.cc:66] Could not load dynamic library "
-     "'libcusolver.so.11'; dlerror: libcublasLt.so.11: cannot open shared object file: No such file or directory",
-     "library_dependency_missing", ["libcusolver.so.11 was found", "libcublasLt.so.11 is the missing one"],
-     ["libcublasLt.so.11 comes with the pip package nvidia-cublas-cu12"]),
-    ("Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object file: "
-     "No such file or directory", "library_dependency_missing", ["needs libcublas.so.11"], ["nvidia-cublas-cu12"]),
-    ("Exception: URL fetch failure on https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None "
-     "-- [Errno -3] Temporary failure in name resolution", "download_failed",
-     ["Temporary failure in name resolution", "no network"],
-     ["~/.keras/datasets/mnist.npz", "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
-      "HTTPS_PROXY"]),
-    ("2023-04-15 F external/xla/xla/parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: "
-     "--xla_tpu_spmd_rng_bit_generator_unsafe=1 ", "xla_flag_unknown", ["--xla_tpu_spmd_rng_bit_generator_unsafe=1"],
-     ["take --xla_tpu_spmd_rng_bit_generator_unsafe=1 out of XLA_FLAGS", "LIBTPU_INIT_ARGS"]),
+    (
+        "2022-07-15 W tensorflow/tsl/platform/default/dso_loader.cc:66] Could not load dynamic library "
+        "'libcusolver.so.11'; dlerror: libcublasLt.so.11: cannot open shared object file: No such file or directory",
+        "library_dependency_missing",
+        ["libcusolver.so.11 was found", "libcublasLt.so.11 is the missing one"],
+        ["libcublasLt.so.11 comes with the pip package nvidia-cublas-cu12"],
+    ),
+    (
+        "Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object file: "
+        "No such file or directory",
+        "library_dependency_missing",
+        ["needs libcublas.so.11"],
+        ["nvidia-cublas-cu12"],
+    ),
+    (
+        "Exception: URL fetch failure on https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None "
+        "-- [Errno -3] Temporary failure in name resolution",
+        "download_failed",
+        ["Temporary failure in name resolution", "no network"],
+        [
+            "~/.keras/datasets/mnist.npz",
+            "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
+            "HTTPS_PROXY",
+        ],
+    ),
+    (
+        "2023-04-15 F external/xla/xla/parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: "
+        "--xla_tpu_spmd_rng_bit_generator_unsafe=1 ",
+        "xla_flag_unknown",
+        ["--xla_tpu_spmd_rng_bit_generator_unsafe=1"],
+        ["take --xla_tpu_spmd_rng_bit_generator_unsafe=1 out of XLA_FLAGS", "LIBTPU_INIT_ARGS"],
+    ),
 ]
 
 
@@ -119,30 +217,41 @@ def test_every_class_in_the_table_has_a_case_here():
 
 
 def test_a_log_with_several_failures_names_the_root_first():
-    log = "\n".join([
-        "2025-02-04 20:38:49 I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is optimized",
-        CASES[2][0],  # the cuDNN mismatch, line 2
-        CASES[2][0],  # printed twice, as TensorFlow does
-        "Traceback (most recent call last):",
-        CASES[3][0],  # DNN library initialization failed: its echo, line 5
-        CASES[8][0],  # an unrelated out-of-memory later, line 6
-    ])
+    log = "\n".join(
+        [
+            "2025-02-04 20:38:49 I tensorflow/core/platform/cpu_feature_guard.cc:210] "
+            "This TensorFlow binary is optimized",
+            CASES[2][0],  # the cuDNN mismatch, line 2
+            CASES[2][0],  # printed twice, as TensorFlow does
+            "Traceback (most recent call last):",
+            CASES[3][0],  # DNN library initialization failed: its echo, line 5
+            CASES[8][0],  # an unrelated out-of-memory later, line 6
+        ]
+    )
     found = explain(log, machine())
     assert [(e.code, e.line, e.echo_of) for e in found] == [
-        ("cudnn_version_mismatch", 2, None), ("gpu_oom_xla", 6, None), ("dnn_unavailable", 5, "cudnn_version_mismatch")]
+        ("cudnn_version_mismatch", 2, None),
+        ("gpu_oom_xla", 6, None),
+        ("dnn_unavailable", 5, "cudnn_version_mismatch"),
+    ]
     assert found[0].occurrences == 2
     assert found[2].fix == "follows from cudnn_version_mismatch (line 2): its fix applies"
 
 
 def test_an_unknown_error_is_not_guessed_at():
-    assert explain("ValueError: Input 0 of layer dense is incompatible with the layer: expected axis -1 "
-                   "to have value 784", machine()) == []
+    assert (
+        explain(
+            "ValueError: Input 0 of layer dense is incompatible with the layer: expected axis -1 to have value 784",
+            machine(),
+        )
+        == []
+    )
 
 
 def test_the_oom_fix_names_the_batch_that_fits_from_the_memory_model():
     from gpuscout import workloads
-    from gpuscout.workloads import sizing
     from gpuscout.core.spec import Precision
+    from gpuscout.workloads import sizing
 
     context = Context(workload="resnet50", batch_size=512, precision="fp32", framework="jax")
     (found,) = explain(CASES[8][0], machine(), context)
@@ -160,17 +269,19 @@ def test_the_oom_fix_names_the_batch_that_fits_from_the_memory_model():
 
 def test_the_framework_is_read_from_the_log_when_the_run_is_unknown():
     tf_only = machine(frameworks={"jax": machine().frameworks["jax"], "tensorflow": machine().frameworks["tensorflow"]})
-    (found,) = explain(CASES[2][0].replace("cuda_dnn.cc", "external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc")
-                       + " jaxlib", tf_only)
-    assert 'jax[cuda12]==0.4.38' in found.fix
+    (found,) = explain(
+        CASES[2][0].replace("cuda_dnn.cc", "external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc") + " jaxlib",
+        tf_only,
+    )
+    assert "jax[cuda12]==0.4.38" in found.fix
     (found,) = explain("W tensorflow/x.cc] " + CASES[2][0], tf_only)
-    assert 'tensorflow[and-cuda]==2.18.0' in found.fix
+    assert "tensorflow[and-cuda]==2.18.0" in found.fix
 
 
 def test_a_driver_newer_than_cuda_13_is_not_asked_to_be_upgraded_for_jax():
     new = machine(cuda_driver_version="13.0", frameworks={})
     (found,) = explain(CASES[5][0], new)
-    assert 'jax[cuda13]' in found.fix
+    assert "jax[cuda13]" in found.fix
 
 
 def test_no_kernel_image_names_the_architectures_tensorflow_was_built_for():
@@ -180,39 +291,52 @@ def test_no_kernel_image_names_the_architectures_tensorflow_was_built_for():
 
 def test_with_two_frameworks_and_a_log_that_names_neither_both_installs_are_given():
     (found,) = explain(CASES[2][0], machine())
-    assert 'tensorflow[and-cuda]==2.18.0' in found.fix and 'jax[cuda12]==0.4.38' in found.fix
+    assert "tensorflow[and-cuda]==2.18.0" in found.fix and "jax[cuda12]==0.4.38" in found.fix
 
 
 def test_a_library_that_loads_but_lacks_its_own_dependency_is_not_blamed():
     """The loader's message for libcudnn_ops_infer names libcublas as the file it could not open:
     the cause and the fix are libcublas's, and the asked-for library is not called missing."""
-    found = explain("Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared "
-                    "object file: No such file or directory", machine())
+    found = explain(
+        "Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared "
+        "object file: No such file or directory",
+        machine(),
+    )
     assert [e.code for e in found] == ["library_dependency_missing"]
     assert "nvidia-cudnn" not in found[0].fix and "nvidia-cublas-cu12" in found[0].fix
-    same = explain("Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open "
-                   "shared object file: No such file or directory", machine())
+    same = explain(
+        "Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open "
+        "shared object file: No such file or directory",
+        machine(),
+    )
     assert [e.code for e in same] == ["library_missing"]
 
 
 def test_a_failed_download_says_where_keras_looks_for_the_file():
     url = "https://storage.googleapis.com/tensorflow/keras-applications/resnet/resnet50_weights_tf_dim_ordering_tf_kernels.h5"
-    (found,) = explain(f"Exception: URL fetch failure on {url}: None -- [Errno 111] Connection refused",
-                       machine(env={"KERAS_HOME": "/data/keras", "HTTPS_PROXY": "http://proxy:3128"}))
+    (found,) = explain(
+        f"Exception: URL fetch failure on {url}: None -- [Errno 111] Connection refused",
+        machine(env={"KERAS_HOME": "/data/keras", "HTTPS_PROXY": "http://proxy:3128"}),
+    )
     assert f"/data/keras/models/{url.rsplit('/', 1)[-1]}" in found.fix
     assert "a proxy is set (HTTPS_PROXY=http://proxy:3128)" in found.fix
-    (bare,) = explain("urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
-                      machine())
+    (bare,) = explain(
+        "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>", machine()
+    )
     assert bare.code == "download_failed" and "HTTPS_PROXY" in bare.fix
-    (secret,) = explain(f"Exception: URL fetch failure on {url}: None -- timed out",
-                        machine(env={"https_proxy": "http://me:hunter2@proxy:3128"}))
+    (secret,) = explain(
+        f"Exception: URL fetch failure on {url}: None -- timed out",
+        machine(env={"https_proxy": "http://me:hunter2@proxy:3128"}),
+    )
     assert "hunter2" not in secret.fix and "https_proxy=http://***@proxy:3128" in secret.fix
 
 
 def test_an_unknown_xla_flag_is_named_with_the_jax_that_refused_it():
     # as jax 0.11.2 stopped a gpuscout scale worker on two H100s (2026-11-25)
-    log = ("F1125 21:24:52.785886    2324 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
-           "--xla_gpu_all_reduce_contiguous=false")
+    log = (
+        "F1125 21:24:52.785886    2324 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
+        "--xla_gpu_all_reduce_contiguous=false"
+    )
     (found,) = explain(log, machine(only="jax"))
     assert found.code == "xla_flag_unknown" and found.cause.endswith(": --xla_gpu_all_reduce_contiguous=false")
     assert found.fix.startswith("take --xla_gpu_all_reduce_contiguous=false out of XLA_FLAGS;")
@@ -221,14 +345,22 @@ def test_an_unknown_xla_flag_is_named_with_the_jax_that_refused_it():
 
 def test_results_show_prints_a_failed_runs_error_and_what_it_means():
     # `scale` says "see the run's error (gpuscout results show RUN_ID)": that view must hold it
-    tail = ("I0000 port.cc:153] oneDNN custom operations are on.\nF1125 21:46:34.081771 6488 "
-            "parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_gpu_all_reduce_contiguous=false\n")
-    error = ErrorDetail(message="the worker exited with code 1 without a result", stderr_tail=tail, returncode=1,
-                        explanations=explain(tail, machine(only="jax")))
+    tail = (
+        "I0000 port.cc:153] oneDNN custom operations are on.\nF1125 21:46:34.081771 6488 "
+        "parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_gpu_all_reduce_contiguous=false\n"
+    )
+    error = ErrorDetail(
+        message="the worker exited with code 1 without a result",
+        stderr_tail=tail,
+        returncode=1,
+        explanations=explain(tail, machine(only="jax")),
+    )
     out = Console(file=io.StringIO(), width=200, color_system=None)
     print_run(out, make_record("c30664532d5b", status="failed", error=error))
     text = out.file.getvalue()
-    for shown in ("failed c30664532d5b mlp: the worker exited with code 1 without a result",
-                  "Unknown flag in XLA_FLAGS: --xla_gpu_all_reduce_contiguous=false",
-                  "take --xla_gpu_all_reduce_contiguous=false out of XLA_FLAGS"):
+    for shown in (
+        "failed c30664532d5b mlp: the worker exited with code 1 without a result",
+        "Unknown flag in XLA_FLAGS: --xla_gpu_all_reduce_contiguous=false",
+        "take --xla_gpu_all_reduce_contiguous=false out of XLA_FLAGS",
+    ):
         assert shown in text, (shown, text)

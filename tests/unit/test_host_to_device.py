@@ -70,7 +70,8 @@ def test_the_served_forward_pass_gives_the_same_outputs_on_every_input_path():
         "    def __init__(self, *a):\n"
         "        super().__init__(*a); made.append(self)\n"
         "host_to_device.JaxStager = Recorded\n"
-        "model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation='relu'), keras.layers.Dense(3)])\n"
+        "model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation='relu'), "
+        "keras.layers.Dense(3)])\n"
         "server = keras_server(RunSpec(workload='mlp', backend='jax', batch_size=12), model, keras)\n"
         "stager, = made\n"
         "x = np.random.default_rng(0).standard_normal((12, 6)).astype(np.float32)\n"
@@ -78,9 +79,15 @@ def test_the_served_forward_pass_gives_the_same_outputs_on_every_input_path():
         "for method in stager.candidates(len(x)):\n"
         "    stager._chosen[(x.shape, x.dtype.str)] = method\n"
         "    np.testing.assert_allclose(server.predict(x, fetch=True), want, rtol=1e-5, atol=1e-6)\n"
-        "print('ok', server.device, server.choose_input_path)\n")
+        "print('ok', server.device, server.choose_input_path)\n"
+    )
     src = str(Path(__file__).resolve().parents[2] / "src")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=src))
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=src),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok cpu None"  # on the CPU the copy is not chosen by timing

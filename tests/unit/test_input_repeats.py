@@ -16,8 +16,8 @@ def keras_epochs(epochs: int, carried: int = 3):
     left = []
     for _ in range(epochs):
         new = list(rng.permutation(10))
-        order += left + new[:10 - len(left)]
-        left = new[10 - len(left):][:carried] or new[:carried]
+        order += left + new[: 10 - len(left)]
+        left = new[10 - len(left) :][:carried] or new[:carried]
     return order
 
 
@@ -43,11 +43,17 @@ def test_a_generator_repeats_with_its_period_and_a_reordered_one_does_not():
     periodic = InputRepeats(batches_per_epoch=None)
     for i in range(35):
         periodic.note(DATA[i % 7])
-    assert periodic.counts() | {"hash_s": 0} == {"checked": 28, "same": 28, "period": 7, "order": "stream",
-                                                 "bytes": sum(x.nbytes + y.nbytes for x, y in DATA[:7]), "hash_s": 0}
+    assert periodic.counts() | {"hash_s": 0} == {
+        "checked": 28,
+        "same": 28,
+        "period": 7,
+        "order": "stream",
+        "bytes": sum(x.nbytes + y.nbytes for x, y in DATA[:7]),
+        "hash_s": 0,
+    }
     shuffled = InputRepeats(batches_per_epoch=None)
     for epoch in range(3):
-        for i in (range(7) if epoch == 0 else rng.permutation(7)):
+        for i in range(7) if epoch == 0 else rng.permutation(7):
             shuffled.note(DATA[i])
     counts = shuffled.counts()
     assert counts["checked"] > 0 and counts["same"] < counts["checked"]

@@ -14,16 +14,23 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 
 def lint(config: Path, src: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT), str(config), "--no-cache"], capture_output=True, text=True,
-                          timeout=300, cwd=config.parent, env={**os.environ, "PYTHONPATH": str(src)})
+    return subprocess.run(
+        [str(LINT), str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=config.parent,
+        env={**os.environ, "PYTHONPATH": str(src)},
+    )
 
 
 def test_the_floors_hold_and_a_planted_upward_import_breaks_them(tmp_path):
     kept = lint(ROOT / "pyproject.toml", ROOT / "src")
     assert kept.returncode == 0, kept.stdout[-3000:]
     assert "Contracts: 3 kept, 0 broken." in kept.stdout
-    shutil.copytree(ROOT / "src" / "gpuscout", tmp_path / "src" / "gpuscout",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src" / "gpuscout", tmp_path / "src" / "gpuscout", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     src = tmp_path / "src" / "gpuscout"
     plant = {  # each breaks one contract, inside a function as most of the package's lazy imports are
@@ -38,6 +45,10 @@ def test_the_floors_hold_and_a_planted_upward_import_breaks_them(tmp_path):
     broken = lint(tmp_path / "pyproject.toml", tmp_path / "src")
     assert broken.returncode == 1, broken.stdout[-3000:]
     assert "Contracts: 0 kept, 3 broken." in broken.stdout, broken.stdout[-3000:]
-    for named in ("gpuscout.core.planted -> gpuscout.measure.engine", "gpuscout.tune.planted -> gpuscout.watch.attach",
-                  "gpuscout.report.planted -> gpuscout.child.worker", "- .planted_b -> .planted_a"):
+    for named in (
+        "gpuscout.core.planted -> gpuscout.measure.engine",
+        "gpuscout.tune.planted -> gpuscout.watch.attach",
+        "gpuscout.report.planted -> gpuscout.child.worker",
+        "- .planted_b -> .planted_a",
+    ):
         assert named in broken.stdout, named

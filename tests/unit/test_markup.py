@@ -16,15 +16,29 @@ def printed(draw) -> str:
 
 def test_the_sweep_summary_prints_brackets_as_they_are():
     summary = {
-        "sweep": "lr[bold]", "metric": {"name": "acc[1]", "direction": "max"}, "run_now": 1, "skipped_done": 0,
-        "status_counts": {"ok": 1}, "wall_s": 0.0, "gpu_idle_share": {}, "stopped": "trial [red]3[/] failed",
+        "sweep": "lr[bold]",
+        "metric": {"name": "acc[1]", "direction": "max"},
+        "run_now": 1,
+        "skipped_done": 0,
+        "status_counts": {"ok": 1},
+        "wall_s": 0.0,
+        "gpu_idle_share": {},
+        "stopped": "trial [red]3[/] failed",
         "best": [{"index": 0, "value": 0.9, "params": {"opt": "[sgd]"}, "duration_s": 1.0, "slot": "cpu0"}],
-        "log_root": "/data/[runs]/x", "notes": ["a note about [b]bold[/b]"],
+        "log_root": "/data/[runs]/x",
+        "notes": ["a note about [b]bold[/b]"],
         "tensorboard": {"logdir": None, "note": "no TensorBoard logs; pip install 'gpuscout[sweep]'"},
         "compilation_cache": {"folder": "/data/[runs]/x/xla-cache", "programs": 40, "hits": 31},
     }
     text = printed(lambda out: print_summary(summary, out))
-    for shown in ("sweep lr[bold]", "acc[1]", '"[sgd]"', "trial [red]3[/] failed", "/data/[runs]/x",
-                  "a note about [b]bold[/b]", "pip install 'gpuscout[sweep]'",
-                  "31 of 40 loaded from the sweep's cache (/data/[runs]/x/xla-cache)"):
+    for shown in (
+        "sweep lr[bold]",
+        "acc[1]",
+        '"[sgd]"',
+        "trial [red]3[/] failed",
+        "/data/[runs]/x",
+        "a note about [b]bold[/b]",
+        "pip install 'gpuscout[sweep]'",
+        "31 of 40 loaded from the sweep's cache (/data/[runs]/x/xla-cache)",
+    ):
         assert shown in text, shown

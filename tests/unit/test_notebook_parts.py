@@ -11,11 +11,11 @@ import pytest
 from IPython.core.error import UsageError as IPythonUsageError
 
 from gpuscout.core.errors import UsageError
+from gpuscout.measure import command
 from gpuscout.measure import notebook_runner as runner
 from gpuscout.notebook import display, magics
 from gpuscout.report import html
 from gpuscout.report.document import build
-from gpuscout.measure import command
 from tests.records import make_watch_record
 
 
@@ -38,10 +38,28 @@ def test_a_notebook_is_read_validated_and_given_cell_ids_without_a_warning(tmp_p
         read = runner.read(notebook_file(tmp_path / "old.ipynb", ids=False))
     assert read.cells[0].source == "x = 1" and read.cells[0].get("id")
     (tmp_path / "text.ipynb").write_text("not json")
-    (tmp_path / "schema.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                                                       "cells": [{"cell_type": "code", "id": "a", "source": 5, "metadata": {},
-                                                                  "outputs": [], "execution_count": None}]}))
-    with pytest.raises(ValueError, match=r"^text.ipynb is not a readable notebook \(Notebook does not appear to be JSON"):
+    (tmp_path / "schema.ipynb").write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "id": "a",
+                        "source": 5,
+                        "metadata": {},
+                        "outputs": [],
+                        "execution_count": None,
+                    }
+                ],
+            }
+        )
+    )
+    with pytest.raises(
+        ValueError, match=r"^text.ipynb is not a readable notebook \(Notebook does not appear to be JSON"
+    ):
         runner.read(tmp_path / "text.ipynb")
     with pytest.raises(ValueError, match=r"^schema.ipynb is not a valid notebook: "):
         runner.read(tmp_path / "schema.ipynb")
@@ -50,22 +68,31 @@ def test_a_notebook_is_read_validated_and_given_cell_ids_without_a_warning(tmp_p
 def test_a_notebook_command_is_checked_before_anything_runs(tmp_path):
     good = notebook_file(tmp_path / "train.ipynb")
     resolved = command.resolve([str(good)])
-    assert resolved.argv[1:] == ["-m", "gpuscout.measure.notebook_runner", str(good.resolve())] and resolved.workload == "train.ipynb"
+    assert (
+        resolved.argv[1:] == ["-m", "gpuscout.measure.notebook_runner", str(good.resolve())]
+        and resolved.workload == "train.ipynb"
+    )
     assert command.resolve(["--", str(good)][1:], verb="tune").workload == "train.ipynb"
-    for given, message in (([str(good), "--lr", "0.1"], "a notebook takes no arguments (--lr 0.1)"),
-                           ([str(tmp_path / "none.ipynb")], "none.ipynb: no such notebook"),
-                           ([str(notebook_file(tmp_path / "r.ipynb", kernel="ir"))], "runs on the kernel 'ir', which is "
-                                                                                      "not installed here")):
+    for given, message in (
+        ([str(good), "--lr", "0.1"], "a notebook takes no arguments (--lr 0.1)"),
+        ([str(tmp_path / "none.ipynb")], "none.ipynb: no such notebook"),
+        (
+            [str(notebook_file(tmp_path / "r.ipynb", kernel="ir"))],
+            "runs on the kernel 'ir', which is not installed here",
+        ),
+    ):
         with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
             command.resolve(given)
 
 
 def test_the_magics_refuse_bad_input_in_one_line():
-    for line, cell, message in (("bogus", "x = 1", "%%gpuscout runs a cell under watch"),
-                                ("watch --steps 5", "x = 1", "unknown option '--steps'"),
-                                ("watch --store", "x = 1", "--store needs a value"),
-                                ("", None, "%gpuscout needs a command"),
-                                ("show 'unclosed", None, "cannot read `%gpuscout show 'unclosed`")):
+    for line, cell, message in (
+        ("bogus", "x = 1", "%%gpuscout runs a cell under watch"),
+        ("watch --steps 5", "x = 1", "unknown option '--steps'"),
+        ("watch --store", "x = 1", "--store needs a value"),
+        ("", None, "%gpuscout needs a command"),
+        ("show 'unclosed", None, "cannot read `%gpuscout show 'unclosed`"),
+    ):
         with pytest.raises(IPythonUsageError, match=message):
             magics.gpuscout(None, line, cell)
 

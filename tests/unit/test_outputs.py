@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpuscout.core import outputs
-from gpuscout.core.outputs.named import _descriptor as descriptor
 from gpuscout.core.errors import UsageError
+from gpuscout.core.outputs.named import _descriptor as descriptor
 from gpuscout.report.export import CSV_COLUMNS
 
 
@@ -41,8 +41,11 @@ def test_inside_a_folder_of_its_own_nothing_is_followed_or_taken_from_the_user(t
     (folder / "hard.json").hardlink_to(store)
     (folder / "mine.json").write_text('{"mine": 1}')
     (folder / "ours.json").write_text('{\n  "gpuscout_version": "0.1.0"}')
-    for name, fragment in (("to-store.json", "is the results store itself"), ("hard.json", "is the results store"),
-                           ("mine.json", "gpuscout did not write it")):
+    for name, fragment in (
+        ("to-store.json", "is the results store itself"),
+        ("hard.json", "is the results store"),
+        ("mine.json", "gpuscout did not write it"),
+    ):
         with pytest.raises(UsageError, match=fragment):
             outputs.replace_inside(folder, name, "{}", store, "a file", ("json",))
     outputs.replace_inside(folder, "ours.json", '{"gpuscout_version": "x"}', store, "a file", ("json",))

@@ -22,7 +22,7 @@ from gpuscout.recommend.jobs import MAX_DEADLINE_H, MAX_PARAMS, parse_count, par
 from gpuscout.record.document import json_document
 from gpuscout.report.export import parse_document
 from gpuscout.scale.cluster import check_hosts
-from gpuscout.sweep import spec
+from gpuscout.sweep import expansion, spec
 from gpuscout.workloads.user import parse_shape
 from tests.records import make_record, make_watch_record
 
@@ -30,8 +30,13 @@ from tests.records import make_record, make_watch_record
 # then a change's doing, not the draw's); GPUSCOUT_HYPOTHESIS_EXAMPLES=N draws N fresh ones, as
 # this suite's author did (20,000 each, 2026-11-27: '--0' read as a number was found so).
 EXPLORE = int(os.environ.get("GPUSCOUT_HYPOTHESIS_EXAMPLES", "0"))
-SETTINGS = settings(max_examples=EXPLORE or 300, derandomize=not EXPLORE, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SETTINGS = settings(
+    max_examples=EXPLORE or 300,
+    derandomize=not EXPLORE,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 # Text as users type it: digits, separators, signs, units and the odd stray character
 TYPED = st.text(alphabet=string.digits + ".,:+-eE xkKmMbBtTsShHdD_" + "٣\u00a0", max_size=30)
 ANY_TEXT = st.one_of(TYPED, st.text(max_size=30))
@@ -70,8 +75,9 @@ def test_a_deadline_is_a_positive_number_of_hours_under_ten_years(text):
 @SETTINGS
 @given(ANY_TEXT, st.integers(0, 3), st.booleans(), st.booleans())
 def test_a_list_of_whole_numbers_has_no_empty_item_and_keeps_its_bounds(text, least, distinct, sort):
-    values = refused_or(lambda: parse_whole_numbers(text, "--x", "numbers", "1,2", least=least, most=1000,
-                                                    distinct=distinct, sort=sort))
+    values = refused_or(
+        lambda: parse_whole_numbers(text, "--x", "numbers", "1,2", least=least, most=1000, distinct=distinct, sort=sort)
+    )
     if values is None:
         return
     items = [p.strip() for p in text.split(",")]
@@ -102,7 +108,9 @@ def test_a_step_range_is_within_one_and_two_to_the_53(text):
 
 
 @SETTINGS
-@given(st.one_of(ANY_TEXT, st.builds(lambda h, p: f"{h}:{p}", st.sampled_from(["a", "", "h.x"]), st.integers(-1, 10**6))))
+@given(
+    st.one_of(ANY_TEXT, st.builds(lambda h, p: f"{h}:{p}", st.sampled_from(["a", "", "h.x"]), st.integers(-1, 10**6)))
+)
 def test_a_host_and_port_has_a_host_and_a_port_tcp_can_use(text):
     found = host_port(text)
     assert found is None or (found[0] and 1 <= found[1] <= MAX_PORT)
@@ -117,8 +125,13 @@ def test_an_input_shape_is_positive_int32_dimensions_in_order(text):
     assert shape is None or (1 <= len(shape) <= 8 and all(1 <= d < 2**31 for d in shape))
 
 
-NUMBERS = st.one_of(st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
-                    st.text(max_size=5), st.none())
+NUMBERS = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.text(max_size=5),
+    st.none(),
+)
 
 
 @SETTINGS
@@ -140,7 +153,8 @@ def test_every_numeric_option_is_finite_from_zero_to_two_to_the_53(values):
 JSON_VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=10)),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 @SETTINGS
@@ -165,17 +179,43 @@ def test_yaml_a_user_gives_is_read_within_bounds_or_refused(text):
     inputs.bounded(value, "s.yaml", "a sweep file")
 
 
-FIELD_VALUES = st.one_of(st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False, allow_infinity=False),
-                         st.text(max_size=8), st.none(), st.lists(st.integers(-3, 3), max_size=3),
-                         st.dictionaries(st.sampled_from(["uniform", "int", "choice", "kind", "x"]),
-                                         st.lists(st.one_of(st.integers(-3, 3), st.booleans()), max_size=3), max_size=2))
-SWEEP_FIELDS = ["retries", "trials_per_gpu", "timeout_s", "max_consecutive_failures", "shell", "compilation_cache",
-                "space", "early_stop", "command", "reports", "metric", "bogus"]
+FIELD_VALUES = st.one_of(
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.none(),
+    st.lists(st.integers(-3, 3), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["uniform", "int", "choice", "kind", "x"]),
+        st.lists(st.one_of(st.integers(-3, 3), st.booleans()), max_size=3),
+        max_size=2,
+    ),
+)
+SWEEP_FIELDS = [
+    "retries",
+    "trials_per_gpu",
+    "timeout_s",
+    "max_consecutive_failures",
+    "shell",
+    "compilation_cache",
+    "space",
+    "early_stop",
+    "command",
+    "reports",
+    "metric",
+    "bogus",
+]
 SMALL = st.one_of(st.integers(-5, 100), FIELD_VALUES)  # counts near their bounds, and anything
-STRATEGIES = st.fixed_dictionaries({"kind": st.sampled_from(["grid", "random", "tpe", "x"])},
-                                   optional={"trials": SMALL, "seed": SMALL})
-RANGES = st.dictionaries(st.just("lr"), st.dictionaries(st.sampled_from(["uniform", "loguniform", "int", "choice"]),
-                                                        FIELD_VALUES, min_size=1, max_size=1), min_size=1, max_size=1)
+STRATEGIES = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["grid", "random", "tpe", "x"])}, optional={"trials": SMALL, "seed": SMALL}
+)
+RANGES = st.dictionaries(
+    st.just("lr"),
+    st.dictionaries(st.sampled_from(["uniform", "loguniform", "int", "choice"]), FIELD_VALUES, min_size=1, max_size=1),
+    min_size=1,
+    max_size=1,
+)
 
 
 @SETTINGS
@@ -186,14 +226,22 @@ RANGES = st.dictionaries(st.just("lr"), st.dictionaries(st.sampled_from(["unifor
 def test_a_sweep_file_is_valid_and_within_bounds_or_refused(tmp_path_factory, changes, strategy, space):
     """Any value in any field of a sweep file (YAML's `true` for a count, a range of [0, true], a
     negative seed): a SweepFile whose fields keep their bounds and types, or one line."""
-    raw = {"name": "p", "command": "echo {lr}", "reports": ["x"], "metric": {"name": "x"}, "space": {"lr": [1, 2]},
-           **changes, **({"strategy": strategy} if strategy else {}), **({"space": space} if space else {})}
+    raw = {
+        "name": "p",
+        "command": "echo {lr}",
+        "reports": ["x"],
+        "metric": {"name": "x"},
+        "space": {"lr": [1, 2]},
+        **changes,
+        **({"strategy": strategy} if strategy else {}),
+        **({"space": space} if space else {}),
+    }
     path = tmp_path_factory.mktemp("sweep") / "s.yaml"
     path.write_text(yaml.safe_dump(raw))
     try:
         sweep, _ = spec.load(path)
-        trials = spec.expand(sweep)
-        spec.check_commands(sweep, trials, path)
+        trials = expansion.expand(sweep)
+        expansion.check_commands(sweep, trials, path)
     except UsageError:
         return
     for name in ("retries", "trials_per_gpu", "max_consecutive_failures"):
@@ -207,10 +255,28 @@ def test_a_sweep_file_is_valid_and_within_bounds_or_refused(tmp_path_factory, ch
             assert not isinstance(low, bool) and not isinstance(high, bool) and low < high
 
 
-RECORD_PATHS = ["batch_size", "seq_len", "schema_version", "methodology_version", "samples_per_s", "step_time_s",
-                "duration_s", "peak_memory_bytes", "compile_s", "mfu", "loss", "units_per_sample", "devices",
-                "windows.0.steps", "windows.0.samples", "throughput.median", "throughput.ci95_low", "env.cpu_count",
-                "env.schema_version", "error"]
+RECORD_PATHS = [
+    "batch_size",
+    "seq_len",
+    "schema_version",
+    "methodology_version",
+    "samples_per_s",
+    "step_time_s",
+    "duration_s",
+    "peak_memory_bytes",
+    "compile_s",
+    "mfu",
+    "loss",
+    "units_per_sample",
+    "devices",
+    "windows.0.steps",
+    "windows.0.samples",
+    "throughput.median",
+    "throughput.ci95_low",
+    "env.cpu_count",
+    "env.schema_version",
+    "error",
+]
 
 
 @SETTINGS

@@ -33,8 +33,9 @@ def test_tf_dataset_batches_and_augments_images():
     from gpuscout.child.tensorflow_steps import tf_dataset
 
     workload = get("resnet18_cifar")
-    spec = build_spec(workload="resnet18_cifar", backend=Backend.tensorflow, batch_size=4,
-                      data=DataMode.pipeline, pipeline_cost=2)
+    spec = build_spec(
+        workload="resnet18_cifar", backend=Backend.tensorflow, batch_size=4, data=DataMode.pipeline, pipeline_cost=2
+    )
     x, y = data.host_dataset(workload, 4, seed=0)
     xb, yb = next(iter(tf_dataset(tf, x, y, spec, workload)))
     assert xb.shape == (4, 32, 32, 3) and xb.dtype == tf.float32 and yb.shape == (4,)

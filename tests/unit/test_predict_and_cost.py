@@ -3,13 +3,13 @@ import statistics
 
 import pytest
 
-from gpuscout import catalog, recommend as rec
-
+from gpuscout import catalog
+from gpuscout import recommend as rec
 from gpuscout.catalog import predict
-from gpuscout.core.errors import UsageError
 from gpuscout.catalog.pricing import HourlyCost, PricingOptions, cost_figures, hourly_cost
-from tests.records import make_record
+from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
+from tests.records import make_record
 
 CAT = catalog.load()
 
@@ -38,8 +38,11 @@ def test_scaling_is_bandwidth_for_low_intensity_and_peak_for_high():
 
 
 def test_a_measurement_on_the_same_gpu_kind_wins_over_any_prediction():
-    refs = [predict.Reference("h100_sxm", 1000.0, "measured: run a"), predict.Reference("h100_sxm", 1100.0, "measured: run b"),
-            predict.Reference("a100_sxm4_80gb", 10.0, "published: x")]
+    refs = [
+        predict.Reference("h100_sxm", 1000.0, "measured: run a"),
+        predict.Reference("h100_sxm", 1100.0, "measured: run b"),
+        predict.Reference("a100_sxm4_80gb", 10.0, "published: x"),
+    ]
     p = predict.predict(refs, CAT.get("h100_sxm"), Precision.mixed_bfloat16, 500, CAT)
     assert (p.basis, p.throughput, p.low, p.high) == ("measured", 1050.0, 1000.0, 1100.0)
 
@@ -77,11 +80,17 @@ def test_the_training_state_estimate_matches_keras_parameter_counts(model):
     import subprocess
     import sys
 
-    code = (f"import keras; from gpuscout import workloads; w = workloads.get({model!r}); "
-            "print(w.build_model(keras, None).count_params())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin",
-                              "PYTHONPATH": ":".join(sys.path)})
+    code = (
+        f"import keras; from gpuscout import workloads; w = workloads.get({model!r}); "
+        "print(w.build_model(keras, None).count_params())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
+    )
     params = int(out.stdout.split()[-1])
     expected = {"mlp": 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10}.get(model)
     if expected:
@@ -107,18 +116,33 @@ def test_params_jobs_follow_the_transformer_formulas():
 
 
 def stored(gpu_id, name, throughput, precision="mixed_bfloat16", run_id=None, batch=256, **changes):
-    return make_record(run_id or f"run-{gpu_id}", name, throughput, precision=precision, batch_size=batch,
-                       device="gpu", gpu={"index": 0, "catalog_id": gpu_id, "name": CAT.get(gpu_id).name}, **changes)
+    return make_record(
+        run_id or f"run-{gpu_id}",
+        name,
+        throughput,
+        precision=precision,
+        batch_size=batch,
+        device="gpu",
+        gpu={"index": 0, "catalog_id": gpu_id, "name": CAT.get(gpu_id).name},
+        **changes,
+    )
 
 
 def test_the_ranking_uses_stored_measurements_and_puts_the_cheapest_eligible_first(tmp_path):
     prices = tmp_path / "p.toml"
-    prices.write_text("\n".join(
-        f'[[price]]\ngpu = "{g}"\nkind = "cloud"\nprovider = "test"\nusd = {usd}\ndate = "2026-11"\nsource = "hand-made"\n'
-        for g, usd in (("h100_sxm", 4.0), ("a100_sxm4_80gb", 1.0), ("l4", 0.5))))
+    prices.write_text(
+        "\n".join(
+            f'[[price]]\ngpu = "{g}"\nkind = "cloud"\nprovider = "test"\nusd = {usd}\n'
+            'date = "2026-11"\nsource = "hand-made"\n'
+            for g, usd in (("h100_sxm", 4.0), ("a100_sxm4_80gb", 1.0), ("l4", 0.5))
+        )
+    )
     cat = catalog.load(str(prices))
-    records = [stored("h100_sxm", "resnet50", 8000.0), stored("a100_sxm4_80gb", "resnet50", 3000.0),
-               stored("l4", "resnet50", 400.0)]
+    records = [
+        stored("h100_sxm", "resnet50", 8000.0),
+        stored("a100_sxm4_80gb", "resnet50", 3000.0),
+        stored("l4", "resnet50", 400.0),
+    ]
     job = rec.job_for_workload("resnet50", Precision.mixed_bfloat16, None, None, records, 1.2e6)
     rows = rec.rank(job, cat, rec.Constraints(epochs=10), PricingOptions(provider="test"))
     priced = [r for r in rows if r.hourly is not None and r.hourly.provider == "test"]
@@ -128,8 +152,12 @@ def test_the_ranking_uses_stored_measurements_and_puts_the_cheapest_eligible_fir
     assert a100.throughput.basis == "measured" and a100.hours == pytest.approx(1.2e7 / 3000 / 3600)
     assert a100.cost_usd == pytest.approx(a100.hours * 1.0)
     # a budget per hour excludes the H100, a deadline the L4
-    rows = rec.rank(job, cat, rec.Constraints(epochs=10, budget_usd_per_hour=2.0, deadline_h=5.0, max_gpus=1),
-                    PricingOptions(provider="test"))
+    rows = rec.rank(
+        job,
+        cat,
+        rec.Constraints(epochs=10, budget_usd_per_hour=2.0, deadline_h=5.0, max_gpus=1),
+        PricingOptions(provider="test"),
+    )
     eligible = [r.gpu.id for r in rows if r.eligible]
     assert eligible == ["a100_sxm4_80gb"]
     reasons = {r.gpu.id: "; ".join(r.reasons) for r in rows}
@@ -142,8 +170,15 @@ def test_a_model_too_big_for_a_gpu_needs_several_or_does_not_fit():
     assert not rows["l4"].fits and "weights and optimizer state alone need 112.0 GB" in rows["l4"].reasons[-1]
     b200 = rows["b200"]
     assert b200.fits and b200.gpus >= 1 and b200.memory_per_gpu_bytes <= 0.9 * 180e9
-    t4 = {r.gpu.id: r for r in rec.rank(rec.job_for_workload("resnet50", Precision.mixed_bfloat16, 64, None, [], None),
-                                        CAT, rec.Constraints(), PricingOptions())}["t4"]
+    t4 = {
+        r.gpu.id: r
+        for r in rec.rank(
+            rec.job_for_workload("resnet50", Precision.mixed_bfloat16, 64, None, [], None),
+            CAT,
+            rec.Constraints(),
+            PricingOptions(),
+        )
+    }["t4"]
     assert any("no bf16 tensor cores" in reason for reason in t4.reasons)
     assert math.isfinite(t4.throughput.throughput)
 
@@ -154,11 +189,22 @@ def test_inference_uses_stored_inference_runs_and_training_never_does():
 
     def run(rid, mode, rate, devices=1, batch=64):
         inference = {"mode": "inference", "inference": {"format": "keras", "variant": "mixed_bfloat16"}}
-        return stored("h100_sxm", "resnet50", rate, run_id=rid, batch=batch, devices=devices,
-                      **(inference if mode == "inference" else {}))
+        return stored(
+            "h100_sxm",
+            "resnet50",
+            rate,
+            run_id=rid,
+            batch=batch,
+            devices=devices,
+            **(inference if mode == "inference" else {}),
+        )
 
-    records = [run("t1", "training", 3000.0), run("t2", "training", 5500.0, devices=2),
-               run("i1", "inference", 6000.0), run("i2", "inference", 7000.0, batch=256)]
+    records = [
+        run("t1", "training", 3000.0),
+        run("t2", "training", 5500.0, devices=2),
+        run("i1", "inference", 6000.0),
+        run("i2", "inference", 7000.0, batch=256),
+    ]
     training = rec.stored_references(records, "resnet50", Precision.mixed_bfloat16, None)
     assert [r.throughput for r in training] == [3000.0]  # not the 2-GPU run, not inference
     measured = rec.stored_references(records, "resnet50", Precision.mixed_bfloat16, None, "inference")
@@ -173,13 +219,16 @@ def test_inference_uses_stored_inference_runs_and_training_never_does():
 def test_measured_references_match_the_jobs_batch_and_precision():
     """The issue's case: bench --suite quick (quarter batch, 4,133/s) beside a batch-256 run (5,497/s)
     on an H100 made recommend's 'measured' their median, 4,815: 12% low."""
-    records = [stored("h100_sxm", "resnet50", 4133.0, run_id="quick", batch=64),
-               stored("h100_sxm", "resnet50", 5497.0, run_id="full", batch=256),
-               stored("h100_sxm", "resnet50", 5600.0, run_id="fp16", batch=256, precision="mixed_float16")]
+    records = [
+        stored("h100_sxm", "resnet50", 4133.0, run_id="quick", batch=64),
+        stored("h100_sxm", "resnet50", 5497.0, run_id="full", batch=256),
+        stored("h100_sxm", "resnet50", 5600.0, run_id="fp16", batch=256, precision="mixed_float16"),
+    ]
     job = rec.job_for_workload("resnet50", Precision.mixed_bfloat16, 256, None, records, None)
     measured = [r for r in job.references if r.label.startswith("measured")]
-    assert [(r.throughput, r.label) for r in measured] == [(5497.0, "measured: run full (NVIDIA H100 SXM5 80GB, "
-                                                                     "batch 256)")]
+    assert [(r.throughput, r.label) for r in measured] == [
+        (5497.0, "measured: run full (NVIDIA H100 SXM5 80GB, batch 256)")
+    ]
     row = {r.gpu.id: r for r in rec.rank(job, CAT, rec.Constraints(), PricingOptions())}["h100_sxm"]
     assert row.throughput.basis == "measured" and row.throughput.throughput == 5497.0
     quarter = rec.job_for_workload("resnet50", Precision.mixed_bfloat16, 64, None, records, None)

@@ -6,8 +6,7 @@ import time
 from gpuscout.child.protocol import StepRunner, run_protocol
 
 
-def sleeping_runner(slow_step: int, slow_s: float,
-                    step_s: float = 0.001) -> tuple[StepRunner, list[tuple[int, float]]]:
+def sleeping_runner(slow_step: int, slow_s: float, step_s: float = 0.001) -> tuple[StepRunner, list[tuple[int, float]]]:
     """A runner whose steps sleep; `done` gets each step's index and the monotonic time it ended."""
     done: list[tuple[int, float]] = []
 

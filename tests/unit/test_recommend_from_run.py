@@ -10,8 +10,8 @@ import pytest
 from gpuscout import catalog
 from gpuscout.analysis import scaling
 from gpuscout.catalog import Catalog, PriceEntry
-from gpuscout.core.errors import UsageError
 from gpuscout.catalog.pricing import PricingOptions
+from gpuscout.core.errors import UsageError
 from gpuscout.recommend import from_run, measured, sweep_cost
 from gpuscout.recommend.ranking import Constraints
 from gpuscout.record.watch import WatchRecord
@@ -20,16 +20,36 @@ from tests.records import make_record, make_watch_record
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "recommend" / "h100_watch.json"
 H100 = catalog.load().get("h100_sxm")
 # Twice an H100 in compute and bandwidth: the GPU part runs exactly 2x faster, whatever the intensity
-DOUBLE = H100.model_copy(update={"id": "h100_double", "name": "Double H100", "nvml_patterns": ["Double H100"],
-                                 "bf16_tflops": 2 * H100.bf16_tflops, "tf32_tflops": 2 * H100.tf32_tflops,
-                                 "fp16_tflops": 2 * H100.fp16_tflops, "fp32_tflops": 2 * H100.fp32_tflops,
-                                 "memory_bandwidth_gbs": 2 * H100.memory_bandwidth_gbs, "bf16_sparse_tflops": None,
-                                 "fp16_sparse_tflops": None, "tf32_sparse_tflops": None})
+DOUBLE = H100.model_copy(
+    update={
+        "id": "h100_double",
+        "name": "Double H100",
+        "nvml_patterns": ["Double H100"],
+        "bf16_tflops": 2 * H100.bf16_tflops,
+        "tf32_tflops": 2 * H100.tf32_tflops,
+        "fp16_tflops": 2 * H100.fp16_tflops,
+        "fp32_tflops": 2 * H100.fp32_tflops,
+        "memory_bandwidth_gbs": 2 * H100.memory_bandwidth_gbs,
+        "bf16_sparse_tflops": None,
+        "fp16_sparse_tflops": None,
+        "tf32_sparse_tflops": None,
+    }
+)
 USD_PER_H = 10.0
-CAT = Catalog(gpus=(H100, DOUBLE),
-              prices=(PriceEntry(gpu="h100_double", kind="cloud", provider="test", usd=USD_PER_H, date="2026-11",
-                                 source="a price for the test's made-up GPU"),),
-              user_file=None)
+CAT = Catalog(
+    gpus=(H100, DOUBLE),
+    prices=(
+        PriceEntry(
+            gpu="h100_double",
+            kind="cloud",
+            provider="test",
+            usd=USD_PER_H,
+            date="2026-11",
+            source="a price for the test's made-up GPU",
+        ),
+    ),
+    user_file=None,
+)
 
 
 def fixture_runs() -> dict[str, WatchRecord]:
@@ -40,8 +60,14 @@ def fixture_runs() -> dict[str, WatchRecord]:
 def with_split(record: WatchRecord, samples_per_s: float, gpu: float, input_wait: float) -> WatchRecord:
     """The record with its figures set: `gpu` busy share (NVML), `input_wait`, nothing between steps."""
     telemetry = record.telemetry.model_copy(update={"gpu_util_mean_pct": 100 * gpu})
-    return record.model_copy(update={"samples_per_s": samples_per_s, "input_wait_share": input_wait,
-                                     "outside_step_share": 0.0, "telemetry": telemetry})
+    return record.model_copy(
+        update={
+            "samples_per_s": samples_per_s,
+            "input_wait_share": input_wait,
+            "outside_step_share": 0.0,
+            "telemetry": telemetry,
+        }
+    )
 
 
 def test_a_run_waiting_40_percent_for_input_gets_1_43x_from_a_gpu_twice_as_fast_not_2x():
@@ -62,17 +88,21 @@ def test_the_band_widens_with_the_share_that_stays_on_the_host():
     bands = []
     for waiting in (0.0, 0.5, 0.9):
         record = with_split(base, 1000.0, gpu=1 - waiting, input_wait=waiting)
-        p = measured.predict_run(from_run.measured_run(record, CAT), DOUBLE, record_precision(record), 900.0, CAT,
-                                 "transformer")
+        p = measured.predict_run(
+            from_run.measured_run(record, CAT), DOUBLE, record_precision(record), 900.0, CAT, "transformer"
+        )
         bands.append((p.high - p.low) / p.samples_per_s)
     # all on the GPU: the predictor's own band, +-30% of the GPU part
     assert bands[0] == pytest.approx(1.3 - 0.7, rel=1e-6)
     # all on the host: +-20% of a host's time, a narrower band around a number that barely moves
     record = with_split(base, 1000.0, gpu=0.0, input_wait=1.0)
-    p = measured.predict_run(from_run.measured_run(record, CAT), DOUBLE, record_precision(record), 900.0, CAT,
-                             "transformer")
+    p = measured.predict_run(
+        from_run.measured_run(record, CAT), DOUBLE, record_precision(record), 900.0, CAT, "transformer"
+    )
     assert p.samples_per_s == pytest.approx(1000.0)
-    assert (p.low, p.high) == pytest.approx((1000 * (1 - measured.HOST_VARIATION), 1000 * (1 + measured.HOST_VARIATION)))
+    assert (p.low, p.high) == pytest.approx(
+        (1000 * (1 - measured.HOST_VARIATION), 1000 * (1 + measured.HOST_VARIATION))
+    )
 
 
 def test_the_whole_training_and_its_cost_from_fits_own_plan():
@@ -88,8 +118,7 @@ def test_the_whole_training_and_its_cost_from_fits_own_plan():
     assert row.hours == pytest.approx(seconds / 3600)
     assert row.cost_usd == pytest.approx(USD_PER_H * seconds / 3600)
     # --dataset-size and --epochs replace the plan
-    other = from_run.recommendation(record, CAT, Constraints(max_gpus=1), PricingOptions(), dataset_size=6400,
-                                    epochs=3)
+    other = from_run.recommendation(record, CAT, Constraints(max_gpus=1), PricingOptions(), dataset_size=6400, epochs=3)
     row = next(r for r in other.rows if r.gpu.id == "h100_double")
     assert row.hours == pytest.approx((3 * 6400 / speed + 3 * m.epoch_overhead_s * 1000 / speed + m.startup_s) / 3600)
 
@@ -134,13 +163,29 @@ def test_a_sweeps_wall_time_is_rounds_of_trials_and_its_cost_the_gpus_hours():
 
 def test_a_stored_sweep_of_the_same_script_gives_the_trial_time_and_efficiency():
     def trial(i, start, duration, slot, script="train.py"):
-        return {"status": "ok", "result": {"command": ["python", script, "--lr", str(i)], "duration_s": duration,
-                                           "started_monotonic_s": start, "ended_monotonic_s": start + duration,
-                                           "slot": slot, "telemetry": {"gpu_name": "NVIDIA H100 80GB HBM3"}}}
+        return {
+            "status": "ok",
+            "result": {
+                "command": ["python", script, "--lr", str(i)],
+                "duration_s": duration,
+                "started_monotonic_s": start,
+                "ended_monotonic_s": start + duration,
+                "slot": slot,
+                "telemetry": {"gpu_name": "NVIDIA H100 80GB HBM3"},
+            },
+        }
+
     # 4 trials of 100 s on 2 slots, back to back: 200 s of wall, speed-up 2 = the ideal
-    sweeps = {"lr": [trial(0, 0, 100, "gpu0"), trial(1, 0, 100, "gpu1"), trial(2, 100, 100, "gpu0"),
-                     trial(3, 100, 100, "gpu1"), trial(4, 0, 5, "gpu0", script="other.py")],
-              "old": [trial(0, 0, 50, "gpu0")]}
+    sweeps = {
+        "lr": [
+            trial(0, 0, 100, "gpu0"),
+            trial(1, 0, 100, "gpu1"),
+            trial(2, 100, 100, "gpu0"),
+            trial(3, 100, 100, "gpu1"),
+            trial(4, 0, 5, "gpu0", script="other.py"),
+        ],
+        "old": [trial(0, 0, 50, "gpu0")],
+    }
     found = sweep_cost.find_measured("train.py", sweeps, CAT)
     assert (found.name, found.trials, found.slots, found.trial_s) == ("lr", 4, 2, 100.0)
     assert found.efficiency == pytest.approx(1.0) and found.gpu.id == "h100_sxm"
@@ -160,8 +205,9 @@ def test_a_run_with_nothing_timed_or_failed_is_refused_and_an_untimed_loop_keeps
     with pytest.raises(UsageError, match="no throughput"):
         from_run.measured_run(make_record("b1", status="failed"), CAT)
     untimed = fixture_runs()["gpu"].model_copy(update={"windows": [], "samples_per_s": None, "warmup_windows": 0})
-    untimed = untimed.model_copy(update={"fits": [f.model_copy(update={"windows": [], "steps": 0})
-                                                  for f in untimed.fits]})
+    untimed = untimed.model_copy(
+        update={"fits": [f.model_copy(update={"windows": [], "steps": 0}) for f in untimed.fits]}
+    )
     answer = from_run.recommendation(untimed, CAT, Constraints(max_gpus=1), PricingOptions())
     row = next(r for r in answer.rows if r.gpu.id == "h100_double")
     assert row.fits and row.throughput is None and row.hourly is not None
@@ -207,8 +253,18 @@ def gpu_bench_record(run_id: str, samples_per_s: float, **changes):
 
     gpu = GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", catalog_id="h100_sxm")
     telemetry = Telemetry(interval_s=0.1, sample_count=50, window_sample_count=50, gpu_util_mean_pct=100.0)
-    return make_record(run_id, workload="resnet50", median=samples_per_s, device="gpu", gpu=gpu, telemetry=telemetry,
-                       batch_size=128, per_device_batch_size=128, unit="images/s", **changes)
+    return make_record(
+        run_id,
+        workload="resnet50",
+        median=samples_per_s,
+        device="gpu",
+        gpu=gpu,
+        telemetry=telemetry,
+        batch_size=128,
+        per_device_batch_size=128,
+        unit="images/s",
+        **changes,
+    )
 
 
 def test_a_bench_run_is_its_workloads_job_measured_on_its_gpu():
@@ -220,8 +276,9 @@ def test_a_bench_run_is_its_workloads_job_measured_on_its_gpu():
     # all of the step on the GPU: the split adds nothing to the predictor's own scaling
     from gpuscout.catalog import predict
 
-    expected = predict.scale(2894.0, full.get("h100_sxm"), full.get("h200"), record.precision,
-                             predict.alpha(answer.job.intensity))
+    expected = predict.scale(
+        2894.0, full.get("h100_sxm"), full.get("h200"), record.precision, predict.alpha(answer.job.intensity)
+    )
     assert rows["h200"].throughput.throughput == pytest.approx(expected)
     assert answer.job.batch_size == 128 and answer.job.dataset_units  # resnet50's reference dataset
 
@@ -253,8 +310,9 @@ def test_a_run_on_two_gpus_predicts_from_its_own_efficiency_against_its_one_gpu_
     base = fixture_runs()["gpu"]
     one = with_split(base, 1000.0, gpu=1.0, input_wait=0.0).model_copy(update={"id": "one1"})
     main = base.main.model_copy(update={"replicas": 2, "devices": 2, "strategy": "DataParallel"})
-    two = with_split(base, 1800.0, gpu=1.0, input_wait=0.0).model_copy(update={
-        "id": "two2", "fits": [main if f is base.main else f for f in base.fits]})
+    two = with_split(base, 1800.0, gpu=1.0, input_wait=0.0).model_copy(
+        update={"id": "two2", "fits": [main if f is base.main else f for f in base.fits]}
+    )
     answer = from_run.recommendation(two, CAT, Constraints(max_gpus=4), PricingOptions(), watch_records=[one, two])
     m = answer.measured
     assert m.devices == 2 and m.efficiency == pytest.approx(0.9)

@@ -14,9 +14,10 @@ pytest.importorskip("keras")
 @pytest.fixture(scope="module")
 def trajectories():
     # NPROC: each logical device's all-reduce holds a thread of XLA's CPU pool (executor/local.py)
-    return fixture_json("replica_batchnorm.py",
-                        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
-                             "NPROC": "12"})
+    return fixture_json(
+        "replica_batchnorm.py",
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu", "NPROC": "12"},
+    )
 
 
 @pytest.mark.parametrize("devices", [2, 4])

@@ -9,14 +9,15 @@ against what the reader itself finds on the intact file."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
-import shutil
 
 import pytest
 
 from gpuscout.record.run import Telemetry, TelemetrySample
 from gpuscout.store import Store, repair
+from gpuscout.store.failures import StoreFailure
 from tests.records import make_record
 
 PAGE = 4096
@@ -50,7 +51,7 @@ def store(tmp_path):
 def _overwrite(path, page: int, data: bytes = b"\xde\xad" * (PAGE // 2), at: int = 0) -> None:
     with open(path, "r+b") as handle:
         handle.seek((page - 1) * PAGE + at)
-        handle.write(data[:PAGE - at])
+        handle.write(data[: PAGE - at])
 
 
 def _salvaged_ids(path, tmp_path) -> tuple[set[str], repair.SalvageReport]:
@@ -84,7 +85,7 @@ def test_its_end_cut_off_the_rows_before_it_are_salvaged(store, tmp_path):
 def test_a_damaged_interior_page_costs_no_row(store, tmp_path):
     path, pages = store
     _overwrite(path, pages[0])  # runs' root: SQLite reaches none of its rows
-    with pytest.raises(Exception):
+    with pytest.raises(StoreFailure, match="is damaged .* results salvage"):
         with Store(path, readonly=True) as s:
             s.list()
     ids, report = _salvaged_ids(path, tmp_path)
@@ -112,13 +113,18 @@ def test_a_record_over_overflow_pages_is_read_from_its_chain(tmp_path):
     chain loses it (named), never a wrong record."""
     path = tmp_path / "results.sqlite"
     samples = [TelemetrySample(t_monotonic_s=float(i), gpu_util_pct=50.0, power_w=300.0) for i in range(6000)]
-    big = make_record("big00001", telemetry=Telemetry(interval_s=0.1, sample_count=6000, window_sample_count=6000,
-                                                      samples=samples))
+    big = make_record(
+        "big00001", telemetry=Telemetry(interval_s=0.1, sample_count=6000, window_sample_count=6000, samples=samples)
+    )
     with Store(path) as s:
         s.put_many([make_record("small001"), big, make_record("small002")])
     with sqlite3.connect(path) as db:
-        overflow = [p for (p,) in db.execute("SELECT pageno FROM dbstat WHERE name = 'runs' AND pagetype = 'overflow' "
-                                             "ORDER BY pageno")]
+        overflow = [
+            p
+            for (p,) in db.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'runs' AND pagetype = 'overflow' ORDER BY pageno"
+            )
+        ]
         root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
     assert len(overflow) > 50
     damaged = tmp_path / "root.sqlite"

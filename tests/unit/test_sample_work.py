@@ -123,5 +123,7 @@ def test_a_function_of_the_whole_batch_is_found_and_its_image_shape_is_one_image
     work.uninstall()
     function = work.facts()["function"]
     assert function["name"] == "flip_each" and function["calls_per_batch"] == 1 and function["argument"] == "images"
-    assert function["input_shape"] == [16, 16, 3] and [layer["name"] for layer in function["layers"]] == \
-        ["Rescaling", "RandomFlip"]
+    assert function["input_shape"] == [16, 16, 3] and [layer["name"] for layer in function["layers"]] == [
+        "Rescaling",
+        "RandomFlip",
+    ]

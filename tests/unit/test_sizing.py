@@ -5,14 +5,13 @@ from pathlib import Path
 import pytest
 
 from gpuscout import workloads
-
-from gpuscout.workloads import sizing
-from gpuscout.measure.plans import BenchOptions, plan
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
-from gpuscout.workloads.suites import ALL
+from gpuscout.measure.plans import BenchOptions, plan
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.workloads import sizing
+from gpuscout.workloads.suites import ALL
 
 GIB = 2**30
 BF16, FP32 = Precision.mixed_bfloat16, Precision.fp32
@@ -20,8 +19,20 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "methodology.md"
 
 
 def gpu_with(memory_gib: float) -> Nvml:
-    return Nvml(FakeNvml({"gpus": [{"name": "NVIDIA H200", "compute_capability": [9, 0], "processes": [],
-                                    "memory_total_bytes": int(memory_gib * GIB)}]}))
+    return Nvml(
+        FakeNvml(
+            {
+                "gpus": [
+                    {
+                        "name": "NVIDIA H200",
+                        "compute_capability": [9, 0],
+                        "processes": [],
+                        "memory_total_bytes": int(memory_gib * GIB),
+                    }
+                ]
+            }
+        )
+    )
 
 
 def test_estimate_reproduces_the_measured_points():
@@ -57,8 +68,10 @@ def test_auto_scales_with_memory_and_never_exceeds_the_budget():
     for gib, batch in zip((8, 16, 48, 80, 141), picks):
         assert sizing.estimate_bytes(vit, batch, BF16) <= sizing.AUTO_MEMORY_SHARE * gib * GIB
         # and the next power of two up would not have fitted (or hit the cap)
-        assert (2 * batch > sizing.AUTO_MAX_SCALE * vit.default_batch_size
-                or sizing.estimate_bytes(vit, 2 * batch, BF16) > sizing.AUTO_MEMORY_SHARE * gib * GIB)
+        assert (
+            2 * batch > sizing.AUTO_MAX_SCALE * vit.default_batch_size
+            or sizing.estimate_bytes(vit, 2 * batch, BF16) > sizing.AUTO_MEMORY_SHARE * gib * GIB
+        )
 
 
 def test_auto_without_a_gpu_is_the_default():
@@ -80,8 +93,11 @@ def test_the_fitting_batch_is_the_budget_less_the_fixed_part_over_a_sample():
 
 
 def test_plan_resolves_auto_per_workload_on_the_gpu():
-    specs, _ = plan(["resnet50", "gpt2_small"], BenchOptions(backend="jax", batch_size="auto",
-                                                            precision="mixed_bfloat16"), gpu_with(16))
+    specs, _ = plan(
+        ["resnet50", "gpt2_small"],
+        BenchOptions(backend="jax", batch_size="auto", precision="mixed_bfloat16"),
+        gpu_with(16),
+    )
     assert [s.batch_size for s in specs] == [256, 16]
 
 

@@ -1,12 +1,12 @@
 import pytest
 
-from gpuscout.core import backends
-from gpuscout.measure.plans import BenchOptions, plan
 from gpuscout.cli.options import protocol_options
-from gpuscout.measure.engine import MeasureOptions
+from gpuscout.core import backends
 from gpuscout.core.errors import UsageError
-from gpuscout.measure.planning import DeviceChoice
 from gpuscout.core.spec import PROTOCOL, Backend, build_spec
+from gpuscout.measure.engine import MeasureOptions
+from gpuscout.measure.planning import DeviceChoice
+from gpuscout.measure.plans import BenchOptions, plan
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
 
@@ -14,8 +14,19 @@ NO_GPU = Nvml(FakeNvml({"init_error": "Driver Not Loaded", "gpus": []}))
 
 
 def one_gpu(cc=(9, 0)):
-    return Nvml(FakeNvml({"gpus": [{"name": "Tesla T4" if cc < (8, 0) else "NVIDIA H200",
-                                    "compute_capability": list(cc), "processes": []}]}))
+    return Nvml(
+        FakeNvml(
+            {
+                "gpus": [
+                    {
+                        "name": "Tesla T4" if cc < (8, 0) else "NVIDIA H200",
+                        "compute_capability": list(cc),
+                        "processes": [],
+                    }
+                ]
+            }
+        )
+    )
 
 
 def test_batch_size_below_one_names_the_field():
@@ -51,15 +62,18 @@ def test_plan_picks_gpu_zero_when_there_is_one():
     assert [s.batch_size for s in specs] == [64, 64]
 
 
-@pytest.mark.parametrize("options, message", [
-    (BenchOptions(backend="jax", precision="fp16"), "unknown precision 'fp16'"),
-    (BenchOptions(backend="cuda"), "unknown backend 'cuda'"),
-    (BenchOptions(backend="jax", batch_size=0), "--batch-size must be >= 1"),
-    (BenchOptions(backend="jax", repeats=0), "--repeats must be >= 1"),
-    (BenchOptions(backend="jax", measure=MeasureOptions(timeout_s=0)), "--timeout must be > 0"),
-    (BenchOptions(backend="jax", data="disk"), "unknown --data 'disk'"),
-    (BenchOptions(backend="jax", device=DeviceChoice(gpu=0, cpu=True)), "exclude each other"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (BenchOptions(backend="jax", precision="fp16"), "unknown precision 'fp16'"),
+        (BenchOptions(backend="cuda"), "unknown backend 'cuda'"),
+        (BenchOptions(backend="jax", batch_size=0), "--batch-size must be >= 1"),
+        (BenchOptions(backend="jax", repeats=0), "--repeats must be >= 1"),
+        (BenchOptions(backend="jax", measure=MeasureOptions(timeout_s=0)), "--timeout must be > 0"),
+        (BenchOptions(backend="jax", data="disk"), "unknown --data 'disk'"),
+        (BenchOptions(backend="jax", device=DeviceChoice(gpu=0, cpu=True)), "exclude each other"),
+    ],
+)
 def test_bad_options_are_refused_before_anything_runs(options, message):
     with pytest.raises(UsageError, match=message):
         plan(["mlp"], options, NO_GPU)
@@ -104,7 +118,10 @@ def test_suites_set_batches_and_protocol():
     assert suites.get("standard").batch_size("resnet50") == 256
     batches = {n: quick.batch_size(n) for n in quick.workloads}
     specs, _ = plan(list(quick.workloads), BenchOptions(backend="jax"), one_gpu(), batches)
-    assert [(s.workload, s.batch_size, s.seq_len) for s in specs][-2:] == [("bert_base", 64, 128), ("gpt2_small", 4, 1024)]
+    assert [(s.workload, s.batch_size, s.seq_len) for s in specs][-2:] == [
+        ("bert_base", 64, 128),
+        ("gpt2_small", 4, 1024),
+    ]
     specs, _ = plan(list(quick.workloads), BenchOptions(backend="jax"), NO_GPU, batches)  # on a CPU: 32 at most
     assert [(s.workload, s.batch_size) for s in specs][-2:] == [("bert_base", 32), ("gpt2_small", 4)]
     with pytest.raises(UsageError, match="unknown suite 'fast': choose quick, standard"):

@@ -28,7 +28,7 @@ from gpuscout.measure.engine import MeasureOptions
 from gpuscout.core.spec import Precision
 from gpuscout.measure.planning import DeviceChoice
 from gpuscout.store import Store
-from gpuscout.sweep import driver
+from gpuscout.sweep import resume_plan
 from gpuscout.telemetry.nvml import Nvml
 
 cpu = DeviceChoice(cpu=True)
@@ -42,7 +42,8 @@ with Nvml() as nvml, Store(tmp / "s.sqlite") as store:
     sweep = tmp / "w.yaml"
     sweep.write_text("name: w\\nworkload: mlp\\nmetric: {name: samples_per_s}\\nspace: {batch_size: [8, 16]}\\n"
                      "bench: {backend: jax}\\n")
-    driver.plan(driver.check(sweep, driver.SweepOptions(cpu_slots=1), nvml), driver.SweepOptions(), store)
+    checked = resume_plan.check(sweep, resume_plan.SweepOptions(cpu_slots=1), nvml)
+    resume_plan.plan(checked, resume_plan.SweepOptions(), store)
 frameworks = ("keras", "tensorflow", "jax", "torch", "scipy")
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in frameworks})))
 """
@@ -89,15 +90,25 @@ def test_every_module_level_import_outside_the_child_is_a_declared_dependency():
     for path in (root / "src" / "gpuscout").rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in tree.body:  # no module imports a child-only module where it is itself imported
-            imported = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            imported = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             assert not set(imported) & child_only, f"{path.relative_to(root)} imports {imported} at module level"
         dotted = ".".join(path.relative_to(root / "src").with_suffix("").parts)
         if "child" in path.parts or dotted in child_only:
             continue
         for node in tree.body:  # module level: what importing the module needs
-            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                       [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             for module in modules:
                 top = module.split(".")[0]
                 if top in sys.stdlib_module_names or top in ("gpuscout", "__future__"):
@@ -117,8 +128,10 @@ def test_a_bad_number_is_named_by_the_option_the_user_typed():
     from gpuscout.cli import check_numbers, option_flags
     from gpuscout.core.errors import UsageError
 
-    def command(trials_per_gpu: Annotated[float, typer.Option("--per-gpu")] = 1.0,
-                window_seconds: Annotated[float, typer.Option(help="seconds")] = 1.0) -> None: ...
+    def command(
+        trials_per_gpu: Annotated[float, typer.Option("--per-gpu")] = 1.0,
+        window_seconds: Annotated[float, typer.Option(help="seconds")] = 1.0,
+    ) -> None: ...
 
     flags = option_flags(command)
     assert flags == {"trials_per_gpu": "--per-gpu", "window_seconds": "--window-seconds"}

@@ -47,7 +47,12 @@ def test_a_second_stop_signal_while_the_command_ends_keeps_its_exit_status(tmp_p
     script = tmp_path / "twice.py"
     script.write_text(SECOND_CTRL_C)
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        done = subprocess.run([sys.executable, str(script), str(int(sig))], capture_output=True, text=True,
-                              env={"PYTHONPATH": str(SRC)}, timeout=60)
+        done = subprocess.run(
+            [sys.executable, str(script), str(int(sig))],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(SRC)},
+            timeout=60,
+        )
         assert done.returncode == code, (sig, done.returncode, done.stderr[-2000:])
         assert f"interrupted ({sig.name})" in done.stderr

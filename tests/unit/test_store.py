@@ -86,7 +86,7 @@ def test_opening_waits_for_a_writer_that_comes_between_check_and_wal(store_path,
     # exactly between the two steps and commits 0.3 s later.
     Store(store_path).close()
     raw = sqlite3.connect(store_path, isolation_level=None)
-    raw.execute("PRAGMA journal_mode = DELETE")   # as a store is before its first open ends
+    raw.execute("PRAGMA journal_mode = DELETE")  # as a store is before its first open ends
     raw.close()
     writer = sqlite3.connect(store_path, isolation_level=None, check_same_thread=False)
     release = threading.Timer(0.3, writer.execute, ("COMMIT",))
@@ -212,8 +212,9 @@ def test_a_record_that_does_not_validate_is_named_by_check(store_path):
 
     report = repair.check(store_path)
     assert report.integrity == ["ok"] and report.records == 1 and not report.ok
-    assert report.invalid == {"run bad": "batch_size: Input should be a valid integer, unable to parse string as "
-                                         "an integer (got 'big')"}
+    assert report.invalid == {
+        "run bad": "batch_size: Input should be a valid integer, unable to parse string as an integer (got 'big')"
+    }
 
 
 def test_reading_opens_a_store_no_sweep_wrote_without_changing_it(store_path):

@@ -70,8 +70,9 @@ def test_a_dead_owners_group_is_killed_but_never_a_reused_group_id():
         left.wait()
 
 
-SWEEP = SweepFile.model_validate({"name": "t", "command": "python t.py", "reports": ["acc"],
-                                  "metric": {"name": "acc"}, "space": {"x": [1]}})
+SWEEP = SweepFile.model_validate(
+    {"name": "t", "command": "python t.py", "reports": ["acc"], "metric": {"name": "acc"}, "space": {"x": [1]}}
+)
 
 
 def test_a_rerun_never_takes_the_interrupted_attempts_results(tmp_path):

@@ -1,12 +1,18 @@
 import pytest
 
 from gpuscout.core.errors import UsageError
-from gpuscout.sweep.spec import SweepFile, expand, trial_key
+from gpuscout.sweep.expansion import expand, trial_key
+from gpuscout.sweep.spec import SweepFile
 
 
 def sweep(**fields):
-    base = {"name": "s", "command": "run {a} {b}", "reports": ["m"], "metric": {"name": "m"},
-            "space": {"a": [1, 2, 3], "b": ["x", "y"]}}
+    base = {
+        "name": "s",
+        "command": "run {a} {b}",
+        "reports": ["m"],
+        "metric": {"name": "m"},
+        "space": {"a": [1, 2, 3], "b": ["x", "y"]},
+    }
     return SweepFile(**{**base, **fields})
 
 
@@ -17,7 +23,10 @@ def test_a_grid_is_the_product_in_order():
 
 
 def test_random_search_is_seeded_and_respects_ranges():
-    s = sweep(space={"a": {"loguniform": [1e-4, 1e-1]}, "b": {"int": [2, 5]}}, strategy={"kind": "random", "trials": 50, "seed": 7})
+    s = sweep(
+        space={"a": {"loguniform": [1e-4, 1e-1]}, "b": {"int": [2, 5]}},
+        strategy={"kind": "random", "trials": 50, "seed": 7},
+    )
     first, again = expand(s), expand(s)
     assert [t.params for t in first] == [t.params for t in again]
     assert all(1e-4 <= t.params["a"] <= 1e-1 and 2 <= t.params["b"] <= 5 for t in first)
@@ -46,12 +55,22 @@ def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_
     trial left after 70 s. Idle = gap + drain, as shares of the 100 s wall."""
     from types import SimpleNamespace
 
-    from gpuscout.sweep.driver import Plan, summarise
+    from gpuscout.sweep.resume_plan import Plan
+    from gpuscout.sweep.summary import summarise
 
     def trial(i, gpu, start, end):
-        return {"index": i, "params": {"a": i}, "status": "ok", "metrics": {"m": float(i)}, "gpu_index": gpu,
-                "started_monotonic_s": start, "ended_monotonic_s": end, "duration_s": end - start,
-                "slot": f"gpu{gpu}", "log_dir": "x"}
+        return {
+            "index": i,
+            "params": {"a": i},
+            "status": "ok",
+            "metrics": {"m": float(i)},
+            "gpu_index": gpu,
+            "started_monotonic_s": start,
+            "ended_monotonic_s": end,
+            "duration_s": end - start,
+            "slot": f"gpu{gpu}",
+            "log_dir": "x",
+        }
 
     new = [trial(0, 0, 0.0, 49.0), trial(1, 0, 51.0, 100.0), trial(2, 1, 0.0, 30.0), trial(3, 1, 30.0, 70.0)]
     plan = Plan(sweep(), "h", [], [], [], [], tmp_path)
@@ -65,15 +84,21 @@ def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_
 
 
 def test_commands_are_templates_whose_values_are_one_word_each():
-    from gpuscout.sweep.spec import argv_for
+    from gpuscout.sweep.expansion import argv_for
 
     s = sweep(command="python train.py --lr {a:.1e} --name {b}")
-    assert argv_for(s, {"a": 0.001, "b": "two words"}) == ["python", "train.py", "--lr", "1.0e-03", "--name",
-                                                           "two words"]
+    assert argv_for(s, {"a": 0.001, "b": "two words"}) == [
+        "python",
+        "train.py",
+        "--lr",
+        "1.0e-03",
+        "--name",
+        "two words",
+    ]
 
 
 def test_shell_syntax_runs_under_sh_and_braces_are_escaped_by_doubling():
-    from gpuscout.sweep.spec import argv_for, uses_shell
+    from gpuscout.sweep.expansion import argv_for, uses_shell
 
     piped = sweep(command="X={a} python train.py {b} | tee log-${{HOME}}")
     assert uses_shell(piped)
@@ -84,12 +109,15 @@ def test_shell_syntax_runs_under_sh_and_braces_are_escaped_by_doubling():
     assert not uses_shell(sweep(command="X=1 python t.py {a} {b}", shell=False))
 
 
-@pytest.mark.parametrize("command, space, fragment", [
-    ("run {a:d} {b}", {"a": [1.5], "b": ["x"]}, "trial 0"),  # an integer format given a float
-    ("run '{a} {b}", {"a": [1], "b": ["x"]}, "No closing quotation"),
-])
+@pytest.mark.parametrize(
+    "command, space, fragment",
+    [
+        ("run {a:d} {b}", {"a": [1.5], "b": ["x"]}, "trial 0"),  # an integer format given a float
+        ("run '{a} {b}", {"a": [1], "b": ["x"]}, "No closing quotation"),
+    ],
+)
 def test_a_command_no_trial_can_make_is_refused_before_anything_runs(tmp_path, command, space, fragment):
-    from gpuscout.sweep.spec import check_commands
+    from gpuscout.sweep.expansion import check_commands
 
     s = sweep(command=command, space=space, shell=False)
     with pytest.raises(UsageError, match=fragment):
@@ -115,7 +143,10 @@ def test_the_compilation_cache_is_the_sweeps_for_jax_runs_and_can_be_turned_off(
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     slot = runner.Slot("cpu0", None)
     env = runner.trial_env(slot, tmp_path / "r", {}, tmp_path / "x")
-    assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "x") and env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    assert (
+        env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "x")
+        and env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    )
     assert "JAX_COMPILATION_CACHE_DIR" not in runner.trial_env(slot, tmp_path / "r", {}, None)
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/mine")
     assert runner.trial_env(slot, tmp_path / "r", {}, tmp_path / "x")["JAX_COMPILATION_CACHE_DIR"] == "/mine"
@@ -124,7 +155,7 @@ def test_the_compilation_cache_is_the_sweeps_for_jax_runs_and_can_be_turned_off(
 def test_early_stop_and_tpe_are_validated_before_anything_runs(tmp_path, monkeypatch):
     from pydantic import ValidationError
 
-    from gpuscout.sweep import driver, search
+    from gpuscout.sweep import resume_plan, search
     from gpuscout.sweep.spec import load
 
     with pytest.raises(ValidationError, match="successive_halving"):
@@ -137,16 +168,19 @@ def test_early_stop_and_tpe_are_validated_before_anything_runs(tmp_path, monkeyp
         expand(sweep(space={"a": [1], "b": ["x"]}, strategy={"kind": "tpe", "trials": 4}))
     assert expand(sweep(strategy={"kind": "tpe", "trials": 4})) == []  # proposed one by one as results come
     workload = tmp_path / "w.yaml"
-    workload.write_text("name: w\nworkload: mlp\nmetric: {name: samples_per_s}\nspace: {batch_size: [8, 16]}\n"
-                        "early_stop: {kind: median}\n")
+    workload.write_text(
+        "name: w\nworkload: mlp\nmetric: {name: samples_per_s}\nspace: {batch_size: [8, 16]}\n"
+        "early_stop: {kind: median}\n"
+    )
     with pytest.raises(UsageError, match="line 5: early_stop needs the metric each epoch"):
         load(workload)
     command = tmp_path / "c.yaml"
-    command.write_text("name: c\ncommand: run {a}\nreports: [m]\nmetric: {name: m}\nspace: {a: [1, 2]}\n"
-                       "early_stop: {kind: median}\n")
+    command.write_text(
+        "name: c\ncommand: run {a}\nreports: [m]\nmetric: {name: m}\nspace: {a: [1, 2]}\nearly_stop: {kind: median}\n"
+    )
     monkeypatch.setitem(__import__("sys").modules, "optuna", None)  # Optuna not installed
     with pytest.raises(UsageError, match=r"use Optuna, which is not installed: pip install 'gpuscout\[sweep\]'"):
-        driver.check(command, driver.SweepOptions(cpu_slots=1), None)
+        resume_plan.check(command, resume_plan.SweepOptions(cpu_slots=1), None)
     with pytest.raises(UsageError, match="use Optuna"):
         search.Search(load(command)[0], tmp_path)
 
@@ -156,8 +190,10 @@ def test_the_space_becomes_optunas_distributions():
 
     from gpuscout.sweep.search import distributions, rungs
 
-    s = sweep(command="run {a} {b} {c} {d}",
-              space={"a": [1, 2], "b": {"uniform": [0, 1]}, "c": {"loguniform": [1e-4, 1e-1]}, "d": {"int": [2, 5]}})
+    s = sweep(
+        command="run {a} {b} {c} {d}",
+        space={"a": [1, 2], "b": {"uniform": [0, 1]}, "c": {"loguniform": [1e-4, 1e-1]}, "d": {"int": [2, 5]}},
+    )
     d = distributions(s)
     assert d["a"] == CategoricalDistribution([1, 2]) and d["b"] == FloatDistribution(0.0, 1.0)
     assert d["c"] == FloatDistribution(1e-4, 1e-1, log=True) and d["d"] == IntDistribution(2, 5)

@@ -10,10 +10,21 @@ from gpuscout.telemetry.sampler import Sampler
 
 
 def fake(**gpu):
-    base = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0", "memory_total_bytes": 80 * 2**30,
-            "compute_capability": [9, 0], "power_limit_w": 700, "sm_clock_max_mhz": 1980,
-            "sm_clock_mhz": 1755, "utilization_pct": 97, "power_w": 650.0, "temperature_c": 70,
-            "memory_used_bytes": 2**30, "clock_event_reasons": 0x40, "processes": [{"pid": 7, "used_memory_bytes": 5}]}
+    base = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-0",
+        "memory_total_bytes": 80 * 2**30,
+        "compute_capability": [9, 0],
+        "power_limit_w": 700,
+        "sm_clock_max_mhz": 1980,
+        "sm_clock_mhz": 1755,
+        "utilization_pct": 97,
+        "power_w": 650.0,
+        "temperature_c": 70,
+        "memory_used_bytes": 2**30,
+        "clock_event_reasons": 0x40,
+        "processes": [{"pid": 7, "used_memory_bytes": 5}],
+    }
     base.update(gpu)
     return FakeNvml({"driver_version": "550.54.15", "cuda_driver_version": 12040, "gpus": [base]})
 
@@ -59,15 +70,29 @@ def test_sampler_runs_at_a_bounded_rate():
 
 
 def s(t, power, clock, reasons=0, util=100.0, memory=1000):
-    return Sample(t_monotonic_s=t, gpu_util_pct=util, memory_util_pct=50.0, memory_used_bytes=memory, power_w=power,
-                  sm_clock_mhz=clock, temperature_c=60.0, clock_event_reasons=reasons)
+    return Sample(
+        t_monotonic_s=t,
+        gpu_util_pct=util,
+        memory_util_pct=50.0,
+        memory_used_bytes=memory,
+        power_w=power,
+        sm_clock_mhz=clock,
+        temperature_c=60.0,
+        clock_event_reasons=reasons,
+    )
 
 
 def test_summary_uses_only_samples_inside_windows():
-    samples = [s(0.5, 100.0, 300, memory=5000),  # compile: outside every window
-               s(1.5, 600.0, 1980), s(2.5, 700.0, 1900, reasons=0x20), s(3.5, 50.0, 300)]
-    windows = [ChildWindow(index=0, start_monotonic_s=1.0, end_monotonic_s=2.0, steps=1, samples=1000, input_wait_s=0),
-               ChildWindow(index=1, start_monotonic_s=2.0, end_monotonic_s=3.0, steps=1, samples=1000, input_wait_s=0)]
+    samples = [
+        s(0.5, 100.0, 300, memory=5000),  # compile: outside every window
+        s(1.5, 600.0, 1980),
+        s(2.5, 700.0, 1900, reasons=0x20),
+        s(3.5, 50.0, 300),
+    ]
+    windows = [
+        ChildWindow(index=0, start_monotonic_s=1.0, end_monotonic_s=2.0, steps=1, samples=1000, input_wait_s=0),
+        ChildWindow(index=1, start_monotonic_s=2.0, end_monotonic_s=3.0, steps=1, samples=1000, input_wait_s=0),
+    ]
     t = summarize_telemetry(samples, windows, samples_measured=2000, interval_s=0.1)
     assert t.window_sample_count == 2
     assert t.power_mean_w == 650.0 and t.power_max_w == 700.0

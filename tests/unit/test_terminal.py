@@ -14,8 +14,14 @@ def wide_table() -> Table:
     t = Table(title="runs")
     for name in ("id", "created (UTC)", "throughput [95% CI]", "tokens/s", "p", "why"):
         t.add_column(name)
-    t.add_row("run00001", NUMBERS[3], "[bold]8,355,537[/] [8,300,000–8,400,000]", NUMBERS[1], NUMBERS[2],
-              "measured (2 references); compute-bound workload: bf16 peak 1.1x the H100's")
+    t.add_row(
+        "run00001",
+        NUMBERS[3],
+        "[bold]8,355,537[/] [8,300,000–8,400,000]",
+        NUMBERS[1],
+        NUMBERS[2],
+        "measured (2 references); compute-bound workload: bf16 peak 1.1x the H100's",
+    )
     return t
 
 

@@ -43,9 +43,13 @@ print(float(max(differences)))
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_padding_for_cudnn_changes_nothing_forward_or_backward(causal):
-    out = subprocess.run([sys.executable, "-c", PADDING_SCRIPT.replace("CAUSAL", str(causal))],
-                         capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    out = subprocess.run(
+        [sys.executable, "-c", PADDING_SCRIPT.replace("CAUSAL", str(causal))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.split()[-1]) < 1e-5
 
@@ -91,15 +95,20 @@ for approximate in (False, True):
 
 
 def test_gelu_recomputed_in_the_backward_pass_keeps_less_and_changes_nothing():
-    out = subprocess.run([sys.executable, "-c", GELU_SCRIPT], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    out = subprocess.run(
+        [sys.executable, "-c", GELU_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.split("\n")[-4:-1]
     assert len(lines) == 3 and lines[0].startswith("exact "), out.stdout
     _, float32_error, bf16_dtype, bf16_error = lines[0].split()
     # the exact forward pass (PyTorch's formula, not jax.nn.gelu's erfc) against float64 by hand:
     # float32 to rounding; bfloat16 in, bfloat16 out, within bfloat16's precision (2^-8 relative)
-    assert float(float32_error) < 1e-5 and bf16_dtype == "bfloat16" and float(bf16_error) < 2 ** -8, lines[0]
+    assert float(float32_error) < 1e-5 and bf16_dtype == "bfloat16" and float(bf16_error) < 2**-8, lines[0]
     for line in lines[1:]:
         _, forward, backward, ours, plain = line.split()
         # the derivative by hand against JAX's own of the same expression (float32, relative to the largest);
@@ -134,12 +143,17 @@ for dtype in ("float32", "bfloat16"):
 
 
 def test_layer_norm_in_one_pass_matches_keras_forward_and_backward():
-    out = subprocess.run([sys.executable, "-c", LAYER_NORM_SCRIPT], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    out = subprocess.run(
+        [sys.executable, "-c", LAYER_NORM_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.split("\n")[-3:-1]
     assert [line.split()[0] for line in lines] == ["float32", "bfloat16"], out.stdout
-    for line, tolerance in zip(lines, (1e-5, 2 ** -7)):
+    for line, tolerance in zip(lines, (1e-5, 2**-7)):
         dtype, out_dtype, forward, backward = line.split()
         # relative to the largest value: float32 to rounding; bfloat16 to a rounding of its output
         assert out_dtype == dtype and float(forward) < tolerance and float(backward) < tolerance, line

@@ -8,7 +8,7 @@ from gpuscout.tune import patch as patches
 from gpuscout.tune.change import Change
 from tests.records import fit_events, make_watch_record
 
-SCRIPT = '''import os; os.environ.setdefault("KERAS_BACKEND", "jax")
+SCRIPT = """import os; os.environ.setdefault("KERAS_BACKEND", "jax")
 import numpy as np, keras
 
 
@@ -32,13 +32,16 @@ m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
 m.compile("adam",
           "mse", jit_compile=False)
 m.fit(Slow(), epochs=3)
-'''
+"""
 
 
 def baseline(path, input_type="PyDataset", fit_line=24, backend="jax"):
     events = fit_events(input_type=input_type, backend=backend)
-    events[1]["sites"] = {"fit": {"file": str(path), "line": fit_line}, "compile": {"file": str(path), "line": 22},
-                          "input": {"file": str(path), "line": 6, "name": "__init__"}}
+    events[1]["sites"] = {
+        "fit": {"file": str(path), "line": fit_line},
+        "compile": {"file": str(path), "line": 22},
+        "input": {"file": str(path), "line": 6, "name": "__init__"},
+    }
     return make_watch_record(events=events)
 
 
@@ -49,11 +52,17 @@ def change(name, knob, **settings):
 def test_changes_written_where_the_calls_are(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    made = patches.make([change("cache", "cache", cache=True), change("jit_compile", "jit_compile", jit_compile=True),
-                         change("steps_per_execution_8", "steps_per_execution", steps_per_execution=8),
-                         change("workers_4_processes", "workers", workers=4, processes=True),
-                         change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")],
-                        baseline(script), tmp_path)
+    made = patches.make(
+        [
+            change("cache", "cache", cache=True),
+            change("jit_compile", "jit_compile", jit_compile=True),
+            change("steps_per_execution_8", "steps_per_execution", steps_per_execution=8),
+            change("workers_4_processes", "workers", workers=4, processes=True),
+            change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16"),
+        ],
+        baseline(script),
+        tmp_path,
+    )
     assert made.located == ["cache", "jit_compile", "steps_per_execution_8", "workers_4_processes", "mixed_precision"]
     before, after = made.texts[script.resolve()]
     assert before == SCRIPT and script.read_text() == SCRIPT  # the user's file is never written
@@ -62,9 +71,16 @@ def test_changes_written_where_the_calls_are(tmp_path):
     assert "super().__init__(workers=4, use_multiprocessing=True, max_queue_size=8)" in after  # a trailing comma
     assert "m.fit(CachedBatches(Slow()), epochs=3)" in after
     lines = after.splitlines()
-    policy = next(i for i, line in enumerate(lines) if line.startswith("keras.mixed_precision.set_global_policy("
-                                                                       "'mixed_bfloat16')"))
-    assert lines.index("import numpy as np, keras") < policy < lines.index(next(l for l in lines if l.startswith("m = ")))
+    policy = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')")
+    )
+    assert (
+        lines.index("import numpy as np, keras")
+        < policy
+        < lines.index(next(text for text in lines if text.startswith("m = ")))
+    )
     assert "class CachedBatches(keras.utils.PyDataset):" in after
     diff = made.diff(tmp_path)
     assert diff.startswith("--- a/train.py\n+++ b/train.py\n")
@@ -79,14 +95,21 @@ def test_data_parallel_written_as_injected_on_each_backend(tmp_path):
     after = patches.make(spread, baseline(script, input_type="numpy"), tmp_path).texts[script.resolve()][1]
     lines = after.splitlines()
     assert lines[lines.index("import numpy as np, keras") + 1].startswith(
-        "keras.distribution.set_distribution(keras.distribution.DataParallel())")
+        "keras.distribution.set_distribution(keras.distribution.DataParallel())"
+    )
     assert "m.fit(np.zeros((8, 2)), np.zeros(8), batch_size=8)" in after
-    tf_script = SCRIPT.replace("import numpy as np, keras\n", "import numpy as np, keras\nimport tensorflow as tf\n"
-                               "for gpu in tf.config.list_physical_devices('GPU'):\n"
-                               "    tf.config.experimental.set_memory_growth(gpu, True)\n")
+    tf_script = SCRIPT.replace(
+        "import numpy as np, keras\n",
+        "import numpy as np, keras\nimport tensorflow as tf\n"
+        "for gpu in tf.config.list_physical_devices('GPU'):\n"
+        "    tf.config.experimental.set_memory_growth(gpu, True)\n",
+    )
     script.write_text(tf_script)
-    made = patches.make([change("data_parallel", "data_parallel", data_parallel=True)],
-                        baseline(script, fit_line=27, backend="tensorflow"), tmp_path)
+    made = patches.make(
+        [change("data_parallel", "data_parallel", data_parallel=True)],
+        baseline(script, fit_line=27, backend="tensorflow"),
+        tmp_path,
+    )
     lines = made.texts[script.resolve()][1].splitlines()
     strategy = lines.index("tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy())")
     assert lines[strategy - 2] == "    tf.config.experimental.set_memory_growth(gpu, True)"
@@ -97,13 +120,20 @@ def test_data_parallel_written_as_injected_on_each_backend(tmp_path):
 def test_wraps_nest_in_order_and_what_cannot_be_located_is_said(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.replace("m.fit(Slow(), epochs=3)", "m.fit(batches(), steps_per_epoch=5, **extra)"))
-    made = patches.make([change("cache", "cache", cache=True, period=5), change("prefetch", "prefetch", prefetch=True),
-                         change("batch_size_x2", "batch_size", batch_size=128)],
-                        baseline(script, input_type="generator"), tmp_path)
+    made = patches.make(
+        [
+            change("cache", "cache", cache=True, period=5),
+            change("prefetch", "prefetch", prefetch=True),
+            change("batch_size_x2", "batch_size", batch_size=128),
+        ],
+        baseline(script, input_type="generator"),
+        tmp_path,
+    )
     after = made.texts[script.resolve()][1]
     assert "m.fit(read_ahead(replayed(batches(), period=5)), steps_per_epoch=5, **extra)" in after
-    assert made.unlocated == {"batch_size_x2": "the call passes **kwargs: where a keyword lands cannot be read "
-                                               "from the source"}
+    assert made.unlocated == {
+        "batch_size_x2": "the call passes **kwargs: where a keyword lands cannot be read from the source"
+    }
     outside = tmp_path / "sub"
     outside.mkdir()
     elsewhere = patches.make([change("jit_compile", "jit_compile", jit_compile=True)], baseline(script), outside)
@@ -129,28 +159,43 @@ def test_a_larger_batch_is_written_with_its_learning_rate_which_trains(tmp_path)
     """The batch and the scaled, warmed-up learning rate after the compile statement; the written
     file runs (real Keras): the rate ramps from the script's to 2x over 4 steps, then stays."""
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace('m.compile("adam",', 'm.compile(keras.optimizers.SGD(0.01),')
-                      .replace("m.fit(Slow(), epochs=3)", "m.fit(np.zeros((64, 2)), np.zeros((64, 2)), batch_size=4, "
-                                                          "epochs=1, verbose=0)\nprint(float(m.optimizer.learning_rate))"))
-    made = patches.make([change("batch_size_x2", "batch_size", batch_size=8, learning_rate_factor=2.0,
-                                warmup_steps=4)], baseline(script, input_type="numpy"), tmp_path)
+    script.write_text(
+        SCRIPT.replace('m.compile("adam",', "m.compile(keras.optimizers.SGD(0.01),").replace(
+            "m.fit(Slow(), epochs=3)",
+            "m.fit(np.zeros((64, 2)), np.zeros((64, 2)), batch_size=4, "
+            "epochs=1, verbose=0)\nprint(float(m.optimizer.learning_rate))",
+        )
+    )
+    made = patches.make(
+        [change("batch_size_x2", "batch_size", batch_size=8, learning_rate_factor=2.0, warmup_steps=4)],
+        baseline(script, input_type="numpy"),
+        tmp_path,
+    )
     assert made.located == ["batch_size_x2"]
     after = made.texts[script.resolve()][1]
     lines = after.splitlines()
     at = lines.index('          "mse", jit_compile=False)')
-    assert lines[at + 1] == ("scaled_learning_rate(m.optimizer, 2, warmup_steps=4)  # gpuscout tune: the rate for "
-                             "the larger batch")
+    assert lines[at + 1] == (
+        "scaled_learning_rate(m.optimizer, 2, warmup_steps=4)  # gpuscout tune: the rate for the larger batch"
+    )
     assert "batch_size=8, epochs=1" in after and after.index("class WarmedUpRate") < after.index("def scaled_learning")
     import subprocess
     import sys
+
     script.write_text(after)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "KERAS_BACKEND": "jax"})
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert abs(float(done.stdout.split()[-1]) - 0.02) < 1e-8  # 8 steps at batch 8: past the warm-up, 2 x 0.01
 
 
-TF_DATA = '''import numpy as np
+TF_DATA = """import numpy as np
 import keras
 
 
@@ -164,7 +209,7 @@ def build():
 m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
 m.compile("adam", "mse")
 m.fit(build(), epochs=3)
-'''
+"""
 
 
 def test_tf_data_changes_are_written_where_the_pipeline_was_built(tmp_path):
@@ -175,11 +220,19 @@ def test_tf_data_changes_are_written_where_the_pipeline_was_built(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TF_DATA)
     record = baseline(script, input_type="tf.data", backend="tensorflow")
-    record.main.pipeline = [PipelineOp(op="map", file=str(script), line=8, parallel=False, repeats=True),
-                            PipelineOp(op="interleave", file=str(script), line=9, parallel=False),
-                            PipelineOp(op="batch", file=str(script), line=9, parallel=False)]
-    made = patches.make([change("parallel_calls", "workers", parallel_calls=True),
-                         change("cache", "cache", cache=True, cache_at=f"{script}:8")], record, tmp_path)
+    record.main.pipeline = [
+        PipelineOp(op="map", file=str(script), line=8, parallel=False, repeats=True),
+        PipelineOp(op="interleave", file=str(script), line=9, parallel=False),
+        PipelineOp(op="batch", file=str(script), line=9, parallel=False),
+    ]
+    made = patches.make(
+        [
+            change("parallel_calls", "workers", parallel_calls=True),
+            change("cache", "cache", cache=True, cache_at=f"{script}:8"),
+        ],
+        record,
+        tmp_path,
+    )
     assert made.located == ["parallel_calls", "cache"], made.unlocated
     after = made.texts[script.resolve()][1]
     assert ".map(lambda v: v * 2, num_parallel_calls=tf.data.AUTOTUNE).cache()" in after
@@ -191,21 +244,31 @@ def test_mixed_precision_is_written_after_the_script_s_own_policy(tmp_path):
     """A script that sets float32 itself (left in debugging settings) would undo a policy set
     after its imports: the line goes after its own call."""
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace("m = keras.Sequential", "keras.mixed_precision.set_global_policy('float32')\n"
-                                                            "m = keras.Sequential"))
-    made = patches.make([change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")],
-                        baseline(script), tmp_path)
+    script.write_text(
+        SCRIPT.replace(
+            "m = keras.Sequential", "keras.mixed_precision.set_global_policy('float32')\nm = keras.Sequential"
+        )
+    )
+    made = patches.make(
+        [change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")], baseline(script), tmp_path
+    )
     lines = made.texts[script.resolve()][1].splitlines()
     at = lines.index("keras.mixed_precision.set_global_policy('float32')")
     assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
     # a policy the script sets under a condition: the line after the whole block, where it always runs
     # (H100: written inside `if BY_HAND:`, the patched copy trained in float32 at 0.61 of the injection)
-    script.write_text(SCRIPT.replace("m = keras.Sequential", "if os.environ.get('FAST'):\n"
-                                                            "    keras.mixed_precision.set_global_policy('bfloat16')\n"
-                                                            "    print('fast')\n"
-                                                            "m = keras.Sequential"))
-    made = patches.make([change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")],
-                        baseline(script), tmp_path)
+    script.write_text(
+        SCRIPT.replace(
+            "m = keras.Sequential",
+            "if os.environ.get('FAST'):\n"
+            "    keras.mixed_precision.set_global_policy('bfloat16')\n"
+            "    print('fast')\n"
+            "m = keras.Sequential",
+        )
+    )
+    made = patches.make(
+        [change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16")], baseline(script), tmp_path
+    )
     lines = made.texts[script.resolve()][1].splitlines()
     at = lines.index("    print('fast')")
     assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
@@ -215,13 +278,14 @@ def test_an_eager_model_is_written_compiled(tmp_path):
     """run_eagerly off in compile, and a debugging line `m.run_eagerly = True` made False."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.replace("m.fit(Slow(), epochs=3)", "m.run_eagerly = True\nm.fit(Slow(), epochs=3)"))
-    made = patches.make([change("jit_compile", "jit_compile", run_eagerly=False, jit_compile=True)], baseline(script),
-                        tmp_path)
+    made = patches.make(
+        [change("jit_compile", "jit_compile", run_eagerly=False, jit_compile=True)], baseline(script), tmp_path
+    )
     after = made.texts[script.resolve()][1]
     assert '"mse", jit_compile=True, run_eagerly=False)' in after and "m.run_eagerly = False\n" in after
 
 
-AUGMENTING = '''import numpy as np
+AUGMENTING = """import numpy as np
 import keras
 
 
@@ -237,22 +301,34 @@ def build():
     model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
     model.compile("adam", "mse")
     return model
-'''
+"""
 
 
 def augmenting(path, **function):
     """A baseline whose probe found Images.augment taking the PyDataset's time, told as two layers."""
     events = fit_events(input_type="PyDataset", wait_s=0.8)
     events[1]["sites"] = {"compile": {"file": str(path), "line": 15}}
-    events[-1]["sample_work"] = {"file": str(path), "getitem_s": 0.02, "profiled": 3,
-                                 "lines": [{"line": 10, "share": 0.97}],
-                                 "function": {"name": "Images.augment", "file": str(path), "line": 6,
-                                              "call_line": 10, "share": 0.95, "calls_per_batch": 64.0,
-                                              "owner": "Images.augment", "argument": "image",
-                                              "input_shape": [8, 8, 3], "input_dtype": "uint8", "explained": 48,
-                                              "layers": [{"name": "Rescaling", "args": [1 / 255]},
-                                                         {"name": "RandomFlip", "args": ["horizontal"]}],
-                                              **function}}
+    events[-1]["sample_work"] = {
+        "file": str(path),
+        "getitem_s": 0.02,
+        "profiled": 3,
+        "lines": [{"line": 10, "share": 0.97}],
+        "function": {
+            "name": "Images.augment",
+            "file": str(path),
+            "line": 6,
+            "call_line": 10,
+            "share": 0.95,
+            "calls_per_batch": 64.0,
+            "owner": "Images.augment",
+            "argument": "image",
+            "input_shape": [8, 8, 3],
+            "input_dtype": "uint8",
+            "explained": 48,
+            "layers": [{"name": "Rescaling", "args": [1 / 255]}, {"name": "RandomFlip", "args": ["horizontal"]}],
+            **function,
+        },
+    }
     return make_watch_record(events=events)
 
 
@@ -271,24 +347,36 @@ def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
     assert patch.located == ["augment_in_model"], patch.unlocated
     after = patch.texts[script.resolve()][1]
     assert "np.stack([im for im in self.images])" in after
-    assert ("    model = keras.Sequential([keras.Input(shape=(8, 8, 3)), keras.layers.Rescaling(1 / 255), "
-            "keras.layers.RandomFlip('horizontal'), model])  # gpuscout tune: augment's work, on the device\n"
-            "    model.compile(") in after
+    assert (
+        "    model = keras.Sequential([keras.Input(shape=(8, 8, 3)), keras.layers.Rescaling(1 / 255), "
+        "keras.layers.RandomFlip('horizontal'), model])  # gpuscout tune: augment's work, on the device\n"
+        "    model.compile("
+    ) in after
     ast.parse(after)
     # where the function cannot be told as layers, or the model steps itself, the change is not tried: why
     refused = augment.augment_in_model(augmenting(script, layers=[], why_not="its values change from call to call"))
     assert "Images.augment (train.py:6) takes 95%" in refused and "its values change from call to call" in refused
     events = fit_events(input_type="PyDataset", wait_s=0.8)
-    events[-1]["sample_work"] = {"file": str(script), "getitem_s": 0.02, "profiled": 3,
-                                 "lines": [{"line": 10, "share": 0.97}]}
+    events[-1]["sample_work"] = {
+        "file": str(script),
+        "getitem_s": 0.02,
+        "profiled": 3,
+        "lines": [{"line": 10, "share": 0.97}],
+    }
     inline = augment.augment_in_model(make_watch_record(events=events))
     assert "its own lines take it (train.py:10 97% of 20.0 ms a call)" in inline
     # gpuscout's own layer (a crop per image that keeps XLA on) goes with its definition
-    shifted = augmenting(script, layers=[{"name": "RandomCropEach", "args": [8, 8],
-                                          "kwargs": {"pad_height": 1, "pad_width": 1, "fill_value": 0.0}}])
+    shifted = augmenting(
+        script,
+        layers=[
+            {"name": "RandomCropEach", "args": [8, 8], "kwargs": {"pad_height": 1, "pad_width": 1, "fill_value": 0.0}}
+        ],
+    )
     [made] = augment.augment_in_model(shifted)
     after = patches.make([made], shifted, tmp_path).texts[script.resolve()][1]
     assert "RandomCropEach(8, 8, pad_height=1, pad_width=1, fill_value=0.0), model])" in after
-    assert after.index("class RandomCropEach(keras.layers.Layer):") < after.index("model = keras.Sequential([keras.Input(")
+    assert after.index("class RandomCropEach(keras.layers.Layer):") < after.index(
+        "model = keras.Sequential([keras.Input("
+    )
     assert "keras.layers.RandomCropEach" not in after
     ast.parse(after)

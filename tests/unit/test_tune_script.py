@@ -23,8 +23,14 @@ def test_a_jax_script_without_jit_on_arrays_on_a_gpu():
     planned = script.plan(baseline(jit_compile=False, input_type="numpy", peak_memory_bytes=2**30))
     names = [c.name for c in planned.changes]
     # 1 GiB at batch 64 of an H100's 80: 72 batches' worth, so as far as x64 in one round
-    assert names == ["jit_compile", "mixed_precision", "device_batches", "batch_size_x4", "batch_size_x16",
-                     "batch_size_x64"]
+    assert names == [
+        "jit_compile",
+        "mixed_precision",
+        "device_batches",
+        "batch_size_x4",
+        "batch_size_x16",
+        "batch_size_x64",
+    ]
     mixed = next(c for c in planned.changes if c.knob == "mixed_precision")
     assert mixed.settings == {"mixed_precision": "mixed_bfloat16"}  # compute capability 9.0
     skipped = {s.knob: s.reason for s in planned.skipped}
@@ -75,8 +81,11 @@ def test_unknown_change_names_are_refused():
 def test_cache_is_offered_only_for_batches_seen_to_repeat():
     r = baseline(backend="tensorflow", input_type="PyDataset", wait_s=0.6, gpu=False)
     reasons = {}
-    for repeats in (None, {"checked": 4, "same": 3, "batches": 22}, {"checked": 4, "same": 4, "batches": 20,
-                                                                      "bytes": 3 * 2**20}):
+    for repeats in (
+        None,
+        {"checked": 4, "same": 3, "batches": 22},
+        {"checked": 4, "same": 4, "batches": 20, "bytes": 3 * 2**20},
+    ):
         r.main.input_repeats = repeats and InputRepeats(**repeats)
         found = script._cache(r)
         reasons[str(repeats and repeats["same"])] = found if isinstance(found, str) else found[0]
@@ -89,25 +98,37 @@ def test_cache_is_offered_only_for_batches_seen_to_repeat():
     # a generator repeating every 20 batches: replayed after its first period, in its order
     r.main.input_type = "generator"
     r.main.input_repeats = InputRepeats(checked=30, same=30, order="stream", period=20, bytes=2**30)
-    replay, = script._cache(r)
+    (replay,) = script._cache(r)
     assert replay.settings == {"cache": True, "period": 20} and "def replayed(batches, period):" in replay.line
     r.env.host_memory_bytes = 2**30  # more than half of the host's memory: refused, with both sizes
-    assert script._cache(r) == "the batches repeat, but keeping them takes 1.0 GiB, more than half of the host's 1.0 GiB"
+    assert (
+        script._cache(r) == "the batches repeat, but keeping them takes 1.0 GiB, more than half of the host's 1.0 GiB"
+    )
 
 
 def test_every_input_change_is_code():
     """The lines handed over for prefetch and device_batches are the definitions tune injected."""
     gen = baseline(input_type="generator", wait_s=0.6)
-    prefetch, = script._prefetch(gen)
-    assert prefetch.line.startswith("def read_ahead(batches, depth=8):") and "model.fit(read_ahead(batches)" in prefetch.line
+    (prefetch,) = script._prefetch(gen)
+    assert (
+        prefetch.line.startswith("def read_ahead(batches, depth=8):")
+        and "model.fit(read_ahead(batches)" in prefetch.line
+    )
     arrays = baseline(input_type="numpy")
-    moved, = script._device_batches(arrays)
+    (moved,) = script._device_batches(arrays)
     compile(moved.line.replace("...", "epochs=1"), "line", "exec")  # it parses: code, not prose
 
 
 def test_a_larger_batch_goes_as_far_as_memory_and_the_epoch_allow_with_its_learning_rate():
-    assert [larger_batch.batch_factors(m) for m in (1, 2, 4, 8, 32, 64, 4096)] == \
-        [[], [2], [4], [4, 8], [4, 16, 32], [4, 16, 64], [4, 16, 64]]
+    assert [larger_batch.batch_factors(m) for m in (1, 2, 4, 8, 32, 64, 4096)] == [
+        [],
+        [2],
+        [4],
+        [4, 8],
+        [4, 16, 32],
+        [4, 16, 64],
+        [4, 16, 64],
+    ]
     r = baseline(input_type="numpy", peak_memory_bytes=10 * 2**30)  # 0.9 x 80 GiB / 10 GiB = 7.2: x4 at most
     assert [c.name for c in larger_batch.larger_batches(r)] == ["batch_size_x4"]
     r.main.peak_memory_bytes = 2**30
@@ -150,8 +171,11 @@ def test_a_gpu_idle_most_of_the_time_gets_more_work_per_call_first():
     and fewer host calls lead the round (a budget may end it); at 95% busy the order is the plan's."""
     from tests.unit.test_watch_logic import H100, busy
 
-    idle = make_watch_record(events=fit_events(wait_s=0.0, input_type="numpy", window_s=0.1, peak_memory_bytes=2**30),
-                             gpus=[H100], samples=[busy(20)])
+    idle = make_watch_record(
+        events=fit_events(wait_s=0.0, input_type="numpy", window_s=0.1, peak_memory_bytes=2**30),
+        gpus=[H100],
+        samples=[busy(20)],
+    )
     assert [c.knob for c in script.plan(idle).changes][:4] == ["batch_size"] * 3 + ["steps_per_execution"]
     full = baseline(input_type="numpy", peak_memory_bytes=2**30)
     assert script.plan(full).changes[0].knob == "mixed_precision"
@@ -168,15 +192,21 @@ def test_a_tf_data_pipeline_gets_its_maps_parallel_and_a_cache_after_its_last_re
     from gpuscout.record.watch import PipelineOp
 
     r = baseline(backend="tensorflow", input_type="tf.data", wait_s=0.6, gpu=False)
-    r.main.pipeline = [PipelineOp(**o) for o in (
-        _op("map", 10, parallel=False, repeats=True, elements=1000, element_bytes=3072),
-        _op("map", 11, parallel=True, repeats=False, elements=1000, element_bytes=3072),  # a random augmentation
-        _op("batch", 12, parallel=False), _op("prefetch", 13))]
+    r.main.pipeline = [
+        PipelineOp(**o)
+        for o in (
+            _op("map", 10, parallel=False, repeats=True, elements=1000, element_bytes=3072),
+            _op("map", 11, parallel=True, repeats=False, elements=1000, element_bytes=3072),  # a random augmentation
+            _op("batch", 12, parallel=False),
+            _op("prefetch", 13),
+        )
+    ]
     planned = {c.knob: c for c in script.plan(r, only=("workers", "cache")).changes}
     assert planned["workers"].settings == {"parallel_calls": True} and "map at line 10" in planned["workers"].line
     assert planned["cache"].settings == {"cache": True, "cache_at": "/w/train.py:10"}
-    assert "the map at train.py:10 made its first elements the same in two passes, 1,000 elements" in \
-        planned["cache"].why
+    assert (
+        "the map at train.py:10 made its first elements the same in two passes, 1,000 elements" in planned["cache"].why
+    )
     r.main.pipeline.insert(0, PipelineOp(**_op("shuffle", 9)))  # the order would be frozen
     assert "comes after a shuffle" in script._cache(r)
     r.main.pipeline = [PipelineOp(**_op("map", 11, repeats=False, elements=9))]  # a random augmentation

@@ -79,8 +79,9 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
             return record(next(references))
         return record(1500.0 if config.knobs == {"cache"} else 1005.0)
 
-    found = search.search(run, lambda f, k: Plan(changes=[CACHE, SPE] if not k else []), record(1000.0),
-                          search.Budget(3600), 0, STEPS)
+    found = search.search(
+        run, lambda f, k: Plan(changes=[CACHE, SPE] if not k else []), record(1000.0), search.Budget(3600), 0, STEPS
+    )
     cache = next(t for t in found.trials if t.change is CACHE)
     assert cache.row["noisy"] and "apart" in cache.row["noisy"]
     assert cache.row.get("remeasured") and len(cache.runs) == 2 and len(cache.beside) == 3
@@ -102,8 +103,10 @@ def test_the_budget_stops_the_search_and_says_what_was_left():
     found = search.search(run, plan_all, probe, budget, 0, STEPS)
     assert len(found.trials) == 1 and not found.path
     assert abs(budget.cost("baseline", 300) - probe.duration_s) < 0.5
-    assert [s.reason for s in found.skipped][-2:] == ["mixed_precision: the --budget was spent",
-                                                      "steps_per_execution_8: the --budget was spent"]
+    assert [s.reason for s in found.skipped][-2:] == [
+        "mixed_precision: the --budget was spent",
+        "steps_per_execution_8: the --budget was spent",
+    ]
 
 
 def test_judged_pools_each_side():
@@ -119,8 +122,13 @@ def test_what_is_left_after_the_cache_is_not_more_workers():
 
     cached = make_watch_record(events=fit_events(input_type="PyDataset", wait_s=0.4))  # 40% waiting
     said = finale.left(cached, cached, kept={"cache"})
-    assert said.startswith("the best setting still waits on input 40% of the time: a fix there could buy at most "
-                           "1.67x more") and "the batches are kept" in said and "worker" not in said
+    assert (
+        said.startswith(
+            "the best setting still waits on input 40% of the time: a fix there could buy at most 1.67x more"
+        )
+        and "the batches are kept" in said
+        and "worker" not in said
+    )
     assert "worker processes" in finale.left(cached, cached, kept=set())  # threads under the GIL: processes
 
 
@@ -130,6 +138,7 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
     keeping back the closing baseline alone, the first candidate and its reference run
     (3 x 20.2 <= 65). Once a candidate has run and waits for its verdict (it may win), the block: no
     second candidate eats into it, and round 2's (priced at the cached setting's pace) neither."""
+
     def run(config, name, steps, at_most_s=None):
         made = record(2000.0 if config.changes else 1000.0)
         budget.started -= made.duration_s
@@ -143,7 +152,9 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
     assert [t.change.name for t in found.trials] == ["cache"]
     assert [t.change.name for t in found.path] == ["cache"]
     spent = [s.reason for s in found.skipped]
-    assert "mixed_precision: the --budget was spent" in spent and "steps_per_execution_8: the --budget was spent" in spent
+    assert (
+        "mixed_precision: the --budget was spent" in spent and "steps_per_execution_8: the --budget was spent" in spent
+    )
     # the final block has no room: round 1's judgement against the baselines beside it stands
     from gpuscout.tune import finale
 
@@ -176,8 +187,14 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
     budget = search.Budget(700.0)
     probe = record(100.0)
     budget.seen(probe)
-    found = search.search(run, lambda f, k: Plan(changes=[c for c in (JIT, MIXED) if c.knob not in k]), probe,
-                          budget, 3, search.Steps(300))
+    found = search.search(
+        run,
+        lambda f, k: Plan(changes=[c for c in (JIT, MIXED) if c.knob not in k]),
+        probe,
+        budget,
+        3,
+        search.Steps(300),
+    )
     assert ran[0] == ("jit_compile", 300)  # alone, first, with no warm baseline before it
     assert [t.change.name for t in found.trials if t.round == 1] == ["jit_compile"]
     assert [t.change.name for t in found.path] == ["jit_compile", "mixed_precision"] and found.clear
@@ -191,8 +208,14 @@ def test_a_pace_change_that_loses_leaves_the_others_on_the_same_reference():
     def run(config, name, steps, at_most_s=None):
         return record(1500.0 if "cache" in config.settings else 1000.0)
 
-    found = search.search(run, lambda f, k: Plan(changes=[c for c in (JIT, CACHE) if c.knob not in k]),
-                          record(1000.0), search.Budget(3600), 0, STEPS)
+    found = search.search(
+        run,
+        lambda f, k: Plan(changes=[c for c in (JIT, CACHE) if c.knob not in k]),
+        record(1000.0),
+        search.Budget(3600),
+        0,
+        STEPS,
+    )
     assert [(t.round, t.change.name) for t in found.trials] == [(1, "jit_compile"), (2, "cache"), (3, "jit_compile")]
     assert [t.change.name for t in found.path] == ["cache"] and found.path[0].reference.name == "baseline"
 
@@ -203,15 +226,17 @@ def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
     from gpuscout.tune import finale
     from tests.unit.test_watch_logic import H100, busy
 
-    idle = make_watch_record(events=fit_events(wait_s=0.0, policy="mixed_bfloat16", batch=32), gpus=[H100],
-                             samples=[busy(17)])
+    idle = make_watch_record(
+        events=fit_events(wait_s=0.0, policy="mixed_bfloat16", batch=32), gpus=[H100], samples=[busy(17)]
+    )
     said = finale.left(idle, idle, kept={"jit_compile"})
     assert said.startswith("the GPU is busy 17% of the time at batch 32: more work per step (a larger batch")
     fp32 = make_watch_record(events=fit_events(wait_s=0.0, policy="float32"), gpus=[H100], samples=[busy(84)])
     assert "float32 on a GPU with tensor cores (compute capability 9.0)" in finale.left(fp32, fp32, kept=set())
     # kept it: the step's own compute is what is left, with its shares
     assert finale.left(fp32, fp32, kept={"mixed_precision"}).startswith(
-        "the step's own compute: the GPU is busy 84% of the time (input wait 0%, host work between steps")
+        "the step's own compute: the GPU is busy 84% of the time (input wait 0%, host work between steps"
+    )
 
 
 def test_a_best_far_past_the_baseline_runs_no_final_block():
@@ -226,8 +251,9 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
         ran.append(name)
         return record(10000.0 if config.changes else 1000.0)
 
-    found = search.search(run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0),
-                          search.Budget(3600), 3, STEPS)
+    found = search.search(
+        run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0), search.Budget(3600), 3, STEPS
+    )
     assert found.clear and found.path[0].row["ratio_low"] > search.CLEAR_RATIO
     assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
     assert search._kept_back(found, 3, search.Budget(3600), STEPS) == []
@@ -239,7 +265,9 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
     final = finale.measure(run, found, Session(), search.Budget(3600), STEPS)
     assert ran == [] and final.best is found.path[-1].runs[-1] and final.before is found.path[0].beside[-1]
     assert final.after is final.before
-    assert "over round 1's baseline run" in finale.summary(found, judging.judged(JIT, [final.best], [final.before], BATCH))
+    assert "over round 1's baseline run" in finale.summary(
+        found, judging.judged(JIT, [final.best], [final.before], BATCH)
+    )
 
 
 def test_a_larger_batch_trains_the_samples_of_its_reference():
@@ -256,8 +284,14 @@ def test_a_larger_batch_trains_the_samples_of_its_reference():
         ran.append((config.name, steps))
         return record(2000.0 if config.changes else 1000.0, steps=steps)
 
-    search.search(run, lambda f, k: Plan(changes=[big] if not k else []), record(1000.0), search.Budget(3600), 3,
-                  search.Steps(240))
+    search.search(
+        run,
+        lambda f, k: Plan(changes=[big] if not k else []),
+        record(1000.0),
+        search.Budget(3600),
+        3,
+        search.Steps(240),
+    )
     assert ran[:3] == [("baseline", 240), ("batch_size_x4", 60), ("baseline", 240)]
 
 
@@ -281,8 +315,9 @@ def test_a_kept_run_plans_with_the_tf_data_maps_the_probe_checked():
     from gpuscout.record.watch import PipelineOp
 
     probe, later = record(1000.0), record(2000.0)
-    probe.main.pipeline = [PipelineOp(op="map", file="t.py", line=3, parallel=False, repeats=True, elements=64,
-                                      element_bytes=100)]
+    probe.main.pipeline = [
+        PipelineOp(op="map", file="t.py", line=3, parallel=False, repeats=True, elements=64, element_bytes=100)
+    ]
     later.main.pipeline = [PipelineOp(op="map", file="t.py", line=3, parallel=True)]
     [op] = search._with_repeats(later, probe).main.pipeline
     assert (op.parallel, op.repeats, op.elements, op.element_bytes) == (True, True, 64, 100)
@@ -309,8 +344,14 @@ def test_a_larger_batch_measured_again_trains_its_own_count():
         ran.append((config.name, steps))
         return record(next(references) if not config.changes else 2000.0, steps=steps)
 
-    found = search.search(run, lambda f, k: Plan(changes=[big] if not k else []), record(1000.0),
-                          search.Budget(3600), 0, search.Steps(240))
+    found = search.search(
+        run,
+        lambda f, k: Plan(changes=[big] if not k else []),
+        record(1000.0),
+        search.Budget(3600),
+        0,
+        search.Steps(240),
+    )
     assert found.path[0].row.get("remeasured")
     assert [r for r in ran if r[0] == "batch_size_x4"] == [("batch_size_x4", 60), ("batch_size_x4", 60)]
 
@@ -344,8 +385,7 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
             return slow.model_copy(update={"fits": [main], "applied": {"steps_per_execution": "set"}})
         return record(1000.0)
 
-    found = search.search(run, lambda facts, kept: Plan(changes=[SPE]), record(1000.0), search.Budget(3600), 3,
-                          STEPS)
+    found = search.search(run, lambda facts, kept: Plan(changes=[SPE]), record(1000.0), search.Budget(3600), 3, STEPS)
     assert asked["baseline (warm)"] is None and asked["baseline again"] is None  # references run their count
     assert abs(asked["steps_per_execution_8"] - search.SLOWER_CUT * 300 * BATCH / 1000.0) < 0.5
     # a reference of 0.19 s (100,000 samples/s) is not cut at 0.58 s: a loaded host's pause is as long
@@ -353,8 +393,9 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
     fast.seen(record(100_000.0), "baseline")
     assert search._cut_s(fast, search.Config(), 300) == search.CUT_FLOOR_S == 10.0
     row = found.trials[0].row
-    assert row["verdict"] == "slower" and row["note"] == ("stopped at 3x its reference's training time: 91 of 300 steps, "
-                                                  "judged on those")
+    assert row["verdict"] == "slower" and row["note"] == (
+        "stopped at 3x its reference's training time: 91 of 300 steps, judged on those"
+    )
     # while it waits for the reference run after it, a candidate already slower than its reference's
     # last run is not priced as the best in the final block the budget keeps back
     budget = search.Budget(3600)

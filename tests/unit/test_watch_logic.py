@@ -7,32 +7,42 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import catalog
-
-from gpuscout.measure import planning
+from gpuscout.analysis import device_causes
 from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Precision
+from gpuscout.measure import command as commands
+from gpuscout.measure import planning
+from gpuscout.measure.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
+from gpuscout.measure.watching import LIMIT_GRACE_S, Limits, WatchOptions
 from gpuscout.record import STORED
 from gpuscout.record.run import GpuInfo, TelemetrySample
 from gpuscout.report.watch import Lines
-from gpuscout.core.spec import Precision
-from gpuscout.measure import command as commands
-from gpuscout.measure.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
-from gpuscout.measure.watching import LIMIT_GRACE_S, Limits, WatchOptions
 from tests.records import fit_events, make_record, make_watch_record
 
-H100 = GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * 2**30, compute_capability="9.0",
-               sm_clock_max_mhz=1980)
+H100 = GpuInfo(
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    memory_total_bytes=80 * 2**30,
+    compute_capability="9.0",
+    sm_clock_max_mhz=1980,
+)
 T4 = GpuInfo(index=0, name="Tesla T4", memory_total_bytes=16 * 2**30, compute_capability="7.5")
 P100 = GpuInfo(index=0, name="Tesla P100", memory_total_bytes=16 * 2**30, compute_capability="6.0")
 
 
 def busy(util: float, start: float = 999.0, n: int = 60, memory: int = 30 * 2**30) -> list[TelemetrySample]:
     """10 Hz samples at `util` % covering the synthetic windows (1000 s to 1003 s)."""
-    return [TelemetrySample(t_monotonic_s=start + i * 0.1, gpu_util_pct=util, memory_used_bytes=memory,
-                            sm_clock_mhz=1980, power_w=500.0) for i in range(n)]
+    return [
+        TelemetrySample(
+            t_monotonic_s=start + i * 0.1, gpu_util_pct=util, memory_used_bytes=memory, sm_clock_mhz=1980, power_w=500.0
+        )
+        for i in range(n)
+    ]
 
 
 # -- figures, by hand ---------------------------------------------------------------------------
+
 
 def test_figures_match_a_hand_computation():
     # 3 windows of 1 s, each 50 steps of 64 samples with 0.3 s blocked on the next batch
@@ -66,8 +76,11 @@ def test_input_bound_verdict_gives_its_evidence_and_the_producers_needed():
 
 
 def test_cached_input_at_full_utilisation_is_gpu_bound():
-    r = make_watch_record(events=fit_events(wait_s=0.01, policy="mixed_bfloat16", input_type="numpy"),
-                          gpus=[H100], samples=[busy(97, memory=70 * 2**30)])
+    r = make_watch_record(
+        events=fit_events(wait_s=0.01, policy="mixed_bfloat16", input_type="numpy"),
+        gpus=[H100],
+        samples=[busy(97, memory=70 * 2**30)],
+    )
     assert [c.code for c in r.verdict] == ["gpu_bound"]
     assert r.verdict[0].message.startswith("GPU-bound at 97% utilisation, MFU ")
 
@@ -87,8 +100,11 @@ def test_a_loop_that_waits_a_little_and_idles_the_gpu_much_more_is_host_bound_be
     # two H200s, 2026-11-27: 2.5 ms steps, the GPU idle 98%, 0.97 ms of each step waiting for ready
     # batches. The wait is named (a handover); the idle time it does not explain, 98 - 18 = 80%, is
     # the host's own work, named too and ranked first
-    r = make_watch_record(events=fit_events(wait_s=0.18, input_type="numpy", steps=400, batch_bytes=1 << 20),
-                          gpus=[H100], samples=[busy(2)])
+    r = make_watch_record(
+        events=fit_events(wait_s=0.18, input_type="numpy", steps=400, batch_bytes=1 << 20),
+        gpus=[H100],
+        samples=[busy(2)],
+    )
     codes = [c.code for c in r.verdict]
     assert codes[0] == "host_bound" and "input_handover" in codes
     host = r.verdict[0]
@@ -99,16 +115,22 @@ def test_a_loop_that_waits_a_little_and_idles_the_gpu_much_more_is_host_bound_be
     assert "host_bound" not in [c.code for c in mostly_waiting.verdict]  # 80% idle, 60% waiting: 20% beyond
 
 
-@pytest.mark.parametrize("gpu, policy, expected", [
-    (H100, "float32", "mixed_bfloat16"),  # bf16 tensor cores
-    (T4, "float32", "mixed_float16"),  # fp16 only: with loss scaling
-    (P100, "float32", None),  # no tensor cores
-    (H100, "mixed_bfloat16", None),  # already mixed
-    (None, "float32", None),  # the CPU
-])
+@pytest.mark.parametrize(
+    "gpu, policy, expected",
+    [
+        (H100, "float32", "mixed_bfloat16"),  # bf16 tensor cores
+        (T4, "float32", "mixed_float16"),  # fp16 only: with loss scaling
+        (P100, "float32", None),  # no tensor cores
+        (H100, "mixed_bfloat16", None),  # already mixed
+        (None, "float32", None),  # the CPU
+    ],
+)
 def test_mixed_precision_advice_only_for_fp32_on_tensor_cores(gpu, policy, expected):
-    r = make_watch_record(events=fit_events(wait_s=0.0, policy=policy), gpus=[gpu] if gpu else [],
-                          samples=[busy(97, memory=int(0.9 * 16 * 2**30))] if gpu else [])
+    r = make_watch_record(
+        events=fit_events(wait_s=0.0, policy=policy),
+        gpus=[gpu] if gpu else [],
+        samples=[busy(97, memory=int(0.9 * 16 * 2**30))] if gpu else [],
+    )
     advice = [c for c in r.verdict if c.code == "fp32_on_tensor_cores"]
     if expected is None:
         assert not advice
@@ -119,32 +141,46 @@ def test_mixed_precision_advice_only_for_fp32_on_tensor_cores(gpu, policy, expec
 
 def test_mixed_precision_advice_quotes_what_the_store_measured():
     # fp32 runs at 100 and 110 samples/s (median 105), mixed at 210: 2.0x, half the time saved
-    stored = [make_record("a", precision="fp32", median=100.0), make_record("b", precision="fp32", median=110.0),
-              make_record("c", precision="mixed_bfloat16", median=210.0)]
-    speedup, basis = analysis.precision_reference(stored, forward_flops=None)
+    stored = [
+        make_record("a", precision="fp32", median=100.0),
+        make_record("b", precision="fp32", median=110.0),
+        make_record("c", precision="mixed_bfloat16", median=210.0),
+    ]
+    speedup, basis = device_causes.precision_reference(stored, forward_flops=None)
     assert speedup == pytest.approx(210.0 / 105.0) and "mlp batch 64" in basis and "3 stored runs" in basis
-    r = make_watch_record(events=fit_events(wait_s=0.0), gpus=[H100], samples=[busy(97, memory=70 * 2**30)],
-                          precision_reference=(speedup, basis))
+    r = make_watch_record(
+        events=fit_events(wait_s=0.0),
+        gpus=[H100],
+        samples=[busy(97, memory=70 * 2**30)],
+        precision_reference=(speedup, basis),
+    )
     advice = next(c for c in r.verdict if c.code == "fp32_on_tensor_cores")
     assert advice.saving_share == pytest.approx(0.5) and "2.00x measured" in advice.evidence
 
 
 def test_precision_reference_picks_the_model_nearest_in_flops():
-    small = [make_record("s1", workload="mlp", median=100.0, training_flops_per_sample=3e6),
-             make_record("s2", workload="mlp", precision="mixed_bfloat16", median=110.0,
-                         training_flops_per_sample=3e6)]
-    big = [make_record("b1", workload="resnet50", median=100.0, training_flops_per_sample=12e9),
-           make_record("b2", workload="resnet50", precision="mixed_bfloat16", median=300.0,
-                       training_flops_per_sample=12e9)]
-    speedup, basis = analysis.precision_reference(small + big, forward_flops=4e9)  # 12e9 training FLOPs
+    small = [
+        make_record("s1", workload="mlp", median=100.0, training_flops_per_sample=3e6),
+        make_record("s2", workload="mlp", precision="mixed_bfloat16", median=110.0, training_flops_per_sample=3e6),
+    ]
+    big = [
+        make_record("b1", workload="resnet50", median=100.0, training_flops_per_sample=12e9),
+        make_record(
+            "b2", workload="resnet50", precision="mixed_bfloat16", median=300.0, training_flops_per_sample=12e9
+        ),
+    ]
+    speedup, basis = device_causes.precision_reference(small + big, forward_flops=4e9)  # 12e9 training FLOPs
     assert speedup == pytest.approx(3.0) and basis.startswith("resnet50")
-    assert analysis.precision_reference(small[:1] + big[:1], forward_flops=4e9) is None  # no fp32/mixed pair
+    assert device_causes.precision_reference(small[:1] + big[:1], forward_flops=4e9) is None  # no fp32/mixed pair
 
 
 def test_unused_memory_gives_the_proportional_largest_batch():
     # 10 GiB of 80 at batch 64: 64 x 0.9 x 80 / 10 = 460.8, a multiple of 8 below: 456
-    r = make_watch_record(events=fit_events(wait_s=0.0, policy="mixed_bfloat16", peak_memory_bytes=10 * 2**30),
-                          gpus=[H100], samples=[busy(97)])
+    r = make_watch_record(
+        events=fit_events(wait_s=0.0, policy="mixed_bfloat16", peak_memory_bytes=10 * 2**30),
+        gpus=[H100],
+        samples=[busy(97)],
+    )
     memory = next(c for c in r.verdict if c.code == "unused_memory")
     assert "up to about 456" in memory.fix and "12% of the GPU's memory" in memory.message
 
@@ -158,10 +194,25 @@ def test_a_script_without_fit_is_watched_through_nvml_and_told_how_to_time_steps
 
 
 def test_a_custom_loop_marked_with_step_is_timed_without_model_facts():
-    events = [{"event": "watch_hooked", "pid": 1}, {"event": "watch_custom_start", "pid": 1, "start_monotonic_s": 999.0}]
-    events += [{"event": "watch_window", "pid": 1, "fit": None, "index": i, "start_monotonic_s": 1000.0 + i,
-                "end_monotonic_s": 1001.0 + i, "steps": 25, "samples": 800, "input_wait_s": None,
-                "outside_step_s": None} for i in range(3)]
+    events = [
+        {"event": "watch_hooked", "pid": 1},
+        {"event": "watch_custom_start", "pid": 1, "start_monotonic_s": 999.0},
+    ]
+    events += [
+        {
+            "event": "watch_window",
+            "pid": 1,
+            "fit": None,
+            "index": i,
+            "start_monotonic_s": 1000.0 + i,
+            "end_monotonic_s": 1001.0 + i,
+            "steps": 25,
+            "samples": 800,
+            "input_wait_s": None,
+            "outside_step_s": None,
+        }
+        for i in range(3)
+    ]
     r = make_watch_record(events=events, gpus=[H100], samples=[busy(50)])
     assert r.main.custom and r.main.steps == 75 and r.samples_per_s == pytest.approx(800.0)
     assert r.input_wait_share is None
@@ -172,8 +223,9 @@ def test_a_custom_loop_marked_with_step_is_timed_without_model_facts():
 
 def test_other_processes_and_throttling_are_named():
     throttled = [s.model_copy(update={"sm_clock_mhz": 1500, "clock_event_reasons": 0x40}) for s in busy(97)]
-    r = make_watch_record(events=fit_events(wait_s=0.0, policy="mixed_bfloat16"), gpus=[H100],
-                          samples=[throttled], other_pids=[4242])
+    r = make_watch_record(
+        events=fit_events(wait_s=0.0, policy="mixed_bfloat16"), gpus=[H100], samples=[throttled], other_pids=[4242]
+    )
     codes = {c.code: c for c in r.verdict}
     assert "4242" in codes["gpu_shared"].message
     assert "hw_thermal_slowdown" in codes["throttled"].message
@@ -207,6 +259,7 @@ def test_sweep_summary_of_a_fit():
 
 # -- which GPUs were the command's ----------------------------------------------------------------
 
+
 def test_gpus_listing_our_pids_are_ours_and_the_other_pids_are_named():
     seen = {0: Seen(before={7}, during={7, 11}), 1: Seen(before={9}, during={9})}
     found = attribute(seen, ours={10, 11})
@@ -220,8 +273,10 @@ def test_in_a_container_the_gpu_that_gained_a_process_is_ours():
 
 
 def test_memory_growth_and_no_process_list_as_last_resorts():
-    grew = {0: Seen(before={5}, during={5}, memory_first_bytes=0, memory_max_bytes=MEMORY_GROWTH_BYTES),
-            1: Seen(before={6}, during={6}, memory_first_bytes=0, memory_max_bytes=1)}
+    grew = {
+        0: Seen(before={5}, during={5}, memory_first_bytes=0, memory_max_bytes=MEMORY_GROWTH_BYTES),
+        1: Seen(before={6}, during={6}, memory_first_bytes=0, memory_max_bytes=1),
+    }
     assert attribute(grew, ours={10}).used == [0]
     blind = {0: Seen(), 1: Seen()}
     found = attribute(blind, ours={10})
@@ -231,6 +286,7 @@ def test_memory_growth_and_no_process_list_as_last_resorts():
 
 
 # -- the command --------------------------------------------------------------------------------
+
 
 def test_commands_run_as_given_and_shell_syntax_is_detected(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -245,16 +301,19 @@ def test_commands_run_as_given_and_shell_syntax_is_detected(tmp_path, monkeypatc
     assert commands.resolve(["python", "a b.py"], shell=False).argv == ["python", "a b.py"]
 
 
-@pytest.mark.parametrize("given, fragment", [
-    ([], "no command to watch"),
-    (["no-such-program-xyz", "a"], "command not found: 'no-such-program-xyz'"),
-    (["X=1 no-such-program-xyz"], "command not found"),
-    (["python 'unclosed"], "cannot read the command"),
-    (["X=1"], "only variable assignments"),
-    (["python", "-u", "missing.py"], "missing.py: no such file"),
-    (["python3.11", "-X", "dev", "-W", "ignore", "folder"], "folder is a folder without a __main__.py"),
-    (["python", "binary.py"], r"binary.py is not a Python script \(it holds NUL bytes"),
-])
+@pytest.mark.parametrize(
+    "given, fragment",
+    [
+        ([], "no command to watch"),
+        (["no-such-program-xyz", "a"], "command not found: 'no-such-program-xyz'"),
+        (["X=1 no-such-program-xyz"], "command not found"),
+        (["python 'unclosed"], "cannot read the command"),
+        (["X=1"], "only variable assignments"),
+        (["python", "-u", "missing.py"], "missing.py: no such file"),
+        (["python3.11", "-X", "dev", "-W", "ignore", "folder"], "folder is a folder without a __main__.py"),
+        (["python", "binary.py"], r"binary.py is not a Python script \(it holds NUL bytes"),
+    ],
+)
 def test_bad_commands_are_usage_errors(given, fragment, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "folder").mkdir()
@@ -266,8 +325,14 @@ def test_bad_commands_are_usage_errors(given, fragment, tmp_path, monkeypatch):
 def test_the_script_a_python_command_runs_is_found_past_its_options():
     assert commands.script_of(["python3", "-u", "-W", "ignore", "-X", "dev", "t.py", "--lr", "1"]) == "t.py"
     assert commands.script_of(["/usr/bin/python3.11", "t.py"]) == "t.py"
-    for words in (["python", "-m", "pkg"], ["python", "-c", "pass"], ["python", "-uc", "pass"], ["python", "-"],
-                  ["bash", "t.py"], ["python"]):
+    for words in (
+        ["python", "-m", "pkg"],
+        ["python", "-c", "pass"],
+        ["python", "-uc", "pass"],
+        ["python", "-"],
+        ["bash", "t.py"],
+        ["python"],
+    ):
         assert commands.script_of(words) is None, words
 
 
@@ -332,6 +397,7 @@ def test_output_lines_keep_the_last_version_of_a_rewritten_line():
 
 
 # -- the hook never changes training ------------------------------------------------------------
+
 
 @pytest.fixture
 def child(monkeypatch):
@@ -464,8 +530,16 @@ def test_the_steps_traced_by_the_profiler_get_a_window_of_their_own_left_out_of_
 
     # what watch makes of such windows: the traced one kept in the record, out of its figures
     events = fit_events(windows=4, steps=50, window_s=0.5, wait_s=0.1)
-    traced = {**events[3], "index": 9, "start_monotonic_s": 1002.0, "end_monotonic_s": 1002.175, "steps": 5,
-              "samples": 5 * 64, "input_wait_s": 0.05, "traced": True}  # 35 ms a step, not 10
+    traced = {
+        **events[3],
+        "index": 9,
+        "start_monotonic_s": 1002.0,
+        "end_monotonic_s": 1002.175,
+        "steps": 5,
+        "samples": 5 * 64,
+        "input_wait_s": 0.05,
+        "traced": True,
+    }  # 35 ms a step, not 10
     r = make_watch_record(events=[*events[:4], traced, *events[4:]])
     assert [w.traced for w in r.windows] == [False, False, True, False, False]
     assert r.warmup_windows == 1 and len(r.steady) == 3 and not any(w.traced for w in r.steady)
@@ -486,8 +560,11 @@ def test_in_memory_arrays_on_jax_are_told_to_stay_on_the_gpu():
 
 def test_ready_batches_on_short_steps_are_a_handover_cost_not_a_slow_pipeline():
     # 200 steps a second: 5 ms each; 0.1 s of each second fetching is 0.5 ms a batch (< 1 ms: ready)
-    r = make_watch_record(events=fit_events(steps=200, wait_s=0.1, input_type="tf.data"), gpus=[H100],
-                          samples=[busy(97, memory=70 * 2**30)])
+    r = make_watch_record(
+        events=fit_events(steps=200, wait_s=0.1, input_type="tf.data"),
+        gpus=[H100],
+        samples=[busy(97, memory=70 * 2**30)],
+    )
     codes = [c.code for c in r.verdict]
     assert "input_bound" not in codes and "input_handover" in codes
     handover = next(c for c in r.verdict if c.code == "input_handover")
@@ -501,8 +578,13 @@ def test_a_slow_handover_of_in_memory_slices_is_told_from_a_slow_gather():
     # are 8,448 bytes: 7.0 MB/s, no gather is that slow; 38.5 MB of images in 1.2 ms is 32 GB/s of
     # real copying; a tf.data pipeline's 1.2 ms is its own work, whatever its bytes.
     def verdict(input_type, batch_bytes):
-        r = make_watch_record(events=fit_events(steps=50, wait_s=0.06, input_type=input_type, backend="tensorflow",
-                                                batch_bytes=batch_bytes), gpus=[H100], samples=[busy(90)])
+        r = make_watch_record(
+            events=fit_events(
+                steps=50, wait_s=0.06, input_type=input_type, backend="tensorflow", batch_bytes=batch_bytes
+            ),
+            gpus=[H100],
+            samples=[busy(90)],
+        )
         assert r.main.batch_bytes == batch_bytes
         return {c.code: c for c in r.verdict}
 
@@ -516,8 +598,9 @@ def test_a_fit_too_short_for_nvml_samples_inside_its_windows_is_summarised_whole
     # ten windows of 10 ms, 50 ms apart: a 10 Hz sampler lands in few or none of them
     events = fit_events(windows=1, window_s=0.01)
     for i in range(1, 10):
-        events.insert(-2, {**events[2], "index": i, "start_monotonic_s": 1000.0 + 0.05 * i,
-                           "end_monotonic_s": 1000.01 + 0.05 * i})
+        events.insert(
+            -2, {**events[2], "index": i, "start_monotonic_s": 1000.0 + 0.05 * i, "end_monotonic_s": 1000.01 + 0.05 * i}
+        )
     r = make_watch_record(events=events, gpus=[H100], samples=[busy(42, start=999.025, n=30)])  # between windows
     # the first window is warm-up: the steady fit runs from the second's start (1000.05) to the last's
     # end (1000.46) and holds 4 samples (1000.125 to .425), under MIN_WINDOW_SAMPLES: the whole run
@@ -528,12 +611,25 @@ def test_a_fit_too_short_for_nvml_samples_inside_its_windows_is_summarised_whole
 
 # -- issue 29: warm-up, start-up, callbacks, a PyDataset's workers, XLA by device, memory's names --
 
+
 def _windows(step_times: list[float], steps: int = 10):
     from gpuscout.record.watch import WatchWindow
 
-    return [WatchWindow(index=i, start_monotonic_s=i, end_monotonic_s=i + t * steps, steps=steps, samples=steps,
-                        input_wait_s=0.0, outside_step_s=0.0, seconds=t * steps, samples_per_s=1 / t, step_time_s=t)
-            for i, t in enumerate(step_times)]
+    return [
+        WatchWindow(
+            index=i,
+            start_monotonic_s=i,
+            end_monotonic_s=i + t * steps,
+            steps=steps,
+            samples=steps,
+            input_wait_s=0.0,
+            outside_step_s=0.0,
+            seconds=t * steps,
+            samples_per_s=1 / t,
+            step_time_s=t,
+        )
+        for i, t in enumerate(step_times)
+    ]
 
 
 def test_warm_up_is_the_first_window_and_any_more_until_the_step_time_settles():
@@ -564,11 +660,23 @@ def test_start_up_ends_at_the_first_sustained_gpu_activity():
     from gpuscout.analysis.watch import Observed, first_busy
 
     # idle 2 s, one lone busy sample at 1.0 s (a context's creation), then busy from 2.0 s on
-    samples = [TelemetrySample(t_monotonic_s=t / 10, gpu_util_pct=(50 if t == 10 or t >= 20 else 0))
-               for t in range(40)]
-    seen = Observed(command=[], workload="w", mode="command", status="ok", exit_code=0, duration_s=4.0, events=[],
-                    environment={}, child_env={}, group_id="g", record_id="r", created_utc="2026-11-24T00:00:00",
-                    samples=[samples], interval_s=0.1)
+    samples = [TelemetrySample(t_monotonic_s=t / 10, gpu_util_pct=(50 if t == 10 or t >= 20 else 0)) for t in range(40)]
+    seen = Observed(
+        command=[],
+        workload="w",
+        mode="command",
+        status="ok",
+        exit_code=0,
+        duration_s=4.0,
+        events=[],
+        environment={},
+        child_env={},
+        group_id="g",
+        record_id="r",
+        created_utc="2026-11-24T00:00:00",
+        samples=[samples],
+        interval_s=0.1,
+    )
     assert first_busy(seen) == pytest.approx(2.0)
 
 
@@ -577,19 +685,30 @@ def test_a_fit_whose_first_step_never_ended_is_said_to_have_started():
     later: the verdict says so, with the fix, never "the script called no Keras Model.fit"."""
     from gpuscout.analysis.watch import Observed, derive
 
-    events = [{"event": "watch_hooked", "pid": 7},
-              {"event": "watch_fit_begin", "pid": 7, "fit": 1, "began_monotonic_s": 100.0, "batch_size": 4096,
-               "epochs": 3}]
-    common = dict(command=["python", "t.py"], workload="t.py", mode="command", exit_code=None, duration_s=50.0,
-                  environment={"gpuscout_version": "0", "methodology_version": 1, "schema_version": 2},
-                  child_env={}, group_id="g", record_id="r1", created_utc="2026-11-26T00:00:00")
+    events = [
+        {"event": "watch_hooked", "pid": 7},
+        {"event": "watch_fit_begin", "pid": 7, "fit": 1, "began_monotonic_s": 100.0, "batch_size": 4096, "epochs": 3},
+    ]
+    common = dict(
+        command=["python", "t.py"],
+        workload="t.py",
+        mode="command",
+        exit_code=None,
+        duration_s=50.0,
+        environment={"gpuscout_version": "0", "methodology_version": 1, "schema_version": 2},
+        child_env={},
+        group_id="g",
+        record_id="r1",
+        created_utc="2026-11-26T00:00:00",
+    )
     r = derive(Observed(**common, status="interrupted", events=events, ended_monotonic_s=142.0))
     (fit,) = r.fits
     assert fit.first_step_unfinished_s == pytest.approx(42.0) and fit.batch_size == 4096 and fit.steps == 0
     cause = r.verdict[0]
     assert cause.code == "first_step_unfinished"
-    assert cause.message.startswith("Model.fit started (batch 4096), and no training step had finished when the run "
-                                    "was interrupted 42 s later")
+    assert cause.message.startswith(
+        "Model.fit started (batch 4096), and no training step had finished when the run was interrupted 42 s later"
+    )
     assert "--duration" in cause.fix and "called no Keras Model.fit" not in cause.message
     no_fit = derive(Observed(**common, status="ok", events=events[:1], ended_monotonic_s=142.0))
     assert no_fit.verdict[0].code == "no_steps" and "called no Keras Model.fit" in no_fit.verdict[0].message
@@ -644,15 +763,18 @@ def test_xla_advice_follows_what_keras_does_on_the_device():
     assert "xla_off" in [c.code for c in jax_cpu.verdict]  # eager jax is slow on any device
     tf_cpu = make_watch_record(events=fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0))
     assert "xla_off" not in [c.code for c in tf_cpu.verdict]  # Keras turns XLA off there itself
-    tf_gpu = make_watch_record(events=fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0), gpus=[H100],
-                               samples=[busy(95)])
+    tf_gpu = make_watch_record(
+        events=fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0), gpus=[H100], samples=[busy(95)]
+    )
     assert "xla_off" in [c.code for c in tf_gpu.verdict]
     # Keras' debugging mode compiles nothing even on a CPU-only TensorFlow: said there too
     events = fit_events(jit_compile=False, backend="tensorflow", wait_s=0.0)
     events[1]["run_eagerly"] = True
     eager = next(c for c in make_watch_record(events=events).verdict if c.code == "xla_off")
-    assert eager.message.startswith("the train step runs eagerly (run_eagerly=True)") and "run_eagerly=False" in \
-        eager.code_snippet
+    assert (
+        eager.message.startswith("the train step runs eagerly (run_eagerly=True)")
+        and "run_eagerly=False" in eager.code_snippet
+    )
 
 
 def test_memory_is_named_used_or_reserved_and_advice_reads_the_used_figure():
@@ -673,8 +795,12 @@ def test_memory_is_named_used_or_reserved_and_advice_reads_the_used_figure():
     # without the allocator's figure, a preallocated NVML figure is no basis for advice
     r = make_watch_record(events=fit_events(), gpus=[H100], samples=[busy(95, memory=20 * 2**30)])
     assert "unused_memory" not in [c.code for c in r.verdict]
-    r = make_watch_record(events=fit_events(), gpus=[H100], samples=[busy(95, memory=20 * 2**30)],
-                          child_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    r = make_watch_record(
+        events=fit_events(),
+        gpus=[H100],
+        samples=[busy(95, memory=20 * 2**30)],
+        child_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    )
     assert next(c for c in r.verdict if c.code == "unused_memory").evidence == "used at peak 20.0 GiB of 80 GiB (NVML)"
 
 
@@ -701,8 +827,10 @@ def test_a_process_that_trained_says_at_exit_whether_an_exception_ended_it(monke
     watch_state.on_exit()
     monkeypatch.setattr(sys, "last_value", ValueError("bad data"), raising=False)
     watch_state.on_exit()
-    assert sent == [("watch_exiting", {"steps": 12, "uncaught": None}),
-                    ("watch_exiting", {"steps": 12, "uncaught": "ValueError"})]
+    assert sent == [
+        ("watch_exiting", {"steps": 12, "uncaught": None}),
+        ("watch_exiting", {"steps": 12, "uncaught": "ValueError"}),
+    ]
 
 
 def test_a_sweep_trials_own_process_says_on_disk_that_its_code_has_run(monkeypatch, tmp_path):

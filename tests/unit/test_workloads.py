@@ -12,7 +12,9 @@ from gpuscout.workloads.base import Workload
 def test_unknown_workload_suggests_close_names():
     with pytest.raises(UsageError, match="did you mean resnet50"):
         workloads.get("resnet5")
-    with pytest.raises(UsageError, match="known workloads: bert_base, gpt2_small, mlp, resnet18_cifar, resnet50, vit_b16"):
+    with pytest.raises(
+        UsageError, match="known workloads: bert_base, gpt2_small, mlp, resnet18_cifar, resnet50, vit_b16"
+    ):
         workloads.get("zzz")
 
 
@@ -49,8 +51,14 @@ def test_declared_flops_match_the_models():
         "    seq = 64 if w.is_sequence else None  # any length: the formula must follow it\n"
         "    print(n, forward_flops_per_sample(w.build_model(keras, seq)), int(w.forward_flops(seq)))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"), timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
     rows = [line.split() for line in out.stdout.splitlines()]
     assert {r[0] for r in rows} == set(workloads.names())
     for name, counted, declared in rows:
@@ -63,15 +71,27 @@ def test_labels_follow_every_built_in_keras_loss():
     from gpuscout.child.user_model import label_kind
 
     expected = {
-        None: "sparse", "sparse_categorical_crossentropy": "sparse", keras.losses.SparseCategoricalCrossentropy(): "sparse",
-        "categorical_crossentropy": "onehot", keras.losses.CategoricalFocalCrossentropy(): "onehot",
+        None: "sparse",
+        "sparse_categorical_crossentropy": "sparse",
+        keras.losses.SparseCategoricalCrossentropy(): "sparse",
+        "categorical_crossentropy": "onehot",
+        keras.losses.CategoricalFocalCrossentropy(): "onehot",
         keras.losses.CategoricalHinge(): "onehot",
-        "binary_crossentropy": "binary", keras.losses.binary_crossentropy: "binary",
-        keras.losses.BinaryFocalCrossentropy(): "binary", "hinge": "binary", keras.losses.SquaredHinge(): "binary",
-        "kl_divergence": "distribution", keras.losses.KLDivergence(): "distribution",
-        "poisson": "positive", keras.losses.MeanSquaredLogarithmicError(): "positive", "mape": "positive",
-        "mse": "dense", keras.losses.MeanSquaredError(): "dense", keras.losses.Huber(): "dense",
-        keras.losses.CosineSimilarity(): "dense", "log_cosh": "dense",
+        "binary_crossentropy": "binary",
+        keras.losses.binary_crossentropy: "binary",
+        keras.losses.BinaryFocalCrossentropy(): "binary",
+        "hinge": "binary",
+        keras.losses.SquaredHinge(): "binary",
+        "kl_divergence": "distribution",
+        keras.losses.KLDivergence(): "distribution",
+        "poisson": "positive",
+        keras.losses.MeanSquaredLogarithmicError(): "positive",
+        "mape": "positive",
+        "mse": "dense",
+        keras.losses.MeanSquaredError(): "dense",
+        keras.losses.Huber(): "dense",
+        keras.losses.CosineSimilarity(): "dense",
+        "log_cosh": "dense",
     }
     assert {str(k): label_kind(k) for k in expected} == {str(k): v for k, v in expected.items()}
 

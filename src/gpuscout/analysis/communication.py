@@ -60,8 +60,17 @@ XLA_SCHEDULING_FLAGS = {
 # groups them on sm90 (NCCL's default 4; 1 as PyTorch users set it for overlap: 89.6% against 90.0%
 # on four H200s, 2026-11-27). NVLink SHARP (NVLS) is an algorithm of NVSwitch systems that the lent
 # multi-GPU machines keep off (NCCL_NVLS_ENABLE=0). Names: NCCL's "Environment Variables".
-NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
-                 "NCCL_MAX_CTAS", "NCCL_CTA_POLICY", "NCCL_CGA_CLUSTER_SIZE", "NCCL_NVLS_ENABLE")
+NCCL_SETTINGS = (
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_CTAS",
+    "NCCL_MAX_CTAS",
+    "NCCL_CTA_POLICY",
+    "NCCL_CGA_CLUSTER_SIZE",
+    "NCCL_NVLS_ENABLE",
+)
 
 
 def xla_settings(xla_flags: str | None) -> list[str]:
@@ -71,8 +80,9 @@ def xla_settings(xla_flags: str | None) -> list[str]:
         name, _, value = token.lstrip("-").partition("=")
         if name in XLA_SCHEDULING_FLAGS:
             given[name] = value or "true"
-    return [f"{XLA_SCHEDULING_FLAGS[name]}={_value(name, given[name])}"
-            for name in XLA_SCHEDULING_FLAGS if name in given]
+    return [
+        f"{XLA_SCHEDULING_FLAGS[name]}={_value(name, given[name])}" for name in XLA_SCHEDULING_FLAGS if name in given
+    ]
 
 
 def _value(name: str, value: str) -> str:
@@ -87,8 +97,13 @@ def _size(size_bytes: int) -> str:
     return f"{size_bytes} B"
 
 
-def describe(backend: str, devices: int, all_reduce: str | None, child_env: dict[str, str],
-             gradient_bucket_bytes: int | None = None) -> str | None:
+def describe(
+    backend: str,
+    devices: int,
+    all_reduce: str | None,
+    child_env: dict[str, str],
+    gradient_bucket_bytes: int | None = None,
+) -> str | None:
     """One line for a run over `devices` devices (None for one device: nothing was exchanged).
     `gradient_bucket_bytes`: the buckets gpuscout's jax step made (None: a pmean of each gradient,
     the step of records before 2026-11-26, or another strategy)."""
@@ -122,11 +137,14 @@ def as_compiled(schedule: CollectiveSchedule | None) -> str | None:
     return f"as compiled, {schedule.collectives} collective{plural} of {sent} in all, {beside}"
 
 
-
 def of(record: RunRecord, *, step_buckets: bool = True) -> str | None:
     """`describe` for a stored run record; without `step_buckets`, the settings a user gave alone
     (XLA's flags, NCCL's), not the buckets gpuscout's step made."""
     distribution = record.distribution
-    return describe(record.backend.value, record.devices, distribution.all_reduce if distribution else None,
-                    record.env.child_env if record.env else {},
-                    distribution.gradient_bucket_bytes if distribution and step_buckets else None)
+    return describe(
+        record.backend.value,
+        record.devices,
+        distribution.all_reduce if distribution else None,
+        record.env.child_env if record.env else {},
+        distribution.gradient_bucket_bytes if distribution and step_buckets else None,
+    )

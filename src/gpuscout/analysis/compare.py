@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -200,10 +200,12 @@ def contrast(windows: list[float], baseline: list[float]) -> Contrast:
     """The ratio of medians with its interval, and the same significance test as `compare`."""
     ratio = statistics.median(windows) / statistics.median(baseline)
     low, high = ratio_ci(windows, baseline) if len(windows) > 1 and len(baseline) > 1 else (None, None)
-    different, p, test = significance(Group("change", [], windows, 0.0, None, None),
-                                      Group("baseline", [], baseline, 0.0, None, None))
-    verdict = TOO_FEW if p is None else ("faster" if ratio > 1 else "slower") if different \
-        else "no significant difference"
+    different, p, test = significance(
+        Group("change", [], windows, 0.0, None, None), Group("baseline", [], baseline, 0.0, None, None)
+    )
+    verdict = (
+        TOO_FEW if p is None else ("faster" if ratio > 1 else "slower") if different else "no significant difference"
+    )
     return Contrast(ratio, low, high, p, test, verdict)
 
 
@@ -237,7 +239,8 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
     comparisons = []
     for key, runs in sets.items():
         label_of = {"run": lambda r: r.id, "change": lambda r: r.tune_change or "baseline"}.get(
-            by, lambda r: str(FIELDS[by](r)))
+            by, lambda r: str(FIELDS[by](r))
+        )
         by_label: dict[str, list[StoredRecord]] = {}
         for r in sorted(runs, key=lambda r: r.created_utc):
             by_label.setdefault(label_of(r), []).append(r)
@@ -260,8 +263,9 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
                 g.verdict = TOO_FEW
             else:
                 g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
-        comparison = Comparison(workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1],
-                                held=helds[key], groups=groups)
+        comparison = Comparison(
+            workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1], held=helds[key], groups=groups
+        )
         named = {**ENVIRONMENT, **WATCHED} if len(key) > 2 and key[2] == "watch" else ENVIRONMENT
         for name, get in named.items():
             if name == by or (by == "gpu" and name == "driver"):
@@ -273,7 +277,9 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
     if baseline is not None and not comparisons:
         raise UsageError(f"no comparison has a {by} {baseline!r} to use as the baseline")
     if len(versions) > 1 and comparisons:
-        comparisons[0].notes.append(f"methodology versions {sorted(versions)} are compared only within their own version")
+        comparisons[0].notes.append(
+            f"methodology versions {sorted(versions)} are compared only within their own version"
+        )
     return comparisons
 
 

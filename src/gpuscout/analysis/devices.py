@@ -30,7 +30,7 @@ is split over N devices, but the input, the host and the batch stay those of one
 from __future__ import annotations
 
 import statistics
-from typing import Callable
+from collections.abc import Callable
 
 from gpuscout.analysis.scaling import NO_ACCUMULATION_ON_JAX
 from gpuscout.record.watch import Cause, TraceDevice, WatchedFit, WatchRecord
@@ -50,18 +50,24 @@ WAITED_SHARE = 0.10
 # GPUs with nothing exchanged")
 SLOWED_SHARE = 0.02
 # The one line that spreads a Keras 3 step over every device (keras.distribution), before the model is built
-DATA_PARALLEL_LINE = "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
-LEARNING_RATE_NOTE = ("a global batch N times larger changes training: scale the learning rate with it (the linear "
-                      "scaling rule, Goyal et al. 2017, with a warm-up) and check the loss")
+DATA_PARALLEL_LINE = (
+    "keras.distribution.set_distribution(keras.distribution.DataParallel())   # before the model is built"
+)
+LEARNING_RATE_NOTE = (
+    "a global batch N times larger changes training: scale the learning rate with it (the linear "
+    "scaling rule, Goyal et al. 2017, with a warm-up) and check the loss"
+)
 
 
 def spread_code(backend: str | None) -> str:
     """The lines that put the step on every device the framework sees."""
     if backend == "tensorflow":
-        return ("strategy = tf.distribute.MirroredStrategy()   # every GPU this process sees\n"
-                "with strategy.scope():\n"
-                "    model = build_model()   # build and compile inside the scope\n"
-                "    model.compile(...)")
+        return (
+            "strategy = tf.distribute.MirroredStrategy()   # every GPU this process sees\n"
+            "with strategy.scope():\n"
+            "    model = build_model()   # build and compile inside the scope\n"
+            "    model.compile(...)"
+        )
     return DATA_PARALLEL_LINE
 
 
@@ -80,16 +86,22 @@ def devices_unused(r: WatchRecord, main: WatchedFit) -> Cause | None:
     saving = (1 - main.replicas / devices) * computing
     kind = "GPUs" if r.gpu is not None else "devices"
     ran = f"{main.replicas} ({main.strategy})" if main.strategy else f"{main.replicas}"
-    wait = "" if not r.input_wait_share or r.input_wait_share < 0.05 else \
-        f"; the input must keep up with {devices} times the samples first"
-    return Cause(code="devices_unused", saving_share=saving,
-                 message=f"{devices - main.replicas} of the {devices} {kind} this process sees sat idle: the step "
-                         f"ran on {main.replicas}",
-                 evidence=f"{main.backend} sees {devices} {kind}; the step ran on {ran}{wait}",
-                 fix=f"train on all {devices} with data parallelism, the global batch {devices} times larger so "
-                     f"each keeps its share; {LEARNING_RATE_NOTE}. `gpuscout tune` measures what it buys here "
-                     "(data_parallel)",
-                 code_snippet=data_parallel_code(main.backend, devices, main.batch_size))
+    wait = (
+        ""
+        if not r.input_wait_share or r.input_wait_share < 0.05
+        else f"; the input must keep up with {devices} times the samples first"
+    )
+    return Cause(
+        code="devices_unused",
+        saving_share=saving,
+        message=f"{devices - main.replicas} of the {devices} {kind} this process sees sat idle: the step "
+        f"ran on {main.replicas}",
+        evidence=f"{main.backend} sees {devices} {kind}; the step ran on {ran}{wait}",
+        fix=f"train on all {devices} with data parallelism, the global batch {devices} times larger so "
+        f"each keeps its share; {LEARNING_RATE_NOTE}. `gpuscout tune` measures what it buys here "
+        "(data_parallel)",
+        code_snippet=data_parallel_code(main.backend, devices, main.batch_size),
+    )
 
 
 def per_device_batch(main: WatchedFit) -> int | None:
@@ -103,22 +115,27 @@ def small_device_batch(r: WatchRecord, main: WatchedFit, util_pct: float) -> Cau
     if each is None or each >= SMALL_DEVICE_BATCH:
         return None
     bigger = SMALL_DEVICE_BATCH * main.replicas
-    return Cause(code="small_device_batch", saving_share=r.gpu_idle_share,
-                 message=f"a per-device batch of {each} ({main.batch_size} over {main.replicas} devices) keeps the "
-                         f"GPUs {util_pct:.0f}% busy: each computes too little per step",
-                 evidence=f"global batch {main.batch_size}, {main.replicas} replicas ({main.strategy}); step "
-                          f"{r.step_time_s * 1000:.1f} ms; GPUs busy {util_pct:.0f}%",
-                 fix=f"grow the global batch with the devices (at least {bigger}: {SMALL_DEVICE_BATCH} per device); "
-                     f"{LEARNING_RATE_NOTE}",
-                 code_snippet=f"model.fit(..., batch_size={bigger})")
+    return Cause(
+        code="small_device_batch",
+        saving_share=r.gpu_idle_share,
+        message=f"a per-device batch of {each} ({main.batch_size} over {main.replicas} devices) keeps the "
+        f"GPUs {util_pct:.0f}% busy: each computes too little per step",
+        evidence=f"global batch {main.batch_size}, {main.replicas} replicas ({main.strategy}); step "
+        f"{r.step_time_s * 1000:.1f} ms; GPUs busy {util_pct:.0f}%",
+        fix=f"grow the global batch with the devices (at least {bigger}: {SMALL_DEVICE_BATCH} per device); "
+        f"{LEARNING_RATE_NOTE}",
+        code_snippet=f"model.fit(..., batch_size={bigger})",
+    )
 
 
 def dispatch_note(main: WatchedFit) -> str:
     """What host-bound means on several devices (analysis/verdict.py's host_bound adds it)."""
     if main.replicas < 2:
         return ""
-    return (f"; on {main.replicas} devices the host dispatches every step for each of them, so one host round "
-            "trip per step costs N times the work")
+    return (
+        f"; on {main.replicas} devices the host dispatches every step for each of them, so one host round "
+        "trip per step costs N times the work"
+    )
 
 
 def uneven(r: WatchRecord) -> Cause | None:
@@ -131,10 +148,13 @@ def uneven(r: WatchRecord) -> Cause | None:
     if gap < UNEVEN_BUSY_POINTS or busy[idlest] < 5:  # a GPU hardly used is not waiting for another
         return None
     others = ", ".join(f"GPU {i} {u:.0f}%" for i, u in sorted(busy.items()) if i != slowest)
-    return Cause(code="straggler", saving_share=gap / 100,
-                 message=f"GPU {slowest} is the straggler: busy {busy[slowest]:.0f}% while the others waited for it",
-                 evidence=f"NVML busy share: GPU {slowest} {busy[slowest]:.0f}%, {others}",
-                 fix=straggler_fix(slowest))
+    return Cause(
+        code="straggler",
+        saving_share=gap / 100,
+        message=f"GPU {slowest} is the straggler: busy {busy[slowest]:.0f}% while the others waited for it",
+        evidence=f"NVML busy share: GPU {slowest} {busy[slowest]:.0f}%, {others}",
+        fix=straggler_fix(slowest),
+    )
 
 
 def traced_straggler(r: WatchRecord) -> Cause | None:
@@ -151,24 +171,29 @@ def traced_straggler(r: WatchRecord) -> Cause | None:
         return None
     name = device_name(slowest.device)
     waits = [d.collectives_alone_ms for d in devices if d is not slowest]
-    return Cause(code="straggler", saving_share=min(1.0, excess / slowest.span_ms),
-                 message=f"{name} is the straggler: it computes {excess:.1f} ms a step longer than the others, "
-                         "which wait for it in the all-reduce",
-                 evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}, computing a step "
-                          f"(kernels less collectives alone): {name} {computing[slowest.device]:.1f} ms, the others "
-                          f"{others[0]:.1f}-{others[-1]:.1f} ms; their collectives alone {min(waits):.1f}-"
-                          f"{max(waits):.1f} ms against {slowest.collectives_alone_ms:.1f} ms on {name}",
-                 fix=straggler_fix(name.split()[-1]))
+    return Cause(
+        code="straggler",
+        saving_share=min(1.0, excess / slowest.span_ms),
+        message=f"{name} is the straggler: it computes {excess:.1f} ms a step longer than the others, "
+        "which wait for it in the all-reduce",
+        evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}, computing a step "
+        f"(kernels less collectives alone): {name} {computing[slowest.device]:.1f} ms, the others "
+        f"{others[0]:.1f}-{others[-1]:.1f} ms; their collectives alone {min(waits):.1f}-"
+        f"{max(waits):.1f} ms against {slowest.collectives_alone_ms:.1f} ms on {name}",
+        fix=straggler_fix(name.split()[-1]),
+    )
 
 
 def straggler_fix(index) -> str:
-    return ("synchronous data parallelism runs at its slowest GPU's pace: check what else runs on "
-            f"GPU {index} (`nvidia-smi`), its clocks and cooling (`nvidia-smi -q -d PERFORMANCE -i {index}`), and "
-            "that every device gets the same share of the batch")
+    return (
+        "synchronous data parallelism runs at its slowest GPU's pace: check what else runs on "
+        f"GPU {index} (`nvidia-smi`), its clocks and cooling (`nvidia-smi -q -d PERFORMANCE -i {index}`), and "
+        "that every device gets the same share of the batch"
+    )
 
 
 def device_name(trace_name: str) -> str:
-    """"/device:GPU:0" as "GPU 0"."""
+    """ "/device:GPU:0" as "GPU 0"."""
     kind, _, index = trace_name.rpartition(":")
     return f"{kind.rsplit('/', 1)[-1].replace('device:', '')} {index}" if index.isdigit() else trace_name
 
@@ -190,21 +215,29 @@ def collectives_waited(r: WatchRecord, main: WatchedFit) -> Cause | None:
     if found is None:
         return None
     devices, worst, share = found
-    return Cause(code="collectives_waited", saving_share=share,
-                 message=f"the step waits for its all-reduce: {worst.collectives_alone_ms:.1f} ms of "
-                         f"{worst.span_ms:.1f} with nothing else running on {device_name(worst.device)}",
-                 evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
-                          + "; ".join(f"{device_name(d.device)} collectives {d.collectives_ms:.1f} ms a step, "
-                                      f"{d.collectives_alone_ms:.1f} ms alone" for d in devices[:4]),
-                 fix=f"{more_samples_per_exchange(main)}; where the step is this short, fewer devices can train "
-                     "faster (compare with `gpuscout tune`)")
+    return Cause(
+        code="collectives_waited",
+        saving_share=share,
+        message=f"the step waits for its all-reduce: {worst.collectives_alone_ms:.1f} ms of "
+        f"{worst.span_ms:.1f} with nothing else running on {device_name(worst.device)}",
+        evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
+        + "; ".join(
+            f"{device_name(d.device)} collectives {d.collectives_ms:.1f} ms a step, "
+            f"{d.collectives_alone_ms:.1f} ms alone"
+            for d in devices[:4]
+        ),
+        fix=f"{more_samples_per_exchange(main)}; where the step is this short, fewer devices can train "
+        "faster (compare with `gpuscout tune`)",
+    )
 
 
 def more_samples_per_exchange(main: WatchedFit) -> str:
     """The change for an exchange that costs the step: the same bytes for more samples."""
-    return (f"send the same gradients for more samples: a per-device batch larger than "
-            f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE})"
-            + (f"; {NO_ACCUMULATION_ON_JAX}" if main.backend == "jax" else ""))
+    return (
+        f"send the same gradients for more samples: a per-device batch larger than "
+        f"{per_device_batch(main) or 'this one'} ({LEARNING_RATE_NOTE})"
+        + (f"; {NO_ACCUMULATION_ON_JAX}" if main.backend == "jax" else "")
+    )
 
 
 def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
@@ -212,14 +245,20 @@ def compute_slowed(r: WatchRecord, main: WatchedFit) -> Cause | None:
     if found is None:
         return None
     devices, worst, share = found
-    return Cause(code="compute_slowed_by_collectives", saving_share=share,
-                 message=f"computation runs slower beside the all-reduce: {worst.slowed_beside_collectives_ms:.1f} ms "
-                         f"a step of {worst.span_ms:.1f} on {device_name(worst.device)}, beyond what the same kernels "
-                         "take with no collective running",
-                 evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
-                          + "; ".join(f"{device_name(d.device)} {d.slowed_beside_collectives_ms:.1f} ms slower beside "
-                                      f"{d.collectives_ms:.1f} ms of collectives" for d in devices[:4]),
-                 fix="the all-reduce holds SMs and memory bandwidth that the kernels beside it would use (cuBLAS's "
-                     "GEMMs on Hopper are often sized to one wave over every SM and lose part of it to NCCL's): "
-                     f"{more_samples_per_exchange(main)}. Fewer NCCL channels (NCCL_MAX_CTAS) slow the exchange more "
-                     "than they spare the computation (docs/benchmarks.md)")
+    return Cause(
+        code="compute_slowed_by_collectives",
+        saving_share=share,
+        message=f"computation runs slower beside the all-reduce: {worst.slowed_beside_collectives_ms:.1f} ms "
+        f"a step of {worst.span_ms:.1f} on {device_name(worst.device)}, beyond what the same kernels "
+        "take with no collective running",
+        evidence=f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: "
+        + "; ".join(
+            f"{device_name(d.device)} {d.slowed_beside_collectives_ms:.1f} ms slower beside "
+            f"{d.collectives_ms:.1f} ms of collectives"
+            for d in devices[:4]
+        ),
+        fix="the all-reduce holds SMs and memory bandwidth that the kernels beside it would use (cuBLAS's "
+        "GEMMs on Hopper are often sized to one wave over every SM and lose part of it to NCCL's): "
+        f"{more_samples_per_exchange(main)}. Fewer NCCL channels (NCCL_MAX_CTAS) slow the exchange more "
+        "than they spare the computation (docs/benchmarks.md)",
+    )

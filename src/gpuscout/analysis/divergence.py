@@ -20,7 +20,7 @@ FLOAT16_MAX = 65504.0
 
 
 def not_finite(value) -> str | None:
-    """"NaN", "inf" or "-inf" for a number that is one of them; None for anything else."""
+    """ "NaN", "inf" or "-inf" for a number that is one of them; None for anything else."""
     if not isinstance(value, float) or math.isfinite(value):
         return None
     return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -44,8 +44,12 @@ def find(fit: WatchedFit) -> Divergence | None:
         losses = [k for k in epoch.logs if _is_loss(k) and not_finite(epoch.logs[k])]
         if losses:
             name = "loss" if "loss" in losses else losses[0]
-            return Divergence(metric=name, value=not_finite(epoch.logs[name]), epoch=epoch.epoch,
-                              last_finite=_finite_before(epochs, epoch, name))
+            return Divergence(
+                metric=name,
+                value=not_finite(epoch.logs[name]),
+                epoch=epoch.epoch,
+                last_finite=_finite_before(epochs, epoch, name),
+            )
     value = not_finite(fit.last_loss)
     if value is not None:
         return Divergence(metric="loss", value=value, epoch=_number(None, epochs, fit))
@@ -63,9 +67,15 @@ def _by_window(fit: WatchedFit, epochs: list[WatchEpoch]) -> Divergence | None:
         steps += window.steps
         value = not_finite(window.loss)
         if value is not None:
-            return Divergence(metric="loss", value=value, epoch=_number(epoch, epochs, fit),
-                              first_step=(last_finite_step or 0) + 1, last_step=steps, last_finite=last_finite,
-                              last_finite_step=last_finite_step)
+            return Divergence(
+                metric="loss",
+                value=value,
+                epoch=_number(epoch, epochs, fit),
+                first_step=(last_finite_step or 0) + 1,
+                last_step=steps,
+                last_finite=last_finite,
+                last_finite_step=last_finite_step,
+            )
         if window.loss is not None:
             last_finite, last_finite_step = window.loss, steps
     return None
@@ -95,11 +105,14 @@ def _finite_before(epochs: list[WatchEpoch], epoch: WatchEpoch, name: str) -> fl
 
 
 def where(d: Divergence, fit: WatchedFit | None = None) -> str:
-    """"in epoch 5, at a step between 121 and 240 (of 500)", in words."""
+    """ "in epoch 5, at a step between 121 and 240 (of 500)", in words."""
     of = f" (of {fit.steps_per_epoch})" if fit is not None and fit.steps_per_epoch else ""
     if d.first_step is not None and d.last_step is not None:
-        steps = (f"at step {d.last_step}{of}" if d.first_step == d.last_step
-                 else f"at a step between {d.first_step} and {d.last_step}{of}")
+        steps = (
+            f"at step {d.last_step}{of}"
+            if d.first_step == d.last_step
+            else f"at a step between {d.first_step} and {d.last_step}{of}"
+        )
         return f"in epoch {d.epoch}, {steps}" if d.epoch is not None else steps
     return f"in epoch {d.epoch}" if d.epoch is not None else "by its last step"
 
@@ -118,13 +131,20 @@ def cause(fit: WatchedFit | None) -> Cause | None:
         if d.first_step is not None:
             before += " (Keras' epoch mean carries one bad step to the epoch's end)"
     rate = _rate_when(fit, d)
-    setting = ", ".join(s for s in (_optimizer_text(fit, rate), f"precision {fit.precision_policy}"
-                                    if fit.precision_policy else None) if s)
+    setting = ", ".join(
+        s
+        for s in (_optimizer_text(fit, rate), f"precision {fit.precision_policy}" if fit.precision_policy else None)
+        if s
+    )
     checks, snippet = _checks(fit, d, rate)
-    return Cause(code="loss_not_finite", saving_share=None,
-                 message=f"{said}: the training diverged, and the figures are of steps that learn nothing",
-                 evidence="; ".join(s for s in (before, setting) if s) or f"fit's logs: {d.metric} {d.value}",
-                 fix="; ".join(checks), code_snippet=snippet)
+    return Cause(
+        code="loss_not_finite",
+        saving_share=None,
+        message=f"{said}: the training diverged, and the figures are of steps that learn nothing",
+        evidence="; ".join(s for s in (before, setting) if s) or f"fit's logs: {d.metric} {d.value}",
+        fix="; ".join(checks),
+        code_snippet=snippet,
+    )
 
 
 def _rate_when(fit: WatchedFit, d: Divergence) -> float | None:
@@ -155,31 +175,48 @@ def _checks(fit: WatchedFit, d: Divergence, learning_rate: float | None) -> tupl
     rate = f" ({learning_rate:g} then)" if learning_rate is not None else ""
     checks = []
     if learning_rate is not None and fit.learning_rate is not None and learning_rate > 10 * fit.learning_rate:
-        checks.append(f"the learning rate rose from {fit.learning_rate:g} to {learning_rate:g} by that epoch: look at "
-                      "the schedule or the callback that sets it")
+        checks.append(
+            f"the learning rate rose from {fit.learning_rate:g} to {learning_rate:g} by that epoch: look at "
+            "the schedule or the callback that sets it"
+        )
     if policy == "mixed_float16":
         scaled = fit.optimizer is not None and fit.optimizer.startswith("LossScaleOptimizer")
-        checks.append(f"float16 overflows past {FLOAT16_MAX:,.0f}: "
-                      + ("the loss is scaled (LossScaleOptimizer), so look for an activation or a custom loss that "
-                         "overflows in float16" if scaled else
-                         f"{optimizer} is not a LossScaleOptimizer: set the mixed_float16 policy before model.compile "
-                         "(fit then scales the loss), or wrap it in keras.optimizers.LossScaleOptimizer")
-                      + "; keep the output layer and the loss in float32 (dtype='float32' on the last layer)")
+        checks.append(
+            f"float16 overflows past {FLOAT16_MAX:,.0f}: "
+            + (
+                "the loss is scaled (LossScaleOptimizer), so look for an activation or a custom loss that "
+                "overflows in float16"
+                if scaled
+                else f"{optimizer} is not a LossScaleOptimizer: set the mixed_float16 policy before model.compile "
+                "(fit then scales the loss), or wrap it in keras.optimizers.LossScaleOptimizer"
+            )
+            + "; keep the output layer and the loss in float32 (dtype='float32' on the last layer)"
+        )
     elif policy == "mixed_bfloat16":
-        checks.append("bfloat16 keeps 8 bits of mantissa: keep the output layer, the softmax and the loss in float32 "
-                      "(dtype='float32' on the last layer) and normalisation layers in float32; run a few epochs in "
-                      "float32 to see whether precision is the cause")
-    checks.append(f"lower {optimizer}'s learning rate{rate}, tenfold until the loss falls, or add a warm-up; clip "
-                  "the gradients (clipnorm=1.0 in the optimizer)")
-    checks.append("check the inputs and targets for NaN or inf (np.isfinite(x).all()) and a custom loss for a log of "
-                  "zero or a division by zero")
+        checks.append(
+            "bfloat16 keeps 8 bits of mantissa: keep the output layer, the softmax and the loss in float32 "
+            "(dtype='float32' on the last layer) and normalisation layers in float32; run a few epochs in "
+            "float32 to see whether precision is the cause"
+        )
+    checks.append(
+        f"lower {optimizer}'s learning rate{rate}, tenfold until the loss falls, or add a warm-up; clip "
+        "the gradients (clipnorm=1.0 in the optimizer)"
+    )
+    checks.append(
+        "check the inputs and targets for NaN or inf (np.isfinite(x).all()) and a custom loss for a log of "
+        "zero or a division by zero"
+    )
     if d.metric != "loss":
-        checks.append(f"only {d.metric} went {d.value}: the validation data (or its preprocessing) holds values "
-                      "the training data does not")
+        checks.append(
+            f"only {d.metric} went {d.value}: the validation data (or its preprocessing) holds values "
+            "the training data does not"
+        )
     lr = learning_rate / 10 if learning_rate is not None else 1e-4
-    snippet = ("model.compile(optimizer=keras.optimizers." + _optimizer_class(fit) + f"(learning_rate={lr:g}, "
-               "clipnorm=1.0), ...)\n"
-               "model.fit(..., callbacks=[keras.callbacks.TerminateOnNaN()])  # stops at the first NaN step")
+    snippet = (
+        "model.compile(optimizer=keras.optimizers." + _optimizer_class(fit) + f"(learning_rate={lr:g}, "
+        "clipnorm=1.0), ...)\n"
+        "model.fit(..., callbacks=[keras.callbacks.TerminateOnNaN()])  # stops at the first NaN step"
+    )
     return checks, snippet
 
 

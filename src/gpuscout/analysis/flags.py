@@ -35,24 +35,31 @@ INPUT_BOUND_HIGH = 0.20
 def variance_flags(throughputs: list[float], cv: float | None) -> list[Flag]:
     flags = []
     if cv is not None and cv > HIGH_VARIANCE_CV:
-        flags.append(Flag(
-            code="high_variance", message=f"throughput varied by {cv:.1%} (CV) across windows",
-            hint="close other programs using this GPU/CPU, raise --windows or --window-seconds, "
-                 "and check the throttled flag"))
+        flags.append(
+            Flag(
+                code="high_variance",
+                message=f"throughput varied by {cv:.1%} (CV) across windows",
+                hint="close other programs using this GPU/CPU, raise --windows or --window-seconds, "
+                "and check the throttled flag",
+            )
+        )
     if len(throughputs) >= 3:
         median_rest = statistics.median(throughputs[1:])
         if throughputs[0] < (1 - SLOW_FIRST_WINDOW) * median_rest:
-            flags.append(Flag(
-                code="slow_first_window",
-                message=f"the first window was {1 - throughputs[0] / median_rest:.0%} slower than the others",
-                hint="warm-up was too short for this workload: raise --warmup-steps"))
+            flags.append(
+                Flag(
+                    code="slow_first_window",
+                    message=f"the first window was {1 - throughputs[0] / median_rest:.0%} slower than the others",
+                    hint="warm-up was too short for this workload: raise --warmup-steps",
+                )
+            )
     return flags
 
 
-def throttle_flag(slowdown_reasons: list[str], sm_clock_mean_mhz: float | None,
-                  sm_clock_max_mhz: int | None) -> Flag | None:
-    share = (sm_clock_mean_mhz / sm_clock_max_mhz
-             if sm_clock_mean_mhz is not None and sm_clock_max_mhz else None)
+def throttle_flag(
+    slowdown_reasons: list[str], sm_clock_mean_mhz: float | None, sm_clock_max_mhz: int | None
+) -> Flag | None:
+    share = sm_clock_mean_mhz / sm_clock_max_mhz if sm_clock_mean_mhz is not None and sm_clock_max_mhz else None
     reasons = [r for r in slowdown_reasons if r != "sw_power_cap"]
     if "sw_power_cap" in slowdown_reasons and (share is None or share < POWER_CAP_CLOCK_SHARE):
         reasons.append("sw_power_cap")
@@ -64,17 +71,23 @@ def throttle_flag(slowdown_reasons: list[str], sm_clock_mean_mhz: float | None,
         parts.append("slowdown reasons " + ", ".join(sorted(reasons)))
     if share is not None:
         parts.append(f"mean SM clock {sm_clock_mean_mhz:.0f} MHz of {sm_clock_max_mhz} MHz max")
-    return Flag(code="throttled", message="the GPU was throttled during the windows: " + "; ".join(parts),
-                hint="numbers reflect this card's cooling and power limit; check airflow and "
-                     "`nvidia-smi -q -d PERFORMANCE` before comparing with another machine")
+    return Flag(
+        code="throttled",
+        message="the GPU was throttled during the windows: " + "; ".join(parts),
+        hint="numbers reflect this card's cooling and power limit; check airflow and "
+        "`nvidia-smi -q -d PERFORMANCE` before comparing with another machine",
+    )
 
 
 def shared_flag(other_pids: list[int]) -> Flag | None:
     if not other_pids:
         return None
     pids = ", ".join(str(p) for p in sorted(set(other_pids)))
-    return Flag(code="gpu_shared", message=f"other compute processes used this GPU (pids {pids})",
-                hint="stop them (see `nvidia-smi`) or pick an idle GPU with --gpu")
+    return Flag(
+        code="gpu_shared",
+        message=f"other compute processes used this GPU (pids {pids})",
+        hint="stop them (see `nvidia-smi`) or pick an idle GPU with --gpu",
+    )
 
 
 def straggler_flag(per_gpu: list[Telemetry]) -> Flag | None:
@@ -94,24 +107,31 @@ def straggler_flag(per_gpu: list[Telemetry]) -> Flag | None:
         why = [f"{clocks[i]:.0f} MHz mean SM clock against {fastest:.0f} MHz on the fastest"] if i in slow else []
         why += [f"slowdown reasons {', '.join(alone[i])}"] if i in alone else []
         parts.append(f"GPU {i}: {'; '.join(why)}")
-    return Flag(code="straggler", message="a straggler held the other GPUs back: " + "; ".join(parts),
-                hint="synchronous training runs at the pace of its slowest GPU: check that GPU's cooling and power "
-                "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i N`), or leave it out with `gpuscout scale --gpu-ids`")
+    return Flag(
+        code="straggler",
+        message="a straggler held the other GPUs back: " + "; ".join(parts),
+        hint="synchronous training runs at the pace of its slowest GPU: check that GPU's cooling and power "
+        "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i N`), or leave it out with `gpuscout scale --gpu-ids`",
+    )
 
 
 def input_flag(input_wait_share: float | None) -> Flag | None:
     if input_wait_share is None or input_wait_share <= INPUT_BOUND_MODERATE:
         return None
     band = "highly" if input_wait_share > INPUT_BOUND_HIGH else "moderately"
-    return Flag(code="input_bound",
-                message=f"{band} input-bound: {input_wait_share:.0%} of step time waiting for input",
-                hint="parallelise and prefetch the input pipeline (tf.data AUTOTUNE), cache decoded "
-                "data, or compare with --data synthetic to see what the model alone reaches")
+    return Flag(
+        code="input_bound",
+        message=f"{band} input-bound: {input_wait_share:.0%} of step time waiting for input",
+        hint="parallelise and prefetch the input pipeline (tf.data AUTOTUNE), cache decoded "
+        "data, or compare with --data synthetic to see what the model alone reaches",
+    )
 
 
 def loss_flag(loss: float | None) -> Flag | None:
     if loss is None or loss == loss and abs(loss) != float("inf"):
         return None
-    return Flag(code="loss_not_finite", message=f"the training loss became {loss}",
-                hint="this precision broke training: use mixed_float16 with loss scaling, "
-                "mixed_bfloat16, or fp32")
+    return Flag(
+        code="loss_not_finite",
+        message=f"the training loss became {loss}",
+        hint="this precision broke training: use mixed_float16 with loss scaling, mixed_bfloat16, or fp32",
+    )

@@ -16,52 +16,65 @@ def input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
     if input_type in ("numpy", "jax array") and backend == "jax":
         # keras' array_slicing.convert_to_sliceable: a jax array becomes a host numpy array first
         moved = "a JAX array is copied to host memory whole, then " if input_type == "jax array" else ""
-        return (f"fit on in-memory arrays: {moved}each batch is gathered on one host thread and copied to the "
-                "GPU. Keep the data on the GPU and hand fit device batches (or store uint8 and scale in the "
-                "model: 4x fewer bytes per batch)",
-                "x_gpu, y_gpu = jax.device_put(x), jax.device_put(y)   # once\n"
-                "\n"
-                "def batches():  # device slices: nothing crosses the host\n"
-                "    while True:\n"
-                "        for i in range(0, len(x_gpu) - batch_size + 1, batch_size):\n"
-                "            yield x_gpu[i:i + batch_size], y_gpu[i:i + batch_size]\n"
-                "\n"
-                "model.fit(batches(), steps_per_epoch=len(x_gpu) // batch_size, epochs=...)")
+        return (
+            f"fit on in-memory arrays: {moved}each batch is gathered on one host thread and copied to the "
+            "GPU. Keep the data on the GPU and hand fit device batches (or store uint8 and scale in the "
+            "model: 4x fewer bytes per batch)",
+            "x_gpu, y_gpu = jax.device_put(x), jax.device_put(y)   # once\n"
+            "\n"
+            "def batches():  # device slices: nothing crosses the host\n"
+            "    while True:\n"
+            "        for i in range(0, len(x_gpu) - batch_size + 1, batch_size):\n"
+            "            yield x_gpu[i:i + batch_size], y_gpu[i:i + batch_size]\n"
+            "\n"
+            "model.fit(batches(), steps_per_epoch=len(x_gpu) // batch_size, epochs=...)",
+        )
     if input_type == "generator":
-        return (f"a Python generator feeds one batch at a time from one thread: run it in {workers} workers "
-                "(a keras.utils.PyDataset), or build the batches with tf.data",
-                "class Batches(keras.utils.PyDataset):\n"
-                "    def __init__(self):\n"
-                f"        super().__init__(workers={workers}, use_multiprocessing=True)\n"
-                "    def __len__(self):\n"
-                "        return steps_per_epoch\n"
-                "    def __getitem__(self, i):\n"
-                "        return make_batch(i)   # what the generator yielded\n"
-                "\n"
-                "model.fit(Batches(), epochs=...)")
+        return (
+            f"a Python generator feeds one batch at a time from one thread: run it in {workers} workers "
+            "(a keras.utils.PyDataset), or build the batches with tf.data",
+            "class Batches(keras.utils.PyDataset):\n"
+            "    def __init__(self):\n"
+            f"        super().__init__(workers={workers}, use_multiprocessing=True)\n"
+            "    def __len__(self):\n"
+            "        return steps_per_epoch\n"
+            "    def __getitem__(self, i):\n"
+            "        return make_batch(i)   # what the generator yielded\n"
+            "\n"
+            "model.fit(Batches(), epochs=...)",
+        )
     if input_type == "PyDataset":
         work = main.sample_work.function if main.sample_work else None
         if work is not None and work.layers:  # its augmentation told as layers (child/sample_work.py)
             short = work.name.split(".")[-1]
-            return (f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
-                    "batch, one image at a time on the host: do it in the model with Keras preprocessing layers "
-                    "(on the device, the batch at once, only in training); `gpuscout tune` measures it",
-                    f"model = keras.Sequential([keras.Input(shape={tuple(work.input_shape or ())}), "
-                    f"{', '.join(layer.code() for layer in work.layers)}, model])  # before compile\n"
-                    f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)"
-                    + ("\n# RandomCropEach: a crop per image that keeps XLA on; `gpuscout tune --patch` writes it"
-                       if any(layer.own for layer in work.layers) else ""))
+            return (
+                f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
+                "batch, one image at a time on the host: do it in the model with Keras preprocessing layers "
+                "(on the device, the batch at once, only in training); `gpuscout tune` measures it",
+                f"model = keras.Sequential([keras.Input(shape={tuple(work.input_shape or ())}), "
+                f"{', '.join(layer.code() for layer in work.layers)}, model])  # before compile\n"
+                f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)"
+                + (
+                    "\n# RandomCropEach: a crop per image that keeps XLA on; `gpuscout tune --patch` writes it"
+                    if any(layer.own for layer in work.layers)
+                    else ""
+                ),
+            )
         text, code = pydataset_fix(main.input_workers, main.input_multiprocessing, workers)
         if work is not None and work.share >= SAMPLE_WORK_SHARE:  # named, not told (a plain watch)
-            text = (f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
-                    f"batch on the host: {text}; or that work in the model (`gpuscout tune` tells whether it can be "
-                    "Keras layers on the device)")
+            text = (
+                f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
+                f"batch on the host: {text}; or that work in the model (`gpuscout tune` tells whether it can be "
+                "Keras layers on the device)"
+            )
         return text, code
-    return ("parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
-            "dataset = (dataset.cache()\n"
-            "           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
-            "           .batch(batch_size)\n"
-            "           .prefetch(tf.data.AUTOTUNE))")
+    return (
+        "parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
+        "dataset = (dataset.cache()\n"
+        "           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "           .batch(batch_size)\n"
+        "           .prefetch(tf.data.AUTOTUNE))",
+    )
 
 
 def pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tuple[str, str]:
@@ -71,13 +84,18 @@ def pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tupl
     H100 host: 6 threads ~1.0x, 6 processes ~1.4x over one thread, docs/watch.md)."""
     have = have or 1
     if have > 1 and not processes:
-        return (f"it already has {have} worker threads: threads barely overlap pure-Python work under the GIL, "
-                f"so use processes (use_multiprocessing=True, {max(needed, have)} workers)",
-                f"super().__init__(workers={max(needed, have)}, use_multiprocessing=True)")
+        return (
+            f"it already has {have} worker threads: threads barely overlap pure-Python work under the GIL, "
+            f"so use processes (use_multiprocessing=True, {max(needed, have)} workers)",
+            f"super().__init__(workers={max(needed, have)}, use_multiprocessing=True)",
+        )
     if processes and have >= needed:
-        return (f"it already has {have} worker processes, as many as the wait asks for: make each batch cheaper "
-                "(move the work into the model or a tf.data map)",
-                "dataset = tf.data.Dataset.from_tensor_slices(raw).map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)")
-    return (f"give the PyDataset more workers ({needed}, it has {have}) and processes",
-            f"super().__init__(workers={needed}, use_multiprocessing=True,\n"
-            f"                 max_queue_size={2 * needed})")
+        return (
+            f"it already has {have} worker processes, as many as the wait asks for: make each batch cheaper "
+            "(move the work into the model or a tf.data map)",
+            "dataset = tf.data.Dataset.from_tensor_slices(raw).map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)",
+        )
+    return (
+        f"give the PyDataset more workers ({needed}, it has {have}) and processes",
+        f"super().__init__(workers={needed}, use_multiprocessing=True,\n                 max_queue_size={2 * needed})",
+    )

@@ -45,27 +45,45 @@ def keepable(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:
     if seen.stopped:
         return f"whether the batches repeat could not be checked: {seen.stopped}"
     if not seen.checked:
-        return ("no batch came again in the run (it ended within the first epoch)" if seen.order == "epoch" else
-                "the generator's first batch never came again in the run: it repeats with no period seen, or not")
+        return (
+            "no batch came again in the run (it ended within the first epoch)"
+            if seen.order == "epoch"
+            else "the generator's first batch never came again in the run: it repeats with no period seen, or not"
+        )
     if seen.same < seen.checked:
-        unit = "read after the first epoch were new ones" if seen.order == "epoch" else \
-            "differed from the batch one period before"
-        return (f"{seen.checked - seen.same} of {seen.checked} batches {unit} (random augmentation or "
-                "shuffling): keeping them would change what the model sees")
+        unit = (
+            "read after the first epoch were new ones"
+            if seen.order == "epoch"
+            else "differed from the batch one period before"
+        )
+        return (
+            f"{seen.checked - seen.same} of {seen.checked} batches {unit} (random augmentation or "
+            "shuffling): keeping them would change what the model sees"
+        )
     size = seen.bytes or 0
     if host_memory_bytes and size > CACHE_MEMORY_SHARE * host_memory_bytes:
-        return (f"the batches repeat, but keeping them takes {gib(size)}, more than half of the host's "
-                f"{gib(host_memory_bytes)}")
+        return (
+            f"the batches repeat, but keeping them takes {gib(size)}, more than half of the host's "
+            f"{gib(host_memory_bytes)}"
+        )
     if seen.order == "epoch":
-        what = (f"the {seen.checked} batches read after the first epoch were all among the {seen.batches} the "
-                "dataset made before (the same batch for an index every epoch)")
+        what = (
+            f"the {seen.checked} batches read after the first epoch were all among the {seen.batches} the "
+            "dataset made before (the same batch for an index every epoch)"
+        )
         code = "model.fit(CachedBatches(dataset), ...)"
     else:
-        what = (f"the generator's batches repeat every {seen.period} batches ({seen.checked} checked against the "
-                "period before)")
+        what = (
+            f"the generator's batches repeat every {seen.period} batches ({seen.checked} checked against the "
+            "period before)"
+        )
         code = f"model.fit(replayed(batches, period={seen.period}), ...)"
-    return Keepable(evidence=f"{what}: keeping them takes {gib(size)} of host memory", bytes=size,
-                    period=seen.period if seen.order == "stream" else None, code=code)
+    return Keepable(
+        evidence=f"{what}: keeping them takes {gib(size)} of host memory",
+        bytes=size,
+        period=seen.period if seen.order == "stream" else None,
+        code=code,
+    )
 
 
 def _keepable_map(main: WatchedFit, host_memory_bytes: int | None) -> Keepable | str:
@@ -83,33 +101,44 @@ def _keepable_map(main: WatchedFit, host_memory_bytes: int | None) -> Keepable |
     for i in reversed(maps):
         op = ops[i]
         where = f"{Path(op.file).name}:{op.line}"
-        if any(o.op == "cache" for o in ops[i + 1:]):
+        if any(o.op == "cache" for o in ops[i + 1 :]):
             return f"the pipeline caches after the map at {where} already"
         if any(o.op == "shuffle" for o in ops[:i]):
             why = why or f"the map at {where} comes after a shuffle: a cache would freeze the first epoch's order"
             continue
         if op.repeats is None:
-            why = why or f"whether the map at {where} makes the same elements again was not checked" + \
-                (f" ({op.repeats_note})" if op.repeats_note else "")
+            why = why or f"whether the map at {where} makes the same elements again was not checked" + (
+                f" ({op.repeats_note})" if op.repeats_note else ""
+            )
             continue
         if not op.repeats:
-            why = why or (f"the map at {where} made different elements in two passes (random augmentation, or "
-                          "a shuffle before it): keeping them would change what the model sees")
+            why = why or (
+                f"the map at {where} made different elements in two passes (random augmentation, or "
+                "a shuffle before it): keeping them would change what the model sees"
+            )
             continue
         if op.elements is None:
-            why = why or (f"the map at {where} makes {'endless' if op.endless else 'an unknown number of'} "
-                          "elements: a cache after it would not end")
+            why = why or (
+                f"the map at {where} makes {'endless' if op.endless else 'an unknown number of'} "
+                "elements: a cache after it would not end"
+            )
             continue
         size = op.elements * (op.element_bytes or 0)
         if host_memory_bytes and size > CACHE_MEMORY_SHARE * host_memory_bytes:
-            why = why or (f"the map at {where} repeats, but keeping its {op.elements:,} elements takes {gib(size)}, "
-                          f"more than half of the host's {gib(host_memory_bytes)}")
+            why = why or (
+                f"the map at {where} repeats, but keeping its {op.elements:,} elements takes {gib(size)}, "
+                f"more than half of the host's {gib(host_memory_bytes)}"
+            )
             continue
-        return Keepable(evidence=f"the map at {where} made its first elements the same in two passes, "
-                                 f"{op.elements:,} elements of {gib(op.element_bytes or 0)}: keeping them takes "
-                                 f"{gib(size)} of host memory",
-                        bytes=size, period=None, at=f"{op.file}:{op.line}",
-                        code=f"dataset = dataset.map(...).cache()   # {where}: after the map, before what is random")
+        return Keepable(
+            evidence=f"the map at {where} made its first elements the same in two passes, "
+            f"{op.elements:,} elements of {gib(op.element_bytes or 0)}: keeping them takes "
+            f"{gib(size)} of host memory",
+            bytes=size,
+            period=None,
+            at=f"{op.file}:{op.line}",
+            code=f"dataset = dataset.map(...).cache()   # {where}: after the map, before what is random",
+        )
     return why
 
 
@@ -123,7 +152,9 @@ def definition(name: str) -> str:
     text = FIXES.read_text()
     for node in ast.parse(text).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-            lines = text.splitlines()[min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1:node.end_lineno]
+            lines = text.splitlines()[
+                min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1 : node.end_lineno
+            ]
             return "\n".join(lines)  # with its decorators, which ast's own segment leaves out
     raise KeyError(name)
 

@@ -38,8 +38,7 @@ ALLREDUCE_EXPLAINS = 0.25
 # that (the compiled step of an AdamW(gradient_accumulation_steps=2) under DataParallel on two CPU
 # devices: its one all-reduce outside the optimizer's conditionals; docs/benchmarks.md). Said by
 # `scale`'s small_batch and by watch's exchange causes (analysis/devices.py).
-NO_ACCUMULATION_ON_JAX = ("Keras' gradient_accumulation_steps would not: on jax it adds up gradients already "
-                          "exchanged")
+NO_ACCUMULATION_ON_JAX = "Keras' gradient_accumulation_steps would not: on jax it adds up gradients already exchanged"
 
 
 def expected_efficiency(devices: int, interconnect: str | None) -> float:
@@ -85,8 +84,9 @@ def allreduce_s(params: int, devices: int, gbs: float | None) -> float | None:
     return 2 * (devices - 1) / devices * params * GRADIENT_BYTES_PER_PARAM / (gbs * 1e9)
 
 
-def against_each_alone(samples_per_s: float, windows: list[float], used: list[int],
-                       alone: dict[int, tuple[float, list[float]]], ratio_ci) -> dict | None:
+def against_each_alone(
+    samples_per_s: float, windows: list[float], used: list[int], alone: dict[int, tuple[float, list[float]]], ratio_ci
+) -> dict | None:
     """Efficiency of a run over the GPUs `used` against each of them measured alone (`alone`: GPU
     -> its one-GPU samples/s and window rates). Data parallelism steps in lockstep, so N GPUs can
     at most run at N times the slowest of them alone: a GPU that is slower on its own (one of two
@@ -98,14 +98,20 @@ def against_each_alone(samples_per_s: float, windows: list[float], used: list[in
     rate, rates = alone[slowest]
     low, high = ratio_ci(windows, rates)
     devices = len(used)
-    return {"value": samples_per_s / rate / devices, "ci95_low": low / devices, "ci95_high": high / devices,
-            "slowest_gpu": slowest, "slowest_vs_first": rate / alone[used[0]][0],
-            "alone_samples_per_s": {str(g): alone[g][0] for g in used}}
+    return {
+        "value": samples_per_s / rate / devices,
+        "ci95_low": low / devices,
+        "ci95_high": high / devices,
+        "slowest_gpu": slowest,
+        "slowest_vs_first": rate / alone[used[0]][0],
+        "alone_samples_per_s": {str(g): alone[g][0] for g in used},
+    }
 
 
 @dataclass(frozen=True)
 class Cause:
-    code: str  # failed | cpu_devices | input_pipeline | straggler | not_nccl | pcie | sync_batchnorm | small_batch | unexplained
+    # failed | cpu_devices | input_pipeline | straggler | not_nccl | pcie | sync_batchnorm | small_batch | unexplained
+    code: str
     message: str
     try_: str  # what to try
 
@@ -161,61 +167,117 @@ def _larger_batch(s: Situation) -> str:
     expected = expected_efficiency(s.devices, s.interconnect)
     multiple, reached = batch_multiple(s.step_s - s.outside_s, s.outside_s, expected)
     larger = multiple * s.per_device_batch_size
-    memory = ("if it fits in memory" if s.largest_batch is None else
-              f"and gpuscout's memory model fits up to {s.largest_batch} a GPU" if larger <= s.largest_batch else
-              f"but gpuscout's memory model fits at most {s.largest_batch} a GPU")
-    return (f"--batch-size {larger}: the same {s.outside_s * 1e3:.1f} ms outside compute in a step {multiple}x as "
-            f"long would leave about {reached:.0%}, {memory}; ")
+    memory = (
+        "if it fits in memory"
+        if s.largest_batch is None
+        else f"and gpuscout's memory model fits up to {s.largest_batch} a GPU"
+        if larger <= s.largest_batch
+        else f"but gpuscout's memory model fits at most {s.largest_batch} a GPU"
+    )
+    return (
+        f"--batch-size {larger}: the same {s.outside_s * 1e3:.1f} ms outside compute in a step {multiple}x as "
+        f"long would leave about {reached:.0%}, {memory}; "
+    )
 
 
 def diagnose(s: Situation) -> list[Cause]:
     """The likely causes of scaling below expectation, most specific evidence first; empty
     when the count scales as expected."""
     if s.status != "ok":
-        return [Cause("failed", f"the {s.devices}-device run ended {s.status}",
-                      "see the run's error (gpuscout results show RUN_ID); a timeout usually means a hung collective: "
-                      "check NCCL_DEBUG=INFO output and the topology")]
+        return [
+            Cause(
+                "failed",
+                f"the {s.devices}-device run ended {s.status}",
+                "see the run's error (gpuscout results show RUN_ID); a timeout usually means a hung collective: "
+                "check NCCL_DEBUG=INFO output and the topology",
+            )
+        ]
     if s.efficiency is None or s.efficiency >= expected_efficiency(s.devices, s.interconnect):
         return []
     causes = []
     if s.device_kind == "cpu":
-        causes.append(Cause("cpu_devices", "the devices are logical CPU devices sharing the same cores: "
-                            "their scaling says nothing about GPUs", "run on GPUs to measure scaling"))
+        causes.append(
+            Cause(
+                "cpu_devices",
+                "the devices are logical CPU devices sharing the same cores: their scaling says nothing about GPUs",
+                "run on GPUs to measure scaling",
+            )
+        )
     if s.data != "synthetic" and (s.input_wait_share or 0) >= INPUT_WAIT_CAUSE:
-        causes.append(Cause("input_pipeline", f"the input pipeline: {s.input_wait_share:.0%} of the step waiting for "
-                            "input with every GPU asking for its share",
-                            "parallelise the host pipeline (tf.data map num_parallel_calls=AUTOTUNE, prefetch), cache "
-                            "decoded data, or check with --data synthetic what the GPUs reach without it"))
+        causes.append(
+            Cause(
+                "input_pipeline",
+                f"the input pipeline: {s.input_wait_share:.0%} of the step waiting for "
+                "input with every GPU asking for its share",
+                "parallelise the host pipeline (tf.data map num_parallel_calls=AUTOTUNE, prefetch), cache "
+                "decoded data, or check with --data synthetic what the GPUs reach without it",
+            )
+        )
     if s.straggler:
         causes.append(Cause("straggler", s.straggler, "fix or leave out the slow GPU (--gpu-ids)"))
-    if s.device_kind == "gpu" and s.backend == "tensorflow" and s.all_reduce and "Nccl" not in s.all_reduce \
-            and "NCCL" not in s.all_reduce:
-        causes.append(Cause("not_nccl", f"gradients were summed by {s.all_reduce}, not NCCL",
-                            "MirroredStrategy(cross_device_ops=tf.distribute.NcclAllReduce()); check that NCCL "
-                            "is in the TensorFlow build (gpuscout doctor)"))
+    if (
+        s.device_kind == "gpu"
+        and s.backend == "tensorflow"
+        and s.all_reduce
+        and "Nccl" not in s.all_reduce
+        and "NCCL" not in s.all_reduce
+    ):
+        causes.append(
+            Cause(
+                "not_nccl",
+                f"gradients were summed by {s.all_reduce}, not NCCL",
+                "MirroredStrategy(cross_device_ops=tf.distribute.NcclAllReduce()); check that NCCL "
+                "is in the TensorFlow build (gpuscout doctor)",
+            )
+        )
     if s.interconnect == "PCIe":
-        estimate = f" (the gradient all-reduce alone takes >= {s.allreduce_estimate_s * 1e3:.1f} ms)" \
-            if s.allreduce_estimate_s else ""
-        causes.append(Cause("pcie", f"the GPUs share PCIe only, no NVLink{estimate}",
-                            "a larger per-GPU batch amortises the all-reduce; GPUs with NVLink (SXM, NVL) scale better"))
+        estimate = (
+            f" (the gradient all-reduce alone takes >= {s.allreduce_estimate_s * 1e3:.1f} ms)"
+            if s.allreduce_estimate_s
+            else ""
+        )
+        causes.append(
+            Cause(
+                "pcie",
+                f"the GPUs share PCIe only, no NVLink{estimate}",
+                "a larger per-GPU batch amortises the all-reduce; GPUs with NVLink (SXM, NVL) scale better",
+            )
+        )
     if s.batchnorm == "global" and s.batchnorm_layers:
-        causes.append(Cause("sync_batchnorm", f"the model's {s.batchnorm_layers} BatchNormalization layers average their "
-                            "statistics over the global batch (--batchnorm global): small all-reduces in every "
-                            "forward and backward pass, on the critical path",
-                            "drop --batchnorm global: per-GPU statistics (gpuscout's default, as PyTorch DDP and "
-                            "tf.distribute.MirroredStrategy) need only the gradient all-reduce"))
-    explained = (s.allreduce_estimate_s is None or not s.outside_s
-                 or s.allreduce_estimate_s >= ALLREDUCE_EXPLAINS * s.outside_s)
+        causes.append(
+            Cause(
+                "sync_batchnorm",
+                f"the model's {s.batchnorm_layers} BatchNormalization layers average their "
+                "statistics over the global batch (--batchnorm global): small all-reduces in every "
+                "forward and backward pass, on the critical path",
+                "drop --batchnorm global: per-GPU statistics (gpuscout's default, as PyTorch DDP and "
+                "tf.distribute.MirroredStrategy) need only the gradient all-reduce",
+            )
+        )
+    explained = (
+        s.allreduce_estimate_s is None or not s.outside_s or s.allreduce_estimate_s >= ALLREDUCE_EXPLAINS * s.outside_s
+    )
     small = (s.overhead_share or 0) >= OVERHEAD_SMALL_BATCH or (
-        s.allreduce_estimate_s is not None and s.step_s and s.allreduce_estimate_s >= OVERHEAD_SMALL_BATCH * s.step_s)
+        s.allreduce_estimate_s is not None and s.step_s and s.allreduce_estimate_s >= OVERHEAD_SMALL_BATCH * s.step_s
+    )
     if small and explained and s.device_kind == "gpu":
-        causes.append(Cause("small_batch", f"the per-GPU batch of {s.per_device_batch_size} is small for this model: "
-                            f"{(s.overhead_share or 0):.0%} of each step is spent outside compute",
-                            f"raise the per-GPU batch ({_larger_batch(s)}in your own training too), or "
-                            "exchange once per several micro-batches "
-                            f"(PyTorch DDP's no_sync; {NO_ACCUMULATION_ON_JAX})"))
+        causes.append(
+            Cause(
+                "small_batch",
+                f"the per-GPU batch of {s.per_device_batch_size} is small for this model: "
+                f"{(s.overhead_share or 0):.0%} of each step is spent outside compute",
+                f"raise the per-GPU batch ({_larger_batch(s)}in your own training too), or "
+                "exchange once per several micro-batches "
+                f"(PyTorch DDP's no_sync; {NO_ACCUMULATION_ON_JAX})",
+            )
+        )
     if not causes:
-        causes.append(Cause("unexplained", f"{(s.overhead_share or 0):.0%} of each step is outside compute and no "
-                            "single cause stands out", "profile one step (TensorBoard profiler, or "
-                            "nsys profile --trace cuda,nvtx) to see where the time between kernels goes"))
+        causes.append(
+            Cause(
+                "unexplained",
+                f"{(s.overhead_share or 0):.0%} of each step is outside compute and no single cause stands out",
+                "profile one step (TensorBoard profiler, or "
+                "nsys profile --trace cuda,nvtx) to see where the time between kernels goes",
+            )
+        )
     return causes

@@ -27,8 +27,7 @@ def import_scipy_in_background() -> None:
     than import twice. Once imported (tune and scale run many children), there is nothing to do."""
     if "scipy.stats" in sys.modules:
         return
-    threading.Thread(target=__import__, args=("scipy.stats",), daemon=True,
-                     name="gpuscout-import-scipy").start()
+    threading.Thread(target=__import__, args=("scipy.stats",), daemon=True, name="gpuscout-import-scipy").start()
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,15 @@ def summarize(values) -> Summary:
     cv = float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 and np.mean(x) != 0 else None
     low, high = median_ci95(x)
     return Summary(
-        n=int(x.size), median=float(np.median(x)), mean=float(np.mean(x)), min=float(x.min()),
-        max=float(x.max()), iqr=float(q3 - q1), cv=cv, ci95_low=low, ci95_high=high,
+        n=int(x.size),
+        median=float(np.median(x)),
+        mean=float(np.mean(x)),
+        min=float(x.min()),
+        max=float(x.max()),
+        iqr=float(q3 - q1),
+        cv=cv,
+        ci95_low=low,
+        ci95_high=high,
     )
 
 
@@ -68,8 +74,13 @@ def median_ci95(x: np.ndarray) -> tuple[float | None, float | None]:
     from scipy import stats  # not at the top: see import_scipy_in_background
 
     result = stats.bootstrap(
-        (x,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile", rng=np.random.default_rng(BOOTSTRAP_SEED), vectorized=True,
+        (x,),
+        np.median,
+        confidence_level=0.95,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+        vectorized=True,
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
@@ -89,9 +100,14 @@ def across_runs(values) -> dict:
         centre, method = olympic_mean(x), "olympic_mean"
     else:
         centre, method = float(np.mean(x)), "mean"
-    return {"n": int(x.size), "centre": centre, "method": method, "min": float(x.min()),
-            "max": float(x.max()),
-            "cv": float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 else None}
+    return {
+        "n": int(x.size),
+        "centre": centre,
+        "method": method,
+        "min": float(x.min()),
+        "max": float(x.max()),
+        "cv": float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 else None,
+    }
 
 
 def covered_s(intervals: list[tuple[float, float]]) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from gpuscout.record.child import ChildWindow
 from gpuscout.record.run import Telemetry, TelemetrySample
@@ -17,11 +17,15 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarize_telemetry(samples: list[TelemetrySample], windows: Sequence[ChildWindow], samples_measured: int,
-                        interval_s: float, index: int | str | None = None) -> Telemetry:
+def summarize_telemetry(
+    samples: list[TelemetrySample],
+    windows: Sequence[ChildWindow],
+    samples_measured: int,
+    interval_s: float,
+    index: int | str | None = None,
+) -> Telemetry:
     """Figures over the samples that fall inside a timing window (warm-up and compile excluded)."""
-    inside = [s for s in samples
-              if any(w.start_monotonic_s <= s.t_monotonic_s <= w.end_monotonic_s for w in windows)]
+    inside = [s for s in samples if any(w.start_monotonic_s <= s.t_monotonic_s <= w.end_monotonic_s for w in windows)]
     measured_s = sum(w.end_monotonic_s - w.start_monotonic_s for w in windows)
     power = _values(inside, "power_w")
     power_mean = _mean(power)
@@ -42,8 +46,9 @@ def summarize_telemetry(samples: list[TelemetrySample], windows: Sequence[ChildW
         power_mean_w=power_mean,
         power_max_w=max(power) if power else None,
         energy_j=energy_j,
-        energy_j_per_1000_samples=(1000 * energy_j / samples_measured
-                                   if energy_j is not None and samples_measured else None),
+        energy_j_per_1000_samples=(
+            1000 * energy_j / samples_measured if energy_j is not None and samples_measured else None
+        ),
         sm_clock_mean_mhz=_mean(clocks),
         sm_clock_min_mhz=min(clocks) if clocks else None,
         temperature_max_c=max(temps) if temps else None,

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import math
 
-from gpuscout.analysis import devices, divergence
+from gpuscout.analysis import devices, divergence, repeats, untimed
 from gpuscout.analysis import flags as flagging
-from gpuscout.analysis import repeats
-from gpuscout.analysis import untimed
+from gpuscout.analysis.device_causes import gpu_health, mixed_precision, unused_memory, xla_off
 from gpuscout.analysis.input_fixes import input_fix
-from gpuscout.core.spec import BF16_COMPUTE_CAPABILITY
 from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
-from gpuscout.core.spec import Precision
 
 INPUT_BOUND_SHARE = flagging.INPUT_BOUND_MODERATE  # 5%
 INPUT_HIGHLY = flagging.INPUT_BOUND_HIGH  # 20%
@@ -45,21 +42,11 @@ OUTSIDE_STEP_SHARE = 0.10  # the loop's own work between steps worth naming
 # NVML's sampled busy share cannot tip it), the host's own work is named too. Seen on two H200s: a
 # DataParallel MLP of 2.5 ms steps, GPU idle 98%, input wait 18% (docs/benchmarks.md, 2026-11-27).
 HOST_BEYOND_WAIT_SHARE = 0.25
-UNUSED_MEMORY_SHARE = 0.5
-# fp16 tensor cores from Volta (7.0), bf16 from Ampere: CUDA C++ Programming Guide.
-FP16_CC, BF16_CC = 7.0, BF16_COMPUTE_CAPABILITY
 
 
-
-
-def precision_of(policy: str | None) -> Precision:
-    """gpuscout's precision for a Keras policy name (float32 -> fp32)."""
-    return {"mixed_bfloat16": Precision.mixed_bfloat16, "mixed_float16": Precision.mixed_float16}.get(
-        policy or "", Precision.fp32)
-
-
-def verdict(r: WatchRecord, other_pids: list[int] = (),
-            precision_reference: tuple[float, str] | None = None) -> list[Cause]:
+def verdict(
+    r: WatchRecord, other_pids: list[int] = (), precision_reference: tuple[float, str] | None = None
+) -> list[Cause]:
     """Ranked by the share of the training time each could save (None last). `other_pids`: other
     processes on its GPUs; `precision_reference`: mixed precision's speed-up measured on this GPU
     kind and what it was measured on."""
@@ -69,18 +56,33 @@ def verdict(r: WatchRecord, other_pids: list[int] = (),
     return diverged + _speed(r, main, other_pids, precision_reference)
 
 
-def _speed(r: WatchRecord, main: WatchedFit | None, other_pids: list[int],
-           precision_reference: tuple[float, str] | None) -> list[Cause]:
+def _speed(
+    r: WatchRecord, main: WatchedFit | None, other_pids: list[int], precision_reference: tuple[float, str] | None
+) -> list[Cause]:
     if r.status == "failed" and (main is None or not r.windows):
-        return [untimed.failed(r), *_gpu_health(r, other_pids)]
+        return [untimed.failed(r), *gpu_health(r, other_pids)]
     if main is None or not r.windows:
-        return [untimed.no_steps(r), *[c for c in (untimed.gpu_idle(r), _unused_memory(r, None)) if c],
-                *_gpu_health(r, other_pids)]
-    causes = [c for c in (_input_bound(r, main), _host_bound(r, main), _callbacks(r, main),
-                          _mixed_precision(r, main, precision_reference), _xla_off(r, main), _unused_memory(r, main),
-                          devices.devices_unused(r, main), devices.collectives_waited(r, main),
-                          devices.compute_slowed(r, main),
-                          *_gpu_health(r, other_pids)) if c]
+        return [
+            untimed.no_steps(r),
+            *[c for c in (untimed.gpu_idle(r), unused_memory(r, None)) if c],
+            *gpu_health(r, other_pids),
+        ]
+    causes = [
+        c
+        for c in (
+            _input_bound(r, main),
+            _host_bound(r, main),
+            _callbacks(r, main),
+            mixed_precision(r, main, precision_reference),
+            xla_off(r, main),
+            unused_memory(r, main),
+            devices.devices_unused(r, main),
+            devices.collectives_waited(r, main),
+            devices.compute_slowed(r, main),
+            *gpu_health(r, other_pids),
+        )
+        if c
+    ]
     if not causes:
         causes.append(_compute_bound(r))
     return sorted(causes, key=lambda c: -(c.saving_share if c.saving_share is not None else -1))
@@ -90,20 +92,31 @@ def _compute_bound(r: WatchRecord) -> Cause:
     """No stall found: the device's computation is the limit."""
     evidence = f"{_wait_text(r)}; step {r.step_time_s * 1000:.1f} ms"
     if r.gpu is None:
-        return Cause(code="compute_bound", saving_share=None, evidence=evidence,
-                     message="no input or host stall found; the steps ran on the CPU (no GPU was used)",
-                     fix="train on a GPU: `gpuscout doctor` says whether this machine's framework sees one")
+        return Cause(
+            code="compute_bound",
+            saving_share=None,
+            evidence=evidence,
+            message="no input or host stall found; the steps ran on the CPU (no GPU was used)",
+            fix="train on a GPU: `gpuscout doctor` says whether this machine's framework sees one",
+        )
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     where = f"GPU-bound at {util:.0f}% utilisation" if util is not None else "no input or host stall found"
-    return Cause(code="gpu_bound", saving_share=None, evidence=evidence,
-                 message=f"{where}{f', MFU {r.mfu:.1%}' if r.mfu is not None else ''}",
-                 fix="the GPU is the limit: a faster GPU, fewer FLOPs per sample, or `gpuscout tune` for what "
-                     "this GPU buys with each setting")
+    return Cause(
+        code="gpu_bound",
+        saving_share=None,
+        evidence=evidence,
+        message=f"{where}{f', MFU {r.mfu:.1%}' if r.mfu is not None else ''}",
+        fix="the GPU is the limit: a faster GPU, fewer FLOPs per sample, or `gpuscout tune` for what "
+        "this GPU buys with each setting",
+    )
 
 
 def _wait_text(r: WatchRecord) -> str:
-    wait = "input wait not measured" if r.input_wait_share is None else f"{r.input_wait_share:.1%} of the time " \
-                                                                          "blocked on the next batch"
+    wait = (
+        "input wait not measured"
+        if r.input_wait_share is None
+        else f"{r.input_wait_share:.1%} of the time blocked on the next batch"
+    )
     idle = "" if r.gpu_idle_share is None else f", GPU idle {r.gpu_idle_share:.0%}"
     return wait + idle
 
@@ -128,15 +141,22 @@ def _input_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
         fix, snippet = f"make each batch once and keep it: {keep.evidence}", repeats.cache_code(keep)
     else:
         fix, snippet = input_fix(main, cores)
-    feeds = "" if main.replicas < 2 else \
-        f"; one host input feeds {main.replicas} devices, {main.replicas} times the samples of one device's step"
-    return Cause(code="input_bound", saving_share=saving,
-                 message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch{feeds}",
-                 evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
-                          f"{compute_s * 1000:.1f} ms of the rest of a step (input: {main.input_type})"
-                          + (f"; about {cores} producers in parallel would keep up" if cores else "")
-                          + (f" (this host has {r.env.cpu_count} cores)" if cores and r.env.cpu_count else ""),
-                 fix=fix, code_snippet=snippet)
+    feeds = (
+        ""
+        if main.replicas < 2
+        else f"; one host input feeds {main.replicas} devices, {main.replicas} times the samples of one device's step"
+    )
+    return Cause(
+        code="input_bound",
+        saving_share=saving,
+        message=f"{band} input-bound: {share:.0%} of the training time waiting for the next batch{feeds}",
+        evidence=f"{_wait_text(r)}; a batch took {fetch_s * 1000:.1f} ms to arrive against "
+        f"{compute_s * 1000:.1f} ms of the rest of a step (input: {main.input_type})"
+        + (f"; about {cores} producers in parallel would keep up" if cores else "")
+        + (f" (this host has {r.env.cpu_count} cores)" if cores and r.env.cpu_count else ""),
+        fix=fix,
+        code_snippet=snippet,
+    )
 
 
 def _handed_over(main: WatchedFit, fetch_s: float) -> bool:
@@ -144,8 +164,11 @@ def _handed_over(main: WatchedFit, fetch_s: float) -> bool:
     HANDOVER_S, or they are slices of in-memory arrays whose bytes came slower than a gather."""
     if fetch_s < HANDOVER_S:
         return True
-    return main.input_type in IN_MEMORY and main.batch_bytes is not None and \
-        main.batch_bytes / fetch_s < GATHER_FLOOR_BYTES_PER_S
+    return (
+        main.input_type in IN_MEMORY
+        and main.batch_bytes is not None
+        and main.batch_bytes / fetch_s < GATHER_FLOOR_BYTES_PER_S
+    )
 
 
 def _handover(r: WatchRecord, main: WatchedFit, saving: float, fetch_s: float, compute_s: float) -> Cause:
@@ -154,14 +177,18 @@ def _handover(r: WatchRecord, main: WatchedFit, saving: float, fetch_s: float, c
     steps so short that it shows. Fewer, larger steps help; a faster pipeline would not."""
     changes = [f"a larger batch than {main.batch_size}" if main.batch_size else "a larger batch"]
     if (main.steps_per_execution or 1) == 1 and not main.custom:
-        changes.append("model.compile(..., steps_per_execution=32) (Keras then reads the input inside its compiled "
-                       "loop)")
-    return Cause(code="input_handover", saving_share=saving,
-                 message=f"{r.input_wait_share:.0%} of the training time goes to handing over batches that are ready: "
-                         f"the steps are short, not the pipeline slow",
-                 evidence=f"{_wait_text(r)}; {fetch_s * 1000:.2f} ms per batch against {compute_s * 1000:.1f} ms "
-                          f"of the rest of a step (input: {main.input_type})",
-                 fix="fewer, larger steps: " + "; ".join(changes))
+        changes.append(
+            "model.compile(..., steps_per_execution=32) (Keras then reads the input inside its compiled loop)"
+        )
+    return Cause(
+        code="input_handover",
+        saving_share=saving,
+        message=f"{r.input_wait_share:.0%} of the training time goes to handing over batches that are ready: "
+        f"the steps are short, not the pipeline slow",
+        evidence=f"{_wait_text(r)}; {fetch_s * 1000:.2f} ms per batch against {compute_s * 1000:.1f} ms "
+        f"of the rest of a step (input: {main.input_type})",
+        fix="fewer, larger steps: " + "; ".join(changes),
+    )
 
 
 def _callbacks(r: WatchRecord, main: WatchedFit) -> Cause | None:
@@ -178,14 +205,19 @@ def _callbacks(r: WatchRecord, main: WatchedFit) -> Cause | None:
     total = sum(per_callback.values())
     if spent <= 0 or total / spent < OUTSIDE_STEP_SHARE:
         return None
-    named = ", ".join(f"{name}: {fmt_seconds(seconds / len(epochs))} per epoch"
-                      for name, seconds in sorted(per_callback.items(), key=lambda item: -item[1])
-                      if seconds / len(epochs) >= 1e-3)  # a callback under a millisecond is not the cost
-    return Cause(code="callbacks", saving_share=total / spent,
-                 message=f"callbacks take {total / spent:.0%} of each epoch on the host",
-                 evidence=f"{named} (over {len(epochs)} epoch(s))",
-                 fix="lighten them: save checkpoints less often (ModelCheckpoint(save_freq=...)), log every N batches "
-                     "instead of each, and keep per-batch callbacks async_safe")
+    named = ", ".join(
+        f"{name}: {fmt_seconds(seconds / len(epochs))} per epoch"
+        for name, seconds in sorted(per_callback.items(), key=lambda item: -item[1])
+        if seconds / len(epochs) >= 1e-3
+    )  # a callback under a millisecond is not the cost
+    return Cause(
+        code="callbacks",
+        saving_share=total / spent,
+        message=f"callbacks take {total / spent:.0%} of each epoch on the host",
+        evidence=f"{named} (over {len(epochs)} epoch(s))",
+        fix="lighten them: save checkpoints less often (ModelCheckpoint(save_freq=...)), log every N batches "
+        "instead of each, and keep per-batch callbacks async_safe",
+    )
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -206,130 +238,38 @@ def _host_bound(r: WatchRecord, main: WatchedFit) -> Cause | None:
     if small is not None:  # several devices, each with a sliver of the batch: that first
         return small
     if main.custom:
-        changes = ["compile the whole step (jax.jit, or tf.function(jit_compile=True))",
-                   "no host round trip inside the step (.numpy(), .item(), float(loss) each step)",
-                   "a larger batch"]
+        changes = [
+            "compile the whole step (jax.jit, or tf.function(jit_compile=True))",
+            "no host round trip inside the step (.numpy(), .item(), float(loss) each step)",
+            "a larger batch",
+        ]
         snippet = None
     else:
-        changes = [c for c, wanted in (("model.compile(..., jit_compile=True)", not main.jit_compile),
-                                       ("model.compile(..., steps_per_execution=32)",
-                                        (main.steps_per_execution or 1) == 1)) if wanted]
+        changes = [
+            c
+            for c, wanted in (
+                ("model.compile(..., jit_compile=True)", not main.jit_compile),
+                ("model.compile(..., steps_per_execution=32)", (main.steps_per_execution or 1) == 1),
+            )
+            if wanted
+        ]
         snippet = "\n".join(changes) or None
         if main.batch_size:
             changes.append(f"a larger batch than {main.batch_size}")
     outside = r.outside_step_share
     between = "" if outside is None else f"; {outside:.0%} of the time between steps (callbacks, the loop)"
-    data = f"waiting for data explains {wait:.0%} of the time, the host's own work most of the rest" if waiting \
+    data = (
+        f"waiting for data explains {wait:.0%} of the time, the host's own work most of the rest"
+        if waiting
         else "the loop did not wait for data"
-    return Cause(code="host_bound", saving_share=beyond if waiting else r.gpu_idle_share,
-                 message=f"host-bound: the GPU ran kernels {util:.0f}% of the time, and {data}"
-                         f"{devices.dispatch_note(main)}",
-                 evidence=f"step {r.step_time_s * 1000:.1f} ms{between}; {_wait_text(r)}",
-                 fix="give the GPU more work per host round trip: " + "; ".join(changes)
-                     + ("; and lighten the callbacks" if (outside or 0) >= OUTSIDE_STEP_SHARE else ""),
-                 code_snippet=snippet)
-
-
-def _mixed_precision(r: WatchRecord, main: WatchedFit, reference: tuple[float, str] | None) -> Cause | None:
-    cc = float(r.gpu.compute_capability) if r.gpu and r.gpu.compute_capability else None
-    if cc is None or cc < FP16_CC or main.precision_policy is None \
-            or precision_of(main.precision_policy) is not Precision.fp32:
-        return None  # (a loop of the script's own: its precision is not known)
-    policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
-    if reference:
-        speedup, basis = reference
-        saving, measured = 1 - 1 / speedup, f"{speedup:.2f}x measured by gpuscout on this GPU kind ({basis})"
-    else:
-        saving, measured = None, "not measured here: `gpuscout tune --model ...` measures it on this GPU"
-    return Cause(code="fp32_on_tensor_cores", saving_share=saving if saving and saving > 0 else None,
-                 message=f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores "
-                         f"(compute capability {r.gpu.compute_capability})",
-                 evidence=f"the policy is {main.precision_policy}; {measured}",
-                 fix=f"train in {policy} (Keras keeps the weights in float32"
-                     + ("; fp16 adds loss scaling in fit)" if policy == "mixed_float16" else ")"),
-                 code_snippet=f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model")
-
-
-def _xla_off(r: WatchRecord, main: WatchedFit) -> Cause | None:
-    """Advice that follows what Keras itself does on the device (bench's defaults do the same):
-    on jax, jit_compile=False runs the step op by op, eagerly, on any device; on tensorflow, Keras
-    turns XLA off on a CPU-only machine and under tf.distribute (jit_compile='auto'), and forcing it
-    on there loses (keras-io's text classifier: 0.10x of its own fit, docs/benchmarks.md)."""
-    if main.run_eagerly:  # Keras' debugging mode: nothing compiled, on either backend
-        return Cause(code="xla_off", saving_share=None,
-                     message="the train step runs eagerly (run_eagerly=True): op by op in Python, nothing compiled",
-                     evidence=f"model.run_eagerly is True ({main.backend} backend)",
-                     fix="drop run_eagerly=True (Keras' debugging mode) from compile and any `model.run_eagerly = "
-                         "True`; `gpuscout tune` measures the gain",
-                     code_snippet="model.compile(optimizer, loss, run_eagerly=False)")
-    if main.jit_compile or main.jit_compile is None:
-        return None
-    if main.backend == "jax":
-        return Cause(code="xla_off", saving_share=None,
-                     message="the train step runs op by op (jit_compile=False): jax compiles nothing",
-                     evidence="model.jit_compile is False (jax backend; Keras' default there is to compile)",
-                     fix="let Keras compile the step (its default on jax; the first step then compiles; "
-                         "`gpuscout tune` measures the gain)",
-                     code_snippet="model.compile(optimizer, loss, jit_compile=True)")
-    if main.backend != "tensorflow" or main.strategy or r.gpu is None:
-        return None
-    return Cause(code="xla_off", saving_share=None, message="the train step is not XLA-compiled",
-                 evidence="model.jit_compile is False (tensorflow backend, on a GPU)",
-                 fix="compile it with XLA (the first step then compiles; `gpuscout tune` measures the gain)",
-                 code_snippet="model.compile(optimizer, loss, jit_compile=True)")
-
-
-def _unused_memory(r: WatchRecord, main: WatchedFit | None) -> Cause | None:
-    total = r.gpu.memory_total_bytes if r.gpu else None
-    nvml = r.telemetry.memory_used_max_bytes if r.telemetry and not jax_preallocated(r) else None
-    peak = (main.peak_memory_bytes if main else None) or nvml  # what was used, never what was reserved
-    if not total or not peak or peak >= UNUSED_MEMORY_SHARE * total:
-        return None
-    source = "the framework's allocator" if main and main.peak_memory_bytes else "NVML"
-    if main is None or not main.batch_size:
-        return Cause(code="unused_memory", saving_share=None,
-                     message=f"{peak / total:.0%} of the GPU's memory in use at most",
-                     evidence=f"used at peak {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB ({source})",
-                     fix="a larger batch would likely fit (`gpuscout tune --parts batch` finds the largest for a "
-                         "model), with the learning rate scaled")
-    # an upper bound: memory taken as proportional to the batch (the weights' share makes it less)
-    largest = int(main.batch_size * 0.9 * total / peak) // 8 * 8
-    return Cause(code="unused_memory", saving_share=None,
-                 message=f"{peak / total:.0%} of the GPU's memory used at batch {main.batch_size}",
-                 evidence=f"used at peak {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB ({source})",
-                 fix=f"a larger batch fits: up to about {largest} (proportional estimate, an upper bound; "
-                     "`gpuscout tune --model ... --parts batch` finds it), with the learning rate scaled")
-
-
-def jax_preallocated(r: WatchRecord) -> bool:
-    """JAX took most of the GPU's memory at start (75% unless told otherwise: jax.readthedocs.io,
-    GPU memory allocation): NVML's figure is then what was reserved, not what was used."""
-    main = r.main
-    env = r.env.child_env or {}
-    off = env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() in ("false", "0") or \
-        env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() == "platform"
-    return bool(main and main.backend == "jax" and not off)
-
-
-def _gpu_health(r: WatchRecord, other_pids: list[int]) -> list[Cause]:
-    out = []
-    if other_pids:
-        flag = flagging.shared_flag(other_pids)
-        out.append(Cause(code="gpu_shared", saving_share=None, message=flag.message, evidence="NVML's process list",
-                         fix=flag.hint))
-    t, gpu = r.telemetry, r.gpu
-    if t is not None:
-        flag = flagging.throttle_flag(t.slowdown_reasons, t.sm_clock_mean_mhz, gpu.sm_clock_max_mhz if gpu else None)
-        if flag:
-            out.append(Cause(code="throttled", saving_share=None, message=flag.message, evidence="NVML clocks",
-                             fix=flag.hint))
-    if (traced := devices.traced_straggler(r)) is not None:  # the trace tells computing from waiting
-        out.append(traced)
-    elif r.telemetry_per_gpu:
-        flag = flagging.straggler_flag(r.telemetry_per_gpu)
-        if flag:
-            out.append(Cause(code="straggler", saving_share=None, message=flag.message,
-                             evidence="per-GPU clocks and slowdown reasons", fix=flag.hint))
-        elif (busier := devices.uneven(r)) is not None:  # no clock apart: is one GPU busier than another?
-            out.append(busier)
-    return out
+    )
+    return Cause(
+        code="host_bound",
+        saving_share=beyond if waiting else r.gpu_idle_share,
+        message=f"host-bound: the GPU ran kernels {util:.0f}% of the time, and {data}{devices.dispatch_note(main)}",
+        evidence=f"step {r.step_time_s * 1000:.1f} ms{between}; {_wait_text(r)}",
+        fix="give the GPU more work per host round trip: "
+        + "; ".join(changes)
+        + ("; and lighten the callbacks" if (outside or 0) >= OUTSIDE_STEP_SHARE else ""),
+        code_snippet=snippet,
+    )

@@ -5,21 +5,18 @@ parent sampled (gpuscout.measure.watching runs the script); its verdict is analy
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
-from statistics import median
 
 from gpuscout import catalog
 from gpuscout.analysis import divergence
-from gpuscout.analysis.flags import SLOW_FIRST_WINDOW
-from gpuscout.analysis.mfu import achieved_tflops, mfu
-from gpuscout.analysis.stats import summarize
+from gpuscout.analysis.device_causes import precision_of
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
-from gpuscout.analysis.verdict import precision_of, verdict
+from gpuscout.analysis.verdict import verdict
+from gpuscout.analysis.watch_windows import throughput_of, traced_notes, warmup_notes, warmup_windows, window_of
 from gpuscout.record.child import ChildWindow
-from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample, Throughput
+from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample
 from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow, untraced
-from gpuscout.core.spec import Precision
+
 
 @dataclass
 class Observed:
@@ -65,25 +62,47 @@ def derive(seen: Observed) -> WatchRecord:
     gpu = seen.gpus[0] if seen.gpus else None
     entry = catalog.match(gpu.name) if gpu else None
     record = {
-        "id": seen.record_id, "created_utc": seen.created_utc, "group_id": seen.group_id, "mode": seen.mode,
-        "workload": seen.workload, "command": seen.command, "cwd": seen.cwd, "attached_pid": seen.attached_pid,
-        "status": seen.status, "exit_code": seen.exit_code, "duration_s": seen.duration_s, "limit": seen.limit,
+        "id": seen.record_id,
+        "created_utc": seen.created_utc,
+        "group_id": seen.group_id,
+        "mode": seen.mode,
+        "workload": seen.workload,
+        "command": seen.command,
+        "cwd": seen.cwd,
+        "attached_pid": seen.attached_pid,
+        "status": seen.status,
+        "exit_code": seen.exit_code,
+        "duration_s": seen.duration_s,
+        "limit": seen.limit,
         "interrupted_by": seen.interrupted_by if seen.status == "interrupted" else None,
-        "error": _explained(ErrorDetail(message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail,
-                                        returncode=seen.exit_code), seen, main, gpu) if seen.status == "failed" else None,
+        "error": _explained(
+            ErrorDetail(
+                message=f"exited with code {seen.exit_code}", stderr_tail=seen.stderr_tail, returncode=seen.exit_code
+            ),
+            seen,
+            main,
+            gpu,
+        )
+        if seen.status == "failed"
+        else None,
         "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),
         "tune_change": seen.tune_change,
         "applied": {e["change"]: e["detail"] for e in seen.events if e["event"] == "watch_applied"},
-        "fits": fits, "batch_size": main.batch_size if main else None, "windows": windows,
-        "warmup_windows": warmup, "warmup_steps": sum(w.steps for w in timed[:warmup]),
+        "fits": fits,
+        "batch_size": main.batch_size if main else None,
+        "windows": windows,
+        "warmup_windows": warmup,
+        "warmup_steps": sum(w.steps for w in timed[:warmup]),
         "gpu": None if gpu is None else gpu.model_copy(update={"catalog_id": entry.id if entry else None}),
         "gpus": list(seen.gpus) if len(seen.gpus) > 1 else None,
-        "trace": _trace(seen.events), "notes": [*seen.notes, *_fit_notes(main), *_warmup_notes(timed, warmup),
-                                                   *_traced_notes(windows)],
+        "trace": _trace(seen.events),
+        "notes": [*seen.notes, *_fit_notes(main), *warmup_notes(timed, warmup), *traced_notes(windows)],
         "env": Environment(**seen.environment, child_env=seen.child_env),
-        "gpuscout_version": __version__, "methodology_version": METHODOLOGY_VERSION, "schema_version": SCHEMA_VERSION,
+        "gpuscout_version": __version__,
+        "methodology_version": METHODOLOGY_VERSION,
+        "schema_version": SCHEMA_VERSION,
     }
-    record.update(_throughput(main, entry, steady))
+    record.update(throughput_of(main, entry, steady))
     record.update(_telemetry(seen, steady))
     made = WatchRecord(**record)
     return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})
@@ -94,9 +113,11 @@ def _explained(error: ErrorDetail, seen: Observed, main: WatchedFit | None, gpu:
     from gpuscout.explain import Context, Machine, explained
 
     env = Environment(**seen.environment, child_env=seen.child_env)
-    context = Context(batch_size=main.batch_size if main else None,
-                      precision=precision_of(main.precision_policy).value if main and main.precision_policy else None,
-                      framework=main.backend if main else None)
+    context = Context(
+        batch_size=main.batch_size if main else None,
+        precision=precision_of(main.precision_policy).value if main and main.precision_policy else None,
+        framework=main.backend if main else None,
+    )
     return explained(error, Machine.from_record(env, gpu, None), context)
 
 
@@ -107,11 +128,19 @@ def summary(events: list[dict]) -> dict | None:
     if main is None or not main.windows:
         return None
     timed = untraced(main.windows)
-    figures = _throughput(main, None, timed[warmup_windows(timed):])
-    return {"steps": main.steps, "batch_size": main.batch_size, "step_time_s": figures["step_time_s"],
-            "samples_per_s": figures.get("samples_per_s"), "input_wait_share": figures["input_wait_share"],
-            "outside_step_share": figures["outside_step_share"], "compile_s": main.compile_s,
-            "precision_policy": main.precision_policy, "backend": main.backend, "epochs_planned": main.epochs_planned}
+    figures = throughput_of(main, None, timed[warmup_windows(timed) :])
+    return {
+        "steps": main.steps,
+        "batch_size": main.batch_size,
+        "step_time_s": figures["step_time_s"],
+        "samples_per_s": figures.get("samples_per_s"),
+        "input_wait_share": figures["input_wait_share"],
+        "outside_step_share": figures["outside_step_share"],
+        "compile_s": main.compile_s,
+        "precision_policy": main.precision_policy,
+        "backend": main.backend,
+        "epochs_planned": main.epochs_planned,
+    }
 
 
 def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[WatchedFit]:
@@ -121,43 +150,92 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
 
     def fit_of(event: dict) -> dict:
         key = (event["pid"], event.get("fit"))
-        return fits.setdefault(key, {"pid": event["pid"], "index": event.get("fit"), "custom": event.get("fit") is None,
-                                     "windows": [], "epochs": []})
+        return fits.setdefault(
+            key,
+            {
+                "pid": event["pid"],
+                "index": event.get("fit"),
+                "custom": event.get("fit") is None,
+                "windows": [],
+                "epochs": [],
+            },
+        )
 
     for e in events:
         kind = e["event"]
         if kind == "watch_fit_begin" and e.get("began_monotonic_s") is not None:
-            fit_of(e).update(began=e["began_monotonic_s"], batch_size=e.get("batch_size"),
-                             epochs_planned=e.get("epochs"))
+            fit_of(e).update(
+                began=e["began_monotonic_s"], batch_size=e.get("batch_size"), epochs_planned=e.get("epochs")
+            )
         elif kind == "watch_fit":
-            fit_of(e).update({k: e.get(k) for k in ("backend", "keras_version", "model", "params", "batch_size",
-                                                    "batch_bytes", "input_type", "precision_policy", "compute_dtype",
-                                                    "jit_compile", "steps_per_execution", "strategy", "compile_s",
-                                                    "flops_coverage", "steps_per_epoch", "input_in_graph",
-                                                    "input_workers", "input_multiprocessing", "sync_callbacks", "rate_callback",
-                                                    "optimizer", "learning_rate", "augmented_in_model",
-                                                    "own_train_step")})
+            fit_of(e).update(
+                {
+                    k: e.get(k)
+                    for k in (
+                        "backend",
+                        "keras_version",
+                        "model",
+                        "params",
+                        "batch_size",
+                        "batch_bytes",
+                        "input_type",
+                        "precision_policy",
+                        "compute_dtype",
+                        "jit_compile",
+                        "steps_per_execution",
+                        "strategy",
+                        "compile_s",
+                        "flops_coverage",
+                        "steps_per_epoch",
+                        "input_in_graph",
+                        "input_workers",
+                        "input_multiprocessing",
+                        "sync_callbacks",
+                        "rate_callback",
+                        "optimizer",
+                        "learning_rate",
+                        "augmented_in_model",
+                        "own_train_step",
+                    )
+                }
+            )
             fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
-            fit_of(e).update(forward_flops_per_sample=e.get("forward_flops"), replicas=e.get("replicas") or 1,
-                             run_eagerly=bool(e.get("run_eagerly")),
-                             devices=e.get("devices"),
-                             epochs_planned=e.get("epochs"))
+            fit_of(e).update(
+                forward_flops_per_sample=e.get("forward_flops"),
+                replicas=e.get("replicas") or 1,
+                run_eagerly=bool(e.get("run_eagerly")),
+                devices=e.get("devices"),
+                epochs_planned=e.get("epochs"),
+            )
         elif kind == "watch_window":
-            fit_of(e)["windows"].append(_window(e))
+            fit_of(e)["windows"].append(window_of(e))
         elif kind == "watch_epoch":
             seconds = e["end_monotonic_s"] - e["start_monotonic_s"]
-            fit_of(e)["epochs"].append(WatchEpoch(
-                epoch=e["epoch"], start_monotonic_s=e["start_monotonic_s"], end_monotonic_s=e["end_monotonic_s"],
-                epoch_end_monotonic_s=e.get("epoch_end_monotonic_s", e["end_monotonic_s"]), steps=e["steps"],
-                samples=e["samples"], samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0,
-                logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
-                callbacks_s=e.get("callbacks_s") or {}))
+            fit_of(e)["epochs"].append(
+                WatchEpoch(
+                    epoch=e["epoch"],
+                    start_monotonic_s=e["start_monotonic_s"],
+                    end_monotonic_s=e["end_monotonic_s"],
+                    epoch_end_monotonic_s=e.get("epoch_end_monotonic_s", e["end_monotonic_s"]),
+                    steps=e["steps"],
+                    samples=e["samples"],
+                    samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0,
+                    logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
+                    callbacks_s=e.get("callbacks_s") or {},
+                )
+            )
         elif kind == "watch_pipeline":
             fit_of(e).update(pipeline=e.get("ops") or [])
         elif kind == "watch_fit_end":
-            fit_of(e).update(steps=e["steps"], samples=e["samples"], peak_memory_bytes=e.get("peak_memory_bytes"),
-                             stopped_by_limit=bool(e.get("stopped_by_limit")), last_loss=e.get("last_loss"),
-                             input_repeats=e.get("input_repeats"), sample_work=e.get("sample_work"))
+            fit_of(e).update(
+                steps=e["steps"],
+                samples=e["samples"],
+                peak_memory_bytes=e.get("peak_memory_bytes"),
+                stopped_by_limit=bool(e.get("stopped_by_limit")),
+                last_loss=e.get("last_loss"),
+                input_repeats=e.get("input_repeats"),
+                sample_work=e.get("sample_work"),
+            )
     out = []
     for fit in fits.values():
         began = fit.pop("began", None)
@@ -176,7 +254,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
 
 
 def _log_value(value):
-    """A value of an epoch event's logs as the record keeps it (child/watch_fit.log_value made it;
+    """A value of an epoch event's logs as the record keeps it (child/step_outputs.log_value made it;
     an in-process watch's own logs may hold any JSON value): numbers as floats, lists of them, the
     text of anything else."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -189,57 +267,11 @@ def _log_value(value):
 def _fit_notes(main: WatchedFit | None) -> list[str]:
     if main is None or not main.input_in_graph:
         return []
-    return [f"input wait not measured: with steps_per_execution {main.steps_per_execution} on tensorflow, Keras "
-            "reads the tf.data input inside its compiled loop, which gpuscout leaves as it is (each call's "
-            "steps are counted, the epoch's last call as whole)"]
-
-
-# A leading window counts as warm-up while its step time is more than this slower than the median
-# of the windows after it: bench's slow-first-window threshold (analysis/flags.py).
-SETTLED = 1 + SLOW_FIRST_WINDOW
-# Warm-up is left out only where this many windows stay: a short fit keeps them all, and says so.
-MIN_STEADY_WINDOWS = 3
-
-
-def warmup_windows(windows: list[WatchWindow]) -> int:
-    """How many leading windows are warm-up: the first after the compile (a step's first runs
-    meet cold caches, autotuning and allocations: two identical watched ResNet-50 runs gave 95%
-    CIs of 4,240-5,403 img/s with it), then any more until the step time settles."""
-    if len(windows) < 1 + MIN_STEADY_WINDOWS:
-        return 0
-    count = 1
-    while len(windows) - count > MIN_STEADY_WINDOWS:
-        rest = sorted(w.step_time_s for w in windows[count + 1:])
-        if windows[count].step_time_s <= SETTLED * median(rest):
-            break
-        count += 1
-    return count
-
-
-def _traced_notes(windows: list[WatchWindow]) -> list[str]:
-    traced = [w for w in windows if w.traced]
-    if not traced:
-        return []
-    return [f"the {sum(w.steps for w in traced)} traced steps (--trace-steps) are left out of the figures: "
-            "the profiler slows them"]
-
-
-def _warmup_notes(windows: list[WatchWindow], warmup: int) -> list[str]:
-    if windows and not warmup:
-        return [f"{len(windows)} timing window(s) only: none was left out as warm-up, so the figures include it "
-                f"(watch longer, or --steps, for {1 + MIN_STEADY_WINDOWS} or more)"]
-    return []
-
-
-def _window(e: dict) -> WatchWindow:
-    seconds = e["end_monotonic_s"] - e["start_monotonic_s"]
-    samples = e.get("samples")
-    return WatchWindow(index=e["index"], start_monotonic_s=e["start_monotonic_s"],
-                       end_monotonic_s=e["end_monotonic_s"], steps=e["steps"], samples=samples,
-                       input_wait_s=e.get("input_wait_s"), outside_step_s=e.get("outside_step_s"), seconds=seconds,
-                       samples_per_s=samples / seconds if samples and seconds > 0 else None,
-                       step_time_s=seconds / e["steps"] if e["steps"] else seconds, traced=bool(e.get("traced")),
-                       loss=e["loss"] if isinstance(e.get("loss"), float) else None)
+    return [
+        f"input wait not measured: with steps_per_execution {main.steps_per_execution} on tensorflow, Keras "
+        "reads the tf.data input inside its compiled loop, which gpuscout leaves as it is (each call's "
+        "steps are counted, the epoch's last call as whole)"
+    ]
 
 
 def _trace(events: list[dict]) -> Trace | None:
@@ -247,30 +279,16 @@ def _trace(events: list[dict]) -> Trace | None:
     if not found:
         return None
     e = found[-1]
-    return Trace(dir=e["dir"], first_step=e["first_step"], last_step=e["last_step"], ok=e["ok"],
-                 message=e.get("message"), command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None,
-                 devices=e.get("devices") or [], kernels_note=e.get("kernels_note"))
-
-
-def _throughput(main: WatchedFit | None, entry, steady: list[WatchWindow]) -> dict:
-    """The figures of `steady`, the main fit's windows after its warm-up."""
-    if main is None or not steady:
-        return {}
-    counted = [w for w in steady if w.samples_per_s is not None]
-    seconds = sum(w.seconds for w in steady)
-    waits = [w.input_wait_s for w in steady if w.input_wait_s is not None]
-    outside = [w.outside_step_s for w in steady if w.outside_step_s is not None]
-    out = {"step_time_s": seconds / sum(w.steps for w in steady),
-           "input_wait_share": sum(waits) / seconds if waits and seconds else None,
-           "outside_step_share": sum(outside) / seconds if outside and seconds else None}
-    if counted:
-        summary = summarize([w.samples_per_s for w in counted])
-        out.update(throughput=Throughput(**summary.to_dict(), unit="samples/s"), samples_per_s=summary.median)
-        if main.forward_flops_per_sample:
-            achieved = achieved_tflops(3 * main.forward_flops_per_sample, summary.median)
-            utilisation, peak, _ = mfu(achieved, entry, precision_of(main.precision_policy))
-            out.update(achieved_tflops=achieved, mfu=utilisation, mfu_peak_tflops=peak)
-    return out
+    return Trace(
+        dir=e["dir"],
+        first_step=e["first_step"],
+        last_step=e["last_step"],
+        ok=e["ok"],
+        message=e.get("message"),
+        command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None,
+        devices=e.get("devices") or [],
+        kernels_note=e.get("kernels_note"),
+    )
 
 
 # Fewer NVML samples than this inside the timed windows (a short fit: windows of milliseconds
@@ -288,9 +306,19 @@ def _spans(seen: Observed, windows: list[WatchWindow]) -> list[ChildWindow]:
     every = [s.t_monotonic_s for samples in seen.samples for s in samples]
     candidates = []
     if windows:
-        candidates.append([ChildWindow(index=w.index, start_monotonic_s=w.start_monotonic_s,
-                                       end_monotonic_s=w.end_monotonic_s, steps=w.steps, samples=w.samples or 0,
-                                       input_wait_s=w.input_wait_s or 0.0) for w in windows])
+        candidates.append(
+            [
+                ChildWindow(
+                    index=w.index,
+                    start_monotonic_s=w.start_monotonic_s,
+                    end_monotonic_s=w.end_monotonic_s,
+                    steps=w.steps,
+                    samples=w.samples or 0,
+                    input_wait_s=w.input_wait_s or 0.0,
+                )
+                for w in windows
+            ]
+        )
         candidates.append([_span(windows[0].start_monotonic_s, windows[-1].end_monotonic_s)])
     for spans in candidates:
         inside = sum(1 for t in every if any(w.start_monotonic_s <= t <= w.end_monotonic_s for w in spans))
@@ -312,7 +340,7 @@ def first_busy(seen: Observed) -> float | None:
     ahead = max(3, round(1.0 / seen.interval_s))
     busy = [s.gpu_util_pct is not None and s.gpu_util_pct >= BUSY_PCT for s in samples]
     for i, sample in enumerate(samples):
-        following = busy[i:i + ahead]
+        following = busy[i : i + ahead]
         if busy[i] and sum(following) >= SUSTAINED_SHARE * len(following):
             return sample.t_monotonic_s
     return None
@@ -323,13 +351,17 @@ def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict:
         return {}
     spans = _spans(seen, windows)
     measured = sum(w.samples for w in spans) or sum(w.samples or 0 for w in windows)
-    per_gpu = [summarize_telemetry(s, spans, measured, seen.interval_s, index=g.index)
-               for g, s in zip(seen.gpus, seen.samples)]
+    per_gpu = [
+        summarize_telemetry(s, spans, measured, seen.interval_s, index=g.index) for g, s in zip(seen.gpus, seen.samples)
+    ]
     per_gpu = [t.model_copy(update={"samples": thinned(t.samples)}) for t in per_gpu]
     telemetry = per_gpu[0] if len(per_gpu) == 1 else combine_telemetry(per_gpu)
     util = telemetry.gpu_util_mean_pct
-    out = {"telemetry": telemetry, "telemetry_per_gpu": per_gpu if len(per_gpu) > 1 else None,
-           "gpu_idle_share": None if util is None else max(0.0, 1 - util / 100)}
+    out = {
+        "telemetry": telemetry,
+        "telemetry_per_gpu": per_gpu if len(per_gpu) > 1 else None,
+        "gpu_idle_share": None if util is None else max(0.0, 1 - util / 100),
+    }
     if not windows:  # no step timing: the busy share is of the steady part, start-up told apart
         busy = first_busy(seen)
         start = min(s.t_monotonic_s for gpu in seen.samples for s in gpu)
@@ -347,35 +379,3 @@ def thinned(samples: list[TelemetrySample], most: int = MAX_STORED_SAMPLES) -> l
         return samples
     step = len(samples) / most
     return [samples[int(i * step)] for i in range(most)]
-
-
-def precision_reference(records: list, forward_flops: float | None) -> tuple[float, str] | None:
-    """Mixed precision's measured speed-up (mixed median / fp32 median, samples/s) among stored
-    benchmark `records` of one GPU kind: of the workload, batch and backend measured in both fp32
-    and a mixed policy, the one whose FLOPs per sample are nearest the watched model's (any, when
-    they are unknown)."""
-    pairs: dict[tuple, dict[str, list[float]]] = {}
-    flops_of: dict[tuple, float | None] = {}
-    for r in records:
-        if r.kind != "benchmark" or not r.ok or r.mode != "training" or not r.samples_per_s or r.devices != 1:
-            continue
-        key = (r.workload, r.batch_size, r.backend.value, r.data.value, r.seq_len)
-        kind = "fp32" if r.precision is Precision.fp32 else "mixed"
-        pairs.setdefault(key, {}).setdefault(kind, []).append(r.samples_per_s)
-        flops_of[key] = r.training_flops_per_sample
-    both = [k for k, v in pairs.items() if "fp32" in v and "mixed" in v]
-    if not both:
-        return None
-
-    def distance(key: tuple) -> float:
-        theirs = flops_of[key]
-        if not forward_flops or not theirs:
-            return math.inf
-        return abs(math.log(theirs / (3 * forward_flops)))
-
-    key = min(both, key=distance)
-    fp32, mixed = median(pairs[key]["fp32"]), median(pairs[key]["mixed"])
-    runs = len(pairs[key]["fp32"]) + len(pairs[key]["mixed"])
-    return mixed / fp32, f"{key[0]} batch {key[1]} on {key[2]}, {runs} stored runs"
-
-

@@ -56,12 +56,14 @@ class GpuSpec(BaseModel):
     source: str = Field(min_length=10)
 
     @model_validator(mode="after")
-    def _dense_is_not_sparse(self) -> "GpuSpec":
+    def _dense_is_not_sparse(self) -> GpuSpec:
         for path in ("tf32", "fp16", "bf16"):
             dense, sparse = getattr(self, f"{path}_tflops"), getattr(self, f"{path}_sparse_tflops")
             if dense is not None and sparse is not None and dense > sparse:
-                raise ValueError(f"{path}_tflops {dense} is above its sparse figure {sparse}: "
-                                 "the dense and sparse figures are swapped")
+                raise ValueError(
+                    f"{path}_tflops {dense} is above its sparse figure {sparse}: "
+                    "the dense and sparse figures are swapped"
+                )
         return self
 
     @property
@@ -70,8 +72,11 @@ class GpuSpec(BaseModel):
 
     @property
     def interconnect(self) -> str:
-        return f"NVLink {self.nvlink_gbs:g} GB/s" if self.nvlink_gbs else (
-            f"PCIe Gen{self.pcie_gen}" if self.pcie_gen else "on-chip (shared memory)")
+        return (
+            f"NVLink {self.nvlink_gbs:g} GB/s"
+            if self.nvlink_gbs
+            else (f"PCIe Gen{self.pcie_gen}" if self.pcie_gen else "on-chip (shared memory)")
+        )
 
     def peak_tflops(self, precision: Precision) -> tuple[float | None, str]:
         """Dense peak for a run's precision and the name of the path it assumes.
@@ -123,12 +128,14 @@ class Catalog:
             return found
         ids = [g.id for g in self.gpus]
         # the same family first (h101 -> h100_*), then what is spelled alike
-        stem = key.lower()[:max(2, len(key) - 1)]
+        stem = key.lower()[: max(2, len(key) - 1)]
         close = [i for i in ids if i.startswith(stem)]
         close += [i for i in difflib.get_close_matches(key.lower(), ids, n=3, cutoff=0.4) if i not in close]
         close = close[:3]
         hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise UsageError(f"unknown GPU {key!r}: {hint}see `gpuscout catalog` for the ids, or add it with --catalog FILE")
+        raise UsageError(
+            f"unknown GPU {key!r}: {hint}see `gpuscout catalog` for the ids, or add it with --catalog FILE"
+        )
 
     def prices_for(self, gpu_id: str) -> list[PriceEntry]:
         return [p for p in self.prices if p.gpu == gpu_id]
@@ -172,9 +179,11 @@ def _validated(raw: dict, text: str, origin: str, partial_ids: set[str] = frozen
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or table
-                raise UsageError(f"catalog {origin}: [[{table}]] #{index + 1} (line {_entry_line(text, table, index)}"
-                                 f"{', id ' + repr(entry.get('id')) if entry.get('id') else ''}): {where}: "
-                                 f"{first['msg'].removeprefix('Value error, ')}") from None
+                raise UsageError(
+                    f"catalog {origin}: [[{table}]] #{index + 1} (line {_entry_line(text, table, index)}"
+                    f"{', id ' + repr(entry.get('id')) if entry.get('id') else ''}): {where}: "
+                    f"{first['msg'].removeprefix('Value error, ')}"
+                ) from None
             except TypeError as exc:
                 raise UsageError(f"catalog {origin}: [[{table}]] #{index + 1}: {exc}") from None
     return gpus, overrides, prices
@@ -191,8 +200,9 @@ def _load(user_file: str | None) -> Catalog:
         path = Path(user_file).expanduser()
         if not path.exists():
             raise UsageError(f"catalog file not found: {path}")
-        user_text = inputs.read_text(path, "a catalog (TOML: [[gpu]] and [[price]] tables, docs/catalog.md)",
-                                     MAX_CATALOG_BYTES)
+        user_text = inputs.read_text(
+            path, "a catalog (TOML: [[gpu]] and [[price]] tables, docs/catalog.md)", MAX_CATALOG_BYTES
+        )
         new, overrides, user_prices = _validated(_load_toml(user_text, str(path)), user_text, str(path), set(by_id))
         for entry in new:
             by_id[entry.id] = entry
@@ -201,8 +211,10 @@ def _load(user_file: str | None) -> Catalog:
                 by_id[partial["id"]] = GpuSpec(**{**by_id[partial["id"]].model_dump(), **partial})
             except ValidationError as exc:
                 first = exc.errors()[0]
-                raise UsageError(f"catalog {path}: override of {partial['id']!r}: "
-                                 f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+                raise UsageError(
+                    f"catalog {path}: override of {partial['id']!r}: "
+                    f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+                ) from None
         # a user's price for the same GPU, kind and provider replaces the package's
         replaced = {(p.gpu, p.kind, p.provider) for p in user_prices}
         prices = [p for p in prices if (p.gpu, p.kind, p.provider) not in replaced] + user_prices

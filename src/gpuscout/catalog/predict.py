@@ -64,7 +64,7 @@ class Prediction:
 
 def alpha(intensity: float, half_point: float = INTENSITY_HALF_POINT, steepness: float = INTENSITY_STEEPNESS) -> float:
     """The compute share of the step time's dependence, between 0 (bandwidth) and 1 (compute)."""
-    return intensity ** steepness / (intensity ** steepness + half_point ** steepness)
+    return intensity**steepness / (intensity**steepness + half_point**steepness)
 
 
 def peak(gpu: GpuSpec, precision: Precision) -> float | None:
@@ -78,9 +78,15 @@ def scale(throughput: float, ref: GpuSpec, gpu: GpuSpec, precision: Precision, a
     return throughput * (p_gpu / p_ref) ** a * (gpu.memory_bandwidth_gbs / ref.memory_bandwidth_gbs) ** (1 - a)
 
 
-def predict(references: list[Reference], gpu: GpuSpec, precision: Precision, intensity: float,
-            catalog: Catalog, half_point: float = INTENSITY_HALF_POINT,
-            steepness: float = INTENSITY_STEEPNESS) -> Prediction | None:
+def predict(
+    references: list[Reference],
+    gpu: GpuSpec,
+    precision: Precision,
+    intensity: float,
+    catalog: Catalog,
+    half_point: float = INTENSITY_HALF_POINT,
+    steepness: float = INTENSITY_STEEPNESS,
+) -> Prediction | None:
     """Measured on this GPU kind: the references' median; else scaled from the others."""
     same = [r for r in references if r.gpu_id == gpu.id]
     measured = [r for r in same if r.label.startswith("measured")]
@@ -104,17 +110,20 @@ def predict(references: list[Reference], gpu: GpuSpec, precision: Precision, int
     return Prediction(value, value * (1 - band), value * (1 + band), "predicted", tuple(used))
 
 
-def assumed_reference(kind: str, training_flops_per_unit: float, catalog: Catalog,
-                      precision: Precision) -> Reference:
+def assumed_reference(kind: str, training_flops_per_unit: float, catalog: Catalog, precision: Precision) -> Reference:
     """A made-up measurement on the H200 at the MFU gpuscout saw there for this kind of model."""
     h200 = catalog.get(ASSUMED_ON)
     peak_flops = (peak(h200, precision) or h200.fp32_tflops) * 1e12
     mfu = ASSUMED_MFU[kind]
-    return Reference(ASSUMED_ON, mfu * peak_flops / training_flops_per_unit,
-                     f"assumed: {mfu:.0%} MFU on the H200 ({kind}s measured by gpuscout)")
+    return Reference(
+        ASSUMED_ON,
+        mfu * peak_flops / training_flops_per_unit,
+        f"assumed: {mfu:.0%} MFU on the H200 ({kind}s measured by gpuscout)",
+    )
 
 
 # ---------------------------------------------------------------- the published table
+
 
 @dataclass(frozen=True)
 class Published:
@@ -139,20 +148,20 @@ def published() -> tuple[Published, ...]:
     return tuple(Published(**entry) for entry in tomllib.loads(text)["entry"])
 
 
-def _predict_entry(entry: Published, others: list[Published], catalog: Catalog, half_point: float,
-                   steepness: float) -> float | None:
+def _predict_entry(
+    entry: Published, others: list[Published], catalog: Catalog, half_point: float, steepness: float
+) -> float | None:
     refs = [Reference(o.gpu, o.throughput, o.source) for o in others if o.group == entry.group]
     if not refs:
         return None
-    result = predict(refs, catalog.get(entry.gpu), entry.run_precision, entry.intensity, catalog,
-                     half_point, steepness)
+    result = predict(refs, catalog.get(entry.gpu), entry.run_precision, entry.intensity, catalog, half_point, steepness)
     return result.throughput if result else None
 
 
 def _errors(entries: list[Published], catalog: Catalog, half_point: float, steepness: float) -> list[float]:
     errors = []
     for i, entry in enumerate(entries):
-        predicted = _predict_entry(entry, entries[:i] + entries[i + 1:], catalog, half_point, steepness)
+        predicted = _predict_entry(entry, entries[:i] + entries[i + 1 :], catalog, half_point, steepness)
         if predicted is not None:
             errors.append(abs(predicted / entry.throughput - 1))
     return errors
@@ -170,7 +179,7 @@ def loo_errors(entries: list[Published], catalog: Catalog) -> list[float]:
     """Each entry predicted from the others of its group, the constants fitted without it."""
     errors = []
     for i, entry in enumerate(entries):
-        rest = entries[:i] + entries[i + 1:]
+        rest = entries[:i] + entries[i + 1 :]
         predicted = _predict_entry(entry, rest, catalog, *fit(rest, catalog))
         if predicted is not None:
             errors.append(abs(predicted / entry.throughput - 1))

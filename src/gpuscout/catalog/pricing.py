@@ -30,7 +30,7 @@ class PricingOptions:
     amortise_years: float = DEFAULT_AMORTISE_YEARS
     usd_per_kwh: float = DEFAULT_USD_PER_KWH
 
-    def check(self) -> "PricingOptions":
+    def check(self) -> PricingOptions:
         if self.price_usd_per_hour is not None and self.price_usd_per_hour <= 0:
             raise UsageError(f"--price must be > 0 USD per GPU-hour, got {self.price_usd_per_hour:g}")
         if self.amortise_years <= 0:
@@ -47,13 +47,19 @@ def _pick(entries: list[PriceEntry]) -> PriceEntry:
     return min(fresh or entries, key=lambda p: p.usd)
 
 
-def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = PricingOptions(),
-                power_w: float | None = None, strict: bool = True) -> HourlyCost | None:
+def hourly_cost(
+    catalog: Catalog,
+    gpu_id: str,
+    options: PricingOptions = PricingOptions(),
+    power_w: float | None = None,
+    strict: bool = True,
+) -> HourlyCost | None:
     """The cost of one GPU-hour, or None when nothing is known (no price, no --price). With
     `strict` (one GPU asked about), a --provider without a price for it is an error."""
     if options.price_usd_per_hour is not None:
-        return HourlyCost(usd_per_hour=options.price_usd_per_hour, basis=f"--price {options.price_usd_per_hour:g} USD/h",
-                          kind="given")
+        return HourlyCost(
+            usd_per_hour=options.price_usd_per_hour, basis=f"--price {options.price_usd_per_hour:g} USD/h", kind="given"
+        )
     entries = catalog.prices_for(gpu_id)
     if options.owned:
         purchases = [p for p in entries if p.kind == "purchase"]
@@ -64,11 +70,20 @@ def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = Pricing
         watts = power_w if power_w is not None else gpu.tdp_w
         capital = bought.usd / (options.amortise_years * HOURS_PER_YEAR)
         energy = watts / 1000 * options.usd_per_kwh
-        basis = (f"owned: {bought.usd:,.0f} USD ({bought.provider}, {bought.date}) over {options.amortise_years:g} "
-                 f"years + {watts:.0f} W ({'measured' if power_w is not None else 'TDP'}) at "
-                 f"{options.usd_per_kwh:g} USD/kWh")
-        return HourlyCost(usd_per_hour=capital + energy, basis=basis, kind="owned", provider=bought.provider,
-                          date=bought.date, stale=bought.stale(), source=bought.source)
+        basis = (
+            f"owned: {bought.usd:,.0f} USD ({bought.provider}, {bought.date}) over {options.amortise_years:g} "
+            f"years + {watts:.0f} W ({'measured' if power_w is not None else 'TDP'}) at "
+            f"{options.usd_per_kwh:g} USD/kWh"
+        )
+        return HourlyCost(
+            usd_per_hour=capital + energy,
+            basis=basis,
+            kind="owned",
+            provider=bought.provider,
+            date=bought.date,
+            stale=bought.stale(),
+            source=bought.source,
+        )
     clouds = [p for p in entries if p.kind == "cloud"]
     if options.provider:
         chosen = [p for p in clouds if p.provider == options.provider]
@@ -76,20 +91,34 @@ def hourly_cost(catalog: Catalog, gpu_id: str, options: PricingOptions = Pricing
             return None
         if not chosen:
             offered = sorted({p.provider for p in clouds})
-            raise UsageError(f"no {options.provider!r} price for {gpu_id}: "
-                             + (f"the catalog has {', '.join(offered)}" if offered else "the catalog has none")
-                             + "; add one with --catalog FILE or give --price")
+            raise UsageError(
+                f"no {options.provider!r} price for {gpu_id}: "
+                + (f"the catalog has {', '.join(offered)}" if offered else "the catalog has none")
+                + "; add one with --catalog FILE or give --price"
+            )
         clouds = chosen
     if not clouds:
         return None
     best = _pick(clouds)
     stale = " (stale: over a year old)" if best.stale() else ""
-    return HourlyCost(usd_per_hour=best.usd, basis=f"{best.provider} on demand, {best.date}{stale}", kind="cloud",
-                      provider=best.provider, date=best.date, stale=best.stale(), source=best.source)
+    return HourlyCost(
+        usd_per_hour=best.usd,
+        basis=f"{best.provider} on demand, {best.date}{stale}",
+        kind="cloud",
+        provider=best.provider,
+        date=best.date,
+        stale=best.stale(),
+        source=best.source,
+    )
 
 
-def cost_figures(hourly: HourlyCost, units_per_s: float | None, epoch_s: float | None = None,
-                 tta_s: float | None = None, power_w: float | None = None) -> Cost:
+def cost_figures(
+    hourly: HourlyCost,
+    units_per_s: float | None,
+    epoch_s: float | None = None,
+    tta_s: float | None = None,
+    power_w: float | None = None,
+) -> Cost:
     """USD per million units (samples, images or tokens: the record's), per epoch and per
     time-to-accuracy run, and energy per million units from the measured power."""
     per_s = hourly.usd_per_hour / 3600

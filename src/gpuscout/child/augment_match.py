@@ -37,6 +37,7 @@ FLIP_P_VALUE = 0.001
 class Seen:
     """One output explained: y[r, c] = scale * flip(x)[r + dy, c + dx] + offset where that lies in
     the input, `fill` elsewhere (None: nothing was uncovered); scale, offset and fill per channel."""
+
     flip_h: bool
     flip_v: bool
     dy: int
@@ -51,6 +52,7 @@ class Seen:
 class Layer:
     """A Keras layer as keras.layers.<name>(*args, **kwargs): built in the child, written in the
     patch (record.watch.AugmentLayer.code)."""
+
     name: str
     args: tuple
     kwargs: dict
@@ -76,7 +78,7 @@ class Locator:
     def flipped(self, flip_h: bool, flip_v: bool, side: int) -> tuple:
         key = (flip_h, flip_v, side)
         if key not in self.flips:
-            image = self.x.astype(np.float64)[::-1 if flip_v else 1, ::-1 if flip_h else 1]
+            image = self.x.astype(np.float64)[:: -1 if flip_v else 1, :: -1 if flip_h else 1]
             grey = image[..., self.channel]
             mean, std = _window_stats(grey, side)
             self.flips[key] = image, grey, mean, std
@@ -85,6 +87,7 @@ class Locator:
 
 def _window_stats(grey: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
     """The mean and standard deviation of every side x side window, from integral images."""
+
     def sums(a):
         s = np.pad(a, ((1, 0), (1, 0))).cumsum(0).cumsum(1)
         return s[side:, side:] - s[:-side, side:] - s[side:, :-side] + s[:-side, :-side]
@@ -110,12 +113,17 @@ def explain(x: np.ndarray, y, locator: Locator | None = None) -> Seen | None:
     # what a shift uncovered is nowhere in the input), each the most varied first; a flat one
     # locates nothing
     grid_r, grid_c = (np.linspace(0, n - side, 5).astype(int) for n in (h, w))
-    patches = sorted(((i in (0, 4) or j in (0, 4), -grey[r:r + side, c:c + side].std(), int(r), int(c))
-                      for i, r in enumerate(grid_r) for j, c in enumerate(grid_c)))
+    patches = sorted(
+        (
+            (i in (0, 4) or j in (0, 4), -grey[r : r + side, c : c + side].std(), int(r), int(c))
+            for i, r in enumerate(grid_r)
+            for j, c in enumerate(grid_c)
+        )
+    )
     for _, spread, top, left in patches:
         if spread == 0:
             continue
-        patch = grey[top:top + side, left:left + side]
+        patch = grey[top : top + side, left : left + side]
         patch = (patch - patch.mean()) / patch.std()
         for flip_h in (False, True):
             for flip_v in (False, True):
@@ -125,7 +133,7 @@ def explain(x: np.ndarray, y, locator: Locator | None = None) -> Seen | None:
                 near = std > 0
                 for a, b in ((0, 0), (side - 1, side - 1), (side // 2, side // 2), (0, side - 1)):
                     with np.errstate(divide="ignore", invalid="ignore"):
-                        z = (flat[a:a + rows, b:b + cols] - mean) / std
+                        z = (flat[a : a + rows, b : b + cols] - mean) / std
                     near &= np.abs(z - patch[a, b]) < Z_MATCH
                 for i, j in zip(*np.nonzero(near)):
                     seen = _checked(image, yf, int(i) - top, int(j) - left, flip_h, flip_v)
@@ -141,7 +149,7 @@ def _checked(flipped: np.ndarray, y: np.ndarray, dy: int, dx: int, flip_h: bool,
     r0, r1, c0, c1 = max(0, -dy), min(h, height - dy), max(0, -dx), min(w, width - dx)
     if r1 - r0 < 2 or c1 - c0 < 2:
         return None
-    source = flipped[r0 + dy:r1 + dy, c0 + dx:c1 + dx].reshape(-1, flipped.shape[2])
+    source = flipped[r0 + dy : r1 + dy, c0 + dx : c1 + dx].reshape(-1, flipped.shape[2])
     target = y[r0:r1, c0:c1].reshape(-1, y.shape[2])
     spread = source.var(axis=0)
     if (spread == 0).any():
@@ -164,8 +172,9 @@ def _checked(flipped: np.ndarray, y: np.ndarray, dy: int, dx: int, flip_h: bool,
         if np.ptp(outside, axis=0).max() > tolerance:
             return None  # reflected or repeated edges: not a constant fill
         fill = tuple(float(v) for v in outside[0])
-    return Seen(flip_h, flip_v, dy, dx, tuple(float(v) for v in scale), tuple(float(v) for v in offset), fill,
-                tuple(y.shape))
+    return Seen(
+        flip_h, flip_v, dy, dx, tuple(float(v) for v in scale), tuple(float(v) for v in offset), fill, tuple(y.shape)
+    )
 
 
 def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] | str:
@@ -175,8 +184,10 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
     if any(s.shape != first.shape for s in seen):
         return "its outputs have different sizes"
     if len(set(seen)) == 1 and (first.flip_h or first.flip_v or first.dy or first.dx) and first.shape == x.shape:
-        return ("it made the same changed output every call (a fixed change, or seeded by its arguments): a layer "
-                "would draw new randomness")
+        return (
+            "it made the same changed output every call (a fixed change, or seeded by its arguments): a layer "
+            "would draw new randomness"
+        )
     if any(not _close(s.scale, first.scale) or not _close(s.offset, first.offset) for s in seen):
         return "its values change from call to call (a random brightness or contrast)"
     values = _values(first.scale, first.offset, out_dtype != str(x.dtype))
@@ -195,8 +206,9 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
     h, w = first.shape[:2]
     values_first = True
     if (h, w) != (height, width):
-        if len({(s.dy, s.dx) for s in seen}) == 1 and (abs(2 * first.dy - (height - h)) <= 1
-                                                        and abs(2 * first.dx - (width - w)) <= 1):
+        if len({(s.dy, s.dx) for s in seen}) == 1 and (
+            abs(2 * first.dy - (height - h)) <= 1 and abs(2 * first.dx - (width - w)) <= 1
+        ):
             geometry.append(Layer("CenterCrop", (h, w), {}))
         elif len({(s.dy, s.dx) for s in seen}) == 1:
             return f"it crops {h}x{w} at one place off the centre"
@@ -224,8 +236,13 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
             else:
                 return "what a shift uncovers is filled with a different value in each channel"
             # a shift of up to (dy, dx) pixels: a border that wide, then the image's size cropped from it
-            geometry.append(Layer("RandomCropEach", (height, width),
-                                  {"pad_height": most_dy, "pad_width": most_dx, "fill_value": float(simplest(value))}))
+            geometry.append(
+                Layer(
+                    "RandomCropEach",
+                    (height, width),
+                    {"pad_height": most_dy, "pad_width": most_dx, "fill_value": float(simplest(value))},
+                )
+            )
     layers = values + geometry if values_first else geometry + values
     if not layers:
         return "it returned its input unchanged"
@@ -253,7 +270,7 @@ def _values(scale: tuple[float, ...], offset: tuple[float, ...], cast: bool) -> 
 def _two_sided(k: int, n: int) -> float:
     """P(a fair coin's count over n is as far from n/2 as k)."""
     far = abs(k - n / 2)
-    return min(1.0, sum(math.comb(n, i) for i in range(n + 1) if abs(i - n / 2) >= far) / 2 ** n)
+    return min(1.0, sum(math.comb(n, i) for i in range(n + 1) if abs(i - n / 2) >= far) / 2**n)
 
 
 def identify(call_again, x: np.ndarray) -> tuple[list[Layer] | str, int]:
@@ -270,18 +287,25 @@ def identify(call_again, x: np.ndarray) -> tuple[list[Layer] | str, int]:
     for _ in range(max(2, math.ceil(TRIES / len(images))) if batched else TRIES):
         y = call_again()
         y = np.asarray(y) if hasattr(y, "__array__") else y
-        outputs = list(y[:len(images)]) if batched and getattr(y, "ndim", 0) == 4 and len(y) == len(x) else \
-            [None] * len(images) if batched else [y]
+        outputs = (
+            list(y[: len(images)])
+            if batched and getattr(y, "ndim", 0) == 4 and len(y) == len(x)
+            else [None] * len(images)
+            if batched
+            else [y]
+        )
         for image, output, locator in zip(images, outputs, locators):
             explained = explain(image, output, locator)
             if explained is None:
                 kind = f"a {type(y).__name__}" if not hasattr(y, "shape") else f"shape {tuple(y.shape)}"
-                return (f"an output ({kind}) is not a flip, crop, shift or rescale of its input {tuple(x.shape)} "
-                        "(a rotation, zoom, colour change or noise?)"), len(seen)
+                return (
+                    f"an output ({kind}) is not a flip, crop, shift or rescale of its input {tuple(x.shape)} "
+                    "(a rotation, zoom, colour change or noise?)"
+                ), len(seen)
             seen.append(explained)
         out_dtype = str(y.dtype)
     if batched and len(images) > 1:
-        calls = [seen[i:i + len(images)] for i in range(0, len(seen), len(images))]
+        calls = [seen[i : i + len(images)] for i in range(0, len(seen), len(images))]
         for what, key in (("flip", lambda s: (s.flip_h, s.flip_v)), ("crop or shift", lambda s: (s.dy, s.dx))):
             if len({key(s) for s in seen}) > 1 and all(len({key(s) for s in call}) == 1 for call in calls):
                 return f"it draws one {what} for the whole batch, not one per image as the layers would", len(seen)

@@ -16,8 +16,10 @@ import re
 
 # Bytes of an element of each HLO type (xla/xla_data.proto's PrimitiveType).
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "s64": 8, "f64": 8, "pred": 1, "s8": 1, "u8": 1}
-COLLECTIVE = re.compile(r"\b(all-reduce-start|all-reduce|all-gather-start|all-gather|reduce-scatter|"
-                        r"collective-permute-start|collective-permute|all-to-all)\(")
+COLLECTIVE = re.compile(
+    r"\b(all-reduce-start|all-reduce|all-gather-start|all-gather|reduce-scatter|"
+    r"collective-permute-start|collective-permute|all-to-all)\("
+)
 TRITON_COLLECTIVE = '"kind":"__triton_collective"'
 TRITON_FUSION = re.compile(r" (fusion-start|fusion)\(")
 KERNEL = re.compile(r" (fusion|custom-call|convolution|dot)\(")  # work XLA launches as kernels
@@ -38,8 +40,8 @@ def collectives(hlo: str) -> tuple[list[dict], int]:
     """The collectives of the entry computation in schedule order, and its instruction count.
     Each: name, op, position, bytes (its payload), operands, done_position (asynchronous ones) and
     compute_between: the kernels XLA scheduled between its start and its end (0: it overlaps none)."""
-    entry = hlo[hlo.find("\nENTRY "):] if "\nENTRY " in hlo else hlo
-    body = entry[:entry.find("\n}\n")] if "\n}\n" in entry else entry
+    entry = hlo[hlo.find("\nENTRY ") :] if "\nENTRY " in hlo else hlo
+    body = entry[: entry.find("\n}\n")] if "\n}\n" in entry else entry
     found, position, started = [], 0, {}
     for line in body.splitlines()[1:]:
         if " = " not in line:
@@ -59,15 +61,22 @@ def collectives(hlo: str) -> tuple[list[dict], int]:
         if not (m or triton):
             continue
         if m:
-            op, result = m.group(1), rhs[:m.start(1)]
+            op, result = m.group(1), rhs[: m.start(1)]
         else:
             op = "triton all-reduce" + ("-start" if triton.group(1) == "fusion-start" else "")
-            result = rhs[:triton.start()]
+            result = rhs[: triton.start()]
         size, operands = shape_bytes(result), len(re.findall(r"\b[a-z]+\d*\[", result))
         if op.endswith("all-reduce-start"):  # ((operands), results): the results alias the operands
             size, operands = size // 2, operands // 2
-        item = {"name": name, "op": op, "position": position, "bytes": size, "operands": operands,
-                "done_position": None, "compute_between": 0}
+        item = {
+            "name": name,
+            "op": op,
+            "position": position,
+            "bytes": size,
+            "operands": operands,
+            "done_position": None,
+            "compute_between": 0,
+        }
         found.append(item)
         if op.endswith("-start"):
             started[name] = item
@@ -78,6 +87,10 @@ def schedule(hlo: str) -> dict:
     """The record's summary of `collectives` (record.child.CollectiveSchedule's fields)."""
     found, _ = collectives(hlo)
     beside = [c for c in found if c["compute_between"]]
-    return {"collectives": len(found), "payload_bytes": sum(c["bytes"] for c in found),
-            "asynchronous": sum(c["done_position"] is not None for c in found),
-            "beside_compute": len(beside), "payload_bytes_beside_compute": sum(c["bytes"] for c in beside)}
+    return {
+        "collectives": len(found),
+        "payload_bytes": sum(c["bytes"] for c in found),
+        "asynchronous": sum(c["done_position"] is not None for c in found),
+        "beside_compute": len(beside),
+        "payload_bytes_beside_compute": sum(c["bytes"] for c in beside),
+    }

@@ -23,8 +23,9 @@ SYNTHETIC_BYTES_MAX = 1 << 30
 PIPELINE_HOST_BATCHES = 16
 
 
-def sample_batch(workload: Workload, rng: np.random.Generator, n: int, seq_len: int | None,
-           host_images: bool) -> tuple[np.ndarray, np.ndarray]:
+def sample_batch(
+    workload: Workload, rng: np.random.Generator, n: int, seq_len: int | None, host_images: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """n samples of the workload's input and labels (random, never zeros)."""
     shape = (n, *workload.input_shape(seq_len))
     if workload.label_shape is not None:  # a user's model: inputs and labels of its own shapes
@@ -59,16 +60,18 @@ def sample_batch(workload: Workload, rng: np.random.Generator, n: int, seq_len: 
     return x, rng.integers(0, workload.num_classes, size=(n,), dtype=np.int32)
 
 
-def synthetic_batches(workload: Workload, batch_size: int, seed: int,
-                      seq_len: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+def synthetic_batches(
+    workload: Workload, batch_size: int, seed: int, seq_len: int | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(seed)
     x_bytes = 4 * batch_size * int(np.prod(workload.input_shape(seq_len)))
     count = int(max(2, min(SYNTHETIC_BATCHES_MAX, SYNTHETIC_BYTES_MAX // max(x_bytes, 1))))
     return [sample_batch(workload, rng, batch_size, seq_len, host_images=False) for _ in range(count)]
 
 
-def host_dataset(workload: Workload, batch_size: int, seed: int,
-                 seq_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def host_dataset(
+    workload: Workload, batch_size: int, seed: int, seq_len: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Host-resident samples as a real loader would hold them: uint8 images, float32 vectors,
     int32 token ids."""
     rng = np.random.default_rng(seed)
@@ -116,5 +119,5 @@ def numpy_batches(x, y, spec: RunSpec, workload: Workload, rng):
     while True:
         order = rng.permutation(len(x))
         for start in range(0, len(x) - spec.batch_size + 1, spec.batch_size):
-            idx = order[start:start + spec.batch_size]
+            idx = order[start : start + spec.batch_size]
             yield augment_numpy(x[idx], rng, spec.pipeline_cost, workload.input_kind), y[idx]

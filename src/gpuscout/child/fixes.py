@@ -92,8 +92,7 @@ def device_slices(x, y, batch_size):
     xs, ys = jax.device_put(x), jax.device_put(y)
     while True:
         for i in range(len(xs) // batch_size):
-            yield xs[i * batch_size:(i + 1) * batch_size], ys[i * batch_size:(i + 1) * batch_size]
-
+            yield xs[i * batch_size : (i + 1) * batch_size], ys[i * batch_size : (i + 1) * batch_size]
 
 
 @keras.saving.register_keras_serializable(package="gpuscout")
@@ -154,12 +153,13 @@ class RandomCropEach(keras.layers.Layer):
     def call(self, images, training=True):
         ops = keras.ops
         if self.pad_height or self.pad_width:
-            images = ops.pad(images, [[0, 0], [self.pad_height] * 2, [self.pad_width] * 2, [0, 0]],
-                             constant_values=self.fill_value)
+            images = ops.pad(
+                images, [[0, 0], [self.pad_height] * 2, [self.pad_width] * 2, [0, 0]], constant_values=self.fill_value
+            )
         batch, rows, cols, channels = ops.shape(images)
         if not training:
             top, left = (rows - self.height) // 2, (cols - self.width) // 2
-            return images[:, top:top + self.height, left:left + self.width, :]
+            return images[:, top : top + self.height, left : left + self.width, :]
         tops = keras.random.randint((batch, 1), 0, rows - self.height + 1, seed=self.seed_generator)
         lefts = keras.random.randint((batch, 1), 0, cols - self.width + 1, seed=self.seed_generator)
         picked = ops.expand_dims(ops.expand_dims(tops + ops.arange(self.height), -1), -1)
@@ -171,5 +171,12 @@ class RandomCropEach(keras.layers.Layer):
         return (input_shape[0], self.height, self.width, input_shape[3])
 
     def get_config(self):
-        return {**super().get_config(), "height": self.height, "width": self.width, "pad_height": self.pad_height,
-                "pad_width": self.pad_width, "fill_value": self.fill_value, "seed": self.seed}
+        return {
+            **super().get_config(),
+            "height": self.height,
+            "width": self.width,
+            "pad_height": self.pad_height,
+            "pad_width": self.pad_width,
+            "fill_value": self.fill_value,
+            "seed": self.seed,
+        }

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import math
 
-ZERO_FLOP_LAYERS = {"Embedding", "BatchNormalization", "LayerNormalization", "GroupNormalization",
-                    "RMSNormalization", "UnitNormalization"}
+ZERO_FLOP_LAYERS = {
+    "Embedding",
+    "BatchNormalization",
+    "LayerNormalization",
+    "GroupNormalization",
+    "RMSNormalization",
+    "UnitNormalization",
+}
 CONV_LAYERS = {"Conv1D", "Conv2D", "Conv3D"}
 
 
@@ -116,9 +122,9 @@ def _einsum_dense(layer) -> float | None:
     sizes = dict(zip(kernel_spec, (int(d) for d in layer.kernel.shape)))
     if data.startswith("..."):  # the leading axes the ellipsis stands for: batch, then more
         explicit = data[3:]
-        leading = shape[:len(shape) - len(explicit)]
+        leading = shape[: len(shape) - len(explicit)]
         extra = leading[1:]
-        shape_letters = dict(zip(explicit, shape[len(leading):]))
+        shape_letters = dict(zip(explicit, shape[len(leading) :]))
     else:
         extra = ()
         shape_letters = dict(zip(data[1:], shape[1:]))

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -56,8 +56,11 @@ def keras_server(spec: RunSpec, model, keras) -> Server:
         trainable = [v.value for v in model.trainable_variables]
         fixed = [v.value for v in model.non_trainable_variables]
         # parts: the input as one device array or as slices to join (JaxStager's split copy)
-        forward = jax.jit(lambda t, n, parts: model.stateless_call(
-            t, n, parts[0] if len(parts) == 1 else jnp.concatenate(parts), training=False)[0])
+        forward = jax.jit(
+            lambda t, n, parts: model.stateless_call(
+                t, n, parts[0] if len(parts) == 1 else jnp.concatenate(parts), training=False
+            )[0]
+        )
         device = jax.local_devices()[0]
         stager = JaxStager(jax, device)
 
@@ -66,18 +69,30 @@ def keras_server(spec: RunSpec, model, keras) -> Server:
             return np.asarray(out) if fetch else out
 
         on_gpu = device.platform == "gpu"
-        return Server(predict, "gpu" if on_gpu else "cpu", 0.0, None,
-                      "jax.jit(Model.stateless_call, training=False)", stager.choose if on_gpu else None)
+        return Server(
+            predict,
+            "gpu" if on_gpu else "cpu",
+            0.0,
+            None,
+            "jax.jit(Model.stateless_call, training=False)",
+            stager.choose if on_gpu else None,
+        )
     import tensorflow as tf
 
     forward = tf.function(lambda x: model(x, training=False), jit_compile=spec.xla, reduce_retracing=True)
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
-    return Server(_tf_synchronised(forward), "gpu" if on_gpu else "cpu", 0.0, None,
-                  f"tf.function(Model.__call__, training=False, jit_compile={spec.xla})")
+    return Server(
+        _tf_synchronised(forward),
+        "gpu" if on_gpu else "cpu",
+        0.0,
+        None,
+        f"tf.function(Model.__call__, training=False, jit_compile={spec.xla})",
+    )
 
 
 def _tf_synchronised(forward):
     """TensorFlow has no block_until_ready: fetching one element of the output waits for all of it."""
+
     def predict(x, fetch=False):
         out = forward(x)
         if fetch:
@@ -102,8 +117,13 @@ def saved_model_server(spec: RunSpec, model, workdir: Path) -> Server:
     loaded = tf.saved_model.load(str(path))  # the closure below keeps it (and so its variables) alive
     prepare = time.monotonic() - start
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
-    return Server(_tf_synchronised(lambda x: loaded.serve(tf.constant(x))), "gpu" if on_gpu else "cpu", prepare, _size(path),
-                  "tf.saved_model.load(model.export(format='tf_saved_model')).serve")
+    return Server(
+        _tf_synchronised(lambda x: loaded.serve(tf.constant(x))),
+        "gpu" if on_gpu else "cpu",
+        prepare,
+        _size(path),
+        "tf.saved_model.load(model.export(format='tf_saved_model')).serve",
+    )
 
 
 def _interpreter_class():
@@ -132,7 +152,7 @@ def litert_server(spec: RunSpec, model, workdir: Path, representative: np.ndarra
         # Full integer: activations calibrated on real inputs (LiteRT "Post-training integer quantization").
         def calibration():
             for i in range(min(len(representative), 100)):
-                yield [representative[i:i + 1].astype(np.float32)]
+                yield [representative[i : i + 1].astype(np.float32)]
 
         converter.representative_dataset = calibration
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -154,7 +174,9 @@ def litert_server(spec: RunSpec, model, workdir: Path, representative: np.ndarra
         interpreter.invoke()
         return interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
 
-    return Server(predict, "cpu", prepare, len(flat), f"{source} Interpreter, LiteRT {variant}, {os.cpu_count()} threads")
+    return Server(
+        predict, "cpu", prepare, len(flat), f"{source} Interpreter, LiteRT {variant}, {os.cpu_count()} threads"
+    )
 
 
 def onnx_server(spec: RunSpec, model, workdir: Path) -> Server:
@@ -164,20 +186,28 @@ def onnx_server(spec: RunSpec, model, workdir: Path) -> Server:
     path = workdir / "model.onnx"
     model.export(str(path), format="onnx", verbose=False)
     available = ort.get_available_providers()
-    wanted = ("TensorrtExecutionProvider",) if spec.inference.format is ServeFormat.tensorrt else (
-        "CUDAExecutionProvider",)
+    wanted = (
+        ("TensorrtExecutionProvider",) if spec.inference.format is ServeFormat.tensorrt else ("CUDAExecutionProvider",)
+    )
     if spec.gpu_index is None:
         wanted = ()
     providers = [p for p in wanted if p in available] + ["CPUExecutionProvider"]
     if spec.inference.format is ServeFormat.tensorrt and providers[0] != "TensorrtExecutionProvider":
-        raise RuntimeError(f"ONNX Runtime here has no TensorRT execution provider (it has {', '.join(available)}): "
-                           "install onnxruntime-gpu with TensorRT on an NVIDIA GPU")
+        raise RuntimeError(
+            f"ONNX Runtime here has no TensorRT execution provider (it has {', '.join(available)}): "
+            "install onnxruntime-gpu with TensorRT on an NVIDIA GPU"
+        )
     session = ort.InferenceSession(str(path), providers=providers)
     name = session.get_inputs()[0].name
     prepare = time.monotonic() - start
     used = session.get_providers()[0]
-    return Server(lambda x, fetch=False: session.run(None, {name: x})[0], "gpu" if used != "CPUExecutionProvider" else "cpu",
-                  prepare, _size(path), f"onnxruntime {ort.__version__} InferenceSession, {used}")
+    return Server(
+        lambda x, fetch=False: session.run(None, {name: x})[0],
+        "gpu" if used != "CPUExecutionProvider" else "cpu",
+        prepare,
+        _size(path),
+        f"onnxruntime {ort.__version__} InferenceSession, {used}",
+    )
 
 
 def server_for(spec: RunSpec, model, keras, workdir: Path, representative: np.ndarray) -> Server:

@@ -23,16 +23,16 @@ import math
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from gpuscout.core import datasets
 from gpuscout.child import data
 from gpuscout.child.formats import server_for
-from gpuscout.record.child import ChildResult
+from gpuscout.core import datasets
 from gpuscout.core.spec import RunSpec, ServeFormat
+from gpuscout.record.child import ChildResult
 from gpuscout.workloads.base import Workload
 
 WINDOWS = 5
@@ -51,17 +51,25 @@ def _inputs(spec: RunSpec, workload: Workload, keras, model) -> tuple[np.ndarray
     x_train, x_val = datasets.standardise(datasets.fit_to(split.x_train, shape), datasets.fit_to(split.x_val, shape))
     model.compile(optimizer=workload.build_optimizer(keras), loss=workload.build_loss(keras), metrics=["accuracy"])
     model.fit(x_train, split.y_train.astype(np.int32), batch_size=64, epochs=TRAIN_EPOCHS, shuffle=True, verbose=0)
-    return x_val, split.y_val.astype(np.int64), {"dataset": spec.inference.dataset, "train_samples": int(len(x_train)),
-                                                  "val_samples": int(len(x_val)), "epochs": TRAIN_EPOCHS}
+    return (
+        x_val,
+        split.y_val.astype(np.int64),
+        {
+            "dataset": spec.inference.dataset,
+            "train_samples": int(len(x_train)),
+            "val_samples": int(len(x_val)),
+            "epochs": TRAIN_EPOCHS,
+        },
+    )
 
 
 def _batched(predict: Callable, x: np.ndarray, batch: int) -> np.ndarray:
     outs = []
     for start in range(0, len(x), batch):
-        part = x[start:start + batch]
+        part = x[start : start + batch]
         if len(part) < batch:  # a fixed-batch server: pad the last part, keep its real rows
-            pad = np.concatenate([part, x[:batch - len(part)]])
-            outs.append(predict(pad, fetch=True)[:len(part)])
+            pad = np.concatenate([part, x[: batch - len(part)]])
+            outs.append(predict(pad, fetch=True)[: len(part)])
         else:
             outs.append(predict(part, fetch=True))
     return np.concatenate(outs)
@@ -69,10 +77,14 @@ def _batched(predict: Callable, x: np.ndarray, batch: int) -> np.ndarray:
 
 def _agreement(outputs: np.ndarray, reference: np.ndarray, labels: np.ndarray | None) -> dict:
     out, ref = outputs.astype(np.float64), reference.astype(np.float64)
-    result = {"samples": int(len(out)), "max_abs_diff": float(np.max(np.abs(out - ref))),
-              "mean_abs_diff": float(np.mean(np.abs(out - ref))),
-              "top1_agreement": float(np.mean(out.argmax(-1) == ref.argmax(-1))),
-              "accuracy": None, "reference_accuracy": None}
+    result = {
+        "samples": int(len(out)),
+        "max_abs_diff": float(np.max(np.abs(out - ref))),
+        "mean_abs_diff": float(np.mean(np.abs(out - ref))),
+        "top1_agreement": float(np.mean(out.argmax(-1) == ref.argmax(-1))),
+        "accuracy": None,
+        "reference_accuracy": None,
+    }
     if labels is not None:
         result["accuracy"] = float(np.mean(out.argmax(-1) == labels))
         result["reference_accuracy"] = float(np.mean(ref.argmax(-1) == labels))
@@ -111,9 +123,15 @@ def _load_test(predict: Callable, x: np.ndarray, clients: int, seconds: float, t
         t.join()
     ended = time.monotonic()
     latencies = [end - start for s in spans for start, end in s]
-    return {"clients": clients, "batch_size": int(len(x)), "seconds": ended - began, "requests": len(latencies),
-            "latencies_s": latencies, "samples_per_s": len(latencies) * len(x) / (ended - began),
-            "thread_safe": thread_safe}
+    return {
+        "clients": clients,
+        "batch_size": int(len(x)),
+        "seconds": ended - began,
+        "requests": len(latencies),
+        "latencies_s": latencies,
+        "samples_per_s": len(latencies) * len(x) / (ended - began),
+        "thread_safe": thread_safe,
+    }
 
 
 def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict], None]) -> ChildResult:
@@ -141,23 +159,57 @@ def run_inference(spec: RunSpec, workload: Workload, keras, emit: Callable[[dict
             _timed(server.predict, x, inf.warmup_requests - 1)
             spans = _timed(server.predict, x, inf.requests)
             per = math.ceil(len(spans) / WINDOWS)
-            windows = [{"index": i, "start_monotonic_s": chunk[0][0], "end_monotonic_s": chunk[-1][1],
-                        "steps": len(chunk), "samples": len(chunk) * batch, "input_wait_s": 0.0}
-                       for i, chunk in enumerate(spans[j:j + per] for j in range(0, len(spans), per))]
-            points.append({"batch_size": batch, "first_request_s": first_s, "input_path": input_path,
-                           "latencies_s": [end - begin for begin, end in spans], "windows": windows})
-            emit({"event": "window", "index": index, "of": len(inf.batch_sizes),
-                  "throughput": batch * len(spans) / (spans[-1][1] - spans[0][0])})
+            windows = [
+                {
+                    "index": i,
+                    "start_monotonic_s": chunk[0][0],
+                    "end_monotonic_s": chunk[-1][1],
+                    "steps": len(chunk),
+                    "samples": len(chunk) * batch,
+                    "input_wait_s": 0.0,
+                }
+                for i, chunk in enumerate(spans[j : j + per] for j in range(0, len(spans), per))
+            ]
+            points.append(
+                {
+                    "batch_size": batch,
+                    "first_request_s": first_s,
+                    "input_path": input_path,
+                    "latencies_s": [end - begin for begin, end in spans],
+                    "windows": windows,
+                }
+            )
+            emit(
+                {
+                    "event": "window",
+                    "index": index,
+                    "of": len(inf.batch_sizes),
+                    "throughput": batch * len(spans) / (spans[-1][1] - spans[0][0]),
+                }
+            )
         load = None
         if inf.concurrency:
             x = np.resize(x_probe, (min(inf.batch_sizes), *x_probe.shape[1:])).astype(x_probe.dtype)
             load = _load_test(server.predict, x, inf.concurrency, inf.load_seconds, thread_safe)
         check_batch = min(max(inf.batch_sizes), 256)
-        outputs = _batched(server.predict, x_probe[:max(check_batch, min(len(x_probe), 1024))], check_batch)
-        agreement = _agreement(outputs, reference[:len(outputs)], None if labels is None else labels[:len(outputs)])
-    return ChildResult.model_validate({
-        "compiled": server.describe,
-        "inference": {"points": points, "load": load, "agreement": agreement, "trained": trained or None,
-                      "server": {"describe": server.describe, "device": server.device, "prepare_s": server.prepare_s,
-                                 "artifact_bytes": server.artifact_bytes, "format": inf.format.value,
-                                 "variant": inf.variant}}})
+        outputs = _batched(server.predict, x_probe[: max(check_batch, min(len(x_probe), 1024))], check_batch)
+        agreement = _agreement(outputs, reference[: len(outputs)], None if labels is None else labels[: len(outputs)])
+    return ChildResult.model_validate(
+        {
+            "compiled": server.describe,
+            "inference": {
+                "points": points,
+                "load": load,
+                "agreement": agreement,
+                "trained": trained or None,
+                "server": {
+                    "describe": server.describe,
+                    "device": server.device,
+                    "prepare_s": server.prepare_s,
+                    "artifact_bytes": server.artifact_bytes,
+                    "format": inf.format.value,
+                    "variant": inf.variant,
+                },
+            },
+        }
+    )

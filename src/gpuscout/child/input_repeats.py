@@ -90,8 +90,13 @@ class InputRepeats:
         self.same += digest == self.stream[(self.checked - 1) % self.period]  # position P + k: the k-th
 
     def counts(self) -> dict:
-        out = {"checked": self.checked, "same": self.same, "bytes": self.bytes, "hash_s": round(self.seconds, 6),
-               "order": "stream" if self.per_epoch is None else "epoch"}
+        out = {
+            "checked": self.checked,
+            "same": self.same,
+            "bytes": self.bytes,
+            "hash_s": round(self.seconds, 6),
+            "order": "stream" if self.per_epoch is None else "epoch",
+        }
         if self.per_epoch is None:
             out["period"] = self.period
         else:
@@ -142,7 +147,7 @@ def batch_digest(batch) -> tuple[str, int]:
             last = len(data) - BLOCK_BYTES
             for block in range(SAMPLED_BLOCKS):
                 offset = block * last // (SAMPLED_BLOCKS - 1)
-                digest.update(data[offset:offset + BLOCK_BYTES])
+                digest.update(data[offset : offset + BLOCK_BYTES])
     return digest.hexdigest(), size
 
 
@@ -153,6 +158,7 @@ def observe(x, repeats: InputRepeats):
     workers, threads or processes, made the batch), a generator by a generator around it. Returns
     the input fit is then given and an undo for the end of fit."""
     if hasattr(x, "__next__") and not hasattr(x, "element_spec"):
+
         def noted(inner):
             for batch in inner:
                 _note(repeats, batch)

@@ -106,7 +106,7 @@ def bucketed_mean(values: list, bucket_bytes: int, wire_dtype=None) -> list:
                 flat = lax.pmean(flat, AXIS)
             offset = 0
             for i in members:
-                out[i] = flat[offset:offset + values[i].size].reshape(values[i].shape)
+                out[i] = flat[offset : offset + values[i].size].reshape(values[i].shape)
                 offset += values[i].size
     return out
 
@@ -139,24 +139,36 @@ def per_replica_train_step(model, the_mesh, bucket_bytes: int | None = None, gra
         non_trainable = list(non_trainable)
         for i in seeds:
             non_trainable[i] = non_trainable[i] + jnp.asarray([1, 0], non_trainable[i].dtype) * index.astype(
-                non_trainable[i].dtype)
+                non_trainable[i].dtype
+            )
         (_, aux), grads = jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)(
-            trainable, non_trainable, metrics_variables, x, y, sample_weight,
-            training=True, optimizer_variables=optimizer_variables)
+            trainable,
+            non_trainable,
+            metrics_variables,
+            x,
+            y,
+            sample_weight,
+            training=True,
+            optimizer_variables=optimizer_variables,
+        )
         unscaled_loss, y_pred, non_trainable, metrics_variables = aux
-        grads = bucketed_mean(list(grads), bucket_bytes, gradient_wire_dtype) if bucket_bytes else lax.pmean(grads, AXIS)
+        grads = (
+            bucketed_mean(list(grads), bucket_bytes, gradient_wire_dtype) if bucket_bytes else lax.pmean(grads, AXIS)
+        )
         non_trainable = floats_mean(non_trainable)
         for i in seeds:
             non_trainable[i] = lax.all_gather(non_trainable[i], AXIS)[0]
         trainable, optimizer_variables = model.optimizer.stateless_apply(optimizer_variables, grads, trainable)
         logs, metrics_variables = model._update_metrics_variables(
-            metrics_variables, unscaled_loss, x, y, y_pred, sample_weight)
+            metrics_variables, unscaled_loss, x, y, y_pred, sample_weight
+        )
         logs = jax.tree.map(lambda t: lax.pmean(t, AXIS), logs)
         return logs, (trainable, non_trainable, optimizer_variables, floats_mean(metrics_variables))
 
     replicated, split = PartitionSpec(), PartitionSpec(AXIS)
     # check_vma off: the integer state kept from replica 0 is the same on every device by
     # construction, which the replication checker cannot see.
-    stepped = jax.shard_map(replica, mesh=the_mesh, in_specs=(replicated, split),
-                            out_specs=(replicated, replicated), check_vma=False)
+    stepped = jax.shard_map(
+        replica, mesh=the_mesh, in_specs=(replicated, split), out_specs=(replicated, replicated), check_vma=False
+    )
     return jax.jit(stepped, donate_argnums=0)

@@ -19,8 +19,13 @@ from gpuscout.workloads.base import Workload
 def framework_info() -> dict:
     import jax
 
-    info = {"backend_version": jax.__version__, "devices": [d.device_kind for d in jax.local_devices()],
-            "platform": jax.default_backend(), "cuda_version": None, "cudnn_version": None}
+    info = {
+        "backend_version": jax.__version__,
+        "devices": [d.device_kind for d in jax.local_devices()],
+        "platform": jax.default_backend(),
+        "cuda_version": None,
+        "cudnn_version": None,
+    }
     try:
         from jax._src.lib import cuda_versions  # the CUDA plugin's version queries
     except ImportError:
@@ -56,8 +61,11 @@ def device_peak_memory_bytes() -> int | None:
     None on a CPU, which keeps no such count."""
     import jax
 
-    peaks = [int(stats["peak_bytes_in_use"]) for d in jax.local_devices()
-             if (stats := d.memory_stats()) and "peak_bytes_in_use" in stats]
+    peaks = [
+        int(stats["peak_bytes_in_use"])
+        for d in jax.local_devices()
+        if (stats := d.memory_stats()) and "peak_bytes_in_use" in stats
+    ]
     return max(peaks) if peaks else None
 
 
@@ -83,7 +91,7 @@ class _Placement:
             return
         if len(devices) < spec.devices:
             raise RuntimeError(f"jax sees {len(devices)} device(s), the run asked for {spec.devices}")
-        devices = devices[:spec.devices]
+        devices = devices[: spec.devices]
         reduce = "XLA all-reduce (NCCL on GPUs)" if devices[0].platform == "gpu" else "XLA all-reduce"
         if stats is BatchNormStats.global_:
             distribution = keras.distribution.DataParallel(devices=devices)
@@ -96,8 +104,12 @@ class _Placement:
             self.replicated, split = jax_replicas.shardings(self.mesh)
             self.put = lambda batch: jax.device_put(batch, split)
             strategy = "jax.shard_map data parallel (gpuscout)"
-        self.details = {"strategy": strategy, "replicas": spec.devices, "all_reduce": reduce,
-                        "batchnorm": stats.value if stats else None}
+        self.details = {
+            "strategy": strategy,
+            "replicas": spec.devices,
+            "all_reduce": reduce,
+            "batchnorm": stats.value if stats else None,
+        }
 
     def train_step(self, model, state, gradient_bucket_mib: float | None = None):
         """(the jitted step, the state placed for it). Over several devices with per-replica
@@ -108,8 +120,10 @@ class _Placement:
         if self.mesh is not None:
             bucket = jax_replicas.bucket_size_bytes(jax_replicas.float_bytes(state[0]), gradient_bucket_mib)
             self.details["gradient_bucket_bytes"] = bucket
-            return (jax_replicas.per_replica_train_step(model, self.mesh, bucket),
-                    jax.device_put(state, self.replicated))
+            return (
+                jax_replicas.per_replica_train_step(model, self.mesh, bucket),
+                jax.device_put(state, self.replicated),
+            )
         if self.device is not None:
             # Committed to the device before the first step: Keras' variables are uncommitted
             # arrays, and the step's outputs (committed) would make the second call compile the
@@ -128,12 +142,16 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     host_batches = data.synthetic_batches(workload, spec.batch_size, spec.seed, spec.seq_len)
     # Creates the optimizer's and the loss tracker's variables, as fit() does before its loop.
     model._symbolic_build(data_batch=host_batches[0])
-    train_step, placed = placement.train_step(model, (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in model.optimizer.variables],
-        [v.value for v in model.metrics_variables],
-    ), workload.gradient_bucket_mib)
+    train_step, placed = placement.train_step(
+        model,
+        (
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+            [v.value for v in model.optimizer.variables],
+            [v.value for v in model.metrics_variables],
+        ),
+        workload.gradient_bucket_mib,
+    )
     state = [placed]
 
     if spec.data is DataMode.synthetic:
@@ -166,11 +184,18 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
             return {}
         return {"collectives": collectives.schedule(text)}
 
-    return StepRunner(step, sync, wait.total, details_after=details_after,
-                      compiled=("jax.jit(shard_map(keras compute_loss_and_updates + bucketed pmean + stateless_apply))"
-                                if placement.mesh is not None else
-                                "jax.jit(keras Model.train_step, donate_argnums=0)"),
-                      details={**placement.details, **model_details(model, keras)})
+    return StepRunner(
+        step,
+        sync,
+        wait.total,
+        details_after=details_after,
+        compiled=(
+            "jax.jit(shard_map(keras compute_loss_and_updates + bucketed pmean + stateless_apply))"
+            if placement.mesh is not None
+            else "jax.jit(keras Model.train_step, donate_argnums=0)"
+        ),
+        details={**placement.details, **model_details(model, keras)},
+    )
 
 
 class _WaitClock:
@@ -210,7 +235,7 @@ def _pipeline(spec: RunSpec, workload: Workload, put):
             ahead.append(put(next(host_iter)))
             wait.add(time.monotonic() - start)
             yield ahead.pop(0)
+
     # (naive: the list is empty before the append, so each batch is made when the step asks)
 
     return batches(), wait
-

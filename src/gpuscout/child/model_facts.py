@@ -10,9 +10,12 @@ def model_details(model, keras) -> dict:
     """What the scaling analysis needs to know about a model: its parameters (the all-reduce
     size) and its batch-normalisation layers (statistics over the batch: shared across devices
     under keras.distribution.DataParallel, per device under tf.distribute)."""
-    return {"params": int(model.count_params()),
-            "batchnorm_layers": sum(isinstance(layer, keras.layers.BatchNormalization)
-                                    for layer in model._flatten_layers())}
+    return {
+        "params": int(model.count_params()),
+        "batchnorm_layers": sum(
+            isinstance(layer, keras.layers.BatchNormalization) for layer in model._flatten_layers()
+        ),
+    }
 
 
 def model_facts(model, x) -> dict:
@@ -21,15 +24,23 @@ def model_facts(model, x) -> dict:
 
     from gpuscout.child.fit_input import input_type  # watch's: the harness's children never load it
 
-    facts = {"backend": keras.backend.backend(), "keras_version": keras.__version__,
-             "model": getattr(model, "name", type(model).__name__), "params": int(model.count_params()),
-             "input_type": input_type(x), "precision_policy": keras.mixed_precision.global_policy().name,
-             "compute_dtype": str(getattr(model, "compute_dtype", None)),
-             "jit_compile": bool(getattr(model, "jit_compile", False)),
-             "run_eagerly": bool(getattr(model, "run_eagerly", False)),
-             "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
-             "strategy": None, "replicas": 1, "forward_flops": None, "flops_coverage": None,
-             "own_train_step": own_train_step(model)}
+    facts = {
+        "backend": keras.backend.backend(),
+        "keras_version": keras.__version__,
+        "model": getattr(model, "name", type(model).__name__),
+        "params": int(model.count_params()),
+        "input_type": input_type(x),
+        "precision_policy": keras.mixed_precision.global_policy().name,
+        "compute_dtype": str(getattr(model, "compute_dtype", None)),
+        "jit_compile": bool(getattr(model, "jit_compile", False)),
+        "run_eagerly": bool(getattr(model, "run_eagerly", False)),
+        "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
+        "strategy": None,
+        "replicas": 1,
+        "forward_flops": None,
+        "flops_coverage": None,
+        "own_train_step": own_train_step(model),
+    }
     try:
         from gpuscout.child.flops import count_with_coverage
 
@@ -45,8 +56,11 @@ def model_facts(model, x) -> dict:
         distribution = keras.distribution.distribution()
         if distribution is not None:
             facts["strategy"] = type(distribution).__name__
-            facts["replicas"] = len(getattr(distribution.device_mesh, "devices", ()).flatten()) \
-                if hasattr(getattr(distribution, "device_mesh", None), "devices") else 1
+            facts["replicas"] = (
+                len(getattr(distribution.device_mesh, "devices", ()).flatten())
+                if hasattr(getattr(distribution, "device_mesh", None), "devices")
+                else 1
+            )
     return facts
 
 
@@ -105,13 +119,18 @@ def peak_memory_bytes() -> int | None:
         if keras.backend.backend() == "jax":
             import jax
 
-            peaks = [int(s["peak_bytes_in_use"]) for d in jax.local_devices()
-                     if (s := d.memory_stats()) and "peak_bytes_in_use" in s]
+            peaks = [
+                int(s["peak_bytes_in_use"])
+                for d in jax.local_devices()
+                if (s := d.memory_stats()) and "peak_bytes_in_use" in s
+            ]
         else:
             import tensorflow as tf
 
-            peaks = [int(tf.config.experimental.get_memory_info(d.name)["peak"])
-                     for d in tf.config.list_logical_devices("GPU")]
+            peaks = [
+                int(tf.config.experimental.get_memory_info(d.name)["peak"])
+                for d in tf.config.list_logical_devices("GPU")
+            ]
         return max(peaks) if peaks else None
     except Exception:
         return None

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from gpuscout.child import data
-from gpuscout.record.child import ChildResult
 from gpuscout.core.spec import RunSpec
+from gpuscout.record.child import ChildResult
 from gpuscout.workloads.base import Workload
 
 WARMUP_BATCHES = 5
@@ -39,7 +39,11 @@ def _user_dataset(reference: str):
 
 
 def _leading(batch) -> int:
-    first = batch[0] if isinstance(batch, (tuple, list)) else (next(iter(batch.values())) if isinstance(batch, dict) else batch)
+    first = (
+        batch[0]
+        if isinstance(batch, (tuple, list))
+        else (next(iter(batch.values())) if isinstance(batch, dict) else batch)
+    )
     return int(first.shape[0])
 
 
@@ -71,7 +75,15 @@ def measure_pipeline(spec: RunSpec, workload: Workload | None, emit: Callable[[d
             samples += _leading(next(iterator))
             batches += 1
         end = time.monotonic()
-        windows.append({"index": index, "start_monotonic_s": start, "end_monotonic_s": end, "steps": batches,
-                        "samples": samples, "input_wait_s": end - start})
+        windows.append(
+            {
+                "index": index,
+                "start_monotonic_s": start,
+                "end_monotonic_s": end,
+                "steps": batches,
+                "samples": samples,
+                "input_wait_s": end - start,
+            }
+        )
         emit({"event": "window", "index": index, "of": spec.windows, "throughput": samples / (end - start)})
     return ChildResult.model_validate({"pipeline_source": source, "windows": windows})

@@ -61,8 +61,10 @@ def _probe_jax() -> dict:
 
     info = framework_info()
     info["gpus"] = [d.device_kind for d in jax.devices() if d.platform == "gpu"]
-    info["built_with_cuda"] = any(_module_exists(name) for name in (
-        "jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"))
+    info["built_with_cuda"] = any(
+        _module_exists(name)
+        for name in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12")
+    )
     info["xla_ok"] = bool(float(jax.jit(lambda x: x * 2.0 + 1.0)(jnp.ones(1))[0]) == 3.0)
     info["cudnn_paths"] = cudnn_paths()
     return info

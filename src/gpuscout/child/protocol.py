@@ -1,7 +1,8 @@
 """The timing protocol (methodology version 1, docs/methodology.md), framework-agnostic.
 
 compile step (timed apart) -> warm-up steps (discarded) -> one calibration pass of at least
-`window_steps` steps and a fifth of a window (discarded; it sets the window length) -> `windows` timing windows of equal step count, each at least `window_steps` steps and
+`window_steps` steps and a fifth of a window (discarded; it sets the window length) -> `windows`
+timing windows of equal step count, each at least `window_steps` steps and
 `window_seconds` seconds. The device is synchronised only at window boundaries (the backend's
 `sync` fetches the loss to the host), never per step.
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from gpuscout.record.child import ChildResult, ChildWindow, DistributionDetails
 
@@ -104,13 +106,24 @@ def run_protocol(
         start = time.monotonic()
         loss = run_steps(steps_per_window)
         end = time.monotonic()
-        window = ChildWindow(index=index, start_monotonic_s=start, end_monotonic_s=end, steps=steps_per_window,
-                             samples=steps_per_window * batch_size,
-                             input_wait_s=max(0.0, runner.input_wait_s() - wait_before))
+        window = ChildWindow(
+            index=index,
+            start_monotonic_s=start,
+            end_monotonic_s=end,
+            steps=steps_per_window,
+            samples=steps_per_window * batch_size,
+            input_wait_s=max(0.0, runner.input_wait_s() - wait_before),
+        )
         measured.append(window)
         on_event({"event": "window", "index": index, "of": windows, "throughput": window.samples / window.duration_s})
-    return ChildResult(compile_s=compile_s, warmup_s=warmup_s, steps_per_window=steps_per_window, windows=measured,
-                       loss=loss, fixed_step_loss=fixed_step_loss, fixed_steps=fixed_steps,
-                       compiled=runner.compiled,
-                       distribution=DistributionDetails(**runner.details, **runner.details_after()))
-
+    return ChildResult(
+        compile_s=compile_s,
+        warmup_s=warmup_s,
+        steps_per_window=steps_per_window,
+        windows=measured,
+        loss=loss,
+        fixed_step_loss=fixed_step_loss,
+        fixed_steps=fixed_steps,
+        compiled=runner.compiled,
+        distribution=DistributionDetails(**runner.details, **runner.details_after()),
+    )

@@ -64,7 +64,7 @@ class SampleWork:
         self.installed = False
 
     @classmethod
-    def watching(cls, dataset) -> "SampleWork | None":
+    def watching(cls, dataset) -> SampleWork | None:
         """`dataset`'s calls profiled from now on, or None where they cannot be."""
         work = cls(dataset)
         return None if work.install() else work
@@ -163,15 +163,24 @@ class SampleWork:
             return None
         per_call = self.getitem_s / self.profiled
         lines = sorted(((line, s / self.getitem_s) for line, s in self.line_s.items()), key=lambda t: -t[1])
-        out = {"file": self.code.co_filename, "getitem_s": round(per_call, 6), "profiled": self.profiled,
-               "lines": [{"line": line, "share": round(share, 4)} for line, share in lines[:5] if share >= 0.05]}
+        out = {
+            "file": self.code.co_filename,
+            "getitem_s": round(per_call, 6),
+            "profiled": self.profiled,
+            "lines": [{"line": line, "share": round(share, 4)} for line, share in lines[:5] if share >= 0.05],
+        }
         if not self.function_s:
             return out
         code, seconds = max(self.function_s.items(), key=lambda t: t[1])
         share = seconds / self.getitem_s
-        function = {"name": code.co_qualname if hasattr(code, "co_qualname") else code.co_name,
-                    "file": code.co_filename, "line": code.co_firstlineno, "call_line": self.call_lines.get(code),
-                    "share": round(share, 4), "calls_per_batch": round(self.function_calls[code] / self.profiled, 2)}
+        function = {
+            "name": code.co_qualname if hasattr(code, "co_qualname") else code.co_name,
+            "file": code.co_filename,
+            "line": code.co_firstlineno,
+            "call_line": self.call_lines.get(code),
+            "share": round(share, 4),
+            "calls_per_batch": round(self.function_calls[code] / self.profiled, 2),
+        }
         out["function"] = function
         if share >= SAMPLE_WORK_SHARE and tell:
             function.update(self.moveable(code))
@@ -190,8 +199,14 @@ class SampleWork:
         function, owner = found
         arguments = self.captured.get(code) or {}
         # an image (height, width, up to 4 channels), or a batch of them (augment_batch(images))
-        image = next((name for name, value in arguments.items()
-                      if isinstance(value, np.ndarray) and value.ndim in (3, 4) and value.shape[-1] <= 4), None)
+        image = next(
+            (
+                name
+                for name, value in arguments.items()
+                if isinstance(value, np.ndarray) and value.ndim in (3, 4) and value.shape[-1] <= 4
+            ),
+            None,
+        )
         if image is None:
             return {"why_not": "it is given no image (an array of height, width and up to 4 channels)", "owner": owner}
 
@@ -203,8 +218,13 @@ class SampleWork:
             layers, explained = identify(call_again, arguments[image])
         except Exception as exc:  # the script's function, called again: never our failure
             return {"why_not": f"calling it again raised {type(exc).__name__}: {exc}"[:300], "owner": owner}
-        out = {"argument": image, "owner": owner, "input_shape": list(arguments[image].shape[-3:]),
-               "input_dtype": str(arguments[image].dtype), "explained": explained}
+        out = {
+            "argument": image,
+            "owner": owner,
+            "input_shape": list(arguments[image].shape[-3:]),
+            "input_dtype": str(arguments[image].dtype),
+            "explained": explained,
+        }
         if isinstance(layers, str):
             out["why_not"] = layers
         else:
@@ -215,8 +235,12 @@ class SampleWork:
 def _arguments(frame) -> dict:
     """A function's arguments as it was called (arrays copied: the function may change them)."""
     code = frame.f_code
-    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+    count = (
+        code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(code.co_flags & inspect.CO_VARARGS)
         + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    )
     values = {}
     for name in code.co_varnames[:count]:
         value = frame.f_locals.get(name)
@@ -225,9 +249,9 @@ def _arguments(frame) -> dict:
 
 
 def _call(function, code, given: dict):
-    positional = code.co_varnames[:code.co_argcount]
+    positional = code.co_varnames[: code.co_argcount]
     args = [given[n] for n in positional]
-    rest = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    rest = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
     kwargs = {n: given[n] for n in rest}
     index = code.co_argcount + code.co_kwonlyargcount
     if code.co_flags & inspect.CO_VARARGS:

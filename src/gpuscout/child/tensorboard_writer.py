@@ -47,8 +47,9 @@ def main(argv: list[str]) -> int:
             writer.add_scalar(f"final/{metric}", final_value, 0)
         params = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in r["params"].items()}
         params["status"] = r.get("status", "ok")  # pruned trials told apart in the HParams table
-        for summary in hparams(params, {f"final/{metric}": final_value if isinstance(final_value, (int, float))
-                                        else float("nan")}):
+        for summary in hparams(
+            params, {f"final/{metric}": final_value if isinstance(final_value, (int, float)) else float("nan")}
+        ):
             writer.file_writer.add_summary(summary)
         writer.close()
     shutil.rmtree(final, ignore_errors=True)

@@ -47,10 +47,14 @@ def configure_devices(spec: RunSpec) -> None:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * spec.devices)
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
     if spec.distribution is Distribution.multi_worker:
-        implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if on_gpu
-                          else tf.distribute.experimental.CommunicationImplementation.RING)
+        implementation = (
+            tf.distribute.experimental.CommunicationImplementation.NCCL
+            if on_gpu
+            else tf.distribute.experimental.CommunicationImplementation.RING
+        )
         _strategy = tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
+            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        )
     elif spec.distribution is Distribution.mirrored:
         kind = "GPU" if on_gpu else "CPU"
         devices = [d.name for d in tf.config.list_logical_devices(kind)]
@@ -59,7 +63,7 @@ def configure_devices(spec: RunSpec) -> None:
         # NCCL all-reduce on GPUs, as the issue and the tf.distribute guide recommend; on CPU
         # devices the strategy's own default (collective ops).
         ops = tf.distribute.NcclAllReduce() if on_gpu and spec.devices > 1 else None
-        _strategy = tf.distribute.MirroredStrategy(devices[:spec.devices], cross_device_ops=ops)
+        _strategy = tf.distribute.MirroredStrategy(devices[: spec.devices], cross_device_ops=ops)
 
 
 def _all_reduce_name(strategy, tf) -> str | None:
@@ -135,13 +139,15 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
     if strategy is None:
         train_step = tf.function(model.train_step, jit_compile=spec.xla, reduce_retracing=True)
     else:
+
         @tf.function(reduce_retracing=True)  # no jit_compile: spec.py explains why
         def train_step(batch):
             logs = strategy.run(model.train_step, args=(batch,))
             # The replicas' logs averaged, as fit() does (keras' reduce_per_replica, "mean"; its
             # multi-worker branch reduces scalars along axis 0 and fails, so not called here).
-            return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
-                    for name, value in logs.items()}
+            return {
+                name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for name, value in logs.items()
+            }
 
     if spec.data is DataMode.synthetic:
         if strategy is None:
@@ -160,6 +166,7 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
             def per_worker(context):
                 shard = tf_dataset(tf, x, y, spec, workload, batch_size=spec.per_device_batch_size)
                 return shard.shard(context.num_input_pipelines, context.input_pipeline_id)
+
             iterator = iter(strategy.distribute_datasets_from_function(per_worker))
 
         def next_batch(i):
@@ -176,13 +183,22 @@ def build_runner(spec: RunSpec, workload: Workload, keras) -> StepRunner:
 
     details = model_details(model, keras)
     if strategy is not None:
-        details.update({"strategy": type(strategy).__name__, "replicas": int(strategy.num_replicas_in_sync),
-                        "all_reduce": _all_reduce_name(strategy, tf),
-                        "batchnorm": spec.batchnorm_stats.value if spec.batchnorm_stats else None})
-    compiled = (f"tf.function(keras Model.train_step, jit_compile={spec.xla})" if strategy is None else
-                f"tf.function({type(strategy).__name__}.run(keras Model.train_step)), no XLA")
-    return StepRunner(step, sync, lambda: waited[0], compiled=compiled,
-                      agree=_agree(strategy, tf, spec), details=details)
+        details.update(
+            {
+                "strategy": type(strategy).__name__,
+                "replicas": int(strategy.num_replicas_in_sync),
+                "all_reduce": _all_reduce_name(strategy, tf),
+                "batchnorm": spec.batchnorm_stats.value if spec.batchnorm_stats else None,
+            }
+        )
+    compiled = (
+        f"tf.function(keras Model.train_step, jit_compile={spec.xla})"
+        if strategy is None
+        else f"tf.function({type(strategy).__name__}.run(keras Model.train_step)), no XLA"
+    )
+    return StepRunner(
+        step, sync, lambda: waited[0], compiled=compiled, agree=_agree(strategy, tf, spec), details=details
+    )
 
 
 def _per_replica(strategy, tf, batch, spec: RunSpec):
@@ -191,7 +207,7 @@ def _per_replica(strategy, tf, batch, spec: RunSpec):
 
     def part(context):
         local = context.replica_id_in_sync_group % spec.devices  # global id across workers
-        return tuple(tf.constant(a[local * per:(local + 1) * per]) for a in batch)
+        return tuple(tf.constant(a[local * per : (local + 1) * per]) for a in batch)
 
     return strategy.experimental_distribute_values_from_function(part)
 
@@ -204,7 +220,8 @@ def _agree(strategy, tf, spec: RunSpec):
 
     def agree(steps: int) -> int:
         values = strategy.experimental_distribute_values_from_function(
-            lambda context: tf.constant(float(steps), tf.float64))
+            lambda context: tf.constant(float(steps), tf.float64)
+        )
         total = float(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))
         return max(1, math.ceil(total / strategy.num_replicas_in_sync - 1e-9))
 

@@ -28,8 +28,23 @@ from gpuscout.child.watch_state import report_failure
 
 TARGET = "tensorflow.python.data.ops.dataset_ops"
 # The calls remembered: what shapes a pipeline's cost (the rest pass their chain on unchanged)
-BUILDERS = ("map", "interleave", "batch", "padded_batch", "unbatch", "shuffle", "cache", "prefetch", "repeat",
-            "filter", "take", "skip", "with_options", "apply", "rebatch")
+BUILDERS = (
+    "map",
+    "interleave",
+    "batch",
+    "padded_batch",
+    "unbatch",
+    "shuffle",
+    "cache",
+    "prefetch",
+    "repeat",
+    "filter",
+    "take",
+    "skip",
+    "with_options",
+    "apply",
+    "rebatch",
+)
 # Where a builder takes num_parallel_calls among its positional arguments
 PARALLEL_AT = {"map": 1, "interleave": 3, "batch": 2}
 # Elements of a map's output compared between two passes: what tells a deterministic step from a
@@ -40,7 +55,7 @@ REPEAT_CHECKED = 4
 # installed, not by a folder's name (a user's project may well live in a folder called keras)
 NOT_THE_SCRIPTS = ("tensorflow", "keras", "tf_keras", "gpuscout")
 
-_chains: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # dataset -> [op, ...]
+_chains: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # dataset -> [op, ...]
 
 
 def _packages() -> tuple[str, ...]:
@@ -76,14 +91,17 @@ def install(module) -> None:
 def _wrapped(name: str, method):
     def builder(self, *args, **kwargs):
         site = _site()
-        given = kwargs.get("num_parallel_calls", args[PARALLEL_AT[name]] if len(args) > PARALLEL_AT.get(name, 99)
-                           else None)
+        given = kwargs.get(
+            "num_parallel_calls", args[PARALLEL_AT[name]] if len(args) > PARALLEL_AT.get(name, 99) else None
+        )
         if site is not None and name in ("map", "interleave") and CHANGES.get("parallel_calls") and given is None:
             import tensorflow as tf
 
             kwargs["num_parallel_calls"] = given = tf.data.AUTOTUNE
-            applied("workers", f"dataset.{name}(..., num_parallel_calls=tf.data.AUTOTUNE) where the script "
-                               f"left it sequential")
+            applied(
+                "workers",
+                f"dataset.{name}(..., num_parallel_calls=tf.data.AUTOTUNE) where the script left it sequential",
+            )
         out = method(self, *args, **kwargs)
         made = out
         if site is not None and name == "map" and CHANGES.get("cache_at") == f"{site[0]}:{site[1]}":
@@ -92,12 +110,19 @@ def _wrapped(name: str, method):
         try:
             chain = list(_chains.get(self, ()))
             if site is not None:
-                chain.append({"op": name, "file": site[0], "line": site[1],
-                              "parallel": given is not None if name in ("map", "interleave", "batch") else None,
-                              "dataset": weakref.ref(made)})
+                chain.append(
+                    {
+                        "op": name,
+                        "file": site[0],
+                        "line": site[1],
+                        "parallel": given is not None if name in ("map", "interleave", "batch") else None,
+                        "dataset": weakref.ref(made),
+                    }
+                )
                 if out is not made:
-                    chain.append({"op": "cache", "file": site[0], "line": site[1], "parallel": None,
-                                  "dataset": weakref.ref(out)})
+                    chain.append(
+                        {"op": "cache", "file": site[0], "line": site[1], "parallel": None, "dataset": weakref.ref(out)}
+                    )
             _chains[out] = chain
         except Exception as exc:  # the chain unknown (a dataset that cannot be weakly referenced): the
             # script's pipeline is built as it was all the same

@@ -79,8 +79,11 @@ def data_parallel() -> None:
     distribution = DataParallel()
     set_distribution(distribution)
     devices = len(distribution.device_mesh.devices.flatten())
-    applied("data_parallel", f"keras.distribution.set_distribution(keras.distribution.DataParallel()) before the "
-                             f"first layer: {devices} devices")
+    applied(
+        "data_parallel",
+        f"keras.distribution.set_distribution(keras.distribution.DataParallel()) before the "
+        f"first layer: {devices} devices",
+    )
 
 
 def _mirrored_at_first_layer() -> None:
@@ -101,8 +104,11 @@ def _mirrored_at_first_layer() -> None:
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in gpus or tf.config.list_logical_devices("CPU")]
         tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy(devices))
-        applied("data_parallel", "tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy()) when "
-                                 f"the first layer was made: {len(devices)} devices")
+        applied(
+            "data_parallel",
+            "tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy()) when "
+            f"the first layer was made: {len(devices)} devices",
+        )
         keras_init(self, *args, **kwargs)
 
     Layer.__init__ = first_layer
@@ -142,8 +148,11 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
 
         where = move_into_model(x, moved)
         _augmenting[id(model)] = None
-        applied("augment_in_model", f"{where} returns its {moved['argument']} as given; the model behind "
-                                    + ", ".join(layer["name"] for layer in moved["layers"]))
+        applied(
+            "augment_in_model",
+            f"{where} returns its {moved['argument']} as given; the model behind "
+            + ", ".join(layer["name"] for layer in moved["layers"]),
+        )
     if CHANGES.get("cache"):
         changed = cached(x)
     if CHANGES.get("prefetch") and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
@@ -201,11 +210,15 @@ def model_for_fit(model):
         moved = CHANGES["augment_in_model"]
         from gpuscout.child import fixes
 
-        layers = [(getattr(keras.layers, layer["name"], None) or getattr(fixes, layer["name"]))(*layer["args"],
-                                                                                               **layer["kwargs"])
-                  for layer in moved["layers"]]
-        wrapper = keras.Sequential([keras.Input(shape=tuple(moved["input_shape"])), *layers, model],
-                                   name=f"{model.name}_augmenting")
+        layers = [
+            (getattr(keras.layers, layer["name"], None) or getattr(fixes, layer["name"]))(
+                *layer["args"], **layer["kwargs"]
+            )
+            for layer in moved["layers"]
+        ]
+        wrapper = keras.Sequential(
+            [keras.Input(shape=tuple(moved["input_shape"])), *layers, model], name=f"{model.name}_augmenting"
+        )
         args, kwargs = _compiled_with[id(model)]
         wrapper.compile(*args, **kwargs)
         wrapper.run_eagerly = model.run_eagerly  # a debugging setting made after compile stays the script's
@@ -221,8 +234,10 @@ def compiled_step(model) -> None:
     model.run_eagerly = False
     if CHANGES.get("jit_compile"):
         model.jit_compile = True
-    applied("jit_compile", "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if CHANGES.get("jit_compile")
-                                                                     else ")"))
+    applied(
+        "jit_compile",
+        "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if CHANGES.get("jit_compile") else ")"),
+    )
 
 
 def scale_learning_rate(model, callbacks) -> None:
@@ -234,15 +249,23 @@ def scale_learning_rate(model, callbacks) -> None:
     if not factor or optimizer is None:
         return
     from gpuscout.child.fixes import scaled_learning_rate
-
     from gpuscout.child.model_facts import sets_learning_rate
 
-    setter = next((type(c).__name__ for c in (callbacks if isinstance(callbacks, (list, tuple)) else ())
-                   if sets_learning_rate(c)), None)  # a schedule in its place would stop it (TypeError)
+    setter = next(
+        (
+            type(c).__name__
+            for c in (callbacks if isinstance(callbacks, (list, tuple)) else ())
+            if sets_learning_rate(c)
+        ),
+        None,
+    )  # a schedule in its place would stop it (TypeError)
     warmup = 0 if setter else int(CHANGES.get("warmup_steps", 1))
     scaled_learning_rate(optimizer, float(factor), warmup)
-    applied("learning_rate", f"scaled_learning_rate(model.optimizer, {float(factor):g}, warmup_steps={warmup})"
-            + (f": no warm-up beside the script's {setter}, which sets the rate itself" if setter else ""))
+    applied(
+        "learning_rate",
+        f"scaled_learning_rate(model.optimizer, {float(factor):g}, warmup_steps={warmup})"
+        + (f": no warm-up beside the script's {setter}, which sets the rate itself" if setter else ""),
+    )
 
 
 def cached(x):
@@ -268,8 +291,14 @@ def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
     x = args[0] if args else kwargs.get("x")
     y = args[1] if len(args) > 1 else kwargs.get("y")
-    if keras.backend.backend() != "jax" or y is None or len(args) > 2 or kwargs.get("validation_split") \
-            or not hasattr(x, "shape") or not hasattr(y, "shape"):
+    if (
+        keras.backend.backend() != "jax"
+        or y is None
+        or len(args) > 2
+        or kwargs.get("validation_split")
+        or not hasattr(x, "shape")
+        or not hasattr(y, "shape")
+    ):
         return args, kwargs
     from gpuscout.child.fixes import device_slices
 

@@ -40,8 +40,10 @@ def load(ref: ModelRef, keras, policy: str):
         if isinstance(given, dict):
             given = InputSpec(**given)
         if not isinstance(given, InputSpec):
-            raise ValueError(f"{ref.function}() returned {type(given).__name__} as its input spec: "
-                             "return gpuscout.InputSpec(...) or a dict of its fields")
+            raise ValueError(
+                f"{ref.function}() returned {type(given).__name__} as its input spec: "
+                "return gpuscout.InputSpec(...) or a dict of its fields"
+            )
         given = InputSpec(**{**asdict(given), "shape": tuple(ref.input_shape or given.shape)})
     else:
         what = built[0] if isinstance(built, tuple) and built else built
@@ -60,17 +62,21 @@ def load(ref: ModelRef, keras, policy: str):
 
 def _spec_of_saved(model, ref: ModelRef) -> InputSpec:
     if len(model.inputs) != 1:
-        raise ValueError(f"the model has {len(model.inputs)} inputs; gpuscout benchmarks one-input models "
-                         "(wrap yours in a build() function that returns one)")
+        raise ValueError(
+            f"the model has {len(model.inputs)} inputs; gpuscout benchmarks one-input models "
+            "(wrap yours in a build() function that returns one)"
+        )
     saved = tuple(model.inputs[0].shape[1:])
     shape = ref.input_shape
     if shape is None:
         free = [str(i + 1) for i, d in enumerate(saved) if d is None]
         if free:
-            raise ValueError(f"the model's input shape {saved} leaves dimension{'s' if len(free) > 1 else ''} "
-                             f"{', '.join(free)} of a sample free: pass --input-shape (e.g. "
-                             f"{','.join('128' if d is None else str(d) for d in saved)}), or return "
-                             "(model, InputSpec(shape=...)) from build()")
+            raise ValueError(
+                f"the model's input shape {saved} leaves dimension{'s' if len(free) > 1 else ''} "
+                f"{', '.join(free)} of a sample free: pass --input-shape (e.g. "
+                f"{','.join('128' if d is None else str(d) for d in saved)}), or return "
+                "(model, InputSpec(shape=...)) from build()"
+            )
         shape = tuple(int(d) for d in saved)
     elif len(shape) != len(saved) or any(s is not None and s != d for s, d in zip(saved, shape)):
         raise ValueError(f"--input-shape {shape} does not match the model's input {saved}")
@@ -81,6 +87,7 @@ def _spec_of_saved(model, ref: ModelRef) -> InputSpec:
 def _rebuild(keras, model, policy: str, concrete: InputSpec | None):
     """The same model and weights with every layer under `policy`, and on a concrete input shape
     when the saved one has free dimensions (so that the FLOP count knows every layer's shape)."""
+
     def clone_layer(layer):
         return layer.__class__.from_config({**layer.get_config(), "dtype": policy})
 
@@ -89,8 +96,9 @@ def _rebuild(keras, model, policy: str, concrete: InputSpec | None):
     clone.set_weights(model.get_weights())
     if getattr(model, "compiled", False) and getattr(model, "loss", None) is not None:
         optimizer = getattr(model, "optimizer", None)
-        clone.compile(optimizer=optimizer.__class__.from_config(optimizer.get_config()) if optimizer else "adam",
-                      loss=model.loss)
+        clone.compile(
+            optimizer=optimizer.__class__.from_config(optimizer.get_config()) if optimizer else "adam", loss=model.loss
+        )
     return clone
 
 
@@ -113,8 +121,10 @@ def resolve(model, given: InputSpec, keras) -> tuple[Workload, ModelInfo]:
     if kind in ("sparse", "onehot"):
         num_classes = given.num_classes or (out_shape[-1] if out_shape else None)
         if not num_classes or num_classes < 2:
-            raise ValueError(f"the model's output {out_shape} has no class axis: give InputSpec(loss=...) "
-                             "for a regression, or num_classes")
+            raise ValueError(
+                f"the model's output {out_shape} has no class axis: give InputSpec(loss=...) "
+                "for a regression, or num_classes"
+            )
         label_shape = out_shape[:-1] if kind == "sparse" else out_shape
     else:
         num_classes, label_shape = given.num_classes, out_shape
@@ -133,19 +143,39 @@ def resolve(model, given: InputSpec, keras) -> tuple[Workload, ModelInfo]:
         flops, coverage = count_with_coverage(model)
         source = "counted"
     info = ModelInfo(
-        name="", input_shape=given.shape, input_dtype="int32" if integer else "float32",
-        label_shape=label_shape, label_kind=kind, num_classes=num_classes,
-        vocab_size=vocab, params=int(model.count_params()), compute_dtype=_main_compute_dtype(model),
-        forward_flops=flops, flops_source=source,
-        flops_coverage=coverage, default_batch_size=given.batch_size)
+        name="",
+        input_shape=given.shape,
+        input_dtype="int32" if integer else "float32",
+        label_shape=label_shape,
+        label_kind=kind,
+        num_classes=num_classes,
+        vocab_size=vocab,
+        params=int(model.count_params()),
+        compute_dtype=_main_compute_dtype(model),
+        forward_flops=flops,
+        flops_source=source,
+        flops_coverage=coverage,
+        default_batch_size=given.batch_size,
+    )
     optimizer = model.optimizer if getattr(model, "optimizer", None) is not None else None
     workload = Workload(
-        name="", description="user model", input_kind="ids" if integer else "vector",
-        num_classes=num_classes or 1, default_batch_size=given.batch_size, reference_dataset_size=None,
-        reference_dataset=None, unit="samples", build_model=lambda k, seq_len: model,
+        name="",
+        description="user model",
+        input_kind="ids" if integer else "vector",
+        num_classes=num_classes or 1,
+        default_batch_size=given.batch_size,
+        reference_dataset_size=None,
+        reference_dataset=None,
+        unit="samples",
+        build_model=lambda k, seq_len: model,
         build_optimizer=lambda k: optimizer or k.optimizers.Adam(learning_rate=1e-3),
-        forward_flops=lambda seq_len: flops, fixed_input_shape=given.shape, label_shape=label_shape,
-        label_kind=kind, vocab_size=vocab, loss=build_loss)
+        forward_flops=lambda seq_len: flops,
+        fixed_input_shape=given.shape,
+        label_shape=label_shape,
+        label_kind=kind,
+        vocab_size=vocab,
+        loss=build_loss,
+    )
     return workload, info
 
 
@@ -153,14 +183,21 @@ def resolve(model, given: InputSpec, keras) -> tuple[Workload, ModelInfo]:
 # underscores; anything else is a regression on float targets ("dense").
 LABEL_KINDS = (
     ("sparsecategorical", "sparse"),  # class ids
-    ("categoricalcrossentropy", "onehot"), ("categoricalfocalcrossentropy", "onehot"),
+    ("categoricalcrossentropy", "onehot"),
+    ("categoricalfocalcrossentropy", "onehot"),
     ("categoricalhinge", "onehot"),  # one-hot class vectors
-    ("binarycrossentropy", "binary"), ("binaryfocalcrossentropy", "binary"),
-    ("squaredhinge", "binary"), ("hinge", "binary"),  # 0/1 targets (hinge losses map them to -1/+1)
-    ("kldivergence", "distribution"), ("kld", "distribution"),
+    ("binarycrossentropy", "binary"),
+    ("binaryfocalcrossentropy", "binary"),
+    ("squaredhinge", "binary"),
+    ("hinge", "binary"),  # 0/1 targets (hinge losses map them to -1/+1)
+    ("kldivergence", "distribution"),
+    ("kld", "distribution"),
     ("kullbackleiblerdivergence", "distribution"),  # probability vectors
-    ("poisson", "positive"), ("meansquaredlogarithmicerror", "positive"), ("msle", "positive"),
-    ("meanabsolutepercentageerror", "positive"), ("mape", "positive"),  # counts, rates: never near 0 or below
+    ("poisson", "positive"),
+    ("meansquaredlogarithmicerror", "positive"),
+    ("msle", "positive"),
+    ("meanabsolutepercentageerror", "positive"),
+    ("mape", "positive"),  # counts, rates: never near 0 or below
 )
 
 

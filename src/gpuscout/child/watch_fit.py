@@ -37,11 +37,12 @@ from gpuscout.child.fit_input import (
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes, sets_learning_rate
 from gpuscout.child.sample_work import SampleWork
+from gpuscout.child.step_outputs import last_loss, log_value, step_logs, wait_for
 from gpuscout.child.tune_overrides import augments
 from gpuscout.child.watch_state import (
     CHECK_REPEATS,
-    TELL_AUGMENTATION,
     STATE,
+    TELL_AUGMENTATION,
     WINDOW_S,
     WINDOW_STEPS,
     emit,
@@ -59,7 +60,7 @@ from gpuscout.core import decisions
 class TimedIterator:
     """The batches a train_function reads, each fetch timed."""
 
-    def __init__(self, inner, fit: "FitWatch") -> None:
+    def __init__(self, inner, fit: FitWatch) -> None:
         self.inner, self.fit, self.exhausted = inner, fit, False
 
     def __iter__(self):
@@ -81,22 +82,6 @@ class TimedIterator:
         return batch
 
 
-def step_logs(outputs):
-    """What a train_function call returned, its logs: jax's returns (logs, state)."""
-    return outputs[0] if isinstance(outputs, tuple) and len(outputs) == 2 else outputs
-
-
-def wait_for(outputs) -> None:
-    """Block until the step that made `outputs` has finished on the device."""
-    leaf = outputs
-    while isinstance(leaf, (dict, list, tuple)) and leaf:
-        leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
-    if hasattr(leaf, "block_until_ready"):
-        leaf.block_until_ready()
-    elif hasattr(leaf, "numpy"):
-        leaf.numpy()
-
-
 class FitWatch:
     """One Model.fit call: its windows, epochs and the model's facts."""
 
@@ -110,8 +95,11 @@ class FitWatch:
         self.rate_callback = next((type(c).__name__ for c in callbacks if sets_learning_rate(c)), None)
         self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
         # do a PyDataset's epochs, or a generator's stream, repeat? (could they be kept: cache)
-        self.repeats = InputRepeats(batches_per_epoch(x)) \
-            if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator") else None
+        self.repeats = (
+            InputRepeats(batches_per_epoch(x))
+            if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator")
+            else None
+        )
         self.unobserve = lambda: None
         # where a PyDataset's __getitem__ spends its time (what moving its work into the model needs)
         self.sample_work = SampleWork.watching(x) if CHECK_REPEATS and input_type(x) == "PyDataset" else None
@@ -198,7 +186,9 @@ class FitWatch:
                     self.callback_s[name] = self.callback_s.get(name, 0.0) + time.monotonic() - start
 
             timed._gpuscout_original = method
-            self.timed_hooks.append((callback, hook, vars(callback).get(hook) if hasattr(callback, "__dict__") else None))
+            self.timed_hooks.append(
+                (callback, hook, vars(callback).get(hook) if hasattr(callback, "__dict__") else None)
+            )
             setattr(callback, hook, timed)
 
     def untime_hooks(self) -> None:
@@ -269,10 +259,19 @@ class FitWatch:
         end = time.monotonic()
         start, batches, samples, wait, outside, traced = self.window
         unseen = self.input_unseen is not None
-        emit("watch_window", fit=self.index, index=self.windows, start_monotonic_s=start, end_monotonic_s=end,
-             steps=self.batches - batches, samples=None if unseen and not self.batch_size else self.samples - samples,
-             input_wait_s=None if unseen else self.input_wait_s - wait, outside_step_s=self.outside_s - outside,
-             traced=traced, loss=last_loss(self.last_outputs))  # the step has ended: reading it waits for nothing
+        emit(
+            "watch_window",
+            fit=self.index,
+            index=self.windows,
+            start_monotonic_s=start,
+            end_monotonic_s=end,
+            steps=self.batches - batches,
+            samples=None if unseen and not self.batch_size else self.samples - samples,
+            input_wait_s=None if unseen else self.input_wait_s - wait,
+            outside_step_s=self.outside_s - outside,
+            traced=traced,
+            loss=last_loss(self.last_outputs),
+        )  # the step has ended: reading it waits for nothing
         self.windows += 1
         self.window = None
 
@@ -297,22 +296,45 @@ class FitWatch:
             return
         number, start, batches, samples, end = self.epoch
         values = {str(k): log_value(v) for k, v in (logs or {}).items()}
-        emit("watch_epoch", fit=self.index, epoch=number + 1, start_monotonic_s=start, end_monotonic_s=end,
-             steps=self.batches - batches, samples=self.samples - samples, logs=values,
-             epoch_end_monotonic_s=time.monotonic(), callbacks_s=dict(self.callback_s))
+        emit(
+            "watch_epoch",
+            fit=self.index,
+            epoch=number + 1,
+            start_monotonic_s=start,
+            end_monotonic_s=end,
+            steps=self.batches - batches,
+            samples=self.samples - samples,
+            logs=values,
+            epoch_end_monotonic_s=time.monotonic(),
+            callbacks_s=dict(self.callback_s),
+        )
         self.epoch = None
         if decisions.wait_for(f"{self.index}-{number + 1}") == "stop":  # a sweep's pruner: fit ends, the script goes on
             self.model.stop_training = True
 
     def announce(self, compile_s: float) -> None:
-        emit("watch_fit", fit=self.index, **model_facts(self.model, self.x), **self.optimizer, batch_size=self.batch_size,
-             batch_bytes=self.batch_bytes, compile_s=compile_s, started_monotonic_s=STATE.first_step,
-             epochs=self.params.get("epochs"),
-             input_in_graph=self.input_unseen is not None,
-             steps_per_epoch=self.params.get("steps"), sync_callbacks=self.sync_callbacks,
-             rate_callback=self.rate_callback, augmented_in_model=augments(self.model),
-             sites={"fit": self.site, "compile": getattr(self.model, "_gpuscout_compiled_at", None),
-                    "input": input_site(self.x)}, **input_workers(self.x))
+        emit(
+            "watch_fit",
+            fit=self.index,
+            **model_facts(self.model, self.x),
+            **self.optimizer,
+            batch_size=self.batch_size,
+            batch_bytes=self.batch_bytes,
+            compile_s=compile_s,
+            started_monotonic_s=STATE.first_step,
+            epochs=self.params.get("epochs"),
+            input_in_graph=self.input_unseen is not None,
+            steps_per_epoch=self.params.get("steps"),
+            sync_callbacks=self.sync_callbacks,
+            rate_callback=self.rate_callback,
+            augmented_in_model=augments(self.model),
+            sites={
+                "fit": self.site,
+                "compile": getattr(self.model, "_gpuscout_compiled_at", None),
+                "input": input_site(self.x),
+            },
+            **input_workers(self.x),
+        )
 
     def observed_input(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """fit's arguments with the input's host batches observed (whether they repeat)."""
@@ -329,11 +351,17 @@ class FitWatch:
         self.unobserve()
         self.untime_hooks()
         stop_trace()
-        emit("watch_fit_end", fit=self.index, steps=self.batches, samples=self.samples,
-             peak_memory_bytes=peak_memory_bytes(), stopped_by_limit=STATE.limit_reached,
-             last_loss=last_loss(self.last_outputs),
-             **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}),
-             **({"sample_work": self.sample_work.finish(TELL_AUGMENTATION)} if self.sample_work is not None else {}))
+        emit(
+            "watch_fit_end",
+            fit=self.index,
+            steps=self.batches,
+            samples=self.samples,
+            peak_memory_bytes=peak_memory_bytes(),
+            stopped_by_limit=STATE.limit_reached,
+            last_loss=last_loss(self.last_outputs),
+            **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}),
+            **({"sample_work": self.sample_work.finish(TELL_AUGMENTATION)} if self.sample_work is not None else {}),
+        )
         if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
             try:
                 emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS))
@@ -343,8 +371,14 @@ class FitWatch:
 
 # The hooks of a user's callback that run during training (epoch and batch); validation's are
 # outside the timed steps.
-CALLBACK_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end",
-                  "on_batch_begin", "on_batch_end")
+CALLBACK_HOOKS = (
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_batch_begin",
+    "on_batch_end",
+)
 
 
 def waits_for_logs(callback) -> bool:
@@ -353,41 +387,7 @@ def waits_for_logs(callback) -> bool:
     step's logs to Python numbers, which waits for the step to finish on the device."""
     if getattr(callback, "async_safe", False):
         return False
-    return any(hasattr(callback, hook) and not getattr(getattr(callback, hook), "_is_default", False)
-               for hook in ("on_batch_end", "on_train_batch_end"))
-
-
-# A custom metric's array is kept whole up to this many numbers (a per-class score, a small
-# confusion matrix); a larger one, and anything that is not a number, is kept as its text, cut here.
-LOG_ARRAY_ITEMS = 1024
-LOG_TEXT_CHARS = 200
-
-
-def log_value(value):
-    """One value of fit's logs as the event (and the record) keeps it: a number as a float, NaN and
-    infinities included (a diverging training is data); an array as nested lists of them; anything
-    else as its text."""
-    try:
-        import numpy as np
-
-        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-        if array.dtype.kind in "biuf":
-            if array.ndim == 0:
-                return float(array)
-            if array.size <= LOG_ARRAY_ITEMS:
-                return array.astype(float).tolist()
-    except Exception:
-        pass
-    return str(value)[:LOG_TEXT_CHARS]
-
-
-def last_loss(outputs) -> float | None:
-    """The loss of the last step run (what `tune` compares at equal steps); None when the step's
-    logs hold none."""
-    try:
-        logs = outputs if isinstance(outputs, dict) else None
-        if logs is None or "loss" not in logs:
-            return None
-        return float(logs["loss"])
-    except Exception:
-        return None
+    return any(
+        hasattr(callback, hook) and not getattr(getattr(callback, hook), "_is_default", False)
+        for hook in ("on_batch_end", "on_train_batch_end")
+    )

@@ -16,18 +16,31 @@ may lack gpuscout's own dependencies).
 from __future__ import annotations
 
 import atexit
-import threading
 import importlib.abc
 import importlib.util
 import signal
 import sys
+import threading
 import time
 
 from gpuscout.child import tf_data, tune_overrides
-from gpuscout.core import steps
 from gpuscout.child.watch_fit import FitWatch
-from gpuscout.child.watch_state import (STATE, WINDOW_S, emit, halt, interrupted_again, limit_reached, on_body_end,
-                                        on_exit, on_interrupt, report_failure, trace, trace_toggles)
+from gpuscout.child.watch_state import (
+    STATE,
+    WINDOW_S,
+    emit,
+    halt,
+    interrupted_again,
+    limit_reached,
+    on_body_end,
+    on_exit,
+    on_interrupt,
+    report_failure,
+    trace,
+    trace_toggles,
+)
+from gpuscout.core import steps
+
 
 def make_callback(fit: FitWatch):
     import keras
@@ -102,8 +115,13 @@ def patch(model_class) -> None:
             watcher = FitWatch(model, args[0] if args else kwargs.get("x"), callbacks, caller_site())
             args, kwargs = watcher.observed_input(args, kwargs)
             # the parent waits for the child's own limit now; a fit whose first step never ends is told by it
-            emit("watch_fit_begin", fit=watcher.index, began_monotonic_s=time.monotonic(),
-                 epochs=kwargs.get("epochs"), batch_size=kwargs.get("batch_size"))
+            emit(
+                "watch_fit_begin",
+                fit=watcher.index,
+                began_monotonic_s=time.monotonic(),
+                epochs=kwargs.get("epochs"),
+                batch_size=kwargs.get("batch_size"),
+            )
             first = [make_step_end(watcher)] if watcher.sync_callbacks else []
             kwargs["callbacks"] = [*first, *callbacks, make_callback(watcher)]
         except Exception as exc:
@@ -231,9 +249,18 @@ class CustomSteps:
     def flush(self) -> None:
         if not self.steps:
             return
-        emit("watch_window", fit=None, index=self.index, start_monotonic_s=self.start, end_monotonic_s=self.last,
-             steps=self.steps, samples=self.samples if self.counted else None, input_wait_s=None,
-             outside_step_s=None, traced=self.traced)
+        emit(
+            "watch_window",
+            fit=None,
+            index=self.index,
+            start_monotonic_s=self.start,
+            end_monotonic_s=self.last,
+            steps=self.steps,
+            samples=self.samples if self.counted else None,
+            input_wait_s=None,
+            outside_step_s=None,
+            traced=self.traced,
+        )
         self.index += 1
         self.start, self.steps, self.samples = self.last, 0, 0
 

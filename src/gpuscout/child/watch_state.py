@@ -92,8 +92,9 @@ def limit_reached() -> str | None:
     reason = None
     if MAX_STEPS is not None and STATE.steps >= MAX_STEPS:
         reason = f"{MAX_STEPS} training steps"
-    elif MAX_SECONDS is not None and STATE.timed_from is not None and \
-            time.monotonic() - STATE.timed_from >= MAX_SECONDS:
+    elif (
+        MAX_SECONDS is not None and STATE.timed_from is not None and time.monotonic() - STATE.timed_from >= MAX_SECONDS
+    ):
         reason = f"{MAX_SECONDS:g} s of training"
     if reason:
         STATE.limit_reached = True
@@ -168,8 +169,16 @@ def mark_done(uncaught: BaseException | None, phase: str) -> None:
         partial = f"{path}.{os.getpid()}.partial"
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with open(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"pid": os.getpid(), "uncaught": type(uncaught).__name__ if uncaught else None,
-                                     "phase": phase, "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+            handle.write(
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "uncaught": type(uncaught).__name__ if uncaught else None,
+                        "phase": phase,
+                        "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                )
+            )
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, path)
@@ -228,8 +237,14 @@ def trace(step: int) -> None:
             stop_trace()
     except Exception as exc:
         STATE.tracing = False
-        emit("watch_trace", dir=TRACE_DIR, first_step=first, last_step=last, ok=False,
-             message=f"{type(exc).__name__}: {exc}"[:300])
+        emit(
+            "watch_trace",
+            dir=TRACE_DIR,
+            first_step=first,
+            last_step=last,
+            ok=False,
+            message=f"{type(exc).__name__}: {exc}"[:300],
+        )
 
 
 def stop_trace() -> None:

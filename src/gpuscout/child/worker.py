@@ -17,8 +17,8 @@ import types
 from gpuscout.child import compilation_cache
 from gpuscout.core.events import emit
 from gpuscout.core.failures import classify_failure
-from gpuscout.record.child import ChildResult, FrameworkInfo
 from gpuscout.core.spec import Backend, RunSpec, Task
+from gpuscout.record.child import ChildResult, FrameworkInfo
 
 
 def _backend_module(backend: Backend):
@@ -86,8 +86,9 @@ def measure(spec: RunSpec) -> ChildResult:
     if spec.task is Task.inspect:
         from gpuscout.child import user_model
 
-        return ChildResult(model_info=user_model.inspect(spec.model, keras, spec.precision.keras_policy),
-                           pid=os.getpid())
+        return ChildResult(
+            model_info=user_model.inspect(spec.model, keras, spec.precision.keras_policy), pid=os.getpid()
+        )
     if spec.model is not None:
         from gpuscout.child import user_model
 
@@ -99,7 +100,8 @@ def measure(spec: RunSpec) -> ChildResult:
     if spec.gpu_index is not None and framework.platform != "gpu":
         raise RuntimeError(
             f"the {spec.backend.value} backend sees no GPU (a CPU-only build, or CUDA libraries "
-            "missing): run `gpuscout doctor` for the fix, or pass --cpu")
+            "missing): run `gpuscout doctor` for the fix, or pass --cpu"
+        )
     emit({"event": "started", "framework": framework.model_dump()})
     if spec.task is Task.infer:  # tasks with a loop of their own, not the protocol's
         from gpuscout.child.inference import run_inference
@@ -113,13 +115,24 @@ def measure(spec: RunSpec) -> ChildResult:
         from gpuscout.child.protocol import run_protocol
 
         runner = module.build_runner(spec, workload, keras)
-        result = run_protocol(runner, batch_size=spec.batch_size, warmup_steps=spec.warmup_steps,
-                              windows=spec.windows, window_steps=spec.window_steps,
-                              window_seconds=spec.window_seconds, on_event=emit)
-    return result.model_copy(update={"peak_memory_bytes": module.device_peak_memory_bytes(),
-                                     "host_peak_rss_bytes": _host_peak_rss_bytes(),
-                                     "framework": framework, "pid": os.getpid(),
-                                     "compilation_cache": compilation_cache.use()})
+        result = run_protocol(
+            runner,
+            batch_size=spec.batch_size,
+            warmup_steps=spec.warmup_steps,
+            windows=spec.windows,
+            window_steps=spec.window_steps,
+            window_seconds=spec.window_seconds,
+            on_event=emit,
+        )
+    return result.model_copy(
+        update={
+            "peak_memory_bytes": module.device_peak_memory_bytes(),
+            "host_peak_rss_bytes": _host_peak_rss_bytes(),
+            "framework": framework,
+            "pid": os.getpid(),
+            "compilation_cache": compilation_cache.use(),
+        }
+    )
 
 
 def _host_peak_rss_bytes() -> int:
@@ -140,8 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the parent records it; the traceback goes to stderr for the tail
         text = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
-        emit({"event": "error", "kind": classify_failure(text + traceback.format_exc()),
-              "message": text.splitlines()[0][:500] if text else type(exc).__name__})
+        emit(
+            {
+                "event": "error",
+                "kind": classify_failure(text + traceback.format_exc()),
+                "message": text.splitlines()[0][:500] if text else type(exc).__name__,
+            }
+        )
         return 1
 
 

@@ -12,20 +12,24 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from gpuscout.core.versions import __version__
 from gpuscout.core import outputs, signals
 from gpuscout.core.errors import RunError, UsageError
+from gpuscout.core.versions import __version__
 from gpuscout.report import terminal
 
-SUMMARY = ("Why your Keras training is slow, what each fix buys on your own script, and which GPU to run it "
-           "on: measured on TensorFlow/Keras and NVIDIA GPUs.")
+SUMMARY = (
+    "Why your Keras training is slow, what each fix buys on your own script, and which GPU to run it "
+    "on: measured on TensorFlow/Keras and NVIDIA GPUs."
+)
 # One line each, in the order a user meets them (DESIGN.md): their own script first.
-START = (("watch -- python train.py", "why it is slow, what to change"),
-         ("tune -- python train.py", "what each fix buys on your script"),
-         ("doctor", "this machine's setup; --explain an error"),
-         ("recommend --workload resnet50", "which GPU, how long, at what cost"),
-         ("sweep sweep.yaml", "hyperparameters over every GPU"),
-         ("bench resnet50", "standard models, fixed protocol"))
+START = (
+    ("watch -- python train.py", "why it is slow, what to change"),
+    ("tune -- python train.py", "what each fix buys on your script"),
+    ("doctor", "this machine's setup; --explain an error"),
+    ("recommend --workload resnet50", "which GPU, how long, at what cost"),
+    ("sweep sweep.yaml", "hyperparameters over every GPU"),
+    ("bench resnet50", "standard models, fixed protocol"),
+)
 
 app = typer.Typer(
     name="gpuscout",
@@ -48,11 +52,18 @@ VERBOSE = {"on": False}
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit."),
-          verbose: bool = typer.Option(False, "--verbose", help="Show the traceback of an error in your own code "
-                                                                "(a --model file), e.g. gpuscout --verbose bench "
-                                                                "--model m.py")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        help="Show the traceback of an error in your own code "
+        "(a --model file), e.g. gpuscout --verbose bench "
+        "--model m.py",
+    ),
+) -> None:
     """Why your Keras training is slow, what each fix buys, and which GPU to run it on."""
     VERBOSE["on"] = verbose
 
@@ -100,9 +111,10 @@ def streams_safe(argv: list[str]) -> int | None:
     A refusal is said on the other stream where that one is safe (else nowhere): exit 2."""
     from gpuscout.store import default_store_path
 
-    words = argv[:argv.index("--")] if "--" in argv else argv
-    named = [b for a, b in zip(words, words[1:]) if a == "--store"] + \
-        [w.split("=", 1)[1] for w in words if w.startswith("--store=")]
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    named = [b for a, b in zip(words, words[1:]) if a == "--store"] + [
+        w.split("=", 1)[1] for w in words if w.startswith("--store=")
+    ]
     refused = {}
     for store in [Path(n) for n in named if n] or [default_store_path()]:
         refused.update(outputs.refused_streams(store))
@@ -140,9 +152,12 @@ def option_flags(command) -> dict[str, str]:
             metavar = (argument.metavar or "").removesuffix("...").strip("[]")
             flags[name] = metavar if metavar.isidentifier() else name.upper()
             continue
-        declared = [d for info in infos
-                    for d in (*(getattr(info, "param_decls", None) or ()), getattr(info, "default", None))
-                    if isinstance(d, str) and d.startswith("--")]
+        declared = [
+            d
+            for info in infos
+            for d in (*(getattr(info, "param_decls", None) or ()), getattr(info, "default", None))
+            if isinstance(d, str) and d.startswith("--")
+        ]
         flags[name] = declared[0].split("/")[0] if declared else "--" + name.replace("_", "-")
     return flags
 
@@ -181,8 +196,7 @@ from gpuscout.cli import bench, catalog, compare, doctor, recommend, report, res
 # registration order = workflow order: the user's own script first (watch, tune), then the
 # machine, the GPU to buy, the sweep, and the standard benchmarks and their results.
 # Everything after watch's first word is the command's own (its --options too), `--` or not.
-app.command("watch", help=watch.HELP, context_settings={"allow_interspersed_args": False})(
-    handle_errors(watch.watch))
+app.command("watch", help=watch.HELP, context_settings={"allow_interspersed_args": False})(handle_errors(watch.watch))
 app.command("tune", help=tune.HELP)(handle_errors(tune.tune))
 app.command("doctor", help=doctor.HELP)(handle_errors(doctor.doctor))
 app.command("recommend", help=recommend.HELP)(handle_errors(recommend.recommend))
@@ -214,11 +228,13 @@ def main(argv: list[str] | None = None) -> None:
     except click_errors.UsageError as exc:
         where = f"`{exc.ctx.command_path} --help`" if exc.ctx is not None else "`gpuscout --help`"
         terminal.console(stderr=True, highlight=False).print(
-            f"[red]error:[/] {escape(one_line(exc.format_message()))} ({where} lists what it takes)", soft_wrap=True)
+            f"[red]error:[/] {escape(one_line(exc.format_message()))} ({where} lists what it takes)", soft_wrap=True
+        )
         code = exc.exit_code
     except click_errors.ClickException as exc:
         terminal.console(stderr=True, highlight=False).print(
-            f"[red]error:[/] {escape(one_line(exc.format_message()))}", soft_wrap=True)
+            f"[red]error:[/] {escape(one_line(exc.format_message()))}", soft_wrap=True
+        )
         code = exc.exit_code
     except typer.Abort:  # click's prompt interrupted: as Ctrl-C
         code = 130

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 
@@ -30,10 +29,14 @@ Examples:
 
 
 def catalog(
-    gpu: Optional[str] = typer.Argument(None, help="One GPU (id or name) in full, with its sources."),
-    catalog_file: Optional[str] = typer.Option(None, "--catalog", envvar="GPUSCOUT_CATALOG",
-                                               help="Your own TOML file of GPUs and prices, merged over the package's."),
-    segment: Optional[str] = typer.Option(None, help="Only datacenter, workstation, consumer or edge."),
+    gpu: str | None = typer.Argument(None, help="One GPU (id or name) in full, with its sources."),
+    catalog_file: str | None = typer.Option(
+        None,
+        "--catalog",
+        envvar="GPUSCOUT_CATALOG",
+        help="Your own TOML file of GPUs and prices, merged over the package's.",
+    ),
+    segment: str | None = typer.Option(None, help="Only datacenter, workstation, consumer or edge."),
     as_json: AsJson = False,
 ) -> None:
     cat = catalog_lib.load(catalog_file)
@@ -44,8 +47,20 @@ def catalog(
             raise UsageError(f"unknown --segment {segment!r}: choose {', '.join(sorted(segments))}")
         entries = [g for g in entries if g.segment == segment]
     if as_json:
-        typer.echo(json.dumps({"user_file": cat.user_file, "gpus": [
-            {**g.model_dump(), "prices": [{**p.model_dump(), "stale": p.stale()} for p in cat.prices_for(g.id)]}
-            for g in entries]}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "user_file": cat.user_file,
+                    "gpus": [
+                        {
+                            **g.model_dump(),
+                            "prices": [{**p.model_dump(), "stale": p.stale()} for p in cat.prices_for(g.id)],
+                        }
+                        for g in entries
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
     print_catalog(cat, entries, one=bool(gpu))

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from gpuscout.analysis.compare import FIELDS, compare as compare_runs
-from gpuscout.cli.stored import warn_unreadable
+from gpuscout.analysis.compare import FIELDS
+from gpuscout.analysis.compare import compare as compare_runs
+from gpuscout.analysis.device_causes import precision_of
 from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core.errors import UsageError
-from gpuscout.analysis.verdict import precision_of
 from gpuscout.record import StoredRecord
 from gpuscout.report import comparison as render
-from gpuscout.store import Store
 from gpuscout.report import terminal
+from gpuscout.store import Store
 
 HELP = """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
 with its bootstrap CI, and whether the difference is significant (Mann-Whitney U on the
@@ -35,8 +35,14 @@ Examples:
 """
 
 
-def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None, gpu: str | None,
-           precision: str | None, backend: str | None) -> list[StoredRecord]:
+def select(
+    store: Store,
+    run_ids: list[str] | None,
+    workloads: list[str] | None,
+    gpu: str | None,
+    precision: str | None,
+    backend: str | None,
+) -> list[StoredRecord]:
     """The runs a report or comparison covers; filters that match nothing say what exists."""
     if run_ids:
         return [store.get(run_id) for run_id in run_ids]
@@ -44,8 +50,12 @@ def select(store: Store, run_ids: list[str] | None, workloads: list[str] | None,
     warn_unreadable(store)
     if not records:
         raise UsageError(f"{store.path} holds no runs: run `gpuscout bench` or `gpuscout results import FILE`")
-    for name, wanted in (("workload", workloads), ("gpu", [gpu] if gpu else None),
-                         ("precision", [precision] if precision else None), ("backend", [backend] if backend else None)):
+    for name, wanted in (
+        ("workload", workloads),
+        ("gpu", [gpu] if gpu else None),
+        ("precision", [precision] if precision else None),
+        ("backend", [backend] if backend else None),
+    ):
         if not wanted:
             continue
         chosen = [r for r in records if any(w.lower() in _value(r, name).lower() for w in wanted)]
@@ -70,13 +80,21 @@ def _value(r: StoredRecord, name: str) -> str:
 
 
 def compare(
-    run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Compare these runs (ids or prefixes)."),
-    by: Optional[str] = typer.Option(None, help=f"The field that differs: run, change (a tune -- COMMAND session), {', '.join(FIELDS)} [default: gpu, or run with RUN_IDs]."),
-    baseline: Optional[str] = typer.Option(None, help="The group (a value of --by) the others are divided by [default: the first]."),
-    workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
-    gpu: Optional[str] = typer.Option(None, help="Only runs on GPUs whose name contains this."),
-    precision: Optional[str] = typer.Option(None, help="Only this precision."),
-    backend: Optional[str] = typer.Option(None, help="Only this backend."),
+    run_ids: list[str] | None = typer.Argument(
+        None, metavar="[RUN_ID]...", help="Compare these runs (ids or prefixes)."
+    ),
+    by: str | None = typer.Option(
+        None,
+        help=f"The field that differs: run, change (a tune -- COMMAND session), {', '.join(FIELDS)} "
+        "[default: gpu, or run with RUN_IDs].",
+    ),
+    baseline: str | None = typer.Option(
+        None, help="The group (a value of --by) the others are divided by [default: the first]."
+    ),
+    workload: list[str] | None = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
+    gpu: str | None = typer.Option(None, help="Only runs on GPUs whose name contains this."),
+    precision: str | None = typer.Option(None, help="Only this precision."),
+    backend: str | None = typer.Option(None, help="Only this backend."),
     store_path: StorePath = None,
     as_json: AsJson = False,
     as_markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables."),
@@ -89,8 +107,10 @@ def compare(
         records = select(store, run_ids, workload, gpu, precision, backend)
     comparisons = compare_runs(records, by, baseline)
     if not comparisons:
-        raise UsageError(f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
-                         f"groups that differ in {by} alone; try another --by or `gpuscout results list`")
+        raise UsageError(
+            f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
+            f"groups that differ in {by} alone; try another --by or `gpuscout results list`"
+        )
     if as_json:
         typer.echo(json.dumps({"comparisons": [c.to_dict() for c in comparisons]}, indent=2))
     elif as_markdown:

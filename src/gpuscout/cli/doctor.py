@@ -7,17 +7,16 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from gpuscout.cli.options import AsJson
-from gpuscout.doctor import run_doctor
 from gpuscout.core.errors import UsageError
+from gpuscout.doctor import run_doctor
 from gpuscout.explain import Context, Machine, explain
+from gpuscout.report import terminal
 from gpuscout.report.doctor import print_doctor
 from gpuscout.report.explain import print_explanations
-from gpuscout.report import terminal
 
 HELP = """Check driver, GPUs, CUDA/cuDNN as each backend sees them, and XLA; say how to fix problems.
 With --explain, read an error log instead: every known failure in it (the root cause first),
@@ -49,12 +48,15 @@ CHUNK_BYTES = 2**20
 
 
 def doctor(
-    explain_input: Optional[str] = typer.Option(
-        None, "--explain", metavar="FILE|-|TEXT",
-        help="Explain the failures in a log file, standard input (-) or the text given."),
-    workload: Optional[str] = typer.Option(None, help="With --explain: the workload the log came from (OOM advice)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="With --explain: its per-GPU batch."),
-    precision: Optional[str] = typer.Option(None, help="With --explain: its precision."),
+    explain_input: str | None = typer.Option(
+        None,
+        "--explain",
+        metavar="FILE|-|TEXT",
+        help="Explain the failures in a log file, standard input (-) or the text given.",
+    ),
+    workload: str | None = typer.Option(None, help="With --explain: the workload the log came from (OOM advice)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", "-b", help="With --explain: its per-GPU batch."),
+    precision: str | None = typer.Option(None, help="With --explain: its precision."),
     as_json: AsJson = False,
 ) -> None:
     if explain_input is None and (workload or batch_size or precision):
@@ -72,18 +74,31 @@ def doctor(
     found = explain(text, Machine.from_doctor(report, dict(os.environ)), context)
     lines = text.count("\n") + 1
     if as_json:
-        typer.echo(json.dumps({"explanations": [e.model_dump() for e in found], "recognised": bool(found),
-                               "lines": lines, "doctor": report}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "explanations": [e.model_dump() for e in found],
+                    "recognised": bool(found),
+                    "lines": lines,
+                    "doctor": report,
+                },
+                indent=2,
+            )
+        )
         return
     out = terminal.console()
     if found:
         roots = sum(e.echo_of is None for e in found)
-        out.print(f"{len(found)} known failure(s) in the log, {roots} root cause(s) first:", markup=False,
-                  highlight=False)
+        out.print(
+            f"{len(found)} known failure(s) in the log, {roots} root cause(s) first:", markup=False, highlight=False
+        )
         print_explanations(out, found)
     else:
-        out.print(f"no known failure in the {lines} line(s) read; this machine as doctor sees it:",
-                  markup=False, highlight=False)
+        out.print(
+            f"no known failure in the {lines} line(s) read; this machine as doctor sees it:",
+            markup=False,
+            highlight=False,
+        )
         print_doctor(report)
 
 
@@ -99,11 +114,14 @@ def _read(source: str) -> str:
         except OSError as exc:
             raise UsageError(f"--explain {source}: cannot read it ({exc.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"--explain {source}: a folder; give a log file, - for standard input, or the message "
-                             "itself")
+            raise UsageError(
+                f"--explain {source}: a folder; give a log file, - for standard input, or the message itself"
+            )
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"--explain {source}: a {'FIFO' if stat.S_ISFIFO(st.st_mode) else 'device or socket'}, "
-                             f"not a log file: give a file, or - to read standard input (`... < {source}`)")
+            raise UsageError(
+                f"--explain {source}: a {'FIFO' if stat.S_ISFIFO(st.st_mode) else 'device or socket'}, "
+                f"not a log file: give a file, or - to read standard input (`... < {source}`)"
+            )
         try:
             with open(source, "rb") as handle:
                 handle.seek(max(0, st.st_size - MAX_INPUT_BYTES))
@@ -112,15 +130,17 @@ def _read(source: str) -> str:
             raise UsageError(f"--explain {source}: cannot read it ({exc.strerror})") from None
         more = more or st.st_size > MAX_INPUT_BYTES
     elif "\n" not in source and " " not in source and (os.sep in source or Path(source).suffix in (".log", ".txt")):
-        raise UsageError(f"--explain {source}: no such file; give a log file, - for standard input, "
-                         "or the message itself in quotes")
+        raise UsageError(
+            f"--explain {source}: no such file; give a log file, - for standard input, or the message itself in quotes"
+        )
     else:
         return source
     if data.count(b"\x00") > len(data) // 100:  # a log has none; a binary file or /dev/zero has them
         raise UsageError(f"--explain {source}: not a text log (it is mostly NUL bytes): give the log of the run")
     if more:
-        terminal.console(stderr=True).print(f"note: {source} holds more than {MAX_INPUT_BYTES // 2**20} MiB: its "
-                                            "last part was read", markup=False)
+        terminal.console(stderr=True).print(
+            f"note: {source} holds more than {MAX_INPUT_BYTES // 2**20} MiB: its last part was read", markup=False
+        )
     return data.decode("utf-8", errors="replace")
 
 
@@ -136,7 +156,7 @@ def _last_of(stream) -> tuple[bytes, bool]:
         kept += chunk
         read += len(chunk)
         if len(kept) > MAX_INPUT_BYTES:
-            del kept[:len(kept) - MAX_INPUT_BYTES]
+            del kept[: len(kept) - MAX_INPUT_BYTES]
             more = True
         if read >= MAX_STREAM_BYTES:
             more = True

@@ -12,18 +12,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Callable, Optional, get_type_hints
+from typing import Annotated, get_type_hints
 
 import typer
 
-from gpuscout.measure import engine, planning
-from gpuscout.core.errors import UsageError
 from gpuscout.catalog.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
+from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Protocol
+from gpuscout.measure import engine, planning
 
-StorePath = Annotated[Optional[Path], typer.Option(
-    "--store", envvar="GPUSCOUT_STORE", help="Results store (SQLite) [default: results.sqlite in the user data dir].")]
+StorePath = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        envvar="GPUSCOUT_STORE",
+        help="Results store (SQLite) [default: results.sqlite in the user data dir].",
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts) instead of tables.")]
 
 # Every option and argument that names a file, by command and parameter. What gpuscout writes goes
@@ -32,9 +39,18 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON (
 # path-typed parameter of every command and fails on one that is in none of these, then drives
 # each output through every kind of file a name can reach (docs/reliability.md).
 WRITES = {("report", "out"), ("results export", "out"), ("results salvage", "out"), ("tune", "patch")}
-READS = {("sweep", "path"), ("results import", "path"), ("catalog", "catalog_file"), ("recommend", "catalog_file"),
-         ("doctor", "explain_input"), ("bench", "model"), ("tune", "model"), ("recommend", "model"),
-         ("tune", "pipeline"), ("bench", "dataset")}
+READS = {
+    ("sweep", "path"),
+    ("results import", "path"),
+    ("catalog", "catalog_file"),
+    ("recommend", "catalog_file"),
+    ("doctor", "explain_input"),
+    ("bench", "model"),
+    ("tune", "model"),
+    ("recommend", "model"),
+    ("tune", "pipeline"),
+    ("bench", "dataset"),
+}
 # The store every command opens (store/sqlite.py refuses what is not one), and the commands a verb
 # runs (a script and its arguments: the user's own).
 STORE_AND_COMMANDS = {"store_path", "command", "target"}
@@ -50,8 +66,12 @@ def grouped(command: Callable) -> Callable:
             fields = dataclasses.fields(kind)
             field_hints = get_type_hints(kind, include_extras=True)
             groups[name] = (kind, [f.name for f in fields])
-            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                         annotation=field_hints[f.name]) for f in fields]
+            params += [
+                inspect.Parameter(
+                    f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=field_hints[f.name]
+                )
+                for f in fields
+            ]
         else:
             params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
 
@@ -69,7 +89,7 @@ def grouped(command: Callable) -> Callable:
 
 @dataclasses.dataclass
 class Device:
-    gpu: Annotated[Optional[int], typer.Option(help="GPU index to run on [default: 0 when there is a GPU].")] = None
+    gpu: Annotated[int | None, typer.Option(help="GPU index to run on [default: 0 when there is a GPU].")] = None
     cpu: Annotated[bool, typer.Option("--cpu", help="Run on the CPU even when a GPU is present.")] = False
 
     def choice(self) -> planning.DeviceChoice:
@@ -88,14 +108,33 @@ def protocol_options(base: Protocol, where: str = "") -> type:
         return checked(Protocol, {**default.model_dump(), **given})
 
     fields = [
-        ("warmup_steps", Annotated[Optional[int], typer.Option(
-            help=f"Steps run and discarded after the compile step [default: {base.warmup_steps}{also}].")], None),
-        ("windows", Annotated[Optional[int], typer.Option(
-            help=f"Timing windows per run [default: {base.windows}{also}].")], None),
-        ("window_steps", Annotated[Optional[int], typer.Option(
-            help=f"Minimum steps per window [default: {base.window_steps}].")], None),
-        ("window_seconds", Annotated[Optional[float], typer.Option(
-            help=f"Minimum seconds per window [default: {base.window_seconds:g}{also}].")], None),
+        (
+            "warmup_steps",
+            Annotated[
+                int | None,
+                typer.Option(
+                    help=f"Steps run and discarded after the compile step [default: {base.warmup_steps}{also}]."
+                ),
+            ],
+            None,
+        ),
+        (
+            "windows",
+            Annotated[int | None, typer.Option(help=f"Timing windows per run [default: {base.windows}{also}].")],
+            None,
+        ),
+        (
+            "window_steps",
+            Annotated[int | None, typer.Option(help=f"Minimum steps per window [default: {base.window_steps}].")],
+            None,
+        ),
+        (
+            "window_seconds",
+            Annotated[
+                float | None, typer.Option(help=f"Minimum seconds per window [default: {base.window_seconds:g}{also}].")
+            ],
+            None,
+        ),
     ]
     return dataclasses.make_dataclass("ProtocolOptions", fields, namespace={"settings": settings})
 
@@ -114,26 +153,34 @@ def checked(model, values: dict):
 
 @dataclasses.dataclass
 class Pricing:
-    price: Annotated[Optional[float], typer.Option(
-        "--price", help="Cost of one GPU-hour in USD, instead of the catalog's.")] = None
-    provider: Annotated[Optional[str], typer.Option(
-        help="Use this cloud provider's catalog price (aws, gcp, lambda, or one from your --catalog).")] = None
-    owned: Annotated[bool, typer.Option(
-        "--owned", help="Cost GPUs you own: purchase price over --amortise-years plus power.")] = False
-    amortise_years: Annotated[float, typer.Option(
-        help="--owned: years the purchase price is spread over.")] = DEFAULT_AMORTISE_YEARS
-    electricity_usd_per_kwh: Annotated[float, typer.Option(
-        help="--owned: electricity price, USD per kWh.")] = DEFAULT_USD_PER_KWH
+    price: Annotated[
+        float | None, typer.Option("--price", help="Cost of one GPU-hour in USD, instead of the catalog's.")
+    ] = None
+    provider: Annotated[
+        str | None,
+        typer.Option(help="Use this cloud provider's catalog price (aws, gcp, lambda, or one from your --catalog)."),
+    ] = None
+    owned: Annotated[
+        bool, typer.Option("--owned", help="Cost GPUs you own: purchase price over --amortise-years plus power.")
+    ] = False
+    amortise_years: Annotated[float, typer.Option(help="--owned: years the purchase price is spread over.")] = (
+        DEFAULT_AMORTISE_YEARS
+    )
+    electricity_usd_per_kwh: Annotated[float, typer.Option(help="--owned: electricity price, USD per kWh.")] = (
+        DEFAULT_USD_PER_KWH
+    )
 
     def options(self) -> PricingOptions:
-        return PricingOptions(self.price, self.provider, self.owned, self.amortise_years,
-                              self.electricity_usd_per_kwh).check()
+        return PricingOptions(
+            self.price, self.provider, self.owned, self.amortise_years, self.electricity_usd_per_kwh
+        ).check()
 
 
 def measure_options(timeout: float, telemetry: bool, pricing: Pricing | None = None) -> engine.MeasureOptions:
     planning.above_zero("--timeout", timeout, " seconds")
-    return engine.MeasureOptions(timeout_s=timeout, telemetry=telemetry,
-                                 pricing=pricing.options() if pricing else PricingOptions())
+    return engine.MeasureOptions(
+        timeout_s=timeout, telemetry=telemetry, pricing=pricing.options() if pricing else PricingOptions()
+    )
 
 
 def given_args(ctx: typer.Context, exclude: set[str]) -> list[str]:

@@ -5,23 +5,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from gpuscout import recommend as rec, workloads
-
-from gpuscout.core import backends
 from gpuscout import catalog as catalog_lib
+from gpuscout import recommend as rec
+from gpuscout import workloads
 from gpuscout.cli.options import AsJson, Pricing, StorePath, grouped
 from gpuscout.cli.stored import warn_unreadable
+from gpuscout.core import backends
 from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import Precision
+from gpuscout.recommend import from_run
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
-from gpuscout.recommend import from_run
 from gpuscout.report.recommend import print_from_run, print_ranking
-from gpuscout.core.spec import Precision
 from gpuscout.store import Store, default_store_path
 
 HELP = """Rank GPUs for a training job: fits in memory, throughput (measured or predicted, with a range),
@@ -46,94 +46,156 @@ Examples:
 
 @dataclass
 class JobOptions:
-    workload: Annotated[Optional[str], typer.Option(
-        "--workload", "-w", help="A registered workload (gpuscout bench --list).")] = None
-    model: Annotated[Optional[str], typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
-    params: Annotated[Optional[str], typer.Option(
-        "--params", help="A GPT-style model of this many parameters, e.g. 350M, 1.3B.")] = None
+    workload: Annotated[
+        str | None, typer.Option("--workload", "-w", help="A registered workload (gpuscout bench --list).")
+    ] = None
+    model: Annotated[str | None, typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
+    params: Annotated[
+        str | None, typer.Option("--params", help="A GPT-style model of this many parameters, e.g. 350M, 1.3B.")
+    ] = None
     seq: Annotated[int, typer.Option("--seq", help="--params: sequence length.")] = 2048
-    layers: Annotated[Optional[int], typer.Option(help="--params: layers [default: the GPT shape of that size].")] = None
-    hidden: Annotated[Optional[int], typer.Option(
-        help="--params: hidden size [default: the GPT shape of that size].")] = None
+    layers: Annotated[int | None, typer.Option(help="--params: layers [default: the GPT shape of that size].")] = None
+    hidden: Annotated[int | None, typer.Option(help="--params: hidden size [default: the GPT shape of that size].")] = (
+        None
+    )
     vocab: Annotated[int, typer.Option(help="--params: vocabulary.")] = 50304
-    batch_size: Annotated[Optional[int], typer.Option(
-        "--batch-size", help="Global batch (sequences for --params) [default: the workload's; 8 for --params].")] = None
-    scenario: Annotated[str, typer.Option(
-        help="train | infer | edge (edge: GPUs of 75 W or less, and Jetson).")] = "train"
-    precision: Annotated[Optional[str], typer.Option(
-        help="fp32 | mixed_float16 | mixed_bfloat16 [default: mixed_bfloat16; --from: the run's].")] = None
-    from_run: Annotated[Optional[str], typer.Option(
-        "--from", help="A stored run (watch, tune variant or bench; an id prefix): its own job, predicted from "
-                       "its bottleneck split.")] = None
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size", help="Global batch (sequences for --params) [default: the workload's; 8 for --params]."
+        ),
+    ] = None
+    scenario: Annotated[str, typer.Option(help="train | infer | edge (edge: GPUs of 75 W or less, and Jetson).")] = (
+        "train"
+    )
+    precision: Annotated[
+        str | None,
+        typer.Option(help="fp32 | mixed_float16 | mixed_bfloat16 [default: mixed_bfloat16; --from: the run's]."),
+    ] = None
+    from_run: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="A stored run (watch, tune variant or bench; an id prefix): its own job, predicted from "
+            "its bottleneck split.",
+        ),
+    ] = None
 
     def check(self) -> Precision:
         if len([x for x in (self.workload, self.model, self.params, self.from_run) if x]) != 1:
             raise UsageError("give exactly one of --workload, --model, --params or --from RUN")
         if self.from_run:
-            given = [name for name, value in (("--precision", self.precision), ("--batch-size", self.batch_size))
-                     if value is not None]
+            given = [
+                name
+                for name, value in (("--precision", self.precision), ("--batch-size", self.batch_size))
+                if value is not None
+            ]
             if given:
-                raise UsageError(f"--from takes the run's own {' and '.join(g[2:] for g in given)}: drop {', '.join(given)} "
-                                 "(gpuscout tune -- COMMAND measures what another one buys)")
+                raise UsageError(
+                    f"--from takes the run's own {' and '.join(g[2:] for g in given)}: drop {', '.join(given)} "
+                    "(gpuscout tune -- COMMAND measures what another one buys)"
+                )
             if self.scenario != "train":
                 raise UsageError("--from predicts the run's training: drop --scenario (or use --workload)")
         if self.scenario not in ("train", "infer", "edge"):
             raise UsageError(f"unknown --scenario {self.scenario!r}: choose train, infer or edge")
-        for name, value in (("--seq", self.seq), ("--batch-size", self.batch_size), ("--layers", self.layers),
-                            ("--hidden", self.hidden), ("--vocab", self.vocab)):
+        for name, value in (
+            ("--seq", self.seq),
+            ("--batch-size", self.batch_size),
+            ("--layers", self.layers),
+            ("--hidden", self.hidden),
+            ("--vocab", self.vocab),
+        ):
             if value is not None and value < 1:  # 0 is no shape (and was taken for "not given")
                 raise UsageError(f"{name} must be >= 1, got {value}")
-        shape = [name for name, value in (("--layers", self.layers), ("--hidden", self.hidden),
-                                          ("--seq", self.seq if self.seq != 2048 else None),
-                                          ("--vocab", self.vocab if self.vocab != 50304 else None)) if value is not None]
+        shape = [
+            name
+            for name, value in (
+                ("--layers", self.layers),
+                ("--hidden", self.hidden),
+                ("--seq", self.seq if self.seq != 2048 else None),
+                ("--vocab", self.vocab if self.vocab != 50304 else None),
+            )
+            if value is not None
+        ]
         if shape and not self.params:
-            raise UsageError(f"{', '.join(shape)} {'describes' if len(shape) == 1 else 'describe'} a --params model: add "
-                             "--params (e.g. 1.3B), or drop them")
+            raise UsageError(
+                f"{', '.join(shape)} {'describes' if len(shape) == 1 else 'describe'} a --params model: add "
+                "--params (e.g. 1.3B), or drop them"
+            )
         return backends.parse_precision(self.precision or "mixed_bfloat16", "--precision")
 
 
 @dataclass
 class Limits:
-    budget_usd_per_hour: Annotated[Optional[float], typer.Option(
-        help="Only GPUs (times their count) at or under this USD per hour.")] = None
-    budget_usd_total: Annotated[Optional[float], typer.Option(
-        help="Only GPUs whose whole training costs at most this.")] = None
-    deadline: Annotated[Optional[str], typer.Option(
-        help="Train within this time, e.g. 12h, 90m, 2d (needs the job's size).")] = None
-    epochs: Annotated[Optional[float], typer.Option(
-        help="Epochs of the dataset to train [default: 1; --from: the epochs its fit planned].")] = None
-    dataset_size: Annotated[Optional[float], typer.Option(
-        help="Samples per epoch (tokens for --params) [default: the workload's reference dataset].")] = None
+    budget_usd_per_hour: Annotated[
+        float | None, typer.Option(help="Only GPUs (times their count) at or under this USD per hour.")
+    ] = None
+    budget_usd_total: Annotated[
+        float | None, typer.Option(help="Only GPUs whose whole training costs at most this.")
+    ] = None
+    deadline: Annotated[
+        str | None, typer.Option(help="Train within this time, e.g. 12h, 90m, 2d (needs the job's size).")
+    ] = None
+    epochs: Annotated[
+        float | None,
+        typer.Option(help="Epochs of the dataset to train [default: 1; --from: the epochs its fit planned]."),
+    ] = None
+    dataset_size: Annotated[
+        float | None,
+        typer.Option(help="Samples per epoch (tokens for --params) [default: the workload's reference dataset]."),
+    ] = None
     max_gpus: Annotated[int, typer.Option(help="At most this many GPUs of one kind (data parallel).")] = 8
     top: Annotated[int, typer.Option(help="Rows to show (--json has them all).")] = 12
-    trials: Annotated[Optional[int], typer.Option(
-        help="--from: the time and cost of a sweep of this many such trainings on up to --max-gpus GPUs of "
-             "each kind.")] = None
+    trials: Annotated[
+        int | None,
+        typer.Option(
+            help="--from: the time and cost of a sweep of this many such trainings on up to --max-gpus GPUs of "
+            "each kind."
+        ),
+    ] = None
 
     def constraints(self, scenario: str) -> rec.Constraints:
-        for name, value in (("--budget-usd-per-hour", self.budget_usd_per_hour),
-                            ("--budget-usd-total", self.budget_usd_total), ("--dataset-size", self.dataset_size)):
+        for name, value in (
+            ("--budget-usd-per-hour", self.budget_usd_per_hour),
+            ("--budget-usd-total", self.budget_usd_total),
+            ("--dataset-size", self.dataset_size),
+        ):
             if value is not None and value <= 0:
                 raise UsageError(f"{name} must be > 0, got {value:g}")
-        for name, value in (("--epochs", self.epochs), ("--max-gpus", self.max_gpus), ("--top", self.top),
-                            ("--trials", self.trials)):
+        for name, value in (
+            ("--epochs", self.epochs),
+            ("--max-gpus", self.max_gpus),
+            ("--top", self.top),
+            ("--trials", self.trials),
+        ):
             if value is not None and (value <= 0 or (name != "--epochs" and value < 1)):
                 raise UsageError(f"{name} must be {'> 0' if name == '--epochs' else '>= 1'}, got {value:g}")
-        for name, value, most in (("--epochs", self.epochs, MAX_EPOCHS), ("--dataset-size", self.dataset_size,
-                                                                          MAX_DATASET_SAMPLES),
-                                  ("--max-gpus", self.max_gpus, MAX_GPUS), ("--trials", self.trials, MAX_TRIALS)):
+        for name, value, most in (
+            ("--epochs", self.epochs, MAX_EPOCHS),
+            ("--dataset-size", self.dataset_size, MAX_DATASET_SAMPLES),
+            ("--max-gpus", self.max_gpus, MAX_GPUS),
+            ("--trials", self.trials, MAX_TRIALS),
+        ):
             if value is not None and value > most:
                 raise UsageError(f"{name} {value:g} is more than any training gpuscout can plan (at most {most:g})")
         deadline_h = rec.parse_duration_h(self.deadline) if self.deadline else None
-        return rec.Constraints(scenario, self.budget_usd_per_hour, self.budget_usd_total, deadline_h,
-                               self.epochs or 1.0, self.max_gpus)
+        return rec.Constraints(
+            scenario, self.budget_usd_per_hour, self.budget_usd_total, deadline_h, self.epochs or 1.0, self.max_gpus
+        )
 
 
 @grouped
-def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
-              catalog_file: Annotated[Optional[str], typer.Option(
-                  "--catalog", envvar="GPUSCOUT_CATALOG", help="Your own GPUs and prices (TOML).")] = None,
-              store_path: StorePath = None, as_json: AsJson = False) -> None:
+def recommend(
+    job_options: JobOptions,
+    limits: Limits,
+    pricing: Pricing,
+    catalog_file: Annotated[
+        str | None, typer.Option("--catalog", envvar="GPUSCOUT_CATALOG", help="Your own GPUs and prices (TOML).")
+    ] = None,
+    store_path: StorePath = None,
+    as_json: AsJson = False,
+) -> None:
     precision = job_options.check()
     constraints = limits.constraints(job_options.scenario)
     if limits.trials is not None and not job_options.from_run:
@@ -154,30 +216,53 @@ def recommend(job_options: JobOptions, limits: Limits, pricing: Pricing,
     if deadline_h and not any(r.eligible or (r.hours is not None and r.hours <= deadline_h) for r in rows):
         timed = [r for r in rows if r.hours is not None]
         closest = min(timed, key=lambda r: r.hours) if timed else None
-        raise UsageError(f"no GPU in the catalog trains {job.name} within {limits.deadline}"
-                         + (f": the closest is {closest.gpus}x {closest.gpu.name} at {closest.hours:,.1f} h"
-                            if closest else "") + f" (with up to {limits.max_gpus} GPUs; raise --max-gpus or the deadline)")
+        raise UsageError(
+            f"no GPU in the catalog trains {job.name} within {limits.deadline}"
+            + (f": the closest is {closest.gpus}x {closest.gpu.name} at {closest.hours:,.1f} h" if closest else "")
+            + f" (with up to {limits.max_gpus} GPUs; raise --max-gpus or the deadline)"
+        )
     if as_json:
-        typer.echo(json.dumps({"job": {k: v for k, v in job.__dict__.items() if k not in ("references", "measured", "scaling")}
-                                       | {"scaling": [{"gpu": gpu, "gpus": k, "efficiency": eff, "basis": label}
-                                                      for (gpu, k), (eff, label) in job.scaling.items()]}
-                               | {"precision": job.precision.value, "references": [r.label for r in job.references]},
-                               "scenario": job_options.scenario, "rows": [r.to_dict() for r in rows]}
-                              | (answer.to_dict() if answer else {}),
-                              indent=2, default=str))
+        typer.echo(
+            json.dumps(
+                {
+                    "job": {k: v for k, v in job.__dict__.items() if k not in ("references", "measured", "scaling")}
+                    | {
+                        "scaling": [
+                            {"gpu": gpu, "gpus": k, "efficiency": eff, "basis": label}
+                            for (gpu, k), (eff, label) in job.scaling.items()
+                        ]
+                    }
+                    | {"precision": job.precision.value, "references": [r.label for r in job.references]},
+                    "scenario": job_options.scenario,
+                    "rows": [r.to_dict() for r in rows],
+                }
+                | (answer.to_dict() if answer else {}),
+                indent=2,
+                default=str,
+            )
+        )
         return
     budgeted = constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None
     if budgeted and not any(r.eligible and r.fits for r in rows):
         priced = [r for r in rows if r.fits and r.cost_usd is not None] or [r for r in rows if r.fits and r.hourly]
-        cheapest = min(priced, key=lambda r: r.cost_usd if r.cost_usd is not None else r.hourly.usd_per_hour * r.gpus,
-                       default=None)
-        raise UsageError(f"no GPU in the catalog trains {job.name} within the budget" + (
-            f": the cheapest is {cheapest.gpus}x {cheapest.gpu.name} at {cheapest.hourly.usd_per_hour * cheapest.gpus:.2f} "
-            f"USD/h" + (f", {fmt.usd(cheapest.cost_usd)} in all" if cheapest.cost_usd is not None else "")
-            if cheapest else "") + "; raise the budget")
+        cheapest = min(
+            priced, key=lambda r: r.cost_usd if r.cost_usd is not None else r.hourly.usd_per_hour * r.gpus, default=None
+        )
+        raise UsageError(
+            f"no GPU in the catalog trains {job.name} within the budget"
+            + (
+                f": the cheapest is {cheapest.gpus}x {cheapest.gpu.name} at "
+                f"{cheapest.hourly.usd_per_hour * cheapest.gpus:.2f} "
+                f"USD/h" + (f", {fmt.usd(cheapest.cost_usd)} in all" if cheapest.cost_usd is not None else "")
+                if cheapest
+                else ""
+            )
+            + "; raise the budget"
+        )
     # A GPU without a price ranks after the priced ones; one cut from the top rows is shown anyway
-    shown = rows[:limits.top] + [r for r in rows[limits.top:] if r.fits and r.eligible and r.hourly is None
-                                 and r.throughput is not None]
+    shown = rows[: limits.top] + [
+        r for r in rows[limits.top :] if r.fits and r.eligible and r.hourly is None and r.throughput is not None
+    ]
     if answer is not None and answer.measured.ended:  # before the table, not only after it
         terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
     print_ranking(shown, job, constraints)
@@ -189,15 +274,26 @@ def _from_run(run_id: str, store_path: Path | None, cat, constraints: rec.Constr
     """The stored run's recommendation; exit 2 where the run cannot be found or measured nothing."""
     path = store_path or default_store_path()
     if not Path(path).exists():
-        raise UsageError(f"no store at {path}: --from reads a run from it (gpuscout watch -- python train.py makes one)")
+        raise UsageError(
+            f"no store at {path}: --from reads a run from it (gpuscout watch -- python train.py makes one)"
+        )
     with Store(path, readonly=True) as store:
         record = store.get(run_id)
         bench = store.list(kind="benchmark")
         watches = store.list(kind="watch", workload=record.workload) if record.kind == "watch" else []
         sweeps = {name: store.trials(name) for name in store.sweeps()} if limits.trials else {}
-    return from_run.recommendation(record, cat, constraints, prices, bench_records=bench, sweeps=sweeps,
-                                   dataset_size=limits.dataset_size, epochs=limits.epochs, trials=limits.trials,
-                                   watch_records=watches)
+    return from_run.recommendation(
+        record,
+        cat,
+        constraints,
+        prices,
+        bench_records=bench,
+        sweeps=sweeps,
+        dataset_size=limits.dataset_size,
+        epochs=limits.epochs,
+        trials=limits.trials,
+        watch_records=watches,
+    )
 
 
 def _stored(store_path: Path | None) -> list[RunRecord]:
@@ -221,11 +317,11 @@ MAX_TRIALS = 100_000  # sweep's own bound on a grid's points
 
 def _job(o: JobOptions, precision: Precision, dataset_size: float | None, records: list[RunRecord]) -> rec.Job:
     if o.workload:
-        job = rec.job_for_workload(workloads.get(o.workload).name, precision, o.batch_size, None, records,
-                                   dataset_size)
+        job = rec.job_for_workload(workloads.get(o.workload).name, precision, o.batch_size, None, records, dataset_size)
     elif o.params:
-        job = rec.job_for_params(rec.parse_count(o.params), o.seq, o.layers, o.hidden, o.vocab, o.batch_size or 8,
-                                 precision, dataset_size)
+        job = rec.job_for_params(
+            rec.parse_count(o.params), o.seq, o.layers, o.hidden, o.vocab, o.batch_size or 8, precision, dataset_size
+        )
     else:
         from gpuscout.workloads import user
 
@@ -236,6 +332,7 @@ def _job(o: JobOptions, precision: Precision, dataset_size: float | None, record
     measured = []
     if o.workload:
         w = workloads.get(o.workload)
-        measured = rec.stored_references(records, w.name, precision, w.default_seq_len if w.is_sequence else None,
-                                         "inference")
+        measured = rec.stored_references(
+            records, w.name, precision, w.default_seq_len if w.is_sequence else None, "inference"
+        )
     return rec.for_inference(job, measured)

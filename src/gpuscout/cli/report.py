@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
-from gpuscout.core.errors import UsageError
 from gpuscout.core import outputs
-from gpuscout.store import Store, default_store_path
+from gpuscout.core.errors import UsageError
 from gpuscout.report import terminal
+from gpuscout.store import Store, default_store_path
 
 HELP = """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
 batch size, ablations, telemetry over time, and every run's provenance, in one HTML file that
@@ -29,29 +28,33 @@ Examples:
 
 
 def report(
-    run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write [default: report.html, or report.md]."),
+    run_ids: list[str] | None = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Where to write [default: report.html, or report.md]."),
     markdown: bool = typer.Option(False, "--markdown", help="Write Markdown with PNG plots beside it instead of HTML."),
-    workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
-    gpu: Optional[str] = typer.Option(None, help="Only runs on GPUs whose name contains this."),
-    precision: Optional[str] = typer.Option(None, help="Only this precision."),
-    backend: Optional[str] = typer.Option(None, help="Only this backend."),
-    telemetry_run: Optional[str] = typer.Option(None, help="The run whose telemetry is plotted [default: the newest with telemetry]."),
+    workload: list[str] | None = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
+    gpu: str | None = typer.Option(None, help="Only runs on GPUs whose name contains this."),
+    precision: str | None = typer.Option(None, help="Only this precision."),
+    backend: str | None = typer.Option(None, help="Only this backend."),
+    telemetry_run: str | None = typer.Option(
+        None, help="The run whose telemetry is plotted [default: the newest with telemetry]."
+    ),
     title: str = typer.Option("gpuscout report", help="The report's title."),
-    force: bool = typer.Option(False, "--force", help="Replace --out even when gpuscout did not write it (never the store)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out even when gpuscout did not write it (never the store)."
+    ),
     store_path: StorePath = None,
 ) -> None:
     out = out or Path("report.md" if markdown else "report.html")
     from gpuscout.report import document
 
     store_file = store_path or default_store_path()
-    target = outputs.check_output(out, store_file, force,
-                                  needs_file="a Markdown report writes its plots beside it" if markdown else None)
+    target = outputs.check_output(
+        out, store_file, force, needs_file="a Markdown report writes its plots beside it" if markdown else None
+    )
     if markdown:  # its plots' folder beside it, checked before any drawing
         from gpuscout.report import markdown as md
 
-        assets = outputs.own_folder(md.assets_folder(target.file), store_file, "the report's plots folder",
-                                    make=False)
+        assets = outputs.own_folder(md.assets_folder(target.file), store_file, "the report's plots folder", make=False)
 
     with Store(store_path, readonly=True) as store:
         sweeps = {name: store.trials(name) for name in store.sweeps()} if not run_ids else {}

@@ -6,28 +6,29 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional, get_args
+from typing import get_args
 
 import typer
 
 from gpuscout.cli import handle_errors
-from gpuscout.cli.stored import warn_unreadable
 from gpuscout.cli.options import AsJson, StorePath
-from gpuscout.core import inputs
+from gpuscout.cli.stored import warn_unreadable
+from gpuscout.core import inputs, outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.text import control_fields
-from gpuscout.report import console as console_report, watch as watch_report
-from gpuscout.record.document import json_document
-from gpuscout.report.export import csv_text, parse_document
-from gpuscout.core import outputs
 from gpuscout.record import STORED
+from gpuscout.record.document import json_document
 from gpuscout.record.run import SCHEMA_VERSION, Status
+from gpuscout.report import console as console_report
+from gpuscout.report import terminal
+from gpuscout.report import watch as watch_report
+from gpuscout.report.export import csv_text, parse_document
 from gpuscout.store import Store, default_store_path, repair
 from gpuscout.store.migrate import migrate as migrate_store
-from gpuscout.report import terminal
 
-app = typer.Typer(help="Stored benchmark results: list, show, export, import, check, salvage, schema, migrate.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Stored benchmark results: list, show, export, import, check, salvage, schema, migrate.", no_args_is_help=True
+)
 
 
 # A benchmark run's statuses (record/run.py), then a watched script's (record/watch.py)
@@ -37,10 +38,11 @@ STATUSES = (*get_args(Status), "stopped", "interrupted")
 @app.command("list")
 @handle_errors
 def list_(
-    workload: Optional[str] = typer.Option(None, help="Only this workload."),
-    status: Optional[str] = typer.Option(None, help="Only runs with this status (ok, oom, failed, timeout; "
-                                                    "watched scripts: stopped, interrupted)."),
-    kind: Optional[str] = typer.Option(None, help="Only this kind of record: benchmark | watch."),
+    workload: str | None = typer.Option(None, help="Only this workload."),
+    status: str | None = typer.Option(
+        None, help="Only runs with this status (ok, oom, failed, timeout; watched scripts: stopped, interrupted)."
+    ),
+    kind: str | None = typer.Option(None, help="Only this kind of record: benchmark | watch."),
     limit: int = typer.Option(50, help="At most this many, newest first."),
     store_path: StorePath = None,
     as_json: AsJson = False,
@@ -91,10 +93,12 @@ def show(
 @handle_errors
 def export(
     fmt: str = typer.Option("json", "--format", help="json | csv."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
-    workload: Optional[str] = typer.Option(None, help="Only this workload."),
-    group: Optional[str] = typer.Option(None, help="Only the runs of this group: one bench, scale session or cluster."),
-    force: bool = typer.Option(False, "--force", help="Replace -o even when gpuscout did not write it (never the store)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
+    workload: str | None = typer.Option(None, help="Only this workload."),
+    group: str | None = typer.Option(None, help="Only the runs of this group: one bench, scale session or cluster."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace -o even when gpuscout did not write it (never the store)."
+    ),
     store_path: StorePath = None,
 ) -> None:
     """Export stored runs as JSON (whole records) or CSV (one flat row per run).
@@ -122,7 +126,9 @@ def export(
     if fmt == "json" and len(text) > MAX_IMPORT_BYTES:
         terminal.console(stderr=True).print(
             f"note: this export is larger than `gpuscout results import` reads ({MAX_IMPORT_BYTES // inputs.MiB} MiB): "
-            "export it in parts (--group, --workload) to import it elsewhere", markup=False)
+            "export it in parts (--group, --workload) to import it elsewhere",
+            markup=False,
+        )
 
 
 # What one import reads: a valid export is parsed and validated whole before anything is stored
@@ -144,8 +150,12 @@ def import_(
 
     Example: gpuscout results import h100-box.json && gpuscout report --out all-gpus.html
     """
-    text = inputs.read_text(path, "a gpuscout results file (`gpuscout results export` writes one; a larger "
-                                  "store is exported in parts: --group, --workload)", MAX_IMPORT_BYTES)
+    text = inputs.read_text(
+        path,
+        "a gpuscout results file (`gpuscout results export` writes one; a larger "
+        "store is exported in parts: --group, --workload)",
+        MAX_IMPORT_BYTES,
+    )
     with terminal.console(stderr=True).status(f"reading {len(text) / inputs.MiB:,.1f} MiB of records…"):
         records = parse_document(text, str(path))
     held = [(r.id, fields) for r in records if (fields := control_fields(r.model_dump(mode="json")))]
@@ -154,11 +164,14 @@ def import_(
         terminal.console(stderr=True).print(
             f"note: {len(held)} record(s) hold control characters in their text (run {run_id}: "
             f"{', '.join(fields[:3])}{', …' if len(fields) > 3 else ''}): gpuscout shows them escaped, as \\x1b",
-            markup=False)
+            markup=False,
+        )
     with Store(store_path) as store:
         added = store.put_many(records)
-    terminal.console(stderr=True).print(f"imported {added} new run(s) from {path} ({len(records) - added} already stored) "
-                               f"into {store.path}", markup=False)
+    terminal.console(stderr=True).print(
+        f"imported {added} new run(s) from {path} ({len(records) - added} already stored) into {store.path}",
+        markup=False,
+    )
 
 
 @app.command("check")
@@ -178,7 +191,7 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
         sqlite_ok = report.integrity == ["ok"]
         out.print(f"{report.path}", soft_wrap=True, markup=False)
         out.print(f"  SQLite integrity: {'ok' if sqlite_ok else 'DAMAGED'}", markup=False)
-        for line in ([] if sqlite_ok else report.integrity[:10]):
+        for line in [] if sqlite_ok else report.integrity[:10]:
             out.print(f"    {line}", soft_wrap=True, markup=False)
         out.print(f"  records: {report.records} readable and valid; trials: {report.trials}", markup=False)
         for line in damage_lines(report) + list(filter(None, [recovered_line(report)])):
@@ -188,8 +201,12 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
         if report.ok:
             out.print("  no damage found")
         else:
-            out.print(f"  `gpuscout results salvage --store {report.path} --out NEW.sqlite` copies every "
-                      "readable record into a new store", soft_wrap=True, markup=False)
+            out.print(
+                f"  `gpuscout results salvage --store {report.path} --out NEW.sqlite` copies every "
+                "readable record into a new store",
+                soft_wrap=True,
+                markup=False,
+            )
     if not report.ok:
         raise typer.Exit(1)
 
@@ -200,16 +217,24 @@ def damage_lines(report) -> list[str]:
     if report.lost_rows:
         lines.append(f"{report.lost_rows} row(s) on damaged pages, which cannot be read at all")
     if report.missing_pages:
-        lines.append(f"{report.missing_pages} page(s) the file's header counts are missing from its end (the file was "
-                     "cut short): rows stored on them are lost")
+        lines.append(
+            f"{report.missing_pages} page(s) the file's header counts are missing from its end (the file was "
+            "cut short): rows stored on them are lost"
+        )
     return lines
 
 
 def recovered_line(report) -> str | None:
     if not report.from_pages:
         return None
-    header = (" (its header, the first 100 bytes with SQLite's mark, page size and freelist, is damaged: they were "
-              "read without it)") if report.header_damaged else ""
+    header = (
+        (
+            " (its header, the first 100 bytes with SQLite's mark, page size and freelist, is damaged: they were "
+            "read without it)"
+        )
+        if report.header_damaged
+        else ""
+    )
     return f"{report.from_pages} row(s) SQLite could no longer reach were read from their pages{header}"
 
 
@@ -226,26 +251,35 @@ def salvage(
     Example: gpuscout results salvage --store ~/results.sqlite --out ~/results-salvaged.sqlite
     """
     # the new store is a file of its own: never the damaged one, a file beside it, a link or a stream
-    target = outputs.check_output(out, store_path or default_store_path(), False, "--out",
-                                  needs_file="salvage writes a new store (an SQLite file)", new=True)
+    target = outputs.check_output(
+        out,
+        store_path or default_store_path(),
+        False,
+        "--out",
+        needs_file="salvage writes a new store (an SQLite file)",
+        new=True,
+    )
     room = os.pathconf(target.file.parent, "PC_NAME_MAX") - len("-journal") if target.file.parent.is_dir() else 247
     if len(os.fsencode(out.name)) > room:  # SQLite keeps NAME-journal and NAME-wal beside a store
-        raise UsageError(f"--out {out.name[:40]}…: a store's name leaves room for SQLite's -journal beside it: "
-                         f"{room} bytes at most")
+        raise UsageError(
+            f"--out {out.name[:40]}…: a store's name leaves room for SQLite's -journal beside it: {room} bytes at most"
+        )
     report = repair.salvage(store_path or default_store_path(), out)
     if as_json:
         typer.echo(json.dumps(asdict(report), indent=2))
         return
     err = terminal.console(stderr=True, highlight=False)
-    err.print(f"copied {report.records} record(s) and {report.trials} trial(s) from {report.source} "
-              f"into {report.out}", soft_wrap=True, markup=False)
+    err.print(
+        f"copied {report.records} record(s) and {report.trials} trial(s) from {report.source} into {report.out}",
+        soft_wrap=True,
+        markup=False,
+    )
     if recovered_line(report):
         err.print(f"recovered: {recovered_line(report)}", soft_wrap=True, markup=False)
     for line in damage_lines(report):
         err.print(f"left behind: {line}", soft_wrap=True, markup=False)
     for what, why in report.invalid.items():
         err.print(f"left behind: {what}, which does not validate ({why})", soft_wrap=True, markup=False)
-
 
 
 @app.command("schema")
@@ -257,8 +291,11 @@ def schema() -> None:
 
     Example: gpuscout results schema > gpuscout-record.schema.json
     """
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **STORED.json_schema(),
-              "title": f"gpuscout stored record (a benchmark run or a watched script), schema {SCHEMA_VERSION}"}
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **STORED.json_schema(),
+        "title": f"gpuscout stored record (a benchmark run or a watched script), schema {SCHEMA_VERSION}",
+    }
     typer.echo(json.dumps(schema, indent=2))
 
 
@@ -275,5 +312,8 @@ def migrate(store_path: StorePath = None) -> None:
     if done.backup is None:
         err.print(f"{done.path} is already at schema {done.from_version}: nothing to do", markup=False)
     else:
-        err.print(f"migrated {done.records} run(s) in {done.path} from schema {done.from_version} to "
-                  f"{SCHEMA_VERSION}; the original is kept as {done.backup}", markup=False)
+        err.print(
+            f"migrated {done.records} run(s) in {done.path} from schema {done.from_version} to "
+            f"{SCHEMA_VERSION}; the original is kept as {done.backup}",
+            markup=False,
+        )

@@ -9,22 +9,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from gpuscout.scale import cluster
 from gpuscout import scale as scale_lib
-from gpuscout.cli.options import AsJson, StorePath, given_args, grouped, measure_options, protocol_options
 from gpuscout.cli import session_report
+from gpuscout.cli.options import AsJson, StorePath, given_args, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import PROTOCOL
+from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.report.scale import print_merged, print_scale
-from gpuscout.core.spec import PROTOCOL
+from gpuscout.scale import cluster
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
-from gpuscout.report import terminal
 
 HELP = """Measure how training speeds up over this host's GPUs: throughput with its CI, speedup and
 efficiency against one GPU, time per step outside compute, per-GPU telemetry, the NVLink/PCIe
@@ -51,69 +51,119 @@ Examples:
 
 @dataclass
 class ScaleConfig:
-    workload: Annotated[Optional[str], typer.Argument(help="A registered workload.")] = None
-    gpus: Annotated[str, typer.Option(
-        "--gpus", help="GPU counts to measure, e.g. 1,2,4 (1 is always measured).")] = "1,2"
-    mode: Annotated[str, typer.Option(
-        help="weak: per-GPU batch fixed, global batch grows; strong: global batch fixed, split.")] = "weak"
-    backend: Annotated[str, typer.Option(
-        help="auto | tensorflow (MirroredStrategy, NCCL) | jax (data parallel under jax.shard_map).")] = "auto"
+    workload: Annotated[str | None, typer.Argument(help="A registered workload.")] = None
+    gpus: Annotated[str, typer.Option("--gpus", help="GPU counts to measure, e.g. 1,2,4 (1 is always measured).")] = (
+        "1,2"
+    )
+    mode: Annotated[
+        str, typer.Option(help="weak: per-GPU batch fixed, global batch grows; strong: global batch fixed, split.")
+    ] = "weak"
+    backend: Annotated[
+        str, typer.Option(help="auto | tensorflow (MirroredStrategy, NCCL) | jax (data parallel under jax.shard_map).")
+    ] = "auto"
     precision: Annotated[str, typer.Option(help="fp32 | mixed_float16 | mixed_bfloat16.")] = "fp32"
-    xla: Annotated[Optional[bool], typer.Option(
-        "--xla/--no-xla", help="[default: on for jax; tensorflow strategies run without it, as Keras does].")] = None
-    batch_size: Annotated[Optional[int], typer.Option(
-        "--batch-size", "-b", help="Weak: per-GPU batch; strong: global batch [default: the workload's].")] = None
-    seq_len: Annotated[Optional[int], typer.Option(help="Sequence length of token workloads.")] = None
-    data: Annotated[str, typer.Option(
-        help="synthetic | pipeline | naive (a host input pipeline per worker).")] = "synthetic"
-    gpu_ids: Annotated[Optional[str], typer.Option(
-        "--gpu-ids", help="Which GPUs, e.g. 0,2,3; a count N takes the first N [default: all].")] = None
-    cpu: Annotated[bool, typer.Option(
-        "--cpu", help="Scale over logical CPU devices (checks the code path, not scaling).")] = False
-    local_workers: Annotated[bool, typer.Option(
-        "--local-workers", help="Run each count N as N MultiWorkerMirroredStrategy processes on this host "
-                                "(tensorflow).")] = False
-    timeout: Annotated[float, typer.Option(
-        help="Seconds before a run (a hung collective) is killed and recorded as timeout.")] = scale_lib.DEFAULT_TIMEOUT_S
-    fit_check: Annotated[bool, typer.Option(
-        "--fit-check/--no-fit-check", help="Refuse per-GPU batches clearly over the GPU's memory.")] = True
-    batchnorm: Annotated[str, typer.Option(
-        help="per-replica: batch-norm statistics per GPU (PyTorch DDP's, MirroredStrategy's); global: over "
-             "the whole batch (Keras DataParallel's, synchronized=True on tensorflow).")] = "per-replica"
-    each_alone: Annotated[bool, typer.Option(
-        "--each-alone/--no-each-alone",
-        help="Also measure every GPU of the largest count alone, and judge each count against the slowest of "
-             "its GPUs alone: a GPU slower on its own is not lost communication.")] = True
+    xla: Annotated[
+        bool | None,
+        typer.Option(
+            "--xla/--no-xla", help="[default: on for jax; tensorflow strategies run without it, as Keras does]."
+        ),
+    ] = None
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", "-b", help="Weak: per-GPU batch; strong: global batch [default: the workload's]."),
+    ] = None
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length of token workloads.")] = None
+    data: Annotated[str, typer.Option(help="synthetic | pipeline | naive (a host input pipeline per worker).")] = (
+        "synthetic"
+    )
+    gpu_ids: Annotated[
+        str | None,
+        typer.Option("--gpu-ids", help="Which GPUs, e.g. 0,2,3; a count N takes the first N [default: all]."),
+    ] = None
+    cpu: Annotated[
+        bool, typer.Option("--cpu", help="Scale over logical CPU devices (checks the code path, not scaling).")
+    ] = False
+    local_workers: Annotated[
+        bool,
+        typer.Option(
+            "--local-workers",
+            help="Run each count N as N MultiWorkerMirroredStrategy processes on this host (tensorflow).",
+        ),
+    ] = False
+    timeout: Annotated[
+        float, typer.Option(help="Seconds before a run (a hung collective) is killed and recorded as timeout.")
+    ] = scale_lib.DEFAULT_TIMEOUT_S
+    fit_check: Annotated[
+        bool, typer.Option("--fit-check/--no-fit-check", help="Refuse per-GPU batches clearly over the GPU's memory.")
+    ] = True
+    batchnorm: Annotated[
+        str,
+        typer.Option(
+            help="per-replica: batch-norm statistics per GPU (PyTorch DDP's, MirroredStrategy's); global: over "
+            "the whole batch (Keras DataParallel's, synchronized=True on tensorflow)."
+        ),
+    ] = "per-replica"
+    each_alone: Annotated[
+        bool,
+        typer.Option(
+            "--each-alone/--no-each-alone",
+            help="Also measure every GPU of the largest count alone, and judge each count against the slowest of "
+            "its GPUs alone: a GPU slower on its own is not lost communication.",
+        ),
+    ] = True
 
     def options(self, protocol) -> scale_lib.ScaleOptions:
         return scale_lib.ScaleOptions(
-            counts=scale_lib.parse_counts(self.gpus), mode=self.mode, backend=self.backend, precision=self.precision,
-            xla=self.xla, batch_size=self.batch_size, seq_len=self.seq_len, data=self.data,
-            gpu_ids=scale_lib.parse_ids(self.gpu_ids), cpu=self.cpu, local_workers=self.local_workers,
-            protocol=protocol.settings(), measure=measure_options(self.timeout, telemetry=True),
-            fit_check=self.fit_check, batchnorm=self.batchnorm, each_alone=self.each_alone)
+            counts=scale_lib.parse_counts(self.gpus),
+            mode=self.mode,
+            backend=self.backend,
+            precision=self.precision,
+            xla=self.xla,
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            data=self.data,
+            gpu_ids=scale_lib.parse_ids(self.gpu_ids),
+            cpu=self.cpu,
+            local_workers=self.local_workers,
+            protocol=protocol.settings(),
+            measure=measure_options(self.timeout, telemetry=True),
+            fit_check=self.fit_check,
+            batchnorm=self.batchnorm,
+            each_alone=self.each_alone,
+        )
 
 
 @dataclass
 class MultiHost:
-    hosts: Annotated[Optional[str], typer.Option(
-        help="host:port,host:port: print the command each host runs for a multi-host run.")] = None
-    worker: Annotated[bool, typer.Option(
-        "--worker", help="Run this host's part of a multi-host run (TF_CONFIG set; see --hosts).")] = False
-    cluster_id: Annotated[Optional[str], typer.Option(
-        "--cluster", help="With --worker: the run's cluster id (printed by --hosts).")] = None
-    merge: Annotated[Optional[str], typer.Option(
-        "--merge", help="Merge the stored worker records of this cluster id into one run.")] = None
+    hosts: Annotated[
+        str | None, typer.Option(help="host:port,host:port: print the command each host runs for a multi-host run.")
+    ] = None
+    worker: Annotated[
+        bool, typer.Option("--worker", help="Run this host's part of a multi-host run (TF_CONFIG set; see --hosts).")
+    ] = False
+    cluster_id: Annotated[
+        str | None, typer.Option("--cluster", help="With --worker: the run's cluster id (printed by --hosts).")
+    ] = None
+    merge: Annotated[
+        str | None, typer.Option("--merge", help="Merge the stored worker records of this cluster id into one run.")
+    ] = None
 
 
 ScaleProtocol = protocol_options(PROTOCOL)
 
 
 @grouped
-def scale(ctx: typer.Context, config: ScaleConfig, protocol: ScaleProtocol, multi: MultiHost,
-          store_path: StorePath = None, as_json: AsJson = False) -> None:
-    modes = [name for name, on in (("--hosts", multi.hosts), ("--worker", multi.worker), ("--merge", multi.merge))
-             if on]
+def scale(
+    ctx: typer.Context,
+    config: ScaleConfig,
+    protocol: ScaleProtocol,
+    multi: MultiHost,
+    store_path: StorePath = None,
+    as_json: AsJson = False,
+) -> None:
+    modes = [
+        name for name, on in (("--hosts", multi.hosts), ("--worker", multi.worker), ("--merge", multi.merge)) if on
+    ]
     if len(modes) > 1:
         raise UsageError(f"{' and '.join(modes)} exclude each other: use one")
     if multi.cluster_id and not multi.worker:
@@ -150,14 +200,18 @@ def _print_hosts(ctx: typer.Context, workload: str, hosts: str, backend: str, as
     listed = cluster.check_hosts(hosts)
     if backend not in ("tensorflow", "auto"):
         raise UsageError("multi-host runs use MultiWorkerMirroredStrategy: --backend tensorflow")
-    forwarded = given_args(ctx, exclude={"workload", "hosts", "worker", "cluster_id", "merge", "store_path", "as_json",
-                                    "backend"})
+    forwarded = given_args(
+        ctx, exclude={"workload", "hosts", "worker", "cluster_id", "merge", "store_path", "as_json", "backend"}
+    )
     plan = cluster.commands(workload, listed, ["--backend", "tensorflow", *forwarded])
     if as_json:
         typer.echo(json.dumps(plan, indent=2))
         return
     out = terminal.console(highlight=False, soft_wrap=True)
-    out.print(f"cluster {plan['cluster']}: run on each host (the same gpuscout and TensorFlow; ports open between them):", markup=False)
+    out.print(
+        f"cluster {plan['cluster']}: run on each host (the same gpuscout and TensorFlow; ports open between them):",
+        markup=False,
+    )
     for w in plan["workers"]:
         out.print(f"  # {w['host']}\n  {w['command']}", markup=False)
     out.print("then bring the records together:")
@@ -165,8 +219,9 @@ def _print_hosts(ctx: typer.Context, workload: str, hosts: str, backend: str, as
         out.print(f"  {line}", markup=False)
 
 
-def _worker(workload: str, options: scale_lib.ScaleOptions, cluster_id: str | None, store_path: Path | None,
-            as_json: bool) -> None:
+def _worker(
+    workload: str, options: scale_lib.ScaleOptions, cluster_id: str | None, store_path: Path | None, as_json: bool
+) -> None:
     """This host's part of a multi-host run, stored under the cluster id."""
     if not cluster_id:
         raise UsageError("--worker needs --cluster ID (printed by --hosts)")
@@ -178,7 +233,9 @@ def _worker(workload: str, options: scale_lib.ScaleOptions, cluster_id: str | No
         terminal.console(stderr=True, highlight=False).print(
             f"worker {record.cluster.index}: {record.status}, run {record.id} stored in {store.path}. Next: worker "
             f"0's host imports the others' `gpuscout results export --group {cluster_id}` and runs "
-            f"`gpuscout scale --merge {cluster_id}`", markup=False)
+            f"`gpuscout scale --merge {cluster_id}`",
+            markup=False,
+        )
     raise typer.Exit(0 if record.ok else 1)
 
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import typer
 from rich.console import Console
 
-from gpuscout.core.versions import __version__
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
+from gpuscout.core.versions import __version__
 from gpuscout.report import terminal
 
 
@@ -21,16 +21,18 @@ def folder(verb: str, store_path: Path, make: bool = True) -> Path:
     return outputs.own_folder(store_path.parent / verb, store_path, f"the {verb} reports' folder", make=make)
 
 
-def save_and_show(report: dict, verb: str, store_path: Path, as_json: bool,
-                  render: Callable[[dict, Console], None]) -> Path | None:
+def save_and_show(
+    report: dict, verb: str, store_path: Path, as_json: bool, render: Callable[[dict, Console], None]
+) -> Path | None:
     """The report shown, and saved as VERB/SESSION.json beside the store (never a link or a file
     gpuscout did not write). Its runs are stored already: a report that cannot be saved is said,
     and still shown."""
     text = json.dumps({"gpuscout_version": __version__, **report}, indent=2, default=str)
     err = terminal.console(stderr=True)
     try:
-        saved = outputs.replace_inside(folder(verb, store_path), f"{report['session']}.json", text, store_path,
-                                       f"the {verb} report", ("json",))
+        saved = outputs.replace_inside(
+            folder(verb, store_path), f"{report['session']}.json", text, store_path, f"the {verb} report", ("json",)
+        )
     except (UsageError, OSError) as exc:
         saved = None
         err.print(f"note: the report was not saved ({exc}); its runs are stored in {store_path}", markup=False)

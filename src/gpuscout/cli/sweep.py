@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.core.errors import parse_whole_numbers
+from gpuscout.report import terminal
 from gpuscout.report.sweep import print_summary, print_trials, sweep_view
 from gpuscout.store import Store
-from gpuscout.sweep import driver
+from gpuscout.sweep import driver, resume_plan
 from gpuscout.telemetry.nvml import Nvml
-from gpuscout.report import terminal
 
 HELP = """Run a hyperparameter sweep: one child process per trial, every GPU kept busy, retries,
 timeouts, a live view, every trial stored; then the best trials, the parallel speedup, GPU-hours,
@@ -49,25 +48,40 @@ Examples:
 
 def sweep(
     path: Path = typer.Argument(..., help="The sweep file (YAML)."),
-    gpus: Optional[str] = typer.Option(None, help="GPU indices to use, e.g. 0,1,2,3 [default: every GPU]."),
-    cpu_slots: Optional[int] = typer.Option(None, help="Run N trials at a time on the CPU instead of GPUs."),
+    gpus: str | None = typer.Option(None, help="GPU indices to use, e.g. 0,1,2,3 [default: every GPU]."),
+    cpu_slots: int | None = typer.Option(None, help="Run N trials at a time on the CPU instead of GPUs."),
     executor: str = typer.Option("local", help="local (this host) | ray (a Ray cluster, see --address)."),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address [default: start a local Ray]."),
+    address: str | None = typer.Option(None, help="Ray cluster address [default: start a local Ray]."),
     resume: bool = typer.Option(False, "--resume", help="Skip trials already done; run those left running again."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the trials that failed (oom, timeout) "
-                                                                    "again, and those not run yet; the rest are kept."),
+    retry_failed: bool = typer.Option(
+        False,
+        "--retry-failed",
+        help="Run the trials that failed (oom, timeout) again, and those not run yet; the rest are kept.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and list the trials; run nothing."),
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
-    gpu_list = None if gpus is None else list(  # NVML numbers GPUs from 0; 1024 is far past any host
-        parse_whole_numbers(gpus, "--gpus", "GPU indices", "0,1,2", least=0, most=1023, sort=False))
-    options = driver.SweepOptions(gpus=gpu_list, cpu_slots=cpu_slots, executor=executor, address=address,
-                                  resume=resume, retry_failed=retry_failed, dry_run=dry_run)
+    gpu_list = (
+        None
+        if gpus is None
+        else list(  # NVML numbers GPUs from 0; 1024 is far past any host
+            parse_whole_numbers(gpus, "--gpus", "GPU indices", "0,1,2", least=0, most=1023, sort=False)
+        )
+    )
+    options = resume_plan.SweepOptions(
+        gpus=gpu_list,
+        cpu_slots=cpu_slots,
+        executor=executor,
+        address=address,
+        resume=resume,
+        retry_failed=retry_failed,
+        dry_run=dry_run,
+    )
     with Nvml() as nvml:
-        checked = driver.check(path, options, nvml)  # before the store: a refused sweep leaves none
+        checked = resume_plan.check(path, options, nvml)  # before the store: a refused sweep leaves none
         with Store(store_path) as store:
-            plan = driver.plan(checked, options, store)
+            plan = resume_plan.plan(checked, options, store)
             if dry_run:
                 print_trials(plan, as_json)
                 return

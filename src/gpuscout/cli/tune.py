@@ -5,21 +5,21 @@ from __future__ import annotations
 import math
 import os
 import sys
-from pathlib import Path
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from gpuscout.measure import engine
 from gpuscout import tune as tune_lib
-from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
 from gpuscout.cli import session_report
+from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError, parse_names
-from gpuscout.report.progress import run_bars
+from gpuscout.measure import engine
 from gpuscout.report import terminal
+from gpuscout.report.progress import run_bars
 from gpuscout.report.tune import print_tune
 from gpuscout.report.tune_script import print_plan, print_tune_script
 from gpuscout.report.watch import view_for
@@ -59,57 +59,93 @@ Examples:
 
 @dataclass
 class TuneConfig:
-    target: Annotated[Optional[list[str]], typer.Argument(
-        metavar="WORKLOAD | -- COMMAND [ARGS]...", help="A registered workload (or --model), or your training "
-                                                         "command after `--`.")] = None
-    model: Annotated[Optional[str], typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
+    target: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="WORKLOAD | -- COMMAND [ARGS]...",
+            help="A registered workload (or --model), or your training command after `--`.",
+        ),
+    ] = None
+    model: Annotated[str | None, typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
     backend: Annotated[str, typer.Option(help="auto | tensorflow | jax.")] = "auto"
     parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = ",".join(tune_lib.PARTS)
-    budget: Annotated[Optional[float], typer.Option(
-        help="Total time budget in minutes; the search stops before overrunning it [default: 30 for a workload, "
-             "6 for a command].")] = None
-    batch_size: Annotated[Optional[int], typer.Option(
-        "--batch-size", "-b", help="The batch of the ablation [default: the workload's].")] = None
-    max_batch: Annotated[Optional[int], typer.Option(
-        help="Stop the batch search here [default: 64x the default on a GPU, 8x on a CPU].")] = None
-    pipeline: Annotated[Optional[str], typer.Option(
-        help="Your tf.data pipeline: file.py:make_dataset (returns a batched Dataset).")] = None
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Total time budget in minutes; the search stops before overrunning it [default: 30 for a workload, "
+            "6 for a command]."
+        ),
+    ] = None
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", "-b", help="The batch of the ablation [default: the workload's].")
+    ] = None
+    max_batch: Annotated[
+        int | None, typer.Option(help="Stop the batch search here [default: 64x the default on a GPU, 8x on a CPU].")
+    ] = None
+    pipeline: Annotated[
+        str | None, typer.Option(help="Your tf.data pipeline: file.py:make_dataset (returns a batched Dataset).")
+    ] = None
     pipeline_cost: Annotated[int, typer.Option(help="Augmentation passes per sample of the built-in pipeline.")] = 1
     timeout: Annotated[float, typer.Option(help="Seconds before one run is killed.")] = engine.DEFAULT_TIMEOUT_S
-    steps: Annotated[Optional[int], typer.Option(
-        help="-- COMMAND: training steps per run [default: what 10 s of the baseline's training ran].")] = None
-    only: Annotated[Optional[str], typer.Option(help="-- COMMAND: only these changes (comma list).")] = None
-    skip: Annotated[Optional[str], typer.Option(help="-- COMMAND: not these changes (comma list).")] = None
+    steps: Annotated[
+        int | None,
+        typer.Option(help="-- COMMAND: training steps per run [default: what 10 s of the baseline's training ran]."),
+    ] = None
+    only: Annotated[str | None, typer.Option(help="-- COMMAND: only these changes (comma list).")] = None
+    skip: Annotated[str | None, typer.Option(help="-- COMMAND: not these changes (comma list).")] = None
     dry_run: Annotated[bool, typer.Option("--dry-run", help="-- COMMAND: print the plan, run nothing.")] = False
-    patch: Annotated[Optional[Path], typer.Option(
-        "--patch", help="-- COMMAND: write the winning changes to FILE as a unified diff of your files (never "
-                        "applied to them), after running a patched copy to check it.", metavar="FILE")] = None
-    force: Annotated[bool, typer.Option(
-        "--force", help="-- COMMAND: replace --patch FILE even when gpuscout did not write it (never the store).")] = False
+    patch: Annotated[
+        Path | None,
+        typer.Option(
+            "--patch",
+            help="-- COMMAND: write the winning changes to FILE as a unified diff of your files (never "
+            "applied to them), after running a patched copy to check it.",
+            metavar="FILE",
+        ),
+    ] = None
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="-- COMMAND: replace --patch FILE even when gpuscout did not write it (never the store)."
+        ),
+    ] = False
 
 
 TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
 
 
 @grouped
-def tune(config: TuneConfig, protocol: TuneProtocol, device: Device, store_path: StorePath = None,
-         as_json: AsJson = False) -> None:
+def tune(
+    config: TuneConfig, protocol: TuneProtocol, device: Device, store_path: StorePath = None, as_json: AsJson = False
+) -> None:
     if _command_given() or (config.target and config.target[0].endswith(".ipynb")):
         return tune_command(config, store_path, as_json)  # a notebook file is a command of its own
     if config.target and len(config.target) > 1:
-        raise UsageError(f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
-                         "(gpuscout tune -- python train.py)")
+        raise UsageError(
+            f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
+            "(gpuscout tune -- python train.py)"
+        )
     workload = config.target[0] if config.target else None
     if config.steps is not None or config.only or config.skip or config.dry_run or config.patch or config.force:
-        raise UsageError("--steps, --only, --skip, --dry-run, --patch and --force are for a command: gpuscout tune -- python "
-                         "train.py")
+        raise UsageError(
+            "--steps, --only, --skip, --dry-run, --patch and --force are for a command: gpuscout tune -- python "
+            "train.py"
+        )
     if workload and config.model:
         raise UsageError("name a workload or a --model, not both")
     options = tune_lib.TuneOptions(
-        backend=config.backend, parts=parse_names(config.parts, "--parts", "ablation,batch"),
-        budget_s=(30.0 if config.budget is None else config.budget) * 60, protocol=protocol.settings(), device=device.choice(),
-        measure=measure_options(config.timeout, telemetry=True), batch_size=config.batch_size,
-        max_batch=config.max_batch, pipeline=config.pipeline, pipeline_cost=config.pipeline_cost, model=config.model)
+        backend=config.backend,
+        parts=parse_names(config.parts, "--parts", "ablation,batch"),
+        budget_s=(30.0 if config.budget is None else config.budget) * 60,
+        protocol=protocol.settings(),
+        device=device.choice(),
+        measure=measure_options(config.timeout, telemetry=True),
+        batch_size=config.batch_size,
+        max_batch=config.max_batch,
+        pipeline=config.pipeline,
+        pipeline_cost=config.pipeline_cost,
+        model=config.model,
+    )
     with Nvml() as nvml:
         planned = tune_lib.plan(workload, options, nvml)  # bad input: one line, before any display
         session_report.folder("tune", store_path or default_store_path(), make=False)
@@ -122,21 +158,28 @@ def _command_given() -> bool:
     """`gpuscout tune ... -- COMMAND`: a `--` after the verb (click hands what follows it to the
     positional argument, as it does a workload's name: only the `--` tells them apart)."""
     argv = sys.argv[1:]
-    return "tune" in argv and "--" in argv[argv.index("tune") + 1:]
+    return "tune" in argv and "--" in argv[argv.index("tune") + 1 :]
 
 
 def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
+    from gpuscout.measure import command as commands
     from gpuscout.measure import planning
     from gpuscout.tune import runs, script
-    from gpuscout.measure import command as commands
 
     planning.at_least("--steps", config.steps, 1)
     config.budget = 6.0 if config.budget is None else config.budget
     if config.budget < 1:
-        raise UsageError(f"--budget {config.budget:g} minutes is too small for the baseline and one change: give 1 "
-                         "or more")
-    if config.model or config.pipeline or config.batch_size or config.max_batch or config.parts != ",".join(tune_lib.PARTS):
+        raise UsageError(
+            f"--budget {config.budget:g} minutes is too small for the baseline and one change: give 1 or more"
+        )
+    if (
+        config.model
+        or config.pipeline
+        or config.batch_size
+        or config.max_batch
+        or config.parts != ",".join(tune_lib.PARTS)
+    ):
         raise UsageError("--model, --pipeline, --batch-size, --max-batch and --parts tune a workload, not a command")
     only = parse_names(config.only, "--only", "mixed_precision,cache") if config.only is not None else ()
     skip = parse_names(config.skip, "--skip", "workers,batch_size") if config.skip is not None else ()
@@ -148,14 +191,17 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     # before the command: nothing runs on bad input
     patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")
-    options = runs.ScriptOptions(steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip,
-                                 patch=patch.given if patch else None)
+    options = runs.ScriptOptions(
+        steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip, patch=patch.given if patch else None
+    )
     baseline = _stored_baseline(resolved.given, store_path)
     least = runs.least_budget_s(baseline.duration_s) if baseline is not None else None
     if least is not None and options.budget_s < least and not config.dry_run:  # before the script starts
-        raise UsageError(f"--budget {config.budget:g} min cannot hold the baseline and one change measured against it: a "
-                         f"run of this command took {baseline.duration_s:.0f} s (stored run {baseline.id}); give --budget "
-                         f"{math.ceil(least / 60)} or more")
+        raise UsageError(
+            f"--budget {config.budget:g} min cannot hold the baseline and one change measured against it: a "
+            f"run of this command took {baseline.duration_s:.0f} s (stored run {baseline.id}); give --budget "
+            f"{math.ceil(least / 60)} or more"
+        )
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
         planned = script.plan(baseline, only, skip) if baseline else None
         print_plan(planned, baseline.id if baseline else None, " ".join(resolved.given), terminal.console())
@@ -163,21 +209,31 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     err = terminal.console(stderr=True, highlight=False)
     session_report.folder("tune", store_path or default_store_path(), make=False)
     with Nvml() as nvml, Store(store_path) as store:
-        err.print(f"tune: {resolved.workload} runs once per change (and twice as the baseline): its side effects "
-                  "(files it writes) happen each time", markup=False)
+        err.print(
+            f"tune: {resolved.workload} runs once per change (and twice as the baseline): its side effects "
+            "(files it writes) happen each time",
+            markup=False,
+        )
         progress = runs.Progress(
-            started=lambda name, n, total: err.print(f"tune: run {n}{f'/{total}' if total else ''}: {name}…",
-                                                     markup=False),
-            ended=lambda name, r: err.print(f"tune: {name}: {r.status}"
-                                            + (f", {r.samples_per_s:,.0f} samples/s" if r.samples_per_s else ""),
-                                            markup=False))
-        session = runs.Session(resolved, options, engine.Session(nvml), store, lambda: view_for(True, as_json),
-                               progress)
+            started=lambda name, n, total: err.print(
+                f"tune: run {n}{f'/{total}' if total else ''}: {name}…", markup=False
+            ),
+            ended=lambda name, r: err.print(
+                f"tune: {name}: {r.status}" + (f", {r.samples_per_s:,.0f} samples/s" if r.samples_per_s else ""),
+                markup=False,
+            ),
+        )
+        session = runs.Session(
+            resolved, options, engine.Session(nvml), store, lambda: view_for(True, as_json), progress
+        )
         report = runs.tune_script(session)
     save_and_show(report, "tune", store.path, as_json, print_tune_script)
     if report.get("diff"):
-        outputs.write(patch, f"{outputs.PATCH_MARK}: apply it in the script's folder with `git apply "
-                             f"{patch.given.name}` or `patch -p1 < {patch.given.name}`\n{report['diff']}")
+        outputs.write(
+            patch,
+            f"{outputs.PATCH_MARK}: apply it in the script's folder with `git apply "
+            f"{patch.given.name}` or `patch -p1 < {patch.given.name}`\n{report['diff']}",
+        )
 
 
 def _stored_baseline(command: list[str], store_path: Path | None):
@@ -197,8 +253,9 @@ def writable(path: Path, store: Path, force: bool) -> outputs.Output:
     if os.path.isdir(path):
         raise UsageError(f"--patch {path}: a folder, not a file to write the diff to")
     if path.suffix == ".py":
-        raise UsageError(f"--patch {path}: a Python file; the diff goes to a file of its own (train.patch), never "
-                         "over a script")
+        raise UsageError(
+            f"--patch {path}: a Python file; the diff goes to a file of its own (train.patch), never over a script"
+        )
     target = outputs.check_output(path, store, force, "--patch")
     folder = (target.file or path).parent
     if target.file is not None and not folder.is_dir():

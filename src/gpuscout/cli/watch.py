@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import signal
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from gpuscout.core import signals
-
-from gpuscout.measure import engine, planning
 from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.core import signals
 from gpuscout.core.errors import UsageError
+from gpuscout.measure import command as commands
+from gpuscout.measure import engine, planning, watching
 from gpuscout.record.document import json_document
+from gpuscout.report import terminal
 from gpuscout.report.watch import print_watch, view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
-from gpuscout.measure import command as commands, watching
 from gpuscout.watch import attach
-from gpuscout.report import terminal
 
 HELP = """Run your training command unchanged and say why it is slow: every Keras Model.fit it calls
 is timed step by step (time per step, time waiting for the next batch, time between steps)
@@ -48,26 +47,46 @@ A loop of your own (no fit) is timed with one line per step: gpuscout.watch.step
 
 
 def watch(
-    command: Annotated[Optional[list[str]], typer.Argument(
-        metavar="-- COMMAND [ARGS]...", help="The command to run and watch, after `--`.")] = None,
-    steps: Annotated[Optional[int], typer.Option(
-        help="Stop after this many training steps: the script halts there and nothing more of it runs (no "
-             "validation, callback or code after fit); what was measured is kept.")] = None,
-    duration: Annotated[Optional[str], typer.Option(
-        help="Stop after this much training, e.g. 90s or 10m; with --pid: how long to watch [default 60s].")] = None,
-    pid: Annotated[Optional[int], typer.Option(
-        help="Attach to this running process instead of running a command: NVML only.")] = None,
-    trace_steps: Annotated[Optional[str], typer.Option(
-        "--trace-steps", help="Take the framework's profiler trace of these training steps, e.g. 20:25.")] = None,
-    shell: Annotated[Optional[bool], typer.Option(
-        "--shell/--no-shell", help="Run COMMAND with /bin/sh [default: when it uses shell syntax].")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view: only the command's output and the verdict.")] = False,
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="-- COMMAND [ARGS]...", help="The command to run and watch, after `--`."),
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="Stop after this many training steps: the script halts there and nothing more of it runs (no "
+            "validation, callback or code after fit); what was measured is kept."
+        ),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            help="Stop after this much training, e.g. 90s or 10m; with --pid: how long to watch [default 60s]."
+        ),
+    ] = None,
+    pid: Annotated[
+        int | None, typer.Option(help="Attach to this running process instead of running a command: NVML only.")
+    ] = None,
+    trace_steps: Annotated[
+        str | None,
+        typer.Option("--trace-steps", help="Take the framework's profiler trace of these training steps, e.g. 20:25."),
+    ] = None,
+    shell: Annotated[
+        bool | None,
+        typer.Option("--shell/--no-shell", help="Run COMMAND with /bin/sh [default: when it uses shell syntax]."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No live view: only the command's output and the verdict.")
+    ] = False,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
     planning.at_least("--steps", steps, 1)
-    options = watching.WatchOptions(steps=steps, duration_s=planning.duration_s("--duration", duration),
-                                   trace_steps=planning.step_range("--trace-steps", trace_steps))
+    options = watching.WatchOptions(
+        steps=steps,
+        duration_s=planning.duration_s("--duration", duration),
+        trace_steps=planning.step_range("--trace-steps", trace_steps),
+    )
     if pid is not None and (command or steps or trace_steps):
         raise UsageError("--pid watches a process already running: give no command, --steps or --trace-steps")
     resolved = commands.resolve(command or [], shell) if pid is None else None

@@ -31,10 +31,7 @@ PRECISIONS = {
 
 
 def is_installed(backend: Backend) -> bool:
-    return (
-        importlib.util.find_spec(_MODULE[backend]) is not None
-        and importlib.util.find_spec("keras") is not None
-    )
+    return importlib.util.find_spec(_MODULE[backend]) is not None and importlib.util.find_spec("keras") is not None
 
 
 def version_tuple(text: str | None) -> tuple[int, ...] | None:
@@ -62,9 +59,7 @@ def resolve(name: str) -> Backend:
     if name == "auto":
         found = installed()
         if not found:
-            raise UsageError(
-                "no backend installed: pip install 'gpuscout[tensorflow]' or 'gpuscout[jax]'"
-            )
+            raise UsageError("no backend installed: pip install 'gpuscout[tensorflow]' or 'gpuscout[jax]'")
         return found[0]
     try:
         backend = Backend(name)
@@ -89,4 +84,3 @@ def check_precision(backend: Backend, precision: str) -> Precision:
         allowed = ", ".join(p.value for p in PRECISIONS[backend])
         raise UsageError(f"the {backend.value} backend cannot run {value.value}: choose {allowed}")
     return value
-

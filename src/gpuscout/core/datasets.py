@@ -62,14 +62,17 @@ def locate(name_or_path: str) -> str:
         if found is None:
             raise UsageError(
                 f"CIFAR-10 is not in Keras' cache ({_cifar_dirs()[0]}): on a machine with network run "
-                "`python -c \"import keras; keras.datasets.cifar10.load_data()\"` (and copy ~/.keras/datasets "
-                "here), or pass --dataset DIR (CIFAR-10's python batches) or FILE.npz")
+                '`python -c "import keras; keras.datasets.cifar10.load_data()"` (and copy ~/.keras/datasets '
+                "here), or pass --dataset DIR (CIFAR-10's python batches) or FILE.npz"
+            )
         return str(found)
     if name_or_path == "mnist":
         path = keras_home() / "datasets" / "mnist.npz"
         if not path.is_file():
-            raise UsageError(f"MNIST is not in Keras' cache ({path}): on a machine with network run "
-                             "`python -c \"import keras; keras.datasets.mnist.load_data()\"`, or pass --dataset FILE.npz")
+            raise UsageError(
+                f"MNIST is not in Keras' cache ({path}): on a machine with network run "
+                '`python -c "import keras; keras.datasets.mnist.load_data()"`, or pass --dataset FILE.npz'
+            )
         return str(path)
     path = Path(name_or_path).expanduser()
     if path.suffix == ".npz" and path.is_file():  # a regular file: a FIFO or a device is no dataset
@@ -80,13 +83,16 @@ def locate(name_or_path: str) -> str:
             raise UsageError(f"--dataset {path} is not a readable .npz archive ({str(exc)[:120]})") from None
         missing = [k for k in ("x_train", "y_train") if k not in files]
         if missing or not ({"x_test", "x_val"} & set(files)):
-            raise UsageError(f"{path} must hold x_train, y_train and x_test/y_test (or x_val/y_val); "
-                             f"it has {', '.join(files)}")
+            raise UsageError(
+                f"{path} must hold x_train, y_train and x_test/y_test (or x_val/y_val); it has {', '.join(files)}"
+            )
         return str(path.resolve())
     if path.is_dir() and (path / "test_batch").is_file():
         return str(path.resolve())
-    raise UsageError(f"unknown --dataset {name_or_path!r}: use {', '.join(NAMES)}, a .npz file or a "
-                     "directory of CIFAR-10 python batches")
+    raise UsageError(
+        f"unknown --dataset {name_or_path!r}: use {', '.join(NAMES)}, a .npz file or a "
+        "directory of CIFAR-10 python batches"
+    )
 
 
 def sample_shape(located: str) -> tuple[int, ...]:
@@ -120,7 +126,7 @@ def stratified_val(labels: np.ndarray, share: float, seed: int) -> np.ndarray:
     rng, val = np.random.default_rng(seed), np.zeros(len(labels), dtype=bool)
     for label in np.unique(labels):
         members = np.flatnonzero(labels == label)
-        val[rng.permutation(members)[:round(share * len(members))]] = True
+        val[rng.permutation(members)[: round(share * len(members))]] = True
     return val
 
 
@@ -134,12 +140,18 @@ def load(located: str) -> Split:
     if path.is_dir():
         parts = [_cifar_batch(path / f"data_batch_{i}") for i in range(1, 6) if (path / f"data_batch_{i}").is_file()]
         x_val, y_val = _cifar_batch(path / "test_batch")
-        return Split(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                     x_val, y_val, augment=True)
+        return Split(
+            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), x_val, y_val, augment=True
+        )
     with np.load(path) as archive:
         val = "x_test" if "x_test" in archive.files else "x_val"
-        return Split(archive["x_train"], archive["y_train"].reshape(-1), archive[val],
-                     archive[val.replace("x_", "y_")].reshape(-1), augment="mnist" not in path.name)
+        return Split(
+            archive["x_train"],
+            archive["y_train"].reshape(-1),
+            archive[val],
+            archive[val.replace("x_", "y_")].reshape(-1),
+            augment="mnist" not in path.name,
+        )
 
 
 class _ArraysOnly(pickle.Unpickler):
@@ -153,8 +165,10 @@ class _ArraysOnly(pickle.Unpickler):
 
 def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     with open(path, "rb") as handle:
-        batch = {k.decode() if isinstance(k, bytes) else k: v
-                 for k, v in _ArraysOnly(handle, encoding="bytes").load().items()}
+        batch = {
+            k.decode() if isinstance(k, bytes) else k: v
+            for k, v in _ArraysOnly(handle, encoding="bytes").load().items()
+        }
     x = np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     return x, np.asarray(batch["labels"], dtype=np.int64)
 

@@ -36,8 +36,18 @@ MAX_WHOLE = 2**53
 WHOLE = re.compile(r"[+-]?[0-9]{1,19}")
 
 
-def parse_whole_numbers(text: str, option: str, what: str, example: str, *, least: int = 1, most: int = MAX_WHOLE,
-                        distinct: bool = True, sort: bool = True, separators: str = ",") -> tuple[int, ...]:
+def parse_whole_numbers(
+    text: str,
+    option: str,
+    what: str,
+    example: str,
+    *,
+    least: int = 1,
+    most: int = MAX_WHOLE,
+    distinct: bool = True,
+    sort: bool = True,
+    separators: str = ",",
+) -> tuple[int, ...]:
     """A list of whole numbers from `least` to `most` (each once when `distinct`; sorted when
     `sort`), or a UsageError naming `option`: no empty item (`1,,2`), nothing that is not a whole
     number, nothing out of bounds."""
@@ -53,8 +63,13 @@ def parse_whole_numbers(text: str, option: str, what: str, example: str, *, leas
         raise UsageError(f"{option} takes {what} like {example}, got {shown!r}")
     values = [int(p) for p in parts]
     if any(not least <= v <= most for v in values):
-        bound = (f"{what} from {least} to {most:,}" if most < MAX_WHOLE else
-                 f"positive {what}" if least == 1 else f"{what} of at least {least}")
+        bound = (
+            f"{what} from {least} to {most:,}"
+            if most < MAX_WHOLE
+            else f"positive {what}"
+            if least == 1
+            else f"{what} of at least {least}"
+        )
         raise UsageError(f"{option} takes {bound}, like {example}; got {shown!r}")
     twice = sorted({v for v in values if values.count(v) > 1})
     if distinct and twice:

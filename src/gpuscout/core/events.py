@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import BinaryIO, Callable
+from collections.abc import Callable
+from typing import BinaryIO
 
 EVENTS_FD_ENV = "GPUSCOUT_EVENTS_FD"
 # The pipe's identity (st_dev:st_ino), beside its number: a grandchild inherits the environment

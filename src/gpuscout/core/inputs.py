@@ -18,8 +18,9 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -67,12 +68,19 @@ def read_bytes(path: Path, what: str, max_bytes: int, *, stdin: bool = False) ->
         if stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{path} is a folder, not {what}")
         if not stat.S_ISREG(st.st_mode):
-            kind = "FIFO" if stat.S_ISFIFO(st.st_mode) else "device" if stat.S_ISCHR(st.st_mode) or \
-                stat.S_ISBLK(st.st_mode) else "special file"
+            kind = (
+                "FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "special file"
+            )
             dash = " (or - to read standard input)" if stdin else ""
             raise UsageError(f"{path} is a {kind}, not a file: give {what} as a file{dash}")
-        raise UsageError(f"{path} is larger than {max_bytes / MiB:g} MiB ({st.st_size / MiB:,.0f} MiB), too large "
-                         f"for {what}: is it the right file?")
+        raise UsageError(
+            f"{path} is larger than {max_bytes / MiB:g} MiB ({st.st_size / MiB:,.0f} MiB), too large "
+            f"for {what}: is it the right file?"
+        )
     os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as handle:
         return _read_stream(handle, str(path), what, max_bytes)
@@ -88,8 +96,9 @@ def _read_stream(handle, origin: str, what: str, max_bytes: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     if size > max_bytes:
-        raise UsageError(f"{origin} is larger than {max_bytes / MiB:g} MiB, too large for {what}: is it the right "
-                         "file?")
+        raise UsageError(
+            f"{origin} is larger than {max_bytes / MiB:g} MiB, too large for {what}: is it the right file?"
+        )
     return b"".join(chunks)
 
 
@@ -155,8 +164,10 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict:
 
 def _integer(digits: str) -> int:
     if len(digits.lstrip("-")) > 19 or abs(int(digits)) > MAX_INT:
-        raise Unbounded(f"the integer {digits[:20]}{'…' if len(digits) > 20 else ''} ({len(digits)} digits) is "
-                        "larger than any figure gpuscout keeps (a 64-bit integer)")
+        raise Unbounded(
+            f"the integer {digits[:20]}{'…' if len(digits) > 20 else ''} ({len(digits)} digits) is "
+            "larger than any figure gpuscout keeps (a 64-bit integer)"
+        )
     return int(digits)
 
 
@@ -177,9 +188,15 @@ def loads_json(text_: str, origin: str, what: str, *, readings: bool = False) ->
     text that is not JSON, for the caller to word.) `readings`: NaN, Infinity and -Infinity are
     read as the floats they stand for (an export keeps a diverging training's loss so: the
     record's own types then say where such a value may be)."""
+
     def parse(t: str) -> Any:
-        return json.loads(t, object_pairs_hook=_pairs, parse_int=_integer, parse_float=_decimal,
-                          parse_constant=float if readings else _constant)
+        return json.loads(
+            t,
+            object_pairs_hook=_pairs,
+            parse_int=_integer,
+            parse_float=_decimal,
+            parse_constant=float if readings else _constant,
+        )
 
     try:
         value = parse_nested(text_, origin, what, parse)
@@ -205,8 +222,11 @@ class _StrictLoader(yaml.SafeLoader):
                     break
                 if twice:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"the key {str(key)[:60]!r} is given twice in one mapping (the last would "
-                        "silently win)", key_node.start_mark)
+                        None,
+                        None,
+                        f"the key {str(key)[:60]!r} is given twice in one mapping (the last would silently win)",
+                        key_node.start_mark,
+                    )
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -234,6 +254,7 @@ def load_yaml(text_: str, origin: str, what: str) -> Any:
     """YAML (the safe subset) whose aliases expand to at most MAX_YAML_VALUES values, with no key
     twice in a mapping and every value within `bounded`'s bounds. yaml.YAMLError for text that is
     not YAML, for the caller to word with its line."""
+
     def parse(t: str) -> Any:
         loader = _StrictLoader(t)
         try:
@@ -246,8 +267,10 @@ def load_yaml(text_: str, origin: str, what: str) -> Any:
             try:
                 return loader.construct_document(node)
             except ValueError:  # int() past Python's 4,300 digits, in the loader's own constructor
-                raise Unbounded("it holds an integer of thousands of digits, larger than any figure gpuscout "
-                                "keeps (a 64-bit integer)") from None
+                raise Unbounded(
+                    "it holds an integer of thousands of digits, larger than any figure gpuscout "
+                    "keeps (a 64-bit integer)"
+                ) from None
         finally:
             loader.dispose()
 
@@ -274,18 +297,24 @@ def bounded(value: Any, origin: str, what: str, *, readings: bool = False) -> An
         item = stack.pop()
         if not isinstance(item, PLAIN):
             shown = str(item)[:30]
-            raise UsageError(f"{origin} holds a {type(item).__name__} value ({shown!r}: a YAML tag or a date?), which "
-                             f"no field of {what} takes: quote it to give it as text")
+            raise UsageError(
+                f"{origin} holds a {type(item).__name__} value ({shown!r}: a YAML tag or a date?), which "
+                f"no field of {what} takes: quote it to give it as text"
+            )
         if isinstance(item, str):
             if len(item) > MAX_STRING_CHARS:
-                raise UsageError(f"{origin} holds a string of {len(item):,} characters ({item[:30]!r}…), more than "
-                                 f"the {MAX_STRING_CHARS:,} any field of {what} can need: not {what}")
+                raise UsageError(
+                    f"{origin} holds a string of {len(item):,} characters ({item[:30]!r}…), more than "
+                    f"the {MAX_STRING_CHARS:,} any field of {what} can need: not {what}"
+                )
         elif isinstance(item, bool):
             continue
         elif isinstance(item, int):
             if abs(item) > MAX_INT:
-                raise UsageError(f"{origin} holds the integer {str(item)[:20]}… ({len(str(abs(item)))} digits), larger "
-                                 f"than any figure gpuscout keeps (a 64-bit integer): not {what}")
+                raise UsageError(
+                    f"{origin} holds the integer {str(item)[:20]}… ({len(str(abs(item)))} digits), larger "
+                    f"than any figure gpuscout keeps (a 64-bit integer): not {what}"
+                )
         elif isinstance(item, float):
             if not math.isfinite(item) and not readings:
                 raise UsageError(f"{origin} holds {item!r}, not a finite number: not {what}")

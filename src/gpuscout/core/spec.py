@@ -123,7 +123,9 @@ class ModelInfo(BaseModel):
     input_shape: tuple[int, ...]
     input_dtype: str
     label_shape: tuple[int, ...]
-    label_kind: str  # sparse: class ids; onehot; binary: 0/1; distribution; positive; dense: float (child/user_model.py)
+    label_kind: (
+        str  # sparse: class ids; onehot; binary: 0/1; distribution; positive; dense: float (child/user_model.py)
+    )
     num_classes: int | None
     vocab_size: int | None  # integer inputs: ids drawn below this
     params: int
@@ -202,13 +204,13 @@ class RunSpec(Protocol):
     inference: Inference | None = None
 
     @model_validator(mode="after")
-    def _jax_always_compiles(self) -> "RunSpec":
+    def _jax_always_compiles(self) -> RunSpec:
         if self.backend is Backend.jax and not self.xla:
             raise ValueError("the jax backend always compiles with XLA: drop --no-xla or use --backend tensorflow")
         return self
 
     @model_validator(mode="after")
-    def _devices_agree(self) -> "RunSpec":
+    def _devices_agree(self) -> RunSpec:
         if self.devices > 1 and self.distribution is Distribution.single:
             raise ValueError(f"{self.devices} devices need a distribution (mirrored or multi_worker)")
         if self.gpu_indices is not None:
@@ -220,7 +222,7 @@ class RunSpec(Protocol):
             raise ValueError("a run on several GPUs lists them in gpu_indices")
         if self.batch_size % self.devices:
             raise ValueError(f"batch {self.batch_size} does not split evenly over {self.devices} devices")
-        if (self.distribution is not Distribution.single and self.backend is Backend.tensorflow and self.xla):
+        if self.distribution is not Distribution.single and self.backend is Backend.tensorflow and self.xla:
             # Keras turns XLA off under tf.distribute (keras/src/trainers/trainer.py,
             # _resolve_auto_jit_compile: "Disable XLA with tf.distribute"): the optimizer's
             # cross-replica update cannot live inside one XLA cluster.
@@ -246,7 +248,8 @@ class RunSpec(Protocol):
         from before the field existed: jax ran keras.distribution.DataParallel (global statistics),
         tensorflow MirroredStrategy (per replica)."""
         if self.distribution is Distribution.single or (
-                self.distribution is Distribution.mirrored and self.devices == 1):
+            self.distribution is Distribution.mirrored and self.devices == 1
+        ):
             return None  # one replica: its batch is the whole batch
         if self.batchnorm is not None:
             return self.batchnorm
@@ -269,5 +272,6 @@ def build_spec(**fields) -> RunSpec:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "spec"
         message = first["msg"].removeprefix("Value error, ")
-        raise UsageError(f"invalid {where}: {message} (got {first.get('input')!r})"
-                         if first["loc"] else message) from None
+        raise UsageError(
+            f"invalid {where}: {message} (got {first.get('input')!r})" if first["loc"] else message
+        ) from None

@@ -6,7 +6,7 @@ each other (docs/architecture.md)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 _handler: Callable[[int | None], None] | None = None
 

@@ -132,8 +132,14 @@ def write_status(path: str, status: int) -> None:
     code = os.waitstatus_to_exitcode(status)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump({"returncode": code, "duration_s": time.monotonic() - STARTED,
-                   "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, handle)
+        json.dump(
+            {
+                "returncode": code,
+                "duration_s": time.monotonic() - STARTED,
+                "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            handle,
+        )
     os.replace(tmp, path)
 
 

@@ -11,16 +11,16 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pydantic import ValidationError
 
 from gpuscout.core import backends
-from gpuscout.executor import process, scratch
 from gpuscout.core.failures import classify_failure
-from gpuscout.record.child import ChildOutcome, ChildResult
 from gpuscout.core.spec import Backend, RunSpec
+from gpuscout.executor import process, scratch
+from gpuscout.record.child import ChildOutcome, ChildResult
 
 STDERR_TAIL_CHARS = 4000
 # Test and debugging knob: a command to run instead of the real worker (the spec path is appended).
@@ -63,8 +63,12 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, st
         user_flags = env.get("XLA_FLAGS", "")
         # the child runs this Python, so its jaxlib is the one installed here (importing jax would start it)
         jaxlib_has_flag = (backends.installed_release("jaxlib") or ()) >= ONE_SHOT_FLAG_SINCE_JAXLIB
-        if (spec.backend is Backend.jax and spec.devices > 1 and jaxlib_has_flag
-                and NO_ONE_SHOT_ALL_REDUCE.split("=")[0] not in user_flags):
+        if (
+            spec.backend is Backend.jax
+            and spec.devices > 1
+            and jaxlib_has_flag
+            and NO_ONE_SHOT_ALL_REDUCE.split("=")[0] not in user_flags
+        ):
             env["XLA_FLAGS"] = " ".join(f for f in (user_flags, NO_ONE_SHOT_ALL_REDUCE) if f)
     # TensorFlow otherwise maps all memory of every visible GPU at start-up.
     env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
@@ -101,16 +105,37 @@ def run_child(
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         log_path = Path(tmp, "output.txt")  # the child's stdout and stderr: its tail is kept
         with open(log_path, "wb") as log:
-            finished = process.run([*worker_command(), str(spec_path)],
-                                   env=env if env is not None else child_env(spec), timeout_s=timeout_s,
-                                   stdout=log, stderr=log, on_event=on_event, on_start=on_start, cancel=cancel,
-                                   last_events=("result", "error"))
+            finished = process.run(
+                [*worker_command(), str(spec_path)],
+                env=env if env is not None else child_env(spec),
+                timeout_s=timeout_s,
+                stdout=log,
+                stderr=log,
+                on_event=on_event,
+                on_start=on_start,
+                cancel=cancel,
+                last_events=("result", "error"),
+            )
         tail = log_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
     if finished.cancelled:
-        return ChildOutcome("failed", None, "stopped: another process of the same run failed", tail,
-                            finished.returncode, finished.duration_s, finished.events)
-    return _classify(finished.events, finished.returncode, finished.timed_out, timeout_s, tail, finished.duration_s,
-                     finished.lingered)
+        return ChildOutcome(
+            "failed",
+            None,
+            "stopped: another process of the same run failed",
+            tail,
+            finished.returncode,
+            finished.duration_s,
+            finished.events,
+        )
+    return _classify(
+        finished.events,
+        finished.returncode,
+        finished.timed_out,
+        timeout_s,
+        tail,
+        finished.duration_s,
+        finished.lingered,
+    )
 
 
 def _phase(events: list[dict]) -> str:
@@ -118,12 +143,16 @@ def _phase(events: list[dict]) -> str:
     kinds = [e.get("event") for e in events]
     windows = sum(k == "window" for k in kinds)
     if "compiled" not in kinds:
-        return ("while building and compiling the first step (a smaller --batch-size compiles faster; "
-                "--timeout SECONDS waits longer)")
+        return (
+            "while building and compiling the first step (a smaller --batch-size compiles faster; "
+            "--timeout SECONDS waits longer)"
+        )
     if "warmed_up" not in kinds:
         return "during warm-up (fewer --warmup-steps, or --timeout SECONDS)"
-    return (f"while measuring, after {windows} window(s) (fewer --windows or a shorter --window-seconds, "
-            "or --timeout SECONDS)")
+    return (
+        f"while measuring, after {windows} window(s) (fewer --windows or a shorter --window-seconds, "
+        "or --timeout SECONDS)"
+    )
 
 
 def _classify(events, returncode, timed_out, timeout_s, tail, duration, lingered) -> ChildOutcome:
@@ -132,20 +161,34 @@ def _classify(events, returncode, timed_out, timeout_s, tail, duration, lingered
     result = next((e for e in events if e.get("event") == "result"), None)
     error = next((e for e in events if e.get("event") == "error"), None)
     if timed_out:
-        return ChildOutcome("timeout", None, f"exceeded the {timeout_s:g} s timeout {_phase(events)} and was killed",
-                            tail, returncode, duration, events)
+        return ChildOutcome(
+            "timeout",
+            None,
+            f"exceeded the {timeout_s:g} s timeout {_phase(events)} and was killed",
+            tail,
+            returncode,
+            duration,
+            events,
+        )
     if result is not None and (returncode == 0 or lingered):
         try:
-            return ChildOutcome("ok", ChildResult.model_validate(result.get("result")), None, tail, returncode,
-                                duration, events)
+            return ChildOutcome(
+                "ok", ChildResult.model_validate(result.get("result")), None, tail, returncode, duration, events
+            )
         except ValidationError as exc:  # a worker of another gpuscout version, or a bug: never stored as ok
             problem = exc.errors()[0]
             where = ".".join(str(p) for p in problem["loc"]) or "result"
-            return ChildOutcome("failed", None, f"the worker's result did not validate ({where}: {problem['msg']})",
-                                tail, returncode, duration, events)
+            return ChildOutcome(
+                "failed",
+                None,
+                f"the worker's result did not validate ({where}: {problem['msg']})",
+                tail,
+                returncode,
+                duration,
+                events,
+            )
     if error is not None:
-        return ChildOutcome(error.get("kind", "failed"), None, error.get("message"), tail,
-                            returncode, duration, events)
+        return ChildOutcome(error.get("kind", "failed"), None, error.get("message"), tail, returncode, duration, events)
     status = classify_failure(tail)
     if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name

@@ -18,9 +18,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Union
+from typing import IO
 
 from gpuscout.core import events
 
@@ -64,7 +65,7 @@ class Finished:
 
 # Where a child's stdout or stderr goes: an open file, subprocess.DEVNULL, None (ours), or a
 # function handed each chunk of bytes as it comes (run() drains a pipe of its own into it).
-Sink = Union[IO, int, None, Callable[[bytes], None]]
+Sink = IO | int | None | Callable[[bytes], None]
 
 
 def process_tree(root: int) -> set[int]:
@@ -188,8 +189,15 @@ def run(
     grace, and if it has exited by then, the rest of the group runs on."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
-    state = {"timed_out": False, "cancelled": False, "interrupted": 0.0,  # interrupted: its grace's end
-             "now": False, "last_event_at": 0.0, "last_pid": None, "lingered": False}
+    state = {
+        "timed_out": False,
+        "cancelled": False,
+        "interrupted": 0.0,  # interrupted: its grace's end
+        "now": False,
+        "last_event_at": 0.0,
+        "last_pid": None,
+        "lingered": False,
+    }
 
     def keep(event: dict) -> None:
         seen.append(event)
@@ -203,9 +211,15 @@ def run(
     with open(events_read, "rb") as channel:
         try:
             guarded = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), str(status_file or "-"), "--", *argv]
-            proc = subprocess.Popen(guarded, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    env={**env, **events.channel_env(events_write)},
-                                    pass_fds=(events_write,), start_new_session=True)
+            proc = subprocess.Popen(
+                guarded,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env={**env, **events.channel_env(events_write)},
+                pass_fds=(events_write,),
+                start_new_session=True,
+            )
         finally:
             # the child holds these now: EOF once it and its own children are gone
             for fd in (events_write, *(d for d, drain in ((out, out_drain), (err, err_drain)) if drain)):
@@ -213,8 +227,7 @@ def run(
             if sys.exc_info()[0] is not None:
                 for drain in drains:
                     os.close(drain.fd)
-        reader = threading.Thread(target=events.read, args=(channel, keep), daemon=True,
-                                  name="gpuscout-events")
+        reader = threading.Thread(target=events.read, args=(channel, keep), daemon=True, name="gpuscout-events")
         try:  # from the moment the child exists: a Ctrl-C anywhere below still stops its group
             reader.start()
             for drain in drains:
@@ -230,13 +243,27 @@ def run(
     failed = next((e for e in seen if e.get("event") == "exec_failed"), None)
     if failed is not None:  # what Popen itself would have raised
         raise OSError(failed.get("errno"), failed.get("message"))
-    return Finished(proc.returncode, time.monotonic() - started, state["timed_out"], state["cancelled"], list(seen),
-                    bool(state["interrupted"]), state["lingered"])
+    return Finished(
+        proc.returncode,
+        time.monotonic() - started,
+        state["timed_out"],
+        state["cancelled"],
+        list(seen),
+        bool(state["interrupted"]),
+        state["lingered"],
+    )
 
 
-def _wait(proc: subprocess.Popen, started: float, timeout_s: float | None, cancel: threading.Event | None,
-          state: dict, forward_interrupt: bool, interrupt_grace_s: float,
-          stop_now: threading.Event | None = None) -> None:
+def _wait(
+    proc: subprocess.Popen,
+    started: float,
+    timeout_s: float | None,
+    cancel: threading.Event | None,
+    state: dict,
+    forward_interrupt: bool,
+    interrupt_grace_s: float,
+    stop_now: threading.Event | None = None,
+) -> None:
     """Until the child ends, times out or is cancelled (`state` says which); a forwarded Ctrl-C
     gives it `interrupt_grace_s` more (a second Ctrl-C: none)."""
     deadline = None if timeout_s is None else started + timeout_s
@@ -286,8 +313,9 @@ def _still_running(pid: int | None) -> bool:
         return False
 
 
-def run_captured(argv: list[str], *, env: dict[str, str], timeout_s: float | None,
-                 tail_chars: int = 4000) -> tuple[Finished, str]:
+def run_captured(
+    argv: list[str], *, env: dict[str, str], timeout_s: float | None, tail_chars: int = 4000
+) -> tuple[Finished, str]:
     """run() with stdout and stderr kept (a temporary file, never a pipe a chatty child could
     fill); returns how it ended and the last `tail_chars` characters of that output."""
     with tempfile.TemporaryFile() as output:

@@ -12,8 +12,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 _NAME = re.compile(r"^gpuscout-[a-z]+-(\d+)-")
 

@@ -3,7 +3,8 @@
 
 - known.toml: the failure classes (message patterns, versions, a public source each);
 - table.py: loads it; machine.py: what the fixes need to know about this machine;
-- fixes.py: one function per kind of fix; reader.py: matching a log, root cause first.
+- remedies.py (memory_remedies.py for out of memory): one function per kind of fix;
+- reader.py: matching a log, root cause first.
 """
 
 from gpuscout.explain.machine import Context, Machine

@@ -6,10 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Environment variables that change how the frameworks take GPU memory or find CUDA
-ENV_KEYS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
-            "TF_FORCE_GPU_ALLOW_GROWTH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
-            # where keras.utils.get_file keeps downloads, and the proxies a download goes through
-            "KERAS_HOME", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+ENV_KEYS = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    # where keras.utils.get_file keeps downloads, and the proxies a download goes through
+    "KERAS_HOME",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+)
 
 
 @dataclass
@@ -43,39 +53,74 @@ class Machine:
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_doctor(cls, report: dict, env: dict[str, str]) -> "Machine":
+    def from_doctor(cls, report: dict, env: dict[str, str]) -> Machine:
         gpus = []
         for g in report.get("gpus", []):
             processes = g.get("compute_processes") or []
             used = [p.get("used_memory_bytes") for p in processes]
-            gpus.append(Gpu(g["index"], g.get("name"), g.get("memory_total_bytes"), g.get("compute_capability"),
-                            sum(u for u in used if u) if processes else 0, [p["pid"] for p in processes]))
+            gpus.append(
+                Gpu(
+                    g["index"],
+                    g.get("name"),
+                    g.get("memory_total_bytes"),
+                    g.get("compute_capability"),
+                    sum(u for u in used if u) if processes else 0,
+                    [p["pid"] for p in processes],
+                )
+            )
         frameworks = {}
         for b in report.get("backends", []):
             if b.get("installed") and not b.get("error"):
                 frameworks[b["name"]] = Framework(
-                    b["name"], b.get("backend_version"), b.get("cuda_version"), b.get("cudnn_version"),
-                    b.get("built_with_cuda"), len(b.get("gpus") or []), list(b.get("cuda_archs") or []),
-                    list(b.get("cudnn_paths") or []))
-        return cls(report.get("driver_version"), report.get("cuda_driver_version"), gpus, frameworks,
-                   {k: v for k, v in env.items() if k in ENV_KEYS})
+                    b["name"],
+                    b.get("backend_version"),
+                    b.get("cuda_version"),
+                    b.get("cudnn_version"),
+                    b.get("built_with_cuda"),
+                    len(b.get("gpus") or []),
+                    list(b.get("cuda_archs") or []),
+                    list(b.get("cudnn_paths") or []),
+                )
+        return cls(
+            report.get("driver_version"),
+            report.get("cuda_driver_version"),
+            gpus,
+            frameworks,
+            {k: v for k, v in env.items() if k in ENV_KEYS},
+        )
 
     @classmethod
-    def from_record(cls, env, gpu, framework) -> "Machine":
+    def from_record(cls, env, gpu, framework) -> Machine:
         """From a run's Environment, first GpuInfo and FrameworkInfo (record parts)."""
         gpus = []
         if gpu is not None:
             used = [p.used_memory_bytes for p in gpu.compute_processes]
-            gpus.append(Gpu(gpu.index, gpu.name, gpu.memory_total_bytes, gpu.compute_capability,
-                            sum(u for u in used if u), [p.pid for p in gpu.compute_processes]))
+            gpus.append(
+                Gpu(
+                    gpu.index,
+                    gpu.name,
+                    gpu.memory_total_bytes,
+                    gpu.compute_capability,
+                    sum(u for u in used if u),
+                    [p.pid for p in gpu.compute_processes],
+                )
+            )
         frameworks = {}
         if framework is not None and framework.backend:
-            frameworks[framework.backend] = Framework(framework.backend, framework.backend_version,
-                                                      framework.cuda_version, framework.cudnn_version,
-                                                      gpus_seen=len(framework.devices) if framework.platform == "gpu"
-                                                      else 0)
-        return cls(env.driver_version, env.cuda_driver_version, gpus, frameworks,
-                   {k: v for k, v in env.child_env.items() if k in ENV_KEYS})
+            frameworks[framework.backend] = Framework(
+                framework.backend,
+                framework.backend_version,
+                framework.cuda_version,
+                framework.cudnn_version,
+                gpus_seen=len(framework.devices) if framework.platform == "gpu" else 0,
+            )
+        return cls(
+            env.driver_version,
+            env.cuda_driver_version,
+            gpus,
+            frameworks,
+            {k: v for k, v in env.child_env.items() if k in ENV_KEYS},
+        )
 
 
 @dataclass

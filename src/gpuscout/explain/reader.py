@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from gpuscout.explain.fixes import FIXERS
 from gpuscout.explain.machine import Context, Machine
+from gpuscout.explain.remedies import FIXERS
 from gpuscout.explain.table import failure_classes
 from gpuscout.record.run import ErrorDetail, Explanation  # what records keep is what doctor --explain prints
 
@@ -33,7 +33,7 @@ def _evidence(line: str, match: re.Match) -> str:
     if len(line) <= EVIDENCE_CHARS:
         return line
     start = max(0, match.start() - 40)
-    return ("…" if start else "") + line[start:start + EVIDENCE_CHARS] + "…"
+    return ("…" if start else "") + line[start : start + EVIDENCE_CHARS] + "…"
 
 
 def explain(text: str, machine: Machine, context: Context | None = None) -> list[Explanation]:
@@ -61,19 +61,33 @@ def explain(text: str, machine: Machine, context: Context | None = None) -> list
         index, match, line, count = found[failure.code]
         facts = {k: v for k, v in match.groupdict().items() if v is not None}
         root = next((code for code in failure.echo_of if code in found), None)
-        fix = (f"follows from {root} (line {found[root][0] + 1}): its fix applies" if root else
-               FIXERS[failure.fixer](facts, machine, context, framework))
-        explanations.append(Explanation(
-            code=failure.code, title=failure.title, evidence=_evidence(line, match), line=index + 1,
-            cause=failure.cause.format_map(_Missing(facts)), fix=fix,
-            source=failure.source, seen_in=failure.seen_in, echo_of=root, occurrences=count))
+        fix = (
+            f"follows from {root} (line {found[root][0] + 1}): its fix applies"
+            if root
+            else FIXERS[failure.fixer](facts, machine, context, framework)
+        )
+        explanations.append(
+            Explanation(
+                code=failure.code,
+                title=failure.title,
+                evidence=_evidence(line, match),
+                line=index + 1,
+                cause=failure.cause.format_map(_Missing(facts)),
+                fix=fix,
+                source=failure.source,
+                seen_in=failure.seen_in,
+                echo_of=root,
+                occurrences=count,
+            )
+        )
     return sorted(explanations, key=lambda e: (e.echo_of is not None, e.line))
 
 
 def explained(error: ErrorDetail, machine: Machine, context: Context) -> ErrorDetail:
     """A failed run's error with the known failures in its message and output."""
-    return error.model_copy(update={"explanations": explain(f"{error.message or ''}\n{error.stderr_tail}", machine,
-                                                            context)})
+    return error.model_copy(
+        update={"explanations": explain(f"{error.message or ''}\n{error.stderr_tail}", machine, context)}
+    )
 
 
 class _Missing(dict):

@@ -29,7 +29,16 @@ class FailureClass:
 @lru_cache(maxsize=1)
 def failure_classes() -> tuple[FailureClass, ...]:
     text = resources.files("gpuscout.explain").joinpath("known.toml").read_text(encoding="utf-8")
-    return tuple(FailureClass(code=e["code"], title=e["title"], patterns=tuple(re.compile(p) for p in e["patterns"]),
-                              cause=e["cause"], fixer=e["fixer"], seen_in=e["seen_in"], source=e["source"],
-                              echo_of=tuple(e.get("echo_of", ())))
-                 for e in tomllib.loads(text)["failure"])
+    return tuple(
+        FailureClass(
+            code=e["code"],
+            title=e["title"],
+            patterns=tuple(re.compile(p) for p in e["patterns"]),
+            cause=e["cause"],
+            fixer=e["fixer"],
+            seen_in=e["seen_in"],
+            source=e["source"],
+            echo_of=tuple(e.get("echo_of", ())),
+        )
+        for e in tomllib.loads(text)["failure"]
+    )

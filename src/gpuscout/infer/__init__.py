@@ -11,14 +11,13 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass, replace
 
-from gpuscout.measure import plans
 from gpuscout import workloads
-from gpuscout.core import datasets
-from gpuscout.measure import engine
 from gpuscout.analysis.latency import best_batch
+from gpuscout.core import datasets
 from gpuscout.core.errors import UsageError, parse_positive_ints
-from gpuscout.record.run import RunRecord
 from gpuscout.core.spec import LITERT_VARIANTS, Inference, RunSpec, ServeFormat, Task
+from gpuscout.measure import engine, plans
+from gpuscout.record.run import RunRecord
 from gpuscout.telemetry.nvml import Nvml
 
 DEFAULT_BATCH_SIZES = (1, 8, 32, 128)
@@ -42,13 +41,20 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
 
 # What each format needs installed, beyond the backend, and the extra that brings it.
 _NEEDS = {
-    ServeFormat.saved_model: (("tensorflow",), "pip install 'gpuscout[tensorflow]' (Keras exports SavedModels "
-                              "through TensorFlow, also from the jax backend)"),
-    ServeFormat.litert: (("tensorflow",), "pip install 'gpuscout[tensorflow]' (the LiteRT converter is TensorFlow's; "
-                         "'gpuscout[litert]' adds the ai-edge-litert interpreter)"),
+    ServeFormat.saved_model: (
+        ("tensorflow",),
+        "pip install 'gpuscout[tensorflow]' (Keras exports SavedModels through TensorFlow, also from the jax backend)",
+    ),
+    ServeFormat.litert: (
+        ("tensorflow",),
+        "pip install 'gpuscout[tensorflow]' (the LiteRT converter is TensorFlow's; "
+        "'gpuscout[litert]' adds the ai-edge-litert interpreter)",
+    ),
     ServeFormat.onnx: (("onnx", "onnxruntime", "tf2onnx"), "pip install 'gpuscout[onnx]' (onnx, tf2onnx, onnxruntime)"),
-    ServeFormat.tensorrt: (("onnx", "onnxruntime", "tf2onnx"), "pip install 'gpuscout[onnx]' and an onnxruntime-gpu "
-                           "built with TensorRT, on an NVIDIA GPU"),
+    ServeFormat.tensorrt: (
+        ("onnx", "onnxruntime", "tf2onnx"),
+        "pip install 'gpuscout[onnx]' and an onnxruntime-gpu built with TensorRT, on an NVIDIA GPU",
+    ),
 }
 
 
@@ -65,8 +71,10 @@ def check_format(name: str) -> ServeFormat:
         import onnxruntime
 
         if "TensorrtExecutionProvider" not in onnxruntime.get_available_providers():
-            raise UsageError("--format tensorrt: this ONNX Runtime has no TensorRT execution provider (it has "
-                             f"{', '.join(onnxruntime.get_available_providers())}): {hint}")
+            raise UsageError(
+                "--format tensorrt: this ONNX Runtime has no TensorRT execution provider (it has "
+                f"{', '.join(onnxruntime.get_available_providers())}): {hint}"
+            )
     return fmt
 
 
@@ -74,8 +82,9 @@ def check_format(name: str) -> ServeFormat:
 MAX_LOAD_S = 3600.0
 
 
-def plan(workload_names: list[str], options: plans.BenchOptions, infer: InferOptions, nvml: Nvml,
-         dataset: str | None) -> tuple[list[RunSpec], str | None]:
+def plan(
+    workload_names: list[str], options: plans.BenchOptions, infer: InferOptions, nvml: Nvml, dataset: str | None
+) -> tuple[list[RunSpec], str | None]:
     """Inference specs, validated before anything runs (bench.plan checks the workload, backend,
     precision and device; the fit check uses the largest batch)."""
     formats = [check_format(f) for f in infer.formats]
@@ -99,24 +108,41 @@ def plan(workload_names: list[str], options: plans.BenchOptions, infer: InferOpt
                 raise UsageError(f"--dataset measures the accuracy of image classifiers; {workload.name} is not one")
             datasets.check_fits(located, workload.input_shape(None), workload.name)
         for fmt in formats:
-            if fmt in (ServeFormat.saved_model, ServeFormat.litert, ServeFormat.onnx, ServeFormat.tensorrt) \
-                    and base.precision.value != "fp32":
-                raise UsageError(f"--format {fmt.value} exports the fp32 model; reduced precision is the LiteRT "
-                                 "variants' job (--litert-variants) or --format keras with --precision")
+            if (
+                fmt in (ServeFormat.saved_model, ServeFormat.litert, ServeFormat.onnx, ServeFormat.tensorrt)
+                and base.precision.value != "fp32"
+            ):
+                raise UsageError(
+                    f"--format {fmt.value} exports the fp32 model; reduced precision is the LiteRT "
+                    "variants' job (--litert-variants) or --format keras with --precision"
+                )
             variants = infer.litert_variants if fmt is ServeFormat.litert else (base.precision.value,)
             for variant in variants:
-                specs.append(base.model_copy(update={
-                    "task": Task.infer, "batch_size": max(infer.batch_sizes),
-                    "gpu_index": None if fmt is ServeFormat.litert else base.gpu_index,
-                    "inference": Inference(batch_sizes=infer.batch_sizes, format=fmt, variant=variant,
-                                           requests=infer.requests, warmup_requests=infer.warmup_requests,
-                                           concurrency=infer.concurrency, load_seconds=infer.load_seconds,
-                                           dataset=located)}))
+                specs.append(
+                    base.model_copy(
+                        update={
+                            "task": Task.infer,
+                            "batch_size": max(infer.batch_sizes),
+                            "gpu_index": None if fmt is ServeFormat.litert else base.gpu_index,
+                            "inference": Inference(
+                                batch_sizes=infer.batch_sizes,
+                                format=fmt,
+                                variant=variant,
+                                requests=infer.requests,
+                                warmup_requests=infer.warmup_requests,
+                                concurrency=infer.concurrency,
+                                load_seconds=infer.load_seconds,
+                                dataset=located,
+                            ),
+                        }
+                    )
+                )
     return specs, notice
 
 
-def run(specs: list[RunSpec], options: plans.BenchOptions, store, nvml: Nvml,
-        progress: engine.Progress | None = None) -> list[RunRecord]:
+def run(
+    specs: list[RunSpec], options: plans.BenchOptions, store, nvml: Nvml, progress: engine.Progress | None = None
+) -> list[RunRecord]:
     """A child per format variant; its records (one per batch size) are derived and stored."""
     session = engine.Session(nvml, options.measure)
     return engine.run([(spec, plans.label(spec)) for spec in specs], session, store, progress)
@@ -131,9 +157,24 @@ def target_verdicts(records: list[RunRecord], target_ms: float) -> list[dict]:
             groups.setdefault((r.workload, r.inference.format, r.inference.variant), []).append(r)
     out = []
     for (workload, fmt, variant), runs in groups.items():
-        points = [{"batch_size": r.batch_size, "samples_per_s": r.samples_per_s,
-                   "latency": r.inference.latency.model_dump(), "run_id": r.id} for r in runs]
+        points = [
+            {
+                "batch_size": r.batch_size,
+                "samples_per_s": r.samples_per_s,
+                "latency": r.inference.latency.model_dump(),
+                "run_id": r.id,
+            }
+            for r in runs
+        ]
         best, fastest = best_batch(points, target_ms)
-        out.append({"workload": workload, "format": fmt, "variant": variant, "target_ms": target_ms,
-                    "best": best, "lowest_p99": fastest})
+        out.append(
+            {
+                "workload": workload,
+                "format": fmt,
+                "variant": variant,
+                "target_ms": target_ms,
+                "best": best,
+                "lowest_p99": fastest,
+            }
+        )
     return out

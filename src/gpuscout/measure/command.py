@@ -25,8 +25,24 @@ from gpuscout.executor import process, scratch
 SHELL_CHARACTERS = set("|&;<>()$`*?~\n")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # Shell builtins a line may start with (after VAR=x assignments): nothing on PATH to check.
-SHELL_BUILTINS = {"cd", "export", "source", ".", "exec", "env", "set", "time", "nice", "nohup", "eval", "if", "for",
-                  "while", "{", "("}
+SHELL_BUILTINS = {
+    "cd",
+    "export",
+    "source",
+    ".",
+    "exec",
+    "env",
+    "set",
+    "time",
+    "nice",
+    "nohup",
+    "eval",
+    "if",
+    "for",
+    "while",
+    "{",
+    "(",
+}
 
 # The event a process of an instrumented command sends at exit once all its code has run (it
 # trained); process.run's `last_events` for watch and sweep trials (child/watch_state.on_exit).
@@ -38,11 +54,13 @@ def after_lingering(events: list[dict]) -> tuple[int | None, str]:
     status that process would have given (Python's 1 after an uncaught exception, else None: not
     known) and the note that says what happened and what to change."""
     exiting = next(e for e in reversed(events) if e.get("event") == EXITING_EVENT)
-    note = (f"process {exiting.get('pid')} ran all of the script's code, then did not exit within "
-            f"{process.EXIT_GRACE_S:g} s: gpuscout stopped it, so the exit status it would have given is not "
-            "known. TensorFlow 2.21 does this when a tf.data iterator over tf.py_function is finalised at "
-            "shutdown (tensorflow#21277); `del` the dataset and its iterators and call gc.collect() at the "
-            "script's end to avoid it")
+    note = (
+        f"process {exiting.get('pid')} ran all of the script's code, then did not exit within "
+        f"{process.EXIT_GRACE_S:g} s: gpuscout stopped it, so the exit status it would have given is not "
+        "known. TensorFlow 2.21 does this when a tf.data iterator over tf.py_function is finalised at "
+        "shutdown (tensorflow#21277); `del` the dataset and its iterators and call gc.collect() at the "
+        "script's end to avoid it"
+    )
     return (1 if exiting.get("uncaught") else None), note
 
 
@@ -79,7 +97,7 @@ def resolve(given: list[str], shell: bool | None = None, verb: str = "watch") ->
     if not (shell and program in SHELL_BUILTINS) and _find(program) is None:
         raise UsageError(f"command not found: {program!r} (not on PATH, nor an executable file)")
     if not shell:
-        check_script(words[words.index(program):])
+        check_script(words[words.index(program) :])
     argv = ["/bin/sh", "-c", line] if shell else list(given)
     return Command(given=list(given), argv=argv, shell=shell, workload=workload_of(words))
 
@@ -89,8 +107,10 @@ def notebook(given: list[str], verb: str) -> Command:
     names (gpuscout.measure.notebook_runner, with gpuscout's Python), checked before anything runs."""
     path = Path(given[0])
     if len(given) > 1:
-        raise UsageError(f"a notebook takes no arguments ({shlex.join(given[1:])}): set its parameters in a cell, "
-                         f"then gpuscout {verb} {given[0]}")
+        raise UsageError(
+            f"a notebook takes no arguments ({shlex.join(given[1:])}): set its parameters in a cell, "
+            f"then gpuscout {verb} {given[0]}"
+        )
     if not path.is_file():
         raise UsageError(f"{given[0]}: no such notebook" + (" (a folder)" if path.is_dir() else f" in {os.getcwd()}"))
     try:
@@ -98,8 +118,9 @@ def notebook(given: list[str], verb: str) -> Command:
 
         from gpuscout.measure import notebook_runner as runner
     except ImportError as exc:
-        raise UsageError(f"running a notebook needs nbclient and ipykernel ({exc}): pip install 'gpuscout[notebook]'") \
-            from None
+        raise UsageError(
+            f"running a notebook needs nbclient and ipykernel ({exc}): pip install 'gpuscout[notebook]'"
+        ) from None
     try:
         kernel = runner.read(path).metadata.get("kernelspec", {}).get("name") or "python3"
     except ValueError as exc:
@@ -107,8 +128,10 @@ def notebook(given: list[str], verb: str) -> Command:
     try:
         KernelSpecManager().get_kernel_spec(kernel)
     except NoSuchKernel:
-        raise UsageError(f"{given[0]} runs on the kernel {kernel!r}, which is not installed here: `jupyter kernelspec "
-                         "list` shows those that are") from None
+        raise UsageError(
+            f"{given[0]} runs on the kernel {kernel!r}, which is not installed here: `jupyter kernelspec "
+            "list` shows those that are"
+        ) from None
     argv = [sys.executable, "-m", "gpuscout.measure.notebook_runner", str(path.resolve())]
     return Command(given=list(given), argv=argv, shell=False, workload=path.name)
 
@@ -125,8 +148,9 @@ def script_of(words: list[str]) -> str | None:
         return None
     rest = iter(words[1:])
     for word in rest:
-        if word in ("-c", "-m", "-") or (word.startswith("-") and not word.startswith("--")
-                                          and word[-1:] in "cm" and word[1:].isalpha()):
+        if word in ("-c", "-m", "-") or (
+            word.startswith("-") and not word.startswith("--") and word[-1:] in "cm" and word[1:].isalpha()
+        ):
             return None  # code or a module, not a file
         if word in PYTHON_VALUED:
             next(rest, None)
@@ -144,8 +168,9 @@ def check_script(words: list[str]) -> None:
         return
     path = Path(script)
     if not path.exists():
-        raise UsageError(f"{script}: no such file (the script `{' '.join(words[:2])}` would run); check the path "
-                         f"from {os.getcwd()}")
+        raise UsageError(
+            f"{script}: no such file (the script `{' '.join(words[:2])}` would run); check the path from {os.getcwd()}"
+        )
     if path.is_dir() and not (path / "__main__.py").is_file():
         raise UsageError(f"{script} is a folder without a __main__.py, not a script Python can run")
     if path.is_file():
@@ -209,7 +234,7 @@ class Instrumentation:
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def __enter__(self) -> "Instrumentation":
+    def __enter__(self) -> Instrumentation:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from gpuscout.analysis.derive import RunContext, derive
 from gpuscout.analysis.stats import import_scipy_in_background
 from gpuscout.analysis.telemetry import summarize_telemetry
-from gpuscout.executor.local import child_env, run_child
-from gpuscout.executor.process import process_tree
 from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.core.provenance import host_provenance
-from gpuscout.record.run import ComputeProcess, GpuInfo, RunRecord
 from gpuscout.core.spec import RunSpec
+from gpuscout.executor.local import child_env, run_child
+from gpuscout.executor.process import process_tree
+from gpuscout.record.run import ComputeProcess, GpuInfo, RunRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler
@@ -63,17 +63,24 @@ class Session:
         self.host = self.host or host_provenance(self.nvml)
 
 
-def measure(spec: RunSpec, session: Session, *, repeat: int = 0,
-            on_event: Callable[[dict], None] = lambda event: None,
-            env: dict[str, str] | None = None, cancel: threading.Event | None = None) -> list[RunRecord]:
+def measure(
+    spec: RunSpec,
+    session: Session,
+    *,
+    repeat: int = 0,
+    on_event: Callable[[dict], None] = lambda event: None,
+    env: dict[str, str] | None = None,
+    cancel: threading.Event | None = None,
+) -> list[RunRecord]:
     """One run in a child, with telemetry sampled for each of its GPUs; its records (one, or one
     per batch size for inference). `env`: the child's environment when the caller sets more than
     child_env() does (TF_CONFIG); `cancel` stops the child."""
     nvml, options = session.nvml, session.options
     gpus = [nvml.gpu(i) for i in spec.gpus] if nvml.available else []
     env = env if env is not None else child_env(spec)
-    samplers = ([Sampler(nvml, gpu.index, options.telemetry_interval_s).start() for gpu in gpus]
-                if options.telemetry else [])
+    samplers = (
+        [Sampler(nvml, gpu.index, options.telemetry_interval_s).start() for gpu in gpus] if options.telemetry else []
+    )
     during: dict[int, list[ComputeProcess]] = {}
     child_pid: list[int] = []  # the guard's (executor/guard.py), then every process under it
 
@@ -87,26 +94,43 @@ def measure(spec: RunSpec, session: Session, *, repeat: int = 0,
 
     import_scipy_in_background()  # the statistics need it once the child ends
     try:
-        outcome = run_child(spec, timeout_s=options.timeout_s, on_event=watch, env=env,
-                            on_start=child_pid.append, cancel=cancel)
+        outcome = run_child(
+            spec, timeout_s=options.timeout_s, on_event=watch, env=env, on_start=child_pid.append, cancel=cancel
+        )
     finally:
         samples = [sampler.stop() for sampler in samplers]
-    others = sorted({pid for gpu in gpus for pid in other_pids(gpu, during.get(gpu.index, []),
-                                                                 nvml.compute_processes(gpu.index), child_pid)})
+    others = sorted(
+        {
+            pid
+            for gpu in gpus
+            for pid in other_pids(gpu, during.get(gpu.index, []), nvml.compute_processes(gpu.index), child_pid)
+        }
+    )
 
     def telemetry(windows, measured_samples):
         if not any(samples):
             return []
-        return [summarize_telemetry(s, windows, measured_samples, options.telemetry_interval_s, index=g.index)
-                for g, s in zip(gpus, samples)]
+        return [
+            summarize_telemetry(s, windows, measured_samples, options.telemetry_interval_s, index=g.index)
+            for g, s in zip(gpus, samples)
+        ]
 
-    ctx = RunContext(gpus=gpus, environment=session.host, child_env=env, group_id=session.group_id,
-                     repeat_index=repeat, telemetry=telemetry, other_pids=others, pricing=options.pricing)
+    ctx = RunContext(
+        gpus=gpus,
+        environment=session.host,
+        child_env=env,
+        group_id=session.group_id,
+        repeat_index=repeat,
+        telemetry=telemetry,
+        other_pids=others,
+        pricing=options.pricing,
+    )
     return derive(spec, outcome, ctx)
 
 
-def other_pids(gpu: GpuInfo, during: list[ComputeProcess], after: list[ComputeProcess],
-               child_pid: list[int]) -> list[int]:
+def other_pids(
+    gpu: GpuInfo, during: list[ComputeProcess], after: list[ComputeProcess], child_pid: list[int]
+) -> list[int]:
     """Pids of other compute processes seen on a GPU before, during or after the run."""
     ours = set(child_pid)
     others = {p.pid for p in gpu.compute_processes + after} - ours
@@ -125,12 +149,23 @@ def keep(store: Store, records: list, progress: Progress) -> None:
     (Store.keep) and the runs go on: said once in full, then in short."""
     first = store.rescue.path is None
     if not store.keep(records):
-        progress.note(f"this run could not be stored: {store.rescue.reason}; it is saved in {store.rescue.path}, "
-                      "and the runs go on" if first else f"this run too is saved in {store.rescue.path}")
+        progress.note(
+            f"this run could not be stored: {store.rescue.reason}; it is saved in {store.rescue.path}, "
+            "and the runs go on"
+            if first
+            else f"this run too is saved in {store.rescue.path}"
+        )
 
 
-def run(runs: list[tuple[RunSpec, str]], session: Session, store: Store, progress: Progress | None = None,
-        *, repeats: int = 1, tag: Callable[[RunRecord], RunRecord] = lambda r: r) -> list[RunRecord]:
+def run(
+    runs: list[tuple[RunSpec, str]],
+    session: Session,
+    store: Store,
+    progress: Progress | None = None,
+    *,
+    repeats: int = 1,
+    tag: Callable[[RunRecord], RunRecord] = lambda r: r,
+) -> list[RunRecord]:
     """Measure each (spec, label) `repeats` times, storing every record as it comes (`tag` adds
     what the verb keeps with it); the records in order."""
     progress = progress or Progress()
@@ -140,8 +175,9 @@ def run(runs: list[tuple[RunSpec, str]], session: Session, store: Store, progres
         for spec, label in runs:
             number += 1
             progress.run_started(spec, label, number, total)
-            made = [tag(r) for r in measure(spec, session, repeat=repeat,
-                                            on_event=lambda e, s=spec: progress.event(s, e))]
+            made = [
+                tag(r) for r in measure(spec, session, repeat=repeat, on_event=lambda e, s=spec: progress.event(s, e))
+            ]
             keep(store, made, progress)
             records.extend(made)
             progress.run_finished(label, made)

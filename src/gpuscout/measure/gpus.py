@@ -73,17 +73,33 @@ def attribute(seen: dict[int, Seen], ours: set[int]) -> Attribution:
         return Attribution(matched, sorted({p for g in matched for p in seen[g].during - ours}))
     gained = [g for g, s in seen.items() if s.during - s.before]
     if gained:
-        return Attribution(gained, sorted({p for g in gained for p in seen[g].during & seen[g].before}),
-                           note="NVML lists other pids than this process tree's (a container?): the GPUs that "
-                                "gained a process while it ran are taken as its")
-    grew = [g for g, s in seen.items() if s.memory_first_bytes is not None and s.memory_max_bytes is not None
-            and s.memory_max_bytes - s.memory_first_bytes >= MEMORY_GROWTH_BYTES]
+        return Attribution(
+            gained,
+            sorted({p for g in gained for p in seen[g].during & seen[g].before}),
+            note="NVML lists other pids than this process tree's (a container?): the GPUs that "
+            "gained a process while it ran are taken as its",
+        )
+    grew = [
+        g
+        for g, s in seen.items()
+        if s.memory_first_bytes is not None
+        and s.memory_max_bytes is not None
+        and s.memory_max_bytes - s.memory_first_bytes >= MEMORY_GROWTH_BYTES
+    ]
     if grew:
-        return Attribution(grew, [], note="NVML showed no process of the command: the GPUs whose memory in use "
-                                          "grew while it ran are taken as its")
+        return Attribution(
+            grew,
+            [],
+            note="NVML showed no process of the command: the GPUs whose memory in use "
+            "grew while it ran are taken as its",
+        )
     if seen and not any(s.before or s.during for s in seen.values()):
-        return Attribution(sorted(seen), [], note="NVML lists no processes here: telemetry of every GPU the "
-                                                  "command could see, which it may not all have used")
+        return Attribution(
+            sorted(seen),
+            [],
+            note="NVML lists no processes here: telemetry of every GPU the "
+            "command could see, which it may not all have used",
+        )
     return Attribution([], [])
 
 

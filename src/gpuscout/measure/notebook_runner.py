@@ -103,14 +103,21 @@ def run(path: Path) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     channel = os.environ.get("GPUSCOUT_EVENTS_FD")
-    client = _client_class()(notebook, timeout=None, allow_errors=False,
-                             resources={"metadata": {"path": str(path.parent)}})
+    client = _client_class()(
+        notebook, timeout=None, allow_errors=False, resources={"metadata": {"path": str(path.parent)}}
+    )
     over_ipc(client)
     try:
         client.execute(pass_fds=(int(channel),) if channel else ())
     except CellExecutionError as exc:
-        cell = next((i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and any(
-            o.get("output_type") == "error" for o in c.get("outputs", []))), None)
+        cell = next(
+            (
+                i
+                for i, c in enumerate(notebook.cells)
+                if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.get("outputs", []))
+            ),
+            None,
+        )
         where = f"cell {cell + 1} of {path.name}" if cell is not None else path.name
         print(ANSI.sub("", exc.traceback).rstrip(), file=sys.stderr)
         print(f"{where} raised {exc.ename}: {ANSI.sub('', exc.evalue)}", file=sys.stderr)

@@ -14,13 +14,11 @@ import re
 from dataclasses import dataclass
 
 from gpuscout.core import backends
-
-from gpuscout.workloads import sizing
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import BF16_COMPUTE_CAPABILITY, Backend, Distribution, Precision
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.workloads import sizing
 from gpuscout.workloads.base import Workload
-
 
 
 @dataclass(frozen=True)
@@ -49,12 +47,14 @@ def device(choice: DeviceChoice, nvml: Nvml) -> tuple[int | None, str | None]:
 def gpu_indices(indices: list[int], nvml: Nvml) -> list[int]:
     """The GPUs asked for, each checked to exist."""
     if indices and not nvml.available:
-        raise UsageError(f"GPU {indices[0]} asked for, but NVML found no GPU ({nvml.error}): use --cpu, "
-                         "or run `gpuscout doctor`")
+        raise UsageError(
+            f"GPU {indices[0]} asked for, but NVML found no GPU ({nvml.error}): use --cpu, or run `gpuscout doctor`"
+        )
     for index in indices:
         if index < 0 or index >= nvml.count:
-            raise UsageError(f"GPU index {index} not found: this machine has {nvml.count} GPU(s), "
-                             f"indices 0..{nvml.count - 1}")
+            raise UsageError(
+                f"GPU index {index} not found: this machine has {nvml.count} GPU(s), indices 0..{nvml.count - 1}"
+            )
     return list(indices)
 
 
@@ -67,8 +67,9 @@ def precision(backend_: Backend, name: str, nvml: Nvml, gpu_index: int | None) -
     chosen = backends.check_precision(backend_, name)
     if chosen is Precision.mixed_bfloat16 and gpu_index is not None and not has_bf16(nvml, gpu_index):
         cc = nvml.gpu(gpu_index).compute_capability
-        raise UsageError(f"GPU {gpu_index} (compute capability {cc}) has no bfloat16 tensor cores: "
-                         "use --precision mixed_float16")
+        raise UsageError(
+            f"GPU {gpu_index} (compute capability {cc}) has no bfloat16 tensor cores: use --precision mixed_float16"
+        )
     return chosen
 
 
@@ -115,8 +116,9 @@ def step_range(option: str, text: str | None) -> tuple[int, int] | None:
         return None
     match = re.fullmatch(r"\s*(\d{1,20})\s*:\s*(\d{1,20})\s*", text)
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)) <= MAX_STEP:
-        raise UsageError(f"{option} must be FIRST:LAST training steps with 1 <= FIRST <= LAST <= 2^53, e.g. 20:25, "
-                         f"got {text[:40]!r}")
+        raise UsageError(
+            f"{option} must be FIRST:LAST training steps with 1 <= FIRST <= LAST <= 2^53, e.g. 20:25, got {text[:40]!r}"
+        )
     return int(match.group(1)), int(match.group(2))
 
 
@@ -156,8 +158,14 @@ def memory_total(nvml: Nvml, gpu_index: int | None) -> int | None:
     return nvml.gpu(gpu_index).memory_total_bytes if gpu_index is not None else None
 
 
-def fits(workload: Workload, per_device_batch: int, precision_: Precision, seq: int | None,
-         memory_total_bytes: int | None, where: str = "") -> None:
+def fits(
+    workload: Workload,
+    per_device_batch: int,
+    precision_: Precision,
+    seq: int | None,
+    memory_total_bytes: int | None,
+    where: str = "",
+) -> None:
     """Refuse a run whose memory estimate is clearly over the GPU's memory (sizing.py)."""
     reason = sizing.clearly_too_big(workload, per_device_batch, precision_, seq, memory_total_bytes)
     if reason:

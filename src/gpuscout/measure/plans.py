@@ -10,7 +10,17 @@ from dataclasses import dataclass, field
 from gpuscout import workloads
 from gpuscout.core import datasets
 from gpuscout.core.errors import UsageError
-from gpuscout.core.spec import PROTOCOL, Backend, DataMode, Distribution, Protocol, RunSpec, Task, ToAccuracy, build_spec
+from gpuscout.core.spec import (
+    PROTOCOL,
+    Backend,
+    DataMode,
+    Distribution,
+    Protocol,
+    RunSpec,
+    Task,
+    ToAccuracy,
+    build_spec,
+)
 from gpuscout.measure import engine, planning
 from gpuscout.measure.planning import DeviceChoice
 from gpuscout.telemetry.nvml import Nvml
@@ -43,12 +53,18 @@ class BenchOptions:
 
 
 # What a user model's loss trains on, in words (child/user_model.py LABEL_KINDS)
-LABELS = {"onehot": "one-hot", "binary": "0/1", "distribution": "probability-vector", "positive": "positive",
-          "dense": "float (regression)"}
+LABELS = {
+    "onehot": "one-hot",
+    "binary": "0/1",
+    "distribution": "probability-vector",
+    "positive": "positive",
+    "dense": "float (regression)",
+}
 
 
-def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
-         batch_sizes: dict[str, int] | None = None) -> tuple[list[RunSpec], str | None]:
+def plan(
+    workload_names: list[str], options: BenchOptions, nvml: Nvml, batch_sizes: dict[str, int] | None = None
+) -> tuple[list[RunSpec], str | None]:
     """Validate everything before any work: returns the runs (one per workload) and a notice.
 
     Batch size: --batch-size (a number, or "auto": scaled to the GPU's memory), else
@@ -85,12 +101,19 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
         found = [user.workload_from_info(info)]
     if goal is not None:
         for w in found:
-            why = ("it reads token sequences" if w.is_sequence or w.input_kind == "ids" else
-                   f"its loss trains on {LABELS.get(w.label_kind, w.label_kind)} targets, and the datasets give class ids"
-                   if w.label_kind != "sparse" else None)
+            why = (
+                "it reads token sequences"
+                if w.is_sequence or w.input_kind == "ids"
+                else f"its loss trains on {LABELS.get(w.label_kind, w.label_kind)} targets, "
+                "and the datasets give class ids"
+                if w.label_kind != "sparse"
+                else None
+            )
             if why:
-                raise UsageError(f"--to-accuracy trains image classifiers on class ids (sparse categorical "
-                                 f"cross-entropy); {w.name} is not one: {why}")
+                raise UsageError(
+                    f"--to-accuracy trains image classifiers on class ids (sparse categorical "
+                    f"cross-entropy); {w.name} is not one: {why}"
+                )
             datasets.check_fits(goal.dataset, w.input_shape(None), w.name)
 
     def batch_for(w) -> int:
@@ -103,12 +126,21 @@ def plan(workload_names: list[str], options: BenchOptions, nvml: Nvml,
 
     specs = [
         build_spec(
-            workload=w.name, backend=backend, precision=precision,
+            workload=w.name,
+            backend=backend,
+            precision=precision,
             xla=planning.xla(backend, options.xla, Distribution.single, on_gpu=gpu_index is not None),
-            batch_size=batch_for(w), data=data,
-            seq_len=seq_lens.get(w.name), **options.protocol.model_dump(), pipeline_cost=options.pipeline_cost,
-            seed=options.seed, gpu_index=gpu_index, model=ref, model_info=info,
-            task=Task.to_accuracy if goal else Task.measure, to_accuracy=goal,
+            batch_size=batch_for(w),
+            data=data,
+            seq_len=seq_lens.get(w.name),
+            **options.protocol.model_dump(),
+            pipeline_cost=options.pipeline_cost,
+            seed=options.seed,
+            gpu_index=gpu_index,
+            model=ref,
+            model_info=info,
+            task=Task.to_accuracy if goal else Task.measure,
+            to_accuracy=goal,
         )
         for w in found
     ]
@@ -137,8 +169,9 @@ def _accuracy_goal(options: BenchOptions) -> ToAccuracy | None:
         raise UsageError(f"--max-epochs must be >= 1, got {options.max_epochs}")
     if options.data != DataMode.synthetic.value:
         raise UsageError("--to-accuracy reads its --dataset; drop --data")
-    return ToAccuracy(target=options.to_accuracy, dataset=datasets.locate(options.dataset),
-                      max_epochs=options.max_epochs)
+    return ToAccuracy(
+        target=options.to_accuracy, dataset=datasets.locate(options.dataset), max_epochs=options.max_epochs
+    )
 
 
 def label(spec: RunSpec) -> str:
@@ -147,5 +180,3 @@ def label(spec: RunSpec) -> str:
     if spec.inference:
         return f"{spec.workload} inference {spec.inference.format.value} {spec.inference.variant}{seq}"
     return f"{spec.workload} {spec.backend.value} {spec.precision.value} bs{spec.batch_size}{seq}"
-
-

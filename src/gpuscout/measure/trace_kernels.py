@@ -70,13 +70,20 @@ def device_kernels(trace: dict) -> list[dict]:
         if e.get("ph") != "X" or "dur" not in e:
             continue
         torch_device = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-        jax_device = ("GPU" in processes.get(e["pid"], "")
-                      and threads.get((e["pid"], e.get("tid")), "").startswith("Stream"))
+        jax_device = "GPU" in processes.get(e["pid"], "") and threads.get((e["pid"], e.get("tid")), "").startswith(
+            "Stream"
+        )
         if torch_device or jax_device:
             args = e.get("args") or {}
-            kernels.append({"name": e["name"], "ts_us": float(e["ts"]), "dur_us": float(e["dur"]),
-                            "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200],
-                            "device": processes.get(e["pid"], "") if jax_device else f"cuda:{args.get('device', 0)}"})
+            kernels.append(
+                {
+                    "name": e["name"],
+                    "ts_us": float(e["ts"]),
+                    "dur_us": float(e["dur"]),
+                    "op": str(args.get("hlo_op") or args.get("long_name") or "")[:200],
+                    "device": processes.get(e["pid"], "") if jax_device else f"cuda:{args.get('device', 0)}",
+                }
+            )
     return kernels
 
 
@@ -158,12 +165,19 @@ def per_device(kernels: list[dict], steps: int) -> list[dict]:
         talking = merged([s for s, c in zip(spans, collective) if c])
         computing = merged([s for s, c in zip(spans, collective) if not c])
         ms = lambda us: round(us / steps / 1000, 4)  # noqa: E731  (microseconds in the trace -> ms a step)
-        out.append({"device": device, "kernels_per_step": round(len(mine) / steps, 1),
-                    "busy_ms": ms(length(merged(spans))), "collectives_ms": ms(length(talking)),
-                    "collectives_alone_ms": ms(uncovered(talking, computing)),
-                    "slowed_beside_collectives_ms": ms(slowed_beside([k for k, c in zip(mine, collective) if not c],
-                                                                     talking)),
-                    "span_ms": ms(max(e for _, e in spans) - min(s for s, _ in spans))})
+        out.append(
+            {
+                "device": device,
+                "kernels_per_step": round(len(mine) / steps, 1),
+                "busy_ms": ms(length(merged(spans))),
+                "collectives_ms": ms(length(talking)),
+                "collectives_alone_ms": ms(uncovered(talking, computing)),
+                "slowed_beside_collectives_ms": ms(
+                    slowed_beside([k for k, c in zip(mine, collective) if not c], talking)
+                ),
+                "span_ms": ms(max(e for _, e in spans) - min(s for s, _ in spans)),
+            }
+        )
     return out
 
 

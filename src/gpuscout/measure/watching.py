@@ -21,22 +21,20 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpuscout.core import outputs
-from gpuscout.core import signals
-
-from gpuscout.measure import engine
+from gpuscout.analysis import device_causes
 from gpuscout.analysis import watch as analysis
+from gpuscout.core import outputs, signals
 from gpuscout.core.errors import UsageError
-from gpuscout.executor import process
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
+from gpuscout.executor import process
+from gpuscout.measure import engine, trace_kernels
+from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.measure.gpus import GpuWatch, visible_gpus
+from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
-from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
-from gpuscout.measure import trace_kernels
-from gpuscout.measure.gpus import GpuWatch, visible_gpus
-from gpuscout.measure.view import View
 
 # After the hook said the limit was reached: time for it to send what it measured and halt
 # before the script is stopped anyway (the last window waits for the step in flight).
@@ -94,8 +92,10 @@ class WatchOptions:
 
     @property
     def limit(self) -> str | None:
-        parts = [f"--steps {self.steps}" if self.steps else "", f"--duration {self.duration_s:g}s" if self.duration_s
-                 else ""]
+        parts = [
+            f"--steps {self.steps}" if self.steps else "",
+            f"--duration {self.duration_s:g}s" if self.duration_s else "",
+        ]
         return " ".join(p for p in parts if p) or None
 
 
@@ -152,16 +152,23 @@ class _Tail:
         return bytes(self.data).decode("utf-8", errors="replace")
 
 
-def watch_command(command: Command, options: WatchOptions, session: engine.Session, store: Store,
-                  view: View) -> WatchRecord:
+def watch_command(
+    command: Command, options: WatchOptions, session: engine.Session, store: Store, view: View
+) -> WatchRecord:
     """Run the command to its end (or its limit, or Ctrl-C), then store and return its record."""
     record_id = uuid.uuid4().hex[:12]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    trace_dir = outputs.own_folder(store.path.parent / "traces" / record_id, store.path, "the trace's folder") \
-        if options.trace_steps else None
+    trace_dir = (
+        outputs.own_folder(store.path.parent / "traces" / record_id, store.path, "the trace's folder")
+        if options.trace_steps
+        else None
+    )
     nvml = session.nvml
-    gpus = GpuWatch(nvml, visible_gpus(nvml, dict(os.environ)), options.telemetry_interval_s) \
-        if options.telemetry and nvml.available else None
+    gpus = (
+        GpuWatch(nvml, visible_gpus(nvml, dict(os.environ)), options.telemetry_interval_s)
+        if options.telemetry and nvml.available
+        else None
+    )
     limits, seen, tail, cancel = Limits(options), [], _Tail(view), threading.Event()
 
     def on_event(event: dict) -> None:
@@ -178,10 +185,20 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
     with Instrumentation() as instrumentation:
         env = instrumentation.env(dict(os.environ), options.settings(trace_dir))
         try:
-            finished = process.run(command.argv, env=env, timeout_s=None, stdout=view.stdout(), stderr=tail,
-                                   on_event=on_event, on_start=on_start, cancel=cancel,
-                                   interrupt_first_s=STOP_GRACE_S, forward_interrupt=True, stop_now=limits.halted,
-                                   last_events=(EXITING_EVENT,))
+            finished = process.run(
+                command.argv,
+                env=env,
+                timeout_s=None,
+                stdout=view.stdout(),
+                stderr=tail,
+                on_event=on_event,
+                on_start=on_start,
+                cancel=cancel,
+                interrupt_first_s=STOP_GRACE_S,
+                forward_interrupt=True,
+                stop_now=limits.halted,
+                last_events=(EXITING_EVENT,),
+            )
             returncode, duration_s, interrupted = finished.returncode, finished.duration_s, finished.interrupted
             lingered = finished.lingered
         except OSError as exc:
@@ -196,28 +213,54 @@ def watch_command(command: Command, options: WatchOptions, session: engine.Sessi
     for event in seen:  # each GPU's kernels in the trace, read now that the script no longer runs
         if event["event"] == "watch_trace" and event["ok"]:
             event["devices"], event["kernels_note"] = trace_kernels.read(
-                Path(event["dir"]), event["last_step"] - event["first_step"] + 1)
+                Path(event["dir"]), event["last_step"] - event["first_step"] + 1
+            )
     notes = [attribution.note] if attribution and attribution.note else []
     if lingered:  # all its code had run, then its interpreter did not exit: gpuscout stopped it
         returncode, note = after_lingering(seen)
         notes.append(note)
-    status = "interrupted" if interrupted else "stopped" if limits.reached else \
-        "ok" if returncode == 0 or (lingered and returncode is None) else "failed"
-    notes += [f"gpuscout's instrumentation failed in pid {e['pid']} ({e['message']}): that process trained "
-              "unobserved" for e in seen if e["event"] == "watch_error"]
+    status = (
+        "interrupted"
+        if interrupted
+        else "stopped"
+        if limits.reached
+        else "ok"
+        if returncode == 0 or (lingered and returncode is None)
+        else "failed"
+    )
+    notes += [
+        f"gpuscout's instrumentation failed in pid {e['pid']} ({e['message']}): that process trained unobserved"
+        for e in seen
+        if e["event"] == "watch_error"
+    ]
     # argv, the folder, the environment and what the script sent may hold bytes that are not UTF-8:
     # storable, so that the record is never lost for them
     observed = analysis.Observed(
-        command=storable(command.given), workload=storable(command.workload), mode="command", status=status,
-        exit_code=returncode, duration_s=duration_s, events=storable(seen), environment=storable(session.host),
-        child_env=storable(relevant_env(env)), group_id=session.group_id, record_id=record_id, created_utc=created,
+        command=storable(command.given),
+        workload=storable(command.workload),
+        mode="command",
+        status=status,
+        exit_code=returncode,
+        duration_s=duration_s,
+        events=storable(seen),
+        environment=storable(session.host),
+        child_env=storable(relevant_env(env)),
+        group_id=session.group_id,
+        record_id=record_id,
+        created_utc=created,
         cwd=storable(os.getcwd()),
-        limit=limits.reached and f"{limits.reached} ({options.limit})", interrupted_by=signals.name(),
+        limit=limits.reached and f"{limits.reached} ({options.limit})",
+        interrupted_by=signals.name(),
         tune_change=options.change,
-        stderr_tail=tail.text(), gpus=used,
-        samples=samples, interval_s=options.telemetry_interval_s,
-        other_pids=attribution.other_pids if attribution else [], notes=storable(notes),
-        precision_reference=_reference(store, used, seen), ended_monotonic_s=ended_monotonic_s)
+        stderr_tail=tail.text(),
+        gpus=used,
+        samples=samples,
+        interval_s=options.telemetry_interval_s,
+        other_pids=attribution.other_pids if attribution else [],
+        notes=storable(notes),
+        precision_reference=_reference(store, used, seen),
+        ended_monotonic_s=ended_monotonic_s,
+    )
     record = analysis.derive(observed)
     store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
     return record
@@ -236,4 +279,4 @@ def _reference(store: Store, gpus: list, events: list[dict]) -> tuple[float, str
         return None
     flops = next((e.get("forward_flops") for e in events if e["event"] == "watch_fit" and e.get("forward_flops")), None)
     records = [r for r in store.list(kind="benchmark") if r.gpu and r.gpu.name == gpus[0].name]
-    return analysis.precision_reference(records, flops)
+    return device_causes.precision_reference(records, flops)

@@ -19,9 +19,11 @@ from pathlib import Path
 # a trace larger than this is not read (trace_kernels.MAX_TRACE_BYTES' counterpart, checked by
 # trace_kernels.read: a protobuf holds the same events in about a fifth of the JSON's bytes)
 MAX_XPLANE_BYTES = 128 << 20
-NO_SCHEMA = ("TensorFlow's trace (xplane) is read with TensorFlow's own schema, which gpuscout could not load "
-             "(no TensorFlow installed beside gpuscout, or a protobuf its schema refuses): open the trace with "
-             "tensorboard")
+NO_SCHEMA = (
+    "TensorFlow's trace (xplane) is read with TensorFlow's own schema, which gpuscout could not load "
+    "(no TensorFlow installed beside gpuscout, or a protobuf its schema refuses): open the trace with "
+    "tensorboard"
+)
 
 
 def schema():
@@ -29,6 +31,7 @@ def schema():
     if "tensorflow" in sys.modules:  # already paid for: its own module
         try:
             from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
             return xplane_pb2
         except ImportError:
             return None
@@ -66,9 +69,15 @@ def device_kernels(path: Path, xplane_pb2) -> list[dict]:
             for event in line.events:
                 meta = plane.event_metadata[event.metadata_id]
                 start_ps = line.timestamp_ns * 1000 + event.offset_ps
-                kernels.append({"name": meta.display_name or meta.name, "ts_us": start_ps / 1e6,
-                                "dur_us": event.duration_ps / 1e6, "op": _op(event, stat_names)[:200],
-                                "device": plane.name})
+                kernels.append(
+                    {
+                        "name": meta.display_name or meta.name,
+                        "ts_us": start_ps / 1e6,
+                        "dur_us": event.duration_ps / 1e6,
+                        "op": _op(event, stat_names)[:200],
+                        "device": plane.name,
+                    }
+                )
     return kernels
 
 
@@ -78,6 +87,11 @@ def _op(event, stat_names: dict) -> str:
     for stat in event.stats:
         if stat_names.get(stat.metadata_id) in ("hlo_op", "tf_op"):
             kind = stat.WhichOneof("value")
-            return stat.str_value if kind == "str_value" else stat_names.get(stat.ref_value, "") \
-                if kind == "ref_value" else ""
+            return (
+                stat.str_value
+                if kind == "str_value"
+                else stat_names.get(stat.ref_value, "")
+                if kind == "ref_value"
+                else ""
+            )
     return ""

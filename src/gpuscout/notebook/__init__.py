@@ -56,15 +56,23 @@ def report(store: str | Path | None = None, display: bool = True) -> Shown:
         sweeps = {name: opened.trials(name) for name in opened.sweeps()}
         path = opened.path
     document = build(records, newest_with_telemetry(records), f"gpuscout report of {path}", sweeps)
-    result = shown.Shown(f"{len(records)} run(s) and {len(sweeps)} sweep(s) in {path}: the report is HTML (Jupyter "
-                         "shows it; elsewhere `gpuscout report --out report.html`)", html.fragment(document))
+    result = shown.Shown(
+        f"{len(records)} run(s) and {len(sweeps)} sweep(s) in {path}: the report is HTML (Jupyter "
+        "shows it; elsewhere `gpuscout report --out report.html`)",
+        html.fragment(document),
+    )
     if display:
         shown.display(result)
     return result
 
 
-def compare(*run_ids: str, by: str | None = None, baseline: str | None = None, store: str | Path | None = None,
-            display: bool = True) -> Shown:
+def compare(
+    *run_ids: str,
+    by: str | None = None,
+    baseline: str | None = None,
+    store: str | Path | None = None,
+    display: bool = True,
+) -> Shown:
     """`gpuscout compare` of stored runs (all of them when no id is given), inline: each comparison's
     table as the terminal shows it, and, for a tune session's changes (by="change"), the HTML
     report's plot of what each bought."""
@@ -80,8 +88,10 @@ def compare(*run_ids: str, by: str | None = None, baseline: str | None = None, s
         records = select(opened, list(run_ids) or None, None, None, None, None)
     comparisons = compare_runs(records, by, baseline)
     if not comparisons:
-        raise UsageError(f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two groups "
-                         f"that differ in {by} alone; try another by= or `gpuscout results list`")
+        raise UsageError(
+            f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two groups "
+            f"that differ in {by} alone; try another by= or `gpuscout results list`"
+        )
     text, html = shown.printed(lambda console: [console.print(comparison.table(c)) for c in comparisons])
     figures = [plots.tune_speedups(c) for c in comparisons] if by == "change" else []
     html += "".join(f'<figure style="margin:0">{plots.svg(f)}</figure>' for f in figures if f is not None)

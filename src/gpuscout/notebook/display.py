@@ -50,12 +50,22 @@ def display(shown: Shown) -> None:
 
 def printed(draw) -> tuple[str, str]:
     """What `draw(console)` prints: as plain text, and as HTML with its colours (rich's export)."""
-    console = terminal.Terminal(file=io.StringIO(), width=WIDTH, record=True, force_terminal=True,
-                                color_system="truecolor", highlight=False, force_jupyter=False)
+    console = terminal.Terminal(
+        file=io.StringIO(),
+        width=WIDTH,
+        record=True,
+        force_terminal=True,
+        color_system="truecolor",
+        highlight=False,
+        force_jupyter=False,
+    )
     draw(console)
-    html = console.export_html(inline_styles=True, clear=False,
-                               code_format='<pre style="font-family:Menlo,Consolas,monospace;font-size:.85em;'
-                                           'line-height:1.3;white-space:pre-wrap">{code}</pre>')
+    html = console.export_html(
+        inline_styles=True,
+        clear=False,
+        code_format='<pre style="font-family:Menlo,Consolas,monospace;font-size:.85em;'
+        'line-height:1.3;white-space:pre-wrap">{code}</pre>',
+    )
     return console.export_text(styles=False).rstrip() + "\n", html
 
 
@@ -66,12 +76,15 @@ def watched(record: WatchRecord, store: str | Path | None = None) -> Shown:
     from gpuscout.store import default_store_path
 
     text, html = printed(lambda console: print_watch(console, record))
-    where = f"stored as {record.id} in {Path(store) if store else default_store_path()}; what it would take on " \
-            f"every GPU: gpuscout recommend --from {record.id}"
+    where = (
+        f"stored as {record.id} in {Path(store) if store else default_store_path()}; what it would take on "
+        f"every GPU: gpuscout recommend --from {record.id}"
+    )
     figure = plots.watch_timeline(record)
     plot = f'<figure style="margin:0">{plots.svg(figure)}</figure>' if figure is not None else ""
-    return Shown(text + where + "\n", f'<div class="gpuscout-watch">{html}{plot}<p style="color:#555">'
-                                      f'{escape(where)}</p></div>')
+    return Shown(
+        text + where + "\n", f'<div class="gpuscout-watch">{html}{plot}<p style="color:#555">{escape(where)}</p></div>'
+    )
 
 
 def doctor(report: dict) -> Shown:
@@ -83,7 +96,8 @@ def doctor(report: dict) -> Shown:
 
 def stored(records: list, store_path: Path) -> Shown:
     """Stored runs as `results show` prints them, then the HTML report's sections of them (its plots)."""
-    from gpuscout.report import console as console_report, html as html_report
+    from gpuscout.report import console as console_report
+    from gpuscout.report import html as html_report
     from gpuscout.report.document import build, newest_with_telemetry
     from gpuscout.report.watch import print_watch_record
 

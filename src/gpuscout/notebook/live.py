@@ -22,20 +22,20 @@ from gpuscout.analysis import watch as analysis
 from gpuscout.child import watch_hook
 from gpuscout.child.watch_state import STATE, emit
 from gpuscout.core import events
-from gpuscout.measure import engine
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
+from gpuscout.measure import engine
+from gpuscout.measure.gpus import GpuWatch, visible_gpus
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store, default_store_path
 from gpuscout.store.rescue import Rescue
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
-from gpuscout.measure.gpus import GpuWatch, visible_gpus
 
 TAIL_CHARACTERS = 8000
 
-_active: "InProcess | None" = None
+_active: InProcess | None = None
 
 
 def watched_by_a_parent() -> bool:
@@ -54,7 +54,7 @@ class InProcess:
         self.nvml: Nvml | None = None
         self.gpus: GpuWatch | None = None
 
-    def start(self) -> "InProcess":
+    def start(self) -> InProcess:
         global _active
         if _active is not None:  # a fit that raised before a callback's on_train_end: ended here
             _active.finish("failed", "ended unfinished when the next watch began")
@@ -81,13 +81,27 @@ class InProcess:
         self.nvml.close()
         notes = [attribution.note] if attribution and attribution.note else []
         observed = analysis.Observed(
-            command=[self.label], workload=self.label, mode="in_process", status=status,
-            exit_code=None if status != "failed" else 1, duration_s=ended - self.started,
-            events=storable(self.events), environment=storable(self.session.host),
-            child_env=storable(relevant_env(dict(os.environ))), group_id=self.session.group_id,
-            record_id=uuid.uuid4().hex[:12], created_utc=self.created, cwd=storable(os.getcwd()),
-            stderr_tail=error[-TAIL_CHARACTERS:], gpus=used, samples=samples, interval_s=DEFAULT_INTERVAL_S,
-            other_pids=attribution.other_pids if attribution else [], notes=notes, ended_monotonic_s=ended)
+            command=[self.label],
+            workload=self.label,
+            mode="in_process",
+            status=status,
+            exit_code=None if status != "failed" else 1,
+            duration_s=ended - self.started,
+            events=storable(self.events),
+            environment=storable(self.session.host),
+            child_env=storable(relevant_env(dict(os.environ))),
+            group_id=self.session.group_id,
+            record_id=uuid.uuid4().hex[:12],
+            created_utc=self.created,
+            cwd=storable(os.getcwd()),
+            stderr_tail=error[-TAIL_CHARACTERS:],
+            gpus=used,
+            samples=samples,
+            interval_s=DEFAULT_INTERVAL_S,
+            other_pids=attribution.other_pids if attribution else [],
+            notes=notes,
+            ended_monotonic_s=ended,
+        )
         self.record = analysis.derive(observed)
         try:
             with Store(self.store_path) as store:
@@ -109,7 +123,7 @@ class Keras:
         self.model_class = None
         self.finder = None
 
-    def __enter__(self) -> "Keras":
+    def __enter__(self) -> Keras:
         module = sys.modules.get(watch_hook.KerasFinder.TARGET)
         if module is not None:
             self._patch(module)
@@ -143,10 +157,12 @@ class Watching:
         self.keras: Keras | None = None
         self.record: WatchRecord | None = None
 
-    def __enter__(self) -> "Watching":
+    def __enter__(self) -> Watching:
         if watched_by_a_parent():
-            print("gpuscout: this process is already watched by `gpuscout watch`/`tune`: its record is the one "
-                  "kept", file=sys.stderr)
+            print(
+                "gpuscout: this process is already watched by `gpuscout watch`/`tune`: its record is the one kept",
+                file=sys.stderr,
+            )
             return self
         if STATE.sink is not None:
             raise UsageError("gpuscout.watching() is already watching in this process: one watch at a time")
@@ -197,8 +213,13 @@ def callback(label: str | None = None, *, store: str | Path | None = None, show:
                 return  # already watched: by watching() around this fit, or by `gpuscout watch`
             self.live = InProcess(name, store).start()
             self.fit = FitWatch(self.model, None)
-            emit("watch_fit_begin", fit=self.fit.index, began_monotonic_s=time.monotonic(),
-                 epochs=self.params.get("epochs"), batch_size=None)
+            emit(
+                "watch_fit_begin",
+                fit=self.fit.index,
+                began_monotonic_s=time.monotonic(),
+                epochs=self.params.get("epochs"),
+                batch_size=None,
+            )
             self.inner = make_callback(self.fit)
             self.inner.set_model(self.model)
             self.inner.set_params(self.params)

@@ -54,8 +54,10 @@ def gpuscout(shell, line: str, cell: str | None = None) -> None:
             raise IPythonUsageError(CELL_USAGE)
         return _watch_cell(shell, cell, _options(words[1:], ("--store", "--label")))
     if not words:
-        raise IPythonUsageError("%gpuscout needs a command: doctor, show RUN, report, or any gpuscout command "
-                                "(%%gpuscout watch on a cell watches its fits)")
+        raise IPythonUsageError(
+            "%gpuscout needs a command: doctor, show RUN, report, or any gpuscout command "
+            "(%%gpuscout watch on a cell watches its fits)"
+        )
     try:
         return _line(words)
     except (UsageError, RunError) as exc:
@@ -88,15 +90,20 @@ def _line(words: list[str]) -> None:
     if command == "doctor" and not rest:
         notebook.doctor()
     elif command == "show":
-        store = _options(rest[rest.index("--store"):], ("--store",), "%gpuscout show RUN [RUN...] [--store PATH]"
-                         ).get("store") if "--store" in rest else None
-        ids = rest[:rest.index("--store")] if "--store" in rest else rest
+        store = (
+            _options(rest[rest.index("--store") :], ("--store",), "%gpuscout show RUN [RUN...] [--store PATH]").get(
+                "store"
+            )
+            if "--store" in rest
+            else None
+        )
+        ids = rest[: rest.index("--store")] if "--store" in rest else rest
         notebook.show(*ids, store=store)
     elif command == "report" and not any(w in ("--out", "-o") for w in rest):
         notebook.report(store=_options(rest, ("--store",), "%gpuscout report [--store PATH]").get("store"))
     elif command == "compare" and _plain_compare(rest):
-        ids = rest[:_ids_before_options(rest)]
-        options = _options(rest[len(ids):], ("--by", "--baseline", "--store"), "%gpuscout compare [RUN...] [--by F]")
+        ids = rest[: _ids_before_options(rest)]
+        options = _options(rest[len(ids) :], ("--by", "--baseline", "--store"), "%gpuscout compare [RUN...] [--by F]")
         notebook.compare(*ids, by=options.get("by"), baseline=options.get("baseline"), store=options.get("store"))
     else:
         _cli(words)
@@ -105,7 +112,7 @@ def _line(words: list[str]) -> None:
 def _plain_compare(rest: list[str]) -> bool:
     """`compare [RUN...] [--by F] [--baseline G] [--store P]`: shown inline with its plot; any other
     option (--json, --workload...) goes to the command line's compare."""
-    options = rest[_ids_before_options(rest):]
+    options = rest[_ids_before_options(rest) :]
     return all(w in ("--by", "--baseline", "--store") for w in options[::2]) and len(options) % 2 == 0
 
 
@@ -127,7 +134,7 @@ def _cli(words: list[str]) -> None:
         if exc.code not in (0, None):
             raise IPythonUsageError(f"gpuscout {shlex.join(words)} exited with {exc.code}") from None
     except Exception as exc:  # click's usage errors (an unknown option): one line, as the CLI prints it
-        message = getattr(exc, "format_message", lambda: str(exc))()
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         raise IPythonUsageError(f"gpuscout {shlex.join(words)}: {message}") from None
     finally:  # the command's Ctrl-C and SIGTERM handling is the CLI's: the kernel's own comes back
         for number, handler in handlers.items():

@@ -9,11 +9,34 @@ dollar; and one line of reasons. docs/catalog.md has the equations.
 
 from __future__ import annotations
 
-from gpuscout.recommend.jobs import (Job, for_inference, gpt_shape, job_for_model, job_for_params,
-                                     job_for_workload, params_label, parse_count, parse_duration_h,
-                                     stored_references)
+from gpuscout.recommend.jobs import (
+    Job,
+    for_inference,
+    gpt_shape,
+    job_for_model,
+    job_for_params,
+    job_for_workload,
+    params_label,
+    parse_count,
+    parse_duration_h,
+    stored_references,
+)
 from gpuscout.recommend.ranking import Constraints, Row, candidates, evaluate, rank
 
-__all__ = ["Constraints", "Job", "Row", "candidates", "evaluate", "for_inference", "gpt_shape", "job_for_model",
-           "job_for_params", "job_for_workload", "params_label", "parse_count", "parse_duration_h", "rank",
-           "stored_references"]
+__all__ = [
+    "Constraints",
+    "Job",
+    "Row",
+    "candidates",
+    "evaluate",
+    "for_inference",
+    "gpt_shape",
+    "job_for_model",
+    "job_for_params",
+    "job_for_workload",
+    "params_label",
+    "parse_count",
+    "parse_duration_h",
+    "rank",
+    "stored_references",
+]

@@ -1,130 +1,24 @@
 """`gpuscout recommend --from RUN`: a stored run (a watched script, a tune variant, a benchmark)
-read as the job it trained and what it measured (recommend/measured.py predicts it elsewhere),
-ranked on every catalog GPU, with the cost of a sweep of it (recommend/sweep_cost.py)."""
+read as the job it trained and what it measured (recommend/stored_run.py reads it,
+recommend/measured.py predicts it elsewhere), ranked on every catalog GPU, with the cost of a
+sweep of it (recommend/sweep_cost.py)."""
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from gpuscout.analysis.verdict import jax_preallocated
-from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.catalog import match as catalog_match
-from gpuscout.catalog import predict
-from gpuscout.core.errors import UsageError
+from gpuscout.analysis.device_causes import jax_preallocated
+from gpuscout.catalog import Catalog, predict
 from gpuscout.core.spec import Precision
 from gpuscout.recommend import ranking, sweep_cost
 from gpuscout.recommend.jobs import STATE_BYTES_PER_PARAM, Job, job_for_workload, measured_scaling, workload_kind
-from gpuscout.recommend.measured import MeasuredRun, Split, describe, fix_first
+from gpuscout.recommend.measured import MeasuredRun, describe, fix_first
+from gpuscout.recommend.stored_run import measured_run, precision_of
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.record.watch import WatchRecord
-
-POLICY_PRECISION = {"mixed_bfloat16": Precision.mixed_bfloat16, "mixed_float16": Precision.mixed_float16}
-
-
-# ---------------------------------------------------------------- from a stored record
-
-def measured_run(record: StoredRecord, catalog: Catalog) -> MeasuredRun:
-    """What the record measured; UsageError where it measured nothing to recommend from."""
-    if isinstance(record, WatchRecord):
-        return _from_watch(record, catalog)
-    return _from_bench(record, catalog)
-
-
-def _gpu(name: str | None, catalog_id: str | None, catalog: Catalog) -> GpuSpec | None:
-    if catalog_id:
-        try:
-            return catalog.get(catalog_id)
-        except UsageError:
-            pass
-    return catalog_match(name, catalog) if name else None
-
-
-def _split(gpu_util_pct: float | None, input_share: float | None, outside_share: float | None,
-           on_gpu: bool) -> Split:
-    input_share = min(1.0, max(0.0, input_share or 0.0))
-    outside = min(1.0 - input_share, max(0.0, outside_share or 0.0))
-    in_step = 1.0 - input_share - outside
-    if on_gpu and gpu_util_pct is not None:
-        busy = min(in_step, gpu_util_pct / 100)
-        return Split(busy, input_share, 1.0 - busy - input_share, "GPU busy from NVML utilisation over the "
-                     "steady windows, input wait and host time from the step timing")
-    if on_gpu:
-        return Split(in_step, input_share, outside, "no NVML utilisation: the step's time not spent waiting "
-                     "for input or between steps taken as the GPU's (an upper bound)")
-    return Split(in_step, input_share, outside, "measured on the CPU: the step's compute is predicted from "
-                 "its FLOPs; input wait and time between steps kept as this host's")
-
-
-def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
-    main = r.main
-    if not r.ok and not r.steady:
-        why = r.error.message if r.error and r.error.message else f"it ended {r.status}"
-        raise UsageError(f"run {r.id} did not train ({why}): nothing to recommend from; watch it again once it runs")
-    gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
-    devices = len(r.gpus) if r.gpus else (1 if r.gpu else 0)
-    if main is not None and main.replicas > 1:  # the step's own count (a CPU split into devices has no GPUs)
-        devices = main.replicas
-    timed = bool(r.steady and r.samples_per_s)
-    if main is not None and main.steps and not r.steady:
-        raise UsageError(f"run {r.id} stopped before its first timing window ({main.steps} steps): nothing was timed; "
-                         "watch it with more --steps")
-    spread = r.window_samples_per_s()
-    flops = 3 * main.forward_flops_per_sample if main and main.forward_flops_per_sample else None
-    overhead = [e.epoch_end_monotonic_s - e.end_monotonic_s for e in (main.epochs if main else [])]
-    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
-    span = r.windows[-1].end_monotonic_s - r.windows[0].start_monotonic_s if r.windows else 0.0
-    startup = max(0.0, r.duration_s - span - sum(overhead))
-    return MeasuredRun(
-        run_id=r.id, record_kind="watch", gpu=gpu, device_label=r.gpu_label, devices=max(1, devices),
-        samples_per_s=r.samples_per_s if timed else None,
-        samples_per_s_low=min(spread) if timed and spread else r.samples_per_s,
-        samples_per_s_high=max(spread) if timed and spread else r.samples_per_s,
-        split=_split(util, r.input_wait_share, r.outside_step_share, r.gpu is not None) if timed else None,
-        training_flops_per_sample=flops, command=list(r.command), script=r.workload,
-        epoch_overhead_s=statistics.median(overhead) if overhead else 0.0, startup_s=startup if timed else 0.0,
-        tune_change=r.tune_change, compile_s=(main.compile_s or 0.0) if main and timed else 0.0,
-        backend=main.backend if main else None, ended=_ended(r, main.steps if main else 0))
-
-
-def _ended(r: WatchRecord, steps: int) -> str | None:
-    """What a run that did not end as it should says about the prediction made from it."""
-    if r.ok:
-        return None
-    how = {"failed": "failed", "interrupted": f"was interrupted ({r.interrupted_by or 'Ctrl-C'})"}.get(r.status, r.status)
-    why = f": {r.error.message}" if r.error and r.error.message else ""
-    return (f"run {r.id} {how} after {steps:,} training steps{why}; the prediction is from the steps it timed "
-            "before that, and the training as a whole has not been seen to finish")
-
-
-def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:
-    if not r.ok or not r.samples_per_s:
-        why = r.error.message if r.error and r.error.message else f"it ended {r.status}"
-        raise UsageError(f"run {r.id} has no throughput ({why}): nothing to recommend from")
-    if r.mode != "training":
-        raise UsageError(f"run {r.id} measured inference: recommend --from takes a training run "
-                         f"(recommend --workload {r.workload} --scenario infer ranks serving)")
-    gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
-    spread = r.window_samples_per_s()
-    util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
-    return MeasuredRun(
-        run_id=r.id, record_kind="benchmark", gpu=gpu, device_label=r.gpu_label, devices=r.devices,
-        samples_per_s=r.samples_per_s, samples_per_s_low=min(spread, default=r.samples_per_s),
-        samples_per_s_high=max(spread, default=r.samples_per_s),
-        split=_split(util, r.input_wait_share, None, r.device == "gpu"),
-        training_flops_per_sample=r.training_flops_per_sample,
-        startup_s=max(0.0, r.duration_s - sum(w.seconds for w in r.windows)), compile_s=r.compile_s or 0.0,
-        backend=r.backend.value)
-
-
-def precision_of(record: StoredRecord) -> Precision:
-    if isinstance(record, RunRecord):
-        return record.precision
-    main = record.main
-    return POLICY_PRECISION.get(main.precision_policy if main else None, Precision.fp32)
 
 
 def job_from_run(record: StoredRecord, m: MeasuredRun, dataset_size: float | None) -> Job:
@@ -134,8 +28,14 @@ def job_from_run(record: StoredRecord, m: MeasuredRun, dataset_size: float | Non
     name = f"{record.workload} (run {record.id})"
     if isinstance(record, RunRecord) and workload_kind(record.workload) is not None:
         # gpuscout's own workload: its memory model and intensity, the run's own throughput
-        job = job_for_workload(record.workload, precision, record.batch_size, record.seq_len, [],
-                               None if dataset_size is None else dataset_size * record.units_per_sample)
+        job = job_for_workload(
+            record.workload,
+            precision,
+            record.batch_size,
+            record.seq_len,
+            [],
+            None if dataset_size is None else dataset_size * record.units_per_sample,
+        )
         return Job(**{**job.__dict__, "name": name, "measured": m, "references": []})
     if isinstance(record, RunRecord):  # a user's model benchmarked with --model
         info = record.spec.model_info
@@ -147,25 +47,48 @@ def job_from_run(record: StoredRecord, m: MeasuredRun, dataset_size: float | Non
         peak, params = _peak_bytes(record), main.params if main and main.params else None
         peak_basis = _peak_basis(record)
         epoch = dataset_size if dataset_size is not None else _epoch_samples(record, batch)
-    fixed = min(STATE_BYTES_PER_PARAM * params, peak) if params and peak else (STATE_BYTES_PER_PARAM * params
-                                                                                 if params else 0.0)
+    fixed = (
+        min(STATE_BYTES_PER_PARAM * params, peak)
+        if params and peak
+        else (STATE_BYTES_PER_PARAM * params if params else 0.0)
+    )
     per_sample = max(0.0, (peak - fixed) / batch) if peak else 0.0
     if peak:
-        basis = (f"measured: {peak / 1e9:.1f} GB at batch {batch} (run {record.id}, {peak_basis}), "
-                 f"{fixed / 1e9:.2f} GB of it the training state ({STATE_BYTES_PER_PARAM} B/parameter), "
-                 "the rest scaled with the batch")
+        basis = (
+            f"measured: {peak / 1e9:.1f} GB at batch {batch} (run {record.id}, {peak_basis}), "
+            f"{fixed / 1e9:.2f} GB of it the training state ({STATE_BYTES_PER_PARAM} B/parameter), "
+            "the rest scaled with the batch"
+        )
     else:
-        why = ("NVML shows what JAX's preallocation reserved, not what the training used: "
-               "watch it with XLA_PYTHON_CLIENT_PREALLOCATE=false to measure it"
-               if isinstance(record, WatchRecord) and jax_preallocated(record) else "no allocator peak or NVML")
-        basis = (f"not measured ({why}): 16 B/parameter of training state only, a lower bound"
-                 if params else f"not measured ({why}), and the model's size unknown: fits cannot be judged")
+        why = (
+            "NVML shows what JAX's preallocation reserved, not what the training used: "
+            "watch it with XLA_PYTHON_CLIENT_PREALLOCATE=false to measure it"
+            if isinstance(record, WatchRecord) and jax_preallocated(record)
+            else "no allocator peak or NVML"
+        )
+        basis = (
+            f"not measured ({why}): 16 B/parameter of training state only, a lower bound"
+            if params
+            else f"not measured ({why}), and the model's size unknown: fits cannot be judged"
+        )
     flops = m.training_flops_per_sample or 0.0
     half_bytes = per_sample / (1 if precision is not Precision.fp32 else 2)
     intensity = flops / half_bytes if flops and half_bytes else predict.INTENSITY_HALF_POINT
-    return Job(name=name, unit="samples", units_per_sample=1, training_flops_per_unit=flops, intensity=intensity,
-               fixed_bytes=fixed, per_sample_bytes=per_sample, memory_basis=basis, batch_size=batch,
-               precision=precision, kind="transformer", dataset_units=epoch, measured=m)
+    return Job(
+        name=name,
+        unit="samples",
+        units_per_sample=1,
+        training_flops_per_unit=flops,
+        intensity=intensity,
+        fixed_bytes=fixed,
+        per_sample_bytes=per_sample,
+        memory_basis=basis,
+        batch_size=batch,
+        precision=precision,
+        kind="transformer",
+        dataset_units=epoch,
+        measured=m,
+    )
 
 
 def planned_epochs(record: StoredRecord) -> float | None:
@@ -209,6 +132,7 @@ def _others_bytes(r: WatchRecord) -> int:
 
 # ---------------------------------------------------------------- the whole answer
 
+
 @dataclass
 class Recommendation:
     """`recommend --from RUN`'s answer: the run's job on every catalog GPU, and a sweep of it."""
@@ -223,21 +147,55 @@ class Recommendation:
 
     def to_dict(self) -> dict:
         m = self.measured
-        split = None if m.split is None else {"gpu_share": m.split.gpu_share, "input_share": m.split.input_share,
-                                              "host_share": m.split.host_share, "basis": m.split.basis}
-        return {"from": {"run": m.run_id, "kind": m.record_kind, "device": m.device_label,
-                         "gpu": m.gpu.id if m.gpu else None, "samples_per_s": m.samples_per_s, "split": split,
-                         "input_cap_samples_per_s": (m.samples_per_s / m.split.fixed_share
-                                                     if m.samples_per_s and m.split and m.split.fixed_share else None),
-                         "epoch_overhead_s": m.epoch_overhead_s, "startup_s": m.startup_s, "compile_s": m.compile_s,
-                         "backend": m.backend, "basis": self.basis, "fix_first": self.fix_first, "ended": m.ended},
-                "epochs": self.epochs, "sweep": self.sweep.to_dict() if self.sweep is not None else None}
+        split = (
+            None
+            if m.split is None
+            else {
+                "gpu_share": m.split.gpu_share,
+                "input_share": m.split.input_share,
+                "host_share": m.split.host_share,
+                "basis": m.split.basis,
+            }
+        )
+        return {
+            "from": {
+                "run": m.run_id,
+                "kind": m.record_kind,
+                "device": m.device_label,
+                "gpu": m.gpu.id if m.gpu else None,
+                "samples_per_s": m.samples_per_s,
+                "split": split,
+                "input_cap_samples_per_s": (
+                    m.samples_per_s / m.split.fixed_share
+                    if m.samples_per_s and m.split and m.split.fixed_share
+                    else None
+                ),
+                "epoch_overhead_s": m.epoch_overhead_s,
+                "startup_s": m.startup_s,
+                "compile_s": m.compile_s,
+                "backend": m.backend,
+                "basis": self.basis,
+                "fix_first": self.fix_first,
+                "ended": m.ended,
+            },
+            "epochs": self.epochs,
+            "sweep": self.sweep.to_dict() if self.sweep is not None else None,
+        }
 
 
-def recommendation(record: StoredRecord, catalog: Catalog, constraints, pricing, *, bench_records: list[RunRecord] = (),
-                   sweeps: dict[str, list[dict]] | None = None, dataset_size: float | None = None,
-                   epochs: float | None = None, trials: int | None = None,
-                   watch_records: list[WatchRecord] = ()) -> Recommendation:
+def recommendation(
+    record: StoredRecord,
+    catalog: Catalog,
+    constraints,
+    pricing,
+    *,
+    bench_records: list[RunRecord] = (),
+    sweeps: dict[str, list[dict]] | None = None,
+    dataset_size: float | None = None,
+    epochs: float | None = None,
+    trials: int | None = None,
+    watch_records: list[WatchRecord] = (),
+) -> Recommendation:
     """The run's job ranked on every GPU (`constraints.epochs` set from the run unless `epochs`).
     `watch_records`: the store's watched runs, where a run on several devices finds its one-device
     peer, and so its own data-parallel efficiency."""
@@ -259,14 +217,22 @@ def recommendation(record: StoredRecord, catalog: Catalog, constraints, pricing,
 def one_device_peer(record: WatchRecord, watches: list[WatchRecord]) -> WatchRecord | None:
     """The same script timed on one device of the same GPU kind: of the same tune session when
     there is one (its baseline, beside the data_parallel run), else the nearest in time."""
+
     def same(r: WatchRecord) -> bool:
-        return (r.id != record.id and r.ok and bool(r.samples_per_s) and r.workload == record.workload
-                and r.main is not None and r.main.replicas == 1 and r.gpu is not None and record.gpu is not None
-                and r.gpu.name == record.gpu.name)
+        return (
+            r.id != record.id
+            and r.ok
+            and bool(r.samples_per_s)
+            and r.workload == record.workload
+            and r.main is not None
+            and r.main.replicas == 1
+            and r.gpu is not None
+            and record.gpu is not None
+            and r.gpu.name == record.gpu.name
+        )
 
     peers = [r for r in watches if same(r)]
-    return min(peers, key=lambda r: (r.group_id != record.group_id, abs(_seconds(r) - _seconds(record))),
-               default=None)
+    return min(peers, key=lambda r: (r.group_id != record.group_id, abs(_seconds(r) - _seconds(record))), default=None)
 
 
 def _seconds(r: WatchRecord) -> float:
@@ -283,13 +249,18 @@ def _spread(record: WatchRecord, m: MeasuredRun, job: Job, watches: list[WatchRe
         eff, why = ranking.efficiency(job, gpu, n)
         return replace(m, efficiency=eff, efficiency_basis=why or "efficiency assumed")
     eff = record.samples_per_s / (n * peer.samples_per_s)
-    why = (f"{eff:.0%} data-parallel efficiency measured: {record.samples_per_s:,.0f} samples/s on {n} against "
-           f"{peer.samples_per_s:,.0f} on one (run {peer.id})")
+    why = (
+        f"{eff:.0%} data-parallel efficiency measured: {record.samples_per_s:,.0f} samples/s on {n} against "
+        f"{peer.samples_per_s:,.0f} on one (run {peer.id})"
+    )
     for k in ranking.GPU_COUNTS:
         if k > 1 and (k == n or (gpu.id, k) not in job.scaling):  # at n, the script's own over a scale session's
             at_k = eff ** (math.log2(k) / math.log2(n))
-            job.scaling[(gpu.id, k)] = (at_k, why if k == n else
-                                        f"{at_k:.0%} data-parallel efficiency, from this script's {eff:.0%} on {n} "
-                                        "(the same loss per doubling)")
+            job.scaling[(gpu.id, k)] = (
+                at_k,
+                why
+                if k == n
+                else f"{at_k:.0%} data-parallel efficiency, from this script's {eff:.0%} on {n} "
+                "(the same loss per doubling)",
+            )
     return replace(m, efficiency=eff, efficiency_basis=why)
-

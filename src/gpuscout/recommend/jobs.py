@@ -13,19 +13,29 @@ from dataclasses import dataclass, field
 from gpuscout import workloads
 from gpuscout.analysis import scaling
 from gpuscout.catalog import predict
-from gpuscout.workloads import sizing
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend.measured import MeasuredRun
 from gpuscout.record.run import RunRecord
+from gpuscout.workloads import sizing
 
 GB = 1e9
 # Bytes of training state per parameter under mixed precision with Adam (Keras keeps float32
 # variables): weights 4 + gradients 4 + two moments 8 (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1).
 STATE_BYTES_PER_PARAM = 16
 # GPT-style shapes by size (GPT-2 / GPT-3 papers), used when --params comes without --layers/--hidden.
-GPT_SHAPES = ((124e6, 12, 768), (350e6, 24, 1024), (760e6, 24, 1536), (1.3e9, 24, 2048), (2.7e9, 32, 2560),
-              (6.7e9, 32, 4096), (13e9, 40, 5120), (30e9, 48, 7168), (65e9, 80, 8192), (175e9, 96, 12288))
+GPT_SHAPES = (
+    (124e6, 12, 768),
+    (350e6, 24, 1024),
+    (760e6, 24, 1536),
+    (1.3e9, 24, 2048),
+    (2.7e9, 32, 2560),
+    (6.7e9, 32, 4096),
+    (13e9, 40, 5120),
+    (30e9, 48, 7168),
+    (65e9, 80, 8192),
+    (175e9, 96, 12288),
+)
 
 
 @dataclass
@@ -49,7 +59,6 @@ class Job:
     scaling: dict[tuple[str, int], tuple[float, str]] = field(default_factory=dict)
 
 
-
 # A decimal number as people write one: 1, 1.3, .5, 7e9 (never "1.2.3" or ".")
 DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
@@ -63,8 +72,10 @@ def parse_count(text: str) -> float:
     if value <= 0:
         raise UsageError(f"--params must be > 0, got {text!r}")
     if value > MAX_PARAMS:
-        raise UsageError(f"--params {text} is more than {MAX_PARAMS:.0e} parameters, far past any model trained: "
-                         "a number like 350M, 1.3B or 70B")
+        raise UsageError(
+            f"--params {text} is more than {MAX_PARAMS:.0e} parameters, far past any model trained: "
+            "a number like 350M, 1.3B or 70B"
+        )
     return value
 
 
@@ -100,23 +111,42 @@ def is_half(precision: Precision) -> bool:
     return precision is not Precision.fp32
 
 
-def stored_references(records: list[RunRecord], name: str, precision: Precision, seq_len: int | None,
-                      mode: str = "training", batch_size: int | None = None) -> list[predict.Reference]:
+def stored_references(
+    records: list[RunRecord],
+    name: str,
+    precision: Precision,
+    seq_len: int | None,
+    mode: str = "training",
+    batch_size: int | None = None,
+) -> list[predict.Reference]:
     """Throughputs measured on one GPU of a catalog kind for this job: training runs at its batch
     size (a quarter batch of `bench --suite quick` runs slower), precision (bf16 and fp16 are not
     the same) and sequence length; or (mode="inference") each GPU-run inference format, whose best
     batch for_inference takes."""
     refs = []
     for r in records:
-        if (r.workload != name or not r.ok or not r.throughput or r.device != "gpu"
-                or r.precision != precision or r.seq_len != seq_len
-                or (batch_size is not None and r.batch_size != batch_size)
-                or not (r.gpu and r.gpu.catalog_id) or r.time_to_accuracy
-                or r.devices != 1 or r.mode != mode):
+        if (
+            r.workload != name
+            or not r.ok
+            or not r.throughput
+            or r.device != "gpu"
+            or r.precision != precision
+            or r.seq_len != seq_len
+            or (batch_size is not None and r.batch_size != batch_size)
+            or not (r.gpu and r.gpu.catalog_id)
+            or r.time_to_accuracy
+            or r.devices != 1
+            or r.mode != mode
+        ):
             continue
         what = f"{r.inference.format} inference, " if r.inference else ""
-        refs.append(predict.Reference(r.gpu.catalog_id, r.throughput.median,
-                                      f"measured: run {r.id} ({r.gpu.name}, {what}batch {r.batch_size})"))
+        refs.append(
+            predict.Reference(
+                r.gpu.catalog_id,
+                r.throughput.median,
+                f"measured: run {r.id} ({r.gpu.name}, {what}batch {r.batch_size})",
+            )
+        )
     return refs
 
 
@@ -139,10 +169,14 @@ def measured_scaling(records: list[RunRecord], kind: str | None = None) -> dict[
             if k > 1:
                 eff = scaling.efficiency(scaling.speedup(r.samples_per_s, runs[1].samples_per_s), k)
                 found.setdefault((gpu, k), []).append((eff, f"{r.workload}, session {session}"))
-    return {key: (statistics.median(e for e, _ in values),
-                  f"{statistics.median(e for e, _ in values):.0%} data-parallel efficiency measured by gpuscout scale "
-                  f"({'; '.join(label for _, label in values[:3])}{', …' if len(values) > 3 else ''})")
-            for key, values in found.items()}
+    return {
+        key: (
+            statistics.median(e for e, _ in values),
+            f"{statistics.median(e for e, _ in values):.0%} data-parallel efficiency measured by gpuscout scale "
+            f"({'; '.join(label for _, label in values[:3])}{', …' if len(values) > 3 else ''})",
+        )
+        for key, values in found.items()
+    }
 
 
 def workload_kind(name: str) -> str | None:
@@ -155,8 +189,14 @@ def workload_kind(name: str) -> str | None:
     return "transformer" if w.is_sequence or w.name.startswith("vit") else "convnet"
 
 
-def job_for_workload(name: str, precision: Precision, batch_size: int | None, seq_len: int | None,
-                     records: list[RunRecord], dataset_units: float | None) -> Job:
+def job_for_workload(
+    name: str,
+    precision: Precision,
+    batch_size: int | None,
+    seq_len: int | None,
+    records: list[RunRecord],
+    dataset_units: float | None,
+) -> Job:
     w = workloads.get(name)
     seq = (seq_len or w.default_seq_len) if w.is_sequence else None
     batch = batch_size or w.default_batch_size
@@ -164,20 +204,30 @@ def job_for_workload(name: str, precision: Precision, batch_size: int | None, se
     fixed = sizing.estimate_bytes(w, 0, precision, seq)
     per_sample = sizing.estimate_bytes(w, 1, precision, seq) - fixed
     half_per_sample = sizing.estimate_bytes(w, 1, Precision.mixed_bfloat16, seq) - sizing.estimate_bytes(
-        w, 0, Precision.mixed_bfloat16, seq)
+        w, 0, Precision.mixed_bfloat16, seq
+    )
     refs = stored_references(records, name, precision, seq, batch_size=batch)
     half = "half" if is_half(precision) else "full"
-    refs += [predict.Reference(p.gpu, p.throughput, f"published: {p.source}") for p in predict.published()
-             if p.workload == name and p.precision == half]
+    refs += [
+        predict.Reference(p.gpu, p.throughput, f"published: {p.source}")
+        for p in predict.published()
+        if p.workload == name and p.precision == half
+    ]
     return Job(
-        name=name, unit=w.unit, units_per_sample=units,
+        name=name,
+        unit=w.unit,
+        units_per_sample=units,
         training_flops_per_unit=w.training_flops_per_sample(seq) / units,
         intensity=w.training_flops_per_sample(seq) / half_per_sample,
-        fixed_bytes=fixed, per_sample_bytes=per_sample,
+        fixed_bytes=fixed,
+        per_sample_bytes=per_sample,
         memory_basis="gpuscout's memory model, fitted from allocator peaks measured on an H200",
-        batch_size=batch, precision=precision, kind=workload_kind(name),
+        batch_size=batch,
+        precision=precision,
+        kind=workload_kind(name),
         dataset_units=dataset_units if dataset_units is not None else w.reference_dataset_size,
-        references=refs)
+        references=refs,
+    )
 
 
 def gpt_shape(params: float, layers: int | None, hidden: int | None) -> tuple[int, int]:
@@ -191,8 +241,16 @@ def gpt_shape(params: float, layers: int | None, hidden: int | None) -> tuple[in
     return l_guess, h_guess
 
 
-def job_for_params(params: float, seq_len: int, layers: int | None, hidden: int | None, vocab: int,
-                   batch_size: int, precision: Precision, dataset_tokens: float | None) -> Job:
+def job_for_params(
+    params: float,
+    seq_len: int,
+    layers: int | None,
+    hidden: int | None,
+    vocab: int,
+    batch_size: int,
+    precision: Precision,
+    dataset_tokens: float | None,
+) -> Job:
     """A GPT-style decoder of `params` parameters: FLOPs 6N + 12.L.d.T per token (PaLM appendix),
     training state 16 bytes per parameter, activations 34.d.T.L bytes per sequence in half
     precision with fused attention (Korthikanti et al. 2022, eq. 2 without the 5.a.T^2 term that
@@ -204,28 +262,46 @@ def job_for_params(params: float, seq_len: int, layers: int | None, hidden: int 
         act *= 2
     flops_per_token = 6 * params + 12 * layers * hidden * seq_len
     return Job(
-        name=f"decoder {params_label(params)} ({layers} layers x {hidden}, seq {seq_len})", unit="tokens",
-        units_per_sample=seq_len, training_flops_per_unit=flops_per_token,
+        name=f"decoder {params_label(params)} ({layers} layers x {hidden}, seq {seq_len})",
+        unit="tokens",
+        units_per_sample=seq_len,
+        training_flops_per_unit=flops_per_token,
         intensity=flops_per_token * seq_len / (act / (1 if is_half(precision) else 2)),
-        fixed_bytes=STATE_BYTES_PER_PARAM * params, per_sample_bytes=act,
+        fixed_bytes=STATE_BYTES_PER_PARAM * params,
+        per_sample_bytes=act,
         memory_basis="estimated: 16 B/parameter of training state + 34.d.T.L activation bytes per sequence "
-                     "(Korthikanti et al. 2022) + float32 logits",
-        batch_size=batch_size, precision=precision, kind="transformer", dataset_units=dataset_tokens)
+        "(Korthikanti et al. 2022) + float32 logits",
+        batch_size=batch_size,
+        precision=precision,
+        kind="transformer",
+        dataset_units=dataset_tokens,
+    )
 
 
-def job_for_model(info, precision: Precision, batch_size: int | None, records: list[RunRecord],
-                  dataset_units: float | None) -> Job:
+def job_for_model(
+    info, precision: Precision, batch_size: int | None, records: list[RunRecord], dataset_units: float | None
+) -> Job:
     """A user's model (inspected): its parameters give the training state; activations are not
     known until it is measured, so memory is a lower bound."""
     flops = 3 * info.forward_flops
     return Job(
-        name=info.name, unit="samples", units_per_sample=1, training_flops_per_unit=flops,
-        intensity=predict.INTENSITY_HALF_POINT, fixed_bytes=STATE_BYTES_PER_PARAM * info.params, per_sample_bytes=0.0,
+        name=info.name,
+        unit="samples",
+        units_per_sample=1,
+        training_flops_per_unit=flops,
+        intensity=predict.INTENSITY_HALF_POINT,
+        fixed_bytes=STATE_BYTES_PER_PARAM * info.params,
+        per_sample_bytes=0.0,
         memory_basis="estimated: 16 B/parameter of training state only (activations unknown until "
-                     "`gpuscout bench --model` measures them): a lower bound",
-        batch_size=batch_size or info.default_batch_size, precision=precision, kind="transformer",
-        dataset_units=dataset_units, references=stored_references(records, info.name, precision, None,
-                                                                  batch_size=batch_size or info.default_batch_size))
+        "`gpuscout bench --model` measures them): a lower bound",
+        batch_size=batch_size or info.default_batch_size,
+        precision=precision,
+        kind="transformer",
+        dataset_units=dataset_units,
+        references=stored_references(
+            records, info.name, precision, None, batch_size=batch_size or info.default_batch_size
+        ),
+    )
 
 
 def for_inference(job: Job, measured: list[predict.Reference] | None = None) -> Job:
@@ -242,12 +318,17 @@ def for_inference(job: Job, measured: list[predict.Reference] | None = None) -> 
                 best[ref.gpu_id] = ref
         references = list(best.values())
     else:
-        references = [predict.Reference(r.gpu_id, 3 * r.throughput, r.label + " x3 (forward only)")
-                      for r in job.references]
-    return Job(**{**job.__dict__, "name": f"{job.name} (inference)",
-                  "training_flops_per_unit": job.training_flops_per_unit / 3,
-                  "fixed_bytes": params * bytes_per_param, "per_sample_bytes": job.per_sample_bytes / 3,
-                  "memory_basis": job.memory_basis + "; inference: weights only, a third of the activations",
-                  "references": references})
-
-
+        references = [
+            predict.Reference(r.gpu_id, 3 * r.throughput, r.label + " x3 (forward only)") for r in job.references
+        ]
+    return Job(
+        **{
+            **job.__dict__,
+            "name": f"{job.name} (inference)",
+            "training_flops_per_unit": job.training_flops_per_unit / 3,
+            "fixed_bytes": params * bytes_per_param,
+            "per_sample_bytes": job.per_sample_bytes / 3,
+            "memory_basis": job.memory_basis + "; inference: weights only, a third of the activations",
+            "references": references,
+        }
+    )

@@ -21,8 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.catalog import predict
+from gpuscout.catalog import Catalog, GpuSpec, predict
 from gpuscout.core.spec import Precision
 
 # Relative variation of the time a step spends off the GPU (input, host) between two hosts of the
@@ -87,8 +86,9 @@ class MeasuredRun:
         variant = f" (tune's {self.tune_change} variant)" if self.tune_change else ""
         return f"run {self.run_id}{variant} on the {self.gpu.name if self.gpu else self.device_label}"
 
-    def gpu_seconds_per_sample(self, target: GpuSpec, precision: Precision, intensity: float,
-                               catalog: Catalog, kind: str) -> tuple[float, str] | None:
+    def gpu_seconds_per_sample(
+        self, target: GpuSpec, precision: Precision, intensity: float, catalog: Catalog, kind: str
+    ) -> tuple[float, str] | None:
         """Seconds of one GPU of `target`'s kind per sample, and how that was found."""
         assert self.samples_per_s and self.split
         # GPU-seconds of one GPU per sample, as on one: N GPUs at efficiency e did it in 1/(N e) of that
@@ -118,9 +118,17 @@ class RunPrediction:
     how: str
 
 
-def predict_run(m: MeasuredRun, target: GpuSpec, precision: Precision, intensity: float, catalog: Catalog,
-                kind: str, gpus: int = 1, efficiency: float = 1.0,
-                band: float = predict.BAND_MEASURED_REFERENCE) -> RunPrediction | None:
+def predict_run(
+    m: MeasuredRun,
+    target: GpuSpec,
+    precision: Precision,
+    intensity: float,
+    catalog: Catalog,
+    kind: str,
+    gpus: int = 1,
+    efficiency: float = 1.0,
+    band: float = predict.BAND_MEASURED_REFERENCE,
+) -> RunPrediction | None:
     """The run's samples/s on `gpus` GPUs of `target`'s kind (data parallel at `efficiency`); None
     where it cannot be predicted (no step timing, no FLOP count for a CPU-measured run)."""
     if not m.samples_per_s or m.split is None:
@@ -149,8 +157,10 @@ def describe(m: MeasuredRun) -> str:
     if m.samples_per_s is None or m.split is None:
         return f"{m.label}: no step timing"
     s = m.split
-    line = (f"from {m.label}: {s.gpu_share:.0%} of its step was GPU-busy, {s.input_share:.0%} waiting for input, "
-            f"{s.host_share:.0%} on the host ({s.basis})")
+    line = (
+        f"from {m.label}: {s.gpu_share:.0%} of its step was GPU-busy, {s.input_share:.0%} waiting for input, "
+        f"{s.host_share:.0%} on the host ({s.basis})"
+    )
     if s.fixed_share > 0:
         line += f"; input and host cap it at {m.samples_per_s / s.fixed_share:,.0f} samples/s on this host"
     if m.devices > 1 and m.efficiency_basis:
@@ -166,9 +176,14 @@ def fix_first(m: MeasuredRun) -> str | None:
     what = "waiting for input" if s.input_share >= s.host_share else "on the host (between and around the steps)"
     most = 1 / s.fixed_share if s.fixed_share else math.inf
     command = " ".join(m.command) if m.command else "python train.py"
-    busy = f"the GPU was busy {s.gpu_share:.0%}" if m.gpu is not None or m.device_label != "cpu" else (
-        f"its compute was {s.gpu_share:.0%}")
+    busy = (
+        f"the GPU was busy {s.gpu_share:.0%}"
+        if m.gpu is not None or m.device_label != "cpu"
+        else (f"its compute was {s.gpu_share:.0%}")
+    )
     gain = f"{most - 1:.0%}" if most < 2 else f"{most:.1f}x"
-    return (f"{busy} of each step and {max(s.input_share, s.host_share):.0%} went {what}: "
-            f"no GPU can make this training more than {gain} faster. Fix that first: "
-            f"gpuscout tune -- {command}")
+    return (
+        f"{busy} of each step and {max(s.input_share, s.host_share):.0%} went {what}: "
+        f"no GPU can make this training more than {gain} faster. Fix that first: "
+        f"gpuscout tune -- {command}"
+    )

@@ -7,8 +7,7 @@ import math
 from dataclasses import dataclass
 
 from gpuscout.analysis import scaling
-from gpuscout.catalog import Catalog, GpuSpec
-from gpuscout.catalog import predict
+from gpuscout.catalog import Catalog, GpuSpec, predict
 from gpuscout.catalog.pricing import HourlyCost, PricingOptions, hourly_cost
 from gpuscout.core.spec import Precision
 from gpuscout.recommend.jobs import GB, Job
@@ -49,17 +48,33 @@ class Row:
 
     def to_dict(self) -> dict:
         t = self.throughput
-        return {"gpu": self.gpu.id, "name": self.gpu.name, "gpus": self.gpus, "fits": self.fits,
-                "memory_per_gpu_gb": self.memory_per_gpu_bytes / GB, "memory_gb": self.gpu.memory_gb,
-                "throughput": None if t is None else {"value": t.throughput, "low": t.low, "high": t.high,
-                                                       "basis": t.basis, "references": list(t.references),
-                                                       "input_cap": getattr(t, "input_cap", None)},
-                "hours": self.hours, "cost_usd": self.cost_usd,
-                "usd_per_hour": None if self.hourly is None else self.hourly.usd_per_hour * self.gpus,
-                "price": None if self.hourly is None else self.hourly.model_dump(),
-                "units_per_usd": self.units_per_usd, "eligible": self.eligible, "reasons": self.reasons,
-                "one_gpu_hours": self.one_gpu_hours, "gpu_share": self.gpu_share}
-
+        return {
+            "gpu": self.gpu.id,
+            "name": self.gpu.name,
+            "gpus": self.gpus,
+            "fits": self.fits,
+            "memory_per_gpu_gb": self.memory_per_gpu_bytes / GB,
+            "memory_gb": self.gpu.memory_gb,
+            "throughput": None
+            if t is None
+            else {
+                "value": t.throughput,
+                "low": t.low,
+                "high": t.high,
+                "basis": t.basis,
+                "references": list(t.references),
+                "input_cap": getattr(t, "input_cap", None),
+            },
+            "hours": self.hours,
+            "cost_usd": self.cost_usd,
+            "usd_per_hour": None if self.hourly is None else self.hourly.usd_per_hour * self.gpus,
+            "price": None if self.hourly is None else self.hourly.model_dump(),
+            "units_per_usd": self.units_per_usd,
+            "eligible": self.eligible,
+            "reasons": self.reasons,
+            "one_gpu_hours": self.one_gpu_hours,
+            "gpu_share": self.gpu_share,
+        }
 
 
 def _effective_precision(gpu: GpuSpec, precision: Precision) -> tuple[Precision | None, str | None]:
@@ -82,8 +97,14 @@ def efficiency(job: Job, gpu: GpuSpec, k: int) -> tuple[float, str]:
     return expected, f"{expected:.0%} data-parallel efficiency assumed over {link}"
 
 
-def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints, pricing: PricingOptions,
-             reference_gpu: GpuSpec | None) -> Row:
+def evaluate(
+    job: Job,
+    gpu: GpuSpec,
+    catalog: Catalog,
+    constraints: Constraints,
+    pricing: PricingOptions,
+    reference_gpu: GpuSpec | None,
+) -> Row:
     reasons: list[str] = []
     precision, note = _effective_precision(gpu, job.precision)
     if note:
@@ -98,10 +119,13 @@ def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints,
     hourly = hourly_cost(catalog, gpu.id, pricing, strict=False)
     if precision is None or not fitting:
         if precision is not None:
-            reasons.append(f"does not fit: needs {need(counts[-1]) / GB:.1f} GB per GPU even on {counts[-1]} "
-                           f"(has {gpu.memory_gb:g} GB)" if job.fixed_bytes <= budget else
-                           f"does not fit: weights and optimizer state alone need {job.fixed_bytes / GB:.1f} GB "
-                           "(model parallelism is not modelled)")
+            reasons.append(
+                f"does not fit: needs {need(counts[-1]) / GB:.1f} GB per GPU even on {counts[-1]} "
+                f"(has {gpu.memory_gb:g} GB)"
+                if job.fixed_bytes <= budget
+                else f"does not fit: weights and optimizer state alone need {job.fixed_bytes / GB:.1f} GB "
+                "(model parallelism is not modelled)"
+            )
             reasons += _smaller_batch(job, budget)
         return Row(gpu, 1, False, need(1), None, None, None, hourly, None, False, reasons)
     total_units = job.dataset_units * constraints.epochs if job.dataset_units else None
@@ -121,11 +145,16 @@ def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints,
         k = meeting[0] if meeting else fitting[-1]
     throughput, hours = hours_at(k)
     if k > 1:
-        reasons.append(f"needs {k} GPUs " + ("to fit" if k == fitting[0] else "to meet the deadline")
-                       + f" ({efficiency(job, gpu, k)[1]})")
+        reasons.append(
+            f"needs {k} GPUs "
+            + ("to fit" if k == fitting[0] else "to meet the deadline")
+            + f" ({efficiency(job, gpu, k)[1]})"
+        )
     if job.measured is None:
-        reasons.append(f"{throughput.basis} ({len(throughput.references)} "
-                       f"reference{'s' if len(throughput.references) != 1 else ''})")
+        reasons.append(
+            f"{throughput.basis} ({len(throughput.references)} "
+            f"reference{'s' if len(throughput.references) != 1 else ''})"
+        )
     else:
         reasons.append(f"{throughput.basis}: {throughput.references[0]}")
     if reference_gpu is not None and throughput.basis == "predicted" and gpu.id != reference_gpu.id:
@@ -152,23 +181,38 @@ def evaluate(job: Job, gpu: GpuSpec, catalog: Catalog, constraints: Constraints,
         reasons.append(f"misses the deadline: {hours:.1f} h on {k} GPU(s)")
     if (constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None) and hourly is None:
         eligible = False
-    one_gpu_hours = (hours_at(1)[1] if 1 in fitting else None)
-    return Row(gpu, k, True, need(k), throughput, hours, cost, hourly, units_per_usd, eligible, reasons,
-               one_gpu_hours=one_gpu_hours, gpu_share=getattr(first, "gpu_share", None))
+    one_gpu_hours = hours_at(1)[1] if 1 in fitting else None
+    return Row(
+        gpu,
+        k,
+        True,
+        need(k),
+        throughput,
+        hours,
+        cost,
+        hourly,
+        units_per_usd,
+        eligible,
+        reasons,
+        one_gpu_hours=one_gpu_hours,
+        gpu_share=getattr(first, "gpu_share", None),
+    )
 
 
 def _predicted_at(job: Job, gpu: GpuSpec, precision: Precision, catalog: Catalog, k: int) -> predict.Prediction | None:
     """k GPUs from the job's references (or the assumed MFU when it has none)."""
-    refs = list(job.references) or [predict.assumed_reference(job.kind, job.training_flops_per_unit * job.units_per_sample,
-                                                              catalog, job.precision)]
+    refs = list(job.references) or [
+        predict.assumed_reference(job.kind, job.training_flops_per_unit * job.units_per_sample, catalog, job.precision)
+    ]
     if job.units_per_sample > 1 and not job.references:  # assumed reference is per sample: per unit
         refs = [predict.Reference(r.gpu_id, r.throughput * job.units_per_sample, r.label) for r in refs]
     single = predict.predict(refs, gpu, precision, job.intensity, catalog)
     if single is None:
         return None
     eff = k * efficiency(job, gpu, k)[0]
-    return predict.Prediction(single.throughput * eff, single.low * eff, single.high * eff, single.basis,
-                              single.references)
+    return predict.Prediction(
+        single.throughput * eff, single.low * eff, single.high * eff, single.basis, single.references
+    )
 
 
 def _measured_at(job: Job, gpu: GpuSpec, precision: Precision, catalog: Catalog, k: int) -> predict.Prediction | None:
@@ -177,8 +221,15 @@ def _measured_at(job: Job, gpu: GpuSpec, precision: Precision, catalog: Catalog,
     if p is None:
         return None
     units = job.units_per_sample
-    return MeasuredPrediction(p.samples_per_s * units, p.low * units, p.high * units, p.basis, (p.how,),
-                              gpu_share=p.gpu_share, input_cap=None if p.input_cap is None else p.input_cap * units)
+    return MeasuredPrediction(
+        p.samples_per_s * units,
+        p.low * units,
+        p.high * units,
+        p.basis,
+        (p.how,),
+        gpu_share=p.gpu_share,
+        input_cap=None if p.input_cap is None else p.input_cap * units,
+    )
 
 
 @dataclass(frozen=True)
@@ -202,8 +253,10 @@ def _unpredictable(job: Job) -> str:
     if m is None:
         return "no prediction: the GPU lacks the precision's path"
     if m.samples_per_s is None:
-        return ("cannot predict: no step timing; mark each step with gpuscout.watch.step() "
-                "(or train with Model.fit) and watch it again")
+        return (
+            "cannot predict: no step timing; mark each step with gpuscout.watch.step() "
+            "(or train with Model.fit) and watch it again"
+        )
     return "cannot predict: measured on the CPU with no FLOP count of the model"
 
 
@@ -212,8 +265,11 @@ def _smaller_batch(job: Job, budget: float) -> list[str]:
     if job.per_sample_bytes <= 0 or job.fixed_bytes >= budget:
         return []
     largest = int((budget - job.fixed_bytes) // job.per_sample_bytes)
-    return [f"batch {largest} fits one ({(job.fixed_bytes + largest * job.per_sample_bytes) / GB:.1f} GB)"] \
-        if largest >= 1 else []
+    return (
+        [f"batch {largest} fits one ({(job.fixed_bytes + largest * job.per_sample_bytes) / GB:.1f} GB)"]
+        if largest >= 1
+        else []
+    )
 
 
 def _bound(job: Job, gpu: GpuSpec, reference_gpu: GpuSpec, precision: Precision) -> str:
@@ -233,12 +289,17 @@ def candidates(catalog: Catalog, scenario: str) -> list[GpuSpec]:
 def rank(job: Job, catalog: Catalog, constraints: Constraints, pricing: PricingOptions) -> list[Row]:
     """Every candidate GPU, the eligible ones first: cheapest to train when the job's size is
     known, else most throughput per dollar, else fastest."""
-    measured = [r.gpu_id for r in job.references if r.label.startswith("measured")] or [r.gpu_id for r in job.references]
+    measured = [r.gpu_id for r in job.references if r.label.startswith("measured")] or [
+        r.gpu_id for r in job.references
+    ]
     if job.measured is not None:  # --from RUN: the GPU it ran on (None: a CPU, predicted from FLOPs)
         reference_gpu = job.measured.gpu
     else:
         reference_gpu = catalog.get(measured[0]) if measured else catalog.get(predict.ASSUMED_ON)
-    rows = [evaluate(job, g, catalog, constraints, pricing, reference_gpu) for g in candidates(catalog, constraints.scenario)]
+    rows = [
+        evaluate(job, g, catalog, constraints, pricing, reference_gpu)
+        for g in candidates(catalog, constraints.scenario)
+    ]
 
     def key(row: Row):
         speed = row.throughput.throughput if row.throughput else 0.0

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from gpuscout import catalog as catalog_lib
 from gpuscout.analysis import stats
 from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.measure.command import workload_of
 from gpuscout.recommend.jobs import Job
 from gpuscout.recommend.ranking import FIT_SHARE, GPU_COUNTS, Row
-from gpuscout.measure.command import workload_of
 
 # Trials on one GPU at most: sweep's own bound on trials_per_gpu is 64, but past a few the host's
 # cores decide (each trial is a Python process with its own input pipeline), and those of a GPU
@@ -57,8 +57,10 @@ class MeasuredSweep:
     @property
     def label(self) -> str:
         where = f" on the {self.gpu.name}" if self.gpu else ""
-        return (f"measured by sweep {self.name}: {self.trials} trials{where}, {self.trial_s:,.0f} s each (median), "
-                f"{self.efficiency:.0%} parallel efficiency on {self.slots} slot{'s' if self.slots > 1 else ''}")
+        return (
+            f"measured by sweep {self.name}: {self.trials} trials{where}, {self.trial_s:,.0f} s each (median), "
+            f"{self.efficiency:.0%} parallel efficiency on {self.slots} slot{'s' if self.slots > 1 else ''}"
+        )
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,16 @@ class SweepOption:
     cost_usd: float | None
 
     def to_dict(self) -> dict:
-        return {"gpu": self.gpu.id, "name": self.gpu.name, "gpus": self.gpus, "trials_per_gpu": self.trials_per_gpu,
-                "trial_h": self.trial_h, "wall_h": self.wall_h, "usd_per_hour": self.usd_per_hour,
-                "cost_usd": self.cost_usd}
+        return {
+            "gpu": self.gpu.id,
+            "name": self.gpu.name,
+            "gpus": self.gpus,
+            "trials_per_gpu": self.trials_per_gpu,
+            "trial_h": self.trial_h,
+            "wall_h": self.wall_h,
+            "usd_per_hour": self.usd_per_hour,
+            "cost_usd": self.cost_usd,
+        }
 
 
 @dataclass
@@ -94,13 +103,20 @@ class SweepEstimate:
 
     def to_dict(self) -> dict:
         best = self.fastest(), self.cheapest()
-        return {"trials": self.trials, "here_h": self.here_h, "here": self.here, "basis": self.basis,
-                "fastest": best[0].to_dict() if best[0] else None, "cheapest": best[1].to_dict() if best[1] else None,
-                "options": [o.to_dict() for o in self.options]}
+        return {
+            "trials": self.trials,
+            "here_h": self.here_h,
+            "here": self.here,
+            "basis": self.basis,
+            "fastest": best[0].to_dict() if best[0] else None,
+            "cheapest": best[1].to_dict() if best[1] else None,
+            "options": [o.to_dict() for o in self.options],
+        }
 
 
-def rounds_wall_h(trials: int, gpus: int, per_gpu: int, trial_h: float, gpu_share: float,
-                  efficiency: float = 1.0) -> tuple[float, float]:
+def rounds_wall_h(
+    trials: int, gpus: int, per_gpu: int, trial_h: float, gpu_share: float, efficiency: float = 1.0
+) -> tuple[float, float]:
     """(wall hours of the sweep, hours of one trial) with `per_gpu` trials sharing each GPU."""
     shared_h = trial_h * max(1.0, per_gpu * gpu_share)
     return math.ceil(trials / (gpus * per_gpu)) * shared_h / efficiency, shared_h
@@ -111,18 +127,22 @@ def trial_gpu_share(step_gpu_share: float, trial_h: float, startup_s: float) -> 
     return step_gpu_share * max(0.0, 1 - startup_s / 3600 / trial_h) if trial_h > 0 else step_gpu_share
 
 
-def placement(trials: int, gpus: int, per_gpu_most: int, trial_h: float, gpu_share: float,
-              efficiency: float = 1.0) -> tuple[tuple[float, float], int]:
+def placement(
+    trials: int, gpus: int, per_gpu_most: int, trial_h: float, gpu_share: float, efficiency: float = 1.0
+) -> tuple[tuple[float, float], int]:
     """((wall hours, one trial's hours), trials per GPU): one per GPU unless sharing saves at least
     SHARE_MIN_GAIN of the wall time."""
     alone = rounds_wall_h(trials, gpus, 1, trial_h, gpu_share, efficiency)
-    best = min(((rounds_wall_h(trials, gpus, p, trial_h, gpu_share, efficiency), p) for p in range(1, per_gpu_most + 1)),
-               key=lambda o: (o[0][0], o[1]))
+    best = min(
+        ((rounds_wall_h(trials, gpus, p, trial_h, gpu_share, efficiency), p) for p in range(1, per_gpu_most + 1)),
+        key=lambda o: (o[0][0], o[1]),
+    )
     return best if best[0][0] <= alone[0] * (1 - SHARE_MIN_GAIN) else (alone, 1)
 
 
-def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: int,
-             measured: MeasuredSweep | None = None) -> SweepEstimate:
+def estimate(
+    job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: int, measured: MeasuredSweep | None = None
+) -> SweepEstimate:
     m = job.measured
     assert m is not None
     counts = sorted({k for k in GPU_COUNTS if k <= max_gpus} | ({max_gpus} if max_gpus > GPU_COUNTS[-1] else set()))
@@ -140,9 +160,12 @@ def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: in
         anchor = here_trial_h
     if measured is not None:
         here_trial_h = measured.trial_s / 3600
-    out = SweepEstimate(trials, None if here_trial_h is None else once_h + trials * (here_trial_h - once_h),
-                        measured.gpu.name if measured is not None and measured.gpu else
-                        (m.gpu.name if m.gpu else m.device_label), basis)
+    out = SweepEstimate(
+        trials,
+        None if here_trial_h is None else once_h + trials * (here_trial_h - once_h),
+        measured.gpu.name if measured is not None and measured.gpu else (m.gpu.name if m.gpu else m.device_label),
+        basis,
+    )
     for row in rows:
         if not row.fits or row.one_gpu_hours is None or row.gpu_share is None:
             continue
@@ -152,16 +175,24 @@ def estimate(job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: in
             efficiency = measured.efficiency
             if anchor:  # else the sweep ran on a device nothing relates to: the predicted trial stays
                 trial_h = measured.trial_s / 3600 * row.one_gpu_hours / anchor
-        fit = (int(FIT_SHARE * row.gpu.memory_bytes // one_trial_bytes) if one_trial_bytes > 0 else 1)
+        fit = int(FIT_SHARE * row.gpu.memory_bytes // one_trial_bytes) if one_trial_bytes > 0 else 1
         per_gpu_most = max(1, min(MAX_TRIALS_PER_GPU, fit))
         price = row.hourly.usd_per_hour if row.hourly else None
         trial_h, busy = _alone(m, row, trial_h, once_h)
         for k in counts:
             (wall_h, shared_h), per_gpu = placement(trials, k, per_gpu_most, trial_h, busy, efficiency)
             wall_h += once_h
-            out.options.append(SweepOption(row.gpu, k, per_gpu, shared_h, wall_h,
-                                           None if price is None else price * k,
-                                           None if price is None else price * k * wall_h))
+            out.options.append(
+                SweepOption(
+                    row.gpu,
+                    k,
+                    per_gpu,
+                    shared_h,
+                    wall_h,
+                    None if price is None else price * k,
+                    None if price is None else price * k * wall_h,
+                )
+            )
     return out
 
 
@@ -191,8 +222,11 @@ def _here_trial_h(job: Job, epochs: float) -> float | None:
     m = job.measured
     if not m.samples_per_s or not job.dataset_units:
         return None
-    seconds = (job.dataset_units * epochs / (m.samples_per_s * job.units_per_sample) + epochs * m.epoch_overhead_s
-               + m.startup_s)
+    seconds = (
+        job.dataset_units * epochs / (m.samples_per_s * job.units_per_sample)
+        + epochs * m.epoch_overhead_s
+        + m.startup_s
+    )
     return seconds / 3600
 
 
@@ -202,9 +236,15 @@ def find_measured(script: str | None, sweeps: dict[str, list[dict]], catalog: Ca
         return None
     best: MeasuredSweep | None = None
     for name, trials in sweeps.items():
-        done = [t["result"] for t in trials if t["status"] == "ok" and t["result"]
-                and t["result"].get("command") and workload_of(t["result"]["command"]) == script
-                and t["result"].get("duration_s")]
+        done = [
+            t["result"]
+            for t in trials
+            if t["status"] == "ok"
+            and t["result"]
+            and t["result"].get("command")
+            and workload_of(t["result"]["command"]) == script
+            and t["result"].get("duration_s")
+        ]
         if not done or (best is not None and len(done) <= best.trials):
             continue
         durations = [r["duration_s"] for r in done]
@@ -218,4 +258,3 @@ def find_measured(script: str | None, sweeps: dict[str, list[dict]], catalog: Ca
         gpu = catalog_lib.match(statistics.mode(named), catalog) if named else None
         best = MeasuredSweep(name, len(done), slots, statistics.median(durations), min(1.0, speedup / ideal), gpu)
     return best
-

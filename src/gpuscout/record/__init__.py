@@ -1,9 +1,9 @@
 """The typed record: what a measuring child sends (`ChildResult`, record/child.py) and what the
 store keeps (`RunRecord`, record/run.py; `WatchRecord`, record/watch.py, for watched scripts),
-with the migration of older stored shapes (record/migrate.py). Pure data: pydantic models, no I/O, importable on both sides of the
-parent/child boundary."""
+with the migration of older stored shapes (record/migrate.py). Pure data: pydantic models, no
+I/O, importable on both sides of the parent/child boundary."""
 
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import Field, TypeAdapter
 
@@ -12,8 +12,21 @@ from gpuscout.record.run import SCHEMA_VERSION, Flag, GpuInfo, RunRecord, Teleme
 from gpuscout.record.watch import WatchRecord
 
 # What the store holds: a benchmark run, or a watched script, told apart by `kind`.
-StoredRecord = Annotated[Union[RunRecord, WatchRecord], Field(discriminator="kind")]
+StoredRecord = Annotated[RunRecord | WatchRecord, Field(discriminator="kind")]
 STORED = TypeAdapter(StoredRecord)
 
-__all__ = ["SCHEMA_VERSION", "STORED", "ChildResult", "ChildWindow", "Flag", "FrameworkInfo", "GpuInfo", "RunRecord",
-           "StoredRecord", "Telemetry", "TelemetrySample", "WatchRecord", "Window"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "STORED",
+    "ChildResult",
+    "ChildWindow",
+    "Flag",
+    "FrameworkInfo",
+    "GpuInfo",
+    "RunRecord",
+    "StoredRecord",
+    "Telemetry",
+    "TelemetrySample",
+    "WatchRecord",
+    "Window",
+]

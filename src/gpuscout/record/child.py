@@ -12,16 +12,22 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuscout.core.versions import SCHEMA_VERSION
 from gpuscout.core.spec import ModelInfo
-
+from gpuscout.core.versions import SCHEMA_VERSION
 
 # A record's numbers are counts, sizes, times, rates and shares: never below zero, except these,
 # which a training or a process makes signed (a loss, an exit status of -9 for a signal).
 SIGNED = {"loss", "fixed_step_loss", "train_loss", "val_loss", "last_loss", "last_finite", "returncode", "exit_code"}
 # ... and never below one: sizes of what ran and the versions that wrote it.
-AT_LEAST_ONE = {"batch_size", "seq_len", "units_per_sample", "replicas", "steps_per_execution", "schema_version",
-                "methodology_version"}
+AT_LEAST_ONE = {
+    "batch_size",
+    "seq_len",
+    "units_per_sample",
+    "replicas",
+    "steps_per_execution",
+    "schema_version",
+    "methodology_version",
+}
 
 
 class Part(BaseModel):

@@ -14,5 +14,6 @@ def json_document(records: list[StoredRecord], **extra) -> str:
     """The records in the stored shape (their JSON Schema: `gpuscout results schema`), with the
     versions that wrote them."""
     runs = [json.loads(r.model_dump_json()) for r in records]
-    return json.dumps({"gpuscout_version": __version__, "schema_version": SCHEMA_VERSION,
-                       **extra, "runs": runs}, indent=2)
+    return json.dumps(
+        {"gpuscout_version": __version__, "schema_version": SCHEMA_VERSION, **extra, "runs": runs}, indent=2
+    )

@@ -12,9 +12,17 @@ import copy
 
 from gpuscout.record.run import SCHEMA_VERSION
 
-_INFERENCE_KEYS = {"format": "format", "variant": "variant", "inference_flops_per_sample": "flops_per_sample",
-                   "latency": "latency", "load_test": "load_test", "input_path": "input_path",
-                   "serving": "serving", "agreement": "agreement", "trained_on": "trained_on"}
+_INFERENCE_KEYS = {
+    "format": "format",
+    "variant": "variant",
+    "inference_flops_per_sample": "flops_per_sample",
+    "latency": "latency",
+    "load_test": "load_test",
+    "input_path": "input_path",
+    "serving": "serving",
+    "agreement": "agreement",
+    "trained_on": "trained_on",
+}
 
 
 class MigrationError(ValueError):

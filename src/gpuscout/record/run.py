@@ -15,10 +15,20 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gpuscout.record.child import (Agreement, ChildWindow, CompilationCacheUse, DistributionDetails, FrameworkInfo,
-                                   InputPath, Part, Server, TimeToAccuracy, TrainedOn)
-from gpuscout.core.versions import SCHEMA_VERSION  # noqa: F401  (the record's version, kept with the package's own)
 from gpuscout.core.spec import Backend, DataMode, Precision, RunSpec
+from gpuscout.core.versions import SCHEMA_VERSION  # noqa: F401  (the record's version, kept with the package's own)
+from gpuscout.record.child import (
+    Agreement,
+    ChildWindow,
+    CompilationCacheUse,
+    DistributionDetails,
+    FrameworkInfo,
+    InputPath,
+    Part,
+    Server,
+    TimeToAccuracy,
+    TrainedOn,
+)
 
 Status = Literal["ok", "oom", "failed", "timeout", "not_reached"]
 

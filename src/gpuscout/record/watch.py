@@ -9,7 +9,7 @@ throughputs here are always samples/s.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field
 from typing_extensions import TypeAliasType
@@ -17,13 +17,12 @@ from typing_extensions import TypeAliasType
 from gpuscout.record.child import Part
 from gpuscout.record.run import SCHEMA_VERSION, Amount, Environment, ErrorDetail, GpuInfo, Telemetry, Throughput
 
-
 # A number a user's training produced (a loss, a metric): NaN and infinities are data (a training
 # that diverged), stored as they were.
 Reading = Annotated[float, Field(allow_inf_nan=True)]
 # One value of fit's logs as the script made it: a number, a custom metric's vector or matrix (as
-# lists), or the text of anything else (child/watch_fit.log_value).
-LogValue = TypeAliasType("LogValue", Union[Reading, str, list["LogValue"]])
+# lists), or the text of anything else (child/step_outputs.log_value).
+LogValue = TypeAliasType("LogValue", Reading | str | list["LogValue"])
 
 
 class WatchWindow(Part):
@@ -360,7 +359,7 @@ class WatchRecord(Part):
     @property
     def steady(self) -> list[WatchWindow]:
         """The windows the figures are of: warm-up and the profiler's traced steps left out."""
-        return untraced(self.windows)[self.warmup_windows:]
+        return untraced(self.windows)[self.warmup_windows :]
 
     def window_samples_per_s(self) -> list[float]:
         return [w.samples_per_s for w in self.steady if w.samples_per_s is not None]

@@ -11,14 +11,30 @@ from rich.table import Table
 from gpuscout.analysis.compare import Comparison, Group
 from gpuscout.report import format as fmt
 
-COLUMNS = ("workload", "by", "group", "runs", "median", "ci95_low", "ci95_high", "ratio", "ratio_low",
-           "ratio_high", "p_value", "test", "verdict")
+COLUMNS = (
+    "workload",
+    "by",
+    "group",
+    "runs",
+    "median",
+    "ci95_low",
+    "ci95_high",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "p_value",
+    "test",
+    "verdict",
+)
 
 
 def _title(c: Comparison) -> str:
     # one device is what every run before `scale` had: named only when it is several
-    held = ", ".join(f"{k} {v}" for k, v in c.held.items() if v is not None and not (k == "devices" and v == 1)
-                     and not (k in ("mode", "format") and v == "training"))
+    held = ", ".join(
+        f"{k} {v}"
+        for k, v in c.held.items()
+        if v is not None and not (k == "devices" and v == 1) and not (k in ("mode", "format") and v == "training")
+    )
     return f"{c.workload} by {c.by} ({held}; methodology v{c.methodology_version})"
 
 
@@ -35,8 +51,11 @@ def _p(g: Group) -> str:
 
 
 def _verdict(g: Group) -> str:
-    return {"faster": "[green]faster[/]", "slower": "[red]slower[/]",
-            "no significant difference": "[yellow]no significant difference[/]"}.get(g.verdict, escape(g.verdict))
+    return {
+        "faster": "[green]faster[/]",
+        "slower": "[red]slower[/]",
+        "no significant difference": "[yellow]no significant difference[/]",
+    }.get(g.verdict, escape(g.verdict))
 
 
 def table(c: Comparison) -> Table:
@@ -57,7 +76,9 @@ def markdown(comparisons: list[Comparison]) -> str:
         out.append("|---|---|---|---|---|---|")
         for g in c.groups:
             ci = f" [{fmt.number(g.ci95_low)}–{fmt.number(g.ci95_high)}]" if g.ci95_low is not None else ""
-            out.append(f"| {g.label} | {len(g.run_ids)} | {fmt.number(g.median)}{ci} | {_ratio(g)} | {_p(g)} | {g.verdict} |")
+            out.append(
+                f"| {g.label} | {len(g.run_ids)} | {fmt.number(g.median)}{ci} | {_ratio(g)} | {_p(g)} | {g.verdict} |"
+            )
         out.extend(f"\n> note: {n}" for n in c.notes)
         out.append("")
     return "\n".join(out)
@@ -69,8 +90,21 @@ def csv_text(comparisons: list[Comparison]) -> str:
     writer.writeheader()
     for c in comparisons:
         for g in c.groups:
-            writer.writerow({"workload": c.workload, "by": c.by, "group": g.label, "runs": len(g.run_ids),
-                             "median": g.median, "ci95_low": g.ci95_low, "ci95_high": g.ci95_high, "ratio": g.ratio,
-                             "ratio_low": g.ratio_low, "ratio_high": g.ratio_high, "p_value": g.p_value,
-                             "test": g.test, "verdict": g.verdict})
+            writer.writerow(
+                {
+                    "workload": c.workload,
+                    "by": c.by,
+                    "group": g.label,
+                    "runs": len(g.run_ids),
+                    "median": g.median,
+                    "ci95_low": g.ci95_low,
+                    "ci95_high": g.ci95_high,
+                    "ratio": g.ratio,
+                    "ratio_low": g.ratio_low,
+                    "ratio_high": g.ratio_high,
+                    "p_value": g.p_value,
+                    "test": g.test,
+                    "verdict": g.verdict,
+                }
+            )
     return buffer.getvalue()

@@ -10,8 +10,8 @@ from gpuscout import workloads
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
-from gpuscout.report.explain import print_explanations
 from gpuscout.report import watch as watch_report
+from gpuscout.report.explain import print_explanations
 
 _STATUS_STYLE = {"ok": "green", "oom": "yellow", "failed": "red", "timeout": "red", "not_reached": "yellow"}
 
@@ -33,26 +33,45 @@ def print_workloads(console: Console) -> None:
     for name in workloads.names():
         w = workloads.get(name)
         seq = f", sequence {w.default_seq_len} (max {w.max_seq_len})" if w.is_sequence else ""
-        console.print(f"{name:16} {w.description} (default batch {w.default_batch_size}{seq}; {w.unit}/s)",
-                      highlight=False, markup=False)
+        console.print(
+            f"{name:16} {w.description} (default batch {w.default_batch_size}{seq}; {w.unit}/s)",
+            highlight=False,
+            markup=False,
+        )
 
 
 def bench_table(records: list[RunRecord]) -> Table:
     table = Table(title="gpuscout bench", title_justify="left", header_style="bold")
-    for name, justify in (("id", "left"), ("workload", "left"), ("config", "left"), ("batch", "right"),
-                          ("status", "left"), ("throughput (median [95% CI])", "right"), ("CV", "right"),
-                          ("step", "right"), ("epoch", "right"), ("compile", "right"),
-                          ("peak mem", "right"), ("MFU", "right"), ("power", "right")):
+    for name, justify in (
+        ("id", "left"),
+        ("workload", "left"),
+        ("config", "left"),
+        ("batch", "right"),
+        ("status", "left"),
+        ("throughput (median [95% CI])", "right"),
+        ("CV", "right"),
+        ("step", "right"),
+        ("epoch", "right"),
+        ("compile", "right"),
+        ("peak mem", "right"),
+        ("MFU", "right"),
+        ("power", "right"),
+    ):
         table.add_column(name, justify=justify, overflow="fold")
     for r in records:
         power = r.telemetry.power_mean_w if r.telemetry else None
         table.add_row(
-            r.id, r.workload, fmt.config(r), _batch(r),
+            r.id,
+            r.workload,
+            fmt.config(r),
+            _batch(r),
             f"[{_STATUS_STYLE.get(r.status, 'white')}]{r.status}[/]",
             _throughput(r),
             fmt.percent(r.throughput.cv if r.throughput else None, 2),
-            fmt.seconds(r.step_time_s), fmt.seconds(r.epoch_time_s),
-            fmt.seconds(r.compile_s), fmt.bytes_(r.peak_memory_bytes),
+            fmt.seconds(r.step_time_s),
+            fmt.seconds(r.epoch_time_s),
+            fmt.seconds(r.compile_s),
+            fmt.bytes_(r.peak_memory_bytes),
             fmt.percent(r.mfu),
             fmt.DASH if power is None else f"{power:.0f} W",
         )
@@ -69,9 +88,12 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
             console.print(accuracy_line(r), highlight=False)
     for s in summaries:
         t = s["throughput"]
-        console.print(f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
-                      f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
-                      f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}", markup=False)
+        console.print(
+            f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
+            f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
+            f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}",
+            markup=False,
+        )
 
 
 def print_flags_and_error(console: Console, r: RunRecord) -> None:
@@ -91,8 +113,11 @@ def print_flags_and_error(console: Console, r: RunRecord) -> None:
 def accuracy_line(r: RunRecord) -> str:
     tta = r.time_to_accuracy
     curve = ", ".join(f"{p.val_accuracy:.3f}" for p in tta.curve)
-    head = (f"reached {tta.target:g} in {fmt.seconds(tta.seconds)} ({tta.epochs} epochs)" if tta.reached
-            else f"did not reach {tta.target:g} in {tta.epochs} epochs (best {tta.best_val_accuracy:.4f})")
+    head = (
+        f"reached {tta.target:g} in {fmt.seconds(tta.seconds)} ({tta.epochs} epochs)"
+        if tta.reached
+        else f"did not reach {tta.target:g} in {tta.epochs} epochs (best {tta.best_val_accuracy:.4f})"
+    )
     return f"time to accuracy {r.id} {r.workload}: {head}; validation accuracy by epoch: {curve}"
 
 
@@ -106,8 +131,9 @@ def runs_table(records: list[StoredRecord]) -> Table:
             table.add_row(*(escape(cell) for cell in watch_report.row(r)))
             continue
         device = (r.gpu.name if r.gpu else None) or r.device
-        table.add_row(r.id, r.created_utc, escape(r.workload), fmt.config(r), _batch(r), device, r.status,
-                      _throughput(r))
+        table.add_row(
+            r.id, r.created_utc, escape(r.workload), fmt.config(r), _batch(r), device, r.status, _throughput(r)
+        )
     return table
 
 
@@ -119,15 +145,29 @@ def print_run(console: Console, r: RunRecord) -> None:
         ("created", r.created_utc),
         ("GPU", (r.gpu.name if r.gpu else None) or "none (CPU run)"),
         ("driver / CUDA (driver)", f"{env.driver_version or fmt.DASH} / {env.cuda_driver_version or fmt.DASH}"),
-        ("backend", f"{r.backend.value} {(framework.backend_version if framework else None) or ''} "
-                    f"(keras {(framework.keras_version if framework else None) or fmt.DASH})"),
-        ("CUDA / cuDNN (framework)", f"{(framework.cuda_version if framework else None) or fmt.DASH} / "
-                                     f"{(framework.cudnn_version if framework else None) or fmt.DASH}"),
+        (
+            "backend",
+            f"{r.backend.value} {(framework.backend_version if framework else None) or ''} "
+            f"(keras {(framework.keras_version if framework else None) or fmt.DASH})",
+        ),
+        (
+            "CUDA / cuDNN (framework)",
+            f"{(framework.cuda_version if framework else None) or fmt.DASH} / "
+            f"{(framework.cudnn_version if framework else None) or fmt.DASH}",
+        ),
         ("compiled", env.compiled or fmt.DASH),
-        ("compilation cache", fmt.DASH if r.compilation_cache is None else  # a sweep's trials share one
-         f"{r.compilation_cache.hits} of {r.compilation_cache.programs} programs loaded, the others compiled"),
-        ("achieved", f"{fmt.number(r.achieved_tflops, 2)} TFLOP/s"
-                     + (f" of {r.mfu_peak_tflops} ({r.mfu_peak_path} dense peak)" if r.mfu_peak_tflops else "")),
+        (
+            "compilation cache",
+            fmt.DASH
+            if r.compilation_cache is None
+            # a sweep's trials share one
+            else f"{r.compilation_cache.hits} of {r.compilation_cache.programs} programs loaded, the others compiled",
+        ),
+        (
+            "achieved",
+            f"{fmt.number(r.achieved_tflops, 2)} TFLOP/s"
+            + (f" of {r.mfu_peak_tflops} ({r.mfu_peak_path} dense peak)" if r.mfu_peak_tflops else ""),
+        ),
         ("windows", ", ".join(fmt.number(w.throughput) for w in r.windows) or fmt.DASH),
         ("CPU", f"{env.cpu_model or fmt.DASH} x {env.cpu_count or fmt.DASH}"),
         ("gpuscout / methodology", f"{r.gpuscout_version} / {r.methodology_version}"),
@@ -151,19 +191,44 @@ def _agreement(r: RunRecord) -> str:
 
 def inference_table(records: list[RunRecord]) -> Table:
     """Latency percentiles and throughput per batch size, and each format against fp32 Keras."""
-    table = Table(title="gpuscout bench --mode inference (latency of single synchronised requests)",
-                  title_justify="left", header_style="bold")
-    for name in ("id", "workload", "format", "batch", "status", "p50", "p90", "p99", "max", "throughput [95% CI]",
-                 "vs fp32 Keras", "prepare"):
+    table = Table(
+        title="gpuscout bench --mode inference (latency of single synchronised requests)",
+        title_justify="left",
+        header_style="bold",
+    )
+    for name in (
+        "id",
+        "workload",
+        "format",
+        "batch",
+        "status",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "throughput [95% CI]",
+        "vs fp32 Keras",
+        "prepare",
+    ):
         table.add_column(name, overflow="fold")
     for r in records:
         lat = r.inference.latency if r.inference else None
-        ms = lambda k: fmt.DASH if lat is None else f"{getattr(lat, k):.2f} ms"  # noqa: E731
+        ms = lambda k, lat=lat: fmt.DASH if lat is None else f"{getattr(lat, k):.2f} ms"  # noqa: E731
         serving = r.inference.serving if r.inference else None
-        table.add_row(r.id, r.workload, fmt.config(r), _batch(r),
-                      f"[{_STATUS_STYLE.get(r.status, 'white')}]{r.status}[/]",
-                      ms("p50_ms"), ms("p90_ms"), ms("p99_ms"), ms("max_ms"), _throughput(r), _agreement(r),
-                      fmt.seconds(serving.prepare_s if serving else None))
+        table.add_row(
+            r.id,
+            r.workload,
+            fmt.config(r),
+            _batch(r),
+            f"[{_STATUS_STYLE.get(r.status, 'white')}]{r.status}[/]",
+            ms("p50_ms"),
+            ms("p90_ms"),
+            ms("p99_ms"),
+            ms("max_ms"),
+            _throughput(r),
+            _agreement(r),
+            fmt.seconds(serving.prepare_s if serving else None),
+        )
     return table
 
 
@@ -172,16 +237,22 @@ def print_inference(console: Console, records: list[RunRecord], verdicts: list[d
     for r in records:
         load = r.inference.load_test if r.inference else None
         if load:
-            console.print(f"load test {r.id} ({fmt.config(r)}): {load.clients} clients x batch {load.batch_size} "
-                          f"for {load.seconds:.1f} s: {fmt.number(load.samples_per_s)} samples/s, p50 "
-                          f"{load.latency.p50_ms:.2f} ms, p99 {load.latency.p99_ms:.2f} ms over "
-                          f"{load.requests} requests" + ("" if load.thread_safe else
-                                                         " (one interpreter: requests queue)"), highlight=False, markup=False)
+            console.print(
+                f"load test {r.id} ({fmt.config(r)}): {load.clients} clients x batch {load.batch_size} "
+                f"for {load.seconds:.1f} s: {fmt.number(load.samples_per_s)} samples/s, p50 "
+                f"{load.latency.p50_ms:.2f} ms, p99 {load.latency.p99_ms:.2f} ms over "
+                f"{load.requests} requests" + ("" if load.thread_safe else " (one interpreter: requests queue)"),
+                highlight=False,
+                markup=False,
+            )
         path = r.inference.input_path if r.inference else None
         if path:
             timings = ", ".join(f"{m} {ms:.2f} ms" for m, ms in path.copy_ms.items())
-            console.print(f"input copy {r.id} (batch {r.batch_size}): {path.method}, the fastest of {timings}",
-                          highlight=False, markup=False)
+            console.print(
+                f"input copy {r.id} (batch {r.batch_size}): {path.method}, the fastest of {timings}",
+                highlight=False,
+                markup=False,
+            )
         if not r.ok and r.error:
             console.print(f"[red]{r.status}[/] {escape(r.id)}: {escape(r.error.message or '')}")
             print_explanations(console, r.error.explanations, indent="  ")
@@ -189,6 +260,9 @@ def print_inference(console: Console, records: list[RunRecord], verdicts: list[d
         where = f"{v['workload']} {v['format']} {v['variant']}"
         if v["best"]:
             b = v["best"]
-            console.print(f"p99 <= {v['target_ms']:g} ms for {where}: batch {b['batch_size']} gives the most, "
-                          f"{fmt.number(b['samples_per_s'])} samples/s at p99 {b['latency']['p99_ms']:.2f} ms",
-                          highlight=False, markup=False)
+            console.print(
+                f"p99 <= {v['target_ms']:g} ms for {where}: batch {b['batch_size']} gives the most, "
+                f"{fmt.number(b['samples_per_s'])} samples/s at p99 {b['latency']['p99_ms']:.2f} ms",
+                highlight=False,
+                markup=False,
+            )

@@ -4,8 +4,8 @@ built from stored records (`report/html.py` and `report/markdown.py` render it).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from matplotlib.figure import Figure
 
@@ -52,10 +52,18 @@ def _machines(records: list[RunRecord]) -> TableData:
     for (host, gpu, driver), row in seen.items():
         r = row["r"]
         memory = r.gpu.memory_total_bytes if r.gpu else None
-        rows.append([host or fmt.DASH, gpu or "CPU", fmt.bytes_(memory), driver or fmt.DASH,
-                     r.env.cuda_driver_version or fmt.DASH,
-                     f"{r.env.cpu_model or fmt.DASH} x {r.env.cpu_count or fmt.DASH}",
-                     str(row["runs"]), f"{row['first'][:10]} – {row['last'][:10]}"])
+        rows.append(
+            [
+                host or fmt.DASH,
+                gpu or "CPU",
+                fmt.bytes_(memory),
+                driver or fmt.DASH,
+                r.env.cuda_driver_version or fmt.DASH,
+                f"{r.env.cpu_model or fmt.DASH} x {r.env.cpu_count or fmt.DASH}",
+                str(row["runs"]),
+                f"{row['first'][:10]} – {row['last'][:10]}",
+            ]
+        )
     return TableData("machines", ["host", "GPU", "GPU memory", "driver", "CUDA (driver)", "CPU", "runs", "dates"], rows)
 
 
@@ -64,19 +72,54 @@ def _runs(records: list[RunRecord]) -> TableData:
     for r in records:
         t = r.throughput
         per_million = r.cost.usd_per_million_units if r.cost else None
-        rows.append([
-            r.id, r.created_utc[:16].replace("T", " "), r.workload, r.gpu_label, r.backend.value,
-            r.precision.value if r.inference is None else fmt.config(r),
-            "xla" if r.xla else "no-xla", r.data.value,
-            str(r.batch_size), r.status, fmt.number(t.median if t else None),
-            f"{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}"
-            if t and t.ci95_low is not None and t.ci95_high is not None else fmt.DASH,
-            r.unit, fmt.percent(t.cv, 2) if t else fmt.DASH, fmt.percent(r.mfu),
-            fmt.bytes_(r.peak_memory_bytes), fmt.DASH if per_million is None else f"{per_million:.4f}",
-            ", ".join(f.code for f in r.flags) or fmt.DASH])
-    return TableData("runs", ["id", "created (UTC)", "workload", "GPU", "backend", "precision", "XLA", "data",
-                              "batch", "status",
-                              "median", "95% CI", "unit", "CV", "MFU", "peak memory", "USD / 1M", "flags"], rows)
+        rows.append(
+            [
+                r.id,
+                r.created_utc[:16].replace("T", " "),
+                r.workload,
+                r.gpu_label,
+                r.backend.value,
+                r.precision.value if r.inference is None else fmt.config(r),
+                "xla" if r.xla else "no-xla",
+                r.data.value,
+                str(r.batch_size),
+                r.status,
+                fmt.number(t.median if t else None),
+                f"{fmt.number(t.ci95_low)}–{fmt.number(t.ci95_high)}"
+                if t and t.ci95_low is not None and t.ci95_high is not None
+                else fmt.DASH,
+                r.unit,
+                fmt.percent(t.cv, 2) if t else fmt.DASH,
+                fmt.percent(r.mfu),
+                fmt.bytes_(r.peak_memory_bytes),
+                fmt.DASH if per_million is None else f"{per_million:.4f}",
+                ", ".join(f.code for f in r.flags) or fmt.DASH,
+            ]
+        )
+    return TableData(
+        "runs",
+        [
+            "id",
+            "created (UTC)",
+            "workload",
+            "GPU",
+            "backend",
+            "precision",
+            "XLA",
+            "data",
+            "batch",
+            "status",
+            "median",
+            "95% CI",
+            "unit",
+            "CV",
+            "MFU",
+            "peak memory",
+            "USD / 1M",
+            "flags",
+        ],
+        rows,
+    )
 
 
 def _provenance(r: RunRecord) -> str:
@@ -86,31 +129,67 @@ def _provenance(r: RunRecord) -> str:
 
 def _watched(records: list[WatchRecord]) -> Section:
     """Each watched script: its timeline, and one row with its figures and the verdict's first cause."""
-    section = Section("watched", "Watched training scripts",
-                      ["`gpuscout watch`: the user's own script, each Model.fit timed window by window (about a "
-                       "second each) and its GPUs sampled by NVML; the verdict ranks what slowed it."])
+    section = Section(
+        "watched",
+        "Watched training scripts",
+        [
+            "`gpuscout watch`: the user's own script, each Model.fit timed window by window (about a "
+            "second each) and its GPUs sampled by NVML; the verdict ranks what slowed it."
+        ],
+    )
     rows = []
     for r in records:
         section.figures.append((f"{r.workload} ({r.id})", lambda r=r: plots.watch_timeline(r)))
         t = r.telemetry
-        rows.append([r.id, r.created_utc[:19], r.workload, r.gpu_label, r.status, str(r.batch_size or fmt.DASH),
-                     fmt.seconds(r.step_time_s), fmt.number(r.samples_per_s), fmt.percent(r.input_wait_share),
-                     fmt.DASH if t is None or t.gpu_util_mean_pct is None else f"{t.gpu_util_mean_pct:.0f}%",
-                     fmt.percent(r.mfu), r.verdict[0].message if r.verdict else fmt.DASH])
-    section.tables.append(TableData("watched-runs", ["id", "created (UTC)", "script", "GPU", "status", "batch",
-                                                     "step", "samples/s", "input wait", "GPU busy", "MFU",
-                                                     "first cause"], rows))
-    section.text.append("Beside each run, `gpuscout recommend --from RUN` with the catalog's prices: the cheapest "
-                        "GPU for its whole training and the fastest one, predicted from where its step time went "
-                        "(the GPU-busy share scales with the GPU; input wait and host time do not).")
+        rows.append(
+            [
+                r.id,
+                r.created_utc[:19],
+                r.workload,
+                r.gpu_label,
+                r.status,
+                str(r.batch_size or fmt.DASH),
+                fmt.seconds(r.step_time_s),
+                fmt.number(r.samples_per_s),
+                fmt.percent(r.input_wait_share),
+                fmt.DASH if t is None or t.gpu_util_mean_pct is None else f"{t.gpu_util_mean_pct:.0f}%",
+                fmt.percent(r.mfu),
+                r.verdict[0].message if r.verdict else fmt.DASH,
+            ]
+        )
+    section.tables.append(
+        TableData(
+            "watched-runs",
+            [
+                "id",
+                "created (UTC)",
+                "script",
+                "GPU",
+                "status",
+                "batch",
+                "step",
+                "samples/s",
+                "input wait",
+                "GPU busy",
+                "MFU",
+                "first cause",
+            ],
+            rows,
+        )
+    )
+    section.text.append(
+        "Beside each run, `gpuscout recommend --from RUN` with the catalog's prices: the cheapest "
+        "GPU for its whole training and the fastest one, predicted from where its step time went "
+        "(the GPU-busy share scales with the GPU; input wait and host time do not)."
+    )
     section.tables.append(_recommended(records))
     return section
 
 
 def _recommended(records: list[WatchRecord]) -> TableData:
     from gpuscout import catalog as catalog_lib
-    from gpuscout.core.errors import UsageError
     from gpuscout.catalog.pricing import PricingOptions
+    from gpuscout.core.errors import UsageError
     from gpuscout.recommend import from_run
     from gpuscout.recommend.ranking import Constraints
 
@@ -123,15 +202,19 @@ def _recommended(records: list[WatchRecord]) -> TableData:
             rows.append([r.id, r.workload, str(exc), fmt.DASH, fmt.DASH, fmt.DASH])
             continue
         m = answer.measured
-        split = (fmt.DASH if m.split is None else
-                 f"GPU {m.split.gpu_share:.0%} / input {m.split.input_share:.0%} / host {m.split.host_share:.0%}")
+        split = (
+            fmt.DASH
+            if m.split is None
+            else f"GPU {m.split.gpu_share:.0%} / input {m.split.input_share:.0%} / host {m.split.host_share:.0%}"
+        )
         timed = [row for row in answer.rows if row.fits and row.throughput is not None]
         priced = [row for row in timed if row.cost_usd is not None]
         cheapest = min(priced, key=lambda row: row.cost_usd, default=None)
         fastest = max(timed, key=lambda row: row.throughput.throughput, default=None)
         rows.append([r.id, r.workload, split, _choice(cheapest), _choice(fastest), answer.fix_first or fmt.DASH])
-    return TableData("watched-recommend", ["id", "script", "step (measured)", "cheapest to train", "fastest",
-                                           "fix first"], rows)
+    return TableData(
+        "watched-recommend", ["id", "script", "step (measured)", "cheapest to train", "fastest", "fix first"], rows
+    )
 
 
 def _choice(row) -> str:
@@ -153,18 +236,29 @@ def _tune_sessions(watched: list[WatchRecord]) -> Section | None:
         return None
     ids = {r.group_id for r in sessions}
     comparisons = compare([r for r in watched if r.group_id in ids], "change")
-    section = Section("tune", "What each change bought (gpuscout tune -- COMMAND)",
-                      ["Each change applied to the unchanged script, against the session's baseline, at equal "
-                       "steps: the speed-up of the median samples/s, its 95% bootstrap interval and the "
-                       "significance test of `gpuscout compare --by change`."])
+    section = Section(
+        "tune",
+        "What each change bought (gpuscout tune -- COMMAND)",
+        [
+            "Each change applied to the unchanged script, against the session's baseline, at equal "
+            "steps: the speed-up of the median samples/s, its 95% bootstrap interval and the "
+            "significance test of `gpuscout compare --by change`."
+        ],
+    )
     for c in comparisons:
         section.figures.append((f"{c.workload} ({c.held.get('tune session')})", lambda c=c: plots.tune_speedups(c)))
     return section
 
 
 def _sweeps(sweeps: dict[str, list[dict]]) -> Section:
-    section = Section("sweeps", "Sweeps", ["`gpuscout sweep`: each trial's metric at each epoch; trials stopped early "
-                                          "by the sweep's early_stop are dashed and marked where they stopped."])
+    section = Section(
+        "sweeps",
+        "Sweeps",
+        [
+            "`gpuscout sweep`: each trial's metric at each epoch; trials stopped early "
+            "by the sweep's early_stop are dashed and marked where they stopped."
+        ],
+    )
     for name, trials in sweeps.items():
         section.figures.append((name, lambda n=name, t=trials: plots.sweep_curves(n, t)))
     return section
@@ -176,8 +270,12 @@ def newest_with_telemetry(records: list[StoredRecord]) -> RunRecord | None:
     return max(sampled, key=lambda r: r.created_utc) if sampled else None
 
 
-def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: str = "gpuscout report",
-          sweeps: dict[str, list[dict]] | None = None) -> Document:
+def build(
+    records: list[StoredRecord],
+    telemetry_run: RunRecord | None,
+    title: str = "gpuscout report",
+    sweeps: dict[str, list[dict]] | None = None,
+) -> Document:
     """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
     every = records
     watched = [r for r in every if r.kind == "watch"]
@@ -185,32 +283,68 @@ def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: s
     workloads = sorted({r.workload for r in every})
     gpus = sorted({r.gpu_label for r in every})
     dates = sorted(r.created_utc for r in every)
-    subtitle = (f"{len(every)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, "
-                f"{dates[0][:10]} to {dates[-1][:10]}" if every else f"{len(sweeps or {})} sweep(s)")
+    subtitle = (
+        f"{len(every)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, {dates[0][:10]} to {dates[-1][:10]}"
+        if every
+        else f"{len(sweeps or {})} sweep(s)"
+    )
     sections = [Section("machines", "Machines and GPUs", tables=[_machines(every)])]
-    throughput = Section("throughput", "Throughput per workload and GPU",
-                         ["Median throughput over each run's timing windows; the bars are its 95% confidence "
-                          "interval (bootstrap of the median; docs/methodology.md)."])
-    cost = Section("cost", "Cost efficiency", ["Throughput per dollar against throughput, at each run's hourly "
-                                               "cost (catalog price, --price or owned; docs/catalog.md)."])
+    throughput = Section(
+        "throughput",
+        "Throughput per workload and GPU",
+        [
+            "Median throughput over each run's timing windows; the bars are its 95% confidence "
+            "interval (bootstrap of the median; docs/methodology.md)."
+        ],
+    )
+    cost = Section(
+        "cost",
+        "Cost efficiency",
+        [
+            "Throughput per dollar against throughput, at each run's hourly "
+            "cost (catalog price, --price or owned; docs/catalog.md)."
+        ],
+    )
     scaling = Section("scaling", "Scaling over GPUs", ["Throughput against the number of GPUs (`gpuscout scale`)."])
     batch = Section("batch", "Throughput against batch size", ["Newest run per batch size; log2 batch axis."])
-    ablation = Section("ablation", "Ablations", ["Each precision, XLA and input setting measured for the same "
-                                                 "workload, GPU and batch, as a speedup over the slowest."])
-    inference = Section("inference", "Inference latency", ["p99 latency of single synchronised requests "
-                                                           "against throughput, per format and batch size "
-                                                           "(`gpuscout bench --mode inference`)."])
+    ablation = Section(
+        "ablation",
+        "Ablations",
+        [
+            "Each precision, XLA and input setting measured for the same "
+            "workload, GPU and batch, as a speedup over the slowest."
+        ],
+    )
+    inference = Section(
+        "inference",
+        "Inference latency",
+        [
+            "p99 latency of single synchronised requests "
+            "against throughput, per format and batch size "
+            "(`gpuscout bench --mode inference`)."
+        ],
+    )
     for w in sorted({r.workload for r in records}):
-        for section, drawer in ((throughput, plots.throughput_by_config), (cost, plots.cost_efficiency),
-                                (scaling, plots.scaling), (batch, plots.throughput_vs_batch),
-                                (ablation, plots.ablation), (inference, plots.latency_throughput)):
+        for section, drawer in (
+            (throughput, plots.throughput_by_config),
+            (cost, plots.cost_efficiency),
+            (scaling, plots.scaling),
+            (batch, plots.throughput_vs_batch),
+            (ablation, plots.ablation),
+            (inference, plots.latency_throughput),
+        ):
             section.figures.append((w, lambda d=drawer, w=w: d(records, w)))
     for section in (cost, scaling, batch, ablation, inference):
         section.text.append(_empty_hint(section.id))
     sections += [throughput, cost, scaling, batch, ablation, inference]
-    tele = Section("telemetry", "Telemetry over time",
-                   ["NVML samples at 10 Hz for one run (`--telemetry-run ID`; default: the newest run with "
-                    "telemetry); shaded: the timing windows the throughput was measured in."])
+    tele = Section(
+        "telemetry",
+        "Telemetry over time",
+        [
+            "NVML samples at 10 Hz for one run (`--telemetry-run ID`; default: the newest run with "
+            "telemetry); shaded: the timing windows the throughput was measured in."
+        ],
+    )
     if telemetry_run is not None:
         tele.figures.append((telemetry_run.id, lambda: plots.telemetry(telemetry_run)))
     else:
@@ -224,11 +358,17 @@ def build(records: list[StoredRecord], telemetry_run: RunRecord | None, title: s
     if sweeps:
         sections.append(_sweeps(sweeps))
     sections.append(Section("runs", "All runs", ["Click a column to sort; type to filter."], tables=[_runs(records)]))
-    sections.append(Section("provenance", "Provenance of every run",
-                            ["The whole record of each run (telemetry samples left out): environment, versions, "
-                             "specification, windows, flags."],
-                            details=[(f"{r.id} · {r.workload} · {r.gpu_label} · {r.created_utc[:19]}",
-                                      _provenance(r)) for r in every]))
+    sections.append(
+        Section(
+            "provenance",
+            "Provenance of every run",
+            [
+                "The whole record of each run (telemetry samples left out): environment, versions, "
+                "specification, windows, flags."
+            ],
+            details=[(f"{r.id} · {r.workload} · {r.gpu_label} · {r.created_utc[:19]}", _provenance(r)) for r in every],
+        )
+    )
     return Document(title, subtitle, sections)
 
 

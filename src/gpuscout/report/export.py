@@ -10,17 +10,42 @@ from pydantic import ValidationError
 
 from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
-from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record import STORED, StoredRecord
+from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION
-from gpuscout.store.sqlite import problem
+from gpuscout.store.rows import problem
 
 CSV_COLUMNS = (
-    "id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla", "batch_size",
-    "seq_len", "data", "device", "gpu_name", "status", "unit", "throughput_median", "throughput_ci95_low",
-    "throughput_ci95_high", "throughput_cv", "samples_per_s", "step_time_s", "epoch_time_s", "compile_s",
-    "peak_memory_bytes", "achieved_tflops", "mfu", "power_mean_w", "energy_j_per_1000_samples",
-    "flags", "methodology_version",
+    "id",
+    "kind",
+    "created_utc",
+    "group_id",
+    "workload",
+    "backend",
+    "precision",
+    "xla",
+    "batch_size",
+    "seq_len",
+    "data",
+    "device",
+    "gpu_name",
+    "status",
+    "unit",
+    "throughput_median",
+    "throughput_ci95_low",
+    "throughput_ci95_high",
+    "throughput_cv",
+    "samples_per_s",
+    "step_time_s",
+    "epoch_time_s",
+    "compile_s",
+    "peak_memory_bytes",
+    "achieved_tflops",
+    "mfu",
+    "power_mean_w",
+    "energy_j_per_1000_samples",
+    "flags",
+    "methodology_version",
 )
 
 
@@ -33,22 +58,29 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
     except json.JSONDecodeError as exc:
         raise UsageError(f"{origin} is not JSON ({exc.msg}, line {exc.lineno}): not a gpuscout results file") from None
     if not isinstance(doc, dict) or "runs" not in doc or "schema_version" not in doc:
-        raise UsageError(f"{origin} is not a gpuscout results file (no 'runs' and 'schema_version'): "
-                         "write one with `gpuscout results export`")
+        raise UsageError(
+            f"{origin} is not a gpuscout results file (no 'runs' and 'schema_version'): "
+            "write one with `gpuscout results export`"
+        )
     version = doc["schema_version"]
     if type(version) is not int or version < 1:
-        raise UsageError(f"{origin}: schema_version must be a whole number, got {version!r}: "
-                         "not a file `gpuscout results export` wrote")
+        raise UsageError(
+            f"{origin}: schema_version must be a whole number, got {version!r}: "
+            "not a file `gpuscout results export` wrote"
+        )
     if version > SCHEMA_VERSION:
-        raise UsageError(f"{origin} has results schema {version}, newer than this gpuscout's "
-                         f"({SCHEMA_VERSION}): upgrade gpuscout to import it")
+        raise UsageError(
+            f"{origin} has results schema {version}, newer than this gpuscout's "
+            f"({SCHEMA_VERSION}): upgrade gpuscout to import it"
+        )
     runs = doc["runs"]
     if not isinstance(runs, list):
         raise UsageError(f"{origin}: 'runs' must be a list of records")
     records = []
     for index, raw in enumerate(runs):
-        name = f"run #{index + 1}" + (f" ({raw['id']})" if isinstance(raw, dict) and isinstance(raw.get("id"), str)
-                                      else "")
+        name = f"run #{index + 1}" + (
+            f" ({raw['id']})" if isinstance(raw, dict) and isinstance(raw.get("id"), str) else ""
+        )
         if not isinstance(raw, dict):
             raise UsageError(f"{origin}: {name} is not a record (a JSON object): nothing was imported")
         try:
@@ -56,7 +88,9 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
         except ValidationError as exc:
             raise UsageError(f"{origin}: {name}: {problem(exc)}: nothing was imported") from None
         except (MigrationError, TypeError, AttributeError, KeyError) as exc:
-            raise UsageError(f"{origin}: {name} cannot be read as schema {version} ({exc}): nothing was imported") from None
+            raise UsageError(
+                f"{origin}: {name} cannot be read as schema {version} ({exc}): nothing was imported"
+            ) from None
     ids = [r.id for r in records]
     if len(ids) != len(set(ids)):
         raise UsageError(f"{origin} holds the same run id twice: nothing was imported")
@@ -72,20 +106,27 @@ def csv_text(records: list[StoredRecord]) -> str:
     for r in records:
         t = r.throughput
         telemetry = r.telemetry
-        row = {**{k: v for k, v in r.model_dump(mode="json", include=set(CSV_COLUMNS)).items()},
-               "gpu_name": r.gpu.name if r.gpu else None,
-               "throughput_median": t.median if t else None, "throughput_ci95_low": t.ci95_low if t else None,
-               "throughput_ci95_high": t.ci95_high if t else None, "throughput_cv": t.cv if t else None,
-               "power_mean_w": telemetry.power_mean_w if telemetry else None,
-               "energy_j_per_1000_samples": telemetry.energy_j_per_1000_samples if telemetry else None}
+        row = {
+            **{k: v for k, v in r.model_dump(mode="json", include=set(CSV_COLUMNS)).items()},
+            "gpu_name": r.gpu.name if r.gpu else None,
+            "throughput_median": t.median if t else None,
+            "throughput_ci95_low": t.ci95_low if t else None,
+            "throughput_ci95_high": t.ci95_high if t else None,
+            "throughput_cv": t.cv if t else None,
+            "power_mean_w": telemetry.power_mean_w if telemetry else None,
+            "energy_j_per_1000_samples": telemetry.energy_j_per_1000_samples if telemetry else None,
+        }
         if r.kind == "watch":
             main = r.main
-            row.update(device=r.device, backend=main.backend if main else None,
-                       precision=main.precision_policy if main else None,
-                       xla=(main.jit_compile or main.backend == "jax") if main else None,
-                       compile_s=main.compile_s if main else None,
-                       peak_memory_bytes=main.peak_memory_bytes if main else None,
-                       flags=";".join(c.code for c in r.verdict))
+            row.update(
+                device=r.device,
+                backend=main.backend if main else None,
+                precision=main.precision_policy if main else None,
+                xla=(main.jit_compile or main.backend == "jax") if main else None,
+                compile_s=main.compile_s if main else None,
+                peak_memory_bytes=main.peak_memory_bytes if main else None,
+                flags=";".join(c.code for c in r.verdict),
+            )
         else:
             row["flags"] = ";".join(f.code for f in r.flags)
         writer.writerow(row)

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from html import escape
 
-from gpuscout.core.versions import __version__
-from gpuscout.core.provenance import utc_now
 from gpuscout.core.outputs import HTML_MARK
+from gpuscout.core.provenance import utc_now
+from gpuscout.core.versions import __version__
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;
+padding:1em 2em;color:#222}
 h1{margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 .subtitle{color:#555;margin-top:.2em}.note{color:#555}
 nav a{margin-right:1em}figure{margin:1em 0}figure svg{max-width:100%;height:auto}
 figcaption{color:#555;font-size:.9em}
 table{border-collapse:collapse;font-size:.8em;margin:.5em 0;max-width:100%}
 th,td{border:1px solid #ddd;padding:.2em .35em;text-align:left;overflow-wrap:anywhere}
-th{background:#f4f4f4;cursor:pointer;user-select:none}th.sorted-asc::after{content:" ▲"}th.sorted-desc::after{content:" ▼"}
-input.filter{margin:.5em 0;padding:.3em;width:20em}details pre{background:#f8f8f8;padding:.5em;overflow:auto;font-size:.8em}
+th{background:#f4f4f4;cursor:pointer;user-select:none}
+th.sorted-asc::after{content:" ▲"}th.sorted-desc::after{content:" ▼"}
+input.filter{margin:.5em 0;padding:.3em;width:20em}
+details pre{background:#f8f8f8;padding:.5em;overflow:auto;font-size:.8em}
 #js-errors{color:#b00}
 """
 
@@ -56,7 +59,8 @@ document.querySelectorAll('input.filter').forEach(function (input) {
   });
 });
 function overlaps(a, b) {
-  var w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+  var w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+  var h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
   return w > 1 && h > 1;
 }
 window.addEventListener('load', function () {
@@ -110,10 +114,12 @@ FRAGMENT_CSS = """
 
 def render(doc: Document) -> str:
     nav = " ".join(f'<a href="#{s.id}">{escape(s.title)}</a>' for s in doc.sections)
-    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{HTML_MARK}<title>{escape(doc.title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
-             f"<p class=\"subtitle\">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>"
-             f"<pre id=\"js-errors\"></pre><pre id=\"layout\" hidden></pre><nav>{nav}</nav>"]
+    parts = [
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">{HTML_MARK}<title>{escape(doc.title)}</title>'
+        f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
+        f'<p class="subtitle">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>'
+        f'<pre id="js-errors"></pre><pre id="layout" hidden></pre><nav>{nav}</nav>'
+    ]
     parts += _sections(doc, filters=True)
     parts.append(f"<script>{SCRIPT}</script></body></html>")
     return "".join(parts)
@@ -121,8 +127,10 @@ def render(doc: Document) -> str:
 
 def fragment(doc: Document) -> str:
     """The document's sections with something to show, for a notebook cell's output."""
-    return (f'<div class="gpuscout-report"><style>{FRAGMENT_CSS}</style><h3>{escape(doc.title)}</h3>'
-            f'<p class="subtitle">{escape(doc.subtitle)}</p>{"".join(_sections(doc, filters=False, empty=False))}</div>')
+    return (
+        f'<div class="gpuscout-report"><style>{FRAGMENT_CSS}</style><h3>{escape(doc.title)}</h3>'
+        f'<p class="subtitle">{escape(doc.subtitle)}</p>{"".join(_sections(doc, filters=False, empty=False))}</div>'
+    )
 
 
 def _sections(doc: Document, filters: bool, empty: bool = True) -> list[str]:
@@ -133,17 +141,24 @@ def _sections(doc: Document, filters: bool, empty: bool = True) -> list[str]:
         for caption, draw in section.figures:
             fig = draw()
             if fig is not None:
-                drawn.append(f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>')
+                drawn.append(
+                    f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>'
+                )
         if not empty and not (drawn or section.details or any(t.rows for t in section.tables)):
             continue
         parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
-        parts.extend(f'<p class="note">{escape(t)}</p>' for t in section.text
-                     if not drawn or not t.startswith(("Shown", "Runs without")))
+        parts.extend(
+            f'<p class="note">{escape(t)}</p>'
+            for t in section.text
+            if not drawn or not t.startswith(("Shown", "Runs without"))
+        )
         if section.figures and not drawn:
             parts.append('<p class="note">Nothing stored for this yet.</p>')
         parts.extend(drawn)
         parts.extend(_table(t, filters) for t in section.tables)
-        parts.extend(f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>"
-                     for summary, text in section.details)
+        parts.extend(
+            f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>"
+            for summary, text in section.details
+        )
         parts.append("</section>")
     return parts

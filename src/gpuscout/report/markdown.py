@@ -6,11 +6,10 @@ import html
 import re
 from pathlib import Path
 
+from gpuscout.core.outputs import MARKDOWN_MARK
 from gpuscout.core.text import printable
 from gpuscout.report import plots
 from gpuscout.report.document import Document, TableData
-from gpuscout.core.outputs import MARKDOWN_MARK
-
 
 # CommonMark lets a backslash escape any ASCII punctuation; these would otherwise start emphasis,
 # code, links, HTML, headings or table cells when they come with a record's text (a model named
@@ -60,6 +59,14 @@ def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
             lines += _table(table) + [""]
         for summary, text in section.details:  # HTML around a fence: escaped as HTML, fenced against backticks
             fence = _fence(text)
-            lines += [f"<details><summary>{html.escape(printable(summary))}</summary>", "", f"{fence}json", text, fence,
-                      "", "</details>", ""]
+            lines += [
+                f"<details><summary>{html.escape(printable(summary))}</summary>",
+                "",
+                f"{fence}json",
+                text,
+                fence,
+                "",
+                "</details>",
+                "",
+            ]
     return "\n".join(lines), images_of

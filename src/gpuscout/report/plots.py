@@ -18,8 +18,16 @@ from gpuscout.record.run import RunRecord  # noqa: E402
 from gpuscout.record.watch import WatchRecord  # noqa: E402
 from gpuscout.report import format as fmt  # noqa: E402
 
-plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
-                     "svg.fonttype": "none", "figure.autolayout": True})
+plt.rcParams.update(
+    {
+        "figure.dpi": 100,
+        "font.size": 9,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "svg.fonttype": "none",
+        "figure.autolayout": True,
+    }
+)
 
 
 def ok_runs(records: list[RunRecord]) -> list[RunRecord]:
@@ -83,8 +91,9 @@ def cost_efficiency(records: list[RunRecord], workload: str) -> Figure | None:
         per_hour = r.cost.hourly.usd_per_hour
         x = r.throughput.median
         y = x * 3600 / per_hour
-        ax.scatter(x, y, s=40, marker=markers[i % len(markers)],
-                   label=f"{config_label(r)} [{ids[r.id]}] ({per_hour:.2f} $/h)")
+        ax.scatter(
+            x, y, s=40, marker=markers[i % len(markers)], label=f"{config_label(r)} [{ids[r.id]}] ({per_hour:.2f} $/h)"
+        )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     unit = runs[0].unit.split("/")[0]
     ax.set_xlabel(f"throughput ({runs[0].unit})")
@@ -111,8 +120,10 @@ def throughput_vs_batch(records: list[RunRecord], workload: str) -> Figure | Non
                 best[r.batch_size] = r
         xs = sorted(best)
         ys = [best[x].throughput.median for x in xs]
-        err = [[y - (best[x].throughput.ci95_low or y) for x, y in zip(xs, ys)],
-               [(best[x].throughput.ci95_high or y) - y for x, y in zip(xs, ys)]]
+        err = [
+            [y - (best[x].throughput.ci95_low or y) for x, y in zip(xs, ys)],
+            [(best[x].throughput.ci95_high or y) - y for x, y in zip(xs, ys)],
+        ]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=key)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("global batch size")
@@ -149,13 +160,16 @@ def ablation(records: list[RunRecord], workload: str) -> Figure | None:
 def scaling(records: list[RunRecord], workload: str) -> Figure | None:
     """Throughput against device count from `gpuscout scale` runs (the newest per count), with
     linear scaling from the one-device point dashed."""
-    runs = sorted((r for r in ok_runs(records) if r.workload == workload and r.scale and r.scale.role != "worker"),
-                  key=lambda r: r.created_utc)
+    runs = sorted(
+        (r for r in ok_runs(records) if r.workload == workload and r.scale and r.scale.role != "worker"),
+        key=lambda r: r.created_utc,
+    )
     series: dict[str, dict[int, float]] = {}
     for r in runs:
         name = (r.gpu.name if r.gpu else None) or r.device
-        batch = (f"weak b{r.per_device_batch_size}/device" if r.scale.mode == "weak"
-                 else f"strong b{r.batch_size}")  # what the study held fixed
+        batch = (
+            f"weak b{r.per_device_batch_size}/device" if r.scale.mode == "weak" else f"strong b{r.batch_size}"
+        )  # what the study held fixed
         key = f"{name} · {fmt.config(r)} · {batch}"
         series.setdefault(key, {})[r.devices] = r.throughput.median
     series = {k: v for k, v in series.items() if len(v) >= 2}
@@ -177,8 +191,10 @@ def scaling(records: list[RunRecord], workload: str) -> Figure | None:
 
 def latency_throughput(records: list[RunRecord], workload: str) -> Figure | None:
     """p99 latency against throughput per inference format, one point per batch size (newest)."""
-    runs = sorted((r for r in ok_runs(records) if r.workload == workload and r.inference and r.inference.latency),
-                  key=lambda r: r.created_utc)
+    runs = sorted(
+        (r for r in ok_runs(records) if r.workload == workload and r.inference and r.inference.latency),
+        key=lambda r: r.created_utc,
+    )
     series: dict[str, dict[int, RunRecord]] = {}
     for r in runs:
         name = (r.gpu.name if r.gpu else None) if r.device == "gpu" else "CPU"
@@ -188,11 +204,20 @@ def latency_throughput(records: list[RunRecord], workload: str) -> Figure | None
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for key, points in series.items():
         xs = sorted(points)
-        ax.plot([points[b].samples_per_s for b in xs], [points[b].inference.latency.p99_ms for b in xs],
-                marker="o", label=key)
+        ax.plot(
+            [points[b].samples_per_s for b in xs],
+            [points[b].inference.latency.p99_ms for b in xs],
+            marker="o",
+            label=key,
+        )
         for b in xs:
-            ax.annotate(f"b{b}", (points[b].samples_per_s, points[b].inference.latency.p99_ms), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                f"b{b}",
+                (points[b].samples_per_s, points[b].inference.latency.p99_ms),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("throughput (samples/s)")
@@ -202,9 +227,13 @@ def latency_throughput(records: list[RunRecord], workload: str) -> Figure | None
     return fig
 
 
-TELEMETRY_PANELS = (("gpu_util_pct", "GPU utilisation (%)"), ("sm_clock_mhz", "SM clock (MHz)"),
-                    ("power_w", "power (W)"), ("memory_used_bytes", "memory used (GiB)"),
-                    ("temperature_c", "temperature (°C)"))
+TELEMETRY_PANELS = (
+    ("gpu_util_pct", "GPU utilisation (%)"),
+    ("sm_clock_mhz", "SM clock (MHz)"),
+    ("power_w", "power (W)"),
+    ("memory_used_bytes", "memory used (GiB)"),
+    ("temperature_c", "temperature (°C)"),
+)
 
 
 def telemetry(record: RunRecord) -> Figure | None:
@@ -241,16 +270,29 @@ def watch_timeline(record: WatchRecord) -> Figure | None:
     mids = [(w.start_monotonic_s + w.end_monotonic_s) / 2 - t0 for w in windows]
     axes[0].plot(mids, [w.step_time_s * 1000 for w in windows], marker=".", lw=1)
     axes[0].set_ylabel("step time (ms)", fontsize=8)
-    axes[1].plot(mids, [100 * (w.input_wait_s or 0) / w.seconds if w.input_wait_s is not None else float("nan")
-                        for w in windows], marker=".", lw=1, label="waiting for the next batch")
-    axes[1].plot(mids, [100 * (w.outside_step_s or 0) / w.seconds if w.outside_step_s is not None else float("nan")
-                        for w in windows], marker=".", lw=1, label="between steps (callbacks, the loop)")
+    axes[1].plot(
+        mids,
+        [100 * (w.input_wait_s or 0) / w.seconds if w.input_wait_s is not None else float("nan") for w in windows],
+        marker=".",
+        lw=1,
+        label="waiting for the next batch",
+    )
+    axes[1].plot(
+        mids,
+        [100 * (w.outside_step_s or 0) / w.seconds if w.outside_step_s is not None else float("nan") for w in windows],
+        marker=".",
+        lw=1,
+        label="between steps (callbacks, the loop)",
+    )
     axes[1].set_ylabel("share of the time (%)", fontsize=8)
     axes[1].set_ylim(0, 100)
     axes[1].legend(fontsize=7)
     if samples:
-        axes[2].plot([s.t_monotonic_s - t0 for s in samples],
-                     [float("nan") if s.gpu_util_pct is None else s.gpu_util_pct for s in samples], lw=1)
+        axes[2].plot(
+            [s.t_monotonic_s - t0 for s in samples],
+            [float("nan") if s.gpu_util_pct is None else s.gpu_util_pct for s in samples],
+            lw=1,
+        )
         axes[2].set_ylabel("GPU utilisation (%)", fontsize=8)
         axes[2].set_ylim(0, 105)
     epochs = [e for fit in record.fits for e in fit.epochs]
@@ -268,7 +310,7 @@ def svg(fig: Figure) -> str:
     fig.savefig(buffer, format="svg")
     plt.close(fig)
     text = buffer.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
+    return text[text.index("<svg") :]  # drop the XML prolog and doctype: inline in HTML
 
 
 def png(fig: Figure) -> bytes:
@@ -291,15 +333,19 @@ def tune_speedups(comparison) -> Figure | None:
     ratios = [g.ratio for g in groups]
     low = [g.ratio - (g.ratio_low if g.ratio_low is not None else g.ratio) for g in groups]
     high = [(g.ratio_high if g.ratio_high is not None else g.ratio) - g.ratio for g in groups]
-    colors = ["#55A868" if g.verdict == "faster" else "#C44E52" if g.verdict == "slower" else "#8C8C8C"
-              for g in groups]
+    colors = ["#55A868" if g.verdict == "faster" else "#C44E52" if g.verdict == "slower" else "#8C8C8C" for g in groups]
     ax.barh([g.label for g in groups], ratios, xerr=[low, high], color=colors, capsize=3)
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("speed-up over the baseline (x, log scale; bars: 95% CI; green faster, red slower, grey no "
-                  "significant difference)", fontsize=8)
-    ax.set_title(f"{comparison.workload}: what each change bought (tune session "
-                 f"{comparison.held.get('tune session', '')})", fontsize=9)
+    ax.set_xlabel(
+        "speed-up over the baseline (x, log scale; bars: 95% CI; green faster, red slower, grey no "
+        "significant difference)",
+        fontsize=8,
+    )
+    ax.set_title(
+        f"{comparison.workload}: what each change bought (tune session {comparison.held.get('tune session', '')})",
+        fontsize=9,
+    )
     return fig
 
 
@@ -312,8 +358,11 @@ def sweep_curves(name: str, trials: list[dict]) -> Figure | None:
         return None
     curves = []
     for r in results:
-        points = [(h.get("epoch", h.get("step", i)), h[metric["name"]])
-                  for i, h in enumerate(r.get("history") or [], start=1) if metric["name"] in h]
+        points = [
+            (h.get("epoch", h.get("step", i)), h[metric["name"]])
+            for i, h in enumerate(r.get("history") or [], start=1)
+            if metric["name"] in h
+        ]
         if points:
             curves.append((r, points))
     if not curves:
@@ -331,6 +380,9 @@ def sweep_curves(name: str, trials: list[dict]) -> Figure | None:
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric["name"])
     pruned = sum(1 for r, _ in curves if r["status"] == "pruned")
-    ax.set_title(f"sweep {name}: {metric['name']} by epoch ({len(curves)} trials; {pruned} pruned: dashed, x where "
-                 "stopped; best in green)", fontsize=9)
+    ax.set_title(
+        f"sweep {name}: {metric['name']} by epoch ({len(curves)} trials; {pruned} pruned: dashed, x where "
+        "stopped; best in green)",
+        fontsize=9,
+    )
     return fig

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gpuscout.core.spec import RunSpec
 from gpuscout.measure import engine
 from gpuscout.record.run import RunRecord
-from gpuscout.core.spec import RunSpec
 from gpuscout.report import terminal
 
 
@@ -40,16 +40,18 @@ class RunBars(engine.Progress):
         elif kind == "warmed_up":
             self._say(f"measuring ({event['steps_per_window']} steps/window)")
         elif kind == "epoch":
-            self._say(f"epoch {event['epoch']}/{event['of']} val accuracy {event['val_accuracy']:.4f} "
-                      f"(target {event['target']:g}), {event['elapsed_s']:.0f} s", advance=1)
+            self._say(
+                f"epoch {event['epoch']}/{event['of']} val accuracy {event['val_accuracy']:.4f} "
+                f"(target {event['target']:g}), {event['elapsed_s']:.0f} s",
+                advance=1,
+            )
         elif kind == "window":
             what = "batch size" if spec.inference else "window"
             self._say(f"{what} {event['index'] + 1}/{event['of']} {event['throughput']:,.1f}/s", advance=1)
 
     def run_finished(self, label: str, records: list[RunRecord]) -> None:
         status = records[0].status if records else "done"
-        self.progress.update(self.task, description=f"{self.label}: {status}",
-                             completed=self.progress.tasks[-1].total)
+        self.progress.update(self.task, description=f"{self.label}: {status}", completed=self.progress.tasks[-1].total)
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)  # one line in a log, however long
@@ -59,6 +61,7 @@ class RunBars(engine.Progress):
 def run_bars(quiet: bool = False) -> Iterator[RunBars]:
     """Bars on stderr, cleared at the end when `quiet` (--json: only the JSON on stdout stays)."""
     err = terminal.console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err,
-                  transient=quiet) as progress:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=quiet
+    ) as progress:
         yield RunBars(progress, err)

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import json
-
 import contextlib
-from typing import Iterator
+import json
+from collections.abc import Iterator
 
 import typer
-from rich.markup import escape
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from gpuscout.report import format as fmt
-from gpuscout.report.explain import print_explanations
-from gpuscout.sweep import driver
 from gpuscout.report import terminal
+from gpuscout.report.explain import print_explanations
+from gpuscout.sweep import resume_plan
 
 
-class SweepView(driver.Display):
+class SweepView(resume_plan.Display):
     def __init__(self, progress: Progress, sweep) -> None:
         self.progress, self.sweep, self.task = progress, sweep, None
         self.running = self.failed = self.ok = self.pruned = 0
@@ -32,12 +31,18 @@ class SweepView(driver.Display):
     def _describe(self, best: dict | None = None) -> None:
         metric = self.sweep.metric
         partial = best is not None and best["status"] != "ok"
-        best_text = "no result yet" if best is None else \
-            f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']}" \
+        best_text = (
+            "no result yet"
+            if best is None
+            else f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']}"
             + (", timed out: its last report)" if partial else ")")
+        )
         pruned = f", {self.pruned} pruned" if self.pruned else ""
-        self.progress.update(self.task, description=f"{self.ok} ok{pruned}, {self.failed} failed, {self.running} running "
-                                                    f"on {self.slots} slot(s); {best_text}")
+        self.progress.update(
+            self.task,
+            description=f"{self.ok} ok{pruned}, {self.failed} failed, {self.running} running "
+            f"on {self.slots} slot(s); {best_text}",
+        )
 
     def note(self, text: str) -> None:
         self.progress.console.print(Text(f"note: {text}", style="yellow"))
@@ -56,9 +61,14 @@ class SweepView(driver.Display):
         elif result.status != "interrupted":
             self.failed += 1
             # the reason on the terminal, not only in the store: one line, and where the logs are
-            self.progress.console.print(Text(f"trial {result.index} {result.status} after {result.attempts} "
-                                             f"attempt(s): {result.message}; logs: {result.log_dir}", style="red"),
-                                        soft_wrap=True)
+            self.progress.console.print(
+                Text(
+                    f"trial {result.index} {result.status} after {result.attempts} "
+                    f"attempt(s): {result.message}; logs: {result.log_dir}",
+                    style="red",
+                ),
+                soft_wrap=True,
+            )
             print_explanations(self.progress.console, result.explanations, indent="  ")
         self.best = best
         self.progress.advance(self.task)
@@ -67,79 +77,140 @@ class SweepView(driver.Display):
 
 def print_summary(summary: dict, out: Console) -> None:
     metric = summary["metric"]
-    t = Table(title=escape(f"sweep {summary['sweep']}: best by {metric['name']} ({metric['direction']})"),
-              title_justify="left")
+    t = Table(
+        title=escape(f"sweep {summary['sweep']}: best by {metric['name']} ({metric['direction']})"),
+        title_justify="left",
+    )
     for c in ("#", "trial", metric["name"], "parameters", "duration", "slot"):
         t.add_column(escape(c))
     for rank, b in enumerate(summary["best"], 1):
-        t.add_row(str(rank), str(b["index"]), f"{b['value']:.6g}", escape(json.dumps(b["params"])),
-                  fmt.seconds(b["duration_s"]), escape(b["slot"]))
+        t.add_row(
+            str(rank),
+            str(b["index"]),
+            f"{b['value']:.6g}",
+            escape(json.dumps(b["params"])),
+            fmt.seconds(b["duration_s"]),
+            escape(b["slot"]),
+        )
     out.print(t)
     if summary.get("timed_out"):
-        late = Table(title=escape(f"timed out (killed at the trial timeout): the last {metric['name']} each reported"),
-                     title_justify="left")
+        late = Table(
+            title=escape(f"timed out (killed at the trial timeout): the last {metric['name']} each reported"),
+            title_justify="left",
+        )
         for c in ("trial", metric["name"], "epochs reported", "parameters", "duration", "slot"):
             late.add_column(escape(c))
         for b in summary["timed_out"]:
-            late.add_row(str(b["index"]), f"{b['value']:.6g} (timed out)", str(b["epochs"]),
-                         escape(json.dumps(b["params"])), fmt.seconds(b["duration_s"]), escape(b["slot"]))
+            late.add_row(
+                str(b["index"]),
+                f"{b['value']:.6g} (timed out)",
+                str(b["epochs"]),
+                escape(json.dumps(b["params"])),
+                fmt.seconds(b["duration_s"]),
+                escape(b["slot"]),
+            )
         out.print(late)
     if summary.get("diverged"):
-        out.print(f"trial(s) {', '.join(map(str, summary['diverged']))}: {metric['name']} ended NaN or infinite (the "
-                  "training diverged): kept, not ranked", highlight=False, markup=False)
+        out.print(
+            f"trial(s) {', '.join(map(str, summary['diverged']))}: {metric['name']} ended NaN or infinite (the "
+            "training diverged): kept, not ranked",
+            highlight=False,
+            markup=False,
+        )
     counts = summary["status_counts"]
-    out.print(f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
-              + ", ".join(f"{v} {k}" for k, v in counts.items() if v), highlight=False, markup=False)
+    out.print(
+        f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v),
+        highlight=False,
+        markup=False,
+    )
     if summary["wall_s"]:
-        out.print(f"wall {fmt.seconds(summary['wall_s'])} for {fmt.seconds(summary['trial_seconds_sum'])} of trials: "
-                  f"{summary['parallel_speedup']:.2f}x from running in parallel; {summary['trials_per_hour']:.1f} trials/h; "
-                  f"{summary['gpu_hours']:.3f} GPU-hours"
-                  + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""), highlight=False, markup=False)
+        out.print(
+            f"wall {fmt.seconds(summary['wall_s'])} for {fmt.seconds(summary['trial_seconds_sum'])} of trials: "
+            f"{summary['parallel_speedup']:.2f}x from running in parallel; {summary['trials_per_hour']:.1f} trials/h; "
+            f"{summary['gpu_hours']:.3f} GPU-hours"
+            + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""),
+            highlight=False,
+            markup=False,
+        )
     for gpu, share in summary["gpu_idle_share"].items():
-        out.print(f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
-                  f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
-                  highlight=False, markup=False)
+        out.print(
+            f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
+            f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
+            highlight=False,
+            markup=False,
+        )
     stopping = summary.get("early_stop")
     if stopping:
         ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
-        out.print(f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
-                  f"{stopping['epochs_run']} of {stopping['epochs_planned']} planned epochs run, "
-                  f"{fmt.seconds(stopping['trial_hours_saved'] * 3600)} of trial time saved"
-                  + (f"; the best trial ranked {ranks}" if ranks else ""), highlight=False, markup=False)
+        out.print(
+            f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
+            f"{stopping['epochs_run']} of {stopping['epochs_planned']} planned epochs run, "
+            f"{fmt.seconds(stopping['trial_hours_saved'] * 3600)} of trial time saved"
+            + (f"; the best trial ranked {ranks}" if ranks else ""),
+            highlight=False,
+            markup=False,
+        )
     cache = summary.get("compilation_cache")
     if cache and cache["programs"]:  # workload trials on jax count what the cache gave them
-        out.print(f"compiled programs: {cache['hits']} of {cache['programs']} loaded from the sweep's cache "
-                  f"({cache['folder']}), the others compiled", highlight=False, markup=False)
+        out.print(
+            f"compiled programs: {cache['hits']} of {cache['programs']} loaded from the sweep's cache "
+            f"({cache['folder']}), the others compiled",
+            highlight=False,
+            markup=False,
+        )
     if summary["stopped"]:
         out.print(f"[red]stopped early[/]: {escape(summary['stopped'])}", highlight=False)
-    out.print(f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False, markup=False)
+    out.print(
+        f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False, markup=False
+    )
     for note in summary["notes"]:
         out.print(f"note: {note}", highlight=False, markup=False)
-
-
 
 
 @contextlib.contextmanager
 def sweep_view(sweep, quiet: bool = False) -> Iterator[SweepView]:
     """The live view on stderr, cleared at the end when `quiet` (--json)."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=terminal.console(stderr=True), transient=quiet) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=terminal.console(stderr=True),
+        transient=quiet,
+    ) as progress:
         yield SweepView(progress, sweep)
 
 
-def print_trials(plan: driver.Plan, as_json: bool) -> None:
+def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
     """--dry-run: the trials, and which are done."""
-    listing = [{"index": t.index, "key": t.key, "params": t.params, "done": t not in plan.todo,
-                "state": plan.states.get(t.key, "not run yet")} for t in plan.trials]
+    listing = [
+        {
+            "index": t.index,
+            "key": t.key,
+            "params": t.params,
+            "done": t not in plan.todo,
+            "state": plan.states.get(t.key, "not run yet"),
+        }
+        for t in plan.trials
+    ]
     if as_json:
-        typer.echo(json.dumps({"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing},
-                              indent=2))
+        typer.echo(
+            json.dumps({"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing}, indent=2)
+        )
         return
     out = terminal.console(highlight=False)
-    out.print(f"sweep {plan.sweep.name}: {len(plan.trials)} trial(s), {len(plan.todo)} to run on "
-              f"{', '.join(s.label for s in plan.slots)}", markup=False)
+    out.print(
+        f"sweep {plan.sweep.name}: {len(plan.trials)} trial(s), {len(plan.todo)} to run on "
+        f"{', '.join(s.label for s in plan.slots)}",
+        markup=False,
+    )
     if plan.sweep.strategy.kind == "tpe":
-        out.print(f"strategy tpe: {plan.sweep.strategy.trials} trial(s) in all, each proposed by the sampler from "
-                  "the results before it (those listed are the ones already stored)", markup=False)
+        out.print(
+            f"strategy tpe: {plan.sweep.strategy.trials} trial(s) in all, each proposed by the sampler from "
+            "the results before it (those listed are the ones already stored)",
+            markup=False,
+        )
     for item in listing:
         out.print(f"  {item['index']:4} {json.dumps(item['params'])}  ({item['state']})", markup=False)

@@ -59,8 +59,10 @@ def longest_word(text: str) -> int:
 
 def word_widths(table: Table) -> list[int]:
     """Each column's longest word (of its header or a cell): how narrow it can be unbroken."""
-    return [max([longest_word(plain(column.header))] + [longest_word(plain(c)) for c in column.cells])
-            for column in table.columns]
+    return [
+        max([longest_word(plain(column.header))] + [longest_word(plain(c)) for c in column.cells])
+        for column in table.columns
+    ]
 
 
 def unbroken_width(widths: list[int]) -> int:

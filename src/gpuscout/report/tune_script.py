@@ -23,8 +23,11 @@ def _gain(row: dict) -> str:
 def _rate(row: dict) -> str:
     if not row.get("samples_per_s"):
         return fmt.DASH
-    interval = (f" ({fmt.number(row['ci95_low'], 0)}-{fmt.number(row['ci95_high'], 0)})"
-                if row.get("ci95_low") is not None else "")
+    interval = (
+        f" ({fmt.number(row['ci95_low'], 0)}-{fmt.number(row['ci95_high'], 0)})"
+        if row.get("ci95_low") is not None
+        else ""
+    )
     return f"{fmt.number(row['samples_per_s'], 0)}{interval}"
 
 
@@ -38,32 +41,52 @@ def _health(row: dict) -> str:
 
 def print_tune_script(report: dict, out: Console) -> None:
     base = report["baseline"]
-    out.print(Text(f"tune {report['workload']}: {len(report['rows'])} setting(s) measured in {report['rounds']} "
-                   f"round(s), each over {report['steps']} training steps of the unchanged script", style="bold"),
-              soft_wrap=True)
+    out.print(
+        Text(
+            f"tune {report['workload']}: {len(report['rows'])} setting(s) measured in {report['rounds']} "
+            f"round(s), each over {report['steps']} training steps of the unchanged script",
+            style="bold",
+        ),
+        soft_wrap=True,
+    )
     if report.get("diverged"):
         d = report["diverged"]
         out.print(Text(f"in the unchanged script, {d['message']}", style="bold red"), soft_wrap=True)
         out.print(Text(f"  seen: {d['evidence']}\n  change first: {d['fix']}"), soft_wrap=True)
-    out.print(Text(f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base['step_time_s'])}, input wait "
-                   f"{fmt.percent(base['input_wait_share'])}, GPU busy {fmt.percent(base['gpu_busy_share'], 0)}"),
-              soft_wrap=True)
-    table = Table(title="each change against the runs of the setting it was added to, before and after it",
-                  title_justify="left")
+    out.print(
+        Text(
+            f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base['step_time_s'])}, input wait "
+            f"{fmt.percent(base['input_wait_share'])}, GPU busy {fmt.percent(base['gpu_busy_share'], 0)}"
+        ),
+        soft_wrap=True,
+    )
+    table = Table(
+        title="each change against the runs of the setting it was added to, before and after it", title_justify="left"
+    )
     for column in ("round", "change", "on", "samples/s", "speed-up (95% CI)", "input wait", "training"):
         table.add_column(column, no_wrap=column in ("samples/s", "speed-up (95% CI)", "input wait"))
     for row in report["rows"]:
         mark = " (kept)" if row.get("kept") else ""
-        table.add_row(str(row.get("round", "")), Text(row["change"] + mark), Text(row.get("on") or "baseline"),
-                      fmt.number(row["samples_per_s"], 0) if row.get("samples_per_s") else fmt.DASH, _gain(row),
-                      fmt.percent(row.get("input_wait_share")),
-                      Text(_health(row) + (" (measured again: the host was noisy)" if row.get("remeasured") else "")))
+        table.add_row(
+            str(row.get("round", "")),
+            Text(row["change"] + mark),
+            Text(row.get("on") or "baseline"),
+            fmt.number(row["samples_per_s"], 0) if row.get("samples_per_s") else fmt.DASH,
+            _gain(row),
+            fmt.percent(row.get("input_wait_share")),
+            Text(_health(row) + (" (measured again: the host was noisy)" if row.get("remeasured") else "")),
+        )
     out.print(table)
     best, copy = report.get("best"), report.get("patched")
     out.print(Text(report["summary"], style="bold green" if best else "bold"), soft_wrap=True)
     if copy is not None:
-        out.print(Text(f"patched copy: {_gain(copy)}, {'agrees' if copy.get('agrees') else 'does not agree'} with the "
-                       "injected changes"), soft_wrap=True)
+        out.print(
+            Text(
+                f"patched copy: {_gain(copy)}, {'agrees' if copy.get('agrees') else 'does not agree'} with the "
+                "injected changes"
+            ),
+            soft_wrap=True,
+        )
     if best is not None and best.get("line"):
         out.print(Text("write these lines:"), soft_wrap=True)
         for line in best["line"].splitlines():  # code is never wrapped
@@ -72,8 +95,11 @@ def print_tune_script(report: dict, out: Console) -> None:
         out.print(Text(f"left: {report['left']}", style="yellow"), soft_wrap=True)
     patch = report.get("patch")
     if patch is not None:
-        where = (f"the diff of {', '.join(patch['located'])} is in {patch['file']} (your files are unchanged)"
-                 if report.get("diff") else f"no diff written to {patch['file']}")
+        where = (
+            f"the diff of {', '.join(patch['located'])} is in {patch['file']} (your files are unchanged)"
+            if report.get("diff")
+            else f"no diff written to {patch['file']}"
+        )
         out.print(Text(f"patch: {where}"), soft_wrap=True)
         for name, why in patch["unlocated"].items():
             out.print(Text(f"patch: {name} not located: {why}"), soft_wrap=True)
@@ -83,15 +109,25 @@ def print_tune_script(report: dict, out: Console) -> None:
         out.print(Text(f"not tried: {skipped['change']}: {skipped['reason']}"), soft_wrap=True)
     if report.get("noisy"):
         out.print(Text(f"note: {report['noisy']}", style="yellow"), soft_wrap=True)
-    out.print(Text(f"session {report['session']} ({fmt.seconds(report['wall_s'])}): every run is stored; "
-                   f"`gpuscout compare {report['baseline']['run_id']} RUN` compares any two"), soft_wrap=True)
+    out.print(
+        Text(
+            f"session {report['session']} ({fmt.seconds(report['wall_s'])}): every run is stored; "
+            f"`gpuscout compare {report['baseline']['run_id']} RUN` compares any two"
+        ),
+        soft_wrap=True,
+    )
 
 
 def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> None:
     """--dry-run: each change and why it applies or not, from a stored watch of the command."""
     if baseline_id is None:
-        out.print(Text(f"no stored watch of `{command}`: the baseline run decides which changes apply. The "
-                       "changes and what makes each worth trying:"), soft_wrap=True)
+        out.print(
+            Text(
+                f"no stored watch of `{command}`: the baseline run decides which changes apply. The "
+                "changes and what makes each worth trying:"
+            ),
+            soft_wrap=True,
+        )
         for name, when in PLAN_RULES:
             out.print(Text(f"  {name}: {when}"), soft_wrap=True)
         return
@@ -100,9 +136,13 @@ def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> Non
         out.print(Text(f"  would try {change.name}: {change.why}  ->  {change.line.splitlines()[0]}"), soft_wrap=True)
     for skipped in plan.skipped:
         out.print(Text(f"  not {skipped.knob}: {skipped.reason}"), soft_wrap=True)
-    out.print(Text("then, round after round, the changes the fastest setting's run makes worth trying on top of it, "
-                   "each between runs of that setting; and the best against the baseline again; nothing was run"),
-              soft_wrap=True)
+    out.print(
+        Text(
+            "then, round after round, the changes the fastest setting's run makes worth trying on top of it, "
+            "each between runs of that setting; and the best against the baseline again; nothing was run"
+        ),
+        soft_wrap=True,
+    )
 
 
 PLAN_RULES = (

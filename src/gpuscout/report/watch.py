@@ -18,11 +18,11 @@ from rich.live import Live
 from rich.text import Text
 
 from gpuscout.analysis import devices
+from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
-from gpuscout.report.explain import print_explanations
-from gpuscout.measure.view import View
 from gpuscout.report import terminal
+from gpuscout.report.explain import print_explanations
 
 if TYPE_CHECKING:
     from gpuscout.measure.command import Command
@@ -66,8 +66,9 @@ class Plain(View):
 
     def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None:
         if not self.quiet:
-            self.err.print(Text(f"gpuscout watch: {command.workload} (pid {pid}) watched; the verdict comes at "
-                                "its end"))
+            self.err.print(
+                Text(f"gpuscout watch: {command.workload} (pid {pid}) watched; the verdict comes at its end")
+            )
 
     def stdout(self):
         return self.stderr if self.as_json else None
@@ -93,8 +94,14 @@ class LiveView(View):
 
     def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None:
         self.command, self.pid, self.gpus, self.started_at = command, pid, gpus, time.monotonic()
-        self.live = Live(get_renderable=self._render, console=self.err, refresh_per_second=2, transient=True,
-                         redirect_stdout=False, redirect_stderr=False)
+        self.live = Live(
+            get_renderable=self._render,
+            console=self.err,
+            refresh_per_second=2,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self.live.start()
 
     def _show(self, line: str) -> None:
@@ -131,8 +138,9 @@ class LiveView(View):
 
     def _render(self) -> Group:
         elapsed = f"{time.monotonic() - self.started_at:.0f} s"
-        lines = [f"gpuscout watch: {self.command.workload if self.command else ''} (pid {self.pid}) {elapsed}, "
-                 f"{self.state}"]
+        lines = [
+            f"gpuscout watch: {self.command.workload if self.command else ''} (pid {self.pid}) {elapsed}, {self.state}"
+        ]
         if self.window:
             w = self.window
             seconds = w["end_monotonic_s"] - w["start_monotonic_s"]
@@ -160,8 +168,12 @@ def view_for(quiet: bool, as_json: bool) -> View:
 
 
 def _headline(r: WatchRecord) -> str:
-    how = {"ok": "ran to its end", "failed": f"failed (exit code {r.exit_code})",
-           "interrupted": f"interrupted ({'Ctrl-C' if r.interrupted_by in (None, 'SIGINT') else r.interrupted_by})", "stopped": f"stopped after {r.limit} as asked; the rest of the script did not run"}[r.status]
+    how = {
+        "ok": "ran to its end",
+        "failed": f"failed (exit code {r.exit_code})",
+        "interrupted": f"interrupted ({'Ctrl-C' if r.interrupted_by in (None, 'SIGINT') else r.interrupted_by})",
+        "stopped": f"stopped after {r.limit} as asked; the rest of the script did not run",
+    }[r.status]
     what = f"{r.workload} (pid {r.attached_pid})" if r.mode == "pid" else r.workload
     return f"{what}: watched {fmt.seconds(r.duration_s)}, {how}"
 
@@ -175,18 +187,27 @@ def _figures(r: WatchRecord) -> list[str]:
         batch = f" of batch {main.batch_size}" if main.batch_size else ""
         lines.append(f"{what}: {main.steps} steps{batch}, step {fmt.seconds(r.step_time_s)}")
         if r.warmup_windows:
-            lines.append(f"warm-up left out: {r.warmup_steps} steps ({r.warmup_windows} window"
-                         f"{'s' if r.warmup_windows > 1 else ''}) after the compile; the figures are of the "
-                         f"{sum(w.steps for w in r.steady)} steady steps")
+            lines.append(
+                f"warm-up left out: {r.warmup_steps} steps ({r.warmup_windows} window"
+                f"{'s' if r.warmup_windows > 1 else ''}) after the compile; the figures are of the "
+                f"{sum(w.steps for w in r.steady)} steady steps"
+            )
         if r.samples_per_s:
-            ci = f" (95% CI {fmt.number(t.ci95_low, 0)}-{fmt.number(t.ci95_high, 0)})" \
-                if t and t.ci95_low is not None else ""
+            ci = (
+                f" (95% CI {fmt.number(t.ci95_low, 0)}-{fmt.number(t.ci95_high, 0)})"
+                if t and t.ci95_low is not None
+                else ""
+            )
             lines.append(f"throughput {fmt.number(r.samples_per_s, 0)} samples/s{ci}")
         if not main.custom:
-            lines.append(f"input wait {fmt.percent(r.input_wait_share)}, outside the step "
-                         f"{fmt.percent(r.outside_step_share)}, compile {fmt.seconds(main.compile_s)}")
-            lines.append(f"{main.backend}, {main.precision_policy}, {_xla(r, main)}, steps_per_execution "
-                         f"{main.steps_per_execution}")
+            lines.append(
+                f"input wait {fmt.percent(r.input_wait_share)}, outside the step "
+                f"{fmt.percent(r.outside_step_share)}, compile {fmt.seconds(main.compile_s)}"
+            )
+            lines.append(
+                f"{main.backend}, {main.precision_policy}, {_xla(r, main)}, steps_per_execution "
+                f"{main.steps_per_execution}"
+            )
             lines.append(f"input: {_input(main)}; model {main.model}, {main.params or 0:,} params")
             if main.replicas > 1 or (main.devices or 0) > 1:
                 lines.append(_devices(main))
@@ -237,26 +258,37 @@ def _callback_costs(main) -> str | None:
     for e in epochs:
         for name, seconds in e.callbacks_s.items():
             totals[name] = totals.get(name, 0.0) + seconds
-    shown = [(n, s / len(epochs)) for n, s in sorted(totals.items(), key=lambda item: -item[1]) if s / len(epochs) >= 1e-3]
-    parts = [", ".join(f"{n} {fmt.seconds(s)} per epoch" for n, s in shown)] if shown else \
-        ["under 1 ms per epoch"] if epochs else []
+    shown = [
+        (n, s / len(epochs)) for n, s in sorted(totals.items(), key=lambda item: -item[1]) if s / len(epochs) >= 1e-3
+    ]
+    parts = (
+        [", ".join(f"{n} {fmt.seconds(s)} per epoch" for n, s in shown)]
+        if shown
+        else ["under 1 ms per epoch"]
+        if epochs
+        else []
+    )
     if main.sync_callbacks:
-        parts.append(f"{', '.join(main.sync_callbacks)} made Keras wait for each step's logs (that wait is counted "
-                     "in the step)")
+        parts.append(
+            f"{', '.join(main.sync_callbacks)} made Keras wait for each step's logs (that wait is counted in the step)"
+        )
     return "; ".join(parts) or None
 
 
 def _memory(r: WatchRecord, main) -> str:
     """The two memory figures named apart: what the framework's allocator used at its peak, and
     NVML's, which under JAX's preallocation is what JAX reserved, not what the training used."""
-    from gpuscout.analysis.verdict import jax_preallocated
+    from gpuscout.analysis.device_causes import jax_preallocated
 
     nvml = r.telemetry.memory_used_max_bytes if r.telemetry else None
     used = main.peak_memory_bytes if main else None
     parts = [f"used at peak {fmt.bytes_(used)} (allocator)"] if used else []
     if nvml is not None:
-        parts.append(f"{fmt.bytes_(nvml)} reserved by JAX's preallocation (NVML)" if jax_preallocated(r)
-                     else f"{'NVML peak' if used else 'used at peak (NVML)'} {fmt.bytes_(nvml)}")
+        parts.append(
+            f"{fmt.bytes_(nvml)} reserved by JAX's preallocation (NVML)"
+            if jax_preallocated(r)
+            else f"{'NVML peak' if used else 'used at peak (NVML)'} {fmt.bytes_(nvml)}"
+        )
     return ", ".join(parts) or "memory not seen"
 
 
@@ -265,8 +297,14 @@ def _wrapped(console: Console, text: str, indent: str, first: str | None = None,
     number stays whole), no trailing spaces for a log file."""
     width = max(console.width, 40)
     first = indent if first is None else first
-    for line in textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=indent,
-                              break_long_words=False, break_on_hyphens=False):
+    for line in textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ):
         console.print(Text(line, style=style), soft_wrap=True)
 
 
@@ -297,18 +335,30 @@ def print_watch(console: Console, r: WatchRecord) -> None:
         for line in (cause.code_snippet or "").splitlines():  # code is never wrapped
             console.print(Text(f"       {line}".rstrip(), style="green"), soft_wrap=True)
     if r.mode == "command" and r.tune_change is None and any(c.code in TUNABLE for c in r.verdict):
-        _wrapped(console, "measure what these changes buy on your script, each applied to it unchanged: "
-                          f"gpuscout tune -- {shlex.join(r.command) if len(r.command) > 1 else r.command[0]}", "  ", "")
+        _wrapped(
+            console,
+            "measure what these changes buy on your script, each applied to it unchanged: "
+            f"gpuscout tune -- {shlex.join(r.command) if len(r.command) > 1 else r.command[0]}",
+            "  ",
+            "",
+        )
     if r.trace is not None:
         opened = f"open it with: {r.trace.command}" if r.trace.ok else f"not taken ({r.trace.message})"
         _wrapped(console, f"profiler trace of steps {r.trace.first_step}-{r.trace.last_step}: {opened}", "  ", "")
         for d in r.trace.devices[:8]:
-            slowed = (f"; computation beside them {d.slowed_beside_collectives_ms:.1f} ms slower"
-                      if d.slowed_beside_collectives_ms >= 0.05 else "")
-            _wrapped(console, f"{devices.device_name(d.device)}: kernels {d.busy_ms:.1f} ms a step of a "
-                              f"{d.span_ms:.1f} ms span; collectives {d.collectives_ms:.1f} ms, "
-                              f"{d.collectives_alone_ms:.1f} ms of them with nothing else running{slowed}",
-                     "    ", "      ")
+            slowed = (
+                f"; computation beside them {d.slowed_beside_collectives_ms:.1f} ms slower"
+                if d.slowed_beside_collectives_ms >= 0.05
+                else ""
+            )
+            _wrapped(
+                console,
+                f"{devices.device_name(d.device)}: kernels {d.busy_ms:.1f} ms a step of a "
+                f"{d.span_ms:.1f} ms span; collectives {d.collectives_ms:.1f} ms, "
+                f"{d.collectives_alone_ms:.1f} ms of them with nothing else running{slowed}",
+                "    ",
+                "      ",
+            )
         if r.trace.kernels_note:
             _wrapped(console, r.trace.kernels_note, "    ", "      ")
 
@@ -317,15 +367,21 @@ def print_watch_record(console: Console, r: WatchRecord) -> None:
     """`results show` of a watched script: what `watch` printed, then where and how it ran."""
     print_watch(console, r)
     env = r.env
-    for key, value in (("id", r.id), ("created", r.created_utc), ("command", " ".join(r.command)),
-                       ("directory", r.cwd or fmt.DASH), ("exit code", fmt.DASH if r.exit_code is None else r.exit_code),
-                       ("host", f"{env.hostname or fmt.DASH}, {env.cpu_model or fmt.DASH} x {env.cpu_count or fmt.DASH}"),
-                       ("driver / CUDA (driver)", f"{env.driver_version or fmt.DASH} / "
-                                                  f"{env.cuda_driver_version or fmt.DASH}"),
-                       ("keras", ", ".join(sorted({f"{f.keras_version} ({f.backend})" for f in r.fits
-                                                  if f.keras_version})) or fmt.DASH),
-                       ("gpuscout / methodology", f"{r.gpuscout_version} / {r.methodology_version}"),
-                       ("watched with", env.command_line or fmt.DASH)):
+    for key, value in (
+        ("id", r.id),
+        ("created", r.created_utc),
+        ("command", " ".join(r.command)),
+        ("directory", r.cwd or fmt.DASH),
+        ("exit code", fmt.DASH if r.exit_code is None else r.exit_code),
+        ("host", f"{env.hostname or fmt.DASH}, {env.cpu_model or fmt.DASH} x {env.cpu_count or fmt.DASH}"),
+        ("driver / CUDA (driver)", f"{env.driver_version or fmt.DASH} / {env.cuda_driver_version or fmt.DASH}"),
+        (
+            "keras",
+            ", ".join(sorted({f"{f.keras_version} ({f.backend})" for f in r.fits if f.keras_version})) or fmt.DASH,
+        ),
+        ("gpuscout / methodology", f"{r.gpuscout_version} / {r.methodology_version}"),
+        ("watched with", env.command_line or fmt.DASH),
+    ):
         _wrapped(console, f"{key}: {value}", "    ", "")
 
 

@@ -21,15 +21,15 @@ import socket
 import threading
 import uuid
 
-from gpuscout.measure import engine
 from gpuscout.analysis.derive import RunContext, derive
-from gpuscout.core.errors import UsageError, host_port
-from gpuscout.executor.local import child_env
 from gpuscout.catalog.pricing import PricingOptions
+from gpuscout.core.errors import UsageError, host_port
 from gpuscout.core.provenance import utc_now
+from gpuscout.core.spec import RunSpec
+from gpuscout.executor.local import child_env
+from gpuscout.measure import engine
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, DistributionDetails
 from gpuscout.record.run import ClusterTag, Distribution, Flag, RunRecord
-from gpuscout.core.spec import RunSpec
 
 
 def tf_config(addresses: list[str], index: int) -> str:
@@ -46,8 +46,10 @@ def read_tf_config(text: str | None) -> tuple[list[str], int]:
         task = config["task"]
         index = int(task["index"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"TF_CONFIG is not a worker cluster config ({type(exc).__name__}: {exc}); expected "
-                         '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": N}}') from None
+        raise UsageError(
+            f"TF_CONFIG is not a worker cluster config ({type(exc).__name__}: {exc}); expected "
+            '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": N}}'
+        ) from None
     if task.get("type") != "worker" or not 0 <= index < len(workers):
         raise UsageError(f"TF_CONFIG's task must be a worker with an index below {len(workers)}, got {task}")
     return workers, index
@@ -57,8 +59,10 @@ def check_hosts(text: str) -> list[str]:
     hosts = [h.strip() for h in text.split(",") if h.strip()]
     bad = [h for h in hosts if h.count(":") != 1 or host_port(h) is None]
     if len(hosts) < 2 or bad:
-        raise UsageError(f"--hosts takes two or more host:port pairs like a:2222,b:2222 (ports 1 to 65535), got "
-                         f"{text[:80]!r}" + (f" ({bad[0][:40]!r} is not host:port)" if bad else ""))
+        raise UsageError(
+            f"--hosts takes two or more host:port pairs like a:2222,b:2222 (ports 1 to 65535), got "
+            f"{text[:80]!r}" + (f" ({bad[0][:40]!r} is not host:port)" if bad else "")
+        )
     return hosts
 
 
@@ -66,13 +70,23 @@ def commands(workload: str, hosts: list[str], worker_args: list[str]) -> dict:
     """What each host runs, and how the records come together afterwards."""
     cluster_id = uuid.uuid4().hex[:8]
     args = " ".join(shlex.quote(a) for a in worker_args)
-    per_host = [{"host": h.split(":")[0], "command":
-                 f"TF_CONFIG={shlex.quote(tf_config(hosts, i))} gpuscout scale {shlex.quote(workload)} --worker "
-                 f"--cluster {cluster_id}" + (f" {args}" if args else "")} for i, h in enumerate(hosts)]
-    merge = [f"gpuscout results export --group {cluster_id} -o {cluster_id}-worker{i}.json   # on {p['host']}"
-             for i, p in enumerate(per_host) if i]
-    merge += [f"gpuscout results import {cluster_id}-worker{i}.json   # on {per_host[0]['host']}"
-              for i in range(1, len(per_host))]
+    per_host = [
+        {
+            "host": h.split(":")[0],
+            "command": f"TF_CONFIG={shlex.quote(tf_config(hosts, i))} gpuscout scale {shlex.quote(workload)} --worker "
+            f"--cluster {cluster_id}" + (f" {args}" if args else ""),
+        }
+        for i, h in enumerate(hosts)
+    ]
+    merge = [
+        f"gpuscout results export --group {cluster_id} -o {cluster_id}-worker{i}.json   # on {p['host']}"
+        for i, p in enumerate(per_host)
+        if i
+    ]
+    merge += [
+        f"gpuscout results import {cluster_id}-worker{i}.json   # on {per_host[0]['host']}"
+        for i in range(1, len(per_host))
+    ]
     merge.append(f"gpuscout scale --merge {cluster_id}   # on {per_host[0]['host']}")
     return {"cluster": cluster_id, "workers": per_host, "then": merge}
 
@@ -83,8 +97,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_local_workers(spec: RunSpec, gpu_ids: list[int | None], session: engine.Session,
-                      on_event=lambda event: None) -> list[RunRecord]:
+def run_local_workers(
+    spec: RunSpec, gpu_ids: list[int | None], session: engine.Session, on_event=lambda event: None
+) -> list[RunRecord]:
     """len(gpu_ids) workers of one MultiWorkerMirroredStrategy run on this host, one device each
     (a GPU, or the CPU for None); their records, worker 0 first. If one fails, the others are
     stopped: they would wait for it in the next collective until the timeout."""
@@ -94,13 +109,16 @@ def run_local_workers(spec: RunSpec, gpu_ids: list[int | None], session: engine.
     failed = threading.Event()
 
     def work(index: int) -> None:
-        mine = spec.model_copy(update={"gpu_index": gpu_ids[index],
-                                       "gpu_indices": None if gpu_ids[index] is None else (gpu_ids[index],)})
+        mine = spec.model_copy(
+            update={"gpu_index": gpu_ids[index], "gpu_indices": None if gpu_ids[index] is None else (gpu_ids[index],)}
+        )
         env = {**child_env(mine), "TF_CONFIG": tf_config(addresses, index)}
-        record = engine.measure(mine, session, env=env, cancel=failed,
-                                on_event=on_event if index == 0 else lambda event: None)[0]
-        records[index] = record.model_copy(update={"cluster": ClusterTag(
-            id=cluster_id, index=index, workers=len(gpu_ids), address=addresses[index])})
+        record = engine.measure(
+            mine, session, env=env, cancel=failed, on_event=on_event if index == 0 else lambda event: None
+        )[0]
+        records[index] = record.model_copy(
+            update={"cluster": ClusterTag(id=cluster_id, index=index, workers=len(gpu_ids), address=addresses[index])}
+        )
         if not record.ok:
             failed.set()
 
@@ -119,33 +137,56 @@ def merge_records(workers: list[RunRecord], pricing: PricingOptions = PricingOpt
     indices = [r.cluster.index for r in workers]
     expected = workers[0].cluster.workers
     if indices != list(range(expected)):
-        raise UsageError(f"cluster {workers[0].cluster.id}: have the records of workers {indices}, need "
-                         f"all of 0..{expected - 1}: import the missing hosts' exports first")
+        raise UsageError(
+            f"cluster {workers[0].cluster.id}: have the records of workers {indices}, need "
+            f"all of 0..{expected - 1}: import the missing hosts' exports first"
+        )
     first = workers[0]
     broken = [r for r in workers if not r.ok]
     if not broken and len({len(r.windows) for r in workers}) != 1:
-        raise UsageError(f"cluster {first.cluster.id}: workers timed different numbers of windows "
-                         f"{sorted({len(r.windows) for r in workers})}")
+        raise UsageError(
+            f"cluster {first.cluster.id}: workers timed different numbers of windows "
+            f"{sorted({len(r.windows) for r in workers})}"
+        )
     outcome = _merged_outcome(workers, broken)
-    per_gpu = [t.model_copy(update={"index": f"{r.cluster.index}:{t.index}"}) for r in workers
-               for t in (r.telemetry_per_gpu or ([r.telemetry.model_copy(update={"index": r.gpu.index if r.gpu else None})]
-                                                 if r.telemetry else []))]
+    per_gpu = [
+        t.model_copy(update={"index": f"{r.cluster.index}:{t.index}"})
+        for r in workers
+        for t in (
+            r.telemetry_per_gpu
+            or ([r.telemetry.model_copy(update={"index": r.gpu.index if r.gpu else None})] if r.telemetry else [])
+        )
+    ]
     ctx = RunContext(
         gpus=[g for r in workers for g in (r.gpus or ([r.gpu] if r.gpu else []))],
         environment=first.env.model_dump(exclude={"child_env", "framework", "compiled"}),
-        child_env=first.env.child_env, group_id=first.group_id,
-        telemetry=lambda windows, samples: per_gpu, pricing=pricing,
+        child_env=first.env.child_env,
+        group_id=first.group_id,
+        telemetry=lambda windows, samples: per_gpu,
+        pricing=pricing,
         totals=(sum(r.batch_size for r in workers), sum(r.devices for r in workers)),
-        inherited_flags=[f for f in _unique_flags(workers) if f.code in ("gpu_shared", "loss_not_finite")])
+        inherited_flags=[f for f in _unique_flags(workers) if f.code in ("gpu_shared", "loss_not_finite")],
+    )
     merged = derive(first.spec, outcome, ctx)[0]
-    distribution = (first.distribution or Distribution(kind="multi_worker")).model_copy(update={
-        "workers": expected, "replicas": merged.devices, "worker_run_ids": [r.id for r in workers],
-        "addresses": [r.cluster.address for r in workers]})
-    return merged.model_copy(update={
-        "distribution": distribution, "created_utc": utc_now(),
-        "cluster": first.cluster.model_copy(update={"index": None, "role": "merged"}),
-        "input_wait_share": max((r.input_wait_share for r in workers if r.input_wait_share is not None), default=None),
-        "peak_memory_bytes": max((r.peak_memory_bytes for r in workers if r.peak_memory_bytes), default=None)})
+    distribution = (first.distribution or Distribution(kind="multi_worker")).model_copy(
+        update={
+            "workers": expected,
+            "replicas": merged.devices,
+            "worker_run_ids": [r.id for r in workers],
+            "addresses": [r.cluster.address for r in workers],
+        }
+    )
+    return merged.model_copy(
+        update={
+            "distribution": distribution,
+            "created_utc": utc_now(),
+            "cluster": first.cluster.model_copy(update={"index": None, "role": "merged"}),
+            "input_wait_share": max(
+                (r.input_wait_share for r in workers if r.input_wait_share is not None), default=None
+            ),
+            "peak_memory_bytes": max((r.peak_memory_bytes for r in workers if r.peak_memory_bytes), default=None),
+        }
+    )
 
 
 def _merged_outcome(workers: list[RunRecord], broken: list[RunRecord]) -> ChildOutcome:
@@ -156,22 +197,44 @@ def _merged_outcome(workers: list[RunRecord], broken: list[RunRecord]) -> ChildO
     if broken:
         # The first failure is the cause; the others were stopped because of it.
         cause = min(broken, key=lambda r: (r.error.message or "").startswith("stopped:"))
-        return ChildOutcome(cause.status, None, f"worker {cause.cluster.index}: {cause.error.message}",
-                            cause.error.stderr_tail, cause.error.returncode, max(r.duration_s for r in workers))
+        return ChildOutcome(
+            cause.status,
+            None,
+            f"worker {cause.cluster.index}: {cause.error.message}",
+            cause.error.stderr_tail,
+            cause.error.returncode,
+            max(r.duration_s for r in workers),
+        )
     windows = []
     for parts in zip(*(r.windows for r in workers)):
         samples = sum(w.samples for w in parts)
         rate = sum(w.throughput for w in parts)  # units/s of each worker, summed
         seconds = samples * first.units_per_sample / rate
-        windows.append(ChildWindow(index=parts[0].index, start_monotonic_s=parts[0].start_monotonic_s,
-                                   end_monotonic_s=parts[0].start_monotonic_s + seconds, steps=parts[0].steps,
-                                   samples=samples, input_wait_s=max(w.input_wait_s for w in parts)))
-    result = ChildResult(framework=first.env.framework, compiled=first.env.compiled, compile_s=first.compile_s,
-                         warmup_s=first.warmup_s, steps_per_window=first.steps_per_window, windows=windows,
-                         loss=first.loss, fixed_step_loss=first.fixed_step_loss, fixed_steps=first.fixed_steps,
-                         host_peak_rss_bytes=first.host_peak_rss_bytes,
-                         distribution=first.distribution.model_dump(include=set(DistributionDetails.model_fields))
-                         if first.distribution else None)
+        windows.append(
+            ChildWindow(
+                index=parts[0].index,
+                start_monotonic_s=parts[0].start_monotonic_s,
+                end_monotonic_s=parts[0].start_monotonic_s + seconds,
+                steps=parts[0].steps,
+                samples=samples,
+                input_wait_s=max(w.input_wait_s for w in parts),
+            )
+        )
+    result = ChildResult(
+        framework=first.env.framework,
+        compiled=first.env.compiled,
+        compile_s=first.compile_s,
+        warmup_s=first.warmup_s,
+        steps_per_window=first.steps_per_window,
+        windows=windows,
+        loss=first.loss,
+        fixed_step_loss=first.fixed_step_loss,
+        fixed_steps=first.fixed_steps,
+        host_peak_rss_bytes=first.host_peak_rss_bytes,
+        distribution=first.distribution.model_dump(include=set(DistributionDetails.model_fields))
+        if first.distribution
+        else None,
+    )
     return ChildOutcome("ok", result, duration_s=max(r.duration_s for r in workers))
 
 

@@ -31,19 +31,27 @@ def explain(path: Path, exc: BaseException, busy_timeout_s: float) -> str:
     text = str(exc) or type(exc).__name__
     low = text.lower()
     if "malformed" in low or "not a database" in low or "corrupt" in low or isinstance(exc, ValueError):
-        return (f"{path} is damaged ({text}): `gpuscout results check --store {path}` says what is wrong, and "
-                f"`gpuscout results salvage --store {path} --out NEW.sqlite` copies every readable record into a "
-                "new store")
+        return (
+            f"{path} is damaged ({text}): `gpuscout results check --store {path}` says what is wrong, and "
+            f"`gpuscout results salvage --store {path} --out NEW.sqlite` copies every readable record into a "
+            "new store"
+        )
     if "full" in low or ("i/o" in low and free_bytes(path) < FULL_BELOW_BYTES):
         return f"the disk holding {path} is full ({text}): free some space on it, then run the command again"
     if "readonly" in low or "read-only" in low or not writable(path):
-        return (f"{path} is read-only ({text}): commands that only read it (results list, show, export, check; "
-                "compare; report) still work; to store runs, pass a writable --store")
+        return (
+            f"{path} is read-only ({text}): commands that only read it (results list, show, export, check; "
+            "compare; report) still work; to store runs, pass a writable --store"
+        )
     if "locked" in low or "busy" in low:
-        return (f"{path} stayed locked by another process for {busy_timeout_s:g} s ({text}): let it "
-                "finish (a sweep, another gpuscout), then run the command again")
-    return (f"{path} cannot be read or written ({text}): check that its disk is mounted, writable and not full; "
-            f"`gpuscout results check --store {path}` says whether the file is damaged")
+        return (
+            f"{path} stayed locked by another process for {busy_timeout_s:g} s ({text}): let it "
+            "finish (a sweep, another gpuscout), then run the command again"
+        )
+    return (
+        f"{path} cannot be read or written ({text}): check that its disk is mounted, writable and not full; "
+        f"`gpuscout results check --store {path}` says whether the file is damaged"
+    )
 
 
 def writable(path: Path) -> bool:

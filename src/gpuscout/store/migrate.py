@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION, RunRecord
 from gpuscout.store.failures import StoreError
+from gpuscout.store.rows import COLUMNS, problem, row_of
 from gpuscout.store.schema import APPLICATION_ID, SCHEMA_SQL
-from gpuscout.store.sqlite import BUSY_TIMEOUT_MS, COLUMNS, problem, row_of
+from gpuscout.store.sqlite import BUSY_TIMEOUT_MS
 
 
 @dataclass
@@ -46,8 +47,10 @@ def migrate(path: Path) -> Migrated:
         if app_id != APPLICATION_ID:
             raise StoreError(f"{path} is not a gpuscout results store: nothing to migrate")
         if version > SCHEMA_VERSION:
-            raise StoreError(f"{path} holds store schema {version}, newer than this gpuscout's ({SCHEMA_VERSION}): "
-                             "upgrade gpuscout (pip install -U gpuscout); nothing was changed")
+            raise StoreError(
+                f"{path} holds store schema {version}, newer than this gpuscout's ({SCHEMA_VERSION}): "
+                "upgrade gpuscout (pip install -U gpuscout); nothing was changed"
+            )
         if version == SCHEMA_VERSION:
             return Migrated(path, version, 0, None)
         records = _upgraded(db, path, version)
@@ -64,8 +67,9 @@ def _upgraded(db: sqlite3.Connection, path: Path, version: int) -> list[RunRecor
             records.append(RunRecord.model_validate(upgrade(json.loads(text), version)))
         except (ValueError, MigrationError) as exc:
             why = problem(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise StoreError(f"run {run_id} in {path} cannot be brought to schema {SCHEMA_VERSION} ({why}): "
-                             "nothing was changed") from None
+            raise StoreError(
+                f"run {run_id} in {path} cannot be brought to schema {SCHEMA_VERSION} ({why}): nothing was changed"
+            ) from None
     return records
 
 
@@ -82,8 +86,10 @@ def _backup_and_rewrite(db: sqlite3.Connection, path: Path, version: int, record
             db.execute(f"DROP INDEX IF EXISTS {index}")
         for statement in filter(str.strip, SCHEMA_SQL.split(";")):
             db.execute(statement)
-        db.executemany(f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
-                       f"({', '.join('?' * (len(COLUMNS) + 1))})", [row_of(r) for r in records])
+        db.executemany(
+            f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
+            [row_of(r) for r in records],
+        )
         db.execute("DROP TABLE runs_old")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")

@@ -63,16 +63,16 @@ def _values(payload: bytes) -> list:
             values.append(None)
         elif 1 <= kind <= 6:
             width = (1, 2, 3, 4, 6, 8)[kind - 1]
-            values.append(int.from_bytes(payload[body:body + width], "big", signed=True))
+            values.append(int.from_bytes(payload[body : body + width], "big", signed=True))
             body += width
         elif kind == 7:
-            values.append(struct.unpack(">d", payload[body:body + 8])[0])
+            values.append(struct.unpack(">d", payload[body : body + 8])[0])
             body += 8
         elif kind in (8, 9):
             values.append(kind - 8)
         elif kind >= 12:
             width = (kind - 12) // 2
-            chunk = payload[body:body + width]
+            chunk = payload[body : body + width]
             values.append(chunk.decode("utf-8", errors="replace") if kind % 2 else bytes(chunk))
             body += width
         else:
@@ -93,7 +93,7 @@ class _File:
         if not 1 <= number <= self.pages:
             raise ValueError(f"page {number} is not in the file")
         start = (number - 1) * self.page_size
-        return self.data[start:start + self.page_size]
+        return self.data[start : start + self.page_size]
 
     def freelist(self) -> set[int]:
         """The freelist's trunk and leaf pages (1.5), as far as they can be followed."""
@@ -103,7 +103,9 @@ class _File:
             pages.add(trunk)
             page = self.page(trunk)
             count = int.from_bytes(page[4:8], "big")
-            leaves = [int.from_bytes(page[8 + 4 * i:12 + 4 * i], "big") for i in range(min(count, self.usable // 4 - 2))]
+            leaves = [
+                int.from_bytes(page[8 + 4 * i : 12 + 4 * i], "big") for i in range(min(count, self.usable // 4 - 2))
+            ]
             pages.update(p for p in leaves if 1 <= p <= self.pages)
             trunk = int.from_bytes(page[0:4], "big")
         return pages
@@ -127,16 +129,16 @@ class _File:
                 local = least
         if at + local > len(page):
             raise ValueError("a cell runs past its page")
-        parts, got = [page[at:at + local]], local
+        parts, got = [page[at : at + local]], local
         if local < size:
-            following = int.from_bytes(page[at + local:at + local + 4], "big")
+            following = int.from_bytes(page[at + local : at + local + 4], "big")
             seen: set[int] = set()
             while got < size:
                 if following in seen:
                     raise ValueError("an overflow chain that loops")
                 seen.add(following)
                 overflow = self.page(following)
-                chunk = overflow[4:4 + min(self.usable - 4, size - got)]
+                chunk = overflow[4 : 4 + min(self.usable - 4, size - got)]
                 parts.append(chunk)
                 got += len(chunk)
                 following = int.from_bytes(overflow[0:4], "big")
@@ -181,10 +183,10 @@ def _scan(file: _File) -> Scan:
         if page[start] != TABLE_LEAF:
             continue
         out.leaf_pages += 1
-        cells = int.from_bytes(page[start + 3:start + 5], "big")
+        cells = int.from_bytes(page[start + 3 : start + 5], "big")
         pointers = start + LEAF_HEADER_BYTES
         for i in range(min(cells, (page_size - pointers) // 2)):
-            offset = int.from_bytes(page[pointers + 2 * i:pointers + 2 * i + 2], "big")
+            offset = int.from_bytes(page[pointers + 2 * i : pointers + 2 * i + 2], "big")
             try:
                 if not pointers + 2 * cells <= offset < page_size:
                     raise ValueError("a cell pointer outside the page's content")

@@ -25,11 +25,21 @@ from pydantic import ValidationError
 from gpuscout.record import StoredRecord
 from gpuscout.store import pages, schema
 from gpuscout.store.failures import StoreError
-from gpuscout.store.sqlite import Store, default_store_path, parse_record, problem
+from gpuscout.store.rows import parse_record, problem
+from gpuscout.store.sqlite import Store, default_store_path
 
 RUN_COLUMNS = 16  # store/schema.py's `runs`: id first, record_json last
 TRIAL_COLUMNS = 8  # store/trials.py's `trials`
-TRIAL_FIELDS = ("sweep", "trial_key", "trial_index", "sweep_hash", "status", "params_json", "result_json", "updated_utc")
+TRIAL_FIELDS = (
+    "sweep",
+    "trial_key",
+    "trial_index",
+    "sweep_hash",
+    "status",
+    "params_json",
+    "result_json",
+    "updated_utc",
+)
 
 
 @dataclass
@@ -59,8 +69,13 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return (self.integrity == ["ok"] and not self.invalid and not self.lost_rows and not self.missing_pages
-                and not self.header_damaged)
+        return (
+            self.integrity == ["ok"]
+            and not self.invalid
+            and not self.lost_rows
+            and not self.missing_pages
+            and not self.header_damaged
+        )
 
 
 def _open(path: Path) -> sqlite3.Connection | None:
@@ -168,18 +183,26 @@ def read_contents(path: Path, db: sqlite3.Connection | None, scan: pages.Scan | 
             out.records.append(parse_record(row[-1]))
         except ValidationError as exc:
             out.invalid[f"run {row[0]}"] = problem(exc)
-    trials, lost, found = _read_table(db, "trials", TRIAL_COLUMNS,
-                                      _on_pages(scan, TRIAL_COLUMNS, _is_trial, lambda t: str(t[-1])))
+    trials, lost, found = _read_table(
+        db, "trials", TRIAL_COLUMNS, _on_pages(scan, TRIAL_COLUMNS, _is_trial, lambda t: str(t[-1]))
+    )
     out.lost_rows += lost
     out.from_pages += found
     for row in trials:
         t = dict(zip(TRIAL_FIELDS, row))
         try:
-            out.trials.append({"sweep": t["sweep"], "key": t["trial_key"], "index": int(t["trial_index"]),
-                               "sweep_hash": t["sweep_hash"], "status": t["status"],
-                               "params": json.loads(t["params_json"]),
-                               "result": json.loads(t["result_json"]) if t["result_json"] else None,
-                               "updated_utc": t["updated_utc"]})
+            out.trials.append(
+                {
+                    "sweep": t["sweep"],
+                    "key": t["trial_key"],
+                    "index": int(t["trial_index"]),
+                    "sweep_hash": t["sweep_hash"],
+                    "status": t["status"],
+                    "params": json.loads(t["params_json"]),
+                    "result": json.loads(t["result_json"]) if t["result_json"] else None,
+                    "updated_utc": t["updated_utc"],
+                }
+            )
         except (TypeError, ValueError) as exc:
             out.invalid[f"trial {t['sweep']}/{t['trial_key']}"] = f"not readable JSON ({exc})"
     return out
@@ -239,8 +262,17 @@ def check(path: Path | None) -> CheckReport:
     with _opened(path) as db:
         contents = read_contents(path, db, scan)
         integrity = _integrity(db)
-    return CheckReport(str(path), integrity, len(contents.records), len(contents.trials), contents.invalid,
-                       contents.lost_rows, contents.from_pages, contents.missing_pages, contents.header_damaged)
+    return CheckReport(
+        str(path),
+        integrity,
+        len(contents.records),
+        len(contents.trials),
+        contents.invalid,
+        contents.lost_rows,
+        contents.from_pages,
+        contents.missing_pages,
+        contents.header_damaged,
+    )
 
 
 @dataclass
@@ -267,7 +299,24 @@ def salvage(path: Path | None, out: Path) -> SalvageReport:
     with Store(out) as fresh:
         fresh.put_many(contents.records)
         for t in contents.trials:
-            fresh.put_trial(t["sweep"], t["key"], t["index"], t["sweep_hash"], t["status"], t["params"], t["result"],
-                            t["updated_utc"])
-    return SalvageReport(str(path), str(out), len(contents.records), len(contents.trials), contents.invalid,
-                         contents.lost_rows, contents.from_pages, contents.missing_pages, contents.header_damaged)
+            fresh.put_trial(
+                t["sweep"],
+                t["key"],
+                t["index"],
+                t["sweep_hash"],
+                t["status"],
+                t["params"],
+                t["result"],
+                t["updated_utc"],
+            )
+    return SalvageReport(
+        str(path),
+        str(out),
+        len(contents.records),
+        len(contents.trials),
+        contents.invalid,
+        contents.lost_rows,
+        contents.from_pages,
+        contents.missing_pages,
+        contents.header_damaged,
+    )

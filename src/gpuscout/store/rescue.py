@@ -45,17 +45,18 @@ class Rescue:
         """What the command says at its end while records are saved here; None when none are."""
         if not self.records:
             return None
-        return (f"{len(self.records)} record(s) could not be stored: {self.reason}; they are saved in "
-                f"{self.path}: `gpuscout results import {self.path} --store {self.store_path}` stores them "
-                "once the store works again")
+        return (
+            f"{len(self.records)} record(s) could not be stored: {self.reason}; they are saved in "
+            f"{self.path}: `gpuscout results import {self.path} --store {self.store_path}` stores them "
+            "once the store works again"
+        )
 
     def _save(self) -> None:
         """Written whole (a temporary name, then renamed), so a document is never half a one."""
         if self.path is not None and self.path.name != "<stderr>":
             places = [self.path]
         else:
-            name = (f"{self.store_path.name}.unsaved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-"
-                    f"{os.getpid()}.json")
+            name = f"{self.store_path.name}.unsaved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.json"
             places = [self.store_path.parent / name, Path.cwd() / name, Path(tempfile.gettempdir()) / name]
         # the document names its store: core/outputs/ knows it for a rescue file wherever it lies
         text = json_document(self.records, **{RESCUE_KEY: str(self.store_path), "reason": self.reason})

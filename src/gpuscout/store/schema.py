@@ -85,32 +85,40 @@ def refuse_foreign_file(path: Path) -> None:
     if stat.S_ISDIR(mode):
         raise StoreError(f"{path} is a folder, not a results store: pass a file path with --store")
     if not stat.S_ISREG(mode):  # a FIFO would block the first read forever; a device is no store
-        kind = "FIFO" if stat.S_ISFIFO(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
+        kind = (
+            "FIFO" if stat.S_ISFIFO(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
+        )
         raise StoreError(f"{path} is a {kind}, not a results store (a regular file): pass a file path with --store")
     try:
         with open(path, "rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
     except OSError as exc:
-        raise StoreError(f"cannot read the results store {path} ({exc.strerror}): check its permissions "
-                         "or pass another --store") from None
+        raise StoreError(
+            f"cannot read the results store {path} ({exc.strerror}): check its permissions or pass another --store"
+        ) from None
     if not header:
-        raise StoreError(f"{path} is an empty file (0 bytes), not a gpuscout results store, and gpuscout "
-                         "does not write into a file it did not make: remove it to start a store there, or "
-                         "pass another --store")
+        raise StoreError(
+            f"{path} is an empty file (0 bytes), not a gpuscout results store, and gpuscout "
+            "does not write into a file it did not make: remove it to start a store there, or "
+            "pass another --store"
+        )
     if header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a usable gpuscout results store (not an SQLite file); "
-                         "pass another --store or move this file away")
+        raise StoreError(
+            f"{path} is not a usable gpuscout results store (not an SQLite file); "
+            "pass another --store or move this file away"
+        )
 
 
 def check(path: Path, version: int, app_id: int) -> None:
     if app_id != APPLICATION_ID:
-        raise StoreError(f"{path} is an SQLite file but not a gpuscout results store; "
-                         "pass another --store")
+        raise StoreError(f"{path} is an SQLite file but not a gpuscout results store; pass another --store")
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{path} was written by a newer gpuscout (store schema {version}); this "
-            f"gpuscout reads schema {SCHEMA_VERSION}: upgrade gpuscout (pip install -U gpuscout)")
+            f"gpuscout reads schema {SCHEMA_VERSION}: upgrade gpuscout (pip install -U gpuscout)"
+        )
     if version < SCHEMA_VERSION:
         raise StoreError(
             f"{path} holds store schema {version}; this gpuscout reads schema {SCHEMA_VERSION}: "
-            f"run `gpuscout results migrate --store {path}` (it keeps a backup of the file)")
+            f"run `gpuscout results migrate --store {path}` (it keeps a backup of the file)"
+        )

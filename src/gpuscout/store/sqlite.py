@@ -33,42 +33,27 @@ from pathlib import Path
 
 import platformdirs
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
 
 from gpuscout.core.errors import RunError
-from gpuscout.core.text import storable
-from gpuscout.record import STORED, StoredRecord
+from gpuscout.record import StoredRecord
 from gpuscout.store import schema
+from gpuscout.store.failures import (
+    FULL_BELOW_BYTES,
+    StoreError,
+    StoreFailure,
+    explain,
+    free_bytes,
+    sqlite_errors,
+    writable,
+)
 from gpuscout.store.rescue import Rescue
+from gpuscout.store.rows import COLUMNS, parse_record, problem, row_of
 from gpuscout.store.trials import LEASES_SQL, TRIALS_SQL, TrialTable
-from gpuscout.store.failures import (FULL_BELOW_BYTES, StoreError, StoreFailure, explain, free_bytes,
-                                     sqlite_errors, writable)
 
 BUSY_TIMEOUT_MS = 30_000
 # What a record's id may be (record/run.py and record/watch.py say the same): checked before a query
 RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 STORE_ENV = "GPUSCOUT_STORE"
-
-COLUMNS = ("id", "kind", "created_utc", "group_id", "workload", "backend", "precision", "xla",
-            "batch_size", "data", "device", "gpu_name", "status", "throughput_median",
-            "methodology_version")
-
-
-def problem(exc: ValidationError) -> str:
-    """The first thing wrong in a record, as `field.path: what`."""
-    first = exc.errors()[0]
-    loc = list(first["loc"])
-    if loc and loc[0] in ("benchmark", "watch"):  # the record's kind, which the union put first
-        loc = loc[1:]
-    where = ".".join(str(p) for p in loc) or "record"
-    got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
-    return f"{where}: {first['msg']}{got}"
-
-
-def parse_record(text: str) -> StoredRecord:
-    """A stored record's JSON as its model (RunRecord or WatchRecord, by `kind`); ValidationError
-    when it does not validate."""
-    return STORED.validate_json(text)
 
 
 def default_store_path() -> Path:
@@ -93,8 +78,9 @@ class Store(TrialTable):
         except (FileNotFoundError, NotADirectoryError):
             exists = False
         except OSError as exc:  # a name past the file system's limits: the path itself says so
-            raise StoreError(f"cannot open the results store {str(self.path)[:80]}…: {exc.strerror}; pass another "
-                             "--store") from None
+            raise StoreError(
+                f"cannot open the results store {str(self.path)[:80]}…: {exc.strerror}; pass another --store"
+            ) from None
         if not exists and (readonly or not create):
             raise StoreError(f"no results store at {self.path}: run `gpuscout bench` first or pass --store")
         try:
@@ -107,13 +93,18 @@ class Store(TrialTable):
                 raise StoreFailure(self.explain(OSError("the file or its folder cannot be written")))
             self._db = self._connect()
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the results store {self.path}: {getattr(exc, 'strerror', None) or exc}; "
-                             "pass another --store") from None
+            raise StoreError(
+                f"cannot open the results store {self.path}: {getattr(exc, 'strerror', None) or exc}; "
+                "pass another --store"
+            ) from None
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if readonly:
-                schema.check(self.path, self._db.execute("PRAGMA user_version").fetchone()[0],
-                            self._db.execute("PRAGMA application_id").fetchone()[0])
+                schema.check(
+                    self.path,
+                    self._db.execute("PRAGMA user_version").fetchone()[0],
+                    self._db.execute("PRAGMA application_id").fetchone()[0],
+                )
             else:
                 self._check_writable()
                 self._refuse_full_disk()
@@ -135,8 +126,10 @@ class Store(TrialTable):
         """A command that will store must not measure for minutes first and then find no room."""
         free = free_bytes(self.path)
         if free < FULL_BELOW_BYTES:
-            raise StoreFailure(f"the disk holding {self.path} is full ({free // 1024} KiB free): free some space on "
-                               "it, then run the command again (nothing was run)")
+            raise StoreFailure(
+                f"the disk holding {self.path} is full ({free // 1024} KiB free): free some space on "
+                "it, then run the command again (nothing was run)"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         def connect(target, **kw) -> sqlite3.Connection:
@@ -160,7 +153,7 @@ class Store(TrialTable):
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
@@ -191,8 +184,11 @@ class Store(TrialTable):
     def _check_writable(self) -> None:
         # BEGIN IMMEDIATE takes the write lock: it proves the file is writable before any work.
         with self._transaction():
-            schema.check(self.path, self._db.execute("PRAGMA user_version").fetchone()[0],
-                        self._db.execute("PRAGMA application_id").fetchone()[0])
+            schema.check(
+                self.path,
+                self._db.execute("PRAGMA user_version").fetchone()[0],
+                self._db.execute("PRAGMA application_id").fetchone()[0],
+            )
 
     def keep(self, records: list[StoredRecord]) -> bool:
         """Store `records` as a measuring command does: when SQLite cannot (a full disk, a damaged
@@ -227,17 +223,20 @@ class Store(TrialTable):
             existing = self._db.execute("SELECT record_json FROM runs WHERE id = ?", (record.id,)).fetchone()
             if existing is not None:
                 if json.loads(existing[0]) != json.loads(row[-1]):
-                    raise StoreError(f"run {record.id} is already stored with different contents: "
-                                     "nothing was imported")
+                    raise StoreError(f"run {record.id} is already stored with different contents: nothing was imported")
                 continue
             try:
                 self._db.execute(
                     f"INSERT INTO runs ({', '.join(COLUMNS)}, record_json) VALUES "
-                    f"({', '.join('?' * (len(COLUMNS) + 1))})", row)
+                    f"({', '.join('?' * (len(COLUMNS) + 1))})",
+                    row,
+                )
             except OverflowError:  # a column SQLite keeps as a 64-bit integer
                 big = [name for name, value in zip(COLUMNS, row) if isinstance(value, int) and abs(value) >= 2**63]
-                raise StoreError(f"run {record.id}: {', '.join(big) or 'a number'} is larger than the store "
-                                 "can hold (a 64-bit integer): nothing was stored") from None
+                raise StoreError(
+                    f"run {record.id}: {', '.join(big) or 'a number'} is larger than the store "
+                    "can hold (a 64-bit integer): nothing was stored"
+                ) from None
             added += 1
         return added
 
@@ -249,12 +248,16 @@ class Store(TrialTable):
         """A record by id or unique id prefix; StoreError names the problem otherwise."""
         if not RUN_ID.match(run_id):
             shown = run_id if len(run_id) <= 40 else run_id[:40] + "…"
-            raise StoreError(f"{shown!r} is not a run id: ids are up to 64 letters, digits, '.', '_' or '-' "
-                             "(`gpuscout results list` shows them)")
+            raise StoreError(
+                f"{shown!r} is not a run id: ids are up to 64 letters, digits, '.', '_' or '-' "
+                "(`gpuscout results list` shows them)"
+            )
         rows = self._db.execute("SELECT id, record_json FROM runs WHERE id = ?", (run_id,)).fetchall()
         if not rows:
-            rows = self._db.execute("SELECT id, record_json FROM runs WHERE id LIKE ? ESCAPE '\\' "
-                                    "ORDER BY created_utc DESC LIMIT 6", (_like_prefix(run_id),)).fetchall()
+            rows = self._db.execute(
+                "SELECT id, record_json FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_utc DESC LIMIT 6",
+                (_like_prefix(run_id),),
+            ).fetchall()
         if not rows:
             raise StoreError(f"no run {run_id!r} in {self.path}: `gpuscout results list` shows the ids")
         if len(rows) > 1:
@@ -267,8 +270,15 @@ class Store(TrialTable):
             raise StoreError(f"run {found_id} in {self.path} is damaged ({problem(exc)}): it cannot be shown") from None
 
     @sqlite_errors
-    def list(self, *, workload: str | None = None, status: str | None = None, limit: int | None = None,
-             group: str | None = None, kind: str | None = None) -> list[StoredRecord]:
+    def list(
+        self,
+        *,
+        workload: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        group: str | None = None,
+        kind: str | None = None,
+    ) -> list[StoredRecord]:
         """Records (of one `kind`: benchmark, watch), newest first; those that do not validate
         are left out and named in `unreadable`."""
         query, params = "SELECT id, record_json FROM runs", []
@@ -300,8 +310,10 @@ class Store(TrialTable):
         return records
 
     def _has_table(self, name: str) -> bool:
-        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                (name,)).fetchone() is not None
+        return (
+            self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+            is not None
+        )
 
     @sqlite_errors
     def count(self) -> int:
@@ -326,19 +338,3 @@ class _Transaction:
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def row_of(record: StoredRecord) -> tuple:
-    try:
-        text = record.model_dump_json()
-    except PydanticSerializationError:  # text JSON cannot carry (lone surrogates): replaced, never lost
-        record = type(record).model_validate(storable(record.model_dump()))
-        text = record.model_dump_json()
-    benchmark = record.kind == "benchmark"
-    return (
-        record.id, record.kind, record.created_utc, record.group_id, record.workload,
-        record.backend.value if benchmark else None, record.precision.value if benchmark else None,
-        int(record.xla) if benchmark else None, record.batch_size, record.data.value if benchmark else None,
-        record.device, record.gpu.name if record.gpu else None, record.status,
-        record.throughput.median if record.throughput else None, record.methodology_version, text,
-    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from gpuscout.record import StoredRecord
 from gpuscout.store.failures import sqlite_errors
@@ -49,8 +49,17 @@ class TrialTable:
     (`_transaction`), `_insert_runs`, `_has_table` and `readonly`."""
 
     @sqlite_errors
-    def put_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
-                  result: dict | None, updated_utc: str) -> None:
+    def put_trial(
+        self,
+        sweep: str,
+        key: str,
+        index: int,
+        sweep_hash: str,
+        status: str,
+        params: dict,
+        result: dict | None,
+        updated_utc: str,
+    ) -> None:
         """Insert or update one sweep trial (its own transaction: sweeps may share a store)."""
         with self._transaction():
             self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
@@ -60,19 +69,40 @@ class TrialTable:
             "INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sweep, trial_key) DO UPDATE SET "
             "status = excluded.status, result_json = excluded.result_json, updated_utc = excluded.updated_utc, "
             "sweep_hash = excluded.sweep_hash",
-            (sweep, key, index, sweep_hash, status, json.dumps(params, default=str),
-             None if result is None else json.dumps(result, default=str), updated_utc))
+            (
+                sweep,
+                key,
+                index,
+                sweep_hash,
+                status,
+                json.dumps(params, default=str),
+                None if result is None else json.dumps(result, default=str),
+                updated_utc,
+            ),
+        )
 
     @sqlite_errors
-    def claim_trial(self, sweep: str, key: str, index: int, sweep_hash: str, params: dict, owner: dict,
-                    updated_utc: str, alive: Callable[[dict, float], bool], again: tuple[str, ...]) -> bool:
+    def claim_trial(
+        self,
+        sweep: str,
+        key: str,
+        index: int,
+        sweep_hash: str,
+        params: dict,
+        owner: dict,
+        updated_utc: str,
+        alive: Callable[[dict, float], bool],
+        again: tuple[str, ...],
+    ) -> bool:
         """Take a trial to run it, in one transaction: False when another live driver holds it,
         or when it has ended meanwhile with a status not in `again`."""
         with self._transaction():
-            row = self._db.execute("SELECT status FROM trials WHERE sweep = ? AND trial_key = ?",
-                                   (sweep, key)).fetchone()
-            lease = self._db.execute("SELECT owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ? AND "
-                                     "trial_key = ?", (sweep, key)).fetchone()
+            row = self._db.execute(
+                "SELECT status FROM trials WHERE sweep = ? AND trial_key = ?", (sweep, key)
+            ).fetchone()
+            lease = self._db.execute(
+                "SELECT owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ? AND trial_key = ?", (sweep, key)
+            ).fetchone()
             if row is not None and row[0] != "running" and row[0] not in again:
                 return False
             if lease is not None:
@@ -80,37 +110,54 @@ class TrialTable:
                 if holder.get("driver") != owner["driver"] and alive(holder, lease[1]):
                     return False
             self._upsert_trial(sweep, key, index, sweep_hash, "running", params, {"owner": owner}, updated_utc)
-            self._db.execute("INSERT OR REPLACE INTO trial_leases VALUES (?, ?, ?, ?)",
-                             (sweep, key, json.dumps(owner), time.time()))
+            self._db.execute(
+                "INSERT OR REPLACE INTO trial_leases VALUES (?, ?, ?, ?)", (sweep, key, json.dumps(owner), time.time())
+            )
             return True
 
     @sqlite_errors
     def renew_leases(self, sweep: str, keys: list[str], driver: str) -> None:
         with self._transaction():
             for key in keys:
-                self._db.execute("UPDATE trial_leases SET heartbeat_unix = ? WHERE sweep = ? AND trial_key = ? "
-                                 "AND json_extract(owner_json, '$.driver') = ?", (time.time(), sweep, key, driver))
+                self._db.execute(
+                    "UPDATE trial_leases SET heartbeat_unix = ? WHERE sweep = ? AND trial_key = ? "
+                    "AND json_extract(owner_json, '$.driver') = ?",
+                    (time.time(), sweep, key, driver),
+                )
 
     @sqlite_errors
     def lease_group(self, sweep: str, key: str, driver: str, group: dict) -> None:
         """The process group the trial runs in (sweep/leases.group), for a later driver to make
         sure it is gone."""
         with self._transaction():
-            self._db.execute("UPDATE trial_leases SET owner_json = json_patch(owner_json, ?) WHERE sweep = ? "
-                             "AND trial_key = ? AND json_extract(owner_json, '$.driver') = ?",
-                             (json.dumps(group), sweep, key, driver))
+            self._db.execute(
+                "UPDATE trial_leases SET owner_json = json_patch(owner_json, ?) WHERE sweep = ? "
+                "AND trial_key = ? AND json_extract(owner_json, '$.driver') = ?",
+                (json.dumps(group), sweep, key, driver),
+            )
 
     @sqlite_errors
     def leases(self, sweep: str) -> dict[str, tuple[dict, float]]:
         if self.readonly and not self._has_table("trial_leases"):
             return {}
-        rows = self._db.execute("SELECT trial_key, owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ?",
-                                (sweep,))
+        rows = self._db.execute(
+            "SELECT trial_key, owner_json, heartbeat_unix FROM trial_leases WHERE sweep = ?", (sweep,)
+        )
         return {key: (json.loads(owner), heartbeat) for key, owner, heartbeat in rows}
 
     @sqlite_errors
-    def finish_trial(self, sweep: str, key: str, index: int, sweep_hash: str, status: str, params: dict,
-                     result: dict, updated_utc: str, records: list[StoredRecord] = ()) -> None:
+    def finish_trial(
+        self,
+        sweep: str,
+        key: str,
+        index: int,
+        sweep_hash: str,
+        status: str,
+        params: dict,
+        result: dict,
+        updated_utc: str,
+        records: list[StoredRecord] = (),
+    ) -> None:
         """A trial's result, its benchmark records and the end of its lease, all or nothing: a
         driver killed in between leaves the trial to run again, never stored twice."""
         with self._transaction():
@@ -129,7 +176,19 @@ class TrialTable:
     def trials(self, sweep: str) -> list[dict]:
         if self.readonly and not self._has_table("trials"):  # a store no sweep wrote, opened read-only
             return []
-        rows = self._db.execute("SELECT trial_key, trial_index, sweep_hash, status, params_json, result_json "
-                                "FROM trials WHERE sweep = ? ORDER BY trial_index", (sweep,))
-        return [{"key": k, "index": i, "sweep_hash": h, "status": st, "params": json.loads(p),
-                 "result": json.loads(r) if r else None} for k, i, h, st, p, r in rows]
+        rows = self._db.execute(
+            "SELECT trial_key, trial_index, sweep_hash, status, params_json, result_json "
+            "FROM trials WHERE sweep = ? ORDER BY trial_index",
+            (sweep,),
+        )
+        return [
+            {
+                "key": k,
+                "index": i,
+                "sweep_hash": h,
+                "status": st,
+                "params": json.loads(p),
+                "result": json.loads(r) if r else None,
+            }
+            for k, i, h, st, p, r in rows
+        ]

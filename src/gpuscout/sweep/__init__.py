@@ -31,15 +31,24 @@ def report(step: int | None = None, **metrics: float) -> bool:
     path = os.environ.get(TRIAL_FILE_ENV)
     if not path:
         return False
-    entry = {"time": time.time(), **({"step": step} if step is not None else {}),
-             **{k: _reported(v) for k, v in metrics.items()}}
+    entry = {
+        "time": time.time(),
+        **({"step": step} if step is not None else {}),
+        **{k: _reported(v) for k, v in metrics.items()},
+    }
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
     if step is None or not decisions.enabled():
         return False
     try:  # to the driver through the trial's event channel, then wait for the pruner's verdict
-        events.emit({"event": "sweep_report", "pid": os.getpid(), "step": int(step),
-                     "metrics": {k: _reported(v) for k, v in metrics.items()}})
+        events.emit(
+            {
+                "event": "sweep_report",
+                "pid": os.getpid(),
+                "step": int(step),
+                "metrics": {k: _reported(v) for k, v in metrics.items()},
+            }
+        )
     except Exception:  # no channel in this process: no verdict will come
         return False
     return decisions.wait_for(f"report-{int(step)}") == "stop"

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from gpuscout.analysis import watch as watch_analysis
 from gpuscout.core import outputs
-from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.core.failures import classify_failure
-from gpuscout.record.run import RunRecord
 from gpuscout.core.units import reading
+from gpuscout.executor.local import STDERR_TAIL_CHARS
+from gpuscout.record.run import RunRecord
 from gpuscout.sweep.spec import SweepFile, number, score
 
 
@@ -54,7 +54,7 @@ FULL_BELOW_BYTES = 2**20
 
 
 def disk_full(folder: Path) -> str | None:
-    """"N KiB left" when the file system of `folder` has almost no room left, else None."""
+    """ "N KiB left" when the file system of `folder` has almost no room left, else None."""
     try:
         st = os.statvfs(folder)
     except OSError:
@@ -65,8 +65,9 @@ def disk_full(folder: Path) -> str | None:
 
 def ours(why: str) -> Attempt:
     """An attempt that did not end by the trial's doing: gpuscout could not keep its files."""
-    return Attempt("interrupted", f"not the trial's failure: {why}; `--resume` runs it again once that is mended",
-                   ours=True)
+    return Attempt(
+        "interrupted", f"not the trial's failure: {why}; `--resume` runs it again once that is mended", ours=True
+    )
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class AttemptFiles:
         return said if isinstance(said, dict) else {}
 
     @classmethod
-    def next_in(cls, folder: Path) -> "AttemptFiles":
+    def next_in(cls, folder: Path) -> AttemptFiles:
         """The first attempt number no earlier attempt (of this run or one before it) used."""
         return cls(folder, max(numbers(folder), default=0) + 1)
 
@@ -187,8 +188,15 @@ def explained(tail: str) -> list[dict]:
     return [e.model_dump() for e in explain(tail, Machine(env=dict(os.environ)))]
 
 
-def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, timed_out: bool = False,
-          cancelled: bool = False, telemetry: dict | None = None) -> Attempt:
+def judge(
+    sweep: SweepFile,
+    files: AttemptFiles,
+    returncode: int | None,
+    *,
+    timed_out: bool = False,
+    cancelled: bool = False,
+    telemetry: dict | None = None,
+) -> Attempt:
     """How an attempt ended, from the files it left and its exit status."""
     tail = files.stderr.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if files.stderr.exists() else ""
     stdout = files.stdout.read_text(errors="replace") if files.stdout.exists() else ""
@@ -202,24 +210,42 @@ def judge(sweep: SweepFile, files: AttemptFiles, returncode: int | None, *, time
     full = next((f for f in FULL_DISK if f in tail), None) or (disk_full(files.folder) if returncode != 0 else None)
     if returncode != 0 and full:
         attempt = ours(f"it stopped on a full disk ({full}); its logs are in {files.folder}")
-        attempt.metrics, attempt.history, attempt.telemetry, attempt.steps = (common["metrics"], common["history"],
-                                                                              telemetry, common["steps"])
+        attempt.metrics, attempt.history, attempt.telemetry, attempt.steps = (
+            common["metrics"],
+            common["history"],
+            telemetry,
+            common["steps"],
+        )
         return attempt
     if returncode != 0:
         last_line = (tail.strip().splitlines() or ["(no stderr)"])[-1][:300]
-        return Attempt(classify_failure(tail), f"exited with code {returncode}: {last_line}", **common,
-                       explanations=explained(tail))
+        return Attempt(
+            classify_failure(tail),
+            f"exited with code {returncode}: {last_line}",
+            **common,
+            explanations=explained(tail),
+        )
     if sweep.metric.name not in metrics:
         seen = ", ".join(sorted(metrics)) or "nothing"
-        return Attempt("failed", f"finished without reporting {sweep.metric.name!r} (it reported {seen}; "
-                                 "fit's logs, JSON lines on stdout and gpuscout.sweep.report count)", **common)
+        return Attempt(
+            "failed",
+            f"finished without reporting {sweep.metric.name!r} (it reported {seen}; "
+            "fit's logs, JSON lines on stdout and gpuscout.sweep.report count)",
+            **common,
+        )
     value = metrics[sweep.metric.name]
     if number(value) is None:
-        return Attempt("failed", f"reported {sweep.metric.name} as {str(value)[:60]!r}, not a number: nothing to rank "
-                                 "it by", **common)
+        return Attempt(
+            "failed",
+            f"reported {sweep.metric.name} as {str(value)[:60]!r}, not a number: nothing to rank it by",
+            **common,
+        )
     if score(value) is None:  # ran to its end: kept as it ended, never ranked
-        return Attempt("ok", f"its {sweep.metric.name} ended {reading(value)}: the training diverged, and it is not "
-                             "ranked", **common)
+        return Attempt(
+            "ok",
+            f"its {sweep.metric.name} ended {reading(value)}: the training diverged, and it is not ranked",
+            **common,
+        )
     return Attempt("ok", None, **common)
 
 
@@ -246,12 +272,16 @@ def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Atte
 
 # Said of a trial whose driver stopped while the trial's own exit handlers (atexit) ran: all of its
 # code had run and its result was reported, so it is finished (never run again by --resume)
-STOPPED_IN_EXIT_NOTE = ("finished: all of its code had run when its driver stopped, during its exit (its atexit "
-                        "handlers, then the interpreter's shutdown), which may not have ended; its exit status is "
-                        "the script's (0, or 1 after an uncaught exception)")
+STOPPED_IN_EXIT_NOTE = (
+    "finished: all of its code had run when its driver stopped, during its exit (its atexit "
+    "handlers, then the interpreter's shutdown), which may not have ended; its exit status is "
+    "the script's (0, or 1 after an uncaught exception)"
+)
 # Said of a trial taken from its done file: the exit status it would have given is not known
-CODE_DONE_NOTE = ("all of its code had run when its driver stopped; its process was ended during the interpreter's "
-                  "shutdown, so its exit status is the script's (0, or 1 after an uncaught exception)")
+CODE_DONE_NOTE = (
+    "all of its code had run when its driver stopped; its process was ended during the interpreter's "
+    "shutdown, so its exit status is the script's (0, or 1 after an uncaught exception)"
+)
 
 
 def _duration_from_files(files: AttemptFiles) -> float:

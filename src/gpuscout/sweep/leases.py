@@ -26,8 +26,12 @@ LEASE_S = 60.0
 
 def me() -> dict:
     """This driver, as its leases name it."""
-    return {"driver": uuid.uuid4().hex[:12], "pid": os.getpid(), "host": socket.gethostname(),
-            "started_unix": _started(os.getpid())}
+    return {
+        "driver": uuid.uuid4().hex[:12],
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started_unix": _started(os.getpid()),
+    }
 
 
 # A process is the one a lease names when its start time (psutil's create_time) matches to

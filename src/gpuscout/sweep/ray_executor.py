@@ -14,9 +14,10 @@ from pathlib import Path
 
 from gpuscout.core.errors import UsageError, host_port
 from gpuscout.record.run import RunRecord
+from gpuscout.sweep.expansion import Trial
 from gpuscout.sweep.runner import Slot, TrialResult
 from gpuscout.sweep.schedule import Hooks
-from gpuscout.sweep.spec import SweepFile, Trial
+from gpuscout.sweep.spec import SweepFile
 
 CONNECT_TIMEOUT_S = 3.0
 # How often the driver looks at the cluster's nodes (and renews its leases) while trials run
@@ -28,8 +29,8 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     driver to store."""
     import ray
 
-    from gpuscout.measure import engine
     from gpuscout.core.spec import RunSpec
+    from gpuscout.measure import engine
     from gpuscout.sweep.runner import TrialRunner
     from gpuscout.telemetry.nvml import Nvml
 
@@ -48,8 +49,9 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     return {**result.to_dict(), "records": [r.model_dump_json() for r in result.records]}
 
 
-def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: bool, log_root: Path,
-            specs: dict, hooks: Hooks) -> str | None:
+def run_ray(
+    trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: bool, log_root: Path, specs: dict, hooks: Hooks
+) -> str | None:
     """Each trial as a Ray task, claimed (a lease in the store) before it is submitted; the driver
     renews its leases while it waits for results."""
     try:
@@ -60,8 +62,10 @@ def run_ray(trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: 
         try:
             ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
         except Exception as exc:  # a cluster of another Ray version, or of another auth mode
-            raise UsageError(f"cannot join the Ray cluster at {address or 'a new local instance'}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise UsageError(
+                f"cannot join the Ray cluster at {address or 'a new local instance'}: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            ) from None
         try:
             return _run(ray, trials, sweep, on_cpu, log_root, specs, hooks)
         finally:
@@ -74,14 +78,18 @@ def answering(address: str) -> None:
     if address == "auto":  # Ray's own: the cluster this machine runs
         return
     if host_port(address) is None:
-        raise UsageError(f"--address must be HOST:PORT of a Ray head (ray start --head prints it; ports 1 to 65535), "
-                         f"got {address[:80]!r}")
+        raise UsageError(
+            f"--address must be HOST:PORT of a Ray head (ray start --head prints it; ports 1 to 65535), "
+            f"got {address[:80]!r}"
+        )
     host, port = host_port(address)
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        raise UsageError(f"nobody answers at {address} ({exc.strerror or exc}): start the cluster's head there with "
-                         f"`ray start --head --port {port}`, or give its address") from None
+        raise UsageError(
+            f"nobody answers at {address} ({exc.strerror or exc}): start the cluster's head there with "
+            f"`ray start --head --port {port}`, or give its address"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -102,8 +110,9 @@ def _alive_nodes(ray) -> dict[str, str]:
     return {n["NodeID"][:8]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
 
 
-def _run(ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Path, specs: dict,
-         hooks: Hooks) -> str | None:
+def _run(
+    ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Path, specs: dict, hooks: Hooks
+) -> str | None:
     resources = {"num_cpus": 1} if on_cpu else {"num_gpus": 1, "num_cpus": 1}
     if not on_cpu and not ray.cluster_resources().get("GPU"):
         raise UsageError("the Ray cluster has no GPUs: give --cpu-slots to run trials on CPUs")
@@ -113,8 +122,9 @@ def _run(ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Pat
         if not hooks.claim(trial, Slot("ray", None)):
             continue
         spec = specs.get(trial.key)
-        ref = task.remote(sweep.model_dump(), asdict(trial), str(log_root), spec.model_dump_json() if spec else None,
-                          on_cpu)
+        ref = task.remote(
+            sweep.model_dump(), asdict(trial), str(log_root), spec.model_dump_json() if spec else None, on_cpu
+        )
         pending[ref] = trial
         hooks.started(trial, Slot("ray", None))
     consecutive, reason = 0, None
@@ -137,8 +147,10 @@ def _run(ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Pat
             hooks.finished(result)
             consecutive = 0 if result.status == "ok" else consecutive + 1
             if consecutive >= sweep.max_consecutive_failures:
-                reason = (f"{consecutive} trials failed in a row (the last: {result.message}); stopped as "
-                          f"max_consecutive_failures = {sweep.max_consecutive_failures} asks")
+                reason = (
+                    f"{consecutive} trials failed in a row (the last: {result.message}); stopped as "
+                    f"max_consecutive_failures = {sweep.max_consecutive_failures} asks"
+                )
                 for other in pending:
                     ray.cancel(other, force=True)
                 break

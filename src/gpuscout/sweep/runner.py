@@ -12,21 +12,21 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable
 
+from gpuscout.core import decisions as decisions_lib
 from gpuscout.core import events, outputs
 from gpuscout.core.errors import UsageError
-
-from gpuscout.measure import engine
-from gpuscout.executor import process
-from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
-from gpuscout.sweep.attempts import Attempt, AttemptFiles, finished_attempt, judge, ours
 from gpuscout.core.units import reading
-from gpuscout.sweep.spec import SweepFile, Trial, argv_for, number
-from gpuscout.core import decisions as decisions_lib
+from gpuscout.executor import process
+from gpuscout.measure import engine
 from gpuscout.measure.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
+from gpuscout.sweep.attempts import Attempt, AttemptFiles, judge, ours
+from gpuscout.sweep.expansion import Trial, argv_for
+from gpuscout.sweep.spec import SweepFile, number
 
 
 @dataclass(frozen=True)
@@ -108,27 +108,21 @@ def trial_dir(log_root: Path, trial: Trial) -> Path:
     return log_root / f"trial-{trial.index:04d}-{trial.key}"
 
 
-def adopt(sweep: SweepFile, trial: Trial, log_root: Path) -> TrialResult | None:
-    """The result of a trial whose last attempt ended by itself after its driver died (its files
-    say so: sweep/attempts.py); None when it has to run again."""
-    folder = trial_dir(log_root, trial)
-    found = finished_attempt(sweep, folder)
-    if found is None:
-        return None
-    files, attempt, duration_s = found
-    return TrialResult(trial.key, trial.index, trial.params, attempt.status, 1, "adopted", None, 0.0, 0.0,
-                       duration_s, attempt.metrics, attempt.history, attempt.message, str(folder),
-                       attempt.telemetry, None, attempt.steps, explanations=attempt.explanations)
-
-
 class TrialRunner:
     """Runs attempts of one trial on one slot; `kill_all` (Ctrl-C) stops every running trial.
     A command trial runs the user's command (executor/process.py); a workload trial is a benchmark
     run measured by the engine (sweep/workload_trials.py: `specs` and `session` are its)."""
 
-    def __init__(self, sweep: SweepFile, log_root: Path, sampler_factory=None, specs: dict | None = None,
-                 session: engine.Session | None = None,
-                 on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None, search=None) -> None:
+    def __init__(
+        self,
+        sweep: SweepFile,
+        log_root: Path,
+        sampler_factory=None,
+        specs: dict | None = None,
+        session: engine.Session | None = None,
+        on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None,
+        search=None,
+    ) -> None:
         self.sweep, self.log_root = sweep, log_root
         self.search = search  # sweep/search.py: the pruner hears each epoch (early_stop)
         self.sampler_factory = sampler_factory  # (gpu_index) -> started Sampler, or None
@@ -150,20 +144,40 @@ class TrialRunner:
             try:
                 outputs.own_folder(log_dir, None, "a trial's folder")
                 # each attempt's files apart, numbered after any a resumed or retried trial left
-                last = (self._command(trial, slot, AttemptFiles.next_in(log_dir)) if self.sweep.command is not None
-                        else self._workload(trial, slot))
+                last = (
+                    self._command(trial, slot, AttemptFiles.next_in(log_dir))
+                    if self.sweep.command is not None
+                    else self._workload(trial, slot)
+                )
             except (OSError, UsageError) as exc:  # its folder or logs could not be made or written
                 last = ours(f"gpuscout could not write its files ({getattr(exc, 'strerror', None) or exc})")
             records += [last.record] if last.record else []
             if last.status in ("ok", "interrupted", "pruned"):
                 break
         ended = time.monotonic()
-        return TrialResult(trial.key, trial.index, trial.params, last.status, attempts, slot.label, slot.gpu_index,
-                           started, ended, ended - started, last.metrics, last.history, last.message, str(log_dir),
-                           last.telemetry, last.record.id if last.record else None, last.steps, records,
-                           explanations=last.explanations,
-                           command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None,
-                           ours=last.ours)
+        return TrialResult(
+            trial.key,
+            trial.index,
+            trial.params,
+            last.status,
+            attempts,
+            slot.label,
+            slot.gpu_index,
+            started,
+            ended,
+            ended - started,
+            last.metrics,
+            last.history,
+            last.message,
+            str(log_dir),
+            last.telemetry,
+            last.record.id if last.record else None,
+            last.steps,
+            records,
+            explanations=last.explanations,
+            command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None,
+            ours=last.ours,
+        )
 
     def _command(self, trial: Trial, slot: Slot, files: AttemptFiles) -> Attempt:
         """The user's command, instrumented as `gpuscout watch` instruments it: fit's epoch logs are
@@ -187,25 +201,52 @@ class TrialRunner:
             if event.get("event") == "watch_fit":
                 planned[event.get("fit")] = event.get("epochs")
             if decisions is not None and event.get("event") == "watch_epoch":
-                self._decide(trial, event.get("logs") or {}, int(event.get("epoch") or 0), decisions,
-                             f"{event.get('fit')}-{event.get('epoch')}", stopped, planned.get(event.get("fit")))
+                self._decide(
+                    trial,
+                    event.get("logs") or {},
+                    int(event.get("epoch") or 0),
+                    decisions,
+                    f"{event.get('fit')}-{event.get('epoch')}",
+                    stopped,
+                    planned.get(event.get("fit")),
+                )
             elif decisions is not None and event.get("event") == "sweep_report":  # gpuscout.sweep.report
-                self._decide(trial, event.get("metrics") or {}, int(event.get("step") or 0), decisions,
-                             f"report-{event.get('step')}", stopped, None)
+                self._decide(
+                    trial,
+                    event.get("metrics") or {},
+                    int(event.get("step") or 0),
+                    decisions,
+                    f"report-{event.get('step')}",
+                    stopped,
+                    None,
+                )
 
         env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache), extra)
         prune_now = threading.Event()  # a script that prints its reports as JSON lines is stopped
-        lines = None if decisions is None else threading.Thread(
-            target=self._follow_lines, args=(trial, files.stdout, decisions, stopped, prune_now), daemon=True)
+        lines = (
+            None
+            if decisions is None
+            else threading.Thread(
+                target=self._follow_lines, args=(trial, files.stdout, decisions, stopped, prune_now), daemon=True
+            )
+        )
         with files.open_log("stdout") as out, files.open_log("stderr") as err:
             try:
                 if lines is not None:
                     lines.start()
-                finished = process.run(argv, env=env, timeout_s=self.sweep.timeout_s, stdout=out, stderr=err,
-                                       cancel=self.abort, on_event=on_event, status_file=files.exit,
-                                       on_start=lambda pgid: self.on_spawn(trial, pgid),
-                                       stop_now=prune_now if lines is not None else None,
-                                       last_events=(EXITING_EVENT,))
+                finished = process.run(
+                    argv,
+                    env=env,
+                    timeout_s=self.sweep.timeout_s,
+                    stdout=out,
+                    stderr=err,
+                    cancel=self.abort,
+                    on_event=on_event,
+                    status_file=files.exit,
+                    on_start=lambda pgid: self.on_spawn(trial, pgid),
+                    stop_now=prune_now if lines is not None else None,
+                    last_events=(EXITING_EVENT,),
+                )
             except OSError as exc:
                 if sampler:
                     sampler.stop()
@@ -219,9 +260,14 @@ class TrialRunner:
         elif code_done is not None and not prune_now.is_set():
             # stopped with its driver (Ctrl-C, SIGTERM) after all its code had run: it finished
             returncode, lingered_note, cancelled = code_done, files.done_note(), False
-        attempt = judge(self.sweep, files, returncode, timed_out=finished.timed_out,
-                        cancelled=cancelled,
-                        telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None)
+        attempt = judge(
+            self.sweep,
+            files,
+            returncode,
+            timed_out=finished.timed_out,
+            cancelled=cancelled,
+            telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None,
+        )
         if lingered_note and attempt.message is None:
             attempt.message = lingered_note
         if lost and attempt.status not in ("ok", "pruned"):  # judged on events gpuscout could not keep
@@ -231,13 +277,16 @@ class TrialRunner:
         pruned_at = [epoch for epoch, stop in stopped.items() if stop]
         if pruned_at and (attempt.status == "ok" or stopped_by_us):  # stopped by the pruner, not failed
             attempt.status = "pruned"
-            attempt.message = (f"pruned after epoch {pruned_at[0]}: {self.sweep.metric.name} "
-                               f"{reading(attempt.metrics.get(self.sweep.metric.name, float('nan')))} ranked too low "
-                               f"({self.sweep.early_stop.kind})")
+            attempt.message = (
+                f"pruned after epoch {pruned_at[0]}: {self.sweep.metric.name} "
+                f"{reading(attempt.metrics.get(self.sweep.metric.name, float('nan')))} ranked too low "
+                f"({self.sweep.early_stop.kind})"
+            )
         return attempt
 
-    def _follow_lines(self, trial: Trial, stdout: Path, decisions: Path, stopped: dict,
-                      prune_now: threading.Event) -> None:
+    def _follow_lines(
+        self, trial: Trial, stdout: Path, decisions: Path, stopped: dict, prune_now: threading.Event
+    ) -> None:
         """JSON lines the script prints with a "step" or "epoch": the pruner hears each, and a trial
         it stops is ended (such a script has no call to hear the verdict through)."""
         offset, partial = 0, ""
@@ -259,8 +308,9 @@ class TrialRunner:
                     if stopped.get(step):
                         prune_now.set()
 
-    def _decide(self, trial: Trial, metrics: dict, epoch: int, decisions: Path, name: str, stopped: dict,
-                planned: int | None) -> None:
+    def _decide(
+        self, trial: Trial, metrics: dict, epoch: int, decisions: Path, name: str, stopped: dict, planned: int | None
+    ) -> None:
         """The pruner's verdict at one epoch, written where the trial waits for it (`name`): `stop`
         (fit's model.stop_training, or report() returning True, so the script's own code after
         training still runs) or `go`. An epoch heard twice (fit's logs and the script's report)
@@ -268,22 +318,41 @@ class TrialRunner:
         trial has finished."""
         if epoch not in stopped:
             value = number(metrics.get(self.sweep.metric.name))  # a text or a vector: nothing to judge by
-            stop = (value is not None and not any(stopped.values())
-                    and self.search.report(trial.key, epoch, value) and epoch != planned)
+            stop = (
+                value is not None
+                and not any(stopped.values())
+                and self.search.report(trial.key, epoch, value)
+                and epoch != planned
+            )
             if value is not None:
                 stopped[epoch] = bool(stop)
         decisions_lib.write(decisions, name, stopped.get(epoch, False))
 
     def _workload(self, trial: Trial, slot: Slot) -> Attempt:
-        record = workload_trials.measure(workload_trials.on_slot(self.specs[trial.key], slot.gpu_index, self.cache),
-                                         self.session, self.abort)
+        record = workload_trials.measure(
+            workload_trials.on_slot(self.specs[trial.key], slot.gpu_index, self.cache), self.session, self.abort
+        )
         metrics = workload_trials.metrics(record)
-        telemetry = ({"samples": record.telemetry.sample_count, "gpu_util_mean_pct": record.telemetry.gpu_util_mean_pct,
-                      "power_mean_w": record.telemetry.power_mean_w,
-                      "memory_used_max_bytes": record.telemetry.memory_used_max_bytes} if record.telemetry else None)
+        telemetry = (
+            {
+                "samples": record.telemetry.sample_count,
+                "gpu_util_mean_pct": record.telemetry.gpu_util_mean_pct,
+                "power_mean_w": record.telemetry.power_mean_w,
+                "memory_used_max_bytes": record.telemetry.memory_used_max_bytes,
+            }
+            if record.telemetry
+            else None
+        )
         status = "interrupted" if self.abort.is_set() else record.status
-        return Attempt(status, record.error.message if record.error else None, metrics, [metrics], telemetry, record,
-                       explanations=[e.model_dump() for e in record.error.explanations] if record.error else [])
+        return Attempt(
+            status,
+            record.error.message if record.error else None,
+            metrics,
+            [metrics],
+            telemetry,
+            record,
+            explanations=[e.model_dump() for e in record.error.explanations] if record.error else [],
+        )
 
     def kill_all(self) -> None:
         self.abort.set()
@@ -293,6 +362,10 @@ def _telemetry_summary(samples, gpu_name: str | None = None) -> dict:
     util = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
     power = [s.power_w for s in samples if s.power_w is not None]
     memory = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
-    return {"samples": len(samples), "gpu_name": gpu_name, "gpu_util_mean_pct": statistics.mean(util) if util else None,
-            "power_mean_w": statistics.mean(power) if power else None,
-            "memory_used_max_bytes": max(memory) if memory else None}
+    return {
+        "samples": len(samples),
+        "gpu_name": gpu_name,
+        "gpu_util_mean_pct": statistics.mean(util) if util else None,
+        "power_mean_w": statistics.mean(power) if power else None,
+        "memory_used_max_bytes": max(memory) if memory else None,
+    }

@@ -10,11 +10,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
+from gpuscout.sweep.expansion import Trial
 from gpuscout.sweep.leases import HEARTBEAT_S
 from gpuscout.sweep.runner import Slot, TrialResult, TrialRunner
-from gpuscout.sweep.spec import Trial
 
 # After Ctrl-C, how long the driver waits for its trials' results (a trial's group gets SIGTERM,
 # then SIGKILL after executor/process.TERM_GRACE_S) before it stores the rest as interrupted.
@@ -43,8 +43,14 @@ class Hooks:
         and never came back is said to be interrupted, not left `running`."""
 
 
-def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_consecutive_failures: int,
-              hooks: Hooks, more: Callable[[], Trial | None] | None = None) -> str | None:
+def run_local(
+    trials: list[Trial],
+    slots: list[Slot],
+    runner: TrialRunner,
+    max_consecutive_failures: int,
+    hooks: Hooks,
+    more: Callable[[], Trial | None] | None = None,
+) -> str | None:
     """Run `trials` over `slots`, then what `more` proposes (tpe: the next trial from the results
     so far) until it proposes None; returns why the sweep stopped early, or None. The calling
     thread is the driver: `hooks` run on it, and a trial thread waits for the driver's answer to
@@ -62,6 +68,7 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
                 return None
             with proposing:
                 return more()
+
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
     runner.on_spawn = lambda trial, pgid: events.put(("spawned", (trial, pgid), None))
@@ -97,15 +104,16 @@ def run_local(trials: list[Trial], slots: list[Slot], runner: TrialRunner, max_c
                 return
             hooks.finished(item)
             if item.ours and not stop.is_set():  # gpuscout's own failure: every trial would meet it
-                reason = (f"trial {item.index}: {item.message}; the sweep stopped (its other trials would meet the "
-                          "same)")
+                reason = f"trial {item.index}: {item.message}; the sweep stopped (its other trials would meet the same)"
                 stop.set()
             if item.status == "interrupted":
                 return
             consecutive = 0 if item.status in ("ok", "pruned") else consecutive + 1  # pruned: ran as it should
             if consecutive >= max_consecutive_failures and not stop.is_set():
-                reason = (f"{consecutive} trials failed in a row (the last: {item.message}); stopped as "
-                          f"max_consecutive_failures = {max_consecutive_failures} asks")
+                reason = (
+                    f"{consecutive} trials failed in a row (the last: {item.message}); stopped as "
+                    f"max_consecutive_failures = {max_consecutive_failures} asks"
+                )
                 stop.set()
         finally:
             done.set()

@@ -21,7 +21,8 @@ import threading
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
-from gpuscout.sweep.spec import SweepFile, Trial, score, values_or_range, trial_key
+from gpuscout.sweep.expansion import Trial, trial_key
+from gpuscout.sweep.spec import SweepFile, score, values_or_range
 
 JOURNAL = "study.journal"
 KEY_ATTR = "gpuscout_key"
@@ -31,8 +32,9 @@ def require_optuna():
     try:
         import optuna
     except ModuleNotFoundError:
-        raise UsageError("early_stop and strategy tpe use Optuna, which is not installed: "
-                         "pip install 'gpuscout[sweep]'") from None
+        raise UsageError(
+            "early_stop and strategy tpe use Optuna, which is not installed: pip install 'gpuscout[sweep]'"
+        ) from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -75,11 +77,17 @@ class Search:
         self.path = log_root / JOURNAL
         self.space = distributions(sweep)
         self.study = optuna.create_study(
-            study_name=sweep.name, storage=JournalStorage(JournalFileBackend(str(self.path))),
+            study_name=sweep.name,
+            storage=JournalStorage(JournalFileBackend(str(self.path))),
             direction="maximize" if sweep.metric.direction == "max" else "minimize",
-            sampler=(optuna.samplers.TPESampler(seed=sweep.strategy.seed) if sweep.strategy.kind == "tpe"
-                     else optuna.samplers.RandomSampler(seed=sweep.strategy.seed)),
-            pruner=self._pruner(), load_if_exists=True)
+            sampler=(
+                optuna.samplers.TPESampler(seed=sweep.strategy.seed)
+                if sweep.strategy.kind == "tpe"
+                else optuna.samplers.RandomSampler(seed=sweep.strategy.seed)
+            ),
+            pruner=self._pruner(),
+            load_if_exists=True,
+        )
         for t in self.study.get_trials(deepcopy=False):  # a driver died while these ran: no result
             if t.state == optuna.trial.TrialState.RUNNING:
                 self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
@@ -91,7 +99,9 @@ class Search:
         if stop.kind == "successive_halving":
             # rungs at grace_epochs x reduction_factor^k epochs; at each, a trial goes on only if it
             # is in the best 1/reduction_factor of the trials that reached that rung
-            return pruners.SuccessiveHalvingPruner(min_resource=stop.grace_epochs, reduction_factor=stop.reduction_factor)
+            return pruners.SuccessiveHalvingPruner(
+                min_resource=stop.grace_epochs, reduction_factor=stop.reduction_factor
+            )
         # below the median of the other trials at the same epoch, once grace_epochs have run
         # (Optuna protects steps below n_warmup_steps; our steps are epochs counted from 1)
         return pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=stop.grace_epochs)
@@ -175,8 +185,11 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
     ran = [r for r in results if r["status"] in ("ok", "pruned")]
     planned_of = {r["key"]: _planned(r) for r in ran}
     run_of = {r["key"]: _epochs(r) for r in ran}
-    saved_s = sum(r["duration_s"] / run_of[r["key"]] * (planned_of[r["key"]] - run_of[r["key"]])
-                  for r in ran if r["status"] == "pruned" and run_of[r["key"]] and planned_of[r["key"]])
+    saved_s = sum(
+        r["duration_s"] / run_of[r["key"]] * (planned_of[r["key"]] - run_of[r["key"]])
+        for r in ran
+        if r["status"] == "pruned" and run_of[r["key"]] and planned_of[r["key"]]
+    )
     most = max((p for p in planned_of.values() if p), default=0)
     ranks = []
     if best is not None:
@@ -188,9 +201,14 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
                 continue
             better = sum(1 for v in values if (v > mine if sweep.metric.direction == "max" else v < mine))
             ranks.append({"epoch": rung, "rank": better + 1, "of": len(values)})
-    return {"kind": sweep.early_stop.kind, "pruned": sum(1 for r in ran if r["status"] == "pruned"),
-            "epochs_run": sum(run_of.values()), "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
-            "trial_hours_saved": saved_s / 3600, "best_rank_at_rungs": ranks}
+    return {
+        "kind": sweep.early_stop.kind,
+        "pruned": sum(1 for r in ran if r["status"] == "pruned"),
+        "epochs_run": sum(run_of.values()),
+        "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
+        "trial_hours_saved": saved_s / 3600,
+        "best_rank_at_rungs": ranks,
+    }
 
 
 def _epochs(result: dict) -> int:

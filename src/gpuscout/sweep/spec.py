@@ -30,30 +30,45 @@ first) runs with /bin/sh -c; `shell: true` or `false` says so explicitly.
 from __future__ import annotations
 
 import hashlib
-import itertools
-import json
 import math
 import re
-import shlex
 import string
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
-from gpuscout.measure.command import looks_like_shell
 
 # What a workload sweep may vary or fix: `gpuscout bench` options, by their names in BenchOptions
 # (and the protocol's, spec.Protocol).
-WORKLOAD_PARAMS = {"batch_size", "precision", "seq_len", "data", "pipeline_cost", "backend", "xla", "seed",
-                   "warmup_steps", "windows", "window_steps", "window_seconds"}
-WORKLOAD_METRICS = {"samples_per_s", "throughput", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s",
-                    "peak_memory_bytes", "compile_s", "loss"}
+WORKLOAD_PARAMS = {
+    "batch_size",
+    "precision",
+    "seq_len",
+    "data",
+    "pipeline_cost",
+    "backend",
+    "xla",
+    "seed",
+    "warmup_steps",
+    "windows",
+    "window_steps",
+    "window_seconds",
+}
+WORKLOAD_METRICS = {
+    "samples_per_s",
+    "throughput",
+    "mfu",
+    "achieved_tflops",
+    "step_time_s",
+    "epoch_time_s",
+    "peak_memory_bytes",
+    "compile_s",
+    "loss",
+}
 
 
 SWEEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
@@ -92,7 +107,7 @@ class Strategy(BaseModel):
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and Optuna's seeds are unsigned 32-bit
 
     @model_validator(mode="after")
-    def _random_needs_a_count(self) -> "Strategy":
+    def _random_needs_a_count(self) -> Strategy:
         if self.kind in ("random", "tpe") and self.trials is None:
             raise ValueError(f"a {self.kind} search needs `trials: N`")
         return self
@@ -135,8 +150,10 @@ class SweepFile(BaseModel):
     @classmethod
     def _one_folder(cls, name: str) -> str:
         if not SWEEP_NAME.fullmatch(name):
-            raise ValueError(f"{name[:40]!r} cannot name a sweep: its logs go in a folder of that name, so it is up to "
-                             "100 letters, digits, '_', '.' or '-', starting with a letter, digit or '_' (not '..')")
+            raise ValueError(
+                f"{name[:40]!r} cannot name a sweep: its logs go in a folder of that name, so it is up to "
+                "100 letters, digits, '_', '.' or '-', starting with a letter, digit or '_' (not '..')"
+            )
         return name
 
     @field_validator("space")
@@ -149,7 +166,7 @@ class SweepFile(BaseModel):
         return space
 
     @model_validator(mode="after")
-    def _one_target(self) -> "SweepFile":
+    def _one_target(self) -> SweepFile:
         if (self.command is None) == (self.workload is None):
             raise ValueError("give exactly one of `command` (your script) and `workload` (a gpuscout workload)")
         return self
@@ -162,14 +179,15 @@ def values_or_range(name: str, dim) -> tuple[str, Any]:
             raise ValueError(f"space.{name} is an empty list")
         return "values", dim
     if isinstance(dim, dict) and len(dim) == 1:
-        (kind, arg), = dim.items()
+        ((kind, arg),) = dim.items()
         if kind == "choice":
             if not isinstance(arg, list) or not arg:
                 raise ValueError(f"space.{name}.choice must be a non-empty list")
             return "values", arg
         if kind in ("uniform", "loguniform", "int"):
-            if not (isinstance(arg, list) and len(arg) == 2 and all(number(v) is not None for v in arg)
-                    and arg[0] < arg[1]):
+            if not (
+                isinstance(arg, list) and len(arg) == 2 and all(number(v) is not None for v in arg) and arg[0] < arg[1]
+            ):
                 raise ValueError(f"space.{name}.{kind} must be [low, high] with low < high")
             if kind == "loguniform" and arg[0] <= 0:
                 raise ValueError(f"space.{name}.loguniform needs a positive low bound")
@@ -177,13 +195,6 @@ def values_or_range(name: str, dim) -> tuple[str, Any]:
     if isinstance(dim, (int, float, str, bool)):
         return "values", [dim]
     raise ValueError(f"space.{name}: give a list, or one of choice / uniform / loguniform / int")
-
-
-@dataclass(frozen=True)
-class Trial:
-    key: str  # the same parameters of the same sweep give the same key (what --resume matches)
-    index: int
-    params: dict
 
 
 def _line_of(text: str, loc: tuple) -> int | None:
@@ -226,8 +237,10 @@ def load(path: Path) -> tuple[SweepFile, str]:
     if "name" not in raw:  # the file's own name names the sweep (its trials, logs and --resume)
         raw["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem).strip("-.")[:100] or "sweep"
     if "bench_args" in raw:
-        raise UsageError(f"{path} line {_line_of(text, ('bench_args',))}: bench_args is now `bench:`, a mapping of "
-                         "`gpuscout bench` options, e.g. bench: {backend: jax, windows: 3}")
+        raise UsageError(
+            f"{path} line {_line_of(text, ('bench_args',))}: bench_args is now `bench:`, a mapping of "
+            "`gpuscout bench` options, e.g. bench: {backend: jax, windows: 3}"
+        )
     try:
         sweep = SweepFile(**raw)
     except ValidationError as exc:
@@ -236,8 +249,9 @@ def load(path: Path) -> tuple[SweepFile, str]:
         named = re.search(r"space\.(\w+)", first["msg"])  # a dimension's own error: point at its line
         line = _line_of(text, ("space", named.group(1)) if named and loc == ("space",) else loc[:2])
         field = ".".join(str(p) for p in loc) or "file"
-        raise UsageError(f"{path}{f' line {line}' if line else ''}: {field}: "
-                         f"{first['msg'].removeprefix('Value error, ')}") from None
+        raise UsageError(
+            f"{path}{f' line {line}' if line else ''}: {field}: {first['msg'].removeprefix('Value error, ')}"
+        ) from None
     _check_names(sweep, path, text)
     return sweep, hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -249,122 +263,54 @@ def _check_names(sweep: SweepFile, path: Path, text: str) -> None:
         try:
             used = {field for _, field, _, _ in string.Formatter().parse(sweep.command) if field}
         except ValueError as exc:  # an unclosed `{lr`, a lone `}`
-            raise UsageError(f"{path} line {line}: command is not a template ({exc}): write a parameter as {{lr}}, "
-                             "a literal brace as {{ or }}") from None
+            raise UsageError(
+                f"{path} line {line}: command is not a template ({exc}): write a parameter as {{lr}}, "
+                "a literal brace as {{ or }}"
+            ) from None
         if used - params:
-            raise UsageError(f"{path} line {line}: command uses {{{', '.join(sorted(used - params))}}} "
-                             "that the space does not define")
+            raise UsageError(
+                f"{path} line {line}: command uses {{{', '.join(sorted(used - params))}}} "
+                "that the space does not define"
+            )
         if params - used:
-            raise UsageError(f"{path} line {_line_of(text, ('space',))}: space defines {', '.join(sorted(params - used))} "
-                             "that the command never uses")
+            raise UsageError(
+                f"{path} line {_line_of(text, ('space',))}: space defines {', '.join(sorted(params - used))} "
+                "that the command never uses"
+            )
         if sweep.metric.name not in sweep.reports:
-            raise UsageError(f"{path} line {_line_of(text, ('metric',))}: metric {sweep.metric.name!r} is not among "
-                             f"what the trials report ({', '.join(sweep.reports) or 'reports: is empty'}): "
-                             "list it under `reports:`")
+            raise UsageError(
+                f"{path} line {_line_of(text, ('metric',))}: metric {sweep.metric.name!r} is not among "
+                f"what the trials report ({', '.join(sweep.reports) or 'reports: is empty'}): "
+                "list it under `reports:`"
+            )
     else:
         from gpuscout import workloads
 
         workloads.get(sweep.workload)
         unknown = params - WORKLOAD_PARAMS
         if unknown:
-            raise UsageError(f"{path} line {_line_of(text, ('space',))}: {', '.join(sorted(unknown))} is not a "
-                             f"`gpuscout bench` option a workload sweep can vary ({', '.join(sorted(WORKLOAD_PARAMS))})")
+            raise UsageError(
+                f"{path} line {_line_of(text, ('space',))}: {', '.join(sorted(unknown))} is not a "
+                f"`gpuscout bench` option a workload sweep can vary ({', '.join(sorted(WORKLOAD_PARAMS))})"
+            )
         fixed = set(sweep.bench) - WORKLOAD_PARAMS
         if fixed:
-            raise UsageError(f"{path} line {_line_of(text, ('bench',))}: bench: {', '.join(sorted(fixed))} is not a "
-                             f"`gpuscout bench` option a workload sweep can set ({', '.join(sorted(WORKLOAD_PARAMS))})")
+            raise UsageError(
+                f"{path} line {_line_of(text, ('bench',))}: bench: {', '.join(sorted(fixed))} is not a "
+                f"`gpuscout bench` option a workload sweep can set ({', '.join(sorted(WORKLOAD_PARAMS))})"
+            )
         if set(sweep.bench) & params:
-            raise UsageError(f"{path}: {', '.join(sorted(set(sweep.bench) & params))} is both in the space and "
-                             "fixed under bench:")
+            raise UsageError(
+                f"{path}: {', '.join(sorted(set(sweep.bench) & params))} is both in the space and fixed under bench:"
+            )
         if sweep.early_stop is not None:
-            raise UsageError(f"{path} line {_line_of(text, ('early_stop',))}: early_stop needs the metric each epoch, "
-                             "and a workload trial reports it once, at its end: early stopping is for a `command:` "
-                             "sweep of a script that trains with Model.fit")
+            raise UsageError(
+                f"{path} line {_line_of(text, ('early_stop',))}: early_stop needs the metric each epoch, "
+                "and a workload trial reports it once, at its end: early stopping is for a `command:` "
+                "sweep of a script that trains with Model.fit"
+            )
         if sweep.metric.name not in WORKLOAD_METRICS:
-            raise UsageError(f"{path} line {_line_of(text, ('metric',))}: a workload trial never reports "
-                             f"{sweep.metric.name!r}: choose one of {', '.join(sorted(WORKLOAD_METRICS))}")
-
-
-class _Quoted(string.Formatter):
-    """str.format with each field's text quoted as one shell word."""
-
-    def format_field(self, value, format_spec: str) -> str:
-        return shlex.quote(format(value, format_spec))
-
-
-def uses_shell(sweep: SweepFile) -> bool:
-    if sweep.shell is not None:
-        return sweep.shell
-    literal = "".join(text for text, _, _, _ in string.Formatter().parse(sweep.command))
-    return looks_like_shell(literal)
-
-
-def argv_for(sweep: SweepFile, params: dict) -> list[str]:
-    """The trial's command: the template filled in, split into words (or one /bin/sh line).
-    ValueError, KeyError or IndexError when the template cannot take these values."""
-    line = _Quoted().format(sweep.command, **params)
-    return ["/bin/sh", "-c", line] if uses_shell(sweep) else shlex.split(line)
-
-
-def check_commands(sweep: SweepFile, trials: list[Trial], path: Path) -> None:
-    """Every trial's command rendered and split before the first starts: a template a value does
-    not fit (`{x:d}` given a float) or an unclosed quote is a UsageError naming the trial."""
-    if sweep.command is None:
-        return
-    for trial in trials:
-        try:
-            argv_for(sweep, trial.params)
-        except (ValueError, KeyError, IndexError) as exc:
-            raise UsageError(f"{path}: command cannot be made for trial {trial.index} {json.dumps(trial.params, default=str)}: "
-                             f"{exc}") from None
-
-
-def trial_key(sweep: SweepFile, params: dict) -> str:
-    canonical = json.dumps({"sweep": sweep.name, "params": params}, sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-# A grid of more trials than this is not run point by point (the random strategy takes at most
-# as many trials: Strategy.trials): even at a second a trial it is more than a day of trials.
-MAX_GRID_POINTS = 100_000
-
-
-def expand(sweep: SweepFile) -> list[Trial]:
-    dims = {name: values_or_range(name, dim) for name, dim in sweep.space.items()}
-    if sweep.strategy.kind == "grid":
-        ranged = [n for n, (kind, _) in dims.items() if kind != "values"]
-        if ranged:
-            raise UsageError(f"a grid needs lists, not ranges ({', '.join(ranged)}): use strategy: {{kind: random, trials: N}}")
-        names = list(dims)
-        points = math.prod(len(dims[n][1]) for n in names)  # counted from the axes, never enumerated
-        if points > MAX_GRID_POINTS:
-            sizes = " x ".join(str(len(dims[n][1])) for n in names)
-            raise UsageError(f"the grid has {points:,} points ({sizes}), more than {MAX_GRID_POINTS:,}: sample it "
-                             "instead with strategy: {kind: random, trials: N}")
-        combos = [dict(zip(names, values)) for values in itertools.product(*(dims[n][1] for n in names))]
-    elif sweep.strategy.kind == "tpe":  # proposed one by one from the results (sweep/search.py)
-        if all(kind == "values" and len(arg) == 1 for kind, arg in dims.values()):
-            raise UsageError("strategy tpe has nothing to search: every dimension of the space has one value")
-        return []
-    else:
-        rng = np.random.default_rng(sweep.strategy.seed)
-        combos = []
-        for _ in range(sweep.strategy.trials):
-            params = {}
-            for name, (kind, arg) in dims.items():
-                if kind == "values":
-                    params[name] = arg[int(rng.integers(len(arg)))]
-                elif kind == "uniform":
-                    params[name] = float(rng.uniform(*arg))
-                elif kind == "loguniform":
-                    params[name] = float(math.exp(rng.uniform(math.log(arg[0]), math.log(arg[1]))))
-                else:
-                    params[name] = int(rng.integers(int(arg[0]), int(arg[1]) + 1))
-            combos.append(params)
-    seen, trials = set(), []
-    for params in combos:
-        key = trial_key(sweep, params)
-        if key not in seen:  # a random search can draw the same point twice from lists
-            seen.add(key)
-            trials.append(Trial(key, len(trials), params))
-    return trials
+            raise UsageError(
+                f"{path} line {_line_of(text, ('metric',))}: a workload trial never reports "
+                f"{sweep.metric.name!r}: choose one of {', '.join(sorted(WORKLOAD_METRICS))}"
+            )

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+
 from gpuscout import catalog
-from gpuscout.core.versions import __version__
-from gpuscout.core import outputs
-from gpuscout.core.errors import UsageError
 from gpuscout.analysis import stats
 from gpuscout.catalog.pricing import hourly_cost
+from gpuscout.core import outputs
+from gpuscout.core.errors import UsageError
+from gpuscout.core.versions import __version__
 from gpuscout.executor import process
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.spec import SweepFile, number, score
@@ -42,20 +43,29 @@ def best_of(sweep: SweepFile, results: list[dict], status: str = "ok") -> dict |
 
 
 def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> dict:
-    """`p`: the sweep's driver.Plan (not imported: the driver imports this module). `results`:
+    """`p`: the sweep's resume_plan.Plan (not imported: it imports this module). `results`:
     every trial of the sweep (for the ranking); `new`: those run now (for time)."""
     sweep = p.sweep
     began = min((r["started_monotonic_s"] for r in new), default=0.0)
     finished = max((r["ended_monotonic_s"] for r in new), default=0.0)
     wall = finished - began
     trial_time = sum(r["duration_s"] for r in new)
-    ranked, timed_out = (sorted((r for r in results if r["status"] == status
-                                 and score(r["metrics"].get(sweep.metric.name)) is not None),
-                                key=lambda r: r["metrics"][sweep.metric.name], reverse=sweep.metric.direction == "max")
-                         for status in ("ok", "timeout"))
+    ranked, timed_out = (
+        sorted(
+            (r for r in results if r["status"] == status and score(r["metrics"].get(sweep.metric.name)) is not None),
+            key=lambda r: r["metrics"][sweep.metric.name],
+            reverse=sweep.metric.direction == "max",
+        )
+        for status in ("ok", "timeout")
+    )
     # ran to their end with a metric that is NaN or infinite: kept, said, never ranked
-    diverged = [r["index"] for r in results if r["status"] == "ok" and number(r["metrics"].get(sweep.metric.name))
-                is not None and score(r["metrics"][sweep.metric.name]) is None]
+    diverged = [
+        r["index"]
+        for r in results
+        if r["status"] == "ok"
+        and number(r["metrics"].get(sweep.metric.name)) is not None
+        and score(r["metrics"][sweep.metric.name]) is None
+    ]
     gpu_seconds: dict[str, float] = {}
     idle: dict[str, float] = {}
     gap: dict[str, float] = {}  # no trial on the GPU while trials were left to run (the scheduler's cost)
@@ -77,31 +87,49 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
             cost_usd += hourly.usd_per_hour * wall / 3600  # a rented GPU costs its hours, busy or idle
     counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "pruned", "failed", "oom", "timeout")}
     return {
-        "sweep": sweep.name, "metric": sweep.metric.model_dump(),
-        "trials": sweep.strategy.trials if sweep.strategy.kind == "tpe" else len(p.trials), "run_now": len(new),
-        "skipped_done": len(p.done), "status_counts": counts, "stopped": stopped,
+        "sweep": sweep.name,
+        "metric": sweep.metric.model_dump(),
+        "trials": sweep.strategy.trials if sweep.strategy.kind == "tpe" else len(p.trials),
+        "run_now": len(new),
+        "skipped_done": len(p.done),
+        "status_counts": counts,
+        "stopped": stopped,
         "best": [_ranked(r, sweep) for r in ranked[:5]],
         # killed at the trial timeout after reporting: what they reported last, apart from the complete ones
-        "timed_out": [_ranked(r, sweep) for r in timed_out], "diverged": diverged,
-        "wall_s": wall, "trial_seconds_sum": trial_time, "parallel_speedup": trial_time / wall if wall else None,
+        "timed_out": [_ranked(r, sweep) for r in timed_out],
+        "diverged": diverged,
+        "wall_s": wall,
+        "trial_seconds_sum": trial_time,
+        "parallel_speedup": trial_time / wall if wall else None,
         "trials_per_hour": len(new) / wall * 3600 if wall else None,
-        "gpu_hours": sum(gpu_seconds.values()) / 3600, "gpu_busy_s": gpu_seconds, "gpu_idle_share": idle,
-        "gpu_gap_share": gap, "gpu_drain_share": drain,
-        "cost_usd": cost_usd if gpu_seconds and priced else None, "log_root": str(p.log_root), "notes": p.notes,
+        "gpu_hours": sum(gpu_seconds.values()) / 3600,
+        "gpu_busy_s": gpu_seconds,
+        "gpu_idle_share": idle,
+        "gpu_gap_share": gap,
+        "gpu_drain_share": drain,
+        "cost_usd": cost_usd if gpu_seconds and priced else None,
+        "log_root": str(p.log_root),
+        "notes": p.notes,
         "strategy": sweep.strategy.model_dump(),
         "early_stop": search_lib.stopping_summary(sweep, results, best_of(sweep, results)),
     }
 
 
 def _ranked(r: dict, sweep: SweepFile) -> dict:
-    return {"index": r["index"], "params": r["params"], "value": r["metrics"][sweep.metric.name],
-            "epochs": len(r.get("history") or []), "duration_s": r["duration_s"], "slot": r["slot"],
-            "log_dir": r["log_dir"]}
+    return {
+        "index": r["index"],
+        "params": r["params"],
+        "value": r["metrics"][sweep.metric.name],
+        "epochs": len(r.get("history") or []),
+        "duration_s": r["duration_s"],
+        "slot": r["slot"],
+        "log_dir": r["log_dir"],
+    }
 
 
 def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict:
-    """Each trial's reports (`p`: the driver.Plan) as scalars and the sweep's HParams table, written by a child with
-    tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
+    """Each trial's reports (`p`: the resume_plan.Plan) as scalars and the sweep's HParams table,
+    written by a child with tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
     when no trial ended since they were written (a resumed sweep with nothing left to run would
     otherwise spend a second starting the writer)."""
     logdir = p.log_root / "tensorboard"
@@ -109,14 +137,28 @@ def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict
         return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
     try:
         payload = outputs.replace_inside(
-            p.log_root, TENSORBOARD_INPUT, json.dumps({"gpuscout_version": __version__, "metric": p.sweep.metric.name,
-                                                       "space": list(p.sweep.space), "results": results}, default=str),
-            store_path, "the sweep's file", OWN_FILES[TENSORBOARD_INPUT])
+            p.log_root,
+            TENSORBOARD_INPUT,
+            json.dumps(
+                {
+                    "gpuscout_version": __version__,
+                    "metric": p.sweep.metric.name,
+                    "space": list(p.sweep.space),
+                    "results": results,
+                },
+                default=str,
+            ),
+            store_path,
+            "the sweep's file",
+            OWN_FILES[TENSORBOARD_INPUT],
+        )
     except (OSError, UsageError) as exc:
         return {"logdir": None, "note": f"no TensorBoard logs ({getattr(exc, 'strerror', None) or exc})"}
     finished, output = process.run_captured(
         [sys.executable, "-m", "gpuscout.child.tensorboard_writer", str(payload), str(logdir)],
-        env=_quiet_env(), timeout_s=TENSORBOARD_TIMEOUT_S)
+        env=_quiet_env(),
+        timeout_s=TENSORBOARD_TIMEOUT_S,
+    )
     if finished.returncode != 0:
         last = (output.strip().splitlines() or ["unknown error"])[-1]
         return {"logdir": None, "note": f"no TensorBoard logs ({last}); pip install 'gpuscout[sweep]'"}

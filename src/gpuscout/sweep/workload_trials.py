@@ -8,17 +8,25 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from gpuscout.measure import plans
-from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
-from gpuscout.record.run import RunRecord
 from gpuscout.core.spec import PROTOCOL, Backend, Protocol, RunSpec, build_spec
-from gpuscout.sweep.spec import SweepFile, Trial
+from gpuscout.measure import engine, planning, plans
+from gpuscout.record.run import RunRecord
+from gpuscout.sweep.expansion import Trial
+from gpuscout.sweep.spec import SweepFile
 from gpuscout.telemetry.nvml import Nvml
 
 # What a trial reports of its record, by the names a sweep's metric can take.
-METRICS = ("samples_per_s", "mfu", "achieved_tflops", "step_time_s", "epoch_time_s", "peak_memory_bytes",
-           "compile_s", "loss")
+METRICS = (
+    "samples_per_s",
+    "mfu",
+    "achieved_tflops",
+    "step_time_s",
+    "epoch_time_s",
+    "peak_memory_bytes",
+    "compile_s",
+    "loss",
+)
 
 
 def plan(sweep: SweepFile, trials: list[Trial], nvml: Nvml, first_gpu: int | None) -> dict[str, RunSpec]:
@@ -29,9 +37,11 @@ def plan(sweep: SweepFile, trials: list[Trial], nvml: Nvml, first_gpu: int | Non
         protocol = {k: values.pop(k) for k in list(values) if k in Protocol.model_fields}
         try:
             options = plans.BenchOptions(
-                **values, protocol=Protocol(**{**PROTOCOL.model_dump(), **protocol}),
+                **values,
+                protocol=Protocol(**{**PROTOCOL.model_dump(), **protocol}),
                 device=planning.DeviceChoice(gpu=first_gpu, cpu=first_gpu is None),
-                measure=engine.MeasureOptions(timeout_s=sweep.timeout_s))
+                measure=engine.MeasureOptions(timeout_s=sweep.timeout_s),
+            )
         except (TypeError, ValueError) as exc:  # a value of the wrong kind for its option
             raise UsageError(f"sweep {sweep.name}, trial {trial.index} {trial.params}: {exc}") from None
         try:

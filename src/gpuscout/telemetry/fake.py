@@ -43,7 +43,7 @@ class FakeNvml:
         self.made = time.monotonic()
 
     @classmethod
-    def from_file(cls, path: str) -> "FakeNvml":
+    def from_file(cls, path: str) -> FakeNvml:
         with open(path, encoding="utf-8") as handle:
             return cls(json.load(handle))
 
@@ -85,8 +85,9 @@ class FakeNvml:
         return self._field(h, "uuid")
 
     def nvmlDeviceGetMemoryInfo(self, h):
-        return SimpleNamespace(total=self._field(h, "memory_total_bytes"),
-                               used=self.gpus[h].get("memory_used_bytes", 0))
+        return SimpleNamespace(
+            total=self._field(h, "memory_total_bytes"), used=self.gpus[h].get("memory_used_bytes", 0)
+        )
 
     def nvmlDeviceGetCudaComputeCapability(self, h):
         return tuple(self._field(h, "compute_capability"))
@@ -104,8 +105,10 @@ class FakeNvml:
         return SimpleNamespace(busId=f"00000000:{h + 1:02X}:00.0")
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_memory_bytes"))
-                for p in self.gpus[h].get("processes", [])]
+        return [
+            SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_memory_bytes"))
+            for p in self.gpus[h].get("processes", [])
+        ]
 
     def nvmlDeviceGetUtilizationRates(self, h):
         value = self._field(h, "utilization_pct")

@@ -58,7 +58,7 @@ class Nvml:
             self._safe(self._m.nvmlShutdown)
             self.available = False
 
-    def __enter__(self) -> "Nvml":
+    def __enter__(self) -> Nvml:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -164,7 +164,7 @@ class Link:
         return asdict(self)
 
 
-def topology(nvml: "Nvml", indices: list[int]) -> list[Link]:
+def topology(nvml: Nvml, indices: list[int]) -> list[Link]:
     """Every pair of the given GPUs: NVLink when NVML says peer-to-peer over NVLink works
     (nvmlDeviceGetP2PStatus, NVLINK capability; true through an NVSwitch too), else PCIe."""
     if not nvml.available:
@@ -172,13 +172,20 @@ def topology(nvml: "Nvml", indices: list[int]) -> list[Link]:
     m = nvml._m
     links = []
     for n, a in enumerate(indices):
-        for b in indices[n + 1:]:
+        for b in indices[n + 1 :]:
             ha, hb = nvml._handles[a], nvml._handles[b]
             p2p = nvml._safe(m.nvmlDeviceGetP2PStatus, ha, hb, m.NVML_P2P_CAPS_INDEX_NVLINK)
             level = nvml._safe(m.nvmlDeviceGetTopologyCommonAncestor, ha, hb)
             name, path = TOPOLOGY_LEVELS.get(level, (None, None)) if level is not None else (None, None)
-            links.append(Link((a, b), "NVLink" if p2p == m.NVML_P2P_STATUS_OK else "PCIe",
-                              (nvml.active_nvlinks(a), nvml.active_nvlinks(b)), name, path))
+            links.append(
+                Link(
+                    (a, b),
+                    "NVLink" if p2p == m.NVML_P2P_STATUS_OK else "PCIe",
+                    (nvml.active_nvlinks(a), nvml.active_nvlinks(b)),
+                    name,
+                    path,
+                )
+            )
     return links
 
 

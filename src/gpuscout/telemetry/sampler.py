@@ -30,7 +30,7 @@ class Sampler:
         """The sampled GPU's name as NVML reports it (a sweep trial keeps it)."""
         return self._nvml.gpu(self._index).name
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self._thread.start()
         return self
 

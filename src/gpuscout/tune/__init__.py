@@ -27,12 +27,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscout.measure import plans
-from gpuscout.measure import engine, planning
 from gpuscout.core.errors import UsageError
-from gpuscout.workloads.user import check_source
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Backend, Precision, Protocol
+from gpuscout.measure import engine, planning, plans
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.tune.ablation import ablation
@@ -40,6 +38,7 @@ from gpuscout.tune.advice import recommendations
 from gpuscout.tune.batch import batch_search
 from gpuscout.tune.input import input_analysis
 from gpuscout.tune.session import Session, has_tensorflow
+from gpuscout.workloads.user import check_source
 
 PARTS = ("ablation", "batch", "input")
 # tune makes a dozen runs or more: a shorter protocol than bench's, per run.
@@ -62,8 +61,14 @@ class TuneOptions:
     seed: int = 0
 
 
-def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store,
-         progress: engine.Progress | None = None, planned: tuple | None = None) -> dict:
+def tune(
+    workload: str | None,
+    options: TuneOptions,
+    nvml: Nvml,
+    store: Store,
+    progress: engine.Progress | None = None,
+    planned: tuple | None = None,
+) -> dict:
     """Plan (everything checked first; `planned`: plan()'s answer when the caller checked first),
     then the parts asked for, then what to change."""
     progress = progress or engine.Progress()
@@ -73,12 +78,22 @@ def tune(workload: str | None, options: TuneOptions, nvml: Nvml, store: Store,
     session = Session(options, engine.Session(nvml, options.measure), store, progress, base)
     # The user's pipeline runs first, alone on the CPU: a mistake in it is bad input (exit 2)
     # before any measurement, not a failure after half a tuning session.
-    user_pipeline = (session.pipeline_alone("your pipeline alone", user_pipeline=options.pipeline)
-                     if options.pipeline and "input" in options.parts else None)
-    report: dict = {"session": session.id, "created_utc": utc_now(), "workload": base.workload,
-                    "backend": base.backend.value, "device": base.device_kind,
-                    "gpu": nvml.gpu(base.gpu_index).name if base.gpu_index is not None else None,
-                    "default_batch_size": base.batch_size, "budget_s": options.budget_s, "notes": notes}
+    user_pipeline = (
+        session.pipeline_alone("your pipeline alone", user_pipeline=options.pipeline)
+        if options.pipeline and "input" in options.parts
+        else None
+    )
+    report: dict = {
+        "session": session.id,
+        "created_utc": utc_now(),
+        "workload": base.workload,
+        "backend": base.backend.value,
+        "device": base.device_kind,
+        "gpu": nvml.gpu(base.gpu_index).name if base.gpu_index is not None else None,
+        "default_batch_size": base.batch_size,
+        "budget_s": options.budget_s,
+        "notes": notes,
+    }
     best_precision, use_xla, runs = Precision.fp32, base.backend is Backend.jax, {}
     if "ablation" in options.parts:
         ab = ablation(session, precisions)
@@ -105,26 +120,41 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
     protocol = options.protocol
     baseline_floor = protocol.warmup_steps * 0.05 + protocol.windows * protocol.window_seconds + 10
     if options.budget_s < baseline_floor:
-        raise UsageError(f"a --budget of {options.budget_s / 60:g} min is too small for even the baseline run "
-                         f"(~{baseline_floor:.0f} s of windows and start-up): give at least {math.ceil(baseline_floor / 60)} min")
+        raise UsageError(
+            f"a --budget of {options.budget_s / 60:g} min is too small for even the baseline run "
+            f"(~{baseline_floor:.0f} s of windows and start-up): give at least {math.ceil(baseline_floor / 60)} min"
+        )
     if options.pipeline:
         path, _, function = options.pipeline.rpartition(":")
         if not path or not function.isidentifier() or not Path(path).is_file() or not path.endswith(".py"):
-            raise UsageError(f"--pipeline {options.pipeline!r}: give an existing file.py:function that returns a tf.data.Dataset")
+            raise UsageError(
+                f"--pipeline {options.pipeline!r}: give an existing file.py:function that returns a tf.data.Dataset"
+            )
         check_source(Path(path), function, "--pipeline", "a Python file that makes a tf.data pipeline")
         if not has_tensorflow():
-            raise UsageError("--pipeline measures a tf.data pipeline: install TensorFlow (pip install 'gpuscout[tensorflow]')")
+            raise UsageError(
+                "--pipeline measures a tf.data pipeline: install TensorFlow (pip install 'gpuscout[tensorflow]')"
+            )
         options.pipeline = f"{Path(path).resolve()}:{function}"
     bench_options = plans.BenchOptions(
-        backend=options.backend, batch_size=options.batch_size, protocol=protocol, device=options.device,
-        measure=options.measure, seed=options.seed, model=options.model, pipeline_cost=options.pipeline_cost,
-        fit_check=False)
+        backend=options.backend,
+        batch_size=options.batch_size,
+        protocol=protocol,
+        device=options.device,
+        measure=options.measure,
+        seed=options.seed,
+        model=options.model,
+        pipeline_cost=options.pipeline_cost,
+        fit_check=False,
+    )
     specs, notice = plans.plan([workload] if workload else [], bench_options, nvml)
     base = specs[0]
     precisions = [Precision.fp32, Precision.mixed_float16, Precision.mixed_bfloat16]
     notes = []
     if base.gpu_index is not None and not planning.has_bf16(nvml, base.gpu_index):
         precisions.remove(Precision.mixed_bfloat16)
-        notes.append(f"mixed_bfloat16 left out: compute capability {nvml.gpu(base.gpu_index).compute_capability} "
-                     "has no bf16 tensor cores")
+        notes.append(
+            f"mixed_bfloat16 left out: compute capability {nvml.gpu(base.gpu_index).compute_capability} "
+            "has no bf16 tensor cores"
+        )
     return base, notice, notes, precisions

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from gpuscout.analysis.compare import ratio_ci
-from gpuscout.record.run import RunRecord
 from gpuscout.core.spec import Backend, DataMode, Precision
+from gpuscout.record.run import RunRecord
 from gpuscout.tune.session import Session
 
 LOSS_CHANGE_LIMIT = 0.10  # relative change of the fixed-step loss that counts as "changed training"
@@ -34,21 +34,33 @@ def loss_change(record: RunRecord | None, baseline: RunRecord | None) -> dict | 
     new, old = record.fixed_step_loss, baseline.fixed_step_loss
     broken = not math.isfinite(new)
     relative = math.inf if broken else abs(new - old) / max(abs(old), 1e-6)
-    return {"baseline": old, "value": new, "steps": record.fixed_steps, "relative": relative,
-            "changed": broken or relative > LOSS_CHANGE_LIMIT}
+    return {
+        "baseline": old,
+        "value": new,
+        "steps": record.fixed_steps,
+        "relative": relative,
+        "changed": broken or relative > LOSS_CHANGE_LIMIT,
+    }
 
 
 def _row(label: str, record: RunRecord | None, reference: RunRecord | None, factor: str | None, versus: str) -> dict:
-    return {"label": label, "factor": factor, "versus": versus, "run_id": record.id if record else None,
-            "status": record.status if record else "skipped",
-            "precision": record.precision.value if record else None, "xla": record.xla if record else None,
-            "data": record.data.value if record else None,
-            "samples_per_s": throughput(record),
-            "throughput": record.throughput.model_dump() if record and record.throughput else None,
-            "speedup": speedup(record, reference), "loss": loss_change(record, reference),
-            "input_wait_share": record.input_wait_share if record else None,
-            # the same variance flags as bench's: a row whose windows disagree says so
-            "flags": [f.code for f in record.flags] if record else []}
+    return {
+        "label": label,
+        "factor": factor,
+        "versus": versus,
+        "run_id": record.id if record else None,
+        "status": record.status if record else "skipped",
+        "precision": record.precision.value if record else None,
+        "xla": record.xla if record else None,
+        "data": record.data.value if record else None,
+        "samples_per_s": throughput(record),
+        "throughput": record.throughput.model_dump() if record and record.throughput else None,
+        "speedup": speedup(record, reference),
+        "loss": loss_change(record, reference),
+        "input_wait_share": record.input_wait_share if record else None,
+        # the same variance flags as bench's: a row whose windows disagree says so
+        "flags": [f.code for f in record.flags] if record else [],
+    }
 
 
 def ablation(session: Session, precisions: list[Precision]) -> dict:
@@ -57,25 +69,36 @@ def ablation(session: Session, precisions: list[Precision]) -> dict:
     input pipeline cannot hide what they buy."""
     backend = session.base.backend
     base_xla = backend is Backend.jax  # jax always compiles
-    baseline = session.run("baseline: fp32, " + ("XLA (always on jax)" if base_xla else "no XLA") + ", naive input",
-                           "ablation", precision=Precision.fp32, xla=base_xla, data=DataMode.naive)
+    baseline = session.run(
+        "baseline: fp32, " + ("XLA (always on jax)" if base_xla else "no XLA") + ", naive input",
+        "ablation",
+        precision=Precision.fp32,
+        xla=base_xla,
+        data=DataMode.naive,
+    )
     runs: dict[str, dict | None] = {}
-    runs["synthetic"] = session.run("synthetic data", "ablation", precision=Precision.fp32, xla=base_xla,
-                                    data=DataMode.synthetic)
-    runs["pipeline"] = session.run("tuned input pipeline", "ablation", precision=Precision.fp32, xla=base_xla,
-                                   data=DataMode.pipeline)
+    runs["synthetic"] = session.run(
+        "synthetic data", "ablation", precision=Precision.fp32, xla=base_xla, data=DataMode.synthetic
+    )
+    runs["pipeline"] = session.run(
+        "tuned input pipeline", "ablation", precision=Precision.fp32, xla=base_xla, data=DataMode.pipeline
+    )
     model = runs["synthetic"]
-    rows = [_row("baseline", baseline, baseline, None, "baseline"),
-            _row("tuned input pipeline (parallel map, cache, prefetch)", runs["pipeline"], baseline, "input", "baseline"),
-            _row("synthetic data on the device (the input ceiling)", model, baseline, "input", "baseline")]
+    rows = [
+        _row("baseline", baseline, baseline, None, "baseline"),
+        _row("tuned input pipeline (parallel map, cache, prefetch)", runs["pipeline"], baseline, "input", "baseline"),
+        _row("synthetic data on the device (the input ceiling)", model, baseline, "input", "baseline"),
+    ]
     for p in precisions:
         if p is not Precision.fp32:
-            runs[p.value] = session.run(f"{p.value} (model alone)", "ablation", precision=p, xla=base_xla,
-                                        data=DataMode.synthetic)
+            runs[p.value] = session.run(
+                f"{p.value} (model alone)", "ablation", precision=p, xla=base_xla, data=DataMode.synthetic
+            )
             rows.append(_row(p.value, runs[p.value], model, "precision", "fp32, synthetic data"))
     if backend is Backend.tensorflow:
-        runs["xla"] = session.run("XLA on (model alone)", "ablation", precision=Precision.fp32, xla=True,
-                                  data=DataMode.synthetic)
+        runs["xla"] = session.run(
+            "XLA on (model alone)", "ablation", precision=Precision.fp32, xla=True, data=DataMode.synthetic
+        )
         rows.append(_row("XLA on (jit_compile=True)", runs["xla"], model, "xla", "fp32, synthetic data"))
     # the best of each factor, together
     good = [r for r in rows if r["factor"] == "precision" and r["speedup"] and not (r["loss"] or {}).get("changed")]
@@ -83,13 +106,23 @@ def ablation(session: Session, precisions: list[Precision]) -> dict:
     best_precision = max(faster, key=lambda r: r["speedup"]["ratio"])["label"] if faster else Precision.fp32.value
     xla_row = next((r for r in rows if r["factor"] == "xla"), None)
     use_xla = base_xla or bool(xla_row and xla_row["speedup"] and xla_row["speedup"]["ratio"] > 1)
-    combined = session.run("combined", "ablation", precision=Precision(best_precision), xla=use_xla,
-                           data=DataMode.pipeline)
-    rows.append(_row(f"combined: {best_precision}, {'XLA' if use_xla else 'no XLA'}, tuned pipeline", combined,
-                     baseline, "combined", "baseline"))
-    return {"baseline_run": baseline.id if baseline else None, "rows": rows,
-            "best": {"precision": best_precision, "xla": use_xla},
-            "runs": runs, "combined": combined,
-            "note": None if backend is Backend.tensorflow else "the jax backend always compiles with XLA: no XLA-off row"}
-
-
+    combined = session.run(
+        "combined", "ablation", precision=Precision(best_precision), xla=use_xla, data=DataMode.pipeline
+    )
+    rows.append(
+        _row(
+            f"combined: {best_precision}, {'XLA' if use_xla else 'no XLA'}, tuned pipeline",
+            combined,
+            baseline,
+            "combined",
+            "baseline",
+        )
+    )
+    return {
+        "baseline_run": baseline.id if baseline else None,
+        "rows": rows,
+        "best": {"precision": best_precision, "xla": use_xla},
+        "runs": runs,
+        "combined": combined,
+        "note": None if backend is Backend.tensorflow else "the jax backend always compiles with XLA: no XLA-off row",
+    }

@@ -19,8 +19,15 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
     start = session.base.batch_size
     on_gpu = session.base.gpu_index is not None
     cap = session.options.max_batch or start * (64 if on_gpu else 8)
-    probe = dict(precision=precision, xla=use_xla, data=DataMode.synthetic, warmup_steps=1, windows=1, window_steps=2,
-                 window_seconds=0.0)
+    probe = dict(
+        precision=precision,
+        xla=use_xla,
+        data=DataMode.synthetic,
+        warmup_steps=1,
+        windows=1,
+        window_steps=2,
+        window_seconds=0.0,
+    )
     probes: list[dict] = []
 
     def fits(batch: int) -> bool | None:
@@ -28,8 +35,15 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
         if record is None:
             return None
         message = record.error.message if record.error else None
-        probes.append({"batch_size": batch, "status": record.status, "run_id": record.id,
-                       "peak_memory_bytes": record.peak_memory_bytes, "message": message})
+        probes.append(
+            {
+                "batch_size": batch,
+                "status": record.status,
+                "run_id": record.id,
+                "peak_memory_bytes": record.peak_memory_bytes,
+                "message": message,
+            }
+        )
         if record.status not in ("ok", "oom"):
             raise RunError(f"the batch probe at {batch} ended {record.status}: {message}")
         return record.ok
@@ -75,19 +89,32 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
     points = sorted({_round_batch(b) for b in points})
     curve = []
     for b in points:
-        record = session.run(f"batch {b}", "batch_curve", batch_size=b, precision=precision, xla=use_xla,
-                             data=DataMode.synthetic)
+        record = session.run(
+            f"batch {b}", "batch_curve", batch_size=b, precision=precision, xla=use_xla, data=DataMode.synthetic
+        )
         if record is not None:
-            curve.append({"batch_size": b, "run_id": record.id, "status": record.status,
-                          "samples_per_s": throughput(record),
-                          "throughput": record.throughput.model_dump() if record.throughput else None,
-                          "peak_memory_bytes": record.peak_memory_bytes})
+            curve.append(
+                {
+                    "batch_size": b,
+                    "run_id": record.id,
+                    "status": record.status,
+                    "samples_per_s": throughput(record),
+                    "throughput": record.throughput.model_dump() if record.throughput else None,
+                    "peak_memory_bytes": record.peak_memory_bytes,
+                }
+            )
     measured = [c for c in curve if c["samples_per_s"]]
     knee = None
     if measured:
         best = max(c["samples_per_s"] for c in measured)
         knee = min(c["batch_size"] for c in measured if c["samples_per_s"] >= KNEE_SHARE * best)
-    return {"largest": lo, "first_oom": hi, "limited_by": limited_by if hi is None else "memory",
-            "cap": cap, "probes": probes, "curve": curve, "knee": knee, "default": start}
-
-
+    return {
+        "largest": lo,
+        "first_oom": hi,
+        "limited_by": limited_by if hi is None else "memory",
+        "cap": cap,
+        "probes": probes,
+        "curve": curve,
+        "knee": knee,
+        "default": start,
+    }

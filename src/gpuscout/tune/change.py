@@ -11,8 +11,18 @@ from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
 from gpuscout.record.watch import WatchRecord
 
 # The knobs tune turns (`--only`, `--skip`), each planned by tune/script.py
-CHANGES = ("jit_compile", "mixed_precision", "steps_per_execution", "workers", "cache", "prefetch",
-           "device_batches", "augment_in_model", "batch_size", "data_parallel")
+CHANGES = (
+    "jit_compile",
+    "mixed_precision",
+    "steps_per_execution",
+    "workers",
+    "cache",
+    "prefetch",
+    "device_batches",
+    "augment_in_model",
+    "batch_size",
+    "data_parallel",
+)
 
 
 @dataclass

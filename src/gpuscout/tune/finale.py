@@ -9,15 +9,17 @@ import time
 from dataclasses import dataclass
 
 from gpuscout.analysis import repeats
+from gpuscout.analysis.device_causes import FP16_CC, precision_of
 from gpuscout.analysis.untimed import STARVED_UTIL_PCT
-from gpuscout.analysis.verdict import FP16_CC, INPUT_HIGHLY, precision_of
+from gpuscout.analysis.verdict import INPUT_HIGHLY
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Precision
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
-from gpuscout.tune import patch as patches
 from gpuscout.tune import augment, judging, search
-from gpuscout.tune.search import Budget, Config, Outcome, Steps
+from gpuscout.tune import patch as patches
+from gpuscout.tune.budget import Budget, Steps
+from gpuscout.tune.search import Config, Outcome
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
 # between them, with --patch).
@@ -56,8 +58,9 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
             final.best = run(found.best, f"{found.best.name} (best)", best_steps)
             final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
         return final
-    block = [budget.cost("baseline", steps.base)] * 2 + [budget.cost(found.best.name, best_steps)] * \
-        (1 + bool(session.patch))
+    block = [budget.cost("baseline", steps.base)] * 2 + [budget.cost(found.best.name, best_steps)] * (
+        1 + bool(session.patch)
+    )
     if len(found.path) == 1 and not budget.allows(block):
         kept = found.path[0]
         final = Final(before=kept.beside[-1], after=kept.beside[-1])
@@ -90,8 +93,11 @@ def _patched_copy(session, found: Outcome, run, count: int):
     try:
         patches.overlay(made, root, into)
         record = run(Config(), "patched copy", count, command=session.copied(into))
-        note = None if not made.unlocated else \
-            f"the copy lacks {', '.join(made.unlocated)} (not located): its speed-up is of the rest"
+        note = (
+            None
+            if not made.unlocated
+            else f"the copy lacks {', '.join(made.unlocated)} (not located): its speed-up is of the rest"
+        )
         return made, record, note
     finally:
         shutil.rmtree(into, ignore_errors=True)
@@ -116,19 +122,28 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: t
         if "cache" not in kept and isinstance(keep, repeats.Keepable):
             how = f"the batches repeat ({keep.evidence}): make them once and keep them"
         elif "cache" in kept:  # nothing is made any more: what waits is handing kept batches over
-            how = ("the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
-                   "batch) or the input moved to the device once")
+            how = (
+                "the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
+                "batch) or the input moved to the device once"
+            )
         elif "augment_in_model" in kept:  # the per-image work is on the device: the rest of __getitem__ waits
-            how = ("the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
-                   "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
-                   "the device once and sliced there")
+            how = (
+                "the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
+                "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
+                "the device once and sliced there"
+            )
         elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
-            measured = next((name for name in slower if name.startswith("workers_") and name.endswith("_processes")), None)
-            how = ("the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "
-                   f"({measured}: Keras' process pool hands each batch over at a cost of its own): the per-sample work "
-                   "moved into the model (Keras preprocessing layers, on the device) or written as array operations"
-                   if measured else
-                   "the PyDataset's work runs in threads under the GIL: worker processes, or the work moved into the model")
+            measured = next(
+                (name for name in slower if name.startswith("workers_") and name.endswith("_processes")), None
+            )
+            how = (
+                "the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "
+                f"({measured}: Keras' process pool hands each batch over at a cost of its own): the per-sample work "
+                "moved into the model (Keras preprocessing layers, on the device) or written as array operations"
+                if measured
+                else "the PyDataset's work runs in threads under the GIL: worker processes, "
+                "or the work moved into the model"
+            )
             work = probe.main.sample_work if probe.main else None
             if work is not None:  # the exact lines (issue 60): what to move, by hand where tune could not
                 how += f"; in __getitem__, {augment.hot_lines(work)}"
@@ -138,8 +153,10 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: t
             how = "a faster pipeline: its per-batch work in parallel (tf.data map with AUTOTUNE), or done once"
     else:
         how = "fewer host calls (steps_per_execution) or less work in callbacks and between steps"
-    return (f"the best setting still waits on {what} {share:.0%} of the time: a fix there could buy at most "
-            f"{most:.2f}x more; {how}")
+    return (
+        f"the best setting still waits on {what} {share:.0%} of the time: a fix there could buy at most "
+        f"{most:.2f}x more; {how}"
+    )
 
 
 def _device_left(r: WatchRecord, kept: set[str]) -> str:
@@ -149,28 +166,45 @@ def _device_left(r: WatchRecord, kept: set[str]) -> str:
     if r.gpu_idle_share is not None and 1 - r.gpu_idle_share < STARVED_UTIL_PCT / 100:
         busy = 1 - r.gpu_idle_share
         batch = f" at batch {r.batch_size}" if r.batch_size else ""
-        return (f"the GPU is busy {busy:.0%} of the time{batch}: more work per step (a larger batch, "
-                "steps_per_execution) or a faster host loop would give it more; at most "
-                f"{1 / max(busy, 0.01):.1f}x where the step scales with it")
-    if main is not None and r.gpu is not None and precision_of(main.precision_policy) is Precision.fp32 \
-            and "mixed_precision" not in kept and r.gpu.compute_capability and \
-            float(r.gpu.compute_capability) >= FP16_CC:
-        return (f"the step runs in float32 on a GPU with tensor cores (compute capability {r.gpu.compute_capability}"
-                "): mixed precision was not kept, or not measured within the budget")
+        return (
+            f"the GPU is busy {busy:.0%} of the time{batch}: more work per step (a larger batch, "
+            "steps_per_execution) or a faster host loop would give it more; at most "
+            f"{1 / max(busy, 0.01):.1f}x where the step scales with it"
+        )
+    if (
+        main is not None
+        and r.gpu is not None
+        and precision_of(main.precision_policy) is Precision.fp32
+        and "mixed_precision" not in kept
+        and r.gpu.compute_capability
+        and float(r.gpu.compute_capability) >= FP16_CC
+    ):
+        return (
+            f"the step runs in float32 on a GPU with tensor cores (compute capability {r.gpu.compute_capability}"
+            "): mixed precision was not kept, or not measured within the budget"
+        )
     shares = f"input wait {r.input_wait_share or 0:.0%}, host work between steps {r.outside_step_share or 0:.0%}"
     if r.gpu_idle_share is not None:
-        return (f"the step's own compute: the GPU is busy {1 - r.gpu_idle_share:.0%} of the time ({shares}); "
-                "a faster GPU or fewer FLOPs per sample is what is left")
+        return (
+            f"the step's own compute: the GPU is busy {1 - r.gpu_idle_share:.0%} of the time ({shares}); "
+            "a faster GPU or fewer FLOPs per sample is what is left"
+        )
     return f"the step's own compute ({shares}): a GPU, or fewer FLOPs per sample, is what is left"
 
 
-def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord],
-           budget: Budget) -> dict:
+def report(
+    session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord], budget: Budget
+) -> dict:
     batch = probe.batch_size
     beside = [final.before] if final.before is final.after else [final.before, final.after]
     rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.get("ratio") or 0)))]
-    best = (judging.judged(found.best.as_change(), [final.best], beside, batch) if final.best else
-            dict(found.path[0].row) if found.path else None)  # round 1's judgement, where the budget ended
+    best = (
+        judging.judged(found.best.as_change(), [final.best], beside, batch)
+        if final.best
+        else dict(found.path[0].row)
+        if found.path
+        else None
+    )  # round 1's judgement, where the budget ended
     copy = judging.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
     if best and copy:
         copy["change"] = "patched copy"
@@ -178,25 +212,43 @@ def report(session, found: Outcome, final: Final, probe: WatchRecord, steps: int
             copy.pop("note")  # the copy has the change written in it: nothing is injected into it
         copy["agrees"] = _agree(best, copy)
         if not copy["agrees"] and not final.copy_note:
-            final.copy_note = ("the patched copy's speed-up is outside the injected one's interval: the diff does "
-                               "not do what the injection did (or the host was noisy: compare the two runs)")
+            final.copy_note = (
+                "the patched copy's speed-up is outside the injected one's interval: the diff does "
+                "not do what the injection did (or the host was noisy: compare the two runs)"
+            )
     kept = {t.change.knob for t in found.path}
     not_faster = tuple(t.change.name for t in found.trials if t.row.get("verdict") in NOT_FASTER)
     first = probe if final.after is final.before else final.before  # the baseline run before the last one
     return {
-        "session": session.context.group_id, "created_utc": utc_now(), "command": session.command.given,
-        "workload": session.command.workload, "steps": steps,
-        "baseline": judging.row(None, probe, probe), "baseline_again": judging.row(None, final.after, first),
-        "noisy": judging.noisy(first, final.after), "rows": rows,
+        "session": session.context.group_id,
+        "created_utc": utc_now(),
+        "command": session.command.given,
+        "workload": session.command.workload,
+        "steps": steps,
+        "baseline": judging.row(None, probe, probe),
+        "baseline_again": judging.row(None, final.after, first),
+        "noisy": judging.noisy(first, final.after),
+        "rows": rows,
         # the script's own training diverged: what every speed figure then measures is said first
         "diverged": next((c.model_dump() for c in probe.verdict if c.code == "loss_not_finite"), None),
-        "path": [t.change.name for t in found.path], "rounds": found.rounds, "best": best, "patched": copy,
-        "patch": {"file": str(session.patch), "located": final.patch.located, "unlocated": final.patch.unlocated,
-                  "note": final.copy_note} if final.patch is not None else None,
+        "path": [t.change.name for t in found.path],
+        "rounds": found.rounds,
+        "best": best,
+        "patched": copy,
+        "patch": {
+            "file": str(session.patch),
+            "located": final.patch.located,
+            "unlocated": final.patch.unlocated,
+            "note": final.copy_note,
+        }
+        if final.patch is not None
+        else None,
         "diff": final.patch.diff(session.root) if final.patch is not None else None,
         "skipped": [{"change": s.knob, "reason": s.reason} for s in found.skipped],
-        "summary": summary(found, best), "left": left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept, not_faster),
-        "wall_s": time.monotonic() - budget.started, "run_ids": [r.id for r in records],
+        "summary": summary(found, best),
+        "left": left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept, not_faster),
+        "wall_s": time.monotonic() - budget.started,
+        "run_ids": [r.id for r in records],
     }
 
 
@@ -220,6 +272,7 @@ def summary(found: Outcome, best: dict | None) -> str:
     if best is None or best.get("ratio") is None:
         return f"kept {path}"
     interval = f" [{best['ratio_low']:.2f}-{best['ratio_high']:.2f}]" if best.get("ratio_low") is not None else ""
-    against = "round 1's baseline run (too far past it for drift to matter)" if found.clear else \
-        "the baseline run beside it"
+    against = (
+        "round 1's baseline run (too far past it for drift to matter)" if found.clear else "the baseline run beside it"
+    )
     return f"{path}: {best['ratio']:.2f}x{interval} over {against} ({best.get('verdict')})"

@@ -41,8 +41,11 @@ def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
     if base is not None and math.isfinite(base) and r.main.steps != baseline.main.steps:
         base = None
     if not math.isfinite(loss):
-        return f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})" if base is not None \
+        return (
+            f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})"
+            if base is not None
             else f"the loss is {loss}"
+        )
     point = loss_point(r, baseline)
     if point is None:
         return None
@@ -87,39 +90,73 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
     """A setting's runs against the reference runs beside them: their steady windows pooled on
     each side (the figures shown are of the setting's latest run)."""
     r = runs[-1]
-    out = {"change": change.name if change else "baseline", "knob": change.knob if change else None,
-           "line": change.line if change else None, "why": change.why if change else None, "run_id": r.id,
-           "status": r.status, "applied": r.applied, "samples_per_s": r.samples_per_s,
-           "ci95_low": r.throughput.ci95_low if r.throughput else None,
-           "ci95_high": r.throughput.ci95_high if r.throughput else None, "step_time_s": r.step_time_s,
-           "input_wait_share": r.input_wait_share, "gpu_busy_share": None if r.gpu_idle_share is None
-           else 1 - r.gpu_idle_share, "peak_memory_bytes": r.main.peak_memory_bytes if r.main else None,
-           "last_loss": r.main.last_loss if r.main else None, "steps": r.main.steps if r.main else 0}
+    out = {
+        "change": change.name if change else "baseline",
+        "knob": change.knob if change else None,
+        "line": change.line if change else None,
+        "why": change.why if change else None,
+        "run_id": r.id,
+        "status": r.status,
+        "applied": r.applied,
+        "samples_per_s": r.samples_per_s,
+        "ci95_low": r.throughput.ci95_low if r.throughput else None,
+        "ci95_high": r.throughput.ci95_high if r.throughput else None,
+        "step_time_s": r.step_time_s,
+        "input_wait_share": r.input_wait_share,
+        "gpu_busy_share": None if r.gpu_idle_share is None else 1 - r.gpu_idle_share,
+        "peak_memory_bytes": r.main.peak_memory_bytes if r.main else None,
+        "last_loss": r.main.last_loss if r.main else None,
+        "steps": r.main.steps if r.main else 0,
+    }
     own_batch = batch if change is None or "batch_size" not in change.settings else None
     windows = [w for run in runs for w in rates(run, own_batch)]
     if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
-        out.update(samples_per_s=statistics.median(windows),
-                   note=f"samples counted as steps x the baseline's batch ({batch})")
-    missing = [k for k in ({change.knob} if change and change.knob != "combined" else
-                           {k for k in (change.settings if change else {}) if k in CHANGES}) if k not in r.applied]
+        out.update(
+            samples_per_s=statistics.median(windows), note=f"samples counted as steps x the baseline's batch ({batch})"
+        )
+    missing = [
+        k
+        for k in (
+            {change.knob}
+            if change and change.knob != "combined"
+            else {k for k in (change.settings if change else {}) if k in CHANGES}
+        )
+        if k not in r.applied
+    ]
     if change is not None and missing:
         out.update(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
-    elif change is not None and "mixed_precision" in change.settings and r.main and \
-            r.main.precision_policy in (None, "float32"):  # what fit ran, whatever was set
+    elif (
+        change is not None
+        and "mixed_precision" in change.settings
+        and r.main
+        and r.main.precision_policy in (None, "float32")
+    ):  # what fit ran, whatever was set
         out.update(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
     failed = next((run for run in runs if not run.ok), None)
     if failed is not None or not windows:
         failed = failed or r
         why = failed.error.explanations[0] if failed.error and failed.error.explanations else None
-        out.update(verdict="failed", healthy=False,
-                   failure=(f"{why.title}: {why.fix}" if why else
-                            (failed.verdict[0].evidence if failed.verdict else f"status {failed.status}")))
+        out.update(
+            verdict="failed",
+            healthy=False,
+            failure=(
+                f"{why.title}: {why.fix}"
+                if why
+                else (failed.verdict[0].evidence if failed.verdict else f"status {failed.status}")
+            ),
+        )
         return out
     base = [w for run in beside for w in rates(run, batch)]
     if change is not None and base:
         c = contrast(windows, base)
-        out.update(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high, p_value=c.p_value, test=c.test,
-                   verdict=c.verdict)
+        out.update(
+            ratio=c.ratio,
+            ratio_low=c.ratio_low,
+            ratio_high=c.ratio_high,
+            p_value=c.p_value,
+            test=c.test,
+            verdict=c.verdict,
+        )
         if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
             # data parallelism: the speed-up per device added, against the reference's devices
             out.update(devices=r.main.replicas, efficiency=c.ratio * beside[0].main.replicas / r.main.replicas)
@@ -137,6 +174,8 @@ def noisy(first: WatchRecord, again: WatchRecord) -> str | None:
     apart = abs(b.median / a.median - 1)
     overlap = a.ci95_low is None or b.ci95_low is None or (a.ci95_low <= b.ci95_high and b.ci95_low <= a.ci95_high)
     if apart > NOISY_SHARE and not overlap:
-        return (f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
-                f"machine was noisy, and differences under that mean nothing")
+        return (
+            f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
+            f"machine was noisy, and differences under that mean nothing"
+        )
     return None

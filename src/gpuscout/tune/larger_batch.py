@@ -35,9 +35,15 @@ def larger_batches(r: WatchRecord, script_batch: int | None = None) -> list[Chan
     for f in batch_factors(most):
         batch = main.batch_size * f
         rate = learning_rate(main, batch / base, epoch_steps(main, batch))
-        out.append(Change(f"batch_size_x{batch // base}", "batch_size", {"batch_size": batch, **rate.settings},
-                          f"model.fit(..., batch_size={batch})" + rate.line,
-                          f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)"))
+        out.append(
+            Change(
+                f"batch_size_x{batch // base}",
+                "batch_size",
+                {"batch_size": batch, **rate.settings},
+                f"model.fit(..., batch_size={batch})" + rate.line,
+                f"batch {main.batch_size} of in-memory arrays (compared per sample: samples/s)",
+            )
+        )
     return out
 
 
@@ -64,7 +70,7 @@ def most_batch_factor(r: WatchRecord) -> int | str:
     at most in proportion to the batch: the weights' share does not) and keeps MIN_EPOCH_STEPS
     steps an epoch; a reason where not even x2 does."""
     main = r.main
-    most = 2 ** 20
+    most = 2**20
     if r.gpu is not None:
         peak, total = main.peak_memory_bytes, r.gpu.memory_total_bytes
         if not peak or not total:
@@ -76,8 +82,10 @@ def most_batch_factor(r: WatchRecord) -> int | str:
     if samples:
         most = min(most, samples // (MIN_EPOCH_STEPS * main.batch_size))
         if most < 2:
-            return (f"an epoch holds {samples:,} samples: a batch of {2 * main.batch_size} would leave fewer than "
-                    f"{MIN_EPOCH_STEPS} steps an epoch")
+            return (
+                f"an epoch holds {samples:,} samples: a batch of {2 * main.batch_size} would leave fewer than "
+                f"{MIN_EPOCH_STEPS} steps an epoch"
+            )
     return 2 ** int(math.log2(most))
 
 
@@ -118,8 +126,13 @@ def learning_rate(main, factor: float, warmup_steps: int | None) -> Rate:
     scale = factor if linear else math.sqrt(factor)
     # beside a callback that sets the rate as a number, no schedule: it would stop the callback
     warmup = 0 if main.rate_callback else (warmup_steps or 1)
-    rule = "x the batch's factor: the linear scaling rule, Goyal et al. 2017" if linear else \
-        f"x the square root of the batch's factor for {inner}: Malladi et al. 2022"
+    rule = (
+        "x the batch's factor: the linear scaling rule, Goyal et al. 2017"
+        if linear
+        else f"x the square root of the batch's factor for {inner}: Malladi et al. 2022"
+    )
     how = f"warmed up over {warmup} steps" if warmup else f"no warm-up beside the script's {main.rate_callback}"
-    return Rate({"learning_rate_factor": round(scale, 4), "warmup_steps": warmup},
-                f"   # and the learning rate x{scale:.3g} ({rule}), {how} (scaled_learning_rate)")
+    return Rate(
+        {"learning_rate_factor": round(scale, 4), "warmup_steps": warmup},
+        f"   # and the learning rate x{scale:.3g} ({rule}), {how} (scaled_learning_rate)",
+    )

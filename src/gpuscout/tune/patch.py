@@ -19,15 +19,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscout.analysis.devices import DATA_PARALLEL_LINE
 from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.change import Change
+from gpuscout.tune.patch_batch import data_parallel_edits, original, rate_edits, site
 from gpuscout.tune.source_edits import (
     Edit,
     NotLocated,
     after_block,
-    after_statement,
     apply,
     at,
     before_statement,
@@ -51,8 +50,9 @@ class Patch:
         out = []
         for path, (before, after) in sorted(self.texts.items()):
             name = os.path.relpath(path, root)
-            out += difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        f"a/{name}", f"b/{name}")
+            out += difflib.unified_diff(
+                before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+            )
         return "".join(out)
 
 
@@ -83,44 +83,36 @@ def make(changes: list[Change], baseline: WatchRecord, root: Path) -> Patch:
     return patch
 
 
-def _site(sites: dict, kind: str, root: Path, what: str) -> tuple[Path, int]:
-    site: CallSite | None = sites.get(kind)
-    if site is None:
-        raise NotLocated(f"where the script {what} was not seen")
-    path = Path(site.file).resolve()
-    if not path.is_file() or root not in path.parents:
-        raise NotLocated(f"{what} is in {site.file}, outside the script's folder {root}")
-    return path, site.line
-
-
-def _original(path: Path, originals: dict[Path, str]) -> str:
-    if path not in originals:
-        originals[path] = path.read_text()
-    return originals[path]
-
-
-def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
-           originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+def _edits(
+    change: Change, sites: dict, baseline: WatchRecord, root: Path, originals: dict[Path, str]
+) -> list[tuple[Path, list[Edit]]]:
     settings = change.settings
     knob = change.knob
     if knob in ("jit_compile", "steps_per_execution"):
-        path, line = _site(sites, "compile", root, "compiled the model")
-        text = _original(path, originals)
+        path, line = site(sites, "compile", root, "compiled the model")
+        text = original(path, originals)
         if knob == "steps_per_execution":
             values = {knob: str(int(settings["steps_per_execution"]))}
         else:  # XLA, and (a model left in debugging settings) no eager step
-            values = {**({"run_eagerly": "False"} if settings.get("run_eagerly") is False else {}),
-                      **({"jit_compile": "True"} if settings.get("jit_compile") else {})}
+            values = {
+                **({"run_eagerly": "False"} if settings.get("run_eagerly") is False else {}),
+                **({"jit_compile": "True"} if settings.get("jit_compile") else {}),
+            }
         edits = set_keywords(text, call_at(text, line, "compile"), values)
         if settings.get("run_eagerly") is False:
             edits += _eager_assignments(text)
         return [(path, edits)]
     if knob == "mixed_precision":
-        path, _ = _site(sites, "compile", root, "compiled the model")
-        text = _original(path, originals)
-        line = f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # gpuscout tune: before the model is built"
-        own = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
-               and name_of(n.func) in ("set_global_policy", "set_dtype_policy")]
+        path, _ = site(sites, "compile", root, "compiled the model")
+        text = original(path, originals)
+        line = (
+            f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # gpuscout tune: before the model is built"
+        )
+        own = [
+            n
+            for n in ast.walk(ast.parse(text))
+            if isinstance(n, ast.Call) and name_of(n.func) in ("set_global_policy", "set_dtype_policy")
+        ]
         if own:  # after the script's own policy, which would set float32 again, and after the block
             # it is in: a policy the script sets only under a condition (`if debug:`) is not tune's
             return [(path, after_block(text, max(own, key=lambda n: n.lineno), line))]
@@ -129,74 +121,101 @@ def _edits(change: Change, sites: dict, baseline: WatchRecord, root: Path,
         return _parallel_call_edits(baseline, root, originals)
     if knob == "cache" and settings.get("cache_at"):
         file, _, line = settings["cache_at"].rpartition(":")
-        path, line = _site({"map": CallSite(file=file, line=int(line))}, "map", root, "mapped its dataset")
-        text = _original(path, originals)
+        path, line = site({"map": CallSite(file=file, line=int(line))}, "map", root, "mapped its dataset")
+        text = original(path, originals)
         call = call_at(text, line, "map")
         end = at(text, offsets(text), call.end_lineno, call.end_col_offset)
         return [(path, [(end, end, ".cache()", next(order))])]
     if knob == "workers":
-        path, line = _site(sites, "input", root, "defined its PyDataset")
-        text = _original(path, originals)
+        path, line = site(sites, "input", root, "defined its PyDataset")
+        text = original(path, originals)
         workers = int(settings["workers"])
-        return [(path, set_keywords(text, _super_init(text, line), {
-            "workers": str(workers), "use_multiprocessing": str(bool(settings.get("processes"))),
-            "max_queue_size": str(2 * workers)}))]
+        return [
+            (
+                path,
+                set_keywords(
+                    text,
+                    _super_init(text, line),
+                    {
+                        "workers": str(workers),
+                        "use_multiprocessing": str(bool(settings.get("processes"))),
+                        "max_queue_size": str(2 * workers),
+                    },
+                ),
+            )
+        ]
     if knob == "batch_size":
-        path, line = _site(sites, "fit", root, "called fit")
-        text = _original(path, originals)
-        return [(path, set_keywords(text, call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))})),
-                *_rate_edits(settings, sites, root, originals)]
+        path, line = site(sites, "fit", root, "called fit")
+        text = original(path, originals)
+        return [
+            (path, set_keywords(text, call_at(text, line, "fit"), {"batch_size": str(int(settings[knob]))})),
+            *rate_edits(settings, sites, root, originals),
+        ]
     if knob in ("cache", "prefetch"):
-        path, line = _site(sites, "fit", root, "called fit")
-        text = _original(path, originals)
+        path, line = site(sites, "fit", root, "called fit")
+        text = original(path, originals)
         input_type = baseline.main.input_type
         if knob == "cache":
             helper = "CachedBatches" if input_type == "PyDataset" else "replayed"
-            wrap = "CachedBatches({})" if helper == "CachedBatches" else \
-                "replayed({}, period=" + str(int(settings["period"])) + ")"
+            wrap = (
+                "CachedBatches({})"
+                if helper == "CachedBatches"
+                else "replayed({}, period=" + str(int(settings["period"])) + ")"
+            )
         else:
             helper = "tuned_pipeline" if input_type == "tf.data" else "read_ahead"
             wrap = helper + "({})"
-        return [(path, wrap_input(text, call_at(text, line, "fit"), wrap)
-                 + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper))]
+        return [
+            (
+                path,
+                wrap_input(text, call_at(text, line, "fit"), wrap)
+                + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper),
+            )
+        ]
     if knob == "data_parallel":
-        return _data_parallel_edits(settings, sites, baseline, root, originals)
+        return data_parallel_edits(settings, sites, baseline, root, originals)
     if knob == "augment_in_model":
         return _augment_edits(sites, baseline, root, originals)
     raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
 
 
-def _augment_edits(sites: dict, baseline: WatchRecord, root: Path,
-                   originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+def _augment_edits(
+    sites: dict, baseline: WatchRecord, root: Path, originals: dict[Path, str]
+) -> list[tuple[Path, list[Edit]]]:
     """The PyDataset's call of its augmentation replaced by the image it is given, and the model
     put behind the layers that do the augmentation, before the script compiles it (compile then
     applies to the model that wraps it; the script's later uses of the name train and save that)."""
     work = baseline.main.sample_work
     function = work.function
     short = function.name.split(".")[-1]
-    path, line = _site({"call": CallSite(file=work.file, line=function.call_line or 0)}, "call", root,
-                       f"called {short}")
-    text = _original(path, originals)
+    path, line = site({"call": CallSite(file=work.file, line=function.call_line or 0)}, "call", root, f"called {short}")
+    text = original(path, originals)
     call = call_at(text, line, short)
     given = next((k.value for k in call.keywords if k.arg == function.argument), None)
     if given is None:
-        index = _parameter_index(_original(Path(function.file).resolve(), originals), function)
-        if index is None or index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+        index = _parameter_index(original(Path(function.file).resolve(), originals), function)
+        if index is None or index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
             raise NotLocated(f"which argument of {short}(...) on line {line} is its {function.argument} cannot be read")
         given = call.args[index]
     starts = offsets(text)
-    call_edit = (at(text, starts, call.lineno, call.col_offset), at(text, starts, call.end_lineno, call.end_col_offset),
-                 ast.get_source_segment(text, given), next(order))
-    model_path, compile_line = _site(sites, "compile", root, "compiled the model")
-    model_text = _original(model_path, originals)
+    call_edit = (
+        at(text, starts, call.lineno, call.col_offset),
+        at(text, starts, call.end_lineno, call.end_col_offset),
+        ast.get_source_segment(text, given),
+        next(order),
+    )
+    model_path, compile_line = site(sites, "compile", root, "compiled the model")
+    model_text = original(model_path, originals)
     compile_call = call_at(model_text, compile_line, "compile")
     if not (isinstance(compile_call.func, ast.Attribute) and isinstance(compile_call.func.value, ast.Name)):
         raise NotLocated("compile is not called on a model by name: the model cannot be wrapped before it")
     name = compile_call.func.value.id
     insert_after_imports(model_text, "", need_keras=True)  # raises where keras is not imported by that name
     layers = ", ".join(layer.code() for layer in function.layers)
-    code = (f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape)}), {layers}, {name}])"
-            f"  # gpuscout tune: {short}'s work, on the device")
+    code = (
+        f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape)}), {layers}, {name}])"
+        f"  # gpuscout tune: {short}'s work, on the device"
+    )
     out = {path: [call_edit]}
     out.setdefault(model_path, []).extend(before_statement(model_text, compile_call, code))
     for layer in {layer.name for layer in function.layers if layer.own}:  # gpuscout's layer: its definition
@@ -208,7 +227,11 @@ def _parameter_index(text: str, function) -> int | None:
     """The position of the function's image argument among those a call passes (a method's self,
     and a classmethod's cls, are not passed)."""
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function.name.split(".")[-1]                 and min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= function.line <= node.lineno:
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name == function.name.split(".")[-1]
+            and min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= function.line <= node.lineno
+        ):
             names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
             static = any(name_of(d) == "staticmethod" for d in node.decorator_list)
             if function.owner and not static:
@@ -220,13 +243,22 @@ def _parameter_index(text: str, function) -> int | None:
 def _eager_assignments(text: str) -> list[Edit]:
     """`model.run_eagerly = True` (a debugging line) made False."""
     starts = offsets(text)
-    return [(at(text, starts, n.value.lineno, n.value.col_offset),
-             at(text, starts, n.value.end_lineno, n.value.end_col_offset), "False", next(order))
-            for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Assign)
-            and any(isinstance(t, ast.Attribute) and t.attr == "run_eagerly" for t in n.targets)]
+    return [
+        (
+            at(text, starts, n.value.lineno, n.value.col_offset),
+            at(text, starts, n.value.end_lineno, n.value.end_col_offset),
+            "False",
+            next(order),
+        )
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == "run_eagerly" for t in n.targets)
+    ]
 
 
-def _parallel_call_edits(baseline: WatchRecord, root: Path, originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
+def _parallel_call_edits(
+    baseline: WatchRecord, root: Path, originals: dict[Path, str]
+) -> list[tuple[Path, list[Edit]]]:
     """num_parallel_calls=tf.data.AUTOTUNE in each map and interleave the script left sequential,
     where the baseline's run saw it called (record.watch.PipelineOp), with TensorFlow by the name
     the file imports it as."""
@@ -234,8 +266,8 @@ def _parallel_call_edits(baseline: WatchRecord, root: Path, originals: dict[Path
     for op in baseline.main.pipeline:
         if op.op not in ("map", "interleave") or op.parallel is not False:
             continue
-        path, line = _site({"op": CallSite(file=op.file, line=op.line)}, "op", root, f"called {op.op}")
-        text = _original(path, originals)
+        path, line = site({"op": CallSite(file=op.file, line=op.line)}, "op", root, f"called {op.op}")
+        text = original(path, originals)
         value = f"{_tensorflow_name(text)}.data.AUTOTUNE"
         out.setdefault(path, []).extend(set_keywords(text, call_at(text, line, op.op), {"num_parallel_calls": value}))
     if not out:
@@ -253,65 +285,21 @@ def _tensorflow_name(text: str) -> str:
     raise NotLocated("the file does not import tensorflow by name: tf.data.AUTOTUNE cannot be written")
 
 
-# TensorFlow fixes its devices when a strategy is made: after the script's own device settings
-TF_DEVICE_SETTINGS = ("set_memory_growth", "set_logical_device_configuration", "set_visible_devices")
-
-
-def _data_parallel_edits(settings: dict, sites: dict, baseline: WatchRecord, root: Path,
-                         originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
-    """Every device from the model's first layer on, as tune injected it: jax, Keras' DataParallel
-    after the keras import; TensorFlow, a MirroredStrategy as the default strategy after the
-    script's own device settings (or its imports). With `batch_size`, fit's batch too."""
-    path, line = _site(sites, "fit", root, "called fit")
-    text = _original(path, originals)
-    if baseline.main.backend == "tensorflow":
-        code = ("import tensorflow as tf  # gpuscout tune: every GPU, the global batch split across them\n"
-                "tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy())")
-        edits = _after_device_settings(text, code) or insert_after_imports(text, code, need_keras=False)
-    else:
-        edits = insert_after_imports(text, DATA_PARALLEL_LINE, need_keras=True)
-    if "batch_size" in settings:
-        edits += set_keywords(text, call_at(text, line, "fit"), {"batch_size": str(int(settings["batch_size"]))})
-    return [(path, edits), *_rate_edits(settings, sites, root, originals)]
-
-
-def _rate_edits(settings: dict, sites: dict, root: Path, originals: dict[Path, str]) -> list[tuple[Path, list[Edit]]]:
-    """The learning rate scaled for a larger batch, as the runs trained it: after the statement
-    that compiled the model (the optimizer exists from there), on that model's optimizer."""
-    factor = settings.get("learning_rate_factor")
-    if not factor:
-        return []
-    path, line = _site(sites, "compile", root, "compiled the model")
-    text = _original(path, originals)
-    call = call_at(text, line, "compile")
-    model = ast.get_source_segment(text, call.func.value) if isinstance(call.func, ast.Attribute) else None
-    if not model:
-        raise NotLocated("compile is not called on a model by name: where its optimizer is cannot be read")
-    code = f"scaled_learning_rate({model}.optimizer, {factor:g}, warmup_steps={int(settings['warmup_steps'])})"
-    return [(path, after_statement(text, call, code + "  # gpuscout tune: the rate for the larger batch")
-             + insert_after_imports(text, definition("WarmedUpRate"), need_keras=True, name="WarmedUpRate")
-             + insert_after_imports(text, definition("scaled_learning_rate"), need_keras=True,
-                                    name="scaled_learning_rate"))]
-
-
-def _after_device_settings(text: str, code: str) -> list[Edit]:
-    """`code` after the last top-level statement that sets TensorFlow's devices, if any."""
-    settings = [n for n in ast.parse(text).body
-                if any(name in (ast.get_source_segment(text, n) or "") for name in TF_DEVICE_SETTINGS)]
-    if not settings:
-        return []
-    where = offsets(text)[settings[-1].end_lineno]
-    return [(where, where, f"{code}\n", next(order))]
-
-
 def _super_init(text: str, def_line: int) -> ast.Call:
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.FunctionDef) and node.name == "__init__" and \
-                min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= def_line <= node.lineno:
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name == "__init__"
+            and min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= def_line <= node.lineno
+        ):
             for call in ast.walk(node):
-                if isinstance(call, ast.Call) and name_of(call.func) == "__init__" and \
-                        isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call) and \
-                        name_of(call.func.value.func) == "super":
+                if (
+                    isinstance(call, ast.Call)
+                    and name_of(call.func) == "__init__"
+                    and isinstance(call.func, ast.Attribute)
+                    and isinstance(call.func.value, ast.Call)
+                    and name_of(call.func.value.func) == "super"
+                ):
                     return call
             raise NotLocated(f"the PyDataset's __init__ (line {def_line}) calls no super().__init__(...)")
     raise NotLocated(f"no __init__ defined on line {def_line}")

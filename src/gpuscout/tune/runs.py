@@ -8,21 +8,22 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
-from gpuscout.measure import engine
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.executor import scratch
+from gpuscout.measure import engine
+from gpuscout.measure.command import Command, script_of
+from gpuscout.measure.view import View
+from gpuscout.measure.watching import WatchOptions, watch_command
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.tune import finale, script, search
-from gpuscout.tune.change import Change
 from gpuscout.tune import patch as patches
-from gpuscout.measure.command import Command, script_of
-from gpuscout.measure.watching import WatchOptions, watch_command
-from gpuscout.measure.view import View
+from gpuscout.tune.budget import Budget, Steps
+from gpuscout.tune.change import Change
 
 
 @dataclass
@@ -78,19 +79,32 @@ class Session:
         argv[argv.index(found)] = str(into / Path(found).resolve().relative_to(self.root))
         return replace(self.command, argv=argv)
 
-    def run(self, name: str, steps: int | None, change: Change | None, number: int, total: int,
-            check_repeats: bool = False, command: Command | None = None, at_most_s: float | None = None) -> WatchRecord:
+    def run(
+        self,
+        name: str,
+        steps: int | None,
+        change: Change | None,
+        number: int,
+        total: int,
+        check_repeats: bool = False,
+        command: Command | None = None,
+        at_most_s: float | None = None,
+    ) -> WatchRecord:
         """One run of the command: `steps` training steps (else TARGET_TRAINING_S of training),
         stopped at `at_most_s` seconds of training if that comes first (a candidate far slower than
         its reference: search.SLOWER_CUT)."""
         self.progress.started(name, number, total)
-        options = WatchOptions(steps=steps, duration_s=at_most_s if steps else script.TARGET_TRAINING_S,
-                               window_s=script.WINDOW_S,
-                               window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
-                               change=change.name if change else None,
-                               change_settings=change.settings if change else None,
-                               compilation_cache=self.cache,
-                               check_repeats=check_repeats, tell_augmentation=check_repeats)
+        options = WatchOptions(
+            steps=steps,
+            duration_s=at_most_s if steps else script.TARGET_TRAINING_S,
+            window_s=script.WINDOW_S,
+            window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
+            change=change.name if change else None,
+            change_settings=change.settings if change else None,
+            compilation_cache=self.cache,
+            check_repeats=check_repeats,
+            tell_augmentation=check_repeats,
+        )
         record = watch_command(command or self.command, options, self.context, self.store, self.view())
         self.progress.ended(name, record)
         return record
@@ -126,7 +140,7 @@ def _sources(session: Session) -> dict[Path, str]:
 def _session(session: Session) -> dict:
     options = session.options
     sources = _sources(session)
-    budget = search.Budget(options.budget_s)
+    budget = Budget(options.budget_s)
     counter = iter(range(1, 10_000))
     probe = session.run("baseline", options.steps, None, next(counter), 0, check_repeats=True)
     if probe.status == "interrupted":
@@ -136,35 +150,50 @@ def _session(session: Session) -> dict:
         # The script ran: what it did is stored (a crash and its explanation are a finding), so
         # this is a run that failed (exit 1), not bad input (exit 2, which changes nothing).
         failed = probe.status == "failed"
-        why = (f"failed before any step{f' ({probe.error.message})' if probe.error and probe.error.message else ''}"
-               if failed else "called no Model.fit")
-        raise RunError(f"tune needs the steps of a Keras Model.fit: {session.command.workload} {why}; the baseline is "
-                       f"stored as {probe.id}: `gpuscout results show {probe.id}` shows what happened")
+        why = (
+            f"failed before any step{f' ({probe.error.message})' if probe.error and probe.error.message else ''}"
+            if failed
+            else "called no Model.fit"
+        )
+        raise RunError(
+            f"tune needs the steps of a Keras Model.fit: {session.command.workload} {why}; the baseline is "
+            f"stored as {probe.id}: `gpuscout results show {probe.id}` shows what happened"
+        )
     budget.seen(probe)
-    steps = search.Steps(options.steps or max(main.steps, script.MIN_STEPS), fixed=options.steps is not None)
+    steps = Steps(options.steps or max(main.steps, script.MIN_STEPS), fixed=options.steps is not None)
     records = [probe]
     reserve = finale.FINAL_RUNS + bool(session.patch)
     # one change measured against the baseline, and the closing baseline run: what a session needs
     if not budget.allows([budget.cost("baseline", steps.base)] * (SESSION_RUNS - 1)):
         spent = options.budget_s - budget.left_s()
-        raise UsageError(f"--budget {options.budget_s / 60:g} min holds the baseline ({spent:.0f} s a run) but not one "
-                         f"change measured against it: give --budget {math.ceil(least_budget_s(spent) / 60)} or more "
-                         f"(the baseline is stored as {probe.id})")
+        raise UsageError(
+            f"--budget {options.budget_s / 60:g} min holds the baseline ({spent:.0f} s a run) but not one "
+            f"change measured against it: give --budget {math.ceil(least_budget_s(spent) / 60)} or more "
+            f"(the baseline is stored as {probe.id})"
+        )
 
     session.probe = probe
 
-    def run(config: search.Config, name: str, count: int, command: Command | None = None,
-            at_most_s: float | None = None) -> WatchRecord:
+    def run(
+        config: search.Config, name: str, count: int, command: Command | None = None, at_most_s: float | None = None
+    ) -> WatchRecord:
         record = session.run(name, count, config.as_change(), next(counter), 0, command=command, at_most_s=at_most_s)
         records.append(record)
         return record
 
-    found = search.search(run, lambda facts, kept: script.plan(facts, options.only, (*options.skip, *kept),
-                                                                script_batch=probe.batch_size),
-                          probe, budget, reserve, steps)
+    found = search.search(
+        run,
+        lambda facts, kept: script.plan(facts, options.only, (*options.skip, *kept), script_batch=probe.batch_size),
+        probe,
+        budget,
+        reserve,
+        steps,
+    )
     final = finale.measure(run, found, session, budget, steps)
     changed = [f.name for f, d in sources.items() if not f.is_file() or patches.digest(f) != d]
     if changed:
-        raise UsageError(f"{', '.join(changed)} changed during the tune session: its runs measured different code, so "
-                         f"nothing is handed over (every run is stored); run tune again on a script left alone")
+        raise UsageError(
+            f"{', '.join(changed)} changed during the tune session: its runs measured different code, so "
+            f"nothing is handed over (every run is stored); run tune again on a script left alone"
+        )
     return finale.report(session, found, final, probe, steps.base, records, budget)

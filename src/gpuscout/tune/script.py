@@ -25,14 +25,9 @@ import math
 
 from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis import repeats
+from gpuscout.analysis.device_causes import BF16_CC, FP16_CC
 from gpuscout.analysis.untimed import STARVED_UTIL_PCT
-from gpuscout.analysis.verdict import (
-    BF16_CC,
-    FP16_CC,
-    INPUT_BOUND_SHARE,
-    INPUT_HIGHLY,
-    OUTSIDE_STEP_SHARE,
-)
+from gpuscout.analysis.verdict import INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_STEP_SHARE
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.augment import augment_in_model
@@ -66,15 +61,15 @@ PRECISION_MOST = 2.0
 PRECISION_WORTH = 1.1
 
 
-
 def check_names(names: tuple[str, ...], option: str) -> None:
     unknown = [n for n in names if n not in CHANGES]
     if unknown:
         raise UsageError(f"{option}: unknown change {', '.join(map(repr, unknown))}: choose from {', '.join(CHANGES)}")
 
 
-def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...] = (),
-         script_batch: int | None = None) -> Plan:
+def plan(
+    baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...] = (), script_batch: int | None = None
+) -> Plan:
     """The changes the baseline's facts make worth trying, and why each of the others is not.
     `script_batch`: the batch the script itself trains with, where `baseline` is a setting that
     changed it already (a larger batch is named by its factor over the script's)."""
@@ -83,12 +78,18 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
     if main is None or main.custom or not baseline.windows:
         out.skipped.append(Skip("all", "the baseline ran no timed Keras fit step"))
         return out
-    for knob, found in (("jit_compile", _jit(baseline)), ("mixed_precision", _precision(baseline)),
-                        ("steps_per_execution", _steps_per_execution(baseline)), ("workers", _workers(baseline)),
-                        ("cache", _cache(baseline)),
-                        ("prefetch", _prefetch(baseline)), ("device_batches", _device_batches(baseline)),
-                        ("augment_in_model", augment_in_model(baseline)),
-                        ("batch_size", larger_batches(baseline, script_batch)), ("data_parallel", _data_parallel(baseline))):
+    for knob, found in (
+        ("jit_compile", _jit(baseline)),
+        ("mixed_precision", _precision(baseline)),
+        ("steps_per_execution", _steps_per_execution(baseline)),
+        ("workers", _workers(baseline)),
+        ("cache", _cache(baseline)),
+        ("prefetch", _prefetch(baseline)),
+        ("device_batches", _device_batches(baseline)),
+        ("augment_in_model", augment_in_model(baseline)),
+        ("batch_size", larger_batches(baseline, script_batch)),
+        ("data_parallel", _data_parallel(baseline)),
+    ):
         if only and knob not in only:
             continue
         if knob in skip:
@@ -102,8 +103,9 @@ def plan(baseline: WatchRecord, only: tuple[str, ...] = (), skip: tuple[str, ...
         out.changes.sort(key=lambda c: INPUT_FIRST.index(c.knob) if c.knob in INPUT_FIRST else len(INPUT_FIRST))
     elif baseline.gpu_idle_share is not None and 1 - baseline.gpu_idle_share < STARVED_UTIL_PCT / 100:
         # a GPU idle most of the time waits on the host's calls, not the input: more work per call first
-        out.changes.sort(key=lambda c: MORE_WORK_FIRST.index(c.knob) if c.knob in MORE_WORK_FIRST else
-                         len(MORE_WORK_FIRST))
+        out.changes.sort(
+            key=lambda c: MORE_WORK_FIRST.index(c.knob) if c.knob in MORE_WORK_FIRST else len(MORE_WORK_FIRST)
+        )
     if baseline.verdict and baseline.verdict[0].code == "devices_unused":  # the idle devices the largest saving:
         out.changes.sort(key=lambda c: c.knob != "data_parallel")  # spread first, before a --budget ends the round
     return out
@@ -122,12 +124,21 @@ def _jit(r: WatchRecord) -> list[Change] | str:
     if main.jit_compile:
         return "the step is XLA-compiled already"
     if main.backend == "tensorflow" and r.gpu is None:
-        return ("Keras turns XLA off on a CPU-only TensorFlow, where it loses (0.10x of fit, docs/benchmarks.md); "
-                "the script runs what Keras chose")
+        return (
+            "Keras turns XLA off on a CPU-only TensorFlow, where it loses (0.10x of fit, docs/benchmarks.md); "
+            "the script runs what Keras chose"
+        )
     if main.backend == "tensorflow" and main.strategy:
         return f"Keras does not XLA-compile under {main.strategy}"
-    return [Change("jit_compile", "jit_compile", {"jit_compile": True}, "model.compile(..., jit_compile=True)",
-                   f"the step runs without XLA on {main.backend} (jit_compile=False)")]
+    return [
+        Change(
+            "jit_compile",
+            "jit_compile",
+            {"jit_compile": True},
+            "model.compile(..., jit_compile=True)",
+            f"the step runs without XLA on {main.backend} (jit_compile=False)",
+        )
+    ]
 
 
 def _graph(r: WatchRecord) -> list[Change]:
@@ -138,10 +149,20 @@ def _graph(r: WatchRecord) -> list[Change]:
     main = r.main
     xla = main.backend == "jax" or (r.gpu is not None and not main.strategy)
     settings = {"run_eagerly": False, **({"jit_compile": True} if xla else {})}
-    line = "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if xla else ")") + \
-        "   # and no `model.run_eagerly = True`"
-    return [Change("jit_compile" if xla else "run_eagerly_false", "jit_compile", settings, line,
-                   f"the step runs eagerly (run_eagerly=True): op by op in Python, on {main.backend}")]
+    line = (
+        "model.compile(..., run_eagerly=False"
+        + (", jit_compile=True)" if xla else ")")
+        + "   # and no `model.run_eagerly = True`"
+    )
+    return [
+        Change(
+            "jit_compile" if xla else "run_eagerly_false",
+            "jit_compile",
+            settings,
+            line,
+            f"the step runs eagerly (run_eagerly=True): op by op in Python, on {main.backend}",
+        )
+    ]
 
 
 def _precision(r: WatchRecord) -> list[Change] | str:
@@ -156,13 +177,21 @@ def _precision(r: WatchRecord) -> list[Change] | str:
     wait = r.input_wait_share or 0
     most = 1 / (1 - (1 - wait) * (1 - 1 / PRECISION_MOST))
     if most < PRECISION_WORTH:
-        return (f"the loop waits for input {wait:.0%} of the time: faster arithmetic could buy at most {most:.2f}x "
-                "until the input is fixed (planned again on a setting that fixes it)")
+        return (
+            f"the loop waits for input {wait:.0%} of the time: faster arithmetic could buy at most {most:.2f}x "
+            "until the input is fixed (planned again on a setting that fixes it)"
+        )
     policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
-    return [Change("mixed_precision", "mixed_precision", {"mixed_precision": policy},
-                   f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model",
-                   f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores (compute capability "
-                   f"{r.gpu.compute_capability})")]
+    return [
+        Change(
+            "mixed_precision",
+            "mixed_precision",
+            {"mixed_precision": policy},
+            f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model",
+            f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores (compute capability "
+            f"{r.gpu.compute_capability})",
+        )
+    ]
 
 
 def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
@@ -170,17 +199,28 @@ def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
     if (main.steps_per_execution or 1) > 1:
         return f"already steps_per_execution={main.steps_per_execution}"
     if main.jit_compile is False and main.backend == "jax":  # (tensorflow still runs a tf.function graph)
-        return ("the step runs op by op (jit_compile=False): batching host calls comes after compiling it "
-                "(measured on an H100: 38x from jit_compile, docs/benchmarks.md)")
+        return (
+            "the step runs op by op (jit_compile=False): batching host calls comes after compiling it "
+            "(measured on an H100: 38x from jit_compile, docs/benchmarks.md)"
+        )
     if (r.input_wait_share or 0) >= INPUT_BOUND_SHARE and not any(c.code == "input_handover" for c in r.verdict):
         return f"the loop waits for input ({r.input_wait_share:.0%} of the time): fewer host calls would not feed it"
-    host = (r.outside_step_share or 0) >= OUTSIDE_STEP_SHARE or any(c.code in ("host_bound", "input_handover")
-                                                                  for c in r.verdict)
+    host = (r.outside_step_share or 0) >= OUTSIDE_STEP_SHARE or any(
+        c.code in ("host_bound", "input_handover") for c in r.verdict
+    )
     if (r.step_time_s or 1) >= SHORT_STEP_S and not host:
         return f"steps of {r.step_time_s * 1000:.0f} ms, and the loop is not host-bound: one call per step costs little"
     why = f"steps of {r.step_time_s * 1000:.1f} ms" + (" and a host-bound loop" if host else "")
-    return [Change(f"steps_per_execution_{n}", "steps_per_execution", {"steps_per_execution": n},
-                   f"model.compile(..., steps_per_execution={n})", why) for n in (8, 32)]
+    return [
+        Change(
+            f"steps_per_execution_{n}",
+            "steps_per_execution",
+            {"steps_per_execution": n},
+            f"model.compile(..., steps_per_execution={n})",
+            why,
+        )
+        for n in (8, 32)
+    ]
 
 
 def _waiting_pydataset(r: WatchRecord) -> str | None:
@@ -205,10 +245,17 @@ def _workers(r: WatchRecord) -> list[Change] | str:
     # producers that keep up with the step, one more than the wait asks for, within the host's cores
     wanted = max(have + 1, min(cores, math.ceil(fetch_s * have / compute_s) + 1))
     why = f"{r.input_wait_share:.0%} of the time waiting for the next batch, {have} worker(s)"
-    return [Change(f"workers_{wanted}_{kind}", "workers", {"workers": wanted, "processes": kind == "processes"},
-                   f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'}, "
-                   f"max_queue_size={2 * wanted})", why)
-            for kind in ("threads", "processes")]
+    return [
+        Change(
+            f"workers_{wanted}_{kind}",
+            "workers",
+            {"workers": wanted, "processes": kind == "processes"},
+            f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'}, "
+            f"max_queue_size={2 * wanted})",
+            why,
+        )
+        for kind in ("threads", "processes")
+    ]
 
 
 def _parallel_calls(r: WatchRecord) -> list[Change] | str:
@@ -225,10 +272,15 @@ def _parallel_calls(r: WatchRecord) -> list[Change] | str:
     if not serial:
         return "every map and interleave of the pipeline runs in parallel already (num_parallel_calls)"
     where = ", ".join(f"{op.op} at line {op.line}" for op in serial)
-    return [Change("parallel_calls", "workers", {"parallel_calls": True},
-                   f"dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE)   # {where}",
-                   f"{r.input_wait_share:.0%} of the time waiting for the next batch; {where} run one element "
-                   "at a time")]
+    return [
+        Change(
+            "parallel_calls",
+            "workers",
+            {"parallel_calls": True},
+            f"dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE)   # {where}",
+            f"{r.input_wait_share:.0%} of the time waiting for the next batch; {where} run one element at a time",
+        )
+    ]
 
 
 def _cache(r: WatchRecord) -> list[Change] | str:
@@ -236,10 +288,20 @@ def _cache(r: WatchRecord) -> list[Change] | str:
     keep = repeats.keepable(r.main, r.env.host_memory_bytes)
     if isinstance(keep, str) or reason:
         return reason or keep
-    settings = {"cache": True, **({"period": keep.period} if keep.period else {}),
-                **({"cache_at": keep.at} if keep.at else {})}
-    return [Change("cache", "cache", settings, repeats.cache_code(keep),
-                   f"{keep.evidence}, and the loop waited {r.input_wait_share:.0%} of the time")]
+    settings = {
+        "cache": True,
+        **({"period": keep.period} if keep.period else {}),
+        **({"cache_at": keep.at} if keep.at else {}),
+    }
+    return [
+        Change(
+            "cache",
+            "cache",
+            settings,
+            repeats.cache_code(keep),
+            f"{keep.evidence}, and the loop waited {r.input_wait_share:.0%} of the time",
+        )
+    ]
 
 
 def _prefetch(r: WatchRecord) -> list[Change] | str:
@@ -250,9 +312,19 @@ def _prefetch(r: WatchRecord) -> list[Change] | str:
     if reason:
         return reason
     helper = "tuned_pipeline" if main.input_type == "tf.data" else "read_ahead"
-    line = repeats.definition(helper) + f"\n\nmodel.fit({helper}({'dataset' if helper == 'tuned_pipeline' else 'batches'}), ...)"
-    return [Change("prefetch", "prefetch", {"prefetch": True}, line,
-                   f"{r.input_wait_share:.0%} of the time waiting for the next batch ({main.input_type})")]
+    line = (
+        repeats.definition(helper)
+        + f"\n\nmodel.fit({helper}({'dataset' if helper == 'tuned_pipeline' else 'batches'}), ...)"
+    )
+    return [
+        Change(
+            "prefetch",
+            "prefetch",
+            {"prefetch": True},
+            line,
+            f"{r.input_wait_share:.0%} of the time waiting for the next batch ({main.input_type})",
+        )
+    ]
 
 
 def _device_batches(r: WatchRecord) -> list[Change] | str:
@@ -262,10 +334,16 @@ def _device_batches(r: WatchRecord) -> list[Change] | str:
     if r.gpu is None:
         return "no GPU: on a CPU the arrays already are where the step runs"
     b = main.batch_size or 32
-    return [Change("device_batches", "device_batches", {"device_batches": True},
-                   repeats.definition("device_slices") + f"\n\nmodel.fit(device_slices(x, y, batch_size={b}), "
-                   f"steps_per_epoch=len(x) // {b}, ...)   # instead of model.fit(x, y, batch_size={b}, ...)",
-                   f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU")]
+    return [
+        Change(
+            "device_batches",
+            "device_batches",
+            {"device_batches": True},
+            repeats.definition("device_slices") + f"\n\nmodel.fit(device_slices(x, y, batch_size={b}), "
+            f"steps_per_epoch=len(x) // {b}, ...)   # instead of model.fit(x, y, batch_size={b}, ...)",
+            f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU",
+        )
+    ]
 
 
 def _data_parallel(r: WatchRecord) -> list[Change] | str:
@@ -282,14 +360,26 @@ def _data_parallel(r: WatchRecord) -> list[Change] | str:
         return f"the step runs on all {devices} devices already ({main.strategy})"
     why = f"{main.backend} sees {devices} devices; the step ran on {main.replicas}"
     code = devices_analysis.spread_code(main.backend)
-    out = [Change("data_parallel", "data_parallel", {"data_parallel": True},
-                  code + f"\n# the global batch as it is: each device computes 1/{devices} of it", why)]
+    out = [
+        Change(
+            "data_parallel",
+            "data_parallel",
+            {"data_parallel": True},
+            code + f"\n# the global batch as it is: each device computes 1/{devices} of it",
+            why,
+        )
+    ]
     if fit_batches(main):
         bigger = main.batch_size * devices
         rate = learning_rate(main, devices, epoch_steps(main, bigger))
-        out.append(Change("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": bigger,
-                                                                    **rate.settings},
-                          f"{code}\nmodel.fit(..., batch_size={bigger})   # {devices} x {main.batch_size}: "
-                          f"each device the batch one had" + rate.line.replace("   # and", ";", 1),
-                          f"{why}; the global batch {devices} times larger, the learning rate scaled for it"))
+        out.append(
+            Change(
+                "data_parallel_batch",
+                "data_parallel",
+                {"data_parallel": True, "batch_size": bigger, **rate.settings},
+                f"{code}\nmodel.fit(..., batch_size={bigger})   # {devices} x {main.batch_size}: "
+                f"each device the batch one had" + rate.line.replace("   # and", ";", 1),
+                f"{why}; the global batch {devices} times larger, the learning rate scaled for it",
+            )
+        )
     return out

@@ -22,12 +22,12 @@ runs say, and knows nothing about processes, so its tests run it on records made
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from gpuscout.record.watch import WatchRecord
-from gpuscout.tune import judging, script
+from gpuscout.tune import judging
+from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change, Plan, Skip
 
 # Candidates between two runs of their reference: each is then at most one run away from one
@@ -83,7 +83,7 @@ class Config:
     def knobs(self) -> set[str]:
         return {c.knob for c in self.changes}
 
-    def plus(self, change: Change) -> "Config":
+    def plus(self, change: Change) -> Config:
         kept = tuple(c for c in self.changes if not (c.knob == change.knob and c.knob in REPEATABLE))
         return Config(kept + (change,))
 
@@ -93,8 +93,13 @@ class Config:
             return None
         if len(self.changes) == 1:
             return self.changes[0]
-        return Change(self.name, "combined", self.settings, "\n\n".join(c.line for c in self.changes),
-                      " + ".join(c.name for c in self.changes))
+        return Change(
+            self.name,
+            "combined",
+            self.settings,
+            "\n\n".join(c.line for c in self.changes),
+            " + ".join(c.name for c in self.changes),
+        )
 
 
 @dataclass
@@ -114,10 +119,18 @@ class Trial:
         self.row = judging.judged(self.change, self.runs, self.beside, batch_size)
         ran = min((r.main.steps for r in self.runs if r.main), default=self.steps)
         if ran < self.steps and any(r.main and r.main.stopped_by_limit for r in self.runs):
-            cut = f"stopped at {SLOWER_CUT:g}x its reference's training time: {ran} of {self.steps} steps, judged on those"
+            cut = (
+                f"stopped at {SLOWER_CUT:g}x its reference's training time: {ran} of {self.steps} steps, "
+                "judged on those"
+            )
             self.row["note"] = "; ".join(n for n in (self.row.get("note"), cut) if n)
-        self.row.update(round=self.round, on=self.reference.name, setting=self.config.name,
-                        reference_run_ids=[r.id for r in self.beside], run_ids=[r.id for r in self.runs])
+        self.row.update(
+            round=self.round,
+            on=self.reference.name,
+            setting=self.config.name,
+            reference_run_ids=[r.id for r in self.beside],
+            run_ids=[r.id for r in self.runs],
+        )
         noise = [n for a, b in zip(self.beside, self.beside[1:]) if (n := judging.noisy(a, b))]
         self.row["noisy"] = noise[0] if noise else None
         return self.row
@@ -125,51 +138,6 @@ class Trial:
     @property
     def faster(self) -> bool:
         return self.row.get("verdict") == "faster" and bool(self.row.get("healthy"))
-
-
-@dataclass(frozen=True)
-class Pace:
-    """A setting's measured run: its start-up (the command's time outside its training steps:
-    imports, data loading, compilation) and its step, which price its next runs."""
-
-    startup_s: float
-    step_s: float
-    samples_per_s: float | None = None
-
-    def run_s(self, steps: int) -> float:
-        return self.startup_s + steps * self.step_s
-
-
-@dataclass
-class Budget:
-    """The session's --budget, each run charged at the pace of the setting it runs (a candidate at
-    its reference's: the setting it is added to). Charging every run at the longest so far held a
-    compiled step's candidates to the op-by-op baseline's 770 ms a step and spent a 5-minute
-    budget on one round (issue 60)."""
-
-    budget_s: float
-    started: float = field(default_factory=time.monotonic)
-    paces: dict[str, Pace] = field(default_factory=dict)  # by setting name, its latest run
-    longest_s: float = 1.0  # the longest run so far: a setting not yet run is charged this
-
-    def seen(self, record: WatchRecord, name: str = "baseline") -> None:
-        took = record.duration_s or 0.0
-        self.longest_s = max(self.longest_s, took)
-        steps = record.main.steps if record.main else 0
-        step = record.step_time_s or 0.0
-        self.paces[name] = Pace(max(0.0, took - steps * step), step, record.samples_per_s) if steps and step else \
-            Pace(took, 0.0)
-
-    def cost(self, name: str, steps: int) -> float:
-        """What a run of setting `name` for `steps` training steps is expected to take."""
-        pace = self.paces.get(name)
-        return pace.run_s(steps) if pace is not None else self.longest_s
-
-    def left_s(self) -> float:
-        return self.budget_s - (time.monotonic() - self.started)
-
-    def allows(self, costs_s: list[float]) -> bool:
-        return sum(costs_s) <= self.left_s()
 
 
 @dataclass
@@ -195,34 +163,6 @@ class Outcome:
 # (setting, name, training steps[, at_most_s: training seconds it is stopped at]) -> its run
 Runner = Callable[..., WatchRecord]
 Planner = Callable[[WatchRecord, set], Plan]
-
-
-@dataclass(frozen=True)
-class Steps:
-    """How many training steps each run trains: `fixed` (--steps) for all, else each round sized
-    to its reference's pace, ROUND_TRAINING_S of it and never fewer than `base` (the baseline's):
-    a round on a compiled step measures seconds of training, not the 0.16 s that the op-by-op
-    baseline's 32 steps gave it (issue 60). Runs compared with each other (a round's candidates
-    and the reference runs beside them) always share a count, so their losses compare."""
-
-    base: int
-    fixed: bool = False
-
-    def of(self, budget: Budget, reference: str) -> int:
-        pace = budget.paces.get(reference)
-        if self.fixed or pace is None or not pace.step_s:
-            return self.base
-        return max(self.base, math.ceil(script.ROUND_TRAINING_S / pace.step_s))
-
-    def at_samples(self, count: int, reference_batch: int | None, batch: int | None) -> int:
-        """A candidate's steps: its reference's `count`, or for a batch k times larger count / k
-        (never fewer than MIN_STEPS): the same samples, so about the same time where the step
-        grows with the batch (a batch of 2,048 at a round of 2,000 steps sized to batch 32 would
-        train for minutes), and its loss read after the samples its reference's runs saw
-        (judging.loss_point)."""
-        if self.fixed or not reference_batch or not batch or batch <= reference_batch:
-            return count
-        return max(script.MIN_STEPS, math.ceil(count * reference_batch / batch))
 
 
 def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reserve: int, steps: Steps) -> Outcome:
@@ -251,21 +191,35 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
         pace = [c for c in candidates if c.knob in PACE_FIRST and c.knob not in reference.knobs]
         out.rounds += 1
         round_steps = steps.of(budget, reference.name)
-        if out.rounds == 1 and not pace and \
-                budget.allows([budget.cost("baseline", round_steps)] * (3 + CLOSING_RUNS)):
+        if out.rounds == 1 and not pace and budget.allows([budget.cost("baseline", round_steps)] * (3 + CLOSING_RUNS)):
             # the baseline again, warm, before the first candidate: where the budget still holds it,
             # one candidate, its reference run after it and the closing run. Not before a pace
             # change: what it buys (155x for XLA on the H100) dwarfs a cold run's few percent
             reference_runs.append(_ran(run, reference, "baseline (warm)", budget, round_steps, out))
-        trials = _round(run, out.rounds, reference, reference_runs, pace or candidates, budget, reserve, batch, out,
-                        steps, round_steps)
+        trials = _round(
+            run,
+            out.rounds,
+            reference,
+            reference_runs,
+            pace or candidates,
+            budget,
+            reserve,
+            batch,
+            out,
+            steps,
+            round_steps,
+        )
         tried |= {t.config.name for t in trials} | {reference.plus(c).name for c in pace or candidates}
         leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row["ratio"])
         if any(t.row["noisy"] for t in leaders):
             for trial in leaders[:REMEASURE]:
-                if not budget.allows([budget.cost(trial.config.name, trial.steps),
-                                      budget.cost(reference.name, round_steps),
-                                      *_kept_back(out, reserve, budget, steps)]):
+                if not budget.allows(
+                    [
+                        budget.cost(trial.config.name, trial.steps),
+                        budget.cost(reference.name, round_steps),
+                        *_kept_back(out, reserve, budget, steps),
+                    ]
+                ):
                     break
                 # at its own count (a larger batch: its reference's samples), not the round's: a batch
                 # of 2,048 run again at the 1,393 steps sized to batch 32 trained 36 s, not 1 s (H100)
@@ -288,8 +242,19 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
     return out
 
 
-def _round(run: Runner, number: int, reference: Config, reference_runs: list[WatchRecord], candidates: list[Change],
-           budget: Budget, reserve: int, batch: int | None, out: Outcome, steps: Steps, count: int) -> list[Trial]:
+def _round(
+    run: Runner,
+    number: int,
+    reference: Config,
+    reference_runs: list[WatchRecord],
+    candidates: list[Change],
+    budget: Budget,
+    reserve: int,
+    batch: int | None,
+    out: Outcome,
+    steps: Steps,
+    count: int,
+) -> list[Trial]:
     trials: list[Trial] = []
     waiting: list[Trial] = []  # measured, waiting for the reference run after them
     # the reference's last run that trained as many steps as this round's will (never the probe)
@@ -302,8 +267,9 @@ def _round(run: Runner, number: int, reference: Config, reference_runs: list[Wat
             continue
         own = steps.at_samples(count, _batch_of(reference, batch), _batch_of(config, batch))
         trial = Trial(number, change, config, reference, own)
-        trial.runs.append(_ran(run, trial.config, trial.config.name, budget, own, out,
-                               at_most_s=_cut_s(budget, reference, count)))
+        trial.runs.append(
+            _ran(run, trial.config, trial.config.name, budget, own, out, at_most_s=_cut_s(budget, reference, count))
+        )
         trials.append(trial)
         out.trials.append(trial)
         waiting.append(trial)
@@ -345,8 +311,16 @@ def _may_win(trial: Trial, budget: Budget) -> bool:
     return not (rate and pace and pace.samples_per_s and rate < pace.samples_per_s * (1 - judging.NOISY_SHARE))
 
 
-def _close(run: Runner, reference: Config, before: WatchRecord | None, waiting: list[Trial], budget: Budget,
-           batch: int | None, count: int, out: Outcome) -> WatchRecord:
+def _close(
+    run: Runner,
+    reference: Config,
+    before: WatchRecord | None,
+    waiting: list[Trial],
+    budget: Budget,
+    batch: int | None,
+    count: int,
+    out: Outcome,
+) -> WatchRecord:
     after = _ran(run, reference, f"{reference.name} again", budget, count, out)
     for trial in waiting:
         trial.beside = [r for r in (before, after) if r is not None]
@@ -363,8 +337,9 @@ def _cut_s(budget: Budget, reference: Config, count: int) -> float | None:
     return max(SLOWER_CUT * count * pace.step_s, CUT_FLOOR_S) if pace is not None and pace.step_s else None
 
 
-def _ran(run: Runner, config: Config, name: str, budget: Budget, count: int, out: Outcome,
-         at_most_s: float | None = None) -> WatchRecord:
+def _ran(
+    run: Runner, config: Config, name: str, budget: Budget, count: int, out: Outcome, at_most_s: float | None = None
+) -> WatchRecord:
     record = run(config, name, count, at_most_s=at_most_s) if at_most_s else run(config, name, count)
     if record.status == "interrupted":
         raise KeyboardInterrupt
@@ -386,11 +361,16 @@ def _with_repeats(record: WatchRecord, probe: WatchRecord) -> WatchRecord:
         update["sample_work"] = probe.main.sample_work
     checked = {(op.op, op.file, op.line): op for op in probe.main.pipeline if op.repeats is not None}
     if checked and record.main.pipeline:
-        update["pipeline"] = [op.model_copy(update={k: getattr(seen, k) for k in
-                                                    ("repeats", "repeats_note", "elements", "element_bytes",
-                                                     "endless")})
-                              if (seen := checked.get((op.op, op.file, op.line))) and op.repeats is None else op
-                              for op in record.main.pipeline]
+        update["pipeline"] = [
+            op.model_copy(
+                update={
+                    k: getattr(seen, k) for k in ("repeats", "repeats_note", "elements", "element_bytes", "endless")
+                }
+            )
+            if (seen := checked.get((op.op, op.file, op.line))) and op.repeats is None
+            else op
+            for op in record.main.pipeline
+        ]
     if not update:
         return record
     main = record.main.model_copy(update=update)

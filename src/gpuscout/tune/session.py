@@ -8,19 +8,18 @@ import time
 from dataclasses import dataclass, field
 
 from gpuscout.core import backends
-
-from gpuscout.measure import engine
 from gpuscout.core.errors import UserCodeError
-from gpuscout.executor.local import run_child
-from gpuscout.record.run import RunRecord, TuneTag
 from gpuscout.core.spec import Backend, RunSpec, Task
+from gpuscout.executor.local import run_child
+from gpuscout.measure import engine
+from gpuscout.record.run import RunRecord, TuneTag
 from gpuscout.store import Store
 from gpuscout.workloads.user import last_traceback
 
 
 @dataclass
 class Session:
-    options: "TuneOptions"  # noqa: F821 (gpuscout.tune.TuneOptions: the session only reads it)
+    options: TuneOptions  # noqa: F821 (gpuscout.tune.TuneOptions: the session only reads it)
     engine: engine.Session
     store: Store
     progress: engine.Progress
@@ -65,12 +64,20 @@ class Session:
         """The input pipeline without the model, in a child on the CPU; samples/s and its windows."""
         if not self.fits_budget(label):
             return None
-        spec = self.base.model_copy(update={"task": Task.pipeline, "gpu_index": None, "backend": Backend.tensorflow
-                                            if has_tensorflow() else self.base.backend, **changes})
+        spec = self.base.model_copy(
+            update={
+                "task": Task.pipeline,
+                "gpu_index": None,
+                "backend": Backend.tensorflow if has_tensorflow() else self.base.backend,
+                **changes,
+            }
+        )
         self.count += 1
         self.progress.run_started(spec, label, self.count, 0)
         began = time.monotonic()
-        outcome = run_child(spec, timeout_s=self.options.measure.timeout_s, on_event=lambda e: self.progress.event(spec, e))
+        outcome = run_child(
+            spec, timeout_s=self.options.measure.timeout_s, on_event=lambda e: self.progress.event(spec, e)
+        )
         self.durations.append(time.monotonic() - began)
         if outcome.status != "ok":
             message = f"{label}: {outcome.message}"
@@ -80,8 +87,13 @@ class Session:
             return {"label": label, "status": outcome.status, "message": outcome.message}
         rates = [w.samples / w.duration_s for w in outcome.result.windows]
         self.progress.run_finished(label, [])
-        return {"label": label, "status": "ok", "source": outcome.result.pipeline_source,
-                "samples_per_s": statistics.median(rates), "windows_samples_per_s": rates}
+        return {
+            "label": label,
+            "status": "ok",
+            "source": outcome.result.pipeline_source,
+            "samples_per_s": statistics.median(rates),
+            "windows_samples_per_s": rates,
+        }
 
 
 def has_tensorflow() -> bool:

@@ -27,10 +27,28 @@ def before_statement(text: str, call: ast.Call, code: str) -> list[Edit]:
 
 def holding_statement(text: str, call: ast.Call) -> ast.stmt:
     """The simple statement that holds `call` (not the block around it)."""
-    holders = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt) and
-               not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
-                                  ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith))
-               and n.lineno <= call.lineno and (n.end_lineno or n.lineno) >= (call.end_lineno or call.lineno)]
+    holders = [
+        n
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.stmt)
+        and not isinstance(
+            n,
+            (
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.ClassDef,
+                ast.If,
+                ast.For,
+                ast.While,
+                ast.With,
+                ast.Try,
+                ast.AsyncFor,
+                ast.AsyncWith,
+            ),
+        )
+        and n.lineno <= call.lineno
+        and (n.end_lineno or n.lineno) >= (call.end_lineno or call.lineno)
+    ]
     if not holders:
         raise NotLocated(f"the compile call on line {call.lineno} is not a statement of its own")
     return max(holders, key=lambda n: n.lineno)
@@ -54,8 +72,14 @@ def after_block(text: str, call: ast.Call, code: str) -> list[Edit]:
     tree = ast.parse(text)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     statement = holding_statement(text, call)
-    statement = next(n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == statement.lineno
-                     and n.col_offset == statement.col_offset and type(n) is type(statement))
+    statement = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt)
+        and n.lineno == statement.lineno
+        and n.col_offset == statement.col_offset
+        and type(n) is type(statement)
+    )
     while not isinstance(parents.get(statement), (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
         statement = parents[statement]
     where = offsets(text)[statement.end_lineno]
@@ -65,8 +89,11 @@ def after_block(text: str, call: ast.Call, code: str) -> list[Edit]:
 
 def call_at(text: str, line: int, method: str) -> ast.Call:
     """The call of `.method(...)` (or `method(...)`) that spans `line`."""
-    found = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and name_of(n.func) == method
-             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    found = [
+        n
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.Call) and name_of(n.func) == method and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
     if not found:
         raise NotLocated(f"no {method}(...) call on line {line}")
     return max(found, key=lambda n: n.lineno)  # the innermost
@@ -86,7 +113,7 @@ def offsets(text: str) -> list[int]:
 
 def at(text: str, starts: list[int], line: int, col: int) -> int:
     """A character offset from ast's line (1-based) and column (UTF-8 bytes)."""
-    row = text[starts[line - 1]:starts[line]] if line < len(starts) else text[starts[line - 1]:]
+    row = text[starts[line - 1] : starts[line]] if line < len(starts) else text[starts[line - 1] :]
     return starts[line - 1] + len(row.encode()[:col].decode(errors="ignore"))
 
 
@@ -98,8 +125,14 @@ def set_keywords(text: str, call: ast.Call, values: dict[str, str]) -> list[Edit
     for keyword in call.keywords:
         if keyword.arg in missing:
             v = keyword.value
-            edits.append((at(text, starts, v.lineno, v.col_offset), at(text, starts, v.end_lineno, v.end_col_offset),
-                          missing.pop(keyword.arg), next(order)))
+            edits.append(
+                (
+                    at(text, starts, v.lineno, v.col_offset),
+                    at(text, starts, v.end_lineno, v.end_col_offset),
+                    missing.pop(keyword.arg),
+                    next(order),
+                )
+            )
     if missing:
         if any(k.arg is None for k in call.keywords):
             raise NotLocated("the call passes **kwargs: where a keyword lands cannot be read from the source")
@@ -132,15 +165,19 @@ def insert_after_imports(text: str, code: str, need_keras: bool, name: str | Non
     if name and any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in tree.body):
         return []
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    keras = [n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras"
-                                       for a in n.names)]
+    keras = [
+        n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras" for a in n.names)
+    ]
     anchor = keras[0] if keras else None
     if anchor is None:
         if need_keras:
             raise NotLocated("the file does not import keras by that name at its top")
         head = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        anchor = ([n for n in imports if n.lineno <= min((h.lineno for h in head if h not in imports),
-                                                          default=10**9)] or imports or [None])[-1]
+        anchor = (
+            [n for n in imports if n.lineno <= min((h.lineno for h in head if h not in imports), default=10**9)]
+            or imports
+            or [None]
+        )[-1]
     starts = offsets(text)
     where = starts[anchor.end_lineno] if anchor is not None else 0
     if anchor is not None and where == starts[-1] and not text.endswith("\n"):

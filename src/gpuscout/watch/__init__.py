@@ -27,6 +27,7 @@ __all__ = ["step"]
 
 def __getattr__(name: str):
     if name == "callback":  # its name until 2026-11-28: the notebook floor's, which shows what it measured
-        raise AttributeError("gpuscout.watch.callback() is now gpuscout.callback(): "
-                             "model.fit(..., callbacks=[gpuscout.callback()])")
+        raise AttributeError(
+            "gpuscout.watch.callback() is now gpuscout.callback(): model.fit(..., callbacks=[gpuscout.callback()])"
+        )
     raise AttributeError(f"module 'gpuscout.watch' has no attribute {name!r}")

@@ -13,16 +13,16 @@ from datetime import datetime, timezone
 
 import psutil
 
-from gpuscout.measure import engine
 from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
+from gpuscout.executor.process import process_tree
+from gpuscout.measure import engine
+from gpuscout.measure.command import Command, workload_of
+from gpuscout.measure.gpus import GpuWatch
+from gpuscout.measure.view import View
+from gpuscout.measure.watching import WatchOptions
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
-from gpuscout.measure.command import Command, workload_of
-from gpuscout.executor.process import process_tree
-from gpuscout.measure.gpus import GpuWatch
-from gpuscout.measure.watching import WatchOptions
-from gpuscout.measure.view import View
 
 DEFAULT_DURATION_S = 60.0
 
@@ -44,8 +44,10 @@ def target(pid: int, nvml) -> tuple[psutil.Process, list[int]]:
     used = [g for g, pids in listed.items() if pids & tree]
     if not used:
         shown = "; ".join(f"GPU {g}: {', '.join(map(str, sorted(p))) or 'none'}" for g, p in listed.items())
-        raise UsageError(f"--pid {pid} ({name}) has no context on any of the {nvml.count} GPU(s) NVML sees "
-                         f"(processes listed: {shown or 'no GPUs'}); in a container NVML may list the host's pids")
+        raise UsageError(
+            f"--pid {pid} ({name}) has no context on any of the {nvml.count} GPU(s) NVML sees "
+            f"(processes listed: {shown or 'no GPUs'}); in a container NVML may list the host's pids"
+        )
     return proc, used
 
 
@@ -81,11 +83,25 @@ def watch_pid(pid: int, options: WatchOptions, session: engine.Session, store: S
         used_gpus, samples, attribution = gpus.stop()
     notes = [f"the process ended {ended:.0f} s after gpuscout attached"] if ended is not None else []
     observed = analysis.Observed(
-        command=given, workload=command.workload, mode="pid", status=status, exit_code=None,
-        duration_s=time.monotonic() - started, events=[], environment=session.host, child_env={},
-        group_id=session.group_id, record_id=uuid.uuid4().hex[:12], created_utc=created, attached_pid=pid,
-        gpus=used_gpus, samples=samples, interval_s=options.telemetry_interval_s,
-        other_pids=attribution.other_pids, notes=notes)
+        command=given,
+        workload=command.workload,
+        mode="pid",
+        status=status,
+        exit_code=None,
+        duration_s=time.monotonic() - started,
+        events=[],
+        environment=session.host,
+        child_env={},
+        group_id=session.group_id,
+        record_id=uuid.uuid4().hex[:12],
+        created_utc=created,
+        attached_pid=pid,
+        gpus=used_gpus,
+        samples=samples,
+        interval_s=options.telemetry_interval_s,
+        other_pids=attribution.other_pids,
+        notes=notes,
+    )
     record = analysis.derive(observed)
     store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
     return record

@@ -13,8 +13,9 @@ layers, H heads, Q head size, T sequence length).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 TRAINING_FLOPS_PER_FORWARD = 3
 

@@ -10,7 +10,7 @@ weight decay 0.01) as in the paper's pretraining.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import memory_models, Workload, block_matmul_params, transformer_flops
+from gpuscout.workloads.base import Workload, block_matmul_params, memory_models, transformer_flops
 
 VOCAB, WIDTH, LAYERS, HEADS = 30_522, 768, 12, 12
 MATMUL_PARAMS = LAYERS * block_matmul_params(WIDTH, 4 * WIDTH) + WIDTH * WIDTH + WIDTH * VOCAB  # + MLM head
@@ -24,8 +24,16 @@ def _build_model(keras, seq_len):
     x = layers.Embedding(VOCAB, WIDTH, embeddings_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(tokens)
     x = LayerNorm(epsilon=1e-12)(LearnedPositions()(x))
     for _ in range(LAYERS):
-        x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=False, pre_norm=False,
-                  epsilon=1e-12, gelu_approximate=False)
+        x = block(
+            x,
+            dim=WIDTH,
+            heads=HEADS,
+            mlp_dim=4 * WIDTH,
+            causal=False,
+            pre_norm=False,
+            epsilon=1e-12,
+            gelu_approximate=False,
+        )
     x = Gelu(approximate=False)(layers.Dense(WIDTH)(x))
     x = LayerNorm(epsilon=1e-12)(x)
     logits = layers.Dense(VOCAB, name="mlm_decoder")(x)

@@ -2,11 +2,12 @@
 
 As nanoGPT's GPT-2 (Radford et al., 2019; github.com/karpathy/nanoGPT model.py): 12 pre-norm
 blocks, width 768, 12 heads, MLP 3072, GELU (tanh), learned positions, vocabulary 50,257 padded
-to 50,304 (a multiple of 64, as nanoGPT does for speed), untied output head, no dropout. AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1) as in nanoGPT's GPT-2 config.
+to 50,304 (a multiple of 64, as nanoGPT does for speed), untied output head, no dropout. AdamW
+(lr 6e-4, betas 0.9/0.95, weight decay 0.1) as in nanoGPT's GPT-2 config.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import memory_models, Workload, block_matmul_params, transformer_flops
+from gpuscout.workloads.base import Workload, block_matmul_params, memory_models, transformer_flops
 
 VOCAB, WIDTH, LAYERS, HEADS = 50_304, 768, 12, 12
 # Parameters in matrix products (N of 6N + 12LHQT): per block QKV, output, two MLP matrices,
@@ -22,8 +23,16 @@ def _build_model(keras, seq_len):
     x = layers.Embedding(VOCAB, WIDTH, embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02))(tokens)
     x = LearnedPositions()(x)
     for _ in range(LAYERS):
-        x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=True, pre_norm=True,
-                  epsilon=1e-5, gelu_approximate=True)
+        x = block(
+            x,
+            dim=WIDTH,
+            heads=HEADS,
+            mlp_dim=4 * WIDTH,
+            causal=True,
+            pre_norm=True,
+            epsilon=1e-5,
+            gelu_approximate=True,
+        )
     x = LayerNorm(epsilon=1e-5)(x)
     logits = layers.Dense(VOCAB, use_bias=False, name="lm_head")(x)
     return keras.Model(tokens, logits, name="gpt2_small")

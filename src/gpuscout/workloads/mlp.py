@@ -4,7 +4,7 @@ Runs in a second on a laptop CPU; its numbers say nothing about a GPU.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import memory_models, Workload, fixed_flops
+from gpuscout.workloads.base import Workload, fixed_flops, memory_models
 
 _LAYERS = (784, 512, 512, 10)
 

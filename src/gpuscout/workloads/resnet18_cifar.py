@@ -8,7 +8,7 @@ so the model is defined here.
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import memory_models, Workload, fixed_flops
+from gpuscout.workloads.base import Workload, fixed_flops, memory_models
 
 _STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
 

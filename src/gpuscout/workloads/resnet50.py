@@ -1,11 +1,12 @@
-"""`resnet50`: ResNet-50 (v1: stride 2 in the first 1x1 convolution) from keras.applications, 224x224x3, 1000 classes, no weights.
+"""`resnet50`: ResNet-50 (v1: stride 2 in the first 1x1 convolution) from keras.applications,
+224x224x3, 1000 classes, no weights.
 
 keras.applications defines the model exactly, so we use it (weights=None: nothing downloaded).
 Optimizer: SGD with momentum 0.9, as in the reference ImageNet recipe (Goyal et al., 2017).
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import memory_models, Workload, fixed_flops
+from gpuscout.workloads.base import Workload, fixed_flops, memory_models
 
 
 def _build_model(keras, seq_len=None):

@@ -35,8 +35,9 @@ AUTO_MEMORY_SHARE = 0.8
 AUTO_MAX_SCALE = 4
 
 
-def estimate_bytes(workload: Workload, batch_size: int, precision: Precision,
-                   seq_len: int | None = None) -> float | None:
+def estimate_bytes(
+    workload: Workload, batch_size: int, precision: Precision, seq_len: int | None = None
+) -> float | None:
     """Estimated peak device memory of one training run; None when the workload has no model."""
     models = workload.memory
     if not models:
@@ -53,8 +54,7 @@ def estimate_bytes(workload: Workload, batch_size: int, precision: Precision,
     return model.fixed_bytes + model.per_sample_bytes * batch_size * length
 
 
-def largest_fitting_batch(workload: Workload, precision: Precision, seq_len: int | None,
-                          budget_bytes: float) -> int:
+def largest_fitting_batch(workload: Workload, precision: Precision, seq_len: int | None, budget_bytes: float) -> int:
     """The largest batch whose estimate is within the budget (0 when not even one sample fits)."""
     fixed = estimate_bytes(workload, 0, precision, seq_len)
     per = estimate_bytes(workload, 1, precision, seq_len) - fixed
@@ -63,8 +63,9 @@ def largest_fitting_batch(workload: Workload, precision: Precision, seq_len: int
     return math.floor((budget_bytes - fixed) / per) if per > 0 else 1_000_000
 
 
-def fitting_batch(workload: Workload, precision: Precision, seq_len: int | None,
-                  memory_total_bytes: int | None) -> int | None:
+def fitting_batch(
+    workload: Workload, precision: Precision, seq_len: int | None, memory_total_bytes: int | None
+) -> int | None:
     """The largest batch whose estimate fits in the share of the GPU that `--batch-size auto` uses;
     None without a memory model or a memory size."""
     if memory_total_bytes is None or estimate_bytes(workload, 1, precision, seq_len) is None:
@@ -72,8 +73,9 @@ def fitting_batch(workload: Workload, precision: Precision, seq_len: int | None,
     return largest_fitting_batch(workload, precision, seq_len, AUTO_MEMORY_SHARE * memory_total_bytes)
 
 
-def auto_batch_size(workload: Workload, precision: Precision, seq_len: int | None,
-                    memory_total_bytes: int | None) -> int:
+def auto_batch_size(
+    workload: Workload, precision: Precision, seq_len: int | None, memory_total_bytes: int | None
+) -> int:
     """The default batch times the largest power of two (at most AUTO_MAX_SCALE, as small as it
     must be) whose estimate fits in AUTO_MEMORY_SHARE of the GPU. The default batch itself on a
     CPU or where the memory is unknown."""
@@ -87,8 +89,9 @@ def auto_batch_size(workload: Workload, precision: Precision, seq_len: int | Non
     return batch
 
 
-def clearly_too_big(workload: Workload, batch_size: int, precision: Precision, seq_len: int | None,
-                    memory_total_bytes: int | None) -> str | None:
+def clearly_too_big(
+    workload: Workload, batch_size: int, precision: Precision, seq_len: int | None, memory_total_bytes: int | None
+) -> str | None:
     """A one-line reason when the run clearly cannot fit, else None (unknown counts as may fit)."""
     if memory_total_bytes is None:
         return None
@@ -96,10 +99,15 @@ def clearly_too_big(workload: Workload, batch_size: int, precision: Precision, s
     if need is None or need <= CLEAR_OVERFLOW * memory_total_bytes:
         return None
     fits = fitting_batch(workload, precision, seq_len, memory_total_bytes)
-    advice = (f"try --batch-size {fits} or less, or --batch-size auto" if fits >= 1
-              else "not even batch 1 fits: use a GPU with more memory")
-    return (f"{workload.name} at batch {batch_size} ({precision.value}) needs about "
-            f"{need / GIB:.0f} GiB, the GPU has {memory_total_bytes / GIB:.0f} GiB: {advice}")
+    advice = (
+        f"try --batch-size {fits} or less, or --batch-size auto"
+        if fits >= 1
+        else "not even batch 1 fits: use a GPU with more memory"
+    )
+    return (
+        f"{workload.name} at batch {batch_size} ({precision.value}) needs about "
+        f"{need / GIB:.0f} GiB, the GPU has {memory_total_bytes / GIB:.0f} GiB: {advice}"
+    )
 
 
 AUTO_TABLE_GIB = (16, 24, 48, 80, 141)
@@ -113,9 +121,13 @@ def auto_table(workload_names: list[str], precision: Precision = Precision.mixed
     rows = []
     for name in workload_names:
         w = workloads.get(name)
-        rows.append({"workload": name, "default": w.default_batch_size,
-                     **{f"{gib} GiB": auto_batch_size(w, precision, w.default_seq_len, gib * GIB)
-                        for gib in AUTO_TABLE_GIB}})
+        rows.append(
+            {
+                "workload": name,
+                "default": w.default_batch_size,
+                **{f"{gib} GiB": auto_batch_size(w, precision, w.default_seq_len, gib * GIB) for gib in AUTO_TABLE_GIB},
+            }
+        )
     return rows
 
 
@@ -127,5 +139,8 @@ if __name__ == "__main__":  # prints the documented table: python -m gpuscout.wo
         print(f"\n{precision.value}\n\n| workload | default | " + " | ".join(f"{g} GiB" for g in AUTO_TABLE_GIB) + " |")
         print("|---" * (2 + len(AUTO_TABLE_GIB)) + "|")
         for row in table:
-            print(f"| {row['workload']} | {row['default']} | "
-                  + " | ".join(str(row[f"{g} GiB"]) for g in AUTO_TABLE_GIB) + " |")
+            print(
+                f"| {row['workload']} | {row['default']} | "
+                + " | ".join(str(row[f"{g} GiB"]) for g in AUTO_TABLE_GIB)
+                + " |"
+            )

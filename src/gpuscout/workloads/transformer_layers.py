@@ -10,7 +10,6 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-
 # cuDNN's fused attention trains only on sequence lengths it supports (an H200 with jax 0.11:
 # 197, ViT-B/16's length, is refused and Keras falls back to XLA's unfused attention, 2.29 ms
 # against 0.98 ms per layer at length 208; docs/benchmarks.md). Under JAX on a GPU, such
@@ -60,8 +59,14 @@ class SelfAttention(layers.Layer):
             # implementation=None would be XLA's unfused attention, not "the best available" (jax
             # 0.11 measured on an H200: 2,533 against 3,252 img/s, 32 against 24 GiB)
             attended = jax.nn.dot_product_attention(
-                q, k, v, is_causal=self.causal, query_seq_lengths=lengths, key_value_seq_lengths=lengths,
-                implementation="cudnn" if jax.default_backend() == "gpu" else None)[:, :self.seq_len]
+                q,
+                k,
+                v,
+                is_causal=self.causal,
+                query_seq_lengths=lengths,
+                key_value_seq_lengths=lengths,
+                implementation="cudnn" if jax.default_backend() == "gpu" else None,
+            )[:, : self.seq_len]
         else:
             attended = ops.dot_product_attention(q, k, v, is_causal=self.causal)
         return self.out(ops.reshape(attended, (-1, self.seq_len, self.dim)))
@@ -167,9 +172,11 @@ class LearnedPositions(layers.Layer):
     """Adds a learned embedding per position (GPT-2, BERT, ViT)."""
 
     def build(self, input_shape) -> None:
-        self.table = self.add_weight(shape=tuple(int(d) for d in input_shape[1:]),
-                                     initializer=keras.initializers.RandomNormal(stddev=0.02),
-                                     name="positions")
+        self.table = self.add_weight(
+            shape=tuple(int(d) for d in input_shape[1:]),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="positions",
+        )
 
     def call(self, x):
         return x + ops.cast(self.table, x.dtype)
@@ -186,8 +193,9 @@ class ClassToken(layers.Layer):
         return ops.concatenate([token, x], axis=1)
 
 
-def block(x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool, epsilon: float,
-          gelu_approximate: bool):
+def block(
+    x, *, dim: int, heads: int, mlp_dim: int, causal: bool, pre_norm: bool, epsilon: float, gelu_approximate: bool
+):
     """One encoder/decoder block; pre-norm (GPT-2, ViT) or post-norm (BERT)."""
 
     def mlp(h):

@@ -20,9 +20,10 @@ A saved `.keras` model is loaded (with its compiled optimizer and loss when it w
 compiled); under a mixed precision, or when `--input-shape` fills in free input dimensions, it is
 cloned layer by layer (with that policy, on that shape) and given back its weights.
 
-Before any measurement, an inspection child (gpuscout.child.user_model) loads the model on the CPU, works out its inputs and
-labels, counts its FLOPs and runs one training step on two samples: a mistake in the user's file
-then stops the command with the file's traceback (exit 2) instead of failing on the GPU.
+Before any measurement, an inspection child (gpuscout.child.user_model) loads the model on the
+CPU, works out its inputs and labels, counts its FLOPs and runs one training step on two samples:
+a mistake in the user's file then stops the command with the file's traceback (exit 2) instead of
+failing on the GPU.
 
 FLOPs per sample: the user's `flops_per_sample` (forward, 2 FLOPs per multiply-add) when given;
 otherwise counted from the layers (workloads/flops.py: convolutions, dense and einsum-dense
@@ -69,8 +70,10 @@ def parse_ref(text: str, input_shape: str | None = None) -> ModelRef:
     path_text, _, function = text.partition(":") if not Path(text).exists() else (text, "", "")
     path = Path(path_text).expanduser()
     if path.suffix not in (".py", ".keras"):
-        raise UsageError(f"--model {text!r}: give a Python file and its function (model.py:build) "
-                         "or a saved Keras model (model.keras)")
+        raise UsageError(
+            f"--model {text!r}: give a Python file and its function (model.py:build) "
+            "or a saved Keras model (model.keras)"
+        )
     if not path.exists():
         raise UsageError(f"--model file not found: {path}")
     if not path.is_file():  # a folder, a FIFO nobody writes to, a device: reading one would never end
@@ -84,8 +87,12 @@ def parse_ref(text: str, input_shape: str | None = None) -> ModelRef:
         check_source(path, function or "build")
     else:
         check_saved(path)
-    return ModelRef(path=str(path.resolve()), function=(function or "build") if path.suffix == ".py" else None,
-                    sha256=hashlib.sha256(path.read_bytes()).hexdigest(), input_shape=shape)
+    return ModelRef(
+        path=str(path.resolve()),
+        function=(function or "build") if path.suffix == ".py" else None,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        input_shape=shape,
+    )
 
 
 def check_saved(path: Path) -> None:
@@ -95,8 +102,10 @@ def check_saved(path: Path) -> None:
     if size == 0:
         raise UsageError(f"--model {path.name} is empty (0 bytes): not a saved Keras model")
     if not zipfile.is_zipfile(path):
-        raise UsageError(f"--model {path.name} is not a saved Keras model: a .keras file is a zip archive "
-                         "(model.save('model.keras')), and this one is not")
+        raise UsageError(
+            f"--model {path.name} is not a saved Keras model: a .keras file is a zip archive "
+            "(model.save('model.keras')), and this one is not"
+        )
     try:
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
@@ -110,8 +119,9 @@ def check_saved(path: Path) -> None:
 MAX_SOURCE_BYTES = 16 * 2**20
 
 
-def check_source(path: Path, function: str, option: str = "--model",
-                 what: str = "a Python file that builds a model") -> None:
+def check_source(
+    path: Path, function: str, option: str = "--model", what: str = "a Python file that builds a model"
+) -> None:
     """The file (a regular one, of at most MAX_SOURCE_BYTES) parses and defines `function`, found
     in milliseconds by reading it (no child, no framework): a typo in the name or a syntax error
     is one line, with a suggestion."""
@@ -137,17 +147,29 @@ def check_source(path: Path, function: str, option: str = "--model",
     if function in functions or function in defined:
         return
     close = difflib.get_close_matches(function, sorted(functions), n=3, cutoff=0.5)
-    listed = f"did you mean {', '.join(close)}?" if close else (
-        f"its functions are {', '.join(sorted(functions))}" if functions else "it defines no function")
-    raise UsageError(f"{option} {path.name}: no function {function!r} in it: {listed} "
-                     f"(name it as {path.name}:FUNCTION)")
+    listed = (
+        f"did you mean {', '.join(close)}?"
+        if close
+        else (f"its functions are {', '.join(sorted(functions))}" if functions else "it defines no function")
+    )
+    raise UsageError(
+        f"{option} {path.name}: no function {function!r} in it: {listed} (name it as {path.name}:FUNCTION)"
+    )
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
     """'32,32,3' or '32x32x3': a sample's shape, each dimension a positive int32 (what frameworks
     index a dimension by), in order, repeats allowed, at most 8 of them."""
-    shape = parse_whole_numbers(text, "--input-shape", "positive whole numbers per sample", "32,32,3",
-                                most=2**31 - 1, distinct=False, sort=False, separators=",x")
+    shape = parse_whole_numbers(
+        text,
+        "--input-shape",
+        "positive whole numbers per sample",
+        "32,32,3",
+        most=2**31 - 1,
+        distinct=False,
+        sort=False,
+        separators=",x",
+    )
     if len(shape) > 8:
         raise UsageError(f"--input-shape {text[:40]!r} has {len(shape)} dimensions: a sample has 8 at most")
     return shape
@@ -161,35 +183,55 @@ def display_name(ref: ModelRef) -> str:
 def workload_from_info(info: ModelInfo) -> Workload:
     """The parent's view of a user model: enough for records, FLOPs and batch data."""
     return Workload(
-        name=info.name, description=f"user model ({info.params:,} parameters)",
+        name=info.name,
+        description=f"user model ({info.params:,} parameters)",
         input_kind="ids" if info.input_dtype.startswith("int") else "vector",
-        num_classes=info.num_classes or 1, default_batch_size=info.default_batch_size,
-        reference_dataset_size=None, reference_dataset=None, unit="samples",
-        build_model=_not_in_parent, build_optimizer=_not_in_parent,
-        forward_flops=lambda seq_len: info.forward_flops, fixed_input_shape=info.input_shape,
-        label_shape=info.label_shape, label_kind=info.label_kind, vocab_size=info.vocab_size,
+        num_classes=info.num_classes or 1,
+        default_batch_size=info.default_batch_size,
+        reference_dataset_size=None,
+        reference_dataset=None,
+        unit="samples",
+        build_model=_not_in_parent,
+        build_optimizer=_not_in_parent,
+        forward_flops=lambda seq_len: info.forward_flops,
+        fixed_input_shape=info.input_shape,
+        label_shape=info.label_shape,
+        label_kind=info.label_kind,
+        vocab_size=info.vocab_size,
     )
 
 
-def inspect_in_child(ref: ModelRef, backend, precision, flops_per_sample: float | None = None,
-                     timeout_s: float = 600.0) -> ModelInfo:
+def inspect_in_child(
+    ref: ModelRef, backend, precision, flops_per_sample: float | None = None, timeout_s: float = 600.0
+) -> ModelInfo:
     """Run the inspection child (on the CPU): the model's description, or the user's traceback
     as a UserCodeError (exit 2)."""
-    from gpuscout.executor.local import run_child
     from gpuscout.core.spec import Task, build_spec
+    from gpuscout.executor.local import run_child
 
-    spec = build_spec(workload=display_name(ref), backend=backend, precision=precision, batch_size=INSPECT_BATCH,
-                      task=Task.inspect, model=ref, gpu_index=None)
+    spec = build_spec(
+        workload=display_name(ref),
+        backend=backend,
+        precision=precision,
+        batch_size=INSPECT_BATCH,
+        task=Task.inspect,
+        model=ref,
+        gpu_index=None,
+    )
     outcome = run_child(spec, timeout_s=timeout_s)
     if outcome.status != "ok":
         traceback_text = last_traceback(outcome.stderr_tail)
         where = user_frame(traceback_text, ref)
-        raise UserCodeError(f"{display_name(ref)}: {outcome.message}{f' ({where})' if where else ''}: the model "
-                            "could not be built and trained for one step on the CPU", traceback_text)
+        raise UserCodeError(
+            f"{display_name(ref)}: {outcome.message}{f' ({where})' if where else ''}: the model "
+            "could not be built and trained for one step on the CPU",
+            traceback_text,
+        )
     info = outcome.result.model_info
     if flops_per_sample is not None:
-        info = info.model_copy(update={"forward_flops": float(flops_per_sample), "flops_source": "given",
-                                       "flops_coverage": None})
+        info = info.model_copy(
+            update={"forward_flops": float(flops_per_sample), "flops_source": "given", "flops_coverage": None}
+        )
     return info
 
 
@@ -214,7 +256,7 @@ def last_traceback(stderr: str) -> str:
     kept, skipping = [], False
     for line in stderr[start:].splitlines():
         if line.startswith('  File "'):
-            skipping = line[len('  File "'):].startswith(ours) or "<frozen runpy>" in line
+            skipping = line[len('  File "') :].startswith(ours) or "<frozen runpy>" in line
         elif not line.startswith("    "):
             skipping = False
         if not skipping:

@@ -6,15 +6,17 @@ the class token; no dropout. AdamW (lr 1e-3, weight decay 0.05) as in DeiT/timm 
 """
 
 from gpuscout.workloads import register
-from gpuscout.workloads.base import memory_models, Workload, block_matmul_params, fixed_flops
+from gpuscout.workloads.base import Workload, block_matmul_params, fixed_flops, memory_models
 
 WIDTH, LAYERS, HEADS, PATCH, IMAGE, CLASSES = 768, 12, 12, 16, 224, 1000
 TOKENS = (IMAGE // PATCH) ** 2 + 1
 _BLOCK_PARAMS = block_matmul_params(WIDTH, 4 * WIDTH)
 # Patch embedding (196 patches x 768 x 768 multiply-adds), blocks over 197 tokens, attention,
 # head on the class token; 2 FLOPs per multiply-add.
-FORWARD_FLOPS = 2 * ((TOKENS - 1) * PATCH * PATCH * 3 * WIDTH + LAYERS * TOKENS * _BLOCK_PARAMS
-                     + WIDTH * CLASSES) + 4 * LAYERS * TOKENS * TOKENS * WIDTH
+FORWARD_FLOPS = (
+    2 * ((TOKENS - 1) * PATCH * PATCH * 3 * WIDTH + LAYERS * TOKENS * _BLOCK_PARAMS + WIDTH * CLASSES)
+    + 4 * LAYERS * TOKENS * TOKENS * WIDTH
+)
 
 
 def _build_model(keras, seq_len=None):
@@ -26,8 +28,16 @@ def _build_model(keras, seq_len=None):
     x = layers.Reshape(((IMAGE // PATCH) ** 2, WIDTH))(x)
     x = LearnedPositions()(ClassToken()(x))
     for _ in range(LAYERS):
-        x = block(x, dim=WIDTH, heads=HEADS, mlp_dim=4 * WIDTH, causal=False, pre_norm=True,
-                  epsilon=1e-6, gelu_approximate=False)
+        x = block(
+            x,
+            dim=WIDTH,
+            heads=HEADS,
+            mlp_dim=4 * WIDTH,
+            causal=False,
+            pre_norm=True,
+            epsilon=1e-6,
+            gelu_approximate=False,
+        )
     x = LayerNorm(epsilon=1e-6)(x)
     logits = layers.Dense(CLASSES, name="head")(x[:, 0])
     return keras.Model(images, logits, name="vit_b16")

@@ -28,15 +28,47 @@ One set of rules, whatever writes:
 Each refusal is a UsageError: one line, exit 2, before the work where it can be known before.
 """
 
-from gpuscout.core.outputs.marks import (CSV_MARK, FOLDER_MARK, HTML_MARK, MARKDOWN_MARK, PATCH_MARK, RESCUE_KEY,
-                                         SQLITE_HEADER, written_by_gpuscout)
+from gpuscout.core.outputs.marks import (
+    CSV_MARK,
+    FOLDER_MARK,
+    HTML_MARK,
+    MARKDOWN_MARK,
+    PATCH_MARK,
+    RESCUE_KEY,
+    SQLITE_HEADER,
+    written_by_gpuscout,
+)
 from gpuscout.core.outputs.named import Output, check_output, refused_streams, write
-from gpuscout.core.outputs.own import (append_inside, check_inside, check_marked_folder, create_inside, own_folder,
-                                       replace_inside)
+from gpuscout.core.outputs.own import (
+    append_inside,
+    check_inside,
+    check_marked_folder,
+    create_inside,
+    own_folder,
+    replace_inside,
+)
 from gpuscout.core.outputs.protected import Protected
 from gpuscout.core.outputs.whole import replace_whole
 
-__all__ = ["CSV_MARK", "FOLDER_MARK", "HTML_MARK", "MARKDOWN_MARK", "PATCH_MARK", "RESCUE_KEY", "SQLITE_HEADER",
-           "Output", "Protected", "append_inside", "check_inside", "check_marked_folder", "check_output",
-           "create_inside", "own_folder", "refused_streams", "replace_inside", "replace_whole", "write",
-           "written_by_gpuscout"]
+__all__ = [
+    "CSV_MARK",
+    "FOLDER_MARK",
+    "HTML_MARK",
+    "MARKDOWN_MARK",
+    "PATCH_MARK",
+    "RESCUE_KEY",
+    "SQLITE_HEADER",
+    "Output",
+    "Protected",
+    "append_inside",
+    "check_inside",
+    "check_marked_folder",
+    "check_output",
+    "create_inside",
+    "own_folder",
+    "refused_streams",
+    "replace_inside",
+    "replace_whole",
+    "write",
+    "written_by_gpuscout",
+]

@@ -85,8 +85,10 @@ def refuse_foreign(path: Path, shown: str, marks: tuple[str, ...], override: str
     as such. `override`: the option that replaces it anyway, said in the line."""
     then = f", or add {override} to replace it" if override else ""
     if head(path).startswith(SQLITE_HEADER):
-        raise UsageError(f"{shown} {path} is an SQLite database (a results store?): not overwritten; choose another "
-                         f"file{then}")
+        raise UsageError(
+            f"{shown} {path} is an SQLite database (a results store?): not overwritten; choose another file{then}"
+        )
     if not written_by_gpuscout(path, marks):
-        raise UsageError(f"{shown} {path} exists and gpuscout did not write it: not overwritten; choose another "
-                         f"file{then}")
+        raise UsageError(
+            f"{shown} {path} exists and gpuscout did not write it: not overwritten; choose another file{then}"
+        )

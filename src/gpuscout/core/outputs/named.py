@@ -55,8 +55,10 @@ def _open_stream(path: Path, option: str) -> int:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
-            raise UsageError(f"{option} {path} is a FIFO that nothing reads: start its reader first (e.g. "
-                             f"`cat {path} &`), or give a file") from None
+            raise UsageError(
+                f"{option} {path} is a FIFO that nothing reads: start its reader first (e.g. "
+                f"`cat {path} &`), or give a file"
+            ) from None
         raise UsageError(f"{option} {path}: cannot open it for writing ({exc.strerror})") from None
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)  # a reader is there: wait for it
     return fd
@@ -82,15 +84,26 @@ def check_stream(fd: int, protected: Protected, shown: str) -> None:
     except OSError:
         raise UsageError(f"{shown}: descriptor {fd} is not open in this process") from None
     why = protected.why(Path(f"/proc/self/fd/{fd}"), st) if stat.S_ISREG(st.st_mode) else None
-    if why is None and stat.S_ISREG(st.st_mode) and st.st_size and head(f"/proc/self/fd/{fd}").startswith(
-            SQLITE_HEADER):
+    if (
+        why is None
+        and stat.S_ISREG(st.st_mode)
+        and st.st_size
+        and head(f"/proc/self/fd/{fd}").startswith(SQLITE_HEADER)
+    ):
         why = "is an SQLite database (a results store?)"
     if why is not None:
         raise UsageError(f"{shown} {why}: gpuscout never writes over it; redirect it elsewhere")
 
 
-def check_output(path: Path, store: Path | None, force: bool, option: str = "--out", *,
-                 needs_file: str | None = None, new: bool = False) -> Output:
+def check_output(
+    path: Path,
+    store: Path | None,
+    force: bool,
+    option: str = "--out",
+    *,
+    needs_file: str | None = None,
+    new: bool = False,
+) -> Output:
     """The checked output a user named, or UsageError (exit 2, nothing written) when writing
     `path` would destroy something. `needs_file`: why it must be a regular file (a Markdown
     report writes its plots beside it), said when it is a stream. `new`: it must not exist (a
@@ -99,8 +112,9 @@ def check_output(path: Path, store: Path | None, force: bool, option: str = "--o
     fd = _descriptor(path)
     if fd is not None:
         if needs_file or new:
-            raise UsageError(f"{option} {path} is not a regular file, and {needs_file or 'it must be a new file'}: "
-                             "give a file path")
+            raise UsageError(
+                f"{option} {path} is not a regular file, and {needs_file or 'it must be a new file'}: give a file path"
+            )
         check_stream(fd, protected, f"{option} {path}:")
         return Output(path, descriptor=fd)
     try:
@@ -124,12 +138,16 @@ def check_output(path: Path, store: Path | None, force: bool, option: str = "--o
             raise UsageError(f"{option} {path} is not a regular file, and {needs_file}: give a file path")
         if stat.S_ISFIFO(st.st_mode) or _stream_device(st):
             return Output(path, stream=_open_stream(path, option))
-        raise UsageError(f"{option} {path} is a {kind(st.st_mode)}, not a file: gpuscout writes to regular files, "
-                         "FIFOs, terminals and /dev/null only; give a file path")
+        raise UsageError(
+            f"{option} {path} is a {kind(st.st_mode)}, not a file: gpuscout writes to regular files, "
+            "FIFOs, terminals and /dev/null only; give a file path"
+        )
     above = next((a for a in Path(os.path.abspath(path)).parents if os.path.lexists(a)), None)
     if above is not None and not above.is_dir():  # its folder is made when it is written: none may be a file
-        raise UsageError(f"{option} {path}: {above} is a {kind(os.stat(above).st_mode) if above.exists() else 'link to nothing'}, "
-                         "not a folder")
+        raise UsageError(
+            f"{option} {path}: {above} is a {kind(os.stat(above).st_mode) if above.exists() else 'link to nothing'}, "
+            "not a folder"
+        )
     name_fits(resolved, option)
     if st is not None and not force:
         refuse_foreign(path, option, REPORTS, "--force")

@@ -23,22 +23,27 @@ def own_folder(path: Path, store: Path | None, what: str, *, named: bool = False
     st = _lstat(path, what)
     if st is not None and stat.S_ISLNK(st.st_mode):
         if not named:
-            raise UsageError(f"{what} {path} is a symbolic link: gpuscout writes its files only into a folder of "
-                             "its own; remove the link")
+            raise UsageError(
+                f"{what} {path} is a symbolic link: gpuscout writes its files only into a folder of "
+                "its own; remove the link"
+            )
         try:
             st = os.stat(path)
         except OSError:
             raise UsageError(f"{what} {path} is a symbolic link to nothing: give a folder") from None
     if st is not None and not stat.S_ISDIR(st.st_mode):
         why = protected.why(path, st)
-        raise UsageError(f"{what} {path} is a {kind(st.st_mode)}{f' that {why}' if why else ''}, not a folder: "
-                         "move it away, or give another place")
+        raise UsageError(
+            f"{what} {path} is a {kind(st.st_mode)}{f' that {why}' if why else ''}, not a folder: "
+            "move it away, or give another place"
+        )
     if st is None:
         above = next((a for a in path.parents if os.path.lexists(a)), None)
         if above is not None and not above.is_dir():
             what_it_is = kind(os.stat(above).st_mode) if above.exists() else "link to nothing"
-            raise UsageError(f"{what} {path}: {above} is a {what_it_is}, not a folder: move it away, or give another "
-                             "place")
+            raise UsageError(
+                f"{what} {path}: {above} is a {what_it_is}, not a folder: move it away, or give another place"
+            )
         if make:
             try:
                 os.makedirs(path, exist_ok=True)
@@ -47,8 +52,9 @@ def own_folder(path: Path, store: Path | None, what: str, *, named: bool = False
     return path
 
 
-def check_inside(folder: Path, name: str, store: Path | None, what: str, marks: tuple[str, ...], *,
-                 force: bool = False) -> Path:
+def check_inside(
+    folder: Path, name: str, store: Path | None, what: str, marks: tuple[str, ...], *, force: bool = False
+) -> Path:
     """`folder/name`, a file gpuscout writes in a folder of its own, when it may be written: absent,
     or a regular file with no other name that gpuscout wrote (`marks`); else UsageError."""
     path = folder / name
@@ -61,11 +67,15 @@ def check_inside(folder: Path, name: str, store: Path | None, what: str, marks: 
     if why is not None:
         raise UsageError(f"{what} {path} {why}: gpuscout never writes over it")
     if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{what} {path} is a {kind(st.st_mode)}, not a file gpuscout wrote: gpuscout writes only "
-                         "regular files in its folders, never through a link; move it away")
+        raise UsageError(
+            f"{what} {path} is a {kind(st.st_mode)}, not a file gpuscout wrote: gpuscout writes only "
+            "regular files in its folders, never through a link; move it away"
+        )
     if st.st_nlink > 1:
-        raise UsageError(f"{what} {path} is a hard link (one of {st.st_nlink} names of one file): gpuscout writes "
-                         "only files of its own in its folders; move it away")
+        raise UsageError(
+            f"{what} {path} is a hard link (one of {st.st_nlink} names of one file): gpuscout writes "
+            "only files of its own in its folders; move it away"
+        )
     if not force:
         refuse_foreign(path, what, marks, None)
     return path
@@ -89,8 +99,16 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
-def replace_inside(folder: Path, name: str, data: str | bytes, store: Path | None, what: str,
-                   marks: tuple[str, ...], *, force: bool = False) -> Path:
+def replace_inside(
+    folder: Path,
+    name: str,
+    data: str | bytes,
+    store: Path | None,
+    what: str,
+    marks: tuple[str, ...],
+    *,
+    force: bool = False,
+) -> Path:
     """`data` as `folder/name`, whole, once check_inside allows it."""
     path = check_inside(folder, name, store, what, marks, force=force)
     replace_whole(path, data)
@@ -137,11 +155,15 @@ def check_marked_folder(path: Path, what: str) -> Path:
     if st is None:
         return path
     if not stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{what} {path} is a {kind(st.st_mode)}, not a folder gpuscout wrote: gpuscout replaces "
-                         "only its own; move it away")
+        raise UsageError(
+            f"{what} {path} is a {kind(st.st_mode)}, not a folder gpuscout wrote: gpuscout replaces "
+            "only its own; move it away"
+        )
     names = os.listdir(path)
     ours = FOLDER_MARK in names and stat.S_ISREG(os.lstat(path / FOLDER_MARK).st_mode)
     if not ours and not all(_TRIAL_RUN.fullmatch(n) and stat.S_ISDIR(os.lstat(path / n).st_mode) for n in names):
-        raise UsageError(f"{what} {path} is a folder gpuscout did not write (it holds {sorted(names)[:3]}): gpuscout "
-                         "replaces only its own; move it away")
+        raise UsageError(
+            f"{what} {path} is a folder gpuscout did not write (it holds {sorted(names)[:3]}): gpuscout "
+            "replaces only its own; move it away"
+        )
     return path

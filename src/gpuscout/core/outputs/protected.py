@@ -43,8 +43,11 @@ class Protected:
     def _side_paths(self) -> list[Path]:
         base = self.store
         try:  # (a path past the file system's limits has none: os.path.isdir says False)
-            rescues = sorted(base.parent.glob(glob.escape(base.name) + ".unsaved-*.json")) \
-                if os.path.isdir(base.parent) else []
+            rescues = (
+                sorted(base.parent.glob(glob.escape(base.name) + ".unsaved-*.json"))
+                if os.path.isdir(base.parent)
+                else []
+            )
         except OSError:
             rescues = []
         return [base, *(base.with_name(base.name + s) for s in STORE_SIDE_FILES), *rescues]
@@ -62,9 +65,11 @@ class Protected:
                 name, store = path.name, self.store.name
                 if name in {store + s for s in STORE_SIDE_FILES}:
                     return f"{STORE_ITSELF}: the name of one SQLite keeps beside it, which it would take for its own"
-                if name.startswith(store) and RESCUE_SUFFIX.search(name[len(store):]):
+                if name.startswith(store) and RESCUE_SUFFIX.search(name[len(store) :]):
                     return f"{STORE_ITSELF}: the name of its rescue file, the only copy of what it could not store"
         if st is not None and stat.S_ISREG(st.st_mode) and is_rescue_document(path):
-            return ("is a rescue file (records a store could not take, the only copy): `gpuscout results import` "
-                    "it, then remove it")
+            return (
+                "is a rescue file (records a store could not take, the only copy): `gpuscout results import` "
+                "it, then remove it"
+            )
         return None

@@ -14,9 +14,15 @@ from gpuscout.core.errors import UsageError
 
 
 def kind(mode: int) -> str:
-    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISBLK, "block device"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISSOCK, "socket"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "folder"),
-                       (stat.S_ISLNK, "symbolic link")):
+    for test, name in (
+        (stat.S_ISREG, "file"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISLNK, "symbolic link"),
+    ):
         if test(mode):
             return name
     return "special file"
@@ -26,8 +32,10 @@ def name_fits(path: Path, option: str) -> None:
     """A name the file system can hold (NAME_MAX bytes, 255 on Linux's file systems)."""
     limit = name_max(path.parent)
     if len(os.fsencode(path.name)) > limit:
-        raise UsageError(f"{option} {str(path)[:80]}…: the name is {len(os.fsencode(path.name))} bytes, longer than "
-                         f"the {limit} this file system allows; give a shorter one")
+        raise UsageError(
+            f"{option} {str(path)[:80]}…: the name is {len(os.fsencode(path.name))} bytes, longer than "
+            f"the {limit} this file system allows; give a shorter one"
+        )
 
 
 def name_max(folder: Path) -> int:
@@ -40,7 +48,7 @@ def name_max(folder: Path) -> int:
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def replace_whole(path: Path, data: str | bytes) -> None:
