@@ -11,7 +11,7 @@ import pytest
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.outputs.named import _descriptor as descriptor
-from gpuscout.report.export import CSV_COLUMNS
+from gpuscout.report.exporters.as_csv import RUN_COLUMNS as CSV_COLUMNS
 
 
 def test_the_csv_mark_is_how_an_export_starts():

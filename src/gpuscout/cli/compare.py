@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.markup import escape
 
@@ -15,7 +13,7 @@ from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
 from gpuscout.report import comparison as render
-from gpuscout.report import terminal
+from gpuscout.report import exporters, terminal
 from gpuscout.store import Store
 
 HELP = """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
@@ -27,7 +25,7 @@ Examples:
 
     gpuscout compare --by gpu --workload resnet50
 
-    gpuscout compare --by precision --workload bert_base --markdown
+    gpuscout compare --by precision --workload bert_base --format markdown
 
     gpuscout compare 3fa2 9c1d              # two runs, run by run
 
@@ -96,12 +94,18 @@ def compare(
     precision: str | None = typer.Option(None, help="Only this precision."),
     backend: str | None = typer.Option(None, help="Only this backend."),
     store_path: StorePath = None,
+    fmt: str | None = typer.Option(
+        None, "--format", help="table (for the terminal), json, markdown or csv [default: table]."
+    ),
     as_json: AsJson = False,
-    as_markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables."),
-    as_csv: bool = typer.Option(False, "--csv", help="Print CSV rows."),
+    as_markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables: --format markdown."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV rows: --format csv."),
 ) -> None:
-    if sum((as_json, as_markdown, as_csv)) > 1:
-        raise UsageError("choose one of --json, --markdown and --csv")
+    shorthands = [name for name, on in (("json", as_json), ("markdown", as_markdown), ("csv", as_csv)) if on]
+    if len(shorthands) + (fmt is not None) > 1:
+        raise UsageError("choose one of --format, --json, --markdown and --csv")
+    fmt = fmt or (shorthands[0] if shorthands else "table")
+    exporter = exporters.get(fmt, "comparisons", also=("table",)) if fmt != "table" else None
     by = by or ("run" if run_ids else "gpu")
     with Store(store_path, readonly=True) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
@@ -111,12 +115,8 @@ def compare(
             f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
             f"groups that differ in {by} alone; try another --by or `gpuscout results list`"
         )
-    if as_json:
-        typer.echo(json.dumps({"comparisons": [c.to_dict() for c in comparisons]}, indent=2))
-    elif as_markdown:
-        typer.echo(render.markdown(comparisons))
-    elif as_csv:
-        typer.echo(render.csv_text(comparisons), nl=False)
+    if exporter is not None:
+        typer.echo(exporter.comparisons(comparisons), nl=False)
     else:
         out = terminal.console()
         for c in comparisons:

@@ -10,7 +10,7 @@ from gpuscout.cli.compare import select
 from gpuscout.cli.options import StorePath
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
-from gpuscout.report import terminal
+from gpuscout.report import exporters, terminal
 from gpuscout.store import Store, default_store_path
 
 HELP = """Write a report of stored runs: machines, throughput with error bars, cost efficiency, scaling,
@@ -23,14 +23,17 @@ Examples:
 
     gpuscout report --workload resnet50 --gpu H100 --out h100.html
 
-    gpuscout report --markdown --out results/report.md   # PNG plots in results/report_files/
+    gpuscout report --format markdown --out results/report.md   # PNG plots in results/report_files/
 """
 
 
 def report(
     run_ids: list[str] | None = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Where to write [default: report.html, or report.md]."),
-    markdown: bool = typer.Option(False, "--markdown", help="Write Markdown with PNG plots beside it instead of HTML."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="html (self-contained: opens offline) or markdown (PNG plots beside it) [default: html]."
+    ),
+    markdown: bool = typer.Option(False, "--markdown", help="--format markdown."),
     workload: list[str] | None = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
     gpu: str | None = typer.Option(None, help="Only runs on GPUs whose name contains this."),
     precision: str | None = typer.Option(None, help="Only this precision."),
@@ -44,17 +47,21 @@ def report(
     ),
     store_path: StorePath = None,
 ) -> None:
-    out = out or Path("report.md" if markdown else "report.html")
+    if markdown and fmt not in (None, "markdown"):
+        raise UsageError("choose one of --format and --markdown")
+    exporter = exporters.get(fmt or ("markdown" if markdown else "html"), "report")
+    out = out or Path(f"report{exporter.suffix}")
     from gpuscout.report import document
 
     store_file = store_path or default_store_path()
+    beside = exporter.files_beside
     target = outputs.check_output(
-        out, store_file, force, needs_file="a Markdown report writes its plots beside it" if markdown else None
+        out, store_file, force, needs_file=f"a {exporter.title} report writes its plots beside it" if beside else None
     )
-    if markdown:  # its plots' folder beside it, checked before any drawing
-        from gpuscout.report import markdown as md
-
-        assets = outputs.own_folder(md.assets_folder(target.file), store_file, "the report's plots folder", make=False)
+    assets = None
+    if beside:  # its plots' folder beside it, checked before any drawing
+        folder = exporters.assets_folder(target.file)
+        assets = outputs.own_folder(folder, store_file, "the report's plots folder", make=False)
 
     with Store(store_path, readonly=True) as store:
         sweeps = {name: store.trials(name) for name in store.sweeps()} if not run_ids else {}
@@ -68,16 +75,13 @@ def report(
     doc = document.build(records, chosen, title, sweeps)
     err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):
-        if markdown:
-            text, images = md.render(doc, assets.name)
-            for name in images:  # every plot checked before the first is written
+        written = exporter.report(doc, assets.name if assets else "")
+        if assets is not None:
+            for name in written.files:  # every plot checked before the first is written
                 outputs.check_inside(assets, name, store_file, "the report's plot", ("png",), force=force)
             outputs.own_folder(assets, store_file, "the report's plots folder")
-            for name, data in images.items():
+            for name, data in written.files.items():
                 outputs.replace_inside(assets, name, data, store_file, "the report's plot", ("png",), force=force)
-        else:
-            from gpuscout.report import html
-
-            text, images = html.render(doc), {}
-        outputs.write(target, text)
-    err.print(f"wrote {out} ({len(records)} runs{f', {len(images)} plot files' if markdown else ''})", markup=False)
+        outputs.write(target, written.text)
+    plotted = f", {len(written.files)} plot files" if beside else ""
+    err.print(f"wrote {out} ({len(records)} runs{plotted})", markup=False)

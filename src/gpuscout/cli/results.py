@@ -20,9 +20,9 @@ from gpuscout.record import STORED
 from gpuscout.record.document import json_document
 from gpuscout.record.run import SCHEMA_VERSION, Status
 from gpuscout.report import console as console_report
-from gpuscout.report import terminal
+from gpuscout.report import exporters, terminal
 from gpuscout.report import watch as watch_report
-from gpuscout.report.export import csv_text, parse_document
+from gpuscout.report.export import parse_document
 from gpuscout.store import Store, default_store_path, repair
 from gpuscout.store.migrate import migrate as migrate_store
 
@@ -92,7 +92,9 @@ def show(
 @app.command("export")
 @handle_errors
 def export(
-    fmt: str = typer.Option("json", "--format", help="json | csv."),
+    fmt: str = typer.Option(
+        "json", "--format", help="json (whole records, as `results import` reads them) or csv (one row a run)."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
     workload: str | None = typer.Option(None, help="Only this workload."),
     group: str | None = typer.Option(None, help="Only the runs of this group: one bench, scale session or cluster."),
@@ -111,13 +113,12 @@ def export(
 
         gpuscout results export --group c0ffee12 -o worker-1.json   # a multi-host worker's runs
     """
-    if fmt not in ("json", "csv"):
-        raise UsageError(f"unknown --format {fmt!r}: choose json or csv")
+    exporter = exporters.get(fmt, "runs")
     target = outputs.check_output(out, store_path or default_store_path(), force, "-o") if out is not None else None
     with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, group=group)
     warn_unreadable(store)
-    text = json_document(records) if fmt == "json" else csv_text(records)
+    text = exporter.runs(records)
     if target is None:
         typer.echo(text, nl=False)
     else:

@@ -1,5 +1,5 @@
 """What a report says, independent of HTML or Markdown: sections of text, figures and tables
-built from stored records (`report/html.py` and `report/markdown.py` render it)."""
+built from stored records (`report/html.py` and `report/exporters/as_markdown.py` render it)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 from pydantic import ValidationError
@@ -14,39 +12,6 @@ from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store.rows import problem
-
-CSV_COLUMNS = (
-    "id",
-    "kind",
-    "created_utc",
-    "group_id",
-    "workload",
-    "backend",
-    "precision",
-    "xla",
-    "batch_size",
-    "seq_len",
-    "data",
-    "device",
-    "gpu_name",
-    "status",
-    "unit",
-    "throughput_median",
-    "throughput_ci95_low",
-    "throughput_ci95_high",
-    "throughput_cv",
-    "samples_per_s",
-    "step_time_s",
-    "epoch_time_s",
-    "compile_s",
-    "peak_memory_bytes",
-    "achieved_tflops",
-    "mfu",
-    "power_mean_w",
-    "energy_j_per_1000_samples",
-    "flags",
-    "methodology_version",
-)
 
 
 def parse_document(text: str, origin: str) -> list[StoredRecord]:
@@ -95,39 +60,3 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
     if len(ids) != len(set(ids)):
         raise UsageError(f"{origin} holds the same run id twice: nothing was imported")
     return records
-
-
-def csv_text(records: list[StoredRecord]) -> str:
-    """One flat row per record; a watched script's row holds its main fit's figures (backend,
-    precision policy, XLA) where a benchmark's holds its settings."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
-    writer.writeheader()
-    for r in records:
-        t = r.throughput
-        telemetry = r.telemetry
-        row = {
-            **{k: v for k, v in r.model_dump(mode="json", include=set(CSV_COLUMNS)).items()},
-            "gpu_name": r.gpu.name if r.gpu else None,
-            "throughput_median": t.median if t else None,
-            "throughput_ci95_low": t.ci95_low if t else None,
-            "throughput_ci95_high": t.ci95_high if t else None,
-            "throughput_cv": t.cv if t else None,
-            "power_mean_w": telemetry.power_mean_w if telemetry else None,
-            "energy_j_per_1000_samples": telemetry.energy_j_per_1000_samples if telemetry else None,
-        }
-        if r.kind == "watch":
-            main = r.main
-            row.update(
-                device=r.device,
-                backend=main.backend if main else None,
-                precision=main.precision_policy if main else None,
-                xla=(main.jit_compile or main.backend == "jax") if main else None,
-                compile_s=main.compile_s if main else None,
-                peak_memory_bytes=main.peak_memory_bytes if main else None,
-                flags=";".join(c.code for c in r.verdict),
-            )
-        else:
-            row["flags"] = ";".join(f.code for f in r.flags)
-        writer.writerow(row)
-    return out.getvalue()

@@ -1,5 +1,5 @@
 """The report's figures, drawn with matplotlib (Agg) from stored records. Each function returns a
-Figure or None when the records hold nothing for it; `report/html.py` and `report/markdown.py`
+Figure or None when the records hold nothing for it; `report/html.py` and `report/exporters/as_markdown.py`
 decide how to embed them (inline SVG, or PNG files)."""
 
 from __future__ import annotations

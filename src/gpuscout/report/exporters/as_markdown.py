@@ -1,15 +1,19 @@
-"""The report as Markdown, with its plots as PNG files beside it."""
+"""Markdown: comparisons as a table each, and the report with its plots as PNG files beside it."""
 
 from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuscout.core.outputs import MARKDOWN_MARK
 from gpuscout.core.text import printable
-from gpuscout.report import plots
-from gpuscout.report.document import Document, TableData
+from gpuscout.report import format as fmt
+from gpuscout.report.comparison import p_text, ratio_text, title
+from gpuscout.report.exporters.base import Exporter, Written, register
+
+if TYPE_CHECKING:
+    from gpuscout.report.document import Document, TableData
 
 # CommonMark lets a backslash escape any ASCII punctuation; these would otherwise start emphasis,
 # code, links, HTML, headings or table cells when they come with a record's text (a model named
@@ -34,14 +38,11 @@ def _table(t: TableData) -> list[str]:
     return lines
 
 
-def assets_folder(path: Path) -> Path:
-    """Where the PNGs of the Markdown report `path` go: `<stem>_files/` beside it."""
-    return path.parent / f"{path.stem}_files"
-
-
 def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
     """The report as Markdown, and its PNGs by file name, which it links in the folder `assets`
-    (assets_folder's name; cli/report.py writes them all through core/outputs)."""
+    (exporters.base.assets_folder's name; cli/report.py writes them all through core/outputs)."""
+    from gpuscout.report import plots  # matplotlib: only where a report is drawn
+
     images_of, lines = {}, [MARKDOWN_MARK, f"# {_inline(doc.title)}", "", _inline(doc.subtitle), ""]
     for section in doc.sections:
         lines += [f"## {section.title}", ""]
@@ -70,3 +71,35 @@ def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
                 "",
             ]
     return "\n".join(lines), images_of
+
+
+def comparison_tables(comparisons: list) -> str:
+    out = []
+    for c in comparisons:
+        out.append(f"### {title(c)}\n")
+        out.append(f"| {c.by} | runs | median {c.unit} [95% CI] | ratio [95% CI] | test | verdict |")
+        out.append("|---|---|---|---|---|---|")
+        for g in c.groups:
+            ci = f" [{fmt.number(g.ci95_low)}–{fmt.number(g.ci95_high)}]" if g.ci95_low is not None else ""
+            out.append(
+                f"| {g.label} | {len(g.run_ids)} | {fmt.number(g.median)}{ci} | {ratio_text(g)} | {p_text(g)} "
+                f"| {g.verdict} |"
+            )
+        out.extend(f"\n> note: {n}" for n in c.notes)
+        out.append("")
+    return "\n".join(out)
+
+
+@register
+class Markdown(Exporter):
+    name = "markdown"
+    title = "Markdown"
+    suffix = ".md"
+    files_beside = True
+
+    def comparisons(self, comparisons) -> str:
+        return comparison_tables(comparisons) + "\n"
+
+    def report(self, doc, assets: str) -> Written:
+        text, images = render(doc, assets)
+        return Written(text, images)

@@ -1,0 +1,85 @@
+"""What an output format is (hyperfine's exporters: one interface, one module per format), and the
+registry that finds one by the name a user gives (`--format NAME`).
+
+A format writes some of three subjects: stored runs (`results export`), comparisons (`compare`)
+and the report document (`report`). An exporter overrides the subjects it writes; asking it for
+another is a usage error that names the formats that do write it. A new format is one module
+that defines an `Exporter` and registers it (report/exporters/__init__.py imports it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from gpuscout.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpuscout.analysis.compare import Comparison
+    from gpuscout.record import StoredRecord
+    from gpuscout.report.document import Document
+
+# each subject's words in an error: "unknown --format 'xml' for stored runs"
+SUBJECTS = {"runs": "stored runs", "comparisons": "comparisons", "report": "a report"}
+
+
+@dataclass(frozen=True)
+class Written:
+    """A report as a format writes it: its text, and the files it refers to beside it (a Markdown
+    report's plots, by file name)."""
+
+    text: str
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+class Exporter:
+    name: ClassVar[str]  # the --format value
+    title: ClassVar[str]  # its name in a sentence: "a Markdown report"
+    suffix: ClassVar[str]  # a file's usual suffix: a report's default --out
+    files_beside: ClassVar[bool] = False  # its report refers to files in a folder beside it (assets_folder)
+
+    def runs(self, records: list[StoredRecord]) -> str:
+        raise NotImplementedError
+
+    def comparisons(self, comparisons: list[Comparison]) -> str:
+        raise NotImplementedError
+
+    def report(self, doc: Document, assets: str) -> Written:
+        """`assets`: the name of the folder beside the report its files go in."""
+        raise NotImplementedError
+
+
+def assets_folder(path: Path) -> Path:
+    """Where the files of the report `path` go, for a format that writes files beside it:
+    `<stem>_files/` beside it."""
+    return path.parent / f"{path.stem}_files"
+
+
+REGISTRY: dict[str, Exporter] = {}
+
+
+def register(cls: type[Exporter]) -> type[Exporter]:
+    if cls.name in REGISTRY:
+        raise ValueError(f"two exporters named {cls.name!r}")
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def writes(exporter: Exporter, subject: str) -> bool:
+    return getattr(type(exporter), subject) is not getattr(Exporter, subject)
+
+
+def names(subject: str) -> list[str]:
+    """The formats that write `subject`, by name."""
+    return sorted(name for name, exporter in REGISTRY.items() if writes(exporter, subject))
+
+
+def get(name: str, subject: str, also: tuple[str, ...] = ()) -> Exporter:
+    """The exporter `name` for `subject`; `also`: the formats the caller writes itself (compare's
+    terminal table), named in the error with the rest."""
+    exporter = REGISTRY.get(name)
+    if exporter is None or not writes(exporter, subject):
+        known = sorted([*names(subject), *also])
+        choose = f"{', '.join(known[:-1])} or {known[-1]}" if len(known) > 1 else known[0]
+        raise UsageError(f"unknown --format {name!r} for {SUBJECTS[subject]}: choose {choose}")
+    return exporter
