@@ -13,6 +13,7 @@ from gpuscout import workloads
 from gpuscout.analysis import scaling
 from gpuscout.analysis.flags import straggler_flag
 from gpuscout.analysis.telemetry import combine_telemetry
+from gpuscout.cli.scale import parse_counts, parse_ids
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Backend, Precision, RunSpec
 from gpuscout.executor.local import NO_ONE_SHOT_ALL_REDUCE, child_env
@@ -205,13 +206,13 @@ def test_tf_config_and_hosts_are_checked():
 
 
 def test_counts_ids_and_specs_are_validated():
-    assert scale_lib.parse_counts("4,1,2") == (1, 2, 4)
+    assert parse_counts("4,1,2") == (1, 2, 4)
     for bad in ("0,1", "", "two", "-1", "4,1,2,2"):
         with pytest.raises(UsageError, match="--gpus"):
-            scale_lib.parse_counts(bad)
-    assert scale_lib.parse_ids("0,2") == (0, 2)
+            parse_counts(bad)
+    assert parse_ids("0,2") == (0, 2)
     with pytest.raises(UsageError, match="distinct"):
-        scale_lib.parse_ids("1,1")
+        parse_ids("1,1")
     ok = dict(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored")
     assert RunSpec(**ok, gpu_index=1, gpu_indices=(1, 3)).gpus == (1, 3)
     assert RunSpec(**ok).per_device_batch_size == 128

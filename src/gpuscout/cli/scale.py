@@ -17,8 +17,8 @@ from gpuscout import scale as scale_lib
 from gpuscout.cli import session_report
 from gpuscout.cli.options import AsJson, StorePath, given_args, grouped, measure_options, protocol_options
 from gpuscout.cli.session_report import save_and_show
-from gpuscout.core.errors import UsageError
-from gpuscout.core.spec import PROTOCOL
+from gpuscout.core.errors import UsageError, parse_positive_ints, parse_whole_numbers
+from gpuscout.core.spec import PROTOCOL, BatchNormStats
 from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.report.scale import print_merged, print_scale
@@ -47,6 +47,27 @@ Examples:
 
     gpuscout scale resnet50 --backend tensorflow --hosts gpu-a:2222,gpu-b:2222 --gpus 8   # prints per-host commands
 """
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    return parse_positive_ints(text, "--gpus", "GPU counts", "1,2,4")
+
+
+def parse_ids(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    # in the order given: the first is the one-GPU run's (NVML numbers GPUs from 0; 1024 is far past any host)
+    return parse_whole_numbers(text, "--gpu-ids", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
+
+
+def parse_batchnorm(text: str) -> BatchNormStats:
+    try:
+        return BatchNormStats(text.replace("-", "_"))
+    except ValueError:
+        raise UsageError(
+            f"--batchnorm {text!r}: use per-replica (statistics per GPU, as DDP and MirroredStrategy) "
+            "or global (over the whole batch, as Keras' DataParallel)"
+        ) from None
 
 
 @dataclass
@@ -114,7 +135,7 @@ class ScaleConfig:
 
     def options(self, protocol) -> scale_lib.ScaleOptions:
         return scale_lib.ScaleOptions(
-            counts=scale_lib.parse_counts(self.gpus),
+            counts=parse_counts(self.gpus),
             mode=self.mode,
             backend=self.backend,
             precision=self.precision,
@@ -122,13 +143,13 @@ class ScaleConfig:
             batch_size=self.batch_size,
             seq_len=self.seq_len,
             data=self.data,
-            gpu_ids=scale_lib.parse_ids(self.gpu_ids),
+            gpu_ids=parse_ids(self.gpu_ids),
             cpu=self.cpu,
             local_workers=self.local_workers,
             protocol=protocol.settings(),
             measure=measure_options(self.timeout, telemetry=True),
             fit_check=self.fit_check,
-            batchnorm=self.batchnorm,
+            batchnorm=parse_batchnorm(self.batchnorm),
             each_alone=self.each_alone,
         )
 

@@ -1,6 +1,7 @@
 """Runs of the standard workloads, or of a user's model, from what was asked: BenchOptions in,
-validated RunSpecs out (planning.py's rules, the workload's defaults, the memory check). Every
-verb that measures workloads plans here: bench, inference, tune --workload, a sweep's trials.
+validated RunSpecs out (request.py's common checks, planning.py's rules, the workload's defaults,
+the memory check). bench, inference, tune --workload and a sweep's trials plan here; scale plans
+its counts in scale/counts.py from the same request.
 """
 
 from __future__ import annotations
@@ -11,39 +12,29 @@ from gpuscout import workloads
 from gpuscout.core import datasets
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import (
-    PROTOCOL,
     Backend,
     DataMode,
     Distribution,
-    Protocol,
     RunSpec,
     Task,
     ToAccuracy,
     build_spec,
 )
-from gpuscout.measure import engine, planning
+from gpuscout.measure import planning, request
 from gpuscout.measure.planning import DeviceChoice
+from gpuscout.measure.request import RunRequest
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.workloads import sizing, user
 
 
 @dataclass
-class BenchOptions:
-    """What `gpuscout bench` was asked, before plan() checks it."""
+class BenchOptions(RunRequest):
+    """What `gpuscout bench` was asked, before plan() checks it (the run's common part:
+    measure/request.py)."""
 
-    backend: str = "auto"
-    precision: str = "fp32"
-    xla: bool | None = None  # None: what the backend does (planning.xla)
-    batch_size: int | str | None = None  # None: the workload's default; "auto": sizing.auto_batch_size
-    seq_len: int | None = None  # token workloads; None: the workload's default
-    data: str = "synthetic"
     pipeline_cost: int = 1
     repeats: int = 1
-    seed: int = 0
-    fit_check: bool = True  # refuse runs whose memory estimate is clearly over (gpuscout/workloads/sizing.py)
-    protocol: Protocol = PROTOCOL
     device: DeviceChoice = field(default_factory=DeviceChoice)
-    measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)
     model: str | None = None  # a user's model: file.py[:function] or file.keras (workloads/user.py)
     input_shape: str | None = None  # .keras models with free input dimensions
     flops_per_sample: float | None = None  # forward FLOPs of a user's model, instead of the count
@@ -77,23 +68,16 @@ def plan(
     if options.flops_per_sample is not None and (not options.model or options.flops_per_sample <= 0):
         raise UsageError("--flops-per-sample is a positive number for a --model")
     planning.at_least("--repeats", options.repeats, 1)
-    planning.above_zero("--timeout", options.measure.timeout_s, " seconds")
-    if isinstance(options.batch_size, int):
-        planning.at_least("--batch-size", options.batch_size, 1)
-    try:
-        data = DataMode(options.data)
-    except ValueError:
-        raise UsageError(f"unknown --data {options.data!r}: choose synthetic, pipeline or naive") from None
-    options.measure.pricing.check()
+    ready = request.checked(options)
     goal = _accuracy_goal(options)
     ref = user.parse_ref(options.model, options.input_shape) if options.model else None
     if ref is not None and options.batch_size == "auto":
         raise UsageError("--batch-size auto needs a workload's measured memory model; give a user model a number")
     found = [workloads.get(name) for name in workload_names]
     seq_lens = {w.name: planning.seq_len(w, options.seq_len) for w in found}
-    backend = planning.backend(options.backend)
+    backend = ready.backend
     gpu_index, notice = planning.device(options.device, nvml)
-    precision = planning.precision(backend, options.precision, nvml, gpu_index)
+    precision = request.precision(options, backend, nvml, gpu_index)
     memory_total = planning.memory_total(nvml, gpu_index)
     info = None
     if ref is not None:  # last: it starts a child that builds the user's model on the CPU
@@ -124,18 +108,14 @@ def plan(
         default = (batch_sizes or {}).get(w.name) or w.default_batch_size
         return default if gpu_index is not None else planning.cpu_batch(default)
 
+    common = request.spec_fields(options, ready, precision, Distribution.single, on_gpu=gpu_index is not None)
     specs = [
         build_spec(
+            **common,
             workload=w.name,
-            backend=backend,
-            precision=precision,
-            xla=planning.xla(backend, options.xla, Distribution.single, on_gpu=gpu_index is not None),
             batch_size=batch_for(w),
-            data=data,
             seq_len=seq_lens.get(w.name),
-            **options.protocol.model_dump(),
             pipeline_cost=options.pipeline_cost,
-            seed=options.seed,
             gpu_index=gpu_index,
             model=ref,
             model_info=info,

@@ -17,9 +17,6 @@ from gpuscout.scale.counts import (
     MODES,
     Plan,
     ScaleOptions,
-    parse_batchnorm,
-    parse_counts,
-    parse_ids,
     plan,
 )
 from gpuscout.scale.efficiency import analyse, interconnect, judged, verdict
@@ -34,9 +31,6 @@ __all__ = [
     "interconnect",
     "judged",
     "merge",
-    "parse_batchnorm",
-    "parse_counts",
-    "parse_ids",
     "plan",
     "run_scale",
     "run_worker",

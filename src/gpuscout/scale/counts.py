@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuscout import workloads
-from gpuscout.core.errors import UsageError, parse_positive_ints, parse_whole_numbers
-from gpuscout.core.spec import PROTOCOL, BatchNormStats, Distribution, Protocol, RunSpec, build_spec
-from gpuscout.measure import engine, planning
+from gpuscout.core.errors import UsageError
+from gpuscout.core.spec import BatchNormStats, Distribution, RunSpec, build_spec
+from gpuscout.measure import engine, planning, request
+from gpuscout.measure.request import RunRequest
 from gpuscout.telemetry.nvml import Nvml
 
 MODES = ("weak", "strong")
@@ -18,23 +19,17 @@ DEFAULT_TIMEOUT_S = 900.0
 
 
 @dataclass
-class ScaleOptions:
+class ScaleOptions(RunRequest):
+    """What `gpuscout scale` was asked (the run's common part: measure/request.py). Its batch_size:
+    weak scaling's per-GPU batch, strong scaling's global one; None: the workload's default."""
+
     counts: tuple[int, ...] = (1, 2)
     mode: str = "weak"
-    backend: str = "auto"
-    precision: str = "fp32"
-    xla: bool | None = None  # None: what the backend does under a strategy (jax on, tensorflow off)
-    batch_size: int | None = None  # weak: per GPU; strong: global. None: the workload's default
-    seq_len: int | None = None
-    data: str = "synthetic"
     gpu_ids: tuple[int, ...] | None = None  # which GPUs; counts take the first N. None: 0, 1, ...
     cpu: bool = False
     local_workers: bool = False  # each count N as N MultiWorkerMirroredStrategy processes
-    protocol: Protocol = PROTOCOL
     measure: engine.MeasureOptions = field(default_factory=lambda: engine.MeasureOptions(timeout_s=DEFAULT_TIMEOUT_S))
-    seed: int = 0
-    fit_check: bool = True
-    batchnorm: str = "per_replica"  # per_replica | global (spec.BatchNormStats)
+    batchnorm: BatchNormStats = BatchNormStats.per_replica
     # Measure each GPU of the largest count alone too, and judge each count against the slowest
     # of its GPUs alone (analysis/scaling.against_each_alone); CPU devices share one CPU: never
     each_alone: bool = True
@@ -52,47 +47,26 @@ class Plan:
     alone: list[tuple[int, RunSpec]] = field(default_factory=list)  # (GPU, its one-GPU run) past the first
 
 
-def parse_batchnorm(text: str) -> BatchNormStats:
-    try:
-        return BatchNormStats(text.replace("-", "_"))
-    except ValueError:
-        raise UsageError(
-            f"--batchnorm {text!r}: use per-replica (statistics per GPU, as DDP and MirroredStrategy) "
-            "or global (over the whole batch, as Keras' DataParallel)"
-        ) from None
-
-
-def parse_counts(text: str) -> tuple[int, ...]:
-    return parse_positive_ints(text, "--gpus", "GPU counts", "1,2,4")
-
-
-def parse_ids(text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    # in the order given: the first is the one-GPU run's (NVML numbers GPUs from 0; 1024 is far past any host)
-    return parse_whole_numbers(text, "--gpu-ids", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
-
-
 def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
     """Validate everything before any run (exit 2 on bad input, nothing run)."""
     workload = workloads.get(workload_name)
     if options.mode not in MODES:
         raise UsageError(f"unknown --mode {options.mode!r}: choose weak or strong")
-    planning.above_zero("--timeout", options.measure.timeout_s, " seconds")
-    planning.at_least("--batch-size", options.batch_size, 1)
-    options.measure.pricing.check()
+    if isinstance(options.batch_size, str):
+        raise UsageError("scale's --batch-size is a number (weak: per GPU, strong: global)")
+    ready = request.checked(options)
     notices = []
     counts = sorted(set(options.counts) | {1})
     if 1 not in options.counts:
         notices.append("added the 1-device run: speedup and efficiency are measured against it")
-    backend = planning.backend(options.backend)
+    backend = ready.backend
     if options.local_workers and backend.value != "tensorflow":
         raise UsageError(
             "--local-workers runs MultiWorkerMirroredStrategy, a tensorflow strategy: add "
             "--backend tensorflow (the jax backend scales over one host's GPUs with DataParallel)"
         )
     device_kind, gpu_ids = _devices(options, counts, nvml, notices)
-    precision = planning.precision(backend, options.precision, nvml, gpu_ids[0] if gpu_ids else None)
+    precision = request.precision(options, backend, nvml, gpu_ids[0] if gpu_ids else None)
     seq_len = planning.seq_len(workload, options.seq_len)
     base_batch = options.batch_size or workload.default_batch_size
     if options.mode == "strong":
@@ -103,7 +77,7 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
                 f"divide by {', '.join(map(str, uneven))}; pick a --batch-size divisible by every count"
             )
     distribution = Distribution.multi_worker if options.local_workers else Distribution.mirrored
-    batchnorm = parse_batchnorm(options.batchnorm)
+    common = request.spec_fields(options, ready, precision, distribution, on_gpu=device_kind == "gpu")
     specs = []
     for n in counts:
         per_device = base_batch if options.mode == "weak" else base_batch // n
@@ -113,20 +87,15 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
         ids = tuple(gpu_ids[:devices]) if device_kind == "gpu" else None
         specs.append(
             build_spec(
+                **common,
                 workload=workload.name,
-                backend=backend,
-                precision=precision,
-                xla=planning.xla(backend, options.xla, distribution, on_gpu=device_kind == "gpu"),
                 batch_size=per_device * devices,
                 seq_len=seq_len,
-                data=options.data,
-                **options.protocol.model_dump(),
-                seed=options.seed,
                 gpu_index=ids[0] if ids else None,
                 gpu_indices=ids,
                 devices=devices,
                 distribution=distribution,
-                batchnorm=batchnorm if n > 1 else None,
+                batchnorm=options.batchnorm if n > 1 else None,
             )
         )
     alone = (
