@@ -483,6 +483,27 @@ def test_a_scale_over_gpus_measures_each_gpu_of_its_largest_count_alone(tmp_path
     assert cpu.alone == []  # logical CPU devices share one CPU: nothing to measure apart
 
 
+def test_scale_checks_its_request_as_bench_does():
+    """scale's plan makes the run request's checks (measure/request.py), --data included, which it
+    once passed on as text."""
+    from gpuscout.core.errors import UsageError
+
+    for asked, said in (
+        (dict(data="disk"), "unknown --data 'disk'"),
+        (dict(batch_size=0), "--batch-size must be >= 1"),
+        (dict(backend="cuda"), "unknown backend 'cuda'"),
+        (dict(precision="fp16"), "unknown precision 'fp16'"),
+    ):
+        with pytest.raises(UsageError, match=said):
+            scale_lib.plan(
+                "mlp", scale_lib.ScaleOptions(counts=(1, 2), cpu=True, **{"backend": "jax", **asked}), Nvml()
+            )
+    planned = scale_lib.plan(
+        "mlp", scale_lib.ScaleOptions(counts=(1, 2), backend="jax", cpu=True, data="pipeline"), Nvml()
+    )
+    assert {s.data.value for s in planned.specs} == {"pipeline"} and {s.seed for s in planned.specs} == {0}
+
+
 def test_gpt2_on_two_gpus_over_nvlink_is_told_the_batch_that_would_reach_the_expectation():
     """The records of GPT-2 small's two calls on two H200s (docs/benchmarks.md, 2026-11-27): 487.6 seq/s
     alone at 16 a GPU (a 32.81 ms step), 900.4 on two (35.54 ms): 92.3%, below NVLink's 95%; scale names
