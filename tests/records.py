@@ -211,3 +211,33 @@ def make_watch_record(
         **{"child_env": {}, **observed},
     )
     return derive(seen)
+
+
+def scale_point(devices: int = 1, status: str = "ok", **fields):
+    """One count of a `scale` report (scale/results.Point), every field not given plain."""
+    from gpuscout.scale.results import Point
+
+    plain = dict(
+        devices=devices,
+        run_id=f"run{devices}",
+        status=status,
+        message=None,
+        explained=None,
+        batch_size=8 * devices,
+        per_device_batch_size=8,
+        samples_per_s=100.0 if status == "ok" else None,
+        ci95=None,
+        step_time_s=None,
+        expected_efficiency=1.0 if devices == 1 else 0.9,
+        link=None,
+        input_wait_share=None,
+        all_reduce=None,
+        batchnorm=None,
+        communication=None,
+        collectives=None,
+        per_gpu=[],
+        flags=[],
+        mfu=None,
+        peak_memory_bytes=None,
+    )
+    return Point.model_validate({**plain, **fields})

@@ -11,6 +11,7 @@ from gpuscout.record.child import CollectiveSchedule
 from gpuscout.record.run import Distribution as RunDistribution
 from gpuscout.record.run import RunRecord
 from tests.conftest import FIXTURES
+from tests.records import scale_point
 
 GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
 OVERLAP = "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_all_reduce_combine_threshold_bytes=26214400"
@@ -189,25 +190,22 @@ def test_what_the_compiled_step_sent_in_words():
 
 
 def test_scales_verdict_names_the_communication_it_measured():
-    point = {
-        "devices": 2,
-        "status": "ok",
-        "efficiency": {"value": 0.95},
-        "speedup": {"ratio": 1.9},
-        "meets_expectation": True,
-        "expected_efficiency": 0.9,
-        "causes": [],
-        "communication": communication.describe("jax", 2, None, {"XLA_FLAGS": OVERLAP}),
-    }
-    base = {"devices": 1, "status": "ok", "efficiency": {"value": 1.0}, "communication": None}
-    summary = scale.verdict([base, point], base_ok=True)["summary"]
+    point = scale_point(
+        2,
+        efficiency={"value": 0.95, "ci95_low": 0.95, "ci95_high": 0.95},
+        speedup={"ratio": 1.9, "ci95_low": 1.9, "ci95_high": 1.9},
+        meets_expectation=True,
+        communication=communication.describe("jax", 2, None, {"XLA_FLAGS": OVERLAP}),
+    )
+    base = scale_point(1, efficiency={"value": 1.0, "ci95_low": 1.0, "ci95_high": 1.0})
+    summary = scale.verdict([base, point], base_ok=True).summary
     assert summary.endswith(
         "Gradients: all-reduces scheduled by XLA with latency-hiding "
         "scheduler=true, all-reduce combine threshold=25 MiB"
     )
-    assert "Gradients" not in scale.verdict([base], base_ok=True)["summary"]
-    compiled = {**point, "collectives": communication.as_compiled(GPT2_ON_TWO)}
-    assert scale.verdict([base, compiled], base_ok=True)["summary"].endswith(
+    assert "Gradients" not in scale.verdict([base], base_ok=True).summary
+    compiled = point.model_copy(update={"collectives": communication.as_compiled(GPT2_ON_TWO)})
+    assert scale.verdict([base, compiled], base_ok=True).summary.endswith(
         "combine threshold=25 MiB; as compiled, 15 collectives of 622.2 MiB in all, 15 of them (622.2 MiB) "
         "beside computation (2 devices)"
     )
@@ -220,41 +218,23 @@ def test_the_verdict_prints_settings_and_errors_as_written_not_as_markup():
 
     from gpuscout.report.scale import print_scale
 
-    def point(devices, status, message=None):
-        return {
-            "devices": devices,
-            "status": status,
-            "message": message,
-            "per_device_batch_size": 8,
-            "samples_per_s": 100.0 if status == "ok" else None,
-            "ci95": None,
-            "speedup": None,
-            "efficiency": None,
-            "outside_compute_s": None,
-            "allreduce_estimate_s": None,
-            "per_gpu": [],
-            "run_id": f"run{devices}",
-            "causes": [],
-            "communication": None,
-        }
-
-    points = [point(1, "ok"), point(2, "failed", "NCCL error [red]unhandled[/red] in [bold]ring[/]")]
-    report = {
-        "workload": "mlp",
-        "gpu": None,
-        "mode": "weak",
-        "backend": "jax",
-        "precision": "fp32",
-        "data": "synthetic",
-        "batchnorm": None,
-        "local_workers": False,
-        "session": "s1",
-        "elapsed_s": 6.0,
-        "notes": [],
-        "interconnect": None,
-        "points": points,
-        "verdict": scale.verdict(points, True),
-    }
+    points = [scale_point(1), scale_point(2, "failed", message="NCCL error [red]unhandled[/red] in [bold]ring[/]")]
+    report = scale.ScaleReport(
+        workload="mlp",
+        gpu=None,
+        mode="weak",
+        backend="jax",
+        precision="fp32",
+        data="synthetic",
+        batchnorm=None,
+        device_kind="gpu",
+        session="s1",
+        elapsed_s=6.0,
+        interconnect=None,
+        topology=[],
+        points=points,
+        verdict=scale.verdict(points, True),
+    )
     printed = io.StringIO()
     print_scale(report, Console(file=printed, width=200, color_system=None))
     assert "NCCL error [red]unhandled[/red] in [bold]ring[/]" in printed.getvalue()

@@ -21,7 +21,7 @@ from gpuscout.record.run import ErrorDetail, GpuInfo, Telemetry
 from gpuscout.scale.cluster import check_hosts, commands, merge_records, read_tf_config
 from gpuscout.telemetry.nvml import Link, Nvml, topology
 from gpuscout.workloads import sizing
-from tests.records import make_record
+from tests.records import make_record, scale_point
 
 
 def test_speedup_efficiency_and_outside_compute():
@@ -302,10 +302,10 @@ def _fake_nvml(tmp_path, monkeypatch, **topo):
 def test_topology_reads_nvlink_and_the_pcie_path(tmp_path, monkeypatch):
     links = topology(_fake_nvml(tmp_path, monkeypatch, nvlink=True, level=50), [0, 1])
     assert [(link.gpus, link.interconnect, link.nvlinks) for link in links] == [((0, 1), "NVLink", (18, 18))]
-    assert scale_lib.interconnect(links) == {"kind": "NVLink", "detail": "NVLink, 18 active links per GPU"}
+    assert scale_lib.interconnect(links).model_dump() == {"kind": "NVLink", "detail": "NVLink, 18 active links per GPU"}
     links = topology(_fake_nvml(tmp_path, monkeypatch, nvlink=False, level=20), [0, 1, 2])
     assert len(links) == 3 and {link.interconnect for link in links} == {"PCIe"} and links[1].nvlinks == (18, None)
-    assert scale_lib.interconnect(links)["detail"] == "PCIe only: GPUs 0 and 1 meet at several PCIe switches (PXB)"
+    assert scale_lib.interconnect(links).detail == "PCIe only: GPUs 0 and 1 meet at several PCIe switches (PXB)"
 
 
 def test_synchronised_batchnorm_is_blamed_only_when_it_ran_and_the_batch_only_when_the_allreduce_explains():
@@ -379,21 +379,18 @@ def test_a_failed_point_says_what_doctor_explain_found_and_its_fix_once():
         "fix": "take --xla_x=1 out of XLA_FLAGS; XLA's flags come and go between releases",
     }
     points = [
-        {
-            "devices": n,
-            "status": "failed",
-            "message": "the worker exited with code 1 without a result",
-            "explained": explained,
-        }
+        scale_point(n, "failed", message="the worker exited with code 1 without a result", explained=explained)
         for n in (1, 2)
     ]
-    found = scale_lib.verdict(points, base_ok=False)
+    found = scale_lib.verdict(points, base_ok=False).model_dump(by_alias=True)
     assert found["summary"].startswith(
         "the 1-device run ended failed: the worker exited with code 1 without a "
         "result (XLA stops at start-up on a flag this version does not have: --xla_x=1)"
     )
     assert found["try"] == [explained["fix"]] and not found["ok"]
-    plain = scale_lib.verdict([{**points[0], "explained": None}], base_ok=False)
+    plain = scale_lib.verdict([points[0].model_copy(update={"explained": None})], base_ok=False).model_dump(
+        by_alias=True
+    )
     assert (
         plain["summary"].startswith("the 1-device run ended failed: the worker exited with code 1 without a result; ")
         and plain["try"] == []
@@ -420,7 +417,7 @@ def test_each_count_is_judged_against_the_slowest_of_its_gpus_alone():
     records = {1: run("one", 500.0), 2: run("two", 880.0, devices=2)}
     alone = {0: records[1], 1: run("gpu1", 450.0)}
     nvlink = [Link((0, 1), "NVLink", (18, 18), None, None)]
-    report = scale_lib.analyse(records, "weak", nvlink, "gpu", alone, [0, 1])
+    report = scale_lib.analyse(records, "weak", nvlink, "gpu", alone, [0, 1]).as_json()  # as --json prints it
     point = report["points"][1]
     assert point["efficiency"]["value"] == pytest.approx(0.88)
     each = point["each_alone"]
@@ -434,10 +431,10 @@ def test_each_count_is_judged_against_the_slowest_of_its_gpus_alone():
         "1.76x, 88.0% efficiency against GPU 0 alone, 97.8% against each GPU alone (the slowest, GPU 1, runs "
         "at 0.900x the first alone) (meets the 95% expected over NVLink)" in report["verdict"]["summary"]
     )
-    without = scale_lib.analyse(records, "weak", nvlink, "gpu", {0: records[1]}, [0, 1])["points"][1]
+    without = scale_lib.analyse(records, "weak", nvlink, "gpu", {0: records[1]}, [0, 1]).as_json()["points"][1]
     assert without["each_alone"] is None and without["meets_expectation"] is False  # 88% < 95%
     # over a link not read, 85% is expected: 88% meets it
-    unread = scale_lib.analyse(records, "weak", [], "gpu", {0: records[1]}, [0, 1])
+    unread = scale_lib.analyse(records, "weak", [], "gpu", {0: records[1]}, [0, 1]).as_json()
     assert unread["points"][1]["meets_expectation"] is True
     assert "(meets the 85% expected)" in unread["verdict"]["summary"]
     assert scaling.against_each_alone(880.0, [880.0], [0, 1], {0: (500.0, [500.0])}, lambda a, b: (1, 1)) is None
@@ -525,7 +522,7 @@ def test_gpt2_on_two_gpus_over_nvlink_is_told_the_batch_that_would_reach_the_exp
         )
 
     records = {1: run("one", 487.6, 1), 2: run("two", 900.4, 2)}
-    report = scale_lib.analyse(records, "weak", [Link((0, 1), "NVLink", (18, 18), None, None)], "gpu")
+    report = scale_lib.analyse(records, "weak", [Link((0, 1), "NVLink", (18, 18), None, None)], "gpu").as_json()
     two = report["points"][1]
     assert two["meets_expectation"] is False and two["expected_efficiency"] == 0.95
     (cause,) = two["causes"]

@@ -212,7 +212,7 @@ def _here(workload: str, options: scale_lib.ScaleOptions, store_path: Path | Non
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = scale_lib.run_scale(the_plan, options, nvml, store, bars)
     save_and_show(report, "scale", store.path, as_json, print_scale)
-    raise typer.Exit(1 if any(p["status"] != "ok" for p in report["points"]) else 0)
+    raise typer.Exit(1 if any(p.status != "ok" for p in report.points) else 0)
 
 
 def _print_hosts(ctx: typer.Context, workload: str, hosts: str, backend: str, as_json: bool) -> None:

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
@@ -21,17 +20,17 @@ def folder(verb: str, store_path: Path, make: bool = True) -> Path:
     return outputs.own_folder(store_path.parent / verb, store_path, f"the {verb} reports' folder", make=make)
 
 
-def save_and_show(
-    report: dict, verb: str, store_path: Path, as_json: bool, render: Callable[[dict, Console], None]
-) -> Path | None:
+def save_and_show(report, verb: str, store_path: Path, as_json: bool, render: Callable[..., None]) -> Path | None:
     """The report shown, and saved as VERB/SESSION.json beside the store (never a link or a file
     gpuscout did not write). Its runs are stored already: a report that cannot be saved is said,
-    and still shown."""
-    text = json.dumps({"gpuscout_version": __version__, **report}, indent=2, default=str)
+    and still shown. `report`: a typed result with `as_json()` (scale's), or the dict tune still
+    makes."""
+    fields = report.as_json() if hasattr(report, "as_json") else report
+    text = json.dumps({"gpuscout_version": __version__, **fields}, indent=2, default=str)
     err = terminal.console(stderr=True)
     try:
         saved = outputs.replace_inside(
-            folder(verb, store_path), f"{report['session']}.json", text, store_path, f"the {verb} report", ("json",)
+            folder(verb, store_path), f"{fields['session']}.json", text, store_path, f"the {verb} report", ("json",)
         )
     except (UsageError, OSError) as exc:
         saved = None

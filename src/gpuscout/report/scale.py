@@ -8,6 +8,7 @@ from rich.table import Table
 
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
+from gpuscout.scale.results import ScaleReport
 
 BATCHNORM = {"per_replica": "per GPU", "global": "over the global batch"}
 
@@ -16,24 +17,24 @@ def _ci(low: float | None, high: float | None, digits: int = 2, suffix: str = ""
     return "" if low is None else f" [{low:.{digits}f}–{high:.{digits}f}{suffix}]"
 
 
-def print_scale(report: dict, out: Console) -> None:
-    where = report["gpu"] or "logical CPU devices"
+def print_scale(report: ScaleReport, out: Console) -> None:
+    where = report.gpu or "logical CPU devices"
     out.print(
-        f"[bold]gpuscout scale[/] {escape(report['workload'])}: {report['mode']} scaling on {escape(where)} "
-        f"({report['backend']} {report['precision']}, data {report['data']}"
-        f"{', batch norm ' + BATCHNORM[report['batchnorm']] if report.get('batchnorm') else ''}"
-        f"{', one worker process per device' if report['local_workers'] else ''}), session {report['session']}, "
-        f"{report['elapsed_s'] / 60:.1f} min",
+        f"[bold]gpuscout scale[/] {escape(report.workload)}: {report.mode} scaling on {escape(where)} "
+        f"({report.backend} {report.precision}, data {report.data}"
+        f"{', batch norm ' + BATCHNORM[report.batchnorm] if report.batchnorm else ''}"
+        f"{', one worker process per device' if report.local_workers else ''}), session {report.session}, "
+        f"{report.elapsed_s / 60:.1f} min",
         highlight=False,
     )
-    for note in report["notes"]:
+    for note in report.notes:
         out.print(f"note: {note}", highlight=False, markup=False)
-    if report["interconnect"]:
-        out.print(f"interconnect: {report['interconnect']['detail']}", highlight=False, markup=False)
+    if report.interconnect:
+        out.print(f"interconnect: {report.interconnect.detail}", highlight=False, markup=False)
     t = Table(title="throughput against devices (95% CI)", title_justify="left")
-    points = report["points"]
-    show_allreduce = any(p["allreduce_estimate_s"] for p in points)
-    show_gpus = any(p["per_gpu"] for p in points)
+    points = report.points
+    show_allreduce = any(p.allreduce_estimate_s for p in points)
+    show_gpus = any(p.per_gpu for p in points)
     for c in (
         ("devices", "batch/device", "samples/s", "speedup", "efficiency", "outside compute")
         + (("all-reduce ≥",) if show_allreduce else ())
@@ -42,63 +43,63 @@ def print_scale(report: dict, out: Console) -> None:
     ):
         t.add_column(c)
     for p in points:
-        ci = p["ci95"] or [None, None]
-        if not p["speedup"]:
+        ci = p.ci95 or [None, None]
+        if not p.speedup:
             speed = fmt.DASH
-        elif p["devices"] == 1:
+        elif p.devices == 1:
             speed = "1.00x"
         else:
-            speed = f"{p['speedup']['ratio']:.2f}x" + _ci(p["speedup"]["ci95_low"], p["speedup"]["ci95_high"])
+            speed = f"{p.speedup.ratio:.2f}x" + _ci(p.speedup.ci95_low, p.speedup.ci95_high)
         eff = (
             fmt.DASH
-            if not p["efficiency"]
+            if not p.efficiency
             else (
-                f"{p['efficiency']['value']:.0%}"
-                + ("" if p["devices"] == 1 else (" [green]ok[/]" if p["meets_expectation"] else " [red]low[/]"))
+                f"{p.efficiency.value:.0%}"
+                + ("" if p.devices == 1 else (" [green]ok[/]" if p.meets_expectation else " [red]low[/]"))
             )
         )
         outside = (
             fmt.DASH
-            if p["outside_compute_s"] is None
-            else (f"{fmt.seconds(p['outside_compute_s'])} ({p['outside_compute_share']:.0%})")
+            if p.outside_compute_s is None
+            else (f"{fmt.seconds(p.outside_compute_s)} ({p.outside_compute_share:.0%})")
         )
         per_gpu = (
             " ".join(
-                f"{g['index']}:{fmt.number(g['gpu_util_mean_pct'], 0)}%/{fmt.number(g['power_mean_w'], 0)}/"
-                f"{fmt.number(g['sm_clock_mean_mhz'], 0)}"
-                for g in p["per_gpu"]
+                f"{g.index}:{fmt.number(g.gpu_util_mean_pct, 0)}%/{fmt.number(g.power_mean_w, 0)}/"
+                f"{fmt.number(g.sm_clock_mean_mhz, 0)}"
+                for g in p.per_gpu
             )
             or fmt.DASH
         )
         row = [
-            str(p["devices"]),
-            str(p["per_device_batch_size"]),
-            fmt.number(p["samples_per_s"]) + (_ci(ci[0], ci[1], 0) if ci[0] is not None else ""),
+            str(p.devices),
+            str(p.per_device_batch_size),
+            fmt.number(p.samples_per_s) + (_ci(ci[0], ci[1], 0) if ci[0] is not None else ""),
             speed,
             eff,
             outside,
         ]
-        row += [fmt.seconds(p["allreduce_estimate_s"])] if show_allreduce else []
+        row += [fmt.seconds(p.allreduce_estimate_s)] if show_allreduce else []
         row += [per_gpu] if show_gpus else []
-        row.append(p["run_id"] if p["status"] == "ok" else f"{p['status']} ({p['run_id']})")
+        row.append(p.run_id if p.status == "ok" else f"{p.status} ({p.run_id})")
         t.add_row(*row)
     out.print(t)
-    v = report["verdict"]
+    v = report.verdict
     # the summary carries run errors and XLA/NCCL settings as the user wrote them: never markup
-    out.print(("[green]verdict[/]: " if v["ok"] else "[red]verdict[/]: ") + escape(v["summary"]), highlight=False)
-    for p in report["points"]:
-        each = p.get("each_alone")
+    out.print(("[green]verdict[/]: " if v.ok else "[red]verdict[/]: ") + escape(v.summary), highlight=False)
+    for p in report.points:
+        each = p.each_alone
         if each:
-            alone = ", ".join(f"GPU {g} {fmt.number(v)}" for g, v in each["alone_samples_per_s"].items())
+            alone = ", ".join(f"GPU {g} {fmt.number(rate)}" for g, rate in each.alone_samples_per_s.items())
             out.print(
-                f"  {p['devices']} devices against each GPU alone ({alone} samples/s): {each['value']:.1%}"
-                f"{_ci(each['ci95_low'] * 100, each['ci95_high'] * 100, 1, '%')} efficiency",
+                f"  {p.devices} devices against each GPU alone ({alone} samples/s): {each.value:.1%}"
+                f"{_ci(each.ci95_low * 100, each.ci95_high * 100, 1, '%')} efficiency",
                 highlight=False,
                 markup=False,
             )
-        for c in p["causes"]:
-            out.print(f"  {p['devices']} devices — {c['message']}", highlight=False, markup=False)
-    for i, what in enumerate(v["try"], 1):
+        for c in p.causes:
+            out.print(f"  {p.devices} devices — {c.message}", highlight=False, markup=False)
+    for i, what in enumerate(v.try_, 1):
         out.print(f"try {i}: {what}", highlight=False, markup=False)
 
 

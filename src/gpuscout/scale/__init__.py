@@ -19,17 +19,19 @@ from gpuscout.scale.counts import (
     ScaleOptions,
     plan,
 )
-from gpuscout.scale.efficiency import analyse, interconnect, judged, verdict
+from gpuscout.scale.efficiency import analyse, interconnect, verdict
 from gpuscout.scale.measuring import merge, run_scale, run_worker
+from gpuscout.scale.results import Point, ScaleReport
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MODES",
     "Plan",
+    "Point",
+    "ScaleReport",
     "ScaleOptions",
     "analyse",
     "interconnect",
-    "judged",
     "merge",
     "plan",
     "run_scale",

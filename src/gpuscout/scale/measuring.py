@@ -13,13 +13,14 @@ from gpuscout.record.run import ClusterTag, RunRecord, ScaleTag
 from gpuscout.scale import cluster
 from gpuscout.scale.counts import Plan, ScaleOptions, plan
 from gpuscout.scale.efficiency import analyse
+from gpuscout.scale.results import ScaleReport
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml, topology
 
 
 def run_scale(
     the_plan: Plan, options: ScaleOptions, nvml: Nvml, store: Store, progress: engine.Progress | None = None
-) -> dict:
+) -> ScaleReport:
     progress = progress or engine.Progress()
     session = engine.Session(nvml, options.measure)
     started = time.monotonic()
@@ -63,8 +64,8 @@ def run_scale(
         alone[the_plan.gpu_ids[0]] = records[1]
     links = topology(nvml, the_plan.gpu_ids[: the_plan.counts[-1]]) if the_plan.device_kind == "gpu" else []
     report = analyse(records, the_plan.mode, links, the_plan.device_kind, alone, the_plan.gpu_ids)
-    report.update(
-        {
+    return report.model_copy(
+        update={
             "session": session.group_id,
             "workload": the_plan.workload,
             "elapsed_s": time.monotonic() - started,
@@ -73,7 +74,6 @@ def run_scale(
             "gpu_ids": the_plan.gpu_ids,
         }
     )
-    return report
 
 
 def run_worker(
