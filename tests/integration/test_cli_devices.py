@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from tests.cli_checks import records
 from tests.conftest import FIXTURES, run_cli
-from tests.integration.test_cli_tune_script import records
 
 PY = sys.executable
 TWO_JAX_DEVICES = {

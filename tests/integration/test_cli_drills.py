@@ -8,7 +8,6 @@ command runs it), a fraction of a second each, so that a hundred drills cost one
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -19,41 +18,11 @@ import time
 
 import pytest
 
+from tests.cli_checks import refused, run_cases, sha256
 from tests.conftest import FIXTURES, SRC, run_cli
 from tests.records import make_record
 
 PY = sys.executable
-
-
-def sha256(path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def run_cases(cases: list[list[str] | dict], tmp_path, env: dict | None = None) -> list[dict]:
-    """Each command line's exit code, stdout, stderr and seconds, all in one fresh interpreter (a
-    case is its arguments, or tests/fixtures/cli_cases.py's dict of them)."""
-    listing = tmp_path / "cases.json"
-    listing.write_text(json.dumps([case if isinstance(case, dict) else {"args": case} for case in cases]))
-    full_env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(SRC), **(env or {}))
-    full_env.pop("GPUSCOUT_FAKE_NVML", None)
-    proc = subprocess.run(
-        [PY, str(FIXTURES / "cli_cases.py"), str(listing)],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=600,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines()]
-
-
-def refused(result: dict, fragment: str) -> None:
-    """Exit 2, one line on stderr that starts `error:` and says `fragment`, at once."""
-    lines = result["stderr"].strip().splitlines()
-    assert result["code"] == 2, result
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], (result["args"], lines)
-    assert result["seconds"] < 10, result["args"]
 
 
 @pytest.fixture

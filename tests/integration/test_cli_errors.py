@@ -7,14 +7,8 @@ import sys
 import pytest
 
 from gpuscout.store.schema import APPLICATION_ID
+from tests.cli_checks import one_error_line
 from tests.conftest import run_cli
-
-
-def one_error_line(result, fragment):
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error:") and fragment in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(

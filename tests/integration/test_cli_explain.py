@@ -6,23 +6,10 @@ import os
 import subprocess
 import sys
 
+from tests.cli_checks import machine_env
 from tests.conftest import SRC, run_cli
-from tests.unit.test_explain import CASES
+from tests.explain_cases import CASES
 
-PROBES = {
-    "tensorflow": {
-        "backend_version": "2.18.0",
-        "cuda_version": "12.5.1",
-        "cudnn_version": "9",
-        "built_with_cuda": True,
-        "gpus": ["NVIDIA H100 80GB HBM3"],
-        "xla_ok": True,
-        "error": None,
-        "cuda_archs": ["sm_60", "sm_70", "sm_80", "compute_90"],
-        "cudnn_paths": ["/opt/conda/lib/libcudnn.so.9"],
-    },
-    "jax": None,
-}
 LOG = "\n".join(
     [
         "2025-02-04 I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is optimized",
@@ -33,13 +20,6 @@ LOG = "\n".join(
         CASES[7][0],
     ]
 )
-
-
-def machine_env(tmp_path, fake_gpu, **extra):
-    probes = tmp_path / "probes.json"
-    probes.write_text(json.dumps(PROBES))
-    nvml = fake_gpu(processes=[{"pid": 777, "used_memory_bytes": 20 * 2**30}])
-    return {"GPUSCOUT_FAKE_NVML": str(nvml), "GPUSCOUT_FAKE_PROBES": str(probes), "COLUMNS": "80", **extra}
 
 
 def test_a_piped_log_gets_every_failure_root_first_with_this_machines_fix(tmp_path, fake_gpu):

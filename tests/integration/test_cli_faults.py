@@ -2,39 +2,13 @@
 fake worker (tests/fixtures/fake_worker.py) and a fake NVML."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
 from gpuscout.store import Store
-from tests.conftest import FIXTURES, SRC, alive
-
-FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
-
-
-def cli_env(tmp_path, **extra):
-    env = dict(
-        os.environ,
-        COLUMNS="200",
-        GPUSCOUT_WORKER=FAKE_WORKER,
-        FAKE_PIDS=str(tmp_path / "pids"),
-        PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p),
-    )
-    env.pop("GPUSCOUT_FAKE_NVML", None)
-    env.update(extra)
-    return env
-
-
-def gpuscout(args, env, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
-
-
-def gone(pid):
-    return not alive(pid)
+from tests.cli_checks import cli_env, gone, gpuscout
 
 
 def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):

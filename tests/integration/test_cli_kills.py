@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
-from tests.conftest import FIXTURES, SRC, alive
-
-FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
+from tests.cli_checks import FAKE_WORKER
+from tests.conftest import SRC, alive
 
 
 def gone_within(pids: list[int], seconds: float) -> bool:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import one_error_line
 from tests.conftest import FIXTURES, run_cli
-from tests.integration.test_cli_errors import one_error_line
 from tests.records import make_record, make_watch_record
 
 H100_RUNS = FIXTURES / "recommend" / "h100_watch.json"
@@ -121,25 +121,3 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         one_error_line(run_cli("recommend", *args, "--store", str(store)), message)
     assert store.read_bytes() == before
     one_error_line(run_cli("recommend", "--from", "abc", "--store", str(tmp_path / "none.sqlite")), "no store at")
-
-
-def recommend_from_watched(store_path: Path, fed, waited) -> None:
-    """Called by test_cli_watch.py with its real Keras records: `fed` on a fake H100 (NVML says
-    98% busy), `waited` on this CPU, starved by a slow generator."""
-    done = run_cli("recommend", "--from", waited.id, "--json", "--store", str(store_path))
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
-    assert doc["from"]["split"]["input_share"] == pytest.approx(waited.input_wait_share)
-    assert doc["epochs"] == 4 and doc["job"]["dataset_units"] == 16 * 64  # fit's plan: 4 x 16 steps of 64
-    cap = doc["from"]["input_cap_samples_per_s"]
-    assert all(r["throughput"]["value"] <= cap * 1.0001 for r in doc["rows"] if r["throughput"])
-    assert "waiting for input" in doc["from"]["fix_first"]
-    fed_doc = json.loads(run_cli("recommend", "--from", fed.id, "--json", "--store", str(store_path)).stdout)
-    assert fed_doc["from"]["gpu"] == "h100_sxm"
-    # NVML's 98% busy, but never more than the step's time not spent waiting or between steps
-    in_step = 1 - (fed.input_wait_share or 0) - (fed.outside_step_share or 0)
-    assert fed_doc["from"]["split"]["gpu_share"] == pytest.approx(min(0.98, in_step))
-    h100 = next(r for r in fed_doc["rows"] if r["gpu"] == "h100_sxm")
-    assert h100["throughput"]["basis"] == "measured" and h100["throughput"]["value"] == pytest.approx(fed.samples_per_s)
-    # NVML's figure was JAX's preallocation: the memory is said to be unknown, not taken from it
-    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in fed_doc["job"]["memory_basis"]

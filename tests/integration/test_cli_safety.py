@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import one_line_exit_2
 from tests.conftest import FIXTURES, SRC, alive, run_cli
 
 PY = sys.executable
@@ -26,12 +27,6 @@ LOOP = str(FIXTURES / "watch" / "loop.py")
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def one_line_exit_2(result: subprocess.CompletedProcess, fragment: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import cli_env, gone, gpuscout
 from tests.conftest import run_cli
-from tests.integration.test_cli_faults import cli_env, gone, gpuscout
 
 QUICK = ["--windows", "3", "--window-seconds", "0.3", "--warmup-steps", "2"]
 

@@ -14,10 +14,9 @@ import textwrap
 import pytest
 
 from gpuscout.store import Store
-from tests.conftest import FIXTURES, SRC, run_cli
+from tests.cli_checks import FAKE_WORKER
+from tests.conftest import SRC, run_cli
 from tests.records import make_record
-
-FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"
 
 
 def digest(path) -> str:

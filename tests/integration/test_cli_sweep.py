@@ -15,26 +15,13 @@ import psutil
 import pytest
 
 from tests.conftest import FIXTURES, SRC, run_cli
+from tests.sweep_files import trials, write
 
 TINY = FIXTURES / "sweeps" / "train_tiny.py"
 pytestmark = pytest.mark.slow
 # A trial that costs nothing: prints its score as a JSON line (x*y, so the best is known)
 # (JSON-quoted: a JSON string is a valid YAML scalar, and the command holds ': ')
 ECHO = json.dumps(f"{sys.executable} -c \"import json; print(json.dumps({{{{'score': {{x}} * {{y}}}}}}))\"")
-
-
-def write(tmp_path, text, name="sweep.yaml"):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def trials(store):
-    with sqlite3.connect(store) as db:
-        return [
-            (k, st, json.loads(r) if r else None)
-            for k, st, r in db.execute("select trial_key, status, result_json from trials order by trial_index")
-        ]
 
 
 def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_run(tmp_path, store_path):

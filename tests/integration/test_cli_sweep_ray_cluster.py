@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from tests.conftest import run_cli
-from tests.integration.test_cli_sweep import trials, write
+from tests.sweep_files import trials, write
 
 pytestmark = pytest.mark.slow
 SECOND = "gpuscout_second_node"  # a custom resource that tells the second node's raylet apart

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from tests.conftest import FIXTURES, SRC, run_cli
-from tests.integration.test_cli_sweep import trials, write
+from tests.sweep_files import trials, write
 
 pytestmark = pytest.mark.slow
 SCRIPT = FIXTURES / "sweeps" / "prune_me.py"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
-from tests.unit.test_datasets import write_cifar_dir
+from tests.data_files import write_cifar_dir
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import one_line_exit_2, records
 from tests.conftest import FIXTURES, run_cli
-from tests.integration.test_cli_safety import one_line_exit_2
 
 PY = sys.executable
 QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -24,11 +24,6 @@ def copy_script(tmp_path):
     script = tmp_path / "train.py"
     script.write_text((FIXTURES / "watch" / "tune_me.py").read_text())
     return script, hashlib.sha256(script.read_bytes()).hexdigest()
-
-
-def records(store):
-    with Store(store, create=False) as s:
-        return {r.id: r for r in s.list(kind="watch")}
 
 
 @pytest.mark.slow

@@ -16,18 +16,12 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import QUIET_TF, one_error_line, recommend_from_watched, stored
 from tests.conftest import FIXTURES, SRC, run_cli
-from tests.integration.test_cli_errors import one_error_line
-from tests.integration.test_cli_recommend_from_run import recommend_from_watched
+from tests.watch_records import H100, busy
 
 SCRIPTS = FIXTURES / "watch"
 PY = sys.executable
-QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3"}
-
-
-def stored(store_path: Path):
-    with Store(store_path, create=False) as store:
-        return store.list(kind="watch")
 
 
 def final_loss(text: str) -> str:
@@ -291,7 +285,6 @@ def test_watch_records_are_listed_shown_exported_compared_and_reported(tmp_path)
     import jsonschema
 
     from tests.records import fit_events, make_record, make_watch_record
-    from tests.unit.test_watch_logic import H100, busy
 
     store_path = tmp_path / "s.sqlite"
     before = make_watch_record("watchbefore", events=fit_events(windows=5, wait_s=0.4), gpus=[H100], samples=[busy(55)])

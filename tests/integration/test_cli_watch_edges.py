@@ -12,8 +12,8 @@ import time
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import QUIET_TF, stored
 from tests.conftest import FIXTURES, alive, run_cli
-from tests.integration.test_cli_watch import QUIET_TF, stored
 
 EDGES = str(FIXTURES / "watch" / "edges.py")
 LOOP = str(FIXTURES / "watch" / "loop.py")

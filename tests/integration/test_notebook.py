@@ -19,9 +19,8 @@ import pytest
 from nbclient import NotebookClient
 
 from gpuscout.measure import notebook_runner as runner
+from tests.cli_checks import machine_env, one_line_exit_2
 from tests.conftest import SRC, run_cli
-from tests.integration.test_cli_explain import machine_env
-from tests.integration.test_cli_safety import one_line_exit_2
 
 PY = sys.executable
 EXAMPLE = SRC.parent / "examples" / "notebook.ipynb"

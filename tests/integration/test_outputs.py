@@ -30,8 +30,8 @@ import typer
 
 from gpuscout.cli import app
 from gpuscout.cli.options import READS, STORE_AND_COMMANDS, WRITES
+from tests.cli_checks import refused, run_cases, sha256
 from tests.conftest import FIXTURES, SRC, run_cli
-from tests.integration.test_cli_drills import refused, run_cases, sha256
 from tests.records import make_record
 
 PY = sys.executable

@@ -5,19 +5,7 @@ import pytest
 
 from gpuscout.core import datasets
 from gpuscout.core.errors import UsageError
-
-
-def write_cifar_dir(path, per_batch=20, seed=0):
-    """A CIFAR-10 python-format directory (as Keras' cache holds it), with random images."""
-    rng = np.random.default_rng(seed)
-    path.mkdir(parents=True)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {
-            b"data": rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8),
-            b"labels": list(rng.integers(0, 10, size=per_batch)),
-        }
-        (path / name).write_bytes(pickle.dumps(batch))
-    return path
+from tests.data_files import write_cifar_dir
 
 
 def test_cifar_is_found_in_keras_cache_and_loaded_channels_last(tmp_path, monkeypatch):

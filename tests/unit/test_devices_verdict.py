@@ -10,7 +10,7 @@ from gpuscout.record.run import GpuInfo
 from gpuscout.report.watch import _figures
 from gpuscout.tune import judging, script
 from tests.records import fit_events, make_watch_record
-from tests.unit.test_watch_logic import busy
+from tests.watch_records import busy
 
 H100S = [
     GpuInfo(

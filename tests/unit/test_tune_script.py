@@ -10,7 +10,7 @@ from gpuscout.analysis.compare import contrast
 from gpuscout.record.watch import InputRepeats
 from gpuscout.tune import judging, larger_batch, script
 from tests.records import fit_events, make_watch_record
-from tests.unit.test_watch_logic import H100, busy
+from tests.watch_records import H100, busy
 
 
 def baseline(**kw):
@@ -169,7 +169,6 @@ def test_a_larger_batch_s_loss_is_read_where_it_had_seen_the_baseline_s_samples(
 def test_a_gpu_idle_most_of_the_time_gets_more_work_per_call_first():
     """A compiled step at a small batch with the GPU 20% busy and no input wait: the larger batches
     and fewer host calls lead the round (a budget may end it); at 95% busy the order is the plan's."""
-    from tests.unit.test_watch_logic import H100, busy
 
     idle = make_watch_record(
         events=fit_events(wait_s=0.0, input_type="numpy", window_s=0.1, peak_memory_bytes=2**30),

@@ -7,6 +7,7 @@ import itertools
 from gpuscout.tune import judging, script, search
 from gpuscout.tune.change import Change, Plan
 from tests.records import fit_events, make_watch_record
+from tests.watch_records import H100, busy
 
 ids = itertools.count()
 BATCH = 64
@@ -224,7 +225,6 @@ def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
     """Issue 60: after a winner that waits on nothing, 'left' said nothing beside a GPU 17% busy,
     and nothing of float32 on an H100 (84% busy)."""
     from gpuscout.tune import finale
-    from tests.unit.test_watch_logic import H100, busy
 
     idle = make_watch_record(
         events=fit_events(wait_s=0.0, policy="mixed_bfloat16", batch=32), gpus=[H100], samples=[busy(17)]

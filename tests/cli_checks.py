@@ -1,0 +1,142 @@
+"""What the CLI tests share: running gpuscout and reading what it said (one error line, exit 2),
+the environment of its children, the records a session stored, and the drills' cases."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuscout.store import Store
+from tests.conftest import FIXTURES, SRC, alive, run_cli
+
+PY = sys.executable
+FAKE_WORKER = f"{sys.executable} {FIXTURES / 'fake_worker.py'}"  # a measuring child that scripts its end
+PROBES = {
+    "tensorflow": {
+        "backend_version": "2.18.0",
+        "cuda_version": "12.5.1",
+        "cudnn_version": "9",
+        "built_with_cuda": True,
+        "gpus": ["NVIDIA H100 80GB HBM3"],
+        "xla_ok": True,
+        "error": None,
+        "cuda_archs": ["sm_60", "sm_70", "sm_80", "compute_90"],
+        "cudnn_paths": ["/opt/conda/lib/libcudnn.so.9"],
+    },
+    "jax": None,
+}
+
+
+def one_line_exit_2(result: subprocess.CompletedProcess, fragment: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+
+
+def records(store):
+    with Store(store, create=False) as s:
+        return {r.id: r for r in s.list(kind="watch")}
+
+
+def one_error_line(result, fragment):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:") and fragment in lines[0], lines[0]
+
+
+def recommend_from_watched(store_path: Path, fed, waited) -> None:
+    """Called by test_cli_watch.py with its real Keras records: `fed` on a fake H100 (NVML says
+    98% busy), `waited` on this CPU, starved by a slow generator."""
+    done = run_cli("recommend", "--from", waited.id, "--json", "--store", str(store_path))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["from"]["split"]["input_share"] == pytest.approx(waited.input_wait_share)
+    assert doc["epochs"] == 4 and doc["job"]["dataset_units"] == 16 * 64  # fit's plan: 4 x 16 steps of 64
+    cap = doc["from"]["input_cap_samples_per_s"]
+    assert all(r["throughput"]["value"] <= cap * 1.0001 for r in doc["rows"] if r["throughput"])
+    assert "waiting for input" in doc["from"]["fix_first"]
+    fed_doc = json.loads(run_cli("recommend", "--from", fed.id, "--json", "--store", str(store_path)).stdout)
+    assert fed_doc["from"]["gpu"] == "h100_sxm"
+    # NVML's 98% busy, but never more than the step's time not spent waiting or between steps
+    in_step = 1 - (fed.input_wait_share or 0) - (fed.outside_step_share or 0)
+    assert fed_doc["from"]["split"]["gpu_share"] == pytest.approx(min(0.98, in_step))
+    h100 = next(r for r in fed_doc["rows"] if r["gpu"] == "h100_sxm")
+    assert h100["throughput"]["basis"] == "measured" and h100["throughput"]["value"] == pytest.approx(fed.samples_per_s)
+    # NVML's figure was JAX's preallocation: the memory is said to be unknown, not taken from it
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in fed_doc["job"]["memory_basis"]
+
+
+def machine_env(tmp_path, fake_gpu, **extra):
+    probes = tmp_path / "probes.json"
+    probes.write_text(json.dumps(PROBES))
+    nvml = fake_gpu(processes=[{"pid": 777, "used_memory_bytes": 20 * 2**30}])
+    return {"GPUSCOUT_FAKE_NVML": str(nvml), "GPUSCOUT_FAKE_PROBES": str(probes), "COLUMNS": "80", **extra}
+
+
+QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def stored(store_path: Path):
+    with Store(store_path, create=False) as store:
+        return store.list(kind="watch")
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run_cases(cases: list[list[str] | dict], tmp_path, env: dict | None = None) -> list[dict]:
+    """Each command line's exit code, stdout, stderr and seconds, all in one fresh interpreter (a
+    case is its arguments, or tests/fixtures/cli_cases.py's dict of them)."""
+    listing = tmp_path / "cases.json"
+    listing.write_text(json.dumps([case if isinstance(case, dict) else {"args": case} for case in cases]))
+    full_env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(SRC), **(env or {}))
+    full_env.pop("GPUSCOUT_FAKE_NVML", None)
+    proc = subprocess.run(
+        [PY, str(FIXTURES / "cli_cases.py"), str(listing)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def refused(result: dict, fragment: str) -> None:
+    """Exit 2, one line on stderr that starts `error:` and says `fragment`, at once."""
+    lines = result["stderr"].strip().splitlines()
+    assert result["code"] == 2, result
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], (result["args"], lines)
+    assert result["seconds"] < 10, result["args"]
+
+
+def cli_env(tmp_path, **extra):
+    env = dict(
+        os.environ,
+        COLUMNS="200",
+        GPUSCOUT_WORKER=FAKE_WORKER,
+        FAKE_PIDS=str(tmp_path / "pids"),
+        PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p),
+    )
+    env.pop("GPUSCOUT_FAKE_NVML", None)
+    env.update(extra)
+    return env
+
+
+def gpuscout(args, env, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def gone(pid):
+    return not alive(pid)

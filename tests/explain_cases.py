@@ -1,0 +1,155 @@
+"""Error logs and what `doctor --explain` must find in each (the unit and CLI tests of explain/)."""
+
+from __future__ import annotations
+
+# (the exact message, as the cited public report shows it; the class; words the cause and the
+# fix must hold on the fake machine)
+CASES = [
+    (
+        "2023-06-13 W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+        "'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object file: No such file or directory",
+        "library_missing",
+        ["libcudnn.so.8"],
+        ["nvidia-cudnn-cu12", "tensorflow[and-cuda]==2.18.0", "cuDNN 8"],
+    ),
+    (
+        "2023-07-16 21:25:08.942423: W tensorflow/core/common_runtime/gpu/gpu_device.cc:1960] Cannot dlopen some GPU "
+        "libraries. Please make sure the missing libraries mentioned above are installed properly if you would like "
+        "to use GPU.",
+        "gpu_libraries_skipped",
+        ["CPU"],
+        ["tensorflow 2.18.0 (CUDA 12.5.1, cuDNN 9)"],
+    ),
+    (
+        "E0000 00:00:1738697930.202924    7665 cuda_dnn.cc:522] Loaded runtime CuDNN library: 9.1.0 but source was "
+        "compiled with: 9.3.0.  CuDNN library needs to have matching major version and equal or higher minor version.",
+        "cudnn_version_mismatch",
+        ["9.1.0", "9.3.0"],
+        ["needs cuDNN 9.3.0 or a newer 9.x", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "tensorflow[and-cuda]==2.18.0"],
+    ),
+    (
+        "2025-02-04 20:38:50.230519: W tensorflow/core/framework/op_kernel.cc:1841] OP_REQUIRES failed at "
+        "xla_ops.cc:577 : FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above for more "
+        "details.",
+        "dnn_unavailable",
+        ["cuDNN"],
+        ["TF_FORCE_GPU_ALLOW_GROWTH"],
+    ),
+    (
+        "tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: CUDA driver version is "
+        "insufficient for CUDA runtime version",
+        "driver_too_old",
+        [],
+        ["driver 535.183.01 supports CUDA up to 12.2", "needs CUDA 12.5.1", "upgrade the NVIDIA driver"],
+    ),
+    (
+        "WARNING:2025-05-28 18:06:26,600:jax._src.xla_bridge:791: An NVIDIA GPU may be present on this machine, but a "
+        "CUDA-enabled jaxlib is not installed. Falling back to cpu.",
+        "jax_cpu_only",
+        ["CPU"],
+        ["supports CUDA up to 12.2", "jax[cuda12]==0.4.38"],
+    ),
+    (
+        "I0716 21:25:08.991377 140319043823424 xla_bridge.py:603] Unable to initialize backend 'cuda': "
+        "FAILED_PRECONDITION: No visible GPU devices.",
+        "jax_cuda_backend",
+        ["No visible GPU devices"],
+        ["jax[cuda12]"],
+    ),
+    (
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+        "shape[3,3,512,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc "
+        "[Op:Mul]",
+        "gpu_oom_tensorflow",
+        ["shape [3,3,512,1024]"],
+        # 3*3*512*1024 float32 = 18,874,368 bytes = 0.02 GiB
+        [
+            "the allocation that failed: 0.02 GiB",
+            "has 40.00 GiB",
+            "other processes hold 10.00 GiB",
+            "4242",
+            "TF_FORCE_GPU_ALLOW_GROWTH=true",
+        ],
+    ),
+    (
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 "
+        "bytes.",
+        "gpu_oom_xla",
+        ["4770354232 bytes"],
+        ["the allocation that failed: 4.44 GiB", "XLA_PYTHON_CLIENT_PREALLOCATE"],
+    ),
+    (
+        "E1103 18:23:55.103160 3413767 gpu_cudamallocasync_allocator.cc:361] gpu_async_1 cuMemAllocAsync failed to "
+        "allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        "cuda_oom",
+        [],
+        ["the allocation that failed: 1141.05 GiB"],
+    ),
+    (
+        "F0729 12:58:37.236422     109 stream_executor_util.cc:504] Could not create RepeatBufferKernel: INTERNAL: "
+        "Failed call to cudaGetFuncBySymbol: no kernel image is available for execution on the device",
+        "no_kernel_image",
+        [],
+        ["compute capability 8.0 (sm_80)", "does not report the architectures"],
+    ),
+    (
+        "NotFoundError: 2 root error(s) found.  (0) Not found: ./bin/ptxas not found",
+        "ptxas_missing",
+        [],
+        ["nvidia-cuda-nvcc-cu12", "compute capability 8.0", "--xla_gpu_cuda_data_dir"],
+    ),
+    (
+        "2023-09-26 23:49:25.317379: W external/xla/xla/stream_executor/gpu/asm_compiler.cc:231] Falling back to the "
+        "CUDA driver for PTX compilation; ptxas does not support CC 9.0",
+        "ptxas_too_old",
+        [],
+        ["nvidia-cuda-nvcc-cu12"],
+    ),
+    (
+        "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, "
+        "rank) failed: unhandled system error (run with NCCL_DEBUG=INFO for details).",
+        "nccl_system_error",
+        ["/dev/shm"],
+        ["NCCL_DEBUG=INFO", "--shm-size", "over 1 GPUs"],
+    ),
+    (
+        "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, "
+        "rank) failed: unhandled cuda error",
+        "nccl_cuda_error",
+        [],
+        ["out-of-memory or driver message"],
+    ),
+    # issue 29: the loader's error names another library than the one asked for: that one is missing
+    (
+        "2022-07-15 W tensorflow/tsl/platform/default/dso_loader.cc:66] Could not load dynamic library "
+        "'libcusolver.so.11'; dlerror: libcublasLt.so.11: cannot open shared object file: No such file or directory",
+        "library_dependency_missing",
+        ["libcusolver.so.11 was found", "libcublasLt.so.11 is the missing one"],
+        ["libcublasLt.so.11 comes with the pip package nvidia-cublas-cu12"],
+    ),
+    (
+        "Could not load library libcudnn_ops_infer.so.8. Error: libcublas.so.11: cannot open shared object file: "
+        "No such file or directory",
+        "library_dependency_missing",
+        ["needs libcublas.so.11"],
+        ["nvidia-cublas-cu12"],
+    ),
+    (
+        "Exception: URL fetch failure on https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: None "
+        "-- [Errno -3] Temporary failure in name resolution",
+        "download_failed",
+        ["Temporary failure in name resolution", "no network"],
+        [
+            "~/.keras/datasets/mnist.npz",
+            "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
+            "HTTPS_PROXY",
+        ],
+    ),
+    (
+        "2023-04-15 F external/xla/xla/parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: "
+        "--xla_tpu_spmd_rng_bit_generator_unsafe=1 ",
+        "xla_flag_unknown",
+        ["--xla_tpu_spmd_rng_bit_generator_unsafe=1"],
+        ["take --xla_tpu_spmd_rng_bit_generator_unsafe=1 out of XLA_FLAGS", "LIBTPU_INIT_ARGS"],
+    ),
+]
