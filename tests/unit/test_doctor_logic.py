@@ -1,5 +1,6 @@
 from gpuscout.core.spec import Backend
-from gpuscout.doctor import _invisible_gpu, tensor_core_paths
+from gpuscout.doctor import tensor_core_paths
+from gpuscout.doctor.checks import _invisible_gpu
 
 
 def test_tensor_core_paths_by_compute_capability():
