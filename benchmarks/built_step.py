@@ -27,14 +27,14 @@ def step_spec(workload: str, precision: str, batch_per_device: int, seq_len: int
     import jax
 
     from gpuscout.core.spec import Backend, BatchNormStats, Distribution, Precision, RunSpec
-    from gpuscout.measure import planning
+    from gpuscout.measure import rules
     from gpuscout.workloads import get
 
     common = {
         "workload": workload,
         "backend": Backend.jax,
         "precision": Precision(precision),
-        "seq_len": planning.seq_len(get(workload), seq_len),
+        "seq_len": rules.seq_len(get(workload), seq_len),
     }
     if devices == 1:
         return RunSpec(**common, batch_size=batch_per_device, gpu_index=0)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from gpuscout.cli import MAX_OPTION, check_numbers, check_text
 from gpuscout.core import inputs
 from gpuscout.core.errors import MAX_PORT, UsageError, host_port, parse_names, parse_whole_numbers
-from gpuscout.measure.planning import MAX_STEP, step_range
+from gpuscout.measure.rules import MAX_STEP, step_range
 from gpuscout.recommend.jobs import MAX_DEADLINE_H, MAX_PARAMS, parse_count, parse_duration_h
 from gpuscout.record.document import json_document
 from gpuscout.report.export import parse_document

@@ -5,8 +5,8 @@ from gpuscout.core import backends
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import PROTOCOL, Backend, build_spec
 from gpuscout.measure.engine import MeasureOptions
-from gpuscout.measure.planning import DeviceChoice
 from gpuscout.measure.plans import BenchOptions, plan
+from gpuscout.measure.rules import DeviceChoice
 from gpuscout.telemetry.fake import FakeNvml
 from gpuscout.telemetry.nvml import Nvml
 

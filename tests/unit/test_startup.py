@@ -26,7 +26,7 @@ from gpuscout import infer, recommend, scale, tune
 from gpuscout.measure import plans as bench
 from gpuscout.measure.engine import MeasureOptions
 from gpuscout.core.spec import Precision
-from gpuscout.measure.planning import DeviceChoice
+from gpuscout.measure.rules import DeviceChoice
 from gpuscout.store import Store
 from gpuscout.sweep import resume_plan
 from gpuscout.telemetry.nvml import Nvml

@@ -12,7 +12,7 @@ from gpuscout.analysis import watch as analysis
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.measure import command as commands
-from gpuscout.measure import planning
+from gpuscout.measure import rules
 from gpuscout.measure.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
 from gpuscout.measure.watching import LIMIT_GRACE_S, Limits, WatchOptions
 from gpuscout.record import STORED
@@ -330,20 +330,20 @@ def test_the_instrumentation_folder_holds_only_the_hook_and_is_removed():
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("1.5m", 90)])
 def test_durations(text, seconds):
-    assert planning.duration_s("--duration", text) == seconds
+    assert rules.duration_s("--duration", text) == seconds
 
 
 @pytest.mark.parametrize("text", ["0", "0s", "ten", "10x", "", "-5"])
 def test_bad_durations(text):
     with pytest.raises(UsageError, match="--duration"):
-        planning.duration_s("--duration", text)
+        rules.duration_s("--duration", text)
 
 
 def test_trace_steps():
-    assert planning.step_range("--trace-steps", "20:25") == (20, 25)
+    assert rules.step_range("--trace-steps", "20:25") == (20, 25)
     for bad in ("25:20", "0:3", "5", "a:b"):
         with pytest.raises(UsageError, match="--trace-steps"):
-            planning.step_range("--trace-steps", bad)
+            rules.step_range("--trace-steps", bad)
 
 
 def test_limits_stop_once_the_script_halted_or_at_the_backstop():

@@ -21,7 +21,7 @@ import typer
 from gpuscout.catalog.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Protocol
-from gpuscout.measure import engine, planning
+from gpuscout.measure import engine, rules
 
 StorePath = Annotated[
     Path | None,
@@ -92,8 +92,8 @@ class Device:
     gpu: Annotated[int | None, typer.Option(help="GPU index to run on [default: 0 when there is a GPU].")] = None
     cpu: Annotated[bool, typer.Option("--cpu", help="Run on the CPU even when a GPU is present.")] = False
 
-    def choice(self) -> planning.DeviceChoice:
-        return planning.DeviceChoice(self.gpu, self.cpu)
+    def choice(self) -> rules.DeviceChoice:
+        return rules.DeviceChoice(self.gpu, self.cpu)
 
 
 def protocol_options(base: Protocol, where: str = "") -> type:
@@ -177,7 +177,7 @@ class Pricing:
 
 
 def measure_options(timeout: float, telemetry: bool, pricing: Pricing | None = None) -> engine.MeasureOptions:
-    planning.above_zero("--timeout", timeout, " seconds")
+    rules.above_zero("--timeout", timeout, " seconds")
     return engine.MeasureOptions(
         timeout_s=timeout, telemetry=telemetry, pricing=pricing.options() if pricing else PricingOptions()
     )

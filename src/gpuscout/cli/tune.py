@@ -164,10 +164,10 @@ def _command_given() -> bool:
 def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
     from gpuscout.measure import command as commands
-    from gpuscout.measure import planning
+    from gpuscout.measure import rules
     from gpuscout.tune import runs, script
 
-    planning.at_least("--steps", config.steps, 1)
+    rules.at_least("--steps", config.steps, 1)
     config.budget = 6.0 if config.budget is None else config.budget
     if config.budget < 1:
         raise UsageError(

@@ -11,7 +11,7 @@ from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.core import signals
 from gpuscout.core.errors import UsageError
 from gpuscout.measure import command as commands
-from gpuscout.measure import engine, planning, watching
+from gpuscout.measure import engine, rules, watching
 from gpuscout.record.document import json_document
 from gpuscout.report import terminal
 from gpuscout.report.watch import print_watch, view_for
@@ -81,11 +81,11 @@ def watch(
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
-    planning.at_least("--steps", steps, 1)
+    rules.at_least("--steps", steps, 1)
     options = watching.WatchOptions(
         steps=steps,
-        duration_s=planning.duration_s("--duration", duration),
-        trace_steps=planning.step_range("--trace-steps", trace_steps),
+        duration_s=rules.duration_s("--duration", duration),
+        trace_steps=rules.step_range("--trace-steps", trace_steps),
     )
     if pid is not None and (command or steps or trace_steps):
         raise UsageError("--pid watches a process already running: give no command, --steps or --trace-steps")

@@ -2,7 +2,7 @@
 through here; nothing below it imports it (pyproject's import-linter contracts).
 
 - Standard workloads (or a user's model): plans.py turns what was asked into validated specs,
-  planning.py holds every rule a planned run must follow (bad input stops there, exit 2), and
+  rules.py holds every rule a planned run must follow (bad input stops there, exit 2), and
   engine.py starts the child (executor), samples NVML (telemetry), derives the records
   (analysis) and stores them (store).
 - A user's own command: command.py checks it and builds the instrumentation that reaches its

@@ -1,5 +1,5 @@
 """Runs of the standard workloads, or of a user's model, from what was asked: BenchOptions in,
-validated RunSpecs out (request.py's common checks, planning.py's rules, the workload's defaults,
+validated RunSpecs out (request.py's common checks, rules.py's rules, the workload's defaults,
 the memory check). bench, inference, tune --workload and a sweep's trials plan here; scale plans
 its counts in scale/counts.py from the same request.
 """
@@ -20,9 +20,9 @@ from gpuscout.core.spec import (
     ToAccuracy,
     build_spec,
 )
-from gpuscout.measure import planning, request
-from gpuscout.measure.planning import DeviceChoice
+from gpuscout.measure import request, rules
 from gpuscout.measure.request import RunRequest
+from gpuscout.measure.rules import DeviceChoice
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.workloads import sizing, user
 
@@ -67,18 +67,18 @@ def plan(
         raise UsageError(f"name at least one workload or a --model: {', '.join(workloads.names())}")
     if options.flops_per_sample is not None and (not options.model or options.flops_per_sample <= 0):
         raise UsageError("--flops-per-sample is a positive number for a --model")
-    planning.at_least("--repeats", options.repeats, 1)
+    rules.at_least("--repeats", options.repeats, 1)
     ready = request.checked(options)
     goal = _accuracy_goal(options)
     ref = user.parse_ref(options.model, options.input_shape) if options.model else None
     if ref is not None and options.batch_size == "auto":
         raise UsageError("--batch-size auto needs a workload's measured memory model; give a user model a number")
     found = [workloads.get(name) for name in workload_names]
-    seq_lens = {w.name: planning.seq_len(w, options.seq_len) for w in found}
+    seq_lens = {w.name: rules.seq_len(w, options.seq_len) for w in found}
     backend = ready.backend
-    gpu_index, notice = planning.device(options.device, nvml)
+    gpu_index, notice = rules.device(options.device, nvml)
     precision = request.precision(options, backend, nvml, gpu_index)
-    memory_total = planning.memory_total(nvml, gpu_index)
+    memory_total = rules.memory_total(nvml, gpu_index)
     info = None
     if ref is not None:  # last: it starts a child that builds the user's model on the CPU
         info = user.inspect_in_child(ref, backend, precision, options.flops_per_sample, options.measure.timeout_s)
@@ -106,7 +106,7 @@ def plan(
         if options.batch_size:
             return options.batch_size
         default = (batch_sizes or {}).get(w.name) or w.default_batch_size
-        return default if gpu_index is not None else planning.cpu_batch(default)
+        return default if gpu_index is not None else rules.cpu_batch(default)
 
     common = request.spec_fields(options, ready, precision, Distribution.single, on_gpu=gpu_index is not None)
     specs = [
@@ -126,9 +126,9 @@ def plan(
     ]
     if options.fit_check:
         for spec in specs:
-            planning.fits(workloads.for_spec(spec), spec.batch_size, spec.precision, spec.seq_len, memory_total)
+            rules.fits(workloads.for_spec(spec), spec.batch_size, spec.precision, spec.seq_len, memory_total)
     if gpu_index is None:  # defaults per device, said where they differ (the record holds batch and XLA)
-        cpu = [f"batch {planning.CPU_DEFAULT_BATCH} at most (Keras fit's default)"] if not options.batch_size else []
+        cpu = [f"batch {rules.CPU_DEFAULT_BATCH} at most (Keras fit's default)"] if not options.batch_size else []
         if backend is Backend.tensorflow and options.xla is None:
             cpu.append("XLA off, as Keras' fit on a CPU-only machine (--xla to turn it on)")
         if cpu:

@@ -1,6 +1,6 @@
 """What every verb that runs the standard workloads is asked about a run (bench, scale, tune
 --workload, a sweep's workload trials), and the one place it is checked and made into a spec's
-common fields: planning.py's rules, applied once for all of them (issue 61: scale's plan had
+common fields: rules.py's rules, applied once for all of them (issue 61: scale's plan had
 repeated bench's nine planning calls, and never checked --data).
 
 A verb's options extend `RunRequest` with what only it has (bench: repeats, a user's model;
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import PROTOCOL, Backend, DataMode, Distribution, Precision, Protocol
-from gpuscout.measure import engine, planning
+from gpuscout.measure import engine, rules
 from gpuscout.telemetry.nvml import Nvml
 
 
@@ -22,7 +22,7 @@ from gpuscout.telemetry.nvml import Nvml
 class RunRequest:
     backend: str = "auto"
     precision: str = "fp32"
-    xla: bool | None = None  # None: what the backend does (planning.xla)
+    xla: bool | None = None  # None: what the backend does (rules.xla)
     # None: the workload's default; "auto" (bench): scaled to the GPU's memory (sizing.auto_batch_size)
     batch_size: int | str | None = None
     seq_len: int | None = None  # token workloads; None: the workload's default
@@ -43,19 +43,19 @@ class Checked:
 
 def checked(request: RunRequest) -> Checked:
     """The checks every planner makes first (exit 2 on bad input, nothing run)."""
-    planning.above_zero("--timeout", request.measure.timeout_s, " seconds")
+    rules.above_zero("--timeout", request.measure.timeout_s, " seconds")
     if isinstance(request.batch_size, int):
-        planning.at_least("--batch-size", request.batch_size, 1)
+        rules.at_least("--batch-size", request.batch_size, 1)
     try:
         data = DataMode(request.data)
     except ValueError:
         raise UsageError(f"unknown --data {request.data!r}: choose synthetic, pipeline or naive") from None
     request.measure.pricing.check()
-    return Checked(planning.backend(request.backend), data)
+    return Checked(rules.backend(request.backend), data)
 
 
 def precision(request: RunRequest, backend: Backend, nvml: Nvml, gpu_index: int | None) -> Precision:
-    return planning.precision(backend, request.precision, nvml, gpu_index)
+    return rules.precision(backend, request.precision, nvml, gpu_index)
 
 
 def spec_fields(
@@ -67,7 +67,7 @@ def spec_fields(
     return dict(
         backend=ready.backend,
         precision=precision_,
-        xla=planning.xla(ready.backend, request.xla, distribution, on_gpu=on_gpu),
+        xla=rules.xla(ready.backend, request.xla, distribution, on_gpu=on_gpu),
         data=ready.data,
         **request.protocol.model_dump(),
         seed=request.seed,

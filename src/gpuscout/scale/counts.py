@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from gpuscout import workloads
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import BatchNormStats, Distribution, RunSpec, build_spec
-from gpuscout.measure import engine, planning, request
+from gpuscout.measure import engine, request, rules
 from gpuscout.measure.request import RunRequest
 from gpuscout.telemetry.nvml import Nvml
 
@@ -67,7 +67,7 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
         )
     device_kind, gpu_ids = _devices(options, counts, nvml, notices)
     precision = request.precision(options, backend, nvml, gpu_ids[0] if gpu_ids else None)
-    seq_len = planning.seq_len(workload, options.seq_len)
+    seq_len = rules.seq_len(workload, options.seq_len)
     base_batch = options.batch_size or workload.default_batch_size
     if options.mode == "strong":
         uneven = [n for n in counts if base_batch % n]
@@ -82,7 +82,7 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
     for n in counts:
         per_device = base_batch if options.mode == "weak" else base_batch // n
         if options.fit_check and device_kind == "gpu":
-            planning.fits(workload, per_device, precision, seq_len, planning.memory_total(nvml, gpu_ids[0]), " per GPU")
+            rules.fits(workload, per_device, precision, seq_len, rules.memory_total(nvml, gpu_ids[0]), " per GPU")
         devices = 1 if options.local_workers else n  # local workers: n processes of one device each
         ids = tuple(gpu_ids[:devices]) if device_kind == "gpu" else None
         specs.append(
@@ -124,7 +124,7 @@ def _devices(options: ScaleOptions, counts: list[int], nvml: Nvml, notices: list
         if counts[-1] > 8:
             raise UsageError(f"--gpus {counts[-1]} on the CPU: at most 8 logical CPU devices")
         return "cpu", []
-    gpu_ids = planning.gpu_indices(list(options.gpu_ids if options.gpu_ids is not None else range(nvml.count)), nvml)
+    gpu_ids = rules.gpu_indices(list(options.gpu_ids if options.gpu_ids is not None else range(nvml.count)), nvml)
     if counts[-1] > len(gpu_ids):
         raise UsageError(
             f"--gpus {counts[-1]} asks for more GPUs than "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError, host_port
-from gpuscout.measure import planning
+from gpuscout.measure import rules
 from gpuscout.store import Store
 from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import runner as run_lib
@@ -106,7 +106,7 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
                     f"no GPU found ({nvml.error or 'NVML reports none'}): give --cpu-slots N to run trials on the CPU"
                 )
             gpus = list(range(nvml.count))
-        planning.gpu_indices(gpus, nvml)
+        rules.gpu_indices(gpus, nvml)
     slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
     specs = workload_trials.plan(sweep, trials, nvml, slots[0].gpu_index) if sweep.workload else {}
     return Checked(sweep, sweep_hash, trials, slots, specs, path)

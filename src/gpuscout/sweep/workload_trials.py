@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import PROTOCOL, Backend, Protocol, RunSpec, build_spec
-from gpuscout.measure import engine, planning, plans
+from gpuscout.measure import engine, plans, rules
 from gpuscout.record.run import RunRecord
 from gpuscout.sweep.expansion import Trial
 from gpuscout.sweep.spec import SweepFile
@@ -39,7 +39,7 @@ def plan(sweep: SweepFile, trials: list[Trial], nvml: Nvml, first_gpu: int | Non
             options = plans.BenchOptions(
                 **values,
                 protocol=Protocol(**{**PROTOCOL.model_dump(), **protocol}),
-                device=planning.DeviceChoice(gpu=first_gpu, cpu=first_gpu is None),
+                device=rules.DeviceChoice(gpu=first_gpu, cpu=first_gpu is None),
                 measure=engine.MeasureOptions(timeout_s=sweep.timeout_s),
             )
         except (TypeError, ValueError) as exc:  # a value of the wrong kind for its option

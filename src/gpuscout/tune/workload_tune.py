@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Backend, Precision, Protocol
-from gpuscout.measure import engine, planning, plans
+from gpuscout.measure import engine, plans, rules
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.tune.ablation import ablation
@@ -32,7 +32,7 @@ class TuneOptions:
     parts: tuple[str, ...] = PARTS
     budget_s: float = 30 * 60
     protocol: Protocol = TUNE_PROTOCOL
-    device: planning.DeviceChoice = field(default_factory=planning.DeviceChoice)
+    device: rules.DeviceChoice = field(default_factory=rules.DeviceChoice)
     measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)
     batch_size: int | None = None
     max_batch: int | None = None
@@ -97,7 +97,7 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
     unknown = [p for p in options.parts if p not in PARTS]
     if unknown:
         raise UsageError(f"unknown --parts {', '.join(unknown)}: choose from {', '.join(PARTS)}")
-    planning.above_zero("--budget", options.budget_s / 60, " minutes")
+    rules.above_zero("--budget", options.budget_s / 60, " minutes")
     protocol = options.protocol
     baseline_floor = protocol.warmup_steps * 0.05 + protocol.windows * protocol.window_seconds + 10
     if options.budget_s < baseline_floor:
@@ -132,7 +132,7 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
     base = specs[0]
     precisions = [Precision.fp32, Precision.mixed_float16, Precision.mixed_bfloat16]
     notes = []
-    if base.gpu_index is not None and not planning.has_bf16(nvml, base.gpu_index):
+    if base.gpu_index is not None and not rules.has_bf16(nvml, base.gpu_index):
         precisions.remove(Precision.mixed_bfloat16)
         notes.append(
             f"mixed_bfloat16 left out: compute capability {nvml.gpu(base.gpu_index).compute_capability} "

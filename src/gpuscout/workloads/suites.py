@@ -4,7 +4,7 @@ batch, under which protocol settings. Explicit command-line options override a s
 - quick: every workload at a quarter of its default batch, 5 warm-up steps and 3 windows of 1 s;
   a few minutes on one GPU (docs/benchmarks.md has the H200 figure). Meant for GPUs: on a CPU the
   transformer workloads take minutes per step, and every batch is capped at 32 there, as for any
-  CPU run (planning.CPU_DEFAULT_BATCH: Keras fit's default).
+  CPU run (measure/rules.CPU_DEFAULT_BATCH: Keras fit's default).
 - standard: every workload at its reference settings (default batch, the protocol's defaults).
 """
 
