@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 
 
 def _nvml_gpu_count() -> int:
@@ -98,8 +99,10 @@ def fake_gpu(tmp_path):
     return make
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run the real `gpuscout` CLI in a fresh interpreter, as a user would."""
+def run_cli(
+    *args: str, env: dict | None = None, timeout: float = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real `gpuscout` CLI in a fresh interpreter, as a user would (in `cwd` when given)."""
     full_env = dict(
         os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)
     )
@@ -107,7 +110,12 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
     full_env.pop("GPUSCOUT_WORKER", None)
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+        [sys.executable, "-m", "gpuscout", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 

@@ -14,10 +14,11 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import FIXTURES, SRC, run_cli
+from tests.conftest import FIXTURES, ROOT, SRC, run_cli
 from tests.sweep_files import trials, write
 
 TINY = FIXTURES / "sweeps" / "train_tiny.py"
+EXAMPLES = ROOT / "examples" / "sweeps"
 pytestmark = pytest.mark.slow
 # A trial that costs nothing: prints its score as a JSON line (x*y, so the best is known)
 # (JSON-quoted: a JSON string is a valid YAML scalar, and the command holds ': ')
@@ -71,20 +72,38 @@ def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_
     assert refused.returncode == 2 and "trial 1 {'batch_size': 0}: --batch-size must be >= 1" in refused.stderr
 
 
-def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, store_path):
-    sweep = write(
-        tmp_path,
-        f"""
-        name: tiny
-        command: {sys.executable} {TINY} --lr {{lr}} --units {{units}} --epochs 2
-        reports: [val_accuracy, val_loss]
-        metric: {{name: val_accuracy, direction: max}}
-        space:
-          lr: [0.003, 0.03]
-          units: [8, 32]
-        timeout_s: 300
-    """,
+def test_the_examples_plan_anywhere_and_the_quick_grid_runs_on_two_cpu_slots_with_tensorboard_logs(
+    tmp_path, store_path
+):
+    """examples/sweeps/ as a user runs them from the repository's root: every file's dry run on a
+    machine without a GPU (no --cpu-slots) lists its trials and each one's command, a new tpe
+    sweep its first proposals; then the quick grid runs for real, its unmodified Keras script
+    reporting through fit's logs."""
+    here = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    for example in sorted(EXAMPLES.glob("*.yaml")):
+        dry = run_cli("sweep", str(example), "--dry-run", "--json", "--store", str(tmp_path / "dry.sqlite"), cwd=ROOT)
+        assert dry.returncode == 0, (example.name, dry.stderr[-2000:])
+        planned = json.loads(dry.stdout)
+        shown = planned["trials"] or planned["first_proposals"]
+        assert shown and all(t["command"] for t in shown), example.name
+        assert any("no GPU here" in note for note in planned["notes"])
+        if "\ncommand:" in example.read_text():
+            assert all(t["command"].startswith("python examples/sweeps/train.py --lr ") for t in shown)
+    tpe = json.loads(
+        run_cli(
+            "sweep",
+            str(EXAMPLES / "lr_units_tpe.yaml"),
+            "--dry-run",
+            "--json",
+            "--cpu-slots",
+            "3",
+            "--store",
+            str(tmp_path / "dry.sqlite"),
+            cwd=ROOT,
+        ).stdout
     )
+    assert tpe["trials"] == [] and len(tpe["first_proposals"]) == 3  # one a slot, before any result
+    sweep = EXAMPLES / "quick_grid.yaml"
     # as on a machine without TensorFlow (the lent GPU hosts): importing it fails as if absent
     blocked = tmp_path / "no_tensorflow" / "tensorflow"
     blocked.mkdir(parents=True)
@@ -99,7 +118,8 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
         "--json",
         "--store",
         str(store_path),
-        env={"PYTHONPATH": os.pathsep.join([str(blocked.parent), str(SRC)])},
+        env={"PYTHONPATH": os.pathsep.join([str(blocked.parent), str(SRC)]), **here},
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -114,7 +134,7 @@ def test_a_real_keras_sweep_on_two_cpu_slots_with_tensorboard_logs(tmp_path, sto
     assert {r["slot"] for _, _, r in stored} == {"cpu0", "cpu1"}
     assert summary["parallel_speedup"] == pytest.approx(summary["trial_seconds_sum"] / summary["wall_s"])
     first = stored[0][2]
-    assert len(first["history"]) == 2 and first["history"][-1]["step"] == 2  # the Keras callback, every epoch
+    assert len(first["history"]) == 2 and first["history"][-1]["epoch"] == 2  # fit's epoch logs, every epoch
     assert os.path.exists(os.path.join(first["log_dir"], "stdout-1.log"))
     # the scripts (Keras on jax) compiled through the sweep's cache: jax read it from the environment
     assert any(name.startswith("jit_") for name in os.listdir(summary["compilation_cache"]["folder"]))

@@ -200,3 +200,32 @@ def test_the_space_becomes_optunas_distributions():
     halving = sweep(early_stop={"kind": "successive_halving", "grace_epochs": 2, "reduction_factor": 3})
     assert rungs(halving, 20) == [2, 6, 18]  # grace x factor^k
     assert rungs(sweep(early_stop={"kind": "median", "grace_epochs": 3}), 5) == [3, 4, 5]
+
+
+def test_a_dry_runs_first_tpe_proposals_are_the_ones_the_sweep_starts_with(tmp_path):
+    """search.first_proposals asks a study like the sweep's own (TPE, its seed) before any result:
+    the trials a new tpe sweep starts first, one a slot, keys included."""
+    from gpuscout.sweep import search
+
+    sweep = SweepFile.model_validate(
+        {
+            "name": "t",
+            "command": "run {lr} {units}",
+            "metric": {"name": "acc"},
+            "space": {"lr": {"loguniform": [1e-4, 1e-1]}, "units": {"int": [16, 256]}},
+            "strategy": {"kind": "tpe", "trials": 10, "seed": 7},
+        }
+    )
+    shown = search.first_proposals(sweep, 3)
+    real = search.Search(sweep, tmp_path / "logs")
+    started = [real.propose(i) for i in range(3)]
+    assert [(t.key, t.params) for t in shown] == [(t.key, t.params) for t in started]
+    assert len({t.key for t in shown}) == 3 and all(16 <= t.params["units"] <= 256 for t in shown)
+    assert (
+        len(
+            search.first_proposals(
+                sweep.model_copy(update={"strategy": sweep.strategy.model_copy(update={"trials": 2})}), 3
+            )
+        )
+        == 2
+    )  # never more than the sweep's trials

@@ -32,7 +32,7 @@ its driver stopped (even during its own atexit handlers) is finished: never run 
 
 Examples:
 
-    gpuscout sweep lr.yaml --dry-run
+    gpuscout sweep lr.yaml --dry-run           # trials and commands, on any machine
 
     gpuscout sweep lr.yaml --gpus 0,1,2,3
 
@@ -58,7 +58,9 @@ def sweep(
         "--retry-failed",
         help="Run the trials that failed (oom, timeout) again, and those not run yet; the rest are kept.",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and list the trials; run nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check the file, list the trials and their commands, run nothing (any machine)."
+    ),
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:

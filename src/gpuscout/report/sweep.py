@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from collections.abc import Iterator
 
 import typer
@@ -13,10 +14,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from gpuscout.measure.plans import label
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
 from gpuscout.sweep import resume_plan
+from gpuscout.sweep.expansion import argv_for
 
 
 class SweepView(resume_plan.Display):
@@ -183,34 +186,56 @@ def sweep_view(sweep, quiet: bool = False) -> Iterator[SweepView]:
         yield SweepView(progress, sweep)
 
 
+def _command(plan: resume_plan.Plan, trial) -> str | None:
+    """What the trial runs: its command line, or the benchmark run a workload trial is."""
+    if plan.sweep.command is not None:
+        return shlex.join(argv_for(plan.sweep, trial.params))
+    spec = plan.specs.get(trial.key)
+    return f"a gpuscout bench run: {label(spec)}" if spec is not None else None
+
+
 def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
-    """--dry-run: the trials, and which are done."""
-    listing = [
-        {
+    """--dry-run: the trials, which are done, and what each runs; a new tpe sweep's first proposals."""
+
+    def item(t, state: str, done: bool) -> dict:
+        return {
             "index": t.index,
             "key": t.key,
             "params": t.params,
-            "done": t not in plan.todo,
-            "state": plan.states.get(t.key, "not run yet"),
+            "done": done,
+            "state": state,
+            "command": _command(plan, t),
         }
-        for t in plan.trials
-    ]
+
+    listing = [item(t, plan.states.get(t.key, "not run yet"), t not in plan.todo) for t in plan.trials]
+    first = [item(t, "proposed first, before any result", False) for t in plan.preview]
     if as_json:
-        typer.echo(
-            json.dumps({"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing}, indent=2)
-        )
+        document = {"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing}
+        typer.echo(json.dumps({**document, "first_proposals": first, "notes": plan.notes}, indent=2))
         return
     out = terminal.console(highlight=False)
+    tpe = plan.sweep.strategy.kind == "tpe"
+    total = plan.sweep.strategy.trials if tpe else len(plan.trials)
+    left = total - len(plan.trials) + len(plan.todo) if tpe else len(plan.todo)
     out.print(
-        f"sweep {plan.sweep.name}: {len(plan.trials)} trial(s), {len(plan.todo)} to run on "
-        f"{', '.join(s.label for s in plan.slots)}",
+        f"sweep {plan.sweep.name}: {total} trial(s), {left} to run on {', '.join(s.label for s in plan.slots)}",
         markup=False,
     )
-    if plan.sweep.strategy.kind == "tpe":
+    for note in plan.notes:
+        out.print(f"note: {note}", markup=False)
+    if tpe:
         out.print(
             f"strategy tpe: {plan.sweep.strategy.trials} trial(s) in all, each proposed by the sampler from "
-            "the results before it (those listed are the ones already stored)",
+            "the results before it"
+            + (
+                f"; the first {len(first)}, one a slot, start before any result:"
+                if first
+                else " (those listed are the ones already stored)"
+            ),
             markup=False,
         )
-    for item in listing:
-        out.print(f"  {item['index']:4} {json.dumps(item['params'])}  ({item['state']})", markup=False)
+    for entry in first or listing:
+        out.print(f"  {entry['index']:4} {json.dumps(entry['params'])}  ({entry['state']})", markup=False)
+        if entry["command"]:
+            out.print(f"       {entry['command']}", markup=False, soft_wrap=True)
+    out.print("nothing was run (--dry-run)", markup=False)

@@ -55,6 +55,8 @@ class Plan:
     adopted: list = field(default_factory=list)
     path: Path | None = None  # the sweep file
     states: dict[str, str] = field(default_factory=dict)  # trial key -> its state now, in words
+    # a dry run of a new tpe sweep: the trials the sampler proposes first (search.first_proposals)
+    preview: list[Trial] = field(default_factory=list)
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Checked:
     slots: list[run_lib.Slot]
     specs: dict
     path: Path
+    notes: list[str] = field(default_factory=list)
 
 
 def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
@@ -98,18 +101,22 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
         from gpuscout.sweep.ray_executor import answering
 
         answering(options.address)  # a head nobody runs: said before anything starts
-    gpus = options.gpus
-    if options.cpu_slots is None:
-        if gpus is None:
-            if not nvml.available or nvml.count == 0:
-                raise UsageError(
-                    f"no GPU found ({nvml.error or 'NVML reports none'}): give --cpu-slots N to run trials on the CPU"
-                )
+    gpus, cpu_slots, notes = options.gpus, options.cpu_slots, []
+    if cpu_slots is None:
+        if gpus is None and (not nvml.available or nvml.count == 0):
+            found = nvml.error or "NVML reports none"
+            if not options.dry_run:
+                raise UsageError(f"no GPU found ({found}): give --cpu-slots N to run trials on the CPU")
+            # a dry run shows the plan on any machine: one CPU slot stands in for the GPUs it would use
+            cpu_slots = 1
+            notes.append(f"no GPU here ({found}): planned on one CPU slot; on a GPU host each trial gets a GPU")
+        elif gpus is None:
             gpus = list(range(nvml.count))
-        rules.gpu_indices(gpus, nvml)
-    slots = run_lib.slots_for(gpus, options.cpu_slots, sweep.trials_per_gpu)
+        if gpus is not None:
+            rules.gpu_indices(gpus, nvml)
+    slots = run_lib.slots_for(gpus, cpu_slots, sweep.trials_per_gpu)
     specs = workload_trials.plan(sweep, trials, nvml, slots[0].gpu_index) if sweep.workload else {}
-    return Checked(sweep, sweep_hash, trials, slots, specs, path)
+    return Checked(sweep, sweep_hash, trials, slots, specs, path, notes)
 
 
 def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
@@ -123,7 +130,7 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
             f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
             "finish it, or give the sweep another name"
         )
-    notes = []
+    notes = list(checked.notes)
     if stored and {t["sweep_hash"] for t in stored.values()} != {sweep_hash}:
         notes.append("the sweep file changed since the stored trials ran; trials are matched by their parameters")
     again = again_statuses(options)
@@ -139,6 +146,11 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     todo = [t for t in trials if t.key not in finished and t.key not in held and t.key not in adopted]
     done = [stored[t.key] for t in trials if t.key in finished]
     states = {t.key: _state(stored.get(t.key), held.get(t.key), adopted.get(t.key), again) for t in trials}
+    first = (
+        search_lib.first_proposals(sweep, len(checked.slots))
+        if options.dry_run and sweep.strategy.kind == "tpe" and not stored
+        else []
+    )
     return Plan(
         sweep,
         sweep_hash,
@@ -152,6 +164,7 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
         list(adopted.values()),
         checked.path,
         states,
+        first,
     )
 
 

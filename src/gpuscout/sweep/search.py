@@ -156,6 +156,23 @@ class Search:
                 self.study.tell(t, state=states.FAIL)
 
 
+def first_proposals(sweep: SweepFile, count: int) -> list[Trial]:
+    """tpe: the trials the sampler proposes first, before any result, as a new sweep's study would
+    (the same sampler and seed): what a dry run shows. A sweep asks one per slot before the first
+    result comes back, so these are the trials that start first; the later ones follow the results."""
+    optuna = require_optuna()
+    study = optuna.create_study(
+        direction="maximize" if sweep.metric.direction == "max" else "minimize",
+        sampler=optuna.samplers.TPESampler(seed=sweep.strategy.seed),
+    )
+    space, out = distributions(sweep), []
+    for index in range(min(count, sweep.strategy.trials)):
+        t = study.ask(space)
+        params = {name: _plain(value) for name, value in t.params.items()}
+        out.append(Trial(trial_key(sweep, {"tpe_trial": t.number, **params}), index, params))
+    return out
+
+
 def _plain(value):
     """Optuna's numpy scalars as plain Python numbers (they go into a command line and JSON)."""
     return value.item() if hasattr(value, "item") else value
