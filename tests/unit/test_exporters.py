@@ -51,6 +51,18 @@ def test_the_formats_write_what_they_say():
     assert [(r["group"], r["ratio"]) for r in by_group] == [("fp32", ""), ("mixed_bfloat16", "1.5")]
 
 
+def test_a_watched_runs_csv_row_holds_its_shares_and_its_verdict():
+    """What watch measured and concluded is in its CSV row as in its JSON (issue 62, item 8)."""
+    from tests.records import make_watch_record
+
+    watched = make_watch_record()  # 30% of each window waiting for input: input-bound
+    (row,) = csv.DictReader(io.StringIO(exporters.get("csv", "runs").runs([watched])))
+    for share in ("input_wait_share", "outside_step_share", "gpu_idle_share"):
+        expected = getattr(watched, share)
+        assert (float(row[share]) if row[share] else None) == pytest.approx(expected), share
+    assert row["verdict"] == watched.verdict[0].message and row["flags"].split(";")[0] == watched.verdict[0].code
+
+
 @pytest.fixture
 def tsv():
     """A new format: one class, registered; removed after the test."""

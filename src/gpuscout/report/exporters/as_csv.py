@@ -35,9 +35,13 @@ RUN_COLUMNS = (
     "peak_memory_bytes",
     "achieved_tflops",
     "mfu",
+    "input_wait_share",  # of the timed windows' time, blocked on the next batch
+    "outside_step_share",  # watched scripts: the loop's time between steps
+    "gpu_idle_share",  # watched scripts: 1 - NVML's utilisation over the steady windows
     "power_mean_w",
     "energy_j_per_1000_samples",
     "flags",
+    "verdict",  # watched scripts: the first cause's sentence (the JSON has them all)
     "methodology_version",
 )
 
@@ -93,6 +97,7 @@ class Csv(Exporter):
                     compile_s=main.compile_s if main else None,
                     peak_memory_bytes=main.peak_memory_bytes if main else None,
                     flags=";".join(c.code for c in r.verdict),
+                    verdict=r.verdict[0].message if r.verdict else None,
                 )
             else:
                 row["flags"] = ";".join(f.code for f in r.flags)
