@@ -58,13 +58,19 @@ def test_compare_marks_a_non_difference_and_prints_json(store):
             ("compare", "--gpu", "T4"),
             "no stored run matches gpu T4: the store has NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3",
         ),
-        (("compare", "--by", "data"), "nothing to compare by data"),
         (("report", "--telemetry-run", "a100bf16b256"), "has no telemetry samples"),
     ],
 )
 def test_bad_selections_exit_2_and_say_what_exists(store, args, message):
     proc = run_cli(*args, "--store", str(store))
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_nothing_to_compare_is_an_answer_not_an_error(store):
+    """Runs that do not differ in --by alone give an empty comparison, said (exit 0, issue 62)."""
+    proc = run_cli("compare", "--by", "data", "--json", "--store", str(store))
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {"comparisons": []}
+    assert "note: nothing to compare by data" in proc.stderr
 
 
 def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):

@@ -110,10 +110,12 @@ def compare(
     with Store(store_path, readonly=True) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
     comparisons = compare_runs(records, by, baseline)
-    if not comparisons:
-        raise UsageError(
-            f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
-            f"groups that differ in {by} alone; try another --by or `gpuscout results list`"
+    if not comparisons:  # an answer, not a mistake: said, with an empty result in the format asked (exit 0)
+        terminal.console(stderr=True).print(
+            f"note: nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
+            f"groups that differ in {by} alone; try another --by or `gpuscout results list`",
+            markup=False,
+            highlight=False,
         )
     if exporter is not None:
         typer.echo(exporter.comparisons(comparisons), nl=False)
