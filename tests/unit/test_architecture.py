@@ -70,3 +70,16 @@ def test_help_leads_with_the_users_own_script():
     assert order == sorted(order)
     assert text.index("gpuscout watch -- python train.py") < text.index("gpuscout bench resnet50")
     assert "Trustworthy training benchmarks" not in text
+
+
+def test_a_flag_shows_no_type_in_help_and_an_option_keeps_its_own():
+    """A flag takes no value: its help row has no `<bool>` (issue 62, item 8); `--by` still says
+    it takes a string."""
+    from typer.testing import CliRunner
+
+    from gpuscout.cli import app
+
+    for verb in ("compare", "sweep", "watch", "bench"):
+        text = CliRunner().invoke(app, [verb, "--help"], env={"COLUMNS": "80"}).output
+        assert "<bool>" not in text and "--help" in text, verb
+    assert "<str>" in CliRunner().invoke(app, ["compare", "--help"], env={"COLUMNS": "80"}).output

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
+from typer.core import TyperOption
 
 from gpuscout.core import outputs, signals
 from gpuscout.core.errors import RunError, UsageError
@@ -30,6 +31,19 @@ START = (
     ("sweep sweep.yaml", "hyperparameters over every GPU"),
     ("bench resnet50", "standard models, fixed protocol"),
 )
+
+def _flag_shows_no_type(display_type_rich):
+    """Typer's help prints each option's type (`<str>`, `<float>`), every on/off flag as `<bool>`
+    too, which a flag never takes (issue 62: "every flag reads <bool>"): a flag's type column is
+    left empty, the others' kept."""
+
+    def display(self, ctx):
+        return None if self.is_flag and not self.count else display_type_rich(self, ctx)
+
+    return display
+
+
+TyperOption.display_type_rich = _flag_shows_no_type(TyperOption.display_type_rich)
 
 app = typer.Typer(
     name="gpuscout",
