@@ -32,6 +32,7 @@ START = (
     ("bench resnet50", "standard models, fixed protocol"),
 )
 
+
 def _flag_shows_no_type(display_type_rich):
     """Typer's help prints each option's type (`<str>`, `<float>`), every on/off flag as `<bool>`
     too, which a flag never takes (issue 62: "every flag reads <bool>"): a flag's type column is

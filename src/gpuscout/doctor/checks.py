@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -80,7 +81,8 @@ def run_doctor() -> dict:
         with ThreadPoolExecutor(max_workers=2) as pool:
             probes = dict(zip(present, pool.map(probe_backend, present)))
 
-    checks = [_python_check(), _driver_check(driver, cuda_driver, nvml_error, gpus)]
+    keras = keras_setup(os.environ)
+    checks = [_python_check(), _keras_check(keras, present), _driver_check(driver, cuda_driver, nvml_error, gpus)]
     for gpu in gpus:
         checks.extend(_gpu_checks(gpu))
     for backend in Backend:
@@ -99,6 +101,7 @@ def run_doctor() -> dict:
         "python": platform.python_version(),
         "driver_version": driver,
         "cuda_driver_version": cuda_driver,
+        "keras": keras,
         "backends": [{"name": b.value, "installed": b in probes, **(probes.get(b) or {})} for b in Backend],
         "gpus": [
             {
@@ -110,6 +113,49 @@ def run_doctor() -> dict:
         ],
         "checks": [asdict(c) for c in checks],
     }
+
+
+def keras_setup(env) -> dict:
+    """Keras' version (from its package's metadata: Keras is not imported here) and the backend a
+    script of this user's would get: KERAS_BACKEND, else the `backend` of KERAS_HOME's keras.json
+    (~/.keras), else Keras' default, tensorflow (keras/src/backend/config.py reads them in this order)."""
+    try:
+        version = importlib.metadata.version("keras")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    config = Path(env.get("KERAS_HOME") or Path.home() / ".keras") / "keras.json"
+    if env.get("KERAS_BACKEND"):
+        backend, source = env["KERAS_BACKEND"], "KERAS_BACKEND"
+    else:
+        try:
+            backend, source = json.loads(config.read_text())["backend"], str(config)
+        except (OSError, ValueError, KeyError, TypeError):
+            backend, source = "tensorflow", "Keras' default"
+    return {"version": version, "backend": backend, "backend_from": source}
+
+
+def _keras_check(keras: dict, present: list[Backend]) -> Check:
+    version, backend, source = keras["version"], keras["backend"], keras["backend_from"]
+    if version is None:
+        return Check(
+            "keras",
+            "fail",
+            "Keras is not installed",
+            "pip install 'gpuscout[jax]' (or [tensorflow]): Keras 3 comes with it",
+        )
+    if int(version.split(".")[0]) < 3:
+        return Check("keras", "fail", f"Keras {version}: gpuscout reads Keras 3's fit", "pip install -U 'keras>=3'")
+    said = f"Keras {version}, backend {backend} (from {source})"
+    installed = {b.value for b in present}
+    if backend in ("tensorflow", "jax") and backend not in installed:
+        other = next(iter(installed), None)
+        fix = f"pip install 'gpuscout[{backend}]'" + (f", or export KERAS_BACKEND={other}" if other else "")
+        return Check("keras", "fail", f"{said}, which is not installed: a script would fail at `import keras`", fix)
+    if backend not in ("tensorflow", "jax"):
+        return Check(
+            "keras", "warn", f"{said}: gpuscout measures tensorflow and jax", "export KERAS_BACKEND=jax (or tensorflow)"
+        )
+    return Check("keras", "ok", said)
 
 
 def _python_check() -> Check:
