@@ -9,7 +9,8 @@ import sys
 import psutil
 import pytest
 
-from gpuscout import tune
+from gpuscout.core.spec import Backend
+from gpuscout.tune.advice import recommendations
 from gpuscout.tune.input import classify_wait
 from tests.conftest import FIXTURES, run_cli
 
@@ -200,7 +201,7 @@ def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():
             "largest": 2048,
         },
     }
-    recs = tune.recommendations(report, tune.Backend.tensorflow)
+    recs = recommendations(report, Backend.tensorflow)
     assert [r["title"] for r in recs][:4] == [
         "mixed_bfloat16",
         "batch size 1024 (the knee; the largest that fits is 2048)",
@@ -208,7 +209,7 @@ def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():
         "tuned",
     ]
     assert recs[-1]["title"].startswith("memory growth") and "set_memory_growth" in recs[-1]["code"]
-    on_cpu = tune.recommendations(report, tune.Backend.tensorflow, on_gpu=False)
+    on_cpu = recommendations(report, Backend.tensorflow, on_gpu=False)
     assert not any("memory growth" in r["title"] for r in on_cpu)  # GPU advice only for a GPU
 
 
