@@ -187,7 +187,7 @@ def test_a_data_parallel_row_says_its_scaling_efficiency():
     )
     change = script._data_parallel(base[0])[0]
     row = judging.judged(change, [fast], base, 64)
-    assert row["ratio"] == pytest.approx(1.8) and row["devices"] == 2 and row["efficiency"] == pytest.approx(0.9)
+    assert row.ratio == pytest.approx(1.8) and row.devices == 2 and row.efficiency == pytest.approx(0.9)
     from gpuscout.report.tune_script import _gain
 
     assert "; 2 devices, 90% scaling efficiency" in _gain(row)

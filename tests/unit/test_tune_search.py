@@ -58,15 +58,15 @@ def test_a_change_that_pays_only_after_another_is_found_in_the_second_round():
     assert [t.change.name for t in found.path] == ["cache", "mixed_precision"]
     assert found.rounds == 3  # the third tried steps_per_execution on top of both: nothing
     first = {t.change.name: t.row for t in found.trials if t.round == 1}
-    assert first["cache"]["verdict"] == "faster" and first["cache"]["kept"]
-    assert first["mixed_precision"]["verdict"] == "no significant difference"
+    assert first["cache"].verdict == "faster" and first["cache"].kept
+    assert first["mixed_precision"].verdict == "no significant difference"
     second = next(t.row for t in found.trials if t.round == 2 and t.change is MIXED)
-    assert second["on"] == "cache" and second["setting"] == "cache+mixed_precision"
-    assert abs(second["ratio"] - 3000 / 1800) < 0.05
+    assert second.on == "cache" and second.setting == "cache+mixed_precision"
+    assert abs(second.ratio - 3000 / 1800) < 0.05
     # the baseline warm, then interleaved: 3 candidates, then the reference again; each judged
     # against the two beside it, never the probe, which ran first, cold (issue 60)
     assert ran[:5] == ["baseline", "cache", "mixed_precision", "steps_per_execution_8", "baseline"]
-    assert len(first["cache"]["reference_run_ids"]) == 2 and probe.id not in first["cache"]["reference_run_ids"]
+    assert len(first["cache"].reference_run_ids) == 2 and probe.id not in first["cache"].reference_run_ids
     assert found.best.name == "cache+mixed_precision"
 
 
@@ -84,9 +84,9 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
         run, lambda f, k: Plan(changes=[CACHE, SPE] if not k else []), record(1000.0), search.Budget(3600), 0, STEPS
     )
     cache = next(t for t in found.trials if t.change is CACHE)
-    assert cache.row["noisy"] and "apart" in cache.row["noisy"]
-    assert cache.row.get("remeasured") and len(cache.runs) == 2 and len(cache.beside) == 3
-    assert cache.row["verdict"] == "faster" and [t.change for t in found.path] == [CACHE]
+    assert cache.row.noisy and "apart" in cache.row.noisy
+    assert cache.row.remeasured and len(cache.runs) == 2 and len(cache.beside) == 3
+    assert cache.row.verdict == "faster" and [t.change for t in found.path] == [CACHE]
 
 
 def test_the_budget_stops_the_search_and_says_what_was_left():
@@ -113,7 +113,7 @@ def test_the_budget_stops_the_search_and_says_what_was_left():
 def test_judged_pools_each_side():
     """Two runs of a change at 2,000 against two reference runs at 1,000: 2x, from 12 windows a side."""
     row = judging.judged(CACHE, [record(2000.0), record(2000.0)], [record(1000.0), record(1000.0)], BATCH)
-    assert abs(row["ratio"] - 2.0) < 0.03 and row["verdict"] == "faster" and row["healthy"]
+    assert abs(row.ratio - 2.0) < 0.03 and row.verdict == "faster" and row.healthy
 
 
 def test_what_is_left_after_the_cache_is_not_more_workers():
@@ -201,7 +201,7 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
     assert [t.change.name for t in found.path] == ["jit_compile", "mixed_precision"] and found.clear
     second = next(t for t in found.trials if t.round == 2)
     assert abs(second.steps - 782) <= 2 and ("jit_compile", second.steps) in ran  # its reference: the same count
-    assert abs(second.row["ratio"] - 1.5) < 0.05
+    assert abs(second.row.ratio - 1.5) < 0.05
     assert abs(budget.cost("jit_compile", 782) - (START_S + 782 * BATCH / 10000.0)) < 0.5
 
 
@@ -254,7 +254,7 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
     found = search.search(
         run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0), search.Budget(3600), 3, STEPS
     )
-    assert found.clear and found.path[0].row["ratio_low"] > search.CLEAR_RATIO
+    assert found.clear and found.path[0].row.ratio_low > search.CLEAR_RATIO
     assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
     assert search._kept_back(found, 3, search.Budget(3600), STEPS) == []
     del ran[:]
@@ -325,12 +325,16 @@ def test_a_kept_run_plans_with_the_tf_data_maps_the_probe_checked():
 
 def test_the_patched_copy_agrees_within_a_host_s_drift_or_its_interval():
     from gpuscout.tune import finale
+    from gpuscout.tune.results import Judged
 
-    best = {"ratio": 12.97, "ratio_low": 12.36, "ratio_high": 13.33}
-    assert finale._agree(best, {"ratio": 12.0, "ratio_low": 11.9, "ratio_high": 12.1})  # 0.925 of it: drift
-    assert not finale._agree(best, {"ratio": 10.0, "ratio_low": 9.8, "ratio_high": 10.2})  # 0.77, apart
-    assert finale._agree(best, {"ratio": 10.0, "ratio_low": 9.0, "ratio_high": 12.5})  # intervals overlap
-    assert not finale._agree(best, {"ratio": None})
+    def at(ratio, low=None, high=None):
+        return Judged(change="x", run_id="r", status="ok", ratio=ratio, ratio_low=low, ratio_high=high)
+
+    best = at(12.97, 12.36, 13.33)
+    assert finale._agree(best, at(12.0, 11.9, 12.1))  # 0.925 of it: drift
+    assert not finale._agree(best, at(10.0, 9.8, 10.2))  # 0.77, apart
+    assert finale._agree(best, at(10.0, 9.0, 12.5))  # intervals overlap
+    assert not finale._agree(best, at(None))
 
 
 def test_a_larger_batch_measured_again_trains_its_own_count():
@@ -352,7 +356,7 @@ def test_a_larger_batch_measured_again_trains_its_own_count():
         0,
         search.Steps(240),
     )
-    assert found.path[0].row.get("remeasured")
+    assert found.path[0].row.remeasured
     assert [r for r in ran if r[0] == "batch_size_x4"] == [("batch_size_x4", 60), ("batch_size_x4", 60)]
 
 
@@ -393,7 +397,7 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
     fast.seen(record(100_000.0), "baseline")
     assert search._cut_s(fast, search.Config(), 300) == search.CUT_FLOOR_S == 10.0
     row = found.trials[0].row
-    assert row["verdict"] == "slower" and row["note"] == (
+    assert row.verdict == "slower" and row.note == (
         "stopped at 3x its reference's training time: 91 of 300 steps, judged on those"
     )
     # while it waits for the reference run after it, a candidate already slower than its reference's

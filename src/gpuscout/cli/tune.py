@@ -228,11 +228,11 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
         )
         report = runs.tune_script(session)
     save_and_show(report, "tune", store.path, as_json, print_tune_script)
-    if report.get("diff"):
+    if report.diff:
         outputs.write(
             patch,
             f"{outputs.PATCH_MARK}: apply it in the script's folder with `git apply "
-            f"{patch.given.name}` or `patch -p1 < {patch.given.name}`\n{report['diff']}",
+            f"{patch.given.name}` or `patch -p1 < {patch.given.name}`\n{report.diff}",
         )
 
 

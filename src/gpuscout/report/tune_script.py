@@ -8,55 +8,52 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscout.report import format as fmt
+from gpuscout.tune.results import Judged, TuneScriptReport
 
 
-def _gain(row: dict) -> str:
-    if row.get("verdict") == "failed":
+def _gain(row: Judged) -> str:
+    if row.verdict == "failed":
         return "failed"
-    if row.get("ratio") is None:
+    if row.ratio is None:
         return fmt.DASH
-    interval = f" [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]" if row.get("ratio_low") is not None else ""
-    scaling = f"; {row['devices']} devices, {row['efficiency']:.0%} scaling efficiency" if row.get("efficiency") else ""
-    return f"{row['ratio']:.2f}x{interval} {row.get('verdict', '')}".strip() + scaling
+    interval = f" [{row.ratio_low:.2f}-{row.ratio_high:.2f}]" if row.ratio_low is not None else ""
+    scaling = f"; {row.devices} devices, {row.efficiency:.0%} scaling efficiency" if row.efficiency else ""
+    return f"{row.ratio:.2f}x{interval} {row.verdict or ''}".strip() + scaling
 
 
-def _rate(row: dict) -> str:
-    if not row.get("samples_per_s"):
+def _rate(row: Judged) -> str:
+    if not row.samples_per_s:
         return fmt.DASH
-    interval = (
-        f" ({fmt.number(row['ci95_low'], 0)}-{fmt.number(row['ci95_high'], 0)})"
-        if row.get("ci95_low") is not None
-        else ""
-    )
-    return f"{fmt.number(row['samples_per_s'], 0)}{interval}"
+    interval = f" ({fmt.number(row.ci95_low, 0)}-{fmt.number(row.ci95_high, 0)})" if row.ci95_low is not None else ""
+    return f"{fmt.number(row.samples_per_s, 0)}{interval}"
 
 
-def _health(row: dict) -> str:
-    if row.get("verdict") == "failed":
-        return row.get("failure") or "failed"
-    if not row.get("healthy", True):
-        return f"not recommended: {row['health']}"
-    return row.get("note") or "ok"
+def _health(row: Judged) -> str:
+    if row.verdict == "failed":
+        return row.failure or "failed"
+    if row.healthy is False:
+        return f"not recommended: {row.health}"
+    return row.note or "ok"
 
 
-def print_tune_script(report: dict, out: Console) -> None:
-    base = report["baseline"]
+def print_tune_script(report: TuneScriptReport, out: Console) -> None:
+    base = report.baseline
     out.print(
         Text(
-            f"tune {report['workload']}: {len(report['rows'])} setting(s) measured in {report['rounds']} "
-            f"round(s), each over {report['steps']} training steps of the unchanged script",
+            f"tune {report.workload}: {len(report.rows)} setting(s) measured in {report.rounds} "
+            f"round(s), each over {report.steps} training steps of the unchanged script",
             style="bold",
         ),
         soft_wrap=True,
     )
-    if report.get("diverged"):
-        d = report["diverged"]
-        out.print(Text(f"in the unchanged script, {d['message']}", style="bold red"), soft_wrap=True)
-        out.print(Text(f"  seen: {d['evidence']}\n  change first: {d['fix']}"), soft_wrap=True)
+    if report.diverged:
+        d = report.diverged
+        out.print(Text(f"in the unchanged script, {d.message}", style="bold red"), soft_wrap=True)
+        out.print(Text(f"  seen: {d.evidence}\n  change first: {d.fix}"), soft_wrap=True)
     out.print(
         Text(
-            f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base['step_time_s'])}, input wait "
-            f"{fmt.percent(base['input_wait_share'])}, GPU busy {fmt.percent(base['gpu_busy_share'], 0)}"
+            f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base.step_time_s)}, input wait "
+            f"{fmt.percent(base.input_wait_share)}, GPU busy {fmt.percent(base.gpu_busy_share, 0)}"
         ),
         soft_wrap=True,
     )
@@ -65,54 +62,54 @@ def print_tune_script(report: dict, out: Console) -> None:
     )
     for column in ("round", "change", "on", "samples/s", "speed-up (95% CI)", "input wait", "training"):
         table.add_column(column, no_wrap=column in ("samples/s", "speed-up (95% CI)", "input wait"))
-    for row in report["rows"]:
-        mark = " (kept)" if row.get("kept") else ""
+    for row in report.rows:
+        mark = " (kept)" if row.kept else ""
         table.add_row(
-            str(row.get("round", "")),
-            Text(row["change"] + mark),
-            Text(row.get("on") or "baseline"),
-            fmt.number(row["samples_per_s"], 0) if row.get("samples_per_s") else fmt.DASH,
+            str(row.round if row.round is not None else ""),
+            Text(row.change + mark),
+            Text(row.on or "baseline"),
+            fmt.number(row.samples_per_s, 0) if row.samples_per_s else fmt.DASH,
             _gain(row),
-            fmt.percent(row.get("input_wait_share")),
-            Text(_health(row) + (" (measured again: the host was noisy)" if row.get("remeasured") else "")),
+            fmt.percent(row.input_wait_share),
+            Text(_health(row) + (" (measured again: the host was noisy)" if row.remeasured else "")),
         )
     out.print(table)
-    best, copy = report.get("best"), report.get("patched")
-    out.print(Text(report["summary"], style="bold green" if best else "bold"), soft_wrap=True)
+    best, copy = report.best, report.patched
+    out.print(Text(report.summary, style="bold green" if best else "bold"), soft_wrap=True)
     if copy is not None:
         out.print(
             Text(
-                f"patched copy: {_gain(copy)}, {'agrees' if copy.get('agrees') else 'does not agree'} with the "
+                f"patched copy: {_gain(copy)}, {'agrees' if copy.agrees else 'does not agree'} with the "
                 "injected changes"
             ),
             soft_wrap=True,
         )
-    if best is not None and best.get("line"):
+    if best is not None and best.line:
         out.print(Text("write these lines:"), soft_wrap=True)
-        for line in best["line"].splitlines():  # code is never wrapped
+        for line in best.line.splitlines():  # code is never wrapped
             out.print(Text(f"    {line}", style="green"), soft_wrap=True)
-    if report.get("left"):
-        out.print(Text(f"left: {report['left']}", style="yellow"), soft_wrap=True)
-    patch = report.get("patch")
+    if report.left:
+        out.print(Text(f"left: {report.left}", style="yellow"), soft_wrap=True)
+    patch = report.patch
     if patch is not None:
         where = (
-            f"the diff of {', '.join(patch['located'])} is in {patch['file']} (your files are unchanged)"
-            if report.get("diff")
-            else f"no diff written to {patch['file']}"
+            f"the diff of {', '.join(patch.located)} is in {patch.file} (your files are unchanged)"
+            if report.diff
+            else f"no diff written to {patch.file}"
         )
         out.print(Text(f"patch: {where}"), soft_wrap=True)
-        for name, why in patch["unlocated"].items():
+        for name, why in patch.unlocated.items():
             out.print(Text(f"patch: {name} not located: {why}"), soft_wrap=True)
-        if patch.get("note"):
-            out.print(Text(f"patch: {patch['note']}", style="yellow"), soft_wrap=True)
-    for skipped in report["skipped"]:
-        out.print(Text(f"not tried: {skipped['change']}: {skipped['reason']}"), soft_wrap=True)
-    if report.get("noisy"):
-        out.print(Text(f"note: {report['noisy']}", style="yellow"), soft_wrap=True)
+        if patch.note:
+            out.print(Text(f"patch: {patch.note}", style="yellow"), soft_wrap=True)
+    for skipped in report.skipped:
+        out.print(Text(f"not tried: {skipped.change}: {skipped.reason}"), soft_wrap=True)
+    if report.noisy:
+        out.print(Text(f"note: {report.noisy}", style="yellow"), soft_wrap=True)
     out.print(
         Text(
-            f"session {report['session']} ({fmt.seconds(report['wall_s'])}): every run is stored; "
-            f"`gpuscout compare {report['baseline']['run_id']} RUN` compares any two"
+            f"session {report.session} ({fmt.seconds(report.wall_s)}): every run is stored; "
+            f"`gpuscout compare {report.baseline.run_id} RUN` compares any two"
         ),
         soft_wrap=True,
     )

@@ -19,6 +19,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import augment, judging, search
 from gpuscout.tune import patch as patches
 from gpuscout.tune.budget import Budget, Steps
+from gpuscout.tune.results import Judged, PatchMade, Skipped, TuneScriptReport
 from gpuscout.tune.search import Config, Outcome
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
@@ -194,85 +195,86 @@ def _device_left(r: WatchRecord, kept: set[str]) -> str:
 
 def report(
     session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord], budget: Budget
-) -> dict:
+) -> TuneScriptReport:
     batch = probe.batch_size
     beside = [final.before] if final.before is final.after else [final.before, final.after]
-    rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.get("ratio") or 0)))]
+    rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.ratio or 0)))]
     best = (
         judging.judged(found.best.as_change(), [final.best], beside, batch)
         if final.best
-        else dict(found.path[0].row)
+        else found.path[0].row.model_copy()
         if found.path
         else None
     )  # round 1's judgement, where the budget ended
     copy = judging.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
     if best and copy:
-        copy["change"] = "patched copy"
-        if str(copy.get("note", "")).startswith("nothing in this script to apply"):
-            copy.pop("note")  # the copy has the change written in it: nothing is injected into it
-        copy["agrees"] = _agree(best, copy)
-        if not copy["agrees"] and not final.copy_note:
+        copy.change = "patched copy"
+        if (copy.note or "").startswith("nothing in this script to apply"):
+            # the copy has the change written in it: nothing is injected into it
+            copy = Judged.model_validate(copy.model_dump(exclude={"note"}, exclude_unset=True))
+        copy.agrees = _agree(best, copy)
+        if not copy.agrees and not final.copy_note:
             final.copy_note = (
                 "the patched copy's speed-up is outside the injected one's interval: the diff does "
                 "not do what the injection did (or the host was noisy: compare the two runs)"
             )
     kept = {t.change.knob for t in found.path}
-    not_faster = tuple(t.change.name for t in found.trials if t.row.get("verdict") in NOT_FASTER)
+    not_faster = tuple(t.change.name for t in found.trials if t.row.verdict in NOT_FASTER)
     first = probe if final.after is final.before else final.before  # the baseline run before the last one
-    return {
-        "session": session.context.group_id,
-        "created_utc": utc_now(),
-        "command": session.command.given,
-        "workload": session.command.workload,
-        "steps": steps,
-        "baseline": judging.row(None, probe, probe),
-        "baseline_again": judging.row(None, final.after, first),
-        "noisy": judging.noisy(first, final.after),
-        "rows": rows,
+    return TuneScriptReport(
+        session=session.context.group_id,
+        created_utc=utc_now(),
+        command=session.command.given,
+        workload=session.command.workload,
+        steps=steps,
+        baseline=judging.row(None, probe, probe),
+        baseline_again=judging.row(None, final.after, first),
+        noisy=judging.noisy(first, final.after),
+        rows=rows,
         # the script's own training diverged: what every speed figure then measures is said first
-        "diverged": next((c.model_dump() for c in probe.verdict if c.code == "loss_not_finite"), None),
-        "path": [t.change.name for t in found.path],
-        "rounds": found.rounds,
-        "best": best,
-        "patched": copy,
-        "patch": {
-            "file": str(session.patch),
-            "located": final.patch.located,
-            "unlocated": final.patch.unlocated,
-            "note": final.copy_note,
-        }
+        diverged=next((c for c in probe.verdict if c.code == "loss_not_finite"), None),
+        path=[t.change.name for t in found.path],
+        rounds=found.rounds,
+        best=best,
+        patched=copy,
+        patch=PatchMade(
+            file=str(session.patch),
+            located=final.patch.located,
+            unlocated=final.patch.unlocated,
+            note=final.copy_note,
+        )
         if final.patch is not None
         else None,
-        "diff": final.patch.diff(session.root) if final.patch is not None else None,
-        "skipped": [{"change": s.knob, "reason": s.reason} for s in found.skipped],
-        "summary": summary(found, best),
-        "left": left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept, not_faster),
-        "wall_s": time.monotonic() - budget.started,
-        "run_ids": [r.id for r in records],
-    }
+        diff=final.patch.diff(session.root) if final.patch is not None else None,
+        skipped=[Skipped(change=s.knob, reason=s.reason) for s in found.skipped],
+        summary=summary(found, best),
+        left=left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept, not_faster),
+        wall_s=time.monotonic() - budget.started,
+        run_ids=[r.id for r in records],
+    )
 
 
-def _agree(best: dict, copy: dict) -> bool:
+def _agree(best: Judged, copy: Judged) -> bool:
     """The copy's and the injection's speed-ups agree when their intervals overlap, or their
     figures are within a host's drift (NOISY_SHARE) of each other: two runs minutes apart of a 13x
     change, each to +-3%, drift apart by more than their intervals (12.97x and 12.86x did)."""
-    if not best.get("ratio") or not copy.get("ratio"):
+    if not best.ratio or not copy.ratio:
         return False
-    if abs(copy["ratio"] / best["ratio"] - 1) < judging.NOISY_SHARE:
+    if abs(copy.ratio / best.ratio - 1) < judging.NOISY_SHARE:
         return True
-    if best.get("ratio_low") is None or copy.get("ratio_low") is None:
+    if best.ratio_low is None or copy.ratio_low is None:
         return False
-    return best["ratio_low"] <= copy["ratio_high"] and copy["ratio_low"] <= best["ratio_high"]
+    return best.ratio_low <= copy.ratio_high and copy.ratio_low <= best.ratio_high
 
 
-def summary(found: Outcome, best: dict | None) -> str:
+def summary(found: Outcome, best: Judged | None) -> str:
     if not found.path:
         return "no change was faster with significance against the baseline runs beside it"
     path = " -> ".join(["baseline", *("+" + t.change.name for t in found.path)])
-    if best is None or best.get("ratio") is None:
+    if best is None or best.ratio is None:
         return f"kept {path}"
-    interval = f" [{best['ratio_low']:.2f}-{best['ratio_high']:.2f}]" if best.get("ratio_low") is not None else ""
+    interval = f" [{best.ratio_low:.2f}-{best.ratio_high:.2f}]" if best.ratio_low is not None else ""
     against = (
         "round 1's baseline run (too far past it for drift to matter)" if found.clear else "the baseline run beside it"
     )
-    return f"{path}: {best['ratio']:.2f}x{interval} over {against} ({best.get('verdict')})"
+    return f"{path}: {best.ratio:.2f}x{interval} over {against} ({best.verdict})"

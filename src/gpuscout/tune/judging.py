@@ -12,6 +12,7 @@ import statistics
 from gpuscout.analysis.compare import contrast
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import CHANGES, Change
+from gpuscout.tune.results import Judged
 
 # The loss a change may end at, against the baseline's at equal steps, before it is "clearly worse".
 LOSS_WORSE_RATIO = 1.5
@@ -81,37 +82,37 @@ def loss_point(r: WatchRecord, baseline: WatchRecord) -> tuple[float, float, str
     return point[0], other.last_loss, f"after {point[1]:,} samples (the baseline's run: {other.samples:,})"
 
 
-def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> dict:
+def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> Judged:
     """One line of the table: a run's figures against one baseline run."""
     return judged(change, [r], [baseline], baseline.batch_size)
 
 
-def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRecord], batch: int | None) -> dict:
+def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRecord], batch: int | None) -> Judged:
     """A setting's runs against the reference runs beside them: their steady windows pooled on
     each side (the figures shown are of the setting's latest run)."""
     r = runs[-1]
-    out = {
-        "change": change.name if change else "baseline",
-        "knob": change.knob if change else None,
-        "line": change.line if change else None,
-        "why": change.why if change else None,
-        "run_id": r.id,
-        "status": r.status,
-        "applied": r.applied,
-        "samples_per_s": r.samples_per_s,
-        "ci95_low": r.throughput.ci95_low if r.throughput else None,
-        "ci95_high": r.throughput.ci95_high if r.throughput else None,
-        "step_time_s": r.step_time_s,
-        "input_wait_share": r.input_wait_share,
-        "gpu_busy_share": None if r.gpu_idle_share is None else 1 - r.gpu_idle_share,
-        "peak_memory_bytes": r.main.peak_memory_bytes if r.main else None,
-        "last_loss": r.main.last_loss if r.main else None,
-        "steps": r.main.steps if r.main else 0,
-    }
+    out = Judged(
+        change=change.name if change else "baseline",
+        knob=change.knob if change else None,
+        line=change.line if change else None,
+        why=change.why if change else None,
+        run_id=r.id,
+        status=r.status,
+        applied=r.applied,
+        samples_per_s=r.samples_per_s,
+        ci95_low=r.throughput.ci95_low if r.throughput else None,
+        ci95_high=r.throughput.ci95_high if r.throughput else None,
+        step_time_s=r.step_time_s,
+        input_wait_share=r.input_wait_share,
+        gpu_busy_share=None if r.gpu_idle_share is None else 1 - r.gpu_idle_share,
+        peak_memory_bytes=r.main.peak_memory_bytes if r.main else None,
+        last_loss=r.main.last_loss if r.main else None,
+        steps=r.main.steps if r.main else 0,
+    )
     own_batch = batch if change is None or "batch_size" not in change.settings else None
     windows = [w for run in runs for w in rates(run, own_batch)]
     if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
-        out.update(
+        out.set(
             samples_per_s=statistics.median(windows), note=f"samples counted as steps x the baseline's batch ({batch})"
         )
     missing = [
@@ -124,19 +125,19 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
         if k not in r.applied
     ]
     if change is not None and missing:
-        out.update(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
+        out.set(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
     elif (
         change is not None
         and "mixed_precision" in change.settings
         and r.main
         and r.main.precision_policy in (None, "float32")
     ):  # what fit ran, whatever was set
-        out.update(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
+        out.set(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
     failed = next((run for run in runs if not run.ok), None)
     if failed is not None or not windows:
         failed = failed or r
         why = failed.error.explanations[0] if failed.error and failed.error.explanations else None
-        out.update(
+        out.set(
             verdict="failed",
             healthy=False,
             failure=(
@@ -149,7 +150,7 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
     base = [w for run in beside for w in rates(run, batch)]
     if change is not None and base:
         c = contrast(windows, base)
-        out.update(
+        out.set(
             ratio=c.ratio,
             ratio_low=c.ratio_low,
             ratio_high=c.ratio_high,
@@ -159,9 +160,9 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
         )
         if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
             # data parallelism: the speed-up per device added, against the reference's devices
-            out.update(devices=r.main.replicas, efficiency=c.ratio * beside[0].main.replicas / r.main.replicas)
+            out.set(devices=r.main.replicas, efficiency=c.ratio * beside[0].main.replicas / r.main.replicas)
     problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
-    out.update(healthy=not problems, health=problems[0] if problems else None)
+    out.set(healthy=not problems, health=problems[0] if problems else None)
     return out
 
 

@@ -24,6 +24,7 @@ from gpuscout.tune import finale, script, search
 from gpuscout.tune import patch as patches
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change
+from gpuscout.tune.results import TuneScriptReport
 
 
 @dataclass
@@ -120,7 +121,7 @@ def least_budget_s(run_s: float) -> float:
     return SESSION_RUNS * run_s * 1.1
 
 
-def tune_script(session: Session) -> dict:
+def tune_script(session: Session) -> TuneScriptReport:
     """The whole session; the report (each round's rows, the path kept, the best against the
     baseline, the patched copy, what is left, the changes not tried and why)."""
     session.cache = scratch.make("tunecache")  # swept up if gpuscout dies
@@ -137,7 +138,7 @@ def _sources(session: Session) -> dict[Path, str]:
     return {f: patches.digest(f) for f in files[:200] if f.is_file()}
 
 
-def _session(session: Session) -> dict:
+def _session(session: Session) -> TuneScriptReport:
     options = session.options
     sources = _sources(session)
     budget = Budget(options.budget_s)

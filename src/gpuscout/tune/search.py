@@ -29,6 +29,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change, Plan, Skip
+from gpuscout.tune.results import Judged
 
 # Candidates between two runs of their reference: each is then at most one run away from one
 # reference run and two from the other.
@@ -113,9 +114,9 @@ class Trial:
     steps: int  # the training steps its runs and the reference runs beside them trained
     runs: list[WatchRecord] = field(default_factory=list)
     beside: list[WatchRecord] = field(default_factory=list)  # the reference's runs before and after
-    row: dict = field(default_factory=dict)
+    row: Judged | None = None  # its judgement, once the reference run after it ran
 
-    def judge(self, batch_size: int | None) -> dict:
+    def judge(self, batch_size: int | None) -> Judged:
         self.row = judging.judged(self.change, self.runs, self.beside, batch_size)
         ran = min((r.main.steps for r in self.runs if r.main), default=self.steps)
         if ran < self.steps and any(r.main and r.main.stopped_by_limit for r in self.runs):
@@ -123,8 +124,8 @@ class Trial:
                 f"stopped at {SLOWER_CUT:g}x its reference's training time: {ran} of {self.steps} steps, "
                 "judged on those"
             )
-            self.row["note"] = "; ".join(n for n in (self.row.get("note"), cut) if n)
-        self.row.update(
+            self.row.note = "; ".join(n for n in (self.row.note, cut) if n)
+        self.row.set(
             round=self.round,
             on=self.reference.name,
             setting=self.config.name,
@@ -132,12 +133,12 @@ class Trial:
             run_ids=[r.id for r in self.runs],
         )
         noise = [n for a, b in zip(self.beside, self.beside[1:]) if (n := judging.noisy(a, b))]
-        self.row["noisy"] = noise[0] if noise else None
+        self.row.noisy = noise[0] if noise else None
         return self.row
 
     @property
     def faster(self) -> bool:
-        return self.row.get("verdict") == "faster" and bool(self.row.get("healthy"))
+        return self.row is not None and self.row.faster
 
 
 @dataclass
@@ -157,7 +158,7 @@ class Outcome:
         """The changes kept are faster than the baseline by so much (the product of their intervals'
         low ends, CLEAR_RATIO or more) that no drift of the host between runs could make it: the
         final block runs no baseline, and the best's latest run is set against round 1's."""
-        return math.prod(t.row.get("ratio_low") or 1.0 for t in self.path) >= CLEAR_RATIO
+        return math.prod(t.row.ratio_low or 1.0 for t in self.path) >= CLEAR_RATIO
 
 
 # (setting, name, training steps[, at_most_s: training seconds it is stopped at]) -> its run
@@ -210,8 +211,8 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
             round_steps,
         )
         tried |= {t.config.name for t in trials} | {reference.plus(c).name for c in pace or candidates}
-        leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row["ratio"])
-        if any(t.row["noisy"] for t in leaders):
+        leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row.ratio)
+        if any(t.row.noisy for t in leaders):
             for trial in leaders[:REMEASURE]:
                 if not budget.allows(
                     [
@@ -226,14 +227,14 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
                 trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget, trial.steps, out))
                 trial.beside.append(_ran(run, reference, f"{reference.name} again", budget, round_steps, out))
                 trial.judge(batch)
-                trial.row["remeasured"] = True
-            leaders = sorted((t for t in leaders if t.faster), key=lambda t: -t.row["ratio"])
+                trial.row.remeasured = True
+            leaders = sorted((t for t in leaders if t.faster), key=lambda t: -t.row.ratio)
         if not leaders:
             if pace and len(candidates) > len(pace):
                 continue  # the pace change did not win: the others, on the same reference
             break
         kept = leaders[0]
-        kept.row["kept"] = True
+        kept.row.kept = True
         out.path.append(kept)
         reference, reference_runs = kept.config, list(kept.runs)
         # the next round plans from the kept setting's own run; whether the input repeats was

@@ -1,0 +1,118 @@
+"""A `tune -- COMMAND` session's result as typed data (issue 61, item 2): each setting's judgement
+(one row of the table) and the session's report, with declared fields. tune/judging.py makes the
+rows, tune/search.py adds where each ran, tune/finale.py the report; report/tune_script.py prints
+it. Its JSON (`--json`, the saved report) is `as_json()`: a row leaves out what its judgement
+never reached (a failed run has no ratio), as the JSON always has."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpuscout.record.watch import Cause
+
+
+class Judged(BaseModel):
+    """A setting's runs against the reference runs beside them: the latest run's figures, and the
+    speed-up of the pooled windows with its interval, the test and the verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    change: str  # the change's name, "baseline" or "patched copy"
+    knob: str | None = None  # what it changes (jit_compile, workers, ...)
+    line: str | None = None  # the code a user writes for it
+    why: str | None = None  # what in the run made it worth trying
+    run_id: str
+    status: str
+    applied: dict[str, str] = Field(default_factory=dict)  # what the child did, by knob
+    samples_per_s: float | None = None
+    ci95_low: float | None = None  # samples/s
+    ci95_high: float | None = None
+    step_time_s: float | None = None
+    input_wait_share: float | None = None
+    gpu_busy_share: float | None = None
+    peak_memory_bytes: int | None = None
+    last_loss: float | None = None
+    steps: int = 0
+    note: str | None = None
+    # against the reference's runs beside it
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    p_value: float | None = None
+    test: str | None = None
+    verdict: str | None = None  # faster | slower | no significant difference | failed
+    failure: str | None = None  # why it failed, where it did
+    devices: int | None = None  # data parallelism: devices it trained on
+    efficiency: float | None = None  # and its speed-up per device added
+    healthy: bool | None = None  # its loss as good as the reference's (judging.health)
+    health: str | None = None
+    # where it ran in the search (tune/search.Trial)
+    round: int | None = None
+    on: str | None = None  # the setting it was added to
+    setting: str | None = None  # the whole setting it ran
+    reference_run_ids: list[str] | None = None
+    run_ids: list[str] | None = None
+    noisy: str | None = None  # the reference runs beside it disagreed
+    remeasured: bool | None = None
+    kept: bool | None = None
+    agrees: bool | None = None  # the patched copy: its speed-up agrees with the injection's
+
+    def set(self, **fields) -> Judged:
+        """Fields added as the judgement goes (each then in the JSON)."""
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return self
+
+    def as_json(self) -> dict:
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    @property
+    def faster(self) -> bool:
+        return self.verdict == "faster" and bool(self.healthy)
+
+
+class Skipped(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    change: str
+    reason: str
+
+
+class PatchMade(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    located: list[str]  # the changes written into the diff
+    unlocated: dict[str, str]  # by change: why it could not be
+    note: str | None
+
+
+class TuneScriptReport(BaseModel):
+    """A `tune -- COMMAND` session: the baseline, every setting measured, the best and its patch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session: str
+    created_utc: str
+    command: list[str]
+    workload: str
+    steps: int  # each round's runs trained at least these
+    baseline: Judged
+    baseline_again: Judged
+    noisy: str | None  # the baseline's two runs disagreed
+    rows: list[Judged]
+    diverged: Cause | None  # the script's own training diverged: watch's loss_not_finite cause
+    path: list[str]  # the changes kept, in order
+    rounds: int
+    best: Judged | None
+    patched: Judged | None
+    patch: PatchMade | None
+    diff: str | None
+    skipped: list[Skipped]
+    summary: str
+    left: str
+    wall_s: float
+    run_ids: list[str]
+
+    def as_json(self) -> dict:
+        return self.model_dump(mode="json", exclude_unset=True)
