@@ -75,12 +75,12 @@ def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_
     new = [trial(0, 0, 0.0, 49.0), trial(1, 0, 51.0, 100.0), trial(2, 1, 0.0, 30.0), trial(3, 1, 30.0, 70.0)]
     plan = Plan(sweep(), "h", [], [], [], [], tmp_path)
     summary = summarise(plan, new, new, SimpleNamespace(available=False), None)
-    assert summary["wall_s"] == 100.0
-    assert summary["gpu_idle_share"] == pytest.approx({"gpu0": 0.02, "gpu1": 0.30})
-    assert summary["gpu_gap_share"] == pytest.approx({"gpu0": 0.02, "gpu1": 0.0})
-    assert summary["gpu_drain_share"] == pytest.approx({"gpu0": 0.0, "gpu1": 0.30})
-    assert summary["trials_per_hour"] == pytest.approx(4 / 100 * 3600)
-    assert summary["parallel_speedup"] == pytest.approx(168 / 100)
+    assert summary.wall_s == 100.0
+    assert summary.gpu_idle_share == pytest.approx({"gpu0": 0.02, "gpu1": 0.30})
+    assert summary.gpu_gap_share == pytest.approx({"gpu0": 0.02, "gpu1": 0.0})
+    assert summary.gpu_drain_share == pytest.approx({"gpu0": 0.0, "gpu1": 0.30})
+    assert summary.trials_per_hour == pytest.approx(4 / 100 * 3600)
+    assert summary.parallel_speedup == pytest.approx(168 / 100)
 
 
 def test_commands_are_templates_whose_values_are_one_word_each():

@@ -90,8 +90,8 @@ def sweep(
             with sweep_view(plan.sweep, quiet=as_json) as view:
                 summary = driver.execute(plan, options, nvml, store, view)
     if as_json:
-        typer.echo(json.dumps(summary, indent=2, default=str))
+        typer.echo(json.dumps(summary.as_json(), indent=2, default=str))
     else:
         print_summary(summary, terminal.console())
-    if summary["stopped"] or summary["status_counts"]["ok"] == 0:
+    if summary.failed:
         raise typer.Exit(1)

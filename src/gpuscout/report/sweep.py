@@ -20,6 +20,7 @@ from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
 from gpuscout.sweep import resume_plan
 from gpuscout.sweep.expansion import argv_for
+from gpuscout.sweep.results import SweepSummary
 
 
 class SweepView(resume_plan.Display):
@@ -78,72 +79,72 @@ class SweepView(resume_plan.Display):
         self._describe(best)
 
 
-def print_summary(summary: dict, out: Console) -> None:
-    metric = summary["metric"]
+def print_summary(summary: SweepSummary, out: Console) -> None:
+    metric = summary.metric
     t = Table(
-        title=escape(f"sweep {summary['sweep']}: best by {metric['name']} ({metric['direction']})"),
+        title=escape(f"sweep {summary.sweep}: best by {metric.name} ({metric.direction})"),
         title_justify="left",
     )
-    for c in ("#", "trial", metric["name"], "parameters", "duration", "slot"):
+    for c in ("#", "trial", metric.name, "parameters", "duration", "slot"):
         t.add_column(escape(c))
-    for rank, b in enumerate(summary["best"], 1):
+    for rank, b in enumerate(summary.best, 1):
         t.add_row(
             str(rank),
-            str(b["index"]),
-            f"{b['value']:.6g}",
-            escape(json.dumps(b["params"])),
-            fmt.seconds(b["duration_s"]),
-            escape(b["slot"]),
+            str(b.index),
+            f"{b.value:.6g}",
+            escape(json.dumps(b.params)),
+            fmt.seconds(b.duration_s),
+            escape(b.slot),
         )
     out.print(t)
-    if summary.get("timed_out"):
+    if summary.timed_out:
         late = Table(
-            title=escape(f"timed out (killed at the trial timeout): the last {metric['name']} each reported"),
+            title=escape(f"timed out (killed at the trial timeout): the last {metric.name} each reported"),
             title_justify="left",
         )
-        for c in ("trial", metric["name"], "epochs reported", "parameters", "duration", "slot"):
+        for c in ("trial", metric.name, "epochs reported", "parameters", "duration", "slot"):
             late.add_column(escape(c))
-        for b in summary["timed_out"]:
+        for b in summary.timed_out:
             late.add_row(
-                str(b["index"]),
-                f"{b['value']:.6g} (timed out)",
-                str(b["epochs"]),
-                escape(json.dumps(b["params"])),
-                fmt.seconds(b["duration_s"]),
-                escape(b["slot"]),
+                str(b.index),
+                f"{b.value:.6g} (timed out)",
+                str(b.epochs),
+                escape(json.dumps(b.params)),
+                fmt.seconds(b.duration_s),
+                escape(b.slot),
             )
         out.print(late)
-    if summary.get("diverged"):
+    if summary.diverged:
         out.print(
-            f"trial(s) {', '.join(map(str, summary['diverged']))}: {metric['name']} ended NaN or infinite (the "
+            f"trial(s) {', '.join(map(str, summary.diverged))}: {metric.name} ended NaN or infinite (the "
             "training diverged): kept, not ranked",
             highlight=False,
             markup=False,
         )
-    counts = summary["status_counts"]
+    counts = summary.status_counts
     out.print(
-        f"{summary['run_now']} trial(s) run now ({summary['skipped_done']} already done): "
+        f"{summary.run_now} trial(s) run now ({summary.skipped_done} already done): "
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v),
         highlight=False,
         markup=False,
     )
-    if summary["wall_s"]:
+    if summary.wall_s:
         out.print(
-            f"wall {fmt.seconds(summary['wall_s'])} for {fmt.seconds(summary['trial_seconds_sum'])} of trials: "
-            f"{summary['parallel_speedup']:.2f}x from running in parallel; {summary['trials_per_hour']:.1f} trials/h; "
-            f"{summary['gpu_hours']:.3f} GPU-hours"
-            + (f", {summary['cost_usd']:.2f} USD" if summary["cost_usd"] is not None else ""),
+            f"wall {fmt.seconds(summary.wall_s)} for {fmt.seconds(summary.trial_seconds_sum)} of trials: "
+            f"{summary.parallel_speedup:.2f}x from running in parallel; {summary.trials_per_hour:.1f} trials/h; "
+            f"{summary.gpu_hours:.3f} GPU-hours"
+            + (f", {summary.cost_usd:.2f} USD" if summary.cost_usd is not None else ""),
             highlight=False,
             markup=False,
         )
-    for gpu, share in summary["gpu_idle_share"].items():
+    for gpu, share in summary.gpu_idle_share.items():
         out.print(
-            f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary['gpu_gap_share'][gpu])} "
-            f"between trials, {fmt.percent(summary['gpu_drain_share'][gpu])} at the end with no trial left",
+            f"{gpu} idle {fmt.percent(share)} of the wall time: {fmt.percent(summary.gpu_gap_share[gpu])} "
+            f"between trials, {fmt.percent(summary.gpu_drain_share[gpu])} at the end with no trial left",
             highlight=False,
             markup=False,
         )
-    stopping = summary.get("early_stop")
+    stopping = summary.early_stop
     if stopping:
         ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
         out.print(
@@ -154,20 +155,19 @@ def print_summary(summary: dict, out: Console) -> None:
             highlight=False,
             markup=False,
         )
-    cache = summary.get("compilation_cache")
-    if cache and cache["programs"]:  # workload trials on jax count what the cache gave them
+    cache = summary.compilation_cache
+    if cache and cache.programs:  # workload trials on jax count what the cache gave them
         out.print(
-            f"compiled programs: {cache['hits']} of {cache['programs']} loaded from the sweep's cache "
-            f"({cache['folder']}), the others compiled",
+            f"compiled programs: {cache.hits} of {cache.programs} loaded from the sweep's cache "
+            f"({cache.folder}), the others compiled",
             highlight=False,
             markup=False,
         )
-    if summary["stopped"]:
-        out.print(f"[red]stopped early[/]: {escape(summary['stopped'])}", highlight=False)
-    out.print(
-        f"logs: {summary['log_root']}; TensorBoard: {summary['tensorboard']['note']}", highlight=False, markup=False
-    )
-    for note in summary["notes"]:
+    if summary.stopped:
+        out.print(f"[red]stopped early[/]: {escape(summary.stopped)}", highlight=False)
+    board = summary.tensorboard.note if summary.tensorboard else "none"
+    out.print(f"logs: {summary.log_root}; TensorBoard: {board}", highlight=False, markup=False)
+    for note in summary.notes:
         out.print(f"note: {note}", highlight=False, markup=False)
 
 

@@ -17,6 +17,7 @@ from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep import schedule
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.expansion import Trial
+from gpuscout.sweep.results import CompilationCache, SweepSummary
 from gpuscout.sweep.resume_plan import (
     Display,
     Plan,
@@ -163,7 +164,7 @@ def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hook
     return schedule.run_local(p.todo, p.slots, trial_runner, p.sweep.max_consecutive_failures, hooks, more)
 
 
-def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> dict:
+def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> SweepSummary:
     display.planned(len(p.trials), len(p.todo), len(p.slots))
     results: list[dict] = [t["result"] for t in p.done if t["result"]]
     hooks = _Hooks(p, options, store, display, results)
@@ -197,21 +198,23 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
         )
     new = hooks.new
     summary = summarise(p, results, new, nvml, reason)
-    summary["compilation_cache"] = (
-        {"folder": str(run_lib.cache_dir(p.log_root)), **hooks.cache_use} if p.sweep.compilation_cache else None
+    summary.compilation_cache = (
+        CompilationCache(folder=str(run_lib.cache_dir(p.log_root)), **hooks.cache_use)
+        if p.sweep.compilation_cache
+        else None
     )
-    summary["tensorboard"] = write_tensorboard(p, results, store.path, changed=bool(new or p.adopted))
+    summary.tensorboard = write_tensorboard(p, results, store.path, changed=bool(new or p.adopted))
     try:  # the trials are stored: a summary that cannot be written is said, not a reason to fail
         outputs.replace_inside(
             p.log_root,
             SUMMARY,
-            json.dumps({"gpuscout_version": __version__, **summary}, indent=2, default=str),
+            json.dumps({"gpuscout_version": __version__, **summary.as_json()}, indent=2, default=str),
             store.path,
             "the sweep's file",
             OWN_FILES[SUMMARY],
         )
     except (OSError, UsageError) as exc:
-        summary["notes"].append(
+        summary.notes.append(
             f"{p.log_root / SUMMARY} was not written ({getattr(exc, 'strerror', None) or exc}); the trials are stored"
         )
     return summary

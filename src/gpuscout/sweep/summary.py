@@ -15,6 +15,7 @@ from gpuscout.core.errors import UsageError
 from gpuscout.core.versions import __version__
 from gpuscout.executor import process
 from gpuscout.sweep import search as search_lib
+from gpuscout.sweep.results import Ranked, SweepSummary, TensorBoard
 from gpuscout.sweep.spec import SweepFile, number, score
 from gpuscout.telemetry.nvml import Nvml
 
@@ -42,7 +43,7 @@ def best_of(sweep: SweepFile, results: list[dict], status: str = "ok") -> dict |
     return best
 
 
-def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> dict:
+def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> SweepSummary:
     """`p`: the sweep's resume_plan.Plan (not imported: it imports this module). `results`:
     every trial of the sweep (for the ranking); `new`: those run now (for time)."""
     sweep = p.sweep
@@ -86,55 +87,55 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
         else:
             cost_usd += hourly.usd_per_hour * wall / 3600  # a rented GPU costs its hours, busy or idle
     counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "pruned", "failed", "oom", "timeout")}
-    return {
-        "sweep": sweep.name,
-        "metric": sweep.metric.model_dump(),
-        "trials": sweep.strategy.trials if sweep.strategy.kind == "tpe" else len(p.trials),
-        "run_now": len(new),
-        "skipped_done": len(p.done),
-        "status_counts": counts,
-        "stopped": stopped,
-        "best": [_ranked(r, sweep) for r in ranked[:5]],
+    return SweepSummary(
+        sweep=sweep.name,
+        metric=sweep.metric,
+        trials=sweep.strategy.trials if sweep.strategy.kind == "tpe" else len(p.trials),
+        run_now=len(new),
+        skipped_done=len(p.done),
+        status_counts=counts,
+        stopped=stopped,
+        best=[_ranked(r, sweep) for r in ranked[:5]],
         # killed at the trial timeout after reporting: what they reported last, apart from the complete ones
-        "timed_out": [_ranked(r, sweep) for r in timed_out],
-        "diverged": diverged,
-        "wall_s": wall,
-        "trial_seconds_sum": trial_time,
-        "parallel_speedup": trial_time / wall if wall else None,
-        "trials_per_hour": len(new) / wall * 3600 if wall else None,
-        "gpu_hours": sum(gpu_seconds.values()) / 3600,
-        "gpu_busy_s": gpu_seconds,
-        "gpu_idle_share": idle,
-        "gpu_gap_share": gap,
-        "gpu_drain_share": drain,
-        "cost_usd": cost_usd if gpu_seconds and priced else None,
-        "log_root": str(p.log_root),
-        "notes": p.notes,
-        "strategy": sweep.strategy.model_dump(),
-        "early_stop": search_lib.stopping_summary(sweep, results, best_of(sweep, results)),
-    }
+        timed_out=[_ranked(r, sweep) for r in timed_out],
+        diverged=diverged,
+        wall_s=wall,
+        trial_seconds_sum=trial_time,
+        parallel_speedup=trial_time / wall if wall else None,
+        trials_per_hour=len(new) / wall * 3600 if wall else None,
+        gpu_hours=sum(gpu_seconds.values()) / 3600,
+        gpu_busy_s=gpu_seconds,
+        gpu_idle_share=idle,
+        gpu_gap_share=gap,
+        gpu_drain_share=drain,
+        cost_usd=cost_usd if gpu_seconds and priced else None,
+        log_root=str(p.log_root),
+        notes=p.notes,
+        strategy=sweep.strategy,
+        early_stop=search_lib.stopping_summary(sweep, results, best_of(sweep, results)),
+    )
 
 
-def _ranked(r: dict, sweep: SweepFile) -> dict:
-    return {
-        "index": r["index"],
-        "params": r["params"],
-        "value": r["metrics"][sweep.metric.name],
-        "epochs": len(r.get("history") or []),
-        "duration_s": r["duration_s"],
-        "slot": r["slot"],
-        "log_dir": r["log_dir"],
-    }
+def _ranked(r: dict, sweep: SweepFile) -> Ranked:
+    return Ranked(
+        index=r["index"],
+        params=r["params"],
+        value=r["metrics"][sweep.metric.name],
+        epochs=len(r.get("history") or []),
+        duration_s=r["duration_s"],
+        slot=r["slot"],
+        log_dir=r["log_dir"],
+    )
 
 
-def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict:
+def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> TensorBoard:
     """Each trial's reports (`p`: the resume_plan.Plan) as scalars and the sweep's HParams table,
     written by a child with tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
     when no trial ended since they were written (a resumed sweep with nothing left to run would
     otherwise spend a second starting the writer)."""
     logdir = p.log_root / "tensorboard"
     if not changed and logdir.is_dir():
-        return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
+        return TensorBoard(logdir=str(logdir), note=f"tensorboard --logdir {logdir}")
     try:
         payload = outputs.replace_inside(
             p.log_root,
@@ -153,7 +154,7 @@ def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict
             OWN_FILES[TENSORBOARD_INPUT],
         )
     except (OSError, UsageError) as exc:
-        return {"logdir": None, "note": f"no TensorBoard logs ({getattr(exc, 'strerror', None) or exc})"}
+        return TensorBoard(logdir=None, note=f"no TensorBoard logs ({getattr(exc, 'strerror', None) or exc})")
     finished, output = process.run_captured(
         [sys.executable, "-m", "gpuscout.child.tensorboard_writer", str(payload), str(logdir)],
         env=_quiet_env(),
@@ -161,8 +162,8 @@ def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> dict
     )
     if finished.returncode != 0:
         last = (output.strip().splitlines() or ["unknown error"])[-1]
-        return {"logdir": None, "note": f"no TensorBoard logs ({last}); pip install 'gpuscout[sweep]'"}
-    return {"logdir": str(logdir), "note": f"tensorboard --logdir {logdir}"}
+        return TensorBoard(logdir=None, note=f"no TensorBoard logs ({last}); pip install 'gpuscout[sweep]'")
+    return TensorBoard(logdir=str(logdir), note=f"tensorboard --logdir {logdir}")
 
 
 def _quiet_env() -> dict:

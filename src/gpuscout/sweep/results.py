@@ -1,0 +1,74 @@
+"""A sweep's summary as typed data (issue 61, item 2): the trials ranked, what the sweep took and
+cost, and where its files are, with declared fields. sweep/summary.py makes it, the driver adds
+its cache's and TensorBoard's parts, report/sweep.py prints it; `--json` and the sweep's
+summary.json are `as_json()`."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuscout.sweep.spec import Metric, Strategy
+
+
+class Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Ranked(Part):
+    """A trial as the summary ranks it."""
+
+    index: int
+    params: dict
+    value: float  # the sweep's metric, as it reported it last
+    epochs: int  # reports it made
+    duration_s: float
+    slot: str
+    log_dir: str
+
+
+class CompilationCache(Part):
+    folder: str
+    programs: int  # workload trials' compiled programs
+    hits: int  # of them loaded from the cache
+
+
+class TensorBoard(Part):
+    logdir: str | None  # None: none written
+    note: str  # how to open them, or why there are none
+
+
+class SweepSummary(Part):
+    sweep: str
+    metric: Metric
+    trials: int
+    run_now: int
+    skipped_done: int
+    status_counts: dict[str, int]  # ok, pruned, failed, oom, timeout
+    stopped: str | None  # why the sweep stopped early
+    best: list[Ranked]  # the five best that ran to their end
+    timed_out: list[Ranked]  # killed at the trial timeout after reporting: their last report
+    diverged: list[int]  # trials whose metric ended NaN or infinite
+    wall_s: float
+    trial_seconds_sum: float
+    parallel_speedup: float | None
+    trials_per_hour: float | None
+    gpu_hours: float
+    gpu_busy_s: dict[str, float]  # by GPU (gpu0, ...)
+    gpu_idle_share: dict[str, float | None]
+    gpu_gap_share: dict[str, float | None]  # idle while trials were left: the scheduler's cost
+    gpu_drain_share: dict[str, float | None]  # idle at the end, no trial left to give it
+    cost_usd: float | None
+    log_root: str
+    notes: list[str]
+    strategy: Strategy
+    early_stop: dict | None  # what early stopping decided and saved (sweep/search.stopping_summary)
+    compilation_cache: CompilationCache | None = None
+    tensorboard: TensorBoard | None = None
+
+    def as_json(self) -> dict:
+        return self.model_dump(mode="json")
+
+    @property
+    def failed(self) -> bool:
+        """The exit status' reason: stopped early, or no trial ended ok."""
+        return bool(self.stopped) or self.status_counts.get("ok", 0) == 0
