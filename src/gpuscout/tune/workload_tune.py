@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Backend, Precision, Protocol
 from gpuscout.measure import engine, plans, rules
+from gpuscout.measure.request import RunRequest
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.tune.ablation import ablation
@@ -27,19 +28,19 @@ TUNE_PROTOCOL = Protocol(warmup_steps=5, windows=3, window_steps=5, window_secon
 
 
 @dataclass
-class TuneOptions:
-    backend: str = "auto"
+class TuneOptions(RunRequest):
+    """What `gpuscout tune --workload` was asked (the run's common part: measure/request.py; the
+    precision and XLA are what the ablation varies, so a user does not set them)."""
+
+    protocol: Protocol = TUNE_PROTOCOL
+    fit_check: bool = False  # the batch search finds what fits by running it
     parts: tuple[str, ...] = PARTS
     budget_s: float = 30 * 60
-    protocol: Protocol = TUNE_PROTOCOL
     device: rules.DeviceChoice = field(default_factory=rules.DeviceChoice)
-    measure: engine.MeasureOptions = field(default_factory=engine.MeasureOptions)
-    batch_size: int | None = None
     max_batch: int | None = None
     pipeline: str | None = None  # the user's file.py:make_dataset
     pipeline_cost: int = 1
     model: str | None = None
-    seed: int = 0
 
 
 def tune(
@@ -117,16 +118,12 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
                 "--pipeline measures a tf.data pipeline: install TensorFlow (pip install 'gpuscout[tensorflow]')"
             )
         options.pipeline = f"{Path(path).resolve()}:{function}"
+    asked = {f.name: getattr(options, f.name) for f in fields(RunRequest)}
     bench_options = plans.BenchOptions(
-        backend=options.backend,
-        batch_size=options.batch_size,
-        protocol=protocol,
+        **{**asked, "protocol": protocol},
         device=options.device,
-        measure=options.measure,
-        seed=options.seed,
         model=options.model,
         pipeline_cost=options.pipeline_cost,
-        fit_check=False,
     )
     specs, notice = plans.plan([workload] if workload else [], bench_options, nvml)
     base = specs[0]
