@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Install gpuscout into ./.venv and run a quick benchmark on this machine's GPU, or its CPU.
+"""Install gpuscout into ./.venv, watch an example training and say why it is slow, then run a
+quick benchmark, on this machine's GPU or its CPU.
 
 Needs only Python 3.10+. With an NVIDIA driver (nvidia-smi works) it installs the `gpu` extra
-(TensorFlow with its CUDA libraries) and benchmarks ResNet-50 in mixed bfloat16 (mixed float16
-before Ampere); without one, the CPU build of TensorFlow and a short ResNet-18/CIFAR run.
+(TensorFlow with its CUDA libraries); without one, the CPU build of TensorFlow. Then:
+`gpuscout doctor`; `gpuscout watch --steps 200 -- python examples/watch_me.py` (a small CNN fed
+by a Python generator: the verdict and what to change); a benchmark of ResNet-50 in mixed bfloat16
+(mixed float16 before Ampere), or on a CPU a short ResNet-18/CIFAR run.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def main() -> int:
     subprocess.run([python, "-m", "pip", "install", "-q", "-e", f"{ROOT}[{extra}]"], check=True)
     gpuscout = str(VENV / "bin" / "gpuscout")
     subprocess.run([gpuscout, "doctor"])
+    # a verdict on a training of the kind users write, before any benchmark
+    subprocess.run([gpuscout, "watch", "--steps", "200", "--", python, str(ROOT / "examples" / "watch_me.py")])
     if gpu:
         precision = "mixed_bfloat16" if compute_capability() >= 8.0 else "mixed_float16"
         args = ["resnet50", "--precision", precision]

@@ -59,7 +59,7 @@ def sweep(
         help="Run the trials that failed (oom, timeout) again, and those not run yet; the rest are kept.",
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Check the file, list the trials and their commands, run nothing (any machine)."
+        False, "--dry-run", help="Check the sweep, list the trials and their commands, run nothing (any machine)."
     ),
     store_path: StorePath = None,
     as_json: AsJson = False,
