@@ -22,6 +22,7 @@ from tests.watch_records import H100, busy
 
 SCRIPTS = FIXTURES / "watch"
 PY = sys.executable
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def final_loss(text: str) -> str:
@@ -118,6 +119,28 @@ def test_steps_stop_a_long_script_cleanly_and_the_trace_is_kept(store_path):
     # steps 5-8 ran under the profiler: a window of their own, out of the figures
     assert [w.steps for w in record.windows if w.traced] == [4] and not any(w.traced for w in record.steady)
     assert f"tensorboard --logdir {record.trace.dir}" in result.stdout.replace("\n", " ")
+
+
+def test_the_quickstarts_example_gets_a_verdict(store_path):
+    """examples/watch_me.py, the README's first minute (scripts/quickstart.py watches it): its
+    generator is seen, its time split, and a verdict with what to change."""
+    result = run_cli(
+        "watch",
+        "--steps",
+        "60",
+        "--store",
+        str(store_path),
+        "--",
+        PY,
+        str(EXAMPLES / "watch_me.py"),
+        env={"KERAS_BACKEND": "jax", **QUIET_TF},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (record,) = stored(store_path)
+    assert record.status == "stopped" and record.main.steps == 60 and record.main.input_type == "generator"
+    assert record.input_wait_share is not None and record.input_wait_share > 0 and record.samples_per_s
+    assert "verdict, ranked by the time each could save" in result.stdout
+    assert f"gpuscout tune -- {PY} {EXAMPLES / 'watch_me.py'}" in " ".join(result.stdout.split())
 
 
 def test_a_loop_of_its_own_is_watched_through_nvml(store_path, fake_gpu):
