@@ -39,6 +39,16 @@ def test_recommend_ranks_with_reasons_as_json(tmp_path):
     h100 = next(r for r in rows if r["gpu"] == "h100_sxm")
     assert h100["throughput"]["basis"] == "predicted" and h100["throughput"]["low"] < h100["throughput"]["value"]
     assert any("memory-bound" in reason for reason in h100["reasons"])
+    # --top means what it says (issue 62): one row, and the GPUs without a price named, not listed
+    top = run_cli("recommend", "--workload", "resnet50", "--epochs", "90", "--top", "1", "--store", str(tmp_path / "n"))
+    assert top.returncode == 0, top.stderr
+    first = next(r for r in rows if r["eligible"])
+    unpriced = [r["name"] for r in rows if r["eligible"] and r["usd_per_hour"] is None]
+    text = " ".join(top.stdout.split())
+    assert "also trains it, with no price in the catalog to rank by:" in text and unpriced
+    assert all(name in text for name in unpriced[:3])
+    assert "│ 1 │" in top.stdout and "│ 2 │" not in top.stdout  # a log's table: one line a row
+    assert first["name"] in text
 
 
 @pytest.mark.parametrize(

@@ -259,13 +259,23 @@ def recommend(
             )
             + "; raise the budget"
         )
-    # A GPU without a price ranks after the priced ones; one cut from the top rows is shown anyway
-    shown = rows[: limits.top] + [
+    # --top rows, as asked (issue 62: --top 1 showed 10); a GPU without a price ranks after the
+    # priced ones, so those cut are named in one line rather than lost
+    shown = rows[: limits.top]
+    unpriced = [
         r for r in rows[limits.top :] if r.fits and r.eligible and r.hourly is None and r.throughput is not None
     ]
     if answer is not None and answer.measured.ended:  # before the table, not only after it
         terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
     print_ranking(shown, job, constraints)
+    if unpriced:
+        names = ", ".join(dict.fromkeys(r.gpu.name for r in unpriced))
+        terminal.console().print(
+            f"also trains it, with no price in the catalog to rank by: {names} "
+            f"(--top {len(rows)} shows them; --json has every row)",
+            markup=False,
+            highlight=False,
+        )
     if answer is not None:
         print_from_run(answer)
 
