@@ -123,9 +123,12 @@ def test_steps_stop_a_long_script_cleanly_and_the_trace_is_kept(store_path):
 
 def test_the_quickstarts_example_gets_a_verdict(store_path):
     """examples/watch_me.py, the README's first minute (scripts/quickstart.py watches it): its
-    generator is seen, its time split, and a verdict with what to change."""
+    generator is seen, its time split, and a verdict with what to change; --label names the run,
+    as the notebook magic's does."""
     result = run_cli(
         "watch",
+        "--label",
+        "first minute",
         "--steps",
         "60",
         "--store",
@@ -138,9 +141,12 @@ def test_the_quickstarts_example_gets_a_verdict(store_path):
     assert result.returncode == 0, result.stderr[-3000:]
     (record,) = stored(store_path)
     assert record.status == "stopped" and record.main.steps == 60 and record.main.input_type == "generator"
+    assert record.workload == "first minute"
     assert record.input_wait_share is not None and record.input_wait_share > 0 and record.samples_per_s
     assert "verdict, ranked by the time each could save" in result.stdout
     assert f"gpuscout tune -- {PY} {EXAMPLES / 'watch_me.py'}" in " ".join(result.stdout.split())
+    bad = run_cli("watch", "--label", "two\nlines", "--store", str(store_path), "--", PY, "-c", "pass")
+    assert bad.returncode == 2 and "--label" in bad.stderr and len(stored(store_path)) == 1
 
 
 def test_a_loop_of_its_own_is_watched_through_nvml(store_path, fake_gpu):

@@ -78,6 +78,10 @@ def watch(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No live view: only the command's output and the verdict.")
     ] = False,
+    label: Annotated[
+        str | None,
+        typer.Option(help="The name the run is listed and compared by [default: the script's name]."),
+    ] = None,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
@@ -86,6 +90,7 @@ def watch(
         steps=steps,
         duration_s=rules.duration_s("--duration", duration),
         trace_steps=rules.step_range("--trace-steps", trace_steps),
+        label=_label(label),
     )
     if pid is not None and (command or steps or trace_steps):
         raise UsageError("--pid watches a process already running: give no command, --steps or --trace-steps")
@@ -113,3 +118,12 @@ def exit_code(record) -> int:
         return 0
     code = record.exit_code
     return 128 - code if code < 0 and -code in signal.valid_signals() else code
+
+
+def _label(text: str | None) -> str | None:
+    """--label: one printable line, as a workload's name is shown and compared."""
+    if text is None:
+        return None
+    if not text.strip() or not text.isprintable() or len(text) > 200:
+        raise UsageError(f"--label {text[:40]!r}: give a name of 1 to 200 printable characters, on one line")
+    return text.strip()

@@ -67,6 +67,8 @@ class WatchOptions:
     # it does (child/sample_work.py): tune's first baseline only; a plain watch does not call the
     # script's own code more than the script does
     tell_augmentation: bool = False
+    # the name the run is listed and compared by (--label; the notebook magic's too) [default: the script's]
+    label: str | None = None
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -237,7 +239,7 @@ def watch_command(
     # storable, so that the record is never lost for them
     observed = analysis.Observed(
         command=storable(command.given),
-        workload=storable(command.workload),
+        workload=storable(options.label or command.workload),
         mode="command",
         status=status,
         exit_code=returncode,

@@ -84,7 +84,7 @@ def watch_pid(pid: int, options: WatchOptions, session: engine.Session, store: S
     notes = [f"the process ended {ended:.0f} s after gpuscout attached"] if ended is not None else []
     observed = analysis.Observed(
         command=given,
-        workload=command.workload,
+        workload=options.label or command.workload,
         mode="pid",
         status=status,
         exit_code=None,
