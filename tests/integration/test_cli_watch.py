@@ -144,6 +144,7 @@ def test_the_quickstarts_example_gets_a_verdict(store_path):
     assert record.workload == "first minute"
     assert record.input_wait_share is not None and record.input_wait_share > 0 and record.samples_per_s
     assert "verdict, ranked by the time each could save" in result.stdout
+    assert "not checked without a GPU: mixed precision on tensor cores" in " ".join(result.stdout.split())
     assert f"gpuscout tune -- {PY} {EXAMPLES / 'watch_me.py'}" in " ".join(result.stdout.split())
     bad = run_cli("watch", "--label", "two\nlines", "--store", str(store_path), "--", PY, "-c", "pass")
     assert bad.returncode == 2 and "--label" in bad.stderr and len(stored(store_path)) == 1

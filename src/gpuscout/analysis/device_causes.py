@@ -15,6 +15,11 @@ from gpuscout.record.watch import Cause, WatchedFit, WatchRecord
 # fp16 tensor cores from Volta (7.0), bf16 from Ampere: CUDA C++ Programming Guide.
 FP16_CC, BF16_CC = 7.0, BF16_COMPUTE_CAPABILITY
 UNUSED_MEMORY_SHARE = 0.5
+# This module's causes read a GPU: on a machine without one they were not looked at, and watch says so
+NOT_CHECKED_ON_CPU = (
+    "not checked without a GPU: mixed precision on tensor cores, how busy the GPU is, its memory, "
+    "and its health (throttling, other processes on it)"
+)
 
 
 def mixed_precision(r: WatchRecord, main: WatchedFit, reference: tuple[float, str] | None) -> Cause | None:

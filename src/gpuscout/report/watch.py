@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from gpuscout.analysis import devices
+from gpuscout.analysis.device_causes import NOT_CHECKED_ON_CPU
 from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
@@ -334,6 +335,8 @@ def print_watch(console: Console, r: WatchRecord) -> None:
         _wrapped(console, f"change: {cause.fix}", "     ", "   ")
         for line in (cause.code_snippet or "").splitlines():  # code is never wrapped
             console.print(Text(f"       {line}".rstrip(), style="green"), soft_wrap=True)
+    if r.gpu is None and r.mode == "command":  # what the verdict could not look at, said (issue 62, item 7)
+        _wrapped(console, NOT_CHECKED_ON_CPU, "  ", "")
     if r.mode == "command" and r.tune_change is None and any(c.code in TUNABLE for c in r.verdict):
         _wrapped(
             console,
