@@ -77,7 +77,7 @@ def plan(
     seq_lens = {w.name: rules.seq_len(w, options.seq_len) for w in found}
     backend = ready.backend
     gpu_index, notice = rules.device(options.device, nvml)
-    precision = request.precision(options, backend, nvml, gpu_index)
+    precision = rules.precision(backend, options.precision, nvml, gpu_index)
     memory_total = rules.memory_total(nvml, gpu_index)
     info = None
     if ref is not None:  # last: it starts a child that builds the user's model on the CPU

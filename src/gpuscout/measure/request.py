@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import PROTOCOL, Backend, DataMode, Distribution, Precision, Protocol
 from gpuscout.measure import engine, rules
-from gpuscout.telemetry.nvml import Nvml
 
 
 @dataclass
@@ -52,10 +51,6 @@ def checked(request: RunRequest) -> Checked:
         raise UsageError(f"unknown --data {request.data!r}: choose synthetic, pipeline or naive") from None
     request.measure.pricing.check()
     return Checked(rules.backend(request.backend), data)
-
-
-def precision(request: RunRequest, backend: Backend, nvml: Nvml, gpu_index: int | None) -> Precision:
-    return rules.precision(backend, request.precision, nvml, gpu_index)
 
 
 def spec_fields(

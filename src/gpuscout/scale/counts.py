@@ -66,7 +66,7 @@ def plan(workload_name: str, options: ScaleOptions, nvml: Nvml) -> Plan:
             "--backend tensorflow (the jax backend scales over one host's GPUs with DataParallel)"
         )
     device_kind, gpu_ids = _devices(options, counts, nvml, notices)
-    precision = request.precision(options, backend, nvml, gpu_ids[0] if gpu_ids else None)
+    precision = rules.precision(backend, options.precision, nvml, gpu_ids[0] if gpu_ids else None)
     seq_len = rules.seq_len(workload, options.seq_len)
     base_batch = options.batch_size or workload.default_batch_size
     if options.mode == "strong":

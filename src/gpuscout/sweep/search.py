@@ -62,6 +62,17 @@ def distributions(sweep: SweepFile) -> dict:
     return out
 
 
+def _study_settings(optuna, sweep: SweepFile) -> dict:
+    """The direction and sampler of a sweep's study, the same for the sweep and its dry run."""
+    seed = sweep.strategy.seed
+    return {
+        "direction": "maximize" if sweep.metric.direction == "max" else "minimize",
+        "sampler": optuna.samplers.TPESampler(seed=seed)
+        if sweep.strategy.kind == "tpe"
+        else optuna.samplers.RandomSampler(seed=seed),
+    }
+
+
 class Search:
     """One sweep's Optuna study: proposals (tpe), and the pruner's verdict at each epoch."""
 
@@ -79,12 +90,7 @@ class Search:
         self.study = optuna.create_study(
             study_name=sweep.name,
             storage=JournalStorage(JournalFileBackend(str(self.path))),
-            direction="maximize" if sweep.metric.direction == "max" else "minimize",
-            sampler=(
-                optuna.samplers.TPESampler(seed=sweep.strategy.seed)
-                if sweep.strategy.kind == "tpe"
-                else optuna.samplers.RandomSampler(seed=sweep.strategy.seed)
-            ),
+            **_study_settings(optuna, sweep),
             pruner=self._pruner(),
             load_if_exists=True,
         )
@@ -161,10 +167,7 @@ def first_proposals(sweep: SweepFile, count: int) -> list[Trial]:
     (the same sampler and seed): what a dry run shows. A sweep asks one per slot before the first
     result comes back, so these are the trials that start first; the later ones follow the results."""
     optuna = require_optuna()
-    study = optuna.create_study(
-        direction="maximize" if sweep.metric.direction == "max" else "minimize",
-        sampler=optuna.samplers.TPESampler(seed=sweep.strategy.seed),
-    )
+    study = optuna.create_study(**_study_settings(optuna, sweep))
     space, out = distributions(sweep), []
     for index in range(min(count, sweep.strategy.trials)):
         t = study.ask(space)

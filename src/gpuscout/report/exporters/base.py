@@ -2,22 +2,23 @@
 registry that finds one by the name a user gives (`--format NAME`).
 
 A format writes some of three subjects: stored runs (`results export`), comparisons (`compare`)
-and the report document (`report`). An exporter overrides the subjects it writes; asking it for
-another is a usage error that names the formats that do write it. A new format is one module
+and the report document (`report`), each a method of that name that it defines:
+
+    runs(records: list[StoredRecord]) -> str
+    comparisons(comparisons: list[Comparison]) -> str
+    report(doc: Document, assets: str) -> Written   # assets: the folder beside it its files go in
+
+Asking a format for a subject it has no method for is a usage error that names the formats that
+do write it. A new format is one module
 that defines an `Exporter` and registers it (report/exporters/__init__.py imports it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from gpuscout.core.errors import UsageError
-
-if TYPE_CHECKING:
-    from gpuscout.analysis.compare import Comparison
-    from gpuscout.record import StoredRecord
-    from gpuscout.report.document import Document
 
 # each subject's words in an error: "unknown --format 'xml' for stored runs"
 SUBJECTS = {"runs": "stored runs", "comparisons": "comparisons", "report": "a report"}
@@ -38,16 +39,6 @@ class Exporter:
     suffix: ClassVar[str]  # a file's usual suffix: a report's default --out
     files_beside: ClassVar[bool] = False  # its report refers to files in a folder beside it (assets_folder)
 
-    def runs(self, records: list[StoredRecord]) -> str:
-        raise NotImplementedError
-
-    def comparisons(self, comparisons: list[Comparison]) -> str:
-        raise NotImplementedError
-
-    def report(self, doc: Document, assets: str) -> Written:
-        """`assets`: the name of the folder beside the report its files go in."""
-        raise NotImplementedError
-
 
 def assets_folder(path: Path) -> Path:
     """Where the files of the report `path` go, for a format that writes files beside it:
@@ -66,7 +57,7 @@ def register(cls: type[Exporter]) -> type[Exporter]:
 
 
 def writes(exporter: Exporter, subject: str) -> bool:
-    return getattr(type(exporter), subject) is not getattr(Exporter, subject)
+    return callable(getattr(exporter, subject, None))
 
 
 def names(subject: str) -> list[str]:
