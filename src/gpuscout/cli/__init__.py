@@ -44,7 +44,9 @@ def _flag_shows_no_type(display_type_rich):
     return display
 
 
-TyperOption.display_type_rich = _flag_shows_no_type(TyperOption.display_type_rich)
+# an older typer (as on the lent GPU machines) has no display_type_rich: its help is left as it is
+if hasattr(TyperOption, "display_type_rich"):
+    TyperOption.display_type_rich = _flag_shows_no_type(TyperOption.display_type_rich)
 
 app = typer.Typer(
     name="gpuscout",
