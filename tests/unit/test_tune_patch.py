@@ -4,7 +4,9 @@ the rest of the file byte for byte; what cannot be located is said; the copy is 
 import ast
 import os
 
+from gpuscout.analysis.repeats import definition
 from gpuscout.tune import patch as patches
+from gpuscout.tune import source_edits
 from gpuscout.tune.change import Change
 from tests.records import fit_events, make_watch_record
 
@@ -138,6 +140,25 @@ def test_wraps_nest_in_order_and_what_cannot_be_located_is_said(tmp_path):
     outside.mkdir()
     elsewhere = patches.make([change("jit_compile", "jit_compile", jit_compile=True)], baseline(script), outside)
     assert "outside the script's folder" in elsewhere.unlocated["jit_compile"] and not elsewhere.texts
+
+
+def test_a_helper_the_script_defines_itself_is_not_taken_for_ours(tmp_path):
+    """The script has its own read_ahead(source, depth) (benchmarks/user_input/two_input_generator.py
+    on an H200: the patch wrapped fit's input in the user's function and wrote no definition):
+    ours goes in as gpuscout_read_ahead, and the script's is left as it was; a file patched before
+    gets no second copy of ours."""
+    script = tmp_path / "train.py"
+    own = "def read_ahead(source, depth=8):\n    return source\n\n\n"
+    script.write_text(SCRIPT.replace("m.fit(Slow(), epochs=3)", own + "m.fit(batches(), steps_per_epoch=5)"))
+    made = patches.make([change("prefetch", "prefetch", prefetch=True)], baseline(script, fit_line=28), tmp_path)
+    after = made.texts[script.resolve()][1]
+    assert "m.fit(gpuscout_read_ahead(batches()), steps_per_epoch=5)" in after
+    assert "def gpuscout_read_ahead(" in after and own in after and not made.unlocated
+    script.write_text(SCRIPT.replace("m.fit(Slow(), epochs=3)", "m.fit(batches(), steps_per_epoch=5)"))
+    first = patches.make([change("prefetch", "prefetch", prefetch=True)], baseline(script), tmp_path)
+    script.write_text(first.texts[script.resolve()][1])
+    again = source_edits.insert_after_imports(script.read_text(), definition("read_ahead"), False, "read_ahead")
+    assert again == []
 
 
 def test_the_overlay_links_everything_but_the_patched_files(tmp_path):

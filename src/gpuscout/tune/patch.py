@@ -35,6 +35,7 @@ from gpuscout.tune.source_edits import (
     name_of,
     offsets,
     order,
+    own_name,
     set_keywords,
     wrap_input,
 )
@@ -165,11 +166,12 @@ def _edits(
         else:
             helper = "tuned_pipeline" if input_type == "tf.data" else "read_ahead"
             wrap = helper + "({})"
+        named, code = own_name(text, helper, definition(helper))
         return [
             (
                 path,
-                wrap_input(text, call_at(text, line, "fit"), wrap)
-                + insert_after_imports(text, definition(helper), need_keras=helper == "CachedBatches", name=helper),
+                wrap_input(text, call_at(text, line, "fit"), wrap.replace(helper, named, 1))
+                + insert_after_imports(text, code, need_keras=helper == "CachedBatches", name=named),
             )
         ]
     if knob == "data_parallel":

@@ -7,6 +7,7 @@ the file stays byte for byte, and the result must parse. The primitives of tune'
 from __future__ import annotations
 
 import ast
+import re
 
 
 class NotLocated(Exception):
@@ -158,12 +159,31 @@ def wrap_input(text: str, call: ast.Call, wrap: str) -> list[Edit]:
     return [(start, start, before, -next(order)), (end, end, after, next(order))]
 
 
+def _defined(tree: ast.Module, name: str) -> ast.AST | None:
+    return next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
+
+
+def own_name(text: str, name: str, code: str) -> tuple[str, str]:
+    """The name gpuscout's definition `code` of `name` goes by in `text`, and the code to write: its
+    own, unless the file defines something else by that name (a user's own `read_ahead`, whose
+    signature is not ours), then gpuscout_<name>."""
+    there = _defined(ast.parse(text), name)
+    if there is None or ast.dump(there) == ast.dump(ast.parse(code).body[0]):
+        return name, code
+    renamed = f"gpuscout_{name}"
+    return renamed, re.sub(rf"\b(def|class) {name}\b", rf"\1 {renamed}", code, count=1)
+
+
 def insert_after_imports(text: str, code: str, need_keras: bool, name: str | None = None) -> list[Edit]:
     """`code` after the statement importing keras (or, where keras is not needed, after the last
-    import at the top of the file); a definition already there is not written twice."""
+    import at the top of the file); our definition already there (a file patched before) is not
+    written twice, and one of the user's by the same name is an error (own_name gives ours another)."""
     tree = ast.parse(text)
-    if name and any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in tree.body):
-        return []
+    there = _defined(tree, name) if name else None
+    if there is not None:
+        if ast.dump(there) == ast.dump(ast.parse(code).body[0]):
+            return []
+        raise NotLocated(f"the script defines its own {name}, which gpuscout's {name} would replace")
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     keras = [
         n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras" for a in n.names)
