@@ -254,10 +254,13 @@ def test_beside_a_callback_that_sets_the_rate_it_is_scaled_once_and_stays_a_numb
 
 def test_mixed_precision_waits_for_a_setting_that_fixes_the_input():
     """A loop waiting 94% of the time for its input: bf16 could make the other 6% twice as fast,
-    1 / (1 - 0.06 x 0.5) = 1.03x at most, not worth a run (0.77x measured on an H100); at 50% it
-    could buy 1.33x and is tried."""
+    1 / (1 - 0.06 x 0.5) = 1.03x at most, not worth a run alone (0.77x measured on an H100); at 50%
+    it could buy 1.33x and is tried."""
     starved = baseline(input_type="PyDataset", wait_s=0.94)
-    reason = next(s.reason for s in script.plan(starved).skipped if s.knob == "mixed_precision")
+    planned = script.plan(starved)
+    reason = next(s.reason for s in planned.skipped if s.knob == "mixed_precision")
     assert reason.startswith("the loop waits for input 94% of the time: faster arithmetic could buy at most 1.03x")
+    # deferred, not dropped: measured with an input change (tune/search.py)
+    assert [c.settings for c in planned.deferred] == [{"mixed_precision": "mixed_bfloat16"}]
     half = baseline(input_type="PyDataset", wait_s=0.5)
     assert "mixed_precision" in [c.knob for c in script.plan(half).changes]

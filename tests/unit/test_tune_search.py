@@ -4,7 +4,7 @@ measured again when those disagree. No process runs: `run` returns a record of t
 
 import itertools
 
-from gpuscout.tune import judging, script, search
+from gpuscout.tune import judging, script, search, trials
 from gpuscout.tune.change import Change, Plan
 from tests.records import fit_events, make_watch_record
 from tests.watch_records import H100, busy
@@ -254,7 +254,7 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
     found = search.search(
         run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0), search.Budget(3600), 3, STEPS
     )
-    assert found.clear and found.path[0].row.ratio_low > search.CLEAR_RATIO
+    assert found.clear and found.path[0].row.ratio_low > trials.CLEAR_RATIO
     assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
     assert search._kept_back(found, 3, search.Budget(3600), STEPS) == []
     del ran[:]
@@ -300,12 +300,12 @@ def test_more_workers_are_tried_on_top_of_workers_that_won_while_the_input_still
     workers again from the kept run (its processes too), each replacing the one kept."""
     threads = Change("workers_7_threads", "workers", {"workers": 7, "processes": False}, "", "")
     processes = Change("workers_8_processes", "workers", {"workers": 8, "processes": True}, "", "")
-    kept = search.Config((CACHE, threads))
+    kept = trials.Config((CACHE, threads))
     assert kept.plus(processes).name == "cache+workers_8_processes"
     assert kept.plus(processes).settings == {"cache": True, "workers": 8, "processes": True}
     waiting = make_watch_record(events=fit_events(wait_s=0.31, input_type="PyDataset"))
     waiting.main.input_workers = 7
-    offered = script.plan(waiting, skip=tuple(kept.knobs - set(search.REPEATABLE))).changes
+    offered = script.plan(waiting, skip=tuple(kept.knobs - set(trials.REPEATABLE))).changes
     assert [c.name for c in offered if c.knob == "workers"] == ["workers_8_threads", "workers_8_processes"]
 
 
@@ -391,11 +391,11 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
 
     found = search.search(run, lambda facts, kept: Plan(changes=[SPE]), record(1000.0), search.Budget(3600), 3, STEPS)
     assert asked["baseline (warm)"] is None and asked["baseline again"] is None  # references run their count
-    assert abs(asked["steps_per_execution_8"] - search.SLOWER_CUT * 300 * BATCH / 1000.0) < 0.5
+    assert abs(asked["steps_per_execution_8"] - trials.SLOWER_CUT * 300 * BATCH / 1000.0) < 0.5
     # a reference of 0.19 s (100,000 samples/s) is not cut at 0.58 s: a loaded host's pause is as long
     fast = search.Budget(3600)
     fast.seen(record(100_000.0), "baseline")
-    assert search._cut_s(fast, search.Config(), 300) == search.CUT_FLOOR_S == 10.0
+    assert search._cut_s(fast, trials.Config(), 300) == search.CUT_FLOOR_S == 10.0
     row = found.trials[0].row
     assert row.verdict == "slower" and row.note == (
         "stopped at 3x its reference's training time: 91 of 300 steps, judged on those"
@@ -404,7 +404,57 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
     # last run is not priced as the best in the final block the budget keeps back
     budget = search.Budget(3600)
     budget.seen(record(1000.0), "baseline")
-    reference = search.Config()
-    slow = search.Trial(1, SPE, reference.plus(SPE), reference, 300, runs=[record(100.0)])
-    level = search.Trial(1, SPE, reference.plus(SPE), reference, 300, runs=[record(980.0)])
+    reference = trials.Config()
+    slow = trials.Trial(1, SPE, reference.plus(SPE), reference, 300, runs=[record(100.0)])
+    level = trials.Trial(1, SPE, reference.plus(SPE), reference, 300, runs=[record(980.0)])
     assert not search._may_win(slow, budget) and search._may_win(level, budget)
+
+
+PREFETCH = Change("prefetch", "prefetch", {"prefetch": True}, "model.fit(read_ahead(batches), ...)", "waits")
+
+
+def plan_deferred(facts, kept):
+    """Prefetch planned; mixed precision deferred (the loop waits for its input: script._precision)."""
+    return Plan(changes=[] if "prefetch" in kept else [PREFETCH], deferred=[MIXED])
+
+
+def test_a_change_the_input_caps_is_measured_beside_an_input_change_that_won_nothing_alone():
+    """The H200's generator-fed CNN (docs/benchmarks.md): read-ahead alone 1.01x, bf16 alone 0.96x,
+    both 1.40x. Round 1 keeps nothing; round 2 runs read-ahead with bf16, never bf16 alone, and
+    keeps the pair, whose knobs are both the best setting's."""
+    ran = []
+
+    def run(config, name, steps, at_most_s=None):
+        ran.append(config.name)
+        s = config.settings
+        return record({(): 1000.0, ("prefetch",): 1010.0, ("mixed_precision",): 960.0}.get(tuple(s), 1400.0))
+
+    found = search.search(run, plan_deferred, record(1000.0), search.Budget(3600), 3, STEPS)
+    assert "mixed_precision" not in ran
+    [pair] = [t for t in found.trials if t.round == 2]
+    assert pair.change.knob == "combined" and pair.config.name == "prefetch+mixed_precision"
+    assert pair.row.on == "baseline" and abs(pair.row.ratio - 1.4) < 0.05 and pair.row.kept
+    assert found.best.knobs == {"prefetch", "mixed_precision"} and found.rounds == 2
+
+
+def test_a_change_the_input_caps_is_tried_on_top_of_an_input_change_kept():
+    """Read-ahead kept (1.3x); the deferred bf16 is then a candidate on top of it (1.4x more)."""
+
+    def run(config, name, steps, at_most_s=None):
+        s = config.settings
+        return record(1000.0 * (1.3 if "prefetch" in s else 1) * (1.4 if "mixed_precision" in s else 1))
+
+    found = search.search(run, plan_deferred, record(1000.0), search.Budget(3600), 3, STEPS)
+    assert [t.change.name for t in found.path] == ["prefetch", "mixed_precision"]
+
+
+def test_no_pair_without_an_input_change_that_measured_no_slower():
+    """Read-ahead measured slower (0.7x): nothing is paired with it, and the search ends."""
+    ran = []
+
+    def run(config, name, steps, at_most_s=None):
+        ran.append(config.name)
+        return record(700.0 if config.changes else 1000.0)
+
+    found = search.search(run, plan_deferred, record(1000.0), search.Budget(3600), 3, STEPS)
+    assert found.rounds == 1 and not found.path and "prefetch+mixed_precision" not in ran

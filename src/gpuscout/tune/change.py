@@ -41,9 +41,25 @@ class Skip:
 
 
 @dataclass
+class Deferred:
+    """Changes whose worth another cause seen in the run is predicted to cap (faster arithmetic
+    while the loop waits for its input): measured only together with a change that lifts that cause
+    (tune/search.py), never alone."""
+
+    changes: list[Change]
+    reason: str
+
+
+@dataclass
 class Plan:
     changes: list[Change] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+    deferred: list[Change] = field(default_factory=list)  # each also named in `skipped`, with its reason
+
+
+# The changes to the input, in the order a round tries them while the input caps the step: the one that
+# removes the work (cache) before the ones that spread it, as a budget may end a round
+INPUT_FIRST = ("cache", "device_batches", "augment_in_model", "workers", "prefetch")
 
 
 def not_waiting(r: WatchRecord) -> str | None:

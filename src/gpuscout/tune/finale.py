@@ -20,7 +20,7 @@ from gpuscout.tune import augment, judging, search
 from gpuscout.tune import patch as patches
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.results import Judged, PatchMade, Skipped, TuneScriptReport
-from gpuscout.tune.search import Config, Outcome
+from gpuscout.tune.trials import Config, Outcome
 
 # The final block: the baseline, the best setting, the baseline again (and the patched copy
 # between them, with --patch).
@@ -83,7 +83,7 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
 def _patched_copy(session, found: Outcome, run, count: int):
     """The diff of the best setting, and a run of the script's copy with it applied (no change
     injected): what a user who applies the patch gets."""
-    changes = list(found.best.changes)  # a batch kept twice: the later one only (search.REPEATABLE)
+    changes = list(found.best.changes)  # a batch kept twice: the later one only (trials.REPEATABLE)
     root = session.root
     made = patches.make(changes, session.probe, root)
     if not made.texts:
@@ -218,7 +218,7 @@ def report(
                 "the patched copy's speed-up is outside the injected one's interval: the diff does "
                 "not do what the injection did (or the host was noisy: compare the two runs)"
             )
-    kept = {t.change.knob for t in found.path}
+    kept = found.best.knobs  # a pair kept (search._pairs) names both its knobs
     not_faster = tuple(t.change.name for t in found.trials if t.row.verdict in NOT_FASTER)
     first = probe if final.after is final.before else final.before  # the baseline run before the last one
     return TuneScriptReport(

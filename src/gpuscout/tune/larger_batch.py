@@ -23,7 +23,7 @@ def fit_batches(main) -> bool:
 def larger_batches(r: WatchRecord, script_batch: int | None = None) -> list[Change] | str:
     """Larger batches, as far as memory and the data allow (batch_factors), each with the learning
     rate scaled for it (learning_rate): a setting that is a larger batch already gets the next
-    ones (search.REPEATABLE). Named by their factor over the script's own batch."""
+    ones (trials.REPEATABLE). Named by their factor over the script's own batch."""
     main = r.main
     if not fit_batches(main):
         return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"

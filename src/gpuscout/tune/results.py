@@ -46,7 +46,7 @@ class Judged(BaseModel):
     efficiency: float | None = None  # and its speed-up per device added
     healthy: bool | None = None  # its loss as good as the reference's (judging.health)
     health: str | None = None
-    # where it ran in the search (tune/search.Trial)
+    # where it ran in the search (tune/trials.Trial)
     round: int | None = None
     on: str | None = None  # the setting it was added to
     setting: str | None = None  # the whole setting it ran

@@ -25,6 +25,7 @@ from gpuscout.tune import patch as patches
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change
 from gpuscout.tune.results import TuneScriptReport
+from gpuscout.tune.trials import Config
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Session:
     ) -> WatchRecord:
         """One run of the command: `steps` training steps (else TARGET_TRAINING_S of training),
         stopped at `at_most_s` seconds of training if that comes first (a candidate far slower than
-        its reference: search.SLOWER_CUT)."""
+        its reference: trials.SLOWER_CUT)."""
         self.progress.started(name, number, total)
         options = WatchOptions(
             steps=steps,
@@ -176,7 +177,7 @@ def _session(session: Session) -> TuneScriptReport:
     session.probe = probe
 
     def run(
-        config: search.Config, name: str, count: int, command: Command | None = None, at_most_s: float | None = None
+        config: Config, name: str, count: int, command: Command | None = None, at_most_s: float | None = None
     ) -> WatchRecord:
         record = session.run(name, count, config.as_change(), next(counter), 0, command=command, at_most_s=at_most_s)
         records.append(record)

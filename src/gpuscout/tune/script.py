@@ -31,7 +31,7 @@ from gpuscout.analysis.verdict import INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_S
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.augment import augment_in_model
-from gpuscout.tune.change import CHANGES, Change, Plan, Skip, not_waiting
+from gpuscout.tune.change import CHANGES, INPUT_FIRST, Change, Deferred, Plan, Skip, not_waiting
 from gpuscout.tune.larger_batch import epoch_steps, fit_batches, larger_batches, learning_rate
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
@@ -96,10 +96,12 @@ def plan(
             out.skipped.append(Skip(knob, "--skip"))
         elif isinstance(found, str):
             out.skipped.append(Skip(knob, found))
+        elif isinstance(found, Deferred):
+            out.skipped.append(Skip(knob, found.reason))
+            out.deferred += found.changes
         else:
             out.changes += found
-    if (baseline.input_wait_share or 0) >= INPUT_HIGHLY:  # the input caps the step: its fixes first, the
-        # one that removes the work (cache) before the ones that spread it, as a budget may end a round
+    if (baseline.input_wait_share or 0) >= INPUT_HIGHLY:  # the input caps the step: its fixes first
         out.changes.sort(key=lambda c: INPUT_FIRST.index(c.knob) if c.knob in INPUT_FIRST else len(INPUT_FIRST))
     elif baseline.gpu_idle_share is not None and 1 - baseline.gpu_idle_share < STARVED_UTIL_PCT / 100:
         # a GPU idle most of the time waits on the host's calls, not the input: more work per call first
@@ -111,7 +113,6 @@ def plan(
     return out
 
 
-INPUT_FIRST = ("cache", "device_batches", "augment_in_model", "workers", "prefetch")
 # A compiled step of a small batch left the H100 idle 70-80% of the time (the debugging-settings
 # ViT, docs/benchmarks.md): the largest batch tried first, where a budget may end the round
 MORE_WORK_FIRST = ("jit_compile", "batch_size", "steps_per_execution", "device_batches")
@@ -165,7 +166,7 @@ def _graph(r: WatchRecord) -> list[Change]:
     ]
 
 
-def _precision(r: WatchRecord) -> list[Change] | str:
+def _precision(r: WatchRecord) -> list[Change] | Deferred | str:
     main = r.main
     cc = float(r.gpu.compute_capability) if r.gpu and r.gpu.compute_capability else None
     if r.gpu is None:
@@ -174,24 +175,24 @@ def _precision(r: WatchRecord) -> list[Change] | str:
         return f"the script sets its own policy ({main.precision_policy})"
     if cc is None or cc < FP16_CC:
         return f"the GPU has no tensor cores for fp16/bf16 (compute capability {r.gpu.compute_capability or '?'})"
+    policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
+    change = Change(
+        "mixed_precision",
+        "mixed_precision",
+        {"mixed_precision": policy},
+        f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model",
+        f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores (compute capability "
+        f"{r.gpu.compute_capability})",
+    )
     wait = r.input_wait_share or 0
     most = 1 / (1 - (1 - wait) * (1 - 1 / PRECISION_MOST))
     if most < PRECISION_WORTH:
-        return (
+        return Deferred(
+            [change],
             f"the loop waits for input {wait:.0%} of the time: faster arithmetic could buy at most {most:.2f}x "
-            "until the input is fixed (planned again on a setting that fixes it)"
+            "on its own; measured only with a change to the input (on top of one kept, or beside one)",
         )
-    policy = "mixed_bfloat16" if cc >= BF16_CC else "mixed_float16"
-    return [
-        Change(
-            "mixed_precision",
-            "mixed_precision",
-            {"mixed_precision": policy},
-            f"keras.mixed_precision.set_global_policy('{policy}')   # before building the model",
-            f"float32 on a GPU with {'bf16' if cc >= BF16_CC else 'fp16'} tensor cores (compute capability "
-            f"{r.gpu.compute_capability})",
-        )
-    ]
+    return [change]
 
 
 def _steps_per_execution(r: WatchRecord) -> list[Change] | str:

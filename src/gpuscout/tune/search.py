@@ -21,15 +21,14 @@ runs say, and knows nothing about processes, so its tests run it on records made
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
 from gpuscout.tune.budget import Budget, Steps
-from gpuscout.tune.change import Change, Plan, Skip
-from gpuscout.tune.results import Judged
+from gpuscout.tune.change import INPUT_FIRST, Change, Plan, Skip
+from gpuscout.tune.trials import REPEATABLE, SLOWER_CUT, Config, Outcome, Trial
 
 # Candidates between two runs of their reference: each is then at most one run away from one
 # reference run and two from the other.
@@ -39,127 +38,23 @@ INTERLEAVE = 3
 # measured on an op-by-op step say nothing of the compiled one; issue 60: 211x from jit_compile on a
 # small ViT left op by op, H200).
 PACE_FIRST = ("jit_compile",)
-# Changes tried again on top of themselves while they keep winning, the later replacing the earlier
-# in the setting: a larger batch where the last one paid (x2 and x4 stopped a compiled MLP at 0.41
-# of the batch of 1,024 by hand, issue 60), and more workers (or processes) where the input still
-# waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried).
-REPEATABLE = ("batch_size", "workers")
-# A candidate is stopped once it has trained this many times its reference's training time, and
-# judged on the steps it ran (its windows are of its own steps: a third of them is still four or
-# more): a change 7x slower (the augmentation moved into the model on a CPU) ran 76 s of a 3-minute
-# budget at the round's count, and left no time for the next candidate.
-SLOWER_CUT = 3.0
-# ... but never before this much training: below it the cut saves seconds, and a loaded host's
-# pause (a collection, another process on 2 cores) can triple a sub-second run (CI cut a compiled
-# MLP candidate at 113 of 150 steps whose reference trained 0.4 s).
+# A candidate is stopped at SLOWER_CUT times its reference's training time (tune/trials.py), but
+# never before this much training: below it the cut saves seconds, and a loaded host's pause (a
+# collection, another process on 2 cores) can triple a sub-second run (CI cut a compiled MLP
+# candidate at 113 of 150 steps whose reference trained 0.4 s).
 CUT_FLOOR_S = 10.0
+# A change the facts say the input caps (Plan.deferred: mixed precision while the loop waits for its
+# input) is measured with a change to the input: on top of one kept, or, in a round that kept nothing,
+# paired with each input change that measured no slower, the best this many. On an H200 a generator-fed
+# CNN waiting 88-91% of the time ran 1.01x with read-ahead alone, 0.96x with bf16 alone and 1.40x with
+# both (docs/benchmarks.md): neither alone is kept, so only the pair finds it.
+PAIRED_AT_MOST = 3
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
 # The final block (tune/finale.py): the baseline, the best setting, the baseline again
 FINAL_RUNS = 3
 # What it runs when no change won: the baseline once more
 CLOSING_RUNS = 1
-# A best this many times the baseline (its intervals' low ends) is not told from a host's drift (a
-# few percent, NOISY_SHARE's tenth at most) by runs taken together: the final block runs none, and
-# the best's own run is set against the baseline's run of round 1 (issue 60: on an H100 the ViT left
-# op by op spent 30 s on each baseline run, a twelfth of the session, to confirm a 600x)
-CLEAR_RATIO = 3.0
-
-
-@dataclass(frozen=True)
-class Config:
-    """Changes applied together (none: the baseline)."""
-
-    changes: tuple[Change, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return "baseline" if not self.changes else "+".join(c.name for c in self.changes)
-
-    @property
-    def settings(self) -> dict:
-        return {k: v for c in self.changes for k, v in c.settings.items()}
-
-    @property
-    def knobs(self) -> set[str]:
-        return {c.knob for c in self.changes}
-
-    def plus(self, change: Change) -> Config:
-        kept = tuple(c for c in self.changes if not (c.knob == change.knob and c.knob in REPEATABLE))
-        return Config(kept + (change,))
-
-    def as_change(self) -> Change | None:
-        """The setting as one change for a run (None: the unchanged script)."""
-        if not self.changes:
-            return None
-        if len(self.changes) == 1:
-            return self.changes[0]
-        return Change(
-            self.name,
-            "combined",
-            self.settings,
-            "\n\n".join(c.line for c in self.changes),
-            " + ".join(c.name for c in self.changes),
-        )
-
-
-@dataclass
-class Trial:
-    """A candidate measured in a round: its runs and the reference runs beside them."""
-
-    round: int
-    change: Change
-    config: Config
-    reference: Config
-    steps: int  # the training steps its runs and the reference runs beside them trained
-    runs: list[WatchRecord] = field(default_factory=list)
-    beside: list[WatchRecord] = field(default_factory=list)  # the reference's runs before and after
-    row: Judged | None = None  # its judgement, once the reference run after it ran
-
-    def judge(self, batch_size: int | None) -> Judged:
-        self.row = judging.judged(self.change, self.runs, self.beside, batch_size)
-        ran = min((r.main.steps for r in self.runs if r.main), default=self.steps)
-        if ran < self.steps and any(r.main and r.main.stopped_by_limit for r in self.runs):
-            cut = (
-                f"stopped at {SLOWER_CUT:g}x its reference's training time: {ran} of {self.steps} steps, "
-                "judged on those"
-            )
-            self.row.note = "; ".join(n for n in (self.row.note, cut) if n)
-        self.row.set(
-            round=self.round,
-            on=self.reference.name,
-            setting=self.config.name,
-            reference_run_ids=[r.id for r in self.beside],
-            run_ids=[r.id for r in self.runs],
-        )
-        noise = [n for a, b in zip(self.beside, self.beside[1:]) if (n := judging.noisy(a, b))]
-        self.row.noisy = noise[0] if noise else None
-        return self.row
-
-    @property
-    def faster(self) -> bool:
-        return self.row is not None and self.row.faster
-
-
-@dataclass
-class Outcome:
-    path: list[Trial] = field(default_factory=list)  # the changes kept, in order
-    trials: list[Trial] = field(default_factory=list)
-    skipped: list[Skip] = field(default_factory=list)
-    rounds: int = 0
-    asked: dict[str, int] = field(default_factory=dict)  # run id -> the training steps it was asked for
-
-    @property
-    def best(self) -> Config:
-        return self.path[-1].config if self.path else Config()
-
-    @property
-    def clear(self) -> bool:
-        """The changes kept are faster than the baseline by so much (the product of their intervals'
-        low ends, CLEAR_RATIO or more) that no drift of the host between runs could make it: the
-        final block runs no baseline, and the best's latest run is set against round 1's."""
-        return math.prod(t.row.ratio_low or 1.0 for t in self.path) >= CLEAR_RATIO
-
 
 # (setting, name, training steps[, at_most_s: training seconds it is stopped at]) -> its run
 Runner = Callable[..., WatchRecord]
@@ -186,6 +81,8 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
         planned = plan(facts, reference.knobs - set(REPEATABLE))
         if out.rounds == 0:
             out.skipped += planned.skipped
+        if reference.knobs & set(INPUT_FIRST):  # the input changed: what it capped is worth a run now
+            planned.changes += [c for c in planned.deferred if c.knob not in reference.knobs]
         candidates = [c for c in planned.changes if reference.plus(c).name not in tried]
         if not candidates:
             break
@@ -197,38 +94,17 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
             # one candidate, its reference run after it and the closing run. Not before a pace
             # change: what it buys (155x for XLA on the H100) dwarfs a cold run's few percent
             reference_runs.append(_ran(run, reference, "baseline (warm)", budget, round_steps, out))
-        trials = _round(
-            run,
-            out.rounds,
-            reference,
-            reference_runs,
-            pace or candidates,
-            budget,
-            reserve,
-            batch,
-            out,
-            steps,
-            round_steps,
-        )
+        measuring = Measuring(run, reference, budget, reserve, batch, out, steps, round_steps)
+        trials = measuring.round(out.rounds, reference_runs, [(c, reference.plus(c)) for c in pace or candidates])
         tried |= {t.config.name for t in trials} | {reference.plus(c).name for c in pace or candidates}
-        leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row.ratio)
-        if any(t.row.noisy for t in leaders):
-            for trial in leaders[:REMEASURE]:
-                if not budget.allows(
-                    [
-                        budget.cost(trial.config.name, trial.steps),
-                        budget.cost(reference.name, round_steps),
-                        *_kept_back(out, reserve, budget, steps),
-                    ]
-                ):
-                    break
-                # at its own count (a larger batch: its reference's samples), not the round's: a batch
-                # of 2,048 run again at the 1,393 steps sized to batch 32 trained 36 s, not 1 s (H100)
-                trial.runs.append(_ran(run, trial.config, f"{trial.config.name} again", budget, trial.steps, out))
-                trial.beside.append(_ran(run, reference, f"{reference.name} again", budget, round_steps, out))
-                trial.judge(batch)
-                trial.row.remeasured = True
-            leaders = sorted((t for t in leaders if t.faster), key=lambda t: -t.row.ratio)
+        leaders = measuring.leaders(trials)
+        pairs = [] if leaders or pace else _pairs(trials, planned.deferred, reference, tried)
+        if pairs:  # nothing won alone: each input change that measured no slower, with what it capped
+            out.rounds += 1
+            ran_beside = [r for t in trials for r in t.beside]
+            paired = measuring.round(out.rounds, reference_runs + ran_beside, pairs)
+            tried |= {config.name for _, config in pairs}
+            leaders = measuring.leaders(paired)
         if not leaders:
             if pace and len(candidates) > len(pace):
                 continue  # the pace change did not win: the others, on the same reference
@@ -243,42 +119,95 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
     return out
 
 
-def _round(
-    run: Runner,
-    number: int,
-    reference: Config,
-    reference_runs: list[WatchRecord],
-    candidates: list[Change],
-    budget: Budget,
-    reserve: int,
-    batch: int | None,
-    out: Outcome,
-    steps: Steps,
-    count: int,
-) -> list[Trial]:
-    trials: list[Trial] = []
-    waiting: list[Trial] = []  # measured, waiting for the reference run after them
-    # the reference's last run that trained as many steps as this round's will (never the probe)
-    before = next((r for r in reversed(reference_runs) if out.asked.get(r.id) == count), None)
-    for change in candidates:
-        config = reference.plus(change)
-        # this run (at its reference's pace) and the reference after it
-        if not budget.allows([budget.cost(reference.name, count)] * 2 + _kept_back(out, reserve, budget, steps)):
-            out.skipped.append(Skip(change.knob, f"{config.name}: the --budget was spent"))
-            continue
-        own = steps.at_samples(count, _batch_of(reference, batch), _batch_of(config, batch))
-        trial = Trial(number, change, config, reference, own)
-        trial.runs.append(
-            _ran(run, trial.config, trial.config.name, budget, own, out, at_most_s=_cut_s(budget, reference, count))
-        )
-        trials.append(trial)
-        out.trials.append(trial)
-        waiting.append(trial)
-        if len(waiting) == INTERLEAVE:
-            before = _close(run, reference, before, waiting, budget, batch, count, out)
-    if waiting:
-        _close(run, reference, before, waiting, budget, batch, count, out)
-    return trials
+@dataclass
+class Measuring:
+    """What a round's runs share: the runner, the setting they are added to, the budget and the
+    training steps a reference run trains."""
+
+    run: Runner
+    reference: Config
+    budget: Budget
+    reserve: int
+    batch: int | None
+    out: Outcome
+    steps: Steps
+    count: int
+
+    def round(
+        self, number: int, reference_runs: list[WatchRecord], candidates: list[tuple[Change, Config]]
+    ) -> list[Trial]:
+        """Each (change, the whole setting it makes) run, its reference run after every INTERLEAVE."""
+        run, reference, budget, out, count = self.run, self.reference, self.budget, self.out, self.count
+        trials: list[Trial] = []
+        waiting: list[Trial] = []  # measured, waiting for the reference run after them
+        # the reference's last run that trained as many steps as this round's will (never the probe)
+        before = next((r for r in reversed(reference_runs) if out.asked.get(r.id) == count), None)
+        for change, config in candidates:
+            # this run (at its reference's pace) and the reference after it
+            if not budget.allows(
+                [budget.cost(reference.name, count)] * 2 + _kept_back(out, self.reserve, budget, self.steps)
+            ):
+                out.skipped.append(Skip(change.knob, f"{config.name}: the --budget was spent"))
+                continue
+            own = self.steps.at_samples(count, _batch_of(reference, self.batch), _batch_of(config, self.batch))
+            trial = Trial(number, change, config, reference, own)
+            at_most_s = _cut_s(budget, reference, count)
+            trial.runs.append(_ran(run, config, config.name, budget, own, out, at_most_s=at_most_s))
+            trials.append(trial)
+            out.trials.append(trial)
+            waiting.append(trial)
+            if len(waiting) == INTERLEAVE:
+                before = _close(run, reference, before, waiting, budget, self.batch, count, out)
+        if waiting:
+            _close(run, reference, before, waiting, budget, self.batch, count, out)
+        return trials
+
+    def leaders(self, trials: list[Trial]) -> list[Trial]:
+        """The round's faster trials, fastest first; where the reference runs beside them disagreed
+        (a noisy host), the REMEASURE leading ones measured again first."""
+        reference, budget, out = self.reference, self.budget, self.out
+        leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row.ratio)
+        if not any(t.row.noisy for t in leaders):
+            return leaders
+        for trial in leaders[:REMEASURE]:
+            if not budget.allows(
+                [
+                    budget.cost(trial.config.name, trial.steps),
+                    budget.cost(reference.name, self.count),
+                    *_kept_back(out, self.reserve, budget, self.steps),
+                ]
+            ):
+                break
+            # at its own count (a larger batch: its reference's samples), not the round's: a batch
+            # of 2,048 run again at the 1,393 steps sized to batch 32 trained 36 s, not 1 s (H100)
+            trial.runs.append(_ran(self.run, trial.config, f"{trial.config.name} again", budget, trial.steps, out))
+            trial.beside.append(_ran(self.run, reference, f"{reference.name} again", budget, self.count, out))
+            trial.judge(self.batch)
+            trial.row.remeasured = True
+        return sorted((t for t in leaders if t.faster), key=lambda t: -t.row.ratio)
+
+
+def _pairs(trials: list[Trial], deferred: list[Change], reference: Config, tried: set[str]) -> list:
+    """(change, setting) for each input change of a round that measured no slower, the best
+    PAIRED_AT_MOST, with each change it capped (Plan.deferred)."""
+    lifts = sorted(
+        (
+            t
+            for t in trials
+            if t.change.knob in INPUT_FIRST
+            and t.row.verdict == "no significant difference"
+            and t.row.healthy is not False
+        ),
+        key=lambda t: -(t.row.ratio or 0),
+    )
+    pairs = []
+    for lift in lifts:
+        for change in deferred:
+            config = lift.config.plus(change)
+            if change.knob not in lift.config.knobs and config.name not in tried:
+                added = Config(tuple(c for c in config.changes if c not in reference.changes)).as_change()
+                pairs.append((added, config))
+    return pairs[:PAIRED_AT_MOST]
 
 
 def _batch_of(config: Config, script_batch: int | None) -> int | None:
