@@ -25,15 +25,28 @@ def gpuscout(args: list[str], out: Path, name: str, env: dict, timeout: float) -
         return None, wall
 
 
+DIVERGED = " (loss not finite)"
+
+
+def watched(report: dict | None) -> tuple[float | None, bool]:
+    """A `watch --json` report's samples/s, and whether its training diverged (a NaN or infinite
+    loss: a speed that is no fix, as tune's own judging holds)."""
+    if not report:
+        return None, False
+    run = report["runs"][0]
+    return run["samples_per_s"], any(v["code"] == "loss_not_finite" for v in run["verdict"])
+
+
 def print_beside(rows: dict[str, float | None], report: dict | None, wall: float, each_row: bool = False) -> None:
     """The table a tune-beside-the-fix-by-hand benchmark prints last: each row's samples/s, tune's
-    best against the best row named "by hand ...", tune's path, session, (`each_row`: every
-    setting it measured), what is left and how many settings the budget left unrun."""
+    best against the best row named "by hand ..." whose loss stayed finite (a row named with
+    DIVERGED is shown, never compared), tune's path, session, (`each_row`: every setting it
+    measured), what is left and how many settings the budget left unrun."""
     print()
     for name, rate in rows.items():
         print(f"{name:40} {rate:12,.0f} samples/s" if rate else f"{name:40} —")
     best = rows.get("tune's best")
-    hands = [rate for name, rate in rows.items() if name.startswith("by hand") and rate]
+    hands = [rate for name, rate in rows.items() if name.startswith("by hand") and DIVERGED not in name and rate]
     if best and hands:
         print(f"{'tune best / best by hand':40} {best / max(hands):12.2f}")
     if report:

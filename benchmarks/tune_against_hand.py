@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpuscout_cli import gpuscout, print_beside  # benchmarks/ is the script's folder
+from gpuscout_cli import DIVERGED, gpuscout, print_beside, watched  # benchmarks/ is the script's folder
 
 USER_INPUT = Path(__file__).resolve().parent / "user_input"
 # each script's argument for its fix by hand, and what that fix is
@@ -84,11 +84,12 @@ def main() -> int:
         env,
         300,
     )
+    rate, diverged = watched(hand)
     rows = {
         "as left (tune's baseline)": ((report or {}).get("baseline") or {}).get("samples_per_s"),
         "tune's best": ((report or {}).get("best") or {}).get("samples_per_s"),
         "tune's patched copy": ((report or {}).get("patched") or {}).get("samples_per_s"),
-        f"by hand: {hand_label}": hand["runs"][0]["samples_per_s"] if hand else None,
+        f"by hand: {hand_label}" + (DIVERGED if diverged else ""): rate,
     }
     print_beside(rows, report, wall, each_row=True)
     return 0

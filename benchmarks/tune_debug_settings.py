@@ -5,10 +5,11 @@ fix made by hand, in one call:
    32x32 uint8 images held in memory) left with jit_compile=False, float32 and batch 32, watched as
    it is (`watch --duration`): the pace the user starts from;
 2. `gpuscout tune --json -- python vit_debug.py` at the default budget (6 minutes), unchanged;
-3. the fix by hand, watched the same way: XLA, mixed_bfloat16 and batch 256 (the issue's), and the
-   same with batch 1,024.
+3. the fix by hand, watched the same way: XLA, mixed_bfloat16 and batch 256 (the issue's), the
+   same with batch 1,024, and XLA in float32 at batch 1,024; a fix whose loss went NaN is shown and
+   not compared.
 
-    python benchmarks/tune_debug_settings.py --out OUTDIR [--budget MINUTES] [--small] [--mlp]
+    python benchmarks/tune_debug_settings.py --out OUTDIR [--budget MINUTES] [--small] [--mlp] [--hand-only]
 
 `--mlp`: the issue's CPU case instead, an MLP (64-256-256-2) on 20,000 in-memory samples left at
 batch 16 without XLA; the fix by hand is XLA at batch 256 and 1,024 (float32: a CPU has no
@@ -26,7 +27,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gpuscout_cli import gpuscout, print_beside  # benchmarks/ is the script's folder
+from gpuscout_cli import DIVERGED, gpuscout, print_beside, watched  # benchmarks/ is the script's folder
 from user_input.small_vit import MODEL
 
 SCRIPT = (
@@ -86,6 +87,7 @@ def main() -> int:
     parser.add_argument("--watch-seconds", type=int, default=25)
     parser.add_argument("--small", action="store_true", help="a one-block model on 2,048 images (a CPU rehearsal)")
     parser.add_argument("--mlp", action="store_true", help="the issue's CPU case: an MLP at batch 16, no XLA")
+    parser.add_argument("--hand-only", action="store_true", help="the fixes by hand alone (no as-left run, no tune)")
     args = parser.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -95,22 +97,28 @@ def main() -> int:
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", **({"SMALL": "1"} if args.small else {}))
     store = str(out / "s.sqlite")
     watch = ["watch", "--json", "--duration", f"{args.watch_seconds}s", "--store", store, "--"]
-    rows = {}
-    left, _ = gpuscout([*watch, sys.executable, str(script)], out, "as-left", env, 300)
-    rows[f"as left (no XLA, float32, batch {16 if args.mlp else 32})"] = (
-        left["runs"][0]["samples_per_s"] if left else None
-    )
-    budget = ["--budget", args.budget] if args.budget else []
-    report, wall = gpuscout(
-        ["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out, "tune", env, 560
-    )
-    best = (report or {}).get("best") or {}
-    rows["tune's best"] = best.get("samples_per_s")
-    for batch in (256, 1024):
-        hand, _ = gpuscout(
-            [*watch, sys.executable, str(script), "xla", policy, str(batch)], out, f"by-hand-{batch}", env, 300
+    rows, report, wall = {}, None, 0.0
+    if not args.hand_only:
+        left, _ = gpuscout([*watch, sys.executable, str(script)], out, "as-left", env, 300)
+        rows[f"as left (no XLA, float32, batch {16 if args.mlp else 32})"] = watched(left)[0]
+        budget = ["--budget", args.budget] if args.budget else []
+        report, wall = gpuscout(
+            ["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out, "tune", env, 560
         )
-        rows[f"by hand: XLA, {policy}, batch {batch}"] = hand["runs"][0]["samples_per_s"] if hand else None
+        rows["tune's best"] = ((report or {}).get("best") or {}).get("samples_per_s")
+    # float32 at the largest batch too: on an H200 the ViT's loss went NaN in mixed_bfloat16 by hand
+    # as in tune's own run (docs/benchmarks.md), and a diverged run is no fix to compare with
+    hand = [(policy, 256), (policy, 1024)] + ([("float32", 1024)] if policy != "float32" else [])
+    for precision, batch in hand:
+        made, _ = gpuscout(
+            [*watch, sys.executable, str(script), "xla", precision, str(batch)],
+            out,
+            f"by-hand-{precision}-{batch}",
+            env,
+            300,
+        )
+        rate, diverged = watched(made)
+        rows[f"by hand: XLA, {precision}, batch {batch}" + (DIVERGED if diverged else "")] = rate
     print_beside(rows, report, wall)
     return 0
 

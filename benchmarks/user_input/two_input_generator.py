@@ -5,6 +5,8 @@ in float32 batch by batch, in fit's own thread.
     python two_input_generator.py          # as a user left it: float32, the generator read in turn
     python two_input_generator.py hand     # the fix by hand: the generator read ahead in a thread
                                            # (8 batches) and mixed_bfloat16
+    python two_input_generator.py read_ahead | bf16   # each half of the fix by hand alone
+    python two_input_generator.py time     # the generator alone: ms per batch, then exit
 
 SMALL=1 makes it small enough for a CPU rehearsal.
 """
@@ -18,12 +20,13 @@ import jax
 import keras
 import numpy as np
 
-HAND = len(sys.argv) > 1 and sys.argv[1] == "hand"
+ARG = sys.argv[1] if len(sys.argv) > 1 else ""
+READ_AHEAD, BF16 = ARG in ("hand", "read_ahead"), ARG in ("hand", "bf16")
 SMALL = os.environ.get("SMALL") == "1"
 B, SIDE, FEATURES = (32, 24, 16) if SMALL else (128, 96, 32)
 N = 512 if SMALL else 4096
 WIDTH = 16 if SMALL else 96
-if HAND:
+if BF16:
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
 
 rng = np.random.default_rng(0)
@@ -79,4 +82,14 @@ t = keras.layers.Dense(128, activation="relu")(table_in)
 joined = keras.layers.Concatenate()([x, t])
 model = TwoInputs([image_in, table_in], keras.layers.Dense(10)(keras.layers.Dense(256, activation="relu")(joined)))
 model.compile(keras.optimizers.Adam(1e-3))
-model.fit(read_ahead(batches()) if HAND else batches(), steps_per_epoch=100, epochs=1000, verbose=0)
+if ARG == "time":
+    import time
+
+    made = batches()
+    next(made)
+    start = time.perf_counter()
+    for _ in range(50):
+        next(made)
+    print(f"the generator alone: {(time.perf_counter() - start) / 50 * 1e3:.1f} ms a batch")
+    sys.exit(0)
+model.fit(read_ahead(batches()) if READ_AHEAD else batches(), steps_per_epoch=100, epochs=1000, verbose=0)
