@@ -80,9 +80,10 @@ def watch_records(store):
 
 
 # Two runs of the same code in two processes on a loaded 2-core host differ by a few percent from
-# one run to the next (2.5% in a `.ci/run` of 2026-11-26, each run's CI under 1% wide): the kernel's
-# figure agrees with the script's when their CIs overlap or their medians are this close.
-RUN_TO_RUN = 0.05
+# one run to the next (2.5% in a `.ci/run` of 2026-11-26, each run's CI under 1% wide; 5.1% in one
+# of 2026-11-28 with a third process on the host): the kernel's figure agrees with the script's when
+# their CIs overlap or their medians are this close. A kernel's watch that cost a tenth would still fail.
+RUN_TO_RUN = 0.08
 
 
 def overlap(a, b) -> bool:
@@ -159,7 +160,9 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
     assert file_record.workload == "file.ipynb" and file_record.main.steps == 24 * 10
     codes = [[c.code for c in r.verdict][:1] for r in (in_kernel, script_record, file_record)]
     assert codes[0] == codes[1] == codes[2] == ["input_bound"], codes
-    assert overlap(in_kernel, script_record), (in_kernel.throughput, script_record.throughput)
+    assert overlap(in_kernel, script_record), [
+        (t.median, t.ci95_low, t.ci95_high) for t in (in_kernel.throughput, script_record.throughput)
+    ]
 
 
 def _three(records, callback_id):
