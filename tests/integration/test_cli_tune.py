@@ -12,6 +12,7 @@ import pytest
 from gpuscout.core.spec import Backend
 from gpuscout.tune.advice import recommendations
 from gpuscout.tune.input import classify_wait
+from gpuscout.tune.workload_results import AblationRow, BatchSearch, WorkloadTuneReport
 from tests.conftest import FIXTURES, run_cli
 
 PIPELINES = FIXTURES / "pipelines" / "pipelines.py"
@@ -177,14 +178,28 @@ def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():
         return {
             "label": label,
             "factor": factor,
+            "versus": "baseline",
+            "status": "ok",
             "precision": precision,
             "data": data,
             "speedup": {"ratio": ratio, "ci95_low": ratio - 0.1, "ci95_high": ratio + 0.1},
-            "loss": {"changed": changed},
+            "loss": {
+                "baseline": 1.0,
+                "value": 9.0 if changed else 1.0,
+                "relative": 8.0 if changed else 0.0,
+                "changed": changed,
+            },
         }
 
-    report = {
-        "ablation": {
+    report = WorkloadTuneReport(
+        session="s",
+        created_utc="2026-11-28T00:00:00+00:00",
+        workload="mlp",
+        backend="tensorflow",
+        device="gpu",
+        budget_s=60.0,
+        ablation={
+            "best": {"precision": "mixed_bfloat16", "xla": True},
             "rows": [
                 row("baseline", None, 1.0),
                 row("mixed_float16", "precision", 2.5, "mixed_float16", True),
@@ -192,25 +207,29 @@ def test_recommendations_rank_by_measured_gain_and_skip_what_broke_training():
                 row("XLA on", "xla", 1.3),
                 row("tuned", "input", 1.1, data="pipeline"),
                 row("synthetic", "input", 3.0, data="synthetic"),
-            ]
+            ],
         },
-        "batch": {
-            "curve": [{"batch_size": 256, "samples_per_s": 100.0}, {"batch_size": 1024, "samples_per_s": 150.0}],
-            "knee": 1024,
-            "default": 256,
-            "largest": 2048,
-        },
-    }
+        batch=BatchSearch(
+            limited_by="memory",
+            curve=[
+                {"batch_size": 256, "run_id": "a", "status": "ok", "samples_per_s": 100.0},
+                {"batch_size": 1024, "run_id": "b", "status": "ok", "samples_per_s": 150.0},
+            ],
+            knee=1024,
+            default=256,
+            largest=2048,
+        ),
+    )
     recs = recommendations(report, Backend.tensorflow)
-    assert [r["title"] for r in recs][:4] == [
+    assert [r.title for r in recs][:4] == [
         "mixed_bfloat16",
         "batch size 1024 (the knee; the largest that fits is 2048)",
         "XLA on",
         "tuned",
     ]
-    assert recs[-1]["title"].startswith("memory growth") and "set_memory_growth" in recs[-1]["code"]
+    assert recs[-1].title.startswith("memory growth") and "set_memory_growth" in recs[-1].code
     on_cpu = recommendations(report, Backend.tensorflow, on_gpu=False)
-    assert not any("memory growth" in r["title"] for r in on_cpu)  # GPU advice only for a GPU
+    assert not any("memory growth" in r.title for r in on_cpu)  # GPU advice only for a GPU
 
 
 def test_rows_of_one_setting_that_disagree_are_called_noise():
@@ -239,6 +258,7 @@ def test_rows_of_one_setting_that_disagree_are_called_noise():
             "samples_per_s": 2000.0,
         },
     ]
+    rows = [AblationRow(versus="baseline", status="ok", **row) for row in rows]
     (note,) = same_setting_spread(rows)
     assert note.startswith("'combined: fp32, no XLA, tuned pipeline' and 'tuned input pipeline' ran the same setting")
     assert "differences under 113% are noise" in note

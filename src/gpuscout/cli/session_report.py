@@ -23,9 +23,9 @@ def folder(verb: str, store_path: Path, make: bool = True) -> Path:
 def save_and_show(report, verb: str, store_path: Path, as_json: bool, render: Callable[..., None]) -> Path | None:
     """The report shown, and saved as VERB/SESSION.json beside the store (never a link or a file
     gpuscout did not write). Its runs are stored already: a report that cannot be saved is said,
-    and still shown. `report`: a typed result with `as_json()` (scale's), or the dict tune still
-    makes."""
-    fields = report.as_json() if hasattr(report, "as_json") else report
+    and still shown. `report`: a typed result with `as_json()` (scale's, tune's of a script or of
+    a workload)."""
+    fields = report.as_json()
     text = json.dumps({"gpuscout_version": __version__, **fields}, indent=2, default=str)
     err = terminal.console(stderr=True)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuscout.core.spec import Backend
+from gpuscout.tune.workload_results import Recommendation, Speedup, WorkloadTuneReport
 
 SNIPPETS = {
     "mixed_bfloat16": "keras.mixed_precision.set_global_policy('mixed_bfloat16')",
@@ -19,48 +20,47 @@ SNIPPETS = {
 }
 
 
-def recommendations(report: dict, backend: Backend, on_gpu: bool = True) -> list[dict]:
+def recommendations(report: WorkloadTuneReport, backend: Backend, on_gpu: bool = True) -> list[Recommendation]:
     out = []
-    ab = report.get("ablation") or {}
-    for row in ab.get("rows", []):
-        gain = row["speedup"]
-        if not gain or gain["ratio"] <= 1.0 or row["factor"] in (None, "combined"):
+    for row in report.ablation.rows if report.ablation else []:
+        gain = row.speedup
+        if not gain or gain.ratio <= 1.0 or row.factor in (None, "combined"):
             continue
-        if row["factor"] == "input" and row["data"] == "synthetic":
+        if row.factor == "input" and row.data == "synthetic":
             continue  # a ceiling, not something to paste
-        if (row["loss"] or {}).get("changed"):
+        if row.loss and row.loss.changed:
             continue
-        key = row["precision"] if row["factor"] == "precision" else ("xla" if row["factor"] == "xla" else "pipeline")
+        key = row.precision if row.factor == "precision" else ("xla" if row.factor == "xla" else "pipeline")
         cost = {
             "mixed_float16": "fp16 needs loss scaling (Keras' fit does it; a custom loop must use LossScaleOptimizer)",
             "mixed_bfloat16": "needs bf16 tensor cores (Ampere or newer); keep the last layer's output in float32",
             "xla": "a compile at the first step and at every new input shape",
             "pipeline": "more host threads and memory for the cache",
         }[key]
-        out.append({"title": row["label"], "gain": gain, "code": SNIPPETS[key], "cost": cost})
-    batch = report.get("batch") or {}
-    curve = {c["batch_size"]: c for c in batch.get("curve", []) if c["samples_per_s"]}
-    knee, default = batch.get("knee"), batch.get("default")
+        out.append(Recommendation(title=row.label, gain=gain, code=SNIPPETS[key], cost=cost))
+    batch = report.batch
+    curve = {c.batch_size: c for c in batch.curve if c.samples_per_s} if batch else {}
+    knee, default = (batch.knee, batch.default) if batch else (None, None)
     if knee and default in curve and knee in curve and knee != default:
-        ratio = curve[knee]["samples_per_s"] / curve[default]["samples_per_s"]
+        ratio = curve[knee].samples_per_s / curve[default].samples_per_s
         if ratio > 1.0:
             out.append(
-                {
-                    "title": f"batch size {knee} (the knee; the largest that fits is {batch['largest']})",
-                    "gain": {"ratio": ratio, "ci95_low": None, "ci95_high": None},
-                    "code": f"model.fit(dataset.batch({knee}), ...)",
-                    "cost": "a larger batch usually needs a larger learning rate (scale it with the batch, "
+                Recommendation(
+                    title=f"batch size {knee} (the knee; the largest that fits is {batch.largest})",
+                    gain=Speedup(ratio=ratio, ci95_low=None, ci95_high=None),
+                    code=f"model.fit(dataset.batch({knee}), ...)",
+                    cost="a larger batch usually needs a larger learning rate (scale it with the batch, "
                     "with warm-up) and can change final accuracy",
-                }
+                )
             )
-    out.sort(key=lambda r: -r["gain"]["ratio"])
+    out.sort(key=lambda r: -r.gain.ratio)
     if backend is Backend.tensorflow and on_gpu:  # GPU memory: nothing to say on a CPU
         out.append(
-            {
-                "title": "memory growth (lets other processes share the GPU; no speedup measured)",
-                "gain": None,
-                "code": SNIPPETS["memory_growth"],
-                "cost": "fragmentation can cost a little memory; the largest batch may shrink slightly",
-            }
+            Recommendation(
+                title="memory growth (lets other processes share the GPU; no speedup measured)",
+                gain=None,
+                code=SNIPPETS["memory_growth"],
+                cost="fragmentation can cost a little memory; the largest batch may shrink slightly",
+            )
         )
     return out

@@ -6,6 +6,7 @@ from gpuscout.core.errors import RunError
 from gpuscout.core.spec import DataMode, Precision
 from gpuscout.tune.ablation import throughput
 from gpuscout.tune.session import Session
+from gpuscout.tune.workload_results import BatchPoint, BatchProbe, BatchSearch
 
 KNEE_SHARE = 0.90
 BATCH_STEP = 8  # batches found by the search are multiples of this (of 1 below it)
@@ -15,7 +16,7 @@ def _round_batch(value: float) -> int:
     return max(1, int(value) // BATCH_STEP * BATCH_STEP if value >= BATCH_STEP else int(value))
 
 
-def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
+def batch_search(session: Session, precision: Precision, use_xla: bool) -> BatchSearch:
     start = session.base.batch_size
     on_gpu = session.base.gpu_index is not None
     cap = session.options.max_batch or start * (64 if on_gpu else 8)
@@ -28,7 +29,7 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
         window_steps=2,
         window_seconds=0.0,
     )
-    probes: list[dict] = []
+    probes: list[BatchProbe] = []
 
     def fits(batch: int) -> bool | None:
         record = session.run(f"probe batch {batch}", "batch_probe", batch_size=batch, **probe)
@@ -36,13 +37,13 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
             return None
         message = record.error.message if record.error else None
         probes.append(
-            {
-                "batch_size": batch,
-                "status": record.status,
-                "run_id": record.id,
-                "peak_memory_bytes": record.peak_memory_bytes,
-                "message": message,
-            }
+            BatchProbe(
+                batch_size=batch,
+                status=record.status,
+                run_id=record.id,
+                peak_memory_bytes=record.peak_memory_bytes,
+                message=message,
+            )
         )
         if record.status not in ("ok", "oom"):
             raise RunError(f"the batch probe at {batch} ended {record.status}: {message}")
@@ -84,7 +85,7 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
             break
         lo, hi = (middle, hi) if ok else (lo, middle)
     if lo is None:
-        return {"largest": None, "probes": probes, "limited_by": limited_by, "curve": [], "knee": None}
+        return BatchSearch(largest=None, probes=probes, limited_by=limited_by, curve=[], knee=None)
     points = sorted({b for b in (start, lo // 8, lo // 4, lo // 2, lo) if b >= 1}, reverse=True)
     points = sorted({_round_batch(b) for b in points})
     curve = []
@@ -94,27 +95,27 @@ def batch_search(session: Session, precision: Precision, use_xla: bool) -> dict:
         )
         if record is not None:
             curve.append(
-                {
-                    "batch_size": b,
-                    "run_id": record.id,
-                    "status": record.status,
-                    "samples_per_s": throughput(record),
-                    "throughput": record.throughput.model_dump() if record.throughput else None,
-                    "peak_memory_bytes": record.peak_memory_bytes,
-                }
+                BatchPoint(
+                    batch_size=b,
+                    run_id=record.id,
+                    status=record.status,
+                    samples_per_s=throughput(record),
+                    throughput=record.throughput.model_dump() if record.throughput else None,
+                    peak_memory_bytes=record.peak_memory_bytes,
+                )
             )
-    measured = [c for c in curve if c["samples_per_s"]]
+    measured = [c for c in curve if c.samples_per_s]
     knee = None
     if measured:
-        best = max(c["samples_per_s"] for c in measured)
-        knee = min(c["batch_size"] for c in measured if c["samples_per_s"] >= KNEE_SHARE * best)
-    return {
-        "largest": lo,
-        "first_oom": hi,
-        "limited_by": limited_by if hi is None else "memory",
-        "cap": cap,
-        "probes": probes,
-        "curve": curve,
-        "knee": knee,
-        "default": start,
-    }
+        best = max(c.samples_per_s for c in measured)
+        knee = min(c.batch_size for c in measured if c.samples_per_s >= KNEE_SHARE * best)
+    return BatchSearch(
+        largest=lo,
+        first_oom=hi,
+        limited_by=limited_by if hi is None else "memory",
+        cap=cap,
+        probes=probes,
+        curve=curve,
+        knee=knee,
+        default=start,
+    )

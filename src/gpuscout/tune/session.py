@@ -14,6 +14,7 @@ from gpuscout.executor.local import run_child
 from gpuscout.measure import engine
 from gpuscout.record.run import RunRecord, TuneTag
 from gpuscout.store import Store
+from gpuscout.tune.workload_results import PipelineAlone
 from gpuscout.workloads.user import last_traceback
 
 
@@ -60,7 +61,7 @@ class Session:
         self.progress.run_finished(label, [record])
         return record
 
-    def pipeline_alone(self, label: str, **changes) -> dict | None:
+    def pipeline_alone(self, label: str, **changes) -> PipelineAlone | None:
         """The input pipeline without the model, in a child on the CPU; samples/s and its windows."""
         if not self.fits_budget(label):
             return None
@@ -84,16 +85,16 @@ class Session:
             if spec.user_pipeline:  # measured first, before any model run: bad input, not a failed run
                 raise UserCodeError(message, last_traceback(outcome.stderr_tail))
             self.progress.run_finished(label, [])
-            return {"label": label, "status": outcome.status, "message": outcome.message}
+            return PipelineAlone(label=label, status=outcome.status, message=outcome.message)
         rates = [w.samples / w.duration_s for w in outcome.result.windows]
         self.progress.run_finished(label, [])
-        return {
-            "label": label,
-            "status": "ok",
-            "source": outcome.result.pipeline_source,
-            "samples_per_s": statistics.median(rates),
-            "windows_samples_per_s": rates,
-        }
+        return PipelineAlone(
+            label=label,
+            status="ok",
+            source=outcome.result.pipeline_source,
+            samples_per_s=statistics.median(rates),
+            windows_samples_per_s=rates,
+        )
 
 
 def has_tensorflow() -> bool:

@@ -20,6 +20,7 @@ from gpuscout.tune.advice import recommendations
 from gpuscout.tune.batch import batch_search
 from gpuscout.tune.input import input_analysis
 from gpuscout.tune.session import Session, has_tensorflow
+from gpuscout.tune.workload_results import WorkloadTuneReport
 from gpuscout.workloads.user import check_source
 
 PARTS = ("ablation", "batch", "input")
@@ -50,7 +51,7 @@ def tune(
     store: Store,
     progress: engine.Progress | None = None,
     planned: tuple | None = None,
-) -> dict:
+) -> WorkloadTuneReport:
     """Plan (everything checked first; `planned`: plan()'s answer when the caller checked first),
     then the parts asked for, then what to change."""
     progress = progress or engine.Progress()
@@ -65,31 +66,28 @@ def tune(
         if options.pipeline and "input" in options.parts
         else None
     )
-    report: dict = {
-        "session": session.id,
-        "created_utc": utc_now(),
-        "workload": base.workload,
-        "backend": base.backend.value,
-        "device": base.device_kind,
-        "gpu": nvml.gpu(base.gpu_index).name if base.gpu_index is not None else None,
-        "default_batch_size": base.batch_size,
-        "budget_s": options.budget_s,
-        "notes": notes,
-    }
+    report = WorkloadTuneReport(
+        session=session.id,
+        created_utc=utc_now(),
+        workload=base.workload,
+        backend=base.backend.value,
+        device=base.device_kind,
+        gpu=nvml.gpu(base.gpu_index).name if base.gpu_index is not None else None,
+        default_batch_size=base.batch_size,
+        budget_s=options.budget_s,
+        notes=notes,
+    )
     best_precision, use_xla, runs = Precision.fp32, base.backend is Backend.jax, {}
     if "ablation" in options.parts:
-        ab = ablation(session, precisions)
-        runs = ab.pop("runs")
-        ab.pop("combined")
-        report["ablation"] = ab
-        best_precision, use_xla = Precision(ab["best"]["precision"]), ab["best"]["xla"]
+        report.ablation, runs = ablation(session, precisions)
+        best_precision, use_xla = Precision(report.ablation.best.precision), report.ablation.best.xla
     if "batch" in options.parts:
-        report["batch"] = batch_search(session, best_precision, use_xla)
+        report.batch = batch_search(session, best_precision, use_xla)
     if "input" in options.parts:
-        report["input"] = input_analysis(session, best_precision, use_xla, runs, user_pipeline)
-    report["recommendations"] = recommendations(report, base.backend, on_gpu=base.gpu_index is not None)
-    report["skipped"] = session.skipped
-    report["elapsed_s"] = time.monotonic() - session.started
+        report.input = input_analysis(session, best_precision, use_xla, runs, user_pipeline)
+    report.recommendations = recommendations(report, base.backend, on_gpu=base.gpu_index is not None)
+    report.skipped = session.skipped
+    report.elapsed_s = time.monotonic() - session.started
     return report
 
 
