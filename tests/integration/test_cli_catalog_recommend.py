@@ -1,6 +1,7 @@
 """`gpuscout catalog` and `gpuscout recommend` through the real CLI."""
 
 import json
+import re
 
 import pytest
 
@@ -46,9 +47,12 @@ def test_recommend_ranks_with_reasons_as_json(tmp_path):
     unpriced = [r["name"] for r in rows if r["eligible"] and r["usd_per_hour"] is None]
     text = " ".join(top.stdout.split())
     assert "also trains it, with no price in the catalog to rank by:" in text and unpriced
-    assert all(name in text for name in unpriced[:3])
-    assert "│ 1 │" in top.stdout and "│ 2 │" not in top.stdout  # a log's table: one line a row
-    assert first["name"] in text
+    assert all(name.removeprefix("NVIDIA ").removeprefix("GeForce ") in text for name in unpriced[:3])
+    ranked = [line.split()[0] for line in top.stdout.splitlines() if re.match(r"\s*(\d+|—)\s+\d+x ", line)]
+    assert ranked == ["1"]  # a log's table: one line a row, and only the one asked for
+    # the answer before the table: the best value named in the line under the title
+    lines = top.stdout.splitlines()
+    assert lines[1].startswith(f"Best value: 1x {first['name'].removeprefix('NVIDIA ')} (")
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,11 @@ def predict(
     return Prediction(value, value * (1 - band), value * (1 + band), "predicted", tuple(used))
 
 
+# How an assumed reference's label ends ("35% MFU on the H200 (transformers measured by gpuscout)"),
+# with or without its "assumed: " prefix: a figure that stands on another kind of model than the job's
+ASSUMED_SUFFIX = "s measured by gpuscout)"
+
+
 def assumed_reference(kind: str, training_flops_per_unit: float, catalog: Catalog, precision: Precision) -> Reference:
     """A made-up measurement on the H200 at the MFU gpuscout saw there for this kind of model."""
     h200 = catalog.get(ASSUMED_ON)
@@ -118,7 +123,7 @@ def assumed_reference(kind: str, training_flops_per_unit: float, catalog: Catalo
     return Reference(
         ASSUMED_ON,
         mfu * peak_flops / training_flops_per_unit,
-        f"assumed: {mfu:.0%} MFU on the H200 ({kind}s measured by gpuscout)",
+        f"assumed: {mfu:.0%} MFU on the H200 ({kind}{ASSUMED_SUFFIX}",
     )
 
 

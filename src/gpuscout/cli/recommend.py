@@ -18,21 +18,23 @@ from gpuscout.core import backends
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend import from_run
+from gpuscout.recommend.caveats import caveats
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
-from gpuscout.report.recommend import print_from_run, print_ranking
+from gpuscout.report.recommend import print_from_run, print_ranking, short_name
 from gpuscout.store import Store, default_store_path
 
-HELP = """Rank GPUs for a training job: fits in memory, throughput (measured or predicted, with a range),
-time and cost to train, throughput per dollar, and why. --from RUN takes the job a watched script,
-a tune variant or a benchmark ran, and predicts it from where its step time went.
+HELP = """Rank GPUs for a training job: the answer first (the best value, what the ranking cannot tell
+you, what to fix first), then each GPU's throughput (measured or predicted), time and cost to
+train; --long adds memory, the range and why. --from RUN takes the job a watched script, a tune
+variant or a benchmark ran, and predicts it from where its step time went.
 
 Examples:
 
     gpuscout recommend --from 1a2b --trials 9 --max-gpus 8
 
-    gpuscout recommend --workload resnet50 --epochs 90
+    gpuscout recommend --workload resnet50 --epochs 90 --top 5 --long
 
     gpuscout recommend --params 1.3B --seq 2048 --dataset-size 2e10 --deadline 3d --max-gpus 8
 
@@ -195,6 +197,9 @@ def recommend(
     ] = None,
     store_path: StorePath = None,
     as_json: AsJson = False,
+    long: Annotated[
+        bool, typer.Option("--long", help="Every column: each GPU's memory, the speed's range, units per dollar, why.")
+    ] = False,
 ) -> None:
     precision = job_options.check()
     constraints = limits.constraints(job_options.scenario)
@@ -221,6 +226,7 @@ def recommend(
             + (f": the closest is {closest.gpus}x {closest.gpu.name} at {closest.hours:,.1f} h" if closest else "")
             + f" (with up to {limits.max_gpus} GPUs; raise --max-gpus or the deadline)"
         )
+    notes = caveats(job, rows)
     if as_json:
         typer.echo(
             json.dumps(
@@ -234,6 +240,7 @@ def recommend(
                     }
                     | {"precision": job.precision.value, "references": [r.label for r in job.references]},
                     "scenario": job_options.scenario,
+                    "caveats": notes,
                     "rows": [r.to_dict() for r in rows],
                 }
                 | (answer.to_dict() if answer else {}),
@@ -261,15 +268,14 @@ def recommend(
         )
     # --top rows, as asked (issue 62: --top 1 showed 10); a GPU without a price ranks after the
     # priced ones, so those cut are named in one line rather than lost
-    shown = rows[: limits.top]
     unpriced = [
         r for r in rows[limits.top :] if r.fits and r.eligible and r.hourly is None and r.throughput is not None
     ]
     if answer is not None and answer.measured.ended:  # before the table, not only after it
         terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
-    print_ranking(shown, job, constraints)
+    print_ranking(rows, job, constraints, notes, answer.fix_first if answer else None, long, limits.top)
     if unpriced:
-        names = ", ".join(dict.fromkeys(r.gpu.name for r in unpriced))
+        names = ", ".join(dict.fromkeys(short_name(r.gpu.name) for r in unpriced))
         terminal.console().print(
             f"also trains it, with no price in the catalog to rank by: {names} "
             f"(--top {len(rows)} shows them; --json has every row)",

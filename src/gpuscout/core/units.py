@@ -15,9 +15,12 @@ def number(value: float | None, digits: int = 1) -> str:
 
 
 def usd(value: float | None) -> str:
-    """Dollars with cents below 100 (a 0.15 USD epoch is not '0 $'), whole dollars above."""
+    """Dollars with cents below 100 (a 0.15 USD epoch is not '0 $'), whole dollars above; under a
+    cent, "<0.01 $" (a training of seconds is not free, issue 62: "cost 0.00 $")."""
     if value is None:
         return DASH
+    if 0 < value < 0.005:
+        return "<0.01 $"
     return f"{value:,.2f} $" if abs(value) < 100 else f"{value:,.0f} $"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.table import Table
 
 from gpuscout import recommend as rec
@@ -10,13 +11,119 @@ from gpuscout.report import format as fmt
 from gpuscout.report import terminal
 
 
-def print_ranking(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraints) -> None:
+def print_ranking(
+    rows: list[rec.Row],
+    job: rec.Job,
+    constraints: rec.Constraints,
+    caveats: list[str] = (),
+    fix_first: str | None = None,
+    long: bool = False,
+    top: int | None = None,
+) -> None:
+    """The answer first (issue 62: at 80 columns the sentence that mattered came last, after 200
+    lines of cards): the best value and the fastest GPU in a line, then what makes the ranking
+    mean less than it seems (recommend/caveats.py) and what to fix first, then a table that fits
+    80 columns. `long`: every column, each row's range, memory and why; `top`: the rows shown (the
+    line above them is of all)."""
     out = terminal.console()
-    table = Table(
-        title=f"gpuscout recommend: {job.name}, batch {job.batch_size}, {job.precision.value}, {constraints.scenario}",
-        title_justify="left",
-        header_style="bold",
+    plain = dict(highlight=False, markup=False)
+    out.print(
+        f"gpuscout recommend: {job.name}, batch {job.batch_size}, {job.precision.value}, {constraints.scenario}",
+        style="bold",
+        **plain,
     )
+    for line in (_conclusion(rows), *caveats, f"Fix first: {fix_first}" if fix_first else None):
+        if line:
+            out.print(line, **plain)
+    rows = rows[:top]
+    out.print(_long_table(rows, job) if long else _table(rows, job))
+    if long:
+        for r in rows:  # which stored runs a "measured" figure is (the job's batch and precision only)
+            if r.throughput is not None and r.throughput.basis == "measured":
+                runs = [label.removeprefix("measured: ") for label in r.throughput.references]
+                out.print(f"{r.gpu.name}: measured by {'; '.join(runs)}", **plain)
+        out.print(
+            f"memory: {job.memory_basis}. Throughput: measured on this GPU kind in your store, or predicted "
+            "(docs/catalog.md: the model and its error).",
+            **plain,
+        )
+    else:
+        stale = sum(1 for r in rows if r.hourly is not None and r.hourly.stale)
+        out.print(
+            f"{job.unit}/s: measured in your store, published, or predicted from other GPUs (docs/catalog.md)"
+            + (f"; {stale} of {len(rows)} prices are over a year old" if stale else "")
+            + ". --long: each row's range, memory and why; --json: everything.",
+            **plain,
+        )
+    unpriced = [r for r in rows if r.fits and r.hourly is None and r.throughput is not None]
+    if unpriced:
+        out.print(
+            f"no price known for {', '.join(short_name(r.gpu.name) for r in unpriced)}: ranked after the priced "
+            "GPUs, by speed; add their price in a --catalog file (docs/catalog.md) to rank them by cost",
+            **plain,
+        )
+
+
+def short_name(name: str) -> str:
+    """A GPU's name without the maker's prefixes, as people say it (NVIDIA GeForce RTX 4090: RTX 4090)."""
+    return name.removeprefix("NVIDIA ").removeprefix("GeForce ")
+
+
+def _ranked(r: rec.Row) -> bool:
+    return r.eligible and r.fits
+
+
+# The fastest is named beside the best value only when it is this much faster: within a quarter, the
+# predictions' own error (docs/catalog.md) cannot tell them apart
+FASTER_WORTH_SAYING = 1.25
+
+
+def _conclusion(rows: list[rec.Row]) -> str | None:
+    """Best value (the ranking's first) and the fastest, in one line."""
+    ranked = [r for r in rows if _ranked(r) and r.throughput is not None]
+    if not ranked:
+        return "No GPU in the catalog fits this job within the limits given: see each row's why with --long."
+    best = ranked[0]
+    fastest = max(ranked, key=lambda r: r.throughput.throughput)
+
+    def said(r: rec.Row) -> str:
+        parts = [fmt.seconds(r.hours * 3600) if r.hours is not None else None, _cost(r)]
+        figures = ", ".join(p for p in parts if p and p != fmt.DASH)
+        return f"{r.gpus}x {short_name(r.gpu.name)}" + (f" ({figures}, {r.throughput.basis})" if figures else "")
+
+    line = f"Best value: {said(best)}."
+    if fastest.throughput.throughput > FASTER_WORTH_SAYING * best.throughput.throughput:
+        line += f" Fastest: {said(fastest)}."
+    return line
+
+
+def _cost(r: rec.Row) -> str:
+    if r.cost_usd is not None:
+        return fmt.usd(r.cost_usd)
+    return f"{r.hourly.usd_per_hour * r.gpus:.2f} USD/h" if r.hourly else fmt.DASH
+
+
+def _table(rows: list[rec.Row], job: rec.Job) -> Table:
+    """Seven narrow columns: rank, GPU, speed and its basis, time, cost, price an hour."""
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for name in ("#", "GPU", f"{job.unit}/s", "basis", "time", "cost", "USD/h"):
+        table.add_column(name, justify="right" if name in (f"{job.unit}/s", "time", "cost", "USD/h") else "left")
+    for rank, r in enumerate(rows, 1):
+        t = r.throughput
+        table.add_row(
+            f"{rank}" if _ranked(r) else "—",
+            f"{r.gpus}x {short_name(r.gpu.name)}" + ("" if r.fits else " [red](no fit)[/]"),
+            fmt.number(t.throughput) if t else fmt.DASH,
+            t.basis if t else fmt.DASH,
+            fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
+            fmt.usd(r.cost_usd),
+            f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH,
+        )
+    return table
+
+
+def _long_table(rows: list[rec.Row], job: rec.Job) -> Table:
+    table = Table(header_style="bold")
     for name in ("#", "GPU", "fits (per GPU)", f"{job.unit}/s", "time", "cost", f"{job.unit}/$", "USD/h", "why"):
         table.add_column(name, overflow="fold")
     for rank, r in enumerate(rows, 1):
@@ -26,12 +133,11 @@ def print_ranking(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraint
             if t is None
             else f"{fmt.number(t.throughput)} [dim]{t.basis}, {fmt.number(t.low)}–{fmt.number(t.high)}[/]"
         )
-        fits = f"{'yes' if r.fits else '[red]no[/]'} {r.memory_per_gpu_bytes / 1e9:.1f}/{r.gpu.memory_gb:g} GB"
-        style = "" if r.eligible and r.fits else "[dim]"
+        style = "" if _ranked(r) else "[dim]"
         table.add_row(
-            f"{rank}" if r.eligible and r.fits else "—",
+            f"{rank}" if _ranked(r) else "—",
             f"{style}{r.gpus}x {r.gpu.name}",
-            fits,
+            f"{'yes' if r.fits else '[red]no[/]'} {_gb(r.memory_per_gpu_bytes)}/{r.gpu.memory_gb:g} GB",
             speed,
             fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
             fmt.usd(r.cost_usd),
@@ -39,25 +145,12 @@ def print_ranking(rows: list[rec.Row], job: rec.Job, constraints: rec.Constraint
             f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH,
             "; ".join(r.reasons),
         )
-    out.print(table)
-    for r in rows:  # which stored runs a "measured" figure is (the job's batch and precision only)
-        if r.throughput is not None and r.throughput.basis == "measured":
-            runs = [label.removeprefix("measured: ") for label in r.throughput.references]
-            out.print(f"{r.gpu.name}: measured by {'; '.join(runs)}", highlight=False, markup=False)
-    unpriced = [r for r in rows if r.fits and r.hourly is None and r.throughput is not None]
-    if unpriced:
-        out.print(
-            f"no price known for {', '.join(r.gpu.name for r in unpriced)}: ranked after the priced GPUs, by "
-            "speed; add their price in a --catalog file (docs/catalog.md) to rank them by cost",
-            highlight=False,
-            markup=False,
-        )
-    out.print(
-        f"memory: {job.memory_basis}. Throughput: measured on this GPU kind in your store, or predicted "
-        "(docs/catalog.md: the model and its error).",
-        highlight=False,
-        markup=False,
-    )
+    return table
+
+
+def _gb(value: float) -> str:
+    """GB with one decimal; under 0.05 GB "<0.1" (issue 62: "fits 0.0/16 GB" for a small model)."""
+    return "<0.1" if 0 < value < 0.05e9 else f"{value / 1e9:.1f}"
 
 
 # Sweep options shown per GPU kind (--json has them all): the fastest and the cheapest of each.
@@ -65,7 +158,8 @@ SWEEP_KINDS_SHOWN = 6
 
 
 def print_from_run(answer: from_run.Recommendation) -> None:
-    """What a --from prediction stands on, the bottleneck to fix first, and the sweep (--trials)."""
+    """What a --from prediction stands on and the sweep (--trials); its fix first is said before
+    the table (print_ranking)."""
     out = terminal.console()
     job, m = answer.job, answer.measured
     plain = dict(highlight=False, markup=False)
@@ -88,8 +182,6 @@ def print_from_run(answer: from_run.Recommendation) -> None:
             "--dataset-size SAMPLES and --epochs for time and cost",
             **plain,
         )
-    if answer.fix_first:
-        out.print(f"Fix first: {answer.fix_first}", **plain)
     if answer.sweep is not None:
         print_sweep(answer.sweep)
 
