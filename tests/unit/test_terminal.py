@@ -56,3 +56,34 @@ def test_output_that_is_not_a_terminal_is_laid_out_for_a_log(monkeypatch):
     out.print(wide_table())
     rows = [line for line in out.file.getvalue().splitlines() if line.startswith("│")]
     assert len(rows) == 1 and all(n in rows[0] for n in NUMBERS)  # one line per row
+
+
+def test_detail_columns_are_left_out_before_a_table_is_stacked_and_it_says_which():
+    """`catalog` and `results list` at 80 columns were stacked cards (issue 62): their detail
+    columns go first, one line names them, and the rest stays a table."""
+    t = terminal.detail(wide_table(), "created (UTC)", "why")
+    text = render(80, t)
+    assert re.search(r"^[│┃]", text, re.M) and "created" not in text.split("(left out")[0]
+    assert "(left out at 80 columns: created (UTC), why; a wider terminal or --json shows them)" in " ".join(
+        text.split()
+    )
+    assert all(n in text for n in NUMBERS[:3]) and max(len(line) for line in text.splitlines()) <= 80
+    wide = render(300, terminal.detail(wide_table(), "why"))
+    assert "left out" not in wide and "compute-bound" in wide  # where it fits, every column
+
+
+def test_a_table_at_the_edge_keeps_its_border_and_its_long_ids_whole():
+    """A column of one 20-character id beside wrappable text: rich's own collapse narrowed the id
+    below its length and the table ran one character past the terminal (the catalog's last
+    border cut off); the widths are set so the table is exactly as wide as the terminal allows."""
+    t = Table()
+    for name in ("id", "GPU", "memory", "price"):
+        t.add_column(name)
+    t.add_row("jetson_agx_orin_64gb", "NVIDIA Jetson AGX Orin 64GB", "64 GB LPDDR5", "1,999 $ 2024-06 (stale)")
+    t.add_row("h200", "NVIDIA H200 SXM 141GB", "141 GB HBM3e", "4.54 $/h spheron 2026-03")
+    widths = terminal.word_widths(t)
+    edge = terminal.unbroken_width(widths)
+    text = render(edge, t)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) == edge and all(line.endswith(("┃", "│", "┓", "┩", "┘")) for line in lines)
+    assert "jetson_agx_orin_64gb" in text

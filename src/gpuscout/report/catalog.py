@@ -57,7 +57,7 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
             f"{'yes' if g.ecc else 'no'} / {g.mig_instances or 'no'}",
             shown,
         )
-    out.print(table)
+    out.print(terminal.detail(table, "segment", "arch / CC", "tf32", "fp16", "interconnect", "TDP", "ECC/MIG"))
     if one:
         g = entries[0]
         out.print(

@@ -10,6 +10,7 @@ from gpuscout import workloads
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
+from gpuscout.report import terminal
 from gpuscout.report import watch as watch_report
 from gpuscout.report.explain import print_explanations
 
@@ -134,7 +135,7 @@ def runs_table(records: list[StoredRecord]) -> Table:
         table.add_row(
             r.id, r.created_utc, escape(r.workload), fmt.config(r), _batch(r), device, r.status, _throughput(r)
         )
-    return table
+    return terminal.detail(table, "created (UTC)", "config", "batch")
 
 
 def print_run(console: Console, r: RunRecord) -> None:

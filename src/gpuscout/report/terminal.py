@@ -3,8 +3,10 @@
 - Not a terminal: laid out for a log, LOG_WIDTH wide whatever COLUMNS says, so a table row is
   one line a script or a reader can follow (grep finds a run's whole row).
 - A table is printed as a table only when every column can be as wide as its longest word (a
-  number, an id, a path), so that no number is ever split across lines; otherwise each row is
-  printed stacked, one `column: value` line each. Text columns still wrap between words.
+  number, an id, a path), so that no number is ever split across lines. Where it cannot, the
+  columns marked as detail (`detail()`) are left out first, and one line says which; only a table
+  still too wide is printed stacked, one `column: value` line each (issue 62: at 80 columns
+  `catalog` and `results list` were cards of 14 lines a GPU). Text columns still wrap between words.
 
 Every console gpuscout prints with comes from `console()`; the one rule lives here instead of in
 each of the tables.
@@ -65,9 +67,42 @@ def word_widths(table: Table) -> list[int]:
     ]
 
 
+def widest_line(column) -> int:
+    return max([len(line) for c in [column.header, *column.cells] for line in plain(c).splitlines()] or [0])
+
+
 def unbroken_width(widths: list[int]) -> int:
     """The narrowest a table with these columns can be with no word of any cell broken."""
     return sum(widths) + BORDER_PER_COLUMN * len(widths) + 1
+
+
+def detail(table: Table, *names: str) -> Table:
+    """Mark `names` as detail columns: the first left out where the table is too wide for the
+    terminal (a wider one, or --json, shows them)."""
+    for column in table.columns:
+        if plain(column.header) in names:
+            column.detail = True  # rich's Column is a plain dataclass: an attribute of ours
+    return table
+
+
+def without_detail(table: Table) -> tuple[Table, list[str]]:
+    """The table without its detail columns, and their headers."""
+    kept = [c for c in table.columns if not getattr(c, "detail", False)]
+    left = [plain(c.header) for c in table.columns if getattr(c, "detail", False)]
+    if not left:
+        return table, []
+    narrow = Table(
+        title=table.title,
+        title_justify=table.title_justify,
+        header_style=table.header_style,
+        box=table.box,
+        pad_edge=table.pad_edge,
+    )
+    for column in kept:
+        narrow.add_column(column.header, justify=column.justify, overflow=column.overflow)
+    for i in range(table.row_count):
+        narrow.add_row(*(c._cells[i] if i < len(c._cells) else "" for c in kept))
+    return narrow, left
 
 
 class Terminal(Console):
@@ -86,14 +121,43 @@ class Terminal(Console):
         objects = tuple(escaped(o) for o in objects)  # before layout: a cell is measured as it will show
         if len(objects) == 1 and isinstance(objects[0], Table) and objects[0].columns:
             table = objects[0]
-            widths = word_widths(table)
-            if unbroken_width(widths) <= self.width:
-                for column, width in zip(table.columns, widths):  # rich may narrow a column below a word
-                    column.min_width = max(column.min_width or 0, width)
-                    column.overflow = "fold"
+            if self._fits(table):
                 return super().print(table, **kwargs)
+            narrow, left = without_detail(table)
+            if left and self._fits(narrow):
+                super().print(narrow, **kwargs)
+                return super().print(
+                    f"(left out at {self.width} columns: {', '.join(left)}; a wider terminal or --json shows them)",
+                    style="dim",
+                    highlight=False,
+                    markup=False,
+                )
             return self.print_stacked(table)
         return super().print(*objects, **kwargs)
+
+    def _fits(self, table: Table) -> bool:
+        """Whether no word of any cell need be broken at this width; if so, rich is told so (it may
+        narrow a column below a word)."""
+        widths = word_widths(table)
+        if unbroken_width(widths) > self.width:
+            return False
+        natural = [widest_line(c) for c in table.columns]
+        if unbroken_width(natural) > self.width:
+            # rich's collapse narrows the widest column first, below its words (an id of 20
+            # characters), and the table then overran the terminal: the widths are set here instead,
+            # each column its longest word and the spare handed out a character at a time
+            spare = self.width - unbroken_width(widths)
+            while spare > 0 and any(w < n for w, n in zip(widths, natural)):
+                for i in range(len(widths)):
+                    if spare and widths[i] < natural[i]:
+                        widths[i] += 1
+                        spare -= 1
+            for column, width in zip(table.columns, widths):
+                column.width = width
+        for column, width in zip(table.columns, widths):
+            column.min_width = max(column.min_width or 0, width)
+            column.overflow = "fold"
+        return True
 
     def print_stacked(self, table: Table) -> None:
         """Each row as `column: value` lines: what a table too wide for this terminal becomes."""
