@@ -2,7 +2,7 @@
 
 An hour is, in order of precedence: the user's `--price`; for an owned GPU (`--owned`), its
 purchase price spread over `--amortise-years` of continuous use plus its power (measured when
-there is a measurement, else its TDP) at `--electricity-usd-per-kwh`; else the catalog's
+there is a measurement, else its TDP) at `--usd-per-kwh`; else the catalog's
 on-demand cloud price (the `--provider`'s, else the cheapest one that is not stale, else the
 cheapest stale one, marked stale).
 """
@@ -36,7 +36,7 @@ class PricingOptions:
         if self.amortise_years <= 0:
             raise UsageError(f"--amortise-years must be > 0, got {self.amortise_years:g}")
         if self.usd_per_kwh < 0:
-            raise UsageError(f"--electricity-usd-per-kwh must be >= 0, got {self.usd_per_kwh:g}")
+            raise UsageError(f"--usd-per-kwh must be >= 0, got {self.usd_per_kwh:g}")
         if self.owned and self.provider:
             raise UsageError("--owned prices a GPU you bought; --provider picks a cloud: use one")
         return self

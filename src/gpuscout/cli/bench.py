@@ -35,19 +35,23 @@ Examples:
 
     gpuscout bench resnet18_cifar mlp --backend jax --repeats 3 --json
 
-    gpuscout bench --suite quick --precision mixed_bfloat16   # every workload, a few minutes on a GPU
+    # every workload, a few minutes on a GPU
+    gpuscout bench --suite quick --precision mixed_bfloat16
 
     gpuscout bench bert_base --seq-len 512 --batch-size 32
 
-    gpuscout bench vit_b16 --batch-size auto --precision mixed_bfloat16   # as large as this GPU allows
+    # as large as this GPU allows
+    gpuscout bench vit_b16 --batch-size auto --precision mixed_bfloat16
 
     gpuscout bench resnet18_cifar --to-accuracy 0.94 --dataset cifar10 --precision mixed_bfloat16
 
-    gpuscout bench --model my_model.py:build --precision mixed_bfloat16   # your own model
+    # your own model
+    gpuscout bench --model my_model.py:build --precision mixed_bfloat16
 
     gpuscout bench --model saved.keras --input-shape 128,128,3 --batch-size 64
 
-    gpuscout bench resnet50 --data pipeline --pipeline-cost 4   # is the input pipeline the limit?
+    # is the input pipeline the limit?
+    gpuscout bench resnet50 --data pipeline --pipeline-cost 4
 
     gpuscout bench mlp --cpu --windows 3 --window-seconds 0.5   # smoke test
 
@@ -55,7 +59,8 @@ Examples:
 
     gpuscout bench resnet18_cifar --mode inference --format keras,saved_model,litert --dataset digits --cpu
 
-    gpuscout bench bert_base --mode inference --batch-sizes 1 --concurrency 8   # latency under load
+    # latency under load
+    gpuscout bench bert_base --mode inference --batch-sizes 1 --concurrency 8
 """
 
 
@@ -176,7 +181,12 @@ class Inference:
         ),
     ] = "keras"
     litert_variants: Annotated[
-        str, typer.Option("--litert-variants", help="inference --format litert: which conversions.")
+        str,
+        typer.Option(
+            "--litert-variants",
+            help="inference --format litert: which conversions.",
+            show_default="fp32, fp16, int8_dynamic, int8",  # with spaces: it wraps instead of being cut
+        ),
     ] = "fp32,fp16,int8_dynamic,int8"
     requests: Annotated[int, typer.Option(help="inference: timed requests per batch size.")] = 200
     warmup_requests: Annotated[int, typer.Option(help="inference: requests discarded first (the first compiles).")] = 20

@@ -36,7 +36,8 @@ Examples:
 
     gpuscout doctor --explain "Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0."
 
-    gpuscout doctor --explain oom.log --workload resnet50 --batch-size 512   # names the batch that fits
+    # names the batch that fits
+    gpuscout doctor --explain oom.log --workload resnet50 --batch-size 512
 """
 
 # A log larger than this is read from its end, where its failure is: 8 MiB is about 100,000 lines

@@ -23,7 +23,8 @@ Examples:
 
     gpuscout report --workload resnet50 --gpu H100 --out h100.html
 
-    gpuscout report --format markdown --out results/report.md   # PNG plots in results/report_files/
+    # PNG plots in results/report_files/
+    gpuscout report --format markdown --out results/report.md
 """
 
 

@@ -37,15 +37,19 @@ Examples:
 
     gpuscout scale resnet50 --gpus 1,2,4 --backend jax
 
-    gpuscout scale resnet50 --gpus 1,2 --backend jax --batchnorm global   # Keras DataParallel's synced BN
+    # Keras DataParallel's synced BN
+    gpuscout scale resnet50 --gpus 1,2 --backend jax --batchnorm global
 
     gpuscout scale bert_base --gpus 1,2 --mode strong --batch-size 256
 
-    gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow      # the code path, on the CPU
+    # the code path, on the CPU
+    gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow
 
-    gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow --local-workers   # MultiWorkerMirrored, 2 processes
+    # MultiWorkerMirrored, 2 processes
+    gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow --local-workers
 
-    gpuscout scale resnet50 --backend tensorflow --hosts gpu-a:2222,gpu-b:2222 --gpus 8   # prints per-host commands
+    # prints per-host commands
+    gpuscout scale resnet50 --backend tensorflow --hosts gpu-a:2222,gpu-b:2222 --gpus 8
 """
 
 

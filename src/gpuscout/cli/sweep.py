@@ -32,15 +32,19 @@ its driver stopped (even during its own atexit handlers) is finished: never run 
 
 Examples:
 
-    gpuscout sweep lr.yaml --dry-run           # trials and commands, on any machine
+    # trials and commands, on any machine
+    gpuscout sweep lr.yaml --dry-run
 
     gpuscout sweep lr.yaml --gpus 0,1,2,3
 
-    gpuscout sweep lr.yaml --resume            # after a crash or Ctrl-C: nothing done twice
+    # after a crash or Ctrl-C: nothing done twice
+    gpuscout sweep lr.yaml --resume
 
-    gpuscout sweep lr.yaml --retry-failed      # the failed trials again (after fixing the cause)
+    # the failed trials again (after fixing the cause)
+    gpuscout sweep lr.yaml --retry-failed
 
-    gpuscout sweep lr.yaml --cpu-slots 2       # no GPU: two trials at a time on the CPU
+    # no GPU: two trials at a time on the CPU
+    gpuscout sweep lr.yaml --cpu-slots 2
 
     gpuscout sweep lr.yaml --executor ray --address ray://head:10001
 """

@@ -47,11 +47,15 @@ Examples:
 
     gpuscout tune --dry-run -- python train.py
 
+    # a notebook: each change tried on its cells, run in a real kernel (docs/notebooks.md)
+    gpuscout tune train.ipynb
+
     gpuscout tune resnet50 --backend jax --budget 20
 
     gpuscout tune mlp --backend tensorflow --cpu --parts ablation,input
 
-    gpuscout tune resnet50 --pipeline my_input.py:make_dataset   # will my tf.data pipeline keep up?
+    # will my tf.data pipeline keep up?
+    gpuscout tune resnet50 --pipeline my_input.py:make_dataset
 
     gpuscout tune --model my_model.py:build --parts batch --max-batch 4096
 """

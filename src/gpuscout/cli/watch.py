@@ -32,15 +32,24 @@ Examples:
 
     gpuscout watch -- python train.py --lr 0.1
 
-    gpuscout watch --steps 300 -- python train.py      # diagnose a long training in minutes
+    # diagnose a long training in minutes
+    gpuscout watch --steps 300 -- python train.py
 
     gpuscout watch --duration 10m --json -- python train.py > watch.json
 
-    gpuscout watch --trace-steps 20:25 -- python train.py   # also a profiler trace of steps 20-25
+    # also a profiler trace of steps 20-25
+    gpuscout watch --trace-steps 20:25 -- python train.py
 
-    gpuscout watch -- 'CUDA_VISIBLE_DEVICES=1 python train.py | tee train.log'   # shell syntax
+    # shell syntax
+    gpuscout watch -- 'CUDA_VISIBLE_DEVICES=1 python train.py | tee train.log'
 
-    gpuscout watch --pid 12345 --duration 60s          # a training already running: NVML only
+    # a training already running: NVML only
+    gpuscout watch --pid 12345 --duration 60s
+
+    # a notebook, run top to bottom in a real kernel (docs/notebooks.md)
+    gpuscout watch --steps 300 train.ipynb
+
+In JupyterLab: `%load_ext gpuscout`, then `%%gpuscout watch` on the cell that trains.
 
 A loop of your own (no fit) is timed with one line per step: gpuscout.watch.step(samples=n).
 """
