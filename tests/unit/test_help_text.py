@@ -25,3 +25,12 @@ def test_an_example_with_a_comment_fits_an_80_column_help():
         text = importlib.import_module(f"gpuscout.cli.{module.name}").__dict__.get("HELP", "")
         too_long += [line for line in text.splitlines() if re.match(r"\s*gpuscout .*\s# ", line) and len(line) > 78]
     assert too_long == []
+
+
+def test_an_old_option_name_is_still_taken_and_says_its_new_one(capsys):
+    from gpuscout.cli.options import Pricing
+
+    assert Pricing(usd_per_kwh=0.2).options().usd_per_kwh == 0.2
+    assert "now" not in capsys.readouterr().err
+    assert Pricing(electricity_usd_per_kwh=0.3).options().usd_per_kwh == 0.3
+    assert "note: --electricity-usd-per-kwh is now --usd-per-kwh" in capsys.readouterr().err
