@@ -88,6 +88,29 @@ def test_watch_tells_an_input_bound_script_from_a_cached_one(backend, store_path
         # NVML's figure is what JAX reserved at start, named so; never called the training's peak
         assert "2.0 GiB reserved by JAX's preallocation (NVML)" in cached.stdout
         recommend_from_watched(store_path, fed, waited)  # recommend --from each of these real records
+        gate_in_a_fresh_store(store_path, fed.id, waited.id)
+
+
+def gate_in_a_fresh_store(store_path: Path, fed: str, waited: str) -> None:
+    """The CI recipe (docs/ci.md) on these two real runs: exported, imported into a fresh store (a
+    CI job's), and gated (issue 63): the generator's run (20 ms of sleep a batch) fails a 5% gate
+    against the cached one, one line naming it; the other way round it passes; a bad threshold is
+    bad input."""
+    export = store_path.parent / "baseline.json"
+    done = run_cli("results", "export", "-o", str(export), "--store", str(store_path))
+    fresh = store_path.parent / "ci.sqlite"
+    assert done.returncode == 0 and run_cli("results", "import", str(export), "--store", str(fresh)).returncode == 0
+    slower = run_cli("compare", fed[:8], waited[:8], "--fail-slower", "5", "--store", str(fresh))
+    [line] = slower.stdout.splitlines()
+    assert slower.returncode == 1 and line.startswith(f"FAIL: train.py: {waited} against {fed}: "), slower
+    assert "slower with significance, more than the 5% allowed" in line and "[95% CI " in line
+    # the cached run saw a fake H100, the generator's none: the line says the machines differ
+    assert line.endswith("measured on different machines: GPU NVIDIA H100 80GB HBM3 against none"), line
+    faster = run_cli("compare", waited, fed, "--fail-slower", "5", "--json", "--store", str(fresh))
+    verdict = json.loads(faster.stdout)
+    assert faster.returncode == 0 and verdict["exit_code"] == 0 and verdict["lines"][0]["outcome"] == "ok"
+    assert verdict["lines"][0]["ratio"] > 1.5 and verdict["comparisons"][0]["groups"][1]["verdict"] == "faster"
+    one_error_line(run_cli("compare", fed, waited, "--fail-slower", "120", "--store", str(fresh)), "--fail-slower")
 
 
 @pytest.mark.slow

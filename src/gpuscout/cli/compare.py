@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import typer
 from rich.markup import escape
 
 from gpuscout.analysis.compare import FIELDS
 from gpuscout.analysis.compare import compare as compare_runs
 from gpuscout.analysis.device_causes import precision_of
+from gpuscout.analysis.gate import gate
 from gpuscout.cli.options import AsJson, StorePath
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core.errors import UsageError
@@ -30,6 +34,15 @@ Examples:
     gpuscout compare 3fa2 9c1d              # two runs, run by run
 
     gpuscout compare --by batch_size --baseline 256 --json
+
+    # a CI gate: exit 1 if 9c1d is over 5% slower
+    gpuscout compare 3fa2 9c1d --fail-slower 5
+
+--fail-slower PCT gates each group against the baseline: exit 1 when one is slower with
+significance AND by more than PCT percent, 0 when every one is within it, 3 when the test cannot
+decide (too few windows, or nothing comparable: another workload or methodology version), 2 for
+bad input. One line a group says which, by how much, with the interval, and whether the machines
+differ (docs/ci.md: a CI job that gates on a stored baseline).
 """
 
 
@@ -100,16 +113,32 @@ def compare(
     as_json: AsJson = False,
     as_markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables: --format markdown."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV rows: --format csv."),
+    fail_slower: float | None = typer.Option(
+        None,
+        "--fail-slower",
+        metavar="PCT",
+        help="A CI gate: exit 1 when a run (group) is slower than the baseline with significance and by more "
+        "than PCT percent; 3 when that cannot be decided.",
+    ),
 ) -> None:
     shorthands = [name for name, on in (("json", as_json), ("markdown", as_markdown), ("csv", as_csv)) if on]
     if len(shorthands) + (fmt is not None) > 1:
         raise UsageError("choose one of --format, --json, --markdown and --csv")
     fmt = fmt or (shorthands[0] if shorthands else "table")
+    if fail_slower is not None:
+        if not 0 < fail_slower < 100:
+            raise UsageError(f"--fail-slower takes a percentage between 0 and 100, got {fail_slower:g}")
+        if fmt not in ("table", "json"):
+            raise UsageError("--fail-slower says its verdict as text, or as JSON with --json")
     exporter = exporters.get(fmt, "comparisons", also=("table",)) if fmt != "table" else None
     by = by or ("run" if run_ids else "gpu")
     with Store(store_path, readonly=True) as store:
         records = select(store, run_ids, workload, gpu, precision, backend)
+    if run_ids and by == "run" and baseline is None:
+        baseline = records[0].id  # `compare BASE NEW`: the first run named is the baseline, whenever it ran
     comparisons = compare_runs(records, by, baseline)
+    if fail_slower is not None:
+        return _gate(comparisons, records, fail_slower, fmt == "json")
     if not comparisons:  # an answer, not a mistake: said, with an empty result in the format asked (exit 0)
         terminal.console(stderr=True).print(
             f"note: nothing to compare by {by}: the selected runs ({len(records)}) do not include two "
@@ -125,3 +154,25 @@ def compare(
             out.print(render.table(c))
             for note in c.notes:
                 out.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+
+
+def _gate(comparisons, records: list[StoredRecord], fail_slower: float, as_json: bool) -> None:
+    """The gate's lines (or its JSON), then its exit status (analysis/gate.py)."""
+    result = gate(comparisons, records, fail_slower)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "fail_slower_pct": result.fail_slower_pct,
+                    "exit_code": result.exit_code,
+                    "lines": [asdict(line) for line in result.lines],
+                    "comparisons": [c.to_dict() for c in comparisons],
+                },
+                indent=2,
+            )
+        )
+    else:
+        out = terminal.console()
+        for line in result.lines:
+            out.print(line.text, markup=False, highlight=False)
+    raise typer.Exit(result.exit_code)
