@@ -55,7 +55,7 @@ def test_compare_marks_a_non_difference_and_prints_json(store):
             "no stored run matches workload gpt2_small: the store has bert_base, resnet50",
         ),
         (
-            ("compare", "--gpu", "T4"),
+            ("compare", "--gpu-name", "T4"),
             "no stored run matches gpu T4: the store has NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3",
         ),
         (("report", "--telemetry-run", "a100bf16b256"), "has no telemetry samples"),

@@ -34,3 +34,17 @@ def test_an_old_option_name_is_still_taken_and_says_its_new_one(capsys):
     assert "now" not in capsys.readouterr().err
     assert Pricing(electricity_usd_per_kwh=0.3).options().usd_per_kwh == 0.3
     assert "note: --electricity-usd-per-kwh is now --usd-per-kwh" in capsys.readouterr().err
+
+
+def test_a_renamed_option_takes_its_old_name_says_the_new_one_and_refuses_both(capsys):
+    """compare's and report's name filter is --gpu-name (--gpu is a GPU's index in bench and tune)."""
+    import pytest
+
+    from gpuscout.cli.options import renamed
+    from gpuscout.core.errors import UsageError
+
+    assert renamed("--gpu", "--gpu-name", None, "A100") == "A100" and capsys.readouterr().err == ""
+    assert renamed("--gpu", "--gpu-name", "A100", None) == "A100"
+    assert "note: --gpu here is now --gpu-name" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--gpu is --gpu-name's old name: give --gpu-name alone"):
+        renamed("--gpu", "--gpu-name", "A100", "H100")

@@ -12,7 +12,7 @@ from gpuscout.analysis.compare import FIELDS
 from gpuscout.analysis.compare import compare as compare_runs
 from gpuscout.analysis.device_causes import precision_of
 from gpuscout.analysis.gate import gate
-from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.cli.options import AsJson, StorePath, renamed
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
@@ -103,7 +103,8 @@ def compare(
         None, help="The group (a value of --by) the others are divided by [default: the first]."
     ),
     workload: list[str] | None = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
-    gpu: str | None = typer.Option(None, help="Only runs on GPUs whose name contains this."),
+    gpu_name: str | None = typer.Option(None, "--gpu-name", help="Only runs on GPUs whose name contains this."),
+    gpu: str | None = typer.Option(None, "--gpu", hidden=True, help="Now --gpu-name (--gpu is an index elsewhere)."),
     precision: str | None = typer.Option(None, help="Only this precision."),
     backend: str | None = typer.Option(None, help="Only this backend."),
     store_path: StorePath = None,
@@ -121,6 +122,7 @@ def compare(
         "than PCT percent; 3 when that cannot be decided.",
     ),
 ) -> None:
+    gpu = renamed("--gpu", "--gpu-name", gpu, gpu_name)
     shorthands = [name for name, on in (("json", as_json), ("markdown", as_markdown), ("csv", as_csv)) if on]
     if len(shorthands) + (fmt is not None) > 1:
         raise UsageError("choose one of --format, --json, --markdown and --csv")

@@ -152,6 +152,17 @@ def checked(model, values: dict):
         raise UsageError(f"invalid {option}: {first['msg']} (got {first.get('input')!r})") from None
 
 
+def renamed(old: str, new: str, given_old, given_new):
+    """An option's value where it has an old name still taken (issue 62: one name for one idea
+    across verbs): the old one says the new one; both at once is bad input."""
+    if given_old is None:
+        return given_new
+    if given_new is not None:
+        raise UsageError(f"{old} is {new}'s old name: give {new} alone")
+    terminal.console(stderr=True).print(f"note: {old} here is now {new}", markup=False, highlight=False)
+    return given_old
+
+
 # The packaged catalog's cloud providers, named in --provider's help (a unit test holds them equal
 # to the catalog's: issue 62, the help named three of four)
 CATALOG_PROVIDERS = ("aws", "gcp", "lambda", "spheron")
@@ -185,12 +196,13 @@ class Pricing:
     ] = None
 
     def options(self) -> PricingOptions:
-        kwh = self.usd_per_kwh
-        if self.electricity_usd_per_kwh is not None:
+        kwh = self.electricity_usd_per_kwh
+        if kwh is not None:
             terminal.console(stderr=True).print(
                 "note: --electricity-usd-per-kwh is now --usd-per-kwh", markup=False, highlight=False
             )
-            kwh = self.electricity_usd_per_kwh
+        else:
+            kwh = self.usd_per_kwh
         return PricingOptions(self.price, self.provider, self.owned, self.amortise_years, kwh).check()
 
 

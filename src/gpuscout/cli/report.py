@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from gpuscout.cli.compare import select
-from gpuscout.cli.options import StorePath
+from gpuscout.cli.options import StorePath, renamed
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.report import exporters, terminal
@@ -36,7 +36,8 @@ def report(
     ),
     markdown: bool = typer.Option(False, "--markdown", help="--format markdown."),
     workload: list[str] | None = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
-    gpu: str | None = typer.Option(None, help="Only runs on GPUs whose name contains this."),
+    gpu_name: str | None = typer.Option(None, "--gpu-name", help="Only runs on GPUs whose name contains this."),
+    gpu: str | None = typer.Option(None, "--gpu", hidden=True, help="Now --gpu-name (--gpu is an index elsewhere)."),
     precision: str | None = typer.Option(None, help="Only this precision."),
     backend: str | None = typer.Option(None, help="Only this backend."),
     telemetry_run: str | None = typer.Option(
@@ -48,6 +49,7 @@ def report(
     ),
     store_path: StorePath = None,
 ) -> None:
+    gpu = renamed("--gpu", "--gpu-name", gpu, gpu_name)
     if markdown and fmt not in (None, "markdown"):
         raise UsageError("choose one of --format and --markdown")
     exporter = exporters.get(fmt or ("markdown" if markdown else "html"), "report")
