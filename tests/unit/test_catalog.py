@@ -28,6 +28,7 @@ REQUIRED = [
     "rtx_3060_12gb",
     "rtx_a6000",
     "jetson_agx_orin_64gb",
+    "a40",
 ]
 
 
@@ -55,6 +56,8 @@ REQUIRED = [
         ("NVIDIA GeForce RTX 3090 Ti", None),  # a different card
         ("NVIDIA GeForce RTX 3060", "rtx_3060_12gb"),
         ("NVIDIA RTX A6000", "rtx_a6000"),
+        ("NVIDIA A40", "a40"),
+        ("NVIDIA RTX A4000", None),  # not the A40
         ("Orin (nvgpu)", "jetson_agx_orin_64gb"),
         ("NVIDIA H200 NVL", None),  # a different product, not the SXM part
         (None, None),
