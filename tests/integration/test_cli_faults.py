@@ -106,10 +106,11 @@ def test_gpu_run_records_telemetry_throttling_and_other_processes(tmp_path, stor
     codes = {f["code"] for f in run["flags"]}
     assert {"throttled", "gpu_shared"} <= codes
     assert run["env"]["driver_version"] == "550.54.15" and run["env"]["child_env"]["CUDA_VISIBLE_DEVICES"] == "0"
-    # cost at the catalog's cheapest H100 SXM price (Lambda, 2.99 USD/h, stale)
+    # cost at the catalog's cheapest fresh H100 SXM price (Lambda, 3.78 USD/h of 2026-05; its 2.99 of
+    # 2024-10 is stale)
     cost = run["cost"]
-    assert cost["hourly"]["usd_per_hour"] == 2.99 and cost["hourly"]["stale"]
-    per_s = 2.99 / 3600
+    assert cost["hourly"]["usd_per_hour"] == 3.78 and not cost["hourly"]["stale"]
+    per_s = 3.78 / 3600
     assert cost["usd_per_million_units"] == per_s / run["throughput"]["median"] * 1e6 and run["unit"] == "images/s"
     assert cost["usd_per_epoch"] == per_s * run["epoch_time_s"]
     assert cost["kwh_per_million_units"] == 600.0 / run["throughput"]["median"] * 1e6 / 3.6e6
