@@ -66,6 +66,11 @@ class GpuSpec(BaseModel):
         return self
 
     @property
+    def short_name(self) -> str:
+        """The name without the maker's prefixes, as people say it (NVIDIA GeForce RTX 4090: RTX 4090)."""
+        return self.name.removeprefix("NVIDIA ").removeprefix("GeForce ")
+
+    @property
     def memory_bytes(self) -> float:
         return self.memory_gb * 1e9
 

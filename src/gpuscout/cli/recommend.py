@@ -22,7 +22,7 @@ from gpuscout.recommend.caveats import caveats
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
-from gpuscout.report.recommend import print_from_run, print_ranking, short_name
+from gpuscout.report.recommend import print_from_run, print_ranking
 from gpuscout.store import Store, default_store_path
 
 HELP = """Rank GPUs for a training job: the answer first (the best value, what the ranking cannot tell
@@ -252,14 +252,12 @@ def recommend(
     budgeted = constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None
     if budgeted and not any(r.eligible and r.fits for r in rows):
         priced = [r for r in rows if r.fits and r.cost_usd is not None] or [r for r in rows if r.fits and r.hourly]
-        cheapest = min(
-            priced, key=lambda r: r.cost_usd if r.cost_usd is not None else r.hourly.usd_per_hour * r.gpus, default=None
-        )
+        cheapest = min(priced, key=lambda r: r.cost_usd if r.cost_usd is not None else r.usd_per_hour, default=None)
         raise UsageError(
             f"no GPU in the catalog trains {job.name} within the budget"
             + (
                 f": the cheapest is {cheapest.gpus}x {cheapest.gpu.name} at "
-                f"{cheapest.hourly.usd_per_hour * cheapest.gpus:.2f} "
+                f"{cheapest.usd_per_hour:.2f} "
                 f"USD/h" + (f", {fmt.usd(cheapest.cost_usd)} in all" if cheapest.cost_usd is not None else "")
                 if cheapest
                 else ""
@@ -275,7 +273,7 @@ def recommend(
         terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
     print_ranking(rows, job, constraints, notes, answer.fix_first if answer else None, long, limits.top)
     if unpriced:
-        names = ", ".join(dict.fromkeys(short_name(r.gpu.name) for r in unpriced))
+        names = ", ".join(dict.fromkeys(r.gpu.short_name for r in unpriced))
         terminal.console().print(
             f"also trains it, with no price in the catalog to rank by: {names} "
             f"(--top {len(rows)} shows them; --json has every row)",

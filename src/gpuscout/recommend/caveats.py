@@ -62,11 +62,10 @@ def _host_capped(job: Job, fitting: list[Row], rows: list[Row]) -> str | None:
     if 2 * len(near) < len(fitting):
         return None
     priced = [r for r in near if r.eligible and r.hourly is not None]
-    cheapest = min(priced, key=lambda r: r.hourly.usd_per_hour * r.gpus, default=None)
+    cheapest = min(priced, key=lambda r: r.usd_per_hour, default=None)
     take = (
         f" Take the cheapest{'' if len(near) == len(fitting) else ' of those'} "
-        f"({cheapest.gpus}x {cheapest.gpu.name.removeprefix('NVIDIA ')}, "
-        f"{cheapest.hourly.usd_per_hour * cheapest.gpus:.2f} USD/h);"
+        f"({cheapest.gpus}x {cheapest.gpu.short_name}, {cheapest.usd_per_hour:.2f} USD/h);"
         if cheapest
         else ""
     )

@@ -46,6 +46,11 @@ class Row:
     one_gpu_hours: float | None = None  # the whole training on one GPU of the kind (a sweep's trial)
     gpu_share: float | None = None  # of a step on one GPU of the kind, the GPU's (from a measured run)
 
+    @property
+    def usd_per_hour(self) -> float | None:
+        """The price of all `gpus` GPUs an hour (None: no price known)."""
+        return None if self.hourly is None else self.hourly.usd_per_hour * self.gpus
+
     def to_dict(self) -> dict:
         t = self.throughput
         return {
@@ -67,7 +72,7 @@ class Row:
             },
             "hours": self.hours,
             "cost_usd": self.cost_usd,
-            "usd_per_hour": None if self.hourly is None else self.hourly.usd_per_hour * self.gpus,
+            "usd_per_hour": self.usd_per_hour,
             "price": None if self.hourly is None else self.hourly.model_dump(),
             "units_per_usd": self.units_per_usd,
             "eligible": self.eligible,

@@ -58,15 +58,10 @@ def print_ranking(
     unpriced = [r for r in rows if r.fits and r.hourly is None and r.throughput is not None]
     if unpriced:
         out.print(
-            f"no price known for {', '.join(short_name(r.gpu.name) for r in unpriced)}: ranked after the priced "
+            f"no price known for {', '.join(r.gpu.short_name for r in unpriced)}: ranked after the priced "
             "GPUs, by speed; add their price in a --catalog file (docs/catalog.md) to rank them by cost",
             **plain,
         )
-
-
-def short_name(name: str) -> str:
-    """A GPU's name without the maker's prefixes, as people say it (NVIDIA GeForce RTX 4090: RTX 4090)."""
-    return name.removeprefix("NVIDIA ").removeprefix("GeForce ")
 
 
 def _ranked(r: rec.Row) -> bool:
@@ -89,7 +84,7 @@ def _conclusion(rows: list[rec.Row]) -> str | None:
     def said(r: rec.Row) -> str:
         parts = [fmt.seconds(r.hours * 3600) if r.hours is not None else None, _cost(r)]
         figures = ", ".join(p for p in parts if p and p != fmt.DASH)
-        return f"{r.gpus}x {short_name(r.gpu.name)}" + (f" ({figures}, {r.throughput.basis})" if figures else "")
+        return f"{r.gpus}x {r.gpu.short_name}" + (f" ({figures}, {r.throughput.basis})" if figures else "")
 
     line = f"Best value: {said(best)}."
     if fastest.throughput.throughput > FASTER_WORTH_SAYING * best.throughput.throughput:
@@ -100,7 +95,7 @@ def _conclusion(rows: list[rec.Row]) -> str | None:
 def _cost(r: rec.Row) -> str:
     if r.cost_usd is not None:
         return fmt.usd(r.cost_usd)
-    return f"{r.hourly.usd_per_hour * r.gpus:.2f} USD/h" if r.hourly else fmt.DASH
+    return f"{r.usd_per_hour:.2f} USD/h" if r.hourly else fmt.DASH
 
 
 def _table(rows: list[rec.Row], job: rec.Job) -> Table:
@@ -112,12 +107,12 @@ def _table(rows: list[rec.Row], job: rec.Job) -> Table:
         t = r.throughput
         table.add_row(
             f"{rank}" if _ranked(r) else "—",
-            f"{r.gpus}x {short_name(r.gpu.name)}" + ("" if r.fits else " [red](no fit)[/]"),
+            f"{r.gpus}x {r.gpu.short_name}" + ("" if r.fits else " [red](no fit)[/]"),
             fmt.number(t.throughput) if t else fmt.DASH,
             t.basis if t else fmt.DASH,
             fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
             fmt.usd(r.cost_usd),
-            f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH,
+            f"{r.usd_per_hour:.2f}" if r.hourly else fmt.DASH,
         )
     return table
 
@@ -142,7 +137,7 @@ def _long_table(rows: list[rec.Row], job: rec.Job) -> Table:
             fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
             fmt.usd(r.cost_usd),
             fmt.number(r.units_per_usd) if r.units_per_usd is not None else fmt.DASH,
-            f"{r.hourly.usd_per_hour * r.gpus:.2f}" if r.hourly else fmt.DASH,
+            f"{r.usd_per_hour:.2f}" if r.hourly else fmt.DASH,
             "; ".join(r.reasons),
         )
     return table

@@ -100,8 +100,9 @@ def without_detail(table: Table) -> tuple[Table, list[str]]:
     )
     for column in kept:
         narrow.add_column(column.header, justify=column.justify, overflow=column.overflow)
+    cells = [list(c.cells) for c in kept]
     for i in range(table.row_count):
-        narrow.add_row(*(c._cells[i] if i < len(c._cells) else "" for c in kept))
+        narrow.add_row(*(column[i] if i < len(column) else "" for column in cells))
     return narrow, left
 
 

@@ -163,12 +163,17 @@ def _defined(tree: ast.Module, name: str) -> ast.AST | None:
     return next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
 
 
+def _is(node: ast.AST, code: str) -> bool:
+    """Whether a definition in the file is `code`'s own (the same tree, formatting aside)."""
+    return ast.dump(node) == ast.dump(ast.parse(code).body[0])
+
+
 def own_name(text: str, name: str, code: str) -> tuple[str, str]:
     """The name gpuscout's definition `code` of `name` goes by in `text`, and the code to write: its
     own, unless the file defines something else by that name (a user's own `read_ahead`, whose
     signature is not ours), then gpuscout_<name>."""
     there = _defined(ast.parse(text), name)
-    if there is None or ast.dump(there) == ast.dump(ast.parse(code).body[0]):
+    if there is None or _is(there, code):
         return name, code
     renamed = f"gpuscout_{name}"
     return renamed, re.sub(rf"\b(def|class) {name}\b", rf"\1 {renamed}", code, count=1)
@@ -181,7 +186,7 @@ def insert_after_imports(text: str, code: str, need_keras: bool, name: str | Non
     tree = ast.parse(text)
     there = _defined(tree, name) if name else None
     if there is not None:
-        if ast.dump(there) == ast.dump(ast.parse(code).body[0]):
+        if _is(there, code):
             return []
         raise NotLocated(f"the script defines its own {name}, which gpuscout's {name} would replace")
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
