@@ -270,7 +270,11 @@ class TrialRunner:
         )
         if lingered_note and attempt.message is None:
             attempt.message = lingered_note
-        if lost and attempt.status not in ("ok", "pruned"):  # judged on events gpuscout could not keep
+        # judged on events gpuscout could not keep: said so, unless the judgement is gpuscout's already
+        # (a full disk where both the trial's output and its events are written: whichever writer met
+        # it first decided the message, and a fresh-clone CI read "could not keep its events" where
+        # the test, and the other order, said "stopped on a full disk")
+        if lost and attempt.status not in ("ok", "pruned") and not attempt.ours:
             return ours(f"gpuscout could not keep its events ({lost[0].strerror or lost[0]})")
         stopped_by_us = finished.cancelled and prune_now.is_set() and not self.abort.is_set()
         prune_now.set()  # the line follower ends with the trial
