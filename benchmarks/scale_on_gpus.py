@@ -4,7 +4,7 @@ same call as the peer, for docs/benchmarks.md.
     python benchmarks/scale_on_gpus.py --out OUTDIR [--parts resnet50_bf16,resnet50_bf16_global,...] [--budget-s 540]
         [--gpus 1,2] [--ddp eager,compiled]
 
-Each part: `gpuscout scale WORKLOAD --gpus COUNTS --backend jax` (weak scaling at the default batch
+Each part: `gpuscout scale WORKLOAD --gpu-counts COUNTS --backend jax` (weak scaling at the default batch
 per GPU), and for the per-replica parts the DDP peer (benchmarks/ddp_peer.py) at each count with
 the same per-GPU batch and precision, once per `--ddp` mode (eager; compiled: the model and its
 loss compiled, then DDP, as nanoGPT does). Part costs are for 1,2 GPUs with the eager peer; more
@@ -160,7 +160,7 @@ def main() -> int:
                 "gpuscout",
                 "scale",
                 workload,
-                "--gpus",
+                "--gpu-counts",
                 args.gpus,
                 "--backend",
                 "jax",

@@ -37,7 +37,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--script", choices=sorted(BY_HAND), default="augmenting_images")
-    parser.add_argument("--budget", default=None, help="tune's --budget in minutes [default: tune's own]")
+    parser.add_argument("--budget", default=None, help="tune's --budget-minutes [default: tune's own]")
     parser.add_argument("--watch-seconds", type=int, default=25)
     parser.add_argument("--small", action="store_true", help="a small model (a CPU rehearsal)")
     args = parser.parse_args()
@@ -47,7 +47,7 @@ def main() -> int:
     hand_arg, hand_label = BY_HAND[args.script]
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", **({"SMALL": "1"} if args.small else {}))
     store = str(out / "s.sqlite")
-    budget = ["--budget", args.budget] if args.budget else []
+    budget = ["--budget-minutes", args.budget] if args.budget else []
     report, wall = gpuscout(
         [
             "tune",

@@ -83,7 +83,7 @@ MLP_SCRIPT = textwrap.dedent("""
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--budget", default=None, help="tune's --budget in minutes [default: tune's own]")
+    parser.add_argument("--budget", default=None, help="tune's --budget-minutes [default: tune's own]")
     parser.add_argument("--watch-seconds", type=int, default=25)
     parser.add_argument("--small", action="store_true", help="a one-block model on 2,048 images (a CPU rehearsal)")
     parser.add_argument("--mlp", action="store_true", help="the issue's CPU case: an MLP at batch 16, no XLA")
@@ -101,7 +101,7 @@ def main() -> int:
     if not args.hand_only:
         left, _ = gpuscout([*watch, sys.executable, str(script)], out, "as-left", env, 300)
         rows[f"as left (no XLA, float32, batch {16 if args.mlp else 32})"] = watched(left)[0]
-        budget = ["--budget", args.budget] if args.budget else []
+        budget = ["--budget-minutes", args.budget] if args.budget else []
         report, wall = gpuscout(
             ["tune", "--json", *budget, "--store", store, "--", sys.executable, str(script)], out, "tune", env, 560
         )

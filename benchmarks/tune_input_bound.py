@@ -67,7 +67,7 @@ def main() -> None:
         report, wall = gpuscout(
             "tune",
             "--json",
-            "--budget",
+            "--budget-minutes",
             args.budget,
             "--patch",
             str(patch),

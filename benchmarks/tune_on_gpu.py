@@ -21,23 +21,26 @@ from pathlib import Path
 
 STEPS = {
     "resnet50": [
-        ("resnet50_ablation_batch", ["resnet50", "--parts", "ablation,batch", "--budget", "9.2", "--max-batch", "8192"])
+        (
+            "resnet50_ablation_batch",
+            ["resnet50", "--parts", "ablation,batch", "--budget-minutes", "9.2", "--max-batch", "8192"],
+        )
     ],
     "gpt2_input": [
-        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.5"]),
-        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.5"]),
-        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.5"]),
+        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget-minutes", "3.5"]),
+        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget-minutes", "1.5"]),
+        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget-minutes", "1.5"]),
     ],
     "gpt2_and_input": [
-        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "2"]),
-        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "2"]),
-        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "3.3", "--windows", "2"]),
+        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget-minutes", "2"]),
+        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget-minutes", "2"]),
+        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget-minutes", "3.3", "--windows", "2"]),
     ],
     "ablations_input": [
-        ("resnet50_ablation", ["resnet50", "--parts", "ablation", "--budget", "3.8"]),
-        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget", "2.2"]),
-        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget", "1.0"]),
-        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget", "1.0"]),
+        ("resnet50_ablation", ["resnet50", "--parts", "ablation", "--budget-minutes", "3.8"]),
+        ("gpt2_small_ablation", ["gpt2_small", "--parts", "ablation", "--budget-minutes", "2.2"]),
+        ("input_fast", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "1", "--budget-minutes", "1.0"]),
+        ("input_slow", ["resnet18_cifar", "--parts", "input", "--pipeline-cost", "32", "--budget-minutes", "1.0"]),
     ],
 }
 

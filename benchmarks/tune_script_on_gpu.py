@@ -62,7 +62,7 @@ def main() -> None:
         report, wall = gpuscout(
             "tune",
             "--json",
-            "--budget",
+            "--budget-minutes",
             args.budget,
             "--store",
             store,

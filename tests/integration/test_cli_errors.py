@@ -103,10 +103,10 @@ def test_a_sweep_file_that_cannot_run_is_refused_before_the_store_or_a_trial(tmp
 
 def test_small_things_a_new_user_trips_over(tmp_path, store_path):
     # scale with no GPU and no --cpu: exit 2, never a silent run on logical CPU devices
-    one_error_line(run_cli("scale", "mlp", "--gpus", "1,2", "--store", str(store_path)), "no NVIDIA GPU found")
+    one_error_line(run_cli("scale", "mlp", "--gpu-counts", "1,2", "--store", str(store_path)), "no NVIDIA GPU found")
     # tune's bad budget: the one line, with nothing printed before it
-    budget = run_cli("tune", "mlp", "--cpu", "--budget", "0", "--store", str(store_path))
-    one_error_line(budget, "--budget must be > 0")
+    budget = run_cli("tune", "mlp", "--cpu", "--budget-minutes", "0", "--store", str(store_path))
+    one_error_line(budget, "--budget-minutes must be > 0")
     assert budget.stderr.startswith("error:") and budget.stdout == ""
     one_error_line(
         run_cli("recommend", "--workload", "resnet50", "--epochs", "-3"),

@@ -160,8 +160,8 @@ def test_bad_numbers_files_ids_and_grids_are_one_line_and_change_nothing(stored_
         ),
         (("bench", "mlp", "--cpu", "--window-seconds", "inf"), "--window-seconds takes a finite number"),
         (
-            ("tune", "mlp", "--cpu", "--budget", "-3"),
-            "--budget takes a finite number from 0 to 9,007,199,254,740,992, got -3.0",
+            ("tune", "mlp", "--cpu", "--budget-minutes", "-3"),
+            "--budget-minutes takes a finite number from 0 to 9,007,199,254,740,992, got -3.0",
         ),
         (("recommend", "--workload", "resnet50", "--epochs", "nan"), "--epochs takes a finite number"),
         (("recommend", "--workload", "resnet50", "--epochs", "1e308"), "--epochs takes a finite number from 0 to"),

@@ -27,7 +27,17 @@ def _points(report):
 
 def test_mirrored_strategy_over_two_cpu_devices(store_path):
     result = run_cli(
-        "scale", "mlp", "--cpu", "--gpus", "2", "--backend", "tensorflow", "--json", *QUICK, "--store", str(store_path)
+        "scale",
+        "mlp",
+        "--cpu",
+        "--gpu-counts",
+        "2",
+        "--backend",
+        "tensorflow",
+        "--json",
+        *QUICK,
+        "--store",
+        str(store_path),
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -68,7 +78,7 @@ def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store
         "scale",
         "mlp",
         "--cpu",
-        "--gpus",
+        "--gpu-counts",
         "1,2",
         "--backend",
         "jax",
@@ -131,7 +141,7 @@ def test_two_local_workers_of_multi_worker_mirrored(store_path):
         "scale",
         "mlp",
         "--cpu",
-        "--gpus",
+        "--gpu-counts",
         "2",
         "--backend",
         "tensorflow",
@@ -161,7 +171,7 @@ def test_two_local_workers_of_multi_worker_mirrored(store_path):
 
 def test_forwarding_a_run_to_hosts_keeps_every_option_given():
     given = [
-        "--gpus",
+        "--gpu-counts",
         "2",
         "--batchnorm",
         "global",
@@ -193,7 +203,7 @@ def test_forwarding_a_run_to_hosts_keeps_every_option_given():
         assert flags == {"--xla", "--no-fit-check", "--local-workers"}
         assert options == {
             "--backend": "tensorflow",
-            "--gpus": "2",
+            "--gpu-counts": "2",
             "--batchnorm": "global",
             "--mode": "strong",
             "--batch-size": "64",
@@ -206,7 +216,7 @@ def test_forwarding_a_run_to_hosts_keeps_every_option_given():
 
 def test_printed_host_commands_run_and_merge(tmp_path):
     listed = run_cli(
-        "scale", "mlp", "--hosts", "localhost:2222,localhost:2223", "--cpu", "--gpus", "1", *QUICK, "--json"
+        "scale", "mlp", "--hosts", "localhost:2222,localhost:2223", "--cpu", "--gpu-counts", "1", *QUICK, "--json"
     )
     assert listed.returncode == 0, listed.stderr
     plan = json.loads(listed.stdout)
@@ -279,7 +289,7 @@ def _two_fake_gpus(tmp_path, slow_clock=None, nvlink=True):
 def test_a_hung_collective_is_killed_and_named(tmp_path, store_path):
     env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=_two_fake_gpus(tmp_path), FAKE_HANG_DEVICES="2")
     result = gpuscout(
-        ["scale", "mlp", "--gpus", "1,2", "--backend", "jax", "--timeout", "3", "--store", str(store_path)], env
+        ["scale", "mlp", "--gpu-counts", "1,2", "--backend", "jax", "--timeout", "3", "--store", str(store_path)], env
     )
     assert result.returncode == 1
     assert "the 2-device run hung and was killed by the --timeout watchdog" in result.stdout
@@ -293,7 +303,7 @@ def test_a_hung_collective_is_killed_and_named(tmp_path, store_path):
 def test_fake_gpus_give_topology_per_gpu_telemetry_and_a_straggler(tmp_path, store_path):
     env = cli_env(tmp_path, GPUSCOUT_FAKE_NVML=_two_fake_gpus(tmp_path, slow_clock=1700, nvlink=False))
     result = gpuscout(
-        ["scale", "resnet18_cifar", "--gpus", "2", "--backend", "jax", "--json", "--store", str(store_path)], env
+        ["scale", "resnet18_cifar", "--gpu-counts", "2", "--backend", "jax", "--json", "--store", str(store_path)], env
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -311,13 +321,14 @@ def test_fake_gpus_give_topology_per_gpu_telemetry_and_a_straggler(tmp_path, sto
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--gpus", "1,4"], "--gpus 4 asks for more GPUs than this machine has (2 visible)"),
-        (["--gpus", "0,1"], "positive GPU counts"),
+        (["--gpu-counts", "1,4"], "--gpu-counts 4 asks for more GPUs than this machine has (2 visible)"),
+        (["--gpu-counts", "0,1"], "positive GPU counts"),
         (["--mode", "strong", "--batch-size", "255"], "does not divide by 2"),
         (["--mode", "sideways"], "unknown --mode"),
         (["--local-workers"], "--backend tensorflow"),
         (["--backend", "tensorflow", "--xla"], "without XLA"),
-        (["--gpu-ids", "0,5"], "GPU index 5 not found"),
+        (["--gpu-counts", "1,2", "--gpus", "0,5"], "GPU index 5 not found"),
+        (["--gpus", "1,2"], "give --gpu-counts 1,2 for the counts"),
         (["--hosts", "onlyone:1"], "two or more host:port"),
         (["--worker", "--cluster", "x"], "TF_CONFIG"),
     ],

@@ -131,7 +131,10 @@ def test_the_input_verdict_flips_between_a_slow_and_a_fast_pipeline(factory, sta
     "args, message",
     [
         (("resnet5",), "unknown workload 'resnet5'"),
-        (("mlp", "--budget", "0.05"), "too small for even the baseline"),
+        (("mlp", "--budget-minutes", "0.05"), "--budget-minutes 0.05 is too small for even the baseline"),
+        # the old name is still taken, and says the new one (issue 62: --budget was dollars in recommend)
+        (("mlp", "--budget", "0.05"), "note: --budget here is now --budget-minutes"),
+        (("mlp", "--budget", "1", "--budget-minutes", "1"), "--budget is --budget-minutes's old name"),
         (("mlp", "--parts", "ablation,speed"), "unknown --parts speed"),
         (("mlp", "--pipeline", "nowhere.py:make"), "give an existing file.py:function"),
     ],

@@ -441,7 +441,7 @@ def test_bad_tune_input(tmp_path):
         (("--",), "no command to tune: put it after `--`"),
         (("--only", "bogus", "--", PY, "x.py"), "--only: unknown change 'bogus': choose from jit_compile"),
         (("--steps", "0", "--", PY, "x.py"), "--steps"),
-        (("--budget", "0.5", "--", PY, "x.py"), "--budget 0.5 minutes is too small"),
+        (("--budget-minutes", "0.5", "--", PY, "x.py"), "--budget-minutes 0.5 is too small"),
         (("--model", "m.py", "--", PY, "x.py"), "tune a workload, not a command"),
         (("--patch", str(tmp_path), "--", PY, "x.py"), "a folder, not a file to write the diff to"),
         (("--patch", "train.py", "--", PY, "x.py"), "a Python file; the diff goes to a file"),
@@ -460,9 +460,9 @@ def test_bad_tune_input(tmp_path):
     with Store(slow) as s:
         s.put_many([stored])
     one_line_exit_2(
-        run_cli("tune", "--budget", "2", "--store", str(slow), "--", PY, loop, "unmarked", "5"),
-        "--budget 2 min cannot hold the baseline and one change measured against it: a run of this "
-        "command took 100 s (stored run slow0001); give --budget 8 or more",
+        run_cli("tune", "--budget-minutes", "2", "--store", str(slow), "--", PY, loop, "unmarked", "5"),
+        "--budget-minutes 2 cannot hold the baseline and one change measured against it: a run of this "
+        "command took 100 s (stored run slow0001); give --budget-minutes 8 or more",
     )
     assert len(records(slow)) == 1  # nothing ran
     plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, loop, "unmarked", "5")

@@ -126,7 +126,7 @@ def test_scale_over_two_gpus_with_topology_and_per_gpu_telemetry(store_path):
     result = run_cli(
         "scale",
         "mlp",
-        "--gpus",
+        "--gpu-counts",
         "1,2",
         "--backend",
         "jax",

@@ -163,7 +163,7 @@ def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_li
 
 
 def test_idle_devices_ranked_first_put_data_parallel_first_in_the_plan():
-    """A --budget may end a round early: the change for the largest saving goes first."""
+    """A --budget-minutes may end a round early: the change for the largest saving goes first."""
     idle = make_watch_record(
         events=spread(replicas=1, devices_seen=4, wait_s=0.0, input_type="numpy", batch=128, jit_compile=False)
     )

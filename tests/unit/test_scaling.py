@@ -13,7 +13,7 @@ from gpuscout import workloads
 from gpuscout.analysis import scaling
 from gpuscout.analysis.flags import straggler_flag
 from gpuscout.analysis.telemetry import combine_telemetry
-from gpuscout.cli.scale import parse_counts, parse_ids
+from gpuscout.cli.scale import counts_and_ids, parse_counts, parse_ids
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Backend, Precision, RunSpec
 from gpuscout.executor.local import NO_ONE_SHOT_ALL_REDUCE, child_env
@@ -208,9 +208,20 @@ def test_tf_config_and_hosts_are_checked():
 def test_counts_ids_and_specs_are_validated():
     assert parse_counts("4,1,2") == (1, 2, 4)
     for bad in ("0,1", "", "two", "-1", "4,1,2,2"):
-        with pytest.raises(UsageError, match="--gpus"):
+        with pytest.raises(UsageError, match="--gpu-counts"):
             parse_counts(bad)
     assert parse_ids("0,2") == (0, 2)
+    # issue 62's one vocabulary: --gpus names GPUs by index; scale's old --gpus (counts) alone is
+    # refused, never read anew as indices, and --gpu-ids still taken
+    assert counts_and_ids(None, None, None) == ("1,2", None)
+    assert counts_and_ids("1,2,4", "0,2,3,1", None) == ("1,2,4", "0,2,3,1")
+    assert counts_and_ids("1,2", None, "3,1") == ("1,2", "3,1")
+    with pytest.raises(UsageError, match="give --gpu-counts 1,2,4 for the counts"):
+        counts_and_ids(None, "1,2,4", None)
+    with pytest.raises(UsageError, match="give --gpu-counts 1,2 --gpus 2,3$"):
+        counts_and_ids(None, "1,2", "2,3")
+    with pytest.raises(UsageError, match="old name"):
+        counts_and_ids("1,2", "0,1", "2,3")
     with pytest.raises(UsageError, match="distinct"):
         parse_ids("1,1")
     ok = dict(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored")

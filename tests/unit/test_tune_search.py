@@ -105,8 +105,8 @@ def test_the_budget_stops_the_search_and_says_what_was_left():
     assert len(found.trials) == 1 and not found.path
     assert abs(budget.cost("baseline", 300) - probe.duration_s) < 0.5
     assert [s.reason for s in found.skipped][-2:] == [
-        "mixed_precision: the --budget was spent",
-        "steps_per_execution_8: the --budget was spent",
+        "mixed_precision: the --budget-minutes was spent",
+        "steps_per_execution_8: the --budget-minutes was spent",
     ]
 
 
@@ -154,7 +154,8 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
     assert [t.change.name for t in found.path] == ["cache"]
     spent = [s.reason for s in found.skipped]
     assert (
-        "mixed_precision: the --budget was spent" in spent and "steps_per_execution_8: the --budget was spent" in spent
+        "mixed_precision: the --budget-minutes was spent" in spent
+        and "steps_per_execution_8: the --budget-minutes was spent" in spent
     )
     # the final block has no room: round 1's judgement against the baselines beside it stands
     from gpuscout.tune import finale

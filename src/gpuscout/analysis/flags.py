@@ -111,7 +111,7 @@ def straggler_flag(per_gpu: list[Telemetry]) -> Flag | None:
         code="straggler",
         message="a straggler held the other GPUs back: " + "; ".join(parts),
         hint="synchronous training runs at the pace of its slowest GPU: check that GPU's cooling and power "
-        "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i N`), or leave it out with `gpuscout scale --gpu-ids`",
+        "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i N`), or leave it out with `gpuscout scale --gpus`",
     )
 
 

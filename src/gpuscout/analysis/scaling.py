@@ -214,7 +214,7 @@ def diagnose(s: Situation) -> list[Cause]:
             )
         )
     if s.straggler:
-        causes.append(Cause("straggler", s.straggler, "fix or leave out the slow GPU (--gpu-ids)"))
+        causes.append(Cause("straggler", s.straggler, "fix or leave out the slow GPU (scale --gpus)"))
     if (
         s.device_kind == "gpu"
         and s.backend == "tensorflow"

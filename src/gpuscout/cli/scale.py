@@ -15,7 +15,15 @@ import typer
 
 from gpuscout import scale as scale_lib
 from gpuscout.cli import session_report
-from gpuscout.cli.options import AsJson, StorePath, given_args, grouped, measure_options, protocol_options
+from gpuscout.cli.options import (
+    AsJson,
+    StorePath,
+    given_args,
+    grouped,
+    measure_options,
+    protocol_options,
+    renamed,
+)
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core.errors import UsageError, parse_positive_ints, parse_whole_numbers
 from gpuscout.core.spec import PROTOCOL, BatchNormStats
@@ -35,33 +43,53 @@ Every run is stored (tagged with the session); the report is saved as JSON besid
 
 Examples:
 
-    gpuscout scale resnet50 --gpus 1,2,4 --backend jax
+    gpuscout scale resnet50 --gpu-counts 1,2,4 --backend jax
+
+    # counts 1 and 2 on GPUs 2 and 3
+    gpuscout scale resnet50 --gpu-counts 1,2 --gpus 2,3 --backend jax
 
     # Keras DataParallel's synced BN
-    gpuscout scale resnet50 --gpus 1,2 --backend jax --batchnorm global
+    gpuscout scale resnet50 --gpu-counts 1,2 --backend jax --batchnorm global
 
-    gpuscout scale bert_base --gpus 1,2 --mode strong --batch-size 256
+    gpuscout scale bert_base --gpu-counts 1,2 --mode strong --batch-size 256
 
     # the code path, on the CPU
-    gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow
+    gpuscout scale mlp --cpu --gpu-counts 1,2 --backend tensorflow
 
     # MultiWorkerMirrored, 2 processes
-    gpuscout scale mlp --cpu --gpus 1,2 --backend tensorflow --local-workers
+    gpuscout scale mlp --cpu --gpu-counts 1,2 --backend tensorflow --local-workers
 
     # prints per-host commands
-    gpuscout scale resnet50 --backend tensorflow --hosts gpu-a:2222,gpu-b:2222 --gpus 8
+    gpuscout scale resnet50 --backend tensorflow --hosts gpu-a:2222,gpu-b:2222 --gpu-counts 8
 """
 
 
 def parse_counts(text: str) -> tuple[int, ...]:
-    return parse_positive_ints(text, "--gpus", "GPU counts", "1,2,4")
+    return parse_positive_ints(text, "--gpu-counts", "GPU counts", "1,2,4")
 
 
 def parse_ids(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     # in the order given: the first is the one-GPU run's (NVML numbers GPUs from 0; 1024 is far past any host)
-    return parse_whole_numbers(text, "--gpu-ids", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
+    return parse_whole_numbers(text, "--gpus", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
+
+
+def counts_and_ids(counts: str | None, gpus: str | None, gpu_ids: str | None) -> tuple[str, str | None]:
+    """--gpu-counts and the GPUs by index (--gpus, once --gpu-ids) as text, in the vocabulary every
+    verb shares (issue 62: --gpus names GPUs by index, as in sweep). scale's --gpus was its counts
+    until 2026-11: `--gpus` alone is refused rather than read anew, since an old `--gpus 1,2,4`
+    read as indices would measure other GPUs without a word."""
+    if gpus is not None and counts is None:
+        raise UsageError(
+            "scale --gpus now names GPUs by index, as in sweep; GPU counts are --gpu-counts: give "
+            + (
+                f"--gpu-counts {gpus} --gpus {gpu_ids}"
+                if gpu_ids is not None
+                else f"--gpu-counts {gpus} for the counts, or --gpu-counts with --gpus {gpus} for these GPUs"
+            )
+        )
+    return counts or "1,2", renamed("--gpu-ids", "--gpus", gpu_ids, gpus)
 
 
 def parse_batchnorm(text: str) -> BatchNormStats:
@@ -77,9 +105,14 @@ def parse_batchnorm(text: str) -> BatchNormStats:
 @dataclass
 class ScaleConfig:
     workload: Annotated[str | None, typer.Argument(help="A registered workload.")] = None
-    gpus: Annotated[str, typer.Option("--gpus", help="GPU counts to measure, e.g. 1,2,4 (1 is always measured).")] = (
-        "1,2"
-    )
+    gpu_counts: Annotated[
+        str | None,
+        typer.Option("--gpu-counts", help="GPU counts to measure, e.g. 1,2,4 (1 is always measured) [default: 1,2]."),
+    ] = None
+    gpus: Annotated[
+        str | None,
+        typer.Option("--gpus", help="Which GPUs, by index, e.g. 0,2,3; a count N takes the first N [default: all]."),
+    ] = None
     mode: Annotated[
         str, typer.Option(help="weak: per-GPU batch fixed, global batch grows; strong: global batch fixed, split.")
     ] = "weak"
@@ -101,10 +134,7 @@ class ScaleConfig:
     data: Annotated[str, typer.Option(help="synthetic | pipeline | naive (a host input pipeline per worker).")] = (
         "synthetic"
     )
-    gpu_ids: Annotated[
-        str | None,
-        typer.Option("--gpu-ids", help="Which GPUs, e.g. 0,2,3; a count N takes the first N [default: all]."),
-    ] = None
+    gpu_ids: Annotated[str | None, typer.Option("--gpu-ids", hidden=True, help="Now --gpus.")] = None
     cpu: Annotated[
         bool, typer.Option("--cpu", help="Scale over logical CPU devices (checks the code path, not scaling).")
     ] = False
@@ -138,8 +168,9 @@ class ScaleConfig:
     ] = True
 
     def options(self, protocol) -> scale_lib.ScaleOptions:
+        counts, ids = counts_and_ids(self.gpu_counts, self.gpus, self.gpu_ids)
         return scale_lib.ScaleOptions(
-            counts=parse_counts(self.gpus),
+            counts=parse_counts(counts),
             mode=self.mode,
             backend=self.backend,
             precision=self.precision,
@@ -147,7 +178,7 @@ class ScaleConfig:
             batch_size=self.batch_size,
             seq_len=self.seq_len,
             data=self.data,
-            gpu_ids=parse_ids(self.gpu_ids),
+            gpu_ids=parse_ids(ids),
             cpu=self.cpu,
             local_workers=self.local_workers,
             protocol=protocol.settings(),
@@ -198,7 +229,7 @@ def scale(
             raise UsageError("--merge takes the cluster id alone; the workload comes from the records")
         _merge(multi.merge, store_path, as_json)
     if not config.workload:
-        raise UsageError("name a workload, e.g. `gpuscout scale resnet50 --gpus 1,2`")
+        raise UsageError("name a workload, e.g. `gpuscout scale resnet50 --gpu-counts 1,2`")
     options = config.options(protocol)
     if multi.hosts:
         _print_hosts(ctx, config.workload, multi.hosts, config.backend, as_json)

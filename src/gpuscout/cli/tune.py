@@ -13,7 +13,7 @@ import typer
 
 from gpuscout import tune as tune_lib
 from gpuscout.cli import session_report
-from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options
+from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options, renamed
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError, parse_names
@@ -43,14 +43,14 @@ Examples:
 
     gpuscout tune -- python train.py --epochs 100
 
-    gpuscout tune --only jit_compile,mixed_precision --budget 10 -- python train.py
+    gpuscout tune --only jit_compile,mixed_precision --budget-minutes 10 -- python train.py
 
     gpuscout tune --dry-run -- python train.py
 
     # a notebook: each change tried on its cells, run in a real kernel (docs/notebooks.md)
     gpuscout tune train.ipynb
 
-    gpuscout tune resnet50 --backend jax --budget 20
+    gpuscout tune resnet50 --backend jax --budget-minutes 20
 
     gpuscout tune mlp --backend tensorflow --cpu --parts ablation,input
 
@@ -73,13 +73,16 @@ class TuneConfig:
     model: Annotated[str | None, typer.Option("--model", help="Your model: file.py:build or model.keras.")] = None
     backend: Annotated[str, typer.Option(help="auto | tensorflow | jax.")] = "auto"
     parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = ",".join(tune_lib.PARTS)
-    budget: Annotated[
+    budget_minutes: Annotated[
         float | None,
         typer.Option(
-            help="Total time budget in minutes; the search stops before overrunning it [default: 30 for a workload, "
-            "6 for a command]."
+            "--budget-minutes",
+            help="The session's time in minutes; the search stops before overrunning it [default: 30 for a "
+            "workload, 6 for a command].",
         ),
     ] = None
+    # its old name: --budget was minutes here and dollars in recommend (issue 62, one vocabulary)
+    budget: Annotated[float | None, typer.Option("--budget", hidden=True, help="Now --budget-minutes.")] = None
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", "-b", help="The batch of the ablation [default: the workload's].")
     ] = None
@@ -122,6 +125,7 @@ TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
 def tune(
     config: TuneConfig, protocol: TuneProtocol, device: Device, store_path: StorePath = None, as_json: AsJson = False
 ) -> None:
+    config.budget_minutes = renamed("--budget", "--budget-minutes", config.budget, config.budget_minutes)
     if _command_given() or (config.target and config.target[0].endswith(".ipynb")):
         return tune_command(config, store_path, as_json)  # a notebook file is a command of its own
     if config.target and len(config.target) > 1:
@@ -140,7 +144,7 @@ def tune(
     options = tune_lib.TuneOptions(
         backend=config.backend,
         parts=parse_names(config.parts, "--parts", "ablation,batch"),
-        budget_s=(30.0 if config.budget is None else config.budget) * 60,
+        budget_s=(30.0 if config.budget_minutes is None else config.budget_minutes) * 60,
         protocol=protocol.settings(),
         device=device.choice(),
         measure=measure_options(config.timeout, telemetry=True),
@@ -172,11 +176,9 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     from gpuscout.tune import runs, script
 
     rules.at_least("--steps", config.steps, 1)
-    config.budget = 6.0 if config.budget is None else config.budget
-    if config.budget < 1:
-        raise UsageError(
-            f"--budget {config.budget:g} minutes is too small for the baseline and one change: give 1 or more"
-        )
+    minutes = 6.0 if config.budget_minutes is None else config.budget_minutes
+    if minutes < 1:
+        raise UsageError(f"--budget-minutes {minutes:g} is too small for the baseline and one change: give 1 or more")
     if (
         config.model
         or config.pipeline
@@ -196,14 +198,14 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
     patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")
     options = runs.ScriptOptions(
-        steps=config.steps, budget_s=config.budget * 60, only=only, skip=skip, patch=patch.given if patch else None
+        steps=config.steps, budget_s=minutes * 60, only=only, skip=skip, patch=patch.given if patch else None
     )
     baseline = _stored_baseline(resolved.given, store_path)
     least = runs.least_budget_s(baseline.duration_s) if baseline is not None else None
     if least is not None and options.budget_s < least and not config.dry_run:  # before the script starts
         raise UsageError(
-            f"--budget {config.budget:g} min cannot hold the baseline and one change measured against it: a "
-            f"run of this command took {baseline.duration_s:.0f} s (stored run {baseline.id}); give --budget "
+            f"--budget-minutes {minutes:g} cannot hold the baseline and one change measured against it: a "
+            f"run of this command took {baseline.duration_s:.0f} s (stored run {baseline.id}); give --budget-minutes "
             f"{math.ceil(least / 60)} or more"
         )
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing

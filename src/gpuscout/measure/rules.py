@@ -85,7 +85,7 @@ def at_least(option: str, value: float | None, low: float, what: str = "") -> No
 
 
 def above_zero(option: str, value: float | None, unit: str = "") -> None:
-    """`value` (when given) is > 0: --timeout, --budget, --price."""
+    """`value` (when given) is > 0: --timeout, --budget-minutes, --price."""
     if value is not None and value <= 0:
         raise UsageError(f"{option} must be > 0{unit}, got {value:g}")
 

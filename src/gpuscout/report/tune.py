@@ -48,7 +48,7 @@ def print_tune(report: WorkloadTuneReport, out: Console) -> None:
         out.print(f"note: {note}", highlight=False, markup=False)
     ab = report.ablation
     measured = [row for row in (ab.rows if ab else []) if row.run_id or row.status != "skipped"]
-    if measured:  # rows the --budget skipped are named once, under "skipped", not as empty rows
+    if measured:  # rows the --budget-minutes skipped are named once, under "skipped", not as empty rows
         t = Table(title="what each optimisation buys (speedup, 95% CI)", title_justify="left")
         for c in ("setting", "samples/s", "speedup", "over", "loss after N steps", "input wait", "run", "flags"):
             t.add_column(c)
@@ -89,7 +89,7 @@ def print_tune(report: WorkloadTuneReport, out: Console) -> None:
         limit = {
             "memory": f"first out of memory at {batch.first_oom}",
             "cap": f"no OOM up to --max-batch {batch.cap}",
-            "budget": "stopped by the --budget",
+            "budget": "stopped by the --budget-minutes",
         }[batch.limited_by]
         out.print(
             f"[bold]largest batch[/]: {batch.largest} ({limit}; {len(batch.probes)} probes); knee: {batch.knee}",

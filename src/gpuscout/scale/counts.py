@@ -111,9 +111,9 @@ def _devices(options: ScaleOptions, counts: list[int], nvml: Nvml, notices: list
     if options.cpu or not nvml.available or nvml.count == 0:
         if options.gpu_ids:
             raise UsageError(
-                "--gpu-ids names GPUs; this run is on the CPU"
+                "--gpus names GPUs; this run is on the CPU"
                 if options.cpu
-                else f"--gpu-ids given, but NVML found no GPU ({nvml.error or 'none'}): run `gpuscout doctor`"
+                else f"--gpus given, but NVML found no GPU ({nvml.error or 'none'}): run `gpuscout doctor`"
             )
         if not options.cpu:  # a run over CPU devices is asked for, never fallen into
             raise UsageError(
@@ -122,14 +122,14 @@ def _devices(options: ScaleOptions, counts: list[int], nvml: Nvml, notices: list
                 "check of the code path, not of scaling)"
             )
         if counts[-1] > 8:
-            raise UsageError(f"--gpus {counts[-1]} on the CPU: at most 8 logical CPU devices")
+            raise UsageError(f"--gpu-counts {counts[-1]} on the CPU: at most 8 logical CPU devices")
         return "cpu", []
     gpu_ids = rules.gpu_indices(list(options.gpu_ids if options.gpu_ids is not None else range(nvml.count)), nvml)
     if counts[-1] > len(gpu_ids):
         raise UsageError(
-            f"--gpus {counts[-1]} asks for more GPUs than "
+            f"--gpu-counts {counts[-1]} asks for more GPUs than "
             + (
-                f"--gpu-ids lists ({len(gpu_ids)})"
+                f"--gpus lists ({len(gpu_ids)})"
                 if options.gpu_ids is not None
                 else f"this machine has ({nvml.count} visible)"
             )

@@ -90,7 +90,7 @@ def run_worker(
 
     addresses, index = cluster.read_tf_config(os.environ.get("TF_CONFIG"))
     if len(options.counts) != 1:
-        raise UsageError("a --worker uses one --gpus count: the GPUs of this host it trains on")
+        raise UsageError("a --worker takes one --gpu-counts value: the GPUs of this host it trains on")
     the_plan = plan(workload_name, options, nvml)
     spec = the_plan.specs[-1]
     if spec.backend.value != "tensorflow":

@@ -1,5 +1,5 @@
 """What a tune session's runs cost and how long they train: each setting's measured pace, the
---budget charged at it, and the training steps of each round's runs."""
+--budget-minutes charged at it, and the training steps of each round's runs."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Pace:
 
 @dataclass
 class Budget:
-    """The session's --budget, each run charged at the pace of the setting it runs (a candidate at
+    """The session's --budget-minutes, each run charged at the pace of the setting it runs (a candidate at
     its reference's: the setting it is added to). Charging every run at the longest so far held a
     compiled step's candidates to the op-by-op baseline's 770 ms a step and spent a 5-minute
     budget on one round (issue 60)."""

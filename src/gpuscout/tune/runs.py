@@ -118,7 +118,7 @@ SESSION_RUNS = 4
 
 
 def least_budget_s(run_s: float) -> float:
-    """The least --budget that holds SESSION_RUNS runs of `run_s` each, a tenth over for noise."""
+    """The least --budget-minutes that holds SESSION_RUNS runs of `run_s` each, a tenth over for noise."""
     return SESSION_RUNS * run_s * 1.1
 
 
@@ -169,8 +169,8 @@ def _session(session: Session) -> TuneScriptReport:
     if not budget.allows([budget.cost("baseline", steps.base)] * (SESSION_RUNS - 1)):
         spent = options.budget_s - budget.left_s()
         raise UsageError(
-            f"--budget {options.budget_s / 60:g} min holds the baseline ({spent:.0f} s a run) but not one "
-            f"change measured against it: give --budget {math.ceil(least_budget_s(spent) / 60)} or more "
+            f"--budget-minutes {options.budget_s / 60:g} holds the baseline ({spent:.0f} s a run) but not one "
+            f"change measured against it: give --budget-minutes {math.ceil(least_budget_s(spent) / 60)} or more "
             f"(the baseline is stored as {probe.id})"
         )
 

@@ -16,7 +16,7 @@ recommended (mixed_float16 overflowing is the usual case).
 
 The search is bounded as DeepSpeed's autotuner bounds its own: by what the baseline showed (a
 change is tried only where its cause was seen) and by memory (a larger batch only where the
-measured peak says it fits), and the whole session by --budget.
+measured peak says it fits), and the whole session by --budget-minutes.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def plan(
             key=lambda c: MORE_WORK_FIRST.index(c.knob) if c.knob in MORE_WORK_FIRST else len(MORE_WORK_FIRST)
         )
     if baseline.verdict and baseline.verdict[0].code == "devices_unused":  # the idle devices the largest saving:
-        out.changes.sort(key=lambda c: c.knob != "data_parallel")  # spread first, before a --budget ends the round
+        out.changes.sort(key=lambda c: c.knob != "data_parallel")  # spread first: the budget may end the round
     return out
 
 

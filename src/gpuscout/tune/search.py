@@ -147,7 +147,7 @@ class Measuring:
             if not budget.allows(
                 [budget.cost(reference.name, count)] * 2 + _kept_back(out, self.reserve, budget, self.steps)
             ):
-                out.skipped.append(Skip(change.knob, f"{config.name}: the --budget was spent"))
+                out.skipped.append(Skip(change.knob, f"{config.name}: the --budget-minutes was spent"))
                 continue
             own = self.steps.at_samples(count, _batch_of(reference, self.batch), _batch_of(config, self.batch))
             trial = Trial(number, change, config, reference, own)

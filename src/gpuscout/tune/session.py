@@ -1,5 +1,5 @@
 """A tune session: its runs, each an ordinary benchmark run stored with a `tune` tag, kept
-within the --budget; and the input pipeline measured alone."""
+within the --budget-minutes; and the input pipeline measured alone."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class Session:
         guess = statistics.median(self.durations)
         if time.monotonic() - self.started + guess > self.options.budget_s:
             self.skipped.append(label)
-            self.progress.note(f"skipped {label}: it would overrun the --budget")
+            self.progress.note(f"skipped {label}: it would overrun the --budget-minutes")
             return False
         return True
 

@@ -96,12 +96,12 @@ def plan(workload: str | None, options: TuneOptions, nvml: Nvml):
     unknown = [p for p in options.parts if p not in PARTS]
     if unknown:
         raise UsageError(f"unknown --parts {', '.join(unknown)}: choose from {', '.join(PARTS)}")
-    rules.above_zero("--budget", options.budget_s / 60, " minutes")
+    rules.above_zero("--budget-minutes", options.budget_s / 60, " minutes")
     protocol = options.protocol
     baseline_floor = protocol.warmup_steps * 0.05 + protocol.windows * protocol.window_seconds + 10
     if options.budget_s < baseline_floor:
         raise UsageError(
-            f"a --budget of {options.budget_s / 60:g} min is too small for even the baseline run "
+            f"--budget-minutes {options.budget_s / 60:g} is too small for even the baseline run "
             f"(~{baseline_floor:.0f} s of windows and start-up): give at least {math.ceil(baseline_floor / 60)} min"
         )
     if options.pipeline:
