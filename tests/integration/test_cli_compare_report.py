@@ -213,18 +213,15 @@ def test_the_html_report_holds_every_section_and_is_self_contained(store, tmp_pa
     proc = run_cli("report", "--out", str(out), "--store", str(store))
     assert proc.returncode == 0, proc.stderr
     html = out.read_text()
-    for section in (
-        "machines",
-        "throughput",
-        "cost",
-        "scaling",
-        "batch",
-        "ablation",
-        "telemetry",
-        "runs",
-        "provenance",
-    ):
+    for section in ("machines", "throughput", "cost", "batch", "ablation", "telemetry", "runs", "provenance"):
         assert f'<section id="{section}">' in html
+    # a section with nothing to show is named once under the title, not drawn as an empty heading
+    # (issue 62): this store has no run at two GPU counts, no inference and no watched script
+    assert '<section id="scaling">' not in html and '<section id="inference">' not in html
+    assert "Nothing stored for this yet" not in html and '<section id="watched">' not in html
+    not_shown = html.split('<details id="not-shown">')[1].split("</details>")[0]
+    assert "2 section(s)" in not_shown and "Scaling over GPUs: Throughput against the number of GPUs" in not_shown
+    assert "Inference latency" in not_shown and '<a href="#scaling">' not in html
     assert html.count('<figure class="plot"><svg') == 6  # 2 workloads + cost + batch + ablation + telemetry
     assert all(
         f"<summary>{run_id}" in html

@@ -40,6 +40,38 @@ class Document:
     sections: list[Section]
 
 
+@dataclass
+class Shown:
+    """A section with something to show, its figures drawn (caption, figure)."""
+
+    section: Section
+    figures: list[tuple[str, Figure]]
+
+    @property
+    def text(self) -> list[str]:
+        """The section's text; a hint on when a figure is shown goes once one is."""
+        return [t for t in self.section.text if not self.figures or not t.startswith(("Shown", "Runs without"))]
+
+
+def laid_out(doc: Document) -> tuple[list[Shown], list[Section]]:
+    """The sections with a figure, a row or a detail to show, drawn; and those with nothing, which a
+    report names once under its title rather than as empty headings (issue 62: a store of watched
+    scripts had six empty sections and an empty table of all runs)."""
+    shown, empty = [], []
+    for section in doc.sections:
+        figures = [(caption, fig) for caption, draw in section.figures if (fig := draw()) is not None]
+        if figures or section.details or any(t.rows for t in section.tables):
+            shown.append(Shown(section, figures))
+        else:
+            empty.append(section)
+    return shown, empty
+
+
+def not_shown(empty: list[Section]) -> list[str]:
+    """One line for each section with nothing to show: its title, what it holds and when."""
+    return [f"{s.title}: {' '.join(s.text)}" for s in empty]
+
+
 def _machines(records: list[RunRecord]) -> TableData:
     seen: dict[tuple, dict] = {}
     for r in records:
@@ -357,7 +389,14 @@ def build(
         sections.append(tuned)
     if sweeps:
         sections.append(_sweeps(sweeps))
-    sections.append(Section("runs", "All runs", ["Click a column to sort; type to filter."], tables=[_runs(records)]))
+    sections.append(
+        Section(
+            "runs",
+            "All benchmark runs",
+            ["Every `gpuscout bench` and `scale` run, a row each: click a column to sort; type to filter."],
+            tables=[_runs(records)],
+        )
+    )
     sections.append(
         Section(
             "provenance",

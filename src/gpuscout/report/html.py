@@ -8,7 +8,7 @@ from gpuscout.core.outputs import HTML_MARK
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.versions import __version__
 from gpuscout.report import plots
-from gpuscout.report.document import Document, TableData
+from gpuscout.report.document import Document, Shown, TableData, laid_out, not_shown
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;
@@ -113,14 +113,21 @@ FRAGMENT_CSS = """
 
 
 def render(doc: Document) -> str:
-    nav = " ".join(f'<a href="#{s.id}">{escape(s.title)}</a>' for s in doc.sections)
+    shown, empty = laid_out(doc)
+    nav = " ".join(f'<a href="#{s.section.id}">{escape(s.section.title)}</a>' for s in shown)
     parts = [
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{HTML_MARK}<title>{escape(doc.title)}</title>'
         f"<style>{CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
         f'<p class="subtitle">{escape(doc.subtitle)} · generated {utc_now()} by gpuscout {__version__}</p>'
         f'<pre id="js-errors"></pre><pre id="layout" hidden></pre><nav>{nav}</nav>'
     ]
-    parts += _sections(doc, filters=True)
+    if empty:
+        items = "".join(f"<li>{escape(line)}</li>" for line in not_shown(empty))
+        parts.append(
+            f'<details id="not-shown"><summary>Nothing in this store for {len(empty)} section(s)</summary>'
+            f"<ul>{items}</ul></details>"
+        )
+    parts += _sections(shown, filters=True)
     parts.append(f"<script>{SCRIPT}</script></body></html>")
     return "".join(parts)
 
@@ -129,32 +136,21 @@ def fragment(doc: Document) -> str:
     """The document's sections with something to show, for a notebook cell's output."""
     return (
         f'<div class="gpuscout-report"><style>{FRAGMENT_CSS}</style><h3>{escape(doc.title)}</h3>'
-        f'<p class="subtitle">{escape(doc.subtitle)}</p>{"".join(_sections(doc, filters=False, empty=False))}</div>'
+        f'<p class="subtitle">{escape(doc.subtitle)}</p>{"".join(_sections(laid_out(doc)[0], filters=False))}</div>'
     )
 
 
-def _sections(doc: Document, filters: bool, empty: bool = True) -> list[str]:
-    """Each section as HTML; `empty` False leaves out a section with no plot, row or detail to show."""
+def _sections(shown: list[Shown], filters: bool) -> list[str]:
+    """Each section as HTML."""
     parts = []
-    for section in doc.sections:
-        drawn = []
-        for caption, draw in section.figures:
-            fig = draw()
-            if fig is not None:
-                drawn.append(
-                    f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>'
-                )
-        if not empty and not (drawn or section.details or any(t.rows for t in section.tables)):
-            continue
+    for s in shown:
+        section = s.section
         parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
+        parts.extend(f'<p class="note">{escape(t)}</p>' for t in s.text)
         parts.extend(
-            f'<p class="note">{escape(t)}</p>'
-            for t in section.text
-            if not drawn or not t.startswith(("Shown", "Runs without"))
+            f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>'
+            for caption, fig in s.figures
         )
-        if section.figures and not drawn:
-            parts.append('<p class="note">Nothing stored for this yet.</p>')
-        parts.extend(drawn)
         parts.extend(_table(t, filters) for t in section.tables)
         parts.extend(
             f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>"

@@ -42,19 +42,22 @@ def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
     """The report as Markdown, and its PNGs by file name, which it links in the folder `assets`
     (exporters.base.assets_folder's name; cli/report.py writes them all through core/outputs)."""
     from gpuscout.report import plots  # matplotlib: only where a report is drawn
+    from gpuscout.report.document import laid_out, not_shown
 
     images_of, lines = {}, [MARKDOWN_MARK, f"# {_inline(doc.title)}", "", _inline(doc.subtitle), ""]
-    for section in doc.sections:
+    shown, empty = laid_out(doc)
+    if empty:
+        lines += [f"Nothing in this store for {len(empty)} section(s):", ""]
+        lines += [f"- {_inline(line)}" for line in not_shown(empty)] + [""]
+    for s in shown:
+        section = s.section
         lines += [f"## {section.title}", ""]
         images = []
-        for index, (caption, draw) in enumerate(section.figures):
-            fig = draw()
-            if fig is None:
-                continue
+        for index, (caption, fig) in enumerate(s.figures):
             name = f"{section.id}-{index}.png"
             images_of[name] = plots.png(fig)
             images.append(f"![{_inline(caption)}]({assets}/{name})")
-        lines += [t for t in section.text if not images or not t.startswith(("Shown", "Runs without"))] + [""]
+        lines += s.text + [""]
         lines += images + ([""] if images else [])
         for table in section.tables:
             lines += _table(table) + [""]
