@@ -185,12 +185,18 @@ def test_a_notebook_file_that_fails_dies_or_never_fits_keeps_what_was_measured(t
         "raise RuntimeError('OOM when allocating tensor with shape[512,1024,1024] and type float on "
         "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc')"
     )
-    failing = write_notebook(tmp_path / "failing.ipynb", [setup, fit, oom, "print('never')"])
+    shown = (
+        "print('printed'); 'value' + '-of-the-cell'"  # a cell's value is not printed, as `python train.py` prints none
+    )
+    failing = write_notebook(tmp_path / "failing.ipynb", [setup, fit, shown, oom, "print('never')"])
     done = run_cli("watch", "--store", str(store), str(failing), env=env)
     assert done.returncode == 1, done.stderr[-3000:]
     assert (
-        "cell 3 of failing.ipynb raised RuntimeError: OOM when allocating" in done.stderr and "never" not in done.stdout
+        "cell 4 of failing.ipynb raised RuntimeError: OOM when allocating" in done.stderr and "never" not in done.stdout
     )
+    assert (
+        "printed" in done.stdout and "value-of-the-cell" not in done.stdout and "History" not in done.stdout
+    )  # fit's value
     (failed,) = watch_records(store)
     assert failed.status == "failed" and failed.main.steps == 24 * 10 and failed.main.backend == "tensorflow"
     assert "gpu_oom_tensorflow" in {e.code for e in failed.error.explanations}
@@ -280,6 +286,8 @@ def test_tune_of_a_notebook_file_keeps_what_it_keeps_for_the_same_script(tmp_pat
     for target in ([str(notebook)], ["--", PY, str(script)]):
         done = run_cli("tune", "--json", "--only", "cache", "--steps", "120", "--store", str(store), *target, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
+        # each run halted at --steps ends its kernel without a word: no nbclient clean-up in the progress
+        assert "Traceback" not in done.stderr and "kernel running" not in done.stderr, done.stderr[-3000:]
         reports.append(json.loads(done.stdout))
     for report in reports:
         assert report["path"] == ["cache"] and report["best"]["verdict"] == "faster", report["rows"]

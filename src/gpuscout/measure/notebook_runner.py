@@ -7,7 +7,8 @@ the notebook names and runs its code cells in order, in the notebook's folder. T
 inherits this process's environment, so the instrumentation's sitecustomize loads in it; its
 event pipe is passed on explicitly (jupyter_client's launcher would close it). The cells' output
 is printed as it comes (stdout to stdout, stderr to stderr), so the watch's live view and the
-store's stderr tail see what a script would print. A cell that raises ends the run: its error is
+store's stderr tail see what a script would print, and no more: not a cell's value, nor the
+text standing in for a plot. A cell that raises ends the run: its error is
 printed to stderr as Python prints a script's traceback, and the exit status is 1. The kernel
 is started in a session of its own by jupyter_client; it ends with this process (ipykernel's
 parent poller), and a halt at --steps in it ends as its parent does (child/watch_state.halt).
@@ -15,8 +16,10 @@ parent poller), and a halt at --steps in it ends as its parent does (child/watch
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -67,6 +70,19 @@ def _client_class():
         async def async_start_new_kernel(self, **kwargs):
             await super().async_start_new_kernel(**kwargs)
             self.kernel_process = getattr(self.km.provisioner, "process", None)
+            try:  # in place of nbclient's own handler, set just before this
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.ended)
+            except (RuntimeError, NotImplementedError):  # not the main thread; not POSIX
+                pass
+
+        def ended(self):
+            """SIGTERM: gpuscout ends this run (a halt at --steps, or its own end). The kernel goes
+            with it, and nothing more is printed: nbclient's handler tore the kernel down and the
+            cell then failed on a dead kernel, printing its error and a traceback of its clean-up
+            into the tune's progress (issue 62, item 8: seen on an H200)."""
+            if self.kernel_process is not None and self.kernel_process.poll() is None:
+                self.kernel_process.terminate()
+            os._exit(128 + signal.SIGTERM)
 
         def output(self, outs, msg, display_id, cell_index):
             kind, content = msg["msg_type"], msg["content"]
@@ -74,11 +90,19 @@ def _client_class():
                 stream = sys.stderr if content.get("name") == "stderr" else sys.stdout
                 stream.write(content.get("text", ""))
                 stream.flush()
-            elif kind in ("execute_result", "display_data") and "text/plain" in content.get("data", {}):
+            elif kind == "display_data" and _text_only(content.get("data", {})):
                 print(content["data"]["text/plain"], flush=True)
             return super().output(outs, msg, display_id, cell_index)
 
     return Streaming
+
+
+def _text_only(data: dict) -> bool:
+    """Whether a display is text to print, as a script's print would be. A cell's last value
+    (execute_result: `model.fit(...)`'s `<keras...History at 0x...>`) is left out, as `python
+    train.py` prints none; so is the text that stands in for an image or a page (matplotlib's
+    `<Figure size 640x480 with 1 Axes>`), which is not what was shown (issue 62, item 8)."""
+    return "text/plain" in data and not any(kind.startswith(("image/", "text/html")) for kind in data)
 
 
 def over_ipc(client) -> None:
@@ -122,7 +146,9 @@ def run(path: Path) -> int:
         print(ANSI.sub("", exc.traceback).rstrip(), file=sys.stderr)
         print(f"{where} raised {exc.ename}: {ANSI.sub('', exc.evalue)}", file=sys.stderr)
         return 1
-    except DeadKernelError:
+    except Exception as exc:  # a dead kernel, or nbclient's clean-up of one failing in turn
+        if not isinstance(exc, DeadKernelError) and not isinstance(exc.__context__, DeadKernelError):
+            raise
         print(f"error: the kernel running {path.name} {_death(client)} in the middle of a cell", file=sys.stderr)
         return 1
     return 0
@@ -130,7 +156,6 @@ def run(path: Path) -> int:
 
 def _death(client) -> str:
     """How the kernel ended, as its exit status says (a signal: SIGKILL is the OOM killer's, or kill -9)."""
-    import signal
 
     process = client.kernel_process
     code = process.poll() if process is not None else None
