@@ -4,72 +4,13 @@ built from stored records (`report/html.py` and `report/exporters/as_markdown.py
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
-from matplotlib.figure import Figure
 
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import plots
-
-
-@dataclass
-class TableData:
-    id: str
-    headers: list[str]
-    rows: list[list[str]]
-
-
-@dataclass
-class Section:
-    id: str
-    title: str
-    text: list[str] = field(default_factory=list)
-    figures: list[tuple[str, Callable[[], Figure | None]]] = field(default_factory=list)  # (caption, drawer)
-    tables: list[TableData] = field(default_factory=list)
-    details: list[tuple[str, str]] = field(default_factory=list)  # (summary, preformatted text)
-
-
-@dataclass
-class Document:
-    title: str
-    subtitle: str
-    sections: list[Section]
-
-
-@dataclass
-class Shown:
-    """A section with something to show, its figures drawn (caption, figure)."""
-
-    section: Section
-    figures: list[tuple[str, Figure]]
-
-    @property
-    def text(self) -> list[str]:
-        """The section's text; a hint on when a figure is shown goes once one is."""
-        return [t for t in self.section.text if not self.figures or not t.startswith(("Shown", "Runs without"))]
-
-
-def laid_out(doc: Document) -> tuple[list[Shown], list[Section]]:
-    """The sections with a figure, a row or a detail to show, drawn; and those with nothing, which a
-    report names once under its title rather than as empty headings (issue 62: a store of watched
-    scripts had six empty sections and an empty table of all runs)."""
-    shown, empty = [], []
-    for section in doc.sections:
-        figures = [(caption, fig) for caption, draw in section.figures if (fig := draw()) is not None]
-        if figures or section.details or any(t.rows for t in section.tables):
-            shown.append(Shown(section, figures))
-        else:
-            empty.append(section)
-    return shown, empty
-
-
-def not_shown(empty: list[Section]) -> list[str]:
-    """One line for each section with nothing to show: its title, what it holds and when."""
-    return [f"{s.title}: {' '.join(s.text)}" for s in empty]
+from gpuscout.report.sections import Document, Section, TableData
 
 
 def _machines(records: list[RunRecord]) -> TableData:

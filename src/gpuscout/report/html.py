@@ -8,7 +8,7 @@ from gpuscout.core.outputs import HTML_MARK
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.versions import __version__
 from gpuscout.report import plots
-from gpuscout.report.document import Document, Shown, TableData, laid_out, not_shown
+from gpuscout.report.sections import Document, Shown, TableData, laid_out, not_shown
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;

@@ -13,7 +13,7 @@ from gpuscout.report.comparison import p_text, ratio_text, title
 from gpuscout.report.exporters.base import Exporter, Written, register
 
 if TYPE_CHECKING:
-    from gpuscout.report.document import Document, TableData
+    from gpuscout.report.sections import Document, TableData
 
 # CommonMark lets a backslash escape any ASCII punctuation; these would otherwise start emphasis,
 # code, links, HTML, headings or table cells when they come with a record's text (a model named
@@ -42,7 +42,7 @@ def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
     """The report as Markdown, and its PNGs by file name, which it links in the folder `assets`
     (exporters.base.assets_folder's name; cli/report.py writes them all through core/outputs)."""
     from gpuscout.report import plots  # matplotlib: only where a report is drawn
-    from gpuscout.report.document import laid_out, not_shown
+    from gpuscout.report.sections import laid_out, not_shown
 
     images_of, lines = {}, [MARKDOWN_MARK, f"# {_inline(doc.title)}", "", _inline(doc.subtitle), ""]
     shown, empty = laid_out(doc)
