@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from gpuscout.child import tf_data, tune_overrides
+from gpuscout.child import mlflow_run, tf_data, tune_overrides
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (
     STATE,
@@ -51,6 +51,7 @@ def make_callback(fit: FitWatch):
         def on_train_begin(self, logs=None):
             fit.params = dict(self.params or {})
             fit.wrap()
+            mlflow_run.tell_active_run()
 
         def on_epoch_begin(self, epoch, logs=None):
             fit.epoch_begin(epoch)

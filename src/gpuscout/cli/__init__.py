@@ -17,6 +17,7 @@ from gpuscout.core import outputs, signals
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.versions import __version__
 from gpuscout.report import terminal
+from gpuscout.tracking.mlflow_runs import FROM_ENV
 
 SUMMARY = (
     "Why your Keras training is slow, what each fix buys on your own script, and which GPU to run it "
@@ -119,6 +120,22 @@ def handle_errors(command):
             raise typer.Exit(signals.exit_code()) from None
 
     return wrapper
+
+
+# Options whose value may be left out, with the value that stands for none (click's optional
+# values are lost in typer's options): `--mlflow` alone means MLflow's own MLFLOW_TRACKING_URI (issue 63)
+OPTIONAL_VALUES = {"--mlflow": FROM_ENV}
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """An option of OPTIONAL_VALUES with no value after it (the end, `--` or another option) given
+    its stand-in, before the command's own `--`; what follows that is the user's command, as it is."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    out = list(argv)
+    for i in range(end):
+        if argv[i] in OPTIONAL_VALUES and (i + 1 >= end or argv[i + 1].startswith("-")):
+            out[i] = f"{argv[i]}={OPTIONAL_VALUES[argv[i]]}"
+    return out
 
 
 def streams_safe(argv: list[str]) -> int | None:
@@ -233,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     # Typer 0.29 carries its own click: its errors live in typer._click (no public name)
     from typer._click import exceptions as click_errors
 
-    code = streams_safe(list(sys.argv[1:] if argv is None else argv))
+    argv = optional_values(list(sys.argv[1:] if argv is None else argv))
+    code = streams_safe(argv)
     if code is not None:
         raise SystemExit(code)
     command = typer.main.get_command(app)

@@ -11,6 +11,7 @@ import typer
 
 from gpuscout import bench as bench_lib
 from gpuscout import infer as infer_lib
+from gpuscout.cli import tracking
 from gpuscout.cli.options import AsJson, Device, Pricing, StorePath, grouped, measure_options, protocol_options
 from gpuscout.core.errors import RunError, UsageError, parse_names
 from gpuscout.core.spec import PROTOCOL
@@ -226,12 +227,14 @@ def bench(
     accuracy: Accuracy,
     inference: Inference,
     pricing: Pricing,
+    track: tracking.Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
     if target.list_workloads:
         console_report.print_workloads(terminal.console())
         return
+    mlflow = track.target()
     names, suite_batches, protocol_default = target.resolved()
     if (target.input_shape or target.flops_per_sample is not None) and not target.model:
         raise UsageError(
@@ -272,10 +275,15 @@ def bench(
                 "--mode inference takes --batch-sizes; --suite, --to-accuracy, --repeats, --data and "
                 "--batch-size are for training"
             )
-        _inference(names, options, inference.options(), accuracy.dataset, store_path, as_json)
+        _inference(names, options, inference.options(), accuracy.dataset, store_path, as_json, mlflow)
         return
     records = _plan_and_run(
-        lambda nvml: plans.plan(names, options, nvml, suite_batches), bench_lib.run_bench, options, store_path, as_json
+        lambda nvml: plans.plan(names, options, nvml, suite_batches),
+        bench_lib.run_bench,
+        options,
+        store_path,
+        as_json,
+        mlflow,
     )
     summaries = bench_lib.summarize_repeats(records)
     if as_json:
@@ -301,9 +309,11 @@ def _plan_and_run(
     options: plans.BenchOptions,
     store_path: Path | None,
     as_json: bool,
+    mlflow: tuple[str, str] | None = None,
 ) -> list[RunRecord]:
     """Training's and inference's common frame: plan with NVML open, open (and check) the store
-    before anything runs, show progress on stderr, say where the runs are stored."""
+    before anything runs, show progress on stderr, say where the runs are stored (and send them
+    to MLflow with --mlflow)."""
     with Nvml() as nvml:
         specs, notice = plan(nvml)
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
@@ -314,6 +324,8 @@ def _plan_and_run(
         terminal.console(stderr=True, highlight=False).print(
             f"stored {len(records)} run(s) in {store.path}", markup=False
         )
+    with Store(store.path) as store:
+        tracking.send_group(mlflow, "bench", records, store)
     return records
 
 
@@ -324,11 +336,17 @@ def _inference(
     dataset: str | None,
     store_path: Path | None,
     as_json: bool,
+    mlflow: tuple[str, str] | None,
 ) -> None:
     """bench --mode inference: plan, run (a child per format variant), store, print; a latency
     target no batch meets ends with exit 1 (after storing what was measured), saying the best reached."""
     records = _plan_and_run(
-        lambda nvml: infer_lib.plan(names, options, infer, nvml, dataset), infer_lib.run, options, store_path, as_json
+        lambda nvml: infer_lib.plan(names, options, infer, nvml, dataset),
+        infer_lib.run,
+        options,
+        store_path,
+        as_json,
+        mlflow,
     )
     verdicts = infer_lib.target_verdicts(records, infer.latency_target_ms) if infer.latency_target_ms else []
     if as_json:

@@ -10,8 +10,8 @@ from typing import get_args
 
 import typer
 
-from gpuscout.cli import handle_errors
-from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.cli import handle_errors, tracking
+from gpuscout.cli.options import AsJson, StorePath, grouped
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core import inputs, outputs
 from gpuscout.core.errors import UsageError
@@ -81,17 +81,26 @@ def show(
     """
     with Store(store_path, readonly=True) as store:
         record = store.get(run_id)
+        links = store.tracked(record.id)
     if as_json:
         typer.echo(json_document([record]))
-    elif record.kind == "watch":
+        return
+    if record.kind == "watch":
         watch_report.print_watch_record(terminal.console(highlight=False), record)
     else:
         console_report.print_run(terminal.console(), record)
+    for link in links:  # where it went (issue 63: the MLflow run id in the store)
+        whose = "your script's own run" if link.origin == "script" else "run"
+        terminal.console(highlight=False).print(
+            f"MLflow: {whose} {link.tracker_run_id} at {link.tracking_uri} ({link.logged_utc[:16]})", markup=False
+        )
 
 
 @app.command("export")
 @handle_errors
+@grouped
 def export(
+    run_ids: list[str] | None = typer.Argument(None, help="Only these runs (ids or unique prefixes).", metavar="RUN"),
     fmt: str = typer.Option(
         "json", "--format", help="json (whole records, as `results import` reads them) or csv (one row a run)."
     ),
@@ -101,9 +110,11 @@ def export(
     force: bool = typer.Option(
         False, "--force", help="Replace -o even when gpuscout did not write it (never the store)."
     ),
+    *,
+    track: tracking.Tracking,
     store_path: StorePath = None,
 ) -> None:
-    """Export stored runs as JSON (whole records) or CSV (one flat row per run).
+    """Export stored runs as JSON (whole records) or CSV (one flat row per run), or to MLflow.
 
     Examples:
 
@@ -111,12 +122,21 @@ def export(
 
         gpuscout results export > all.json
 
-        gpuscout results export --group c0ffee12 -o worker-1.json   # a multi-host worker's runs
+        # a multi-host worker's runs
+        gpuscout results export --group c0ffee12 -o worker-1.json
+
+        # runs already stored, as MLflow runs (the ids kept in the store)
+        gpuscout results export --mlflow http://mlflow:5000 3fa2 77b1
     """
+    target_mlflow = track.target()
+    if target_mlflow is not None:
+        if out is not None or fmt != "json":
+            raise UsageError("--mlflow sends the runs to MLflow: leave out --format and -o")
+        return _to_mlflow(target_mlflow, run_ids or [], workload, group, store_path)
     exporter = exporters.get(fmt, "runs")
     target = outputs.check_output(out, store_path or default_store_path(), force, "-o") if out is not None else None
     with Store(store_path, readonly=True) as store:
-        records = store.list(workload=workload, group=group)
+        records = _chosen(store, run_ids or [], workload, group)
     warn_unreadable(store)
     text = exporter.runs(records)
     if target is None:
@@ -130,6 +150,26 @@ def export(
             "export it in parts (--group, --workload) to import it elsewhere",
             markup=False,
         )
+
+
+def _chosen(store: Store, run_ids: list[str], workload: str | None, group: str | None) -> list:
+    """The runs named (in the order given), or those of the filters."""
+    if not run_ids:
+        return store.list(workload=workload, group=group)
+    if workload or group:
+        raise UsageError("name runs or filter them with --workload/--group, not both")
+    return list({r.id: r for r in (store.get(run_id) for run_id in run_ids)}.values())
+
+
+def _to_mlflow(
+    target: tuple[str, str], run_ids: list[str], workload: str | None, group: str | None, store_path
+) -> None:
+    with Store(store_path, create=False) as store:
+        records = _chosen(store, run_ids, workload, group)
+        if not records:
+            raise UsageError("no stored runs match: nothing to send to MLflow")
+        sent = tracking.send(target, records, store)
+    raise typer.Exit(0 if sent is not None else 1)
 
 
 # What one import reads: a valid export is parsed and validated whole before anything is stored

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.cli import tracking
+from gpuscout.cli.options import AsJson, StorePath, grouped
 from gpuscout.core.errors import parse_whole_numbers
 from gpuscout.report import terminal
 from gpuscout.report.sweep import print_summary, print_trials, sweep_view
@@ -47,9 +48,13 @@ Examples:
     gpuscout sweep lr.yaml --cpu-slots 2
 
     gpuscout sweep lr.yaml --executor ray --address ray://head:10001
+
+    # a parent MLflow run, a child run per trial
+    gpuscout sweep lr.yaml --mlflow http://mlflow:5000 --experiment lr-sweep
 """
 
 
+@grouped
 def sweep(
     path: Path = typer.Argument(..., help="The sweep file (YAML)."),
     gpus: str | None = typer.Option(None, help="GPU indices to use, e.g. 0,1,2,3 [default: every GPU]."),
@@ -65,9 +70,12 @@ def sweep(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Check the sweep, list the trials and their commands, run nothing (any machine)."
     ),
+    *,
+    track: tracking.Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
+    target = track.target()
     gpu_list = (
         None
         if gpus is None
@@ -93,9 +101,10 @@ def sweep(
                 return
             with sweep_view(plan.sweep, quiet=as_json) as view:
                 summary = driver.execute(plan, options, nvml, store, view)
-    if as_json:
-        typer.echo(json.dumps(summary.as_json(), indent=2, default=str))
-    else:
-        print_summary(summary, terminal.console())
+            if as_json:
+                typer.echo(json.dumps(summary.as_json(), indent=2, default=str))
+            else:
+                print_summary(summary, terminal.console())
+            tracking.send_sweep(target, summary, print_summary, store)
     if summary.failed:
         raise typer.Exit(1)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gpuscout import tune as tune_lib
-from gpuscout.cli import session_report
+from gpuscout.cli import session_report, tracking
 from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options, renamed
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core import outputs
@@ -51,6 +51,9 @@ Examples:
     gpuscout tune train.ipynb
 
     gpuscout tune resnet50 --backend jax --budget-minutes 20
+
+    # the session and each of its runs in MLflow
+    gpuscout tune --mlflow http://mlflow:5000 -- python train.py
 
     gpuscout tune mlp --backend tensorflow --cpu --parts ablation,input
 
@@ -123,11 +126,17 @@ TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
 
 @grouped
 def tune(
-    config: TuneConfig, protocol: TuneProtocol, device: Device, store_path: StorePath = None, as_json: AsJson = False
+    config: TuneConfig,
+    protocol: TuneProtocol,
+    device: Device,
+    track: tracking.Tracking,
+    store_path: StorePath = None,
+    as_json: AsJson = False,
 ) -> None:
     config.budget_minutes = renamed("--budget", "--budget-minutes", config.budget, config.budget_minutes)
+    target = track.target()
     if _command_given() or (config.target and config.target[0].endswith(".ipynb")):
-        return tune_command(config, store_path, as_json)  # a notebook file is a command of its own
+        return tune_command(config, store_path, as_json, target)  # a notebook file is a command of its own
     if config.target and len(config.target) > 1:
         raise UsageError(
             f"one workload, got {' '.join(config.target)!r}: to tune your script, put it after `--` "
@@ -160,6 +169,10 @@ def tune(
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = tune_lib.tune(workload, options, nvml, store, bars, planned)
     save_and_show(report, "tune", store.path, as_json, print_tune)
+    with Store(store.path) as store:
+        runs = [r.id for r in store.list(group=report.session)]
+        params = {"workload": report.workload, "backend": report.backend, "budget_minutes": f"{report.budget_s / 60:g}"}
+        tracking.send_session(target, "tune", report, print_tune, store, runs, params=params)
 
 
 def _command_given() -> bool:
@@ -169,7 +182,7 @@ def _command_given() -> bool:
     return "tune" in argv and "--" in argv[argv.index("tune") + 1 :]
 
 
-def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
+def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[str, str] | None = None) -> None:
     """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
     from gpuscout.measure import command as commands
     from gpuscout.measure import rules
@@ -234,6 +247,26 @@ def tune_command(config: TuneConfig, store_path, as_json: bool) -> None:
         )
         report = runs.tune_script(session)
     save_and_show(report, "tune", store.path, as_json, print_tune_script)
+    with Store(store.path) as store:
+        best = report.best
+        tracking.send_session(
+            target,
+            "tune",
+            report,
+            print_tune_script,
+            store,
+            report.run_ids,
+            metrics={
+                "baseline_samples_per_s": report.baseline.samples_per_s,
+                "best_samples_per_s": best.samples_per_s if best else None,
+                "speedup": best.ratio if best else None,
+                "speedup_ci95_low": best.ratio_low if best else None,
+                "speedup_ci95_high": best.ratio_high if best else None,
+                "wall_s": report.wall_s,
+            },
+            params={"command": " ".join(report.command), "steps": str(report.steps), "kept": ",".join(report.path)},
+            diff=report.diff,
+        )
     if report.diff:
         outputs.write(
             patch,

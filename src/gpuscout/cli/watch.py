@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from gpuscout.cli.options import AsJson, StorePath
+from gpuscout.cli import tracking
+from gpuscout.cli.options import AsJson, StorePath, grouped
 from gpuscout.core import signals
 from gpuscout.core.errors import UsageError
 from gpuscout.measure import command as commands
@@ -49,12 +50,16 @@ Examples:
     # a notebook, run top to bottom in a real kernel (docs/notebooks.md)
     gpuscout watch --steps 300 train.ipynb
 
+    # also logged to MLflow (--mlflow alone: MLFLOW_TRACKING_URI's server)
+    gpuscout watch --mlflow http://mlflow:5000 --steps 300 -- python train.py
+
 In JupyterLab: `%load_ext gpuscout`, then `%%gpuscout watch` on the cell that trains.
 
 A loop of your own (no fit) is timed with one line per step: gpuscout.watch.step(samples=n).
 """
 
 
+@grouped
 def watch(
     command: Annotated[
         list[str] | None,
@@ -91,10 +96,13 @@ def watch(
         str | None,
         typer.Option(help="The name the run is listed and compared by [default: the script's name]."),
     ] = None,
+    *,
+    track: tracking.Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
     rules.at_least("--steps", steps, 1)
+    target = track.target()  # bad input: before anything runs
     options = watching.WatchOptions(
         steps=steps,
         duration_s=rules.duration_s("--duration", duration),
@@ -111,11 +119,12 @@ def watch(
             record = attach.watch_pid(pid, options, context, store, view)
         else:
             record = watching.watch_command(resolved, options, context, store, view)
-    if as_json:
-        typer.echo(json_document([record]))
-    else:
-        print_watch(terminal.console(highlight=False), record)
-        terminal.console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
+        if as_json:
+            typer.echo(json_document([record]))
+        else:
+            print_watch(terminal.console(highlight=False), record)
+            terminal.console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
+        tracking.send(target, [record], store) if target else tracking.hint(record, store)
     raise typer.Exit(exit_code(record))
 
 

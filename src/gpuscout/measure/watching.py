@@ -12,6 +12,7 @@ at --duration as a backstop, as Ctrl-C would stop it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -33,7 +34,8 @@ from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, af
 from gpuscout.measure.gpus import GpuWatch, visible_gpus
 from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
-from gpuscout.store import Store
+from gpuscout.store import Store, StoreError
+from gpuscout.store.tracked import TrackedRun
 from gpuscout.telemetry.sampler import DEFAULT_INTERVAL_S
 
 # After the hook said the limit was reached: time for it to send what it measured and halt
@@ -265,7 +267,27 @@ def watch_command(
     )
     record = analysis.derive(observed)
     store.keep([record])  # saved beside the store if it cannot take it; named when the command ends
+    _keep_script_runs(store, record.id, seen)
     return record
+
+
+def _keep_script_runs(store: Store, run_id: str, events: list[dict]) -> None:
+    """The script's own MLflow runs (child/mlflow_run.py), linked to the record in the store:
+    `--mlflow` adds gpuscout's figures to such a run rather than starting another."""
+    for e in events:
+        if e["event"] == "watch_mlflow_run" and isinstance(e.get("run_id"), str) and e.get("tracking_uri"):
+            with contextlib.suppress(StoreError):  # the record itself was kept or saved: a link is not worth a failure
+                store.mark_tracked(
+                    TrackedRun(
+                        run_id,
+                        "mlflow",
+                        str(e["tracking_uri"]),
+                        str(e.get("experiment_id") or "") or None,
+                        e["run_id"],
+                        "script",
+                        datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    )
+                )
 
 
 def _enforce(limits: Limits, cancel: threading.Event) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from gpuscout.core.outputs import SQLITE_HEADER
 from gpuscout.record.run import SCHEMA_VERSION
 from gpuscout.store.failures import StoreError
+from gpuscout.store.tracked import TRACKED_SQL
 from gpuscout.store.trials import LEASES_SQL, TRIALS_SQL
 
 # "GPUS" in ASCII: marks the SQLite file as a gpuscout store (sqlite.org/pragma.html#pragma_application_id).
@@ -59,6 +60,7 @@ def create(path: Path) -> None:
                 db.execute(statement)
             db.execute(TRIALS_SQL)
             db.execute(LEASES_SQL)
+            db.execute(TRACKED_SQL)
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("PRAGMA journal_mode = WAL")  # kept in the file's header

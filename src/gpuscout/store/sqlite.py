@@ -48,6 +48,7 @@ from gpuscout.store.failures import (
 )
 from gpuscout.store.rescue import Rescue
 from gpuscout.store.rows import COLUMNS, parse_record, problem, row_of
+from gpuscout.store.tracked import TRACKED_SQL, TrackedTable
 from gpuscout.store.trials import LEASES_SQL, TRIALS_SQL, TrialTable
 
 BUSY_TIMEOUT_MS = 30_000
@@ -63,7 +64,7 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("gpuscout")) / "results.sqlite"
 
 
-class Store(TrialTable):
+class Store(TrialTable, TrackedTable):
     """`readonly`: for commands that only read (the file is opened read-only and never changed);
     otherwise the store is created when missing (`create`) and checked writable at once."""
 
@@ -111,6 +112,7 @@ class Store(TrialTable):
                 self._enable_wal()
                 self._db.execute(TRIALS_SQL)
                 self._db.execute(LEASES_SQL)
+                self._db.execute(TRACKED_SQL)
         except StoreError:
             self._db.close()
             raise

@@ -1,0 +1,101 @@
+"""What a stored run says to MLflow (issue 63), checked against figures worked out by hand; and
+`--mlflow`'s optional value. The server side is tests/integration/test_mlflow.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuscout.cli import optional_values
+from gpuscout.cli.tracking import Tracking
+from gpuscout.core.errors import UsageError
+from gpuscout.tracking.fields import of_record, of_trial, trial_id
+from gpuscout.tracking.mlflow_runs import STATUS, Sent
+from tests.records import make_record, make_watch_record
+
+
+def test_a_token_benchmarks_figures_are_per_sample_and_what_it_lacks_is_left_out():
+    # windows of 4,096, 8,192 and 6,144 tokens/s at 1,024 tokens a sequence: 4, 8 and 6 samples/s
+    record = make_record(
+        "gpt00001", "gpt2_small", rates=[4096, 8192, 6144], unit="tokens/s", units_per_sample=1024, samples_per_s=6.0
+    )
+    logged = of_record(record)
+    assert logged.metrics["gpuscout/samples_per_s"] == 6.0
+    assert logged.metrics["gpuscout/samples_per_s_ci95_low"] == 4.0
+    assert logged.metrics["gpuscout/samples_per_s_ci95_high"] == 8.0
+    assert logged.series["gpuscout/window_samples_per_s"] == [4.0, 8.0, 6.0]
+    # no price, no telemetry, no MFU: not logged as 0
+    assert not {"gpuscout/usd_per_hour", "gpuscout/power_mean_w", "gpuscout/mfu"} & set(logged.metrics)
+    assert logged.params["gpuscout.precision"] == "fp32" and logged.params["gpuscout.batch_size"] == "64"
+    assert all(k.startswith("gpuscout.") for k in logged.params)  # never a script's own param name
+    assert all(k.startswith("gpuscout/") for k in logged.metrics)  # nor its metrics', nor MLflow's system/
+    assert logged.tags["gpuscout.run_id"] == "gpt00001" and logged.tags["gpuscout.kind"] == "benchmark"
+
+
+def test_a_watched_scripts_figures_verdict_and_command():
+    # three windows of 50 steps of 64 samples in 1.0 s, 0.3 s of each blocked on input
+    record = make_watch_record()
+    logged = of_record(record)
+    assert logged.metrics["gpuscout/samples_per_s"] == pytest.approx(50 * 64 / 1.0)
+    assert logged.metrics["gpuscout/input_wait_share"] == pytest.approx(0.3)
+    assert logged.params["gpuscout.command"] == "python train.py"
+    assert logged.tags["gpuscout.verdict"].startswith(record.verdict[0].code)
+
+
+def test_a_trial_logs_the_users_names_its_curve_and_why_it_ended():
+    trial = {
+        "key": "k1",
+        "index": 3,
+        "status": "pruned",
+        "params": {"lr": 0.01, "units": 32},
+        "result": {
+            "metrics": {"val_accuracy": 0.9, "loss": math.nan},
+            "history": [{"epoch": 0, "val_accuracy": 0.5}, {"epoch": 1, "val_accuracy": 0.9, "loss": 0.4}],
+            "duration_s": 12.5,
+            "steps": {"samples_per_s": 3200.0, "step_time_s": 0.02},
+            "slot": "cpu0",
+            "attempts": 1,
+        },
+    }
+    logged = of_trial("lr-sweep", trial)
+    assert logged.params == {"lr": "0.01", "units": "32"}
+    assert logged.metrics == {
+        "val_accuracy": 0.9,  # the NaN loss is not a figure: the trial's status says what happened
+        "gpuscout/samples_per_s": 3200.0,
+        "gpuscout/step_time_s": 0.02,
+        "gpuscout/duration_s": 12.5,
+    }
+    # the report's number is the step (the epoch is not a metric); loss came with the second only
+    assert logged.series == {"val_accuracy": [0.5, 0.9], "loss": [None, 0.4]}
+    assert logged.tags["gpuscout.trial_status"] == "pruned" and STATUS["pruned"] == "KILLED"
+    assert logged.run_id == trial_id("lr-sweep", "k1") == "trial:lr-sweep:k1" and logged.name == "lr-sweep trial 3"
+
+
+def test_mlflow_given_without_a_value_means_mlflows_own_uri(monkeypatch):
+    assert optional_values(["watch", "--mlflow", "--steps", "3", "--", "python", "--mlflow"]) == [
+        "watch",
+        "--mlflow=MLFLOW_TRACKING_URI",
+        "--steps",
+        "3",
+        "--",
+        "python",
+        "--mlflow",  # the user's command's own
+    ]
+    assert optional_values(["results", "export", "--mlflow"])[-1] == "--mlflow=MLFLOW_TRACKING_URI"
+    assert optional_values(["bench", "--mlflow", "http://h:5000"]) == ["bench", "--mlflow", "http://h:5000"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracker:5000")
+    assert Tracking("MLFLOW_TRACKING_URI").target() == ("http://tracker:5000", "gpuscout")
+    assert Tracking("file:./mlruns", "mine").target() == ("file:./mlruns", "mine")
+    assert Tracking().target() is None
+    with pytest.raises(UsageError, match="give --mlflow too"):
+        Tracking(None, "mine").target()
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(UsageError, match="MLFLOW_TRACKING_URI is not set"):
+        Tracking("MLFLOW_TRACKING_URI").target()
+
+
+def test_a_runs_page_is_named_only_for_a_server():
+    sent = Sent("http://mlflow:5000/", "7", "gpuscout")
+    assert sent.url("abc") == "http://mlflow:5000/#/experiments/7/runs/abc"
+    assert Sent("sqlite:///mlflow.db", "7", "gpuscout").url("abc") is None
