@@ -1,15 +1,14 @@
 """docs/ci.md's GitHub Actions job, its `run:` lines as written, on this machine's GPU (issue 63:
 "on a GPU, the CI recipe run as written").
 
-    python benchmarks/ci_gate_recipe.py --out OUTDIR [--steps 300]
+    python benchmarks/ci_gate_recipe.py --out OUTDIR [--limit "--duration 20s"] [--runs 3] [--same 1]
 
-Three jobs of the recipe on one user script (OUTDIR/train.py, a small Keras CNN fed from memory):
-main's job keeps its run as the baseline; a pull request that changes nothing is gated against it
-(expected: exit 0, or 3 where the runs are too short to test); a pull request that feeds the
-same training through a Python generator with 4 ms of work a batch is gated (expected: exit 1,
-one FAIL line). Each job in a folder of its own, as a CI job's checkout is; `jq` as in the
-recipe where the machine has it, else the same query in Python. Writes OUTDIR/summary.json and
-prints it.
+Jobs of the recipe on one user script (OUTDIR/train.py, a small Keras CNN fed from memory), each
+measuring --runs watched runs and exporting them: main's job keeps its file as the baseline;
+--same pull requests that change nothing are gated against it (expected: exit 0); a pull request
+that feeds the same training through a Python generator with 4 ms of work a batch is gated
+(expected: exit 1, one FAIL line). Each job in a folder of its own, as a CI job's checkout is.
+Writes OUTDIR/summary.json and prints a line a job.
 """
 
 from __future__ import annotations
@@ -48,51 +47,31 @@ else:
 """
 
 
-# the recipe's `jq -r '.runs[0].id' FILE`; the same query in Python where the machine has no jq
-PY_QUERY = "import json,sys; print(json.load(open(sys.argv[1]))['runs'][0]['id'])"
-
-
-def _run_id(file: str) -> str:
-    return (
-        f"\"$(jq -r '.runs[0].id' {file})\"" if shutil.which("jq") else f'"$({sys.executable} -c "{PY_QUERY}" {file})"'
-    )
-
-
-def job(folder: Path, steps: int, env: dict, gate_against: Path | None) -> dict:
-    """One CI job: measure (the recipe's `measure` step), and on a pull request the `gate` step."""
+def job(folder: Path, limit: str, runs: int, env: dict, gate_against: Path | None) -> dict:
+    """One CI job: the recipe's `measure` step (RUNS watched runs, exported), and on a pull
+    request its `gate` step against the baseline's file."""
     folder.mkdir(parents=True)
     (folder / "train.py").write_text(TRAIN)
     gpuscout = f"{sys.executable} -m gpuscout"
-    lines = [f"{gpuscout} watch --steps {steps} --json --store run.sqlite -- {sys.executable} train.py > run.json"]
+    lines = [f"{gpuscout} watch {limit} --quiet --store run.sqlite -- {sys.executable} train.py"] * runs
+    lines.append(f"{gpuscout} results export --store run.sqlite -o run.json")
     if gate_against is not None:
         (folder / "baseline").mkdir()
         shutil.copy(gate_against, folder / "baseline" / "run.json")
-        lines += [
-            f"{gpuscout} results import baseline/run.json --store ci.sqlite",
-            f"{gpuscout} results import run.json --store ci.sqlite",
-            f"{gpuscout} compare {_run_id('baseline/run.json')} {_run_id('run.json')} --fail-slower 5 "
-            "--store ci.sqlite",
-        ]
+        lines.append(f"{gpuscout} compare baseline/run.json run.json --fail-slower 5")
     steps_run = []
     for line in lines:
         began = time.monotonic()
         done = subprocess.run(line, shell=True, cwd=folder, env=env, capture_output=True, text=True)
-        steps_run.append(
-            {
-                "line": line,
-                "exit": done.returncode,
-                "s": round(time.monotonic() - began, 1),
-                "stdout": done.stdout[-2000:],
-            }
-        )
+        seconds = round(time.monotonic() - began, 1)
+        steps_run.append({"line": line, "exit": done.returncode, "s": seconds, "stdout": done.stdout[-2000:]})
         (folder / f"step{len(steps_run)}.stderr").write_text(done.stderr)
         if done.returncode != 0 and not line.startswith(f"{gpuscout} compare"):
             break
-    run = json.loads((folder / "run.json").read_text())["runs"][0]
+    measured = json.loads((folder / "run.json").read_text())["runs"]
     return {
-        "samples_per_s": run.get("samples_per_s"),
-        "steady_windows": sum(1 for w in run.get("windows", []) if not w.get("traced")) - run.get("warmup_windows", 0),
-        "gpu": (run.get("gpu") or {}).get("name"),
+        "samples_per_s": [r.get("samples_per_s") for r in measured],
+        "gpu": (measured[0].get("gpu") or {}).get("name"),
         "steps": steps_run,
         "gate_exit": steps_run[-1]["exit"] if gate_against is not None else None,
         "gate_line": steps_run[-1]["stdout"].strip() if gate_against is not None else None,
@@ -102,19 +81,21 @@ def job(folder: Path, steps: int, env: dict, gate_against: Path | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--limit", default="--duration 20s", help="watch's limit, as the recipe gives it")
+    parser.add_argument("--runs", type=int, default=3, help="watched runs a job, as the recipe measures")
+    parser.add_argument("--same", type=int, default=1, help="pull requests that change nothing, each gated")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "jax")}
-    main_job = job(args.out / "main", args.steps, env, None)
-    same = job(args.out / "pr_same", args.steps, env, args.out / "main" / "run.json")
-    slower = job(args.out / "pr_slower", args.steps, {**env, "REGRESSION": "1"}, args.out / "main" / "run.json")
-    summary = {"steps": args.steps, "main": main_job, "pr_same": same, "pr_slower": slower}
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    for name, j in (("main", main_job), ("pr_same", same), ("pr_slower", slower)):
-        print(
-            f"{name}: {j['samples_per_s']} samples/s, {j['steady_windows']} steady windows, gate exit {j['gate_exit']}"
-        )
+    baseline = args.out / "main" / "run.json"
+    jobs = {"main": job(args.out / "main", args.limit, args.runs, env, None)}
+    for i in range(args.same):
+        jobs[f"pr_same{i + 1}"] = job(args.out / f"pr_same{i + 1}", args.limit, args.runs, env, baseline)
+    jobs["pr_slower"] = job(args.out / "pr_slower", args.limit, args.runs, {**env, "REGRESSION": "1"}, baseline)
+    (args.out / "summary.json").write_text(json.dumps({"limit": args.limit, **jobs}, indent=2))
+    for name, j in jobs.items():
+        rates = ", ".join(f"{r:,.0f}" for r in j["samples_per_s"] if r)
+        print(f"{name}: {rates} samples/s, gate exit {j['gate_exit']}")
         if j["gate_line"]:
             print(f"  {j['gate_line']}")
 

@@ -115,14 +115,14 @@ class Comparison:
         return {**asdict(self), "groups": [asdict(g) for g in self.groups]}
 
 
-def _windows(r: StoredRecord) -> list[float]:
+def window_values(r: StoredRecord) -> list[float]:
     if r.kind == "watch":  # samples/s per window: for one batch size, the step times' order reversed
         return r.window_samples_per_s() or [r.throughput.median]
     return [w.throughput for w in r.windows] or [r.throughput.median]
 
 
 def _group(label: str, runs: list[StoredRecord]) -> Group:
-    windows = [t for r in runs for t in _windows(r)]
+    windows = [t for r in runs for t in window_values(r)]
     if len(runs) == 1:
         t = runs[0].throughput
         return Group(label, [runs[0].id], windows, t.median, t.ci95_low, t.ci95_high)
@@ -209,9 +209,14 @@ def contrast(windows: list[float], baseline: list[float]) -> Contrast:
     return Contrast(ratio, low, high, p, test, verdict)
 
 
-def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -> list[Comparison]:
-    if by not in FIELDS and by not in ("run", "change"):
+def compare(
+    records: list[StoredRecord], by: str, baseline: str | None = None, sides: dict[str, str] | None = None
+) -> list[Comparison]:
+    """`sides`: by "side", each run's side (the export file it came from: `compare BASE.json NEW.json`)."""
+    if by not in FIELDS and by not in ("run", "change", "side"):
         raise UsageError(f"unknown --by {by!r}: choose run, change, {', '.join(FIELDS)}")
+    if by == "side" and not sides:
+        raise UsageError("--by side compares two export files: gpuscout compare BASE.json NEW.json")
     # A watched script stopped by a limit, Ctrl-C or a crash measured its windows until then
     usable = [r for r in records if r.throughput and (r.ok or r.kind == "watch")]
     if not usable:
@@ -224,7 +229,7 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
         if r.kind == "watch":
             # A watched script is compared with itself, before and after a change (any change: the
             # batch, the precision, the pipeline), by run or by GPU, in samples/s per window.
-            if by not in ("run", "gpu", "change"):
+            if by not in ("run", "gpu", "change", "side"):
                 continue
             # by change: the runs of one `tune -- COMMAND` session, each change against its baseline
             key = (r.workload, r.methodology_version, "watch", *((r.group_id,) if by == "change" else ()))
@@ -238,15 +243,17 @@ def compare(records: list[StoredRecord], by: str, baseline: str | None = None) -
     versions = {r.methodology_version for r in usable}
     comparisons = []
     for key, runs in sets.items():
-        label_of = {"run": lambda r: r.id, "change": lambda r: r.tune_change or "baseline"}.get(
-            by, lambda r: str(FIELDS[by](r))
-        )
+        label_of = {
+            "run": lambda r: r.id,
+            "change": lambda r: r.tune_change or "baseline",
+            "side": lambda r: sides[r.id],
+        }.get(by, lambda r: str(FIELDS[by](r)))
         by_label: dict[str, list[StoredRecord]] = {}
         for r in sorted(runs, key=lambda r: r.created_utc):
             by_label.setdefault(label_of(r), []).append(r)
         if len(by_label) < 2:
             continue
-        labels = sorted(by_label, key=_natural) if by != "run" else list(by_label)
+        labels = sorted(by_label, key=_natural) if by not in ("run", "side") else list(by_label)
         first = baseline if baseline is not None else ("baseline" if by == "change" else None)
         if first is not None:
             if first not in by_label:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import typer
 from rich.markup import escape
@@ -14,10 +15,12 @@ from gpuscout.analysis.device_causes import precision_of
 from gpuscout.analysis.gate import gate
 from gpuscout.cli.options import AsJson, StorePath, renamed
 from gpuscout.cli.stored import warn_unreadable
+from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
 from gpuscout.report import comparison as render
 from gpuscout.report import exporters, terminal
+from gpuscout.report.export import parse_document
 from gpuscout.store import Store
 
 HELP = """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
@@ -92,7 +95,9 @@ def _value(r: StoredRecord, name: str) -> str:
 
 def compare(
     run_ids: list[str] | None = typer.Argument(
-        None, metavar="[RUN_ID]...", help="Compare these runs (ids or prefixes)."
+        None,
+        metavar="[RUN_ID]...",
+        help="Compare these runs (ids or prefixes), or two `results export` files, side against side.",
     ),
     by: str | None = typer.Option(
         None,
@@ -133,12 +138,20 @@ def compare(
         if fmt not in ("table", "json"):
             raise UsageError("--fail-slower says its verdict as text, or as JSON with --json")
     exporter = exporters.get(fmt, "comparisons", also=("table",)) if fmt != "table" else None
-    by = by or ("run" if run_ids else "gpu")
-    with Store(store_path, readonly=True) as store:
-        records = select(store, run_ids, workload, gpu, precision, backend)
+    files = _export_files(run_ids or [])
+    sides = None
+    if files:  # `compare BASE.json NEW.json`: each file's runs one side, the first the baseline
+        if by not in (None, "side") or baseline is not None:
+            raise UsageError("two export files are compared side against side: leave out --by and --baseline")
+        records, sides = _read_sides(files)
+        by, baseline = "side", files[0]
+    else:
+        by = by or ("run" if run_ids else "gpu")
+        with Store(store_path, readonly=True) as store:
+            records = select(store, run_ids, workload, gpu, precision, backend)
     if run_ids and by == "run" and baseline is None:
         baseline = records[0].id  # `compare BASE NEW`: the first run named is the baseline, whenever it ran
-    comparisons = compare_runs(records, by, baseline)
+    comparisons = compare_runs(records, by, baseline, sides)
     if fail_slower is not None:
         return _gate(comparisons, records, fail_slower, fmt == "json")
     if not comparisons:  # an answer, not a mistake: said, with an empty result in the format asked (exit 0)
@@ -156,6 +169,36 @@ def compare(
             out.print(render.table(c))
             for note in c.notes:
                 out.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+
+
+# What one side's file may hold: as `results import` reads (cli/results.py MAX_IMPORT_BYTES)
+MAX_SIDE_BYTES = 128 * inputs.MiB
+
+
+def _export_files(names: list[str]) -> list[str]:
+    """The two export files named, where two files are named (a run id is never a file here)."""
+    paths = [Path(n) for n in names]
+    if len(paths) == 2 and all(p.suffix == ".json" and p.is_file() for p in paths):
+        return names
+    if any(p.suffix == ".json" and p.is_file() for p in paths):
+        raise UsageError("name two export files (BASE.json NEW.json) or run ids, not both")
+    return []
+
+
+def _read_sides(files: list[str]) -> tuple[list[StoredRecord], dict[str, str]]:
+    """Each file's runs (`results export`'s document, validated as `results import` does), and
+    each run's side: the file it came from."""
+    records, sides = [], {}
+    for name in files:
+        text = inputs.read_text(
+            Path(name), "a gpuscout results file (`gpuscout results export` writes one)", MAX_SIDE_BYTES
+        )
+        for record in parse_document(text, name):
+            if record.id in sides:
+                raise UsageError(f"run {record.id} is in both {sides[record.id]} and {name}: a run is one side's")
+            sides[record.id] = name
+            records.append(record)
+    return records, sides
 
 
 def _gate(comparisons, records: list[StoredRecord], fail_slower: float, as_json: bool) -> None:
