@@ -175,7 +175,17 @@ def test_the_options_that_cannot_mean_anything_are_refused_one_line_each(store, 
     script.write_text("print('hi')\n")
     (tmp_path / "bin.py").write_bytes(b"\x7fELF\x00\x00")
     sweep = _sweep_file(tmp_path / "ok.yaml", "ok")
+    from gpuscout.record.document import json_document
+
+    side = tmp_path / "side.json"  # an export of one run, named twice: a run is one side's
+    side.write_text(json_document([make_record("run00009")]))
     cases = [
+        (["compare", str(side), str(side), "--fail-slower", "5"], "run run00009 is in both"),
+        (["compare", str(side), "run00001"], "name two export files (BASE.json NEW.json) or run ids, not both"),
+        (["compare", str(side), str(side), "--by", "gpu"], "side against side: leave out --by"),
+        (["results", "export", "--mlflow", "http://h:5000", "-o", str(tmp_path / "x.json")], "leave out --format"),
+        (["results", "export", "run00001", "--workload", "mlp"], "name runs or filter them"),
+        (["watch", "--experiment", "x", "--", PY, str(script)], "--experiment names an MLflow experiment"),
         (["tune", "--only", "", "--dry-run", "--", PY, str(script)], "--only is empty"),
         (["tune", "--only", ",", "--dry-run", "--", PY, str(script)], "--only ',' names nothing"),
         (["tune", "--skip", "cache,cache", "--dry-run", "--", PY, str(script)], "--skip lists cache twice"),
