@@ -50,7 +50,8 @@ def ran(tmp_path) -> list[tuple[float, int]]:
 
 
 def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after_kill_9(tmp_path, store_path):
-    # asynchronous halving promotes the first trial to reach a rung (nothing to compare it with yet)
+    # one slot: a rung judges no one until three trials (the reduction factor) have reached it, so the
+    # first hopeless trial, second to arrive, runs to its end; every later one is cut at the first rung
     lrs = [GOOD[0], HOPELESS[0], GOOD[1], HOPELESS[1], GOOD[2], HOPELESS[2], HOPELESS[3], *GOOD[3:]]
     sh = sweep_file(tmp_path, "sh", "early_stop: {kind: successive_halving, grace_epochs: 1, reduction_factor: 3}", lrs)
     env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200", **ENV)
@@ -86,12 +87,14 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
     for key, (status, result) in before.items():  # decided before the kill: kept, never run again
         assert after[key] == (status, result)
     by_lr = {r["params"]["lr"]: (s, r) for s, r in after.values()}
-    for lr in HOPELESS:  # pruned at the first rung, their one epoch counted
+    assert by_lr[HOPELESS[0]][0] == "ok"
+    for lr in HOPELESS[1:]:  # pruned at the first rung, their one epoch counted, and why
         status, result = by_lr[lr]
         assert status == "pruned" and len(result["history"]) == 1 and "pruned after epoch 1" in result["message"]
+        assert "at epoch 1: val_accuracy" in result["message"] and "trials that reached it" in result["message"]
     runs = ran(tmp_path)
     assert sorted(lr for lr, _ in runs if lr in HOPELESS) == HOPELESS  # each once, its code after fit run
-    assert all(epochs == 1 for lr, epochs in runs if lr in HOPELESS)
+    assert all(epochs == 1 for lr, epochs in runs if lr in HOPELESS[1:])
     stopping = summary["early_stop"]
     assert stopping["pruned"] == sum(s == "pruned" for s, _ in after.values()) >= 4
     assert stopping["epochs_run"] < stopping["epochs_planned"] == 12 * 4

@@ -159,7 +159,7 @@ def test_early_stop_and_tpe_are_validated_before_anything_runs(tmp_path, monkeyp
     from gpuscout.sweep.spec import load
 
     with pytest.raises(ValidationError, match="successive_halving"):
-        sweep(early_stop={"kind": "hyperband"})
+        sweep(early_stop={"kind": "asha"})
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         sweep(early_stop={"kind": "median", "grace_epochs": 0})
     with pytest.raises(ValidationError, match="a tpe search needs `trials: N`"):

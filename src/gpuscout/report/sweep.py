@@ -146,15 +146,8 @@ def print_summary(summary: SweepSummary, out: Console) -> None:
         )
     stopping = summary.early_stop
     if stopping:
-        ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
-        out.print(
-            f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
-            f"{stopping['epochs_run']} of {stopping['epochs_planned']} planned epochs run, "
-            f"{fmt.seconds(stopping['trial_hours_saved'] * 3600)} of trial time saved"
-            + (f"; the best trial ranked {ranks}" if ranks else ""),
-            highlight=False,
-            markup=False,
-        )
+        for line in stopping_lines(stopping, summary.cost_usd, summary.metric.name):
+            out.print(line, highlight=False, markup=False)
     cache = summary.compilation_cache
     if cache and cache.programs:  # workload trials on jax count what the cache gave them
         out.print(
@@ -239,3 +232,31 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
         if entry["command"]:
             out.print(f"       {entry['command']}", markup=False, soft_wrap=True)
     out.print("nothing was run (--dry-run)", markup=False)
+
+
+def stopping_lines(stopping: dict, cost_usd: float | None, metric: str) -> list[str]:
+    """What early stopping decided and saved: the slot time used against running every trial to
+    its end (estimated from each pruned trial's pace), the epochs against the synchronous
+    schedule's, the best trial's rank at each rung, and how likely a pruned trial was to win."""
+    used_h = stopping.get("trial_hours_used") or 0.0
+    full_h = used_h + stopping["trial_hours_saved"]
+    share = f" ({used_h / full_h:.2f}x)" if full_h else ""
+    money = f", {cost_usd:,.2f} $ of an estimated {cost_usd * full_h / used_h:,.2f} $" if cost_usd and used_h else ""
+    sync = stopping.get("epochs_synchronous")
+    lines = [
+        f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
+        f"{fmt.seconds(used_h * 3600)} of slot time used of an estimated {fmt.seconds(full_h * 3600)} to run "
+        f"every trial to its end{share}{money}; {stopping['epochs_run']:,} of {stopping['epochs_planned']:,} "
+        f"epochs run" + (f" (synchronous halving: {sync:,})" if sync else "")
+    ]
+    ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
+    if ranks:
+        lines.append(f"the best trial ranked {ranks}")
+    won = stopping.get("pruned_could_win")
+    if won:
+        lines.append(
+            f"a pruned trial's chance to have won: at most {won['won']} of {won['of']} finished trials that stood "
+            f"as low at epoch {won['epoch']} still ended within the winner's noise ({metric} +-{won['noise']:.3g}): "
+            f"{won['share']:.0%}"
+        )
+    return lines

@@ -281,10 +281,11 @@ class TrialRunner:
         pruned_at = [epoch for epoch, stop in stopped.items() if stop]
         if pruned_at and (attempt.status == "ok" or stopped_by_us):  # stopped by the pruner, not failed
             attempt.status = "pruned"
-            attempt.message = (
-                f"pruned after epoch {pruned_at[0]}: {self.sweep.metric.name} "
-                f"{reading(attempt.metrics.get(self.sweep.metric.name, float('nan')))} ranked too low "
-                f"({self.sweep.early_stop.kind})"
+            why = self.search.why.get(trial.key) if self.search is not None else None
+            attempt.message = f"pruned after epoch {pruned_at[0]}: " + (
+                why
+                or f"{self.sweep.metric.name} {reading(attempt.metrics.get(self.sweep.metric.name, float('nan')))} "
+                f"ranked too low ({self.sweep.early_stop.kind})"
             )
         return attempt
 

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
+from gpuscout.sweep import pruning
 from gpuscout.sweep.expansion import Trial, trial_key
 from gpuscout.sweep.spec import SweepFile, score, values_or_range
 
@@ -84,6 +85,7 @@ class Search:
         self.optuna, self.sweep = optuna, sweep
         self.lock = threading.Lock()
         self.live: dict[str, object] = {}  # gpuscout key -> Optuna trial being run
+        self.why: dict[str, str] = {}  # gpuscout key -> why the pruner stopped it
         log_root.mkdir(parents=True, exist_ok=True)
         self.path = log_root / JOURNAL
         self.space = distributions(sweep)
@@ -102,12 +104,21 @@ class Search:
         stop, pruners = self.sweep.early_stop, self.optuna.pruners
         if stop is None:
             return pruners.NopPruner()
-        if stop.kind == "successive_halving":
-            # rungs at grace_epochs x reduction_factor^k epochs; at each, a trial goes on only if it
-            # is in the best 1/reduction_factor of the trials that reached that rung
-            return pruners.SuccessiveHalvingPruner(
-                min_resource=stop.grace_epochs, reduction_factor=stop.reduction_factor
+        if stop.kind in ("successive_halving", "patience"):
+            return pruning.make_pruner(
+                self.optuna,
+                stop.kind,
+                lambda epochs: rungs(self.sweep, epochs),
+                stop.reduction_factor,
+                stop.smooth_epochs,
+                stop.grace_epochs,
+                stop.patience_epochs,
+                self.sweep.metric.direction == "max",
+                self.sweep.metric.name,
             )
+        if stop.kind == "hyperband":
+            # brackets of successive halving from grace_epochs on, where one grace does not fit all
+            return pruners.HyperbandPruner(min_resource=stop.grace_epochs, reduction_factor=stop.reduction_factor)
         # below the median of the other trials at the same epoch, once grace_epochs have run
         # (Optuna protects steps below n_warmup_steps; our steps are epochs counted from 1)
         return pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=stop.grace_epochs)
@@ -145,7 +156,10 @@ class Search:
             if t is None or not math.isfinite(value):
                 return False
             t.report(value, epoch)
-            return self.prunes and t.should_prune()
+            stop = self.prunes and t.should_prune()
+            if stop:
+                self.why[key] = getattr(self.study.pruner, "why", {}).get(t.number, "")
+            return stop
 
     def finish(self, key: str, status: str, value: float | None) -> None:
         """Tell the study how the trial ended: its metric (complete), pruned, or failed."""
@@ -183,11 +197,11 @@ def _plain(value):
 
 def rungs(sweep: SweepFile, epochs: int) -> list[int]:
     """The epochs at which the pruner decides: successive halving's rungs (grace x factor^k), or
-    every epoch from the grace (median)."""
+    every epoch from the grace (median, patience)."""
     stop = sweep.early_stop
     if stop is None:
         return []
-    if stop.kind == "median":
+    if stop.kind in ("median", "patience"):
         return list(range(stop.grace_epochs, epochs + 1))
     out, rung = [], stop.grace_epochs
     while rung <= epochs:
@@ -221,14 +235,72 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
                 continue
             better = sum(1 for v in values if (v > mine if sweep.metric.direction == "max" else v < mine))
             ranks.append({"epoch": rung, "rank": better + 1, "of": len(values)})
+    used_s = sum(r["duration_s"] for r in ran)
+    stop = sweep.early_stop
     return {
-        "kind": sweep.early_stop.kind,
+        "kind": stop.kind,
         "pruned": sum(1 for r in ran if r["status"] == "pruned"),
         "epochs_run": sum(run_of.values()),
         "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
-        "trial_hours_saved": saved_s / 3600,
+        # the same trials under the synchronous schedule: what asynchronous halving is measured against
+        "epochs_synchronous": synchronous_epochs(len(ran), most, rungs(sweep, most), stop.reduction_factor)
+        if stop.kind in ("successive_halving", "hyperband") and most
+        else None,
+        "trial_hours_used": used_s / 3600,
+        "trial_hours_saved": saved_s / 3600,  # the pruned trials' epochs not run, at each one's pace
         "best_rank_at_rungs": ranks,
+        "pruned_could_win": could_have_won(sweep, ran),
     }
+
+
+def synchronous_epochs(trials: int, epochs: int, at: list[int], factor: int) -> int:
+    """Epochs that synchronous successive halving runs: every trial to the first rung, the best
+    1/factor (at least one) of them on to the next, and so on; the last ones to `epochs`."""
+    total, alive, done = 0, trials, 0
+    for rung in at:
+        total += alive * (rung - done)
+        alive, done = max(1, alive // factor), rung
+    return total + alive * (epochs - done)
+
+
+def could_have_won(sweep: SweepFile, ran: list[dict]) -> dict | None:
+    """How likely a pruned trial was to win, from the curves that ran to the end: of the finished
+    trials that stood as low as it did where it was stopped (each judged on the best of its last
+    smooth_epochs), how many still ended within the winner's own noise (the spread of its last
+    smooth_epochs). The largest such share over the pruned trials; None where none can be told."""
+    metric, maximize = sweep.metric.name, sweep.metric.direction == "max"
+    smooth = sweep.early_stop.smooth_epochs
+    curves = {
+        r["key"]: {e: score(h[metric]) for h in r.get("history") or [] if (e := _epoch_of(h)) and metric in h}
+        for r in ran
+    }
+    done = [r["key"] for r in ran if r["status"] == "ok" and curves[r["key"]]]
+    pruned = [r["key"] for r in ran if r["status"] == "pruned" and curves[r["key"]]]
+    if not done or not pruned:
+        return None
+    final = {k: pruning.smoothed(curves[k], max(curves[k]), smooth, maximize) for k in done}
+    winner = max(done, key=lambda k: final[k] if maximize else -final[k])
+    tail = [curves[winner][e] for e in sorted(curves[winner])[-smooth:]]
+    noise = max(tail) - min(tail)
+    worst, told = None, 0
+    for key in pruned:
+        at = max(curves[key])
+        mine = pruning.smoothed(curves[key], at, smooth, maximize)
+        low = [
+            k
+            for k in done
+            if (v := pruning.smoothed(curves[k], at, smooth, maximize)) is not None
+            and (v <= mine if maximize else v >= mine)
+        ]
+        if not low:
+            continue
+        told += 1
+        won = sum(
+            1 for k in low if (final[k] >= final[winner] - noise if maximize else final[k] <= final[winner] + noise)
+        )
+        if worst is None or won / len(low) > worst["share"]:
+            worst = {"share": won / len(low), "won": won, "of": len(low), "epoch": at}
+    return None if worst is None else {**worst, "noise": noise, "pruned_told": told, "pruned": len(pruned)}
 
 
 def _epochs(result: dict) -> int:

@@ -118,9 +118,14 @@ class EarlyStop(BaseModel):
     sweep's metric as fit's logs report it each epoch."""
 
     model_config = SWEEP_MODEL
-    kind: Literal["successive_halving", "median"]
+    # successive_halving: gpuscout's (sweep/pruning.py: re-judged as peers arrive, on the best of
+    # the last smooth_epochs); hyperband: Optuna's brackets of it; median: Optuna's median rule;
+    # patience: a trial's own best not bettered in patience_epochs
+    kind: Literal["successive_halving", "hyperband", "median", "patience"]
     grace_epochs: int = Field(default=1, ge=1)  # no trial is stopped before this many epochs
     reduction_factor: int = Field(default=3, ge=2)  # successive halving: 1 in this many goes on at each rung
+    smooth_epochs: int = Field(default=3, ge=1, le=1000)  # successive halving: judged on the best of these
+    patience_epochs: int = Field(default=10, ge=1, le=100_000)  # patience: epochs without a better value
 
 
 class SweepFile(BaseModel):

@@ -1,0 +1,91 @@
+"""Early stopping's rules (sweep/pruning.py, issue 64) on curves made by hand: a rung judges no one
+until `factor` trials have reached it, a trial promoted early is judged again as peers arrive,
+one bad epoch does not cut a trial, patience; and what the summary says it saved."""
+
+from gpuscout.sweep.pruning import halving, patience, smoothed
+from gpuscout.sweep.search import could_have_won, synchronous_epochs
+from gpuscout.sweep.spec import SweepFile
+
+RUNGS = [3, 9, 27]
+
+
+def flat(value: float, epochs: int) -> dict[int, float]:
+    return {e: value for e in range(1, epochs + 1)}
+
+
+def test_the_best_of_the_last_reports_is_what_is_judged():
+    curve = {1: 0.5, 2: 0.7, 3: 0.6}
+    assert smoothed(curve, 3, 3, maximize=True) == 0.7 and smoothed(curve, 3, 1, maximize=True) == 0.6
+    assert smoothed(curve, 3, 2, maximize=False) == 0.6 and smoothed(curve, 0, 3, maximize=True) is None
+
+
+def test_a_rung_judges_no_one_until_factor_trials_reached_it_then_keeps_the_best_third():
+    mine = flat(0.5, 3)
+    # one peer at the rung: two trials, fewer than the factor of 3: no judgement yet
+    assert not halving(mine, [flat(0.9, 3)], RUNGS, 3, 3, True, "acc").stop
+    # six trials at epoch 3: the best 6 // 3 = 2 go on; this one ranks 6th
+    verdict = halving(mine, [flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)], RUNGS, 3, 3, True, "acc")
+    assert verdict.stop and verdict.why == (
+        "at epoch 3: acc 0.5 (best of its last 3) ranked 6 of the 6 trials that reached it; the best 2 go on (1 in 3)"
+    )
+    # second of six goes on
+    assert not halving(flat(0.85, 3), [flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)], RUNGS, 3, 3, True, "a").stop
+
+
+def test_a_trial_promoted_early_is_judged_again_when_its_peers_arrive():
+    """It passed epoch 3 alone and is at epoch 12 now; five better trials have since reached epoch
+    3 (and stopped there or not): at epoch 3 it ranks 6 of 6, and is stopped now."""
+    early = flat(0.5, 12)
+    later = [flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)]
+    verdict = halving(early, later, RUNGS, 3, 3, True, "acc")
+    assert verdict.stop and verdict.why.startswith("at epoch 3: ")
+
+
+def test_one_bad_epoch_does_not_cut_a_trial():
+    """0.8, 0.9, then 0.5 at the rung: the best of its last three (0.9) leads peers whose best is
+    0.85; judged on its last epoch alone (smooth 1) it would rank last of four and be cut."""
+    mine = {1: 0.8, 2: 0.9, 3: 0.5}
+    peers = [flat(0.85, 3), flat(0.84, 3), flat(0.83, 3)]
+    assert not halving(mine, peers, RUNGS, 3, 3, True, "acc").stop
+    assert halving(mine, peers, RUNGS, 3, 1, True, "acc").stop
+
+
+def test_patience_stops_a_trial_whose_best_has_not_moved():
+    stalled = {1: 0.5, 2: 0.6, 3: 0.7, 4: 0.69, 5: 0.7}  # the best before the last two was 0.7; no better since
+    verdict = patience(stalled, grace=3, epochs=2, maximize=True, metric="acc")
+    assert verdict.stop and verdict.why == "at epoch 5: acc has not bettered 0.7 in 2 epochs"
+    assert not patience({**stalled, 5: 0.71}, 3, 2, True, "acc").stop
+    assert not patience({1: 0.5, 2: 0.5}, 3, 2, True, "acc").stop  # within the grace
+
+
+def test_synchronous_halving_runs_what_the_issue_says():
+    # 16 trials, 300 epochs, rungs 3, 9, 27, 81, 243 at factor 3: 16 x 3 + 5 x 6 + 1 x 18 + 1 x 54
+    # + 1 x 162 + 1 x 57 = 369 epochs of the 4,800 (0.08x)
+    assert synchronous_epochs(16, 300, [3, 9, 27, 81, 243], 3) == 48 + 30 + 18 + 54 + 162 + 57 == 369
+
+
+def test_how_likely_a_pruned_trial_was_to_win_is_read_from_the_finished_curves():
+    sweep = SweepFile.model_validate(
+        {
+            "name": "s",
+            "command": "python t.py {lr}",
+            "metric": {"name": "acc"},
+            "space": {"lr": [1, 2]},
+            "early_stop": {"kind": "successive_halving", "grace_epochs": 3, "smooth_epochs": 1},
+        }
+    )
+
+    def result(key, status, curve):
+        return {"key": key, "status": status, "history": [{"epoch": e, "acc": v} for e, v in curve.items()]}
+
+    ran = [
+        # the winner stood at 0.6 at epoch 3 and ended at 0.95 (its last epochs 0.95: no noise)
+        result("w", "ok", {1: 0.5, 2: 0.55, 3: 0.6, 4: 0.9, 5: 0.95}),
+        result("a", "ok", {1: 0.7, 2: 0.75, 3: 0.8, 4: 0.85, 5: 0.9}),
+        result("b", "ok", {1: 0.4, 2: 0.45, 3: 0.5, 4: 0.6, 5: 0.7}),
+        # stopped at epoch 3 at 0.6: of the finished trials as low there (w at 0.6, b at 0.5), one won
+        result("p", "pruned", {1: 0.5, 2: 0.55, 3: 0.6}),
+    ]
+    assert could_have_won(sweep, ran) == {
+        "share": 0.5, "won": 1, "of": 2, "epoch": 3, "noise": 0.0, "pruned_told": 1, "pruned": 1
+    }  # fmt: skip
