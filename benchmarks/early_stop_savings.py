@@ -65,21 +65,29 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=300)
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--rule", default="{kind: successive_halving, grace_epochs: 3, reduction_factor: 3}")
+    parser.add_argument("--peer", default="{kind: hyperband, grace_epochs: 3, reduction_factor: 3}",
+                        help="a rule of Optuna's own on the same trials ('' for none)")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     full = sweep(args.out, "full", args.epochs, args.slots, None)
     stopped = sweep(args.out, "stopped", args.epochs, args.slots, args.rule)
+    peer = sweep(args.out, "peer", args.epochs, args.slots, args.peer) if args.peer else None
     kept = stopped["best"]["params"] == full["best"]["params"]
     result = {"epochs": args.epochs, "slots": args.slots, "rule": args.rule, "full": full, "stopped": stopped,
-              "slot_ratio": stopped["slot_s"] / full["slot_s"], "best_kept": kept}  # fmt: skip
+              "peer_rule": args.peer, "peer": peer, "slot_ratio": stopped["slot_s"] / full["slot_s"],
+              "peer_slot_ratio": peer["slot_s"] / full["slot_s"] if peer else None, "best_kept": kept}  # fmt: skip
     (args.out / "summary.json").write_text(json.dumps(result, indent=2))
-    for name, s in (("full", full), ("stopped", stopped)):
+    for name, s in (("full", full), ("stopped", stopped), ("peer", peer)):
+        if s is None:
+            continue
         best = s["best"]
         print(
             f"{name}: {s['slot_s']:.0f} slot-s, wall {s['wall_s']:.0f} s, {s['status']}, best {best['value']:.4f} "
             f"(lr {best['params']['lr']:.3g}, wd {best['params']['wd']}, trial {best['index']})"
         )
     print(f"slot-seconds {result['slot_ratio']:.2f}x of the full sweep; its best trial kept: {kept}")
+    if peer:
+        print(f"the peer ({args.peer}): {result['peer_slot_ratio']:.2f}x")
 
 
 if __name__ == "__main__":

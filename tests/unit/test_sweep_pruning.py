@@ -3,7 +3,7 @@ until `factor` trials have reached it, a trial promoted early is judged again as
 one bad epoch does not cut a trial, patience; and what the summary says it saved."""
 
 from gpuscout.sweep.pruning import halving, patience, smoothed
-from gpuscout.sweep.search import could_have_won, synchronous_epochs
+from gpuscout.sweep.search import could_have_won, synchronous_epochs, trial_pace
 from gpuscout.sweep.spec import SweepFile
 
 RUNGS = [3, 9, 27]
@@ -89,3 +89,12 @@ def test_how_likely_a_pruned_trial_was_to_win_is_read_from_the_finished_curves()
     assert could_have_won(sweep, ran) == {
         "share": 0.5, "won": 1, "of": 2, "epoch": 3, "noise": 0.0, "pruned_told": 1, "pruned": 1
     }  # fmt: skip
+
+
+def test_a_pruned_trials_time_is_start_up_and_epochs_apart():
+    """Trials of 6 s of start-up and 0.05 s an epoch: pruned at epochs 3 and 9 (6.15 s, 6.45 s)
+    and run to 300 (21 s). The line gives both back; a pruned trial's own seconds over epochs
+    (2.05 s an epoch) would have counted 40x the time its unrun epochs take."""
+    start_s, epoch_s = trial_pace([(3, 6.15), (9, 6.45), (300, 21.0)])
+    assert (round(start_s, 6), round(epoch_s, 6)) == (6.0, 0.05)
+    assert trial_pace([(300, 21.0), (300, 19.0)]) == (0.0, 40.0 / 600)

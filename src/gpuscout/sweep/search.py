@@ -20,6 +20,8 @@ import math
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from gpuscout.core.errors import UsageError
 from gpuscout.sweep import pruning
 from gpuscout.sweep.expansion import Trial, trial_key
@@ -219,8 +221,9 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
     ran = [r for r in results if r["status"] in ("ok", "pruned")]
     planned_of = {r["key"]: _planned(r) for r in ran}
     run_of = {r["key"]: _epochs(r) for r in ran}
+    start_s, epoch_s = trial_pace([(run_of[r["key"]], r["duration_s"]) for r in ran if run_of[r["key"]]])
     saved_s = sum(
-        r["duration_s"] / run_of[r["key"]] * (planned_of[r["key"]] - run_of[r["key"]])
+        epoch_s * (planned_of[r["key"]] - run_of[r["key"]])
         for r in ran
         if r["status"] == "pruned" and run_of[r["key"]] and planned_of[r["key"]]
     )
@@ -247,10 +250,26 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         if stop.kind in ("successive_halving", "hyperband") and most
         else None,
         "trial_hours_used": used_s / 3600,
-        "trial_hours_saved": saved_s / 3600,  # the pruned trials' epochs not run, at each one's pace
+        "trial_hours_saved": saved_s / 3600,  # the pruned trials' epochs not run, at the trials' pace
+        "trial_start_s": start_s,  # the pace: start-up, then seconds an epoch (trial_pace)
+        "epoch_s": epoch_s,
         "best_rank_at_rungs": ranks,
         "pruned_could_win": could_have_won(sweep, ran),
     }
+
+
+def trial_pace(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(start-up seconds, seconds an epoch) of a sweep's trials: the least-squares line through
+    (epochs run, seconds) over its trials. A pruned trial's time is mostly its start-up (a Python
+    process, imports, the first compile: 6 s of a 9 s trial pruned at epoch 3, on the CPU); its
+    time over its epochs would count that start-up in each epoch it did not run. With one epoch
+    count among them, no line: each epoch takes the trials' seconds over their epochs."""
+    epochs = np.asarray([e for e, _ in points], dtype=float)
+    seconds = np.asarray([s for _, s in points], dtype=float)
+    if len(set(epochs)) < 2:
+        return 0.0, float(seconds.sum() / epochs.sum()) if epochs.sum() else 0.0
+    slope, intercept = np.polyfit(epochs, seconds, 1)
+    return float(max(intercept, 0.0)), float(max(slope, 0.0))
 
 
 def synchronous_epochs(trials: int, epochs: int, at: list[int], factor: int) -> int:
