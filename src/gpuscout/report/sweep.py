@@ -257,6 +257,6 @@ def stopping_lines(stopping: dict, cost_usd: float | None, metric: str) -> list[
         lines.append(
             f"a pruned trial's chance to have won: at most {won['won']} of {won['of']} finished trials that stood "
             f"as low at epoch {won['epoch']} still ended within the winner's noise ({metric} +-{won['noise']:.3g}): "
-            f"{won['share']:.0%}"
+            f"{won['share']:.0%}" + (f" (only {won['of']} such curves: too few to tell more)" if won["of"] < 5 else "")
         )
     return lines
