@@ -91,7 +91,7 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
     for lr in HOPELESS[1:]:  # pruned at the first rung, their one epoch counted, and why
         status, result = by_lr[lr]
         assert status == "pruned" and len(result["history"]) == 1 and "pruned after epoch 1" in result["message"]
-        assert "at epoch 1: val_accuracy" in result["message"] and "trials that reached it" in result["message"]
+        assert "at epoch 1: val_loss" in result["message"] and "trials that reached it" in result["message"]
     runs = ran(tmp_path)
     assert sorted(lr for lr, _ in runs if lr in HOPELESS) == HOPELESS  # each once, its code after fit run
     assert all(epochs == 1 for lr, epochs in runs if lr in HOPELESS[1:])
