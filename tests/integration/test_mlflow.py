@@ -158,6 +158,8 @@ def test_a_watch_a_tune_session_and_a_sweep_in_mlflow(server, tmp_path):
     assert parent.data.tags["gpuscout.session"] == report["session"]
     assert parent.data.metrics["gpuscout/baseline_samples_per_s"] == pytest.approx(report["baseline"]["samples_per_s"])
     assert {"gpuscout/tune.json", "gpuscout/tune.txt"} <= _artifacts(server, parent.info.run_id)
+    with Store(store) as opened:  # the session's own link, beside each run's
+        assert [link.tracker_run_id for link in opened.tracked(f"session:{report['session']}")] == [parent.info.run_id]
 
     # 3. a sweep: a parent, a child run per trial with its hyperparameters and its reports over
     # the epochs; resumed, nothing is logged twice

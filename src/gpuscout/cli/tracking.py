@@ -138,6 +138,7 @@ def send_session(
         params={f"{TAG}{k}": v for k, v in (params or {}).items() if v is not None},
         metrics={f"{PREFIX}{k}": float(v) for k, v in (metrics or {}).items() if v is not None},
         tags={f"{TAG}session": fields["session"], f"{TAG}kind": verb},
+        run_id=f"session:{fields['session']}",
         artifacts={
             f"gpuscout/{verb}.json": json.dumps(fields, indent=2, default=str),
             f"gpuscout/{verb}.txt": _text_of(lambda out: render(report, out)),
@@ -215,7 +216,6 @@ def send_sweep(target: tuple[str, str] | None, summary, render, store: Store) ->
                 uri, experiment, logged, parent, statuses, parent_run_id=earlier[-1].tracker_run_id if earlier else None
             )
         )
-        sent[0].runs[parent.run_id] = sent[0].parent_run_id
     except mlflow_runs.TrackingFailed as exc:
         err.print(f"warning: {exc}; the sweep is stored in {store.path} all the same", markup=False)
         return

@@ -132,6 +132,8 @@ def send(
             if parent is not None:
                 sent.parent_run_id = parent_run_id or _create(client, experiment_id, parent, None)
                 _log(client, sent.parent_run_id, parent)
+                if parent.run_id:  # a session's or a sweep's own name in the store's links
+                    sent.runs[parent.run_id] = sent.parent_run_id
             for logged in runs:
                 run_id = _create(client, experiment_id, logged, sent.parent_run_id)
                 _log(client, run_id, logged)
