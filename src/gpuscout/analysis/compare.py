@@ -154,19 +154,24 @@ def smallest_mann_whitney_p(n1: int, n2: int) -> float:
     return 2 / math.comb(n1 + n2, n1)
 
 
-def welch_log_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p of Welch's t-test on log(a) and log(b): t = (mean_a - mean_b) / sqrt(va/na +
-    vb/nb), with Welch-Satterthwaite degrees of freedom."""
-    from scipy.stats import t as student_t  # lazily: see analysis/stats.py
-
+def welch_log(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """Welch's t-test on log(a) and log(b), two or more values each: (mean_a - mean_b, its
+    standard error sqrt(va/na + vb/nb), Welch-Satterthwaite degrees of freedom; 1 where se is 0)."""
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
     va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
-    diff = la.mean() - lb.mean()
-    if va + vb == 0:  # every window alike on both sides: equal, or as different as can be
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1)) if se > 0 else 1.0
+    return float(la.mean() - lb.mean()), se, df
+
+
+def welch_log_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p of Welch's t-test on log(a) and log(b) (welch_log)."""
+    from scipy.stats import t as student_t  # lazily: see analysis/stats.py
+
+    diff, se, df = welch_log(a, b)
+    if se == 0:  # every window alike on both sides: equal, or as different as can be
         return 1.0 if diff == 0 else 0.0
-    t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    return float(2 * student_t.sf(abs(t), df))
+    return float(2 * student_t.sf(abs(diff / se), df))
 
 
 def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None, str]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuscout.analysis.compare import ALPHA, Comparison, Group, window_values
+from gpuscout.analysis.compare import ALPHA, Comparison, Group, welch_log, window_values
 from gpuscout.record import StoredRecord
 
 EXIT_SLOWER = 1
@@ -110,17 +110,15 @@ def run_test(baseline: list[float], candidate: list[float]) -> RunTest | None:
     """Each side's runs' median throughputs; None with one run a side (nothing to test against)."""
     from scipy.stats import t as student_t  # lazily: see analysis/stats.py
 
-    lb, lc = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
-    nb, nc = len(lb), len(lc)
+    nb, nc = len(baseline), len(candidate)
     if nb < 2 and nc < 2:
         return None
-    diff = float(lc.mean() - lb.mean())
     if nb >= 2 and nc >= 2:
-        vb, vc = lb.var(ddof=1) / nb, lc.var(ddof=1) / nc
-        se = math.sqrt(vb + vc)
-        df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1)) if se > 0 else 1.0
+        diff, se, df = welch_log(candidate, baseline)
         name = "welch-t"
     else:  # one run against the spread of the other side's
+        lb, lc = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
+        diff = float(lc.mean() - lb.mean())
         many = lb if nb >= 2 else lc
         se = float(many.std(ddof=1)) * math.sqrt(1 + 1 / len(many))
         df = len(many) - 1
