@@ -9,6 +9,7 @@ import dataclasses
 import io
 import json
 from datetime import datetime, timezone
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -70,30 +71,39 @@ def send(
     if target is None or not records:
         return None
     uri, experiment = target
-    err = terminal.console(stderr=True, highlight=False)
     own = _script_runs(records, store) if parent is None else {}
     logged = {r.id: _with_artifacts(r) for r in records}
     for run_id, item in logged.items():
         item.params.update((extra or {}).get(run_id, {}))
     rest = [r for r in records if r.id not in own]
+    calls = [partial(_into_script_run, own[r.id], experiment, logged[r.id], r.status) for r in records if r.id in own]
+    if rest:
+        statuses = {r.id: r.status for r in rest}
+        calls.append(partial(mlflow_runs.send, uri, experiment, [logged[r.id] for r in rest], parent, statuses))
+    later = (
+        f"every run is stored in {store.path} all the same (`gpuscout results export --mlflow {uri} "
+        f"{' '.join(r.id for r in records[:3])}` sends them later)"
+    )
+    return _deliver(calls, store, later)
+
+
+def _into_script_run(link: TrackedRun, experiment: str, logged: Logged, status: str) -> mlflow_runs.Sent:
+    """A watched record's figures added to its script's own MLflow run, which is then ended."""
+    sent = mlflow_runs.send(link.tracking_uri, experiment, [logged], into=link.tracker_run_id)
+    mlflow_runs.end_script_run(link.tracking_uri, link.tracker_run_id, status)
+    return sent
+
+
+def _deliver(calls: list, store: Store, later: str) -> list[mlflow_runs.Sent] | None:
+    """Each call's runs into MLflow, in order; the links of those that went kept in the store (a
+    call before a failing one too); where they went said, or one warning line ending in `later`."""
+    err = terminal.console(stderr=True, highlight=False)
     sent = []
     try:
-        for record in records:
-            link = own.get(record.id)
-            if link is not None:
-                sent.append(
-                    mlflow_runs.send(link.tracking_uri, experiment, [logged[record.id]], into=link.tracker_run_id)
-                )
-                mlflow_runs.end_script_run(link.tracking_uri, link.tracker_run_id, record.status)
-        if rest:
-            statuses = {r.id: r.status for r in rest}
-            sent.append(mlflow_runs.send(uri, experiment, [logged[r.id] for r in rest], parent, statuses))
+        for call in calls:
+            sent.append(call())
     except mlflow_runs.TrackingFailed as exc:
-        err.print(
-            f"warning: {exc}; every run is stored in {store.path} all the same (`gpuscout results export "
-            f"--mlflow {uri} {' '.join(r.id for r in records[:3])}` sends them later)",
-            markup=False,
-        )
+        err.print(f"warning: {exc}; {later}", markup=False)
         return None
     finally:
         _keep_links(sent, store, err)
@@ -105,13 +115,14 @@ def send(
 def _keep_links(sent: list[mlflow_runs.Sent], store: Store, err: Console) -> None:
     """Each MLflow run id in the store beside its run (a run sent before a later one failed too)."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    links = [
+        TrackedRun(run_id, "mlflow", each.tracking_uri, each.experiment_id, mlflow_id, origin, now)
+        for each in sent
+        for origin in ("script" if each.into_script_run else "gpuscout",)
+        for run_id, mlflow_id in each.runs.items()
+    ]
     try:
-        for each in sent:
-            origin = "script" if each.into_script_run else "gpuscout"
-            for run_id, mlflow_id in each.runs.items():
-                store.mark_tracked(
-                    TrackedRun(run_id, "mlflow", each.tracking_uri, each.experiment_id, mlflow_id, origin, now)
-                )
+        store.mark_tracked(links)
     except StoreError as exc:  # the runs are in MLflow and in the store: only the link is lost
         err.print(f"warning: the store did not keep the MLflow run ids ({exc})", markup=False)
 
@@ -169,18 +180,18 @@ def send_sweep(target: tuple[str, str] | None, summary, render, store: Store) ->
     if target is None:
         return
     uri, experiment = target
-    err = terminal.console(stderr=True, highlight=False)
     sweep = summary.sweep
-    sent_before = {link.run_id for t in store.trials(sweep) for link in _links(store, trial_id(sweep, t["key"]), uri)}
     trials = [
         t
         for t in store.trials(sweep)
-        if t["status"] not in ("running", "pending") and trial_id(sweep, t["key"]) not in sent_before
+        if t["status"] not in ("running", "pending") and not _links(store, trial_id(sweep, t["key"]), uri)
     ]
     logged = [of_trial(sweep, t, _record_of(store, t)) for t in trials]
     earlier = _links(store, f"sweep:{sweep}", uri)
     if not logged and earlier:  # a resume that ran nothing new
-        err.print(f"MLflow: every trial of {sweep} is in run {earlier[-1].tracker_run_id} already", markup=False)
+        terminal.console(stderr=True, highlight=False).print(
+            f"MLflow: every trial of {sweep} is in run {earlier[-1].tracker_run_id} already", markup=False
+        )
         return
     best = summary.best[0] if summary.best else None
     parent = Logged(
@@ -209,19 +220,12 @@ def send_sweep(target: tuple[str, str] | None, summary, render, store: Store) ->
         run_id=f"sweep:{sweep}",
     )
     statuses = {item.run_id: t["status"] for item, t in zip(logged, trials)}
-    sent = []
-    try:
-        sent.append(
-            mlflow_runs.send(
-                uri, experiment, logged, parent, statuses, parent_run_id=earlier[-1].tracker_run_id if earlier else None
-            )
-        )
-    except mlflow_runs.TrackingFailed as exc:
-        err.print(f"warning: {exc}; the sweep is stored in {store.path} all the same", markup=False)
-        return
-    finally:
-        _keep_links(sent, store, err)
-    _say(err, sent[0])
+    again = earlier[-1].tracker_run_id if earlier else None
+    _deliver(
+        [partial(mlflow_runs.send, uri, experiment, logged, parent, statuses, parent_run_id=again)],
+        store,
+        f"the sweep is stored in {store.path} all the same",
+    )
 
 
 def _links(store: Store, run_id: str, uri: str) -> list[TrackedRun]:

@@ -124,7 +124,10 @@ def watch(
         else:
             print_watch(terminal.console(highlight=False), record)
             terminal.console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
-        tracking.send(target, [record], store) if target else tracking.hint(record, store)
+        if target:
+            tracking.send(target, [record], store)
+        else:
+            tracking.hint(record, store)
     raise typer.Exit(exit_code(record))
 
 

@@ -274,20 +274,23 @@ def watch_command(
 def _keep_script_runs(store: Store, run_id: str, events: list[dict]) -> None:
     """The script's own MLflow runs (child/mlflow_run.py), linked to the record in the store:
     `--mlflow` adds gpuscout's figures to such a run rather than starting another."""
-    for e in events:
-        if e["event"] == "watch_mlflow_run" and isinstance(e.get("run_id"), str) and e.get("tracking_uri"):
-            with contextlib.suppress(StoreError):  # the record itself was kept or saved: a link is not worth a failure
-                store.mark_tracked(
-                    TrackedRun(
-                        run_id,
-                        "mlflow",
-                        str(e["tracking_uri"]),
-                        str(e.get("experiment_id") or "") or None,
-                        e["run_id"],
-                        "script",
-                        datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    )
-                )
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    links = [
+        TrackedRun(
+            run_id,
+            "mlflow",
+            str(e["tracking_uri"]),
+            str(e.get("experiment_id") or "") or None,
+            e["run_id"],
+            "script",
+            now,
+        )
+        for e in events
+        if e["event"] == "watch_mlflow_run" and isinstance(e.get("run_id"), str) and e.get("tracking_uri")
+    ]
+    if links:
+        with contextlib.suppress(StoreError):  # the record itself was kept or saved: a link is not worth a failure
+            store.mark_tracked(links)
 
 
 def _enforce(limits: Limits, cancel: threading.Event) -> None:

@@ -8,7 +8,7 @@ Additive like `trials`: created with IF NOT EXISTS on every open, so no schema v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from gpuscout.store.failures import sqlite_errors
 
@@ -41,19 +41,12 @@ class TrackedTable:
     """Store's tracker-link methods, over the store's connection and transactions (see TrialTable)."""
 
     @sqlite_errors
-    def mark_tracked(self, link: TrackedRun) -> None:
+    def mark_tracked(self, links: list[TrackedRun]) -> None:
+        """The links, in one transaction."""
         with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO tracked_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    link.run_id,
-                    link.tracker,
-                    link.tracking_uri,
-                    link.experiment_id,
-                    link.tracker_run_id,
-                    link.origin,
-                    link.logged_utc,
-                ),
+            # TrackedRun's fields are the table's columns, in order
+            self._db.executemany(
+                "INSERT OR REPLACE INTO tracked_runs VALUES (?, ?, ?, ?, ?, ?, ?)", map(astuple, links)
             )
 
     @sqlite_errors
