@@ -324,8 +324,7 @@ def _plan_and_run(
         terminal.console(stderr=True, highlight=False).print(
             f"stored {len(records)} run(s) in {store.path}", markup=False
         )
-    with Store(store.path) as store:
-        tracking.send_group(mlflow, "bench", records, store)
+    tracking.send_group(mlflow, "bench", records, store.path)
     return records
 
 

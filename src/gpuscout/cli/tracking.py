@@ -10,6 +10,7 @@ import io
 import json
 from datetime import datetime, timezone
 from functools import partial
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -132,17 +133,17 @@ def send_session(
     verb: str,
     report,
     render,
-    store: Store,
-    run_ids: list[str],
+    store_path: Path,
+    run_ids: list[str] | None = None,
     metrics: dict[str, float | None] | None = None,
     params: dict[str, str | None] | None = None,
     diff: str | None = None,
 ) -> None:
-    """A session (tune's) as one parent MLflow run, its stored runs as children: the parent holds
-    the session's figures, its report as JSON and as the terminal showed it, and a patch."""
+    """A session (tune's) as one parent MLflow run, its stored runs (`run_ids`, else the
+    session's group) as children: the parent holds the session's figures, its report as JSON and
+    as the terminal showed it, and a patch. The store is opened only with --mlflow."""
     if target is None:
         return
-    records = [store.get(run_id) for run_id in dict.fromkeys(run_ids)]
     fields = report.as_json()
     parent = Logged(
         name=f"{verb} {fields.get('workload', '')} ({fields['session']})".replace("  ", " "),
@@ -156,12 +157,18 @@ def send_session(
             **({"gpuscout/patch.diff": diff} if diff else {}),
         },
     )
-    send(target, records, store, parent)
+    with Store(store_path) as store:
+        records = (
+            [store.get(run_id) for run_id in dict.fromkeys(run_ids)]
+            if run_ids is not None
+            else store.list(group=fields["session"])
+        )
+        send(target, records, store, parent)
 
 
-def send_group(target: tuple[str, str] | None, verb: str, records: list[StoredRecord], store: Store) -> None:
+def send_group(target: tuple[str, str] | None, verb: str, records: list[StoredRecord], store_path: Path) -> None:
     """One command's runs (a bench of several workloads or batch sizes): one MLflow run, or a
-    parent with a child run each."""
+    parent with a child run each. The store is opened only with --mlflow."""
     if target is None or not records:
         return
     group = records[0].group_id
@@ -170,7 +177,8 @@ def send_group(target: tuple[str, str] | None, verb: str, records: list[StoredRe
         if len(records) > 1
         else None
     )
-    send(target, records, store, parent)
+    with Store(store_path) as store:
+        send(target, records, store, parent)
 
 
 def send_sweep(target: tuple[str, str] | None, summary, render, store: Store) -> None:

@@ -169,10 +169,8 @@ def tune(
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = tune_lib.tune(workload, options, nvml, store, bars, planned)
     save_and_show(report, "tune", store.path, as_json, print_tune)
-    with Store(store.path) as store:
-        runs = [r.id for r in store.list(group=report.session)]
-        params = {"workload": report.workload, "backend": report.backend, "budget_minutes": f"{report.budget_s / 60:g}"}
-        tracking.send_session(target, "tune", report, print_tune, store, runs, params=params)
+    params = {"workload": report.workload, "backend": report.backend, "budget_minutes": f"{report.budget_s / 60:g}"}
+    tracking.send_session(target, "tune", report, print_tune, store.path, params=params)
 
 
 def _command_given() -> bool:
@@ -247,26 +245,25 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
         )
         report = runs.tune_script(session)
     save_and_show(report, "tune", store.path, as_json, print_tune_script)
-    with Store(store.path) as store:
-        best = report.best
-        tracking.send_session(
-            target,
-            "tune",
-            report,
-            print_tune_script,
-            store,
-            report.run_ids,
-            metrics={
-                "baseline_samples_per_s": report.baseline.samples_per_s,
-                "best_samples_per_s": best.samples_per_s if best else None,
-                "speedup": best.ratio if best else None,
-                "speedup_ci95_low": best.ratio_low if best else None,
-                "speedup_ci95_high": best.ratio_high if best else None,
-                "wall_s": report.wall_s,
-            },
-            params={"command": " ".join(report.command), "steps": str(report.steps), "kept": ",".join(report.path)},
-            diff=report.diff,
-        )
+    best = report.best
+    tracking.send_session(
+        target,
+        "tune",
+        report,
+        print_tune_script,
+        store.path,
+        report.run_ids,
+        metrics={
+            "baseline_samples_per_s": report.baseline.samples_per_s,
+            "best_samples_per_s": best.samples_per_s if best else None,
+            "speedup": best.ratio if best else None,
+            "speedup_ci95_low": best.ratio_low if best else None,
+            "speedup_ci95_high": best.ratio_high if best else None,
+            "wall_s": report.wall_s,
+        },
+        params={"command": " ".join(report.command), "steps": str(report.steps), "kept": ",".join(report.path)},
+        diff=report.diff,
+    )
     if report.diff:
         outputs.write(
             patch,
