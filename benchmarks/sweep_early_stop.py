@@ -4,7 +4,7 @@ end and once with successive halving, on each set of GPUs given, in one call; wa
 GPU-hours, epochs run and the best val_accuracy of each:
 
     PYTHONPATH=src python benchmarks/sweep_early_stop.py --out OUT [--gpus 0 --gpus 0,1] [--per-gpu 2]
-        [--grace 1] [--reduction 3] [--epochs 8] [--peer] [--small]
+        [--grace 1] [--reduction 3] [--epochs 8] [--peer] [--cold] [--small]
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--small", action="store_true", help="a CPU smoke test: 4 trials, 2 epochs, CPU slots")
     parser.add_argument("--peer", action="store_true", help="also Optuna's hyperband pruner on the same trials")
+    parser.add_argument("--cold", action="store_true", help="also halving with every trial its own interpreter")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.out / "results.sqlite"
@@ -61,6 +62,8 @@ def main() -> None:
     if args.peer:  # one of Optuna's own pruners on the same trials (issue 64's peer)
         rules.append(("optuna-hyperband", f"early_stop: {{kind: hyperband, grace_epochs: {args.grace}, "
                       f"reduction_factor: {args.reduction}}}\n"))  # fmt: skip
+    if args.cold:  # what the warm interpreter (executor/warm.py) gives, on the same trials
+        rules.append(("halving-cold", halving + "warm_start: false\n"))
     passes = [(gpus, kind, early) for gpus in (args.gpus or ["0"]) for kind, early in rules]
     for gpus, kind, early in passes:
         name = f"{kind}-gpus{gpus.replace(',', '')}"
@@ -94,11 +97,13 @@ def main() -> None:
             f"{s['gpu_hours']:.4f} | "
             f"{stop.get('epochs_run', len(lrs) * epochs)} of {len(lrs) * epochs} | "
             f"{s['best'][0]['value']:.4f} (lr {s['best'][0]['params']['lr']}) | "
-            f"{stop.get('best_rank_at_rungs', '')} |"
+            f"{stop.get('best_rank_at_rungs', '')} | {(s.get('warm_start') or {}).get('trials', 0)} |"
         )
         print(f"{name}: {time.monotonic() - started:.0f} s", flush=True)
-    print("\n| sweep | GPUs | trials | wall | slot-s | GPU-hours | epochs run | best val_accuracy | best's ranks |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| sweep | GPUs | trials | wall | slot-s | GPU-hours | epochs run | best val_accuracy | best's ranks | warm |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -255,6 +255,8 @@ def test_a_driver_stopped_after_a_trials_code_ran_never_runs_it_again(sig, tmp_p
         (trial,) = store.trials("soak")
         assert store.leases("soak") == {}
     assert trial["status"] == "ok" and trial["result"]["metrics"] == {"m": 7}
+    # forked from the sweep's warm interpreter (executor/warm.py); one taken from its files says nothing
+    assert trial["result"]["warm"] == (sig != signal.SIGKILL)
     assert "all of its code had run when its driver stopped" in trial["result"]["message"]
     assert len((tmp_path / "started.log").read_text().splitlines()) == 1  # run once
     assert "(ok)" in _dry_run(path, env)

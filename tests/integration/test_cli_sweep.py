@@ -128,6 +128,10 @@ def test_the_examples_plan_anywhere_and_the_quick_grid_runs_on_two_cpu_slots_wit
     assert values == sorted(values, reverse=True) and 0 < values[0] <= 1
     stored = trials(store_path)
     assert len(stored) == 4 and {s for _, s, _ in stored} == {"ok"}
+    assert all(r["warm"] for _, _, r in stored)  # forked from one interpreter that imported Keras once
+    warm = summary["warm_start"]  # TensorFlow blocked here: the interpreter left it to the script
+    assert warm["trials"] == 4 and warm["interpreters"] == 1 and "keras" in warm["imported"], warm
+    assert "tensorflow" not in warm["imported"] and warm["refused"] == [] and warm["ready_s"] > 0
     # two at a time (not a speed claim: the trials' intervals): never more than two, and two did run together
     spans = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for _, _, r in stored)
     assert max(sum(a <= t < b for a, b in spans) for t, _ in spans) == 2
@@ -243,24 +247,31 @@ def test_retries_then_the_consecutive_failure_stop(tmp_path, store_path):
     assert "1. NCCL failed to set up (system error) [nccl_system_error]" in proc.stderr
 
 
-def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path):
-    grandchild = "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])"
-    hang = f"import subprocess, sys, time; {grandchild}; time.sleep({{t}})"
+@pytest.mark.parametrize("warm", [True, False], ids=["warm-start", "cold-start"])
+def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path, warm):
+    """Forked from the sweep's warm interpreter (executor/warm.py) or an interpreter of its own
+    (`warm_start: false`), a trial that hangs past its timeout goes with the process it started."""
+    (tmp_path / "hang.py").write_text(
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        "time.sleep(float(sys.argv[1]))\n"
+    )
     sweep = write(
         tmp_path,
         f"""
         name: hang
-        command: {json.dumps(f'{sys.executable} -c "{hang}"')}
+        command: {sys.executable} {tmp_path / "hang.py"} {{t}}
         reports: [score]
         metric: {{name: score}}
         space: {{t: [300]}}
         timeout_s: 3
+        warm_start: {str(warm).lower()}
     """,
     )
     proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert proc.returncode == 1
     ((_, status, result),) = trials(store_path)
-    assert status == "timeout" and "3 s trial timeout" in result["message"]
+    assert status == "timeout" and "3 s trial timeout" in result["message"] and result["warm"] == warm
     time.sleep(0.5)
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(300)" in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []

@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 
-from gpuscout.core import events
+from gpuscout.core import events, frameworks
 
 WINDOW_S = float(os.environ.get("GPUSCOUT_WATCH_WINDOW_S", "1.0"))
 # Windows of this many steps instead of WINDOW_S seconds (`tune`: every run of a session has the
@@ -146,7 +146,13 @@ def on_exit() -> None:
     uncaught = _uncaught()
     if STATE.steps:
         # "watch_exiting" is gpuscout.measure.command.EXITING_EVENT (the parent side's module)
-        emit("watch_exiting", steps=STATE.steps, uncaught=type(uncaught).__name__ if uncaught else None)
+        # and the frameworks it imported: a sweep's warm interpreter imports them for the next trials
+        emit(
+            "watch_exiting",
+            steps=STATE.steps,
+            uncaught=type(uncaught).__name__ if uncaught else None,
+            frameworks=frameworks.imported(),
+        )
     mark_done(uncaught, "exit")
 
 

@@ -155,6 +155,12 @@ def main() -> None:
     if os.getppid() != parent:  # gpuscout died before the kernel could be asked to say so
         kill_group()
     CHILD["pid"] = pid = start(argv)
+    supervise(pid, parent, status_file)
+
+
+def supervise(pid: int, parent: int, status_file: str) -> None:
+    """Wait for the command `pid`, write its status to `status_file` ("-": none), and exit as it
+    exited; the group is killed if `parent` dies first (executor/zygote.py's trial guards too)."""
     status = wait(pid, parent)
     # The child has ended: a parent that dies now has nothing left to kill, and the status must
     # reach the file whole

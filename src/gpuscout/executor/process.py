@@ -175,6 +175,7 @@ def run(
     status_file: Path | None = None,
     stop_now: threading.Event | None = None,
     last_events: tuple[str, ...] = (),
+    start: Callable | None = None,
 ) -> Finished:
     """Run `argv` to its end (or its timeout, or `cancel`), then stop whatever is left of its
     process group (SIGINT first for `interrupt_first_s` when that is > 0). Raises OSError when the
@@ -186,7 +187,10 @@ def run(
     ended at once, without SIGINT (a watched script that halted itself at its limit: nothing of
     it may run any more). `last_events`: the events after which the child has EXIT_GRACE_S to
     exit before it is stopped (`lingered`); an event that names its `pid` gives that process the
-    grace, and if it has exited by then, the rest of the group runs on."""
+    grace, and if it has exited by then, the rest of the group runs on. `start`: how else to start
+    it, called with (env, stdout, stderr, the event channel's fd, status_file) and returning a
+    Popen-like process that leads its group and is guarded as guard.py guards (executor/warm.py:
+    forked from a warm interpreter), or None for the cold start below."""
     events_read, events_write = os.pipe()
     seen: list[dict] = []
     state = {
@@ -210,16 +214,18 @@ def run(
     drains = [d for d in (out_drain, err_drain) if d is not None]
     with open(events_read, "rb") as channel:
         try:
-            guarded = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), str(status_file or "-"), "--", *argv]
-            proc = subprocess.Popen(
-                guarded,
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env={**env, **events.channel_env(events_write)},
-                pass_fds=(events_write,),
-                start_new_session=True,
-            )
+            proc = start(env, out, err, events_write, status_file) if start is not None else None
+            if proc is None:
+                guard = [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), str(status_file or "-"), "--"]
+                proc = subprocess.Popen(
+                    [*guard, *argv],
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    env={**env, **events.channel_env(events_write)},
+                    pass_fds=(events_write,),
+                    start_new_session=True,
+                )
         finally:
             # the child holds these now: EOF once it and its own children are gone
             for fd in (events_write, *(d for d, drain in ((out, out_drain), (err, err_drain)) if drain)):

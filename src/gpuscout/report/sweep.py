@@ -156,12 +156,26 @@ def print_summary(summary: SweepSummary, out: Console) -> None:
             highlight=False,
             markup=False,
         )
+    for line in warm_lines(summary.warm_start):
+        out.print(line, highlight=False, markup=False)
     if summary.stopped:
         out.print(f"[red]stopped early[/]: {escape(summary.stopped)}", highlight=False)
     board = summary.tensorboard.note if summary.tensorboard else "none"
     out.print(f"logs: {summary.log_root}; TensorBoard: {board}", highlight=False, markup=False)
     for note in summary.notes:
         out.print(f"note: {note}", highlight=False, markup=False)
+
+
+def warm_lines(warm: dict | None) -> list[str]:
+    """How the command trials started (sweep file: `warm_start`)."""
+    if not warm:
+        return []
+    imported = ", ".join(warm["imported"]) or "nothing yet"
+    lines = [
+        f"warm starts: {warm['trials']} of {warm['of']} trials forked from an interpreter that imported "
+        f"{imported} once (in {warm['ready_s']:.1f} s)"
+    ]
+    return lines + [f"warm starts refused, those trials started cold: {why}" for why in warm["refused"]]
 
 
 @contextlib.contextmanager

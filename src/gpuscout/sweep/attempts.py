@@ -42,6 +42,7 @@ class Attempt:
     # not the trial's failure but gpuscout's (its files could not be written: a full disk, a folder
     # taken away): `interrupted`, run again by --resume, and the sweep stops (every trial would)
     ours: bool = False
+    warm: bool = False  # forked from the sweep's warm interpreter (executor/warm.py), not a new one
 
 
 # A disk that is full (ENOSPC, EDQUOT), in a trial's own last words: not the trial's failure

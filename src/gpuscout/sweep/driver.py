@@ -203,6 +203,9 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
         if p.sweep.compilation_cache
         else None
     )
+    warm = trial_runner.warm.summary() if trial_runner.warm is not None else None
+    if warm is not None:
+        summary.warm_start = {"trials": sum(1 for r in new if r.get("warm")), "of": len(new), **warm}
     summary.tensorboard = write_tensorboard(p, results, store.path, changed=bool(new or p.adopted))
     try:  # the trials are stored: a summary that cannot be written is said, not a reason to fail
         outputs.replace_inside(

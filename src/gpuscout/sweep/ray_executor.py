@@ -41,7 +41,7 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     with Nvml() as nvml:
         specs = {trial.key: RunSpec.model_validate_json(spec_json)} if spec_json else {}
         session = engine.Session(nvml, engine.MeasureOptions(timeout_s=sweep.timeout_s)) if spec_json else None
-        runner = TrialRunner(sweep, Path(log_root), specs=specs, session=session)
+        runner = TrialRunner(sweep, Path(log_root), specs=specs, session=session, warm_start=False)  # one trial
         try:
             result = runner.run(trial, slot, threading.Event())
         finally:

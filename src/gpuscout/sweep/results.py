@@ -64,6 +64,9 @@ class SweepSummary(Part):
     early_stop: dict | None  # what early stopping decided and saved (sweep/search.stopping_summary)
     compilation_cache: CompilationCache | None = None
     tensorboard: TensorBoard | None = None
+    # command trials forked from a warm interpreter (executor/warm.py): how many, what it imported,
+    # how long its imports took, why one would not serve
+    warm_start: dict | None = None
 
     def as_json(self) -> dict:
         return self.model_dump(mode="json")

@@ -20,7 +20,7 @@ from gpuscout.core import decisions as decisions_lib
 from gpuscout.core import events, outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.units import reading
-from gpuscout.executor import process
+from gpuscout.executor import process, warm
 from gpuscout.measure import engine
 from gpuscout.measure.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
@@ -59,6 +59,7 @@ class TrialResult:
     explanations: list[dict] = field(default_factory=list)  # known failures in the last attempt's output
     command: list[str] | None = None  # command trials: the argv run (recommend --from finds a sweep of a script by it)
     ours: bool = False  # ended by gpuscout's failure, not the trial's (attempts.ours): the sweep stops
+    warm: bool = False  # command trials: forked from the sweep's warm interpreter (executor/warm.py)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
@@ -88,6 +89,14 @@ def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> li
 def cache_dir(log_root: Path) -> Path:
     """The sweep's persistent compilation cache (sweep file: `compilation_cache`)."""
     return log_root / "xla-cache"
+
+
+# What differs between a sweep's trials in their environment: read once a trial runs, never while
+# the warm interpreter imports the frameworks (executor/warm.py)
+PER_TRIAL_ENV = frozenset({TRIAL_FILE_ENV, "GPUSCOUT_TRIAL_PARAMS", "CUDA_VISIBLE_DEVICES"}) | {
+    events.TRIAL_DONE_ENV,
+    decisions_lib.DECISIONS_ENV,
+}
 
 
 def trial_env(slot: Slot, trial_file: Path, params: dict, compilation_cache: Path | None = None) -> dict:
@@ -122,6 +131,7 @@ class TrialRunner:
         session: engine.Session | None = None,
         on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None,
         search=None,
+        warm_start: bool = True,
     ) -> None:
         self.sweep, self.log_root = sweep, log_root
         self.search = search  # sweep/search.py: the pruner hears each epoch (early_stop)
@@ -131,8 +141,12 @@ class TrialRunner:
         self.abort = threading.Event()  # every running trial's process group is stopped when set
         self.instrumentation = Instrumentation()  # `close()` removes its folder
         self.cache = cache_dir(log_root) if sweep.compilation_cache else None
+        # one runner for the sweep's trials (warm_start=False: a Ray task's runner serves one trial)
+        self.warm = warm.WarmStarts(log_root, PER_TRIAL_ENV) if sweep.warm_start and warm_start else None
 
     def close(self) -> None:
+        if self.warm is not None:
+            self.warm.close()
         self.instrumentation.close()
 
     def run(self, trial: Trial, slot: Slot, stop: threading.Event) -> TrialResult:
@@ -177,6 +191,7 @@ class TrialRunner:
             explanations=last.explanations,
             command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None,
             ours=last.ours,
+            warm=last.warm,
         )
 
     def _command(self, trial: Trial, slot: Slot, files: AttemptFiles) -> Attempt:
@@ -222,6 +237,7 @@ class TrialRunner:
                 )
 
         env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache), extra)
+        started_warm = self.warm.starter(argv, env) if self.warm is not None else None
         prune_now = threading.Event()  # a script that prints its reports as JSON lines is stopped
         lines = (
             None
@@ -246,12 +262,16 @@ class TrialRunner:
                     on_start=lambda pgid: self.on_spawn(trial, pgid),
                     stop_now=prune_now if lines is not None else None,
                     last_events=(EXITING_EVENT,),
+                    start=started_warm,
                 )
             except OSError as exc:
                 if sampler:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
+        exiting = next((e for e in finished.events if e.get("event") == EXITING_EVENT), {})
+        if self.warm is not None:  # what it imported besides, the next trials find imported
+            self.warm.learn(argv, env, exiting.get("frameworks") or [])
         returncode, lingered_note, cancelled = finished.returncode, None, finished.cancelled
         code_done = files.code_done() if cancelled else None
         if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
@@ -268,6 +288,7 @@ class TrialRunner:
             cancelled=cancelled,
             telemetry=_telemetry_summary(samples, sampler.gpu_name) if samples else None,
         )
+        attempt.warm = bool(started_warm and started_warm.used)
         if lingered_note and attempt.message is None:
             attempt.message = lingered_note
         # judged on events gpuscout could not keep: said so, unless the judgement is gpuscout's already

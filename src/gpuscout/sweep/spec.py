@@ -15,6 +15,7 @@
     trials_per_gpu: 1
     max_consecutive_failures: 5
     compilation_cache: true          # the trials share jax's compiled programs (false: each compiles its own)
+    warm_start: true                 # `python SCRIPT` trials fork from one interpreter that imported Keras once
 
 or, instead of `command`, `workload: resnet18_cifar` with a space over `gpuscout bench` options
 (batch_size, precision, seq_len, data, pipeline_cost, backend, and the protocol's), the others
@@ -150,6 +151,10 @@ class SweepFile(BaseModel):
     # sweep's logs, kept for --resume): what one trial compiled the next loads. False: every
     # trial compiles afresh, so a workload trial's compile_s is a cold compile.
     compilation_cache: bool = True
+    # A command `python SCRIPT ...` forked from one interpreter of the sweep's that has imported
+    # the script's frameworks (executor/warm.py), instead of a new interpreter importing them again:
+    # seconds a trial, which a pruned trial paid before it trained. False: each its own interpreter.
+    warm_start: bool = True
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,350 @@
+"""Warm starts: a sweep's trials of `python SCRIPT ...` forked from an interpreter that has imported
+the script's frameworks once (executor/zygote.py), instead of each paying the imports again.
+
+`WarmStarts.starter(argv, env)` gives executor/process.run a way to start one such command, or
+None where a cold start is the only faithful one: a command that is not `python SCRIPT`, a script
+that changes its environment in code before importing a framework other than by plain literals,
+a platform without fork, an interpreter whose imports opened a GPU. What the zygote preloads is
+what the script imports at its top, before any statement that could change what those imports
+do (scanned, never run), then whatever frameworks a finished trial reports it imported besides
+(Keras imports TensorFlow itself to seed it, for one).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from gpuscout.core.frameworks import FRAMEWORKS
+from gpuscout.executor.process import GUARD, stop_group
+
+ZYGOTE = Path(__file__).resolve().parent / "zygote.py"
+SOCKET_FD_ENV = "GPUSCOUT_ZYGOTE_FD"  # executor/zygote.py's
+# How long the zygote may take to import the frameworks before trials start cold instead: Keras
+# and TensorFlow take 3 s on a quiet 2-core machine, several times that beside running trials.
+READY_S = 180.0
+# How long a start request may wait for the zygote's answer (a preload of a learned module runs first)
+START_S = 120.0
+PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+
+
+class WarmChild:
+    """A trial forked by the zygote, as executor/process.py looks at a Popen: `pid` leads its
+    process group; its exit status comes from the zygote, which reaps it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.returncode = pid, None
+        self._ended = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired("a warm-started trial", timeout)
+        return self.returncode
+
+    def ended(self, returncode: int) -> None:
+        if self.returncode is None:
+            self.returncode = returncode
+        self._ended.set()
+
+
+def python_script(argv: list[str], env: dict[str, str]) -> tuple[str, str] | None:
+    """(the interpreter, the script) of `python SCRIPT ARGS...`; None for any other command."""
+    if len(argv) < 2 or argv[1].startswith("-") or not os.path.isfile(argv[1]):
+        return None
+    python = shutil.which(argv[0], path=env.get("PATH"))
+    if python is None or not PYTHON.fullmatch(os.path.basename(argv[0])):
+        return None
+    return python, argv[1]
+
+
+Setting = tuple[str, str, bool]  # (variable, value, only if unset): os.environ[K] = V, or setdefault
+
+
+def preloads(script: str) -> tuple[list[str], list[Setting]]:
+    """The frameworks `script` imports before it runs anything that could change those imports,
+    and the environment it sets as literals before them (`os.environ["KERAS_BACKEND"] = "jax"`),
+    both in order. The scan stops at the first other statement, or at a literal setting that
+    follows a framework's import (that import saw the environment without it)."""
+    try:
+        tree = ast.parse(Path(script).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return [], []
+    modules: list[str] = []
+    settings: list[Setting] = []
+    for statement in tree.body:
+        imports = _imports(statement)
+        if imports is not None:
+            modules += [m for m in imports if m in FRAMEWORKS and m not in modules]
+            continue
+        setting = _literal_setting(statement)
+        if setting is not None:
+            if modules:  # those imports saw the environment without it
+                break
+            settings.append(setting)
+            continue
+        definition = isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        if definition and not statement.decorator_list:  # a decorator runs code
+            continue
+        if isinstance(statement, ast.Expr | ast.Assign | ast.AnnAssign) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring, SEED = 0
+        break
+    if "keras" in modules and "tensorflow" not in modules:
+        # Keras imports TensorFlow itself wherever it is installed, whatever the backend: to seed it
+        # (keras.utils.set_random_seed), to read tf.data input; 0.9 s of each trial on 2 cores. The
+        # zygote leaves it out where it is not installed.
+        modules.append("tensorflow")
+    return modules, settings
+
+
+def with_settings(env: dict[str, str], settings: list[Setting]) -> dict[str, str]:
+    """`env` as the script's literal settings leave it."""
+    env = dict(env)
+    for key, value, only_if_unset in settings:
+        if not (only_if_unset and key in env):
+            env[key] = value
+    return env
+
+
+def _imports(statement: ast.stmt) -> list[str] | None:
+    """The top-level packages an import statement (or a `try:` of imports only) names."""
+    if isinstance(statement, ast.Import):
+        return [alias.name.split(".")[0] for alias in statement.names]
+    if isinstance(statement, ast.ImportFrom):
+        return [statement.module.split(".")[0]] if statement.level == 0 and statement.module else []
+    if isinstance(statement, ast.Try) and not statement.orelse and not statement.finalbody:
+        inner = [_imports(s) for s in statement.body]
+        return None if any(i is None for i in inner) else [m for i in inner for m in i]
+    return None
+
+
+def _literal_setting(statement: ast.stmt) -> Setting | None:
+    """(key, value, only if unset) of `os.environ[K] = V` or `os.environ.setdefault(K, V)` with
+    string literals."""
+
+    def is_environ(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+
+    def text(node: ast.expr) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        if isinstance(target, ast.Subscript) and is_environ(target.value):
+            key, value = text(target.slice), text(statement.value)
+            return (key, value, False) if key is not None and value is not None else None
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        call = statement.value
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "setdefault" and is_environ(call.func.value):
+            if len(call.args) == 2 and not call.keywords:
+                key, value = text(call.args[0]), text(call.args[1])
+                return (key, value, True) if key is not None and value is not None else None
+    return None
+
+
+def _fd(sink) -> tuple[int, bool]:
+    """The file descriptor a Popen-style sink names, and whether it was opened here."""
+    if sink is None:
+        return sys.stdout.fileno(), False
+    if sink == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_WRONLY), True
+    return (sink, False) if isinstance(sink, int) else (sink.fileno(), False)
+
+
+class Zygote:
+    """One warm interpreter: started under executor/guard.py (it dies with gpuscout), asked over a
+    socket to fork trials, and to import a module more."""
+
+    def __init__(self, python: str, modules: list[str], env: dict[str, str], log: Path) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.lock, self.ids = threading.Lock(), itertools.count(1)
+        self.children: dict[int, WarmChild] = {}
+        self.answers: dict[int, dict] = {}
+        self.changed = threading.Condition()
+        self.ready: dict | None = None
+        self.refused: str | None = None
+        argv = [sys.executable, "-I", "-S", GUARD, str(os.getpid()), "-", "--", python, str(ZYGOTE), *modules]
+        self.closed, spawned = threading.Event(), threading.Event()
+        # Started by a thread that lives until close(): the kernel tells the guard when the *thread*
+        # that started it ends (PR_SET_PDEATHSIG), and a sweep's slot thread ends while other
+        # slots' trials still run from this zygote (seen: the last trial killed, -9)
+        threading.Thread(
+            target=self._hold, args=(argv, {**env, SOCKET_FD_ENV: str(theirs.fileno())}, theirs, log, spawned),
+            daemon=True, name="gpuscout-zygote-parent",
+        ).start()  # fmt: skip
+        spawned.wait()
+        theirs.close()
+        if self.process is None:
+            raise self.failed
+        threading.Thread(target=self._read, daemon=True, name="gpuscout-zygote").start()
+        began = time.monotonic()
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.ready is not None or self.refused, READY_S):
+                self.refused = f"its interpreter did not import {', '.join(modules)} within {READY_S:.0f} s"
+        if self.refused is None and self.ready:
+            self.refused = self.ready.get("refused")
+        self.ready_s = time.monotonic() - began  # its imports, which the first trials waited for
+
+    def _hold(self, argv: list[str], env: dict, theirs: socket.socket, log: Path, spawned: threading.Event) -> None:
+        self.process, self.failed = None, None
+        try:
+            with open(log, "ab") as out:
+                self.process = subprocess.Popen(
+                    argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                    pass_fds=(theirs.fileno(),), start_new_session=True,
+                )  # fmt: skip
+        except OSError as exc:
+            self.failed = exc
+        spawned.set()
+        self.closed.wait()
+
+    @property
+    def imported(self) -> list[str]:
+        return list((self.ready or {}).get("imported", []))
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:  # it died: its trials' guards end them (their parent is gone)
+                with self.changed:
+                    self.refused = self.refused or f"its interpreter ended (exit status {self.process.poll()})"
+                    for child in self.children.values():
+                        child.ended(-9)
+                    self.changed.notify_all()
+                return
+            message = json.loads(data)
+            with self.changed:
+                if "ready" in message:
+                    self.ready = message
+                    self.refused = self.refused or message.get("refused")
+                elif "started" in message:
+                    if "pid" in message:
+                        self.children[message["pid"]] = WarmChild(message["pid"])
+                    self.answers[message["started"]] = message
+                elif "exited" in message and message["exited"] in self.children:
+                    self.children.pop(message["exited"]).ended(os.waitstatus_to_exitcode(message["status"]))
+                self.changed.notify_all()
+
+    def start(self, argv: list[str], env: dict, stdout, stderr, events_fd: int, status_file: Path | None):
+        """Fork `argv` as a trial; its WarmChild, or None when this zygote cannot (start it cold)."""
+        if self.refused:
+            return None
+        request = {"argv": argv, "env": env, "cwd": os.getcwd(), "status_file": str(status_file or "-")}
+        sinks = [_fd(stdout), _fd(stderr)]
+        try:
+            with self.lock:
+                request["start"] = ident = next(self.ids)
+                socket.send_fds(self.sock, [json.dumps(request).encode()], [fd for fd, _ in sinks] + [events_fd])
+        except OSError:
+            return None
+        finally:
+            for fd, opened in sinks:
+                if opened:
+                    os.close(fd)
+        with self.changed:
+            self.changed.wait_for(lambda: ident in self.answers or self.refused is not None, START_S)
+            answer = self.answers.pop(ident, {})
+            return self.children.get(answer["pid"]) if "pid" in answer else None
+
+    def preload(self, modules: list[str]) -> None:
+        """Import these too, for the trials started after (a finished trial's frameworks)."""
+        missing = [m for m in modules if m in FRAMEWORKS and m not in self.imported]
+        if missing and not self.refused:
+            try:
+                with self.lock:
+                    self.sock.send(json.dumps({"import": missing}).encode())
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+        stop_group(self.process)
+        self.closed.set()
+
+
+class Starter:
+    """executor/process.run's `start` for one command: forked by `zygote`, or None (then process.run
+    starts it cold); `used` says which it was."""
+
+    def __init__(self, zygote: Zygote, argv: list[str]) -> None:
+        self.zygote, self.argv, self.used = zygote, argv, False
+
+    def __call__(self, env: dict, stdout, stderr, events_fd: int, status_file: Path | None) -> WarmChild | None:
+        child = self.zygote.start(self.argv, env, stdout, stderr, events_fd, status_file)
+        self.used = child is not None
+        return child
+
+
+class WarmStarts:
+    """The zygotes of one sweep, one for each interpreter, script and environment its trials run
+    with (`per_trial`: the variables that differ between trials and are read only once a trial
+    runs, such as CUDA_VISIBLE_DEVICES: none of them is set while the frameworks are imported)."""
+
+    def __init__(self, log_folder: Path, per_trial: frozenset[str]) -> None:
+        self.log_folder, self.per_trial = log_folder, per_trial
+        self.zygotes: dict[tuple, Zygote | None] = {}  # None: it could not be started (trials start cold)
+        self.made: list[Zygote] = []  # kept after close(), for the summary
+        self.lock = threading.Lock()
+
+    def _zygote(self, argv: list[str], env: dict[str, str]) -> Zygote | None:
+        if not hasattr(os, "fork") or sys.platform != "linux":  # macOS: frameworks are not fork-safe
+            return None
+        found = python_script(argv, env)
+        if found is None:
+            return None
+        python, script = found
+        shared = {k: v for k, v in env.items() if k not in self.per_trial}
+        key = (python, os.path.realpath(script), tuple(sorted(shared.items())))
+        with self.lock:
+            if key not in self.zygotes:
+                modules, settings = preloads(script)
+                log = self.log_folder / f"warm-python-{len(self.zygotes) + 1}.log"
+                try:
+                    self.zygotes[key] = Zygote(python, modules, with_settings(shared, settings), log)
+                    self.made.append(self.zygotes[key])
+                except OSError:
+                    self.zygotes[key] = None
+            return self.zygotes[key]
+
+    def starter(self, argv: list[str], env: dict[str, str]) -> Starter | None:
+        """How executor/process.run starts `argv` warm, or None: a cold start."""
+        zygote = self._zygote(argv, env)
+        return Starter(zygote, argv) if zygote is not None and not zygote.refused else None
+
+    def learn(self, argv: list[str], env: dict[str, str], frameworks: list[str]) -> None:
+        zygote = self._zygote(argv, env) if frameworks else None
+        if zygote is not None:
+            zygote.preload(frameworks)
+
+    def summary(self) -> dict | None:
+        """What the sweep's summary says of its warm interpreters (None: it started none)."""
+        if not self.made:
+            return None
+        imported = [m for z in self.made for m in z.imported]
+        return {
+            "interpreters": len(self.made),
+            "imported": list(dict.fromkeys(imported)),
+            "ready_s": max(z.ready_s for z in self.made),
+            "refused": [z.refused for z in self.made if z.refused],
+        }
+
+    def close(self) -> None:
+        with self.lock:
+            for zygote in filter(None, self.zygotes.values()):
+                zygote.close()
+            self.zygotes.clear()

@@ -1,0 +1,206 @@
+"""Warm starts (executor/warm.py, executor/zygote.py): what the scan of a script preloads, which
+commands are forked, and a forked trial that is, to itself and to gpuscout, the cold
+`python SCRIPT ARGS` it stands for. numpy is the framework here (a real one, quick to import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscout.executor import process, warm
+from tests.conftest import alive
+
+
+def scan(tmp_path: Path, text: str):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(text))
+    return warm.preloads(str(script))
+
+
+def test_the_scan_preloads_the_frameworks_imported_before_anything_runs(tmp_path):
+    modules, settings = scan(
+        tmp_path,
+        '''
+        """A docstring."""
+        import argparse, os
+        os.environ.setdefault("KERAS_BACKEND", "jax")
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        SEED = 0
+        try:
+            import tensorflow as tf
+        except ImportError:
+            tf = None
+        import keras.layers
+        from jax import numpy as jnp
+        from . import helpers
+        def build(): ...
+        import numpy
+        parser = argparse.ArgumentParser()
+        import pandas
+        ''',
+    )
+    assert modules == ["tensorflow", "keras", "jax", "numpy"]  # pandas comes after code that ran
+    assert scan(tmp_path, "import keras\n")[0] == ["keras", "tensorflow"]  # Keras imports it to seed it
+    assert settings == [("KERAS_BACKEND", "jax", True), ("TF_CPP_MIN_LOG_LEVEL", "2", False)]
+    assert warm.with_settings({"KERAS_BACKEND": "torch"}, settings) == {
+        "KERAS_BACKEND": "torch",  # setdefault: the environment's own value wins, as in the script
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+
+
+@pytest.mark.parametrize(
+    "text, modules",
+    [
+        ("import sys\nsys.path.insert(0, 'vendor')\nimport jax\n", []),  # a vendored jax: not site's
+        ("import os\nos.environ['KERAS_BACKEND'] = os.environ.get('B', 'jax')\nimport jax\n", []),
+        ("import numpy\nos.environ['KERAS_BACKEND'] = 'jax'\nimport jax\n", ["numpy"]),  # numpy saw no setting
+        ("@decorated\ndef f(): ...\nimport jax\n", []),
+        ("import jax\n  bad indentation\n", []),
+    ],
+    ids=["sys-path", "computed-setting", "setting-after-import", "decorator", "syntax-error"],
+)
+def test_the_scan_stops_where_code_could_change_an_import(tmp_path, text, modules):
+    assert scan(tmp_path, text)[0] == modules
+
+
+def test_only_python_running_a_script_is_forked(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("")
+    env = {"PATH": os.environ["PATH"]}
+    assert warm.python_script([sys.executable, str(script), "--lr", "1"], env) == (sys.executable, str(script))
+    assert warm.python_script([sys.executable, "-m", "train"], env) is None
+    assert warm.python_script([sys.executable, str(tmp_path / "missing.py")], env) is None
+    assert warm.python_script(["/bin/sh", "-c", f"python {script}"], env) is None
+    assert warm.python_script(["bash", str(script)], env) is None
+
+
+TRIAL = """import sys
+import json, os, random, signal, time
+import numpy
+mode = sys.argv[1]
+if mode == "sleep":
+    with open(sys.argv[2], "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(60)
+if mode == "raise":
+    raise ValueError("boom")
+# what the interpreter's end does for a script, a forked one's quick end does too
+import atexit, threading
+left_open = open(os.environ["LEFT_OPEN"], "w")
+left_open.write("flushed at exit")
+atexit.register(print, "atexit ran")
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread joined", flush=True))).start()
+print(json.dumps({
+    "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "name": __name__,
+    "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "shared": os.environ.get("SHARED"),
+    "random": random.random(), "numpy": float(numpy.random.rand()), "pgid_is_parent": os.getpgid(0) == os.getppid(),
+    "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+}))
+sys.exit(int(mode))
+"""
+
+
+def run_trial(starts: warm.WarmStarts, script: Path, args: list[str], tmp_path: Path, cuda: str, **run):
+    argv = [sys.executable, str(script), *args]
+    env = {**os.environ, "SHARED": "yes", "CUDA_VISIBLE_DEVICES": cuda, "LEFT_OPEN": str(tmp_path / f"open-{cuda}")}
+    starter = starts.starter(argv, env)
+    out, err, status = (tmp_path / f"out-{cuda}", tmp_path / f"err-{cuda}", tmp_path / f"status-{cuda}")
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        finished = process.run(
+            argv, env=env, stdout=stdout, stderr=stderr, start=starter, status_file=status, **{"timeout_s": 60, **run}
+        )
+    # a stopped trial's guard is stopped with it, before it writes a status (a cold one's too)
+    return (
+        finished,
+        starter,
+        out.read_text(),
+        err.read_text(),
+        json.loads(status.read_text() or "null") if (status.exists()) else None,
+    )
+
+
+def test_a_forked_trial_is_the_script_its_command_names(tmp_path, monkeypatch):
+    (tmp_path / "code").mkdir()
+    script = tmp_path / "code" / "trial.py"
+    script.write_text("import numpy\n" + TRIAL)
+    monkeypatch.chdir(tmp_path)
+    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}))
+    try:
+        # made by a thread that ends at once (a sweep's slot thread): the zygote must outlive it
+        maker = threading.Thread(
+            target=starts.starter, args=([sys.executable, str(script)], {**os.environ, "SHARED": "yes"})
+        )
+        maker.start()
+        maker.join()
+        time.sleep(0.5)
+        seen = []
+        for cuda in ("0", "1"):
+            finished, starter, out, err, status = run_trial(starts, script, ["3"], tmp_path, cuda)
+            assert starter is not None and starter.used, "forked, not started cold"
+            assert finished.returncode == 3 and status["returncode"] == 3, err  # the guard's status file too
+            first, *rest = out.splitlines()
+            assert rest == ["thread joined", "atexit ran"], out
+            assert (tmp_path / f"open-{cuda}").read_text() == "flushed at exit"
+            seen.append(json.loads(first))
+        (zygote,) = starts.zygotes.values()
+        assert zygote.imported == ["numpy"]
+        for cuda, trial in zip(("0", "1"), seen, strict=True):
+            assert trial["argv"] == [str(script), "3"] and trial["name"] == "__main__"
+            assert trial["cwd"] == str(tmp_path) and trial["path0"] == str(script.parent)
+            assert trial["cuda"] == cuda and trial["shared"] == "yes"
+            assert trial["pgid_is_parent"] and trial["sigint"]  # led by its guard; Ctrl-C as Python sets it
+        assert seen[0]["random"] != seen[1]["random"] and seen[0]["numpy"] != seen[1]["numpy"]  # reseeded
+
+        finished, _, _, err, status = run_trial(starts, script, ["raise"], tmp_path, "2")
+        assert finished.returncode == 1 and "ValueError: boom" in err and status["returncode"] == 1
+
+        pidfile = tmp_path / "pid"
+        finished, *_ = run_trial(starts, script, ["sleep", str(pidfile)], tmp_path, "3", timeout_s=3)
+        assert finished.timed_out and finished.returncode == -signal.SIGTERM
+        assert not alive(int(pidfile.read_text())), "a timed-out trial outlived its stop"
+    finally:
+        starts.close()
+    assert zygote.process.poll() is not None, "the warm interpreter outlived its sweep"
+
+
+def test_no_forked_trial_outlives_gpuscout_killed_with_9(tmp_path):
+    """gpuscout -> the zygote's guard -> the zygote -> the trial's guard -> the trial: kill -9 at
+    the top, and each layer's guard ends the one below."""
+    script = tmp_path / "trial.py"
+    script.write_text(TRIAL)
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys
+            from pathlib import Path
+            from gpuscout.executor import process, warm
+            starts = warm.WarmStarts(Path({str(tmp_path)!r}), frozenset())
+            argv = [sys.executable, {str(script)!r}, "sleep", {str(tmp_path / "pid")!r}]
+            process.run(argv, env=dict(os.environ), timeout_s=120, stdout=None, stderr=None,
+                        start=starts.starter(argv, dict(os.environ)))
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    trial = int((tmp_path / "pid").read_text())
+    assert alive(trial)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while alive(trial) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(trial), "a forked trial outlived gpuscout"
