@@ -170,6 +170,7 @@ def test_a_forked_trial_is_the_script_its_command_names(tmp_path, monkeypatch):
     finally:
         starts.close()
     assert zygote.process.poll() is not None, "the warm interpreter outlived its sweep"
+    assert starts.summary()["refused"] == []  # ended by close(): no failure of its own
 
 
 def test_no_forked_trial_outlives_gpuscout_killed_with_9(tmp_path):

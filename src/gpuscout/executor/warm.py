@@ -222,7 +222,8 @@ class Zygote:
                 data = b""
             if not data:  # it died: its trials' guards end them (their parent is gone)
                 with self.changed:
-                    self.refused = self.refused or f"its interpreter ended (exit status {self.process.poll()})"
+                    if not self.closed.is_set():  # not gpuscout's own close(): it failed
+                        self.refused = self.refused or f"its interpreter ended (exit status {self.process.poll()})"
                     for child in self.children.values():
                         child.ended(-9)
                     self.changed.notify_all()
@@ -272,9 +273,9 @@ class Zygote:
                 pass
 
     def close(self) -> None:
+        self.closed.set()  # then its end is not a failure (the summary reads `refused` after)
         self.sock.close()
         stop_group(self.process)
-        self.closed.set()
 
 
 class Starter:

@@ -34,8 +34,6 @@ import socket
 import sys
 import time
 
-import guard  # beside this file: sys.path[0] while it starts
-
 SOCKET_FD_ENV = "GPUSCOUT_ZYGOTE_FD"
 MESSAGE_MAX = 1 << 20  # a request carries a whole environment
 # Signals this process and the trials' guards change; a trial gets back what the frameworks and
@@ -266,6 +264,8 @@ def exit_quickly(code: int) -> None:
 
 
 if __name__ == "__main__":
+    import guard  # beside this file (sys.path[0] while it starts): each trial's guard runs its code
+
     _conn = socket.socket(fileno=int(os.environ.pop(SOCKET_FD_ENV)))
     _request = serve(_conn, sys.argv[1:])
     del _conn
