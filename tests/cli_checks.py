@@ -140,3 +140,30 @@ def gpuscout(args, env, timeout=120):
 
 def gone(pid):
     return not alive(pid)
+
+
+def in_terminal(*args: str, columns: int = 80) -> str:
+    """gpuscout's output on a terminal `columns` wide (a pseudo-terminal, as a user's shell gives)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.conftest import SRC
+
+    leader, follower = pty.openpty()
+    env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="dumb", PYTHONPATH=str(SRC))
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", *args], stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    return b"".join(chunks).decode().replace("\r\n", "\n")

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from tests.cli_checks import in_terminal
 from tests.conftest import run_cli
 
 
@@ -19,6 +20,10 @@ def test_catalog_lists_every_gpu_as_json_with_stale_prices():
 
 
 def test_one_gpu_in_full_and_a_near_miss():
+    # every GPU at 80 columns: a row of a few lines, the id naming it (issue 62: 104 lines of cards)
+    narrow = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", in_terminal("catalog")).splitlines()
+    assert max(map(len, narrow)) <= 80 and len(narrow) < 80, "\n".join(narrow)
+    assert any(line.startswith("(left out at 80 columns: GPU, segment") for line in narrow)
     shown = run_cli("catalog", "a10g")
     assert shown.returncode == 0 and "source" in shown.stdout and "g5.xlarge" in shown.stdout
     miss = run_cli("catalog", "a100_sxm_80gb")

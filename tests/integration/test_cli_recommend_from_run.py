@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
-from tests.cli_checks import one_error_line
+from tests.cli_checks import in_terminal, one_error_line
 from tests.conftest import FIXTURES, run_cli
 from tests.records import make_record, make_watch_record
 
@@ -82,33 +82,6 @@ def test_runs_watched_on_an_h100_predict_the_h200_within_ten_percent(tmp_path):
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "r" / "report.md").read_text()
     assert "cheapest to train" in page and ids["gpu"] in page and "Fix that first" in page
-
-
-def in_terminal(*args: str, columns: int = 80) -> str:
-    """gpuscout's output on a terminal `columns` wide (a pseudo-terminal, as a user's shell gives)."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    from tests.conftest import SRC
-
-    leader, follower = pty.openpty()
-    env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="dumb", PYTHONPATH=str(SRC))
-    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", *args], stdout=follower, stderr=subprocess.PIPE, env=env)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed: the process is done
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert proc.wait(timeout=120) == 0, proc.stderr.read()
-    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

@@ -57,7 +57,8 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
             f"{'yes' if g.ecc else 'no'} / {g.mig_instances or 'no'}",
             shown,
         )
-    out.print(terminal.detail(table, "segment", "arch / CC", "tf32", "fp16", "interconnect", "TDP", "ECC/MIG"))
+    # the id names the GPU: its full name is the first to go where the terminal is narrow
+    out.print(terminal.detail(table, "segment", "arch / CC", "tf32", "fp16", "interconnect", "TDP", "ECC/MIG", "GPU"))
     if one:
         g = entries[0]
         out.print(
