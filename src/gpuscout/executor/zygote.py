@@ -42,7 +42,10 @@ CHANGED = (signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
 
 
 def send(conn: socket.socket, message: dict) -> None:
-    conn.send(json.dumps(message).encode())
+    try:
+        conn.send(json.dumps(message).encode())
+    except OSError:  # gpuscout is gone or done: end (each trial's guard then ends its trial)
+        os._exit(0)
 
 
 def device_files() -> list[str]:
@@ -98,7 +101,7 @@ def serve(conn: socket.socket, modules: list[str]) -> dict:
             data, fds, _, _ = socket.recv_fds(conn, MESSAGE_MAX, 3)
         except ConnectionError:
             data = b""
-        if not data:  # gpuscout closed it: trials still running keep their guards
+        if not data:  # gpuscout closed it (the sweep's end) or died: the trials' guards end what is left
             os._exit(0)
         request = json.loads(data)
         if "import" in request:
