@@ -16,10 +16,16 @@ rng = np.random.default_rng(0)
 
 
 def augment(image):
-    """A random shift of up to 3 pixels and a little noise, one image at a time."""
+    """A random shift of up to 3 pixels, a random blur and contrast, and a little noise, one image
+    at a time."""
     dy, dx = rng.integers(-3, 4, size=2)
     shifted = np.roll(np.roll(image, dy, axis=0), dx, axis=1)
-    return np.clip(shifted + rng.normal(0, 0.05, shifted.shape).astype("float32"), 0, 1)
+    weight = rng.uniform(0.0, 0.5)  # blurred: each pixel mixed with the mean of its 3x3 neighbours
+    around = sum(np.roll(np.roll(shifted, y, axis=0), x, axis=1) for y in (-1, 0, 1) for x in (-1, 0, 1)) / 9
+    mixed = (1 - weight) * shifted + weight * around
+    contrast = rng.uniform(0.8, 1.2)
+    noisy = (mixed - 0.5) * contrast + 0.5 + rng.normal(0, 0.05, mixed.shape).astype("float32")
+    return np.clip(noisy, 0, 1).astype("float32")
 
 
 def batches(batch_size=64):
