@@ -205,3 +205,39 @@ def test_no_forked_trial_outlives_gpuscout_killed_with_9(tmp_path):
     while alive(trial) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(trial), "a forked trial outlived gpuscout"
+
+
+def test_a_trial_whose_warm_interpreter_dies_is_lost_not_failed(tmp_path):
+    """The interpreter it was forked from dies under it: the trial ends with it (its guard sees to
+    that), is `lost` (gpuscout's failure: sweep/runner.py runs it again cold), and the trials
+    after start cold."""
+    import psutil
+
+    script = tmp_path / "trial.py"
+    script.write_text(TRIAL)
+    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}))
+    pidfile = tmp_path / "pid"
+    outcome = {}
+    runner = threading.Thread(
+        target=lambda: outcome.update(
+            zip(("finished", "starter"), run_trial(starts, script, ["sleep", str(pidfile)], tmp_path, "0"))
+        ),
+    )
+    try:
+        runner.start()
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (zygote,) = starts.zygotes.values()
+        (interpreter,) = psutil.Process(zygote.process.pid).children()  # under its guard
+        interpreter.kill()
+        runner.join(timeout=30)
+        assert not runner.is_alive()
+        assert outcome["finished"].returncode == -9 and outcome["starter"].lost
+        assert not alive(int(pidfile.read_text())), "the trial outlived the interpreter it was forked from"
+        argv = [sys.executable, str(script)]
+        assert starts.starter(argv, {**os.environ, "SHARED": "yes"}) is None  # the next start cold
+        assert starts.summary()["refused"][0].startswith("its interpreter ended")
+    finally:
+        starts.close()

@@ -175,6 +175,7 @@ class Zygote:
         self.changed = threading.Condition()
         self.ready: dict | None = None
         self.refused: str | None = None
+        self.died = False  # it ended before close(): the trials it had forked were ended with it
         argv = [sys.executable, "-I", "-S", GUARD, str(os.getpid()), "-", "--", python, str(ZYGOTE), *modules]
         self.closed, spawned = threading.Event(), threading.Event()
         # Started by a thread that lives until close(): the kernel tells the guard when the *thread*
@@ -223,6 +224,7 @@ class Zygote:
             if not data:  # it died: its trials' guards end them (their parent is gone)
                 with self.changed:
                     if not self.closed.is_set():  # not gpuscout's own close(): it failed
+                        self.died = True
                         self.refused = self.refused or f"its interpreter ended (exit status {self.process.poll()})"
                     for child in self.children.values():
                         child.ended(-9)
@@ -289,6 +291,12 @@ class Starter:
         child = self.zygote.start(self.argv, env, stdout, stderr, events_fd, status_file)
         self.used = child is not None
         return child
+
+    @property
+    def lost(self) -> bool:
+        """Forked, then ended because the interpreter it was forked from died: gpuscout's failure,
+        not the trial's (sweep/runner.py runs it again, cold)."""
+        return self.used and self.zygote.died
 
 
 class WarmStarts:

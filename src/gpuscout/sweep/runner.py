@@ -269,6 +269,8 @@ class TrialRunner:
                     sampler.stop()
                 return Attempt("failed", f"cannot start {argv[0]!r}: {exc.strerror}")
         samples = sampler.stop() if sampler else []
+        if started_warm is not None and started_warm.lost:  # not its failure: again, cold (a new attempt)
+            return self._command(trial, slot, AttemptFiles.next_in(files.folder))
         exiting = next((e for e in finished.events if e.get("event") == EXITING_EVENT), {})
         if self.warm is not None:  # what it imported besides, the next trials find imported
             self.warm.learn(argv, env, exiting.get("frameworks") or [])
