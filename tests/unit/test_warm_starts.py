@@ -241,3 +241,29 @@ def test_a_trial_whose_warm_interpreter_dies_is_lost_not_failed(tmp_path):
         assert starts.summary()["refused"][0].startswith("its interpreter ended")
     finally:
         starts.close()
+
+
+ORDER = """import atexit, gc, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+atexit.register(os.write, fd, b"atexit\\n")  # holds nothing of the script's module
+class Finaliser:
+    def __del__(self):
+        os.write(fd, b"finalised\\n")
+keep = Finaliser()
+gc.set_threshold(1, 1, 1)  # a full collection at nearly every allocation from here on
+"""
+
+
+def test_a_forked_trial_finalises_its_objects_after_its_atexit_handlers(tmp_path):
+    """As the interpreter's end orders them: a finaliser that hangs (tensorflow#21277) must not
+    keep the exit handlers, gpuscout's exit event among them, from running first."""
+    script = tmp_path / "order.py"
+    script.write_text(ORDER)
+    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}))
+    try:
+        for cuda in ("0", "1"):
+            finished, starter, *_ = run_trial(starts, script, [str(tmp_path / f"order-{cuda}")], tmp_path, cuda)
+            assert finished.returncode == 0 and starter is not None and starter.used
+            assert (tmp_path / f"order-{cuda}").read_text() == "atexit\nfinalised\n"
+    finally:
+        starts.close()

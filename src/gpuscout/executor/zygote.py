@@ -237,9 +237,7 @@ def run(request: dict) -> None:
         if exc.code is not None and not isinstance(exc.code, int):
             raise
         code = exc.code or 0
-    # the script's module goes as the interpreter's end takes it: out of sys.modules, then
-    # collected, its objects' finalisers run while its globals still stand (PEP 442)
-    del sys.modules["__main__"], main
+    del main  # sys.modules holds it until exit_quickly lets it go, after the atexit handlers
     exit_quickly(code)
 
 
@@ -257,6 +255,12 @@ def exit_quickly(code: int) -> None:
     threading._shutdown()  # noqa: SLF001 - what Py_FinalizeEx calls first: non-daemon threads, exit hooks
     atexit._run_exitfuncs()  # noqa: SLF001 - the handlers, in the order the interpreter runs them
     atexit._clear()  # noqa: SLF001 - they hold the script's functions, and through them its globals
+    # The script's module goes as the interpreter's end takes it: out of sys.modules only now, then
+    # collected, its objects' finalisers run while its globals still stand (PEP 442). Let go before
+    # the handlers ran, a collection the handlers' own allocations set off could finalise them
+    # first: a finaliser that hung then kept the exit event from being sent, and the trial ran to
+    # its timeout (seen once in 3 runs of test_cli_sweep's never-ending shutdown beside other tests)
+    sys.modules.pop("__main__", None)
     gc.collect()
     for stream in (sys.stdout, sys.stderr):
         try:
