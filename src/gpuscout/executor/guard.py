@@ -147,15 +147,21 @@ def main() -> None:
     parent, status_file, separator, *argv = sys.argv[1:]
     assert separator == "--" and argv, "usage: guard.py PARENT_PID STATUS_FILE -- COMMAND..."
     parent = int(parent)
+    prepare(parent)
+    CHILD["pid"] = pid = start(argv)
+    supervise(pid, parent, status_file)
+
+
+def prepare(parent: int) -> None:
+    """This process as a guard of `parent`'s: Ctrl-C left to the command, told when the parent
+    dies, and the group killed now if it has died already (executor/zygote.py's trial guards too)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C passed on to the group is the command's
     signal.signal(signal.SIGUSR1, on_parent_death)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # for sigtimedwait
     set_parent_death_signal()
-    if os.getppid() != parent:  # gpuscout died before the kernel could be asked to say so
+    if os.getppid() != parent:  # the parent died before the kernel could be asked to say so
         kill_group()
-    CHILD["pid"] = pid = start(argv)
-    supervise(pid, parent, status_file)
 
 
 def supervise(pid: int, parent: int, status_file: str) -> None:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from gpuscout.core.frameworks import FRAMEWORKS
 from gpuscout.executor.process import GUARD, stop_group
+from gpuscout.executor.zygote import SOCKET_FD_ENV
 
 ZYGOTE = Path(__file__).resolve().parent / "zygote.py"
-SOCKET_FD_ENV = "GPUSCOUT_ZYGOTE_FD"  # executor/zygote.py's
 # How long the zygote may take to import the frameworks before trials start cold instead: Keras
 # and TensorFlow take 3 s on a quiet 2-core machine, several times that beside running trials.
 READY_S = 180.0
@@ -292,6 +292,10 @@ class Starter:
         self.used = child is not None
         return child
 
+    def learn(self, frameworks: list[str]) -> None:
+        """What the trial it started reported it imported besides: imported for the next trials."""
+        self.zygote.preload(frameworks)
+
     @property
     def lost(self) -> bool:
         """Forked, then ended because the interpreter it was forked from died: gpuscout's failure,
@@ -334,11 +338,6 @@ class WarmStarts:
         """How executor/process.run starts `argv` warm, or None: a cold start."""
         zygote = self._zygote(argv, env)
         return Starter(zygote, argv) if zygote is not None and not zygote.refused else None
-
-    def learn(self, argv: list[str], env: dict[str, str], frameworks: list[str]) -> None:
-        zygote = self._zygote(argv, env) if frameworks else None
-        if zygote is not None:
-            zygote.preload(frameworks)
 
     def summary(self) -> dict | None:
         """What the sweep's summary says of its warm interpreters (None: it started none)."""

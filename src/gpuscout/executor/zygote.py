@@ -16,7 +16,8 @@ Why not multiprocessing's forkserver: its server runs gpuscout's interpreter and
 its children are multiprocessing's processes (their name, their daemon flag, their own pipes); a
 trial here is the user's interpreter running the user's script, as a cold start would be.
 
-Standard library only until the frameworks are imported; it runs in the script's interpreter.
+Standard library and gpuscout.core.events only until the frameworks are imported; it runs in
+the script's interpreter.
 Protocol (SOCK_SEQPACKET, one JSON object a message; fds by SCM_RIGHTS):
   in:  {"start": ID, "argv": [...], "env": {...}, "cwd": ..., "status_file": ...} + [stdout, stderr, events]
        {"import": [MODULE, ...]}
@@ -33,6 +34,10 @@ import signal
 import socket
 import sys
 import time
+
+# the channel's names, shared with gpuscout (the trials' instrumentation, on their PYTHONPATH, carries
+# the package; the module imports only the standard library)
+from gpuscout.core import events
 
 SOCKET_FD_ENV = "GPUSCOUT_ZYGOTE_FD"
 MESSAGE_MAX = 1 << 20  # a request carries a whole environment
@@ -145,12 +150,7 @@ def trial_guard(conn: socket.socket, request: dict, fds: list[int], handlers: di
     os.setpgid(0, 0)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGUSR1, guard.on_parent_death)
-    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
-    guard.set_parent_death_signal()
-    if os.getppid() != zygote:
-        guard.kill_group()
+    guard.prepare(zygote)
     guard.STARTED = time.monotonic()  # the trial's duration, not this process's
     pid = os.fork()
     if pid == 0:
@@ -179,7 +179,7 @@ def become_trial(conn: socket.socket, request: dict, fds: list[int], handlers: d
     os.set_inheritable(channel, True)  # as pass_fds leaves it: the script's own processes may report
     os.environ.clear()
     os.environ.update(request["env"])
-    os.environ.update({"GPUSCOUT_EVENTS_FD": str(channel), "GPUSCOUT_EVENTS_ID": pipe_id(channel)})
+    os.environ.update(events.channel_env(channel))
     os.chdir(request["cwd"])
     script = request["argv"][1]
     sys.argv = request["argv"][1:]
@@ -188,11 +188,6 @@ def become_trial(conn: socket.socket, request: dict, fds: list[int], handlers: d
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     reseed()
-
-
-def pipe_id(fd: int) -> str:
-    st = os.fstat(fd)
-    return f"{st.st_dev}:{st.st_ino}"  # gpuscout.core.events.pipe_id; this file imports nothing of gpuscout's
 
 
 def reseed() -> None:

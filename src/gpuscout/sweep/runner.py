@@ -271,9 +271,9 @@ class TrialRunner:
         samples = sampler.stop() if sampler else []
         if started_warm is not None and started_warm.lost:  # not its failure: again, cold (a new attempt)
             return self._command(trial, slot, AttemptFiles.next_in(files.folder))
-        exiting = next((e for e in finished.events if e.get("event") == EXITING_EVENT), {})
-        if self.warm is not None:  # what it imported besides, the next trials find imported
-            self.warm.learn(argv, env, exiting.get("frameworks") or [])
+        if started_warm is not None:  # what it imported besides, the next trials find imported
+            exiting = next((e for e in finished.events if e.get("event") == EXITING_EVENT), {})
+            started_warm.learn(exiting.get("frameworks") or [])
         returncode, lingered_note, cancelled = finished.returncode, None, finished.cancelled
         code_done = files.code_done() if cancelled else None
         if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
