@@ -80,17 +80,20 @@ def watch_records(store):
 
 
 # Two runs of the same code in two processes on a loaded 2-core host differ by a few percent from
-# one run to the next (2.5% in a `.ci/run` of 2026-11-26, each run's CI under 1% wide; 5.1% in one
-# of 2026-11-28 with a third process on the host): the kernel's figure agrees with the script's when
-# their CIs overlap or their medians are this close. A kernel's watch that cost a tenth would still fail.
+# one run to the next, and by more when the other test worker's load falls on one run's windows: the
+# medians were 2.5% apart in a `.ci/run` of 2026-11-26, 5.1% in one of 2026-11-28 and 8.4% in one of
+# 2026-11-29 (the kernel's CI three times as wide as the script's). Each run's fastest steady window
+# is the one the load touched least: those agreed within 1.5% here, idle and beside two busy loops.
+# The kernel's figure agrees with the script's when their CIs overlap or their fastest windows are
+# this close; a kernel's watch that cost a tenth of every step would still fail.
 RUN_TO_RUN = 0.08
 
 
 def overlap(a, b) -> bool:
-    """Two records' throughput agrees: 95% CIs overlapping, or medians within RUN_TO_RUN."""
-    return (a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high) or abs(
-        a.throughput.median / b.throughput.median - 1
-    ) <= RUN_TO_RUN
+    """Two records' throughput agrees: 95% CIs overlapping, or fastest steady windows within RUN_TO_RUN."""
+    if a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high:
+        return True
+    return abs(max(a.window_samples_per_s()) / max(b.window_samples_per_s()) - 1) <= RUN_TO_RUN
 
 
 @pytest.mark.slow
@@ -161,7 +164,8 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
     codes = [[c.code for c in r.verdict][:1] for r in (in_kernel, script_record, file_record)]
     assert codes[0] == codes[1] == codes[2] == ["input_bound"], codes
     assert overlap(in_kernel, script_record), [
-        (t.median, t.ci95_low, t.ci95_high) for t in (in_kernel.throughput, script_record.throughput)
+        (r.throughput.median, r.throughput.ci95_low, r.throughput.ci95_high, max(r.window_samples_per_s()))
+        for r in (in_kernel, script_record)
     ]
 
 
