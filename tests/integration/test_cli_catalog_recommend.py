@@ -24,6 +24,15 @@ def test_one_gpu_in_full_and_a_near_miss():
     narrow = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", in_terminal("catalog")).splitlines()
     assert max(map(len, narrow)) <= 80 and len(narrow) < 80, "\n".join(narrow)
     assert any(line.startswith("(left out at 80 columns: GPU, segment") for line in narrow)
+    # two lines a GPU at most (the price, then where and when), and the price recommend would use: the
+    # H100 SXM's cheapest under a year old (Lambda's 3.78 of 2026-05, not its stale 2.99 of 2024-10 nor
+    # RunPod's 4.76); the V100 has only stale ones, marked and explained
+    rows = [line for line in narrow if line.startswith("│")]
+    assert len(rows) <= 2 * len(json.loads(run_cli("catalog", "--json").stdout)["gpus"])
+    h100 = next(i for i, line in enumerate(rows) if line.startswith("│ h100_sxm "))
+    assert "3.78 $/h " in rows[h100] and "lambda 2026-05" in rows[h100 + 1]
+    assert "0.55 $/h* " in next(line for line in rows if line.startswith("│ v100_sxm2_16gb "))
+    assert narrow[-1].startswith("* over a year old")
     shown = run_cli("catalog", "a10g")
     assert shown.returncode == 0 and "source" in shown.stdout and "g5.xlarge" in shown.stdout
     miss = run_cli("catalog", "a100_sxm_80gb")
@@ -57,7 +66,7 @@ def test_recommend_ranks_with_reasons_as_json(tmp_path):
     assert ranked == ["1"]  # a log's table: one line a row, and only the one asked for
     # the answer before the table: the best value named in the line under the title
     lines = top.stdout.splitlines()
-    assert lines[1].startswith(f"Best value: 1x {first['name'].removeprefix('NVIDIA ')} (")
+    assert lines[1].startswith(f"Best value: 1x {first['name'].removeprefix('NVIDIA ').removeprefix('GeForce ')} (")
 
 
 @pytest.mark.parametrize(

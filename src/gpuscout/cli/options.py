@@ -165,7 +165,7 @@ def renamed(old: str, new: str, given_old, given_new):
 
 # The packaged catalog's cloud providers, named in --provider's help (a unit test holds them equal
 # to the catalog's: issue 62, the help named three of four)
-CATALOG_PROVIDERS = ("aws", "gcp", "lambda", "modal", "spheron", "vast")
+CATALOG_PROVIDERS = ("aws", "gcp", "lambda", "modal", "runpod", "spheron", "vast")
 
 
 @dataclasses.dataclass

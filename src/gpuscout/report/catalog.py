@@ -6,8 +6,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.catalog.pricing import hourly_cost
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
+
+# A terminal this wide shows the whole table, the price's where and when beside it
+WIDE = 160
 
 
 def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
@@ -20,6 +24,7 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
         "segment",
         "arch / CC",
         "memory",
+        "type",
         "GB/s",
         "fp32",
         "tf32",
@@ -28,28 +33,22 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
         "interconnect",
         "TDP",
         "ECC/MIG",
-        "cheapest price",
+        "price",
     ):
         table.add_column(name, overflow="fold")
+    stale_shown = False
+    # where and when under the price in a narrow terminal; one line a row in a wide one or a log
+    between = "\n" if out.width < WIDE else " "
     for g in entries:
-        prices = cat.prices_for(g.id)
-        cloud = sorted((p for p in prices if p.kind == "cloud"), key=lambda p: p.usd)
-        bought = [p for p in prices if p.kind == "purchase"]
-        shown = (
-            f"{cloud[0].usd:.2f} $/h {cloud[0].provider} {cloud[0].date}"
-            if cloud
-            else f"{bought[0].usd:,.0f} $ {bought[0].date}"
-            if bought
-            else fmt.DASH
-        )
-        if (cloud or bought) and (cloud or bought)[0].stale():
-            shown += " [yellow](stale)[/]"
+        shown, stale = _price_cell(cat, g.id, between)
+        stale_shown |= stale
         table.add_row(
             g.id,
             g.name,
             g.segment,
             f"{g.architecture} {g.compute_capability}",
-            f"{g.memory_gb:g} GB {g.memory_type}",
+            f"{g.memory_gb:g} GB",
+            g.memory_type,
             f"{g.memory_bandwidth_gbs:,.0f}",
             *(fmt.number(v) for v in (g.fp32_tflops, g.tf32_tflops, g.fp16_tflops, g.bf16_tflops)),
             g.interconnect,
@@ -58,7 +57,10 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
             shown,
         )
     # the id names the GPU: its full name is the first to go where the terminal is narrow
-    out.print(terminal.detail(table, "segment", "arch / CC", "tf32", "fp16", "interconnect", "TDP", "ECC/MIG", "GPU"))
+    details = ("segment", "arch / CC", "type", "tf32", "fp16", "interconnect", "TDP", "ECC/MIG", "GPU")
+    out.print(terminal.detail(table, *details))
+    if stale_shown:
+        out.print("* over a year old: check the provider, or add your own price (--catalog FILE)")
     if one:
         g = entries[0]
         out.print(
@@ -72,3 +74,18 @@ def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
                 f"{' (stale)' if p.stale() else ''} — {escape(p.source)}",
                 highlight=False,
             )
+
+
+def _price_cell(cat: Catalog, gpu_id: str, between: str) -> tuple[str, bool]:
+    """The price recommend would use (pricing.hourly_cost: the cheapest under a year old, else the
+    cheapest stale one), else the list price to buy: the price, `between`, where and when; and
+    whether it is stale (marked *, explained under the table)."""
+    hourly = hourly_cost(cat, gpu_id, strict=False)
+    if hourly is not None:
+        mark = "*" if hourly.stale else ""
+        return f"{hourly.usd_per_hour:.2f} $/h{mark}{between}{hourly.provider} {hourly.date}", hourly.stale
+    bought = sorted((p for p in cat.prices_for(gpu_id) if p.kind == "purchase"), key=lambda p: p.usd)
+    if not bought:
+        return fmt.DASH, False
+    seller = "list price" if bought[0].provider == "nvidia-msrp" else bought[0].provider
+    return f"{bought[0].usd:,.0f} $ to buy{between}{seller} {bought[0].date}", False
