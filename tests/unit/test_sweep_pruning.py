@@ -98,3 +98,22 @@ def test_a_pruned_trials_time_is_start_up_and_epochs_apart():
     start_s, epoch_s = trial_pace([(3, 6.15), (9, 6.45), (300, 21.0)])
     assert (round(start_s, 6), round(epoch_s, 6)) == (6.0, 0.05)
     assert trial_pace([(300, 21.0), (300, 19.0)]) == (0.0, 40.0 / 600)
+
+
+def test_a_trial_looks_for_its_verdict_often_at_first_then_less(tmp_path, monkeypatch):
+    """The driver answers an epoch in about 0.3 ms: the trial looks again after 0.5 ms, then at
+    doubling pauses up to 10 ms (a fixed 10 ms cost a third of a fast epoch), and takes the
+    verdict when it is there."""
+    from gpuscout.core import decisions
+
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 7:  # the driver's verdict lands during the seventh pause
+            decisions.write(tmp_path, "1-3", stop=True)
+
+    monkeypatch.setenv(decisions.DECISIONS_ENV, str(tmp_path))
+    monkeypatch.setattr(decisions.time, "sleep", sleep)
+    assert decisions.wait_for("1-3") == "stop"
+    assert pauses == [0.0005, 0.001, 0.002, 0.004, 0.008, 0.01, 0.01]

@@ -94,7 +94,7 @@ if mode == "sleep":
 if mode == "raise":
     raise ValueError("boom")
 # what the interpreter's end does for a script, a forked one's quick end does too
-import atexit, threading
+import atexit, gc, threading
 left_open = open(os.environ["LEFT_OPEN"], "w")
 left_open.write("flushed at exit")
 atexit.register(print, "atexit ran")
@@ -103,7 +103,7 @@ print(json.dumps({
     "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "name": __name__,
     "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "shared": os.environ.get("SHARED"),
     "random": random.random(), "numpy": float(numpy.random.rand()), "pgid_is_parent": os.getpgid(0) == os.getppid(),
-    "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler, "frozen": gc.get_freeze_count(),
 }))
 sys.exit(int(mode))
 """
@@ -158,6 +158,7 @@ def test_a_forked_trial_is_the_script_its_command_names(tmp_path, monkeypatch):
             assert trial["cwd"] == str(tmp_path) and trial["path0"] == str(script.parent)
             assert trial["cuda"] == cuda and trial["shared"] == "yes"
             assert trial["pgid_is_parent"] and trial["sigint"]  # led by its guard; Ctrl-C as Python sets it
+            assert trial["frozen"] > 1000  # the interpreter's imports, out of the trial's collections' way
         assert seen[0]["random"] != seen[1]["random"] and seen[0]["numpy"] != seen[1]["numpy"]  # reseeded
 
         finished, _, _, err, status = run_trial(starts, script, ["raise"], tmp_path, "2")

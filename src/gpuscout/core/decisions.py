@@ -16,6 +16,11 @@ DECISIONS_ENV = "GPUSCOUT_SWEEP_DECISIONS"
 # How long a trial waits for a verdict (the driver answers each at once; a driver gone answers
 # never, and the trial goes on as if told to)
 WAIT_S = 120.0
+# Between looks for the verdict: from half a millisecond, doubling to 10 ms. The driver answers
+# in about 0.3 ms (an Optuna report and the pruner's check), so a verdict is usually there at the
+# first or second look; a fixed 10 ms cost 5-10 ms an epoch, a third of an epoch of
+# examples/sweeps/train.py on 2 cores (docs/benchmarks.md, "Warm starts").
+POLL_FIRST_S, POLL_LAST_S = 0.0005, 0.01
 
 
 def enabled() -> bool:
@@ -30,12 +35,14 @@ def wait_for(name: str) -> str:
         return "go"
     path = os.path.join(folder, name)
     deadline = time.monotonic() + WAIT_S
+    pause_s = POLL_FIRST_S
     while time.monotonic() < deadline:
         try:
             with open(path, encoding="utf-8") as f:
                 return f.read().strip() or "go"
         except FileNotFoundError:
-            time.sleep(0.01)
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, POLL_LAST_S)
     return "go"
 
 
