@@ -71,10 +71,11 @@ def test_runs_watched_on_an_h100_predict_the_h200_within_ten_percent(tmp_path):
     assert len(table) == 4, shown
     text = " ".join(shown.split())
     assert text.index("Fix first:") < text.index(" basis ") < text.index("92% waiting for input")
-    # the input capped at 2,375 samples/s: 18 of the 24 GPUs that fit reach 80% of it, 1,900 (not the
-    # T4, A10, A10G, L4, RTX 3060 or Jetson: 1,335-1,876; the A40 just does, 1,932; the L40 does), the cheapest of
-    # them the RTX 3090 (RunPod's 0.39 USD/h of 2026-03, below the V100's and the RTX A6000's 0.55)
-    assert "The input and host cap this training at 2,375 samples/s: 18 of the 24 GPUs reach 80%" in text
+    # the input capped at 2,375 samples/s: 19 of the 25 GPUs that fit reach 80% of it, 1,900 (not the
+    # T4, A10, A10G, L4, RTX 3060 or Jetson: 1,335-1,876; the A40 just does, 1,932; the L40 and RTX 6000 Ada
+    # do), the cheapest of them the RTX 3090 (RunPod's 0.39 USD/h of 2026-03, below the V100's and the RTX
+    # A6000's 0.55)
+    assert "The input and host cap this training at 2,375 samples/s: 19 of the 25 GPUs reach 80%" in text
     assert "Take the cheapest of those (1x RTX 3090, 0.39 USD/h)" in text
     assert "9 trials:" in text and "one after another on the NVIDIA H100" in text
     # the report shows the recommendation beside each watched run

@@ -56,6 +56,7 @@ REQUIRED = [
         ("NVIDIA GeForce RTX 3090 Ti", None),  # a different card
         ("NVIDIA GeForce RTX 3060", "rtx_3060_12gb"),
         ("NVIDIA RTX A6000", "rtx_a6000"),
+        ("NVIDIA RTX 6000 Ada Generation", "rtx_6000_ada"),  # not the RTX A6000
         ("NVIDIA A40", "a40"),
         ("NVIDIA RTX A4000", None),  # not the A40
         ("Orin (nvgpu)", "jetson_agx_orin_64gb"),
