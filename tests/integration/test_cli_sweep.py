@@ -1,6 +1,7 @@
 """`gpuscout sweep` on the CPU: a real tiny Keras sweep on 2 CPU slots with TensorBoard logs,
-resume after the driver is killed, retries and the consecutive-failure stop, a hung trial,
-two sweeps sharing a store, the Ray executor on a local Ray, and bad sweep files."""
+resume after the driver is killed, retries and the consecutive-failure stop, a hung trial, a warm
+interpreter killed under a trial, two sweeps sharing a store, the Ray executor on a local Ray, and
+bad sweep files."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -275,6 +277,48 @@ def test_a_hung_trial_is_killed_with_its_process_group(tmp_path, store_path, war
     time.sleep(0.5)
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(300)" in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
+
+
+def test_a_trial_whose_warm_interpreter_dies_under_it_runs_again_cold(tmp_path, store_path):
+    """The sweep's warm interpreter killed with 9 while a trial forked from it runs: the trial ends
+    with it, runs again at once from an interpreter of its own (a second attempt, not a failure),
+    and the trials after it start cold; the summary says why."""
+    (tmp_path / "lose.py").write_text(
+        "import json, os, signal, sys, time\n"
+        "with open('/proc/self/cmdline', 'rb') as f:\n"
+        "    forked = b'zygote.py' in f.read()  # a forked trial keeps the warm interpreter's command line\n"
+        "if forked:\n"
+        "    with open(f'/proc/{os.getppid()}/status') as f:  # its guard's parent: the warm interpreter\n"
+        "        warm = int(next(line for line in f if line.startswith('PPid:')).split()[1])\n"
+        "    os.kill(warm, signal.SIGKILL)\n"
+        "    time.sleep(60)\n"
+        "print(json.dumps({'score': float(sys.argv[1])}))\n"
+    )
+    sweep = write(
+        tmp_path,
+        f"""
+        name: lose
+        command: {sys.executable} {tmp_path / "lose.py"} {{x}}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{x: [1, 2]}}
+        timeout_s: 50
+    """,
+    )
+    began = time.monotonic()
+    proc = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert time.monotonic() - began < 40, "the lost trial waited for its timeout"
+    (_, first_status, first), (_, second_status, second) = sorted(trials(store_path), key=lambda t: t[2]["index"])
+    # its retries untouched (the loss was not its failure); its first run's files kept beside the second's
+    assert (first_status, first["attempts"], first["warm"], first["metrics"]["score"]) == ("ok", 1, False, 1.0)
+    assert {"stdout-1.log", "stdout-2.log"} <= set(os.listdir(first["log_dir"]))
+    assert "Traceback" not in (Path(first["log_dir"]) / "stderr-1.log").read_text()
+    assert (second_status, second["attempts"], second["warm"]) == ("ok", 1, False)
+    warm = json.loads(proc.stdout)["warm_start"]
+    assert warm["trials"] == 0 and warm["refused"] == ["its interpreter was killed (SIGKILL)"], warm
+    # and its own output, where a user reads it, carries no traceback of gpuscout's guard
+    assert "Traceback" not in (Path(first["log_dir"]).parent / "warm-python-1.log").read_text()
 
 
 def test_a_trial_whose_shutdown_never_ends_is_stopped_after_its_code_ran_and_judged_by_it(tmp_path, store_path):

@@ -153,3 +153,20 @@ def test_a_zombie_does_not_keep_agroup_running():
     os.killpg(child.pid, 0)
     assert not process.group_running(child.pid)
     child.wait()
+
+
+def test_a_command_killed_with_9_ends_its_guard_the_same_way_without_a_traceback(tmp_path):
+    """What the OOM killer does to a training: the guard writes its status and ends by the same
+    signal (Python cannot set SIGKILL's action: the guard used to die of that, exit status 1, with
+    its traceback in the command's stderr)."""
+    import json
+    import signal
+
+    from gpuscout.executor import process
+
+    status, err = tmp_path / "status.json", tmp_path / "err"
+    argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    with open(tmp_path / "out", "wb") as out, open(err, "wb") as stderr:
+        finished = process.run(argv, env={}, timeout_s=30, stdout=out, stderr=stderr, status_file=status)
+    assert finished.returncode == -signal.SIGKILL and json.loads(status.read_text())["returncode"] == -9
+    assert "Traceback" not in err.read_text()

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +37,20 @@ READY_S = 180.0
 # How long a start request may wait for the zygote's answer (a preload of a learned module runs first)
 START_S = 120.0
 PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+
+
+def how_it_ended(process: subprocess.Popen) -> str:
+    """Why a warm interpreter can no longer serve, in words: killed by a signal, or its exit status."""
+    try:
+        code = process.wait(timeout=2)  # its socket closed as it ended: reaped a moment later
+    except subprocess.TimeoutExpired:
+        return "its interpreter closed its connection"
+    if code < 0:
+        try:
+            return f"its interpreter was killed ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"its interpreter was killed (signal {-code})"
+    return f"its interpreter ended (exit status {code})"
 
 
 class WarmChild:
@@ -225,7 +240,7 @@ class Zygote:
                 with self.changed:
                     if not self.closed.is_set():  # not gpuscout's own close(): it failed
                         self.died = True
-                        self.refused = self.refused or f"its interpreter ended (exit status {self.process.poll()})"
+                        self.refused = self.refused or how_it_ended(self.process)
                     for child in self.children.values():
                         child.ended(-9)
                     self.changed.notify_all()
