@@ -168,5 +168,6 @@ def test_a_command_killed_with_9_ends_its_guard_the_same_way_without_a_traceback
     argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
     with open(tmp_path / "out", "wb") as out, open(err, "wb") as stderr:
         finished = process.run(argv, env={}, timeout_s=30, stdout=out, stderr=stderr, status_file=status)
-    assert finished.returncode == -signal.SIGKILL and json.loads(status.read_text())["returncode"] == -9
+    written = json.loads(status.read_text())
+    assert finished.returncode == -signal.SIGKILL and (written["returncode"], written["warm"]) == (-9, False)
     assert "Traceback" not in err.read_text()

@@ -84,9 +84,15 @@ def test_a_rerun_never_takes_the_interrupted_attempts_results(tmp_path):
     second.stdout.write_text("")  # the re-run reported nothing and exited 0
     second.exit.write_text(json.dumps({"returncode": 0, "duration_s": 0.13}))
     files, attempt, duration_s = finished_attempt(SWEEP, tmp_path)
-    assert files.number == 2 and duration_s == 0.13
+    assert files.number == 2 and duration_s == 0.13 and not attempt.warm  # no word of its guard's: cold
     assert attempt.status == "failed" and attempt.metrics == {} and "without reporting 'acc'" in attempt.message
     assert judge(SWEEP, first, 0).metrics == {"acc": 0.99}  # the first attempt's own, kept apart
+    # a trial forked from the warm interpreter: its guard said so, and a resume that adopts it keeps it
+    third = AttemptFiles.next_in(tmp_path)
+    third.stdout.write_text(json.dumps({"acc": 0.98}) + "\n")
+    third.exit.write_text(json.dumps({"returncode": 0, "duration_s": 0.2, "warm": True}))
+    _, adopted, _ = finished_attempt(SWEEP, tmp_path)
+    assert (adopted.status, adopted.warm) == ("ok", True)
 
 
 def test_the_lease_names_the_trial_group_of_a_running_process():

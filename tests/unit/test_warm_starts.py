@@ -147,6 +147,7 @@ def test_a_forked_trial_is_the_script_its_command_names(tmp_path, monkeypatch):
             finished, starter, out, err, status = run_trial(starts, script, ["3"], tmp_path, cuda)
             assert starter is not None and starter.used, "forked, not started cold"
             assert finished.returncode == 3 and status["returncode"] == 3, err  # the guard's status file too
+            assert status["warm"] is True  # what a resume that adopts the trial from its files reads
             first, *rest = out.splitlines()
             assert rest == ["thread joined", "atexit ran"], out
             assert (tmp_path / f"open-{cuda}").read_text() == "flushed at exit"

@@ -126,6 +126,9 @@ def wait(pid: int, parent: int) -> int:
 
 
 STARTED = time.monotonic()
+# Set in a guard that executor/zygote.py forked for a trial: its status file says the trial was
+# forked from the warm interpreter, for a resume that adopts the trial from its files
+FORKED = False
 
 
 def write_status(path: str, status: int) -> None:
@@ -137,6 +140,7 @@ def write_status(path: str, status: int) -> None:
                 "returncode": code,
                 "duration_s": time.monotonic() - STARTED,
                 "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "warm": FORKED,
             },
             handle,
         )

@@ -160,6 +160,7 @@ def trial_guard(conn: socket.socket, request: dict, fds: list[int], handlers: di
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     guard.prepare(zygote)
     guard.STARTED = time.monotonic()  # the trial's duration, not this process's
+    guard.FORKED = True
     pid = os.fork()
     if pid == 0:
         become_trial(conn, request, fds, handlers)

@@ -260,7 +260,7 @@ def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Atte
     files = AttemptFiles(folder, last)
     try:
         status = json.loads(files.exit.read_text(encoding="utf-8"))
-        returncode, duration_s = status["returncode"], float(status.get("duration_s") or 0.0)
+        returncode, duration_s, warm = status["returncode"], float(status.get("duration_s") or 0.0), status.get("warm")
     except (OSError, ValueError, KeyError, TypeError):
         returncode = files.code_done()
         if returncode is None:
@@ -268,7 +268,9 @@ def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Atte
         attempt = judge(sweep, files, returncode)
         attempt.message = attempt.message or files.done_note()
         return files, attempt, _duration_from_files(files)
-    return files, judge(sweep, files, returncode), duration_s
+    attempt = judge(sweep, files, returncode)
+    attempt.warm = warm is True  # its guard's word (a status file of an older gpuscout has none)
+    return files, attempt, duration_s
 
 
 # Said of a trial whose driver stopped while the trial's own exit handlers (atexit) ran: all of its

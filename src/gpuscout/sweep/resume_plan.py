@@ -265,4 +265,5 @@ def adopt(sweep: SweepFile, trial: Trial, log_root: Path) -> run_lib.TrialResult
         None,
         attempt.steps,
         explanations=attempt.explanations,
+        warm=attempt.warm,
     )
