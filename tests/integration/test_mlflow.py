@@ -1,7 +1,7 @@
 """Issue 63: runs in a real MLflow tracking server (SQLite backend, artifacts on disk), read back
 through MLflow's own client: a watch whose script logs to MLflow itself, a tune session, a sweep,
-runs already stored sent later; and a server that is down or never answers costs one warning
-line, never the record."""
+a cell watched in a Jupyter kernel, runs already stored sent later; and a server that is down or
+never answers costs one warning line, never the record."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 
 from gpuscout.store import Store
 from tests.conftest import FIXTURES, run_cli
+from tests.notebooks import execute, texts, write_notebook
 
 pytestmark = pytest.mark.slow
 PY = sys.executable
@@ -190,6 +191,32 @@ def test_a_watch_a_tune_session_and_a_sweep_in_mlflow(server, tmp_path):
     again = run_cli(*args[:2], "--resume", *args[2:], env=QUIET)
     assert again.returncode == 0 and f"is in run {parent.info.run_id} already" in again.stderr
     assert len(_runs(server, "swept")) == 3
+
+    # 4. a cell watched in a live Jupyter kernel, `%%gpuscout watch --mlflow URI`: its record logged
+    # as a script's is; `--mlflow` alone without MLFLOW_TRACKING_URI is one line, before the cell runs
+    fit = (
+        "import numpy as np, keras\nmodel = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\n"
+        "model.compile('sgd', 'mse')\n"
+        "model.fit(np.ones((2048, 8), 'float32'), np.ones((2048, 1), 'float32'), epochs=3, batch_size=32, verbose=0)"
+    )
+    notebook = write_notebook(
+        tmp_path / "tracked.ipynb",
+        [
+            "%load_ext gpuscout",
+            f"%%gpuscout watch --label in-a-cell --mlflow {server} --experiment cells\n{fit}",
+            "%%gpuscout watch --mlflow\nprint('the cell ran')",
+        ],
+    )
+    outputs = execute(notebook, {**QUIET, "GPUSCOUT_STORE": str(store), "MLFLOW_TRACKING_URI": ""})
+    with Store(store) as opened:
+        (cell,) = [r for r in opened.list(kind="watch") if r.workload == "in-a-cell"]
+        (link,) = opened.tracked(cell.id)
+    (logged,) = _runs(server, "cells")
+    assert (link.tracker_run_id, logged.data.tags["gpuscout.run_id"]) == (logged.info.run_id, cell.id)
+    assert logged.data.metrics["gpuscout/samples_per_s"] == pytest.approx(cell.samples_per_s)
+    assert "gpuscout/verdict.txt" in _artifacts(server, logged.info.run_id)
+    refused = texts(outputs[2])
+    assert "UsageError" in refused and "MLFLOW_TRACKING_URI is not set" in refused and "the cell ran" not in refused
 
 
 def test_a_server_down_or_silent_costs_a_warning_and_runs_are_sent_later(server, tmp_path):

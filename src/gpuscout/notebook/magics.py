@@ -2,6 +2,8 @@
 
     %%gpuscout watch                 every Model.fit of the cell watched in this kernel
     %%gpuscout watch --store PATH    ... its record stored there
+    %%gpuscout watch --mlflow [URI] [--experiment NAME]   ... and logged to MLflow (alone:
+                                     MLFLOW_TRACKING_URI's server), as `gpuscout watch --mlflow`
     %gpuscout doctor                 this machine's report
     %gpuscout show RUN [RUN...]      stored runs, with the HTML report's plots
     %gpuscout report                 the store's report, inline
@@ -23,7 +25,11 @@ try:  # the notebook extra: IPython's own one-line error (imported here only whe
 except ImportError:  # pragma: no cover - load() is only ever called by IPython
     IPythonUsageError = UsageError
 
-CELL_USAGE = "%%gpuscout runs a cell under watch: %%gpuscout watch [--store PATH] [--label NAME]"
+CELL_USAGE = (
+    "%%gpuscout runs a cell under watch: %%gpuscout watch [--store PATH] [--label NAME] [--mlflow [URI]] "
+    "[--experiment NAME]"
+)
+CELL_OPTIONS = ("--store", "--label", "--mlflow", "--experiment")
 
 
 def _words(line: str) -> list[str]:
@@ -34,15 +40,22 @@ def _words(line: str) -> list[str]:
 
 
 def _options(words: list[str], allowed: tuple[str, ...], usage: str = CELL_USAGE) -> dict[str, str]:
-    """`--name value` pairs; anything else is a one-line error naming it."""
-    found, rest = {}, iter(words)
-    for word in rest:
+    """`--name value` pairs (`--mlflow` alone: MLflow's own MLFLOW_TRACKING_URI, as on the command
+    line); anything else is a one-line error naming it."""
+    from gpuscout.tracking.mlflow_runs import FROM_ENV
+
+    found, i = {}, 0
+    while i < len(words):
+        word = words[i]
         if word not in allowed:
             raise IPythonUsageError(f"unknown option {word!r}: {usage}")
-        value = next(rest, None)
+        value = words[i + 1] if i + 1 < len(words) else None
+        if word == "--mlflow" and (value is None or value.startswith("--")):
+            value, i = FROM_ENV, i - 1
         if value is None:
             raise IPythonUsageError(f"{word} needs a value: {usage}")
         found[word.lstrip("-")] = value
+        i += 2
     return found
 
 
@@ -52,7 +65,7 @@ def gpuscout(shell, line: str, cell: str | None = None) -> None:
     if cell is not None:
         if words[:1] != ["watch"]:
             raise IPythonUsageError(CELL_USAGE)
-        return _watch_cell(shell, cell, _options(words[1:], ("--store", "--label")))
+        return _watch_cell(shell, cell, _options(words[1:], CELL_OPTIONS))
     if not words:
         raise IPythonUsageError(
             "%gpuscout needs a command: doctor, show RUN, report, or any gpuscout command "
@@ -65,8 +78,14 @@ def gpuscout(shell, line: str, cell: str | None = None) -> None:
 
 
 def _watch_cell(shell, cell: str, options: dict[str, str]) -> None:
+    from gpuscout.cli.tracking import Tracking
     from gpuscout.notebook.live import Watching
+    from gpuscout.tracking.mlflow_runs import DEFAULT_EXPERIMENT
 
+    try:  # a bad URI or experiment is said before the cell runs
+        target = Tracking(options.get("mlflow"), options.get("experiment", DEFAULT_EXPERIMENT)).target()
+    except UsageError as exc:
+        raise IPythonUsageError(str(exc)) from None
     watching = Watching(options.get("label"), options.get("store"))
     try:
         with watching:
@@ -81,6 +100,20 @@ def _watch_cell(shell, cell: str, options: dict[str, str]) -> None:
         if watching.record is None:
             raise
         # shown by IPython already: the record and its verdict follow it
+    finally:
+        _track(target, watching)
+
+
+def _track(target: tuple[str, str] | None, watching) -> None:
+    """The cell's stored record to MLflow, as `watch --mlflow` sends a script's: a server that
+    cannot take it costs one warning line under the cell, never the record."""
+    if target is None or watching.record is None or watching.live is None:
+        return
+    from gpuscout.cli.tracking import send
+    from gpuscout.store import Store
+
+    with Store(watching.live.store_path) as store:
+        send(target, [watching.record], store)
 
 
 def _line(words: list[str]) -> None:
