@@ -33,7 +33,14 @@ def test_an_old_option_name_is_still_taken_and_says_its_new_one(capsys):
     assert Pricing(usd_per_kwh=0.2).options().usd_per_kwh == 0.2
     assert "now" not in capsys.readouterr().err
     assert Pricing(electricity_usd_per_kwh=0.3).options().usd_per_kwh == 0.3
-    assert "note: --electricity-usd-per-kwh is now --usd-per-kwh" in capsys.readouterr().err
+    assert "note: --electricity-usd-per-kwh here is now --usd-per-kwh" in capsys.readouterr().err
+    assert Pricing().options().usd_per_kwh == 0.15  # neither: the default (catalog/pricing.py)
+    import pytest
+
+    from gpuscout.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="--electricity-usd-per-kwh is --usd-per-kwh's old name"):
+        Pricing(usd_per_kwh=0.2, electricity_usd_per_kwh=0.3).options()
 
 
 def test_a_renamed_option_takes_its_old_name_says_the_new_one_and_refuses_both(capsys):

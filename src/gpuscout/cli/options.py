@@ -186,9 +186,14 @@ class Pricing:
     amortise_years: Annotated[float, typer.Option(help="--owned: years the purchase price is spread over.")] = (
         DEFAULT_AMORTISE_YEARS
     )
-    usd_per_kwh: Annotated[float, typer.Option("--usd-per-kwh", help="--owned: electricity price, USD per kWh.")] = (
-        DEFAULT_USD_PER_KWH
-    )
+    usd_per_kwh: Annotated[
+        float | None,
+        typer.Option(
+            "--usd-per-kwh",
+            help=f"--owned: electricity price, USD per kWh  [default: {DEFAULT_USD_PER_KWH:g}]",
+            show_default=False,
+        ),
+    ] = None  # None: not given (the default), so that its old name given with it is refused
     # its old name, too long for an 80-column help (cut to `--electricity-usd-pe…`): still taken, and says
     # the new one
     electricity_usd_per_kwh: Annotated[
@@ -196,13 +201,8 @@ class Pricing:
     ] = None
 
     def options(self) -> PricingOptions:
-        kwh = self.electricity_usd_per_kwh
-        if kwh is not None:
-            terminal.console(stderr=True).print(
-                "note: --electricity-usd-per-kwh is now --usd-per-kwh", markup=False, highlight=False
-            )
-        else:
-            kwh = self.usd_per_kwh
+        kwh = renamed("--electricity-usd-per-kwh", "--usd-per-kwh", self.electricity_usd_per_kwh, self.usd_per_kwh)
+        kwh = DEFAULT_USD_PER_KWH if kwh is None else kwh
         return PricingOptions(self.price, self.provider, self.owned, self.amortise_years, kwh).check()
 
 
