@@ -19,7 +19,7 @@ WAIT_S = 120.0
 # Between looks for the verdict: from half a millisecond, doubling to 10 ms. The driver answers
 # in about 0.3 ms (an Optuna report and the pruner's check), so a verdict is usually there at the
 # first or second look; a fixed 10 ms cost 5-10 ms an epoch, a third of an epoch of
-# examples/sweeps/train.py on 2 cores (docs/benchmarks.md, "Warm starts").
+# examples/sweeps/train.py on 2 cores (docs/benchmarks.md, "A warm trial's seconds, taken apart").
 POLL_FIRST_S, POLL_LAST_S = 0.0005, 0.01
 
 

@@ -237,10 +237,11 @@ class Zygote:
             except OSError:
                 data = b""
             if not data:  # it died: its trials' guards end them (their parent is gone)
+                why = None if self.closed.is_set() else how_it_ended(self.process)  # not under the lock: it waits
                 with self.changed:
                     if not self.closed.is_set():  # not gpuscout's own close(): it failed
                         self.died = True
-                        self.refused = self.refused or how_it_ended(self.process)
+                        self.refused = self.refused or why or "its interpreter ended"
                     for child in self.children.values():
                         child.ended(-9)
                     self.changed.notify_all()

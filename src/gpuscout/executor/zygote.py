@@ -124,7 +124,8 @@ def serve(conn: socket.socket, modules: list[str]) -> dict:
         # view before the fork, as the gc module's documentation advises for a process that forks
         # without exec: a trial's collections no longer walk them (a full one took 0.2 s, and the
         # one at a trial's end as long again: 3 epochs of examples/sweeps/train.py ran in 1.0 s
-        # against 1.3-1.5 s, docs/benchmarks.md "Warm starts"), nor write to their pages.
+        # against 1.3-1.5 s: docs/benchmarks.md, "A warm trial's seconds, taken apart"), nor write to
+        # their pages.
         gc.freeze()
         pid = os.fork()
         if pid == 0:
