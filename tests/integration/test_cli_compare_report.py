@@ -12,6 +12,7 @@ import subprocess
 import jsonschema
 import pytest
 
+from gpuscout.store import Store
 from tests.conftest import FIXTURES, run_cli
 
 RESULTS = FIXTURES / "results"
@@ -71,6 +72,14 @@ def test_nothing_to_compare_is_an_answer_not_an_error(store):
     proc = run_cli("compare", "--by", "data", "--json", "--store", str(store))
     assert proc.returncode == 0 and json.loads(proc.stdout) == {"comparisons": []}
     assert "note: nothing to compare by data" in proc.stderr
+    # a new store holds nothing to compare yet: said, exit 0; a CI gate on it is misconfigured (exit 2)
+    fresh = store.parent / "fresh.sqlite"
+    Store(fresh).close()
+    empty = run_cli("compare", "--json", "--store", str(fresh))
+    assert empty.returncode == 0 and json.loads(empty.stdout) == {"comparisons": []}
+    assert "holds no runs yet: run `gpuscout bench` or `gpuscout watch" in empty.stderr
+    gate = run_cli("compare", "--fail-slower", "5", "--store", str(fresh))
+    assert gate.returncode == 2 and "holds no runs" in gate.stderr
 
 
 def test_import_is_all_or_nothing_and_checks_the_schema(tmp_path, store):

@@ -49,6 +49,10 @@ differ (docs/ci.md: a CI job that gates on a stored baseline).
 """
 
 
+# What fills an empty store
+NO_RUNS_YET = "run `gpuscout bench` or `gpuscout watch -- python train.py`, or `gpuscout results import FILE`"
+
+
 def select(
     store: Store,
     run_ids: list[str] | None,
@@ -63,7 +67,7 @@ def select(
     records = store.list()
     warn_unreadable(store)
     if not records:
-        raise UsageError(f"{store.path} holds no runs: run `gpuscout bench` or `gpuscout results import FILE`")
+        raise UsageError(f"{store.path} holds no runs: {NO_RUNS_YET}")
     for name, wanted in (
         ("workload", workloads),
         ("gpu", [gpu] if gpu else None),
@@ -148,7 +152,15 @@ def compare(
     else:
         by = by or ("run" if run_ids else "gpu")
         with Store(store_path, readonly=True) as store:
-            records = select(store, run_ids, workload, gpu, precision, backend)
+            empty = not run_ids and fail_slower is None and not store.count()
+            records = [] if empty else select(store, run_ids, workload, gpu, precision, backend)
+            if empty:  # a new store: nothing to compare yet is an answer too (a CI gate's empty store is not)
+                terminal.console(stderr=True).print(
+                    f"note: {store.path} holds no runs yet: {NO_RUNS_YET}", markup=False, highlight=False
+                )
+                if exporter is not None:
+                    typer.echo(exporter.comparisons([]), nl=False)
+                return
     if run_ids and by == "run" and baseline is None:
         baseline = records[0].id  # `compare BASE NEW`: the first run named is the baseline, whenever it ran
     comparisons = compare_runs(records, by, baseline, sides)
