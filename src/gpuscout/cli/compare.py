@@ -152,15 +152,15 @@ def compare(
     else:
         by = by or ("run" if run_ids else "gpu")
         with Store(store_path, readonly=True) as store:
-            empty = not run_ids and fail_slower is None and not store.count()
-            records = [] if empty else select(store, run_ids, workload, gpu, precision, backend)
-            if empty:  # a new store: nothing to compare yet is an answer too (a CI gate's empty store is not)
+            if not run_ids and fail_slower is None and not store.count():
+                # a new store: nothing to compare yet is an answer too (a CI gate's empty store is not)
                 terminal.console(stderr=True).print(
                     f"note: {store.path} holds no runs yet: {NO_RUNS_YET}", markup=False, highlight=False
                 )
                 if exporter is not None:
                     typer.echo(exporter.comparisons([]), nl=False)
                 return
+            records = select(store, run_ids, workload, gpu, precision, backend)
     if run_ids and by == "run" and baseline is None:
         baseline = records[0].id  # `compare BASE NEW`: the first run named is the baseline, whenever it ran
     comparisons = compare_runs(records, by, baseline, sides)

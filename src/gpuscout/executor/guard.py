@@ -183,10 +183,8 @@ def supervise(pid: int, parent: int, status_file: str) -> None:
     code = os.waitstatus_to_exitcode(status)
     if code >= 0:
         sys.exit(code)
-    try:
+    if -code != signal.SIGKILL:  # SIGKILL's action (the OOM killer's -9) is the default and cannot be set
         signal.signal(-code, signal.SIG_DFL)  # die as the child died
-    except OSError:
-        pass  # SIGKILL and SIGSTOP: their action is the default and cannot be set (the OOM killer's -9)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
     os.kill(os.getpid(), -code)

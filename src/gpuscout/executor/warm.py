@@ -241,7 +241,7 @@ class Zygote:
                 with self.changed:
                     if not self.closed.is_set():  # not gpuscout's own close(): it failed
                         self.died = True
-                        self.refused = self.refused or why or "its interpreter ended"
+                        self.refused = self.refused or why
                     for child in self.children.values():
                         child.ended(-9)
                     self.changed.notify_all()

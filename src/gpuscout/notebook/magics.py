@@ -51,11 +51,11 @@ def _options(words: list[str], allowed: tuple[str, ...], usage: str = CELL_USAGE
             raise IPythonUsageError(f"unknown option {word!r}: {usage}")
         value = words[i + 1] if i + 1 < len(words) else None
         if word == "--mlflow" and (value is None or value.startswith("--")):
-            value, i = FROM_ENV, i - 1
+            found["mlflow"], i = FROM_ENV, i + 1  # given alone
+            continue
         if value is None:
             raise IPythonUsageError(f"{word} needs a value: {usage}")
-        found[word.lstrip("-")] = value
-        i += 2
+        found[word.lstrip("-")], i = value, i + 2
     return found
 
 

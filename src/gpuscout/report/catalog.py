@@ -84,8 +84,8 @@ def _price_cell(cat: Catalog, gpu_id: str, between: str) -> tuple[str, bool]:
     if hourly is not None:
         mark = "*" if hourly.stale else ""
         return f"{hourly.usd_per_hour:.2f} $/h{mark}{between}{hourly.provider} {hourly.date}", hourly.stale
-    bought = sorted((p for p in cat.prices_for(gpu_id) if p.kind == "purchase"), key=lambda p: p.usd)
-    if not bought:
+    bought = min((p for p in cat.prices_for(gpu_id) if p.kind == "purchase"), key=lambda p: p.usd, default=None)
+    if bought is None:
         return fmt.DASH, False
-    seller = "list price" if bought[0].provider == "nvidia-msrp" else bought[0].provider
-    return f"{bought[0].usd:,.0f} $ to buy{between}{seller} {bought[0].date}", False
+    seller = "list price" if bought.provider == "nvidia-msrp" else bought.provider
+    return f"{bought.usd:,.0f} $ to buy{between}{seller} {bought.date}", False
