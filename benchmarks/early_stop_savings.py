@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=300)
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--rule", default="{kind: successive_halving, grace_epochs: 3, reduction_factor: 3}")
-    parser.add_argument("--peer", default="{kind: hyperband, grace_epochs: 3, reduction_factor: 3}",
+    parser.add_argument("--peer", default="{kind: optuna_hyperband, grace_epochs: 3, reduction_factor: 3}",
                         help="a rule of Optuna's own on the same trials ('' for none)")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,27 @@
 """Early stopping's rules (sweep/pruning.py, issue 64) on curves made by hand: a rung judges no one
 until `factor` trials have reached it, a trial promoted early is judged again as peers arrive,
-one bad epoch does not cut a trial, patience; and what the summary says it saved."""
+one bad epoch does not cut a trial, hyperband's brackets, the median rule, patience; and what the
+summary says it saved."""
 
-from gpuscout.sweep.pruning import halving, patience, smoothed
-from gpuscout.sweep.search import could_have_won, synchronous_epochs, trial_pace
-from gpuscout.sweep.spec import SweepFile
+from collections import Counter
+
+from gpuscout.sweep.pruning import bracket_of, bracket_shares, halving, judge, median, patience, smoothed
+from gpuscout.sweep.search import could_have_won, synchronous_epochs, synchronous_schedule, trial_pace
+from gpuscout.sweep.spec import EarlyStop, SweepFile
 
 RUNGS = [3, 9, 27]
+
+
+def stopped_by(early_stop: dict) -> SweepFile:
+    return SweepFile.model_validate(
+        {
+            "name": "s",
+            "command": "python t.py {lr}",
+            "metric": {"name": "acc"},
+            "space": {"lr": [1, 2]},
+            "early_stop": early_stop,
+        }
+    )
 
 
 def flat(value: float, epochs: int) -> dict[int, float]:
@@ -50,6 +65,46 @@ def test_one_bad_epoch_does_not_cut_a_trial():
     assert halving(mine, peers, RUNGS, 3, 1, True, "acc").stop
 
 
+def test_the_median_rule_judges_where_the_others_are():
+    peers = [flat(0.9, 5), flat(0.7, 5), flat(0.6, 2)]
+    # at epoch 5 two others are there (0.9, 0.7): the median 0.8; 0.75 is worse
+    verdict = median(flat(0.75, 5), peers, 2, 3, True, "acc")
+    assert verdict.stop and verdict.why == (
+        "at epoch 5: acc 0.75 (best of its last 3) worse than 0.8, the median of the 2 other trials that reached it"
+    )
+    assert not median(flat(0.85, 5), peers, 2, 3, True, "acc").stop
+    # ahead of every other trial (epoch 9, they are at 5 at most): judged at epoch 5, not let run
+    ahead = median({**flat(0.75, 5), **{e: 0.95 for e in range(6, 10)}}, peers, 2, 3, True, "acc")
+    assert ahead.stop and ahead.why.startswith("at epoch 5: ")
+    # within the grace, or no other trial that far: no verdict; a loss is worse above the median
+    assert not median(flat(0.1, 1), peers, 2, 3, True, "acc").stop
+    assert not median(flat(0.1, 5), [], 2, 3, True, "acc").stop
+    assert median(flat(0.5, 3), [flat(0.3, 3), flat(0.4, 3)], 1, 1, False, "loss").stop
+
+
+def test_hyperbands_brackets_share_the_trials_as_its_budget_does():
+    # n_s ~ (s_max+1)/(s+1) x 3^s for s = 2, 1, 0: 9, 4.5 and 3 of 16.5
+    assert [round(x, 6) for x in bracket_shares(3, 3)] == [round(9 / 16.5, 6), round(4.5 / 16.5, 6), round(3 / 16.5, 6)]
+    assert bracket_shares(1, 3) == [1.0]
+    # 16 trials: 8, 5 and 3 (the shares would give 8.7, 4.4, 2.9); the first four meet all three
+    assert Counter(bracket_of(i, 3, 3) for i in range(16)) == {0: 8, 1: 5, 2: 3}
+    assert [bracket_of(i, 3, 3) for i in range(4)] == [1, 0, 2, 0]
+
+
+def test_a_later_bracket_is_judged_from_its_own_first_rung_among_every_trial_there():
+    stop = EarlyStop(kind="hyperband", grace_epochs=3, reduction_factor=3, smooth_epochs=1, brackets=3)
+    slow = {1: 0.1, 2: 0.1, 3: 0.1, 4: 0.5, 5: 0.6}  # last of four at epoch 3
+    peers = [flat(v, 3) for v in (0.9, 0.8, 0.7)]
+    assert judge(stop, slow, peers, 0, RUNGS, True, "acc").stop  # bracket 1: cut at epoch 3
+    assert not judge(stop, slow, peers, 1, RUNGS, True, "acc").stop  # bracket 2: not judged before epoch 9
+    at_9 = {**slow, **{e: 0.2 for e in range(6, 10)}}
+    verdict = judge(stop, at_9, [flat(v, 9) for v in (0.9, 0.8, 0.7)], 1, RUNGS, True, "acc")
+    assert verdict.stop and verdict.why == (
+        "bracket 2 of 3 (judged from epoch 9), at epoch 9: acc 0.2 (best of its last 1) ranked 4 of the 4 trials "
+        "that reached it; the best 1 go on (1 in 3)"
+    )
+
+
 def test_patience_stops_a_trial_whose_best_has_not_moved():
     stalled = {1: 0.5, 2: 0.6, 3: 0.7, 4: 0.69, 5: 0.7}  # the best before the last two was 0.7; no better since
     verdict = patience(stalled, grace=3, epochs=2, maximize=True, metric="acc")
@@ -61,19 +116,23 @@ def test_patience_stops_a_trial_whose_best_has_not_moved():
 def test_synchronous_halving_runs_what_the_issue_says():
     # 16 trials, 300 epochs, rungs 3, 9, 27, 81, 243 at factor 3: 16 x 3 + 5 x 6 + 1 x 18 + 1 x 54
     # + 1 x 162 + 1 x 57 = 369 epochs of the 4,800 (0.08x)
-    assert synchronous_epochs(16, 300, [3, 9, 27, 81, 243], 3) == 48 + 30 + 18 + 54 + 162 + 57 == 369
+    assert synchronous_epochs([16], 300, [3, 9, 27, 81, 243], 3) == 48 + 30 + 18 + 54 + 162 + 57 == 369
+
+
+def test_synchronous_hyperband_judges_each_bracket_from_its_rung():
+    # 8, 5, 3 trials in brackets 1-3 (rungs 3, 9, 27 of 300): 8 x 3; the best 2 and 5 new ones at 9
+    # (2 x 6 + 5 x 9); the best 2 of 7 and 3 new at 27 (2 x 18 + 3 x 27); 5 // 3 = 1 on: 1 x 54,
+    # 1 x 162, 1 x 57
+    expected = 24 + (12 + 45) + (36 + 81) + 54 + 162 + 57
+    assert synchronous_epochs([8, 5, 3], 300, [3, 9, 27, 81, 243], 3) == expected == 471
+    sweep = stopped_by({"kind": "hyperband", "grace_epochs": 3, "reduction_factor": 3})
+    assert synchronous_schedule(sweep, list(range(16)), 300) == 471
+    # a bracket whose first rung lies past the trials' end runs them to the end, unjudged
+    assert synchronous_epochs([0, 0, 2], 20, [3, 9], 3) == 40
 
 
 def test_how_likely_a_pruned_trial_was_to_win_is_read_from_the_finished_curves():
-    sweep = SweepFile.model_validate(
-        {
-            "name": "s",
-            "command": "python t.py {lr}",
-            "metric": {"name": "acc"},
-            "space": {"lr": [1, 2]},
-            "early_stop": {"kind": "successive_halving", "grace_epochs": 3, "smooth_epochs": 1},
-        }
-    )
+    sweep = stopped_by({"kind": "successive_halving", "grace_epochs": 3, "smooth_epochs": 1})
 
     def result(key, status, curve):
         return {"key": key, "status": status, "history": [{"epoch": e, "acc": v} for e, v in curve.items()]}

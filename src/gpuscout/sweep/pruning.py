@@ -18,6 +18,21 @@ Two changes here:
   the best value of their last `smooth` reports up to the rung, so one bad epoch does not cut the
   best trial.
 
+`hyperband` hedges the grace (Li et al. 2018, "Hyperband"): each trial is in one of `brackets`
+brackets, and a trial of bracket b is judged only from the rung `grace x factor^b` on, so a slow
+starter of a later bracket is not cut at epoch 3. Brackets get trials as Hyperband's budget does
+(n_s proportional to (s_max+1)/(s+1) x factor^s, s = s_max - b): most in the most aggressive
+bracket, a few judged late. Unlike Hyperband's independent brackets, a rung's peers are all the
+trials that reached it, whatever their bracket: a sweep of 16 trials split three ways left 3 to 8
+peers a bracket, and the best trial was cut ranking 2 of 5 at epoch 3 where it ranked within the
+best 5 of 16 (docs/benchmarks.md). Optuna's own HyperbandPruner runs each bracket's halving
+asynchronously, as first described: 0.80-0.98x of the full sweep on the issue's trials.
+
+`median` stops a trial whose value (the best of its last `smooth` reports) is worse than the
+median of the other trials' at the same epoch (the median stopping rule of Google Vizier,
+Golovin et al. 2017), among every trial that has reached that epoch, running or stopped, not
+only finished ones: with four slots, no trial finishes before the first four have run to the end.
+
 `patience` stops a trial whose own best has not improved for `patience` epochs after the grace,
 the user's own early-stopping rule (Keras' EarlyStopping) applied by the sweep.
 """
@@ -25,6 +40,7 @@ the user's own early-stopping rule (Keras' EarlyStopping) applied by the sweep.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 Curve = dict[int, float]  # epoch (from 1) -> the metric reported at its end
@@ -46,7 +62,13 @@ def smoothed(curve: Curve, epoch: int, smooth: int, maximize: bool) -> float | N
 
 
 def halving(
-    mine: Curve, peers: list[Curve], rungs: list[int], factor: int, smooth: int, maximize: bool, metric: str
+    mine: Curve,
+    peers: list[Curve],
+    rungs: list[int],
+    factor: int,
+    smooth: int,
+    maximize: bool,
+    metric: str,
 ) -> Verdict:
     """Stop when, at some rung this trial has passed, it is not in the best 1/factor (at least
     one) of the trials that have reached that rung, itself included; a rung reached by fewer
@@ -71,6 +93,53 @@ def halving(
     return Verdict(False)
 
 
+def median(mine: Curve, peers: list[Curve], grace: int, smooth: int, maximize: bool, metric: str) -> Verdict:
+    """Stop when, at the latest epoch (from the grace on) that it and at least one other trial
+    have reached, its value is worse than the median of the others' there. A trial ahead of all
+    the others is judged where they are, not let run until they catch up."""
+    reached = max(mine, default=0)
+    fronts = [min(reached, max(p, default=0)) for p in peers]
+    at = max((f for f in fronts if f >= grace), default=None)
+    if at is None:
+        return Verdict(False)
+    value = smoothed(mine, at, smooth, maximize)
+    others = [v for p in peers if max(p, default=0) >= at and (v := smoothed(p, at, smooth, maximize)) is not None]
+    if value is None or not others:
+        return Verdict(False)
+    middle = statistics.median(others)
+    if not (value < middle if maximize else value > middle):
+        return Verdict(False)
+    return Verdict(
+        True,
+        f"at epoch {at}: {metric} {value:.4g} (best of its last {smooth}) worse than {middle:.4g}, the median of "
+        f"the {len(others)} other trial{'s' if len(others) > 1 else ''} that reached it",
+    )
+
+
+def bracket_shares(brackets: int, factor: int) -> list[float]:
+    """The share of the trials each bracket gets (bracket 0 judged from the grace on): Hyperband's
+    trial counts, n_s ~ (s_max+1)/(s+1) x factor^s with s = s_max - b, each bracket's budget about
+    equal. Three brackets at factor 3: 9 : 4.5 : 3."""
+    weights = [brackets / (brackets - b) * factor ** (brackets - 1 - b) for b in range(brackets)]
+    return [w / sum(weights) for w in weights]
+
+
+# The golden ratio's fraction: trial i's point (i + 1) x GOLDEN mod 1 spreads any run of
+# consecutive trials evenly over [0, 1) (Weyl's sequence), so the first few trials already meet
+# every bracket in its share, and a trial's bracket depends on its index alone (--resume keeps it)
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def bracket_of(index: int, brackets: int, factor: int) -> int:
+    """The bracket of the sweep's trial `index` (from 0)."""
+    point, edge = ((index + 1) * GOLDEN) % 1.0, 0.0
+    for bracket, share in enumerate(bracket_shares(brackets, factor)):
+        edge += share
+        if point < edge:
+            return bracket
+    return brackets - 1
+
+
 def patience(mine: Curve, grace: int, epochs: int, maximize: bool, metric: str) -> Verdict:
     """Stop when the trial's best has not improved in its last `epochs` reports, after the grace."""
     done = sorted(e for e in mine if math.isfinite(mine[e]))
@@ -85,11 +154,25 @@ def patience(mine: Curve, grace: int, epochs: int, maximize: bool, metric: str) 
     return Verdict(True, f"at epoch {done[-1]}: {metric} has not bettered {best_before:.4g} in {epochs} epochs")
 
 
-def make_pruner(
-    optuna, kind: str, rungs_of, factor: int, smooth: int, grace: int, patience_epochs: int, maximize: bool, metric: str
-):
-    """The Optuna pruner of gpuscout's rules (`rungs_of(epochs)`: the rungs up to an epoch);
+def judge(stop, mine: Curve, peers: list[Curve], bracket: int, rungs: list[int], maximize: bool, metric: str):
+    """The verdict of the sweep file's `early_stop` rule on one trial (`peers`: the other trials'
+    curves; `bracket`: its hyperband bracket; `rungs`: the rungs up to its epoch)."""
+    if stop.kind == "patience":
+        return patience(mine, stop.grace_epochs, stop.patience_epochs, maximize, metric)
+    if stop.kind == "median":
+        return median(mine, peers, stop.grace_epochs, stop.smooth_epochs, maximize, metric)
+    verdict = halving(mine, peers, rungs[bracket:], stop.reduction_factor, stop.smooth_epochs, maximize, metric)
+    if verdict.stop and stop.kind == "hyperband":  # its bracket said: why it was not judged earlier
+        first = stop.grace_epochs * stop.reduction_factor**bracket
+        return Verdict(True, f"bracket {bracket + 1} of {stop.brackets} (judged from epoch {first}), {verdict.why}")
+    return verdict
+
+
+def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_attr: str):
+    """The Optuna pruner of gpuscout's rules for the sweep file's `early_stop` (`rungs_of(epochs)`:
+    the rungs up to an epoch; `bracket_attr`: the user attribute that holds a trial's bracket);
     `why[trial number]` keeps each stop's reason for the trial's record."""
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.RUNNING)
 
     class GpuscoutPruner(optuna.pruners.BasePruner):
         def __init__(self) -> None:
@@ -97,20 +180,13 @@ def make_pruner(
 
         def prune(self, study, trial) -> bool:
             mine = dict(trial.intermediate_values)
-            if kind == "patience":
-                verdict = patience(mine, grace, patience_epochs, maximize, metric)
-            else:
-                states = (
-                    optuna.trial.TrialState.COMPLETE,
-                    optuna.trial.TrialState.PRUNED,
-                    optuna.trial.TrialState.RUNNING,
-                )
-                peers = [
-                    dict(t.intermediate_values)
-                    for t in study.get_trials(deepcopy=False, states=states)
-                    if t.number != trial.number
-                ]
-                verdict = halving(mine, peers, rungs_of(max(mine, default=0)), factor, smooth, maximize, metric)
+            bracket = trial.user_attrs.get(bracket_attr, 0)
+            peers = [
+                dict(t.intermediate_values)
+                for t in ([] if stop.kind == "patience" else study.get_trials(deepcopy=False, states=states))
+                if t.number != trial.number
+            ]
+            verdict = judge(stop, mine, peers, bracket, rungs_of(max(mine, default=0)), maximize, metric)
             if verdict.stop:
                 self.why[trial.number] = verdict.why
             return verdict.stop

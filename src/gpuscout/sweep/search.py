@@ -1,7 +1,10 @@
 """Model-based search and early stopping for a sweep, through Optuna's ask-and-tell interface.
 
-Optuna is the field's well-kept implementation of both (its TPE sampler; its successive-halving
-and median pruners), so gpuscout writes neither. The study lives beside the sweep's files in
+Optuna is the field's well-kept implementation of both: its TPE sampler proposes, and its study
+keeps every trial's reports. The early-stopping rules are gpuscout's (sweep/pruning.py: judged
+again as peers arrive, on a smoothed metric), plugged in through Optuna's pruner interface;
+Optuna's own HyperbandPruner and MedianPruner stay as `optuna_hyperband` and `optuna_median`,
+the peers they are measured against. The study lives beside the sweep's files in
 Optuna's journal file (`study.journal` under the sweep's log folder), so `--resume` after a
 crash keeps every decision: what the sampler learnt, which trials were pruned at which epoch.
 
@@ -29,6 +32,7 @@ from gpuscout.sweep.spec import SweepFile, score, values_or_range
 
 JOURNAL = "study.journal"
 KEY_ATTR = "gpuscout_key"
+BRACKET_ATTR = "gpuscout_bracket"  # hyperband: the trial's bracket (from its index, so --resume keeps it)
 
 
 def require_optuna():
@@ -106,24 +110,19 @@ class Search:
         stop, pruners = self.sweep.early_stop, self.optuna.pruners
         if stop is None:
             return pruners.NopPruner()
-        if stop.kind in ("successive_halving", "patience"):
-            return pruning.make_pruner(
-                self.optuna,
-                stop.kind,
-                lambda epochs: rungs(self.sweep, epochs),
-                stop.reduction_factor,
-                stop.smooth_epochs,
-                stop.grace_epochs,
-                stop.patience_epochs,
-                self.sweep.metric.direction == "max",
-                self.sweep.metric.name,
-            )
-        if stop.kind == "hyperband":
-            # brackets of successive halving from grace_epochs on, where one grace does not fit all
+        if stop.kind == "optuna_hyperband":  # Optuna's, as Optuna runs it: the peer gpuscout's are measured against
             return pruners.HyperbandPruner(min_resource=stop.grace_epochs, reduction_factor=stop.reduction_factor)
-        # below the median of the other trials at the same epoch, once grace_epochs have run
-        # (Optuna protects steps below n_warmup_steps; our steps are epochs counted from 1)
-        return pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=stop.grace_epochs)
+        if stop.kind == "optuna_median":
+            # Optuna protects steps below n_warmup_steps; our steps are epochs counted from 1
+            return pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=stop.grace_epochs)
+        return pruning.make_pruner(
+            self.optuna,
+            stop,
+            lambda epochs: rungs(self.sweep, epochs),
+            self.sweep.metric.direction == "max",
+            self.sweep.metric.name,
+            BRACKET_ATTR,
+        )
 
     @property
     def prunes(self) -> bool:
@@ -138,8 +137,7 @@ class Search:
                 return
             self.study.enqueue_trial(trial.params, skip_if_exists=False)
             t = self.study.ask(self.space)
-            t.set_user_attr(KEY_ATTR, trial.key)
-            self.live[trial.key] = t
+            self._mark(t, trial.key, trial.index)
 
     def propose(self, index: int) -> Trial:
         """tpe: the sampler's next trial, from every result told so far."""
@@ -147,9 +145,16 @@ class Search:
             t = self.study.ask(self.space)
             params = {name: _plain(value) for name, value in t.params.items()}
             key = trial_key(self.sweep, {"tpe_trial": t.number, **params})
-            t.set_user_attr(KEY_ATTR, key)
-            self.live[key] = t
+            self._mark(t, key, index)
             return Trial(key, index, params)
+
+    def _mark(self, t, key: str, index: int) -> None:
+        """An Optuna trial begun for gpuscout's trial `key`: its key, and its hyperband bracket."""
+        t.set_user_attr(KEY_ATTR, key)
+        if self.sweep.early_stop is not None and self.sweep.early_stop.kind == "hyperband":
+            stop = self.sweep.early_stop
+            t.set_user_attr(BRACKET_ATTR, pruning.bracket_of(index, stop.brackets, stop.reduction_factor))
+        self.live[key] = t
 
     def report(self, key: str, epoch: int, value: float) -> bool:
         """One epoch's metric; True when the pruner stops the trial here."""
@@ -203,7 +208,7 @@ def rungs(sweep: SweepFile, epochs: int) -> list[int]:
     stop = sweep.early_stop
     if stop is None:
         return []
-    if stop.kind in ("median", "patience"):
+    if stop.kind in ("median", "patience", "optuna_median"):
         return list(range(stop.grace_epochs, epochs + 1))
     out, rung = [], stop.grace_epochs
     while rung <= epochs:
@@ -246,9 +251,7 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         "epochs_run": sum(run_of.values()),
         "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
         # the same trials under the synchronous schedule: what asynchronous halving is measured against
-        "epochs_synchronous": synchronous_epochs(len(ran), most, rungs(sweep, most), stop.reduction_factor)
-        if stop.kind in ("successive_halving", "hyperband") and most
-        else None,
+        "epochs_synchronous": synchronous_schedule(sweep, [r["index"] for r in ran], most) if most else None,
         "trial_hours_used": used_s / 3600,
         "trial_hours_saved": saved_s / 3600,  # the pruned trials' epochs not run, at the trials' pace
         "trial_start_s": start_s,  # the pace: start-up, then seconds an epoch (trial_pace)
@@ -272,14 +275,33 @@ def trial_pace(points: list[tuple[int, float]]) -> tuple[float, float]:
     return float(max(intercept, 0.0)), float(max(slope, 0.0))
 
 
-def synchronous_epochs(trials: int, epochs: int, at: list[int], factor: int) -> int:
-    """Epochs that synchronous successive halving runs: every trial to the first rung, the best
-    1/factor (at least one) of them on to the next, and so on; the last ones to `epochs`."""
-    total, alive, done = 0, trials, 0
-    for rung in at:
-        total += alive * (rung - done)
-        alive, done = max(1, alive // factor), rung
-    return total + alive * (epochs - done)
+def synchronous_schedule(sweep: SweepFile, indexes: list[int], epochs: int) -> int | None:
+    """The epochs that the rule's synchronous schedule runs on these trials (None for the rules
+    that have no rungs: median, patience)."""
+    stop = sweep.early_stop
+    grid = rungs(sweep, epochs)
+    if stop.kind in ("successive_halving", "optuna_hyperband"):  # Optuna's: its brackets are its own
+        return synchronous_epochs([len(indexes)], epochs, grid, stop.reduction_factor)
+    if stop.kind != "hyperband":
+        return None
+    counts = [0] * stop.brackets
+    for index in indexes:
+        counts[pruning.bracket_of(index, stop.brackets, stop.reduction_factor)] += 1
+    return synchronous_epochs(counts, epochs, grid, stop.reduction_factor)
+
+
+def synchronous_epochs(entering: list[int], epochs: int, at: list[int], factor: int) -> int:
+    """Epochs that synchronous successive halving runs: `entering[k]` trials are first judged at
+    rung k (successive halving: all at the first; hyperband: bracket k's at the k-th), the best
+    1/factor (at least one) of those at a rung go on to the next, the last ones to `epochs`; a
+    bracket past the last rung runs to the end."""
+    total, alive, done = 0, 0, 0
+    for k, rung in enumerate(at):
+        new = entering[k] if k < len(entering) else 0
+        total += alive * (rung - done) + new * rung
+        alive, done = max(1, (alive + new) // factor) if alive + new else 0, rung
+    late = sum(entering[len(at) :])
+    return total + alive * (epochs - done) + late * epochs
 
 
 def could_have_won(sweep: SweepFile, ran: list[dict]) -> dict | None:

@@ -119,14 +119,18 @@ class EarlyStop(BaseModel):
     sweep's metric as fit's logs report it each epoch."""
 
     model_config = SWEEP_MODEL
-    # successive_halving: gpuscout's (sweep/pruning.py: re-judged as peers arrive, on the best of
-    # the last smooth_epochs); hyperband: Optuna's brackets of it; median: Optuna's median rule;
-    # patience: a trial's own best not bettered in patience_epochs
-    kind: Literal["successive_halving", "hyperband", "median", "patience"]
+    # gpuscout's rules (sweep/pruning.py), each re-judged as peers arrive, on the best of the last
+    # smooth_epochs: successive_halving; hyperband (brackets of it, each from a later first rung);
+    # median; patience (a trial's own best not bettered in patience_epochs). Optuna's own pruners
+    # as Optuna runs them, to compare with: optuna_hyperband, optuna_median
+    kind: Literal["successive_halving", "hyperband", "median", "patience", "optuna_hyperband", "optuna_median"]
     grace_epochs: int = Field(default=1, ge=1)  # no trial is stopped before this many epochs
-    reduction_factor: int = Field(default=3, ge=2)  # successive halving: 1 in this many goes on at each rung
-    smooth_epochs: int = Field(default=3, ge=1, le=1000)  # successive halving: judged on the best of these
+    reduction_factor: int = Field(default=3, ge=2)  # halving, hyperband: 1 in this many goes on at each rung
+    smooth_epochs: int = Field(default=3, ge=1, le=1000)  # judged on the best of these (gpuscout's rules)
     patience_epochs: int = Field(default=10, ge=1, le=100_000)  # patience: epochs without a better value
+    # hyperband: bracket b judges from grace_epochs x reduction_factor^b on (1: successive halving);
+    # Hyperband's own count, log_factor(epochs / grace) + 1, is 5 at 300 epochs from a grace of 3
+    brackets: int = Field(default=3, ge=1, le=10)
 
 
 class SweepFile(BaseModel):
