@@ -128,8 +128,8 @@ def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
     done = run_cli("sweep", str(median), "--cpu-slots", "1", "--json", "--store", str(store_path), env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     statuses = {r["params"]["lr"]: (s, len(r["history"])) for _, s, r in trials(store_path)}
-    # the first sets the median; the better second goes on; each hopeless one is below the median
-    # of those before it at every epoch, and stops at the grace epoch, not before
+    # the first two set the median (one other trial is not one); each hopeless one is below the
+    # median of the trials not stopped before it, and stops at the grace epoch, not before
     assert statuses[0.05] == statuses[0.1] == ("ok", 4)
     assert [statuses[lr] for lr in HOPELESS[:3]] == [("pruned", 2)] * 3
     proposals = []
@@ -182,19 +182,56 @@ def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, sto
     done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert done.returncode == 0, done.stderr[-3000:]
     statuses = {r["params"]["lr"]: s for _, s, r in trials(store_path)}
-    assert statuses == {0.5: "ok", 0.3: "pruned", 0.000001: "pruned", 0.000002: "pruned"}
+    # one slot: the second trial has one other to compare with, not a median, and runs through
+    assert statuses == {0.5: "ok", 0.3: "ok", 0.000001: "pruned", 0.000002: "pruned"}
     finished = [line.split() for line in (tmp_path / "done.log").read_text().splitlines()]
     if mode == "report":  # told through report(): each ended its own loop after epoch 1 and wrote its file
         assert sorted((float(lr), int(e)) for _, lr, e in finished) == [
             (0.000001, 1),
             (0.000002, 1),
-            (0.3, 1),
+            (0.3, 6),
             (0.5, 6),
         ]
-    else:  # printing JSON lines: the pruned ones were stopped, and only the one that ran through wrote
-        assert [(float(lr), int(e)) for _, lr, e in finished] == [(0.5, 6)]
+    else:  # printing JSON lines: the pruned ones were stopped, and only those that ran through wrote
+        assert [(float(lr), int(e)) for _, lr, e in finished] == [(0.5, 6), (0.3, 6)]
     summary = json.loads(done.stdout)
-    assert summary["early_stop"]["pruned"] == 3
+    assert summary["early_stop"]["pruned"] == 2
+
+
+def test_hyperbands_later_brackets_are_judged_later(tmp_path, store_path):
+    """Six trials, one slot, in brackets 2, 1, 3, 1, 1, 2 (their indexes; rungs 1 and 3): the two
+    of bracket 1 that are hopeless stop at epoch 1, the hopeless one of bracket 2 at epoch 3, and
+    the hopeless one of bracket 3 runs all six epochs, never judged (its first rung would be 9)."""
+    script = tmp_path / "report_me.py"
+    shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
+    lrs = [0.5, 0.3, 0.000001, 0.000002, 0.000005, 0.00001]
+    sweep = write(
+        tmp_path,
+        f"""
+        name: brackets
+        command: {json.dumps(f"{sys.executable} {script} report {{lr}}")}
+        reports: [val_loss]
+        metric: {{name: val_loss, direction: min}}
+        space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
+        early_stop: {{kind: hyperband, grace_epochs: 1, reduction_factor: 3, smooth_epochs: 1}}
+    """,
+    )
+    done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = {r["params"]["lr"]: (s, len(r["history"]), r["message"] or "") for _, s, r in trials(store_path)}
+    assert {lr: ran[lr][:2] for lr in lrs} == {
+        0.5: ("ok", 6),
+        0.3: ("ok", 6),
+        0.000001: ("ok", 6),
+        0.000002: ("pruned", 1),
+        0.000005: ("pruned", 1),
+        0.00001: ("pruned", 3),
+    }
+    assert ran[0.00001][2].startswith("pruned after epoch 3: bracket 2 of 3 (judged from epoch 3), at epoch 3: ")
+    assert ran[0.000002][2].startswith("pruned after epoch 1: bracket 1 of 3 (judged from epoch 1), at epoch 1: ")
+    # the synchronous schedule of those brackets: 3 x 1, then the best 1 of 3 and 2 new ones to 3
+    # (1 x 2 + 2 x 3), 1 on to 6 (1 x 3), and bracket 3's one trial all 6: 20 epochs
+    assert json.loads(done.stdout)["early_stop"]["epochs_synchronous"] == 3 + 2 + 6 + 3 + 6 == 20
 
 
 def test_a_metric_reported_only_at_the_end_is_said_to_leave_nothing_to_prune(tmp_path, store_path):

@@ -79,6 +79,11 @@ def test_the_median_rule_judges_where_the_others_are():
     # within the grace, or no other trial that far: no verdict; a loss is worse above the median
     assert not median(flat(0.1, 1), peers, 2, 3, True, "acc").stop
     assert not median(flat(0.1, 5), [], 2, 3, True, "acc").stop
+    assert not median(flat(0.1, 5), [flat(0.9, 5)], 2, 3, True, "acc").stop  # one other: not a median
+    # two others reached epoch 4, one epoch 5: judged at epoch 4, the furthest two have reached
+    assert median(flat(0.75, 5), [flat(0.9, 5), flat(0.8, 4), flat(0.6, 4)], 2, 3, True, "a").why.startswith(
+        "at epoch 4: a 0.75 (best of its last 3) worse than 0.8, the median of the 3 other trials"
+    )
     assert median(flat(0.5, 3), [flat(0.3, 3), flat(0.4, 3)], 1, 1, False, "loss").stop
 
 

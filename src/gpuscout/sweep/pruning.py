@@ -30,8 +30,12 @@ asynchronously, as first described: 0.80-0.98x of the full sweep on the issue's 
 
 `median` stops a trial whose value (the best of its last `smooth` reports) is worse than the
 median of the other trials' at the same epoch (the median stopping rule of Google Vizier,
-Golovin et al. 2017), among every trial that has reached that epoch, running or stopped, not
-only finished ones: with four slots, no trial finishes before the first four have run to the end.
+Golovin et al. 2017), among the trials not stopped, running or finished, not only finished ones:
+with four slots, no trial finishes before the first four have run to the end. At least
+MEDIAN_PEERS others must be there: against one other trial, pairwise comparisons at the epochs
+the others had reached stopped all 16 of issue 64's trials, the best one included. A trial
+ahead of all the others is judged at the furthest epoch two of them have reached, not let run
+until they catch up; the last trial running has no peers left and finishes.
 
 `patience` stops a trial whose own best has not improved for `patience` epochs after the grace,
 the user's own early-stopping rule (Keras' EarlyStopping) applied by the sweep.
@@ -93,14 +97,18 @@ def halving(
     return Verdict(False)
 
 
+# The fewest other trials whose median judges a trial: one other trial is a comparison, not a median
+MEDIAN_PEERS = 2
+
+
 def median(mine: Curve, peers: list[Curve], grace: int, smooth: int, maximize: bool, metric: str) -> Verdict:
-    """Stop when, at the latest epoch (from the grace on) that it and at least one other trial
-    have reached, its value is worse than the median of the others' there. A trial ahead of all
-    the others is judged where they are, not let run until they catch up."""
+    """Stop when, at the latest epoch (from the grace on) that it and at least MEDIAN_PEERS
+    other trials have reached, its value is worse than the median of the others' there (`peers`:
+    the trials not stopped). A trial ahead of the others is judged where they are."""
     reached = max(mine, default=0)
-    fronts = [min(reached, max(p, default=0)) for p in peers]
-    at = max((f for f in fronts if f >= grace), default=None)
-    if at is None:
+    fronts = sorted((min(reached, max(p, default=0)) for p in peers), reverse=True)
+    at = fronts[MEDIAN_PEERS - 1] if len(fronts) >= MEDIAN_PEERS else 0
+    if at < grace:
         return Verdict(False)
     value = smoothed(mine, at, smooth, maximize)
     others = [v for p in peers if max(p, default=0) >= at and (v := smoothed(p, at, smooth, maximize)) is not None]
@@ -172,7 +180,9 @@ def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_att
     """The Optuna pruner of gpuscout's rules for the sweep file's `early_stop` (`rungs_of(epochs)`:
     the rungs up to an epoch; `bracket_attr`: the user attribute that holds a trial's bracket);
     `why[trial number]` keeps each stop's reason for the trial's record."""
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.RUNNING)
+    states = [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING]
+    if stop.kind != "median":  # halving's rungs count every trial that reached them, stopped or not
+        states.append(optuna.trial.TrialState.PRUNED)
 
     class GpuscoutPruner(optuna.pruners.BasePruner):
         def __init__(self) -> None:
@@ -183,7 +193,7 @@ def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_att
             bracket = trial.user_attrs.get(bracket_attr, 0)
             peers = [
                 dict(t.intermediate_values)
-                for t in ([] if stop.kind == "patience" else study.get_trials(deepcopy=False, states=states))
+                for t in ([] if stop.kind == "patience" else study.get_trials(deepcopy=False, states=tuple(states)))
                 if t.number != trial.number
             ]
             verdict = judge(stop, mine, peers, bracket, rungs_of(max(mine, default=0)), maximize, metric)

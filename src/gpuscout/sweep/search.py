@@ -232,7 +232,8 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         for r in ran
         if r["status"] == "pruned" and run_of[r["key"]] and planned_of[r["key"]]
     )
-    most = max((p for p in planned_of.values() if p), default=0)
+    # the trials' length: what fit planned, or where a script's own loop reports no plan, the most any ran
+    most = max((p for p in planned_of.values() if p), default=0) or max(run_of.values(), default=0)
     ranks = []
     if best is not None:
         for rung in rungs(sweep, most):
