@@ -163,24 +163,31 @@ def test_the_median_rule_and_tpe_from_one_seed(tmp_path, store_path):
     assert all(0.0001 <= lr <= 0.1 for lr in proposals[0])
 
 
-@pytest.mark.parametrize("mode", ["report", "lines"])
-def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, store_path):
+def own_loop(tmp_path, store_path, name: str, mode: str, lrs: list[float], early_stop: str):
+    """A sweep of report_me.py (a loop of its own: MODE report, lines or end) over `lrs` on one
+    slot, run; the CLI's answer."""
     script = tmp_path / "report_me.py"
     shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
-    lrs = [0.5, 0.3, 0.000001, 0.000002]
     sweep = write(
         tmp_path,
         f"""
-        name: own-{mode}
+        name: {name}
         command: {json.dumps(f"{sys.executable} {script} {mode} {{lr}}")}
         reports: [val_loss]
         metric: {{name: val_loss, direction: min}}
         space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
-        early_stop: {{kind: median, grace_epochs: 1}}
+        early_stop: {early_stop}
     """,
     )
     done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
     assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.parametrize("mode", ["report", "lines"])
+def test_a_loop_of_its_own_is_told_through_report_or_stopped(mode, tmp_path, store_path):
+    lrs = [0.5, 0.3, 0.000001, 0.000002]
+    done = own_loop(tmp_path, store_path, f"own-{mode}", mode, lrs, "{kind: median, grace_epochs: 1}")
     statuses = {r["params"]["lr"]: s for _, s, r in trials(store_path)}
     # one slot: the second trial has one other to compare with, not a median, and runs through
     assert statuses == {0.5: "ok", 0.3: "ok", 0.000001: "pruned", 0.000002: "pruned"}
@@ -202,22 +209,9 @@ def test_hyperbands_later_brackets_are_judged_later(tmp_path, store_path):
     """Six trials, one slot, in brackets 2, 1, 3, 1, 1, 2 (their indexes; rungs 1 and 3): the two
     of bracket 1 that are hopeless stop at epoch 1, the hopeless one of bracket 2 at epoch 3, and
     the hopeless one of bracket 3 runs all six epochs, never judged (its first rung would be 9)."""
-    script = tmp_path / "report_me.py"
-    shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
     lrs = [0.5, 0.3, 0.000001, 0.000002, 0.000005, 0.00001]
-    sweep = write(
-        tmp_path,
-        f"""
-        name: brackets
-        command: {json.dumps(f"{sys.executable} {script} report {{lr}}")}
-        reports: [val_loss]
-        metric: {{name: val_loss, direction: min}}
-        space: {{lr: [{", ".join(format(lr, "f") for lr in lrs)}]}}
-        early_stop: {{kind: hyperband, grace_epochs: 1, reduction_factor: 3, smooth_epochs: 1}}
-    """,
-    )
-    done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
-    assert done.returncode == 0, done.stderr[-3000:]
+    rule = "{kind: hyperband, grace_epochs: 1, reduction_factor: 3, smooth_epochs: 1}"
+    done = own_loop(tmp_path, store_path, "brackets", "report", lrs, rule)
     ran = {r["params"]["lr"]: (s, len(r["history"]), r["message"] or "") for _, s, r in trials(store_path)}
     assert {lr: ran[lr][:2] for lr in lrs} == {
         0.5: ("ok", 6),
@@ -235,21 +229,7 @@ def test_hyperbands_later_brackets_are_judged_later(tmp_path, store_path):
 
 
 def test_a_metric_reported_only_at_the_end_is_said_to_leave_nothing_to_prune(tmp_path, store_path):
-    script = tmp_path / "report_me.py"
-    shutil.copy(FIXTURES / "sweeps" / "report_me.py", script)
-    sweep = write(
-        tmp_path,
-        f"""
-        name: own-end
-        command: {json.dumps(f"{sys.executable} {script} end {{lr}}")}
-        reports: [val_loss]
-        metric: {{name: val_loss, direction: min}}
-        space: {{lr: [0.5, 0.000001]}}
-        early_stop: {{kind: median, grace_epochs: 1}}
-    """,
-    )
-    done = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store_path))
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = own_loop(tmp_path, store_path, "own-end", "end", [0.5, 0.000001], "{kind: median, grace_epochs: 1}")
     summary = json.loads(done.stdout)
     assert summary["status_counts"]["ok"] == 2 and summary["status_counts"]["pruned"] == 0
     said = [n for n in summary["notes"] if n.startswith("early_stop cannot act")]
