@@ -225,7 +225,9 @@ def test_hyperbands_later_brackets_are_judged_later(tmp_path, store_path):
     assert ran[0.000002][2].startswith("pruned after epoch 1: bracket 1 of 3 (judged from epoch 1), at epoch 1: ")
     # the synchronous schedule of those brackets: 3 x 1, then the best 1 of 3 and 2 new ones to 3
     # (1 x 2 + 2 x 3), 1 on to 6 (1 x 3), and bracket 3's one trial all 6: 20 epochs
-    assert json.loads(done.stdout)["early_stop"]["epochs_synchronous"] == 3 + 2 + 6 + 3 + 6 == 20
+    stopping = json.loads(done.stdout)["early_stop"]
+    assert stopping["epochs_synchronous"] == 3 + 2 + 6 + 3 + 6 == 20
+    assert [(b["trials"], b["judged_from_epoch"]) for b in stopping["brackets"]] == [(3, 1), (2, 3), (1, 9)]
 
 
 def test_a_metric_reported_only_at_the_end_is_said_to_leave_nothing_to_prune(tmp_path, store_path):

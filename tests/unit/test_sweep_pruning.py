@@ -181,3 +181,26 @@ def test_a_trial_looks_for_its_verdict_often_at_first_then_less(tmp_path, monkey
     monkeypatch.setattr(decisions.time, "sleep", sleep)
     assert decisions.wait_for("1-3") == "stop"
     assert pauses == [0.0005, 0.001, 0.002, 0.004, 0.008, 0.01, 0.01]
+
+
+def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured_against():
+    from gpuscout.report.sweep import stopping_lines
+    from gpuscout.sweep.search import brackets
+
+    sweep = stopped_by({"kind": "hyperband", "grace_epochs": 3, "reduction_factor": 3})
+    held = brackets(sweep, list(range(16)))
+    assert held == [
+        {"trials": 8, "judged_from_epoch": 3},
+        {"trials": 5, "judged_from_epoch": 9},
+        {"trials": 3, "judged_from_epoch": 27},
+    ]
+    stopping = {
+        "kind": "hyperband", "pruned": 15, "trial_hours_used": 0.01, "trial_hours_saved": 0.01, "epochs_run": 796,
+        "epochs_planned": 4800, "epochs_synchronous": 471, "best_rank_at_rungs": [], "brackets": held,
+    }  # fmt: skip
+    lines = stopping_lines(stopping, None, "acc")
+    assert lines[0].endswith("796 of 4,800 epochs run (synchronous hyperband: 471)")
+    assert lines[1] == (
+        "brackets: 8 trial(s) judged from epoch 3, 5 trial(s) judged from epoch 9, 3 trial(s) judged from epoch 27"
+    )
+    assert brackets(stopped_by({"kind": "median"}), [0, 1]) is None

@@ -261,8 +261,13 @@ def stopping_lines(stopping: dict, cost_usd: float | None, metric: str) -> list[
         f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
         f"{fmt.seconds(used_h * 3600)} of slot time used of an estimated {fmt.seconds(full_h * 3600)} to run "
         f"every trial to its end{share}{money}; {stopping['epochs_run']:,} of {stopping['epochs_planned']:,} "
-        f"epochs run" + (f" (synchronous halving: {sync:,})" if sync else "")
+        f"epochs run" + (f" (synchronous {stopping['kind'].replace('_', ' ')}: {sync:,})" if sync else "")
     ]
+    if stopping.get("brackets"):
+        held = [b for b in stopping["brackets"] if b["trials"]]
+        lines.append(
+            "brackets: " + ", ".join(f"{b['trials']} trial(s) judged from epoch {b['judged_from_epoch']}" for b in held)
+        )
     ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
     if ranks:
         lines.append(f"the best trial ranked {ranks}")

@@ -259,7 +259,20 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         "epoch_s": epoch_s,
         "best_rank_at_rungs": ranks,
         "pruned_could_win": could_have_won(sweep, ran),
+        "brackets": brackets(sweep, [r["index"] for r in ran]),
     }
+
+
+def brackets(sweep: SweepFile, indexes: list[int]) -> list[dict] | None:
+    """hyperband: how many of these trials each bracket held, and the epoch each judges from."""
+    stop = sweep.early_stop
+    if stop.kind != "hyperband":
+        return None
+    held = [pruning.bracket_of(i, stop.brackets, stop.reduction_factor) for i in indexes]
+    return [
+        {"trials": held.count(b), "judged_from_epoch": stop.grace_epochs * stop.reduction_factor**b}
+        for b in range(stop.brackets)
+    ]
 
 
 def trial_pace(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -285,10 +298,7 @@ def synchronous_schedule(sweep: SweepFile, indexes: list[int], epochs: int) -> i
         return synchronous_epochs([len(indexes)], epochs, grid, stop.reduction_factor)
     if stop.kind != "hyperband":
         return None
-    counts = [0] * stop.brackets
-    for index in indexes:
-        counts[pruning.bracket_of(index, stop.brackets, stop.reduction_factor)] += 1
-    return synchronous_epochs(counts, epochs, grid, stop.reduction_factor)
+    return synchronous_epochs([b["trials"] for b in brackets(sweep, indexes)], epochs, grid, stop.reduction_factor)
 
 
 def synchronous_epochs(entering: list[int], epochs: int, at: list[int], factor: int) -> int:
