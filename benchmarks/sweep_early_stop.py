@@ -4,7 +4,8 @@ end and once with successive halving, on each set of GPUs given, in one call; wa
 GPU-hours, epochs run and the best val_accuracy of each:
 
     PYTHONPATH=src python benchmarks/sweep_early_stop.py --out OUT [--gpus 0 --gpus 0,1] [--per-gpu 2]
-        [--grace 1] [--reduction 3] [--epochs 8] [--hyperband] [--peer] [--cold] [--small]
+        [--grace 1] [--reduction 3] [--epochs 8] [--hyperband] [--median] [--no-halving]
+        [--peer] [--cold] [--small]
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ def main() -> None:
     parser.add_argument("--per-gpu", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--small", action="store_true", help="a CPU smoke test: 4 trials, 2 epochs, CPU slots")
-    parser.add_argument("--peer", action="store_true", help="also Optuna's hyperband pruner on the same trials")
+    parser.add_argument("--peer", action="store_true", help="also Optuna's own pruners on the same trials")
     parser.add_argument("--hyperband", action="store_true", help="also gpuscout's hyperband (3 brackets)")
+    parser.add_argument("--median", action="store_true", help="also gpuscout's median rule (--peer: Optuna's too)")
+    parser.add_argument("--no-halving", action="store_true", help="leave successive halving out")
     parser.add_argument("--cold", action="store_true", help="also halving with every trial its own interpreter")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -59,10 +62,14 @@ def main() -> None:
     halving = (
         f"early_stop: {{kind: successive_halving, grace_epochs: {args.grace}, reduction_factor: {args.reduction}}}\n"
     )
-    rules = [("to-the-end", ""), ("halving", halving)]
+    rules = [("to-the-end", "")] + ([] if args.no_halving else [("halving", halving)])
+    if args.median:  # the median rule, and with --peer Optuna's MedianPruner after it
+        rules.append(("median", f"early_stop: {{kind: median, grace_epochs: {args.grace}}}\n"))
+        if args.peer:
+            rules.append(("optuna-median", f"early_stop: {{kind: optuna_median, grace_epochs: {args.grace}}}\n"))
     if args.hyperband:  # brackets of the same halving, each judged from a later first rung
         rules.append(("hyperband", halving.replace("successive_halving", "hyperband")))
-    if args.peer:  # one of Optuna's own pruners on the same trials (issue 64's peer)
+    if args.peer and (args.hyperband or not args.no_halving):  # Optuna's own on the same trials (issue 64's peer)
         rules.append(("optuna-hyperband", f"early_stop: {{kind: optuna_hyperband, grace_epochs: {args.grace}, "
                       f"reduction_factor: {args.reduction}}}\n"))  # fmt: skip
     if args.cold:  # what the warm interpreter (executor/warm.py) gives, on the same trials
