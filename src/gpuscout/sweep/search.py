@@ -210,6 +210,14 @@ def rungs(sweep: SweepFile, epochs: int) -> list[int]:
         return []
     if stop.kind in ("median", "patience", "optuna_median"):
         return list(range(stop.grace_epochs, epochs + 1))
+    return rank_epochs(sweep, epochs)
+
+
+def rank_epochs(sweep: SweepFile, epochs: int) -> list[int]:
+    """grace x factor^k up to `epochs`: halving's rungs, and where the summary gives the best
+    trial's rank under every rule (under median, one rank an epoch made a line of 65 ranks for a
+    sweep of 70 epochs)."""
+    stop = sweep.early_stop
     out, rung = [], stop.grace_epochs
     while rung <= epochs:
         out.append(rung)
@@ -236,7 +244,7 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
     most = max((p for p in planned_of.values() if p), default=0) or max(run_of.values(), default=0)
     ranks = []
     if best is not None:
-        for rung in rungs(sweep, most):
+        for rung in rank_epochs(sweep, most):
             at = {r["key"]: _value_at(r, sweep.metric.name, rung) for r in ran}
             values = [v for v in at.values() if v is not None]
             mine = at.get(best["key"])
