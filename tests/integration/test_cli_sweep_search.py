@@ -227,6 +227,18 @@ def test_hyperbands_later_brackets_are_judged_later(tmp_path, store_path):
     # (1 x 2 + 2 x 3), 1 on to 6 (1 x 3), and bracket 3's one trial all 6: 20 epochs
     stopping = json.loads(done.stdout)["early_stop"]
     assert stopping["epochs_synchronous"] == 3 + 2 + 6 + 3 + 6 == 20
+    # the dry run says it beforehand, trial by trial
+    dry = run_cli("sweep", str(tmp_path / "sweep.yaml"), "--cpu-slots", "1", "--dry-run", "--store", str(store_path))
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    said = [line.split("(")[-1].rstrip(")") for line in dry.stdout.splitlines() if '{"lr"' in line]
+    assert said == [
+        "ok; bracket 2 of 3, judged from epoch 3",
+        "ok; bracket 1 of 3, judged from epoch 1",
+        "ok; bracket 3 of 3, judged from epoch 9",
+        "pruned; bracket 1 of 3, judged from epoch 1",
+        "pruned; bracket 1 of 3, judged from epoch 1",
+        "pruned; bracket 2 of 3, judged from epoch 3",
+    ]
     assert [(b["trials"], b["judged_from_epoch"]) for b in stopping["brackets"]] == [(3, 1), (2, 3), (1, 9)]
 
 

@@ -20,6 +20,7 @@ from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
 from gpuscout.sweep import resume_plan
 from gpuscout.sweep.expansion import argv_for
+from gpuscout.sweep.pruning import bracket_of
 from gpuscout.sweep.results import SweepSummary
 
 
@@ -204,8 +205,10 @@ def _command(plan: resume_plan.Plan, trial) -> str | None:
 def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
     """--dry-run: the trials, which are done, and what each runs; a new tpe sweep's first proposals."""
 
+    stop = plan.sweep.early_stop
+
     def item(t, state: str, done: bool) -> dict:
-        return {
+        entry = {
             "index": t.index,
             "key": t.key,
             "params": t.params,
@@ -213,6 +216,11 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
             "state": state,
             "command": _command(plan, t),
         }
+        if stop is not None and stop.kind == "hyperband":  # which rung it is first judged at
+            bracket = bracket_of(t.index, stop.brackets, stop.reduction_factor)
+            entry["bracket"] = {"of": stop.brackets, "bracket": bracket + 1,
+                                "judged_from_epoch": stop.grace_epochs * stop.reduction_factor**bracket}  # fmt: skip
+        return entry
 
     listing = [item(t, plan.states.get(t.key, "not run yet"), t not in plan.todo) for t in plan.trials]
     first = [item(t, "proposed first, before any result", False) for t in plan.preview]
@@ -242,7 +250,10 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
             markup=False,
         )
     for entry in first or listing:
-        out.print(f"  {entry['index']:4} {json.dumps(entry['params'])}  ({entry['state']})", markup=False)
+        bracket = entry.get("bracket")
+        judged = f"; bracket {bracket['bracket']} of {bracket['of']}, judged from epoch {bracket['judged_from_epoch']}"
+        state = entry["state"] + (judged if bracket else "")
+        out.print(f"  {entry['index']:4} {json.dumps(entry['params'])}  ({state})", markup=False)
         if entry["command"]:
             out.print(f"       {entry['command']}", markup=False, soft_wrap=True)
     out.print("nothing was run (--dry-run)", markup=False)
