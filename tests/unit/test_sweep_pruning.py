@@ -197,6 +197,7 @@ def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured
     stopping = {
         "kind": "hyperband", "pruned": 15, "trial_hours_used": 0.01, "trial_hours_saved": 0.01, "epochs_run": 796,
         "epochs_planned": 4800, "epochs_synchronous": 471, "best_rank_at_rungs": [], "brackets": held,
+        "pruned_could_win": None, "finished": 1,
     }  # fmt: skip
     lines = stopping_lines(stopping, None, "acc")
     assert lines[0].endswith("796 of 4,800 epochs run (synchronous hyperband: 471)")
@@ -204,6 +205,11 @@ def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured
         "brackets: 8 trial(s) judged from epoch 3, 5 trial(s) judged from epoch 9, 3 trial(s) judged from epoch 27"
     )
     assert brackets(stopped_by({"kind": "median"}), [0, 1]) is None
+    # no finished curve to read a pruned trial's chance from: said, not left out
+    assert lines[-1] == (
+        "a pruned trial's chance to have won cannot be told: none of the 1 trial(s) that ran to the end stood as "
+        "low as a pruned one where it was stopped"
+    )
 
 
 def test_the_best_trials_rank_is_given_at_rungs_even_where_the_rule_judges_every_epoch():

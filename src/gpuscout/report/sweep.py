@@ -289,4 +289,9 @@ def stopping_lines(stopping: dict, cost_usd: float | None, metric: str) -> list[
             f"as low at epoch {won['epoch']} still ended within the winner's noise ({metric} +-{won['noise']:.3g}): "
             f"{won['share']:.0%}" + (f" (only {won['of']} such curves: too few to tell more)" if won["of"] < 5 else "")
         )
+    elif stopping["pruned"] and "finished" in stopping:  # said, not left out: the user may trust silence
+        lines.append(
+            f"a pruned trial's chance to have won cannot be told: none of the {stopping['finished']} trial(s) "
+            "that ran to the end stood as low as a pruned one where it was stopped"
+        )
     return lines

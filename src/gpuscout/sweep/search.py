@@ -267,6 +267,7 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         "epoch_s": epoch_s,
         "best_rank_at_rungs": ranks,
         "pruned_could_win": could_have_won(sweep, ran),
+        "finished": sum(1 for r in ran if r["status"] == "ok"),  # the curves that chance is read from
         "brackets": brackets(sweep, [r["index"] for r in ran]),
     }
 
