@@ -20,7 +20,7 @@ from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
 from gpuscout.sweep import resume_plan
 from gpuscout.sweep.expansion import argv_for
-from gpuscout.sweep.pruning import bracket_of
+from gpuscout.sweep.pruning import bracket_of, first_rung
 from gpuscout.sweep.results import SweepSummary
 
 
@@ -218,8 +218,11 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
         }
         if stop is not None and stop.kind == "hyperband":  # which rung it is first judged at
             bracket = bracket_of(t.index, stop.brackets, stop.reduction_factor)
-            entry["bracket"] = {"of": stop.brackets, "bracket": bracket + 1,
-                                "judged_from_epoch": stop.grace_epochs * stop.reduction_factor**bracket}  # fmt: skip
+            entry["bracket"] = {
+                "of": stop.brackets,
+                "bracket": bracket + 1,
+                "judged_from_epoch": first_rung(stop, bracket),
+            }
         return entry
 
     listing = [item(t, plan.states.get(t.key, "not run yet"), t not in plan.todo) for t in plan.trials]

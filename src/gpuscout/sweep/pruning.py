@@ -66,13 +66,7 @@ def smoothed(curve: Curve, epoch: int, smooth: int, maximize: bool) -> float | N
 
 
 def halving(
-    mine: Curve,
-    peers: list[Curve],
-    rungs: list[int],
-    factor: int,
-    smooth: int,
-    maximize: bool,
-    metric: str,
+    mine: Curve, peers: list[Curve], rungs: list[int], factor: int, smooth: int, maximize: bool, metric: str
 ) -> Verdict:
     """Stop when, at some rung this trial has passed, it is not in the best 1/factor (at least
     one) of the trials that have reached that rung, itself included; a rung reached by fewer
@@ -138,6 +132,11 @@ def bracket_shares(brackets: int, factor: int) -> list[float]:
 GOLDEN = (math.sqrt(5) - 1) / 2
 
 
+def first_rung(stop, bracket: int) -> int:
+    """The epoch from which hyperband judges a trial of `bracket` (from 0): grace x factor^bracket."""
+    return stop.grace_epochs * stop.reduction_factor**bracket
+
+
 def bracket_of(index: int, brackets: int, factor: int) -> int:
     """The bracket of the sweep's trial `index` (from 0)."""
     point, edge = ((index + 1) * GOLDEN) % 1.0, 0.0
@@ -169,10 +168,11 @@ def judge(stop, mine: Curve, peers: list[Curve], bracket: int, rungs: list[int],
         return patience(mine, stop.grace_epochs, stop.patience_epochs, maximize, metric)
     if stop.kind == "median":
         return median(mine, peers, stop.grace_epochs, stop.smooth_epochs, maximize, metric)
-    verdict = halving(mine, peers, rungs[bracket:], stop.reduction_factor, stop.smooth_epochs, maximize, metric)
+    at = [r for r in rungs if r >= first_rung(stop, bracket)]  # bracket 0 (halving's): every rung
+    verdict = halving(mine, peers, at, stop.reduction_factor, stop.smooth_epochs, maximize, metric)
     if verdict.stop and stop.kind == "hyperband":  # its bracket said: why it was not judged earlier
-        first = stop.grace_epochs * stop.reduction_factor**bracket
-        return Verdict(True, f"bracket {bracket + 1} of {stop.brackets} (judged from epoch {first}), {verdict.why}")
+        where = f"bracket {bracket + 1} of {stop.brackets} (judged from epoch {first_rung(stop, bracket)})"
+        return Verdict(True, f"{where}, {verdict.why}")
     return verdict
 
 

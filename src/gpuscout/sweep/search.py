@@ -278,10 +278,7 @@ def brackets(sweep: SweepFile, indexes: list[int]) -> list[dict] | None:
     if stop.kind != "hyperband":
         return None
     held = [pruning.bracket_of(i, stop.brackets, stop.reduction_factor) for i in indexes]
-    return [
-        {"trials": held.count(b), "judged_from_epoch": stop.grace_epochs * stop.reduction_factor**b}
-        for b in range(stop.brackets)
-    ]
+    return [{"trials": held.count(b), "judged_from_epoch": pruning.first_rung(stop, b)} for b in range(stop.brackets)]
 
 
 def trial_pace(points: list[tuple[int, float]]) -> tuple[float, float]:
