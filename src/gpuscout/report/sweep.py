@@ -253,9 +253,11 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
             markup=False,
         )
     for entry in first or listing:
-        bracket = entry.get("bracket")
-        judged = f"; bracket {bracket['bracket']} of {bracket['of']}, judged from epoch {bracket['judged_from_epoch']}"
-        state = entry["state"] + (judged if bracket else "")
+        state, bracket = entry["state"], entry.get("bracket")
+        if bracket:
+            state += (
+                f"; bracket {bracket['bracket']} of {bracket['of']}, judged from epoch {bracket['judged_from_epoch']}"
+            )
         out.print(f"  {entry['index']:4} {json.dumps(entry['params'])}  ({state})", markup=False)
         if entry["command"]:
             out.print(f"       {entry['command']}", markup=False, soft_wrap=True)
