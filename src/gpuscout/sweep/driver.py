@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from gpuscout.analysis.stats import import_scipy_in_background
 from gpuscout.core import outputs
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import utc_now
@@ -151,6 +152,12 @@ def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hook
         from gpuscout.sweep.ray_executor import run_ray
 
         return run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs, hooks)
+    if p.sweep.command is not None:
+        # each trial's step statistics need scipy.stats when it ends: imported by the first trials
+        # to end, it put 1.5-2 s of import on the first wave's critical path (4 slots on 2 cores,
+        # py-spy of the driver); imported now, it overlaps the warm interpreter's imports, which
+        # keep one core busy while the trials wait (docs/benchmarks.md, "Hyperband and the median")
+        import_scipy_in_background()
     more = None
     if p.sweep.strategy.kind == "tpe":
         proposed = [len(p.trials)]  # stored trials hold indices 0..n-1
