@@ -25,6 +25,10 @@ fit's logs (val_accuracy, loss, ...), from JSON lines it prints, or from gpuscou
 Each trial's step time and input wait are kept with it. Templates: `{lr}` is a parameter,
 `{{`/`}}` literal braces; a command with shell syntax runs under /bin/sh (or say `shell: true`).
 
+`early_stop:` in the sweep file stops hopeless trials at an epoch's end (`successive_halving`,
+`hyperband`, `median`, `patience`; Optuna's own as `optuna_hyperband`, `optuna_median`), each
+with its reason; the summary says the slot time saved and how likely a pruned trial was to win.
+
 A trial that failed by its own doing (failed, oom, timeout) runs again only with --retry-failed.
 One that did not end by its doing (Ctrl-C, a driver that died, or gpuscout's own failure: a full
 disk, its logs that could not be written; the sweep then stops, since every trial would meet it)
