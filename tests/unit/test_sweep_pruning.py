@@ -213,9 +213,9 @@ def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured
 
 
 def test_the_best_trials_rank_is_given_at_rungs_even_where_the_rule_judges_every_epoch():
-    from gpuscout.sweep.search import rank_epochs, rungs
+    from gpuscout.sweep.search import halving_rungs, rungs
 
     median_rule = stopped_by({"kind": "median", "grace_epochs": 6})
     assert rungs(median_rule, 70) == list(range(6, 71))  # judged every epoch from the grace
-    assert rank_epochs(median_rule, 70) == [6, 18, 54]  # ranked as at halving's rungs, not 65 times
-    assert rank_epochs(stopped_by({"kind": "successive_halving", "grace_epochs": 3}), 300) == [3, 9, 27, 81, 243]
+    assert halving_rungs(median_rule, 70) == [6, 18, 54]  # ranked as at halving's rungs, not 65 times
+    assert halving_rungs(stopped_by({"kind": "successive_halving", "grace_epochs": 3}), 300) == [3, 9, 27, 81, 243]

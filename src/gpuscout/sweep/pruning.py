@@ -180,9 +180,9 @@ def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_att
     """The Optuna pruner of gpuscout's rules for the sweep file's `early_stop` (`rungs_of(epochs)`:
     the rungs up to an epoch; `bracket_attr`: the user attribute that holds a trial's bracket);
     `why[trial number]` keeps each stop's reason for the trial's record."""
-    states = [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING]
-    if stop.kind != "median":  # halving's rungs count every trial that reached them, stopped or not
-        states.append(optuna.trial.TrialState.PRUNED)
+    state = optuna.trial.TrialState
+    # the median counts the trials not stopped; halving's rungs every trial that reached them
+    states = (state.COMPLETE, state.RUNNING) + (() if stop.kind == "median" else (state.PRUNED,))
 
     class GpuscoutPruner(optuna.pruners.BasePruner):
         def __init__(self) -> None:
@@ -193,7 +193,7 @@ def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_att
             bracket = trial.user_attrs.get(bracket_attr, 0)
             peers = [
                 dict(t.intermediate_values)
-                for t in ([] if stop.kind == "patience" else study.get_trials(deepcopy=False, states=tuple(states)))
+                for t in ([] if stop.kind == "patience" else study.get_trials(deepcopy=False, states=states))
                 if t.number != trial.number
             ]
             verdict = judge(stop, mine, peers, bracket, rungs_of(max(mine, default=0)), maximize, metric)

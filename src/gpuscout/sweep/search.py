@@ -210,13 +210,13 @@ def rungs(sweep: SweepFile, epochs: int) -> list[int]:
         return []
     if stop.kind in ("median", "patience", "optuna_median"):
         return list(range(stop.grace_epochs, epochs + 1))
-    return rank_epochs(sweep, epochs)
+    return halving_rungs(sweep, epochs)
 
 
-def rank_epochs(sweep: SweepFile, epochs: int) -> list[int]:
-    """grace x factor^k up to `epochs`: halving's rungs, and where the summary gives the best
-    trial's rank under every rule (under median, one rank an epoch made a line of 65 ranks for a
-    sweep of 70 epochs)."""
+def halving_rungs(sweep: SweepFile, epochs: int) -> list[int]:
+    """grace x factor^k up to `epochs`: halving's and hyperband's rungs, and where the summary
+    gives the best trial's rank under every rule (under median, one rank an epoch made a line of
+    65 ranks for a sweep of 70 epochs)."""
     stop = sweep.early_stop
     out, rung = [], stop.grace_epochs
     while rung <= epochs:
@@ -242,9 +242,10 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
     )
     # the trials' length: what fit planned, or where a script's own loop reports no plan, the most any ran
     most = max((p for p in planned_of.values() if p), default=0) or max(run_of.values(), default=0)
+    indexes = [r["index"] for r in ran]
     ranks = []
     if best is not None:
-        for rung in rank_epochs(sweep, most):
+        for rung in halving_rungs(sweep, most):
             at = {r["key"]: _value_at(r, sweep.metric.name, rung) for r in ran}
             values = [v for v in at.values() if v is not None]
             mine = at.get(best["key"])
@@ -260,7 +261,7 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         "epochs_run": sum(run_of.values()),
         "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
         # the same trials under the synchronous schedule: what asynchronous halving is measured against
-        "epochs_synchronous": synchronous_schedule(sweep, [r["index"] for r in ran], most) if most else None,
+        "epochs_synchronous": synchronous_schedule(sweep, indexes, most) if most else None,
         "trial_hours_used": used_s / 3600,
         "trial_hours_saved": saved_s / 3600,  # the pruned trials' epochs not run, at the trials' pace
         "trial_start_s": start_s,  # the pace: start-up, then seconds an epoch (trial_pace)
@@ -268,7 +269,7 @@ def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -
         "best_rank_at_rungs": ranks,
         "pruned_could_win": could_have_won(sweep, ran),
         "finished": sum(1 for r in ran if r["status"] == "ok"),  # the curves that chance is read from
-        "brackets": brackets(sweep, [r["index"] for r in ran]),
+        "brackets": brackets(sweep, indexes),
     }
 
 
