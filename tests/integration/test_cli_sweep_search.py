@@ -4,6 +4,7 @@ driver and --resume, the median rule, and TPE proposing the same trials twice fr
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -87,11 +88,15 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
     for key, (status, result) in before.items():  # decided before the kill: kept, never run again
         assert after[key] == (status, result)
     by_lr = {r["params"]["lr"]: (s, r) for s, r in after.values()}
+    by_index = {r["index"]: (s, r) for s, r in after.values()}
     assert by_lr[HOPELESS[0]][0] == "ok"
     for lr in HOPELESS[1:]:  # pruned at the first rung, their one epoch counted, and why
         status, result = by_lr[lr]
         assert status == "pruned" and len(result["history"]) == 1 and "pruned after epoch 1" in result["message"]
         assert "at epoch 1: val_loss" in result["message"] and "trials that reached it" in result["message"]
+        # and which trials went on in its place, by their index in the sweep
+        went_on = re.search(r"go on \(1 in 3\): trials? (\d+) \(", result["message"])
+        assert went_on and by_index[int(went_on[1])][0] in ("ok", "pruned"), result["message"]
     runs = ran(tmp_path)
     assert sorted(lr for lr, _ in runs if lr in HOPELESS) == HOPELESS  # each once, its code after fit run
     assert all(epochs == 1 for lr, epochs in runs if lr in HOPELESS[1:])

@@ -28,6 +28,11 @@ def flat(value: float, epochs: int) -> dict[int, float]:
     return {e: value for e in range(1, epochs + 1)}
 
 
+def trials(*curves: dict[int, float]) -> list[tuple[int, dict[int, float]]]:
+    """The other trials as the pruner gives them: indexes from 1 (this one is trial 0)."""
+    return list(enumerate(curves, 1))
+
+
 def test_the_best_of_the_last_reports_is_what_is_judged():
     curve = {1: 0.5, 2: 0.7, 3: 0.6}
     assert smoothed(curve, 3, 3, maximize=True) == 0.7 and smoothed(curve, 3, 1, maximize=True) == 0.6
@@ -37,21 +42,35 @@ def test_the_best_of_the_last_reports_is_what_is_judged():
 def test_a_rung_judges_no_one_until_factor_trials_reached_it_then_keeps_the_best_third():
     mine = flat(0.5, 3)
     # one peer at the rung: two trials, fewer than the factor of 3: no judgement yet
-    assert not halving(mine, [flat(0.9, 3)], RUNGS, 3, 3, True, "acc").stop
+    assert not halving(mine, trials(flat(0.9, 3)), RUNGS, 3, 3, True, "acc").stop
     # six trials at epoch 3: the best 6 // 3 = 2 go on; this one ranks 6th
-    verdict = halving(mine, [flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)], RUNGS, 3, 3, True, "acc")
+    verdict = halving(mine, trials(*(flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55))), RUNGS, 3, 3, True, "acc")
     assert verdict.stop and verdict.why == (
-        "at epoch 3: acc 0.5 (best of its last 3) ranked 6 of the 6 trials that reached it; the best 2 go on (1 in 3)"
+        "at epoch 3: acc 0.5 (best of its last 3) ranked 6 of the 6 trials that reached it; the best 2 go on (1 in 3): "
+        "trials 1 (0.9) and 2 (0.8)"
     )
     # second of six goes on
-    assert not halving(flat(0.85, 3), [flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)], RUNGS, 3, 3, True, "a").stop
+    peers = trials(*(flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)))
+    assert not halving(flat(0.85, 3), peers, RUNGS, 3, 3, True, "a").stop
+
+
+def test_a_reason_names_the_trials_that_went_on_best_first_four_at_most():
+    """16 trials at epoch 3 keep the best 5; the last one's reason names four of them and counts
+    the fifth: one line however many trials a sweep has."""
+    peers = trials(*(flat(0.5 + v / 100, 3) for v in range(15)))  # trial i at 0.5 + (i - 1) / 100
+    verdict = halving(flat(0.1, 3), peers, RUNGS, 3, 3, True, "acc")
+    assert verdict.why.endswith(
+        "the best 5 go on (1 in 3): trials 15 (0.64), 14 (0.63), 13 (0.62), 12 (0.61) and 1 more"
+    )
+    loss = median(flat(0.9, 3), trials(flat(0.3, 3), flat(0.2, 3), flat(0.4, 3)), 1, 1, False, "loss")
+    assert loss.why.endswith("the median of the 3 other trials that reached it: trials 2 (0.2), 1 (0.3) and 3 (0.4)")
 
 
 def test_a_trial_promoted_early_is_judged_again_when_its_peers_arrive():
     """It passed epoch 3 alone and is at epoch 12 now; five better trials have since reached epoch
     3 (and stopped there or not): at epoch 3 it ranks 6 of 6, and is stopped now."""
     early = flat(0.5, 12)
-    later = [flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)]
+    later = trials(*(flat(v, 3) for v in (0.9, 0.8, 0.7, 0.6, 0.55)))
     verdict = halving(early, later, RUNGS, 3, 3, True, "acc")
     assert verdict.stop and verdict.why.startswith("at epoch 3: ")
 
@@ -60,17 +79,18 @@ def test_one_bad_epoch_does_not_cut_a_trial():
     """0.8, 0.9, then 0.5 at the rung: the best of its last three (0.9) leads peers whose best is
     0.85; judged on its last epoch alone (smooth 1) it would rank last of four and be cut."""
     mine = {1: 0.8, 2: 0.9, 3: 0.5}
-    peers = [flat(0.85, 3), flat(0.84, 3), flat(0.83, 3)]
+    peers = trials(flat(0.85, 3), flat(0.84, 3), flat(0.83, 3))
     assert not halving(mine, peers, RUNGS, 3, 3, True, "acc").stop
     assert halving(mine, peers, RUNGS, 3, 1, True, "acc").stop
 
 
 def test_the_median_rule_judges_where_the_others_are():
-    peers = [flat(0.9, 5), flat(0.7, 5), flat(0.6, 2)]
-    # at epoch 5 two others are there (0.9, 0.7): the median 0.8; 0.75 is worse
+    peers = trials(flat(0.7, 5), flat(0.9, 5), flat(0.6, 2))
+    # at epoch 5 two others are there (0.9, 0.7): the median 0.8; 0.75 is worse; named best first
     verdict = median(flat(0.75, 5), peers, 2, 3, True, "acc")
     assert verdict.stop and verdict.why == (
-        "at epoch 5: acc 0.75 (best of its last 3) worse than 0.8, the median of the 2 other trials that reached it"
+        "at epoch 5: acc 0.75 (best of its last 3) worse than 0.8, the median of the 2 other trials that reached "
+        "it: trials 2 (0.9) and 1 (0.7)"
     )
     assert not median(flat(0.85, 5), peers, 2, 3, True, "acc").stop
     # ahead of every other trial (epoch 9, they are at 5 at most): judged at epoch 5, not let run
@@ -79,12 +99,12 @@ def test_the_median_rule_judges_where_the_others_are():
     # within the grace, or no other trial that far: no verdict; a loss is worse above the median
     assert not median(flat(0.1, 1), peers, 2, 3, True, "acc").stop
     assert not median(flat(0.1, 5), [], 2, 3, True, "acc").stop
-    assert not median(flat(0.1, 5), [flat(0.9, 5)], 2, 3, True, "acc").stop  # one other: not a median
+    assert not median(flat(0.1, 5), trials(flat(0.9, 5)), 2, 3, True, "acc").stop  # one other: not a median
     # two others reached epoch 4, one epoch 5: judged at epoch 4, the furthest two have reached
-    assert median(flat(0.75, 5), [flat(0.9, 5), flat(0.8, 4), flat(0.6, 4)], 2, 3, True, "a").why.startswith(
+    assert median(flat(0.75, 5), trials(flat(0.9, 5), flat(0.8, 4), flat(0.6, 4)), 2, 3, True, "a").why.startswith(
         "at epoch 4: a 0.75 (best of its last 3) worse than 0.8, the median of the 3 other trials"
     )
-    assert median(flat(0.5, 3), [flat(0.3, 3), flat(0.4, 3)], 1, 1, False, "loss").stop
+    assert median(flat(0.5, 3), trials(flat(0.3, 3), flat(0.4, 3)), 1, 1, False, "loss").stop
 
 
 def test_hyperbands_brackets_share_the_trials_as_its_budget_does():
@@ -99,14 +119,14 @@ def test_hyperbands_brackets_share_the_trials_as_its_budget_does():
 def test_a_later_bracket_is_judged_from_its_own_first_rung_among_every_trial_there():
     stop = EarlyStop(kind="hyperband", grace_epochs=3, reduction_factor=3, smooth_epochs=1, brackets=3)
     slow = {1: 0.1, 2: 0.1, 3: 0.1, 4: 0.5, 5: 0.6}  # last of four at epoch 3
-    peers = [flat(v, 3) for v in (0.9, 0.8, 0.7)]
+    peers = trials(*(flat(v, 3) for v in (0.9, 0.8, 0.7)))
     assert judge(stop, slow, peers, 0, RUNGS, True, "acc").stop  # bracket 1: cut at epoch 3
     assert not judge(stop, slow, peers, 1, RUNGS, True, "acc").stop  # bracket 2: not judged before epoch 9
     at_9 = {**slow, **{e: 0.2 for e in range(6, 10)}}
-    verdict = judge(stop, at_9, [flat(v, 9) for v in (0.9, 0.8, 0.7)], 1, RUNGS, True, "acc")
+    verdict = judge(stop, at_9, trials(*(flat(v, 9) for v in (0.9, 0.8, 0.7))), 1, RUNGS, True, "acc")
     assert verdict.stop and verdict.why == (
         "bracket 2 of 3 (judged from epoch 9), at epoch 9: acc 0.2 (best of its last 1) ranked 4 of the 4 trials "
-        "that reached it; the best 1 go on (1 in 3)"
+        "that reached it; the best 1 go on (1 in 3): trial 1 (0.9)"
     )
 
 

@@ -48,6 +48,11 @@ import statistics
 from dataclasses import dataclass
 
 Curve = dict[int, float]  # epoch (from 1) -> the metric reported at its end
+Peers = list[tuple[int, Curve]]  # the other trials: (the sweep's trial index, its curve)
+
+# How many peers a reason names, best first, before "and N more": the ones that beat it, found
+# again by index in the live view, `--dry-run` and `--json`; one line where dozens reach a rung
+NAMED = 4
 
 
 @dataclass(frozen=True)
@@ -65,28 +70,45 @@ def smoothed(curve: Curve, epoch: int, smooth: int, maximize: bool) -> float | N
     return max(last) if maximize else min(last)
 
 
+def at_epoch(peers: Peers, epoch: int, smooth: int, maximize: bool) -> list[tuple[int, float]]:
+    """(index, smoothed value) of the peers that have reached `epoch`, best first."""
+    values = [
+        (index, v)
+        for index, p in peers
+        if max(p, default=0) >= epoch and (v := smoothed(p, epoch, smooth, maximize)) is not None
+    ]
+    return sorted(values, key=lambda iv: -iv[1] if maximize else iv[1])
+
+
+def named(values: list[tuple[int, float]]) -> str:
+    """'trials 3 (0.91), 6 (0.9) and 2 more': the trials and their values, as given (best first)."""
+    shown = [f"{index} ({value:.4g})" for index, value in values[:NAMED]]
+    more = len(values) - len(shown)
+    listed = shown + [f"{more} more"] if more else shown
+    words = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
+    return f"trial{'s' if len(values) > 1 else ''} {words}"
+
+
 def halving(
-    mine: Curve, peers: list[Curve], rungs: list[int], factor: int, smooth: int, maximize: bool, metric: str
+    mine: Curve, peers: Peers, rungs: list[int], factor: int, smooth: int, maximize: bool, metric: str
 ) -> Verdict:
     """Stop when, at some rung this trial has passed, it is not in the best 1/factor (at least
     one) of the trials that have reached that rung, itself included; a rung reached by fewer
-    than `factor` trials judges no one yet."""
+    than `factor` trials judges no one yet. The reason names the trials that go on."""
     reached = max(mine, default=0)
     for rung in (r for r in rungs if r <= reached):
         value = smoothed(mine, rung, smooth, maximize)
-        others = [
-            v for p in peers if max(p, default=0) >= rung and (v := smoothed(p, rung, smooth, maximize)) is not None
-        ]
+        others = at_epoch(peers, rung, smooth, maximize)
         count = len(others) + 1
         if value is None or count < factor:
             continue
         keep = max(1, count // factor)
-        rank = 1 + sum(1 for v in others if (v > value if maximize else v < value))
+        rank = 1 + sum(1 for _, v in others if (v > value if maximize else v < value))
         if rank > keep:
             return Verdict(
                 True,
                 f"at epoch {rung}: {metric} {value:.4g} (best of its last {smooth}) ranked {rank} of the {count} "
-                f"trials that reached it; the best {keep} go on (1 in {factor})",
+                f"trials that reached it; the best {keep} go on (1 in {factor}): {named(others[:keep])}",
             )
     return Verdict(False)
 
@@ -95,26 +117,27 @@ def halving(
 MEDIAN_PEERS = 2
 
 
-def median(mine: Curve, peers: list[Curve], grace: int, smooth: int, maximize: bool, metric: str) -> Verdict:
+def median(mine: Curve, peers: Peers, grace: int, smooth: int, maximize: bool, metric: str) -> Verdict:
     """Stop when, at the latest epoch (from the grace on) that it and at least MEDIAN_PEERS
     other trials have reached, its value is worse than the median of the others' there (`peers`:
-    the trials not stopped). A trial ahead of the others is judged where they are."""
+    the trials not stopped). A trial ahead of the others is judged where they are. The reason
+    names those others, best first."""
     reached = max(mine, default=0)
-    fronts = sorted((min(reached, max(p, default=0)) for p in peers), reverse=True)
+    fronts = sorted((min(reached, max(p, default=0)) for _, p in peers), reverse=True)
     at = fronts[MEDIAN_PEERS - 1] if len(fronts) >= MEDIAN_PEERS else 0
     if at < grace:
         return Verdict(False)
     value = smoothed(mine, at, smooth, maximize)
-    others = [v for p in peers if max(p, default=0) >= at and (v := smoothed(p, at, smooth, maximize)) is not None]
+    others = at_epoch(peers, at, smooth, maximize)
     if value is None or not others:
         return Verdict(False)
-    middle = statistics.median(others)
+    middle = statistics.median(v for _, v in others)
     if not (value < middle if maximize else value > middle):
         return Verdict(False)
     return Verdict(
         True,
         f"at epoch {at}: {metric} {value:.4g} (best of its last {smooth}) worse than {middle:.4g}, the median of "
-        f"the {len(others)} other trial{'s' if len(others) > 1 else ''} that reached it",
+        f"the {len(others)} other trial{'s' if len(others) > 1 else ''} that reached it: {named(others)}",
     )
 
 
@@ -161,9 +184,9 @@ def patience(mine: Curve, grace: int, epochs: int, maximize: bool, metric: str) 
     return Verdict(True, f"at epoch {done[-1]}: {metric} has not bettered {best_before:.4g} in {epochs} epochs")
 
 
-def judge(stop, mine: Curve, peers: list[Curve], bracket: int, rungs: list[int], maximize: bool, metric: str):
+def judge(stop, mine: Curve, peers: Peers, bracket: int, rungs: list[int], maximize: bool, metric: str):
     """The verdict of the sweep file's `early_stop` rule on one trial (`peers`: the other trials'
-    curves; `bracket`: its hyperband bracket; `rungs`: the rungs up to its epoch)."""
+    indexes and curves; `bracket`: its hyperband bracket; `rungs`: the rungs up to its epoch)."""
     if stop.kind == "patience":
         return patience(mine, stop.grace_epochs, stop.patience_epochs, maximize, metric)
     if stop.kind == "median":
@@ -176,10 +199,11 @@ def judge(stop, mine: Curve, peers: list[Curve], bracket: int, rungs: list[int],
     return verdict
 
 
-def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_attr: str):
+def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_attr: str, index_attr: str):
     """The Optuna pruner of gpuscout's rules for the sweep file's `early_stop` (`rungs_of(epochs)`:
-    the rungs up to an epoch; `bracket_attr`: the user attribute that holds a trial's bracket);
-    `why[trial number]` keeps each stop's reason for the trial's record."""
+    the rungs up to an epoch; `bracket_attr`, `index_attr`: the user attributes that hold a
+    trial's bracket and its index in the sweep); `why[trial number]` keeps each stop's reason for
+    the trial's record."""
     state = optuna.trial.TrialState
     # the median counts the trials not stopped; halving's rungs every trial that reached them
     states = (state.COMPLETE, state.RUNNING) + (() if stop.kind == "median" else (state.PRUNED,))
@@ -191,8 +215,8 @@ def make_pruner(optuna, stop, rungs_of, maximize: bool, metric: str, bracket_att
         def prune(self, study, trial) -> bool:
             mine = dict(trial.intermediate_values)
             bracket = trial.user_attrs.get(bracket_attr, 0)
-            peers = [
-                dict(t.intermediate_values)
+            peers = [  # a study begun before trials carried their index: Optuna's number
+                (t.user_attrs.get(index_attr, t.number), dict(t.intermediate_values))
                 for t in ([] if stop.kind == "patience" else study.get_trials(deepcopy=False, states=states))
                 if t.number != trial.number
             ]

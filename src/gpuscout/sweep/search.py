@@ -33,6 +33,7 @@ from gpuscout.sweep.spec import SweepFile, score, values_or_range
 JOURNAL = "study.journal"
 KEY_ATTR = "gpuscout_key"
 BRACKET_ATTR = "gpuscout_bracket"  # hyperband: the trial's bracket (from its index, so --resume keeps it)
+INDEX_ATTR = "gpuscout_index"  # the sweep's trial index: what a pruned trial's reason names its peers by
 
 
 def require_optuna():
@@ -122,6 +123,7 @@ class Search:
             self.sweep.metric.direction == "max",
             self.sweep.metric.name,
             BRACKET_ATTR,
+            INDEX_ATTR,
         )
 
     @property
@@ -149,8 +151,9 @@ class Search:
             return Trial(key, index, params)
 
     def _mark(self, t, key: str, index: int) -> None:
-        """An Optuna trial begun for gpuscout's trial `key`: its key, and its hyperband bracket."""
+        """An Optuna trial begun for gpuscout's trial `key`: its key and index, and its hyperband bracket."""
         t.set_user_attr(KEY_ATTR, key)
+        t.set_user_attr(INDEX_ATTR, index)
         if self.sweep.early_stop is not None and self.sweep.early_stop.kind == "hyperband":
             stop = self.sweep.early_stop
             t.set_user_attr(BRACKET_ATTR, pruning.bracket_of(index, stop.brackets, stop.reduction_factor))
