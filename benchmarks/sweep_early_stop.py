@@ -5,7 +5,7 @@ GPU-hours, epochs run and the best val_accuracy of each:
 
     PYTHONPATH=src python benchmarks/sweep_early_stop.py --out OUT [--gpus 0 --gpus 0,1] [--per-gpu 2]
         [--grace 1] [--reduction 3] [--epochs 8] [--hyperband] [--median] [--no-halving]
-        [--peer] [--cold] [--small]
+        [--peer] [--cold] [--small] [--trials 8]
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--per-gpu", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--small", action="store_true", help="a CPU smoke test: 4 trials, 2 epochs, CPU slots")
+    parser.add_argument("--trials", type=int, default=16, help="every (16 / N)th learning rate")
     parser.add_argument("--peer", action="store_true", help="also Optuna's own pruners on the same trials")
     parser.add_argument("--hyperband", action="store_true", help="also gpuscout's hyperband (3 brackets)")
     parser.add_argument("--median", action="store_true", help="also gpuscout's median rule (--peer: Optuna's too)")
@@ -56,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.out / "results.sqlite"
-    lrs = LEARNING_RATES[2:6] if args.small else LEARNING_RATES
+    lrs = LEARNING_RATES[2:6] if args.small else LEARNING_RATES[:: len(LEARNING_RATES) // args.trials]
     epochs = 2 if args.small else args.epochs
     rows = []
     halving = (
