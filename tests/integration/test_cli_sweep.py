@@ -62,6 +62,14 @@ def test_a_workload_sweep_measures_each_trial_through_the_engine_and_stores_its_
     shown = run_cli("results", "show", by_batch[64]["id"], "--store", str(store_path)).stdout
     assert f"compilation cache: {second['hits']} of {second['programs']} programs loaded" in shown
     assert summary["best"][0]["value"] == max(r["samples_per_s"] for r in runs)
+    # Another sweep of the same store shares the cache: a batch the first compiled is all loaded
+    # (jax keys a program by the cache folder's path too, so only one fixed folder can do this)
+    again = write(tmp_path, sweep.read_text().replace("name: widths", "name: again").replace("16, 64", "16"), "a.yaml")
+    proc = run_cli("sweep", str(again), "--cpu-slots", "1", "--json", "--store", str(store_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["compilation_cache"]["folder"] == cache["folder"]
+    loaded = json.loads(proc.stdout)["compilation_cache"]
+    assert loaded["hits"] == loaded["programs"] == first["programs"], (loaded, first)
     old = write(
         tmp_path,
         "name: x\nworkload: mlp\nmetric: {name: mfu}\nspace: {batch_size: [8]}\nbench_args: [--windows, '2']\n",
@@ -142,7 +150,7 @@ def test_the_examples_plan_anywhere_and_the_quick_grid_runs_on_two_cpu_slots_wit
     first = stored[0][2]
     assert len(first["history"]) == 2 and first["history"][-1]["epoch"] == 2  # fit's epoch logs, every epoch
     assert os.path.exists(os.path.join(first["log_dir"], "stdout-1.log"))
-    # the scripts (Keras on jax) compiled through the sweep's cache: jax read it from the environment
+    # the scripts (Keras on jax) compiled through the store's cache: jax read it from the environment
     assert any(name.startswith("jit_") for name in os.listdir(summary["compilation_cache"]["folder"]))
     # TensorBoard: event files with each trial's scalars and the HParams table, written without
     # TensorFlow and read back with TensorBoard's own event reader

@@ -65,6 +65,6 @@ def test_the_sweep_summary_prints_brackets_as_they_are():
         "/data/[runs]/x",
         "a note about [b]bold[/b]",
         "pip install 'gpuscout[sweep]'",
-        "31 of 40 loaded from the sweep's cache (/data/[runs]/x/xla-cache)",
+        "31 of 40 loaded from the sweeps' cache (/data/[runs]/x/xla-cache)",
     ):
         assert shown in text, shown

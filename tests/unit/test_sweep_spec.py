@@ -73,7 +73,7 @@ def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_
         }
 
     new = [trial(0, 0, 0.0, 49.0), trial(1, 0, 51.0, 100.0), trial(2, 1, 0.0, 30.0), trial(3, 1, 30.0, 70.0)]
-    plan = Plan(sweep(), "h", [], [], [], [], tmp_path)
+    plan = Plan(sweep(), "h", [], [], [], [], tmp_path, tmp_path / "xla-cache")
     summary = summarise(plan, new, new, SimpleNamespace(available=False), None)
     assert summary.wall_s == 100.0
     assert summary.gpu_idle_share == pytest.approx({"gpu0": 0.02, "gpu1": 0.30})
@@ -124,14 +124,20 @@ def test_a_command_no_trial_can_make_is_refused_before_anything_runs(tmp_path, c
         check_commands(s, expand(s), tmp_path / "s.yaml")
 
 
-def test_the_compilation_cache_is_the_sweeps_for_jax_runs_and_can_be_turned_off(tmp_path, monkeypatch):
+def test_the_compilation_cache_is_the_stores_for_jax_runs_and_can_be_turned_off(tmp_path, monkeypatch):
     from gpuscout.core.spec import build_spec
-    from gpuscout.sweep import runner, workload_trials
+    from gpuscout.sweep import resume_plan, runner, workload_trials
 
     on = SweepFile(name="c", workload="mlp", metric={"name": "mfu"}, space={"batch_size": [8]})
     off = on.model_copy(update={"compilation_cache": False})
-    assert runner.TrialRunner(on, tmp_path).cache == tmp_path / "xla-cache"
-    assert runner.TrialRunner(off, tmp_path).cache is None
+    # every sweep of a store shares one, beside the store; a log folder the user named has its own
+    store = tmp_path / "results.sqlite"
+    shared = resume_plan.cache_folder(store, resume_plan.logs_folder(store, "c"), named=False)
+    assert shared == resume_plan.cache_folder(store, resume_plan.logs_folder(store, "d"), named=False)
+    assert shared == tmp_path / "sweeps" / ".xla-cache"
+    assert resume_plan.cache_folder(store, tmp_path / "mine", named=True) == tmp_path / "mine" / "xla-cache"
+    assert runner.TrialRunner(on, tmp_path, cache=shared).cache == shared
+    assert runner.TrialRunner(off, tmp_path, cache=shared).cache is None
     jax_run = build_spec(workload="mlp", backend="jax", batch_size=8)
     tf_run = build_spec(workload="mlp", backend="tensorflow", batch_size=8)
     assert workload_trials.on_slot(jax_run, 1, tmp_path / "x").compilation_cache == str(tmp_path / "x")

@@ -152,7 +152,7 @@ def print_summary(summary: SweepSummary, out: Console) -> None:
     cache = summary.compilation_cache
     if cache and cache.programs:  # workload trials on jax count what the cache gave them
         out.print(
-            f"compiled programs: {cache.hits} of {cache.programs} loaded from the sweep's cache "
+            f"compiled programs: {cache.hits} of {cache.programs} loaded from the sweeps' cache "
             f"({cache.folder}), the others compiled",
             highlight=False,
             markup=False,

@@ -151,7 +151,9 @@ def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hook
     if options.executor == "ray":
         from gpuscout.sweep.ray_executor import run_ray
 
-        return run_ray(p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.specs, hooks)
+        return run_ray(
+            p.todo, p.sweep, options.address, options.cpu_slots is not None, p.log_root, p.cache, p.specs, hooks
+        )
     if p.sweep.command is not None:
         # each trial's step statistics need scipy.stats when it ends: imported by the first trials
         # to end, it put 1.5-2 s of import on the first wave's critical path (4 slots on 2 cores,
@@ -188,6 +190,7 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
         p.specs,
         engine.Session(nvml, engine.MeasureOptions(timeout_s=p.sweep.timeout_s)),
         search=hooks.search,
+        cache=p.cache,
     )
     try:
         reason = _run(p, options, trial_runner, hooks)
@@ -206,9 +209,7 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     new = hooks.new
     summary = summarise(p, results, new, nvml, reason)
     summary.compilation_cache = (
-        CompilationCache(folder=str(run_lib.cache_dir(p.log_root)), **hooks.cache_use)
-        if p.sweep.compilation_cache
-        else None
+        CompilationCache(folder=str(p.cache), **hooks.cache_use) if p.sweep.compilation_cache else None
     )
     warm = trial_runner.warm.summary() if trial_runner.warm is not None else None
     if warm is not None:

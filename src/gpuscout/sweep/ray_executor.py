@@ -24,7 +24,9 @@ CONNECT_TIMEOUT_S = 3.0
 NODE_CHECK_S = 2.0
 
 
-def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str | None, on_cpu: bool) -> dict:
+def _remote_trial(
+    sweep_json: dict, trial: dict, log_root: str, cache: str, spec_json: str | None, on_cpu: bool
+) -> dict:
     """One trial on a Ray worker: its result, and (workload sweeps) its records as JSON for the
     driver to store."""
     import ray
@@ -41,7 +43,9 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
     with Nvml() as nvml:
         specs = {trial.key: RunSpec.model_validate_json(spec_json)} if spec_json else {}
         session = engine.Session(nvml, engine.MeasureOptions(timeout_s=sweep.timeout_s)) if spec_json else None
-        runner = TrialRunner(sweep, Path(log_root), specs=specs, session=session, warm_start=False)  # one trial
+        runner = TrialRunner(  # one trial
+            sweep, Path(log_root), specs=specs, session=session, warm_start=False, cache=Path(cache)
+        )
         try:
             result = runner.run(trial, slot, threading.Event())
         finally:
@@ -50,7 +54,14 @@ def _remote_trial(sweep_json: dict, trial: dict, log_root: str, spec_json: str |
 
 
 def run_ray(
-    trials: list[Trial], sweep: SweepFile, address: str | None, on_cpu: bool, log_root: Path, specs: dict, hooks: Hooks
+    trials: list[Trial],
+    sweep: SweepFile,
+    address: str | None,
+    on_cpu: bool,
+    log_root: Path,
+    cache: Path,
+    specs: dict,
+    hooks: Hooks,
 ) -> str | None:
     """Each trial as a Ray task, claimed (a lease in the store) before it is submitted; the driver
     renews its leases while it waits for results."""
@@ -67,7 +78,7 @@ def run_ray(
                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
             ) from None
         try:
-            return _run(ray, trials, sweep, on_cpu, log_root, specs, hooks)
+            return _run(ray, trials, sweep, on_cpu, log_root, cache, specs, hooks)
         finally:
             ray.shutdown()
 
@@ -111,7 +122,7 @@ def _alive_nodes(ray) -> dict[str, str]:
 
 
 def _run(
-    ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Path, specs: dict, hooks: Hooks
+    ray, trials: list[Trial], sweep: SweepFile, on_cpu: bool, log_root: Path, cache: Path, specs: dict, hooks: Hooks
 ) -> str | None:
     resources = {"num_cpus": 1} if on_cpu else {"num_gpus": 1, "num_cpus": 1}
     if not on_cpu and not ray.cluster_resources().get("GPU"):
@@ -123,7 +134,12 @@ def _run(
             continue
         spec = specs.get(trial.key)
         ref = task.remote(
-            sweep.model_dump(), asdict(trial), str(log_root), spec.model_dump_json() if spec else None, on_cpu
+            sweep.model_dump(),
+            asdict(trial),
+            str(log_root),
+            str(cache),
+            spec.model_dump_json() if spec else None,
+            on_cpu,
         )
         pending[ref] = trial
         hooks.started(trial, Slot("ray", None))

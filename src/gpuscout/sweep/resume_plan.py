@@ -49,6 +49,7 @@ class Plan:
     done: list[dict]
     slots: list[run_lib.Slot]
     log_root: Path
+    cache: Path  # jax's persistent compilation cache of its trials (cache_folder)
     notes: list[str] = field(default_factory=list)
     specs: dict = field(default_factory=dict)  # workload sweeps: each trial's run, by trial key
     # trials whose driver died after they ended: their results, read from their files, to store
@@ -136,7 +137,8 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     again = again_statuses(options)
     finished = {k for k, t in stored.items() if t["status"] not in again}
     log_root = options.log_root or logs_folder(store.path, sweep.name)
-    check_folder(log_root, store.path, trials, named=options.log_root is not None)
+    cache = cache_folder(store.path, log_root, named=options.log_root is not None)
+    check_folder(log_root, store.path, trials, cache, named=options.log_root is not None)
     held, adopted = _left_running(sweep, trials, stored, store.leases(sweep.name), log_root)
     if held:
         notes.append(
@@ -159,6 +161,7 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
         done,
         checked.slots,
         log_root,
+        cache,
         notes,
         checked.specs,
         list(adopted.values()),
@@ -185,7 +188,7 @@ def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult
     return status
 
 
-def check_folder(log_root: Path, store_path: Path, trials: list[Trial], *, named: bool = False) -> None:
+def check_folder(log_root: Path, store_path: Path, trials: list[Trial], cache: Path, *, named: bool = False) -> None:
     """The sweep's folder and what it will write there, through the one door for files
     (core/outputs/), before any trial runs: a folder of its own (not a link, not a file), its
     summary, TensorBoard input and Optuna journal absent or gpuscout's, its TensorBoard logs
@@ -198,10 +201,22 @@ def check_folder(log_root: Path, store_path: Path, trials: list[Trial], *, named
         outputs.check_inside(log_root, name, store_path, "the sweep's file", marks)
     for name in ("tensorboard", "tensorboard.writing"):
         outputs.check_marked_folder(log_root / name, "the sweep's TensorBoard logs")
-    # the compilation cache its trials write (jax's, in the children): a folder of the sweep's own
-    outputs.own_folder(run_lib.cache_dir(log_root), store_path, "the sweep's compilation cache", make=False)
+    # the compilation cache its trials write (jax's, in the children): a folder of gpuscout's own
+    outputs.own_folder(cache, store_path, "the sweeps' compilation cache", make=False)
     for trial in trials:
         outputs.own_folder(run_lib.trial_dir(log_root, trial), store_path, "a trial's folder", make=False)
+
+
+def cache_folder(store_path: Path, log_root: Path, *, named: bool) -> Path:
+    """jax's persistent compilation cache of a sweep's trials: sweeps/.xla-cache beside the store,
+    one for all of its sweeps, so a sweep run again (another name, more trials, early stopping
+    added) loads what an earlier one compiled: on issue 64's sweep that made its first four trials'
+    programs loads (docs/benchmarks.md, "A compilation cache for every sweep of a store"). A log
+    folder the user named keeps its own. The dot keeps it from any sweep's name (spec.SWEEP_NAME).
+    One fixed folder, because jax keys a program by the folder's path as well: it hands XLA a
+    subfolder of it for GPU autotuning in the compile options it hashes (jax/_src/compiler.py), so
+    a cache moved or copied elsewhere loads nothing."""
+    return log_root / "xla-cache" if named else store_path.parent / "sweeps" / ".xla-cache"
 
 
 def logs_folder(store_path: Path, name: str) -> Path:

@@ -86,11 +86,6 @@ def slots_for(gpus: list[int] | None, cpu_slots: int | None, per_gpu: int) -> li
     return [Slot(f"gpu{g}" + (f"#{k + 1}" if per_gpu > 1 else ""), g) for g in gpus for k in range(per_gpu)]
 
 
-def cache_dir(log_root: Path) -> Path:
-    """The sweep's persistent compilation cache (sweep file: `compilation_cache`)."""
-    return log_root / "xla-cache"
-
-
 # What differs between a sweep's trials in their environment: read once a trial runs, never while
 # the warm interpreter imports the frameworks (executor/warm.py)
 PER_TRIAL_ENV = frozenset({TRIAL_FILE_ENV, "GPUSCOUT_TRIAL_PARAMS", "CUDA_VISIBLE_DEVICES"}) | {
@@ -132,6 +127,7 @@ class TrialRunner:
         on_spawn: Callable[[Trial, int], None] = lambda trial, pgid: None,
         search=None,
         warm_start: bool = True,
+        cache: Path | None = None,  # jax's persistent compilation cache (sweep/resume_plan.cache_folder)
     ) -> None:
         self.sweep, self.log_root = sweep, log_root
         self.search = search  # sweep/search.py: the pruner hears each epoch (early_stop)
@@ -140,7 +136,7 @@ class TrialRunner:
         self.on_spawn = on_spawn  # a command trial's process group, for its lease
         self.abort = threading.Event()  # every running trial's process group is stopped when set
         self.instrumentation = Instrumentation()  # `close()` removes its folder
-        self.cache = cache_dir(log_root) if sweep.compilation_cache else None
+        self.cache = cache if sweep.compilation_cache else None
         # one runner for the sweep's trials (warm_start=False: a Ray task's runner serves one trial)
         self.warm = warm.WarmStarts(log_root, PER_TRIAL_ENV) if sweep.warm_start and warm_start else None
 

@@ -14,7 +14,7 @@
     retries: 1
     trials_per_gpu: 1
     max_consecutive_failures: 5
-    compilation_cache: true          # the trials share jax's compiled programs (false: each compiles its own)
+    compilation_cache: true          # the trials of the store's sweeps share jax's compiled programs
     warm_start: true                 # `python SCRIPT` trials fork from one interpreter that imported Keras once
 
 or, instead of `command`, `workload: resnet18_cifar` with a space over `gpuscout bench` options
@@ -151,9 +151,10 @@ class SweepFile(BaseModel):
     trials_per_gpu: int = Field(default=1, ge=1, le=64)
     max_consecutive_failures: int = Field(default=5, ge=1, le=1_000_000)
     bench: dict[str, Any] = Field(default_factory=dict)  # workload sweeps: `gpuscout bench` options held fixed
-    # One persistent XLA compilation cache for the sweep's trials (jax's; a folder under the
-    # sweep's logs, kept for --resume): what one trial compiled the next loads. False: every
-    # trial compiles afresh, so a workload trial's compile_s is a cold compile.
+    # One persistent XLA compilation cache for the trials of every sweep of a store (jax's;
+    # sweeps/.xla-cache beside the store, sweep/resume_plan.cache_folder): what one trial compiled
+    # the next loads, in this sweep, after --resume and in the next sweep. False: every trial
+    # compiles afresh, so a workload trial's compile_s is a cold compile.
     compilation_cache: bool = True
     # A command `python SCRIPT ...` forked from one interpreter of the sweep's that has imported
     # the script's frameworks (executor/warm.py), instead of a new interpreter importing them again:
