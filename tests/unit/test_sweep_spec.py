@@ -168,6 +168,12 @@ def test_early_stop_and_tpe_are_validated_before_anything_runs(tmp_path, monkeyp
         sweep(early_stop={"kind": "asha"})
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         sweep(early_stop={"kind": "median", "grace_epochs": 0})
+    # a setting its rule does not read is refused, not ignored
+    with pytest.raises(ValidationError, match=r"kind median does not use brackets \(brackets is for hyperband\)"):
+        sweep(early_stop={"kind": "median", "brackets": 2})
+    with pytest.raises(ValidationError, match="does not use reduction_factor, smooth_epochs"):
+        sweep(early_stop={"kind": "optuna_median", "reduction_factor": 2, "smooth_epochs": 2})
+    assert sweep(early_stop={"kind": "hyperband", "brackets": 2, "smooth_epochs": 1}).early_stop.brackets == 2
     with pytest.raises(ValidationError, match="a tpe search needs `trials: N`"):
         sweep(strategy={"kind": "tpe"})
     with pytest.raises(UsageError, match="tpe has nothing to search"):

@@ -133,8 +133,8 @@ def _run(
         if not hooks.claim(trial, Slot("ray", None)):
             continue
         spec = specs.get(trial.key)
-        ref = task.remote(
-            sweep.model_dump(),
+        ref = task.remote(  # the file's own settings: read again, the rule's checks see what the user set
+            sweep.model_dump(exclude_unset=True),
             asdict(trial),
             str(log_root),
             str(cache),

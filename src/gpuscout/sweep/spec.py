@@ -132,6 +132,29 @@ class EarlyStop(BaseModel):
     # Hyperband's own count, log_factor(epochs / grace) + 1, is 5 at 300 epochs from a grace of 3
     brackets: int = Field(default=3, ge=1, le=10)
 
+    @model_validator(mode="after")
+    def _settings_its_rule_reads(self) -> EarlyStop:
+        # a setting the rule never reads would change nothing, silently: said, as a typo would be
+        unread = sorted(self.model_fields_set - READS[self.kind] - {"kind"})
+        if unread:
+            users = sorted(k for k, reads in READS.items() if unread[0] in reads)
+            raise ValueError(
+                f"kind {self.kind} does not use {', '.join(unread)} ({unread[0]} is for {' and '.join(users)}): "
+                "remove it, or pick the rule that uses it"
+            )
+        return self
+
+
+# The settings each early_stop rule reads (sweep/pruning.py; Optuna's pruners in sweep/search.py)
+READS = {
+    "successive_halving": {"grace_epochs", "reduction_factor", "smooth_epochs"},
+    "hyperband": {"grace_epochs", "reduction_factor", "smooth_epochs", "brackets"},
+    "median": {"grace_epochs", "smooth_epochs"},
+    "patience": {"grace_epochs", "patience_epochs"},
+    "optuna_hyperband": {"grace_epochs", "reduction_factor"},
+    "optuna_median": {"grace_epochs"},
+}
+
 
 class SweepFile(BaseModel):
     model_config = SWEEP_MODEL
