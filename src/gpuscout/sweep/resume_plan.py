@@ -210,12 +210,12 @@ def check_folder(log_root: Path, store_path: Path, trials: list[Trial], cache: P
 def cache_folder(store_path: Path, log_root: Path, *, named: bool) -> Path:
     """jax's persistent compilation cache of a sweep's trials: sweeps/.xla-cache beside the store,
     one for all of its sweeps, so a sweep run again (another name, more trials, early stopping
-    added) loads what an earlier one compiled: on issue 64's sweep that made its first four trials'
-    programs loads (docs/benchmarks.md, "A compilation cache for every sweep of a store"). A log
-    folder the user named keeps its own. The dot keeps it from any sweep's name (spec.SWEEP_NAME).
-    One fixed folder, because jax keys a program by the folder's path as well: it hands XLA a
-    subfolder of it for GPU autotuning in the compile options it hashes (jax/_src/compiler.py), so
-    a cache moved or copied elsewhere loads nothing."""
+    added) loads what an earlier one compiled. On issue 64's sweep its first four trials had
+    compiled afresh, most of an early-stopped sweep's cost (docs/benchmarks.md, "one compilation
+    cache for a store's sweeps"). A log folder the user named keeps its own. The dot keeps it
+    from any sweep's name (spec.SWEEP_NAME). One fixed folder, because jax keys a program by the
+    folder's path as well: it hands XLA a subfolder of it for GPU autotuning in the compile
+    options it hashes (jax/_src/compiler.py), so a cache moved or copied elsewhere loads nothing."""
     return log_root / "xla-cache" if named else store_path.parent / "sweeps" / ".xla-cache"
 
 
