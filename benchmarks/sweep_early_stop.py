@@ -48,7 +48,8 @@ def main() -> None:
     parser.add_argument("--per-gpu", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--small", action="store_true", help="a CPU smoke test: 4 trials, 2 epochs, CPU slots")
-    parser.add_argument("--trials", type=int, default=16, help="every (16 / N)th learning rate")
+    parser.add_argument("--trials", type=int, default=16, choices=range(1, 17), metavar="1..16",
+                        help="N learning rates, spread over the 16")  # fmt: skip
     parser.add_argument("--peer", action="store_true", help="also Optuna's own pruners on the same trials")
     parser.add_argument("--hyperband", action="store_true", help="also gpuscout's hyperband (3 brackets)")
     parser.add_argument("--median", action="store_true", help="also gpuscout's median rule (--peer: Optuna's too)")
@@ -57,7 +58,8 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.out / "results.sqlite"
-    lrs = LEARNING_RATES[2:6] if args.small else LEARNING_RATES[:: len(LEARNING_RATES) // args.trials]
+    spread = LEARNING_RATES[:: len(LEARNING_RATES) // args.trials][: args.trials]  # 8: every other one
+    lrs = LEARNING_RATES[2:6] if args.small else spread
     epochs = 2 if args.small else args.epochs
     rows = []
     halving = (
