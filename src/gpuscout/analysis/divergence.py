@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from gpuscout.record.watch import Cause, Divergence, WatchedFit, WatchEpoch, WatchWindow
+from gpuscout.record.epochs import WatchEpoch
+from gpuscout.record.watch import Cause, Divergence, WatchedFit, WatchWindow
 
 # float16's largest finite value (IEEE 754 binary16): past it a value overflows to inf.
 FLOAT16_MAX = 65504.0

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from gpuscout import catalog
 from gpuscout.analysis import divergence
 from gpuscout.analysis.device_causes import precision_of
+from gpuscout.analysis.epoch_clock import epoch_clock
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.analysis.verdict import verdict
 from gpuscout.analysis.watch_windows import throughput_of, traced_notes, warmup_notes, warmup_windows, window_of
 from gpuscout.record.child import ChildWindow
+from gpuscout.record.epochs import WatchEpoch
 from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample
-from gpuscout.record.watch import Trace, WatchedFit, WatchEpoch, WatchRecord, WatchWindow, untraced
+from gpuscout.record.watch import Trace, WatchedFit, WatchRecord, WatchWindow, untraced
 
 
 @dataclass
@@ -103,6 +105,7 @@ def derive(seen: Observed) -> WatchRecord:
         "schema_version": SCHEMA_VERSION,
     }
     record.update(throughput_of(main, entry, steady))
+    record["clock"] = epoch_clock(main)
     record.update(_telemetry(seen, steady))
     made = WatchRecord(**record)
     return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})
@@ -165,7 +168,10 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
         kind = e["event"]
         if kind == "watch_fit_begin" and e.get("began_monotonic_s") is not None:
             fit_of(e).update(
-                began=e["began_monotonic_s"], batch_size=e.get("batch_size"), epochs_planned=e.get("epochs")
+                began=e["began_monotonic_s"],
+                batch_size=e.get("batch_size"),
+                epochs_planned=e.get("epochs"),
+                **{k: e[k] for k in ("shuffle", "validation", "validation_steps", "weighted") if k in e},
             )
         elif kind == "watch_fit":
             fit_of(e).update(
@@ -222,6 +228,8 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                     samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0,
                     logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
                     callbacks_s=e.get("callbacks_s") or {},
+                    validation_steps=e.get("validation_steps"),
+                    first_batch=e.get("first_batch"),
                 )
             )
         elif kind == "watch_pipeline":

@@ -114,3 +114,57 @@ def input_type(x) -> str:
     if isinstance(x, (dict, list, tuple)):
         return "numpy"
     return name
+
+
+def training_arguments(fit, model, args: tuple, kwargs: dict) -> dict:
+    """What fit was told that decides the training a tune change must keep (tune/same_training.py):
+    its shuffle as given (None: not given), whether it validates, its validation_steps, and whether
+    samples are weighted; read through fit's own signature, so a positional argument counts too."""
+    import inspect
+
+    try:
+        given = inspect.signature(fit).bind_partial(model, *args, **kwargs).arguments
+    except (TypeError, ValueError):
+        given = kwargs
+    shuffle = given.get("shuffle")
+    return {
+        "shuffle": shuffle if shuffle is None or isinstance(shuffle, bool) or shuffle == "batch" else bool(shuffle),
+        "validation": given.get("validation_data") is not None or bool(given.get("validation_split")),
+        "validation_steps": int(given["validation_steps"]) if given.get("validation_steps") else None,
+        "weighted": given.get("sample_weight") is not None or given.get("class_weight") is not None,
+    }
+
+
+# The bytes of a sample a batch's mark reads from each array: a row of an image batch is 150 KiB
+# at 224x224x3 in uint8; more says nothing more about which sample it is.
+MARK_BYTES = 1 << 16
+
+
+def batch_mark(batch) -> str | None:
+    """A digest of a batch's arrays' shapes and dtypes and of their first and last samples: which
+    samples the batch holds (a reshuffle puts others first), read for the first batch of each epoch
+    only. A device array gives its two samples back to the host (a copy of two rows, not of the
+    batch); None where an array cannot be read."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.blake2b(digest_size=8)
+    try:
+        for item in _parts(batch):
+            if item is None or _per_replica(item):
+                digest.update(b"\0")
+                continue
+            shape = tuple(getattr(item, "shape", ()))
+            digest.update(f"{getattr(item, 'dtype', type(item).__name__)}{shape}".encode())
+            if not shape:
+                digest.update(repr(np.asarray(item).tolist()).encode())
+                continue
+            for row in (item[:1], item[-1:]):
+                data = np.ascontiguousarray(np.asarray(row))
+                digest.update(
+                    memoryview(data).cast("B")[:MARK_BYTES] if not data.dtype.hasobject else repr(data).encode()
+                )
+    except Exception:
+        return None
+    return digest.hexdigest()

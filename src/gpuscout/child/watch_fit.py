@@ -25,8 +25,10 @@ from __future__ import annotations
 import time
 
 from gpuscout.child import tf_data
+from gpuscout.child.callback_times import CallbackTimes, waits_for_logs
 from gpuscout.child.fit_input import (
     batch_bytes,
+    batch_mark,
     batches_per_epoch,
     input_site,
     input_type,
@@ -75,10 +77,33 @@ class TimedIterator:
             raise
         self.fit.input_wait_s += time.monotonic() - start
         self.fit.batches += 1
+        if self.fit.unmarked:  # the epoch's first batch: which samples it holds
+            self.fit.unmarked = False
+            self.fit.first_batch = batch_mark(batch)
         samples = leading_samples(batch)
         self.fit.samples += samples or 0
         if self.fit.batch_size is None:
             self.fit.batch_size, self.fit.batch_bytes = samples, batch_bytes(batch)
+        return batch
+
+
+class CountedIterator:
+    """The batches a test_function reads during fit's validation, counted: Keras calls a batch's
+    callbacks once per steps_per_execution steps, and a last call may read fewer."""
+
+    def __init__(self, inner, fit: FitWatch) -> None:
+        self.inner, self.fit, self.exhausted = inner, fit, False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            batch = next(self.inner)
+        except StopIteration:
+            self.exhausted = True
+            raise
+        self.fit.validation_batches += 1
         return batch
 
 
@@ -93,7 +118,7 @@ class FitWatch:
         self.sync_callbacks = [type(c).__name__ for c in callbacks if waits_for_logs(c)]
         # a callback of the user's that sets the learning rate as a number (tune scales it without a schedule)
         self.rate_callback = next((type(c).__name__ for c in callbacks if sets_learning_rate(c)), None)
-        self.callback_s: dict[str, float] = {}  # host seconds per callback, this epoch
+        self.callbacks = CallbackTimes(callbacks)  # host seconds per callback, this epoch
         # do a PyDataset's epochs, or a generator's stream, repeat? (could they be kept: cache)
         self.repeats = (
             InputRepeats(batches_per_epoch(x))
@@ -103,10 +128,7 @@ class FitWatch:
         self.unobserve = lambda: None
         # where a PyDataset's __getitem__ spends its time (what moving its work into the model needs)
         self.sample_work = SampleWork.watching(x) if CHECK_REPEATS and input_type(x) == "PyDataset" else None
-        self.timed_hooks: list[tuple] = []  # (callback, hook, its own instance attribute or None)
-        for callback in callbacks:
-            self.time_hooks(callback)
-        self.original_train_function = None
+        self.original_train_function = self.original_test_function = None
         self.batch_size = self.batch_bytes = None
         self.batches = self.samples = 0
         self.input_wait_s = 0.0
@@ -118,6 +140,9 @@ class FitWatch:
         self.window = None  # (start, batches, samples, input wait, outside, traced) at its start
         self.windows = 0
         self.epoch = None  # (epoch, start, batches, samples)
+        self.unmarked = False  # the epoch's first batch is still to be read (batch_mark)
+        self.first_batch = None
+        self.validation_batches = 0
         self.disabled = False
         self.params: dict = {}  # what fit told its callbacks: epochs, steps per epoch
         self.input_unseen = None  # steps per call, when the input is read inside the compiled loop
@@ -162,44 +187,36 @@ class FitWatch:
         timed._gpuscout_watched = True
         self.model.train_function = timed
 
+    def count_validation(self) -> None:
+        """Validation's steps counted as its test_function reads them (once: Keras keeps the
+        function for every epoch's validation)."""
+        original = self.model.test_function
+        if original is None or getattr(original, "_gpuscout_counted", False):
+            return
+
+        def counted(*args):
+            *state, iterator = args
+            spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
+            if spe > 1 and type(iterator).__module__.startswith("tensorflow"):
+                self.validation_batches += spe  # read inside its compiled loop (in_graph_input): counted whole
+                return original(*args)
+            batches = CountedIterator(iterator, self)
+            try:
+                return original(*state, batches)
+            except UnboundLocalError:  # as the train_function's: the end of data of unknown length
+                if batches.exhausted:
+                    raise StopIteration from None
+                raise
+
+        counted._gpuscout_counted = True
+        self.original_test_function = original
+        self.model.test_function = counted
+
     def step_ended(self) -> None:
         """Keras has waited for the step's logs (a callback of the user's asked for them): the time
         between steps starts now."""
         if not self.disabled and self.last_end is not None:
             self.last_end = time.monotonic()
-
-    def time_hooks(self, callback) -> None:
-        """Time the hooks this callback implements (a wrapper on the instance: Keras calls it the
-        same way, and its async-dispatch check sees the same non-default methods)."""
-        name = type(callback).__name__
-        for hook in CALLBACK_HOOKS:
-            method = getattr(callback, hook, None)
-            method = getattr(method, "_gpuscout_original", method)  # timed by an earlier fit: time it anew
-            if method is None or getattr(method, "_is_default", False):
-                continue
-
-            def timed(*args, _method=method, **kwargs):
-                start = time.monotonic()
-                try:
-                    return _method(*args, **kwargs)
-                finally:
-                    self.callback_s[name] = self.callback_s.get(name, 0.0) + time.monotonic() - start
-
-            timed._gpuscout_original = method
-            self.timed_hooks.append(
-                (callback, hook, vars(callback).get(hook) if hasattr(callback, "__dict__") else None)
-            )
-            setattr(callback, hook, timed)
-
-    def untime_hooks(self) -> None:
-        """The user's callbacks as they were: a callback kept for a later fit (a notebook's next
-        cell) runs its own methods, untimed."""
-        for callback, hook, own in reversed(self.timed_hooks):
-            if own is None:
-                vars(callback).pop(hook, None)
-            else:
-                setattr(callback, hook, own)
-        self.timed_hooks = []
 
     def in_graph_input(self, iterator) -> bool:
         """A tf.data iterator with steps_per_execution > 1 on tensorflow: Keras reads it inside its
@@ -221,6 +238,8 @@ class FitWatch:
     def unwrap(self) -> None:
         if self.original_train_function is not None:
             self.model.train_function = self.original_train_function
+        if self.original_test_function is not None:
+            self.model.test_function = self.original_test_function
 
     def after_call(self, start: float, outputs) -> None:
         now = time.monotonic()
@@ -279,7 +298,8 @@ class FitWatch:
 
     def epoch_begin(self, epoch: int) -> None:
         self.epoch = (epoch, time.monotonic(), self.batches, self.samples)
-        self.callback_s = {}
+        self.callbacks.seconds = {}
+        self.unmarked, self.first_batch, self.validation_batches = True, None, 0
         if self.window is None and not self.first_call:
             self.open_window(time.monotonic())
 
@@ -306,7 +326,9 @@ class FitWatch:
             samples=self.samples - samples,
             logs=values,
             epoch_end_monotonic_s=time.monotonic(),
-            callbacks_s=dict(self.callback_s),
+            callbacks_s=dict(self.callbacks.seconds),
+            validation_steps=self.validation_batches,
+            first_batch=self.first_batch,
         )
         self.epoch = None
         if decisions.wait_for(f"{self.index}-{number + 1}") == "stop":  # a sweep's pruner: fit ends, the script goes on
@@ -349,7 +371,7 @@ class FitWatch:
         self.training_ended()
         self.unwrap()
         self.unobserve()
-        self.untime_hooks()
+        self.callbacks.untime()
         stop_trace()
         emit(
             "watch_fit_end",
@@ -367,27 +389,3 @@ class FitWatch:
                 emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS))
             except Exception as exc:
                 report_failure("reading the tf.data pipeline", exc)
-
-
-# The hooks of a user's callback that run during training (epoch and batch); validation's are
-# outside the timed steps.
-CALLBACK_HOOKS = (
-    "on_epoch_begin",
-    "on_epoch_end",
-    "on_train_batch_begin",
-    "on_train_batch_end",
-    "on_batch_begin",
-    "on_batch_end",
-)
-
-
-def waits_for_logs(callback) -> bool:
-    """Keras' own rule (keras/src/callbacks/callback_list.py, _configure_async_dispatch): a
-    callback that is not async_safe and implements a batch-end hook makes Keras convert every
-    step's logs to Python numbers, which waits for the step to finish on the device."""
-    if getattr(callback, "async_safe", False):
-        return False
-    return any(
-        hasattr(callback, hook) and not getattr(getattr(callback, hook), "_is_default", False)
-        for hook in ("on_batch_end", "on_train_batch_end")
-    )

@@ -24,9 +24,11 @@ import threading
 import time
 
 from gpuscout.child import mlflow_run, tf_data, tune_overrides
+from gpuscout.child.fit_input import training_arguments
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (
     STATE,
+    WHOLE_EPOCHS,
     WINDOW_S,
     emit,
     halt,
@@ -56,11 +58,15 @@ def make_callback(fit: FitWatch):
         def on_epoch_begin(self, epoch, logs=None):
             fit.epoch_begin(epoch)
 
-        def on_test_begin(self, logs=None):
+        def on_test_begin(self, logs=None):  # after Keras made its test_function
             fit.training_ended()
+            fit.count_validation()
 
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch, logs=None):  # the last callback: the user's have run
             fit.epoch_end(epoch, logs)
+            if WHOLE_EPOCHS and limit_reached(epoch_end=True):
+                fit.end()
+                halt()
 
     return GpuscoutWatch()
 
@@ -122,6 +128,7 @@ def patch(model_class) -> None:
                 began_monotonic_s=time.monotonic(),
                 epochs=kwargs.get("epochs"),
                 batch_size=kwargs.get("batch_size"),
+                **training_arguments(original, model, args, kwargs),
             )
             first = [make_step_end(watcher)] if watcher.sync_callbacks else []
             kwargs["callbacks"] = [*first, *callbacks, make_callback(watcher)]

@@ -24,6 +24,11 @@ CHECK_REPEATS = os.environ.get("GPUSCOUT_WATCH_REPEATS", "1") != "0"
 # tune's first baseline: the PyDataset's per-sample function called again to tell it as layers
 TELL_AUGMENTATION = os.environ.get("GPUSCOUT_WATCH_AUGMENTATION") == "1"
 MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
+# tune's runs of whole epochs: the --steps limit is met at the end of the epoch that reaches it
+# (its validation and callbacks run), so every epoch of the run is whole and timed as the user's
+# clock times it; past twice the steps it is met wherever the run is (an epoch far longer than
+# the one asked for: a change that made it so)
+WHOLE_EPOCHS = os.environ.get("GPUSCOUT_WATCH_WHOLE_EPOCHS") == "1"
 MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
 TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace
 TRACE_DIR = os.environ.get("GPUSCOUT_WATCH_TRACE_DIR")
@@ -86,12 +91,14 @@ def report_failure(where: str, exc: BaseException) -> None:
         emit("watch_error", message=f"{where}: {type(exc).__name__}: {exc}"[:500])
 
 
-def limit_reached() -> str | None:
+def limit_reached(epoch_end: bool = False) -> str | None:
+    """Why the run stops here, or None; `epoch_end`: called at an epoch's end (WHOLE_EPOCHS)."""
     if STATE.limit_reached:
         return "already"
     reason = None
-    if MAX_STEPS is not None and STATE.steps >= MAX_STEPS:
-        reason = f"{MAX_STEPS} training steps"
+    steps = MAX_STEPS if not WHOLE_EPOCHS or epoch_end or MAX_STEPS is None else 2 * MAX_STEPS
+    if steps is not None and STATE.steps >= steps:
+        reason = f"{steps} training steps" + (", at the end of an epoch" if epoch_end else "")
     elif (
         MAX_SECONDS is not None and STATE.timed_from is not None and time.monotonic() - STATE.timed_from >= MAX_SECONDS
     ):

@@ -54,6 +54,8 @@ class WatchOptions:
     trace_steps: tuple[int, int] | None = None  # profiler trace of these steps (1-based, inclusive)
     window_s: float = 1.0  # seconds between the instrumentation's synchronisations
     window_steps: int | None = None  # ... or this many steps (tune: equal windows for equal steps)
+    # tune: `steps` met at the end of the epoch that reaches them, so the run holds whole epochs
+    whole_epochs: bool = False
     telemetry: bool = True
     telemetry_interval_s: float = DEFAULT_INTERVAL_S
     # `gpuscout tune -- COMMAND`: the change to apply inside the script (child/tune_overrides.py)
@@ -79,6 +81,8 @@ class WatchOptions:
             env["GPUSCOUT_WATCH_WINDOW_STEPS"] = str(self.window_steps)
         if self.steps:
             env["GPUSCOUT_WATCH_STEPS"] = str(self.steps)
+            if self.whole_epochs:
+                env["GPUSCOUT_WATCH_WHOLE_EPOCHS"] = "1"
         if self.duration_s:
             env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
         if self.change_settings:

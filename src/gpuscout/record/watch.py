@@ -9,20 +9,13 @@ throughputs here are always samples/s.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field
-from typing_extensions import TypeAliasType
 
 from gpuscout.record.child import Part
+from gpuscout.record.epochs import EpochClock, Reading, WatchEpoch
 from gpuscout.record.run import SCHEMA_VERSION, Amount, Environment, ErrorDetail, GpuInfo, Telemetry, Throughput
-
-# A number a user's training produced (a loss, a metric): NaN and infinities are data (a training
-# that diverged), stored as they were.
-Reading = Annotated[float, Field(allow_inf_nan=True)]
-# One value of fit's logs as the script made it: a number, a custom metric's vector or matrix (as
-# lists), or the text of anything else (child/step_outputs.log_value).
-LogValue = TypeAliasType("LogValue", Reading | str | list["LogValue"])
 
 
 class WatchWindow(Part):
@@ -165,18 +158,6 @@ class SampleWork(Part):
     function: SampleFunction | None = None
 
 
-class WatchEpoch(Part):
-    epoch: int
-    start_monotonic_s: float
-    end_monotonic_s: float  # the training steps' end (validation comes after)
-    epoch_end_monotonic_s: float  # with validation
-    steps: int
-    samples: int
-    samples_per_s: Amount
-    logs: dict[str, LogValue] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*, as they were
-    callbacks_s: dict[str, float] = Field(default_factory=dict)  # host seconds in each user callback's hooks
-
-
 class Divergence(Part):
     """Where a fit's loss (or another value of its logs) first stopped being a finite number."""
 
@@ -218,6 +199,11 @@ class WatchedFit(Part):
     steps_per_execution: int | None = None
     epochs_planned: int | None = None  # fit's `epochs`
     steps_per_epoch: int | None = None  # None: until the data ran out
+    # fit's arguments that decide the training a change must keep (tune/same_training.py), as given:
+    shuffle: bool | Literal["batch"] | None = None  # None: not given (Keras shuffles arrays each epoch)
+    validation: bool = False  # validation_data or validation_split given
+    validation_steps: int | None = None  # fit's validation_steps
+    weighted: bool = False  # sample_weight or class_weight given
     strategy: str | None = None  # DataParallel, MirroredStrategy, ... (None: one device)
     replicas: int = 1  # devices the step ran on; batch_size is the global batch, split over them
     devices: int | None = None  # devices the framework could train on (None: not known, a record before this)
@@ -316,6 +302,9 @@ class WatchRecord(Part):
     warmup_steps: int = 0
     throughput: Throughput | None = None
     samples_per_s: Amount | None = None
+    # The main fit's whole epochs, the first left out (analysis/epoch_clock.py): the user's own clock.
+    # None: fewer than two whole epochs ran (or a record before this)
+    clock: EpochClock | None = None
     step_time_s: Amount | None = None
     input_wait_share: float | None = None  # of the windows' time, blocked on the next batch
     outside_step_share: float | None = None
