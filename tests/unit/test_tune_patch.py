@@ -196,24 +196,10 @@ def test_a_larger_batch_is_written_with_its_learning_rate_which_trains(tmp_path)
     after = made.texts[script.resolve()][1]
     lines = after.splitlines()
     at = lines.index('          "mse", jit_compile=False)')
-    assert lines[at + 1] == (
-        "scaled_learning_rate(m.optimizer, 2, warmup_steps=4)  # gpuscout tune: the rate for the larger batch"
-    )
+    assert lines[at + 1] == ("scaled_learning_rate(m.optimizer, 2, warmup_steps=4)  # the rate for the larger batch")
     assert "batch_size=8, epochs=1" in after and after.index("class WarmedUpRate") < after.index("def scaled_learning")
-    import subprocess
-    import sys
-
     script.write_text(after)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "KERAS_BACKEND": "jax"},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert abs(float(done.stdout.split()[-1]) - 0.02) < 1e-8  # 8 steps at batch 8: past the warm-up, 2 x 0.01
+    assert abs(float(run_script(script).split()[-1]) - 0.02) < 1e-8  # 8 steps at batch 8: past the warm-up, 2 x 0.01
 
 
 TF_DATA = """import numpy as np
@@ -275,7 +261,9 @@ def test_mixed_precision_is_written_after_the_script_s_own_policy(tmp_path):
     )
     lines = made.texts[script.resolve()][1].splitlines()
     at = lines.index("keras.mixed_precision.set_global_policy('float32')")
-    assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
+    assert lines[at + 1].startswith(
+        "keras.mixed_precision.set_global_policy('mixed_bfloat16')  # before the model is built"
+    )
     # a policy the script sets under a condition: the line after the whole block, where it always runs
     # (H100: written inside `if BY_HAND:`, the patched copy trained in float32 at 0.61 of the injection)
     script.write_text(
@@ -292,7 +280,9 @@ def test_mixed_precision_is_written_after_the_script_s_own_policy(tmp_path):
     )
     lines = made.texts[script.resolve()][1].splitlines()
     at = lines.index("    print('fast')")
-    assert lines[at + 1].startswith("keras.mixed_precision.set_global_policy('mixed_bfloat16')  # gpuscout tune")
+    assert lines[at + 1].startswith(
+        "keras.mixed_precision.set_global_policy('mixed_bfloat16')  # before the model is built"
+    )
 
 
 def test_an_eager_model_is_written_compiled(tmp_path):
@@ -370,7 +360,7 @@ def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
     assert "np.stack([im for im in self.images])" in after
     assert (
         "    model = keras.Sequential([keras.Input(shape=(8, 8, 3)), keras.layers.Rescaling(1 / 255), "
-        "keras.layers.RandomFlip('horizontal'), model])  # gpuscout tune: augment's work, on the device\n"
+        "keras.layers.RandomFlip('horizontal'), model])  # augment's work, on the device\n"
         "    model.compile("
     ) in after
     ast.parse(after)
@@ -401,3 +391,118 @@ def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
     )
     assert "keras.layers.RandomCropEach" not in after
     ast.parse(after)
+
+
+ARRAYS = """import keras
+import numpy as np
+
+x = np.arange(200, dtype="float32").reshape(200, 1)
+y = np.zeros(200, dtype="float32")
+
+
+class Epochs(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        print("steps", self.steps)
+
+
+keras.utils.set_random_seed(0)
+m = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+m.compile("sgd", "mse")
+m.fit(x, y, batch_size=48, epochs=2, verbose=0, callbacks=[Epochs()])
+"""
+
+
+def run_script(path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_device_batches_are_written_as_fit_s_own_batches_after_the_imports(tmp_path):
+    """Issue 74: device batches were counted in the best but "not written by a patch yet". Now the
+    patch writes them: the helper after the file's imports (after `import numpy`, which comes after
+    `import keras`: nothing defined between two imports, ruff's E402), `import math` for the epoch's
+    steps, fit given the slices; the copy trains fit's 5 steps an epoch (200 samples at 48, the last
+    partial) and is as clean as the script under ruff."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(ARRAYS)
+    fit_line = next(i for i, line in enumerate(ARRAYS.splitlines(), 1) if line.startswith("m.fit("))
+    events = fit_events(input_type="numpy")
+    events[1]["sites"] = {"fit": {"file": str(script), "line": fit_line}}
+    made = patches.make(
+        [change("device_batches", "device_batches", device_batches=True)], make_watch_record(events=events), tmp_path
+    )
+    assert made.located == ["device_batches"], made.unlocated
+    after = made.texts[script.resolve()][1]
+    assert (
+        "m.fit(device_slices(x, y, 48), epochs=2, verbose=0, callbacks=[Epochs()], steps_per_epoch=math.ceil(" in after
+    )
+    lines = after.splitlines()
+    assert (
+        lines.index("import numpy as np")
+        < lines.index("import math")
+        < lines.index("def device_slices(x, y, batch_size, shuffle=True):")
+    )
+    assert "gpuscout" not in after  # nothing of ours in the user's code
+    assert run_script(script).split() == ["steps", "5", "steps", "5"]
+    script.write_text(after)
+    assert run_script(script).split() == ["steps", "5", "steps", "5"]
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E4,E7,E9,F", str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_device_slices_are_fit_s_batches_reshuffled_each_epoch(tmp_path):
+    """fit(x, y, batch_size=48) on 200 samples: 5 batches an epoch, the last of 8; each epoch every
+    sample once, in a new order drawn from NumPy's generator as Keras draws it; shuffle="batch"
+    within batches; shuffle=False in order."""
+    check = tmp_path / "check.py"
+    check.write_text(
+        """import numpy as np
+from gpuscout.child.fixes import device_slices
+
+x = np.arange(200); y = -np.arange(200)
+np.random.seed(5)
+expected = np.random.RandomState(5).permutation(200)
+batches = device_slices(x, y, 48)
+epochs = [[next(batches) for _ in range(5)] for _ in range(2)]
+for epoch in epochs:
+    assert [len(b[0]) for b in epoch] == [48, 48, 48, 48, 8]
+    seen = np.concatenate([np.asarray(b[0]) for b in epoch])
+    assert sorted(seen) == list(range(200))
+    assert all((np.asarray(b[1]) == -np.asarray(b[0])).all() for b in epoch)  # x and y stay paired
+first = np.concatenate([np.asarray(b[0]) for b in epochs[0]])
+second = np.concatenate([np.asarray(b[0]) for b in epochs[1]])
+assert (first == expected).all() and (first != second).any()
+ordered = device_slices(x, y, 48, shuffle=False)
+assert (np.concatenate([np.asarray(next(ordered)[0]) for _ in range(5)]) == np.arange(200)).all()
+within = device_slices(x, y, 48, shuffle="batch")
+batch = np.asarray(next(within)[0])
+assert sorted(batch) == list(range(48)) and (batch != np.arange(48)).any()
+print("ok")
+"""
+    )
+    assert run_script(check).strip() == "ok"

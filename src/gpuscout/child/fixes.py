@@ -10,11 +10,12 @@ inside it where the user's file may not have done so.
 import keras
 
 
+# Read in fit's own thread (workers=1, no queue): Keras' worker queue costs more per batch than a
+# lookup (on an H200 host it kept a cached epoch at 2x where the batches fed from memory ran 5x,
+# docs/benchmarks.md). The docstrings below are copied into the user's file with the code.
 class CachedBatches(keras.utils.PyDataset):
-    """Each batch made once and kept: the same batches every epoch (gpuscout tune checked), so
-    every epoch after the first reads them from memory, in fit's own thread: Keras' worker queue
-    costs more per batch than a lookup (on an H200 host it kept a cached epoch at 2x where the
-    batches fed from memory ran 5x, docs/benchmarks.md)."""
+    """A PyDataset whose batches are the same every epoch, each made once and kept: every epoch
+    after the first reads them from memory."""
 
     def __init__(self, inner):
         super().__init__(workers=1, use_multiprocessing=False)
@@ -33,8 +34,8 @@ class CachedBatches(keras.utils.PyDataset):
 
 
 def replayed(batches, period):
-    """A generator whose batches repeat every `period` batches (gpuscout tune checked): read once,
-    then replayed from memory in the same order."""
+    """A generator whose batches repeat every `period` batches, read once and then replayed from
+    memory in the same order."""
     kept = []
     for batch in batches:
         kept.append(batch)
@@ -70,29 +71,43 @@ def read_ahead(batches, depth=8):
         yield batch
 
 
+# Not options.deterministic = False: elements out of order are other batches, another training
+# (tune/same_training.py), for a gain only where one element is much slower than the rest.
 def tuned_pipeline(dataset):
     """A tf.data dataset as the tf.data performance guide asks, from outside the pipeline:
-    autotuning, maps run in parallel where they are stateless, order not enforced, and a prefetch
-    at the end (TensorFlow injects one by default; an explicit one costs nothing)."""
+    autotuning, maps run in parallel where they are stateless, and a prefetch at the end. The
+    elements keep their order: the same batches as before."""
     import tensorflow as tf
 
     options = tf.data.Options()
     options.autotune.enabled = True
     options.experimental_optimization.map_parallelization = True
-    options.deterministic = False
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
-def device_slices(x, y, batch_size):
-    """In-memory arrays moved to the device once, then handed to fit as device slices: Keras
-    otherwise gathers each batch on one host thread and copies it to the device every step (on
-    jax). Batches come in order: the arrays are not reshuffled each epoch."""
+def device_slices(x, y, batch_size, shuffle=True):
+    """Arrays moved to the device once, then handed to fit a batch at a time as slices taken there,
+    instead of each batch gathered on the host and copied over every step. The batches are the
+    ones fit(x, y, batch_size=batch_size, shuffle=shuffle) makes, in its order: a new permutation
+    of the samples each epoch, drawn from NumPy's global generator as Keras draws it (shuffle="batch":
+    within each batch; False: in order), the last batch partial. Give fit
+    steps_per_epoch=math.ceil(len(x) / batch_size)."""
     import jax
+    import numpy as np
 
     xs, ys = jax.device_put(x), jax.device_put(y)
+    count = len(x)
     while True:
-        for i in range(len(xs) // batch_size):
-            yield xs[i * batch_size : (i + 1) * batch_size], ys[i * batch_size : (i + 1) * batch_size]
+        order = np.random.permutation(count) if shuffle and shuffle != "batch" else None
+        for start in range(0, count, batch_size):
+            stop = min(start + batch_size, count)
+            if shuffle == "batch":
+                picked = np.random.permutation(stop - start) + start
+            elif order is not None:
+                picked = order[start:stop]
+            else:
+                picked = slice(start, stop)
+            yield xs[picked], ys[picked]
 
 
 @keras.saving.register_keras_serializable(package="gpuscout")
@@ -136,13 +151,14 @@ def scaled_learning_rate(optimizer, factor, warmup_steps):
     optimizer.learning_rate = WarmedUpRate(rate, factor, warmup_steps)
 
 
+# Keras' RandomCrop draws one place per batch, and it and RandomTranslation turn XLA off for the
+# whole model (supports_jit = False: a ResNet-50 behind them ran 50 images/s on an H100); this is
+# two gathers, compiled with the step.
 @keras.saving.register_keras_serializable(package="gpuscout")
 class RandomCropEach(keras.layers.Layer):
     """A height x width crop at a random place in each image while training, the centre otherwise;
     with `pad_height`/`pad_width`, a border of `fill_value` around the image first (a random shift
-    of up to that many pixels). Keras' RandomCrop draws one place per batch, and it and
-    RandomTranslation turn XLA off for the whole model (supports_jit = False: a ResNet-50 behind
-    them ran 50 images/s on an H100); this is two gathers, compiled with the step."""
+    of up to that many pixels)."""
 
     def __init__(self, height, width, pad_height=0, pad_width=0, fill_value=0.0, seed=None, **kwargs):
         super().__init__(**kwargs)

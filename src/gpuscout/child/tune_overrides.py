@@ -159,7 +159,7 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
         from gpuscout.child.fixes import tuned_pipeline
 
         changed = tuned_pipeline(x)
-        applied("prefetch", "fit(tuned_pipeline(dataset), ...): autotuned, parallel maps, unordered, prefetched")
+        applied("prefetch", "fit(tuned_pipeline(dataset), ...): autotuned, parallel maps in order, prefetched")
     if CHANGES.get("prefetch") and (hasattr(changed, "__next__") and not hasattr(changed, "element_spec")):
         from gpuscout.child.fixes import read_ahead
 
@@ -286,7 +286,9 @@ def cached(x):
 def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """In-memory arrays given to fit on jax handed to it as device slices (fixes.device_slices;
     keras' array_slicing otherwise gathers each batch on the host: on an H100 a ResNet-50 fed that
-    way ran 1.62x slower, docs/benchmarks.md)."""
+    way ran 1.62x slower, docs/benchmarks.md): the same batches in the same order, fit's shuffle
+    kept, so the same training (tune/same_training.py checks it). Left alone where fit weighs its
+    samples or splits off its own validation, which the slices would not do."""
     import keras
 
     x = args[0] if args else kwargs.get("x")
@@ -296,6 +298,8 @@ def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         or y is None
         or len(args) > 2
         or kwargs.get("validation_split")
+        or kwargs.get("sample_weight") is not None
+        or kwargs.get("class_weight") is not None
         or not hasattr(x, "shape")
         or not hasattr(y, "shape")
     ):
@@ -303,8 +307,13 @@ def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     from gpuscout.child.fixes import device_slices
 
     batch = int(kwargs.get("batch_size") or 32)
-    steps = len(x) // batch
+    shuffle = kwargs.get("shuffle", True)
+    steps = -(-len(x) // batch)  # fit's own count: the last batch partial
     kwargs = {k: v for k, v in kwargs.items() if k not in ("x", "y", "batch_size", "shuffle")}
     kwargs.setdefault("steps_per_epoch", steps)
-    applied("device_batches", "x, y = jax.device_put(x), jax.device_put(y) once, and fit fed device slices")
-    return (device_slices(x, y, batch),), kwargs
+    applied(
+        "device_batches",
+        f"fit(device_slices(x, y, {batch}, shuffle={shuffle!r}), steps_per_epoch={steps}): the arrays put on the "
+        "device once, each batch sliced there",
+    )
+    return (device_slices(x, y, batch, shuffle),), kwargs

@@ -28,11 +28,15 @@ from gpuscout.telemetry.nvml import Nvml
 
 HELP = """Measure what each fix buys on your own script, unchanged: `gpuscout tune -- python train.py`
 runs it as the baseline under watch's instrumentation, then once per change the baseline makes
-worth trying (XLA, mixed precision, steps_per_execution, the PyDataset's workers, prefetching,
-a larger batch), each injected at start-up (no file edited) and stopped after the same number
-of training steps; then the changes that won together, and the baseline again. The table ranks
-what each bought, with its 95% CI, and the line to write. Your script's side effects (files it
-writes, a checkpoint) happen once per run. --dry-run plans from a stored watch of the command.
+worth trying (XLA, mixed precision, steps_per_execution, the PyDataset's workers, a cache,
+prefetching, device batches, a larger batch), each injected at start-up (no file edited) and
+stopped after the same number of training steps: whole epochs, validation and callbacks in,
+where the script's epochs are short enough, so each is judged by your own clock; then the
+changes that won together, and the baseline again. A change that trains otherwise (more steps an
+epoch, batches no longer shuffled, other data) is shown as such and never kept. The table ranks
+what each bought, with its 95% CI, and the line to write; --patch writes them as a diff it has
+run on a copy. Your script's side effects (files it writes, a checkpoint) happen once per run.
+--dry-run plans from a stored watch of the command.
 
 For a registered workload or --model: what each optimisation buys on this GPU, the largest batch
 that fits, whether training is input-bound, ranked, with the code to paste.
@@ -99,7 +103,10 @@ class TuneConfig:
     timeout: Annotated[float, typer.Option(help="Seconds before one run is killed.")] = engine.DEFAULT_TIMEOUT_S
     steps: Annotated[
         int | None,
-        typer.Option(help="-- COMMAND: training steps per run [default: what 10 s of the baseline's training ran]."),
+        typer.Option(
+            help="-- COMMAND: training steps per run, rounded up to whole epochs (four at least) where the "
+            "script's are short [default: what 10 s of the baseline's training ran]."
+        ),
     ] = None
     only: Annotated[str | None, typer.Option(help="-- COMMAND: only these changes (comma list).")] = None
     skip: Annotated[str | None, typer.Option(help="-- COMMAND: not these changes (comma list).")] = None

@@ -31,29 +31,63 @@ def _rate(row: Judged) -> str:
 def _health(row: Judged) -> str:
     if row.verdict == "failed":
         return row.failure or "failed"
+    if row.changes_training:
+        return f"changes the training: {row.changes_training}"
     if row.healthy is False:
         return f"not recommended: {row.health}"
     return row.note or "ok"
 
 
+def _clock(row: Judged) -> str:
+    """How the row's figure was read: whole epochs (an epoch's time and steps) or the windows."""
+    if row.clock == "epochs" and row.epoch_s:
+        return f"by whole epochs ({fmt.seconds(row.epoch_s)} an epoch of {row.epoch_steps:,} steps)"
+    return "by the training steps' windows"
+
+
+def _whole_fit(row: Judged) -> str:
+    """The speed-up over the script's whole fit where it differs from the steady one by a tenth."""
+    if not row.whole_fit_ratio or not row.ratio or abs(row.whole_fit_ratio / row.ratio - 1) < 0.1:
+        return ""
+    return f"; over the script's whole fit, its first epochs as they ran: {row.whole_fit_ratio:.2f}x"
+
+
 def print_tune_script(report: TuneScriptReport, out: Console) -> None:
     base = report.baseline
+    runs = (
+        f"each over whole epochs of {report.epoch_steps:,} steps ({report.steps:,} steps or more)"
+        if report.epoch_steps
+        else f"each over {report.steps:,} training steps"
+    )
     out.print(
         Text(
             f"tune {report.workload}: {len(report.rows)} setting(s) measured in {report.rounds} "
-            f"round(s), each over {report.steps} training steps of the unchanged script",
+            f"round(s), {runs} of the unchanged script",
             style="bold",
         ),
         soft_wrap=True,
     )
+    if report.no_epochs:
+        out.print(
+            Text(
+                f"judged by the training steps' windows, which leave out validation and the epoch's end: "
+                f"{report.no_epochs}"
+            ),
+            soft_wrap=True,
+        )
     if report.diverged:
         d = report.diverged
         out.print(Text(f"in the unchanged script, {d.message}", style="bold red"), soft_wrap=True)
         out.print(Text(f"  seen: {d.evidence}\n  change first: {d.fix}"), soft_wrap=True)
+    steps = (
+        f" (the steps alone {fmt.number(base.windows_samples_per_s, 0)}/s)"
+        if base.clock == "epochs" and base.windows_samples_per_s
+        else ""
+    )
     out.print(
         Text(
-            f"baseline: {_rate(base)} samples/s, step {fmt.seconds(base.step_time_s)}, input wait "
-            f"{fmt.percent(base.input_wait_share)}, GPU busy {fmt.percent(base.gpu_busy_share, 0)}"
+            f"baseline: {_rate(base)} samples/s {_clock(base)}{steps}, step {fmt.seconds(base.step_time_s)}, "
+            f"input wait {fmt.percent(base.input_wait_share)}, GPU busy {fmt.percent(base.gpu_busy_share, 0)}"
         ),
         soft_wrap=True,
     )
@@ -74,13 +108,30 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
             Text(_health(row) + (" (measured again: the host was noisy)" if row.remeasured else "")),
         )
     out.print(table)
+    for row in report.rows:
+        if row.clock_note:
+            out.print(Text(f"note: {row.change}: {row.clock_note}"), soft_wrap=True)
+        if row.changes_training is None and row.training_checked is False and row.verdict == "faster":
+            out.print(
+                Text(f"note: {row.change}: no whole epoch ran, so its steps and batches an epoch were not compared"),
+                soft_wrap=True,
+            )
     best, copy = report.best, report.patched
-    out.print(Text(report.summary, style="bold green" if best else "bold"), soft_wrap=True)
+    out.print(
+        Text(report.summary + (_whole_fit(best) if best else ""), style="bold green" if best else "bold"),
+        soft_wrap=True,
+    )
     if copy is not None:
+        epoch = (
+            f", {copy.epoch_steps:,} steps an epoch, {fmt.seconds(copy.epoch_s)} an epoch against the injected "
+            f"changes' {fmt.seconds(best.epoch_s)}"
+            if best and copy.clock == "epochs" and best.epoch_s and copy.epoch_s
+            else ""
+        )
         out.print(
             Text(
-                f"patched copy: {_gain(copy)}, {'agrees' if copy.agrees else 'does not agree'} with the "
-                "injected changes"
+                f"patched copy: {_gain(copy)} {_clock(copy)}{epoch}: "
+                f"{'agrees' if copy.agrees else 'does not agree'} with the injected changes"
             ),
             soft_wrap=True,
         )
@@ -145,10 +196,15 @@ def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> Non
 PLAN_RULES = (
     ("jit_compile", "the step runs without XLA (on tensorflow: only on a GPU, where Keras itself would compile)"),
     ("mixed_precision", "float32 on a GPU with tensor cores (compute capability 7.0 or more)"),
-    ("steps_per_execution", "steps under 25 ms, or a host-bound loop (8 and 32)"),
+    (
+        "steps_per_execution",
+        "steps under 25 ms, or a host-bound loop (8 and 32, each the nearest that divides the epoch's steps)",
+    ),
     ("workers", "a PyDataset that keeps the loop waiting (threads and processes)"),
     ("cache", "a PyDataset or generator that keeps the loop waiting and makes the same batches again (hashed)"),
     ("prefetch", "a tf.data dataset or a generator that keeps the loop waiting"),
     ("device_batches", "in-memory arrays given to fit on jax, on a GPU: moved to it once, fed in device slices"),
+    ("augment_in_model", "a PyDataset whose __getitem__ spends its time in per-image work that Keras layers do"),
     ("batch_size", "in-memory arrays, where twice and four times the batch fit in memory"),
+    ("data_parallel", "the framework sees more devices than the step runs on"),
 )

@@ -19,6 +19,7 @@ class Pace:
     startup_s: float
     step_s: float
     samples_per_s: float | None = None
+    epoch_steps: int | None = None  # a whole epoch's steps (its batch's), where the run held whole epochs
 
     def run_s(self, steps: int) -> float:
         return self.startup_s + steps * self.step_s
@@ -37,12 +38,20 @@ class Budget:
     longest_s: float = 1.0  # the longest run so far: a setting not yet run is charged this
 
     def seen(self, record: WatchRecord, name: str = "baseline") -> None:
+        """A setting's run priced: by its whole epochs' wall time a step (validation and callbacks
+        in) where it held them, else its windows' step time."""
         took = record.duration_s or 0.0
         self.longest_s = max(self.longest_s, took)
         steps = record.main.steps if record.main else 0
         step = record.step_time_s or 0.0
+        clock = record.clock
+        epoch_steps = clock.steady[-1].steps if clock else None
+        if clock and clock.epoch_s and epoch_steps:
+            step = clock.epoch_s / epoch_steps
         self.paces[name] = (
-            Pace(max(0.0, took - steps * step), step, record.samples_per_s) if steps and step else Pace(took, 0.0)
+            Pace(max(0.0, took - steps * step), step, record.samples_per_s, epoch_steps)
+            if steps and step
+            else Pace(took, 0.0)
         )
 
     def cost(self, name: str, steps: int) -> float:
@@ -63,23 +72,67 @@ class Steps:
     to its reference's pace, ROUND_TRAINING_S of it and never fewer than `base` (the baseline's):
     a round on a compiled step measures seconds of training, not the 0.16 s that the op-by-op
     baseline's 32 steps gave it (issue 60). Runs compared with each other (a round's candidates
-    and the reference runs beside them) always share a count, so their losses compare."""
+    and the reference runs beside them) always share a count, so their losses compare.
+
+    With `epoch` (the script's steps an epoch, where its epochs are short enough: whole_epochs),
+    every count is whole epochs, MIN_RUN_EPOCHS at least, and each run stops at the end of its
+    last epoch, validation and callbacks run: what the user's own clock times (issue 74)."""
 
     base: int
     fixed: bool = False
+    epoch: int | None = None  # steps a whole epoch of the script trains; None: runs of steps, not epochs
+    epoch_samples: int | None = None  # ... and its samples (a larger batch's epoch: the same samples)
 
-    def of(self, budget: Budget, reference: str) -> int:
+    def of(self, budget: Budget, reference: str, least_epochs: int = 0) -> int:
         pace = budget.paces.get(reference)
         if self.fixed or pace is None or not pace.step_s:
-            return self.base
-        return max(self.base, math.ceil(script.ROUND_TRAINING_S / pace.step_s))
+            count = self.base
+        else:
+            count = max(self.base, math.ceil(script.ROUND_TRAINING_S / pace.step_s))
+        return self.whole(count, least_epochs, pace.epoch_steps if pace else None)
+
+    def whole(self, count: int, least_epochs: int = 0, epoch: int | None = None) -> int:
+        """`count` rounded up to whole epochs of `epoch` steps (the script's), MIN_RUN_EPOCHS and
+        `least_epochs` at least; as it is without epochs."""
+        epoch = epoch or self.epoch
+        if not self.epoch or not epoch:
+            return count
+        return max(math.ceil(count / epoch), script.MIN_RUN_EPOCHS, least_epochs) * epoch
 
     def at_samples(self, count: int, reference_batch: int | None, batch: int | None) -> int:
         """A candidate's steps: its reference's `count`, or for a batch k times larger count / k
         (never fewer than MIN_STEPS): the same samples, so about the same time where the step
         grows with the batch (a batch of 2,048 at a round of 2,000 steps sized to batch 32 would
         train for minutes), and its loss read after the samples its reference's runs saw
-        (judging.loss_point)."""
-        if self.fixed or not reference_batch or not batch or batch <= reference_batch:
+        (judging.loss_point). With epochs: as many epochs, each of the larger batch's steps."""
+        if not reference_batch or not batch or batch == reference_batch:
+            return count
+        if self.epoch and self.epoch_samples:  # as many epochs, of the batch's own steps
+            epochs = max(1, round(count / math.ceil(self.epoch_samples / reference_batch)))
+            return epochs * math.ceil(self.epoch_samples / batch)
+        if self.fixed or batch < reference_batch:
             return count
         return max(script.MIN_STEPS, math.ceil(count * reference_batch / batch))
+
+
+def whole_epochs(probe: WatchRecord, step_s: float | None) -> tuple[int, int] | str:
+    """(steps, samples) of the script's epoch where every run can hold MIN_RUN_EPOCHS of them in
+    EPOCH_RUN_AT_MOST_S (the probe's steady epochs' wall time, else its steps' pace), else why not:
+    its runs are then of steps, judged by their windows alone."""
+    main = probe.main
+    if main is None or main.custom:
+        return "the training is a loop of the script's own, with no epochs of Keras'"
+    steps = next((e.steps for e in main.epochs), None) or main.steps_per_epoch
+    if not steps:
+        return "the epoch's length was not seen (an input without one, and no epoch ended in the first run)"
+    samples = next((e.samples for e in main.epochs), None) or steps * (main.batch_size or 0)
+    epoch_s = probe.clock.epoch_s if probe.clock else None
+    epoch_s = epoch_s or (steps * step_s if step_s else None)
+    if not epoch_s:
+        return "the epoch's time was not seen"
+    if epoch_s * script.MIN_RUN_EPOCHS > script.EPOCH_RUN_AT_MOST_S:
+        return (
+            f"an epoch of {steps:,} steps takes about {epoch_s:.0f} s: {script.MIN_RUN_EPOCHS} of them a run would "
+            f"not fit the session"
+        )
+    return steps, samples

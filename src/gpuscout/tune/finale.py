@@ -44,45 +44,52 @@ class Final:
 def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final:
     """baseline, best, [patched copy], baseline: every comparison with the two baseline runs, the
     baseline at its own count of steps and the best at the one its round ran (their speeds
-    compare as samples/s; their losses were compared in the rounds, where they compare). One
-    change kept in round 1 was already judged against the baseline runs beside it: where the
-    budget has no room for the whole block, that judgement stands (the copy, if any, is run after
-    the last of those baseline runs, and the baseline again after it). A path kept CLEAR_RATIO past
-    the baseline runs no block: its best's latest run against round 1's baseline run (with
-    --patch, the best run again and the copy beside it)."""
+    compare as samples/s; their losses were compared in the rounds, where they compare).
+
+    Each run starts only where the --budget-minutes still holds it, and the block gives way in
+    this order: the closing baseline run (the one before stands for both), then the best's own
+    run (its latest, in its round, set against round 1's baseline runs: one change kept in round 1
+    was judged against them already), then the patched copy (the diff is still written, and the
+    report says it was not run). A path kept CLEAR_RATIO past the baseline runs no block: its
+    best's latest run against round 1's baseline run (with --patch, the best run again and the
+    copy beside it, so the two are compared, not the host's drift since the best's round: a busy
+    CI moved a 13x cache 10% in two minutes)."""
     best_steps = found.path[-1].steps if found.path else steps.base
-    if found.path and found.clear:
-        kept = found.path[0].beside[-1]  # round 1's reference is the baseline
-        final = Final(before=kept, after=kept, best=found.path[-1].runs[-1])
-        if session.patch is not None:  # the copy beside a run of the best: the two compared, not the
-            # host's drift since the best's round (a busy CI moved a 13x cache 10% in two minutes)
+    base_s, best_s = budget.cost("baseline", steps.base), budget.cost(found.best.name, best_steps)
+    copy = session.patch is not None
+    if not found.path:  # nothing to compare: once is enough to see whether the host drifted
+        if budget.allows([base_s]):
+            before = run(Config(), "baseline again", steps.base)
+            return Final(before=before, after=before)
+        last = next((r for t in reversed(found.trials) for r in reversed(t.beside)), None) or session.probe
+        return Final(before=last, after=last)
+    round_one = found.path[0].beside[-1]  # round 1's reference is the baseline
+    if found.clear:
+        final = Final(before=round_one, after=round_one, best=found.path[-1].runs[-1])
+        if copy and budget.allows([best_s] * 2):
             final.best = run(found.best, f"{found.best.name} (best)", best_steps)
-            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
+        if copy:
+            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
         return final
-    block = [budget.cost("baseline", steps.base)] * 2 + [budget.cost(found.best.name, best_steps)] * (
-        1 + bool(session.patch)
-    )
-    if len(found.path) == 1 and not budget.allows(block):
-        kept = found.path[0]
-        final = Final(before=kept.beside[-1], after=kept.beside[-1])
-        if session.patch is not None:
-            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
-            final.after = run(Config(), "baseline again", kept.steps)
+    if not budget.allows([base_s, best_s] + [best_s] * copy):  # round 1's baseline runs, the best's latest run
+        kept = found.path[-1]
+        final = Final(before=found.path[0].beside[0], after=round_one, best=kept.runs[-1])
+        if copy:
+            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
         return final
     before = run(Config(), "baseline again", steps.base)
     final = Final(before=before, after=before)
-    if not found.path:  # nothing to compare: once is enough to see whether the host drifted
-        return final
     final.best = run(found.best, f"{found.best.name} (best)", best_steps)
-    if session.patch is not None:
-        final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps)
-    final.after = run(Config(), "baseline again", steps.base)
+    if copy:
+        final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
+    if budget.allows([base_s]):
+        final.after = run(Config(), "baseline again", steps.base)
     return final
 
 
-def _patched_copy(session, found: Outcome, run, count: int):
+def _patched_copy(session, found: Outcome, run, count: int, budget: Budget, cost_s: float):
     """The diff of the best setting, and a run of the script's copy with it applied (no change
-    injected): what a user who applies the patch gets."""
+    injected): what a user who applies the patch gets; run where the budget holds it (`cost_s`)."""
     changes = list(found.best.changes)  # a batch kept twice: the later one only (trials.REPEATABLE)
     root = session.root
     made = patches.make(changes, session.probe, root)
@@ -90,6 +97,8 @@ def _patched_copy(session, found: Outcome, run, count: int):
         return made, None, "no change could be located in the source: the lines to write are printed"
     if session.script is None:
         return made, None, "the command is a shell line: the patched copy was not run (apply the diff and rerun)"
+    if not budget.allows([cost_s]):
+        return made, None, "the patched copy was not run: the --budget-minutes was spent (apply the diff and run it)"
     into = scratch.make("tunepatch")
     try:
         patches.overlay(made, root, into)
@@ -104,13 +113,22 @@ def _patched_copy(session, found: Outcome, run, count: int):
         shutil.rmtree(into, ignore_errors=True)
 
 
-def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: tuple[str, ...] = ()) -> str:
+def left(
+    best: WatchRecord | None,
+    probe: WatchRecord,
+    kept: set[str],
+    slower: tuple[str, ...] = (),
+    skipped: dict[str, str] | None = None,
+) -> str:
     """What the best setting still waits on, the most a fix there could buy, and what would buy it:
     the input or the host where they hold it LEFT_SHARE of the time, else a GPU busy less than a
     starved one's share, else float32 on tensor cores that mixed precision was not kept for, else
     the step's compute, with its shares: always said (issue 60: 'left' was empty beside a GPU 17%
     busy). `slower`: the changes measured no faster, whose advice is not given again (processes for
-    a GIL-bound PyDataset ran 0.42x on a 16-core H100 host)."""
+    a GIL-bound PyDataset ran 0.42x on a 16-core H100 host); `skipped`: by knob, why a change was
+    not tried or not kept (it changes the training): advice for one says so, never just the change
+    (issue 74: "left: ... fewer host calls (steps_per_execution)" beside "not tried:
+    steps_per_execution: ...")."""
     r = best or probe
     wait, outside = r.input_wait_share or 0, r.outside_step_share or 0
     if max(wait, outside) < LEFT_SHARE:
@@ -153,11 +171,24 @@ def left(best: WatchRecord | None, probe: WatchRecord, kept: set[str], slower: t
         else:
             how = "a faster pipeline: its per-batch work in parallel (tf.data map with AUTOTUNE), or done once"
     else:
-        how = "fewer host calls (steps_per_execution) or less work in callbacks and between steps"
+        how = _host_left(kept, slower, skipped or {})
     return (
         f"the best setting still waits on {what} {share:.0%} of the time: a fix there could buy at most "
         f"{most:.2f}x more; {how}"
     )
+
+
+def _host_left(kept: set[str], slower: tuple[str, ...], skipped: dict[str, str]) -> str:
+    """What the loop's host work between steps is left to, given what steps_per_execution did."""
+    calls = "less work in callbacks and between steps"
+    if "steps_per_execution" in kept:
+        return f"steps_per_execution is kept; what is left is {calls} (Keras' own, a callback's)"
+    measured = next((name for name in slower if name.startswith("steps_per_execution")), None)
+    if measured:
+        return f"fewer host calls measured no faster ({measured}): {calls}"
+    if "steps_per_execution" in skipped:
+        return f"{calls}; fewer host calls (steps_per_execution) were {skipped['steps_per_execution']}"
+    return f"fewer host calls (steps_per_execution) or {calls}"
 
 
 def _device_left(r: WatchRecord, kept: set[str]) -> str:
@@ -194,30 +225,30 @@ def _device_left(r: WatchRecord, kept: set[str]) -> str:
 
 
 def report(
-    session, found: Outcome, final: Final, probe: WatchRecord, steps: int, records: list[WatchRecord], budget: Budget
+    session, found: Outcome, final: Final, probe: WatchRecord, steps: Steps, records: list[WatchRecord], budget: Budget
 ) -> TuneScriptReport:
     batch = probe.batch_size
     beside = [final.before] if final.before is final.after else [final.before, final.after]
     rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.ratio or 0)))]
     best = (
-        judging.judged(found.best.as_change(), [final.best], beside, batch)
+        judging.judged(found.best.as_change(), [final.best], beside, batch, found.best.settings)
         if final.best
         else found.path[0].row.model_copy()
         if found.path
         else None
     )  # round 1's judgement, where the budget ended
-    copy = judging.judged(found.best.as_change(), [final.copy], beside, batch) if final.copy else None
+    copy = (
+        judging.judged(found.best.as_change(), [final.copy], beside, batch, found.best.settings) if final.copy else None
+    )
     if best and copy:
         copy.change = "patched copy"
         if (copy.note or "").startswith("nothing in this script to apply"):
             # the copy has the change written in it: nothing is injected into it
             copy = Judged.model_validate(copy.model_dump(exclude={"note"}, exclude_unset=True))
-        copy.agrees = _agree(best, copy)
-        if not copy.agrees and not final.copy_note:
-            final.copy_note = (
-                "the patched copy's speed-up is outside the injected one's interval: the diff does "
-                "not do what the injection did (or the host was noisy: compare the two runs)"
-            )
+        apart = _disagreement(best, copy, _drift(final.before, final.after))
+        copy.agrees = apart is None
+        if apart and not final.copy_note:
+            final.copy_note = f"the patched copy does not do what the injected changes did: {apart}"
     kept = found.best.knobs  # a pair kept (search._pairs) names both its knobs
     not_faster = tuple(t.change.name for t in found.trials if t.row.verdict in NOT_FASTER)
     first = probe if final.after is final.before else final.before  # the baseline run before the last one
@@ -226,7 +257,9 @@ def report(
         created_utc=utc_now(),
         command=session.command.given,
         workload=session.command.workload,
-        steps=steps,
+        steps=steps.base,
+        epoch_steps=steps.epoch,
+        no_epochs=session.no_epochs,
         baseline=judging.row(None, probe, probe),
         baseline_again=judging.row(None, final.after, first),
         noisy=judging.noisy(first, final.after),
@@ -248,23 +281,65 @@ def report(
         diff=final.patch.diff(session.root) if final.patch is not None else None,
         skipped=[Skipped(change=s.knob, reason=s.reason) for s in found.skipped],
         summary=summary(found, best),
-        left=left(final.best or (found.path[-1].runs[-1] if found.path else None), probe, kept, not_faster),
+        left=left(
+            final.best or (found.path[-1].runs[-1] if found.path else None),
+            probe,
+            kept,
+            not_faster,
+            {
+                **{s.knob: f"not tried: {s.reason}" for s in found.skipped},
+                **{
+                    t.change.knob: f"not kept: {t.change.name} changes the training ({t.row.changes_training})"
+                    for t in found.trials
+                    if t.row.changes_training
+                },
+            },
+        ),
         wall_s=time.monotonic() - budget.started,
         run_ids=[r.id for r in records],
     )
 
 
-def _agree(best: Judged, copy: Judged) -> bool:
-    """The copy's and the injection's speed-ups agree when their intervals overlap, or their
-    figures are within a host's drift (NOISY_SHARE) of each other: two runs minutes apart of a 13x
-    change, each to +-3%, drift apart by more than their intervals (12.97x and 12.86x did)."""
-    if not best.ratio or not copy.ratio:
-        return False
-    if abs(copy.ratio / best.ratio - 1) < judging.NOISY_SHARE:
-        return True
-    if best.ratio_low is None or copy.ratio_low is None:
-        return False
-    return best.ratio_low <= copy.ratio_high and copy.ratio_low <= best.ratio_high
+def _drift(before: WatchRecord | None, after: WatchRecord | None) -> float:
+    """How far the baseline's two runs around the best moved apart (0 with one): the noise of two
+    figures minutes apart on this host."""
+    if before is None or after is None or before is after:
+        return 0.0
+    (a, _, _), (b, _, _) = judging.figure(before), judging.figure(after)
+    return abs(b / a - 1) if a and b else 0.0
+
+
+def _disagreement(best: Judged, copy: Judged, drift: float) -> str | None:
+    """Why the patched copy does not do what the injected changes did, or None where it does: it
+    trains as many steps an epoch (and, against the baseline, the same training), and its figure
+    is the best's within the two figures' noise: their intervals overlap, or they are as close as
+    the baseline's own two runs (`drift`). By the same clock: the epochs' where both have them."""
+    if copy.changes_training:
+        return copy.changes_training
+    if best.epoch_steps and copy.epoch_steps and best.epoch_steps != copy.epoch_steps:
+        return f"it trains {copy.epoch_steps:,} steps an epoch where the injected changes trained {best.epoch_steps:,}"
+    same_clock = best.clock == copy.clock
+    if same_clock:
+        mine, theirs = (
+            (copy.samples_per_s, copy.ci95_low, copy.ci95_high),
+            (
+                best.samples_per_s,
+                best.ci95_low,
+                best.ci95_high,
+            ),
+        )
+    else:  # against the same baseline runs: their speed-ups
+        mine, theirs = (copy.ratio, copy.ratio_low, copy.ratio_high), (best.ratio, best.ratio_low, best.ratio_high)
+    if not mine[0] or not theirs[0]:
+        return "its speed could not be read"
+    apart = abs(mine[0] / theirs[0] - 1)
+    if apart <= drift or (None not in (*mine, *theirs) and mine[1] <= theirs[2] and theirs[1] <= mine[2]):
+        return None
+    shown = (lambda v: f"{v:,.0f} samples/s") if same_clock else (lambda v: f"{v:.2f}x")
+    return (
+        f"{shown(mine[0])} against {shown(theirs[0])}, {apart:.0%} apart, beyond both intervals and the "
+        f"baseline's own drift ({drift:.0%})"
+    )
 
 
 def summary(found: Outcome, best: Judged | None) -> str:
@@ -277,4 +352,5 @@ def summary(found: Outcome, best: Judged | None) -> str:
     against = (
         "round 1's baseline run (too far past it for drift to matter)" if found.clear else "the baseline run beside it"
     )
-    return f"{path}: {best.ratio:.2f}x{interval} over {against} ({best.verdict})"
+    clock = "by whole epochs" if best.clock == "epochs" else "by the training steps' windows"
+    return f"{path}: {best.ratio:.2f}x{interval} over {against} ({best.verdict}, {clock})"

@@ -9,8 +9,11 @@ from __future__ import annotations
 import math
 import statistics
 
+from gpuscout.analysis import epoch_clock
 from gpuscout.analysis.compare import contrast
+from gpuscout.record.epochs import EpochClock
 from gpuscout.record.watch import WatchRecord
+from gpuscout.tune import same_training
 from gpuscout.tune.change import CHANGES, Change
 from gpuscout.tune.results import Judged
 
@@ -21,14 +24,21 @@ LOSS_WORSE_ABSOLUTE = 0.1
 NOISY_SHARE = 0.10
 
 
-def rates(r: WatchRecord, batch_size: int | None) -> list[float]:
-    """The steady windows' samples/s; where the instrumentation could not count samples (the input
-    read inside a compiled loop of steps_per_execution steps), from the steps and the batch the
-    baseline fed, which the change did not touch."""
-    counted = r.window_samples_per_s()
+def rates(r: WatchRecord, batch_size: int | None, from_step: int = 0) -> list[float]:
+    """The steady windows' samples/s (those that began at step `from_step` or later: a cache's
+    after it filled); where the instrumentation could not count samples (the input read inside a
+    compiled loop of steps_per_execution steps), from the steps and the batch the baseline fed,
+    which the change did not touch."""
+    steady = r.steady
+    if from_step:
+        began, at = {}, 1  # the first step (the compile) is in no window
+        for w in r.windows:
+            began[w.index], at = at, at + w.steps
+        steady = [w for w in steady if began[w.index] >= from_step] or steady[-1:]
+    counted = [w.samples_per_s for w in steady if w.samples_per_s is not None]
     if counted or not batch_size:
         return counted
-    return [w.steps * batch_size / w.seconds for w in r.steady if w.seconds > 0]
+    return [w.steps * batch_size / w.seconds for w in steady if w.seconds > 0]
 
 
 def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
@@ -87,10 +97,50 @@ def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> Judged:
     return judged(change, [r], [baseline], baseline.batch_size)
 
 
-def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRecord], batch: int | None) -> Judged:
-    """A setting's runs against the reference runs beside them: their steady windows pooled on
-    each side (the figures shown are of the setting's latest run)."""
+def fill_steps(settings: dict) -> int:
+    """The steps a setting's cache takes to fill (its first period, or epoch, of batches); 0
+    without a cache (input_changes.cache puts them in its settings)."""
+    return int(settings.get("fill_steps") or 0) if settings.get("cache") else 0
+
+
+def fill_epochs(settings: dict, epoch_steps: int | None) -> int:
+    """The leading epochs a setting's runs spend starting (left out of their pace): the first,
+    which compiles; with a cache, every epoch that still fills it (a generator replayed every
+    `period` batches over epochs of fewer steps fills for several)."""
+    fill = fill_steps(settings)
+    if fill and epoch_steps:
+        return max(epoch_clock.SKIPPED, math.ceil(fill / epoch_steps))
+    return epoch_clock.SKIPPED
+
+
+def clocks(runs: list[WatchRecord], settings: dict) -> list[EpochClock]:
+    return [
+        c
+        for r in runs
+        if r.main is not None
+        and (
+            c := epoch_clock.epoch_clock(
+                r.main, fill_epochs(settings, r.main.epochs[0].steps if r.main.epochs else None)
+            )
+        )
+        is not None
+    ]
+
+
+def judged(
+    change: Change | None,
+    runs: list[WatchRecord],
+    beside: list[WatchRecord],
+    batch: int | None,
+    settings: dict | None = None,
+    reference_settings: dict | None = None,
+) -> Judged:
+    """A setting's runs against the reference runs beside them. Judged by the user's clock where
+    both sides ran whole steady epochs (MIN_EPOCHS of them pooled), else by the steady windows;
+    the windows' figures stand beside the epochs' either way. `settings`: the whole setting the
+    runs ran (its cache's fill epochs are left out of its pace); default: the change's own."""
     r = runs[-1]
+    settings = settings if settings is not None else (change.settings if change else {})
     out = Judged(
         change=change.name if change else "baseline",
         knob=change.knob if change else None,
@@ -110,11 +160,21 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
         steps=r.main.steps if r.main else 0,
     )
     own_batch = batch if change is None or "batch_size" not in change.settings else None
-    windows = [w for run in runs for w in rates(run, own_batch)]
+    windows = [w for run in runs for w in rates(run, own_batch, fill_steps(settings))]
     if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
         out.set(
             samples_per_s=statistics.median(windows), note=f"samples counted as steps x the baseline's batch ({batch})"
         )
+    out.set(clock="windows", windows_samples_per_s=out.samples_per_s)
+    own_clocks = clocks(runs, settings)
+    by_clock = {}  # the latest run's figures by the user's clock: shown where its epochs judge
+    if own_clocks:
+        latest = own_clocks[-1]
+        low, high = epoch_clock.rate_ci95(latest)
+        out.set(epoch_s=latest.epoch_s, epoch_steps=latest.steady[-1].steps)
+        by_clock = {"clock": "epochs", "samples_per_s": latest.samples_per_s, "ci95_low": low, "ci95_high": high}
+        if change is None and len(latest.steady) > 1:  # a baseline's own row: its clock, where it has one
+            out.set(**by_clock)
     missing = [
         k
         for k in (
@@ -147,7 +207,7 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
             ),
         )
         return out
-    base = [w for run in beside for w in rates(run, batch)]
+    base = [w for run in beside for w in rates(run, batch, fill_steps(reference_settings or {}))]
     if change is not None and base:
         c = contrast(windows, base)
         out.set(
@@ -157,26 +217,93 @@ def judged(change: Change | None, runs: list[WatchRecord], beside: list[WatchRec
             p_value=c.p_value,
             test=c.test,
             verdict=c.verdict,
+            windows_ratio=c.ratio,
+            windows_ratio_low=c.ratio_low,
+            windows_ratio_high=c.ratio_high,
         )
+        if _by_epochs(out, own_clocks, clocks(beside, reference_settings or {}), r):
+            out.set(**by_clock)
         if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
             # data parallelism: the speed-up per device added, against the reference's devices
-            out.set(devices=r.main.replicas, efficiency=c.ratio * beside[0].main.replicas / r.main.replicas)
+            out.set(devices=r.main.replicas, efficiency=out.ratio * beside[0].main.replicas / r.main.replicas)
     problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
     out.set(healthy=not problems, health=problems[0] if problems else None)
+    if change is not None and beside:
+        different = same_training.differences(runs, beside, same_training.Declared.of(change.settings))
+        out.set(
+            changes_training="; ".join(different) or None,
+            training_checked=same_training.checked(runs, beside),
+        )
     return out
 
 
+# Steady epochs pooled on each side before the user's clock decides a verdict (a candidate's one
+# run of script.MIN_RUN_EPOCHS: three): fewer and the windows (eight a run) judge, the epochs shown
+# beside them. Against six reference epochs, Mann-Whitney's smallest p is 2/84 = 0.024.
+MIN_EPOCHS = 3
+
+
+def _by_epochs(out: Judged, own: list[EpochClock], reference: list[EpochClock], latest: WatchRecord) -> bool:
+    """The verdict by the user's clock where both sides ran MIN_EPOCHS steady epochs, the windows'
+    kept beside it; where the two disagree beyond their intervals, why (the share of an epoch
+    outside its training steps: validation, callbacks, the time between epochs)."""
+    mine = [x for c in own for x in epoch_clock.rates(c)]
+    theirs = [x for c in reference for x in epoch_clock.rates(c)]
+    if len(mine) < MIN_EPOCHS or len(theirs) < MIN_EPOCHS:
+        return False
+    c = contrast(mine, theirs)
+    out.set(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high, p_value=c.p_value, test=c.test)
+    out.set(verdict=c.verdict)
+    whole = [
+        epoch_clock.whole_fit_s(k, latest.main.epochs_planned if latest.main else None) for k in (*reference, *own)
+    ]
+    whole_ref = [w for w in whole[: len(reference)] if w]
+    whole_own = [w for w in whole[len(reference) :] if w]
+    if whole_ref and whole_own:
+        out.set(whole_fit_ratio=statistics.median(whole_ref) / statistics.median(whole_own))
+    apart = (
+        out.windows_ratio_low is not None
+        and c.ratio_low is not None
+        and (out.windows_ratio_low > c.ratio_high or c.ratio_low > out.windows_ratio_high)
+    )
+    if apart:
+        outside = 1 - statistics.median(k.share("training_s") or 0 for k in reference)
+        after = statistics.median(k.share("after_s") or 0 for k in reference)
+        parts = f"validation and the callbacks at its end {after:.0%}" if after >= 0.05 else None
+        between = statistics.median(k.share("between_s") or 0 for k in reference)
+        if between >= 0.05:
+            parts = ", ".join(p for p in (parts, f"the time between epochs {between:.0%}") if p)
+        out.set(
+            clock_note=(
+                f"the training steps alone say {out.windows_ratio:.2f}x, whole epochs {c.ratio:.2f}x: "
+                f"{outside:.0%} of the reference's epoch is outside its steps ({parts or 'Keras between steps'}), "
+                "which the steps leave out"
+            )
+        )
+    return True
+
+
+def figure(r: WatchRecord) -> tuple[float | None, float | None, float | None]:
+    """A run's samples/s with its interval: by its whole steady epochs where it ran two or more,
+    else its steady windows'."""
+    if r.clock is not None and len(r.clock.steady) > 1:
+        low, high = epoch_clock.rate_ci95(r.clock)
+        return r.clock.samples_per_s, low, high
+    t = r.throughput
+    return (t.median, t.ci95_low, t.ci95_high) if t else (None, None, None)
+
+
 def noisy(first: WatchRecord, again: WatchRecord) -> str | None:
-    """The baseline's two runs: when their medians differ beyond NOISY_SHARE and their intervals do
+    """The baseline's two runs: when their figures differ beyond NOISY_SHARE and their intervals do
     not overlap, the session's differences under that are noise, and the table says so."""
-    a, b = first.throughput, again.throughput
-    if not a or not b or not a.median or not b.median:
+    (a, a_low, a_high), (b, b_low, b_high) = figure(first), figure(again)
+    if not a or not b:
         return None
-    apart = abs(b.median / a.median - 1)
-    overlap = a.ci95_low is None or b.ci95_low is None or (a.ci95_low <= b.ci95_high and b.ci95_low <= a.ci95_high)
+    apart = abs(b / a - 1)
+    overlap = a_low is None or b_low is None or (a_low <= b_high and b_low <= a_high)
     if apart > NOISY_SHARE and not overlap:
         return (
-            f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
+            f"the baseline ran at {a:,.0f} and then {b:,.0f} samples/s ({apart:.0%} apart): the "
             f"machine was noisy, and differences under that mean nothing"
         )
     return None

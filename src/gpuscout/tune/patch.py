@@ -31,11 +31,14 @@ from gpuscout.tune.source_edits import (
     at,
     before_statement,
     call_at,
+    drop_keywords,
+    ensure_import,
     insert_after_imports,
     name_of,
     offsets,
     order,
     own_name,
+    replace_arrays,
     set_keywords,
     wrap_input,
 )
@@ -106,9 +109,7 @@ def _edits(
     if knob == "mixed_precision":
         path, _ = site(sites, "compile", root, "compiled the model")
         text = original(path, originals)
-        line = (
-            f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # gpuscout tune: before the model is built"
-        )
+        line = f"keras.mixed_precision.set_global_policy({settings[knob]!r})  # before the model is built"
         own = [
             n
             for n in ast.walk(ast.parse(text))
@@ -178,6 +179,8 @@ def _edits(
         return data_parallel_edits(settings, sites, baseline, root, originals)
     if knob == "augment_in_model":
         return _augment_edits(sites, baseline, root, originals)
+    if knob == "device_batches":
+        return _device_batches_edits(sites, baseline, root, originals)
     raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")
 
 
@@ -216,13 +219,44 @@ def _augment_edits(
     layers = ", ".join(layer.code() for layer in function.layers)
     code = (
         f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape)}), {layers}, {name}])"
-        f"  # gpuscout tune: {short}'s work, on the device"
+        f"  # {short}'s work, on the device"
     )
     out = {path: [call_edit]}
     out.setdefault(model_path, []).extend(before_statement(model_text, compile_call, code))
     for layer in {layer.name for layer in function.layers if layer.own}:  # gpuscout's layer: its definition
         out[model_path] += insert_after_imports(model_text, definition(layer), need_keras=True, name=layer)
     return list(out.items())
+
+
+def _device_batches_edits(
+    sites: dict, baseline: WatchRecord, root: Path, originals: dict[Path, str]
+) -> list[tuple[Path, list[Edit]]]:
+    """fit(x, y, batch_size=B, shuffle=S, ...) as fit(device_slices(x, y, B, shuffle=S),
+    steps_per_epoch=math.ceil(len(x) / B), ...): what tune ran (child/tune_overrides.py
+    device_batches), the batches and their shuffle fit's own."""
+    path, line = site(sites, "fit", root, "called fit")
+    text = original(path, originals)
+    call = call_at(text, line, "fit")
+    keywords = {k.arg: k.value for k in call.keywords}
+    if None in keywords:
+        raise NotLocated("fit is given **kwargs: its x, y and batch_size cannot be read from the source")
+    for weighed in ("sample_weight", "class_weight", "validation_split"):
+        if weighed in keywords:
+            raise NotLocated(f"fit is given {weighed}, which device slices do not carry")
+    batch = ast.get_source_segment(text, keywords["batch_size"]) if "batch_size" in keywords else "32"
+    shuffle = keywords.get("shuffle")
+    given = "" if shuffle is None else f", shuffle={ast.get_source_segment(text, shuffle)}"
+    named, code = own_name(text, "device_slices", definition("device_slices"))
+    x = call.args[0] if call.args else keywords.get("x")
+    edits = replace_arrays(text, call, f"{named}({{x}}, {{y}}, {batch}{given})")
+    edits += drop_keywords(text, call, {"batch_size", "shuffle"})
+    if "steps_per_epoch" not in keywords:
+        edits += set_keywords(
+            text, call, {"steps_per_epoch": f"math.ceil(len({ast.get_source_segment(text, x)}) / {batch})"}
+        )
+        edits += ensure_import(text, "math")
+    edits += insert_after_imports(text, code, need_keras=False, name=named)
+    return [(path, edits)]
 
 
 def _parameter_index(text: str, function) -> int | None:

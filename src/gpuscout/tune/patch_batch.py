@@ -52,7 +52,7 @@ def data_parallel_edits(
     text = original(path, originals)
     if baseline.main.backend == "tensorflow":
         code = (
-            "import tensorflow as tf  # gpuscout tune: every GPU, the global batch split across them\n"
+            "import tensorflow as tf  # every GPU, the global batch split across them\n"
             "tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy())"
         )
         edits = _after_device_settings(text, code) or insert_after_imports(text, code, need_keras=False)
@@ -79,7 +79,7 @@ def rate_edits(settings: dict, sites: dict, root: Path, originals: dict[Path, st
     return [
         (
             path,
-            after_statement(text, call, code + "  # gpuscout tune: the rate for the larger batch")
+            after_statement(text, call, code + "  # the rate for the larger batch")
             + insert_after_imports(text, definition("WarmedUpRate"), need_keras=True, name="WarmedUpRate")
             + insert_after_imports(
                 text, definition("scaled_learning_rate"), need_keras=True, name="scaled_learning_rate"

@@ -24,9 +24,15 @@ class Judged(BaseModel):
     run_id: str
     status: str
     applied: dict[str, str] = Field(default_factory=dict)  # what the child did, by knob
+    # The figure judged: samples/s by the user's clock (whole steady epochs, validation and callbacks
+    # in) where the runs held them (`clock` "epochs"), else the steady windows' ("windows")
     samples_per_s: float | None = None
     ci95_low: float | None = None  # samples/s
     ci95_high: float | None = None
+    clock: str | None = None  # epochs | windows: what samples_per_s and ratio are of
+    epoch_s: float | None = None  # a steady epoch's median wall time
+    epoch_steps: int | None = None  # steps a whole epoch trained
+    windows_samples_per_s: float | None = None  # the steady windows' (training steps only)
     step_time_s: float | None = None
     input_wait_share: float | None = None
     gpu_busy_share: float | None = None
@@ -41,6 +47,15 @@ class Judged(BaseModel):
     p_value: float | None = None
     test: str | None = None
     verdict: str | None = None  # faster | slower | no significant difference | failed
+    # the windows' speed-up beside the clock's, where the clock is the epochs'
+    windows_ratio: float | None = None
+    windows_ratio_low: float | None = None
+    windows_ratio_high: float | None = None
+    # the speed-up over the script's whole fit (the epochs it asks for, its first ones as they ran)
+    whole_fit_ratio: float | None = None
+    clock_note: str | None = None  # where the windows and the epochs disagree beyond their noise, and why
+    changes_training: str | None = None  # how it trains otherwise than its reference (tune/same_training.py)
+    training_checked: bool | None = None  # whole epochs ran on both sides: steps, samples, batches compared
     failure: str | None = None  # why it failed, where it did
     devices: int | None = None  # data parallelism: devices it trained on
     efficiency: float | None = None  # and its speed-up per device added
@@ -68,7 +83,9 @@ class Judged(BaseModel):
 
     @property
     def faster(self) -> bool:
-        return self.verdict == "faster" and bool(self.healthy)
+        """Faster with significance, healthy, and the same training: a speed-up that changes the
+        training is never kept."""
+        return self.verdict == "faster" and bool(self.healthy) and not self.changes_training
 
 
 class Skipped(BaseModel):
@@ -97,6 +114,9 @@ class TuneScriptReport(BaseModel):
     command: list[str]
     workload: str
     steps: int  # each round's runs trained at least these
+    # the script's steps an epoch, where every run trained whole epochs (judged by the user's clock)
+    epoch_steps: int | None = None
+    no_epochs: str | None = None  # ... or why the runs count steps instead
     baseline: Judged
     baseline_again: Judged
     noisy: str | None  # the baseline's two runs disagreed

@@ -22,7 +22,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.tune import finale, script, search
 from gpuscout.tune import patch as patches
-from gpuscout.tune.budget import Budget, Steps
+from gpuscout.tune.budget import Budget, Steps, whole_epochs
 from gpuscout.tune.change import Change
 from gpuscout.tune.results import TuneScriptReport
 from gpuscout.tune.trials import Config
@@ -57,6 +57,9 @@ class Session:
     # touch (the weights' initializers, the baseline's step when it runs again) is compiled once
     cache: Path | None = None
     probe: WatchRecord | None = None  # the first baseline run: its facts and call sites
+    # every run after the probe trains whole epochs, stopped at the end of its last (budget.Steps)
+    whole_epochs: bool = False
+    no_epochs: str | None = None  # ... or why not
 
     @property
     def patch(self) -> Path | None:
@@ -101,6 +104,7 @@ class Session:
             duration_s=at_most_s if steps else script.TARGET_TRAINING_S,
             window_s=script.WINDOW_S,
             window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
+            whole_epochs=self.whole_epochs and steps is not None,
             change=change.name if change else None,
             change_settings=change.settings if change else None,
             compilation_cache=self.cache,
@@ -162,7 +166,17 @@ def _session(session: Session) -> TuneScriptReport:
             f"stored as {probe.id}: `gpuscout results show {probe.id}` shows what happened"
         )
     budget.seen(probe)
-    steps = Steps(options.steps or max(main.steps, script.MIN_STEPS), fixed=options.steps is not None)
+    epoch = whole_epochs(probe, budget.paces["baseline"].step_s)
+    by_epochs = not isinstance(epoch, str)
+    steps = Steps(
+        options.steps or max(main.steps, script.MIN_STEPS),
+        fixed=options.steps is not None,
+        epoch=epoch[0] if by_epochs else None,
+        epoch_samples=epoch[1] if by_epochs else None,
+    )
+    steps = replace(steps, base=steps.whole(steps.base))
+    session.whole_epochs = by_epochs
+    session.no_epochs = None if by_epochs else epoch
     records = [probe]
     reserve = finale.FINAL_RUNS + bool(session.patch)
     # one change measured against the baseline, and the closing baseline run: what a session needs
@@ -198,4 +212,4 @@ def _session(session: Session) -> TuneScriptReport:
             f"{', '.join(changed)} changed during the tune session: its runs measured different code, so "
             f"nothing is handed over (every run is stored); run tune again on a script left alone"
         )
-    return finale.report(session, found, final, probe, steps.base, records, budget)
+    return finale.report(session, found, final, probe, steps, records, budget)

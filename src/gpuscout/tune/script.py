@@ -24,14 +24,14 @@ from __future__ import annotations
 import math
 
 from gpuscout.analysis import devices as devices_analysis
-from gpuscout.analysis import repeats
 from gpuscout.analysis.device_causes import BF16_CC, FP16_CC
 from gpuscout.analysis.untimed import STARVED_UTIL_PCT
 from gpuscout.analysis.verdict import INPUT_BOUND_SHARE, INPUT_HIGHLY, OUTSIDE_STEP_SHARE
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
+from gpuscout.tune import input_changes
 from gpuscout.tune.augment import augment_in_model
-from gpuscout.tune.change import CHANGES, INPUT_FIRST, Change, Deferred, Plan, Skip, not_waiting
+from gpuscout.tune.change import CHANGES, INPUT_FIRST, Change, Deferred, Plan, Skip
 from gpuscout.tune.larger_batch import epoch_steps, fit_batches, larger_batches, learning_rate
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
@@ -47,6 +47,12 @@ WINDOW_S = 0.5
 # window and seven steady ones, however fast a change makes the run (a 15x faster jit_compile
 # would otherwise leave one window of half a second).
 WINDOWS_PER_RUN = 8
+# Whole epochs each run trains at least, where the script's epochs are short enough (budget.
+# whole_epochs): the first (its compile) and three steady ones, what judging.MIN_EPOCHS pools on a
+# candidate's side from its one run; and the most training those may take: longer epochs and the
+# runs count steps, judged by their windows (a session of twenty runs of 16 s is 5 of its 6 minutes).
+MIN_RUN_EPOCHS = 4
+EPOCH_RUN_AT_MOST_S = 16.0
 # Fewer steps than this per run and no change can be told from noise: each later run gets at least
 # this many even when the baseline's TARGET_TRAINING_S ran fewer (an op-by-op ResNet-50: 2 s a step)
 MIN_STEPS = 32
@@ -82,10 +88,10 @@ def plan(
         ("jit_compile", _jit(baseline)),
         ("mixed_precision", _precision(baseline)),
         ("steps_per_execution", _steps_per_execution(baseline)),
-        ("workers", _workers(baseline)),
-        ("cache", _cache(baseline)),
-        ("prefetch", _prefetch(baseline)),
-        ("device_batches", _device_batches(baseline)),
+        ("workers", input_changes.workers(baseline)),
+        ("cache", input_changes.cache(baseline)),
+        ("prefetch", input_changes.prefetch(baseline)),
+        ("device_batches", input_changes.device_batches(baseline)),
         ("augment_in_model", augment_in_model(baseline)),
         ("batch_size", larger_batches(baseline, script_batch)),
         ("data_parallel", _data_parallel(baseline)),
@@ -212,139 +218,62 @@ def _steps_per_execution(r: WatchRecord) -> list[Change] | str:
     if (r.step_time_s or 1) >= SHORT_STEP_S and not host:
         return f"steps of {r.step_time_s * 1000:.0f} ms, and the loop is not host-bound: one call per step costs little"
     why = f"steps of {r.step_time_s * 1000:.1f} ms" + (" and a host-bound loop" if host else "")
+    tiles = tiling(main)
+    if isinstance(tiles, str):
+        return tiles
+    values, epoch = tiles
     return [
         Change(
             f"steps_per_execution_{n}",
             "steps_per_execution",
             {"steps_per_execution": n},
             f"model.compile(..., steps_per_execution={n})",
-            why,
+            why + (f"; {n} divides {epoch}" if epoch else ""),
         )
-        for n in (8, 32)
+        for n in values
     ]
 
 
-def _waiting_pydataset(r: WatchRecord) -> str | None:
-    """Why a change to a PyDataset does not apply, or None when the loop waits on one."""
-    if r.main.input_type != "PyDataset":
-        return f"the input is {r.main.input_type}, not a PyDataset"
-    return not_waiting(r)
+# The values of steps_per_execution tried: 8 and 32 host calls' worth of steps in one (Keras' guide
+# suggests values in the tens), each the nearest that tiles the epoch; never above SPE_MOST.
+SPE_TARGETS = (8, 32)
+SPE_MOST = 64
 
 
-def _workers(r: WatchRecord) -> list[Change] | str:
-    main = r.main
-    if main.input_type == "tf.data":
-        return _parallel_calls(r)
-    reason = _waiting_pydataset(r)
-    if reason:
-        return reason
-    steady = r.steady
-    fetch_s = sum(w.input_wait_s or 0 for w in steady) / max(1, sum(w.steps for w in steady))
-    compute_s = max(r.step_time_s - fetch_s, 1e-6)
-    have = main.input_workers or 1
-    cores = r.env.cpu_count or 4
-    # producers that keep up with the step, one more than the wait asks for, within the host's cores
-    wanted = max(have + 1, min(cores, math.ceil(fetch_s * have / compute_s) + 1))
-    why = f"{r.input_wait_share:.0%} of the time waiting for the next batch, {have} worker(s)"
-    return [
-        Change(
-            f"workers_{wanted}_{kind}",
-            "workers",
-            {"workers": wanted, "processes": kind == "processes"},
-            f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'}, "
-            f"max_queue_size={2 * wanted})",
-            why,
+def tiling(main) -> tuple[list[int], str | None] | str:
+    """steps_per_execution values that keep the epoch the script's: Keras 3 runs an epoch as
+    range(0, steps, steps_per_execution) calls of steps_per_execution steps each
+    (trainers/epoch_iterator.py), so from an input that never runs out (a generator, a repeated
+    tf.data) a value that does not divide steps_per_epoch trains more steps an epoch (40 at 32 a
+    call: 64), and one that does not divide the data's batches ends each epoch early and calls
+    on_epoch_end twice; validation_steps likewise. Returns the values and what they divide, or why
+    none does."""
+    epoch = main.steps_per_epoch or next((e.steps for e in main.epochs), None)
+    validation = main.validation_steps
+    if not epoch and not validation:  # an input of unknown length, read to its end: any value ends with it
+        return list(SPE_TARGETS), None
+    common = math.gcd(epoch or 0, validation or 0)
+    divisors = [d for d in range(2, min(common, SPE_MOST) + 1) if common % d == 0]
+    what = " and ".join(
+        part
+        for part in (
+            f"the epoch's {epoch} steps" if epoch else None,
+            f"the validation's {validation} steps" if validation else None,
         )
-        for kind in ("threads", "processes")
-    ]
-
-
-def _parallel_calls(r: WatchRecord) -> list[Change] | str:
-    """A tf.data pipeline's maps and interleaves that the script left sequential, run with
-    num_parallel_calls=tf.data.AUTOTUNE where it wrote them (child/tf_data.py): the guide's
-    "parallelize the map transformation", its workers."""
-    reason = not_waiting(r)
-    if reason:
-        return reason
-    ops = r.main.pipeline
-    if not ops:
-        return "the calls that built the tf.data pipeline were not seen (built in a library, or a record before this)"
-    serial = [op for op in ops if op.op in ("map", "interleave") and op.parallel is False]
-    if not serial:
-        return "every map and interleave of the pipeline runs in parallel already (num_parallel_calls)"
-    where = ", ".join(f"{op.op} at line {op.line}" for op in serial)
-    return [
-        Change(
-            "parallel_calls",
-            "workers",
-            {"parallel_calls": True},
-            f"dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE)   # {where}",
-            f"{r.input_wait_share:.0%} of the time waiting for the next batch; {where} run one element at a time",
-        )
-    ]
-
-
-def _cache(r: WatchRecord) -> list[Change] | str:
-    reason = not_waiting(r)
-    keep = repeats.keepable(r.main, r.env.host_memory_bytes)
-    if isinstance(keep, str) or reason:
-        return reason or keep
-    settings = {
-        "cache": True,
-        **({"period": keep.period} if keep.period else {}),
-        **({"cache_at": keep.at} if keep.at else {}),
-    }
-    return [
-        Change(
-            "cache",
-            "cache",
-            settings,
-            repeats.cache_code(keep),
-            f"{keep.evidence}, and the loop waited {r.input_wait_share:.0%} of the time",
-        )
-    ]
-
-
-def _prefetch(r: WatchRecord) -> list[Change] | str:
-    main = r.main
-    if main.input_type not in ("tf.data", "generator"):
-        return f"the input is {main.input_type}: prefetching applies to a tf.data dataset or a generator"
-    reason = not_waiting(r)
-    if reason:
-        return reason
-    helper = "tuned_pipeline" if main.input_type == "tf.data" else "read_ahead"
-    line = (
-        repeats.definition(helper)
-        + f"\n\nmodel.fit({helper}({'dataset' if helper == 'tuned_pipeline' else 'batches'}), ...)"
+        if part
     )
-    return [
-        Change(
-            "prefetch",
-            "prefetch",
-            {"prefetch": True},
-            line,
-            f"{r.input_wait_share:.0%} of the time waiting for the next batch ({main.input_type})",
+    if not divisors:
+        return (
+            f"no steps_per_execution from 2 to {SPE_MOST} divides {what}: any would change the steps an "
+            "epoch trains (Keras runs whole calls of it)"
         )
-    ]
-
-
-def _device_batches(r: WatchRecord) -> list[Change] | str:
-    main = r.main
-    if main.backend != "jax" or main.input_type not in ("numpy", "jax array"):
-        return f"for in-memory arrays on jax (here: {main.input_type} on {main.backend})"
-    if r.gpu is None:
-        return "no GPU: on a CPU the arrays already are where the step runs"
-    b = main.batch_size or 32
-    return [
-        Change(
-            "device_batches",
-            "device_batches",
-            {"device_batches": True},
-            repeats.definition("device_slices") + f"\n\nmodel.fit(device_slices(x, y, batch_size={b}), "
-            f"steps_per_epoch=len(x) // {b}, ...)   # instead of model.fit(x, y, batch_size={b}, ...)",
-            f"fit(x, y) on jax gathers each batch of {main.batch_size} on the host and copies it to the GPU",
-        )
-    ]
+    values = []
+    for target in SPE_TARGETS:
+        below = [d for d in divisors if d <= target]
+        value = below[-1] if below else divisors[0]
+        if value not in values:
+            values.append(value)
+    return values, what
 
 
 def _data_parallel(r: WatchRecord) -> list[Change] | str:

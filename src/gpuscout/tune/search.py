@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuscout.record.watch import WatchRecord
-from gpuscout.tune import judging
+from gpuscout.tune import judging, script
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import INPUT_FIRST, Change, Plan, Skip
 from gpuscout.tune.trials import REPEATABLE, SLOWER_CUT, Config, Outcome, Trial
@@ -88,7 +88,7 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
             break
         pace = [c for c in candidates if c.knob in PACE_FIRST and c.knob not in reference.knobs]
         out.rounds += 1
-        round_steps = steps.of(budget, reference.name)
+        round_steps = _long_enough(steps, budget, reference, pace or candidates)
         if out.rounds == 1 and not pace and budget.allows([budget.cost("baseline", round_steps)] * (3 + CLOSING_RUNS)):
             # the baseline again, warm, before the first candidate: where the budget still holds it,
             # one candidate, its reference run after it and the closing run. Not before a pace
@@ -208,6 +208,18 @@ def _pairs(trials: list[Trial], deferred: list[Change], reference: Config, tried
                 added = Config(tuple(c for c in config.changes if c not in reference.changes)).as_change()
                 pairs.append((added, config))
     return pairs[:PAIRED_AT_MOST]
+
+
+def _long_enough(steps: Steps, budget: Budget, reference: Config, candidates: list[Change]) -> int:
+    """A round's training steps: its reference's count (Steps.of), and where a candidate fills a
+    cache, enough to see it replay after the fill: MIN_RUN_EPOCHS after the epochs it fills in,
+    or (runs of steps) two fills, so that the windows after the first judge it (issue 74: 77 steps,
+    1.2 epochs, measured a cache mostly while it filled)."""
+    fill = max((judging.fill_steps(reference.plus(c).settings) for c in candidates), default=0)
+    epoch = steps.epoch
+    least = judging.fill_epochs({"cache": True, "fill_steps": fill}, epoch) + script.MIN_RUN_EPOCHS - 1 if fill else 0
+    count = steps.of(budget, reference.name, least)
+    return count if epoch or not fill else max(count, 2 * fill)
 
 
 def _batch_of(config: Config, script_batch: int | None) -> int | None:

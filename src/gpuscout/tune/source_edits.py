@@ -159,6 +159,57 @@ def wrap_input(text: str, call: ast.Call, wrap: str) -> list[Edit]:
     return [(start, start, before, -next(order)), (end, end, after, next(order))]
 
 
+def _span(text: str, starts: list[int], node: ast.AST) -> tuple[int, int]:
+    return at(text, starts, node.lineno, node.col_offset), at(text, starts, node.end_lineno, node.end_col_offset)
+
+
+def drop_keywords(text: str, call: ast.Call, names: set[str]) -> list[Edit]:
+    """`call` without its keywords in `names`, each with the comma before it (or, the first of the
+    call's arguments, the one after it)."""
+    starts = offsets(text)
+    items = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+    edits = []
+    for i, item in enumerate(items):
+        if not isinstance(item, ast.keyword) or item.arg not in names:
+            continue
+        start, end = _span(text, starts, item)
+        if i:  # from the end of the one before: its comma and what follows
+            start = _span(text, starts, items[i - 1])[1]
+        elif i + 1 < len(items):  # the first: up to the next one
+            end = _span(text, starts, items[i + 1])[0]
+        edits.append((start, end, "", next(order)))
+    return edits
+
+
+def replace_arrays(text: str, call: ast.Call, code: str) -> list[Edit]:
+    """fit's x and y (its first two arguments, or x= and y=) replaced by `code`, given as its x;
+    `code` holds {x} and {y} for their source."""
+    starts = offsets(text)
+    keywords = {k.arg: k for k in call.keywords}
+    x = call.args[0] if call.args else keywords["x"].value if "x" in keywords else None
+    y = call.args[1] if len(call.args) > 1 else keywords["y"].value if "y" in keywords else None
+    if x is None or y is None or any(isinstance(a, ast.Starred) for a in call.args[:2]):
+        raise NotLocated("fit's x and y are not written as its arguments")
+    made = code.format(x=ast.get_source_segment(text, x), y=ast.get_source_segment(text, y))
+    if len(call.args) > 1:  # fit(x, y, ...): both replaced by one
+        return [(_span(text, starts, x)[0], _span(text, starts, y)[1], made, next(order))]
+    start, end = _span(text, starts, x)
+    edits = [(start, end, made, next(order))]
+    if "y" in keywords:
+        edits += drop_keywords(text, call, {"y"})
+    return edits
+
+
+def ensure_import(text: str, module: str) -> list[Edit]:
+    """`import module` after the file's imports, where it does not import it by that name."""
+    tree = ast.parse(text)
+    if any(
+        isinstance(n, ast.Import) and any(a.name == module and a.asname is None for a in n.names) for n in tree.body
+    ):
+        return []
+    return insert_after_imports(text, f"import {module}", need_keras=False)
+
+
 def _defined(tree: ast.Module, name: str) -> ast.AST | None:
     return next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
 
@@ -179,30 +230,37 @@ def own_name(text: str, name: str, code: str) -> tuple[str, str]:
     return renamed, re.sub(rf"\b(def|class) {name}\b", rf"\1 {renamed}", code, count=1)
 
 
+def _last_import(tree: ast.Module, need_keras: bool) -> ast.stmt | None:
+    """The last import of the file's head, the statements before its first definition (a def or a
+    class): what follows it is the script's own code, so a definition written there leaves no
+    import after it (ruff's E402), and keras, where it is needed, is imported above it."""
+    first_def = min(
+        (n.lineno for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))),
+        default=10**9,
+    )
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    head = [n for n in imports if n.lineno < first_def] or imports
+    keras = [
+        n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras" for a in n.names)
+    ]
+    if need_keras:
+        if not keras:
+            raise NotLocated("the file does not import keras by that name at its top")
+        return max([keras[0], *(n for n in head if n.lineno > keras[0].lineno)], key=lambda n: n.lineno)
+    return head[-1] if head else None
+
+
 def insert_after_imports(text: str, code: str, need_keras: bool, name: str | None = None) -> list[Edit]:
-    """`code` after the statement importing keras (or, where keras is not needed, after the last
-    import at the top of the file); our definition already there (a file patched before) is not
-    written twice, and one of the user's by the same name is an error (own_name gives ours another)."""
+    """`code` after the last import of the file's head (_last_import; where keras is needed, after
+    its import too); our definition already there (a file patched before) is not written twice,
+    and one of the user's by the same name is an error (own_name gives ours another)."""
     tree = ast.parse(text)
     there = _defined(tree, name) if name else None
     if there is not None:
         if _is(there, code):
             return []
         raise NotLocated(f"the script defines its own {name}, which gpuscout's {name} would replace")
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    keras = [
-        n for n in imports if any(a.asname in (None, "keras") and a.name.split(".")[-1] == "keras" for a in n.names)
-    ]
-    anchor = keras[0] if keras else None
-    if anchor is None:
-        if need_keras:
-            raise NotLocated("the file does not import keras by that name at its top")
-        head = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        anchor = (
-            [n for n in imports if n.lineno <= min((h.lineno for h in head if h not in imports), default=10**9)]
-            or imports
-            or [None]
-        )[-1]
+    anchor = _last_import(tree, need_keras)
     starts = offsets(text)
     where = starts[anchor.end_lineno] if anchor is not None else 0
     if anchor is not None and where == starts[-1] and not text.endswith("\n"):

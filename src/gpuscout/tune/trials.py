@@ -80,7 +80,9 @@ class Trial:
     row: Judged | None = None  # its judgement, once the reference run after it ran
 
     def judge(self, batch_size: int | None) -> Judged:
-        self.row = judging.judged(self.change, self.runs, self.beside, batch_size)
+        self.row = judging.judged(
+            self.change, self.runs, self.beside, batch_size, self.config.settings, self.reference.settings
+        )
         ran = min((r.main.steps for r in self.runs if r.main), default=self.steps)
         if ran < self.steps and any(r.main and r.main.stopped_by_limit for r in self.runs):
             cut = (
