@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from gpuscout.tune import budget as budget_module
 from gpuscout.tune import judging, script, search, trials
 from gpuscout.tune.change import Change, Plan
 from tests.records import fit_events, make_watch_record
@@ -492,3 +493,21 @@ def test_no_pair_without_an_input_change_that_measured_no_slower():
 
     found = search.search(run, plan_deferred, record(1000.0), search.Budget(3600), 3, STEPS)
     assert found.rounds == 1 and not found.path and "prefetch+mixed_precision" not in ran
+
+
+def test_runs_hold_whole_epochs_where_their_reference_s_pace_fits_them():
+    """Issue 74: an op-by-op baseline's epochs of 512 steps at 20 ms (10 s each; four of them 41 s)
+    count steps; the compiled step kept from it (2 ms, 1 s an epoch) trains whole epochs, four at
+    least; a batch 4x larger as many epochs of its 128 steps (the same 16,384 samples)."""
+    budget = search.Budget(3600)
+    budget.paces["baseline"] = budget_module.Pace(3.0, 0.020)
+    budget.paces["jit_compile"] = budget_module.Pace(3.0, 0.002)
+    steps = budget_module.Steps(500, epoch=512, epoch_samples=16_384)
+    assert steps.of(budget, "baseline") == 500  # 5 s of training is 250 steps: the base's 500, steps
+    assert steps.of(budget, "jit_compile") == 5 * 512  # 2,500 steps for 5 s: five whole epochs
+    assert steps.of(budget, "jit_compile", least_epochs=6) == 6 * 512
+    assert steps.whole(100) == 4 * 512  # four epochs at least, however few steps were asked
+    assert steps.at_samples(4 * 512, 32, 128) == 4 * 128 and steps.is_whole(4 * 128, 128, 32)
+    assert not steps.is_whole(500, 32, 32) and steps.is_whole(1024, 32, 32)
+    # runs of steps at a batch 4x larger: the same samples, as before
+    assert steps.at_samples(500, 32, 128) == 125

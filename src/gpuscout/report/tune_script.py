@@ -70,8 +70,8 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
     if report.no_epochs:
         out.print(
             Text(
-                f"judged by the training steps' windows, which leave out validation and the epoch's end: "
-                f"{report.no_epochs}"
+                f"the baseline's runs count steps, judged by their windows (which leave out validation and the "
+                f"epoch's end): {report.no_epochs}; a faster setting's runs train whole epochs where they fit"
             ),
             soft_wrap=True,
         )

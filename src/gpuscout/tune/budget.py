@@ -74,13 +74,15 @@ class Steps:
     baseline's 32 steps gave it (issue 60). Runs compared with each other (a round's candidates
     and the reference runs beside them) always share a count, so their losses compare.
 
-    With `epoch` (the script's steps an epoch, where its epochs are short enough: whole_epochs),
-    every count is whole epochs, MIN_RUN_EPOCHS at least, and each run stops at the end of its
-    last epoch, validation and callbacks run: what the user's own clock times (issue 74)."""
+    With `epoch` (the script's steps an epoch, where known), a count at a pace that holds
+    MIN_RUN_EPOCHS of them in EPOCH_RUN_AT_MOST_S is whole epochs, MIN_RUN_EPOCHS at least, and
+    its run stops at the end of its last epoch, validation and callbacks run: what the user's own
+    clock times (issue 74). Decided for each reference's pace: an op-by-op baseline's long epochs
+    count steps, the compiled step kept from it whole epochs."""
 
     base: int
     fixed: bool = False
-    epoch: int | None = None  # steps a whole epoch of the script trains; None: runs of steps, not epochs
+    epoch: int | None = None  # steps a whole epoch of the script trains; None: not known
     epoch_samples: int | None = None  # ... and its samples (a larger batch's epoch: the same samples)
 
     def of(self, budget: Budget, reference: str, least_epochs: int = 0) -> int:
@@ -89,7 +91,15 @@ class Steps:
             count = self.base
         else:
             count = max(self.base, math.ceil(script.ROUND_TRAINING_S / pace.step_s))
-        return self.whole(count, least_epochs, pace.epoch_steps if pace else None)
+        epoch = (pace.epoch_steps if pace else None) or self.epoch
+        if pace is not None and pace.step_s and not self.fits(pace.step_s, epoch):
+            return count
+        return self.whole(count, least_epochs, epoch)
+
+    def fits(self, step_s: float, epoch: int | None = None) -> bool:
+        """Whether runs at `step_s` a step (its wall time) hold MIN_RUN_EPOCHS whole epochs."""
+        epoch = epoch or self.epoch
+        return bool(epoch) and step_s * epoch * script.MIN_RUN_EPOCHS <= script.EPOCH_RUN_AT_MOST_S
 
     def whole(self, count: int, least_epochs: int = 0, epoch: int | None = None) -> int:
         """`count` rounded up to whole epochs of `epoch` steps (the script's), MIN_RUN_EPOCHS and
@@ -99,40 +109,50 @@ class Steps:
             return count
         return max(math.ceil(count / epoch), script.MIN_RUN_EPOCHS, least_epochs) * epoch
 
+    def epoch_at(self, batch: int | None, script_batch: int | None) -> int | None:
+        """The steps of an epoch at `batch` (the script's own, or a larger one of the same samples)."""
+        if not self.epoch or not batch or batch == script_batch or not self.epoch_samples:
+            return self.epoch
+        return math.ceil(self.epoch_samples / batch)
+
+    def is_whole(self, count: int, batch: int | None, script_batch: int | None) -> bool:
+        """Whether a run of `count` steps at `batch` is of whole epochs: it then stops at the end of
+        its last, validation and callbacks run."""
+        epoch = self.epoch_at(batch, script_batch)
+        return bool(epoch) and count % epoch == 0
+
     def at_samples(self, count: int, reference_batch: int | None, batch: int | None) -> int:
         """A candidate's steps: its reference's `count`, or for a batch k times larger count / k
         (never fewer than MIN_STEPS): the same samples, so about the same time where the step
         grows with the batch (a batch of 2,048 at a round of 2,000 steps sized to batch 32 would
         train for minutes), and its loss read after the samples its reference's runs saw
-        (judging.loss_point). With epochs: as many epochs, each of the larger batch's steps."""
+        (judging.loss_point). A count of whole epochs: as many epochs, each of the batch's steps."""
         if not reference_batch or not batch or batch == reference_batch:
             return count
-        if self.epoch and self.epoch_samples:  # as many epochs, of the batch's own steps
-            epochs = max(1, round(count / math.ceil(self.epoch_samples / reference_batch)))
-            return epochs * math.ceil(self.epoch_samples / batch)
+        if self.epoch and self.epoch_samples:
+            reference_epoch = math.ceil(self.epoch_samples / reference_batch)
+            if count % reference_epoch == 0:  # as many epochs, of the batch's own steps
+                return count // reference_epoch * math.ceil(self.epoch_samples / batch)
         if self.fixed or batch < reference_batch:
             return count
         return max(script.MIN_STEPS, math.ceil(count * reference_batch / batch))
 
 
-def whole_epochs(probe: WatchRecord, step_s: float | None) -> tuple[int, int] | str:
-    """(steps, samples) of the script's epoch where every run can hold MIN_RUN_EPOCHS of them in
-    EPOCH_RUN_AT_MOST_S (the probe's steady epochs' wall time, else its steps' pace), else why not:
-    its runs are then of steps, judged by their windows alone."""
+def script_epoch(probe: WatchRecord) -> tuple[int, int] | str:
+    """(steps, samples) of the script's epoch, else why it is not known: runs then count steps,
+    judged by their windows alone."""
     main = probe.main
     if main is None or main.custom:
         return "the training is a loop of the script's own, with no epochs of Keras'"
     steps = next((e.steps for e in main.epochs), None) or main.steps_per_epoch
     if not steps:
         return "the epoch's length was not seen (an input without one, and no epoch ended in the first run)"
-    samples = next((e.samples for e in main.epochs), None) or steps * (main.batch_size or 0)
-    epoch_s = probe.clock.epoch_s if probe.clock else None
-    epoch_s = epoch_s or (steps * step_s if step_s else None)
-    if not epoch_s:
-        return "the epoch's time was not seen"
-    if epoch_s * script.MIN_RUN_EPOCHS > script.EPOCH_RUN_AT_MOST_S:
-        return (
-            f"an epoch of {steps:,} steps takes about {epoch_s:.0f} s: {script.MIN_RUN_EPOCHS} of them a run would "
-            f"not fit the session"
-        )
-    return steps, samples
+    return steps, next((e.samples for e in main.epochs), None) or steps * (main.batch_size or 0)
+
+
+def epoch_step_s(probe: WatchRecord, step_s: float | None) -> float | None:
+    """The wall time of a step by the probe's whole epochs (validation in), else its steps' pace."""
+    clock = probe.clock
+    if clock and clock.epoch_s and clock.steady:
+        return clock.epoch_s / clock.steady[-1].steps
+    return step_s

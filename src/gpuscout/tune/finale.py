@@ -258,7 +258,7 @@ def report(
         command=session.command.given,
         workload=session.command.workload,
         steps=steps.base,
-        epoch_steps=steps.epoch,
+        epoch_steps=None if session.no_epochs else steps.epoch,
         no_epochs=session.no_epochs,
         baseline=judging.row(None, probe, probe),
         baseline_again=judging.row(None, final.after, first),

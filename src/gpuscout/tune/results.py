@@ -116,7 +116,7 @@ class TuneScriptReport(BaseModel):
     steps: int  # each round's runs trained at least these
     # the script's steps an epoch, where every run trained whole epochs (judged by the user's clock)
     epoch_steps: int | None = None
-    no_epochs: str | None = None  # ... or why the runs count steps instead
+    no_epochs: str | None = None  # ... or why the baseline's runs count steps instead
     baseline: Judged
     baseline_again: Judged
     noisy: str | None  # the baseline's two runs disagreed

@@ -22,7 +22,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store
 from gpuscout.tune import finale, script, search
 from gpuscout.tune import patch as patches
-from gpuscout.tune.budget import Budget, Steps, whole_epochs
+from gpuscout.tune.budget import Budget, Steps, epoch_step_s, script_epoch
 from gpuscout.tune.change import Change
 from gpuscout.tune.results import TuneScriptReport
 from gpuscout.tune.trials import Config
@@ -57,9 +57,7 @@ class Session:
     # touch (the weights' initializers, the baseline's step when it runs again) is compiled once
     cache: Path | None = None
     probe: WatchRecord | None = None  # the first baseline run: its facts and call sites
-    # every run after the probe trains whole epochs, stopped at the end of its last (budget.Steps)
-    whole_epochs: bool = False
-    no_epochs: str | None = None  # ... or why not
+    no_epochs: str | None = None  # why the baseline's runs count steps, not whole epochs (budget.Steps)
 
     @property
     def patch(self) -> Path | None:
@@ -94,17 +92,19 @@ class Session:
         check_repeats: bool = False,
         command: Command | None = None,
         at_most_s: float | None = None,
+        whole_epochs: bool = False,
     ) -> WatchRecord:
         """One run of the command: `steps` training steps (else TARGET_TRAINING_S of training),
         stopped at `at_most_s` seconds of training if that comes first (a candidate far slower than
-        its reference: trials.SLOWER_CUT)."""
+        its reference: trials.SLOWER_CUT); `whole_epochs`: the steps are whole epochs, the last
+        run to its end."""
         self.progress.started(name, number, total)
         options = WatchOptions(
             steps=steps,
             duration_s=at_most_s if steps else script.TARGET_TRAINING_S,
             window_s=script.WINDOW_S,
             window_steps=max(1, steps // script.WINDOWS_PER_RUN) if steps else None,
-            whole_epochs=self.whole_epochs and steps is not None,
+            whole_epochs=whole_epochs and steps is not None,
             change=change.name if change else None,
             change_settings=change.settings if change else None,
             compilation_cache=self.cache,
@@ -166,17 +166,24 @@ def _session(session: Session) -> TuneScriptReport:
             f"stored as {probe.id}: `gpuscout results show {probe.id}` shows what happened"
         )
     budget.seen(probe)
-    epoch = whole_epochs(probe, budget.paces["baseline"].step_s)
-    by_epochs = not isinstance(epoch, str)
+    epoch = script_epoch(probe)
+    known = not isinstance(epoch, str)
     steps = Steps(
         options.steps or max(main.steps, script.MIN_STEPS),
         fixed=options.steps is not None,
-        epoch=epoch[0] if by_epochs else None,
-        epoch_samples=epoch[1] if by_epochs else None,
+        epoch=epoch[0] if known else None,
+        epoch_samples=epoch[1] if known else None,
     )
-    steps = replace(steps, base=steps.whole(steps.base))
-    session.whole_epochs = by_epochs
-    session.no_epochs = None if by_epochs else epoch
+    step_s = epoch_step_s(probe, budget.paces["baseline"].step_s)
+    if known and step_s and steps.fits(step_s):
+        steps = replace(steps, base=steps.whole(steps.base))
+    else:  # the baseline's runs count steps; a faster setting's may yet hold whole epochs (Steps.of)
+        session.no_epochs = (
+            epoch
+            if not known
+            else f"the baseline's epoch of {epoch[0]:,} steps takes about {epoch[0] * (step_s or 0):.0f} s: "
+            f"{script.MIN_RUN_EPOCHS} of them a run would not fit the session"
+        )
     records = [probe]
     reserve = finale.FINAL_RUNS + bool(session.patch)
     # one change measured against the baseline, and the closing baseline run: what a session needs
@@ -193,7 +200,10 @@ def _session(session: Session) -> TuneScriptReport:
     def run(
         config: Config, name: str, count: int, command: Command | None = None, at_most_s: float | None = None
     ) -> WatchRecord:
-        record = session.run(name, count, config.as_change(), next(counter), 0, command=command, at_most_s=at_most_s)
+        whole = steps.is_whole(count, config.settings.get("batch_size") or probe.batch_size, probe.batch_size)
+        record = session.run(
+            name, count, config.as_change(), next(counter), 0, command=command, at_most_s=at_most_s, whole_epochs=whole
+        )
         records.append(record)
         return record
 

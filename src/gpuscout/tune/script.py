@@ -48,7 +48,7 @@ WINDOW_S = 0.5
 # would otherwise leave one window of half a second).
 WINDOWS_PER_RUN = 8
 # Whole epochs each run trains at least, where the script's epochs are short enough (budget.
-# whole_epochs): the first (its compile) and three steady ones, what judging.MIN_EPOCHS pools on a
+# Steps): the first (its compile) and three steady ones, what judging.MIN_EPOCHS pools on a
 # candidate's side from its one run; and the most training those may take: longer epochs and the
 # runs count steps, judged by their windows (a session of twenty runs of 16 s is 5 of its 6 minutes).
 MIN_RUN_EPOCHS = 4
