@@ -78,6 +78,39 @@ def plain(where: Path, script: str, args: list[str], seconds: float, env: dict, 
     return made
 
 
+def overhead(copy: Path, script: str, args, env: dict, out: Path) -> list[dict]:
+    """The copy run plain (its own clock) and under `gpuscout watch` (the watch's whole-epoch
+    figure, its first epoch apart), alternating: what watch's instrumentation costs the user's
+    clock, and whether watch's figure is that clock's."""
+    pairs = []
+    for i in range(args.overhead):
+        mine = plain(copy, script, [], args.plain_seconds, env, out, f"plain_{i}")["samples_per_s"]
+        report, _ = gpuscout(
+            [
+                "watch",
+                "--json",
+                "--duration",
+                f"{args.plain_seconds - 8:.0f}s",
+                "--store",
+                str(out / "w.sqlite"),
+                "--",
+                sys.executable,
+                str(copy / f"{script}.py"),
+            ],
+            out,
+            f"watched_{i}",
+            env,
+            args.plain_seconds + 60,
+        )
+        run = (report or {}).get("runs", [{}])[0]
+        clock = run.get("clock") or {}
+        steady = clock.get("steady") or []
+        seconds = sum(e["seconds"] for e in steady)
+        watched = sum(e["samples"] for e in steady) / seconds if seconds else None
+        pairs.append({"plain": mine, "watched": watched, "ratio": watched / mine if watched and mine else None})
+    return pairs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -85,6 +118,7 @@ def main() -> int:
     parser.add_argument("--budget", default=None, help="tune's --budget-minutes [default: tune's own]")
     parser.add_argument("--plain-seconds", type=float, default=25.0)
     parser.add_argument("--small", action="store_true", help="small models (a CPU rehearsal)")
+    parser.add_argument("--overhead", type=int, default=0, help="then N times: the copy plain and watched, alternating")
     args = parser.parse_args()
     out, script = args.out, args.script
     out.mkdir(parents=True, exist_ok=True)
@@ -116,6 +150,8 @@ def main() -> int:
             "copy_agrees": ((report or {}).get("patched") or {}).get("agrees"),
         },
     }
+    if applied and args.overhead:
+        summary["overhead"] = overhead(copy, script, args, env, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print()
     for name, row in rows.items():
@@ -129,6 +165,10 @@ def main() -> int:
     if copied and hand:
         print(f"{'copy / hand':14} {copied / hand:.2f}")
     print(f"{'tune session':14} {wall:.0f} s, patch applied: {applied}, copy agrees: {summary['tune']['copy_agrees']}")
+    for pair in summary.get("overhead", []):
+        print(
+            f"{'watched/plain':14} {pair['watched'] or 0:,.0f} / {pair['plain'] or 0:,.0f} = {pair['ratio'] or 0:.3f}"
+        )
     return 0
 
 

@@ -356,10 +356,11 @@ def test_the_patched_copy_agrees_within_its_interval_or_the_baseline_s_drift_and
 
     best = at(28_600, 28_000, 29_100)
     assert finale._disagreement(best, at(28_900, 28_500, 29_300), drift=0.0) is None  # intervals meet
-    assert finale._disagreement(best, at(27_000, 26_900, 27_100), drift=0.07) is None  # 5.6%: as the baseline drifted
+    assert finale._disagreement(best, at(27_000, 26_900, 27_100), drift=0.07) is None  # 5.6%: as runs here spread
     apart = finale._disagreement(best, at(27_000, 26_900, 27_100), drift=0.02)
     assert apart == (
-        "27,000 samples/s against 28,600 samples/s, 6% apart, beyond both intervals and the baseline's own drift (2%)"
+        "27,000 samples/s against 28,600 samples/s, 6% apart, beyond both intervals and the spread of two runs of "
+        "one setting here (2%)"
     )
     # issue 74's figures: 2.95x against 2.07x is never within the noise of runs 1% apart
     assert finale._disagreement(at(2.07, 2.0, 2.1), at(2.95, 2.9, 3.0), drift=0.01)
@@ -511,3 +512,17 @@ def test_runs_hold_whole_epochs_where_their_reference_s_pace_fits_them():
     assert not steps.is_whole(500, 32, 32) and steps.is_whole(1024, 32, 32)
     # runs of steps at a batch 4x larger: the same samples, as before
     assert steps.at_samples(500, 32, 128) == 125
+
+
+def test_the_spread_of_a_setting_s_runs_is_the_noise_two_figures_agree_within():
+    """The median of each repeated setting's half-range over its mean: baseline runs at 1,000 and
+    1,200 (1/11 = 9.1%), a change's at 2,000 and 2,040 (1%), one run alone (none): (9.1 + 1) / 2."""
+    from gpuscout.tune import finale
+
+    def tagged(rate, change=None):
+        made = record(rate, jitter=0.0)
+        return made.model_copy(update={"tune_change": change})
+
+    runs = [tagged(1000.0), tagged(1200.0), tagged(2000.0, "cache"), tagged(2040.0, "cache"), tagged(900.0, "spe")]
+    assert finale.drift(runs) == pytest.approx((200 / 2200 + 40 / 4040) / 2, rel=1e-3)
+    assert finale.drift(runs[:1]) == 0.0

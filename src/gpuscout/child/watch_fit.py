@@ -34,6 +34,7 @@ from gpuscout.child.fit_input import (
     input_type,
     input_workers,
     leading_samples,
+    mark_parts,
     static_batch_size,
 )
 from gpuscout.child.input_repeats import InputRepeats, observe
@@ -77,9 +78,9 @@ class TimedIterator:
             raise
         self.fit.input_wait_s += time.monotonic() - start
         self.fit.batches += 1
-        if self.fit.unmarked:  # the epoch's first batch: which samples it holds
+        if self.fit.unmarked:  # the epoch's first batch: which samples it holds (digested at its end)
             self.fit.unmarked = False
-            self.fit.first_batch = batch_mark(batch)
+            self.fit.first_batch = mark_parts(batch)
         samples = leading_samples(batch)
         self.fit.samples += samples or 0
         if self.fit.batch_size is None:
@@ -328,7 +329,7 @@ class FitWatch:
             epoch_end_monotonic_s=time.monotonic(),
             callbacks_s=dict(self.callbacks.seconds),
             validation_steps=self.validation_batches,
-            first_batch=self.first_batch,
+            first_batch=batch_mark(self.first_batch),
         )
         self.epoch = None
         if decisions.wait_for(f"{self.index}-{number + 1}") == "stop":  # a sweep's pruner: fit ends, the script goes on

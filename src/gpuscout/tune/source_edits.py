@@ -265,8 +265,10 @@ def insert_after_imports(text: str, code: str, need_keras: bool, name: str | Non
     where = starts[anchor.end_lineno] if anchor is not None else 0
     if anchor is not None and where == starts[-1] and not text.endswith("\n"):
         code = "\n" + code
-    block = f"\n\n{code}\n\n\n" if "\n" in code else f"{code}\n"
-    return [(where, where, block, next(order))]
+    if "\n" not in code:
+        return [(where, where, f"{code}\n", next(order))]
+    blank = len(text[where:]) - len(text[where:].lstrip("\n"))  # blank lines already after the anchor
+    return [(where, where, f"\n\n{code}\n" + "\n" * max(0, 2 - blank), next(order))]
 
 
 def apply(text: str, edits: list[Edit]) -> str:
