@@ -414,7 +414,7 @@ class Epochs(keras.callbacks.Callback):
 keras.utils.set_random_seed(0)
 m = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
 m.compile("sgd", "mse")
-m.fit(x, y, batch_size=48, epochs=2, verbose=0, callbacks=[Epochs()])
+m.fit(x, y, batch_size=48, epochs=2, verbose=0, callbacks=[Epochs()], validation_data=(x[:96], y[:96]))
 """
 
 
@@ -453,8 +453,10 @@ def test_device_batches_are_written_as_fit_s_own_batches_after_the_imports(tmp_p
     )
     assert made.located == ["device_batches"], made.unlocated
     after = made.texts[script.resolve()][1]
+    # validated at fit's batch of 48 as before (validation_batch_size's default was batch_size)
     assert (
-        "m.fit(device_slices(x, y, 48), epochs=2, verbose=0, callbacks=[Epochs()], steps_per_epoch=math.ceil(" in after
+        "m.fit(device_slices(x, y, 48), epochs=2, verbose=0, callbacks=[Epochs()], validation_data=(x[:96], y[:96]), "
+        "steps_per_epoch=math.ceil(len(x) / 48), validation_batch_size=48)" in after
     )
     lines = after.splitlines()
     assert (

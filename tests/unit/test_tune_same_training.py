@@ -99,8 +99,10 @@ def test_more_steps_an_epoch_is_another_training():
 
 def test_a_larger_batch_declares_its_steps_and_is_held_to_its_samples():
     script_run = record_of(fit_with())
-    # batch 256 at 10 steps: the same 2,560 samples; declared, so not another training
-    bigger = record_of(fit_with(steps=10, batch=256))
+    # batch 256 at 10 steps: the same 2,560 samples; declared, so not another training, and fit
+    # validates at its batch_size: 3 validation batches where the script's 64 took 10 (an H200's MLP
+    # at x64 was refused for "validates on 8 batches" before)
+    bigger = record_of(fit_with(steps=10, batch=256, validation=3))
     assert same_training.differences([bigger], [script_run], same_training.Declared(batch=256)) == []
     # ... but 8 steps of 256 (2,048 samples) see fewer samples
     fewer = record_of(fit_with(steps=8, batch=256))

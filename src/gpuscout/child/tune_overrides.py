@@ -311,9 +311,12 @@ def device_batches(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     steps = -(-len(x) // batch)  # fit's own count: the last batch partial
     kwargs = {k: v for k, v in kwargs.items() if k not in ("x", "y", "batch_size", "shuffle")}
     kwargs.setdefault("steps_per_epoch", steps)
+    if kwargs.get("validation_data") is not None:  # validated at fit's batch, as before (its default: batch_size)
+        kwargs.setdefault("validation_batch_size", batch)
     applied(
         "device_batches",
-        f"fit(device_slices(x, y, {batch}, shuffle={shuffle!r}), steps_per_epoch={steps}): the arrays put on the "
-        "device once, each batch sliced there",
+        f"fit(device_slices(x, y, {batch}, shuffle={shuffle!r}), steps_per_epoch={steps}"
+        + (f", validation_batch_size={kwargs['validation_batch_size']}" if "validation_batch_size" in kwargs else "")
+        + "): the arrays put on the device once, each batch sliced there",
     )
     return (device_slices(x, y, batch, shuffle),), kwargs

@@ -125,6 +125,11 @@ def prefetch(r: WatchRecord) -> list[Change] | str:
     ]
 
 
+# What the arrays and their reshuffled copy (fixes.device_slices) may take of the GPU's memory: the
+# rest is the model's, its optimizer's and the step's activations.
+DEVICE_SHARE = 0.25
+
+
 def device_batches(r: WatchRecord) -> list[Change] | str:
     main = r.main
     if main.backend != "jax" or main.input_type not in ("numpy", "jax array"):
@@ -134,6 +139,13 @@ def device_batches(r: WatchRecord) -> list[Change] | str:
     if main.weighted:
         return "fit weighs its samples (sample_weight or class_weight), which device slices do not carry"
     b = main.batch_size or 32
+    held = 2 * (main.batch_bytes or 0) * (next((e.steps for e in main.epochs), None) or main.steps_per_epoch or 0)
+    memory = r.gpu.memory_total_bytes
+    if memory and held > DEVICE_SHARE * memory:
+        return (
+            f"the arrays and the epoch's reshuffled copy of them take {repeats.gib(held)}, more than "
+            f"{DEVICE_SHARE:.0%} of the GPU's {repeats.gib(memory)}"
+        )
     shuffle = "" if main.shuffle is None else f", shuffle={main.shuffle!r}"
     return [
         Change(

@@ -250,11 +250,14 @@ def _device_batches_edits(
     x = call.args[0] if call.args else keywords.get("x")
     edits = replace_arrays(text, call, f"{named}({{x}}, {{y}}, {batch}{given})")
     edits += drop_keywords(text, call, {"batch_size", "shuffle"})
+    added = {}
     if "steps_per_epoch" not in keywords:
-        edits += set_keywords(
-            text, call, {"steps_per_epoch": f"math.ceil(len({ast.get_source_segment(text, x)}) / {batch})"}
-        )
+        added["steps_per_epoch"] = f"math.ceil(len({ast.get_source_segment(text, x)}) / {batch})"
         edits += ensure_import(text, "math")
+    if "validation_data" in keywords and "validation_batch_size" not in keywords:
+        added["validation_batch_size"] = batch  # fit validated at batch_size, which the slices take over
+    if added:
+        edits += set_keywords(text, call, added)
     edits += insert_after_imports(text, code, need_keras=False, name=named)
     return [(path, edits)]
 

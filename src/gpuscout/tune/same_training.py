@@ -51,7 +51,7 @@ def differences(runs: list[WatchRecord], beside: list[WatchRecord], declared: De
     out: list[str] = []
     for found in (
         _epochs(fits, references, declared),
-        _validation(fits, references),
+        _validation(fits, references, declared),
         _shuffle(fits, references),
         _content(fits, references, declared),
         _plan(fits[-1], references[-1]),
@@ -87,7 +87,11 @@ def _epochs(fits: list[WatchedFit], references: list[WatchedFit], declared: Decl
     return out
 
 
-def _validation(fits: list[WatchedFit], references: list[WatchedFit]) -> list[str]:
+def _validation(fits: list[WatchedFit], references: list[WatchedFit], declared: Declared) -> list[str]:
+    """Validation steps an epoch against the reference's; with a declared batch, not compared:
+    fit validates at its batch_size (validation_batch_size's default), the same data in fewer steps."""
+    if declared.batch is not None:
+        return []
     counted = _most(e.validation_steps for f in references for e in f.epochs if e.validation_steps is not None)
     if counted is None:
         return []
