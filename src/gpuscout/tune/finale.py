@@ -360,5 +360,5 @@ def summary(found: Outcome, best: Judged | None) -> str:
     against = (
         "round 1's baseline run (too far past it for drift to matter)" if found.clear else "the baseline run beside it"
     )
-    clock = "by whole epochs" if best.clock == "epochs" else "by the training steps' windows"
+    clock = "by whole epochs" if best.ratio_clock == "epochs" else "by the training steps' windows"
     return f"{path}: {best.ratio:.2f}x{interval} over {against} ({best.verdict}, {clock})"

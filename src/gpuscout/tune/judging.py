@@ -165,16 +165,14 @@ def judged(
         out.set(
             samples_per_s=statistics.median(windows), note=f"samples counted as steps x the baseline's batch ({batch})"
         )
-    out.set(clock="windows", windows_samples_per_s=out.samples_per_s)
+    out.set(clock="windows", windows_samples_per_s=out.samples_per_s)  # until its epochs say otherwise
     own_clocks = clocks(runs, settings)
-    by_clock = {}  # the latest run's figures by the user's clock: shown where its epochs judge
-    if own_clocks:
+    if own_clocks:  # the latest run's figure by the user's clock, where it ran whole steady epochs
         latest = own_clocks[-1]
-        low, high = epoch_clock.rate_ci95(latest)
         out.set(epoch_s=latest.epoch_s, epoch_steps=latest.steady[-1].steps)
-        by_clock = {"clock": "epochs", "samples_per_s": latest.samples_per_s, "ci95_low": low, "ci95_high": high}
-        if change is None and len(latest.steady) > 1:  # a baseline's own row: its clock, where it has one
-            out.set(**by_clock)
+        if len(latest.steady) > 1:
+            low, high = epoch_clock.rate_ci95(latest)
+            out.set(clock="epochs", samples_per_s=latest.samples_per_s, ci95_low=low, ci95_high=high)
     missing = [
         k
         for k in (
@@ -220,9 +218,10 @@ def judged(
             windows_ratio=c.ratio,
             windows_ratio_low=c.ratio_low,
             windows_ratio_high=c.ratio_high,
+            ratio_clock="windows",
         )
         if _by_epochs(out, own_clocks, clocks(beside, reference_settings or {}), r):
-            out.set(**by_clock)
+            out.set(ratio_clock="epochs")
         if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
             # data parallelism: the speed-up per device added, against the reference's devices
             out.set(devices=r.main.replicas, efficiency=out.ratio * beside[0].main.replicas / r.main.replicas)

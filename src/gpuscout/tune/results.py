@@ -24,12 +24,13 @@ class Judged(BaseModel):
     run_id: str
     status: str
     applied: dict[str, str] = Field(default_factory=dict)  # what the child did, by knob
-    # The figure judged: samples/s by the user's clock (whole steady epochs, validation and callbacks
-    # in) where the runs held them (`clock` "epochs"), else the steady windows' ("windows")
+    # The run's figure: samples/s by the user's clock (its whole steady epochs, validation and
+    # callbacks in) where it held them (`clock` "epochs"), else its steady windows' ("windows")
     samples_per_s: float | None = None
     ci95_low: float | None = None  # samples/s
     ci95_high: float | None = None
-    clock: str | None = None  # epochs | windows: what samples_per_s and ratio are of
+    clock: str | None = None  # epochs | windows: what samples_per_s is of
+    ratio_clock: str | None = None  # epochs | windows: what ratio and verdict are of (epochs: both sides had them)
     epoch_s: float | None = None  # a steady epoch's median wall time
     epoch_steps: int | None = None  # steps a whole epoch trained
     windows_samples_per_s: float | None = None  # the steady windows' (training steps only)
