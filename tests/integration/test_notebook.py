@@ -174,7 +174,15 @@ def test_a_notebook_file_that_fails_dies_or_never_fits_keeps_what_was_measured(t
     assert failed.status == "failed" and failed.main.steps == 24 * 10 and failed.main.backend == "tensorflow"
     assert "gpu_oom_tensorflow" in {e.code for e in failed.error.explanations}
     # SIGKILL of the kernel in the middle of a long fit
-    endless = write_notebook(tmp_path / "endless.ipynb", [setup, fit])
+    # each epoch's end marked in a file: the kernel is killed once two have ended, whatever the host's pace
+    mark = tmp_path / "epochs.txt"
+    marked = fit.replace(
+        "verbose=0)",
+        f"verbose=0, callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: "
+        f"open({str(mark)!r}, 'a').write('.'))])",
+    )
+    assert marked != fit
+    endless = write_notebook(tmp_path / "endless.ipynb", [setup, marked])
     before = set(_kernels())
     result = {}
     thread = threading.Thread(
@@ -184,7 +192,10 @@ def test_a_notebook_file_that_fails_dies_or_never_fits_keeps_what_was_measured(t
     )
     thread.start()
     kernel = _wait_for_kernel(before, thread)
-    time.sleep(8)  # some windows measured
+    deadline = time.monotonic() + 300
+    while (not mark.exists() or len(mark.read_text()) < 2) and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.2)  # polled: two epochs ended, so windows were measured
+    assert mark.exists() and len(mark.read_text()) >= 2, "the fit never ended two epochs"
     os.kill(kernel, signal.SIGKILL)
     thread.join(120)
     died = result["done"]

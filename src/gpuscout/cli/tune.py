@@ -104,8 +104,9 @@ class TuneConfig:
     steps: Annotated[
         int | None,
         typer.Option(
-            help="-- COMMAND: training steps per run, rounded up to whole epochs (four at least) where the "
-            "script's are short [default: what 10 s of the baseline's training ran]."
+            help="-- COMMAND: training steps per run, rounded up to whole epochs where the script's are short "
+            "(a cache's runs: its fill and three after it) [default: what 10 s of the baseline's training ran, "
+            "four whole epochs at least]."
         ),
     ] = None
     only: Annotated[str | None, typer.Option(help="-- COMMAND: only these changes (comma list).")] = None

@@ -102,12 +102,13 @@ class Steps:
         return bool(epoch) and step_s * epoch * script.MIN_RUN_EPOCHS <= script.EPOCH_RUN_AT_MOST_S
 
     def whole(self, count: int, least_epochs: int = 0, epoch: int | None = None) -> int:
-        """`count` rounded up to whole epochs of `epoch` steps (the script's), MIN_RUN_EPOCHS and
-        `least_epochs` at least; as it is without epochs."""
+        """`count` rounded up to whole epochs of `epoch` steps (the script's), `least_epochs` at
+        least (a cache's fill and its replay), and MIN_RUN_EPOCHS unless the user fixed the count
+        (--steps: the epochs that hold it); as it is without epochs."""
         epoch = epoch or self.epoch
         if not self.epoch or not epoch:
             return count
-        return max(math.ceil(count / epoch), script.MIN_RUN_EPOCHS, least_epochs) * epoch
+        return max(math.ceil(count / epoch), 1 if self.fixed else script.MIN_RUN_EPOCHS, least_epochs) * epoch
 
     def epoch_at(self, batch: int | None, script_batch: int | None) -> int | None:
         """The steps of an epoch at `batch` (the script's own, or a larger one of the same samples)."""

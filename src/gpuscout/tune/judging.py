@@ -293,16 +293,19 @@ def figure(r: WatchRecord) -> tuple[float | None, float | None, float | None]:
 
 
 def noisy(first: WatchRecord, again: WatchRecord) -> str | None:
-    """The baseline's two runs: when their figures differ beyond NOISY_SHARE and their intervals do
-    not overlap, the session's differences under that are noise, and the table says so."""
-    (a, a_low, a_high), (b, b_low, b_high) = figure(first), figure(again)
-    if not a or not b:
+    """The baseline's two runs: when their medians differ beyond NOISY_SHARE and their intervals do
+    not overlap, the session's differences under that are noise, and the table says so. Read on
+    the windows (eight a run): a bootstrap over a run's three or four steady epochs is too narrow
+    to tell a host's drift (it called a CPU's two baseline runs of a tf.data map apart, and the
+    leaders measured again cost a session 4 of its 13 runs)."""
+    a, b = first.throughput, again.throughput
+    if not a or not b or not a.median or not b.median:
         return None
-    apart = abs(b / a - 1)
-    overlap = a_low is None or b_low is None or (a_low <= b_high and b_low <= a_high)
+    apart = abs(b.median / a.median - 1)
+    overlap = a.ci95_low is None or b.ci95_low is None or (a.ci95_low <= b.ci95_high and b.ci95_low <= a.ci95_high)
     if apart > NOISY_SHARE and not overlap:
         return (
-            f"the baseline ran at {a:,.0f} and then {b:,.0f} samples/s ({apart:.0%} apart): the "
+            f"the baseline ran at {a.median:,.0f} and then {b.median:,.0f} samples/s ({apart:.0%} apart): the "
             f"machine was noisy, and differences under that mean nothing"
         )
     return None
