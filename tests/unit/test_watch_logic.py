@@ -17,7 +17,7 @@ from gpuscout.measure.gpus import MEMORY_GROWTH_BYTES, Seen, attribute
 from gpuscout.measure.watching import LIMIT_GRACE_S, Limits, WatchOptions
 from gpuscout.record import STORED
 from gpuscout.record.run import GpuInfo, TelemetrySample
-from gpuscout.report.watch import Lines
+from gpuscout.report.watch_live import Lines
 from tests.records import fit_events, make_record, make_watch_record
 from tests.watch_records import H100, busy
 

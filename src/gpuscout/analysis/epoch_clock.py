@@ -35,6 +35,9 @@ def epoch_clock(fit: WatchedFit | None, skip: int = SKIPPED) -> EpochClock | Non
                 after_s=max(0.0, e.epoch_end_monotonic_s - e.end_monotonic_s),
                 between_s=max(0.0, e.start_monotonic_s - began),
                 validation_steps=e.validation_steps,
+                validation_s=None
+                if e.validation_s is None
+                else max(0.0, min(e.validation_s, e.epoch_end_monotonic_s - e.end_monotonic_s)),
                 first_batch=e.first_batch,
             )
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from gpuscout.analysis import devices, divergence, repeats, untimed
+from gpuscout.analysis import devices, divergence, epoch_causes, repeats, untimed
 from gpuscout.analysis import flags as flagging
 from gpuscout.analysis.device_causes import gpu_health, mixed_precision, unused_memory, xla_off
 from gpuscout.analysis.input_fixes import input_fix
@@ -73,6 +73,7 @@ def _speed(
             _input_bound(r, main),
             _host_bound(r, main),
             _callbacks(r, main),
+            epoch_causes.outside_steps(r, main),
             mixed_precision(r, main, precision_reference),
             xla_off(r, main),
             unused_memory(r, main),
@@ -193,11 +194,19 @@ def _handover(r: WatchRecord, main: WatchedFit, saving: float, fetch_s: float, c
 
 def _callbacks(r: WatchRecord, main: WatchedFit) -> Cause | None:
     """Host time in the user's callbacks (a ModelCheckpoint's save each epoch, a logger's work
-    each batch), named, when together they take OUTSIDE_STEP_SHARE of the epochs."""
-    epochs = [e for e in main.epochs if e.callbacks_s]
+    each batch), named, when together they take OUTSIDE_STEP_SHARE of the epochs (the steady
+    ones, by the user's clock, where it has them). Where the epoch's end holds that time, the
+    finding of the epoch's parts names the callback already (epoch_causes.outside_steps)."""
+    steady = {e.epoch for e in r.clock.steady} if r.clock else None
+    epochs = [e for e in main.epochs if e.callbacks_s and (steady is None or e.epoch in steady)]
     if not epochs:
         return None
     spent = sum(e.epoch_end_monotonic_s - e.start_monotonic_s for e in epochs)
+    parts = epoch_causes.parts(r.clock)
+    at_end = parts.end_s + parts.between_s if parts else 0.0
+    if parts and parts.share(parts.outside_s) >= epoch_causes.EPOCH_OUTSIDE_SHARE:
+        if sum(s for e in epochs for s in e.callbacks_s.values()) <= 1.1 * at_end:
+            return None
     per_callback = {}
     for e in epochs:
         for name, seconds in e.callbacks_s.items():

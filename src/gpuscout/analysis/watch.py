@@ -229,6 +229,7 @@ def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[Wa
                     logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
                     callbacks_s=e.get("callbacks_s") or {},
                     validation_steps=e.get("validation_steps"),
+                    validation_s=e.get("validation_s"),
                     first_batch=e.get("first_batch"),
                 )
             )

@@ -144,6 +144,7 @@ class FitWatch:
         self.unmarked = False  # the epoch's first batch is still to be read (batch_mark)
         self.first_batch = None
         self.validation_batches = 0
+        self.validation_s, self.validation_began = 0.0, None  # the epoch's validation, on_test_begin to its end
         self.disabled = False
         self.params: dict = {}  # what fit told its callbacks: epochs, steps per epoch
         self.input_unseen = None  # steps per call, when the input is read inside the compiled loop
@@ -301,6 +302,7 @@ class FitWatch:
         self.epoch = (epoch, time.monotonic(), self.batches, self.samples)
         self.callbacks.seconds = {}
         self.unmarked, self.first_batch, self.validation_batches = True, None, 0
+        self.validation_s, self.validation_began = 0.0, None
         if self.window is None and not self.first_call:
             self.open_window(time.monotonic())
 
@@ -329,6 +331,7 @@ class FitWatch:
             epoch_end_monotonic_s=time.monotonic(),
             callbacks_s=dict(self.callbacks.seconds),
             validation_steps=self.validation_batches,
+            validation_s=self.validation_s,
             first_batch=batch_mark(self.first_batch),
         )
         self.epoch = None

@@ -61,6 +61,12 @@ def make_callback(fit: FitWatch):
         def on_test_begin(self, logs=None):  # after Keras made its test_function
             fit.training_ended()
             fit.count_validation()
+            fit.validation_began = time.monotonic()
+
+        def on_test_end(self, logs=None):
+            if fit.validation_began is not None:
+                fit.validation_s += time.monotonic() - fit.validation_began
+                fit.validation_began = None
 
         def on_epoch_end(self, epoch, logs=None):  # the last callback: the user's have run
             fit.epoch_end(epoch, logs)

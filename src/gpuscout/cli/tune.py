@@ -22,7 +22,7 @@ from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.report.tune import print_tune
 from gpuscout.report.tune_script import print_plan, print_tune_script
-from gpuscout.report.watch import view_for
+from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
 

@@ -15,7 +15,8 @@ from gpuscout.measure import command as commands
 from gpuscout.measure import engine, rules, watching
 from gpuscout.record.document import json_document
 from gpuscout.report import terminal
-from gpuscout.report.watch import print_watch, view_for
+from gpuscout.report.watch import print_watch
+from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.watch import attach

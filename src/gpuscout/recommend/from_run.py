@@ -171,6 +171,7 @@ class Recommendation:
                     else None
                 ),
                 "epoch_overhead_s": m.epoch_overhead_s,
+                "epoch_host_s": m.epoch_host_s,
                 "startup_s": m.startup_s,
                 "compile_s": m.compile_s,
                 "backend": m.backend,

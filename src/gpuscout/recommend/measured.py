@@ -64,7 +64,11 @@ class MeasuredRun:
     training_flops_per_sample: float | None
     command: list[str] | None = None  # a watched script's (a sweep of it is looked up by it)
     script: str | None = None
-    epoch_overhead_s: float = 0.0  # per epoch beyond its training steps: validation, epoch-end callbacks
+    # per epoch beyond its training steps, each on its own ceiling: its validation (the GPU's work,
+    # made faster as the steps are) and the host's (the callbacks at its end, the time between
+    # epochs: this host's, as they are). A record before validation was timed: all of it scaled
+    epoch_overhead_s: float = 0.0
+    epoch_host_s: float = 0.0
     # once per run, beyond its timed steps and epochs: start-up, imports, data loading, compilation,
     # and the script's own work after training (not scaled: mostly the host's)
     startup_s: float = 0.0

@@ -244,12 +244,14 @@ class MeasuredPrediction(predict.Prediction):
 
 
 def _hours(job: Job, p: predict.Prediction, total_units: float, epochs: float) -> float:
-    """Training steps at the predicted speed, plus each epoch's validation and epoch-end work as
-    measured, made faster by the same factor, plus the run's start-up as measured (--from)."""
+    """Training steps at the predicted speed, plus each epoch's validation as measured, made
+    faster by the same factor, its host's part (the callbacks at its end, the time between
+    epochs) as measured, and the run's start-up as measured (--from)."""
     seconds = total_units / p.throughput
     m = job.measured
     if m is not None and m.samples_per_s:
-        seconds += epochs * m.epoch_overhead_s * (m.samples_per_s * job.units_per_sample / p.throughput) + m.startup_s
+        faster = m.samples_per_s * job.units_per_sample / p.throughput
+        seconds += epochs * (m.epoch_overhead_s * faster + m.epoch_host_s) + m.startup_s
     return seconds / 3600
 
 

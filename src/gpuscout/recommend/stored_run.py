@@ -80,6 +80,11 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
     spread = r.window_samples_per_s()
     flops = 3 * main.forward_flops_per_sample if main and main.forward_flops_per_sample else None
     overhead = [e.epoch_end_monotonic_s - e.end_monotonic_s for e in (main.epochs if main else [])]
+    clock = r.clock
+    timed_validation = clock is not None and all(e.validation_s is not None for e in clock.steady)
+    if timed_validation:  # each epoch's validation scales with the GPU; its end and what comes between do not
+        validation = statistics.median(e.validation_s for e in clock.steady)
+        host = statistics.median(e.after_s - e.validation_s + e.between_s for e in clock.steady)
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     span = r.windows[-1].end_monotonic_s - r.windows[0].start_monotonic_s if r.windows else 0.0
     startup = max(0.0, r.duration_s - span - sum(overhead))
@@ -96,7 +101,8 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         training_flops_per_sample=flops,
         command=list(r.command),
         script=r.workload,
-        epoch_overhead_s=statistics.median(overhead) if overhead else 0.0,
+        epoch_overhead_s=validation if timed_validation else statistics.median(overhead) if overhead else 0.0,
+        epoch_host_s=host if timed_validation else 0.0,
         startup_s=startup if timed else 0.0,
         tune_change=r.tune_change,
         compile_s=(main.compile_s or 0.0) if main and timed else 0.0,

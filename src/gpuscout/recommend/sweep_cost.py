@@ -224,7 +224,7 @@ def _here_trial_h(job: Job, epochs: float) -> float | None:
         return None
     seconds = (
         job.dataset_units * epochs / (m.samples_per_s * job.units_per_sample)
-        + epochs * m.epoch_overhead_s
+        + epochs * (m.epoch_overhead_s + m.epoch_host_s)
         + m.startup_s
     )
     return seconds / 3600

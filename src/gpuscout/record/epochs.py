@@ -30,6 +30,7 @@ class WatchEpoch(Part):
     logs: dict[str, LogValue] = Field(default_factory=dict)  # fit's own: loss, metrics, val_*, as they were
     callbacks_s: dict[str, float] = Field(default_factory=dict)  # host seconds in each user callback's hooks
     validation_steps: int | None = None  # validation batches run at its end (None: a record before this)
+    validation_s: Amount | None = None  # ... and their time, on_test_begin to on_test_end (None: likewise)
     # A digest of the epoch's first batch (its arrays' shapes and dtypes, its first and last sample):
     # whether a change feeds the batches the script does, and whether they are shuffled each epoch
     # (tune/same_training.py). None: not read (a tf.data input read inside a compiled loop)
@@ -46,6 +47,7 @@ class ClockEpoch(Part):
     samples: int
     training_s: Amount  # its training steps
     after_s: Amount  # validation and the callbacks at its end
+    validation_s: Amount | None = None  # of after_s, the validation's (None: a record before it was timed)
     between_s: Amount  # from the epoch before's end to its start: Keras' bookkeeping, the input restarted
     validation_steps: int | None = None
     first_batch: str | None = None  # WatchEpoch.first_batch

@@ -1,171 +1,27 @@
-"""`gpuscout watch` on the terminal: the live view while the command runs, the verdict after it,
-and watch records in `results list/show`.
-
-The command's own output is the user's: in the live view each line it prints is shown above the
-view as plain text (never read as markup); otherwise it passes through byte for byte.
-"""
+"""`gpuscout watch` on the terminal: the verdict after the command ran, and watch records in
+`results list/show` (report/watch_live.py: the view while it runs)."""
 
 from __future__ import annotations
 
 import shlex
-import sys
 import textwrap
-import time
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Console
 from rich.text import Text
 
-from gpuscout.analysis import devices
+from gpuscout.analysis import devices, epoch_causes, epoch_clock
 from gpuscout.analysis.device_causes import NOT_CHECKED_ON_CPU
-from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
-from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
 
 if TYPE_CHECKING:
-    from gpuscout.measure.command import Command
-    from gpuscout.measure.gpus import GpuWatch
+    pass
 
 # The causes `gpuscout tune -- COMMAND` has a change for (tune/script.py)
 TUNABLE = {"input_bound", "input_handover", "host_bound", "fp32_on_tensor_cores", "xla_off", "unused_memory"}
 _STATUS_STYLE = {"ok": "green", "stopped": "green", "failed": "red", "interrupted": "yellow"}
-
-
-class Lines:
-    """Bytes of one stream cut into lines; a line rewritten with carriage returns (a progress
-    bar) keeps only its last version."""
-
-    def __init__(self, show) -> None:
-        self.show, self.pending = show, b""
-
-    def __call__(self, chunk: bytes) -> None:
-        *lines, self.pending = (self.pending + chunk).split(b"\n")
-        for line in lines:
-            self.show(_last_version(line))
-
-    def flush(self) -> None:
-        if self.pending.strip():
-            self.show(_last_version(self.pending))
-        self.pending = b""
-
-
-def _last_version(line: bytes) -> str:
-    parts = [p for p in line.rstrip(b"\r").split(b"\r")]
-    return parts[-1].decode("utf-8", errors="replace") if parts else ""
-
-
-class Plain(View):
-    """Not a terminal, or --quiet: the command's output as it is, and one line from gpuscout at the
-    start (unless quiet). With --json the command's stdout goes to stderr: stdout is the JSON."""
-
-    def __init__(self, quiet: bool, as_json: bool) -> None:
-        self.quiet, self.as_json = quiet, as_json
-        self.err = terminal.console(stderr=True, highlight=False, soft_wrap=True)
-
-    def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None:
-        if not self.quiet:
-            self.err.print(
-                Text(f"gpuscout watch: {command.workload} (pid {pid}) watched; the verdict comes at its end")
-            )
-
-    def stdout(self):
-        return self.stderr if self.as_json else None
-
-    def note(self, text: str) -> None:
-        if not self.quiet:
-            self.err.print(Text(f"note: {text}"))
-
-
-class LiveView(View):
-    """On a terminal: the command's output above, gpuscout's view of it below."""
-
-    def __init__(self) -> None:
-        self.err = terminal.console(stderr=True, highlight=False)
-        self.live: Live | None = None
-        self.out, self.errors = Lines(self._show), Lines(self._show)
-        self.command, self.pid, self.gpus = None, None, None
-        self.started_at = time.monotonic()
-        self.fit: dict = {}
-        self.window: dict | None = None
-        self.epoch: dict | None = None
-        self.state = "starting"
-
-    def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None:
-        self.command, self.pid, self.gpus, self.started_at = command, pid, gpus, time.monotonic()
-        self.live = Live(
-            get_renderable=self._render,
-            console=self.err,
-            refresh_per_second=2,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        self.live.start()
-
-    def _show(self, line: str) -> None:
-        (self.live.console if self.live else self.err).print(Text(line), soft_wrap=True)
-
-    def stdout(self):
-        return self.out
-
-    def stderr(self, chunk: bytes) -> None:
-        self.errors(chunk)
-
-    def note(self, text: str) -> None:
-        self._show(f"gpuscout: {text}")
-
-    def event(self, event: dict) -> None:
-        kind = event["event"]
-        if kind == "watch_fit":
-            self.fit, self.state = event, "training"
-        elif kind == "watch_window":
-            self.window = event
-        elif kind == "watch_epoch":
-            self.epoch = event
-        elif kind == "watch_limit":
-            self.state = f"limit reached ({event['reason']}): stopping"
-        elif kind == "watch_fit_end":
-            self.state = "fit ended"
-
-    def stopped(self) -> None:
-        self.out.flush()
-        self.errors.flush()
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
-    def _render(self) -> Group:
-        elapsed = f"{time.monotonic() - self.started_at:.0f} s"
-        lines = [
-            f"gpuscout watch: {self.command.workload if self.command else ''} (pid {self.pid}) {elapsed}, {self.state}"
-        ]
-        if self.window:
-            w = self.window
-            seconds = w["end_monotonic_s"] - w["start_monotonic_s"]
-            rate = f", {fmt.number(w['samples'] / seconds, 0)} samples/s" if w.get("samples") and seconds > 0 else ""
-            wait = w.get("input_wait_s")
-            waiting = f", input wait {wait / seconds:.0%}" if wait is not None and seconds > 0 else ""
-            done, planned = (self.epoch["epoch"] if self.epoch else 0), self.fit.get("epochs")
-            where = f"epoch {min(done + 1, planned) if planned else done + 1}{f'/{planned}' if planned else ''}"
-            lines.append(f"{where}: step {fmt.seconds(seconds / max(w['steps'], 1))}{rate}{waiting}")
-        for index, sample in (self.gpus.latest() if self.gpus else {}).items():
-            util = "—" if sample.gpu_util_pct is None else f"{sample.gpu_util_pct:.0f}%"
-            power = "" if sample.power_w is None else f", {sample.power_w:.0f} W"
-            lines.append(f"GPU {index}: {util} busy, {fmt.bytes_(sample.memory_used_bytes)} used{power}")
-        if self.epoch and self.epoch.get("logs"):
-            logs = "  ".join(f"{k} {fmt.reading(v)}" for k, v in list(self.epoch["logs"].items())[:6])
-            lines.append(f"epoch {self.epoch['epoch']}: {logs}")
-        return Group(*(Text(line, no_wrap=True, overflow="ellipsis", style="cyan") for line in lines))
-
-
-def view_for(quiet: bool, as_json: bool) -> View:
-    """The live view on a terminal; plain output otherwise (a log file, a pipe, --quiet, --json)."""
-    if not (quiet or as_json) and sys.stdout.isatty() and sys.stderr.isatty():
-        return LiveView()
-    return Plain(quiet, as_json)
 
 
 def _headline(r: WatchRecord) -> str:
@@ -193,17 +49,11 @@ def _figures(r: WatchRecord) -> list[str]:
                 f"{'s' if r.warmup_windows > 1 else ''}) after the compile; the figures are of the "
                 f"{sum(w.steps for w in r.steady)} steady steps"
             )
-        if r.samples_per_s:
-            ci = (
-                f" (95% CI {fmt.number(t.ci95_low, 0)}-{fmt.number(t.ci95_high, 0)})"
-                if t and t.ci95_low is not None
-                else ""
-            )
-            lines.append(f"throughput {fmt.number(r.samples_per_s, 0)} samples/s{ci}")
+        lines += _throughput(r)
         if not main.custom:
             lines.append(
-                f"input wait {fmt.percent(r.input_wait_share)}, outside the step "
-                f"{fmt.percent(r.outside_step_share)}, compile {fmt.seconds(main.compile_s)}"
+                f"of the steps' time: input wait {fmt.percent(r.input_wait_share)}, between steps (callbacks' "
+                f"batch hooks, Keras' loop) {fmt.percent(r.outside_step_share)}; compile {fmt.seconds(main.compile_s)}"
             )
             lines.append(
                 f"{main.backend}, {main.precision_policy}, {_xla(r, main)}, steps_per_execution "
@@ -224,6 +74,39 @@ def _figures(r: WatchRecord) -> list[str]:
         lines.append(f"{r.gpu_label}: busy {fmt.percent(util, 0)}, {_memory(r, main)}{power}")
     if r.mfu is not None:
         lines.append(f"MFU {fmt.percent(r.mfu)} ({fmt.number(r.achieved_tflops, 2)} of {r.mfu_peak_tflops:g} TFLOP/s)")
+    return lines
+
+
+def _throughput(r: WatchRecord) -> list[str]:
+    """The one figure called throughput, the user's clock: samples over the steady epochs' wall
+    time (validation, callbacks and the time between epochs in); then the training steps' own,
+    named so, with what else each epoch held. Without two whole epochs, the steps' figure is the
+    throughput, and says what it leaves out."""
+    steady = r.steady
+    seconds = sum(w.seconds for w in steady)
+    samples = sum(w.samples or 0 for w in steady)
+    steps_rate = samples / seconds if seconds > 0 and samples else None
+    clock = r.clock
+    if clock is None or not clock.samples_per_s:
+        if steps_rate is None:
+            return []
+        return [
+            f"throughput {fmt.number(steps_rate, 0)} samples/s of the training steps alone: no whole epoch after "
+            "the first ran, so validation and the epoch's end are not in it"
+        ]
+    low, high = epoch_clock.rate_ci95(clock)
+    ci = f", 95% CI {fmt.number(low, 0)}-{fmt.number(high, 0)}" if low is not None else ""
+    epochs = len(clock.steady)
+    lines = [
+        f"throughput {fmt.number(clock.samples_per_s, 0)} samples/s by its whole epochs ({epochs} after the "
+        f"first{ci}; validation, callbacks and the time between epochs in), {fmt.seconds(clock.epoch_s)} an epoch"
+    ]
+    if steps_rate is not None:
+        p = epoch_causes.parts(clock)
+        lines.append(
+            f"the training steps alone: {fmt.number(steps_rate, 0)} samples/s; of each epoch: "
+            f"{epoch_causes.described(p, epochs)}"
+        )
     return lines
 
 
