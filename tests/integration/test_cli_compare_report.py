@@ -39,12 +39,15 @@ def test_compare_tables_match_the_golden_files(store):
     assert csv.returncode == 0 and csv.stdout == (RESULTS / "compare_by_precision.csv").read_text()
 
 
-def test_compare_marks_a_non_difference_and_prints_json(store):
+def test_two_single_runs_are_not_judged_by_their_windows_and_print_json(store):
+    """One run a side (issue 75): the ratio, no interval and no verdict, and what would give one."""
     proc = run_cli("compare", "bertrun00001", "bertrun00002", "--json", "--store", str(store))
     (c,) = json.loads(proc.stdout)["comparisons"]
-    assert c["by"] == "run" and c["groups"][1]["verdict"] == "no significant difference"
+    assert c["by"] == "run" and c["basis"] == "windows" and c["groups"][1]["verdict"] == "cannot tell"
+    assert c["groups"][1]["ratio"] == pytest.approx(400300 / 400200) and c["groups"][1]["ratio_low"] is None
     table = run_cli("compare", "bertrun00001", "bertrun00002", "--store", str(store))
-    assert "no significant difference" in table.stdout
+    text = " ".join(table.stdout.split())
+    assert "cannot tell" in text and "measure each side 2 or more times to test it" in text
 
 
 @pytest.mark.parametrize(

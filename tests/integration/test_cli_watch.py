@@ -110,13 +110,16 @@ def gate_in_a_fresh_store(store_path: Path, fed: str, waited: str, env: dict) ->
     gated = run_cli("compare", str(main), str(pr), "--fail-slower", "5", "--json")
     verdict = json.loads(gated.stdout)
     (line,) = verdict["lines"]
-    # two runs a side on a shared CPU: the cached side's runs may lie far apart; the exit follows the runs' p
+    # two runs a side on a shared CPU: the cached side's runs may lie far apart; the exit follows the
+    # runs' p, and is never a pass: a slowdown this size is failed or undecided (issue 75)
     assert line["test"] == "welch-t on 2+2 runs" and line["ratio"] < 0.8 and line["baseline"] == str(main)
-    assert gated.returncode == verdict["exit_code"] == (1 if line["p_value"] < 0.05 else 0), line
+    assert gated.returncode == verdict["exit_code"] == (1 if line["p_value"] < 0.05 else 3), line
     # the cached run saw a fake H100, the generator's none: the line says the machines differ
     assert line["text"].endswith("measured on different machines: GPU NVIDIA H100 80GB HBM3 against none")
-    faster = run_cli("compare", str(pr), str(main), "--fail-slower", "5")
-    assert faster.returncode == 0 and faster.stdout.startswith("ok: train.py: ") and "faster" in faster.stdout
+    faster = run_cli("compare", str(pr), str(main), "--fail-slower", "5", "--json")
+    (back,) = json.loads(faster.stdout)["lines"]
+    assert back["ratio"] > 1.25 and faster.returncode == (0 if back["ratio_low"] >= 0.95 else 3), back
+    assert back["text"].startswith("ok: train.py: " if faster.returncode == 0 else "cannot decide: train.py: ")
     # one run a side, in a fresh store (a CI job's) from an import: nothing says how far runs fall apart
     fresh = store_path.parent / "ci.sqlite"
     assert run_cli("results", "import", str(main), "--store", str(fresh)).returncode == 0

@@ -4,20 +4,19 @@ import math
 import numpy as np
 import pytest
 
-from gpuscout.analysis.compare import Group, compare, ratio_ci, significance, smallest_mann_whitney_p
+from gpuscout.analysis.compare import compare, ratio_ci, significance, smallest_mann_whitney_p
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import BatchNormStats, Distribution
 from gpuscout.record.run import RunRecord
 from tests.conftest import FIXTURES
 
 GOLDEN = [RunRecord.model_validate(r) for r in json.loads((FIXTURES / "results" / "golden.json").read_text())["runs"]]
+GOLDEN_BY_ID = {r.id: r for r in GOLDEN}
 
 
-def group(label, windows, ci=None):
-    windows = list(windows)
-    median = float(np.median(windows))
-    low, high = ci or (min(windows), max(windows))
-    return Group(label, [label], windows, median, low, high)
+def group(label, windows):
+    """Windows, as tune's contrast tests them (compare's own test is between runs: test_gate.py)."""
+    return list(windows)
 
 
 def test_samples_from_the_same_distribution_are_not_called_different():
@@ -35,7 +34,7 @@ def test_clearly_different_samples_are_called_different():
 
 
 def windows_at(logs):
-    return group("g", [math.exp(x) for x in logs])
+    return [math.exp(x) for x in logs]
 
 
 def test_exact_p_values_at_the_window_counts_gpuscout_uses():
@@ -72,10 +71,20 @@ def test_three_windows_that_are_twice_apart_are_called_different():
 
 def test_with_one_window_the_verdict_says_no_test_could_tell():
     assert significance(group("a", [10.0]), group("b", [12.0, 12.1])) == (False, None, "too few windows")
-    one = GOLDEN[0].model_copy(update={"windows": GOLDEN[0].windows[:1]})
-    other = one.model_copy(update={"id": "other", "gpu": GOLDEN[1].gpu})
+
+
+def test_one_run_a_side_is_never_judged_by_its_windows():
+    """Issue 75: two single runs were "2.355x, p=2.82e-07 (mann-whitney)" on their windows. Their
+    windows share one process each; one run a side says it cannot tell, with no interval."""
+    one = GOLDEN[0]
+    other = one.model_copy(
+        update={"id": "other", "windows": [w.model_copy(update={"throughput": 2 * w.throughput}) for w in one.windows]}
+    )
     (c,) = compare([one, other], "run")
-    assert c.groups[1].verdict == "too few windows to tell (need 2 per group)"
+    assert c.basis == "windows"
+    g = c.groups[1]
+    assert g.verdict == "cannot tell" and g.test == "one run a side" and g.p_value is None
+    assert g.ratio == pytest.approx(2.0) and g.ratio_low is None and g.ratio_high is None
 
 
 def test_the_ratio_interval_holds_the_ratio():
@@ -90,8 +99,35 @@ def test_compare_by_gpu_on_the_golden_runs():
     assert c.workload == "resnet50" and c.held["precision"] == "mixed_bfloat16" and c.held["batch_size"] == 256
     base, h100 = c.groups
     assert base.label == "NVIDIA A100-SXM4-80GB" and base.verdict == "baseline"
-    assert h100.ratio == pytest.approx(3002 / 1502) and h100.verdict == "faster"
-    assert h100.ratio_low < h100.ratio < h100.ratio_high
+    assert h100.ratio == pytest.approx(3002 / 1502) and h100.verdict == "cannot tell"
+    assert base.runs == [pytest.approx(1502)] and (base.ci95_low, base.ci95_high) == (
+        GOLDEN_BY_ID["a100bf16b256"].throughput.ci95_low,
+        GOLDEN_BY_ID["a100bf16b256"].throughput.ci95_high,
+    )
+
+
+def test_groups_of_runs_are_their_geometric_mean_tested_between_runs():
+    """Three runs a side, each with the golden run's windows scaled: the group's figure is the
+    geometric mean of its runs, its interval the t interval between them, the ratio's test Welch's
+    on the runs' logs (worked by hand in test_gate.py)."""
+    seed = GOLDEN_BY_ID["a100bf16b256"]
+
+    def at(run_id, gpu, scale):
+        windows = [w.model_copy(update={"throughput": scale * w.throughput}) for w in seed.windows]
+        return seed.model_copy(update={"id": run_id, "windows": windows, "gpu": GOLDEN_BY_ID[gpu].gpu})
+
+    runs = [at(f"a{i}", "a100bf16b256", s) for i, s in enumerate((0.9, 1.0, 1.1))]
+    runs += [at(f"h{i}", "h100bf16b256", s) for i, s in enumerate((1.8, 2.0, 2.2))]
+    (c,) = compare(runs, "gpu")
+    base, h100 = c.groups
+    assert base.value == pytest.approx(1502 * (0.9 * 1.0 * 1.1) ** (1 / 3))
+    logs = np.log([0.9 * 1502, 1502, 1.1 * 1502])
+    half = 4.302653 * logs.std(ddof=1) / math.sqrt(3)  # t(0.975, 2)
+    assert (base.ci95_low, base.ci95_high) == pytest.approx(
+        (math.exp(logs.mean() - half), math.exp(logs.mean() + half))
+    )
+    assert h100.ratio == pytest.approx(2.0) and h100.test == "welch-t on 3+3 runs" and h100.verdict == "faster"
+    assert h100.ratio_low < 2.0 < h100.ratio_high
 
 
 def test_only_runs_differing_in_the_by_field_are_compared():
@@ -109,8 +145,8 @@ def test_methodology_versions_are_never_mixed_and_environments_are_named():
         update={"framework": runs[1].env.framework.model_copy(update={"backend_version": "0.5.0"})}
     )
     (c,) = compare([runs[0], runs[1].model_copy(update={"env": env})], "run")
-    assert c.notes == ["runs differ in framework: 0.4.30, 0.5.0"]
-    assert c.groups[1].verdict == "no significant difference"
+    assert c.notes[1:] == ["runs differ in framework: 0.4.30, 0.5.0"] and "one run a side" in c.notes[0]
+    assert c.groups[1].verdict == "cannot tell"
 
 
 def test_bad_by_and_baseline():
@@ -144,3 +180,41 @@ def test_runs_with_per_gpu_and_global_batchnorm_are_never_pooled():
     # a record written before the field existed: jax over several devices then ran Keras' DataParallel
     old = on_two("h100bf16b256", None)
     assert old.batchnorm == "global" and next(r for r in GOLDEN if r.id == "h100bf16b256").batchnorm is None
+
+
+def test_watched_runs_that_trained_other_models_or_ran_elsewhere_are_said_to():
+    """Issue 75: `compare RUN RUN` of two watched runs did not say they trained different models
+    (6,530 and 5,418 parameters). The notes name it, and the machines where they differ."""
+    from tests.records import fit_events, make_watch_record
+
+    def watched(record_id, params, host):
+        events = fit_events()
+        events[1] = {**events[1], "params": params}
+        record = make_watch_record(record_id, events)
+        return record.model_copy(update={"env": record.env.model_copy(update={"hostname": host})})
+
+    (c,) = compare([watched("watch0001", 6530, "ci-7"), watched("watch0002", 5418, "laptop")], "run")
+    assert "runs differ in model (parameters): 5,418, 6,530" in c.notes
+    assert "runs differ in host: ci-7, laptop" in c.notes
+    (same,) = compare([watched("watch0001", 6530, "ci-7"), watched("watch0002", 6530, "ci-7")], "run")
+    assert not any("model" in n or "host" in n for n in same.notes)
+
+
+def test_a_watched_script_before_and_after_a_fix_is_grouped_by_its_command():
+    """`compare --by command`: the runs of each command line one group, read by whole epochs
+    where every run has them, tested run against run."""
+    from tests.records import fit_events, make_watch_record
+
+    def watched(record_id, command, window_s):
+        record = make_watch_record(record_id, fit_events(windows=6, window_s=window_s))
+        return record.model_copy(update={"command": command})
+
+    runs = [watched(f"before{i:02d}", ["python", "train.py"], s) for i, s in enumerate((1.0, 1.02))]
+    runs += [watched(f"after0{i:02d}", ["python", "train.py", "--prefetch"], s) for i, s in enumerate((0.5, 0.51))]
+    (c,) = compare(runs, "command")
+    assert [g.label for g in c.groups] == ["python train.py", "python train.py --prefetch"]
+    assert [g.run_ids for g in c.groups] == [["before00", "before01"], ["after000", "after001"]]
+    assert c.groups[1].test == "welch-t on 2+2 runs" and c.groups[1].ratio == pytest.approx(
+        math.sqrt(1.0 * 1.02 / (0.5 * 0.51))
+    )
+    assert compare(GOLDEN, "command") == []  # benchmarks have no command line

@@ -1,4 +1,4 @@
-"""`compare --fail-slower PCT` (analysis/gate.py, issue 63) on runs made by hand, each figure
+"""`compare --fail-slower PCT` (analysis/gate.py, issues 63 and 75) on runs made by hand, each figure
 worked out by hand. The run is the unit of the test: unchanged runs of one script on an H200 fell
 21% apart between processes while each run's windows agreed within 2% (docs/benchmarks.md), so
 one run a side cannot be decided, and a spread between runs is what a slowdown is judged by."""
@@ -8,8 +8,9 @@ import math
 import pytest
 from scipy.stats import t as student_t
 
+from gpuscout.analysis.between_runs import run_test
 from gpuscout.analysis.compare import compare
-from gpuscout.analysis.gate import EXIT_SLOWER, EXIT_UNDECIDED, gate, run_test
+from gpuscout.analysis.gate import EXIT_SLOWER, EXIT_UNDECIDED, gate
 from gpuscout.record.run import Environment
 from tests.records import make_record
 
@@ -51,15 +52,39 @@ def test_three_runs_a_side_10_percent_slower_fail_with_the_runs_interval():
     )
 
 
-def test_a_slowdown_inside_the_spread_between_runs_passes():
+def test_a_slowdown_inside_the_spread_between_runs_is_not_passed():
     """7% slower, but the runs of each side lie 15% apart (log steps of 0.15, as unchanged runs on
-    an H200 did): t = ln 0.93 / sqrt(2 x 0.0225 / 3) = -0.59, p = 0.58: no significant difference.
-    Their windows alone (every window of one side below every window of the other) would have
-    failed it."""
+    an H200 did): t = ln 0.93 / sqrt(2 x 0.0225 / 3) = -0.59, p = 0.58. Nothing rules out a
+    slowdown beyond 5%, so it is not a pass (exit 3, issue 75): about n runs a side would decide,
+    the fewest n with t(0.975, 2n - 2) x 0.15 x sqrt(2 / n) <= -ln 0.93 = 0.0726 (equal spreads:
+    Welch's df is 2n - 2): n = 34 gives
+    1.9966 x 0.15 x 0.2425 = 0.0726(4), just over; n = 35 gives 1.9955 x 0.15 x 0.2390 = 0.0716."""
     result = sides(spread(1000, 0.15), spread(930, 0.15))
     [line] = result.lines
     assert line.p_value == pytest.approx(2 * student_t.sf(abs(math.log(0.93)) / math.sqrt(0.045 / 3), 4))
-    assert result.exit_code == 0 and line.text.endswith("no significant difference")
+    assert result.exit_code == EXIT_UNDECIDED and line.outcome == "undecided" and line.runs_needed == 35
+    for n, clears in ((34, False), (35, True)):
+        assert (student_t.ppf(0.975, 2 * n - 2) * 0.15 * math.sqrt(2 / n) <= -math.log(0.93)) == clears
+    assert "the interval holds both a slowdown beyond the 5% allowed and no slowdown at all" in line.text
+    assert "about 35 runs a side would decide at the spread seen" in line.text
+
+
+def test_the_issue_s_two_runs_a_side_hiding_a_2_7x_slowdown_are_not_passed():
+    """Issue 75, docs/ci.md's recipe at its minimum: the base runs' medians 1,471 and 2,368
+    samples/s, the new ones 631 and 737, gated at 5%: it printed "ok" and exited 0. By hand: log
+    means 7.5320 and 6.5251, a difference of -1.0069 (ratio 0.3654); log variances 0.11332 and
+    0.01206; se = sqrt(0.11334/2 + 0.01206/2) = 0.25040; Welch's df = 0.062700^2 / (0.056669^2 +
+    0.006028^2) = 1.2110; p = 0.121. Undecided, and about 3 runs a side would decide: Welch's
+    interval at n a side, t(0.975, df_n) x sqrt(0.12540 / n), df_n = 0.12540^2 / ((0.11334^2 +
+    0.01206^2) / (n - 1)): n = 2 (the runs it has), 8.5034 x 0.25040 = 2.129 > 1.0069; n = 3,
+    df 2.4220, 3.6584 x 0.20446 = 0.7480 <= 1.0069."""
+    result = sides([1471, 2368], [631, 737])
+    [line] = result.lines
+    assert result.exit_code == EXIT_UNDECIDED and line.outcome == "undecided"
+    assert line.ratio == pytest.approx(math.sqrt(631 * 737 / (1471 * 2368)))
+    assert line.ratio == pytest.approx(0.3654, abs=1e-4) and line.p_value == pytest.approx(0.121, abs=1e-3)
+    assert line.runs_needed == 3 and "about 3 runs a side would decide" in line.text
+    assert line.text.startswith("cannot decide: mlp: new.json against base.json: 63.5% slower (ratio 0.365 [95% CI")
 
 
 def test_one_run_against_three_is_judged_by_their_spread():
@@ -78,8 +103,11 @@ def test_a_significant_difference_within_the_threshold_and_an_equal_side_pass():
     small = sides(spread(1000, 0.001), spread(980, 0.001))
     assert small.exit_code == 0 and "slower with significance, within the 5% allowed" in small.lines[0].text
     assert small.lines[0].text.startswith("ok: ") and "2.0% slower" in small.lines[0].text
+    assert "the interval rules out a slowdown beyond the 5% allowed" in small.lines[0].text
+    # equal sides 1% apart run to run: the interval, e^(+-2.776 x 0.008165) = 0.978-1.023, clears 0.95
     same = sides(spread(1000, 0.01), spread(1000, 0.01))
-    assert same.exit_code == 0 and same.lines[0].text.endswith("no significant difference")
+    assert same.exit_code == 0 and same.lines[0].text.endswith("(no significant difference)")
+    assert same.lines[0].ratio_low == pytest.approx(math.exp(-student_t.ppf(0.975, 4) * math.sqrt(2 * 0.0001 / 3)))
     faster = sides(spread(1000, 0.01), spread(1200, 0.01))
     assert faster.exit_code == 0 and "20.0% faster" in faster.lines[0].text
 

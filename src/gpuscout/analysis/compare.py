@@ -3,20 +3,20 @@ difference is there at all (pytest-benchmark's compare and hyperfine's honesty a
 
 Runs are compared only with runs that differ in the one field asked about (`by`): same
 workload, and the same backend, precision, XLA, batch, sequence length, data mode and device
-otherwise. Each group's windows are pooled. The ratio of medians gets a bootstrap 95% interval
-(windows resampled within each group). A difference is called when a two-sided test on the
-windows gives p < 0.05, and the test is one that could give p < 0.05 at these window counts:
-Mann-Whitney U (exact without ties) where its smallest possible p, 2 / C(n1 + n2, n1), is below
-0.05 (4 + 4 windows and more), else Welch's t-test on the log of the windows (the ratio's
-scale; hyperfine compares with Welch's t-test too), which decides from 2 + 2 windows. With fewer
-than 2 windows in a group no test can tell, and the verdict says so instead of "no significant
-difference". Runs of different methodology versions are
-never pooled or compared; other differences in their environments (driver, framework versions,
-GPU when not compared by GPU) are named in notes.
+otherwise. The run is the unit of the test (analysis/between_runs.py): each run is one value
+(a watched script's whole epochs where every run compared has them, else its windows' median),
+a group of runs is their geometric mean, and a difference is judged against the spread between
+runs, never with a run's windows as independent samples. One run a side cannot be judged, and
+the verdict says so. Runs of different methodology versions are never pooled or compared; what
+else differs between the runs compared (the model, batch, precision, backend, the machine, the
+framework's versions) is named in notes.
 
 Watched scripts (`gpuscout watch`) are compared with runs of the same script only, by run or by
 GPU, whatever else changed between them (that is the point: before and after a fix); what did
 change (the command, batch, precision, input) is named in the notes.
+
+`contrast` and `significance` are tune's: one session's interleaved runs' windows against its
+reference's (tune/judging.py), where the runs' agreement is judged on its own (finale.drift).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gpuscout.analysis import communication
+from gpuscout.analysis import between_runs, communication
 from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
@@ -36,6 +36,7 @@ from gpuscout.record.run import RunRecord
 ALPHA = 0.05
 MIN_WINDOWS = 2  # per group: below it no variance, so no test
 TOO_FEW = f"too few windows to tell (need {MIN_WINDOWS} per group)"
+ONE_RUN_EACH = "cannot tell"
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
@@ -75,9 +76,12 @@ WATCHED: dict[str, Callable] = {
     "backend": lambda r: r.main.backend if r.main else None,
     "input": lambda r: r.main.input_type if r.main else None,
     "steps_per_execution": lambda r: r.main.steps_per_execution if r.main else None,
+    "model (parameters)": lambda r: r.main.params if r.main else None,
 }
 ENVIRONMENT: dict[str, Callable[[RunRecord], object]] = {
     "gpu": lambda r: r.gpu_label,
+    "host": lambda r: r.env.hostname,
+    "CPU": lambda r: r.env.cpu_model,
     "driver": lambda r: r.env.driver_version,
     "framework": lambda r: r.env.framework.backend_version if r.env.framework else None,
     "keras": lambda r: r.env.framework.keras_version if r.env.framework else None,
@@ -89,16 +93,18 @@ ENVIRONMENT: dict[str, Callable[[RunRecord], object]] = {
 class Group:
     label: str
     run_ids: list[str]
-    windows: list[float]  # pooled window throughputs
-    median: float
+    runs: list[float]  # each run's value (Comparison.basis), in run_ids' order
+    # The group's figure: its one run's value, or its runs' geometric mean; the interval a single
+    # run's own (its epochs' or windows' bootstrap), or the t interval between the runs
+    value: float
     ci95_low: float | None
     ci95_high: float | None
-    ratio: float | None = None  # median / baseline median
-    ratio_low: float | None = None
+    ratio: float | None = None  # value / baseline value
+    ratio_low: float | None = None  # None: one run a side, no interval between runs to draw
     ratio_high: float | None = None
     p_value: float | None = None
-    test: str | None = None  # mann-whitney | welch-t | too few windows
-    verdict: str = "baseline"  # baseline | faster | slower | no significant difference
+    test: str | None = None  # "welch-t on 3+3 runs", "prediction-t on 1+3 runs", "one run a side"
+    verdict: str = "baseline"  # baseline | faster | slower | no significant difference | ONE_RUN_EACH
 
 
 @dataclass
@@ -109,33 +115,32 @@ class Comparison:
     held: dict  # the fields every group shares
     methodology_version: int
     groups: list[Group]
+    basis: str = between_runs.BY_WINDOWS  # how each run was read: between_runs.BY_EPOCHS or BY_WINDOWS
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "groups": [asdict(g) for g in self.groups]}
 
 
-def window_values(r: StoredRecord) -> list[float]:
-    if r.kind == "watch":  # samples/s per window: for one batch size, the step times' order reversed
-        return r.window_samples_per_s() or [r.throughput.median]
-    return [w.throughput for w in r.windows] or [r.throughput.median]
-
-
-def _group(label: str, runs: list[StoredRecord]) -> Group:
-    windows = [t for r in runs for t in window_values(r)]
+def _group(label: str, runs: list[StoredRecord], how: str) -> Group:
+    values = [between_runs.run_value(r, how) for r in runs]
     if len(runs) == 1:
-        t = runs[0].throughput
-        return Group(label, [runs[0].id], windows, t.median, t.ci95_low, t.ci95_high)
-    low, high = _bootstrap_median_ci(np.asarray(windows))
-    return Group(label, [r.id for r in runs], windows, statistics.median(windows), low, high)
+        low, high = between_runs.run_interval(runs[0], how)
+        return Group(label, [runs[0].id], values, values[0], low, high)
+    low, high = between_runs.centre_interval(values)
+    return Group(label, [r.id for r in runs], values, between_runs.centre(values), low, high)
 
 
-def _bootstrap_median_ci(x: np.ndarray) -> tuple[float | None, float | None]:
-    if len(x) < 2:
-        return None, None
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    medians = np.median(rng.choice(x, size=(BOOTSTRAP_RESAMPLES, len(x))), axis=1)
-    return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
+def _judge(g: Group, base: Group) -> None:
+    """The group against the baseline, run by run (analysis/between_runs.py)."""
+    tested = between_runs.run_test(base.runs, g.runs)
+    if tested is None:
+        g.ratio, g.test, g.verdict = g.value / base.value, "one run a side", ONE_RUN_EACH
+        return
+    g.ratio, g.ratio_low, g.ratio_high = tested.ratio, tested.ratio_low, tested.ratio_high
+    g.p_value, g.test = tested.p_value, tested.test
+    different = tested.p_value < ALPHA
+    g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
 
 
 def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -174,9 +179,9 @@ def welch_log_p(a: list[float], b: list[float]) -> float:
     return float(2 * student_t.sf(abs(diff / se), df))
 
 
-def significance(candidate: Group, baseline: Group) -> tuple[bool, float | None, str]:
-    """(different?, p-value or None, the test used): a test that can decide at these window counts."""
-    a, b = candidate.windows, baseline.windows
+def significance(a: list[float], b: list[float]) -> tuple[bool, float | None, str]:
+    """(different?, p-value or None, the test used) of windows `a` against `b`: a test that can
+    decide at these window counts."""
     if len(a) < MIN_WINDOWS or len(b) < MIN_WINDOWS:
         return False, None, "too few windows"
     if smallest_mann_whitney_p(len(a), len(b)) < ALPHA:
@@ -205,9 +210,7 @@ def contrast(windows: list[float], baseline: list[float]) -> Contrast:
     """The ratio of medians with its interval, and the same significance test as `compare`."""
     ratio = statistics.median(windows) / statistics.median(baseline)
     low, high = ratio_ci(windows, baseline) if len(windows) > 1 and len(baseline) > 1 else (None, None)
-    different, p, test = significance(
-        Group("change", [], windows, 0.0, None, None), Group("baseline", [], baseline, 0.0, None, None)
-    )
+    different, p, test = significance(windows, baseline)
     verdict = (
         TOO_FEW if p is None else ("faster" if ratio > 1 else "slower") if different else "no significant difference"
     )
@@ -218,8 +221,8 @@ def compare(
     records: list[StoredRecord], by: str, baseline: str | None = None, sides: dict[str, str] | None = None
 ) -> list[Comparison]:
     """`sides`: by "side", each run's side (the export file it came from: `compare BASE.json NEW.json`)."""
-    if by not in FIELDS and by not in ("run", "change", "side"):
-        raise UsageError(f"unknown --by {by!r}: choose run, change, {', '.join(FIELDS)}")
+    if by not in FIELDS and by not in ("run", "change", "side", "command"):
+        raise UsageError(f"unknown --by {by!r}: choose run, change, command, {', '.join(FIELDS)}")
     if by == "side" and not sides:
         raise UsageError("--by side compares two export files: gpuscout compare BASE.json NEW.json")
     # A watched script stopped by a limit, Ctrl-C or a crash measured its windows until then
@@ -234,12 +237,14 @@ def compare(
         if r.kind == "watch":
             # A watched script is compared with itself, before and after a change (any change: the
             # batch, the precision, the pipeline), by run or by GPU, in samples/s per window.
-            if by not in ("run", "gpu", "change", "side"):
+            # by command: a watched script's runs as its command line ran them (before and after a
+            # fix, each side run two or more times)
+            if by not in ("run", "gpu", "change", "side", "command"):
                 continue
             # by change: the runs of one `tune -- COMMAND` session, each change against its baseline
             key = (r.workload, r.methodology_version, "watch", *((r.group_id,) if by == "change" else ()))
             helds[key] = {"kind": "watched script", **({"tune session": r.group_id} if by == "change" else {})}
-        elif by == "change":
+        elif by in ("change", "command"):
             continue
         else:
             key = (r.workload, r.methodology_version, *(held[f](r) for f in held_fields))
@@ -252,37 +257,43 @@ def compare(
             "run": lambda r: r.id,
             "change": lambda r: r.tune_change or "baseline",
             "side": lambda r: sides[r.id],
+            "command": lambda r: " ".join(r.command),
         }.get(by, lambda r: str(FIELDS[by](r)))
         by_label: dict[str, list[StoredRecord]] = {}
         for r in sorted(runs, key=lambda r: r.created_utc):
             by_label.setdefault(label_of(r), []).append(r)
         if len(by_label) < 2:
             continue
-        labels = sorted(by_label, key=_natural) if by not in ("run", "side") else list(by_label)
+        labels = sorted(by_label, key=_natural) if by not in ("run", "side", "command") else list(by_label)
         first = baseline if baseline is not None else ("baseline" if by == "change" else None)
         if first is not None:
             if first not in by_label:
                 continue
             labels.remove(first)
             labels.insert(0, first)
-        groups = [_group(label, by_label[label]) for label in labels]
-        base = groups[0]
+        how = between_runs.basis(runs)
+        groups = [_group(label, by_label[label], how) for label in labels]
         for g in groups[1:]:
-            g.ratio = g.median / base.median
-            g.ratio_low, g.ratio_high = ratio_ci(g.windows, base.windows)
-            different, g.p_value, g.test = significance(g, base)
-            if g.test == "too few windows":
-                g.verdict = TOO_FEW
-            else:
-                g.verdict = ("faster" if g.ratio > 1 else "slower") if different else "no significant difference"
+            _judge(g, groups[0])
         comparison = Comparison(
-            workload=key[0], unit=runs[0].unit, by=by, methodology_version=key[1], held=helds[key], groups=groups
+            workload=key[0],
+            unit=runs[0].unit,
+            by=by,
+            methodology_version=key[1],
+            held=helds[key],
+            groups=groups,
+            basis=how,
         )
+        if any(g.verdict == ONE_RUN_EACH for g in groups):
+            comparison.notes.append(
+                "one run a side: its ratio is one process against another, and unchanged runs of one script "
+                "fell up to 21% apart on an H200 (docs/ci.md); measure each side 2 or more times to test it"
+            )
         named = {**ENVIRONMENT, **WATCHED} if len(key) > 2 and key[2] == "watch" else ENVIRONMENT
         for name, get in named.items():
             if name == by or (by == "gpu" and name == "driver"):
                 continue
-            seen = sorted({str(get(r)) for r in runs})
+            seen = sorted({_said(get(r)) for r in runs})
             if len(seen) > 1:
                 comparison.notes.append(f"runs differ in {name}: {', '.join(seen)}")
         comparisons.append(comparison)
@@ -293,6 +304,11 @@ def compare(
             f"methodology versions {sorted(versions)} are compared only within their own version"
         )
     return comparisons
+
+
+def _said(value: object) -> str:
+    """A field's value in a note: counts with thousands separators (a model's 6,530 parameters)."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def _natural(text: str):

@@ -23,10 +23,13 @@ from gpuscout.report import exporters, terminal
 from gpuscout.report.export import parse_document
 from gpuscout.store import Store
 
-HELP = """Compare stored runs: each group's median throughput with its 95% CI, the ratio to a baseline
-with its bootstrap CI, and whether the difference is significant (Mann-Whitney U on the
-windows; overlapping CIs when there are too few). Runs are compared only with runs that differ
-in the --by field alone; different methodology versions are never mixed.
+HELP = """Compare stored runs: each group's throughput with its 95% CI, the ratio to a baseline
+with its CI, and whether the difference is significant. The run is the unit: each run is one
+value (a watched script's whole epochs where every run has two or more, else its windows'
+median), and a difference is tested against the spread between runs (Welch's t on two or more
+runs a side; one run against the others' spread); one run a side cannot be judged, and says so.
+Runs are compared only with runs that differ in the --by field alone; different methodology
+versions are never mixed; what else differs (the model, batch, precision, machine) is noted.
 
 Examples:
 
@@ -36,16 +39,19 @@ Examples:
 
     gpuscout compare 3fa2 9c1d              # two runs, run by run
 
+    # a watched script before and after a fix, each run twice: the command lines are the groups
+    gpuscout compare --by command --workload train.py
+
     gpuscout compare --by batch_size --baseline 256 --json
 
-    # a CI gate: exit 1 if 9c1d is over 5% slower
-    gpuscout compare 3fa2 9c1d --fail-slower 5
+    # a CI gate, three runs a side exported as files: exit 1 if NEW is over 5% slower
+    gpuscout compare base.json new.json --fail-slower 5
 
---fail-slower PCT gates each group against the baseline: exit 1 when one is slower with
-significance AND by more than PCT percent, 0 when every one is within it, 3 when the test cannot
-decide (too few windows, or nothing comparable: another workload or methodology version), 2 for
-bad input. One line a group says which, by how much, with the interval, and whether the machines
-differ (docs/ci.md: a CI job that gates on a stored baseline).
+--fail-slower PCT gates each group against the baseline: exit 0 only when the ratio's interval
+rules out a slowdown beyond PCT percent, 1 when a group is slower with significance AND by more
+than PCT, 3 when the runs cannot decide (their spread hides the difference: the line says about
+how many runs a side would; one run a side; nothing comparable), 2 for bad input. One line a
+group says which, by how much, with the interval, and whether the machines differ (docs/ci.md).
 """
 
 
@@ -105,8 +111,8 @@ def compare(
     ),
     by: str | None = typer.Option(
         None,
-        help=f"The field that differs: run, change (a tune -- COMMAND session), {', '.join(FIELDS)} "
-        "[default: gpu, or run with RUN_IDs].",
+        help=f"The field that differs: run, change (a tune -- COMMAND session), command (a watched script's "
+        f"command line), {', '.join(FIELDS)} [default: gpu, or run with RUN_IDs].",
     ),
     baseline: str | None = typer.Option(
         None, help="The group (a value of --by) the others are divided by [default: the first]."
@@ -127,8 +133,8 @@ def compare(
         None,
         "--fail-slower",
         metavar="PCT",
-        help="A CI gate: exit 1 when a run (group) is slower than the baseline with significance and by more "
-        "than PCT percent; 3 when that cannot be decided.",
+        help="A CI gate: exit 0 when the interval rules out a slowdown beyond PCT percent, 1 when slower "
+        "with significance and by more than PCT, 3 when the runs cannot decide.",
     ),
 ) -> None:
     gpu = renamed("--gpu", "--gpu-name", gpu, gpu_name)

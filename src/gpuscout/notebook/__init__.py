@@ -92,7 +92,14 @@ def compare(
             f"nothing to compare by {by}: the selected runs ({len(records)}) do not include two groups "
             f"that differ in {by} alone; try another by= or `gpuscout results list`"
         )
-    text, html = shown.printed(lambda console: [console.print(comparison.table(c)) for c in comparisons])
+
+    def draw(console) -> None:
+        for c in comparisons:
+            console.print(comparison.table(c))
+            for note in c.notes:
+                console.print(f"note: {note}", markup=False, highlight=False)
+
+    text, html = shown.printed(draw)
     figures = [plots.tune_speedups(c) for c in comparisons] if by == "change" else []
     html += "".join(f'<figure style="margin:0">{plots.svg(f)}</figure>' for f in figures if f is not None)
     result = shown.Shown(text, html)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from gpuscout.analysis.compare import Comparison, Group
+from gpuscout.analysis.between_runs import BY_EPOCHS
+from gpuscout.analysis.compare import ONE_RUN_EACH, Comparison, Group
 from gpuscout.report import format as fmt
 
 
@@ -23,7 +24,14 @@ def title(c: Comparison) -> str:
 def ratio_text(g: Group) -> str:
     if g.ratio is None:
         return "1 (baseline)"
+    if g.ratio_low is None or g.ratio_high is None:  # one run a side: no interval between runs
+        return f"{g.ratio:.3f}"
     return f"{g.ratio:.3f} [{g.ratio_low:.3f}–{g.ratio_high:.3f}]"
+
+
+def value_heading(c: Comparison) -> str:
+    """The figure's column: what each run was read by (analysis/between_runs.py)."""
+    return f"{c.unit} by whole epochs [95% CI]" if c.basis == BY_EPOCHS else f"median {c.unit} of windows [95% CI]"
 
 
 def p_text(g: Group) -> str:
@@ -37,14 +45,15 @@ def _verdict(g: Group) -> str:
         "faster": "[green]faster[/]",
         "slower": "[red]slower[/]",
         "no significant difference": "[yellow]no significant difference[/]",
+        ONE_RUN_EACH: f"[yellow]{ONE_RUN_EACH}[/]",
     }.get(g.verdict, escape(g.verdict))
 
 
 def table(c: Comparison) -> Table:
     t = Table(title=title(c), title_justify="left", header_style="bold")
-    for name in (c.by, "runs", f"median {c.unit} [95% CI]", "ratio [95% CI]", "test", "verdict"):
+    for name in (c.by, "runs", value_heading(c), "ratio [95% CI]", "test", "verdict"):
         t.add_column(name, overflow="fold")
     for g in c.groups:
         ci = f" [{fmt.number(g.ci95_low)}–{fmt.number(g.ci95_high)}]" if g.ci95_low is not None else ""
-        t.add_row(g.label, str(len(g.run_ids)), f"{fmt.number(g.median)}{ci}", ratio_text(g), p_text(g), _verdict(g))
+        t.add_row(g.label, str(len(g.run_ids)), f"{fmt.number(g.value)}{ci}", ratio_text(g), p_text(g), _verdict(g))
     return t

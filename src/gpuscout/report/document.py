@@ -213,9 +213,10 @@ def _tune_sessions(watched: list[WatchRecord]) -> Section | None:
         "tune",
         "What each change bought (gpuscout tune -- COMMAND)",
         [
-            "Each change applied to the unchanged script, against the session's baseline, at equal "
-            "steps: the speed-up of the median samples/s, its 95% bootstrap interval and the "
-            "significance test of `gpuscout compare --by change`."
+            "Each change applied to the unchanged script, against the session's baseline: the "
+            "speed-up of each run's figure (its whole epochs where every run has them, else its "
+            "windows' median), its 95% interval between runs and the significance test of "
+            "`gpuscout compare --by change` (one run against the baseline's repeated runs)."
         ],
     )
     for c in comparisons:

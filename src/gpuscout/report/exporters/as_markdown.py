@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from gpuscout.core.outputs import MARKDOWN_MARK
 from gpuscout.core.text import printable
 from gpuscout.report import format as fmt
-from gpuscout.report.comparison import p_text, ratio_text, title
+from gpuscout.report.comparison import p_text, ratio_text, title, value_heading
 from gpuscout.report.exporters.base import Exporter, Written, register
 
 if TYPE_CHECKING:
@@ -80,12 +80,12 @@ def comparison_tables(comparisons: list) -> str:
     out = []
     for c in comparisons:
         out.append(f"### {title(c)}\n")
-        out.append(f"| {c.by} | runs | median {c.unit} [95% CI] | ratio [95% CI] | test | verdict |")
+        out.append(f"| {c.by} | runs | {value_heading(c)} | ratio [95% CI] | test | verdict |")
         out.append("|---|---|---|---|---|---|")
         for g in c.groups:
             ci = f" [{fmt.number(g.ci95_low)}–{fmt.number(g.ci95_high)}]" if g.ci95_low is not None else ""
             out.append(
-                f"| {g.label} | {len(g.run_ids)} | {fmt.number(g.median)}{ci} | {ratio_text(g)} | {p_text(g)} "
+                f"| {g.label} | {len(g.run_ids)} | {fmt.number(g.value)}{ci} | {ratio_text(g)} | {p_text(g)} "
                 f"| {g.verdict} |"
             )
         out.extend(f"\n> note: {n}" for n in c.notes)
