@@ -56,3 +56,46 @@ def test_the_headline_is_the_script_s_own_epoch_clock(tmp_path):
     (stored,) = records(store).values()
     validation = sorted(e.validation_s for e in stored.clock.steady)[3]
     assert basis["epoch_overhead_s"] == pytest.approx(validation) and 0.055 <= basis["epoch_host_s"] < 0.2
+    # a CPU run cannot judge a GPU: said first, its figures to two digits, no GPU-busy share, and a
+    # sweep's cost says no sweep's pruning is in it (issue 75)
+    said = run_cli("recommend", "--from", run["id"], "--trials", "4", "--store", str(store))
+    assert said.returncode == 0, said.stderr[-2000:]
+    lines = said.stdout.splitlines()
+    assert lines[1].startswith(f"Run {run['id']} ran on the CPU: it cannot say how fast a GPU trains this.")
+    assert lines[2].startswith("Best value: ")
+    figures = re.findall(r"([\d,.]+) +predicted ", said.stdout)
+    digits = [f.replace(",", "").replace(".", "").strip("0") for f in figures]
+    assert figures and all(len(d) <= 2 for d in digits), figures  # two significant digits, never five
+    text = " ".join(said.stdout.split())
+    assert "GPU-busy" not in text and "of its step was compute (no GPU ran it)" in text
+    assert "no sweep of this training is stored, so no pruning is counted" in text
+
+
+@pytest.mark.slow
+def test_two_real_runs_a_side_whose_spread_hides_a_slowdown_are_not_passed(tmp_path):
+    """Issue 75's CI gate (docs/ci.md's recipe at its minimum, two runs a side): the base build's
+    two runs lie 1.6x apart (2 and 5 ms of host work after each step), the new build's are 3-4x
+    slower (16 and 19 ms). A gate that read "not significant" as "no regression" passed exactly
+    this; the gate exits 0 only when the interval rules a slowdown beyond 5% out, so here it fails
+    the build (the runs' test significant) or says it cannot decide and how many runs would."""
+    env = {"KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    script = ["--", PY, str(FIXTURES / "watch" / "validated.py"), "4"]
+    files = []
+    for side, sleeps in (("base", (2, 5)), ("new", (16, 19))):
+        store = tmp_path / f"{side}.sqlite"
+        for ms in sleeps:
+            done = run_cli("watch", "--quiet", "--store", str(store), *script, env={**env, "STEP_SLEEP_MS": str(ms)})
+            assert done.returncode == 0, done.stderr[-3000:]
+        files.append(tmp_path / f"{side}.json")
+        assert run_cli("results", "export", "--store", str(store), "-o", str(files[-1])).returncode == 0
+    gated = run_cli("compare", *map(str, files), "--fail-slower", "5", "--json")
+    verdict = json.loads(gated.stdout)
+    (line,) = verdict["lines"]
+    (c,) = verdict["comparisons"]
+    assert c["basis"] == "whole epochs" and line["test"] == "welch-t on 2+2 runs" and line["ratio"] < 0.5, line
+    assert gated.returncode != 0  # the point: never a pass
+    if line["p_value"] < 0.05:
+        assert gated.returncode == verdict["exit_code"] == 1 and line["text"].startswith("FAIL: "), line
+    else:
+        assert gated.returncode == verdict["exit_code"] == 3 and line["runs_needed"] >= 3, line
+        assert f"about {line['runs_needed']} runs a side would decide at the spread seen" in line["text"]

@@ -5,7 +5,7 @@ all four sentences; a GPU-bound job with published figures gets none."""
 from gpuscout import catalog
 from gpuscout.catalog import predict
 from gpuscout.core.spec import Precision
-from gpuscout.recommend.caveats import caveats
+from gpuscout.recommend.caveats import cannot_judge, caveats
 from gpuscout.recommend.jobs import Job
 from gpuscout.recommend.measured import MeasuredRun, Split
 from gpuscout.recommend.ranking import MeasuredPrediction, Row
@@ -58,13 +58,19 @@ def test_a_cpu_run_of_a_small_dense_model_capped_by_its_input_gets_every_caveat(
         row("l4", 28_000.0, 0.71, 30_000.0, (ASSUMED,)),
     ]
     said = caveats(mlp, rows)
-    assert [s.split(" ")[0] for s in said] == ["Measured", "Any", "Predicted", "A"]
-    assert said[0].startswith("Measured on the CPU: every GPU figure is predicted")
-    # the cheapest by the hour, not the ranking's first
-    assert "cap this training at 30,000 samples/s" in said[1] and "Take the cheapest (1x T4, 0.53 USD/h)" in said[1]
-    assert "a dense network (6 training FLOPs per parameter a sample" in said[2] and "35% MFU" in said[2]
+    assert [s.split(" ")[0] for s in said] == ["Any", "Predicted", "A"]
+    # said before the answer (issue 75): it cannot judge a GPU, and its figures are to two digits
+    assert cannot_judge(mlp) == (
+        "Run run1 ran on the CPU: it cannot say how fast a GPU trains this. Every GPU figure below is "
+        "predicted from the model's FLOPs and this host's input and loop time (+-50%), given to two digits; "
+        "watch it on a GPU to measure it."
+    )
+    # the cheapest by the hour, not the ranking's first; the cap at the precision it has
+    assert "cap this training at about 30,000 samples/s" in said[0]
+    assert "Take the cheapest (1x T4, 0.53 USD/h)" in said[0]
+    assert "a dense network (6 training FLOPs per parameter a sample" in said[1] and "35% MFU" in said[1]
     # 16 B x 20,000 + 100 B x 64 = 326,400 B of a T4's 16 GB
-    assert said[3].startswith("A small job (0.3 MB of GPU memory")
+    assert said[2].startswith("A small job (0.3 MB of GPU memory")
 
 
 def test_a_gpu_bound_job_measured_on_a_gpu_gets_none():
@@ -75,7 +81,7 @@ def test_a_gpu_bound_job_measured_on_a_gpu_gets_none():
         row("h100_sxm", 3000.0, 2.99, 20_000.0, ("measured: run run1",)),
         row("t4", 450.0, 0.53, 20_000.0, ("1.00x the H100's GPU part",)),
     ]
-    assert caveats(resnet, rows) == []
+    assert caveats(resnet, rows) == [] and cannot_judge(resnet) is None
 
 
 def test_another_kind_of_model_s_efficiency_is_named_with_its_error():

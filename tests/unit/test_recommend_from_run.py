@@ -161,12 +161,13 @@ def test_a_sweeps_wall_time_is_rounds_of_trials_and_its_cost_the_gpus_hours():
     assert est.fastest().wall_h <= two.wall_h
 
 
-def test_a_stored_sweep_of_the_same_script_gives_the_trial_time_and_efficiency():
-    def trial(i, start, duration, slot, script="train.py"):
+def test_a_stored_sweep_of_the_same_training_gives_the_trial_time_and_efficiency():
+    def trial(i, start, duration, slot, script="train.py", status="ok", fixed=("--epochs", "5")):
         return {
-            "status": "ok",
+            "status": status,
+            "params": {"lr": i / 10},
             "result": {
-                "command": ["python", script, "--lr", str(i)],
+                "command": ["/usr/bin/python3", script, "--lr", str(i / 10), *fixed],
                 "duration_s": duration,
                 "started_monotonic_s": start,
                 "ended_monotonic_s": start + duration,
@@ -175,6 +176,7 @@ def test_a_stored_sweep_of_the_same_script_gives_the_trial_time_and_efficiency()
             },
         }
 
+    run = ["python", "train.py", "--epochs", "5", "--lr", "0.001"]  # the watched run: its own lr
     # 4 trials of 100 s on 2 slots, back to back: 200 s of wall, speed-up 2 = the ideal
     sweeps = {
         "lr": [
@@ -186,16 +188,54 @@ def test_a_stored_sweep_of_the_same_script_gives_the_trial_time_and_efficiency()
         ],
         "old": [trial(0, 0, 50, "gpu0")],
     }
-    found = sweep_cost.find_measured("train.py", sweeps, CAT)
-    assert (found.name, found.trials, found.slots, found.trial_s) == ("lr", 4, 2, 100.0)
+    found = sweep_cost.find_measured(run, sweeps, CAT)
+    assert (found.name, found.trials, found.slots, found.trial_s, found.pruned) == ("lr", 4, 2, 100.0, 0)
     assert found.efficiency == pytest.approx(1.0) and found.gpu.id == "h100_sxm"
+    assert "4 trials on the NVIDIA H100 SXM5 80GB, none pruned, 100.0 s each (mean)" in found.label
     # the same trials with a 100 s gap the scheduler left: 3 s of 4 busy
     sweeps["lr"][2]["result"].update(started_monotonic_s=200, ended_monotonic_s=300)
     sweeps["lr"][3]["result"].update(started_monotonic_s=200, ended_monotonic_s=300)
-    assert sweep_cost.find_measured("train.py", sweeps, CAT).efficiency == pytest.approx(1.0)  # gaps not counted
+    assert sweep_cost.find_measured(run, sweeps, CAT).efficiency == pytest.approx(1.0)  # gaps not counted
     sweeps["lr"][3]["result"].update(started_monotonic_s=300, ended_monotonic_s=400)
-    assert sweep_cost.find_measured("train.py", sweeps, CAT).efficiency == pytest.approx((400 / 300) / 2)
-    assert sweep_cost.find_measured("missing.py", sweeps, CAT) is None
+    assert sweep_cost.find_measured(run, sweeps, CAT).efficiency == pytest.approx((400 / 300) / 2)
+    assert sweep_cost.find_measured(["python", "missing.py"], sweeps, CAT) is None
+
+
+def test_a_sweep_of_the_script_with_other_arguments_is_another_training_and_pruning_counts():
+    """Issue 75: a sweep of the same script with other fixed arguments (`--epochs 2`) costed the
+    run's sweep, and its pruning was left out ("4.4 min one after another" against 2.5 min used).
+    Another training is named and not used; a pruned trial counts for the time it ran: trials of
+    100, 100, 20 and 30 s (two pruned) are 62.5 s a trial on average."""
+
+    def trial(i, duration, status="ok", epochs="5"):
+        return {
+            "status": status,
+            "params": {"lr": 0.1 * (i + 1)},
+            "result": {
+                "command": ["python", "train.py", f"--lr={0.1 * (i + 1):g}", "--epochs", epochs],
+                "duration_s": duration,
+                "started_monotonic_s": 0.0,
+                "ended_monotonic_s": duration,
+                "slot": "cpu0",
+            },
+        }
+
+    run = ["python", "train.py", "--epochs", "5"]
+    short = {"short": [trial(i, 40, epochs="2") for i in range(3)]}
+    assert sweep_cost.find_measured(run, short, CAT) is None
+    assert sweep_cost.unlike(run, short) == (
+        "sweep short ran train.py as `python train.py --epochs 2`: another training, not counted"
+    )
+    pruned = {
+        "sh": [trial(0, 100), trial(1, 100), trial(2, 20, "pruned"), trial(3, 30, "pruned"), trial(4, 9, "failed")]
+    }
+    found = sweep_cost.find_measured(run, pruned, CAT)
+    assert (found.trials, found.pruned, found.trial_s, found.finished_s) == (4, 2, 62.5, 100.0)
+    assert "2 of them pruned: a trial 62.5 s on average, a finished one 100.0 s" in found.label
+    assert sweep_cost.unlike(run, pruned) is None
+    assert sweep_cost.same_training(
+        ["python", "-m", "pkg.train", "--x", "1"], ["py", "-m", "pkg.train", "--x", "1"], {}
+    )
 
 
 def test_a_run_with_nothing_timed_or_failed_is_refused_and_an_untimed_loop_keeps_its_memory_rows():

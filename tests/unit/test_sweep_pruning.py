@@ -5,9 +5,11 @@ summary says it saved."""
 
 from collections import Counter
 
+import pytest
+
 from gpuscout.sweep.pruning import bracket_of, bracket_shares, halving, judge, median, patience, smoothed
-from gpuscout.sweep.search import could_have_won, synchronous_epochs, synchronous_schedule, trial_pace
 from gpuscout.sweep.spec import EarlyStop, SweepFile
+from gpuscout.sweep.stopping import could_have_won, synchronous_epochs, synchronous_schedule, trial_pace
 
 RUNGS = [3, 9, 27]
 
@@ -170,9 +172,29 @@ def test_how_likely_a_pruned_trial_was_to_win_is_read_from_the_finished_curves()
         # stopped at epoch 3 at 0.6: of the finished trials as low there (w at 0.6, b at 0.5), one won
         result("p", "pruned", {1: 0.5, 2: 0.55, 3: 0.6}),
     ]
-    assert could_have_won(sweep, ran) == {
+    # the share's Wilson 95% interval by hand, p = 1/2, n = 2, z = 1.96: centre (0.5 + z^2/4) / (1 + z^2/2)
+    # = 0.5; half-width z sqrt(0.25/2 + z^2/16) / (1 + z^2/2) = 1.96 x 0.60416 / 2.9208 = 0.40547
+    won = could_have_won(sweep, ran)
+    assert {k: v for k, v in won.items() if not k.startswith("share_")} == {
         "share": 0.5, "won": 1, "of": 2, "epoch": 3, "noise": 0.0, "pruned_told": 1, "pruned": 1
     }  # fmt: skip
+    assert (won["share_low"], won["share_high"]) == pytest.approx((0.5 - 0.40547, 0.5 + 0.40547), abs=1e-5)
+    from gpuscout.report.sweep import stopping_lines
+
+    said = {"kind": "successive_halving", "pruned": 1, "trial_hours_used": 0.01, "trial_hours_saved": 0.01,
+            "epochs_run": 18, "epochs_planned": 20, "best_rank_at_rungs": [], "pruned_could_win": won}  # fmt: skip
+    assert stopping_lines(said, None, "acc")[-1].endswith(
+        "still ended within the winner's noise (acc +-0): 50% (95% CI 9%-91%)"
+    )
+    # one finished curve as low (issue 75: "100% (only 1 such curves...)"): a count, never a chance
+    one = could_have_won(sweep, [ran[0], ran[3]])
+    assert one["of"] == 1 and one["share"] is None and one["share_low"] is None
+    line = stopping_lines({**said, "pruned_could_win": one}, None, "acc")[-1]
+    assert line == (
+        "a pruned trial's chance to have won cannot be told from one curve: the one finished trial that stood as "
+        "low at epoch 3 still ended within the winner's noise (acc +-0)"
+    )
+    assert "%" not in line
 
 
 def test_a_pruned_trials_time_is_start_up_and_epochs_apart():
@@ -205,7 +227,7 @@ def test_a_trial_looks_for_its_verdict_often_at_first_then_less(tmp_path, monkey
 
 def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured_against():
     from gpuscout.report.sweep import stopping_lines
-    from gpuscout.sweep.search import brackets
+    from gpuscout.sweep.stopping import brackets
 
     sweep = stopped_by({"kind": "hyperband", "grace_epochs": 3, "reduction_factor": 3})
     held = brackets(sweep, list(range(16)))

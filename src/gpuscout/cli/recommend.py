@@ -18,7 +18,7 @@ from gpuscout.core import backends
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend import from_run
-from gpuscout.recommend.caveats import caveats
+from gpuscout.recommend.caveats import cannot_judge, caveats
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
@@ -226,7 +226,7 @@ def recommend(
             + (f": the closest is {closest.gpus}x {closest.gpu.name} at {closest.hours:,.1f} h" if closest else "")
             + f" (with up to {limits.max_gpus} GPUs; raise --max-gpus or the deadline)"
         )
-    notes = caveats(job, rows)
+    notes, lead = caveats(job, rows), cannot_judge(job)
     if as_json:
         typer.echo(
             json.dumps(
@@ -240,6 +240,7 @@ def recommend(
                     }
                     | {"precision": job.precision.value, "references": [r.label for r in job.references]},
                     "scenario": job_options.scenario,
+                    "cannot_judge": lead,
                     "caveats": notes,
                     "rows": [r.to_dict() for r in rows],
                 }
@@ -271,7 +272,7 @@ def recommend(
     ]
     if answer is not None and answer.measured.ended:  # before the table, not only after it
         terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
-    print_ranking(rows, job, constraints, notes, answer.fix_first if answer else None, long, limits.top)
+    print_ranking(rows, job, constraints, notes, answer.fix_first if answer else None, long, limits.top, lead)
     if unpriced:
         names = ", ".join(dict.fromkeys(r.gpu.short_name for r in unpriced))
         terminal.console().print(

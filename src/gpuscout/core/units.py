@@ -14,6 +14,17 @@ def number(value: float | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def about(value: float | None, significant: int = 2) -> str:
+    """A figure at the precision it has: `significant` digits, the rest zeros ("390,000" for
+    387,293 known to +-50%; a figure's five digits would claim what its band does not)."""
+    if value is None:
+        return DASH
+    if value == 0:
+        return "0"
+    rounded = float(f"{value:.{significant}g}")
+    return f"{rounded:,.0f}" if abs(rounded) >= 10 ** (significant - 1) else f"{rounded:,g}"
+
+
 def usd(value: float | None) -> str:
     """Dollars with cents below 100 (a 0.15 USD epoch is not '0 $'), whole dollars above; under a
     cent, "<0.01 $" (a training of seconds is not free, issue 62: "cost 0.00 $")."""

@@ -3,7 +3,8 @@
 A ranking of GPUs by speed and cost reads as "a faster GPU trains this faster". Four cases break
 that, and each is said in one sentence with what to do:
 
-- the run was measured on no GPU: every GPU's figure is predicted, none measured;
+- the run was measured on no GPU: it cannot judge a GPU, and says so first (cannot_judge), its
+  figures at the two digits a prediction of +-50% has;
 - the input and the host cap the training: every GPU reaches the cap, so the cheapest will do;
 - the prediction borrows another kind of model's efficiency (a transformer's MFU for a user's
   model), the more so for a dense network, whose weights are used once per sample;
@@ -13,6 +14,7 @@ that, and each is said in one sentence with what to do:
 from __future__ import annotations
 
 from gpuscout.catalog import predict
+from gpuscout.core.units import about
 from gpuscout.recommend.jobs import STATE_BYTES_PER_PARAM, Job
 from gpuscout.recommend.ranking import Row
 
@@ -32,13 +34,6 @@ def caveats(job: Job, rows: list[Row]) -> list[str]:
     if not fitting:
         return []
     out = []
-    m = job.measured
-    if m is not None and m.gpu is None:
-        device = "CPU" if m.device_label.lower() == "cpu" else m.device_label
-        out.append(
-            f"Measured on the {device}: every GPU figure is predicted from the model's FLOPs and this host's "
-            "overheads; no GPU ran it."
-        )
     capped = _host_capped(job, fitting, rows)
     if capped:
         out.append(capped)
@@ -49,6 +44,26 @@ def caveats(job: Job, rows: list[Row]) -> list[str]:
     if small:
         out.append(small)
     return out
+
+
+def rough(job: Job) -> bool:
+    """Whether the job's figures rest on no GPU's measurement (a run measured on the CPU, or on a
+    GPU the catalog does not know): predicted from FLOPs alone, to +-BAND_NO_REFERENCE."""
+    return job.measured is not None and job.measured.gpu is None
+
+
+def cannot_judge(job: Job) -> str | None:
+    """Said before the answer (issue 75): a run measured on no known GPU cannot say how fast any
+    GPU trains it, and every figure after this is a prediction from its FLOPs."""
+    m = job.measured
+    if m is None or m.gpu is not None:
+        return None
+    device = "the CPU" if m.device_label.lower() == "cpu" else f"a {m.device_label}, which the catalog does not know"
+    return (
+        f"Run {m.run_id} ran on {device}: it cannot say how fast a GPU trains this. Every GPU figure below "
+        f"is predicted from the model's FLOPs and this host's input and loop time (+-{predict.BAND_NO_REFERENCE:.0%}), "
+        "given to two digits; watch it on a GPU to measure it."
+    )
 
 
 def _host_capped(job: Job, fitting: list[Row], rows: list[Row]) -> str | None:
@@ -69,11 +84,12 @@ def _host_capped(job: Job, fitting: list[Row], rows: list[Row]) -> str | None:
         if cheapest
         else ""
     )
+    said = f"about {about(cap)}" if rough(job) else f"{cap:,.0f}"
     which = (
         "Any of these GPUs will do: the input and host cap this training at "
-        f"{cap:,.0f} {job.unit}/s, and every GPU reaches {HOST_CAPPED_SHARE:.0%} of that."
+        f"{said} {job.unit}/s, and every GPU reaches {HOST_CAPPED_SHARE:.0%} of that."
         if len(near) == len(fitting)
-        else f"The input and host cap this training at {cap:,.0f} {job.unit}/s: {len(near)} of the "
+        else f"The input and host cap this training at {said} {job.unit}/s: {len(near)} of the "
         f"{len(fitting)} GPUs reach {HOST_CAPPED_SHARE:.0%} of that, and a faster one buys little."
     )
     return f"{which}{take} fix the input first to use a faster one."

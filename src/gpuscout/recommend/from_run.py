@@ -210,8 +210,10 @@ def recommendation(
     rows = ranking.rank(job, catalog, constraints, pricing)
     estimate = None
     if trials:
-        measured = sweep_cost.find_measured(m.script, sweeps or {}, catalog) if m.record_kind == "watch" else None
-        estimate = sweep_cost.estimate(job, rows, trials, constraints.epochs, constraints.max_gpus, measured)
+        watched = m.record_kind == "watch"
+        measured = sweep_cost.find_measured(m.command, sweeps or {}, catalog) if watched else None
+        other = sweep_cost.unlike(m.command, sweeps or {}) if watched and measured is None else None
+        estimate = sweep_cost.estimate(job, rows, trials, constraints.epochs, constraints.max_gpus, measured, other)
     return Recommendation(job, m, constraints.epochs, rows, estimate, describe(m), fix_first(m))
 
 

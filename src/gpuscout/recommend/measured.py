@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from gpuscout.catalog import Catalog, GpuSpec, predict
 from gpuscout.core.spec import Precision
+from gpuscout.core.units import about
 
 # Relative variation of the time a step spends off the GPU (input, host) between two hosts of the
 # same GPU kind: an input-bound script ran 20% faster on one lent H200 machine than on another
@@ -161,12 +162,16 @@ def describe(m: MeasuredRun) -> str:
     if m.samples_per_s is None or m.split is None:
         return f"{m.label}: no step timing"
     s = m.split
+    # without a GPU there is no GPU-busy share: the step's own compute, which a GPU would take over
+    busy = "GPU-busy" if m.gpu is not None or m.device_label.lower() != "cpu" else "compute (no GPU ran it)"
     line = (
-        f"from {m.label}: {s.gpu_share:.0%} of its step was GPU-busy, {s.input_share:.0%} waiting for input, "
+        f"from {m.label}: {s.gpu_share:.0%} of its step was {busy}, {s.input_share:.0%} waiting for input, "
         f"{s.host_share:.0%} on the host ({s.basis})"
     )
     if s.fixed_share > 0:
-        line += f"; input and host cap it at {m.samples_per_s / s.fixed_share:,.0f} samples/s on this host"
+        cap = m.samples_per_s / s.fixed_share
+        said = f"about {about(cap)}" if m.gpu is None else f"{cap:,.0f}"
+        line += f"; input and host cap it at {said} samples/s on this host"
     if m.devices > 1 and m.efficiency_basis:
         line += f"; on {m.devices} devices: {m.efficiency_basis}"
     return line

@@ -15,10 +15,13 @@ finishes first is the one recommended. On jax the trials share one compilation c
 on an H100, a transformer's trials compiled in 2.0-2.8 s after the first's 13.9 s. A GPU is paid
 for the whole sweep, busy or not.
 
-When the store holds a sweep of the same script, its median trial time (start-up and compilation
-included) replaces T1 on the GPU kind it ran on, scaled to the others by their predicted training
-times, and its measured parallel efficiency (speed-up over the ideal for its trials and slots)
-divides every wall time.
+When the store holds a sweep of the same training (the run's own command line, the sweep's own
+parameters set aside: the same script with other fixed arguments is another training), its
+trials' mean time as its pruning left them (start-up and compilation included; a pruned trial
+counts for the time it ran) replaces T1 on the GPU kind it ran on, scaled to the others by their
+predicted training times, and its measured parallel efficiency (speed-up over the ideal for its
+trials and slots) divides every wall time. Without one, each trial is the whole training, and
+the basis says that no sweep's pruning is in it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from gpuscout import catalog as catalog_lib
 from gpuscout.analysis import stats
 from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.core.units import seconds as fmt_seconds
 from gpuscout.measure.command import workload_of
 from gpuscout.recommend.jobs import Job
 from gpuscout.recommend.ranking import FIT_SHARE, GPU_COUNTS, Row
@@ -45,20 +49,28 @@ SHARE_MIN_GAIN = 0.10
 
 @dataclass(frozen=True)
 class MeasuredSweep:
-    """A sweep of the same script found in the store."""
+    """A sweep of the same training found in the store."""
 
     name: str
-    trials: int  # ok trials of the script
+    trials: int  # trials of the training that ran: finished, or stopped early by its pruning
     slots: int
-    trial_s: float  # median, start-up and compilation included
+    trial_s: float  # their mean, start-up and compilation included: a trial as the sweep's pruning left it
     efficiency: float  # measured speed-up / the ideal one for `trials` on `slots`
     gpu: GpuSpec | None
+    pruned: int = 0  # of `trials`, stopped early
+    finished_s: float | None = None  # a finished trial's median
 
     @property
     def label(self) -> str:
         where = f" on the {self.gpu.name}" if self.gpu else ""
+        each = (
+            f"{self.pruned} of them pruned: a trial {fmt_seconds(self.trial_s)} on average, a finished one "
+            f"{fmt_seconds(self.finished_s)}"
+            if self.pruned and self.finished_s
+            else f"none pruned, {fmt_seconds(self.trial_s)} each (mean)"
+        )
         return (
-            f"measured by sweep {self.name}: {self.trials} trials{where}, {self.trial_s:,.0f} s each (median), "
+            f"measured by sweep {self.name}: {self.trials} trials{where}, {each}; "
             f"{self.efficiency:.0%} parallel efficiency on {self.slots} slot{'s' if self.slots > 1 else ''}"
         )
 
@@ -141,8 +153,15 @@ def placement(
 
 
 def estimate(
-    job: Job, rows: list[Row], trials: int, epochs: float, max_gpus: int, measured: MeasuredSweep | None = None
+    job: Job,
+    rows: list[Row],
+    trials: int,
+    epochs: float,
+    max_gpus: int,
+    measured: MeasuredSweep | None = None,
+    unlike: str | None = None,
 ) -> SweepEstimate:
+    """`unlike`: why the store's sweeps of the script were not used (another training), if any."""
     m = job.measured
     assert m is not None
     counts = sorted({k for k in GPU_COUNTS if k <= max_gpus} | ({max_gpus} if max_gpus > GPU_COUNTS[-1] else set()))
@@ -150,9 +169,14 @@ def estimate(
     here_trial_h = _here_trial_h(job, epochs)
     # paid once by the sweep, not by each trial: the compilation its cache keeps (jax)
     once_h = compiled_once_h(m) if measured is None else 0.0
-    basis = "predicted: each trial the run's whole training" if measured is None else measured.label
-    if once_h:
-        basis += f", its {m.compile_s:.0f} s compilation once (the trials share jax's compilation cache)"
+    basis = (
+        "predicted: each trial the run's whole training, none stopped early (no sweep of this training is "
+        f"stored, so no pruning is counted{'; ' + unlike if unlike else ''})"
+        if measured is None
+        else measured.label
+    )
+    if once_h >= 0.5 / 3600:  # under half a second it is not worth a word ("its 0 s compilation")
+        basis += f", its {fmt_seconds(m.compile_s)} compilation once (the trials share jax's compilation cache)"
     anchor = None  # the predicted trial where the sweep ran, to scale its measured trial time by
     if measured is not None and measured.gpu is not None:
         anchor = next((r.one_gpu_hours for r in rows if r.gpu.id == measured.gpu.id and r.one_gpu_hours), None)
@@ -230,24 +254,27 @@ def _here_trial_h(job: Job, epochs: float) -> float | None:
     return seconds / 3600
 
 
-def find_measured(script: str | None, sweeps: dict[str, list[dict]], catalog: Catalog) -> MeasuredSweep | None:
-    """The store's sweep with the most finished trials of `script` (by the argv each trial ran)."""
-    if not script:
+def find_measured(command: list[str] | None, sweeps: dict[str, list[dict]], catalog: Catalog) -> MeasuredSweep | None:
+    """The store's sweep with the most trials that ran `command`'s training (same_training), its
+    pruned trials counted for the time they ran."""
+    if not command:
         return None
     best: MeasuredSweep | None = None
-    for name, trials in sweeps.items():
-        done = [
-            t["result"]
-            for t in trials
-            if t["status"] == "ok"
+    for name, rows in sweeps.items():
+        ran = [
+            (t["status"], t["result"])
+            for t in rows
+            if t["status"] in ("ok", "pruned")
             and t["result"]
             and t["result"].get("command")
-            and workload_of(t["result"]["command"]) == script
             and t["result"].get("duration_s")
+            and same_training(command, t["result"]["command"], t.get("params") or {})
         ]
-        if not done or (best is not None and len(done) <= best.trials):
+        if not ran or (best is not None and len(ran) <= best.trials):
             continue
+        done = [r for _, r in ran]
         durations = [r["duration_s"] for r in done]
+        finished = [r["duration_s"] for status, r in ran if status == "ok"]
         slots = len({r.get("slot") for r in done})
         spans = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in done)
         busy = stats.covered_s(spans)
@@ -256,5 +283,79 @@ def find_measured(script: str | None, sweeps: dict[str, list[dict]], catalog: Ca
         names = [(r.get("telemetry") or {}).get("gpu_name") for r in done]
         named = [n for n in names if n]
         gpu = catalog_lib.match(statistics.mode(named), catalog) if named else None
-        best = MeasuredSweep(name, len(done), slots, statistics.median(durations), min(1.0, speedup / ideal), gpu)
+        best = MeasuredSweep(
+            name,
+            len(done),
+            slots,
+            statistics.fmean(durations),
+            min(1.0, speedup / ideal),
+            gpu,
+            pruned=len(done) - len(finished),
+            finished_s=statistics.median(finished) if finished else None,
+        )
     return best
+
+
+def unlike(command: list[str] | None, sweeps: dict[str, list[dict]]) -> str | None:
+    """Where the store's sweeps ran the run's script but another training (its other fixed
+    arguments): which, and how the first differs, so that "no sweep" is not read as "none seen"."""
+    if not command:
+        return None
+    script = workload_of(command)
+    for name, rows in sweeps.items():
+        for t in rows:
+            argv = (t.get("result") or {}).get("command")
+            if argv and workload_of(argv) == script and not same_training(command, argv, t.get("params") or {}):
+                theirs = " ".join(_fixed(argv, t.get("params") or {})[0])
+                return f"sweep {name} ran {script} as `{theirs}`: another training, not counted"
+    return None
+
+
+def same_training(command: list[str], trial_argv: list[str], params: dict) -> bool:
+    """Whether a sweep trial's argv trains what `command` trains: the same script with the same
+    arguments, once the sweep's own parameters (the values it filled in, and their flags) are set
+    aside on both (`python train.py --lr 0.01 --epochs 5` and a trial `train.py --lr 0.3 --epochs 5`
+    of a sweep over lr: the same; `--epochs 2`: another training)."""
+    if workload_of(command) != workload_of(trial_argv):
+        return False
+    fixed, flags = _fixed(trial_argv, params)
+    return _after_script(_without(command, flags)) == _after_script(fixed)
+
+
+def _fixed(argv: list[str], params: dict) -> tuple[list[str], set[str]]:
+    """(the argv without the values a sweep filled in and their flags, those flags)."""
+    values = {str(v) for v in params.values()} | {f"{v:g}" for v in params.values() if isinstance(v, float)}
+    keep: list[str] = []
+    flags: set[str] = set()
+    for word in argv:
+        flag, eq, value = word.partition("=")
+        if eq and flag.startswith("-") and value in values:
+            flags.add(flag)
+        elif word in values:
+            if keep and keep[-1].startswith("-"):
+                flags.add(keep.pop())
+        else:
+            keep.append(word)
+    return keep, flags
+
+
+def _without(argv: list[str], flags: set[str]) -> list[str]:
+    """`argv` without `flags` and the value after each (or `flag=value`)."""
+    out: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in flags:
+            skip = True
+        elif word.partition("=")[0] not in flags:
+            out.append(word)
+    return out
+
+
+def _after_script(argv: list[str]) -> list[str]:
+    """The arguments after the script (the interpreter's path differs between a run and a trial)."""
+    for index, word in enumerate(argv):
+        if word.endswith(".py") or (index and argv[index - 1] == "-m"):
+            return argv[index + 1 :]
+    return argv[1:]

@@ -3,7 +3,16 @@ report's name for them."""
 
 from __future__ import annotations
 
-from gpuscout.core.units import DASH, bytes_, number, percent, reading, seconds, usd  # noqa: F401  (the report's names)
+from gpuscout.core.units import (  # noqa: F401  (the report's names)
+    DASH,
+    about,
+    bytes_,
+    number,
+    percent,
+    reading,
+    seconds,
+    usd,
+)
 from gpuscout.record.run import RunRecord
 
 

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from gpuscout import recommend as rec
 from gpuscout.recommend import from_run, sweep_cost
+from gpuscout.recommend.caveats import rough
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
 
@@ -19,12 +20,14 @@ def print_ranking(
     fix_first: str | None = None,
     long: bool = False,
     top: int | None = None,
+    lead: str | None = None,
 ) -> None:
     """The answer first (issue 62: at 80 columns the sentence that mattered came last, after 200
     lines of cards): the best value and the fastest GPU in a line, then what makes the ranking
     mean less than it seems (recommend/caveats.py) and what to fix first, then a table that fits
     80 columns. `long`: every column, each row's range, memory and why; `top`: the rows shown (the
-    line above them is of all)."""
+    line above them is of all); `lead`: said before the answer, that the run cannot judge a GPU
+    (recommend/caveats.cannot_judge), whose figures are then given to two digits."""
     out = terminal.console()
     plain = dict(highlight=False, markup=False)
     out.print(
@@ -32,11 +35,12 @@ def print_ranking(
         style="bold",
         **plain,
     )
-    for line in (_conclusion(rows), *caveats, f"Fix first: {fix_first}" if fix_first else None):
+    speed = _speed(job)
+    for line in (lead, _conclusion(rows), *caveats, f"Fix first: {fix_first}" if fix_first else None):
         if line:
             out.print(line, **plain)
     rows = rows[:top]
-    out.print(_long_table(rows, job) if long else _table(rows, job))
+    out.print(_long_table(rows, job, speed) if long else _table(rows, job, speed))
     if long:
         for r in rows:  # which stored runs a "measured" figure is (the job's batch and precision only)
             if r.throughput is not None and r.throughput.basis == "measured":
@@ -62,6 +66,11 @@ def print_ranking(
             "GPUs, by speed; add their price in a --catalog file (docs/catalog.md) to rank them by cost",
             **plain,
         )
+
+
+def _speed(job: rec.Job):
+    """How a figure of this job reads: to two digits where it rests on no GPU's measurement."""
+    return fmt.about if rough(job) else fmt.number
 
 
 def _ranked(r: rec.Row) -> bool:
@@ -98,7 +107,7 @@ def _cost(r: rec.Row) -> str:
     return f"{r.usd_per_hour:.2f} USD/h" if r.hourly else fmt.DASH
 
 
-def _table(rows: list[rec.Row], job: rec.Job) -> Table:
+def _table(rows: list[rec.Row], job: rec.Job, speed=fmt.number) -> Table:
     """Seven narrow columns: rank, GPU, speed and its basis, time, cost, price an hour."""
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for name in ("#", "GPU", f"{job.unit}/s", "basis", "time", "cost", "USD/h"):
@@ -108,7 +117,7 @@ def _table(rows: list[rec.Row], job: rec.Job) -> Table:
         table.add_row(
             f"{rank}" if _ranked(r) else "—",
             f"{r.gpus}x {r.gpu.short_name}" + ("" if r.fits else " [red](no fit)[/]"),
-            fmt.number(t.throughput) if t else fmt.DASH,
+            speed(t.throughput) if t else fmt.DASH,
             t.basis if t else fmt.DASH,
             fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
             fmt.usd(r.cost_usd),
@@ -117,26 +126,22 @@ def _table(rows: list[rec.Row], job: rec.Job) -> Table:
     return table
 
 
-def _long_table(rows: list[rec.Row], job: rec.Job) -> Table:
+def _long_table(rows: list[rec.Row], job: rec.Job, speed=fmt.number) -> Table:
     table = Table(header_style="bold")
     for name in ("#", "GPU", "fits (per GPU)", f"{job.unit}/s", "time", "cost", f"{job.unit}/$", "USD/h", "why"):
         table.add_column(name, overflow="fold")
     for rank, r in enumerate(rows, 1):
         t = r.throughput
-        speed = (
-            fmt.DASH
-            if t is None
-            else f"{fmt.number(t.throughput)} [dim]{t.basis}, {fmt.number(t.low)}–{fmt.number(t.high)}[/]"
-        )
+        figure = fmt.DASH if t is None else f"{speed(t.throughput)} [dim]{t.basis}, {speed(t.low)}–{speed(t.high)}[/]"
         style = "" if _ranked(r) else "[dim]"
         table.add_row(
             f"{rank}" if _ranked(r) else "—",
             f"{style}{r.gpus}x {r.gpu.name}",
             f"{'yes' if r.fits else '[red]no[/]'} {_gb(r.memory_per_gpu_bytes)}/{r.gpu.memory_gb:g} GB",
-            speed,
+            figure,
             fmt.seconds(r.hours * 3600) if r.hours is not None else fmt.DASH,
             fmt.usd(r.cost_usd),
-            fmt.number(r.units_per_usd) if r.units_per_usd is not None else fmt.DASH,
+            speed(r.units_per_usd) if r.units_per_usd is not None else fmt.DASH,
             f"{r.usd_per_hour:.2f}" if r.hourly else fmt.DASH,
             "; ".join(r.reasons),
         )

@@ -288,11 +288,17 @@ def stopping_lines(stopping: dict, cost_usd: float | None, metric: str) -> list[
     if ranks:
         lines.append(f"the best trial ranked {ranks}")
     won = stopping.get("pruned_could_win")
-    if won:
+    if won and won.get("share") is None:  # one curve: a count, never a chance
         lines.append(
-            f"a pruned trial's chance to have won: at most {won['won']} of {won['of']} finished trials that stood "
+            f"a pruned trial's chance to have won cannot be told from one curve: the one finished trial that stood "
+            f"as low at epoch {won['epoch']} {'still ended' if won['won'] else 'did not end'} within the winner's "
+            f"noise ({metric} +-{won['noise']:.3g})"
+        )
+    elif won:
+        lines.append(
+            f"a pruned trial's chance to have won: at most {won['won']} of the {won['of']} finished trials that stood "
             f"as low at epoch {won['epoch']} still ended within the winner's noise ({metric} +-{won['noise']:.3g}): "
-            f"{won['share']:.0%}" + (f" (only {won['of']} such curves: too few to tell more)" if won["of"] < 5 else "")
+            f"{won['share']:.0%} (95% CI {won['share_low']:.0%}-{won['share_high']:.0%})"
         )
     elif stopping["pruned"] and "finished" in stopping:  # said, not left out: the user may trust silence
         lines.append(

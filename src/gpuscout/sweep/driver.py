@@ -15,7 +15,7 @@ from gpuscout.store import Store
 from gpuscout.store.failures import StoreFailure
 from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import runner as run_lib
-from gpuscout.sweep import schedule
+from gpuscout.sweep import schedule, stopping
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.expansion import Trial
 from gpuscout.sweep.results import CompilationCache, SweepSummary
@@ -124,7 +124,7 @@ class _Hooks(schedule.Hooks):
             and not self.said_not_per_epoch
             and result.status == "ok"
             and metric in result.metrics
-            and not search_lib.reported_per_epoch(data, metric)
+            and not stopping.reported_per_epoch(data, metric)
         ):
             # Known only once a trial ran: the file cannot say how a script reports. Said once.
             self.said_not_per_epoch = True

@@ -61,7 +61,7 @@ class SweepSummary(Part):
     log_root: str
     notes: list[str]
     strategy: Strategy
-    early_stop: dict | None  # what early stopping decided and saved (sweep/search.stopping_summary)
+    early_stop: dict | None  # what early stopping decided and saved (sweep/stopping.stopping_summary)
     compilation_cache: CompilationCache | None = None
     tensorboard: TensorBoard | None = None
     # command trials forked from a warm interpreter (executor/warm.py): how many, what it imported,

@@ -14,7 +14,7 @@ from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.versions import __version__
 from gpuscout.executor import process
-from gpuscout.sweep import search as search_lib
+from gpuscout.sweep import stopping
 from gpuscout.sweep.results import Ranked, SweepSummary, TensorBoard
 from gpuscout.sweep.spec import SweepFile, number, score
 from gpuscout.telemetry.nvml import Nvml
@@ -112,7 +112,7 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
         log_root=str(p.log_root),
         notes=p.notes,
         strategy=sweep.strategy,
-        early_stop=search_lib.stopping_summary(sweep, results, best_of(sweep, results)),
+        early_stop=stopping.stopping_summary(sweep, results, best_of(sweep, results)),
     )
 
 
