@@ -136,3 +136,12 @@ def test_runs_from_other_machines_are_said_to_be():
     assert result.exit_code == 0
     assert result.lines[0].machines == "measured on different machines: host laptop against ci-7; CPU Xeon against EPYC"
     assert result.lines[0].text.endswith(result.lines[0].machines)
+
+
+def test_a_ratio_next_to_the_threshold_says_no_count_of_runs_up_to_a_hundred_would_decide():
+    """4.9% slower on a 5% gate, runs 15% apart: the gap that decides is ln(0.951 / 0.95) = 0.00105
+    on the log scale, and 100 runs a side still leave t x 0.15 x sqrt(2/100) = 0.042 of interval."""
+    result = sides(spread(1000, 0.15), spread(951, 0.15))
+    [line] = result.lines
+    assert result.exit_code == EXIT_UNDECIDED and line.runs_needed is None
+    assert "more than 100 runs a side would be needed at the spread seen" in line.text

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuscout.analysis.between_runs import run_test, runs_to_decide
+from gpuscout.analysis.between_runs import MOST_RUNS, run_test, runs_to_decide
 from gpuscout.analysis.compare import ALPHA, Comparison, Group
 from gpuscout.record import StoredRecord
 
@@ -125,7 +125,8 @@ def _line(c: Comparison, base: Group, g: Group, pct: float, machines: str | None
         more = (
             f"about {needed} runs a side would decide at the spread seen"
             if needed is not None
-            else "no count of runs would decide at the spread seen (the ratio sits on the threshold)"
+            else f"more than {MOST_RUNS} runs a side would be needed at the spread seen: the ratio lies that close "
+            f"to the {pct:g}% allowed"
         )
         outcome, text = (
             "undecided",
