@@ -49,6 +49,8 @@ def test_the_headline_is_the_script_s_own_epoch_clock(tmp_path):
     text = " ".join(shown.stdout.split())
     assert text.count("throughput") == 1 and "samples/s by its whole epochs (7 after the first" in text
     assert "the training steps alone:" in text and "the epoch's end 6" in text
+    listed = " ".join(run_cli("results", "list", "--store", str(store)).stdout.split())
+    assert f"{headline:,.0f} samples/s" in listed and "(steps)" not in listed  # the same figure in the list
     # recommend --from: the validation scaled with the GPU, the epoch's end and what comes between as this host's
     predicted = run_cli("recommend", "--from", run["id"], "--json", "--store", str(store))
     assert predicted.returncode == 0, predicted.stderr[-2000:]

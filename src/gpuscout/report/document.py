@@ -107,7 +107,9 @@ def _watched(records: list[WatchRecord]) -> Section:
         "Watched training scripts",
         [
             "`gpuscout watch`: the user's own script, each Model.fit timed window by window (about a "
-            "second each) and its GPUs sampled by NVML; the verdict ranks what slowed it."
+            "second each) and its GPUs sampled by NVML; the verdict ranks what slowed it. Its throughput "
+            "is its whole epochs' (validation and callbacks in: what the script's own clock reads); the "
+            "steps' own figure leaves them out."
         ],
     )
     rows = []
@@ -123,6 +125,7 @@ def _watched(records: list[WatchRecord]) -> Section:
                 r.status,
                 str(r.batch_size or fmt.DASH),
                 fmt.seconds(r.step_time_s),
+                fmt.number(r.clock.samples_per_s if r.clock else None),
                 fmt.number(r.samples_per_s),
                 fmt.percent(r.input_wait_share),
                 fmt.DASH if t is None or t.gpu_util_mean_pct is None else f"{t.gpu_util_mean_pct:.0f}%",
@@ -141,7 +144,8 @@ def _watched(records: list[WatchRecord]) -> Section:
                 "status",
                 "batch",
                 "step",
-                "samples/s",
+                "samples/s by whole epochs",
+                "the steps' samples/s",
                 "input wait",
                 "GPU busy",
                 "MFU",

@@ -275,5 +275,13 @@ def row(r: WatchRecord) -> list[str]:
     """A watched script in `results list`: id, created, workload, config, batch, device, status, throughput."""
     main = r.main
     config = f"watch {main.backend} {main.precision_policy}" if main and main.backend else f"watch ({r.mode})"
-    rate = f"{fmt.number(r.samples_per_s)} samples/s" if r.samples_per_s else fmt.DASH
+    # the user's clock where it has whole epochs (_throughput), else the steps' own, named so
+    by_epochs = r.clock.samples_per_s if r.clock else None
+    rate = (
+        f"{fmt.number(by_epochs)} samples/s"
+        if by_epochs
+        else f"{fmt.number(r.samples_per_s)} samples/s (steps)"
+        if r.samples_per_s
+        else fmt.DASH
+    )
     return [r.id, r.created_utc, r.workload, config, str(r.batch_size or fmt.DASH), r.gpu_label, r.status, rate]
