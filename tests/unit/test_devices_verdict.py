@@ -9,6 +9,7 @@ from gpuscout.analysis import devices
 from gpuscout.record.run import GpuInfo
 from gpuscout.report.watch import _figures
 from gpuscout.tune import judging, script
+from gpuscout.tune.changes import data_parallel
 from tests.records import fit_events, make_watch_record
 from tests.watch_records import busy
 
@@ -138,28 +139,28 @@ def test_the_trace_names_the_straggler_that_nvml_sees_as_busy_as_the_rest():
 
 def test_tune_offers_data_parallel_on_jax_and_on_tensorflow_each_with_its_own_lines():
     r = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.0, input_type="numpy", batch=128))
-    changes = script._data_parallel(r)
+    changes = data_parallel.data_parallel(r)
     assert [(c.name, c.knob, c.settings) for c in changes] == [
         ("data_parallel", "data_parallel", {"data_parallel": True}),
         ("data_parallel_batch", "data_parallel", {"data_parallel": True, "batch_size": 256}),
     ]
     assert "learning rate" in changes[1].why and "batch_size=256" in changes[1].line
     generator = make_watch_record(events=spread(replicas=1, devices_seen=2, wait_s=0.0, input_type="generator"))
-    assert [c.name for c in script._data_parallel(generator)] == ["data_parallel"]  # its batches are its own
+    assert [c.name for c in data_parallel.data_parallel(generator)] == ["data_parallel"]  # its batches are its own
     assert "set_distribution" in changes[0].line and "MirroredStrategy" not in changes[0].line
     tf = make_watch_record(
         events=spread(replicas=1, devices_seen=2, backend="tensorflow", wait_s=0.0, input_type="numpy", batch=128)
     )
-    tf_changes = script._data_parallel(tf)
+    tf_changes = data_parallel.data_parallel(tf)
     assert [(c.name, c.settings) for c in tf_changes] == [
         ("data_parallel", {"data_parallel": True}),
         ("data_parallel_batch", {"data_parallel": True, "batch_size": 256}),
     ]
     assert all("with strategy.scope():" in c.line and "set_distribution" not in c.line for c in tf_changes)
     one = make_watch_record(events=spread(replicas=1, devices_seen=1, wait_s=0.0))
-    assert script._data_parallel(one) == "jax sees one device"
+    assert data_parallel.data_parallel(one) == "jax sees one device"
     everywhere = make_watch_record(events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.0))
-    assert script._data_parallel(everywhere) == "the step runs on all 2 devices already (DataParallel)"
+    assert data_parallel.data_parallel(everywhere) == "the step runs on all 2 devices already (DataParallel)"
 
 
 def test_idle_devices_ranked_first_put_data_parallel_first_in_the_plan():
@@ -185,7 +186,7 @@ def test_a_data_parallel_row_says_its_scaling_efficiency():
     fast = make_watch_record(
         "dp", events=spread(replicas=2, devices_seen=2, strategy="DataParallel", wait_s=0.0, steps=90)
     )
-    change = script._data_parallel(base[0])[0]
+    change = data_parallel.data_parallel(base[0])[0]
     row = judging.judged(change, [fast], base, 64)
     assert row.ratio == pytest.approx(1.8) and row.devices == 2 and row.efficiency == pytest.approx(0.9)
     from gpuscout.report.tune_script import _gain

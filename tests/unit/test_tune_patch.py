@@ -344,9 +344,9 @@ def augmenting(path, **function):
 
 
 def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
-    """The planner's change (tune/augment.py) and its patch: the call replaced by its image, the model
+    """The planner's change (tune/changes/augment_in_model.py) and its patch: the call replaced by its image, the model
     wrapped behind the layers before the statement that compiles it, at that statement's indentation."""
-    from gpuscout.tune import augment
+    from gpuscout.tune.changes import augment_in_model as augment
 
     script = tmp_path / "train.py"
     script.write_text(AUGMENTING)

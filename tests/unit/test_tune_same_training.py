@@ -1,6 +1,6 @@
 """Issue 74: a tune change buys speed, never another training. The user's clock (analysis/
 epoch_clock.py) checked against a hand computation; which steps_per_execution values tile an epoch
-(tune/script.tiling); and how a candidate trains otherwise than its reference (tune/
+(tune/changes/steps_per_execution.tiling); and how a candidate trains otherwise than its reference (tune/
 same_training.py), on records made by hand. tests/integration/test_cli_tune_same_training.py
 checks the same on real Keras runs."""
 
@@ -8,7 +8,8 @@ import pytest
 
 from gpuscout.analysis import epoch_clock
 from gpuscout.record.watch import WatchedFit
-from gpuscout.tune import same_training, script
+from gpuscout.tune import same_training
+from gpuscout.tune.changes import steps_per_execution
 from tests.records import fit_events, make_watch_record
 
 # Three epochs of a fit, by hand: (start, training's end, epoch's end with validation), 40 steps
@@ -71,11 +72,11 @@ def test_the_clock_is_the_wall_time_from_one_epoch_s_end_to_the_next():
 )
 def test_steps_per_execution_values_tile_the_epoch(epoch, validation, values):
     main = fit_with(epochs=[], steps_per_epoch=epoch, validation_steps=validation)
-    assert script.tiling(main)[0] == values
+    assert steps_per_execution.tiling(main)[0] == values
 
 
 def test_no_value_tiles_an_epoch_of_a_large_prime():
-    reason = script.tiling(fit_with(epochs=[], steps_per_epoch=97))
+    reason = steps_per_execution.tiling(fit_with(epochs=[], steps_per_epoch=97))
     assert reason == (
         "no steps_per_execution from 2 to 64 divides the epoch's 97 steps: any would change the steps an epoch "
         "trains (Keras runs whole calls of it)"

@@ -8,7 +8,11 @@ import pytest
 
 from gpuscout.analysis.compare import contrast
 from gpuscout.record.watch import InputRepeats
-from gpuscout.tune import input_changes, judging, larger_batch, script
+from gpuscout.tune import judging, larger_batch, script
+from gpuscout.tune.changes import cache as cache_change
+from gpuscout.tune.changes import device_batches as device_change
+from gpuscout.tune.changes import prefetch as prefetch_change
+from gpuscout.tune.changes import workers as workers_change
 from tests.records import fit_events, make_watch_record
 from tests.watch_records import H100, busy
 
@@ -87,7 +91,7 @@ def test_cache_is_offered_only_for_batches_seen_to_repeat():
         {"checked": 4, "same": 4, "batches": 20, "bytes": 3 * 2**20},
     ):
         r.main.input_repeats = repeats and InputRepeats(**repeats)
-        found = input_changes.cache(r)
+        found = cache_change.cache(r)
         reasons[str(repeats and repeats["same"])] = found if isinstance(found, str) else found[0]
     assert reasons["None"].startswith("whether the batches repeat was not checked")
     assert reasons["3"].startswith("1 of 4 batches read after the first epoch were new ones")
@@ -100,14 +104,14 @@ def test_cache_is_offered_only_for_batches_seen_to_repeat():
     # a generator repeating every 20 batches: replayed after its first period, in its order
     r.main.input_type = "generator"
     r.main.input_repeats = InputRepeats(checked=30, same=30, order="stream", period=20, bytes=2**30)
-    (replay,) = input_changes.cache(r)
+    (replay,) = cache_change.cache(r)
     assert (
         replay.settings == {"cache": True, "period": 20, "fill_steps": 20}
         and "def replayed(batches, period):" in replay.line
     )
     r.env.host_memory_bytes = 2**30  # more than half of the host's memory: refused, with both sizes
     assert (
-        input_changes.cache(r)
+        cache_change.cache(r)
         == "the batches repeat, but keeping them takes 1.0 GiB, more than half of the host's 1.0 GiB"
     )
 
@@ -115,13 +119,13 @@ def test_cache_is_offered_only_for_batches_seen_to_repeat():
 def test_every_input_change_is_code():
     """The lines handed over for prefetch and device_batches are the definitions tune injected."""
     gen = baseline(input_type="generator", wait_s=0.6)
-    (prefetch,) = input_changes.prefetch(gen)
+    (prefetch,) = prefetch_change.prefetch(gen)
     assert (
         prefetch.line.startswith("def read_ahead(batches, depth=8):")
         and "model.fit(read_ahead(batches)" in prefetch.line
     )
     arrays = baseline(input_type="numpy")
-    (moved,) = input_changes.device_batches(arrays)
+    (moved,) = device_change.device_batches(arrays)
     compile(moved.line.replace("...", "epochs=1"), "line", "exec")  # it parses: code, not prose
 
 
@@ -213,14 +217,14 @@ def test_a_tf_data_pipeline_gets_its_maps_parallel_and_a_cache_after_its_last_re
         "the map at train.py:10 made its first elements the same in two passes, 1,000 elements" in planned["cache"].why
     )
     r.main.pipeline.insert(0, PipelineOp(**_op("shuffle", 9)))  # the order would be frozen
-    assert "comes after a shuffle" in input_changes.cache(r)
+    assert "comes after a shuffle" in cache_change.cache(r)
     r.main.pipeline = [PipelineOp(**_op("map", 11, repeats=False, elements=9))]  # a random augmentation
-    assert "the map at train.py:11 made different elements in two passes" in input_changes.cache(r)
+    assert "the map at train.py:11 made different elements in two passes" in cache_change.cache(r)
     r.main.pipeline = [PipelineOp(**_op("map", 10, parallel=True, repeats=True, endless=True))]
-    assert "makes endless elements" in input_changes.cache(r)
-    assert input_changes.workers(r).startswith("every map and interleave of the pipeline runs in parallel already")
+    assert "makes endless elements" in cache_change.cache(r)
+    assert workers_change.workers(r).startswith("every map and interleave of the pipeline runs in parallel already")
     r.main.pipeline = []
-    assert "were not seen" in input_changes.cache(r)
+    assert "were not seen" in cache_change.cache(r)
 
 
 def test_a_model_left_to_run_eagerly_is_compiled_first():

@@ -450,7 +450,7 @@ PREFETCH = Change("prefetch", "prefetch", {"prefetch": True}, "model.fit(read_ah
 
 
 def plan_deferred(facts, kept):
-    """Prefetch planned; mixed precision deferred (the loop waits for its input: script._precision)."""
+    """Prefetch planned; mixed precision deferred (the loop waits for its input: tune/changes/mixed_precision.py)."""
     return Plan(changes=[] if "prefetch" in kept else [PREFETCH], deferred=[MIXED])
 
 

@@ -25,6 +25,7 @@ from gpuscout.report.tune_script import print_plan, print_tune_script
 from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.tune.changes import CHANGES
 
 HELP = """Measure what each fix buys on your own script, unchanged: `gpuscout tune -- python train.py`
 runs it as the baseline under watch's instrumentation, then once per change the baseline makes
@@ -109,8 +110,10 @@ class TuneConfig:
             "four whole epochs at least]."
         ),
     ] = None
-    only: Annotated[str | None, typer.Option(help="-- COMMAND: only these changes (comma list).")] = None
-    skip: Annotated[str | None, typer.Option(help="-- COMMAND: not these changes (comma list).")] = None
+    only: Annotated[
+        str | None, typer.Option(help=f"-- COMMAND: only these changes (comma list of {', '.join(CHANGES)}).")
+    ] = None
+    skip: Annotated[str | None, typer.Option(help="-- COMMAND: not these changes (comma list, as --only).")] = None
     dry_run: Annotated[bool, typer.Option("--dry-run", help="-- COMMAND: print the plan, run nothing.")] = False
     patch: Annotated[
         Path | None,

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscout.report import format as fmt
+from gpuscout.tune.changes import KINDS
 from gpuscout.tune.results import Judged, TuneScriptReport
 
 
@@ -193,18 +194,5 @@ def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> Non
     )
 
 
-PLAN_RULES = (
-    ("jit_compile", "the step runs without XLA (on tensorflow: only on a GPU, where Keras itself would compile)"),
-    ("mixed_precision", "float32 on a GPU with tensor cores (compute capability 7.0 or more)"),
-    (
-        "steps_per_execution",
-        "steps under 25 ms, or a host-bound loop (8 and 32, each the nearest that divides the epoch's steps)",
-    ),
-    ("workers", "a PyDataset that keeps the loop waiting (threads and processes)"),
-    ("cache", "a PyDataset or generator that keeps the loop waiting and makes the same batches again (hashed)"),
-    ("prefetch", "a tf.data dataset or a generator that keeps the loop waiting"),
-    ("device_batches", "in-memory arrays given to fit on jax, on a GPU: moved to it once, fed in device slices"),
-    ("augment_in_model", "a PyDataset whose __getitem__ spends its time in per-image work that Keras layers do"),
-    ("batch_size", "in-memory arrays, where twice and four times the batch fit in memory"),
-    ("data_parallel", "the framework sees more devices than the step runs on"),
-)
+# When each kind of change is tried, as each says (tune/changes/)
+PLAN_RULES = tuple((k.name, k.rule) for k in KINDS.values())

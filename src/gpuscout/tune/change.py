@@ -1,7 +1,7 @@
 """What tune tries and why: a change (one variant of a knob, with what the child applies and the
 line the user would write), a knob it skips with its reason, and a round's plan of both, and the
 one reason the input planners share (the loop does not wait for its input). Imported by every
-part of tune (the planners in script.py and augment.py, the search, the patch)."""
+part of tune (the kinds of change in tune/changes/, the planner, the search, the patch)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,11 @@ from dataclasses import dataclass, field
 from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
 from gpuscout.record.watch import WatchRecord
 
-# The knobs tune turns (`--only`, `--skip`), each planned by tune/script.py
-CHANGES = (
-    "jit_compile",
-    "mixed_precision",
-    "steps_per_execution",
-    "workers",
-    "cache",
-    "prefetch",
-    "device_batches",
-    "augment_in_model",
-    "batch_size",
-    "data_parallel",
-)
-
 
 @dataclass
 class Change:
     name: str  # a variant's name: jit_compile, steps_per_execution_32, workers_4_processes, ...
-    knob: str  # which of CHANGES it is
+    knob: str  # which kind it is (tune/changes: CHANGES)
     settings: dict  # what the instrumentation applies (GPUSCOUT_TUNE)
     line: str  # the line to write in the script
     why: str  # what in the baseline made it worth trying
@@ -55,11 +41,6 @@ class Plan:
     changes: list[Change] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
     deferred: list[Change] = field(default_factory=list)  # each also named in `skipped`, with its reason
-
-
-# The changes to the input, in the order a round tries them while the input caps the step: the one that
-# removes the work (cache) before the ones that spread it, as a budget may end a round
-INPUT_FIRST = ("cache", "device_batches", "augment_in_model", "workers", "prefetch")
 
 
 def not_waiting(r: WatchRecord) -> str | None:

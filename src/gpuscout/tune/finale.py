@@ -17,9 +17,10 @@ from gpuscout.core.provenance import utc_now
 from gpuscout.core.spec import Precision
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
-from gpuscout.tune import augment, judging, search
+from gpuscout.tune import judging, search
 from gpuscout.tune import patch as patches
 from gpuscout.tune.budget import Budget, Steps
+from gpuscout.tune.changes import augment_in_model as augment
 from gpuscout.tune.results import Judged, PatchMade, Skipped, TuneScriptReport
 from gpuscout.tune.trials import Config, Outcome
 

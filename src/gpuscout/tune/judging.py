@@ -14,7 +14,8 @@ from gpuscout.analysis.compare import contrast
 from gpuscout.record.epochs import EpochClock
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import same_training
-from gpuscout.tune.change import CHANGES, Change
+from gpuscout.tune.change import Change
+from gpuscout.tune.changes import CHANGES
 from gpuscout.tune.results import Judged
 
 # The loss a change may end at, against the baseline's at equal steps, before it is "clearly worse".
@@ -99,7 +100,7 @@ def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> Judged:
 
 def fill_steps(settings: dict) -> int:
     """The steps a setting's cache takes to fill (its first period, or epoch, of batches); 0
-    without a cache (input_changes.cache puts them in its settings)."""
+    without a cache (tune/changes/cache.py puts them in its settings)."""
     return int(settings.get("fill_steps") or 0) if settings.get("cache") else 0
 
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging, script
 from gpuscout.tune.budget import Budget, Steps
-from gpuscout.tune.change import INPUT_FIRST, Change, Plan, Skip
+from gpuscout.tune.change import Change, Plan, Skip
+from gpuscout.tune.changes import INPUT_FIRST
 from gpuscout.tune.trials import REPEATABLE, SLOWER_CUT, Config, Outcome, Trial
 
 # Candidates between two runs of their reference: each is then at most one run away from one

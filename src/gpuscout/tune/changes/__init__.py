@@ -1,0 +1,51 @@
+"""The changes tune makes, one module each (tune/changes/base.py: what a kind holds), in the order
+a plan lists them. A new change is a module here with its KIND, a line below, its applier in the
+child (child/tune_overrides.py, keyed by its settings), and its tests."""
+
+from __future__ import annotations
+
+from gpuscout.core.errors import UsageError
+from gpuscout.tune.changes import (
+    augment_in_model,
+    batch_size,
+    cache,
+    data_parallel,
+    device_batches,
+    jit_compile,
+    mixed_precision,
+    prefetch,
+    steps_per_execution,
+    workers,
+)
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where
+
+KINDS: dict[str, ChangeKind] = {
+    k.name: k
+    for k in (
+        jit_compile.KIND,
+        mixed_precision.KIND,
+        steps_per_execution.KIND,
+        workers.KIND,
+        cache.KIND,
+        prefetch.KIND,
+        device_batches.KIND,
+        augment_in_model.KIND,
+        batch_size.KIND,
+        data_parallel.KIND,
+    )
+}
+# The knobs (`--only`, `--skip`, Change.knob)
+CHANGES = tuple(KINDS)
+# The changes to the input, in the order a round tries them while the input caps the step
+INPUT_FIRST = tuple(k.name for k in sorted(KINDS.values(), key=lambda k: k.input_rank or 0) if k.input_rank is not None)
+
+
+def kind(name: str) -> ChangeKind:
+    """The kind of change a knob is."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise UsageError(f"unknown change {name!r}: choose from {', '.join(CHANGES)}") from None
+
+
+__all__ = ["CHANGES", "INPUT_FIRST", "KINDS", "ChangeKind", "FileEdits", "Where", "kind"]

@@ -1,0 +1,88 @@
+"""One kind of change tune makes to a user's script (jit_compile, cache, ...), as Optuna's samplers
+and hyperfine's exporters are each one module behind one base: its plan (when the baseline's
+facts make it worth a run, what it is tried as, and otherwise why not), the rule that says so
+before anything runs (`tune --dry-run` without a baseline), and the edits its patch writes
+into the user's files. The child's side, what the change does in the running script, is
+child/tune_overrides.py's, keyed by the settings the plan's changes carry.
+
+Each module of tune/changes holds one kind and registers it (tune/changes/__init__.py); the
+planner (tune/script.py), the patch (tune/patch.py), the dry run's rules (report/tune_script.py)
+and `--only`/`--skip` read the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscout.analysis.repeats import definition
+from gpuscout.record.watch import CallSite, WatchRecord
+from gpuscout.tune.change import Change, Deferred
+from gpuscout.tune.source_edits import Edit, NotLocated, call_at, insert_after_imports, own_name, wrap_input
+
+# A file's edits, as tune/source_edits.apply takes them
+FileEdits = list[tuple[Path, list[Edit]]]
+
+
+@dataclass(frozen=True)
+class Where:
+    """What a change's patch is located from: where the baseline's run saw the script's calls
+    (record.watch.CallSite by kind: compile, fit, input, map), the run itself, the script's folder,
+    and the files' original texts as read so far (each file read once, every edit on its original)."""
+
+    sites: dict[str, CallSite]
+    baseline: WatchRecord
+    root: Path
+    originals: dict[Path, str]
+
+
+def site(sites: dict[str, CallSite], kind: str, root: Path, what: str) -> tuple[Path, int]:
+    """The file and line of the call of `kind` the run saw, inside the script's folder."""
+    seen = sites.get(kind)
+    if seen is None:
+        raise NotLocated(f"where the script {what} was not seen")
+    path = Path(seen.file).resolve()
+    if not path.is_file() or root not in path.parents:
+        raise NotLocated(f"{what} is in {seen.file}, outside the script's folder {root}")
+    return path, seen.line
+
+
+def original(path: Path, originals: dict[Path, str]) -> str:
+    """The file's original text, read once: every edit is located in it."""
+    if path not in originals:
+        originals[path] = path.read_text()
+    return originals[path]
+
+
+def wrapped_input(where: Where, helper: str, wrap: str, need_keras: bool = False) -> FileEdits:
+    """fit's input wrapped in one of child/fixes.py's helpers (`wrap`: "read_ahead({})"), its
+    definition written after the imports under a name the file does not use yet."""
+    path, line = site(where.sites, "fit", where.root, "called fit")
+    text = original(path, where.originals)
+    named, code = own_name(text, helper, definition(helper))
+    return [
+        (
+            path,
+            wrap_input(text, call_at(text, line, "fit"), wrap.replace(helper, named, 1))
+            + insert_after_imports(text, code, need_keras=need_keras, name=named),
+        )
+    ]
+
+
+class ChangeKind:
+    """A kind of change: subclasses set `name` and `rule`, and define `plan` and `edits`."""
+
+    name: str  # the knob: what --only and --skip name, Change.knob
+    rule: str  # when it is tried, in a line: the dry run's plan without a baseline
+    # The order a round tries the input's changes in while the input caps the step (None: not an
+    # input change): the one that removes the work before those that spread it
+    input_rank: int | None = None
+
+    def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | Deferred | str:
+        """The changes of this kind the baseline's facts make worth a run, deferred ones (tried only
+        on top of a change that lifts what caps them), or why none is."""
+        raise NotImplementedError
+
+    def edits(self, change: Change, where: Where) -> FileEdits:
+        """The patch's edits for `change`; NotLocated where they cannot be written."""
+        raise NotLocated(f"{change.name} is not written by a patch yet: write the lines printed")

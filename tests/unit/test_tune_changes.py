@@ -1,0 +1,82 @@
+"""The kinds of change tune makes, one module each behind one base (tune/changes/, issue 76): the
+registry is what the planner, the patch, the dry run's rules and --only/--skip read, so a kind
+added there is planned, written into the patch and named everywhere without a line elsewhere."""
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from gpuscout.report.tune_script import PLAN_RULES
+from gpuscout.tune import changes, script
+from gpuscout.tune import patch as patches
+from gpuscout.tune.change import Change
+from gpuscout.tune.changes.base import ChangeKind, original, site
+from gpuscout.tune.source_edits import NotLocated, call_at, set_keywords
+from tests.records import fit_events, make_watch_record
+from tests.unit.test_tune_patch import SCRIPT
+from tests.unit.test_tune_patch import baseline as patch_baseline
+
+CHANGES_DIR = Path(changes.__file__).parent
+
+
+def test_every_knob_is_a_module_of_its_own_and_every_module_a_knob():
+    modules = sorted(p.stem for p in CHANGES_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
+    assert modules == sorted(changes.CHANGES)
+    for name in changes.CHANGES:
+        kind = importlib.import_module(f"gpuscout.tune.changes.{name}").KIND
+        assert isinstance(kind, ChangeKind) and kind.name == name and changes.kind(name) is kind
+        assert kind.rule and type(kind).plan is not ChangeKind.plan and type(kind).edits is not ChangeKind.edits
+    # the dry run's rules are the kinds' own: none left out (the table had drifted to 8 of 10)
+    assert [name for name, _ in PLAN_RULES] == list(changes.CHANGES)
+    assert changes.INPUT_FIRST == ("cache", "device_batches", "augment_in_model", "workers", "prefetch")
+
+
+def test_no_module_outside_tune_changes_names_a_knob_in_an_if_chain():
+    """The patch dispatches on the kind, not on its name (tune/patch.py's 95-line if-chain)."""
+    tree = ast.parse((CHANGES_DIR.parent / "patch.py").read_text())
+    compared = [
+        c.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        for c in node.comparators
+        if isinstance(c, ast.Constant) and c.value in changes.CHANGES
+    ]
+    assert compared == []
+
+
+class Seeded(ChangeKind):
+    """A kind the project does not have: compile with a fixed seed generator, for the test."""
+
+    name = "seeded"
+    rule = "always, for the test"
+
+    def plan(self, baseline, script_batch):
+        return [Change("seeded", self.name, {"seeded": True}, "model.compile(..., seed=0)", "the test asks")]
+
+    def edits(self, change, where):
+        path, line = site(where.sites, "compile", where.root, "compiled the model")
+        text = original(path, where.originals)
+        return [(path, set_keywords(text, call_at(text, line, "compile"), {"seed": "0"}))]
+
+
+def test_a_kind_added_to_the_registry_is_planned_checked_and_patched(tmp_path, monkeypatch):
+    monkeypatch.setitem(changes.KINDS, "seeded", Seeded())
+    monkeypatch.setattr(script, "CHANGES", (*changes.CHANGES, "seeded"))
+    script.check_names(("seeded",), "--only")
+    planned = script.plan(make_watch_record(events=fit_events()), only=("seeded",))
+    assert [c.name for c in planned.changes] == ["seeded"] and planned.skipped == []
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    made = patches.make(planned.changes, patch_baseline(path), tmp_path)
+    assert made.located == ["seeded"] and '"mse", jit_compile=False, seed=0)' in made.texts[path.resolve()][1]
+
+
+def test_a_kind_that_cannot_write_its_patch_says_so_and_leaves_the_others(tmp_path):
+    class Unwritten(Seeded):
+        def edits(self, change, where):
+            return ChangeKind.edits(self, change, where)
+
+    with pytest.raises(NotLocated, match="seeded is not written by a patch yet"):
+        Unwritten().edits(Change("seeded", "seeded", {}, "", ""), None)
