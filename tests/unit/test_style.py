@@ -31,6 +31,30 @@ def test_the_tree_is_formatted_and_clean_and_a_planted_fault_is_named(tmp_path):
     assert ruff("format", "--check", "--no-cache", ".", cwd=tmp_path).returncode == 1
 
 
+def test_the_typed_wires_pass_the_type_checker_and_a_planted_fault_is_named(tmp_path):
+    """mypy, strict on pyproject's [tool.mypy] files (the tune settings, the kinds of change, the
+    run-level test and the gate); and the same configuration catches what it exists to catch."""
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from gpuscout.core.tune_settings import TuneSettings\n\n"
+        "def workers(s: TuneSettings) -> int:\n    return s.workers\n\n"
+        "def untyped(x):\n    return x\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--config-file", str(ROOT / "pyproject.toml"), str(planted)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert found.returncode == 1
+    assert "[return-value]" in found.stdout and "[no-untyped-def]" in found.stdout, found.stdout
+
+
 def test_no_module_of_the_package_is_over_the_limit():
     sizes = {p.relative_to(ROOT / "src"): len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")}
     over = {str(p): n for p, n in sizes.items() if n > MAX_MODULE_LINES}

@@ -52,9 +52,10 @@ def run_value(record: StoredRecord, how: str) -> float:
 
 def window_values(r: StoredRecord) -> list[float]:
     """A run's steady windows' throughputs (samples/s for a watched script)."""
+    fallback = [r.throughput.median] if r.throughput else []
     if r.kind == "watch":  # samples/s per window: for one batch size, the step times' order reversed
-        return r.window_samples_per_s() or [r.throughput.median]
-    return [w.throughput for w in r.windows] or [r.throughput.median]
+        return r.window_samples_per_s() or fallback
+    return [w.throughput for w in r.windows] or fallback
 
 
 def run_interval(record: StoredRecord, how: str) -> tuple[float | None, float | None]:

@@ -22,6 +22,7 @@ the line: the gate still runs, and the reader knows what the figure stands on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuscout.analysis.between_runs import MOST_RUNS, run_test, runs_to_decide
@@ -86,14 +87,13 @@ def gate(comparisons: list[Comparison], records: list[StoredRecord], fail_slower
 
 def _line(c: Comparison, base: Group, g: Group, pct: float, machines: str | None) -> GateLine:
     tested = run_test(base.runs, g.runs)
-    ratio, low, high = (tested.ratio, tested.ratio_low, tested.ratio_high) if tested else (g.ratio, None, None)
+    ratio = tested.ratio if tested else g.ratio
+    low, high = (tested.ratio_low, tested.ratio_high) if tested else (None, None)
     interval = f" [95% CI {_ratio(low)}-{_ratio(high)}]" if low is not None and high is not None else ""
-    change = (1 - ratio) * 100 if ratio is not None else None
-    how = (
-        f"{abs(change):.1f}% {'slower' if change > 0 else 'faster'} (ratio {_ratio(ratio)}{interval})"
-        if change is not None
-        else "unmeasured"
-    )
+    how = "unmeasured"
+    if ratio is not None:
+        change = (1 - ratio) * 100
+        how = f"{abs(change):.1f}% {'slower' if change > 0 else 'faster'} (ratio {_ratio(ratio)}{interval})"
     test = f", p={tested.p_value:.3g} ({tested.test})" if tested else ""
     where = f"; {machines}" if machines else ""
     said = f"{c.workload}: {g.label} against {base.label}: {how}{test}"
@@ -111,14 +111,14 @@ def _line(c: Comparison, base: Group, g: Group, pct: float, machines: str | None
             "no significant difference"
             if not significant
             else f"slower with significance, within the {pct:g}% allowed"
-            if ratio < 1
+            if tested.ratio < 1
             else "faster with significance"
         )
         outcome, text = (
             "ok",
             f"ok: {said}: the interval rules out a slowdown beyond the {pct:g}% allowed ({why}){where}",
         )
-    elif tested.p_value < ALPHA and ratio < threshold:
+    elif tested.p_value < ALPHA and tested.ratio < threshold:
         outcome, text = "slower", f"FAIL: {said}: slower with significance, more than the {pct:g}% allowed{where}"
     else:
         needed = runs_to_decide(tested, threshold)
@@ -131,10 +131,11 @@ def _line(c: Comparison, base: Group, g: Group, pct: float, machines: str | None
         outcome, text = (
             "undecided",
             f"cannot decide: {said}: the interval holds both a slowdown beyond the {pct:g}% allowed and "
-            f"{'no slowdown at all' if high >= 1 else 'one within it'}; {more} (docs/ci.md){where}",
+            f"{'no slowdown at all' if tested.ratio_high >= 1 else 'one within it'}; {more} (docs/ci.md){where}",
         )
-    return GateLine(outcome, c.workload, base.label, g.label, ratio, low, high, tested and tested.p_value,
-                    tested and tested.test, machines, text, needed)  # fmt: skip
+    return GateLine(outcome, c.workload, base.label, g.label, ratio, low, high,
+                    tested.p_value if tested else None, tested.test if tested else None, machines, text,
+                    needed)  # fmt: skip
 
 
 def _ratio(x: float) -> str:
@@ -146,11 +147,12 @@ def _machines(base: Group, g: Group, by_id: dict[str, StoredRecord]) -> str | No
     """How the machines of the baseline's runs and the candidate's differ (host, CPU, GPU)."""
     sides = [[by_id[i] for i in group.run_ids if i in by_id] for group in (base, g)]
     differ = []
-    for name, get in (
+    got: tuple[tuple[str, Callable[[StoredRecord], object]], ...] = (
         ("host", lambda r: r.env.hostname),
         ("CPU", lambda r: r.env.cpu_model),
         ("GPU", lambda r: r.gpu.name if r.gpu else "none"),
-    ):
+    )
+    for name, get in got:
         seen = [sorted({str(get(r)) for r in side}) for side in sides]
         if seen[0] and seen[1] and seen[0] != seen[1]:
             differ.append(f"{name} {', '.join(seen[0])} against {', '.join(seen[1])}")

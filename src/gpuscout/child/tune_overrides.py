@@ -1,6 +1,7 @@
 """Inside a script run by `gpuscout tune -- COMMAND`: one change applied to the unchanged script.
 
-gpuscout passes the change in GPUSCOUT_TUNE (JSON) beside watch's own settings; the watch hook
+gpuscout passes the change in GPUSCOUT_TUNE (core/tune_settings.py's TuneSettings, as JSON)
+beside watch's own settings; the watch hook
 (child/watch_hook.py) calls these functions where Keras gives them a place, before the first
 layer is built (the precision policy), at `Model.compile` (XLA, steps_per_execution) and at
 `Model.fit` (the input, the batch). Nothing in a file changes. What was applied goes to the
@@ -12,12 +13,14 @@ Only the standard library, Keras and the frameworks are imported here, and those
 
 from __future__ import annotations
 
-import json
 import os
 
 from gpuscout.child.watch_state import emit, is_pydataset
+from gpuscout.core.tune_settings import TuneSettings
 
-CHANGES = json.loads(os.environ.get("GPUSCOUT_TUNE", "{}") or "{}")
+# What this run applies (core/tune_settings.py: typed, checked where the parent encoded it); a test
+# may set another
+SETTINGS = TuneSettings.from_env(os.environ)
 _said: set[str] = set()
 
 
@@ -30,7 +33,7 @@ def applied(name: str, detail: str) -> None:
 
 def on_keras(keras_module_loaded) -> None:
     """Keras' model module has just been executed: no layer exists yet."""
-    policy = CHANGES.get("mixed_precision")
+    policy = SETTINGS.mixed_precision
     if policy:
         # keras' top-level package is still being imported here: its own module, not keras.mixed_precision
         from keras.src.dtype_policies.dtype_policy import set_dtype_policy
@@ -38,7 +41,7 @@ def on_keras(keras_module_loaded) -> None:
         set_dtype_policy(policy)
         applied("mixed_precision", f"keras.mixed_precision.set_global_policy({policy!r}) before the first layer")
         _keep_policy(policy)
-    if CHANGES.get("data_parallel"):
+    if SETTINGS.data_parallel:
         data_parallel()
 
 
@@ -115,12 +118,12 @@ def _mirrored_at_first_layer() -> None:
 
 
 def compile_kwargs(kwargs: dict) -> dict:
-    if CHANGES.get("run_eagerly") is False:  # before jit: Keras turns XLA off under run_eagerly=True
+    if SETTINGS.run_eagerly is False:  # before jit: Keras turns XLA off under run_eagerly=True
         kwargs["run_eagerly"] = False
-    if CHANGES.get("jit_compile"):
+    if SETTINGS.jit_compile:
         kwargs["jit_compile"] = True
         applied("jit_compile", "model.compile(..., jit_compile=True)")
-    spe = CHANGES.get("steps_per_execution")
+    spe = SETTINGS.steps_per_execution
     if spe:
         kwargs["steps_per_execution"] = int(spe)
         applied("steps_per_execution", f"model.compile(..., steps_per_execution={int(spe)})")
@@ -134,15 +137,15 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
     x = args[0] if args else kwargs.get("x")
     kind = type(x)
     changed = x
-    if CHANGES.get("run_eagerly") is False and model is not None:
+    if SETTINGS.run_eagerly is False and model is not None:
         compiled_step(model)
-    workers = CHANGES.get("workers")
+    workers = SETTINGS.workers
     if workers and is_pydataset(x):
-        processes = bool(CHANGES.get("processes"))
+        processes = bool(SETTINGS.processes)
         x._workers, x._use_multiprocessing = int(workers), processes  # PyDataset reads these at fit
         x._max_queue_size = 2 * int(workers)  # as the patch writes it
         applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing={processes})")
-    moved = CHANGES.get("augment_in_model")
+    moved = SETTINGS.augment_in_model
     if moved and is_pydataset(x) and id(model) in _compiled_with:
         from gpuscout.child.sample_work import move_into_model
 
@@ -153,24 +156,24 @@ def fit_input(args: tuple, kwargs: dict, model=None) -> tuple[tuple, dict]:
             f"{where} returns its {moved['argument']} as given; the model behind "
             + ", ".join(layer["name"] for layer in moved["layers"]),
         )
-    if CHANGES.get("cache"):
+    if SETTINGS.cache:
         changed = cached(x)
-    if CHANGES.get("prefetch") and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
+    if SETTINGS.prefetch and kind.__module__.startswith("tensorflow") and hasattr(x, "prefetch"):
         from gpuscout.child.fixes import tuned_pipeline
 
         changed = tuned_pipeline(x)
         applied("prefetch", "fit(tuned_pipeline(dataset), ...): autotuned, parallel maps in order, prefetched")
-    if CHANGES.get("prefetch") and (hasattr(changed, "__next__") and not hasattr(changed, "element_spec")):
+    if SETTINGS.prefetch and (hasattr(changed, "__next__") and not hasattr(changed, "element_spec")):
         from gpuscout.child.fixes import read_ahead
 
-        changed = read_ahead(changed, int(CHANGES.get("prefetch_depth", 8)))
+        changed = read_ahead(changed, SETTINGS.prefetch_depth)
         applied("prefetch", "the generator read 8 batches ahead by a background thread (read_ahead)")
-    batch = CHANGES.get("batch_size")
+    batch = SETTINGS.batch_size
     if batch:  # before device_batches, which cuts the arrays at fit's batch
         kwargs["batch_size"] = int(batch)
         applied("batch_size", f"model.fit(..., batch_size={int(batch)})")
         scale_learning_rate(model, kwargs.get("callbacks"))
-    if CHANGES.get("device_batches"):
+    if SETTINGS.device_batches:
         args, kwargs = device_batches(args, kwargs)
     if changed is not x:
         if args:
@@ -189,7 +192,7 @@ _augmenting: dict[int, object] = {}  # the model that wraps it behind the layers
 def remember_compile(model, args: tuple, kwargs: dict) -> None:
     """compile's arguments, kept where the model is trained behind augmentation layers: the
     model that wraps it is compiled with them (the same optimizer, loss and metrics objects)."""
-    if CHANGES.get("augment_in_model"):
+    if SETTINGS.augment_in_model:
         _compiled_with[id(model)] = (args, dict(kwargs))
 
 
@@ -207,7 +210,7 @@ def model_for_fit(model):
     if _augmenting[id(model)] is None:
         import keras
 
-        moved = CHANGES["augment_in_model"]
+        moved = SETTINGS.augment_in_model
         from gpuscout.child import fixes
 
         layers = [
@@ -232,11 +235,11 @@ def compiled_step(model) -> None:
     debugging line): run_eagerly off, and XLA on where the change asks (Keras turned it off
     at compile when run_eagerly was on)."""
     model.run_eagerly = False
-    if CHANGES.get("jit_compile"):
+    if SETTINGS.jit_compile:
         model.jit_compile = True
     applied(
         "jit_compile",
-        "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if CHANGES.get("jit_compile") else ")"),
+        "model.compile(..., run_eagerly=False" + (", jit_compile=True)" if SETTINGS.jit_compile else ")"),
     )
 
 
@@ -244,7 +247,7 @@ def scale_learning_rate(model, callbacks) -> None:
     """The learning rate scaled for the larger batch, warmed up to it (fixes.scaled_learning_rate):
     what the change's line tells the user to write, measured with it. Beside a callback that sets
     the rate itself, scaled once, without the warm-up (the callback's own values then rule)."""
-    factor = CHANGES.get("learning_rate_factor")
+    factor = SETTINGS.learning_rate_factor
     optimizer = getattr(model, "optimizer", None)
     if not factor or optimizer is None:
         return
@@ -259,7 +262,7 @@ def scale_learning_rate(model, callbacks) -> None:
         ),
         None,
     )  # a schedule in its place would stop it (TypeError)
-    warmup = 0 if setter else int(CHANGES.get("warmup_steps", 1))
+    warmup = 0 if setter else 1 if SETTINGS.warmup_steps is None else SETTINGS.warmup_steps
     scaled_learning_rate(optimizer, float(factor), warmup)
     applied(
         "learning_rate",
@@ -276,7 +279,7 @@ def cached(x):
     if is_pydataset(x):
         applied("cache", "fit(CachedBatches(dataset), ...): each batch kept after it is first made")
         return fixes.CachedBatches(x)
-    period = CHANGES.get("period")
+    period = SETTINGS.period
     if period and hasattr(x, "__next__") and not hasattr(x, "element_spec"):
         applied("cache", f"fit(replayed(batches, period={int(period)}), ...): the stream kept after its first period")
         return fixes.replayed(x, int(period))

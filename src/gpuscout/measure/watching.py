@@ -13,7 +13,6 @@ at --duration as a backstop, as Ctrl-C would stop it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from gpuscout.analysis import device_causes
 from gpuscout.analysis import watch as analysis
-from gpuscout.core import outputs, signals
+from gpuscout.core import outputs, signals, tune_settings
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
@@ -86,7 +85,8 @@ class WatchOptions:
         if self.duration_s:
             env["GPUSCOUT_WATCH_SECONDS"] = f"{self.duration_s:g}"
         if self.change_settings:
-            env["GPUSCOUT_TUNE"] = json.dumps(self.change_settings)
+            # typed and checked here, before the run: a key no applier reads is refused
+            env[tune_settings.ENV] = tune_settings.TuneSettings.from_dict(self.change_settings).to_json()
         if not self.check_repeats:
             env["GPUSCOUT_WATCH_REPEATS"] = "0"
         if self.tell_augmentation:

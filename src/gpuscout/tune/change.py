@@ -6,6 +6,7 @@ part of tune (the kinds of change in tune/changes/, the planner, the search, the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
 from gpuscout.record.watch import WatchRecord
@@ -15,7 +16,9 @@ from gpuscout.record.watch import WatchRecord
 class Change:
     name: str  # a variant's name: jit_compile, steps_per_execution_32, workers_4_processes, ...
     knob: str  # which kind it is (tune/changes: CHANGES)
-    settings: dict  # what the instrumentation applies (GPUSCOUT_TUNE)
+    # what the instrumentation applies: core/tune_settings.TuneSettings' fields by name, checked
+    # against it where they cross into the script
+    settings: dict[str, Any]
     line: str  # the line to write in the script
     why: str  # what in the baseline made it worth trying
 
