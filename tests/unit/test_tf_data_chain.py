@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuscout.child import tf_data, tune_overrides  # noqa: E402
+from gpuscout.child import tf_data, tune_state  # noqa: E402
 from gpuscout.core.tune_settings import TuneSettings  # noqa: E402
 
 
@@ -21,7 +21,7 @@ def wrapped():
         method = dataset_ops.DatasetV2.__dict__.get(name)
         if getattr(method, "_gpuscout_wrapped", False):
             setattr(dataset_ops.DatasetV2, name, method.__wrapped__)
-    tune_overrides.SETTINGS = TuneSettings()
+    tune_state.SETTINGS = TuneSettings()
 
 
 def ops(dataset, check=True):
@@ -46,12 +46,12 @@ def test_the_chain_and_which_maps_repeat(wrapped):
 
 
 def test_tune_s_changes_are_made_where_the_script_built_the_pipeline(wrapped):
-    tune_overrides.SETTINGS = TuneSettings(parallel_calls=True)
+    tune_state.SETTINGS = TuneSettings(parallel_calls=True)
     source = tf.data.Dataset.from_tensor_slices(np.arange(16.0, dtype="float32"))
     made = source.map(lambda v: v * 2)
     line = tf_data.chain_of(made)[0]["line"]
     assert ops(made, check=False) == [("map", True, None, None)]  # num_parallel_calls=AUTOTUNE given
-    tune_overrides.SETTINGS = TuneSettings(parallel_calls=True, cache_at=f"{__file__}:{line + 5}")
+    tune_state.SETTINGS = TuneSettings(parallel_calls=True, cache_at=f"{__file__}:{line + 5}")
     source.map(lambda v: v)  # not the line asked: no cache
     cached = source.map(lambda v: v * 3)  # this one is
     assert [o[0] for o in ops(cached, check=False)] == ["map", "cache"]

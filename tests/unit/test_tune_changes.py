@@ -80,3 +80,41 @@ def test_a_kind_that_cannot_write_its_patch_says_so_and_leaves_the_others(tmp_pa
 
     with pytest.raises(NotLocated, match="seeded is not written by a patch yet"):
         Unwritten().edits(Change("seeded", "seeded", {}, "", ""), None)
+
+
+def test_every_change_has_its_applier_in_the_child_and_each_applier_a_hook_order():
+    """The other side of the process boundary: child/applies/NAME.py for each knob, each called
+    at one hook at least (its settings decide whether it does anything)."""
+    from gpuscout.child import applies
+
+    folder = Path(applies.__file__).parent
+    assert sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "call")) == sorted(changes.CHANGES)
+    hooked = {m.__name__.rsplit(".", 1)[1] for m in (*applies.ON_KERAS, *applies.COMPILE, *applies.FIT)}
+    assert hooked == set(changes.CHANGES)
+    for module in applies.ON_KERAS:
+        assert callable(module.on_keras)
+    for module in applies.COMPILE:
+        assert callable(module.compile_kwargs)
+    for module in applies.FIT:
+        assert callable(module.fit_input)
+
+
+def test_the_appliers_change_one_fit_call_in_the_hooks_order(monkeypatch):
+    """A larger batch is set before the arrays are cut into device slices; a cache before read-
+    ahead, which then reads the cached stream; a plain run's settings change nothing."""
+    from gpuscout.child import tune_overrides, tune_state
+    from gpuscout.core.tune_settings import TuneSettings
+
+    def stream():
+        while True:
+            yield 1
+
+    monkeypatch.setattr(tune_state, "SETTINGS", TuneSettings())
+    source = stream()
+    assert tune_overrides.fit_input((source,), {"epochs": 2}) == ((source,), {"epochs": 2})
+    monkeypatch.setattr(tune_state, "SETTINGS", TuneSettings(cache=True, period=4, prefetch=True, batch_size=128))
+    (fed,), kwargs = tune_overrides.fit_input((source,), {"epochs": 2})
+    assert kwargs == {"epochs": 2, "batch_size": 128}
+    assert [next(fed) for _ in range(3)] == [1, 1, 1]
+    # read ahead (fixes.read_ahead) of the cached stream (fixes.replayed), not the other way round
+    assert fed.gi_code.co_name == "read_ahead" and fed.gi_frame.f_locals["batches"].gi_code.co_name == "replayed"

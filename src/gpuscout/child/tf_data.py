@@ -23,8 +23,8 @@ import os
 import sys
 import weakref
 
-from gpuscout.child import tune_overrides
-from gpuscout.child.tune_overrides import applied
+from gpuscout.child import tune_state
+from gpuscout.child.tune_state import applied
 from gpuscout.child.watch_state import report_failure
 
 TARGET = "tensorflow.python.data.ops.dataset_ops"
@@ -95,12 +95,7 @@ def _wrapped(name: str, method):
         given = kwargs.get(
             "num_parallel_calls", args[PARALLEL_AT[name]] if len(args) > PARALLEL_AT.get(name, 99) else None
         )
-        if (
-            site is not None
-            and name in ("map", "interleave")
-            and tune_overrides.SETTINGS.parallel_calls
-            and given is None
-        ):
+        if site is not None and name in ("map", "interleave") and tune_state.SETTINGS.parallel_calls and given is None:
             import tensorflow as tf
 
             kwargs["num_parallel_calls"] = given = tf.data.AUTOTUNE
@@ -110,7 +105,7 @@ def _wrapped(name: str, method):
             )
         out = method(self, *args, **kwargs)
         made = out
-        if site is not None and name == "map" and tune_overrides.SETTINGS.cache_at == f"{site[0]}:{site[1]}":
+        if site is not None and name == "map" and tune_state.SETTINGS.cache_at == f"{site[0]}:{site[1]}":
             out = out.cache()
             applied("cache", f"dataset.map(...).cache() at {os.path.basename(site[0])}:{site[1]}")
         try:

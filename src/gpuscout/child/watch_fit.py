@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 
 from gpuscout.child import tf_data
+from gpuscout.child.applies.augment_in_model import augments
 from gpuscout.child.callback_times import CallbackTimes, waits_for_logs
 from gpuscout.child.fit_input import (
     batch_bytes,
@@ -41,7 +42,6 @@ from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes, sets_learning_rate
 from gpuscout.child.sample_work import SampleWork
 from gpuscout.child.step_outputs import last_loss, log_value, step_logs, wait_for
-from gpuscout.child.tune_overrides import augments
 from gpuscout.child.watch_state import (
     CHECK_REPEATS,
     STATE,

@@ -100,7 +100,7 @@ def patch(model_class) -> None:
     def compile(self, *args, **kwargs):
         try:
             self._gpuscout_compiled_at = caller_site()  # where `tune --patch` sets XLA, steps_per_execution
-            if tune_overrides.SETTINGS:  # `gpuscout tune -- COMMAND`
+            if tune_overrides.wanted():  # `gpuscout tune -- COMMAND`
                 kwargs = tune_overrides.compile_kwargs(kwargs)
                 tune_overrides.remember_compile(self, args, kwargs)
         except Exception as exc:
@@ -115,7 +115,7 @@ def patch(model_class) -> None:
         if STATE.limit_reached:
             return original(self, *args, **kwargs)
         model = self
-        if tune_overrides.SETTINGS:
+        if tune_overrides.wanted():
             try:
                 args, kwargs = tune_overrides.fit_input(args, kwargs, self)
                 model = tune_overrides.model_for_fit(self)
