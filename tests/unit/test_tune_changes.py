@@ -118,3 +118,12 @@ def test_the_appliers_change_one_fit_call_in_the_hooks_order(monkeypatch):
     assert [next(fed) for _ in range(3)] == [1, 1, 1]
     # read ahead (fixes.read_ahead) of the cached stream (fixes.replayed), not the other way round
     assert fed.gi_code.co_name == "read_ahead" and fed.gi_frame.f_locals["batches"].gi_code.co_name == "replayed"
+
+
+def test_a_run_whose_step_was_not_timed_gets_a_reason_not_a_crash():
+    """What mypy found (issue 76): steps_per_execution formatted a step time that can be None."""
+    from gpuscout.tune.changes import steps_per_execution
+
+    r = make_watch_record(events=fit_events(outside_s=0.0, wait_s=0.0))
+    untimed = r.model_copy(update={"step_time_s": None, "outside_step_share": 0.0, "verdict": []})
+    assert steps_per_execution.steps_per_execution(untimed) == "the step's time was not seen"

@@ -112,8 +112,11 @@ def offsets(text: str) -> list[int]:
     return starts + [total]
 
 
-def at(text: str, starts: list[int], line: int, col: int) -> int:
-    """A character offset from ast's line (1-based) and column (UTF-8 bytes)."""
+def at(text: str, starts: list[int], line: int | None, col: int | None) -> int:
+    """A character offset from ast's line (1-based) and column (UTF-8 bytes); NotLocated where ast
+    gave none (a node made, not parsed)."""
+    if line is None or col is None:
+        raise NotLocated("a call's position in the source was not given")
     row = text[starts[line - 1] : starts[line]] if line < len(starts) else text[starts[line - 1] :]
     return starts[line - 1] + len(row.encode()[:col].decode(errors="ignore"))
 

@@ -16,10 +16,18 @@ import os
 from pathlib import Path
 
 from gpuscout.analysis.repeats import definition
-from gpuscout.record.watch import SAMPLE_WORK_SHARE, CallSite, SampleWork, WatchRecord
+from gpuscout.record.watch import (
+    SAMPLE_WORK_SHARE,
+    AugmentLayer,
+    CallSite,
+    SampleFunction,
+    SampleWork,
+    WatchRecord,
+)
 from gpuscout.tune.change import Change, not_waiting
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import (
+    Edit,
     NotLocated,
     at,
     before_statement,
@@ -32,7 +40,7 @@ from gpuscout.tune.source_edits import (
 
 
 def augment_in_model(r: WatchRecord) -> list[Change] | str:
-    main = r.main
+    main = main_fit(r)
     if main.input_type != "PyDataset":
         return f"the input is {main.input_type}, not a PyDataset"
     reason = not_waiting(r)
@@ -85,7 +93,7 @@ def augment_in_model(r: WatchRecord) -> list[Change] | str:
     return [Change("augment_in_model", "augment_in_model", settings, line, why)]
 
 
-def describe(layers) -> str:
+def describe(layers: list[AugmentLayer]) -> str:
     words = {
         "Rescaling": "rescaled",
         "Normalization": "normalised per channel",
@@ -117,8 +125,10 @@ def _augment_edits(where: Where) -> FileEdits:
     """The PyDataset's call of its augmentation replaced by the image it is given, and the model
     put behind the layers that do the augmentation, before the script compiles it (compile then
     applies to the model that wraps it; the script's later uses of the name train and save that)."""
-    work = where.baseline.main.sample_work
-    function = work.function
+    work = main_fit(where.baseline).sample_work
+    function = work.function if work else None
+    if work is None or function is None:
+        raise NotLocated("the function the PyDataset spends its time in was not seen")
     short = function.name.split(".")[-1]
     path, line = site(
         {"call": CallSite(file=work.file, line=function.call_line or 0)}, "call", where.root, f"called {short}"
@@ -132,10 +142,13 @@ def _augment_edits(where: Where) -> FileEdits:
             raise NotLocated(f"which argument of {short}(...) on line {line} is its {function.argument} cannot be read")
         given = call.args[index]
     starts = offsets(text)
+    segment = ast.get_source_segment(text, given)
+    if segment is None:
+        raise NotLocated(f"the {function.argument} given to {short}(...) on line {line} cannot be read")
     call_edit = (
         at(text, starts, call.lineno, call.col_offset),
         at(text, starts, call.end_lineno, call.end_col_offset),
-        ast.get_source_segment(text, given),
+        segment,
         next(order),
     )
     model_path, compile_line = site(where.sites, "compile", where.root, "compiled the model")
@@ -147,17 +160,17 @@ def _augment_edits(where: Where) -> FileEdits:
     insert_after_imports(model_text, "", need_keras=True)  # raises where keras is not imported by that name
     layers = ", ".join(layer.code() for layer in function.layers)
     code = (
-        f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape)}), {layers}, {name}])"
+        f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape or ())}), {layers}, {name}])"
         f"  # {short}'s work, on the device"
     )
-    out = {path: [call_edit]}
+    out: dict[Path, list[Edit]] = {path: [call_edit]}
     out.setdefault(model_path, []).extend(before_statement(model_text, compile_call, code))
     for layer in {layer.name for layer in function.layers if layer.own}:  # gpuscout's layer: its definition
         out[model_path] += insert_after_imports(model_text, definition(layer), need_keras=True, name=layer)
     return list(out.items())
 
 
-def _parameter_index(text: str, function) -> int | None:
+def _parameter_index(text: str, function: SampleFunction) -> int | None:
     """The position of the function's image argument among those a call passes (a method's self,
     and a classmethod's cls, are not passed)."""
     for node in ast.walk(ast.parse(text)):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuscout.analysis.repeats import definition
-from gpuscout.record.watch import CallSite, WatchRecord
+from gpuscout.record.watch import CallSite, WatchedFit, WatchRecord
 from gpuscout.tune.change import Change, Deferred
 from gpuscout.tune.source_edits import Edit, NotLocated, call_at, insert_after_imports, own_name, wrap_input
 
@@ -34,6 +34,13 @@ class Where:
     baseline: WatchRecord
     root: Path
     originals: dict[Path, str]
+
+
+def main_fit(r: WatchRecord) -> WatchedFit:
+    """The run's main fit: the planner asks a kind only of a run that has one (tune/script.plan)."""
+    if r.main is None:
+        raise ValueError(f"run {r.id} timed no Keras fit: no change is planned from it")
+    return r.main
 
 
 def site(sites: dict[str, CallSite], kind: str, root: Path, what: str) -> tuple[Path, int]:

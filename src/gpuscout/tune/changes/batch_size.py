@@ -5,6 +5,7 @@ set after compile."""
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import WatchRecord
@@ -14,7 +15,7 @@ from gpuscout.tune.larger_batch import larger_batches
 from gpuscout.tune.source_edits import NotLocated, after_statement, call_at, insert_after_imports, set_keywords
 
 
-def rate_edits(settings: dict, where: Where) -> FileEdits:
+def rate_edits(settings: dict[str, Any], where: Where) -> FileEdits:
     """The learning rate scaled for a larger batch, as the runs trained it: after the statement
     that compiled the model (the optimizer exists from there), on that model's optimizer."""
     factor = settings.get("learning_rate_factor")

@@ -6,22 +6,24 @@ from __future__ import annotations
 from gpuscout.analysis import repeats
 from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site, wrapped_input
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site, wrapped_input
 from gpuscout.tune.source_edits import at, call_at, offsets, order
 
 
 def cache(r: WatchRecord) -> list[Change] | str:
     reason = not_waiting(r)
-    keep = repeats.keepable(r.main, r.env.host_memory_bytes)
-    if isinstance(keep, str) or reason:
-        return reason or keep
+    keep = repeats.keepable(main_fit(r), r.env.host_memory_bytes)
+    if reason:
+        return reason
+    if isinstance(keep, str):
+        return keep
     # the steps it fills in, judged after them (judging.fill_steps): a generator's period, else an epoch
-    seen = r.main.input_repeats
+    seen = main_fit(r).input_repeats
     fill = (
         keep.period
         or (seen.batches if seen and seen.order == "epoch" else None)
-        or r.main.steps_per_epoch
-        or next((e.steps for e in r.main.epochs), None)
+        or main_fit(r).steps_per_epoch
+        or next((e.steps for e in main_fit(r).epochs), None)
     )
     settings = {
         "cache": True,
@@ -59,7 +61,7 @@ class Cache(ChangeKind):
             call = call_at(text, line, "map")
             end = at(text, offsets(text), call.end_lineno, call.end_col_offset)
             return [(path, [(end, end, ".cache()", next(order))])]
-        if where.baseline.main.input_type == "PyDataset":
+        if main_fit(where.baseline).input_type == "PyDataset":
             return wrapped_input(where, "CachedBatches", "CachedBatches({})", need_keras=True)
         return wrapped_input(where, "replayed", "replayed({}, period=" + str(int(settings["period"])) + ")")
 

@@ -5,12 +5,13 @@ as it is and, for in-memory arrays, as many times larger as there are devices.""
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from gpuscout.analysis import devices as devices_analysis
 from gpuscout.analysis.devices import DATA_PARALLEL_LINE
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.changes.batch_size import rate_edits
 from gpuscout.tune.larger_batch import epoch_steps, fit_batches, learning_rate
 from gpuscout.tune.source_edits import Edit, call_at, insert_after_imports, offsets, order, set_keywords
@@ -22,7 +23,7 @@ def data_parallel(r: WatchRecord) -> list[Change] | str:
     with the global batch as it is (each device a 1/N share), and, where fit takes in-memory
     arrays, N times larger (each device the batch one had). Measured as samples/s against the
     one-device runs beside it, like every change."""
-    main = r.main
+    main = main_fit(r)
     devices = main.devices or 1
     if devices < 2:
         return f"{main.backend} sees one device" if main.devices else "the devices the framework sees are not known"
@@ -39,7 +40,7 @@ def data_parallel(r: WatchRecord) -> list[Change] | str:
             why,
         )
     ]
-    if fit_batches(main):
+    if fit_batches(main) and main.batch_size:
         bigger = main.batch_size * devices
         rate = learning_rate(main, devices, epoch_steps(main, bigger))
         out.append(
@@ -59,13 +60,13 @@ def data_parallel(r: WatchRecord) -> list[Change] | str:
 TF_DEVICE_SETTINGS = ("set_memory_growth", "set_logical_device_configuration", "set_visible_devices")
 
 
-def data_parallel_edits(settings: dict, where: Where) -> FileEdits:
+def data_parallel_edits(settings: dict[str, Any], where: Where) -> FileEdits:
     """Every device from the model's first layer on, as tune injected it: jax, Keras' DataParallel
     after the keras import; TensorFlow, a MirroredStrategy as the default strategy after the
     script's own device settings (or its imports). With `batch_size`, fit's batch too."""
     path, line = site(where.sites, "fit", where.root, "called fit")
     text = original(path, where.originals)
-    if where.baseline.main.backend == "tensorflow":
+    if main_fit(where.baseline).backend == "tensorflow":
         code = (
             "import tensorflow as tf  # every GPU, the global batch split across them\n"
             "tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy())"
@@ -87,7 +88,7 @@ def _after_device_settings(text: str, code: str) -> list[Edit]:
     ]
     if not settings:
         return []
-    where = offsets(text)[settings[-1].end_lineno]
+    where = offsets(text)[settings[-1].end_lineno or settings[-1].lineno]
     return [(where, where, f"{code}\n", next(order))]
 
 

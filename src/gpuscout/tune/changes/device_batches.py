@@ -9,7 +9,7 @@ from gpuscout.analysis import repeats
 from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import (
     NotLocated,
     call_at,
@@ -27,7 +27,7 @@ DEVICE_SHARE = 0.25
 
 
 def device_batches(r: WatchRecord) -> list[Change] | str:
-    main = r.main
+    main = main_fit(r)
     if main.backend != "jax" or main.input_type not in ("numpy", "jax array"):
         return f"for in-memory arrays on jax (here: {main.input_type} on {main.backend})"
     if r.gpu is None:
@@ -69,11 +69,13 @@ def _device_batches_edits(where: Where) -> FileEdits:
     for weighed in ("sample_weight", "class_weight", "validation_split"):
         if weighed in keywords:
             raise NotLocated(f"fit is given {weighed}, which device slices do not carry")
-    batch = ast.get_source_segment(text, keywords["batch_size"]) if "batch_size" in keywords else "32"
+    batch = (ast.get_source_segment(text, keywords["batch_size"]) if "batch_size" in keywords else None) or "32"
     shuffle = keywords.get("shuffle")
     given = "" if shuffle is None else f", shuffle={ast.get_source_segment(text, shuffle)}"
     named, code = own_name(text, "device_slices", definition("device_slices"))
     x = call.args[0] if call.args else keywords.get("x")
+    if x is None:
+        raise NotLocated("fit is given no x that the source shows")
     edits = replace_arrays(text, call, f"{named}({{x}}, {{y}}, {batch}{given})")
     edits += drop_keywords(text, call, {"batch_size", "shuffle"})
     added = {}

@@ -7,12 +7,12 @@ import ast
 
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import Edit, at, call_at, offsets, order, set_keywords
 
 
 def jit(r: WatchRecord) -> list[Change] | str:
-    main = r.main
+    main = main_fit(r)
     if main.run_eagerly:  # the debugging setting that compiles nothing, on either backend
         return graph(r)
     if main.jit_compile:
@@ -40,7 +40,7 @@ def graph(r: WatchRecord) -> list[Change]:
     mode). The step compiled again, with XLA where Keras would use it (jax; TensorFlow on a GPU
     outside tf.distribute), else as TensorFlow's graph: the same pace-multiplying change as
     jit_compile, measured first (search.PACE_FIRST)."""
-    main = r.main
+    main = main_fit(r)
     xla = main.backend == "jax" or (r.gpu is not None and not main.strategy)
     settings = {"run_eagerly": False, **({"jit_compile": True} if xla else {})}
     line = (

@@ -8,7 +8,7 @@ import ast
 from gpuscout.analysis.device_causes import BF16_CC, FP16_CC
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change, Deferred
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import after_block, insert_after_imports, name_of
 
 # What mixed precision buys the device's share of a step at most (bf16 against float32's TF32 tensor
@@ -21,7 +21,7 @@ PRECISION_WORTH = 1.1
 
 
 def precision(r: WatchRecord) -> list[Change] | Deferred | str:
-    main = r.main
+    main = main_fit(r)
     cc = float(r.gpu.compute_capability) if r.gpu and r.gpu.compute_capability else None
     if r.gpu is None:
         return "no GPU: mixed precision buys nothing on a CPU"

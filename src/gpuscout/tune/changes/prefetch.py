@@ -6,11 +6,11 @@ from __future__ import annotations
 from gpuscout.analysis import repeats
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change, not_waiting
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, wrapped_input
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, wrapped_input
 
 
 def prefetch(r: WatchRecord) -> list[Change] | str:
-    main = r.main
+    main = main_fit(r)
     if main.input_type not in ("tf.data", "generator"):
         return f"the input is {main.input_type}: prefetching applies to a tf.data dataset or a generator"
     reason = not_waiting(r)
@@ -41,7 +41,7 @@ class Prefetch(ChangeKind):
         return prefetch(baseline)
 
     def edits(self, change: Change, where: Where) -> FileEdits:
-        helper = "tuned_pipeline" if where.baseline.main.input_type == "tf.data" else "read_ahead"
+        helper = "tuned_pipeline" if main_fit(where.baseline).input_type == "tf.data" else "read_ahead"
         return wrapped_input(where, helper, helper + "({})")
 
 

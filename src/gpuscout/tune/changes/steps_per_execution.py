@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from gpuscout.analysis.verdict import INPUT_BOUND_SHARE, OUTSIDE_STEP_SHARE
-from gpuscout.record.watch import WatchRecord
+from gpuscout.record.watch import WatchedFit, WatchRecord
 from gpuscout.tune.change import Change
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import call_at, set_keywords
 
 # A step shorter than this is worth batching host calls for (steps_per_execution): Keras' own
@@ -17,7 +17,7 @@ SHORT_STEP_S = 0.025
 
 
 def steps_per_execution(r: WatchRecord) -> list[Change] | str:
-    main = r.main
+    main = main_fit(r)
     if (main.steps_per_execution or 1) > 1:
         return f"already steps_per_execution={main.steps_per_execution}"
     if main.jit_compile is False and main.backend == "jax":  # (tensorflow still runs a tf.function graph)
@@ -30,9 +30,12 @@ def steps_per_execution(r: WatchRecord) -> list[Change] | str:
     host = (r.outside_step_share or 0) >= OUTSIDE_STEP_SHARE or any(
         c.code in ("host_bound", "input_handover") for c in r.verdict
     )
-    if (r.step_time_s or 1) >= SHORT_STEP_S and not host:
-        return f"steps of {r.step_time_s * 1000:.0f} ms, and the loop is not host-bound: one call per step costs little"
-    why = f"steps of {r.step_time_s * 1000:.1f} ms" + (" and a host-bound loop" if host else "")
+    step = r.step_time_s
+    if step is None:
+        return "the step's time was not seen"
+    if step >= SHORT_STEP_S and not host:
+        return f"steps of {step * 1000:.0f} ms, and the loop is not host-bound: one call per step costs little"
+    why = f"steps of {step * 1000:.1f} ms" + (" and a host-bound loop" if host else "")
     tiles = tiling(main)
     if isinstance(tiles, str):
         return tiles
@@ -57,7 +60,7 @@ SPE_TARGETS = (8, 32)
 SPE_MOST = 64
 
 
-def tiling(main) -> tuple[list[int], str | None] | str:
+def tiling(main: WatchedFit) -> tuple[list[int], str | None] | str:
     """steps_per_execution values that keep the epoch the script's: Keras 3 runs an epoch as
     range(0, steps, steps_per_execution) calls of steps_per_execution steps each
     (trainers/epoch_iterator.py), so from an input that never runs out (a generator, a repeated

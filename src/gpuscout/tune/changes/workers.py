@@ -10,19 +10,19 @@ from pathlib import Path
 
 from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
-from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
+from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import Edit, NotLocated, call_at, name_of, set_keywords
 
 
 def _waiting_pydataset(r: WatchRecord) -> str | None:
     """Why a change to a PyDataset does not apply, or None when the loop waits on one."""
-    if r.main.input_type != "PyDataset":
-        return f"the input is {r.main.input_type}, not a PyDataset"
+    if main_fit(r).input_type != "PyDataset":
+        return f"the input is {main_fit(r).input_type}, not a PyDataset"
     return not_waiting(r)
 
 
 def workers(r: WatchRecord) -> list[Change] | str:
-    main = r.main
+    main = main_fit(r)
     if main.input_type == "tf.data":
         return parallel_calls(r)
     reason = _waiting_pydataset(r)
@@ -30,7 +30,7 @@ def workers(r: WatchRecord) -> list[Change] | str:
         return reason
     steady = r.steady
     fetch_s = sum(w.input_wait_s or 0 for w in steady) / max(1, sum(w.steps for w in steady))
-    compute_s = max(r.step_time_s - fetch_s, 1e-6)
+    compute_s = max((r.step_time_s or 0.0) - fetch_s, 1e-6)
     have = main.input_workers or 1
     cores = r.env.cpu_count or 4
     # producers that keep up with the step, one more than the wait asks for, within the host's cores
@@ -56,7 +56,7 @@ def parallel_calls(r: WatchRecord) -> list[Change] | str:
     reason = not_waiting(r)
     if reason:
         return reason
-    ops = r.main.pipeline
+    ops = main_fit(r).pipeline
     if not ops:
         return "the calls that built the tf.data pipeline were not seen (built in a library, or a record before this)"
     serial = [op for op in ops if op.op in ("map", "interleave") and op.parallel is False]
@@ -79,7 +79,7 @@ def _parallel_call_edits(where: Where) -> FileEdits:
     where the baseline's run saw it called (record.watch.PipelineOp), with TensorFlow by the name
     the file imports it as."""
     out: dict[Path, list[Edit]] = {}
-    for op in where.baseline.main.pipeline:
+    for op in main_fit(where.baseline).pipeline:
         if op.op not in ("map", "interleave") or op.parallel is not False:
             continue
         path, line = site({"op": CallSite(file=op.file, line=op.line)}, "op", where.root, f"called {op.op}")
