@@ -86,6 +86,16 @@ def centre_interval(values: list[float]) -> tuple[float | None, float | None]:
     return math.exp(mean - half), math.exp(mean + half)
 
 
+def welch(va: float, na: int, vb: float, nb: int) -> tuple[float, float]:
+    """Welch's standard error of a difference of two means, sqrt(va/na + vb/nb), and its
+    Welch-Satterthwaite degrees of freedom (1 where the error is 0), from each side's variance
+    and count: the one formula the runs' test, its projection to more runs and tune's test of
+    windows (analysis/compare.py welch_log) share."""
+    a, b = va / na, vb / nb
+    se = math.sqrt(a + b)
+    return se, ((a + b) ** 2 / (a**2 / (na - 1) + b**2 / (nb - 1)) if se > 0 else 1.0)
+
+
 @dataclass
 class RunTest:
     """The candidate's runs against the baseline's, each run one value."""
@@ -110,11 +120,9 @@ def run_test(baseline: list[float], candidate: list[float]) -> RunTest | None:
     lb, lc = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
     diff = float(lc.mean() - lb.mean())
     if nb >= 2 and nc >= 2:
-        vb, vc = lb.var(ddof=1), lc.var(ddof=1)
-        se = math.sqrt(vb / nb + vc / nc)
-        # Welch-Satterthwaite degrees of freedom
-        df = (vb / nb + vc / nc) ** 2 / ((vb / nb) ** 2 / (nb - 1) + (vc / nc) ** 2 / (nc - 1)) if se > 0 else 1.0
-        variances = (float(vb), float(vc))
+        vb, vc = float(lb.var(ddof=1)), float(lc.var(ddof=1))
+        se, df = welch(vb, nb, vc, nc)
+        variances = (vb, vc)
         name = "welch-t"
     else:  # one run against the spread of the other side's
         many = lb if nb >= 2 else lc
@@ -136,8 +144,8 @@ def run_test(baseline: list[float], candidate: list[float]) -> RunTest | None:
 def runs_to_decide(tested: RunTest, threshold: float) -> int | None:
     """About how many runs a side would decide a gate at `threshold` (a ratio, 1 - PCT/100), were
     the ratio and each side's spread between runs what they were: the fewest n whose Welch
-    interval, t(0.975, df) * sqrt((vb + vc) / n) on the log scale with df = (vb + vc)^2 /
-    ((vb^2 + vc^2) / (n - 1)), clears the gap that decides (the test run_test makes, at n a side).
+    interval at n a side (welch: t(0.975, df) * sqrt((vb + vc) / n) on the log scale, with df =
+    (vb + vc)^2 / ((vb^2 + vc^2) / (n - 1))), clears the gap that decides (the test run_test makes, at n a side).
     A ratio at or above the threshold passes once the interval's low end clears the threshold; one
     below it fails once the interval's high end clears 1 (a significant slowdown). None: no count
     up to MOST_RUNS would (the ratio on the threshold, or the spread many times the gap)."""
@@ -149,7 +157,7 @@ def runs_to_decide(tested: RunTest, threshold: float) -> int | None:
     if gap <= 0 or vb + vc <= 0:
         return None
     for n in range(2, MOST_RUNS + 1):
-        df = (vb + vc) ** 2 / ((vb**2 + vc**2) / (n - 1))
-        if student_t.ppf(0.975, df) * math.sqrt((vb + vc) / n) <= gap:
+        se, df = welch(vb, n, vc, n)
+        if student_t.ppf(0.975, df) * se <= gap:
             return n
     return None

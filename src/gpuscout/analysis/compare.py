@@ -163,9 +163,7 @@ def welch_log(a: list[float], b: list[float]) -> tuple[float, float, float]:
     """Welch's t-test on log(a) and log(b), two or more values each: (mean_a - mean_b, its
     standard error sqrt(va/na + vb/nb), Welch-Satterthwaite degrees of freedom; 1 where se is 0)."""
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
-    va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1)) if se > 0 else 1.0
+    se, df = between_runs.welch(float(la.var(ddof=1)), len(la), float(lb.var(ddof=1)), len(lb))
     return float(la.mean() - lb.mean()), se, df
 
 

@@ -12,6 +12,7 @@ and `--only`/`--skip` read the registry.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def wrapped_input(where: Where, helper: str, wrap: str, need_keras: bool = False
     ]
 
 
-class ChangeKind:
+class ChangeKind(ABC):
     """A kind of change: subclasses set `name` and `rule`, and define `plan` and `edits`."""
 
     name: str  # the knob: what --only and --skip name, Change.knob
@@ -85,10 +86,10 @@ class ChangeKind:
     # input change): the one that removes the work before those that spread it
     input_rank: int | None = None
 
+    @abstractmethod
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | Deferred | str:
         """The changes of this kind the baseline's facts make worth a run, deferred ones (tried only
         on top of a change that lifts what caps them), or why none is."""
-        raise NotImplementedError
 
     def edits(self, change: Change, where: Where) -> FileEdits:
         """The patch's edits for `change`; NotLocated where they cannot be written."""
