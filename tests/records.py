@@ -180,6 +180,16 @@ def fit_events(
     return events
 
 
+def decoded(events: list[dict]) -> list:
+    """`events` as core/watch_events decodes them; an event that does not decode is a broken fixture."""
+    from gpuscout.core import watch_events
+
+    out = [watch_events.decode(e) for e in events]
+    broken = [e for e, made in zip(events, out) if made is None]
+    assert not broken, f"not watch events: {broken}"
+    return out
+
+
 def make_watch_record(
     record_id: str = "watch0001",
     events: list[dict] | None = None,
@@ -191,7 +201,8 @@ def make_watch_record(
     workload: str = "train.py",
     **observed,
 ):
-    """A WatchRecord derived (analysis/watch.py) from synthetic events and telemetry."""
+    """A WatchRecord derived (analysis/watch.py) from synthetic events and telemetry, each event
+    decoded as the parent decodes the channel's (one that would not decode fails the test)."""
     from gpuscout.analysis.watch import Observed, derive
 
     seen = Observed(
@@ -201,7 +212,7 @@ def make_watch_record(
         status=status,
         exit_code=exit_code,
         duration_s=10.0,
-        events=fit_events() if events is None else events,
+        events=decoded(fit_events() if events is None else events),
         environment={"gpuscout_version": "0.1.0", "methodology_version": 1, "schema_version": 2, "cpu_count": 8},
         group_id="g1",
         record_id=record_id,

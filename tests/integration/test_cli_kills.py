@@ -102,7 +102,7 @@ def check_exactly_once(tmp_path: Path, trials: int) -> None:
     started = [int(line.split()[1]) for line in (tmp_path / "started.log").read_text().splitlines()]
     assert not [p for p in started if alive(p)], "a trial process outlived its driver"
     with Store(tmp_path / "s.sqlite", create=False) as store:
-        stored = store.trials("soak")
+        stored = [t.model_dump() for t in store.trials("soak")]
     assert len(stored) == trials and {t["status"] for t in stored} == {"ok"}
     for t in stored:  # each result from one attempt: its own value, one report
         assert t["result"]["metrics"]["m"] == t["params"]["x"] and len(t["result"]["history"]) == 1
@@ -252,7 +252,7 @@ def test_a_driver_stopped_after_a_trials_code_ran_never_runs_it_again(sig, tmp_p
         )
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     with Store(tmp_path / "s.sqlite", create=False) as store:
-        (trial,) = store.trials("soak")
+        (trial,) = [t.model_dump() for t in store.trials("soak")]
         assert store.leases("soak") == {}
     assert trial["status"] == "ok" and trial["result"]["metrics"] == {"m": 7}
     # forked from the sweep's warm interpreter (executor/warm.py); one taken from its files says nothing
@@ -286,7 +286,7 @@ def test_a_driver_stopped_while_a_trials_own_exit_handler_runs_never_runs_it_aga
         )
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     with Store(tmp_path / "s.sqlite", create=False) as store:
-        (trial,) = store.trials("soak")
+        (trial,) = [t.model_dump() for t in store.trials("soak")]
     assert trial["status"] == "ok" and trial["result"]["metrics"] == {"m": 7}
     assert "during its exit (its atexit handlers" in trial["result"]["message"], trial["result"]["message"]
     assert len((tmp_path / "started.log").read_text().splitlines()) == 1  # run once
@@ -304,7 +304,7 @@ def test_ctrl_c_leaves_each_trial_said_interrupted_and_no_lease(tmp_path):
     driver.send_signal(signal.SIGINT)  # a second Ctrl-C while it stops its trials
     assert driver.wait(timeout=60) == 130, log.read_text()[-3000:]
     with Store(tmp_path / "s.sqlite", create=False) as store:
-        (trial,) = store.trials("soak")
+        (trial,) = [t.model_dump() for t in store.trials("soak")]
         assert store.leases("soak") == {}
     assert trial["status"] == "interrupted"
     assert "(interrupted: runs again)" in _dry_run(path, env)

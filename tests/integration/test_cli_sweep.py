@@ -150,6 +150,16 @@ def test_the_examples_plan_anywhere_and_the_quick_grid_runs_on_two_cpu_slots_wit
     first = stored[0][2]
     assert len(first["history"]) == 2 and first["history"][-1]["epoch"] == 2  # fit's epoch logs, every epoch
     assert os.path.exists(os.path.join(first["log_dir"], "stdout-1.log"))
+    # every line the instrumented script sent decodes into its kind (core/watch_events): a field of
+    # the child's that the parent's type refused would drop the event, not fail loudly
+    from gpuscout.core import watch_events
+
+    channel = Path(first["log_dir"], "events-1.jsonl").read_text(encoding="utf-8").splitlines()
+    told = [watch_events.decode(line) for line in channel]
+    assert channel and all(told), [line for line, e in zip(channel, told) if e is None][:3]
+    kinds = {type(e).__name__ for e in told}
+    # (a warm trial is hooked in the interpreter it was forked from: its Hooked is that one's)
+    assert {"FitBegan", "FitAnnounced", "Window", "EpochEnded", "FitEnded", "Exiting"} <= kinds, kinds
     # the scripts (Keras on jax) compiled through the store's cache: jax read it from the environment
     assert any(name.startswith("jit_") for name in os.listdir(summary["compilation_cache"]["folder"]))
     # TensorBoard: event files with each trial's scalars and the HParams table, written without

@@ -175,7 +175,7 @@ def test_a_timed_out_trial_shows_what_it_reported_and_counts_its_steps(tmp_path)
     result = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--store", str(store))
     assert result.returncode == 1, result.stderr[-3000:]  # a trial did not complete
     with Store(store, create=False) as s:
-        (trial,) = s.trials("long")
+        (trial,) = [t.model_dump() for t in s.trials("long")]
     assert trial["status"] == "timeout"
     reported = trial["result"]["metrics"]["val_accuracy"]
     assert 0 <= reported <= 1 and len(trial["result"]["history"]) >= 1

@@ -14,6 +14,7 @@ from gpuscout.catalog.pricing import PricingOptions
 from gpuscout.core.errors import UsageError
 from gpuscout.recommend import from_run, measured, sweep_cost
 from gpuscout.recommend.ranking import Constraints
+from gpuscout.record.trial import StoredTrial, TrialOutcome
 from gpuscout.record.watch import WatchRecord
 from tests.records import make_record, make_watch_record
 
@@ -161,20 +162,30 @@ def test_a_sweeps_wall_time_is_rounds_of_trials_and_its_cost_the_gpus_hours():
     assert est.fastest().wall_h <= two.wall_h
 
 
+def stored_trial(index: int, status: str, params: dict, **result) -> StoredTrial:
+    """A trial as store.trials reads it back: its row and its outcome."""
+    outcome = TrialOutcome(key=f"k{index}", index=index, status=status, params=params, **result)
+    return StoredTrial(key=f"k{index}", index=index, sweep_hash="h", status=status, params=params, result=outcome)
+
+
+def moved(trial: StoredTrial, start: float) -> None:
+    """The trial as if it had started at `start`, its duration the same."""
+    trial.result.started_monotonic_s, trial.result.ended_monotonic_s = start, start + trial.result.duration_s
+
+
 def test_a_stored_sweep_of_the_same_training_gives_the_trial_time_and_efficiency():
     def trial(i, start, duration, slot, script="train.py", status="ok", fixed=("--epochs", "5")):
-        return {
-            "status": status,
-            "params": {"lr": i / 10},
-            "result": {
-                "command": ["/usr/bin/python3", script, "--lr", str(i / 10), *fixed],
-                "duration_s": duration,
-                "started_monotonic_s": start,
-                "ended_monotonic_s": start + duration,
-                "slot": slot,
-                "telemetry": {"gpu_name": "NVIDIA H100 80GB HBM3"},
-            },
-        }
+        return stored_trial(
+            i,
+            status,
+            {"lr": i / 10},
+            command=["/usr/bin/python3", script, "--lr", str(i / 10), *fixed],
+            duration_s=duration,
+            started_monotonic_s=start,
+            ended_monotonic_s=start + duration,
+            slot=slot,
+            telemetry={"gpu_name": "NVIDIA H100 80GB HBM3"},
+        )
 
     run = ["python", "train.py", "--epochs", "5", "--lr", "0.001"]  # the watched run: its own lr
     # 4 trials of 100 s on 2 slots, back to back: 200 s of wall, speed-up 2 = the ideal
@@ -193,10 +204,10 @@ def test_a_stored_sweep_of_the_same_training_gives_the_trial_time_and_efficiency
     assert found.efficiency == pytest.approx(1.0) and found.gpu.id == "h100_sxm"
     assert "4 trials on the NVIDIA H100 SXM5 80GB, none pruned, 100.0 s each (mean)" in found.label
     # the same trials with a 100 s gap the scheduler left: 3 s of 4 busy
-    sweeps["lr"][2]["result"].update(started_monotonic_s=200, ended_monotonic_s=300)
-    sweeps["lr"][3]["result"].update(started_monotonic_s=200, ended_monotonic_s=300)
+    moved(sweeps["lr"][2], 200)
+    moved(sweeps["lr"][3], 200)
     assert sweep_cost.find_measured(run, sweeps, CAT).efficiency == pytest.approx(1.0)  # gaps not counted
-    sweeps["lr"][3]["result"].update(started_monotonic_s=300, ended_monotonic_s=400)
+    moved(sweeps["lr"][3], 300)
     assert sweep_cost.find_measured(run, sweeps, CAT).efficiency == pytest.approx((400 / 300) / 2)
     assert sweep_cost.find_measured(["python", "missing.py"], sweeps, CAT) is None
 
@@ -208,17 +219,16 @@ def test_a_sweep_of_the_script_with_other_arguments_is_another_training_and_prun
     100, 100, 20 and 30 s (two pruned) are 62.5 s a trial on average."""
 
     def trial(i, duration, status="ok", epochs="5"):
-        return {
-            "status": status,
-            "params": {"lr": 0.1 * (i + 1)},
-            "result": {
-                "command": ["python", "train.py", f"--lr={0.1 * (i + 1):g}", "--epochs", epochs],
-                "duration_s": duration,
-                "started_monotonic_s": 0.0,
-                "ended_monotonic_s": duration,
-                "slot": "cpu0",
-            },
-        }
+        return stored_trial(
+            i,
+            status,
+            {"lr": 0.1 * (i + 1)},
+            command=["python", "train.py", f"--lr={0.1 * (i + 1):g}", "--epochs", epochs],
+            duration_s=duration,
+            started_monotonic_s=0.0,
+            ended_monotonic_s=duration,
+            slot="cpu0",
+        )
 
     run = ["python", "train.py", "--epochs", "5"]
     short = {"short": [trial(i, 40, epochs="2") for i in range(3)]}

@@ -183,7 +183,9 @@ def test_a_damaged_file_is_named_checked_and_salvaged_into_a_new_store(tmp_path)
     damaged = tmp_path / "damaged.sqlite"
     with Store(damaged) as store:
         store.put_many([record(f"run{i:04d}", median=100.0 + i) for i in range(200)])
-        store.put_trial("sw", "k", 0, "h", "ok", {"x": 1}, {"metrics": {"m": 1}}, "now")
+        store.put_trial(
+            "sw", "k", 0, "h", "ok", {"x": 1}, {"key": "k", "index": 0, "status": "ok", "metrics": {"m": 1}}, "now"
+        )
     corrupt_middle_pages(damaged)
     before = digest(damaged)
     with Store(damaged, readonly=True) as store, pytest.raises(StoreFailure) as failure:
@@ -197,7 +199,7 @@ def test_a_damaged_file_is_named_checked_and_salvaged_into_a_new_store(tmp_path)
     done = repair.salvage(damaged, out)
     assert done.records == report.records and done.trials == 1
     with Store(out, readonly=True) as fresh:
-        assert fresh.count() == report.records and fresh.trials("sw")[0]["result"] == {"metrics": {"m": 1}}
+        assert fresh.count() == report.records and fresh.trials("sw")[0].result.metrics == {"m": 1}
     assert repair.check(out).ok and digest(damaged) == before  # the damaged file is only read
     with pytest.raises(StoreError, match="exists"):
         repair.salvage(damaged, out)  # never over an existing file

@@ -10,6 +10,7 @@ import time
 
 import psutil
 
+from gpuscout.record.trial import TrialOutcome
 from gpuscout.store import Store
 from gpuscout.sweep import leases
 from gpuscout.sweep.attempts import AttemptFiles, finished_attempt, judge
@@ -34,7 +35,8 @@ def test_a_live_driver_keeps_its_trial_and_a_dead_ones_is_taken_over(store_path)
         assert claim(store, other_live)
         assert not claim(store, ours)  # held by a live driver: never run twice
         assert claim(store, other_live)  # its own claim again (a retry) is fine
-        store.finish_trial("s", "k1", 0, "h", "ok", {"x": 1}, {"metrics": {"m": 1}}, "now")
+        outcome = TrialOutcome(key="k1", index=0, status="ok", params={"x": 1}, metrics={"m": 1})
+        store.finish_trial("s", "k1", 0, "h", "ok", {"x": 1}, outcome, "now")
         assert store.leases("s") == {}  # the lease ends with the result, in one transaction
         assert not claim(store, ours)  # ended ok: not run again
         assert claim(store, ours, again=("ok",))  # unless asked (--retry-failed asks for its statuses)

@@ -7,7 +7,9 @@ from collections import Counter
 
 import pytest
 
+from gpuscout.record.trial import TrialOutcome
 from gpuscout.sweep.pruning import bracket_of, bracket_shares, halving, judge, median, patience, smoothed
+from gpuscout.sweep.results import EarlyStopSummary
 from gpuscout.sweep.spec import EarlyStop, SweepFile
 from gpuscout.sweep.stopping import could_have_won, synchronous_epochs, synchronous_schedule, trial_pace
 
@@ -162,7 +164,8 @@ def test_how_likely_a_pruned_trial_was_to_win_is_read_from_the_finished_curves()
     sweep = stopped_by({"kind": "successive_halving", "grace_epochs": 3, "smooth_epochs": 1})
 
     def result(key, status, curve):
-        return {"key": key, "status": status, "history": [{"epoch": e, "acc": v} for e, v in curve.items()]}
+        history = [{"epoch": e, "acc": v} for e, v in curve.items()]
+        return TrialOutcome(key=key, index=0, status=status, history=history)
 
     ran = [
         # the winner stood at 0.6 at epoch 3 and ended at 0.95 (its last epochs 0.95: no noise)
@@ -175,21 +178,22 @@ def test_how_likely_a_pruned_trial_was_to_win_is_read_from_the_finished_curves()
     # the share's Wilson 95% interval by hand, p = 1/2, n = 2, z = 1.96: centre (0.5 + z^2/4) / (1 + z^2/2)
     # = 0.5; half-width z sqrt(0.25/2 + z^2/16) / (1 + z^2/2) = 1.96 x 0.60416 / 2.9208 = 0.40547
     won = could_have_won(sweep, ran)
-    assert {k: v for k, v in won.items() if not k.startswith("share_")} == {
+    assert won.model_dump(exclude={"share_low", "share_high"}) == {
         "share": 0.5, "won": 1, "of": 2, "epoch": 3, "noise": 0.0, "pruned_told": 1, "pruned": 1
     }  # fmt: skip
-    assert (won["share_low"], won["share_high"]) == pytest.approx((0.5 - 0.40547, 0.5 + 0.40547), abs=1e-5)
+    assert (won.share_low, won.share_high) == pytest.approx((0.5 - 0.40547, 0.5 + 0.40547), abs=1e-5)
     from gpuscout.report.sweep import stopping_lines
 
-    said = {"kind": "successive_halving", "pruned": 1, "trial_hours_used": 0.01, "trial_hours_saved": 0.01,
-            "epochs_run": 18, "epochs_planned": 20, "best_rank_at_rungs": [], "pruned_could_win": won}  # fmt: skip
+    said = EarlyStopSummary(kind="successive_halving", pruned=1, trial_hours_used=0.01, trial_hours_saved=0.01,
+                            epochs_run=18, epochs_planned=20, epochs_synchronous=None, trial_start_s=0.0, epoch_s=1.0,
+                            best_rank_at_rungs=[], pruned_could_win=won, finished=2, brackets=None)  # fmt: skip
     assert stopping_lines(said, None, "acc")[-1].endswith(
         "still ended within the winner's noise (acc +-0): 50% (95% CI 9%-91%)"
     )
     # one finished curve as low (issue 75: "100% (only 1 such curves...)"): a count, never a chance
     one = could_have_won(sweep, [ran[0], ran[3]])
-    assert one["of"] == 1 and one["share"] is None and one["share_low"] is None
-    line = stopping_lines({**said, "pruned_could_win": one}, None, "acc")[-1]
+    assert one.of == 1 and one.share is None and one.share_low is None
+    line = stopping_lines(said.model_copy(update={"pruned_could_win": one}), None, "acc")[-1]
     assert line == (
         "a pruned trial's chance to have won cannot be told from one curve: the one finished trial that stood as "
         "low at epoch 3 still ended within the winner's noise (acc +-0)"
@@ -231,16 +235,16 @@ def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured
 
     sweep = stopped_by({"kind": "hyperband", "grace_epochs": 3, "reduction_factor": 3})
     held = brackets(sweep, list(range(16)))
-    assert held == [
+    assert [b.model_dump() for b in held] == [
         {"trials": 8, "judged_from_epoch": 3},
         {"trials": 5, "judged_from_epoch": 9},
         {"trials": 3, "judged_from_epoch": 27},
     ]
-    stopping = {
-        "kind": "hyperband", "pruned": 15, "trial_hours_used": 0.01, "trial_hours_saved": 0.01, "epochs_run": 796,
-        "epochs_planned": 4800, "epochs_synchronous": 471, "best_rank_at_rungs": [], "brackets": held,
-        "pruned_could_win": None, "finished": 1,
-    }  # fmt: skip
+    stopping = EarlyStopSummary(
+        kind="hyperband", pruned=15, trial_hours_used=0.01, trial_hours_saved=0.01, epochs_run=796,
+        epochs_planned=4800, epochs_synchronous=471, trial_start_s=0.0, epoch_s=1.0, best_rank_at_rungs=[],
+        brackets=held, pruned_could_win=None, finished=1,
+    )  # fmt: skip
     lines = stopping_lines(stopping, None, "acc")
     assert lines[0].endswith("796 of 4,800 epochs run (synchronous hyperband: 471)")
     assert lines[1] == (

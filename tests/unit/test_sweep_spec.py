@@ -55,22 +55,26 @@ def test_idle_time_splits_into_gaps_between_trials_and_the_drain_at_the_end(tmp_
     trial left after 70 s. Idle = gap + drain, as shares of the 100 s wall."""
     from types import SimpleNamespace
 
+    from gpuscout.record.trial import TrialOutcome
     from gpuscout.sweep.resume_plan import Plan
     from gpuscout.sweep.summary import summarise
 
     def trial(i, gpu, start, end):
-        return {
-            "index": i,
-            "params": {"a": i},
-            "status": "ok",
-            "metrics": {"m": float(i)},
-            "gpu_index": gpu,
-            "started_monotonic_s": start,
-            "ended_monotonic_s": end,
-            "duration_s": end - start,
-            "slot": f"gpu{gpu}",
-            "log_dir": "x",
-        }
+        return TrialOutcome(
+            **{
+                "key": f"k{i}",
+                "index": i,
+                "params": {"a": i},
+                "status": "ok",
+                "metrics": {"m": float(i)},
+                "gpu_index": gpu,
+                "started_monotonic_s": start,
+                "ended_monotonic_s": end,
+                "duration_s": end - start,
+                "slot": f"gpu{gpu}",
+                "log_dir": "x",
+            }
+        )
 
     new = [trial(0, 0, 0.0, 49.0), trial(1, 0, 51.0, 100.0), trial(2, 1, 0.0, 30.0), trial(3, 1, 30.0, 70.0)]
     plan = Plan(sweep(), "h", [], [], [], [], tmp_path, tmp_path / "xla-cache")

@@ -8,8 +8,9 @@ import math
 import pytest
 
 from gpuscout.cli import optional_values
-from gpuscout.cli.tracking import Tracking
+from gpuscout.cli.options import Tracking
 from gpuscout.core.errors import UsageError
+from gpuscout.record.trial import StoredTrial
 from gpuscout.tracking.fields import of_record, of_trial, trial_id
 from gpuscout.tracking.mlflow_runs import STATUS, Sent
 from tests.records import make_record, make_watch_record
@@ -44,12 +45,16 @@ def test_a_watched_scripts_figures_verdict_and_command():
 
 
 def test_a_trial_logs_the_users_names_its_curve_and_why_it_ended():
-    trial = {
+    row = {
         "key": "k1",
         "index": 3,
+        "sweep_hash": "h",
         "status": "pruned",
         "params": {"lr": 0.01, "units": 32},
         "result": {
+            "key": "k1",
+            "index": 3,
+            "status": "pruned",
             "metrics": {"val_accuracy": 0.9, "loss": math.nan},
             "history": [{"epoch": 0, "val_accuracy": 0.5}, {"epoch": 1, "val_accuracy": 0.9, "loss": 0.4}],
             "duration_s": 12.5,
@@ -58,7 +63,7 @@ def test_a_trial_logs_the_users_names_its_curve_and_why_it_ended():
             "attempts": 1,
         },
     }
-    logged = of_trial("lr-sweep", trial)
+    logged = of_trial("lr-sweep", StoredTrial.model_validate(row))
     assert logged.params == {"lr": "0.01", "units": "32"}
     assert logged.metrics == {
         "val_accuracy": 0.9,  # the NaN loss is not a figure: the trial's status says what happened

@@ -18,7 +18,7 @@ from gpuscout.measure.watching import LIMIT_GRACE_S, Limits, WatchOptions
 from gpuscout.record import STORED
 from gpuscout.record.run import GpuInfo, TelemetrySample
 from gpuscout.report.watch_live import Lines
-from tests.records import fit_events, make_record, make_watch_record
+from tests.records import decoded, fit_events, make_record, make_watch_record
 from tests.watch_records import H100, busy
 
 T4 = GpuInfo(index=0, name="Tesla T4", memory_total_bytes=16 * 2**30, compute_capability="7.5")
@@ -235,10 +235,10 @@ def test_long_telemetry_is_thinned_in_the_record_but_summarised_whole():
 
 
 def test_sweep_summary_of_a_fit():
-    summary = analysis.summary(fit_events(wait_s=0.3))
-    assert summary["steps"] == 151 and summary["step_time_s"] == pytest.approx(0.02)
-    assert summary["input_wait_share"] == pytest.approx(0.3) and summary["samples_per_s"] == pytest.approx(3200)
-    assert analysis.summary([{"event": "watch_hooked", "pid": 1}]) is None
+    summary = analysis.summary(decoded(fit_events(wait_s=0.3)))
+    assert summary.steps == 151 and summary.step_time_s == pytest.approx(0.02)
+    assert summary.input_wait_share == pytest.approx(0.3) and summary.samples_per_s == pytest.approx(3200)
+    assert analysis.summary(decoded([{"event": "watch_hooked", "pid": 1}])) is None
 
 
 # -- which GPUs were the command's ----------------------------------------------------------------
@@ -347,25 +347,27 @@ def test_trace_steps():
 
 
 def test_limits_stop_once_the_script_halted_or_at_the_backstop():
+    from gpuscout.core.watch_events import FitAnnounced, FitBegan, FitEnded, Halted, LimitReached
+
     limits = Limits(WatchOptions(steps=10))
-    limits.event({"event": "watch_limit", "reason": "10 training steps"})
+    limits.event(LimitReached(pid=1, reason="10 training steps", steps=10))
     assert not limits.due(limits.reached_at + 1)
-    limits.event({"event": "watch_fit_end"})  # what was measured is sent: not yet halted
+    limits.event(FitEnded(pid=1, fit=1, steps=10, samples=320))  # what was measured is sent: not yet halted
     assert not limits.due(limits.reached_at + 1) and not limits.halted.is_set()
-    limits.event({"event": "watch_halt", "steps": 10})
+    limits.event(Halted(pid=1, steps=10))
     assert limits.halted.is_set() and limits.due(limits.reached_at + 1)
     # At a backstop means a millisecond past it: a clock value plus the limit, minus the clock value,
     # rounds either side of the limit (started=3768.441631725 + 335 - 300 came out below 35 in CI).
     past = 1e-3
     stuck = Limits(WatchOptions(steps=10))
-    stuck.event({"event": "watch_limit", "reason": "10 training steps"})
+    stuck.event(LimitReached(pid=1, reason="10 training steps", steps=10))
     assert stuck.due(stuck.reached_at + LIMIT_GRACE_S + past)  # the fit never ended: stopped anyway
     silent = Limits(WatchOptions(duration_s=5))  # a loop the hook cannot see: the parent's clock
     assert not silent.due(silent.started + 5) and silent.due(silent.started + 5 + LIMIT_GRACE_S + past)
     compiling = Limits(WatchOptions(duration_s=5))  # a fit whose first step compiles for minutes
-    compiling.event({"event": "watch_fit_begin", "fit": 1})
+    compiling.event(FitBegan(pid=1, fit=1, began_monotonic_s=compiling.started))
     assert not compiling.due(compiling.started + 600)  # the child counts its own limit from the compile's end
-    compiling.event({"event": "watch_fit", "started_monotonic_s": compiling.started, "compile_s": 300.0})
+    compiling.event(FitAnnounced(pid=1, fit=1, started_monotonic_s=compiling.started, compile_s=300.0))
     assert not compiling.due(compiling.started + 300 + 5)
     assert not compiling.due(compiling.started + 305 + LIMIT_GRACE_S - past)
     assert compiling.due(compiling.started + 305 + LIMIT_GRACE_S + past)
@@ -669,10 +671,19 @@ def test_a_fit_whose_first_step_never_ended_is_said_to_have_started():
     later: the verdict says so, with the fix, never "the script called no Keras Model.fit"."""
     from gpuscout.analysis.watch import Observed, derive
 
-    events = [
-        {"event": "watch_hooked", "pid": 7},
-        {"event": "watch_fit_begin", "pid": 7, "fit": 1, "began_monotonic_s": 100.0, "batch_size": 4096, "epochs": 3},
-    ]
+    events = decoded(
+        [
+            {"event": "watch_hooked", "pid": 7},
+            {
+                "event": "watch_fit_begin",
+                "pid": 7,
+                "fit": 1,
+                "began_monotonic_s": 100.0,
+                "batch_size": 4096,
+                "epochs": 3,
+            },
+        ]
+    )
     common = dict(
         command=["python", "t.py"],
         workload="t.py",

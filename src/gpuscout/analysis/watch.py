@@ -4,19 +4,26 @@ parent sampled (gpuscout.measure.watching runs the script); its verdict is analy
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuscout import catalog
-from gpuscout.analysis import divergence
 from gpuscout.analysis.device_causes import precision_of
 from gpuscout.analysis.epoch_clock import epoch_clock
 from gpuscout.analysis.telemetry import combine_telemetry, summarize_telemetry
 from gpuscout.analysis.verdict import verdict
-from gpuscout.analysis.watch_windows import throughput_of, traced_notes, warmup_notes, warmup_windows, window_of
+from gpuscout.analysis.watch_fits import fits_of
+from gpuscout.analysis.watch_windows import throughput_of, traced_notes, warmup_notes, warmup_windows
+from gpuscout.core.versions import SCHEMA_VERSION
+from gpuscout.core.watch_events import (
+    Applied,
+    Hooked,
+    TraceWritten,
+    WatchEvent,
+)
 from gpuscout.record.child import ChildWindow
-from gpuscout.record.epochs import WatchEpoch
-from gpuscout.record.run import SCHEMA_VERSION, Environment, ErrorDetail, GpuInfo, TelemetrySample
+from gpuscout.record.run import Environment, ErrorDetail, GpuInfo, TelemetrySample
+from gpuscout.record.trial import TrialSteps
 from gpuscout.record.watch import Trace, WatchedFit, WatchRecord, WatchWindow, untraced
 
 
@@ -30,8 +37,8 @@ class Observed:
     status: str
     exit_code: int | None
     duration_s: float
-    events: list[dict]
-    environment: dict  # host provenance
+    events: list[WatchEvent]  # decoded (core/watch_events.decode), in the order they came
+    environment: dict[str, Any]  # host provenance
     child_env: dict[str, str]
     group_id: str
     record_id: str
@@ -55,7 +62,7 @@ class Observed:
 def derive(seen: Observed) -> WatchRecord:
     from gpuscout.core.versions import METHODOLOGY_VERSION, __version__
 
-    fits = _fits(seen.events, seen.ended_monotonic_s)
+    fits = fits_of(seen.events, seen.ended_monotonic_s)
     main = max(fits, key=lambda f: f.steps, default=None)
     windows = main.windows if main else []
     timed = untraced(windows)
@@ -63,7 +70,7 @@ def derive(seen: Observed) -> WatchRecord:
     steady = timed[warmup:]
     gpu = seen.gpus[0] if seen.gpus else None
     entry = catalog.match(gpu.name) if gpu else None
-    record = {
+    record: dict[str, Any] = {
         "id": seen.record_id,
         "created_utc": seen.created_utc,
         "group_id": seen.group_id,
@@ -87,9 +94,9 @@ def derive(seen: Observed) -> WatchRecord:
         )
         if seen.status == "failed"
         else None,
-        "instrumented": any(e["event"] == "watch_hooked" for e in seen.events),
+        "instrumented": any(isinstance(e, Hooked) for e in seen.events),
         "tune_change": seen.tune_change,
-        "applied": {e["change"]: e["detail"] for e in seen.events if e["event"] == "watch_applied"},
+        "applied": {e.change: e.detail for e in seen.events if isinstance(e, Applied)},
         "fits": fits,
         "batch_size": main.batch_size if main else None,
         "windows": windows,
@@ -124,153 +131,26 @@ def _explained(error: ErrorDetail, seen: Observed, main: WatchedFit | None, gpu:
     return explained(error, Machine.from_record(env, gpu, None), context)
 
 
-def summary(events: list[dict]) -> dict | None:
+def summary(events: list[WatchEvent]) -> TrialSteps | None:
     """A sweep trial's step timing: its main fit's steps, median step time and samples/s over the
     windows, and the shares of time waiting for input and between steps. None without a fit."""
-    main = max(_fits(events), key=lambda f: f.steps, default=None)
+    main = max(fits_of(events), key=lambda f: f.steps, default=None)
     if main is None or not main.windows:
         return None
     timed = untraced(main.windows)
     figures = throughput_of(main, None, timed[warmup_windows(timed) :])
-    return {
-        "steps": main.steps,
-        "batch_size": main.batch_size,
-        "step_time_s": figures["step_time_s"],
-        "samples_per_s": figures.get("samples_per_s"),
-        "input_wait_share": figures["input_wait_share"],
-        "outside_step_share": figures["outside_step_share"],
-        "compile_s": main.compile_s,
-        "precision_policy": main.precision_policy,
-        "backend": main.backend,
-        "epochs_planned": main.epochs_planned,
-    }
-
-
-def _fits(events: list[dict], ended_monotonic_s: float | None = None) -> list[WatchedFit]:
-    """Each fit (and the custom loop) the events tell of; `ended_monotonic_s`: when the command
-    ended, for a fit whose first step had not."""
-    fits: dict[tuple, dict] = {}
-
-    def fit_of(event: dict) -> dict:
-        key = (event["pid"], event.get("fit"))
-        return fits.setdefault(
-            key,
-            {
-                "pid": event["pid"],
-                "index": event.get("fit"),
-                "custom": event.get("fit") is None,
-                "windows": [],
-                "epochs": [],
-            },
-        )
-
-    for e in events:
-        kind = e["event"]
-        if kind == "watch_fit_begin" and e.get("began_monotonic_s") is not None:
-            fit_of(e).update(
-                began=e["began_monotonic_s"],
-                batch_size=e.get("batch_size"),
-                epochs_planned=e.get("epochs"),
-                **{k: e[k] for k in ("shuffle", "validation", "validation_steps", "weighted") if k in e},
-            )
-        elif kind == "watch_fit":
-            fit_of(e).update(
-                {
-                    k: e.get(k)
-                    for k in (
-                        "backend",
-                        "keras_version",
-                        "model",
-                        "params",
-                        "batch_size",
-                        "batch_bytes",
-                        "input_type",
-                        "precision_policy",
-                        "compute_dtype",
-                        "jit_compile",
-                        "steps_per_execution",
-                        "strategy",
-                        "compile_s",
-                        "flops_coverage",
-                        "steps_per_epoch",
-                        "input_in_graph",
-                        "input_workers",
-                        "input_multiprocessing",
-                        "sync_callbacks",
-                        "rate_callback",
-                        "optimizer",
-                        "learning_rate",
-                        "augmented_in_model",
-                        "own_train_step",
-                    )
-                }
-            )
-            fit_of(e).update(sites={k: v for k, v in (e.get("sites") or {}).items() if v})
-            fit_of(e).update(
-                forward_flops_per_sample=e.get("forward_flops"),
-                replicas=e.get("replicas") or 1,
-                run_eagerly=bool(e.get("run_eagerly")),
-                devices=e.get("devices"),
-                epochs_planned=e.get("epochs"),
-            )
-        elif kind == "watch_window":
-            fit_of(e)["windows"].append(window_of(e))
-        elif kind == "watch_epoch":
-            seconds = e["end_monotonic_s"] - e["start_monotonic_s"]
-            fit_of(e)["epochs"].append(
-                WatchEpoch(
-                    epoch=e["epoch"],
-                    start_monotonic_s=e["start_monotonic_s"],
-                    end_monotonic_s=e["end_monotonic_s"],
-                    epoch_end_monotonic_s=e.get("epoch_end_monotonic_s", e["end_monotonic_s"]),
-                    steps=e["steps"],
-                    samples=e["samples"],
-                    samples_per_s=e["samples"] / seconds if seconds > 0 else 0.0,
-                    logs={str(k): _log_value(v) for k, v in (e.get("logs") or {}).items()},
-                    callbacks_s=e.get("callbacks_s") or {},
-                    validation_steps=e.get("validation_steps"),
-                    validation_s=e.get("validation_s"),
-                    first_batch=e.get("first_batch"),
-                )
-            )
-        elif kind == "watch_pipeline":
-            fit_of(e).update(pipeline=e.get("ops") or [])
-        elif kind == "watch_fit_end":
-            fit_of(e).update(
-                steps=e["steps"],
-                samples=e["samples"],
-                peak_memory_bytes=e.get("peak_memory_bytes"),
-                stopped_by_limit=bool(e.get("stopped_by_limit")),
-                last_loss=e.get("last_loss"),
-                input_repeats=e.get("input_repeats"),
-                sample_work=e.get("sample_work"),
-            )
-    out = []
-    for fit in fits.values():
-        began = fit.pop("began", None)
-        if began is not None and ended_monotonic_s is not None and "compile_s" not in fit and not fit["windows"]:
-            fit["first_step_unfinished_s"] = max(0.0, ended_monotonic_s - began)  # never announced: no step ended
-        if fit["custom"]:  # the loop's own count of steps and samples
-            fit["steps"] = sum(w.steps for w in fit["windows"])
-            fit["samples"] = sum(w.samples or 0 for w in fit["windows"])
-        elif "steps" not in fit and fit["windows"]:  # stopped before fit ended (Ctrl-C, a kill): what ran
-            # the first step (the compile) and the windows' steps; the steps after the last window are not seen
-            fit["steps"] = 1 + sum(w.steps for w in fit["windows"])
-            fit["samples"] = (fit.get("batch_size") or 0) + sum(w.samples or 0 for w in fit["windows"])
-        made = WatchedFit(**{k: v for k, v in fit.items() if v is not None})
-        out.append(made.model_copy(update={"diverged": divergence.find(made)}))
-    return out
-
-
-def _log_value(value):
-    """A value of an epoch event's logs as the record keeps it (child/step_outputs.log_value made it;
-    an in-process watch's own logs may hold any JSON value): numbers as floats, lists of them, the
-    text of anything else."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, list):
-        return [_log_value(v) for v in value]
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+    return TrialSteps(
+        steps=main.steps,
+        batch_size=main.batch_size,
+        step_time_s=figures["step_time_s"],
+        samples_per_s=figures.get("samples_per_s"),
+        input_wait_share=figures["input_wait_share"],
+        outside_step_share=figures["outside_step_share"],
+        compile_s=main.compile_s,
+        precision_policy=main.precision_policy,
+        backend=main.backend,
+        epochs_planned=main.epochs_planned,
+    )
 
 
 def _fit_notes(main: WatchedFit | None) -> list[str]:
@@ -283,20 +163,20 @@ def _fit_notes(main: WatchedFit | None) -> list[str]:
     ]
 
 
-def _trace(events: list[dict]) -> Trace | None:
-    found = [e for e in events if e["event"] == "watch_trace"]
+def _trace(events: list[WatchEvent]) -> Trace | None:
+    found = [e for e in events if isinstance(e, TraceWritten)]
     if not found:
         return None
     e = found[-1]
     return Trace(
-        dir=e["dir"],
-        first_step=e["first_step"],
-        last_step=e["last_step"],
-        ok=e["ok"],
-        message=e.get("message"),
-        command=f"tensorboard --logdir {e['dir']}" if e["ok"] else None,
-        devices=e.get("devices") or [],
-        kernels_note=e.get("kernels_note"),
+        dir=e.dir,
+        first_step=e.first_step,
+        last_step=e.last_step,
+        ok=e.ok,
+        message=e.message,
+        command=f"tensorboard --logdir {e.dir}" if e.ok else None,
+        devices=e.devices,
+        kernels_note=e.kernels_note,
     )
 
 
@@ -355,7 +235,7 @@ def first_busy(seen: Observed) -> float | None:
     return None
 
 
-def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict:
+def _telemetry(seen: Observed, windows: list[WatchWindow]) -> dict[str, Any]:
     if not any(seen.samples):
         return {}
     spans = _spans(seen, windows)

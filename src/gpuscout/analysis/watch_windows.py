@@ -4,11 +4,14 @@ time, input wait, samples/s with its interval, MFU)."""
 from __future__ import annotations
 
 from statistics import median
+from typing import Any
 
 from gpuscout.analysis.device_causes import precision_of
 from gpuscout.analysis.flags import SLOW_FIRST_WINDOW
 from gpuscout.analysis.mfu import achieved_tflops, mfu
 from gpuscout.analysis.stats import summarize
+from gpuscout.catalog.specs import GpuSpec
+from gpuscout.core.watch_events import Window
 from gpuscout.record.run import Throughput
 from gpuscout.record.watch import WatchedFit, WatchWindow
 
@@ -55,26 +58,25 @@ def warmup_notes(windows: list[WatchWindow], warmup: int) -> list[str]:
     return []
 
 
-def window_of(e: dict) -> WatchWindow:
-    seconds = e["end_monotonic_s"] - e["start_monotonic_s"]
-    samples = e.get("samples")
+def window_of(e: Window) -> WatchWindow:
+    seconds = e.end_monotonic_s - e.start_monotonic_s
     return WatchWindow(
-        index=e["index"],
-        start_monotonic_s=e["start_monotonic_s"],
-        end_monotonic_s=e["end_monotonic_s"],
-        steps=e["steps"],
-        samples=samples,
-        input_wait_s=e.get("input_wait_s"),
-        outside_step_s=e.get("outside_step_s"),
+        index=e.index,
+        start_monotonic_s=e.start_monotonic_s,
+        end_monotonic_s=e.end_monotonic_s,
+        steps=e.steps,
+        samples=e.samples,
+        input_wait_s=e.input_wait_s,
+        outside_step_s=e.outside_step_s,
         seconds=seconds,
-        samples_per_s=samples / seconds if samples and seconds > 0 else None,
-        step_time_s=seconds / e["steps"] if e["steps"] else seconds,
-        traced=bool(e.get("traced")),
-        loss=e["loss"] if isinstance(e.get("loss"), float) else None,
+        samples_per_s=e.samples / seconds if e.samples and seconds > 0 else None,
+        step_time_s=seconds / e.steps if e.steps else seconds,
+        traced=e.traced,
+        loss=e.loss,
     )
 
 
-def throughput_of(main: WatchedFit | None, entry, steady: list[WatchWindow]) -> dict:
+def throughput_of(main: WatchedFit | None, entry: GpuSpec | None, steady: list[WatchWindow]) -> dict[str, Any]:
     """The figures of `steady`, the main fit's windows after its warm-up."""
     if main is None or not steady:
         return {}
@@ -82,7 +84,7 @@ def throughput_of(main: WatchedFit | None, entry, steady: list[WatchWindow]) -> 
     seconds = sum(w.seconds for w in steady)
     waits = [w.input_wait_s for w in steady if w.input_wait_s is not None]
     outside = [w.outside_step_s for w in steady if w.outside_step_s is not None]
-    out = {
+    out: dict[str, Any] = {
         "step_time_s": seconds / sum(w.steps for w in steady),
         "input_wait_share": sum(waits) / seconds if waits and seconds else None,
         "outside_step_share": sum(outside) / seconds if outside and seconds else None,

@@ -6,6 +6,8 @@ Measuring code never formats: this module returns plain records; ``report/`` ren
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gpuscout.analysis.stats import across_runs
 from gpuscout.core.spec import RunSpec
 from gpuscout.measure import engine
@@ -13,6 +15,13 @@ from gpuscout.measure.plans import BenchOptions, label
 from gpuscout.record.run import RunRecord
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
+
+
+class BenchResult(NamedTuple):
+    """What `bench` measured: its records, and each repeated configuration's summary."""
+
+    records: list[RunRecord]
+    summaries: list[dict]
 
 
 def run_bench(

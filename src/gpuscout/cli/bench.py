@@ -11,18 +11,27 @@ import typer
 
 from gpuscout import bench as bench_lib
 from gpuscout import infer as infer_lib
-from gpuscout.cli import tracking
-from gpuscout.cli.options import AsJson, Device, Pricing, StorePath, grouped, measure_options, protocol_options
+from gpuscout.cli.emit import emit
+from gpuscout.cli.options import (
+    AsJson,
+    Device,
+    Pricing,
+    StorePath,
+    Tracking,
+    grouped,
+    measure_options,
+    protocol_options,
+)
 from gpuscout.core.errors import RunError, UsageError, parse_names
 from gpuscout.core.spec import PROTOCOL
 from gpuscout.measure import engine, plans
-from gpuscout.record.document import json_document
 from gpuscout.record.run import RunRecord
 from gpuscout.report import console as console_report
 from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.tracking import sending as tracking
 from gpuscout.workloads import suites
 
 HELP = """Benchmark training under the fixed protocol: compile apart, warm-up discarded, timed windows.
@@ -227,7 +236,7 @@ def bench(
     accuracy: Accuracy,
     inference: Inference,
     pricing: Pricing,
-    track: tracking.Tracking,
+    track: Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
@@ -285,11 +294,7 @@ def bench(
         as_json,
         mlflow,
     )
-    summaries = bench_lib.summarize_repeats(records)
-    if as_json:
-        typer.echo(json_document(records, summaries=summaries))
-    else:
-        console_report.print_bench(terminal.console(), records, summaries)
+    emit(bench_lib.BenchResult(records, bench_lib.summarize_repeats(records)), as_json)
     if any(not r.ok for r in records):
         raise typer.Exit(1)
 
@@ -348,10 +353,7 @@ def _inference(
         mlflow,
     )
     verdicts = infer_lib.target_verdicts(records, infer.latency_target_ms) if infer.latency_target_ms else []
-    if as_json:
-        typer.echo(json_document(records, latency_targets=verdicts))
-    else:
-        console_report.print_inference(terminal.console(), records, verdicts)
+    emit(infer_lib.InferenceResult(records, verdicts), as_json)
     missed = [v for v in verdicts if v["best"] is None]
     if missed:
         v, low = missed[0], missed[0]["lowest_p99"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from gpuscout import catalog as catalog_lib
+from gpuscout.catalog.listing import CatalogListing
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import AsJson
 from gpuscout.core.errors import UsageError
-from gpuscout.report.catalog import print_catalog
 
 HELP = """List the GPU catalog: memory, bandwidth, dense peak TFLOP/s per precision, interconnect, prices.
 
@@ -46,21 +45,4 @@ def catalog(
         if segment not in segments:
             raise UsageError(f"unknown --segment {segment!r}: choose {', '.join(sorted(segments))}")
         entries = [g for g in entries if g.segment == segment]
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "user_file": cat.user_file,
-                    "gpus": [
-                        {
-                            **g.model_dump(),
-                            "prices": [{**p.model_dump(), "stale": p.stale()} for p in cat.prices_for(g.id)],
-                        }
-                        for g in entries
-                    ],
-                },
-                indent=2,
-            )
-        )
-        return
-    print_catalog(cat, entries, one=bool(gpu))
+    emit(CatalogListing(cat, entries, one=bool(gpu)), as_json)

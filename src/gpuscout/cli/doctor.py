@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
@@ -10,13 +9,12 @@ from pathlib import Path
 
 import typer
 
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import AsJson
 from gpuscout.core.errors import UsageError
-from gpuscout.doctor import run_doctor
+from gpuscout.doctor import DoctorResult, Explained, run_doctor
 from gpuscout.explain import Context, Machine, explain
 from gpuscout.report import terminal
-from gpuscout.report.doctor import print_doctor
-from gpuscout.report.explain import print_explanations
 
 HELP = """Check driver, GPUs, CUDA/cuDNN as each backend sees them, and XLA; say how to fix problems.
 With --explain, read an error log instead: every known failure in it (the root cause first),
@@ -68,39 +66,13 @@ def doctor(
     with console.status("probing NVML and each installed backend (imports take a few seconds)"):
         report = run_doctor()
     if text is None:
-        _print_report(report, as_json)
-        if any(c["status"] == "fail" for c in report["checks"]):
+        result = DoctorResult(report)
+        emit(result, as_json)
+        if result.failed:
             raise typer.Exit(1)
         return
     found = explain(text, Machine.from_doctor(report, dict(os.environ)), context)
-    lines = text.count("\n") + 1
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "explanations": [e.model_dump() for e in found],
-                    "recognised": bool(found),
-                    "lines": lines,
-                    "doctor": report,
-                },
-                indent=2,
-            )
-        )
-        return
-    out = terminal.console()
-    if found:
-        roots = sum(e.echo_of is None for e in found)
-        out.print(
-            f"{len(found)} known failure(s) in the log, {roots} root cause(s) first:", markup=False, highlight=False
-        )
-        print_explanations(out, found)
-    else:
-        out.print(
-            f"no known failure in the {lines} line(s) read; this machine as doctor sees it:",
-            markup=False,
-            highlight=False,
-        )
-        print_doctor(report)
+    emit(Explained(found, text.count("\n") + 1, report), as_json)
 
 
 def _read(source: str) -> str:
@@ -176,10 +148,3 @@ def _context(workload: str | None, batch_size: int | None, precision: str | None
     if precision is not None:
         parse_precision(precision, "--precision")
     return Context(workload=workload, batch_size=batch_size, precision=precision)
-
-
-def _print_report(report: dict, as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps(report, indent=2))
-    else:
-        print_doctor(report)

@@ -23,6 +23,7 @@ from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Protocol
 from gpuscout.measure import engine, rules
 from gpuscout.report import terminal
+from gpuscout.tracking import mlflow_runs
 
 StorePath = Annotated[
     Path | None,
@@ -235,3 +236,32 @@ def given_args(ctx: typer.Context, exclude: set[str]) -> list[str]:
 
 def _as_arg(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclasses.dataclass
+class Tracking:
+    mlflow: Annotated[
+        str | None,
+        typer.Option(
+            "--mlflow",
+            metavar="[URI]",
+            help="Also log the runs to this MLflow tracking server (alone: MLFLOW_TRACKING_URI's); they are "
+            "stored here all the same.",
+        ),
+    ] = None
+    experiment: Annotated[
+        str, typer.Option("--experiment", help="--mlflow: the MLflow experiment, made when missing.")
+    ] = mlflow_runs.DEFAULT_EXPERIMENT
+
+    def target(self) -> tuple[str, str] | None:
+        """(tracking URI, experiment), checked before anything runs; None without --mlflow."""
+        if self.mlflow is None:
+            if self.experiment != mlflow_runs.DEFAULT_EXPERIMENT:
+                raise UsageError("--experiment names an MLflow experiment: give --mlflow too")
+            return None
+        if not self.experiment.strip():
+            raise UsageError("--experiment is empty: name the MLflow experiment")
+        try:
+            return mlflow_runs.tracking_uri(self.mlflow), self.experiment.strip()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -12,17 +11,15 @@ import typer
 from gpuscout import catalog as catalog_lib
 from gpuscout import recommend as rec
 from gpuscout import workloads
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import AsJson, Pricing, StorePath, grouped
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core import backends
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend import from_run
-from gpuscout.recommend.caveats import cannot_judge, caveats
+from gpuscout.recommend.advice import Advice, unreachable
 from gpuscout.record.run import RunRecord
-from gpuscout.report import format as fmt
-from gpuscout.report import terminal
-from gpuscout.report.recommend import print_from_run, print_ranking
 from gpuscout.store import Store, default_store_path
 
 HELP = """Rank GPUs for a training job: the answer first (the best value, what the ranking cannot tell
@@ -217,72 +214,11 @@ def recommend(
         raise UsageError("--deadline needs the job's size: give --dataset-size (and --epochs)")
     if answer is None:
         rows = rec.rank(job, cat, constraints, prices)
-    deadline_h = constraints.deadline_h
-    if deadline_h and not any(r.eligible or (r.hours is not None and r.hours <= deadline_h) for r in rows):
-        timed = [r for r in rows if r.hours is not None]
-        closest = min(timed, key=lambda r: r.hours) if timed else None
-        raise UsageError(
-            f"no GPU in the catalog trains {job.name} within {limits.deadline}"
-            + (f": the closest is {closest.gpus}x {closest.gpu.name} at {closest.hours:,.1f} h" if closest else "")
-            + f" (with up to {limits.max_gpus} GPUs; raise --max-gpus or the deadline)"
-        )
-    notes, lead = caveats(job, rows), cannot_judge(job)
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "job": {k: v for k, v in job.__dict__.items() if k not in ("references", "measured", "scaling")}
-                    | {
-                        "scaling": [
-                            {"gpu": gpu, "gpus": k, "efficiency": eff, "basis": label}
-                            for (gpu, k), (eff, label) in job.scaling.items()
-                        ]
-                    }
-                    | {"precision": job.precision.value, "references": [r.label for r in job.references]},
-                    "scenario": job_options.scenario,
-                    "cannot_judge": lead,
-                    "caveats": notes,
-                    "rows": [r.to_dict() for r in rows],
-                }
-                | (answer.to_dict() if answer else {}),
-                indent=2,
-                default=str,
-            )
-        )
-        return
-    budgeted = constraints.budget_usd_per_hour is not None or constraints.budget_usd_total is not None
-    if budgeted and not any(r.eligible and r.fits for r in rows):
-        priced = [r for r in rows if r.fits and r.cost_usd is not None] or [r for r in rows if r.fits and r.hourly]
-        cheapest = min(priced, key=lambda r: r.cost_usd if r.cost_usd is not None else r.usd_per_hour, default=None)
-        raise UsageError(
-            f"no GPU in the catalog trains {job.name} within the budget"
-            + (
-                f": the cheapest is {cheapest.gpus}x {cheapest.gpu.name} at "
-                f"{cheapest.usd_per_hour:.2f} "
-                f"USD/h" + (f", {fmt.usd(cheapest.cost_usd)} in all" if cheapest.cost_usd is not None else "")
-                if cheapest
-                else ""
-            )
-            + "; raise the budget"
-        )
-    # --top rows, as asked (issue 62: --top 1 showed 10); a GPU without a price ranks after the
-    # priced ones, so those cut are named in one line rather than lost
-    unpriced = [
-        r for r in rows[limits.top :] if r.fits and r.eligible and r.hourly is None and r.throughput is not None
-    ]
-    if answer is not None and answer.measured.ended:  # before the table, not only after it
-        terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
-    print_ranking(rows, job, constraints, notes, answer.fix_first if answer else None, long, limits.top, lead)
-    if unpriced:
-        names = ", ".join(dict.fromkeys(r.gpu.short_name for r in unpriced))
-        terminal.console().print(
-            f"also trains it, with no price in the catalog to rank by: {names} "
-            f"(--top {len(rows)} shows them; --json has every row)",
-            markup=False,
-            highlight=False,
-        )
-    if answer is not None:
-        print_from_run(answer)
+    advice = Advice(job, rows, constraints, job_options.scenario, answer, limits.top, long)
+    problem = unreachable(advice, limits.deadline, limits.max_gpus)
+    if problem:
+        raise UsageError(problem)
+    emit(advice, as_json)
 
 
 def _from_run(run_id: str, store_path: Path | None, cat, constraints: rec.Constraints, prices, limits: Limits):

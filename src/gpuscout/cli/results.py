@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 from typing import get_args
 
 import typer
 
-from gpuscout.cli import handle_errors, tracking
-from gpuscout.cli.options import AsJson, StorePath, grouped
+from gpuscout.cli import handle_errors
+from gpuscout.cli.emit import emit
+from gpuscout.cli.options import AsJson, StorePath, Tracking, grouped
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core import inputs, outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.text import control_fields
 from gpuscout.record import STORED
-from gpuscout.record.document import json_document
 from gpuscout.record.run import SCHEMA_VERSION, Status
-from gpuscout.report import console as console_report
 from gpuscout.report import exporters, terminal
-from gpuscout.report import watch as watch_report
+from gpuscout.report import store as store_report
 from gpuscout.report.export import parse_document
 from gpuscout.store import Store, default_store_path, repair
 from gpuscout.store.migrate import migrate as migrate_store
+from gpuscout.tracking import sending as tracking
 
 app = typer.Typer(
     help="Stored benchmark results: list, show, export, import, check, salvage, schema, migrate.", no_args_is_help=True
@@ -60,12 +59,7 @@ def list_(
     with Store(store_path, readonly=True) as store:
         records = store.list(workload=workload, status=status, limit=limit, kind=kind)
     warn_unreadable(store)
-    if as_json:
-        typer.echo(json_document(records))
-    elif not records:
-        terminal.console().print("no stored runs match")
-    else:
-        terminal.console().print(console_report.runs_table(records))
+    emit(store_report.Listed(records), as_json)
 
 
 @app.command("show")
@@ -82,18 +76,7 @@ def show(
     with Store(store_path, readonly=True) as store:
         record = store.get(run_id)
         links = store.tracked(record.id)
-    if as_json:
-        typer.echo(json_document([record]))
-        return
-    if record.kind == "watch":
-        watch_report.print_watch_record(terminal.console(highlight=False), record)
-    else:
-        console_report.print_run(terminal.console(), record)
-    for link in links:  # where it went (issue 63: the MLflow run id in the store)
-        whose = "your script's own run" if link.origin == "script" else "run"
-        terminal.console(highlight=False).print(
-            f"MLflow: {whose} {link.tracker_run_id} at {link.tracking_uri} ({link.logged_utc[:16]})", markup=False
-        )
+    emit(store_report.Shown(record, links), as_json)
 
 
 @app.command("export")
@@ -111,7 +94,7 @@ def export(
         False, "--force", help="Replace -o even when gpuscout did not write it (never the store)."
     ),
     *,
-    track: tracking.Tracking,
+    track: Tracking,
     store_path: StorePath = None,
 ) -> None:
     """Export stored runs as JSON (whole records) or CSV (one flat row per run), or to MLflow.
@@ -225,58 +208,9 @@ def check(store_path: StorePath = None, as_json: AsJson = False) -> None:
     Example: gpuscout results check --store ~/results.sqlite || gpuscout results salvage --out fixed.sqlite
     """
     report = repair.check(store_path or default_store_path())
-    if as_json:
-        typer.echo(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
-    else:
-        out = terminal.console(highlight=False)
-        sqlite_ok = report.integrity == ["ok"]
-        out.print(f"{report.path}", soft_wrap=True, markup=False)
-        out.print(f"  SQLite integrity: {'ok' if sqlite_ok else 'DAMAGED'}", markup=False)
-        for line in [] if sqlite_ok else report.integrity[:10]:
-            out.print(f"    {line}", soft_wrap=True, markup=False)
-        out.print(f"  records: {report.records} readable and valid; trials: {report.trials}", markup=False)
-        for line in damage_lines(report) + list(filter(None, [recovered_line(report)])):
-            out.print(f"  {line}", soft_wrap=True, markup=False)
-        for what, why in list(report.invalid.items())[:20]:
-            out.print(f"  {what} does not validate: {why}", soft_wrap=True, markup=False)
-        if report.ok:
-            out.print("  no damage found")
-        else:
-            out.print(
-                f"  `gpuscout results salvage --store {report.path} --out NEW.sqlite` copies every "
-                "readable record into a new store",
-                soft_wrap=True,
-                markup=False,
-            )
+    emit(report, as_json)
     if not report.ok:
         raise typer.Exit(1)
-
-
-def damage_lines(report) -> list[str]:
-    """What a check or salvage found lost, one line each (a CheckReport or SalvageReport)."""
-    lines = []
-    if report.lost_rows:
-        lines.append(f"{report.lost_rows} row(s) on damaged pages, which cannot be read at all")
-    if report.missing_pages:
-        lines.append(
-            f"{report.missing_pages} page(s) the file's header counts are missing from its end (the file was "
-            "cut short): rows stored on them are lost"
-        )
-    return lines
-
-
-def recovered_line(report) -> str | None:
-    if not report.from_pages:
-        return None
-    header = (
-        (
-            " (its header, the first 100 bytes with SQLite's mark, page size and freelist, is damaged: they were "
-            "read without it)"
-        )
-        if report.header_damaged
-        else ""
-    )
-    return f"{report.from_pages} row(s) SQLite could no longer reach were read from their pages{header}"
 
 
 @app.command("salvage")
@@ -305,22 +239,7 @@ def salvage(
         raise UsageError(
             f"--out {out.name[:40]}…: a store's name leaves room for SQLite's -journal beside it: {room} bytes at most"
         )
-    report = repair.salvage(store_path or default_store_path(), out)
-    if as_json:
-        typer.echo(json.dumps(asdict(report), indent=2))
-        return
-    err = terminal.console(stderr=True, highlight=False)
-    err.print(
-        f"copied {report.records} record(s) and {report.trials} trial(s) from {report.source} into {report.out}",
-        soft_wrap=True,
-        markup=False,
-    )
-    if recovered_line(report):
-        err.print(f"recovered: {recovered_line(report)}", soft_wrap=True, markup=False)
-    for line in damage_lines(report):
-        err.print(f"left behind: {line}", soft_wrap=True, markup=False)
-    for what, why in report.invalid.items():
-        err.print(f"left behind: {what}, which does not validate ({why})", soft_wrap=True, markup=False)
+    emit(repair.salvage(store_path or default_store_path(), out), as_json)
 
 
 @app.command("schema")

@@ -29,7 +29,7 @@ from gpuscout.core.errors import UsageError, parse_positive_ints, parse_whole_nu
 from gpuscout.core.spec import PROTOCOL, BatchNormStats
 from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
-from gpuscout.report.scale import print_merged, print_scale
+from gpuscout.report.scale import print_merged
 from gpuscout.scale import cluster
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
@@ -246,7 +246,7 @@ def _here(workload: str, options: scale_lib.ScaleOptions, store_path: Path | Non
         session_report.folder("scale", store_path or default_store_path(), make=False)
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = scale_lib.run_scale(the_plan, options, nvml, store, bars)
-    save_and_show(report, "scale", store.path, as_json, print_scale)
+    save_and_show(report, "scale", store.path, as_json)
     raise typer.Exit(1 if any(p.status != "ok" for p in report.points) else 0)
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import typer
-
+from gpuscout.cli.emit import emit, session_document
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
-from gpuscout.core.versions import __version__
 from gpuscout.report import terminal
 
 
@@ -20,25 +17,24 @@ def folder(verb: str, store_path: Path, make: bool = True) -> Path:
     return outputs.own_folder(store_path.parent / verb, store_path, f"the {verb} reports' folder", make=make)
 
 
-def save_and_show(report, verb: str, store_path: Path, as_json: bool, render: Callable[..., None]) -> Path | None:
-    """The report shown, and saved as VERB/SESSION.json beside the store (never a link or a file
-    gpuscout did not write). Its runs are stored already: a report that cannot be saved is said,
-    and still shown. `report`: a typed result with `as_json()` (scale's, tune's of a script or of
-    a workload)."""
-    fields = report.as_json()
-    text = json.dumps({"gpuscout_version": __version__, **fields}, indent=2, default=str)
+def save_and_show(report: Any, verb: str, store_path: Path, as_json: bool) -> Path | None:
+    """The report shown (cli/emit.py), and saved as VERB/SESSION.json beside the store (never a
+    link or a file gpuscout did not write). Its runs are stored already: a report that cannot be
+    saved is said, and still shown."""
     err = terminal.console(stderr=True)
     try:
         saved = outputs.replace_inside(
-            folder(verb, store_path), f"{fields['session']}.json", text, store_path, f"the {verb} report", ("json",)
+            folder(verb, store_path),
+            f"{report.as_json()['session']}.json",
+            session_document(report),
+            store_path,
+            f"the {verb} report",
+            ("json",),
         )
     except (UsageError, OSError) as exc:
         saved = None
         err.print(f"note: the report was not saved ({exc}); its runs are stored in {store_path}", markup=False)
-    if as_json:
-        typer.echo(text)
-    else:
-        render(report, terminal.console())
-        if saved is not None:
-            err.print(f"runs stored in {store_path}; the report in {saved}", markup=False)
+    emit(report, as_json)
+    if saved is not None and not as_json:
+        err.print(f"runs stored in {store_path}; the report in {saved}", markup=False)
     return saved

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from gpuscout.cli import tracking
-from gpuscout.cli.options import AsJson, StorePath, grouped
+from gpuscout.cli.emit import emit
+from gpuscout.cli.options import AsJson, StorePath, Tracking, grouped
 from gpuscout.core.errors import parse_whole_numbers
-from gpuscout.report import terminal
 from gpuscout.report.sweep import print_summary, print_trials, sweep_view
 from gpuscout.store import Store
 from gpuscout.sweep import driver, resume_plan
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.tracking import sending as tracking
 
 HELP = """Run a hyperparameter sweep: one child process per trial, every GPU kept busy, retries,
 timeouts, a live view, every trial stored; then the best trials, the parallel speedup, GPU-hours,
@@ -75,7 +74,7 @@ def sweep(
         False, "--dry-run", help="Check the sweep, list the trials and their commands, run nothing (any machine)."
     ),
     *,
-    track: tracking.Tracking,
+    track: Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
@@ -105,10 +104,7 @@ def sweep(
                 return
             with sweep_view(plan.sweep, quiet=as_json) as view:
                 summary = driver.execute(plan, options, nvml, store, view)
-            if as_json:
-                typer.echo(json.dumps(summary.as_json(), indent=2, default=str))
-            else:
-                print_summary(summary, terminal.console())
+            emit(summary, as_json)
             tracking.send_sweep(target, summary, print_summary, store)
     if summary.failed:
         raise typer.Exit(1)

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpuscout import tune as tune_lib
-from gpuscout.cli import session_report, tracking
-from gpuscout.cli.options import AsJson, Device, StorePath, grouped, measure_options, protocol_options, renamed
+from gpuscout.cli import session_report
+from gpuscout.cli.options import (
+    AsJson,
+    Device,
+    StorePath,
+    Tracking,
+    grouped,
+    measure_options,
+    protocol_options,
+    renamed,
+)
 from gpuscout.cli.session_report import save_and_show
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError, parse_names
@@ -25,7 +35,13 @@ from gpuscout.report.tune_script import print_plan, print_tune_script
 from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.tracking import sending as tracking
 from gpuscout.tune.changes import CHANGES
+
+if TYPE_CHECKING:  # imported where they run: planning a session loads none of their frameworks
+    from gpuscout.measure.command import Command
+    from gpuscout.record.watch import WatchRecord
+    from gpuscout.tune.runs import ScriptOptions
 
 HELP = """Measure what each fix buys on your own script, unchanged: `gpuscout tune -- python train.py`
 runs it as the baseline under watch's instrumentation, then once per change the baseline makes
@@ -140,7 +156,7 @@ def tune(
     config: TuneConfig,
     protocol: TuneProtocol,
     device: Device,
-    track: tracking.Tracking,
+    track: Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
@@ -179,7 +195,7 @@ def tune(
         session_report.folder("tune", store_path or default_store_path(), make=False)
         with Store(store_path) as store, run_bars(quiet=as_json) as bars:
             report = tune_lib.tune(workload, options, nvml, store, bars, planned)
-    save_and_show(report, "tune", store.path, as_json, print_tune)
+    save_and_show(report, "tune", store.path, as_json)
     params = {"workload": report.workload, "backend": report.backend, "budget_minutes": f"{report.budget_s / 60:g}"}
     tracking.send_session(target, "tune", report, print_tune, store.path, params=params)
 
@@ -191,8 +207,19 @@ def _command_given() -> bool:
     return "tune" in argv and "--" in argv[argv.index("tune") + 1 :]
 
 
-def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[str, str] | None = None) -> None:
-    """`gpuscout tune -- COMMAND`: parse, check, plan (or --dry-run), run, store, report."""
+@dataclasses.dataclass(frozen=True)
+class ScriptRequest:
+    """A tune session of a command, checked before the command first runs."""
+
+    resolved: Command  # the command as it will run
+    options: ScriptOptions
+    patch: outputs.Output | None  # --patch FILE, checked writable
+    baseline: WatchRecord | None  # the latest stored watch of this command: a dry run plans from it
+
+
+def script_request(config: TuneConfig, store_path: Path | None) -> ScriptRequest:
+    """The options of `tune -- COMMAND` as its request; bad input is one line (exit 2) before
+    the command starts."""
     from gpuscout.measure import command as commands
     from gpuscout.measure import rules
     from gpuscout.tune import runs, script
@@ -216,7 +243,6 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
     both = sorted(set(only) & set(skip))
     if both:
         raise UsageError(f"--only and --skip both name {', '.join(both)}: tune a change or skip it, not both")
-    # before the command: nothing runs on bad input
     patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")
     options = runs.ScriptOptions(
@@ -230,8 +256,18 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
             f"run of this command took {baseline.duration_s:.0f} s (stored run {baseline.id}); give --budget-minutes "
             f"{math.ceil(least / 60)} or more"
         )
+    return ScriptRequest(resolved, options, patch, baseline)
+
+
+def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[str, str] | None = None) -> None:
+    """`gpuscout tune -- COMMAND`: its request, then the plan (--dry-run) or the session, stored,
+    emitted, sent to MLflow, and its patch written."""
+    from gpuscout.tune import runs, script
+
+    request = script_request(config, store_path)
+    resolved, options, patch, baseline = request.resolved, request.options, request.patch, request.baseline
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
-        planned = script.plan(baseline, only, skip) if baseline else None
+        planned = script.plan(baseline, options.only, options.skip) if baseline else None
         print_plan(planned, baseline.id if baseline else None, " ".join(resolved.given), terminal.console())
         return
     err = terminal.console(stderr=True, highlight=False)
@@ -255,7 +291,7 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
             resolved, options, engine.Session(nvml), store, lambda: view_for(True, as_json), progress
         )
         report = runs.tune_script(session)
-    save_and_show(report, "tune", store.path, as_json, print_tune_script)
+    save_and_show(report, "tune", store.path, as_json)
     best = report.best
     tracking.send_session(
         target,

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpuscout.cli import tracking
-from gpuscout.cli.options import AsJson, StorePath, grouped
+from gpuscout.cli.options import AsJson, StorePath, Tracking, grouped
 from gpuscout.core import signals
 from gpuscout.core.errors import UsageError
 from gpuscout.measure import command as commands
@@ -19,6 +18,7 @@ from gpuscout.report.watch import print_watch
 from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
+from gpuscout.tracking import sending as tracking
 from gpuscout.watch import attach
 
 HELP = """Run your training command unchanged and say why it is slow: every Keras Model.fit it calls
@@ -98,7 +98,7 @@ def watch(
         typer.Option(help="The name the run is listed and compared by [default: the script's name]."),
     ] = None,
     *,
-    track: tracking.Tracking,
+    track: Tracking,
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:

@@ -12,9 +12,12 @@ from gpuscout.doctor.checks import (
     run_doctor,
     tensor_core_paths,
 )
+from gpuscout.doctor.results import DoctorResult, Explained
 
 __all__ = [
     "Check",
+    "DoctorResult",
+    "Explained",
     "FAKE_PROBES_ENV",
     "probe_backend",
     "PROBE_TIMEOUT_S",

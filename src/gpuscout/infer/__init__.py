@@ -9,6 +9,7 @@ and runs; analysis/derive.py makes the records.
 from gpuscout.infer.inference_plan import (
     DEFAULT_BATCH_SIZES,
     MAX_LOAD_S,
+    InferenceResult,
     InferOptions,
     check_format,
     parse_batch_sizes,
@@ -20,6 +21,7 @@ from gpuscout.infer.inference_plan import (
 __all__ = [
     "check_format",
     "DEFAULT_BATCH_SIZES",
+    "InferenceResult",
     "InferOptions",
     "MAX_LOAD_S",
     "parse_batch_sizes",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gpuscout import workloads
 from gpuscout.analysis.latency import best_batch
@@ -14,6 +15,15 @@ from gpuscout.core.spec import LITERT_VARIANTS, Inference, RunSpec, ServeFormat,
 from gpuscout.measure import engine, plans
 from gpuscout.record.run import RunRecord
 from gpuscout.telemetry.nvml import Nvml
+
+
+class InferenceResult(NamedTuple):
+    """What `bench --mode inference` measured: a record per batch size, and the latency
+    target's verdict for each workload and format (target_verdicts)."""
+
+    records: list[RunRecord]
+    verdicts: list[dict]
+
 
 DEFAULT_BATCH_SIZES = (1, 8, 32, 128)
 

@@ -15,10 +15,12 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
+from gpuscout.core.watch_events import Exiting, WatchEvent
 from gpuscout.executor import process, scratch
 
 # Characters that make a one-word command a shell line: `gpuscout watch -- 'python a.py | tee log'`.
@@ -46,22 +48,22 @@ SHELL_BUILTINS = {
 
 # The event a process of an instrumented command sends at exit once all its code has run (it
 # trained); process.run's `last_events` for watch and sweep trials (child/watch_state.on_exit).
-EXITING_EVENT = "watch_exiting"
+EXITING_EVENT = Exiting.KIND
 
 
-def after_lingering(events: list[dict]) -> tuple[int | None, str]:
+def after_lingering(events: Sequence[WatchEvent]) -> tuple[int | None, str]:
     """A command stopped because a process of it ran all its code and then did not exit: the exit
     status that process would have given (Python's 1 after an uncaught exception, else None: not
     known) and the note that says what happened and what to change."""
-    exiting = next(e for e in reversed(events) if e.get("event") == EXITING_EVENT)
+    exiting = next(e for e in reversed(events) if isinstance(e, Exiting))
     note = (
-        f"process {exiting.get('pid')} ran all of the script's code, then did not exit within "
+        f"process {exiting.pid} ran all of the script's code, then did not exit within "
         f"{process.EXIT_GRACE_S:g} s: gpuscout stopped it, so the exit status it would have given is not "
         "known. TensorFlow 2.21 does this when a tf.data iterator over tf.py_function is finalised at "
         "shutdown (tensorflow#21277); `del` the dataset and its iterators and call gc.collect() at the "
         "script's end to avoid it"
     )
-    return (1 if exiting.get("uncaught") else None), note
+    return (1 if exiting.uncaught else None), note
 
 
 @dataclass(frozen=True)

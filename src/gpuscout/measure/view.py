@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpuscout.core.watch_events import WatchEvent
     from gpuscout.executor.process import Sink
     from gpuscout.measure.command import Command
     from gpuscout.measure.gpus import GpuWatch
@@ -16,7 +17,7 @@ class View:
     own and passes the command's output through unchanged."""
 
     def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None: ...
-    def event(self, event: dict) -> None: ...
+    def event(self, event: WatchEvent) -> None: ...
     def note(self, text: str) -> None: ...
     def stopped(self) -> None: ...
 

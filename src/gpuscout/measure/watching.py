@@ -13,6 +13,7 @@ at --duration as a backstop, as Ctrl-C would stop it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -23,10 +24,21 @@ from pathlib import Path
 
 from gpuscout.analysis import device_causes
 from gpuscout.analysis import watch as analysis
-from gpuscout.core import outputs, signals, tune_settings
+from gpuscout.core import outputs, signals, tune_settings, watch_events
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
+from gpuscout.core.watch_events import (
+    CustomLoopStarted,
+    FitAnnounced,
+    FitBegan,
+    Halted,
+    InstrumentationFailed,
+    LimitReached,
+    MlflowRunSeen,
+    TraceWritten,
+    WatchEvent,
+)
 from gpuscout.executor import process
 from gpuscout.measure import engine, trace_kernels
 from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
@@ -119,18 +131,17 @@ class Limits:
         self.halted = threading.Event()  # the instrumentation halted the script: end its group now
         self.fit_began = False  # a fit has started: its first step (a compile of minutes) ends in its time
 
-    def event(self, event: dict) -> None:
-        kind = event["event"]
-        if kind == "watch_fit_begin":
+    def event(self, event: WatchEvent) -> None:
+        if isinstance(event, FitBegan):
             self.fit_began = True
-        if kind == "watch_fit" and self.first_step is None:
+        elif isinstance(event, FitAnnounced) and self.first_step is None:
             # the child's --duration counts from the first step's end (its compile left out)
-            self.first_step = (event.get("started_monotonic_s") or time.monotonic()) + (event.get("compile_s") or 0)
-        elif kind == "watch_custom_start" and self.first_step is None:
-            self.first_step = event["start_monotonic_s"]
-        elif kind == "watch_limit" and self.reached is None:
-            self.reached, self.reached_at = event["reason"], time.monotonic()
-        elif kind == "watch_halt":
+            self.first_step = (event.started_monotonic_s or time.monotonic()) + (event.compile_s or 0)
+        elif isinstance(event, CustomLoopStarted) and self.first_step is None:
+            self.first_step = event.start_monotonic_s
+        elif isinstance(event, LimitReached) and self.reached is None:
+            self.reached, self.reached_at = event.reason, time.monotonic()
+        elif isinstance(event, Halted):
             self.halted.set()
 
     def due(self, now: float) -> bool:
@@ -177,9 +188,14 @@ def watch_command(
         if options.telemetry and nvml.available
         else None
     )
-    limits, seen, tail, cancel = Limits(options), [], _Tail(view), threading.Event()
+    limits, tail, cancel = Limits(options), _Tail(view), threading.Event()
+    seen: list[WatchEvent] = []
 
-    def on_event(event: dict) -> None:
+    def on_event(raw: dict) -> None:
+        # decoded once, its text made storable (argv and messages may hold bytes that are not UTF-8)
+        event = watch_events.decode(storable(raw))
+        if event is None:
+            return
         seen.append(event)
         limits.event(event)
         view.event(event)
@@ -218,11 +234,10 @@ def watch_command(
             cancel.set()  # ends the limits thread
             view.stopped()
     used, samples, attribution = gpus.stop() if gpus is not None else ([], [], None)
-    for event in seen:  # each GPU's kernels in the trace, read now that the script no longer runs
-        if event["event"] == "watch_trace" and event["ok"]:
-            event["devices"], event["kernels_note"] = trace_kernels.read(
-                Path(event["dir"]), event["last_step"] - event["first_step"] + 1
-            )
+    for i, event in enumerate(seen):  # each GPU's kernels in the trace, read now that the script no longer runs
+        if isinstance(event, TraceWritten) and event.ok:
+            devices, note = trace_kernels.read(Path(event.dir), event.last_step - event.first_step + 1)
+            seen[i] = dataclasses.replace(event, devices=devices, kernels_note=note)
     notes = [attribution.note] if attribution and attribution.note else []
     if lingered:  # all its code had run, then its interpreter did not exit: gpuscout stopped it
         returncode, note = after_lingering(seen)
@@ -237,9 +252,9 @@ def watch_command(
         else "failed"
     )
     notes += [
-        f"gpuscout's instrumentation failed in pid {e['pid']} ({e['message']}): that process trained unobserved"
+        f"gpuscout's instrumentation failed in pid {e.pid} ({e.message}): that process trained unobserved"
         for e in seen
-        if e["event"] == "watch_error"
+        if isinstance(e, InstrumentationFailed)
     ]
     # argv, the folder, the environment and what the script sent may hold bytes that are not UTF-8:
     # storable, so that the record is never lost for them
@@ -250,7 +265,7 @@ def watch_command(
         status=status,
         exit_code=returncode,
         duration_s=duration_s,
-        events=storable(seen),
+        events=seen,
         environment=storable(session.host),
         child_env=storable(relevant_env(env)),
         group_id=session.group_id,
@@ -275,22 +290,14 @@ def watch_command(
     return record
 
 
-def _keep_script_runs(store: Store, run_id: str, events: list[dict]) -> None:
+def _keep_script_runs(store: Store, run_id: str, events: list[WatchEvent]) -> None:
     """The script's own MLflow runs (child/mlflow_run.py), linked to the record in the store:
     `--mlflow` adds gpuscout's figures to such a run rather than starting another."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     links = [
-        TrackedRun(
-            run_id,
-            "mlflow",
-            str(e["tracking_uri"]),
-            str(e.get("experiment_id") or "") or None,
-            e["run_id"],
-            "script",
-            now,
-        )
+        TrackedRun(run_id, "mlflow", e.tracking_uri, e.experiment_id or None, e.run_id, "script", now)
         for e in events
-        if e["event"] == "watch_mlflow_run" and isinstance(e.get("run_id"), str) and e.get("tracking_uri")
+        if isinstance(e, MlflowRunSeen) and e.tracking_uri
     ]
     if links:
         with contextlib.suppress(StoreError):  # the record itself was kept or saved: a link is not worth a failure
@@ -303,11 +310,11 @@ def _enforce(limits: Limits, cancel: threading.Event) -> None:
             cancel.set()
 
 
-def _reference(store: Store, gpus: list, events: list[dict]) -> tuple[float, str] | None:
+def _reference(store: Store, gpus: list, events: list[WatchEvent]) -> tuple[float, str] | None:
     """What bench/tune measured mixed precision to buy on this GPU kind, for the model most like
     the watched one (by FLOPs per sample)."""
     if not gpus or not gpus[0].name:
         return None
-    flops = next((e.get("forward_flops") for e in events if e["event"] == "watch_fit" and e.get("forward_flops")), None)
+    flops = next((e.forward_flops for e in events if isinstance(e, FitAnnounced) and e.forward_flops), None)
     records = [r for r in store.list(kind="benchmark") if r.gpu and r.gpu.name == gpus[0].name]
     return device_causes.precision_reference(records, flops)

@@ -10,6 +10,7 @@ Keras' own again, the user's callbacks untimed, and a later fit runs as if gpusc
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 from gpuscout.analysis import watch as analysis
 from gpuscout.child import watch_hook
 from gpuscout.child.watch_state import STATE, emit
-from gpuscout.core import events
+from gpuscout.core import events, watch_events
 from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
@@ -87,7 +88,8 @@ class InProcess:
             status=status,
             exit_code=None if status != "failed" else 1,
             duration_s=ended - self.started,
-            events=storable(self.events),
+            # as a child's channel would carry them (JSON), then decoded as the parent does
+            events=[e for e in (watch_events.decode(json.dumps(storable(e), default=str)) for e in self.events) if e],
             environment=storable(self.session.host),
             child_env=storable(relevant_env(dict(os.environ))),
             group_id=self.session.group_id,

@@ -78,7 +78,7 @@ def gpuscout(shell, line: str, cell: str | None = None) -> None:
 
 
 def _watch_cell(shell, cell: str, options: dict[str, str]) -> None:
-    from gpuscout.cli.tracking import Tracking
+    from gpuscout.cli.options import Tracking
     from gpuscout.notebook.live import Watching
     from gpuscout.tracking.mlflow_runs import DEFAULT_EXPERIMENT
 
@@ -109,8 +109,8 @@ def _track(target: tuple[str, str] | None, watching) -> None:
     cannot take it costs one warning line under the cell, never the record."""
     if target is None or watching.record is None or watching.live is None:
         return
-    from gpuscout.cli.tracking import send
     from gpuscout.store import Store
+    from gpuscout.tracking.sending import send
 
     with Store(watching.live.store_path) as store:
         send(target, [watching.record], store)

@@ -18,6 +18,7 @@ from gpuscout.recommend.measured import MeasuredRun, describe, fix_first
 from gpuscout.recommend.stored_run import measured_run, precision_of
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
+from gpuscout.record.trial import StoredTrial
 from gpuscout.record.watch import WatchRecord
 
 
@@ -191,7 +192,7 @@ def recommendation(
     pricing,
     *,
     bench_records: list[RunRecord] = (),
-    sweeps: dict[str, list[dict]] | None = None,
+    sweeps: dict[str, list[StoredTrial]] | None = None,
     dataset_size: float | None = None,
     epochs: float | None = None,
     trials: int | None = None,

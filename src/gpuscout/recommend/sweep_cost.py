@@ -37,6 +37,7 @@ from gpuscout.core.units import seconds as fmt_seconds
 from gpuscout.measure.command import workload_of
 from gpuscout.recommend.jobs import Job
 from gpuscout.recommend.ranking import FIT_SHARE, GPU_COUNTS, Row
+from gpuscout.record.trial import StoredTrial
 
 # Trials on one GPU at most: sweep's own bound on trials_per_gpu is 64, but past a few the host's
 # cores decide (each trial is a Python process with its own input pipeline), and those of a GPU
@@ -254,7 +255,9 @@ def _here_trial_h(job: Job, epochs: float) -> float | None:
     return seconds / 3600
 
 
-def find_measured(command: list[str] | None, sweeps: dict[str, list[dict]], catalog: Catalog) -> MeasuredSweep | None:
+def find_measured(
+    command: list[str] | None, sweeps: dict[str, list[StoredTrial]], catalog: Catalog
+) -> MeasuredSweep | None:
     """The store's sweep with the most trials that ran `command`'s training (same_training), its
     pruned trials counted for the time they ran."""
     if not command:
@@ -262,25 +265,25 @@ def find_measured(command: list[str] | None, sweeps: dict[str, list[dict]], cata
     best: MeasuredSweep | None = None
     for name, rows in sweeps.items():
         ran = [
-            (t["status"], t["result"])
+            (t.status, t.result)
             for t in rows
-            if t["status"] in ("ok", "pruned")
-            and t["result"]
-            and t["result"].get("command")
-            and t["result"].get("duration_s")
-            and same_training(command, t["result"]["command"], t.get("params") or {})
+            if t.status in ("ok", "pruned")
+            and t.result
+            and t.result.command
+            and t.result.duration_s
+            and same_training(command, t.result.command, t.params)
         ]
         if not ran or (best is not None and len(ran) <= best.trials):
             continue
-        done = [r for _, r in ran]
-        durations = [r["duration_s"] for r in done]
-        finished = [r["duration_s"] for status, r in ran if status == "ok"]
-        slots = len({r.get("slot") for r in done})
-        spans = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in done)
+        done = [r for _, r in ran if r is not None]
+        durations = [r.duration_s for r in done]
+        finished = [r.duration_s for status, r in ran if status == "ok" and r is not None]
+        slots = len({r.slot for r in done})
+        spans = sorted((r.started_monotonic_s, r.ended_monotonic_s) for r in done)
         busy = stats.covered_s(spans)
         speedup = sum(durations) / busy if busy > 0 else 1.0
         ideal = len(done) / math.ceil(len(done) / slots)
-        names = [(r.get("telemetry") or {}).get("gpu_name") for r in done]
+        names = [r.telemetry.gpu_name for r in done if r.telemetry]
         named = [n for n in names if n]
         gpu = catalog_lib.match(statistics.mode(named), catalog) if named else None
         best = MeasuredSweep(
@@ -296,7 +299,7 @@ def find_measured(command: list[str] | None, sweeps: dict[str, list[dict]], cata
     return best
 
 
-def unlike(command: list[str] | None, sweeps: dict[str, list[dict]]) -> str | None:
+def unlike(command: list[str] | None, sweeps: dict[str, list[StoredTrial]]) -> str | None:
     """Where the store's sweeps ran the run's script but another training (its other fixed
     arguments): which, and how the first differs, so that "no sweep" is not read as "none seen"."""
     if not command:
@@ -304,9 +307,9 @@ def unlike(command: list[str] | None, sweeps: dict[str, list[dict]]) -> str | No
     script = workload_of(command)
     for name, rows in sweeps.items():
         for t in rows:
-            argv = (t.get("result") or {}).get("command")
-            if argv and workload_of(argv) == script and not same_training(command, argv, t.get("params") or {}):
-                theirs = " ".join(_fixed(argv, t.get("params") or {})[0])
+            argv = t.result.command if t.result else None
+            if argv and workload_of(argv) == script and not same_training(command, argv, t.params):
+                theirs = " ".join(_fixed(argv, t.params)[0])
                 return f"sweep {name} ran {script} as `{theirs}`: another training, not counted"
     return None
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.catalog.listing import CatalogListing
 from gpuscout.catalog.pricing import hourly_cost
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
@@ -14,9 +16,13 @@ from gpuscout.report import terminal
 WIDE = 160
 
 
-def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool) -> None:
+def print_listing(listing: CatalogListing, out: Console) -> None:
+    print_catalog(*listing, out=out)
+
+
+def print_catalog(cat: Catalog, entries: list[GpuSpec], one: bool, out: Console | None = None) -> None:
     """The GPUs' table; for one GPU (`one`), also its NVML names, sources and every price."""
-    out = terminal.console()
+    out = out or terminal.console()
     table = Table(title="gpuscout catalog (dense TFLOP/s)", title_justify="left", header_style="bold")
     for name in (
         "id",

@@ -7,6 +7,7 @@ import json
 
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
+from gpuscout.record.trial import StoredTrial
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import plots
@@ -228,7 +229,7 @@ def _tune_sessions(watched: list[WatchRecord]) -> Section | None:
     return section
 
 
-def _sweeps(sweeps: dict[str, list[dict]]) -> Section:
+def _sweeps(sweeps: dict[str, list[StoredTrial]]) -> Section:
     section = Section(
         "sweeps",
         "Sweeps",
@@ -252,7 +253,7 @@ def build(
     records: list[StoredRecord],
     telemetry_run: RunRecord | None,
     title: str = "gpuscout report",
-    sweeps: dict[str, list[dict]] | None = None,
+    sweeps: dict[str, list[StoredTrial]] | None = None,
 ) -> Document:
     """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
     every = records

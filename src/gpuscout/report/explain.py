@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from gpuscout.doctor.results import Explained
+
 
 def print_explanations(out: Console, explanations: list, indent: str = "") -> None:
     """Each explanation (record.run.Explanation, or its dict as a sweep trial keeps it) as a
@@ -20,3 +22,23 @@ def print_explanations(out: Console, explanations: list, indent: str = "") -> No
         out.print(f"{indent}   fix: {row['fix']}", markup=False, highlight=False)
         if row.get("source"):
             out.print(f"{indent}   known from: {row['source']} ({row.get('seen_in')})", markup=False, highlight=False)
+
+
+def print_explained(explained: Explained, out: Console) -> None:
+    """`doctor --explain`: the failures found, the roots first; none found, this machine's checks."""
+    from gpuscout.report.doctor import print_doctor
+
+    found = explained.found
+    if found:
+        roots = sum(e.echo_of is None for e in found)
+        out.print(
+            f"{len(found)} known failure(s) in the log, {roots} root cause(s) first:", markup=False, highlight=False
+        )
+        print_explanations(out, found)
+    else:
+        out.print(
+            f"no known failure in the {explained.lines} line(s) read; this machine as doctor sees it:",
+            markup=False,
+            highlight=False,
+        )
+        print_doctor(explained.report, out)

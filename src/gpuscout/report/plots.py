@@ -15,6 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import EngFormatter, ScalarFormatter  # noqa: E402
 
 from gpuscout.record.run import RunRecord  # noqa: E402
+from gpuscout.record.trial import StoredTrial
 from gpuscout.record.watch import WatchRecord  # noqa: E402
 from gpuscout.report import format as fmt  # noqa: E402
 
@@ -349,39 +350,39 @@ def tune_speedups(comparison) -> Figure | None:
     return fig
 
 
-def sweep_curves(name: str, trials: list[dict]) -> Figure | None:
+def sweep_curves(name: str, trials: list[StoredTrial]) -> Figure | None:
     """One sweep: each trial's metric against the epoch; trials stopped early (pruned) dashed and
     marked where they stopped, the best trial in bold."""
-    results = [t["result"] for t in trials if t.get("result")]
-    metric = next((r["metric"] for r in results if r.get("metric")), None)
+    results = [t.result for t in trials if t.result]
+    metric = next((r.metric for r in results if r.metric), None)
     if metric is None:
         return None
     curves = []
     for r in results:
         points = [
-            (h.get("epoch", h.get("step", i)), h[metric["name"]])
-            for i, h in enumerate(r.get("history") or [], start=1)
-            if metric["name"] in h
+            (h.get("epoch", h.get("step", i)), h[metric.name])
+            for i, h in enumerate(r.history, start=1)
+            if metric.name in h
         ]
         if points:
             curves.append((r, points))
     if not curves:
         return None
-    finals = [(r, pts[-1][1]) for r, pts in curves if r["status"] == "ok"]
-    best = (max if metric["direction"] == "max" else min)(finals, key=lambda f: f[1])[0] if finals else None
+    finals = [(r, pts[-1][1]) for r, pts in curves if r.status == "ok"]
+    best = (max if metric.direction == "max" else min)(finals, key=lambda f: f[1])[0] if finals else None
     fig, ax = plt.subplots(figsize=(8, 4))
     for r, points in curves:
         xs, ys = zip(*points)
-        if r["status"] == "pruned":
+        if r.status == "pruned":
             ax.plot(xs, ys, ls="--", color="#8C8C8C", lw=0.9)
             ax.plot(xs[-1], ys[-1], "x", color="#C44E52")
         else:
             ax.plot(xs, ys, color="#4C72B0" if r is not best else "#55A868", lw=2.2 if r is best else 1.0)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(metric["name"])
-    pruned = sum(1 for r, _ in curves if r["status"] == "pruned")
+    ax.set_ylabel(metric.name)
+    pruned = sum(1 for r, _ in curves if r.status == "pruned")
     ax.set_title(
-        f"sweep {name}: {metric['name']} by epoch ({len(curves)} trials; {pruned} pruned: dashed, x where "
+        f"sweep {name}: {metric.name} by epoch ({len(curves)} trials; {pruned} pruned: dashed, x where "
         "stopped; best in green)",
         fontsize=9,
     )

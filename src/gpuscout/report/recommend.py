@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from gpuscout import recommend as rec
 from gpuscout.recommend import from_run, sweep_cost
+from gpuscout.recommend.advice import Advice
 from gpuscout.recommend.caveats import rough
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
@@ -230,3 +232,25 @@ def _option(o: sweep_cost.SweepOption) -> str:
     shared = f", {o.trials_per_gpu} trials per GPU" if o.trials_per_gpu > 1 else ""
     cost = f" at {fmt.usd(o.cost_usd)}" if o.cost_usd is not None else ""
     return f"{fmt.seconds(o.wall_h * 3600)} on {o.gpus}x {o.gpu.name}{cost}{shared}"
+
+
+def print_advice(advice: Advice, out: Console) -> None:
+    """`recommend` on the terminal: a measured run's warning first, the ranking (its --top rows),
+    the GPUs cut that have no price, then what the run's own measurement predicts."""
+    answer = advice.answer
+    if answer is not None and answer.measured.ended:  # before the table, not only after it
+        terminal.console(stderr=True).print(f"warning: {answer.measured.ended}", markup=False, highlight=False)
+    fix_first = answer.fix_first if answer else None
+    print_ranking(
+        advice.rows, advice.job, advice.constraints, advice.notes, fix_first, advice.long, advice.top, advice.lead
+    )
+    if advice.unpriced:
+        names = ", ".join(dict.fromkeys(r.gpu.short_name for r in advice.unpriced))
+        out.print(
+            f"also trains it, with no price in the catalog to rank by: {names} "
+            f"(--top {len(advice.rows)} shows them; --json has every row)",
+            markup=False,
+            highlight=False,
+        )
+    if answer is not None:
+        print_from_run(answer)

@@ -15,13 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscout.measure.plans import label
+from gpuscout.record.trial import TrialOutcome
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
 from gpuscout.sweep import resume_plan
 from gpuscout.sweep.expansion import argv_for
 from gpuscout.sweep.pruning import bracket_of, first_rung
-from gpuscout.sweep.results import SweepSummary
+from gpuscout.sweep.results import EarlyStopSummary, SweepSummary, WarmStart
 
 
 class SweepView(resume_plan.Display):
@@ -33,13 +34,13 @@ class SweepView(resume_plan.Display):
         self.task = self.progress.add_task("starting", total=todo)
         self.slots = slots
 
-    def _describe(self, best: dict | None = None) -> None:
+    def _describe(self, best: TrialOutcome | None = None) -> None:
         metric = self.sweep.metric
-        partial = best is not None and best["status"] != "ok"
+        partial = best is not None and best.status != "ok"
         best_text = (
             "no result yet"
             if best is None
-            else f"best {metric.name} {best['metrics'][metric.name]:.5g} (trial {best['index']}"
+            else f"best {metric.name} {best.metrics[metric.name]:.5g} (trial {best.index}"
             + (", timed out: its last report)" if partial else ")")
         )
         pruned = f", {self.pruned} pruned" if self.pruned else ""
@@ -167,16 +168,16 @@ def print_summary(summary: SweepSummary, out: Console) -> None:
         out.print(f"note: {note}", highlight=False, markup=False)
 
 
-def warm_lines(warm: dict | None) -> list[str]:
+def warm_lines(warm: WarmStart | None) -> list[str]:
     """How the command trials started (sweep file: `warm_start`)."""
     if not warm:
         return []
-    imported = ", ".join(warm["imported"]) or "nothing yet"
+    imported = ", ".join(warm.imported) or "nothing yet"
     lines = [
-        f"warm starts: {warm['trials']} of {warm['of']} trials forked from an interpreter that imported "
-        f"{imported} once (in {warm['ready_s']:.1f} s)"
+        f"warm starts: {warm.trials} of {warm.of} trials forked from an interpreter that imported "
+        f"{imported} once (in {warm.ready_s:.1f} s)"
     ]
-    return lines + [f"warm starts refused, those trials started cold: {why}" for why in warm["refused"]]
+    return lines + [f"warm starts refused, those trials started cold: {why}" for why in warm.refused]
 
 
 @contextlib.contextmanager
@@ -264,45 +265,45 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
     out.print("nothing was run (--dry-run)", markup=False)
 
 
-def stopping_lines(stopping: dict, cost_usd: float | None, metric: str) -> list[str]:
+def stopping_lines(stopping: EarlyStopSummary, cost_usd: float | None, metric: str) -> list[str]:
     """What early stopping decided and saved: the slot time used against running every trial to
     its end (estimated from each pruned trial's pace), the epochs against the synchronous
     schedule's, the best trial's rank at each rung, and how likely a pruned trial was to win."""
-    used_h = stopping.get("trial_hours_used") or 0.0
-    full_h = used_h + stopping["trial_hours_saved"]
+    used_h = stopping.trial_hours_used
+    full_h = used_h + stopping.trial_hours_saved
     share = f" ({used_h / full_h:.2f}x)" if full_h else ""
     money = f", {cost_usd:,.2f} $ of an estimated {cost_usd * full_h / used_h:,.2f} $" if cost_usd and used_h else ""
-    sync = stopping.get("epochs_synchronous")
+    sync = stopping.epochs_synchronous
     lines = [
-        f"early stopping ({stopping['kind']}): {stopping['pruned']} trial(s) pruned; "
+        f"early stopping ({stopping.kind}): {stopping.pruned} trial(s) pruned; "
         f"{fmt.seconds(used_h * 3600)} of slot time used of an estimated {fmt.seconds(full_h * 3600)} to run "
-        f"every trial to its end{share}{money}; {stopping['epochs_run']:,} of {stopping['epochs_planned']:,} "
-        f"epochs run" + (f" (synchronous {stopping['kind'].replace('_', ' ')}: {sync:,})" if sync else "")
+        f"every trial to its end{share}{money}; {stopping.epochs_run:,} of {stopping.epochs_planned:,} "
+        f"epochs run" + (f" (synchronous {stopping.kind.replace('_', ' ')}: {sync:,})" if sync else "")
     ]
-    if stopping.get("brackets"):
-        held = [b for b in stopping["brackets"] if b["trials"]]
+    if stopping.brackets:
+        held = [b for b in stopping.brackets if b.trials]
         lines.append(
-            "brackets: " + ", ".join(f"{b['trials']} trial(s) judged from epoch {b['judged_from_epoch']}" for b in held)
+            "brackets: " + ", ".join(f"{b.trials} trial(s) judged from epoch {b.judged_from_epoch}" for b in held)
         )
-    ranks = ", ".join(f"{r['rank']} of {r['of']} at epoch {r['epoch']}" for r in stopping["best_rank_at_rungs"])
+    ranks = ", ".join(f"{r.rank} of {r.of} at epoch {r.epoch}" for r in stopping.best_rank_at_rungs)
     if ranks:
         lines.append(f"the best trial ranked {ranks}")
-    won = stopping.get("pruned_could_win")
-    if won and won.get("share") is None:  # one curve: a count, never a chance
+    won = stopping.pruned_could_win
+    if won and won.share is None:  # one curve: a count, never a chance
         lines.append(
             f"a pruned trial's chance to have won cannot be told from one curve: the one finished trial that stood "
-            f"as low at epoch {won['epoch']} {'still ended' if won['won'] else 'did not end'} within the winner's "
-            f"noise ({metric} +-{won['noise']:.3g})"
+            f"as low at epoch {won.epoch} {'still ended' if won.won else 'did not end'} within the winner's "
+            f"noise ({metric} +-{won.noise:.3g})"
         )
     elif won:
         lines.append(
-            f"a pruned trial's chance to have won: at most {won['won']} of the {won['of']} finished trials that stood "
-            f"as low at epoch {won['epoch']} still ended within the winner's noise ({metric} +-{won['noise']:.3g}): "
-            f"{won['share']:.0%} (95% CI {won['share_low']:.0%}-{won['share_high']:.0%})"
+            f"a pruned trial's chance to have won: at most {won.won} of the {won.of} finished trials that stood "
+            f"as low at epoch {won.epoch} still ended within the winner's noise ({metric} +-{won.noise:.3g}): "
+            f"{won.share:.0%} (95% CI {won.share_low:.0%}-{won.share_high:.0%})"
         )
-    elif stopping["pruned"] and "finished" in stopping:  # said, not left out: the user may trust silence
+    elif stopping.pruned:  # said, not left out: the user may trust silence
         lines.append(
-            f"a pruned trial's chance to have won cannot be told: none of the {stopping['finished']} trial(s) "
+            f"a pruned trial's chance to have won cannot be told: none of the {stopping.finished} trial(s) "
             "that ran to the end stood as low as a pruned one where it was stopped"
         )
     return lines

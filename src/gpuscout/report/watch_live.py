@@ -15,6 +15,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
+from gpuscout.core.watch_events import EpochEnded, FitAnnounced, FitEnded, LimitReached, WatchEvent, Window
 from gpuscout.measure.view import View
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
@@ -78,9 +79,9 @@ class LiveView(View):
         self.out, self.errors = Lines(self._show), Lines(self._show)
         self.command, self.pid, self.gpus = None, None, None
         self.started_at = time.monotonic()
-        self.fit: dict = {}
-        self.window: dict | None = None
-        self.epoch: dict | None = None
+        self.fit: FitAnnounced | None = None
+        self.window: Window | None = None
+        self.epoch: EpochEnded | None = None
         self.state = "starting"
 
     def started(self, command: Command, pid: int, gpus: GpuWatch | None) -> None:
@@ -107,17 +108,16 @@ class LiveView(View):
     def note(self, text: str) -> None:
         self._show(f"gpuscout: {text}")
 
-    def event(self, event: dict) -> None:
-        kind = event["event"]
-        if kind == "watch_fit":
+    def event(self, event: WatchEvent) -> None:
+        if isinstance(event, FitAnnounced):
             self.fit, self.state = event, "training"
-        elif kind == "watch_window":
+        elif isinstance(event, Window):
             self.window = event
-        elif kind == "watch_epoch":
+        elif isinstance(event, EpochEnded):
             self.epoch = event
-        elif kind == "watch_limit":
-            self.state = f"limit reached ({event['reason']}): stopping"
-        elif kind == "watch_fit_end":
+        elif isinstance(event, LimitReached):
+            self.state = f"limit reached ({event.reason}): stopping"
+        elif isinstance(event, FitEnded):
             self.state = "fit ended"
 
     def stopped(self) -> None:
@@ -134,20 +134,20 @@ class LiveView(View):
         ]
         if self.window:
             w = self.window
-            seconds = w["end_monotonic_s"] - w["start_monotonic_s"]
-            rate = f", {fmt.number(w['samples'] / seconds, 0)} samples/s" if w.get("samples") and seconds > 0 else ""
-            wait = w.get("input_wait_s")
+            seconds = w.end_monotonic_s - w.start_monotonic_s
+            rate = f", {fmt.number(w.samples / seconds, 0)} samples/s" if w.samples and seconds > 0 else ""
+            wait = w.input_wait_s
             waiting = f", input wait {wait / seconds:.0%}" if wait is not None and seconds > 0 else ""
-            done, planned = (self.epoch["epoch"] if self.epoch else 0), self.fit.get("epochs")
+            done, planned = (self.epoch.epoch if self.epoch else 0), (self.fit.epochs if self.fit else None)
             where = f"epoch {min(done + 1, planned) if planned else done + 1}{f'/{planned}' if planned else ''}"
-            lines.append(f"{where}: step {fmt.seconds(seconds / max(w['steps'], 1))}{rate}{waiting}")
+            lines.append(f"{where}: step {fmt.seconds(seconds / max(w.steps, 1))}{rate}{waiting}")
         for index, sample in (self.gpus.latest() if self.gpus else {}).items():
             util = "—" if sample.gpu_util_pct is None else f"{sample.gpu_util_pct:.0f}%"
             power = "" if sample.power_w is None else f", {sample.power_w:.0f} W"
             lines.append(f"GPU {index}: {util} busy, {fmt.bytes_(sample.memory_used_bytes)} used{power}")
-        if self.epoch and self.epoch.get("logs"):
-            logs = "  ".join(f"{k} {fmt.reading(v)}" for k, v in list(self.epoch["logs"].items())[:6])
-            lines.append(f"epoch {self.epoch['epoch']}: {logs}")
+        if self.epoch and self.epoch.logs:
+            logs = "  ".join(f"{k} {fmt.reading(v)}" for k, v in list(self.epoch.logs.items())[:6])
+            lines.append(f"epoch {self.epoch.epoch}: {logs}")
         return Group(*(Text(line, no_wrap=True, overflow="ellipsis", style="cyan") for line in lines))
 
 

@@ -13,7 +13,10 @@ import json
 import time
 from collections.abc import Callable
 
+from pydantic import ValidationError
+
 from gpuscout.record import StoredRecord
+from gpuscout.record.trial import StoredTrial, TrialOutcome
 from gpuscout.store.failures import sqlite_errors
 
 # Added after schema 1 shipped, additively: `CREATE TABLE IF NOT EXISTS` on every open. Older
@@ -60,7 +63,8 @@ class TrialTable:
         result: dict | None,
         updated_utc: str,
     ) -> None:
-        """Insert or update one sweep trial (its own transaction: sweeps may share a store)."""
+        """Insert or update one sweep trial as it stands (its own transaction: sweeps may share a
+        store); salvage copies rows with it, whatever their result holds."""
         with self._transaction():
             self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
 
@@ -154,15 +158,17 @@ class TrialTable:
         sweep_hash: str,
         status: str,
         params: dict,
-        result: dict,
+        result: TrialOutcome,
         updated_utc: str,
         records: list[StoredRecord] = (),
     ) -> None:
         """A trial's result, its benchmark records and the end of its lease, all or nothing: a
         driver killed in between leaves the trial to run again, never stored twice."""
+        # python mode, not pydantic's JSON: a NaN the trial reported stays NaN (json writes it so)
+        row = result.model_dump()
         with self._transaction():
             self._insert_runs(records)
-            self._upsert_trial(sweep, key, index, sweep_hash, status, params, result, updated_utc)
+            self._upsert_trial(sweep, key, index, sweep_hash, status, params, row, updated_utc)
             self._db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?", (sweep, key))
 
     @sqlite_errors
@@ -173,7 +179,7 @@ class TrialTable:
         return [name for (name,) in self._db.execute("SELECT DISTINCT sweep FROM trials ORDER BY sweep")]
 
     @sqlite_errors
-    def trials(self, sweep: str) -> list[dict]:
+    def trials(self, sweep: str) -> list[StoredTrial]:
         if self.readonly and not self._has_table("trials"):  # a store no sweep wrote, opened read-only
             return []
         rows = self._db.execute(
@@ -181,14 +187,25 @@ class TrialTable:
             "FROM trials WHERE sweep = ? ORDER BY trial_index",
             (sweep,),
         )
-        return [
-            {
-                "key": k,
-                "index": i,
-                "sweep_hash": h,
-                "status": st,
-                "params": json.loads(p),
-                "result": json.loads(r) if r else None,
-            }
-            for k, i, h, st, p, r in rows
-        ]
+        return [_trial(*row) for row in rows]
+
+
+def _trial(key: str, index: int, sweep_hash: str, status: str, params: str, result: str | None) -> StoredTrial:
+    """A row as its type: its result the trial's outcome, or while it runs, its driver's lease."""
+    held = json.loads(result) if result else None
+    owner = held.get("owner") if isinstance(held, dict) and set(held) == {"owner"} else None
+    outcome = None
+    if isinstance(held, dict) and owner is None:
+        try:
+            outcome = TrialOutcome.model_validate(held)
+        except ValidationError:  # not an outcome this version can read: the trial is listed without it
+            outcome = None
+    return StoredTrial(
+        key=key,
+        index=index,
+        sweep_hash=sweep_hash,
+        status=status,
+        params=json.loads(params),
+        result=outcome,
+        owner=owner,
+    )

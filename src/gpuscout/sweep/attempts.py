@@ -15,15 +15,18 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscout.analysis import watch as watch_analysis
-from gpuscout.core import outputs
+from gpuscout.core import outputs, watch_events
 from gpuscout.core.failures import classify_failure
 from gpuscout.core.units import reading
+from gpuscout.core.watch_events import EpochEnded, WatchEvent
 from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.record.run import RunRecord
+from gpuscout.record.trial import TrialSteps, TrialTelemetry
 from gpuscout.sweep.spec import SweepFile, number, score
 
 
@@ -35,9 +38,9 @@ class Attempt:
     message: str | None = None
     metrics: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
-    telemetry: dict | None = None
+    telemetry: TrialTelemetry | None = None
     record: RunRecord | None = None  # workload sweeps
-    steps: dict | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
+    steps: TrialSteps | None = None  # command trials: the main fit's step timing (analysis/watch.summary)
     explanations: list[dict] = field(default_factory=list)  # known failures in its output (gpuscout.explain)
     # not the trial's failure but gpuscout's (its files could not be written: a full disk, a folder
     # taken away): `interrupted`, run again by --resume, and the sweep stops (every trial would)
@@ -135,23 +138,19 @@ class AttemptFiles:
     def record_event(self, event: dict) -> None:
         outputs.append_inside(self.events, json.dumps(event) + "\n")
 
-    def read_events(self) -> list[dict]:
+    def read_events(self) -> list[WatchEvent]:
+        """The trial's events as it kept them (a line cut short by a kill is not one)."""
         if not self.events.exists():
             return []
-        out = []
-        for line in self.events.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
+        lines = self.events.read_text(encoding="utf-8", errors="replace").splitlines()
+        return [e for e in map(watch_events.decode, lines) if e is not None]
 
 
 def numbers(folder: Path) -> list[int]:
     return [int(m.group(1)) for p in folder.glob("stdout-*.log") if (m := re.fullmatch(r"stdout-(\d+)\.log", p.name))]
 
 
-def read_metrics(stdout_text: str, reports: Path, events: list[dict] = ()) -> tuple[dict, list[dict]]:
+def read_metrics(stdout_text: str, reports: Path, events: Sequence[WatchEvent] = ()) -> tuple[dict, list[dict]]:
     """(last value of each metric, the reports in order) from a command trial. What the script
     reports itself (JSON lines on stdout, gpuscout.sweep.report's file) is its history; a script
     that reports nothing has Keras fit's epoch logs (the instrumentation's events) as its
@@ -172,7 +171,7 @@ def read_metrics(stdout_text: str, reports: Path, events: list[dict] = ()) -> tu
                 reported.append(json.loads(line))
             except ValueError:
                 continue
-    from_fit = [{"epoch": e["epoch"], **e["logs"]} for e in events if e.get("event") == "watch_epoch"]
+    from_fit = [{"epoch": e.epoch, **e.logs} for e in events if isinstance(e, EpochEnded)]
     metrics: dict = {}
     for entry in from_fit + reported:
         metrics.update({k: v for k, v in entry.items() if k not in ("time", "step", "epoch")})
@@ -196,7 +195,7 @@ def judge(
     *,
     timed_out: bool = False,
     cancelled: bool = False,
-    telemetry: dict | None = None,
+    telemetry: TrialTelemetry | None = None,
 ) -> Attempt:
     """How an attempt ended, from the files it left and its exit status."""
     tail = files.stderr.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if files.stderr.exists() else ""

@@ -11,6 +11,7 @@ from gpuscout.core.errors import RunError, UsageError
 from gpuscout.core.provenance import utc_now
 from gpuscout.core.versions import __version__
 from gpuscout.measure import engine
+from gpuscout.record.trial import TrialOutcome
 from gpuscout.store import Store
 from gpuscout.store.failures import StoreFailure
 from gpuscout.sweep import leases as leases_lib
@@ -18,7 +19,7 @@ from gpuscout.sweep import runner as run_lib
 from gpuscout.sweep import schedule, stopping
 from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.expansion import Trial
-from gpuscout.sweep.results import CompilationCache, SweepSummary
+from gpuscout.sweep.results import CompilationCache, SweepSummary, WarmStart
 from gpuscout.sweep.resume_plan import (
     Display,
     Plan,
@@ -33,11 +34,13 @@ from gpuscout.telemetry.sampler import Sampler
 class _Hooks(schedule.Hooks):
     """The driver's side of a run: leases and results in the store, the display told."""
 
-    def __init__(self, p: Plan, options: SweepOptions, store: Store, display: Display, results: list[dict]) -> None:
+    def __init__(
+        self, p: Plan, options: SweepOptions, store: Store, display: Display, results: list[TrialOutcome]
+    ) -> None:
         self.p, self.options, self.store, self.display, self.results = p, options, store, display, results
         self.owner = leases_lib.me()
         self.running: dict[str, Trial] = {}  # claimed, and no result stored yet
-        self.new: list[dict] = []  # this execution's results: the wall time and idle shares are theirs
+        self.new: list[TrialOutcome] = []  # this execution's results: the wall time and idle shares are theirs
         self.unstored: list[int] = []  # trials whose result the store could not take
         self.failure: str | None = None
         self.cache_use = {"programs": 0, "hits": 0}  # this execution's workload trials, summed
@@ -94,7 +97,7 @@ class _Hooks(schedule.Hooks):
         self.display.note(text)
 
     def finished(self, result: run_lib.TrialResult, adopted: bool = False) -> None:
-        data = result.to_dict() | {"metric": self.p.sweep.metric.model_dump()}  # what `report` plots it by
+        data = result.outcome(self.p.sweep.metric)  # the metric with it: what `report` plots it by
         try:
             self.store.finish_trial(
                 self.p.sweep.name,
@@ -175,7 +178,7 @@ def _run(p: Plan, options: SweepOptions, trial_runner: run_lib.TrialRunner, hook
 
 def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: Display) -> SweepSummary:
     display.planned(len(p.trials), len(p.todo), len(p.slots))
-    results: list[dict] = [t["result"] for t in p.done if t["result"]]
+    results = [t.result for t in p.done if t.result]
     hooks = _Hooks(p, options, store, display, results)
     for result in p.adopted:  # ended before their driver died: stored now, not run again
         hooks.finished(result, adopted=True)
@@ -213,7 +216,7 @@ def execute(p: Plan, options: SweepOptions, nvml: Nvml, store: Store, display: D
     )
     warm = trial_runner.warm.summary() if trial_runner.warm is not None else None
     if warm is not None:
-        summary.warm_start = {"trials": sum(1 for r in new if r.get("warm")), "of": len(new), **warm}
+        summary.warm_start = WarmStart(trials=sum(1 for r in new if r.warm), of=len(new), **warm)
     summary.tensorboard = write_tensorboard(p, results, store.path, changed=bool(new or p.adopted))
     try:  # the trials are stored: a summary that cannot be written is said, not a reason to fail
         outputs.replace_inside(

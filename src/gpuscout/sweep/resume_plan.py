@@ -9,6 +9,7 @@ from pathlib import Path
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError, host_port
 from gpuscout.measure import rules
+from gpuscout.record.trial import StoredTrial
 from gpuscout.store import Store
 from gpuscout.sweep import leases as leases_lib
 from gpuscout.sweep import runner as run_lib
@@ -46,7 +47,7 @@ class Plan:
     sweep_hash: str
     trials: list[Trial]
     todo: list[Trial]
-    done: list[dict]
+    done: list[StoredTrial]
     slots: list[run_lib.Slot]
     log_root: Path
     cache: Path  # jax's persistent compilation cache of its trials (cache_folder)
@@ -123,19 +124,19 @@ def check(path: Path, options: SweepOptions, nvml: Nvml) -> Checked:
 def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     """What is left to run of a checked sweep, from what the store holds of it."""
     sweep, sweep_hash, trials = checked.sweep, checked.sweep_hash, checked.trials
-    stored = {t["key"]: t for t in store.trials(sweep.name)}
+    stored = {t.key: t for t in store.trials(sweep.name)}
     if sweep.strategy.kind == "tpe":  # proposed as the sweep goes: those stored are its trials so far
-        trials = [Trial(t["key"], t["index"], t["params"]) for t in sorted(stored.values(), key=lambda t: t["index"])]
+        trials = [Trial(t.key, t.index, t.params) for t in sorted(stored.values(), key=lambda t: t.index)]
     if stored and not (options.resume or options.retry_failed) and not options.dry_run:
         raise UsageError(
             f"sweep {sweep.name!r} already has {len(stored)} trial(s) in {store.path}: --resume to "
             "finish it, or give the sweep another name"
         )
     notes = list(checked.notes)
-    if stored and {t["sweep_hash"] for t in stored.values()} != {sweep_hash}:
+    if stored and {t.sweep_hash for t in stored.values()} != {sweep_hash}:
         notes.append("the sweep file changed since the stored trials ran; trials are matched by their parameters")
     again = again_statuses(options)
-    finished = {k for k, t in stored.items() if t["status"] not in again}
+    finished = {k for k, t in stored.items() if t.status not in again}
     log_root = options.log_root or logs_folder(store.path, sweep.name)
     cache = cache_folder(store.path, log_root, named=options.log_root is not None)
     check_folder(log_root, store.path, trials, cache, named=options.log_root is not None)
@@ -171,7 +172,7 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     )
 
 
-def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult | None, again: tuple) -> str:
+def _state(stored: StoredTrial | None, holder: str | None, adopted: run_lib.TrialResult | None, again: tuple) -> str:
     """A trial's state as it is now, in words: what the store says, corrected by what is known of
     its driver (a trial stored `running` whose driver is gone is not running)."""
     if holder is not None:
@@ -180,7 +181,7 @@ def _state(stored: dict | None, holder: str | None, adopted: run_lib.TrialResult
         return f"{adopted.status}: it finished as its driver ended; taken from its files, not run again"
     if stored is None:
         return "not run yet"
-    status = stored["status"]
+    status = stored.status
     if status == "running":
         return "interrupted: its driver ended before it did; runs again"
     if status in again:
@@ -235,13 +236,13 @@ def again_statuses(options: SweepOptions) -> tuple[str, ...]:
 
 
 def _left_running(
-    sweep: SweepFile, trials: list[Trial], stored: dict, leases: dict, log_root: Path
+    sweep: SweepFile, trials: list[Trial], stored: dict[str, StoredTrial], leases: dict, log_root: Path
 ) -> tuple[dict[str, str], dict[str, run_lib.TrialResult]]:
     """Of the trials stored `running`: those another live driver holds (key -> who), and those
     whose driver died after they ended by themselves (their results, from their files)."""
     held, adopted = {}, {}
     for trial in trials:
-        if stored.get(trial.key, {}).get("status") != "running":
+        if (mine := stored.get(trial.key)) is None or mine.status != "running":
             continue
         lease = leases.get(trial.key)
         if lease is not None and leases_lib.alive(*lease):

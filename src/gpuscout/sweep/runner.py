@@ -17,16 +17,18 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from gpuscout.core import decisions as decisions_lib
-from gpuscout.core import events, outputs
+from gpuscout.core import events, outputs, watch_events
 from gpuscout.core.errors import UsageError
 from gpuscout.core.units import reading
+from gpuscout.core.watch_events import EpochEnded, Exiting, FitAnnounced, SweepReport
 from gpuscout.executor import process, warm
 from gpuscout.measure import engine
 from gpuscout.measure.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.record.trial import TrialMetric, TrialOutcome, TrialSteps, TrialTelemetry
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import Attempt, AttemptFiles, judge, ours
 from gpuscout.sweep.expansion import Trial, argv_for
-from gpuscout.sweep.spec import SweepFile, number
+from gpuscout.sweep.spec import Metric, SweepFile, number
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,9 @@ class TrialResult:
     history: list[dict] = field(default_factory=list)  # every report, in order
     message: str | None = None
     log_dir: str | None = None
-    telemetry: dict | None = None
+    telemetry: TrialTelemetry | None = None
     run_id: str | None = None  # workload sweeps: the stored benchmark run
-    steps: dict | None = None  # command trials: steps, step time, samples/s, input wait of the main fit
+    steps: TrialSteps | None = None  # command trials: steps, step time, samples/s, input wait of the main fit
     # workload sweeps: every attempt's record, for the driver to store (not part of the trial's row)
     records: list = field(default_factory=list, repr=False)
     explanations: list[dict] = field(default_factory=list)  # known failures in the last attempt's output
@@ -61,8 +63,10 @@ class TrialResult:
     ours: bool = False  # ended by gpuscout's failure, not the trial's (attempts.ours): the sweep stops
     warm: bool = False  # command trials: forked from the sweep's warm interpreter (executor/warm.py)
 
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+    def outcome(self, metric: Metric) -> TrialOutcome:
+        """The trial as the store keeps it: all but its records, with the sweep's metric."""
+        kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+        return TrialOutcome(**kept, metric=TrialMetric(name=metric.name, direction=metric.direction))
 
 
 # How often a trial's printed JSON lines are read for the pruner (early_stop)
@@ -204,33 +208,19 @@ class TrialRunner:
 
         lost: list[OSError] = []  # events that could not be kept: what the trial reported is then not known
 
-        def on_event(event: dict) -> None:
+        def on_event(raw: dict) -> None:
             try:
-                files.record_event(event)
+                files.record_event(raw)
             except OSError as exc:
                 lost.append(exc)
-            if event.get("event") == "watch_fit":
-                planned[event.get("fit")] = event.get("epochs")
-            if decisions is not None and event.get("event") == "watch_epoch":
-                self._decide(
-                    trial,
-                    event.get("logs") or {},
-                    int(event.get("epoch") or 0),
-                    decisions,
-                    f"{event.get('fit')}-{event.get('epoch')}",
-                    stopped,
-                    planned.get(event.get("fit")),
-                )
-            elif decisions is not None and event.get("event") == "sweep_report":  # gpuscout.sweep.report
-                self._decide(
-                    trial,
-                    event.get("metrics") or {},
-                    int(event.get("step") or 0),
-                    decisions,
-                    f"report-{event.get('step')}",
-                    stopped,
-                    None,
-                )
+            event = watch_events.decode(raw)
+            if isinstance(event, FitAnnounced):
+                planned[event.fit] = event.epochs
+            elif decisions is not None and isinstance(event, EpochEnded):
+                key = f"{event.fit}-{event.epoch}"
+                self._decide(trial, event.logs, event.epoch, decisions, key, stopped, planned.get(event.fit))
+            elif decisions is not None and isinstance(event, SweepReport):  # gpuscout.sweep.report
+                self._decide(trial, event.metrics, event.step, decisions, f"report-{event.step}", stopped, None)
 
         env = self.instrumentation.env(trial_env(slot, files.reports, trial.params, self.cache), extra)
         started_warm = self.warm.starter(argv, env) if self.warm is not None else None
@@ -267,13 +257,14 @@ class TrialRunner:
         samples = sampler.stop() if sampler else []
         if started_warm is not None and started_warm.lost:  # not its failure: again, cold (a new attempt)
             return self._command(trial, slot, AttemptFiles.next_in(files.folder))
+        told = watch_events.decode_all(finished.events)
         if started_warm is not None:  # what it imported besides, the next trials find imported
-            exiting = next((e for e in finished.events if e.get("event") == EXITING_EVENT), {})
-            started_warm.learn(exiting.get("frameworks") or [])
+            exiting = next((e for e in told if isinstance(e, Exiting)), None)
+            started_warm.learn(exiting.frameworks if exiting else [])
         returncode, lingered_note, cancelled = finished.returncode, None, finished.cancelled
         code_done = files.code_done() if cancelled else None
         if finished.lingered:  # all its code ran, then its interpreter did not exit: judged by what it did
-            code, lingered_note = after_lingering(finished.events)
+            code, lingered_note = after_lingering(told)
             returncode = 0 if code is None else code
         elif code_done is not None and not prune_now.is_set():
             # stopped with its driver (Ctrl-C, SIGTERM) after all its code had run: it finished
@@ -358,12 +349,12 @@ class TrialRunner:
         )
         metrics = workload_trials.metrics(record)
         telemetry = (
-            {
-                "samples": record.telemetry.sample_count,
-                "gpu_util_mean_pct": record.telemetry.gpu_util_mean_pct,
-                "power_mean_w": record.telemetry.power_mean_w,
-                "memory_used_max_bytes": record.telemetry.memory_used_max_bytes,
-            }
+            TrialTelemetry(
+                samples=record.telemetry.sample_count,
+                gpu_util_mean_pct=record.telemetry.gpu_util_mean_pct,
+                power_mean_w=record.telemetry.power_mean_w,
+                memory_used_max_bytes=record.telemetry.memory_used_max_bytes,
+            )
             if record.telemetry
             else None
         )
@@ -382,14 +373,14 @@ class TrialRunner:
         self.abort.set()
 
 
-def _telemetry_summary(samples, gpu_name: str | None = None) -> dict:
+def _telemetry_summary(samples, gpu_name: str | None = None) -> TrialTelemetry:
     util = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
     power = [s.power_w for s in samples if s.power_w is not None]
     memory = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
-    return {
-        "samples": len(samples),
-        "gpu_name": gpu_name,
-        "gpu_util_mean_pct": statistics.mean(util) if util else None,
-        "power_mean_w": statistics.mean(power) if power else None,
-        "memory_used_max_bytes": max(memory) if memory else None,
-    }
+    return TrialTelemetry(
+        samples=len(samples),
+        gpu_name=gpu_name,
+        gpu_util_mean_pct=statistics.mean(util) if util else None,
+        power_mean_w=statistics.mean(power) if power else None,
+        memory_used_max_bytes=max(memory) if memory else None,
+    )

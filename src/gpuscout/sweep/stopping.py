@@ -9,66 +9,70 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuscout.record.trial import TrialOutcome
 from gpuscout.sweep import pruning
+from gpuscout.sweep.results import Bracket, ChanceToWin, EarlyStopSummary, RungRank
 from gpuscout.sweep.search import halving_rungs, rungs
 from gpuscout.sweep.spec import SweepFile, score
 
 
-def stopping_summary(sweep: SweepFile, results: list[dict], best: dict | None) -> dict | None:
+def stopping_summary(
+    sweep: SweepFile, results: list[TrialOutcome], best: TrialOutcome | None
+) -> EarlyStopSummary | None:
     """What early stopping saved: epochs run against planned, the trial time not spent (a trial's
     time per epoch x the epochs it did not run), and the best trial's rank at each rung (was it
     ever at risk?)."""
     if sweep.early_stop is None:
         return None
-    ran = [r for r in results if r["status"] in ("ok", "pruned")]
-    planned_of = {r["key"]: _planned(r) for r in ran}
-    run_of = {r["key"]: _epochs(r) for r in ran}
-    start_s, epoch_s = trial_pace([(run_of[r["key"]], r["duration_s"]) for r in ran if run_of[r["key"]]])
+    ran = [r for r in results if r.status in ("ok", "pruned")]
+    planned_of = {r.key: r.steps.epochs_planned if r.steps else None for r in ran}
+    run_of = {r.key: _epochs(r) for r in ran}
+    start_s, epoch_s = trial_pace([(run_of[r.key], r.duration_s) for r in ran if run_of[r.key]])
     saved_s = sum(
-        epoch_s * (planned_of[r["key"]] - run_of[r["key"]])
+        epoch_s * (planned - run_of[r.key])
         for r in ran
-        if r["status"] == "pruned" and run_of[r["key"]] and planned_of[r["key"]]
+        if r.status == "pruned" and run_of[r.key] and (planned := planned_of[r.key])
     )
     # the trials' length: what fit planned, or where a script's own loop reports no plan, the most any ran
     most = max((p for p in planned_of.values() if p), default=0) or max(run_of.values(), default=0)
-    indexes = [r["index"] for r in ran]
+    indexes = [r.index for r in ran]
     ranks = []
     if best is not None:
         for rung in halving_rungs(sweep, most):
-            at = {r["key"]: _value_at(r, sweep.metric.name, rung) for r in ran}
+            at = {r.key: _value_at(r, sweep.metric.name, rung) for r in ran}
             values = [v for v in at.values() if v is not None]
-            mine = at.get(best["key"])
+            mine = at.get(best.key)
             if mine is None or not values:
                 continue
             better = sum(1 for v in values if (v > mine if sweep.metric.direction == "max" else v < mine))
-            ranks.append({"epoch": rung, "rank": better + 1, "of": len(values)})
-    used_s = sum(r["duration_s"] for r in ran)
+            ranks.append(RungRank(epoch=rung, rank=better + 1, of=len(values)))
+    used_s = sum(r.duration_s for r in ran)
     stop = sweep.early_stop
-    return {
-        "kind": stop.kind,
-        "pruned": sum(1 for r in ran if r["status"] == "pruned"),
-        "epochs_run": sum(run_of.values()),
-        "epochs_planned": sum(p or run_of[k] for k, p in planned_of.items()),
+    return EarlyStopSummary(
+        kind=stop.kind,
+        pruned=sum(1 for r in ran if r.status == "pruned"),
+        epochs_run=sum(run_of.values()),
+        epochs_planned=sum(p or run_of[k] for k, p in planned_of.items()),
         # the same trials under the synchronous schedule: what asynchronous halving is measured against
-        "epochs_synchronous": synchronous_schedule(sweep, indexes, most) if most else None,
-        "trial_hours_used": used_s / 3600,
-        "trial_hours_saved": saved_s / 3600,  # the pruned trials' epochs not run, at the trials' pace
-        "trial_start_s": start_s,  # the pace: start-up, then seconds an epoch (trial_pace)
-        "epoch_s": epoch_s,
-        "best_rank_at_rungs": ranks,
-        "pruned_could_win": could_have_won(sweep, ran),
-        "finished": sum(1 for r in ran if r["status"] == "ok"),  # the curves that chance is read from
-        "brackets": brackets(sweep, indexes),
-    }
+        epochs_synchronous=synchronous_schedule(sweep, indexes, most) if most else None,
+        trial_hours_used=used_s / 3600,
+        trial_hours_saved=saved_s / 3600,
+        trial_start_s=start_s,
+        epoch_s=epoch_s,
+        best_rank_at_rungs=ranks,
+        pruned_could_win=could_have_won(sweep, ran),
+        finished=sum(1 for r in ran if r.status == "ok"),
+        brackets=brackets(sweep, indexes),
+    )
 
 
-def brackets(sweep: SweepFile, indexes: list[int]) -> list[dict] | None:
+def brackets(sweep: SweepFile, indexes: list[int]) -> list[Bracket] | None:
     """hyperband: how many of these trials each bracket held, and the epoch each judges from."""
     stop = sweep.early_stop
     if stop.kind != "hyperband":
         return None
     held = [pruning.bracket_of(i, stop.brackets, stop.reduction_factor) for i in indexes]
-    return [{"trials": held.count(b), "judged_from_epoch": pruning.first_rung(stop, b)} for b in range(stop.brackets)]
+    return [Bracket(trials=held.count(b), judged_from_epoch=pruning.first_rung(stop, b)) for b in range(stop.brackets)]
 
 
 def trial_pace(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -94,7 +98,7 @@ def synchronous_schedule(sweep: SweepFile, indexes: list[int], epochs: int) -> i
         return synchronous_epochs([len(indexes)], epochs, grid, stop.reduction_factor)
     if stop.kind != "hyperband":
         return None
-    return synchronous_epochs([b["trials"] for b in brackets(sweep, indexes)], epochs, grid, stop.reduction_factor)
+    return synchronous_epochs([b.trials for b in brackets(sweep, indexes) or []], epochs, grid, stop.reduction_factor)
 
 
 def synchronous_epochs(entering: list[int], epochs: int, at: list[int], factor: int) -> int:
@@ -111,19 +115,16 @@ def synchronous_epochs(entering: list[int], epochs: int, at: list[int], factor: 
     return total + alive * (epochs - done) + late * epochs
 
 
-def could_have_won(sweep: SweepFile, ran: list[dict]) -> dict | None:
+def could_have_won(sweep: SweepFile, ran: list[TrialOutcome]) -> ChanceToWin | None:
     """How likely a pruned trial was to win, from the curves that ran to the end: of the finished
     trials that stood as low as it did where it was stopped (each judged on the best of its last
     smooth_epochs), how many still ended within the winner's own noise (the spread of its last
     smooth_epochs). The largest such share over the pruned trials; None where none can be told."""
     metric, maximize = sweep.metric.name, sweep.metric.direction == "max"
     smooth = sweep.early_stop.smooth_epochs
-    curves = {
-        r["key"]: {e: score(h[metric]) for h in r.get("history") or [] if (e := _epoch_of(h)) and metric in h}
-        for r in ran
-    }
-    done = [r["key"] for r in ran if r["status"] == "ok" and curves[r["key"]]]
-    pruned = [r["key"] for r in ran if r["status"] == "pruned" and curves[r["key"]]]
+    curves = {r.key: {e: score(h[metric]) for h in r.history if (e := _epoch_of(h)) and metric in h} for r in ran}
+    done = [r.key for r in ran if r.status == "ok" and curves[r.key]]
+    pruned = [r.key for r in ran if r.status == "pruned" and curves[r.key]]
     if not done or not pruned:
         return None
     final = {k: pruning.smoothed(curves[k], max(curves[k]), smooth, maximize) for k in done}
@@ -161,17 +162,11 @@ def could_have_won(sweep: SweepFile, ran: list[dict]) -> dict | None:
         low_ci, high_ci = float(ci.low), float(ci.high)
     else:
         worst["share"] = None
-    return {**worst, "share_low": low_ci, "share_high": high_ci, "noise": noise, "pruned_told": told,
-            "pruned": len(pruned)}  # fmt: skip
+    return ChanceToWin(**worst, share_low=low_ci, share_high=high_ci, noise=noise, pruned_told=told, pruned=len(pruned))
 
 
-def _epochs(result: dict) -> int:
-    return sum(1 for h in result.get("history") or [] if _epoch_of(h) is not None)
-
-
-def _planned(result: dict) -> int | None:
-    steps = result.get("steps") or {}
-    return steps.get("epochs_planned")
+def _epochs(result: TrialOutcome) -> int:
+    return sum(1 for h in result.history if _epoch_of(h) is not None)
 
 
 def _epoch_of(entry: dict) -> int | None:
@@ -182,14 +177,14 @@ def _epoch_of(entry: dict) -> int | None:
         return None
 
 
-def reported_per_epoch(result: dict, metric: str) -> bool:
+def reported_per_epoch(result: TrialOutcome, metric: str) -> bool:
     """Whether a trial's history holds `metric` at some epoch (what a pruner needs): a script
     that prints or reports it once, at its end, gives none, and nothing can be pruned."""
-    return any(_epoch_of(h) is not None and metric in h for h in result.get("history") or [])
+    return any(_epoch_of(h) is not None and metric in h for h in result.history)
 
 
-def _value_at(result: dict, metric: str, epoch: int) -> float | None:
-    for h in result.get("history") or []:
+def _value_at(result: TrialOutcome, metric: str, epoch: int) -> float | None:
+    for h in result.history:
         if _epoch_of(h) == epoch and metric in h:
             return score(h[metric])
     return None

@@ -14,6 +14,7 @@ from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.core.versions import __version__
 from gpuscout.executor import process
+from gpuscout.record.trial import TrialOutcome
 from gpuscout.sweep import stopping
 from gpuscout.sweep.results import Ranked, SweepSummary, TensorBoard
 from gpuscout.sweep.spec import SweepFile, number, score
@@ -31,41 +32,41 @@ def _better(sweep: SweepFile, a: float, b: float) -> bool:
     return a > b if sweep.metric.direction == "max" else a < b
 
 
-def best_of(sweep: SweepFile, results: list[dict], status: str = "ok") -> dict | None:
+def best_of(sweep: SweepFile, results: list[TrialOutcome], status: str = "ok") -> TrialOutcome | None:
     """The best trial of those that ended with `status` and reported the metric."""
-    scored = [r for r in results if r["status"] == status and score(r["metrics"].get(sweep.metric.name)) is not None]
+    scored = [r for r in results if r.status == status and score(r.value(sweep.metric.name)) is not None]
     if not scored:
         return None
     best = scored[0]
     for r in scored[1:]:
-        if _better(sweep, r["metrics"][sweep.metric.name], best["metrics"][sweep.metric.name]):
+        if _better(sweep, r.metrics[sweep.metric.name], best.metrics[sweep.metric.name]):
             best = r
     return best
 
 
-def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str | None) -> SweepSummary:
+def summarise(p, results: list[TrialOutcome], new: list[TrialOutcome], nvml: Nvml, stopped: str | None) -> SweepSummary:
     """`p`: the sweep's resume_plan.Plan (not imported: it imports this module). `results`:
     every trial of the sweep (for the ranking); `new`: those run now (for time)."""
     sweep = p.sweep
-    began = min((r["started_monotonic_s"] for r in new), default=0.0)
-    finished = max((r["ended_monotonic_s"] for r in new), default=0.0)
+    began = min((r.started_monotonic_s for r in new), default=0.0)
+    finished = max((r.ended_monotonic_s for r in new), default=0.0)
     wall = finished - began
-    trial_time = sum(r["duration_s"] for r in new)
+    trial_time = sum(r.duration_s for r in new)
     ranked, timed_out = (
         sorted(
-            (r for r in results if r["status"] == status and score(r["metrics"].get(sweep.metric.name)) is not None),
-            key=lambda r: r["metrics"][sweep.metric.name],
+            (r for r in results if r.status == status and score(r.value(sweep.metric.name)) is not None),
+            key=lambda r: r.metrics[sweep.metric.name],
             reverse=sweep.metric.direction == "max",
         )
         for status in ("ok", "timeout")
     )
     # ran to their end with a metric that is NaN or infinite: kept, said, never ranked
     diverged = [
-        r["index"]
+        r.index
         for r in results
-        if r["status"] == "ok"
-        and number(r["metrics"].get(sweep.metric.name)) is not None
-        and score(r["metrics"][sweep.metric.name]) is None
+        if r.status == "ok"
+        and number(r.value(sweep.metric.name)) is not None
+        and score(r.metrics[sweep.metric.name]) is None
     ]
     gpu_seconds: dict[str, float] = {}
     idle: dict[str, float] = {}
@@ -73,8 +74,8 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
     drain: dict[str, float] = {}  # from its last trial's end to the sweep's: no trial was left to give it
     cost_usd = 0.0
     priced = True
-    for gpu in sorted({r["gpu_index"] for r in new if r["gpu_index"] is not None}):
-        mine = sorted((r["started_monotonic_s"], r["ended_monotonic_s"]) for r in new if r["gpu_index"] == gpu)
+    for gpu in sorted({r.gpu_index for r in new if r.gpu_index is not None}):
+        mine = sorted((r.started_monotonic_s, r.ended_monotonic_s) for r in new if r.gpu_index == gpu)
         busy = stats.covered_s(mine)
         gpu_seconds[f"gpu{gpu}"] = busy
         idle[f"gpu{gpu}"] = 1 - busy / wall if wall else None
@@ -86,7 +87,7 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
             priced = False
         else:
             cost_usd += hourly.usd_per_hour * wall / 3600  # a rented GPU costs its hours, busy or idle
-    counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "pruned", "failed", "oom", "timeout")}
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("ok", "pruned", "failed", "oom", "timeout")}
     return SweepSummary(
         sweep=sweep.name,
         metric=sweep.metric,
@@ -116,19 +117,19 @@ def summarise(p, results: list[dict], new: list[dict], nvml: Nvml, stopped: str 
     )
 
 
-def _ranked(r: dict, sweep: SweepFile) -> Ranked:
+def _ranked(r: TrialOutcome, sweep: SweepFile) -> Ranked:
     return Ranked(
-        index=r["index"],
-        params=r["params"],
-        value=r["metrics"][sweep.metric.name],
-        epochs=len(r.get("history") or []),
-        duration_s=r["duration_s"],
-        slot=r["slot"],
-        log_dir=r["log_dir"],
+        index=r.index,
+        params=r.params,
+        value=r.metrics[sweep.metric.name],
+        epochs=len(r.history),
+        duration_s=r.duration_s,
+        slot=r.slot,
+        log_dir=r.log_dir or "",
     )
 
 
-def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> TensorBoard:
+def write_tensorboard(p, results: list[TrialOutcome], store_path, changed: bool) -> TensorBoard:
     """Each trial's reports (`p`: the resume_plan.Plan) as scalars and the sweep's HParams table,
     written by a child with tensorboardX (no TensorFlow needed; the parent imports neither). Left as they are
     when no trial ended since they were written (a resumed sweep with nothing left to run would
@@ -145,7 +146,7 @@ def write_tensorboard(p, results: list[dict], store_path, changed: bool) -> Tens
                     "gpuscout_version": __version__,
                     "metric": p.sweep.metric.name,
                     "space": list(p.sweep.space),
-                    "results": results,
+                    "results": [r.model_dump() for r in results],
                 },
                 default=str,
             ),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
+from gpuscout.record.trial import StoredTrial, TrialOutcome
 from gpuscout.record.watch import WatchRecord
 
 PREFIX = "gpuscout/"
@@ -148,38 +149,38 @@ def _cut(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-def of_trial(sweep: str, trial: dict, record: StoredRecord | None = None) -> Logged:
+def of_trial(sweep: str, trial: StoredTrial, record: StoredRecord | None = None) -> Logged:
     """A sweep's trial, as the store holds it (`trials` row: params, status, result), with its
     stored run's figures where it has one (a workload sweep's). The trial's hyperparameters and
     the metrics it reported are the user's own names, logged as they are; every report over the
     epochs is a series (step = the report's number)."""
-    result = trial.get("result") or {}
+    result = trial.result or TrialOutcome(key=trial.key, index=trial.index, status=trial.status)
     logged = of_record(record) if record is not None else Logged(name="")
-    logged.name = f"{sweep} trial {trial['index']}"
-    logged.run_id = trial_id(sweep, trial["key"])
-    logged.params.update({str(k): _cut(str(v), PARAM_CHARS) for k, v in (trial.get("params") or {}).items()})
-    logged.metrics.update({str(k): float(v) for k, v in (result.get("metrics") or {}).items() if _number(v)})
-    steps = result.get("steps") or {}
+    logged.name = f"{sweep} trial {trial.index}"
+    logged.run_id = trial_id(sweep, trial.key)
+    logged.params.update({str(k): _cut(str(v), PARAM_CHARS) for k, v in trial.params.items()})
+    logged.metrics.update({str(k): float(v) for k, v in result.metrics.items() if _number(v)})
+    steps = result.steps.model_dump() if result.steps else {}
     for name in ("samples_per_s", "step_time_s", "input_wait_share"):
         if _number(steps.get(name)):
             logged.metrics[f"{PREFIX}{name}"] = float(steps[name])
-    if _number(result.get("duration_s")):
-        logged.metrics[f"{PREFIX}duration_s"] = float(result["duration_s"])
-    history = result.get("history") or []
+    if trial.result and _number(result.duration_s):
+        logged.metrics[f"{PREFIX}duration_s"] = float(result.duration_s)
+    history = result.history
     names = dict.fromkeys(k for r in history for k, v in r.items() if _number(v) and k not in ("epoch", "step"))
     for name in names:  # step i is the i-th report; a report without the metric leaves a gap
         logged.series[str(name)] = [float(r[name]) if _number(r.get(name)) else None for r in history]
     logged.tags.update(
         {
             f"{TAG}sweep": sweep,
-            f"{TAG}trial": str(trial["index"]),
-            f"{TAG}trial_status": trial["status"],
-            f"{TAG}slot": str(result.get("slot") or ""),
-            f"{TAG}attempts": str(result.get("attempts") or ""),
+            f"{TAG}trial": str(trial.index),
+            f"{TAG}trial_status": trial.status,
+            f"{TAG}slot": result.slot,
+            f"{TAG}attempts": str(result.attempts) if trial.result else "",
         }
     )
-    if result.get("message"):
-        logged.tags[f"{TAG}message"] = _cut(str(result["message"]), TAG_CHARS)
+    if result.message:
+        logged.tags[f"{TAG}message"] = _cut(result.message, TAG_CHARS)
     return logged
 
 

@@ -5,19 +5,16 @@ record or the command's exit status."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Annotated
 
-import typer
 from rich.console import Console
 
-from gpuscout.core.errors import UsageError
 from gpuscout.record import StoredRecord
+from gpuscout.record.trial import StoredTrial
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import terminal
 from gpuscout.store import Store, StoreError
@@ -27,35 +24,6 @@ from gpuscout.tracking.fields import PREFIX, TAG, Logged, of_record, of_trial, t
 
 # A document's text, as the terminal shows it (an artifact read in MLflow's viewer)
 ARTIFACT_WIDTH = 100
-
-
-@dataclasses.dataclass
-class Tracking:
-    mlflow: Annotated[
-        str | None,
-        typer.Option(
-            "--mlflow",
-            metavar="[URI]",
-            help="Also log the runs to this MLflow tracking server (alone: MLFLOW_TRACKING_URI's); they are "
-            "stored here all the same.",
-        ),
-    ] = None
-    experiment: Annotated[
-        str, typer.Option("--experiment", help="--mlflow: the MLflow experiment, made when missing.")
-    ] = mlflow_runs.DEFAULT_EXPERIMENT
-
-    def target(self) -> tuple[str, str] | None:
-        """(tracking URI, experiment), checked before anything runs; None without --mlflow."""
-        if self.mlflow is None:
-            if self.experiment != mlflow_runs.DEFAULT_EXPERIMENT:
-                raise UsageError("--experiment names an MLflow experiment: give --mlflow too")
-            return None
-        if not self.experiment.strip():
-            raise UsageError("--experiment is empty: name the MLflow experiment")
-        try:
-            return mlflow_runs.tracking_uri(self.mlflow), self.experiment.strip()
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
 
 
 def send(
@@ -192,7 +160,7 @@ def send_sweep(target: tuple[str, str] | None, summary, render, store: Store) ->
     trials = [
         t
         for t in store.trials(sweep)
-        if t["status"] not in ("running", "pending") and not _links(store, trial_id(sweep, t["key"]), uri)
+        if t.status not in ("running", "pending") and not _links(store, trial_id(sweep, t.key), uri)
     ]
     logged = [of_trial(sweep, t, _record_of(store, t)) for t in trials]
     earlier = _links(store, f"sweep:{sweep}", uri)
@@ -240,8 +208,8 @@ def _links(store: Store, run_id: str, uri: str) -> list[TrackedRun]:
     return [link for link in store.tracked(run_id) if link.tracking_uri == uri]
 
 
-def _record_of(store: Store, trial: dict) -> StoredRecord | None:
-    run_id = (trial.get("result") or {}).get("run_id")
+def _record_of(store: Store, trial: StoredTrial) -> StoredRecord | None:
+    run_id = trial.result.run_id if trial.result else None
     try:
         return store.get(run_id) if run_id else None
     except StoreError:  # a trial's run not in this store (an import of the trials alone)
