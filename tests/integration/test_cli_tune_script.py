@@ -112,10 +112,9 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
+def test_a_one_worker_pydataset_gets_workers_and_its_repeating_batches_a_cache(tmp_path):
     """The workers change on a PyDataset that sleeps per batch (jax: its start-up is 2 s shorter than
-    TensorFlow's, and the change is the same on both), prefetch on a generator and on a tf.data map
-    that sleep; XLA and mixed precision are not tried on a CPU-only TensorFlow, each with its reason."""
+    TensorFlow's, and the change is the same on both)."""
     script, _ = copy_script(tmp_path)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", **QUIET_TF}
@@ -141,6 +140,14 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     # its batches were checked to repeat (fit shuffles their order): kept after the first epoch
     cache = next(r for r in report["rows"] if r["change"] == "cache")
     assert cache["verdict"] == "faster" and "were all among the 64 the dataset made before" in cache["why"]
+
+
+@pytest.mark.slow
+def test_a_generator_is_read_ahead(tmp_path):
+    """prefetch on a generator that sleeps 10 ms a batch, beside steps of about 10 ms."""
+    script, _ = copy_script(tmp_path)
+    store = tmp_path / "results.sqlite"
+    env = {"KERAS_BACKEND": "jax", **QUIET_TF}
     read_ahead = run_cli(
         "tune",
         "--json",
@@ -160,6 +167,15 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     prefetch = json.loads(read_ahead.stdout)["rows"][0]
     # significantly faster, by a tenth or more (reading ahead overlaps a 10 ms batch with a 10 ms step)
     assert prefetch["change"] == "prefetch" and prefetch["verdict"] == "faster" and prefetch["ratio"] > 1.1
+
+
+@pytest.mark.slow
+def test_a_tf_data_map_is_made_parallel_and_cached_where_the_script_built_it(tmp_path):
+    """A tf.data map that sleeps; XLA and mixed precision are not tried on a CPU-only TensorFlow,
+    each with its reason."""
+    script, _ = copy_script(tmp_path)
+    store = tmp_path / "results.sqlite"
+    env = {"KERAS_BACKEND": "tensorflow", **QUIET_TF}
     # a tf.data map with no prefetch of its own, left sequential, whose elements repeat (issue 60,
     # item 6): changed where the script built it (child/tf_data.py). prefetch applies autotuning,
     # parallel maps and a prefetch (TensorFlow injects one by default: what it buys is measured,
@@ -182,7 +198,7 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
         PY,
         str(script),
         "tfdata",
-        env={**env, "KERAS_BACKEND": "tensorflow"},
+        env=env,
     )
     assert piped.returncode == 0, piped.stderr[-3000:]
     report = json.loads(piped.stdout)
@@ -213,8 +229,14 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
     skipped = {s["change"]: s["reason"] for s in report["skipped"]}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
-    # Keras' debugging mode left on (run_eagerly=True): the step compiled again (a graph: Keras keeps
-    # XLA off on a CPU-only TensorFlow), written into compile, and the copy as fast
+
+
+@pytest.mark.slow
+def test_keras_debugging_mode_left_on_is_compiled_again(tmp_path):
+    """run_eagerly=True: the step compiled again (a graph: Keras keeps XLA off on a CPU-only
+    TensorFlow), written into compile, and the copy as fast."""
+    script, _ = copy_script(tmp_path)
+    store, patch = tmp_path / "results.sqlite", tmp_path / "eager.patch"
     eager = run_cli(
         "tune",
         "--json",
@@ -224,14 +246,13 @@ def test_a_one_worker_pydataset_a_generator_and_a_tf_data_pipeline(tmp_path):
         "jit_compile",
         "--patch",
         str(patch),
-        "--force",
         "--store",
         str(store),
         "--",
         PY,
         str(script),
         "eager",
-        env={**env, "KERAS_BACKEND": "tensorflow"},
+        env={"KERAS_BACKEND": "tensorflow", **QUIET_TF},
     )
     assert eager.returncode == 0, eager.stderr[-3000:]
     report = json.loads(eager.stdout)
