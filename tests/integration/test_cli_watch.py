@@ -344,7 +344,7 @@ def test_a_sweep_of_an_unmodified_script_reads_fit_and_retries_what_failed(tmp_p
     assert again.returncode == 0, again.stderr[-3000:]
     assert sorted((work / "runs.log").read_text().split()) == ["0.05", "0.9", "0.9"]  # only the failed ran again
     with Store(store, create=False) as s:
-        trials = {t["params"]["lr"]: t.model_dump() for t in s.trials("lr")}
+        trials = {t.params["lr"]: t.model_dump() for t in s.trials("lr")}
     assert {lr: t["status"] for lr, t in trials.items()} == {0.05: "ok", 0.9: "ok"}
     for t in trials.values():
         result = t["result"]

@@ -5,6 +5,7 @@ process of its own. Results come back to the driver, which writes the store."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import sys
@@ -50,7 +51,9 @@ def _remote_trial(
             result = runner.run(trial, slot, threading.Event())
         finally:
             runner.close()
-    return {**result.to_dict(), "records": [r.model_dump_json() for r in result.records]}
+    # to the driver through Ray: the result's fields, its records as JSON (their types rebuilt there)
+    kept = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "records"}
+    return {**kept, "records": [r.model_dump_json() for r in result.records]}
 
 
 def run_ray(

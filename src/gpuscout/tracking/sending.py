@@ -195,7 +195,7 @@ def send_sweep(target: tuple[str, str] | None, summary, render, store: Store) ->
         },
         run_id=f"sweep:{sweep}",
     )
-    statuses = {item.run_id: t["status"] for item, t in zip(logged, trials)}
+    statuses = {item.run_id: t.status for item, t in zip(logged, trials)}
     again = earlier[-1].tracker_run_id if earlier else None
     _deliver(
         [partial(mlflow_runs.send, uri, experiment, logged, parent, statuses, parent_run_id=again)],
