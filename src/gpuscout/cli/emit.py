@@ -78,7 +78,9 @@ def _views() -> dict[type, View]:
     from gpuscout.doctor import DoctorResult, Explained
     from gpuscout.infer import InferenceResult
     from gpuscout.recommend.advice import Advice
+    from gpuscout.record.watch import WatchRecord
     from gpuscout.report import catalog, console, doctor, explain, recommend, scale, store, sweep, tune, tune_script
+    from gpuscout.report import watch as watch_report
     from gpuscout.scale.results import ScaleReport
     from gpuscout.store.repair import CheckReport, SalvageReport
     from gpuscout.sweep.results import SweepSummary
@@ -102,6 +104,7 @@ def _views() -> dict[type, View]:
         Explained: View(as_document, explain.print_explained),
         SweepSummary: View(as_document, sweep.print_summary),
         Advice: View(as_document, recommend.print_advice),
+        WatchRecord: View(lambda r: json_document([r]), lambda r, out: watch_report.print_watch(out, r)),
         ScaleReport: View(session_document, scale.print_scale),
         TuneScriptReport: View(session_document, tune_script.print_tune_script),
         WorkloadTuneReport: View(session_document, tune.print_tune),

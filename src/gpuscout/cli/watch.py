@@ -7,14 +7,13 @@ from typing import Annotated
 
 import typer
 
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import AsJson, StorePath, Tracking, grouped
 from gpuscout.core import signals
 from gpuscout.core.errors import UsageError
 from gpuscout.measure import command as commands
 from gpuscout.measure import engine, rules, watching
-from gpuscout.record.document import json_document
 from gpuscout.report import terminal
-from gpuscout.report.watch import print_watch
 from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store
 from gpuscout.telemetry.nvml import Nvml
@@ -120,10 +119,8 @@ def watch(
             record = attach.watch_pid(pid, options, context, store, view)
         else:
             record = watching.watch_command(resolved, options, context, store, view)
-        if as_json:
-            typer.echo(json_document([record]))
-        else:
-            print_watch(terminal.console(highlight=False), record)
+        emit(record, as_json)
+        if not as_json:
             terminal.console(stderr=True, highlight=False).print(f"stored as {record.id} in {store.path}", markup=False)
         if target:
             tracking.send(target, [record], store)
