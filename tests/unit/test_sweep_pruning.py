@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from gpuscout.record.trial import TrialOutcome
+from gpuscout.sweep import pruning
 from gpuscout.sweep.pruning import bracket_of, bracket_shares, halving, judge, median, patience, smoothed
 from gpuscout.sweep.results import EarlyStopSummary
 from gpuscout.sweep.spec import EarlyStop, SweepFile
@@ -265,3 +266,26 @@ def test_the_best_trials_rank_is_given_at_rungs_even_where_the_rule_judges_every
     assert rungs(median_rule, 70) == list(range(6, 71))  # judged every epoch from the grace
     assert halving_rungs(median_rule, 70) == [6, 18, 54]  # ranked as at halving's rungs, not 65 times
     assert halving_rungs(stopped_by({"kind": "successive_halving", "grace_epochs": 3}), 300) == [3, 9, 27, 81, 243]
+
+
+def test_a_trial_that_reported_nan_and_infinity_leaves_the_summary_whole():
+    """Issue 79, item 2: with successive halving, one trial printing NaN and Infinity values (some
+    lines without a step) and another pruned, the sweep's summary ended in `TypeError: must be
+    real number, not NoneType`. Every reader takes a curve's finite points alone (pruning.finite)."""
+    from gpuscout.sweep.stopping import stopping_summary
+
+    sweep = stopped_by({"kind": "successive_halving", "grace_epochs": 1, "smooth_epochs": 2})
+    nan, inf = float("nan"), float("inf")
+    wild = [{"epoch": 1, "acc": nan}, {"acc": inf}, {"epoch": 2, "acc": 0.4}, {"epoch": 3, "acc": inf}]
+    ran = [
+        TrialOutcome(key="w", index=0, status="ok", history=[{"epoch": e, "acc": 0.5 + e / 10} for e in (1, 2, 3)]),
+        TrialOutcome(key="n", index=1, status="ok", history=wild, duration_s=3.0),
+        TrialOutcome(key="p", index=2, status="pruned", history=[{"epoch": 1, "acc": 0.3}], duration_s=1.0),
+        TrialOutcome(key="x", index=3, status="pruned", history=[{"epoch": 1, "acc": nan}], duration_s=1.0),
+    ]
+    summary = stopping_summary(sweep, ran, ran[0])
+    assert summary.pruned == 2 and summary.epochs_run == 3 + 3 + 1 + 1  # the step-less line is no epoch
+    won = summary.pruned_could_win  # p stood at 0.3 at epoch 1; n, whose only finite point is 0.4, stood higher
+    assert won is None or (won.of >= 1 and won.epoch == 1)
+    assert pruning.finite({1: nan, 2: None, 3: "0.5", 4: 0.7, 5: inf}) == {4: 0.7}
+    assert pruning.smoothed({1: nan, 2: 0.4, 3: inf}, 3, 2, True) == 0.4

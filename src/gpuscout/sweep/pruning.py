@@ -61,9 +61,18 @@ class Verdict:
     why: str = ""  # the rung, the value, the peers it was compared with
 
 
+def finite(points: dict[int, float | None]) -> Curve:
+    """A curve as every rule reads it: the epochs whose report is a finite number. A NaN, an
+    infinity, a text or a report without its metric is no point of it (issue 79: a trial that
+    printed NaN and Infinity stopped the sweep's summary with a TypeError), whoever reads the
+    trial's reports: the live pruner, the summary's early-stopping account, resume."""
+    return {e: float(v) for e, v in points.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+
+
 def smoothed(curve: Curve, epoch: int, smooth: int, maximize: bool) -> float | None:
     """The best of the last `smooth` reports up to `epoch` (None: nothing reported by then)."""
-    upto = sorted(e for e in curve if e <= epoch and math.isfinite(curve[e]))
+    curve = finite(curve)
+    upto = sorted(e for e in curve if e <= epoch)
     if not upto:
         return None
     last = [curve[e] for e in upto[-smooth:]]

@@ -122,7 +122,10 @@ def could_have_won(sweep: SweepFile, ran: list[TrialOutcome]) -> ChanceToWin | N
     smooth_epochs). The largest such share over the pruned trials; None where none can be told."""
     metric, maximize = sweep.metric.name, sweep.metric.direction == "max"
     smooth = sweep.early_stop.smooth_epochs
-    curves = {r.key: {e: score(h[metric]) for h in r.history if (e := _epoch_of(h)) and metric in h} for r in ran}
+    curves = {
+        r.key: pruning.finite({e: score(h[metric]) for h in r.history if (e := _epoch_of(h)) and metric in h})
+        for r in ran
+    }
     done = [r.key for r in ran if r.status == "ok" and curves[r.key]]
     pruned = [r.key for r in ran if r.status == "pruned" and curves[r.key]]
     if not done or not pruned:
