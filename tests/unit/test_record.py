@@ -249,3 +249,15 @@ def test_a_precision_that_breaks_training_is_flagged():
     result = ChildResult(windows=_windows([1.0, 1.0, 1.0], 640), loss=float("nan"))
     (r,) = derive(spec, ChildOutcome("ok", result), _ctx())
     assert [f.code for f in r.flags] == ["loss_not_finite"] and math.isnan(r.loss)
+
+
+def test_true_where_a_number_is_due_is_refused_and_a_flag_stays_a_flag():
+    """Issue 79, item 9: pydantic's lax mode read an imported `"batch_size": true` as batch 1."""
+    from tests.records import make_record
+
+    fields = json.loads(make_record("t1").model_dump_json())
+    for name in ("batch_size", "duration_s"):
+        with pytest.raises(ValidationError, match=f"{name} should be a number, not true"):
+            RunRecord.model_validate({**fields, name: True})
+    assert RunRecord.model_validate({**fields, "batch_size": 64}).batch_size == 64
+    assert RunRecord.model_validate({**fields, "xla": True}).xla is True  # a flag takes its bool

@@ -8,9 +8,12 @@ which the parent's telemetry samples share.
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpuscout.core.spec import ModelInfo
 from gpuscout.core.versions import SCHEMA_VERSION
@@ -30,6 +33,17 @@ AT_LEAST_ONE = {
 }
 
 
+def _kinds(annotation) -> set:
+    """The plain types a field's annotation admits at its top level (through unions and Annotated)."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) or typing.get_origin(annotation) is Annotated:
+        found: set = set()
+        for arg in args if typing.get_origin(annotation) is not Annotated else args[:1]:
+            found |= _kinds(arg)
+        return found
+    return {annotation} if isinstance(annotation, type) else set()
+
+
 class Part(BaseModel):
     """A part of a result or record: documented fields, nothing else, no NaN or infinity (a loss
     is the exception, and says so), no number below zero (SIGNED excepted) or one (AT_LEAST_ONE),
@@ -37,6 +51,20 @@ class Part(BaseModel):
     refused by its field, never stored as it stands."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, ser_json_inf_nan="constants")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_truth_for_a_number(cls, data):
+        """`true` where a count or a figure is due is no number (pydantic's lax mode reads it as 1:
+        issue 79, an imported `"batch_size": true` was stored as batch 1). A model validator, not a
+        field's: a field validator before the record's `kind` would undo its discriminated union."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name) if isinstance(value, bool) else None
+                kinds = _kinds(field.annotation) if field is not None else set()
+                if kinds & {int, float} and bool not in kinds:
+                    raise ValueError(f"{name} should be a number, not {str(value).lower()}")
+        return data
 
     @field_validator("*", mode="after")
     @classmethod
