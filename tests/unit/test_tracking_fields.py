@@ -91,7 +91,7 @@ def test_mlflow_given_without_a_value_means_mlflows_own_uri(monkeypatch):
     assert optional_values(["bench", "--mlflow", "http://h:5000"]) == ["bench", "--mlflow", "http://h:5000"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracker:5000")
     assert Tracking("MLFLOW_TRACKING_URI").target() == ("http://tracker:5000", "gpuscout")
-    assert Tracking("file:./mlruns", "mine").target() == ("file:./mlruns", "mine")
+    assert Tracking("sqlite:///mlflow.db", "mine").target() == ("sqlite:///mlflow.db", "mine")
     assert Tracking().target() is None
     with pytest.raises(UsageError, match="give --mlflow too"):
         Tracking(None, "mine").target()
@@ -104,3 +104,22 @@ def test_a_runs_page_is_named_only_for_a_server():
     sent = Sent("http://mlflow:5000/", "7", "gpuscout")
     assert sent.url("abc") == "http://mlflow:5000/#/experiments/7/runs/abc"
     assert Sent("sqlite:///mlflow.db", "7", "gpuscout").url("abc") is None
+
+
+def test_the_results_store_and_a_folder_are_no_mlflow_backend(tmp_path, monkeypatch):
+    """Issue 79, items 1 and 8: `--mlflow sqlite:///STORE` wrote MLflow's tables into the results
+    store, and gpuscout's own hint offered a folder, which MLflow 3 refuses as a backend."""
+    store = tmp_path / "results.sqlite"
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(store)
+    for uri in (f"sqlite:///{store}", f"sqlite:///{store}-wal", f"sqlite:///{link}"):
+        with pytest.raises(UsageError, match="gpuscout's results store"):
+            Tracking(uri).target(store)
+    monkeypatch.chdir(tmp_path)  # the default store: this folder's, through GPUSCOUT_STORE
+    monkeypatch.setenv("GPUSCOUT_STORE", str(store))
+    with pytest.raises(UsageError, match="gpuscout's results store"):
+        Tracking("sqlite:///results.sqlite").target()
+    for folder in (str(tmp_path / "mlruns"), "file:./mlruns", f"file://{tmp_path}/mlruns"):
+        with pytest.raises(UsageError, match="no longer keeps runs in a folder"):
+            Tracking(folder).target(store)
+    assert Tracking(f"sqlite:///{tmp_path / 'mlflow.db'}").target(store)[0].endswith("mlflow.db")

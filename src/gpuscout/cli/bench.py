@@ -243,7 +243,7 @@ def bench(
     if target.list_workloads:
         console_report.print_workloads(terminal.console())
         return
-    mlflow = track.target()
+    mlflow = track.target(store_path)
     names, suite_batches, protocol_default = target.resolved()
     if (target.input_shape or target.flops_per_sample is not None) and not target.model:
         raise UsageError(

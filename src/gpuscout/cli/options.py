@@ -23,6 +23,7 @@ from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Protocol
 from gpuscout.measure import engine, rules
 from gpuscout.report import terminal
+from gpuscout.store import default_store_path
 from gpuscout.tracking import mlflow_runs
 
 StorePath = Annotated[
@@ -253,8 +254,9 @@ class Tracking:
         str, typer.Option("--experiment", help="--mlflow: the MLflow experiment, made when missing.")
     ] = mlflow_runs.DEFAULT_EXPERIMENT
 
-    def target(self) -> tuple[str, str] | None:
-        """(tracking URI, experiment), checked before anything runs; None without --mlflow."""
+    def target(self, store_path: Path | None = None) -> tuple[str, str] | None:
+        """(tracking URI, experiment), checked before anything runs; None without --mlflow. The
+        results store (`store_path`, else the default one) is never MLflow's backend."""
         if self.mlflow is None:
             if self.experiment != mlflow_runs.DEFAULT_EXPERIMENT:
                 raise UsageError("--experiment names an MLflow experiment: give --mlflow too")
@@ -262,6 +264,8 @@ class Tracking:
         if not self.experiment.strip():
             raise UsageError("--experiment is empty: name the MLflow experiment")
         try:
-            return mlflow_runs.tracking_uri(self.mlflow), self.experiment.strip()
+            uri = mlflow_runs.tracking_uri(self.mlflow)
+            mlflow_runs.not_the_store(uri, store_path or default_store_path())
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        return uri, self.experiment.strip()

@@ -111,7 +111,7 @@ def export(
         # runs already stored, as MLflow runs (the ids kept in the store)
         gpuscout results export --mlflow http://mlflow:5000 3fa2 77b1
     """
-    target_mlflow = track.target()
+    target_mlflow = track.target(store_path)
     if target_mlflow is not None:
         if out is not None or fmt != "json":
             raise UsageError("--mlflow sends the runs to MLflow: leave out --format and -o")

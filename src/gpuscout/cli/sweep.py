@@ -78,7 +78,7 @@ def sweep(
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
-    target = track.target()
+    target = track.target(store_path)
     gpu_list = (
         None
         if gpus is None

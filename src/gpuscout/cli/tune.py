@@ -161,7 +161,7 @@ def tune(
     as_json: AsJson = False,
 ) -> None:
     config.budget_minutes = renamed("--budget", "--budget-minutes", config.budget, config.budget_minutes)
-    target = track.target()
+    target = track.target(store_path)
     if _command_given() or (config.target and config.target[0].endswith(".ipynb")):
         return tune_command(config, store_path, as_json, target)  # a notebook file is a command of its own
     if config.target and len(config.target) > 1:

@@ -102,7 +102,7 @@ def watch(
     as_json: AsJson = False,
 ) -> None:
     rules.at_least("--steps", steps, 1)
-    target = track.target()  # bad input: before anything runs
+    target = track.target(store_path)  # bad input: before anything runs
     options = watching.WatchOptions(
         steps=steps,
         duration_s=rules.duration_s("--duration", duration),

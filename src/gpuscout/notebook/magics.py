@@ -17,6 +17,7 @@ Bad input is one line, as on the command line, never a traceback (IPython's Usag
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from gpuscout.core.errors import RunError, UsageError
 
@@ -83,7 +84,9 @@ def _watch_cell(shell, cell: str, options: dict[str, str]) -> None:
     from gpuscout.tracking.mlflow_runs import DEFAULT_EXPERIMENT
 
     try:  # a bad URI or experiment is said before the cell runs
-        target = Tracking(options.get("mlflow"), options.get("experiment", DEFAULT_EXPERIMENT)).target()
+        store = options.get("store")
+        tracking = Tracking(options.get("mlflow"), options.get("experiment", DEFAULT_EXPERIMENT))
+        target = tracking.target(Path(store) if store else None)
     except UsageError as exc:
         raise IPythonUsageError(str(exc)) from None
     watching = Watching(options.get("label"), options.get("store"))

@@ -78,9 +78,32 @@ def tracking_uri(given: str | None) -> str:
     if not uri.strip():
         raise ValueError(
             "--mlflow was given without a URI and MLFLOW_TRACKING_URI is not set: give --mlflow "
-            "http://HOST:5000 (or a folder, or sqlite:///mlflow.db)"
+            "http://HOST:5000 (or sqlite:///mlflow.db)"
         )
     return uri.strip()
+
+
+def not_the_store(uri: str, store: Path) -> None:
+    """ValueError where `uri` would make MLflow write into gpuscout's results store (issue 79:
+    `--mlflow sqlite:///STORE` added MLflow's tables to it), one of its side files, or a folder
+    (MLflow 3 refuses its file backend, and a folder named by mistake may be the store's)."""
+    scheme, _, rest = uri.partition("://")
+    if not rest:  # a bare path
+        scheme, rest = "file", uri
+    if scheme.split("+")[0] not in ("sqlite", "file"):
+        return
+    path = Path(rest[1:] if scheme.startswith("sqlite") and rest.startswith("/") else rest).expanduser()
+    if scheme == "file":
+        raise ValueError(
+            f"--mlflow {uri}: MLflow 3 no longer keeps runs in a folder; give sqlite:///mlflow.db or a "
+            "tracking server, http://HOST:5000"
+        )
+    resolved, own = os.path.realpath(path), os.path.realpath(store)
+    if resolved == own or any(resolved == own + side for side in ("-wal", "-shm", "-journal")):
+        raise ValueError(
+            f"--mlflow {uri}: that is gpuscout's results store, which no tracker may write into; give "
+            "MLflow a database of its own (sqlite:///mlflow.db) or a tracking server"
+        )
 
 
 @contextlib.contextmanager
