@@ -199,7 +199,7 @@ def _trial(key: str, index: int, sweep_hash: str, status: str, params: str, resu
         try:
             outcome = TrialOutcome.model_validate(held)
         except ValidationError:  # not an outcome this version can read: the trial is listed without it
-            outcome = None
+            pass
     return StoredTrial(
         key=key,
         index=index,

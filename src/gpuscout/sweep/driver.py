@@ -78,16 +78,11 @@ class _Hooks(schedule.Hooks):
         for trial in list(self.running.values()):
             self.finished(
                 run_lib.TrialResult(
-                    trial.key,
-                    trial.index,
-                    trial.params,
-                    "interrupted",
-                    0,
-                    "",
-                    None,
-                    0.0,
-                    0.0,
-                    0.0,
+                    key=trial.key,
+                    index=trial.index,
+                    params=trial.params,
+                    status="interrupted",
+                    attempts=0,
                     message="stopped with the sweep before it reported",
                 )
             )

@@ -5,7 +5,6 @@ process of its own. Results come back to the driver, which writes the store."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import socket
 import sys
@@ -52,8 +51,7 @@ def _remote_trial(
         finally:
             runner.close()
     # to the driver through Ray: the result's fields, its records as JSON (their types rebuilt there)
-    kept = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "records"}
-    return {**kept, "records": [r.model_dump_json() for r in result.records]}
+    return result.model_dump() | {"records": [r.model_dump_json() for r in result.records]}
 
 
 def run_ray(

@@ -13,8 +13,10 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import Field
 
 from gpuscout.core import decisions as decisions_lib
 from gpuscout.core import events, outputs, watch_events
@@ -24,7 +26,8 @@ from gpuscout.core.watch_events import EpochEnded, Exiting, FitAnnounced, SweepR
 from gpuscout.executor import process, warm
 from gpuscout.measure import engine
 from gpuscout.measure.command import EXITING_EVENT, Instrumentation, after_lingering, compilation_cache_env
-from gpuscout.record.trial import TrialMetric, TrialOutcome, TrialSteps, TrialTelemetry
+from gpuscout.record.run import RunRecord
+from gpuscout.record.trial import TrialMetric, TrialOutcome, TrialTelemetry
 from gpuscout.sweep import TRIAL_FILE_ENV, workload_trials
 from gpuscout.sweep.attempts import Attempt, AttemptFiles, judge, ours
 from gpuscout.sweep.expansion import Trial, argv_for
@@ -37,36 +40,17 @@ class Slot:
     gpu_index: int | None
 
 
-@dataclass
-class TrialResult:
-    key: str
-    index: int
-    params: dict
-    status: str  # ok | failed | oom | timeout | pruned
-    attempts: int
-    slot: str
-    gpu_index: int | None
-    started_monotonic_s: float
-    ended_monotonic_s: float
-    duration_s: float
-    metrics: dict = field(default_factory=dict)  # the last value reported of each metric
-    history: list[dict] = field(default_factory=list)  # every report, in order
-    message: str | None = None
-    log_dir: str | None = None
-    telemetry: TrialTelemetry | None = None
-    run_id: str | None = None  # workload sweeps: the stored benchmark run
-    steps: TrialSteps | None = None  # command trials: steps, step time, samples/s, input wait of the main fit
-    # workload sweeps: every attempt's record, for the driver to store (not part of the trial's row)
-    records: list = field(default_factory=list, repr=False)
-    explanations: list[dict] = field(default_factory=list)  # known failures in the last attempt's output
-    command: list[str] | None = None  # command trials: the argv run (recommend --from finds a sweep of a script by it)
-    ours: bool = False  # ended by gpuscout's failure, not the trial's (attempts.ours): the sweep stops
-    warm: bool = False  # command trials: forked from the sweep's warm interpreter (executor/warm.py)
+class TrialResult(TrialOutcome):
+    """A trial as it ends here: its outcome (what the store keeps of it), and for workload sweeps
+    every attempt's record, for the driver to store in the same transaction (not in the row)."""
+
+    records: list[RunRecord] = Field(default_factory=list, exclude=True, repr=False)
 
     def outcome(self, metric: Metric) -> TrialOutcome:
         """The trial as the store keeps it: all but its records, with the sweep's metric."""
-        kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
-        return TrialOutcome(**kept, metric=TrialMetric(name=metric.name, direction=metric.direction))
+        return TrialOutcome.model_validate(
+            self.model_dump() | {"metric": TrialMetric(name=metric.name, direction=metric.direction)}
+        )
 
 
 # How often a trial's printed JSON lines are read for the pruner (early_stop)
@@ -170,24 +154,24 @@ class TrialRunner:
                 break
         ended = time.monotonic()
         return TrialResult(
-            trial.key,
-            trial.index,
-            trial.params,
-            last.status,
-            attempts,
-            slot.label,
-            slot.gpu_index,
-            started,
-            ended,
-            ended - started,
-            last.metrics,
-            last.history,
-            last.message,
-            str(log_dir),
-            last.telemetry,
-            last.record.id if last.record else None,
-            last.steps,
-            records,
+            key=trial.key,
+            index=trial.index,
+            params=trial.params,
+            status=last.status,
+            attempts=attempts,
+            slot=slot.label,
+            gpu_index=slot.gpu_index,
+            started_monotonic_s=started,
+            ended_monotonic_s=ended,
+            duration_s=ended - started,
+            metrics=last.metrics,
+            history=last.history,
+            message=last.message,
+            log_dir=str(log_dir),
+            telemetry=last.telemetry,
+            run_id=last.record.id if last.record else None,
+            steps=last.steps,
+            records=records,
             explanations=last.explanations,
             command=argv_for(self.sweep, trial.params) if self.sweep.command is not None else None,
             ours=last.ours,
