@@ -13,7 +13,8 @@ from gpuscout import workloads
 from gpuscout.analysis import scaling
 from gpuscout.analysis.flags import straggler_flag
 from gpuscout.analysis.telemetry import combine_telemetry
-from gpuscout.cli.scale import counts_and_ids, parse_counts, parse_ids
+from gpuscout.cli.options import gpu_indices
+from gpuscout.cli.scale import counts_and_ids, parse_counts
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Backend, Precision, RunSpec
 from gpuscout.executor.local import NO_ONE_SHOT_ALL_REDUCE, child_env
@@ -199,10 +200,11 @@ def test_tf_config_and_hosts_are_checked():
         with pytest.raises(UsageError, match="--hosts"):
             check_hosts(bad)
     plan = commands("resnet50", ["a:2222", "b:2222"], ["--gpus", "8"])
-    config = plan["workers"][1]["command"].split("'")[1]
+    config = plan.workers[1].command.split("'")[1]
     assert json.loads(config)["task"] == {"type": "worker", "index": 1}
-    assert plan["workers"][1]["command"].endswith(f"--worker --cluster {plan['cluster']} --gpus 8")
-    assert plan["then"][-1].startswith(f"gpuscout scale --merge {plan['cluster']}")
+    assert plan.workers[1].command.endswith(f"--worker --cluster {plan.cluster} --gpus 8")
+    assert plan.then[-1].startswith(f"gpuscout scale --merge {plan.cluster}")
+    assert plan.as_json()["workers"][1] == {"host": "b", "command": plan.workers[1].command}  # --json's shape
 
 
 def test_counts_ids_and_specs_are_validated():
@@ -210,7 +212,7 @@ def test_counts_ids_and_specs_are_validated():
     for bad in ("0,1", "", "two", "-1", "4,1,2,2"):
         with pytest.raises(UsageError, match="--gpu-counts"):
             parse_counts(bad)
-    assert parse_ids("0,2") == (0, 2)
+    assert gpu_indices("0,2") == (0, 2)
     # issue 62's one vocabulary: --gpus names GPUs by index; scale's old --gpus (counts) alone is
     # refused, never read anew as indices, and --gpu-ids still taken
     assert counts_and_ids(None, None, None) == ("1,2", None)
@@ -223,7 +225,7 @@ def test_counts_ids_and_specs_are_validated():
     with pytest.raises(UsageError, match="old name"):
         counts_and_ids("1,2", "0,1", "2,3")
     with pytest.raises(UsageError, match="distinct"):
-        parse_ids("1,1")
+        gpu_indices("1,1")
     ok = dict(workload="mlp", backend="jax", batch_size=256, devices=2, distribution="mirrored")
     assert RunSpec(**ok, gpu_index=1, gpu_indices=(1, 3)).gpus == (1, 3)
     assert RunSpec(**ok).per_device_batch_size == 128

@@ -23,7 +23,7 @@ the line: the gate still runs, and the reader knows what the figure stands on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from gpuscout.analysis.between_runs import MOST_RUNS, run_test, runs_to_decide
 from gpuscout.analysis.compare import ALPHA, Comparison, Group
@@ -55,6 +55,7 @@ class GateLine:
 class GateResult:
     fail_slower_pct: float
     lines: list[GateLine] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)  # what the lines were read from
 
     @property
     def exit_code(self) -> int:
@@ -64,12 +65,20 @@ class GateResult:
             return EXIT_UNDECIDED
         return 0
 
+    def as_json(self) -> dict[str, object]:
+        return {
+            "fail_slower_pct": self.fail_slower_pct,
+            "exit_code": self.exit_code,
+            "lines": [asdict(line) for line in self.lines],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }
+
 
 def gate(comparisons: list[Comparison], records: list[StoredRecord], fail_slower_pct: float) -> GateResult:
     """Each comparison's groups against its baseline, read against the threshold; `records`: the
     runs compared (for the machines they ran on)."""
     by_id = {r.id: r for r in records}
-    out = GateResult(fail_slower_pct)
+    out = GateResult(fail_slower_pct, comparisons=comparisons)
     for c in comparisons:
         base = c.groups[0]
         for g in c.groups[1:]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -13,6 +11,7 @@ from gpuscout.analysis.compare import FIELDS
 from gpuscout.analysis.compare import compare as compare_runs
 from gpuscout.analysis.device_causes import precision_of
 from gpuscout.analysis.gate import gate
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import AsJson, StorePath, renamed
 from gpuscout.cli.stored import warn_unreadable
 from gpuscout.core import inputs
@@ -222,20 +221,5 @@ def _read_sides(files: list[str]) -> tuple[list[StoredRecord], dict[str, str]]:
 def _gate(comparisons, records: list[StoredRecord], fail_slower: float, as_json: bool) -> None:
     """The gate's lines (or its JSON), then its exit status (analysis/gate.py)."""
     result = gate(comparisons, records, fail_slower)
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "fail_slower_pct": result.fail_slower_pct,
-                    "exit_code": result.exit_code,
-                    "lines": [asdict(line) for line in result.lines],
-                    "comparisons": [c.to_dict() for c in comparisons],
-                },
-                indent=2,
-            )
-        )
-    else:
-        out = terminal.console()
-        for line in result.lines:
-            out.print(line.text, markup=False, highlight=False)
+    emit(result, as_json)
     raise typer.Exit(result.exit_code)

@@ -73,15 +73,28 @@ def session_document(report: Any) -> str:
 def _views() -> dict[type, View]:
     """Imported when first asked: the report's modules (rich's tables, the plots') stay out of a
     command that prints nothing, and out of `--help`."""
+    from gpuscout.analysis.gate import GateResult
     from gpuscout.bench import BenchResult
     from gpuscout.catalog.listing import CatalogListing
     from gpuscout.doctor import DoctorResult, Explained
     from gpuscout.infer import InferenceResult
     from gpuscout.recommend.advice import Advice
     from gpuscout.record.watch import WatchRecord
-    from gpuscout.report import catalog, console, doctor, explain, recommend, scale, store, sweep, tune, tune_script
+    from gpuscout.report import (
+        catalog,
+        comparison,
+        console,
+        doctor,
+        explain,
+        recommend,
+        scale,
+        store,
+        sweep,
+        tune,
+        tune_script,
+    )
     from gpuscout.report import watch as watch_report
-    from gpuscout.scale.results import ScaleReport
+    from gpuscout.scale.results import ClusterPlan, Merged, ScaleReport, WorkerDone
     from gpuscout.store.repair import CheckReport, SalvageReport
     from gpuscout.sweep.results import SweepSummary
     from gpuscout.tune.results import TuneScriptReport
@@ -100,12 +113,16 @@ def _views() -> dict[type, View]:
             lambda i, out: console.print_inference(out, *i),
         ),
         CatalogListing: View(as_document, catalog.print_listing),
+        GateResult: View(as_document, comparison.print_gate),
         DoctorResult: View(lambda d: json.dumps(d.report, indent=2), lambda d, out: doctor.print_doctor(d.report, out)),
         Explained: View(as_document, explain.print_explained),
         SweepSummary: View(as_document, sweep.print_summary),
         Advice: View(as_document, recommend.print_advice),
         WatchRecord: View(lambda r: json_document([r]), lambda r, out: watch_report.print_watch(out, r)),
         ScaleReport: View(session_document, scale.print_scale),
+        ClusterPlan: View(as_document, scale.print_plan),
+        WorkerDone: View(as_document, scale.print_worker, stderr=True),
+        Merged: View(as_document, scale.print_merged),
         TuneScriptReport: View(session_document, tune_script.print_tune_script),
         WorkloadTuneReport: View(session_document, tune.print_tune),
     }

@@ -19,7 +19,7 @@ from typing import Annotated, get_type_hints
 import typer
 
 from gpuscout.catalog.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
-from gpuscout.core.errors import UsageError
+from gpuscout.core.errors import UsageError, parse_whole_numbers
 from gpuscout.core.spec import Protocol
 from gpuscout.measure import engine, rules
 from gpuscout.report import terminal
@@ -88,6 +88,22 @@ def grouped(command: Callable) -> Callable:
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     del wrapper.__wrapped__  # typer must read the flattened signature, not the command's
     return wrapper
+
+
+# GPUs named by index, in every verb that takes several (sweep's slots, scale's devices; issue 62:
+# one name for one idea across verbs). The order given is kept: scale's one-GPU run is the first's.
+Gpus = Annotated[
+    str | None,
+    typer.Option("--gpus", help="Which GPUs, by index, e.g. 0,2,3, in the order used [default: every GPU]."),
+]
+
+
+def gpu_indices(text: str | None) -> tuple[int, ...] | None:
+    """--gpus' indices, each once, in the order given; None when not given (every GPU)."""
+    if text is None:
+        return None
+    # NVML numbers GPUs from 0; 1024 is far past any host
+    return parse_whole_numbers(text, "--gpus", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
 
 
 @dataclasses.dataclass

@@ -6,7 +6,6 @@ of a multi-host run (--hosts), run this host's part of one (--worker), merge the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -15,22 +14,24 @@ import typer
 
 from gpuscout import scale as scale_lib
 from gpuscout.cli import session_report
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import (
     AsJson,
+    Gpus,
     StorePath,
     given_args,
+    gpu_indices,
     grouped,
     measure_options,
     protocol_options,
     renamed,
 )
 from gpuscout.cli.session_report import save_and_show
-from gpuscout.core.errors import UsageError, parse_positive_ints, parse_whole_numbers
+from gpuscout.core.errors import UsageError, parse_positive_ints
 from gpuscout.core.spec import PROTOCOL, BatchNormStats
-from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
-from gpuscout.report.scale import print_merged
 from gpuscout.scale import cluster
+from gpuscout.scale.results import Merged, WorkerDone
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
 
@@ -68,13 +69,6 @@ def parse_counts(text: str) -> tuple[int, ...]:
     return parse_positive_ints(text, "--gpu-counts", "GPU counts", "1,2,4")
 
 
-def parse_ids(text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    # in the order given: the first is the one-GPU run's (NVML numbers GPUs from 0; 1024 is far past any host)
-    return parse_whole_numbers(text, "--gpus", "distinct GPU indices", "0,1,3", least=0, most=1023, sort=False)
-
-
 def counts_and_ids(counts: str | None, gpus: str | None, gpu_ids: str | None) -> tuple[str, str | None]:
     """--gpu-counts and the GPUs by index (--gpus, once --gpu-ids) as text, in the vocabulary every
     verb shares (issue 62: --gpus names GPUs by index, as in sweep). scale's --gpus was its counts
@@ -107,12 +101,12 @@ class ScaleConfig:
     workload: Annotated[str | None, typer.Argument(help="A registered workload.")] = None
     gpu_counts: Annotated[
         str | None,
-        typer.Option("--gpu-counts", help="GPU counts to measure, e.g. 1,2,4 (1 is always measured) [default: 1,2]."),
+        typer.Option(
+            "--gpu-counts",
+            help="GPU counts to measure, e.g. 1,2,4 (1 is always measured; N: the first N of --gpus) [default: 1,2].",
+        ),
     ] = None
-    gpus: Annotated[
-        str | None,
-        typer.Option("--gpus", help="Which GPUs, by index, e.g. 0,2,3; a count N takes the first N [default: all]."),
-    ] = None
+    gpus: Gpus = None
     mode: Annotated[
         str, typer.Option(help="weak: per-GPU batch fixed, global batch grows; strong: global batch fixed, split.")
     ] = "weak"
@@ -178,7 +172,7 @@ class ScaleConfig:
             batch_size=self.batch_size,
             seq_len=self.seq_len,
             data=self.data,
-            gpu_ids=parse_ids(ids),
+            gpu_ids=gpu_indices(ids),
             cpu=self.cpu,
             local_workers=self.local_workers,
             protocol=protocol.settings(),
@@ -259,20 +253,7 @@ def _print_hosts(ctx: typer.Context, workload: str, hosts: str, backend: str, as
     forwarded = given_args(
         ctx, exclude={"workload", "hosts", "worker", "cluster_id", "merge", "store_path", "as_json", "backend"}
     )
-    plan = cluster.commands(workload, listed, ["--backend", "tensorflow", *forwarded])
-    if as_json:
-        typer.echo(json.dumps(plan, indent=2))
-        return
-    out = terminal.console(highlight=False, soft_wrap=True)
-    out.print(
-        f"cluster {plan['cluster']}: run on each host (the same gpuscout and TensorFlow; ports open between them):",
-        markup=False,
-    )
-    for w in plan["workers"]:
-        out.print(f"  # {w['host']}\n  {w['command']}", markup=False)
-    out.print("then bring the records together:")
-    for line in plan["then"]:
-        out.print(f"  {line}", markup=False)
+    emit(cluster.commands(workload, listed, ["--backend", "tensorflow", *forwarded]), as_json)
 
 
 def _worker(
@@ -283,20 +264,12 @@ def _worker(
         raise UsageError("--worker needs --cluster ID (printed by --hosts)")
     with Nvml() as nvml, Store(store_path) as store, run_bars(quiet=as_json) as bars:
         record = scale_lib.run_worker(workload, options, cluster_id, nvml, store, bars)
-    if as_json:
-        typer.echo(record.model_dump_json(indent=2))
-    else:
-        terminal.console(stderr=True, highlight=False).print(
-            f"worker {record.cluster.index}: {record.status}, run {record.id} stored in {store.path}. Next: worker "
-            f"0's host imports the others' `gpuscout results export --group {cluster_id}` and runs "
-            f"`gpuscout scale --merge {cluster_id}`",
-            markup=False,
-        )
+    emit(WorkerDone(record, store.path), as_json)
     raise typer.Exit(0 if record.ok else 1)
 
 
 def _merge(cluster_id: str, store_path: Path | None, as_json: bool) -> None:
     with Store(store_path, create=False) as store:
         record = scale_lib.merge(cluster_id, store)
-    typer.echo(record.model_dump_json(indent=2)) if as_json else print_merged(record, terminal.console())
+    emit(Merged(record), as_json)
     raise typer.Exit(0 if record.ok else 1)

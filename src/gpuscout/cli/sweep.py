@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 
 from gpuscout.cli.emit import emit
-from gpuscout.cli.options import AsJson, StorePath, Tracking, grouped
-from gpuscout.core.errors import parse_whole_numbers
+from gpuscout.cli.options import AsJson, Gpus, StorePath, Tracking, gpu_indices, grouped
 from gpuscout.report.sweep import print_summary, print_trials, sweep_view
 from gpuscout.store import Store
 from gpuscout.sweep import driver, resume_plan
@@ -60,7 +59,7 @@ Examples:
 @grouped
 def sweep(
     path: Path = typer.Argument(..., help="The sweep file (YAML)."),
-    gpus: str | None = typer.Option(None, help="GPU indices to use, e.g. 0,1,2,3 [default: every GPU]."),
+    gpus: Gpus = None,
     cpu_slots: int | None = typer.Option(None, help="Run N trials at a time on the CPU instead of GPUs."),
     executor: str = typer.Option("local", help="local (this host) | ray (a Ray cluster, see --address)."),
     address: str | None = typer.Option(None, help="Ray cluster address [default: start a local Ray]."),
@@ -79,15 +78,9 @@ def sweep(
     as_json: AsJson = False,
 ) -> None:
     target = track.target(store_path)
-    gpu_list = (
-        None
-        if gpus is None
-        else list(  # NVML numbers GPUs from 0; 1024 is far past any host
-            parse_whole_numbers(gpus, "--gpus", "GPU indices", "0,1,2", least=0, most=1023, sort=False)
-        )
-    )
+    indices = gpu_indices(gpus)
     options = resume_plan.SweepOptions(
-        gpus=gpu_list,
+        gpus=None if indices is None else list(indices),
         cpu_slots=cpu_slots,
         executor=executor,
         address=address,

@@ -3,11 +3,13 @@ report/exporters' (each format's module)."""
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from gpuscout.analysis.between_runs import BY_EPOCHS
 from gpuscout.analysis.compare import ONE_RUN_EACH, Comparison, Group
+from gpuscout.analysis.gate import GateResult
 from gpuscout.report import format as fmt
 
 
@@ -57,3 +59,9 @@ def table(c: Comparison) -> Table:
         ci = f" [{fmt.number(g.ci95_low)}–{fmt.number(g.ci95_high)}]" if g.ci95_low is not None else ""
         t.add_row(g.label, str(len(g.run_ids)), f"{fmt.number(g.value)}{ci}", ratio_text(g), p_text(g), _verdict(g))
     return t
+
+
+def print_gate(result: GateResult, out: Console) -> None:
+    """The CI gate's verdict, a line a group (its exit status is the command's)."""
+    for line in result.lines:
+        out.print(line.text, markup=False, highlight=False)

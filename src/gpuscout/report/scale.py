@@ -6,9 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
-from gpuscout.scale.results import ScaleReport
+from gpuscout.scale.results import ClusterPlan, Merged, ScaleReport, WorkerDone
 
 BATCHNORM = {"per_replica": "per GPU", "global": "over the global batch"}
 
@@ -103,7 +102,32 @@ def print_scale(report: ScaleReport, out: Console) -> None:
         out.print(f"try {i}: {what}", highlight=False, markup=False)
 
 
-def print_merged(record: RunRecord, out: Console) -> None:
+def print_plan(plan: ClusterPlan, out: Console) -> None:
+    out.print(
+        f"cluster {plan.cluster}: run on each host (the same gpuscout and TensorFlow; ports open between them):",
+        markup=False,
+        soft_wrap=True,
+    )
+    for w in plan.workers:
+        out.print(f"  # {w.host}\n  {w.command}", markup=False, soft_wrap=True)
+    out.print("then bring the records together:")
+    for line in plan.then:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
+
+
+def print_worker(done: WorkerDone, out: Console) -> None:
+    record = done.record
+    cluster_id = record.cluster.id
+    out.print(
+        f"worker {record.cluster.index}: {record.status}, run {record.id} stored in {done.store}. Next: worker "
+        f"0's host imports the others' `gpuscout results export --group {cluster_id}` and runs "
+        f"`gpuscout scale --merge {cluster_id}`",
+        markup=False,
+    )
+
+
+def print_merged(merged: Merged, out: Console) -> None:
+    record = merged.record
     d = record.distribution
     if not record.ok:
         out.print(

@@ -30,6 +30,7 @@ from gpuscout.executor.local import child_env
 from gpuscout.measure import engine
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, DistributionDetails
 from gpuscout.record.run import ClusterTag, Distribution, Flag, RunRecord
+from gpuscout.scale.results import ClusterPlan, HostCommand
 
 
 def tf_config(addresses: list[str], index: int) -> str:
@@ -66,29 +67,29 @@ def check_hosts(text: str) -> list[str]:
     return hosts
 
 
-def commands(workload: str, hosts: list[str], worker_args: list[str]) -> dict:
+def commands(workload: str, hosts: list[str], worker_args: list[str]) -> ClusterPlan:
     """What each host runs, and how the records come together afterwards."""
     cluster_id = uuid.uuid4().hex[:8]
     args = " ".join(shlex.quote(a) for a in worker_args)
     per_host = [
-        {
-            "host": h.split(":")[0],
-            "command": f"TF_CONFIG={shlex.quote(tf_config(hosts, i))} gpuscout scale {shlex.quote(workload)} --worker "
+        HostCommand(
+            h.split(":")[0],
+            f"TF_CONFIG={shlex.quote(tf_config(hosts, i))} gpuscout scale {shlex.quote(workload)} --worker "
             f"--cluster {cluster_id}" + (f" {args}" if args else ""),
-        }
+        )
         for i, h in enumerate(hosts)
     ]
     merge = [
-        f"gpuscout results export --group {cluster_id} -o {cluster_id}-worker{i}.json   # on {p['host']}"
+        f"gpuscout results export --group {cluster_id} -o {cluster_id}-worker{i}.json   # on {p.host}"
         for i, p in enumerate(per_host)
         if i
     ]
     merge += [
-        f"gpuscout results import {cluster_id}-worker{i}.json   # on {per_host[0]['host']}"
+        f"gpuscout results import {cluster_id}-worker{i}.json   # on {per_host[0].host}"
         for i in range(1, len(per_host))
     ]
-    merge.append(f"gpuscout scale --merge {cluster_id}   # on {per_host[0]['host']}")
-    return {"cluster": cluster_id, "workers": per_host, "then": merge}
+    merge.append(f"gpuscout scale --merge {cluster_id}   # on {per_host[0].host}")
+    return ClusterPlan(cluster_id, per_host, merge)
 
 
 def _free_port() -> int:

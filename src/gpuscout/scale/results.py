@@ -5,8 +5,12 @@ as the JSON has always spelled it."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuscout.record.run import RunRecord
 from gpuscout.telemetry.nvml import Link
 
 
@@ -140,3 +144,42 @@ class ScaleReport(Part):
 
     def as_json(self) -> dict:
         return self.model_dump(mode="json", by_alias=True)
+
+
+@dataclass(frozen=True)
+class HostCommand:
+    host: str
+    command: str
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """`scale --hosts`' answer: the command each host runs, then how the records come together."""
+
+    cluster: str
+    workers: list[HostCommand]
+    then: list[str]
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkerDone:
+    """`scale --worker`'s answer: this host's record, stored under the cluster id."""
+
+    record: RunRecord
+    store: Path
+
+    def as_json(self) -> dict:
+        return self.record.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class Merged:
+    """`scale --merge`'s answer: the workers' records as one run."""
+
+    record: RunRecord
+
+    def as_json(self) -> dict:
+        return self.record.model_dump(mode="json")
