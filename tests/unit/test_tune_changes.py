@@ -30,7 +30,14 @@ def test_every_knob_is_a_module_of_its_own_and_every_module_a_knob():
         assert kind.rule and type(kind).plan is not ChangeKind.plan and type(kind).edits is not ChangeKind.edits
     # the dry run's rules are the kinds' own: none left out (the table had drifted to 8 of 10)
     assert [name for name, _ in PLAN_RULES] == list(changes.CHANGES)
-    assert changes.INPUT_FIRST == ("cache", "device_batches", "augment_in_model", "workers", "prefetch")
+    assert changes.INPUT_FIRST == (
+        "cache",
+        "device_batches",
+        "augment_in_model",
+        "workers",
+        "process_workers",
+        "prefetch",
+    )
 
 
 def test_no_module_outside_tune_changes_names_a_knob_in_an_if_chain():

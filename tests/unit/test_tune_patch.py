@@ -59,18 +59,18 @@ def test_changes_written_where_the_calls_are(tmp_path):
             change("cache", "cache", cache=True),
             change("jit_compile", "jit_compile", jit_compile=True),
             change("steps_per_execution_8", "steps_per_execution", steps_per_execution=8),
-            change("workers_4_processes", "workers", workers=4, processes=True),
+            change("workers_4_threads", "workers", workers=4),
             change("mixed_precision", "mixed_precision", mixed_precision="mixed_bfloat16"),
         ],
         baseline(script),
         tmp_path,
     )
-    assert made.located == ["cache", "jit_compile", "steps_per_execution_8", "workers_4_processes", "mixed_precision"]
+    assert made.located == ["cache", "jit_compile", "steps_per_execution_8", "workers_4_threads", "mixed_precision"]
     before, after = made.texts[script.resolve()]
     assert before == SCRIPT and script.read_text() == SCRIPT  # the user's file is never written
     ast.parse(after)
     assert '"mse", jit_compile=True, steps_per_execution=8)' in after  # replaced, and added before `)`
-    assert "super().__init__(workers=4, use_multiprocessing=True, max_queue_size=8)" in after  # a trailing comma
+    assert "super().__init__(workers=4, use_multiprocessing=False, max_queue_size=8)" in after  # a trailing comma
     assert "m.fit(CachedBatches(Slow()), epochs=3)" in after
     lines = after.splitlines()
     policy = next(
@@ -508,3 +508,19 @@ print("ok")
 """
     )
     assert run_script(check).strip() == "ok"
+
+
+def test_process_workers_written_as_the_class_and_fits_input_wrapped(tmp_path):
+    """The patch of process_workers (issue 77): SpawnedWorkers' definition, as measured, after the
+    imports, and fit's dataset handed to it; the class compiles on its own."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    spawned = [change("process_workers_6", "process_workers", process_workers=6)]
+    after = patches.make(spawned, baseline(script), tmp_path).texts[script.resolve()][1]
+    ast.parse(after)
+    assert definition("SpawnedWorkers") in after
+    assert "m.fit(SpawnedWorkers(Slow(), workers=6), epochs=3)" in after
+    assert after.index("import numpy as np, keras") < after.index("class SpawnedWorkers") < after.index("m = ")
+    serve = after.split('SERVE = r"""')[1].split('"""')[0]  # the workers' own program, as written
+    compile(serve, "SpawnedWorkers.SERVE", "exec")
+    assert "Connection(int(sys.argv[1]))" in serve

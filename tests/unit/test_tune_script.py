@@ -46,12 +46,16 @@ def test_a_tensorflow_pydataset_that_waits_on_a_cpu():
     r = baseline(backend="tensorflow", input_type="PyDataset", jit_compile=False, wait_s=0.6, gpu=False)
     planned = script.plan(r)
     # a batch waits 0.6 s / 50 = 12 ms against 20 - 12 = 8 ms of the rest of a step: ceil(12 / 8) + 1 = 3 workers
-    assert [c.name for c in planned.changes] == ["workers_3_threads", "workers_3_processes"]
+    # threads, and processes of new interpreters (never Keras' forked ones: process_workers)
+    assert [c.name for c in planned.changes] == ["workers_3_threads", "process_workers_3"]
+    spawned = next(c for c in planned.changes if c.knob == "process_workers")
+    assert spawned.settings == {"process_workers": 3} and "SpawnedWorkers(dataset, workers=3)" in spawned.line
     skipped = {s.knob: s.reason for s in planned.skipped}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
     assert skipped["steps_per_execution"].startswith("the loop waits for input (60%")
     assert script.plan(r, only=("workers",), skip=()).skipped == []
+    assert [c.name for c in script.plan(r, only=("process_workers",)).changes] == ["process_workers_3"]
     assert [s.reason for s in script.plan(r, skip=("workers",)).skipped if s.knob == "workers"] == ["--skip"]
 
 

@@ -9,6 +9,7 @@ import pytest
 from gpuscout.tune import budget as budget_module
 from gpuscout.tune import judging, script, search, trials
 from gpuscout.tune.change import Change, Plan
+from gpuscout.tune.changes import replaced
 from tests.records import fit_events, make_watch_record
 from tests.watch_records import H100, busy
 
@@ -308,16 +309,25 @@ def test_a_larger_batch_trains_the_samples_of_its_reference():
 
 def test_more_workers_are_tried_on_top_of_workers_that_won_while_the_input_still_waits():
     """REPEATABLE: threads kept, the input still waiting a third of the time, the next round plans
-    workers again from the kept run (its processes too), each replacing the one kept."""
-    threads = Change("workers_7_threads", "workers", {"workers": 7, "processes": False}, "", "")
-    processes = Change("workers_8_processes", "workers", {"workers": 8, "processes": True}, "", "")
+    workers again from the kept run, and processes, each replacing the threads kept (REPLACES);
+    once processes are kept, threads are not planned on top of them."""
+    threads = Change("workers_7_threads", "workers", {"workers": 7}, "", "")
+    more = Change("workers_8_threads", "workers", {"workers": 8}, "", "")
+    processes = Change("process_workers_8", "process_workers", {"process_workers": 8}, "", "")
     kept = trials.Config((CACHE, threads))
-    assert kept.plus(processes).name == "cache+workers_8_processes"
-    assert kept.plus(processes).settings == {"cache": True, "workers": 8, "processes": True}
+    assert kept.plus(more).name == "cache+workers_8_threads"
+    assert kept.plus(processes).name == "cache+process_workers_8"
+    assert kept.plus(processes).settings == {"cache": True, "process_workers": 8}
     waiting = make_watch_record(events=fit_events(wait_s=0.31, input_type="PyDataset"))
     waiting.main.input_workers = 7
     offered = script.plan(waiting, skip=tuple(kept.knobs - set(trials.REPEATABLE))).changes
-    assert [c.name for c in offered if c.knob == "workers"] == ["workers_8_threads", "workers_8_processes"]
+    assert [c.name for c in offered if c.knob in ("workers", "process_workers")] == [
+        "workers_8_threads",
+        "process_workers_8",
+    ]
+    spawned = kept.plus(processes)
+    skip = (spawned.knobs - set(trials.REPEATABLE)) | replaced(spawned.knobs)  # as search.search plans
+    assert not [c for c in script.plan(waiting, skip=tuple(skip)).changes if c.knob in ("workers", "process_workers")]
 
 
 def test_a_kept_run_plans_with_the_tf_data_maps_the_probe_checked():
@@ -404,10 +414,12 @@ def test_what_is_left_does_not_advise_processes_measured_no_faster():
     waiting = make_watch_record(events=fit_events(wait_s=0.9, input_type="PyDataset"))
     waiting.main.input_multiprocessing = False
     assert "worker processes, or the work moved into the model" in finale.left(None, waiting, set())
-    said = finale.left(None, waiting, set(), slower=("workers_16_processes",))
-    assert "worker processes measured no faster (workers_16_processes" in said and "preprocessing layers" in said
+    said = finale.left(None, waiting, set(), slower=("process_workers_16",))
+    assert "worker processes measured no faster (process_workers_16" in said and "preprocessing layers" in said
+    spawned = finale.left(None, waiting, {"process_workers"})
+    assert "made in worker processes; what waits is their pace" in spawned
     # once the augmentation runs in the model, the advice is about what is left of __getitem__, not it
-    moved = finale.left(None, waiting, {"augment_in_model"}, slower=("workers_2_processes",))
+    moved = finale.left(None, waiting, {"augment_in_model"}, slower=("process_workers_2",))
     assert "the augmentation runs in the model now" in moved and "preprocessing layers" not in moved
 
 

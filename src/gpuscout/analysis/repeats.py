@@ -142,20 +142,22 @@ def _keepable_map(main: WatchedFit, host_memory_bytes: int | None) -> Keepable |
     return why
 
 
-FIXES = Path(__file__).resolve().parent.parent / "child" / "fixes.py"
+# The files whose definitions a patch copies (each stands alone: Keras and the standard library)
+FIXES = tuple(Path(__file__).resolve().parent.parent / "child" / name for name in ("fixes.py", "spawned_workers.py"))
 
 
 @functools.cache
 def definition(name: str) -> str:
-    """The source of a definition in child/fixes.py (the code tune injects), read without importing
-    it (it imports Keras): what a user is told to write is what was measured."""
-    text = FIXES.read_text()
-    for node in ast.parse(text).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-            lines = text.splitlines()[
-                min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1 : node.end_lineno
-            ]
-            return "\n".join(lines)  # with its decorators, which ast's own segment leaves out
+    """The source of a definition in child/fixes.py or spawned_workers.py (the code tune injects),
+    read without importing it (it imports Keras): what a user is told to write is what was measured."""
+    for path in FIXES:
+        text = path.read_text()
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+                lines = text.splitlines()[
+                    min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1 : node.end_lineno
+                ]
+                return "\n".join(lines)  # with its decorators, which ast's own segment leaves out
     raise KeyError(name)
 
 

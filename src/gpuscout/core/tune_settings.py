@@ -23,8 +23,8 @@ class TuneSettings:
     run_eagerly: bool | None = None  # False: Keras' debugging setting (run_eagerly=True) turned off
     steps_per_execution: int | None = None
     mixed_precision: str | None = None  # the global policy: mixed_bfloat16 or mixed_float16
-    workers: int | None = None  # a PyDataset's workers ...
-    processes: bool = False  # ... as processes, not threads
+    workers: int | None = None  # a PyDataset's worker threads
+    process_workers: int | None = None  # a PyDataset's batches made in this many spawned processes
     parallel_calls: bool = False  # a tf.data pipeline's sequential maps and interleaves made parallel
     cache: bool = False  # the input's batches kept once made
     period: int | None = None  # a generator's: it repeats every `period` batches

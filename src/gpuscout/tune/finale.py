@@ -153,13 +153,17 @@ def left(
                 "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
                 "the device once and sliced there"
             )
-        elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
-            measured = next(
-                (name for name in slower if name.startswith("workers_") and name.endswith("_processes")), None
+        elif "process_workers" in kept:  # made outside the GIL now: what waits is their pace and the hand-over
+            how = (
+                "the PyDataset's batches are made in worker processes; what waits is their pace (more of them, "
+                "where the host has idle cores) and handing each batch over: the per-sample work moved into the "
+                "model (Keras preprocessing layers, on the device), or fewer, larger batches"
             )
+        elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
+            measured = next((name for name in slower if name.startswith("process_workers_")), None)
             how = (
                 "the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "
-                f"({measured}: Keras' process pool hands each batch over at a cost of its own): the per-sample work "
+                f"({measured}: each batch is handed over at a cost of its own): the per-sample work "
                 "moved into the model (Keras preprocessing layers, on the device) or written as array operations"
                 if measured
                 else "the PyDataset's work runs in threads under the GIL: worker processes, "

@@ -27,7 +27,9 @@ class Declared:
     rate: bool = False  # the learning rate is scaled for that batch
     inputs: bool = False  # the arrays fed differ (the augmentation moved into the model)
     # the samples are reshuffled each epoch as fit does, from draws of their own: other permutations
-    # than fit's (device batches: Keras draws one more before its first epoch, to build the model)
+    # than fit's (device batches: Keras draws one more before its first epoch, to build the model;
+    # a PyDataset's workers, threads or processes: Keras' queue draws its order where one worker's
+    # loop draws another, [7, 8, 1, 5, ...] against [9, 4, 8, 6, ...] from one seed)
     draws: bool = False
 
     @classmethod
@@ -36,7 +38,7 @@ class Declared:
             batch=int(settings["batch_size"]) if settings.get("batch_size") else None,
             rate=bool(settings.get("learning_rate_factor")),
             inputs=bool(settings.get("augment_in_model")),
-            draws=bool(settings.get("device_batches")),
+            draws=bool(settings.get("device_batches") or settings.get("workers") or settings.get("process_workers")),
         )
 
 

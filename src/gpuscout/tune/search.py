@@ -28,7 +28,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging, script
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change, Plan, Skip
-from gpuscout.tune.changes import INPUT_FIRST
+from gpuscout.tune.changes import INPUT_FIRST, replaced
 from gpuscout.tune.trials import REPEATABLE, SLOWER_CUT, Config, Outcome, Trial
 
 # Candidates between two runs of their reference: each is then at most one run away from one
@@ -79,7 +79,7 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
     batch = probe.batch_size
     tried: set[str] = set()
     while True:
-        planned = plan(facts, reference.knobs - set(REPEATABLE))
+        planned = plan(facts, (reference.knobs - set(REPEATABLE)) | replaced(reference.knobs))
         if out.rounds == 0:
             out.skipped += planned.skipped
         if reference.knobs & set(INPUT_FIRST):  # the input changed: what it capped is worth a run now

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
 from gpuscout.tune.change import Change, Skip
+from gpuscout.tune.changes import replaced
 from gpuscout.tune.results import Judged
 
 # Changes tried again on top of themselves while they keep winning, the later replacing the earlier
 # in the setting: a larger batch where the last one paid (x2 and x4 stopped a compiled MLP at 0.41
 # of the batch of 1,024 by hand, issue 60), and more workers (or processes) where the input still
-# waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried).
+# waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried). A
+# change also replaces the knobs its kind names (tune/changes REPLACES: processes for threads).
 REPEATABLE = ("batch_size", "workers")
 # A candidate is stopped once it has trained this many times its reference's training time, and
 # judged on the steps it ran (its windows are of its own steps: a third of them is still four or
@@ -48,7 +50,8 @@ class Config:
         return {c.knob for c in self.changes}
 
     def plus(self, change: Change) -> Config:
-        kept = tuple(c for c in self.changes if not (c.knob == change.knob and c.knob in REPEATABLE))
+        gone = replaced({change.knob}) | ({change.knob} & set(REPEATABLE))
+        kept = tuple(c for c in self.changes if c.knob not in gone)
         return Config(kept + (change,))
 
     def as_change(self) -> Change | None:

@@ -9,7 +9,8 @@ ask for it:
 
 The orders below are the hooks' (child/tune_overrides.py calls them so): where two changes meet
 in one call, which must come first (a larger batch before the arrays are cut into device slices;
-a cache before reading ahead, which then reads the cached batches).
+a cache before reading ahead, which then reads the cached batches; the augmentation moved out of
+the dataset before it is sent to worker processes).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from gpuscout.child.applies import (
     jit_compile,
     mixed_precision,
     prefetch,
+    process_workers,
     steps_per_execution,
     workers,
 )
 
 ON_KERAS = (mixed_precision, data_parallel)
 COMPILE = (jit_compile, steps_per_execution)
-FIT = (jit_compile, workers, augment_in_model, cache, prefetch, batch_size, device_batches)
+FIT = (jit_compile, workers, augment_in_model, process_workers, cache, prefetch, batch_size, device_batches)

@@ -1,4 +1,4 @@
-"""workers: a PyDataset's workers (threads or processes), set where fit reads them. A tf.data
+"""workers: a PyDataset's worker threads, set where fit reads them. A tf.data
 pipeline's parallel calls are made where the script builds it (child/tf_data.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from gpuscout.child.watch_state import is_pydataset
 def fit_input(fit: FitCall) -> None:
     workers, x = tune_state.SETTINGS.workers, fit.x
     if workers and is_pydataset(x):
-        processes = bool(tune_state.SETTINGS.processes)
-        x._workers, x._use_multiprocessing = int(workers), processes  # PyDataset reads these at fit
+        x._workers, x._use_multiprocessing = int(workers), False  # PyDataset reads these at fit
         x._max_queue_size = 2 * int(workers)  # as the patch writes it
-        tune_state.applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing={processes})")
+        tune_state.applied("workers", f"PyDataset(workers={int(workers)}, use_multiprocessing=False)")

@@ -14,6 +14,7 @@ from gpuscout.tune.changes import (
     jit_compile,
     mixed_precision,
     prefetch,
+    process_workers,
     steps_per_execution,
     workers,
 )
@@ -26,6 +27,7 @@ KINDS: dict[str, ChangeKind] = {
         mixed_precision.KIND,
         steps_per_execution.KIND,
         workers.KIND,
+        process_workers.KIND,
         cache.KIND,
         prefetch.KIND,
         device_batches.KIND,
@@ -37,7 +39,14 @@ KINDS: dict[str, ChangeKind] = {
 # The knobs (`--only`, `--skip`, Change.knob)
 CHANGES = tuple(KINDS)
 # The changes to the input, in the order a round tries them while the input caps the step
+# By knob, the knobs a change of it takes the place of, in a setting and in the rounds after it is kept
+REPLACES = {name: k.replaces for name, k in KINDS.items() if k.replaces}
 INPUT_FIRST = tuple(k.name for k in sorted(KINDS.values(), key=lambda k: k.input_rank or 0) if k.input_rank is not None)
+
+
+def replaced(knobs: set[str]) -> set[str]:
+    """The knobs a setting of these knobs has made moot (REPLACES)."""
+    return {gone for knob in knobs for gone in REPLACES.get(knob, ())}
 
 
 def kind(name: str) -> ChangeKind:
@@ -48,4 +57,4 @@ def kind(name: str) -> ChangeKind:
         raise UsageError(f"unknown change {name!r}: choose from {', '.join(CHANGES)}") from None
 
 
-__all__ = ["CHANGES", "INPUT_FIRST", "KINDS", "ChangeKind", "FileEdits", "Where", "kind"]
+__all__ = ["CHANGES", "INPUT_FIRST", "KINDS", "REPLACES", "replaced", "ChangeKind", "FileEdits", "Where", "kind"]

@@ -85,6 +85,9 @@ class ChangeKind(ABC):
     # The order a round tries the input's changes in while the input caps the step (None: not an
     # input change): the one that removes the work before those that spread it
     input_rank: int | None = None
+    # The knobs a change of this kind takes the place of: dropped from a setting it joins, and not
+    # planned again on top of it (worker processes make a dataset's own threads idle)
+    replaces: tuple[str, ...] = ()
 
     @abstractmethod
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | Deferred | str:

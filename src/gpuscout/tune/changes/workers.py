@@ -1,6 +1,6 @@
-"""More producers of the input: a PyDataset's workers (threads, and processes), or a tf.data
-pipeline's maps and interleaves run with num_parallel_calls=AUTOTUNE where the script left them
-sequential."""
+"""More producers of the input: a PyDataset's worker threads, or a tf.data pipeline's maps and
+interleaves run with num_parallel_calls=AUTOTUNE where the script left them sequential. Worker
+processes are process_workers' (never Keras' own, which fork the training process)."""
 
 from __future__ import annotations
 
@@ -14,38 +14,42 @@ from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, o
 from gpuscout.tune.source_edits import Edit, NotLocated, call_at, name_of, set_keywords
 
 
-def _waiting_pydataset(r: WatchRecord) -> str | None:
+def waiting_pydataset(r: WatchRecord) -> str | None:
     """Why a change to a PyDataset does not apply, or None when the loop waits on one."""
     if main_fit(r).input_type != "PyDataset":
         return f"the input is {main_fit(r).input_type}, not a PyDataset"
     return not_waiting(r)
 
 
-def workers(r: WatchRecord) -> list[Change] | str:
+def wanted(r: WatchRecord) -> int:
+    """The producers that keep up with the step: one more than the wait asks for, within the host's
+    cores, and always one more than the PyDataset has."""
     main = main_fit(r)
-    if main.input_type == "tf.data":
-        return parallel_calls(r)
-    reason = _waiting_pydataset(r)
-    if reason:
-        return reason
     steady = r.steady
     fetch_s = sum(w.input_wait_s or 0 for w in steady) / max(1, sum(w.steps for w in steady))
     compute_s = max((r.step_time_s or 0.0) - fetch_s, 1e-6)
     have = main.input_workers or 1
     cores = r.env.cpu_count or 4
     # producers that keep up with the step, one more than the wait asks for, within the host's cores
-    wanted = max(have + 1, min(cores, math.ceil(fetch_s * have / compute_s) + 1))
-    why = f"{r.input_wait_share:.0%} of the time waiting for the next batch, {have} worker(s)"
+    return max(have + 1, min(cores, math.ceil(fetch_s * have / compute_s) + 1))
+
+
+def workers(r: WatchRecord) -> list[Change] | str:
+    main = main_fit(r)
+    if main.input_type == "tf.data":
+        return parallel_calls(r)
+    reason = waiting_pydataset(r)
+    if reason:
+        return reason
+    count = wanted(r)
     return [
         Change(
-            f"workers_{wanted}_{kind}",
+            f"workers_{count}_threads",
             "workers",
-            {"workers": wanted, "processes": kind == "processes"},
-            f"super().__init__(workers={wanted}, use_multiprocessing={kind == 'processes'}, "
-            f"max_queue_size={2 * wanted})",
-            why,
+            {"workers": count},
+            f"super().__init__(workers={count}, use_multiprocessing=False, max_queue_size={2 * count})",
+            f"{r.input_wait_share:.0%} of the time waiting for the next batch, {main.input_workers or 1} worker(s)",
         )
-        for kind in ("threads", "processes")
     ]
 
 
@@ -123,7 +127,7 @@ def _super_init(text: str, def_line: int) -> ast.Call:
 
 class Workers(ChangeKind):
     name = "workers"
-    rule = "a PyDataset that keeps the loop waiting (threads and processes); a tf.data map left sequential"
+    rule = "a PyDataset that keeps the loop waiting (threads); a tf.data map left sequential"
     input_rank = 3
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:
@@ -136,11 +140,7 @@ class Workers(ChangeKind):
         path, line = site(where.sites, "input", where.root, "defined its PyDataset")
         text = original(path, where.originals)
         count = int(settings["workers"])
-        keywords = {
-            "workers": str(count),
-            "use_multiprocessing": str(bool(settings.get("processes"))),
-            "max_queue_size": str(2 * count),
-        }
+        keywords = {"workers": str(count), "use_multiprocessing": "False", "max_queue_size": str(2 * count)}
         return [(path, set_keywords(text, _super_init(text, line), keywords))]
 
 
