@@ -3,6 +3,7 @@ augmentation), random each epoch (nothing to cache), feeding a small model: work
 run it in parallel, worker processes can (issue 60, item 3).
 
     python gil_pydataset.py [WORKERS] [processes]   # as left: Keras' default, one worker thread
+    python gil_pydataset.py WORKERS spawned         # by hand: tune's SpawnedWorkers, new interpreters
 """
 import os
 import sys
@@ -13,11 +14,12 @@ import numpy as np  # noqa: E402
 
 WORKERS = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 PROCESSES = len(sys.argv) > 2 and sys.argv[2] == "processes"
+SPAWNED = len(sys.argv) > 2 and sys.argv[2] == "spawned"
 
 
 class Augmenting(keras.utils.PyDataset):
     def __init__(self):
-        super().__init__(workers=WORKERS, use_multiprocessing=PROCESSES)
+        super().__init__(workers=1 if SPAWNED else WORKERS, use_multiprocessing=PROCESSES)
         self.x = np.random.RandomState(0).rand(64 * 32, 32).astype("float32")
 
     def __len__(self):
@@ -33,4 +35,9 @@ class Augmenting(keras.utils.PyDataset):
 
 model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(2)])
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-model.fit(Augmenting(), epochs=1000, verbose=0)
+if SPAWNED:  # the class tune's patch writes (gpuscout/child/spawned_workers.py), imported here
+    from gpuscout.child.spawned_workers import SpawnedWorkers
+
+    model.fit(SpawnedWorkers(Augmenting(), workers=WORKERS), epochs=1000, verbose=0)
+else:
+    model.fit(Augmenting(), epochs=1000, verbose=0)

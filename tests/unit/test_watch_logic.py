@@ -729,11 +729,13 @@ def test_a_pydatasets_advice_starts_from_the_workers_it_has():
     from gpuscout.analysis.input_fixes import pydataset_fix
 
     threads, _ = pydataset_fix(6, False, 4)
-    assert "already has 6 worker threads" in threads and "use_multiprocessing=True, 6 workers" in threads
+    assert "already has 6 worker threads" in threads and "in 6 worker processes of their own" in threads
+    assert "not Keras' use_multiprocessing=True" in threads  # forked: it hangs or crawls under JAX
     enough, snippet = pydataset_fix(8, True, 4)
     assert "already has 8 worker processes" in enough and "num_parallel_calls" in snippet
     more, snippet = pydataset_fix(1, False, 5)
-    assert "more workers (5, it has 1)" in more and "workers=5, use_multiprocessing=True" in snippet
+    assert "more workers (5, it has 1)" in more and "SpawnedWorkers(dataset, workers=5)" in snippet
+    assert "use_multiprocessing=True" not in snippet
 
 
 def test_watch_offers_the_cache_tune_would_try():

@@ -35,7 +35,7 @@ def input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
             "(a keras.utils.PyDataset), or build the batches with tf.data",
             "class Batches(keras.utils.PyDataset):\n"
             "    def __init__(self):\n"
-            f"        super().__init__(workers={workers}, use_multiprocessing=True)\n"
+            f"        super().__init__(workers={workers})  # threads; Python-bound: SpawnedWorkers (tune)\n"
             "    def __len__(self):\n"
             "        return steps_per_epoch\n"
             "    def __getitem__(self, i):\n"
@@ -81,13 +81,22 @@ def pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tupl
     """What a PyDataset that keeps the loop waiting needs, from the workers it already has.
     Worker threads overlap only work that releases the GIL (I/O, most numpy): pure-Python work
     per batch (tokenising strings, decoding in Python) runs one thread at a time (measured on an
-    H100 host: 6 threads ~1.0x, 6 processes ~1.4x over one thread, docs/watch.md)."""
+    H100 host: 6 threads ~1.0x, 6 processes ~1.4x over one thread, docs/watch.md). Processes are
+    new interpreters (tune's SpawnedWorkers): Keras' use_multiprocessing=True forks the training
+    process, which ran 8 workers at 0.38x of one thread under jax on an H200 host, where 8 spawned
+    ones ran 2.33x (docs/benchmarks.md, 2026-12-02)."""
     have = have or 1
+    spawned = (
+        f"model.fit(SpawnedWorkers(dataset, workers={max(needed, have)}), ...)   # the class `gpuscout tune "
+        "--patch` writes: new interpreters, never forked"
+    )
     if have > 1 and not processes:
         return (
             f"it already has {have} worker threads: threads barely overlap pure-Python work under the GIL, "
-            f"so use processes (use_multiprocessing=True, {max(needed, have)} workers)",
-            f"super().__init__(workers={max(needed, have)}, use_multiprocessing=True)",
+            f"so make the batches in {max(needed, have)} worker processes of their own (not Keras' "
+            "use_multiprocessing=True, which forks the training process: it hangs or crawls under JAX); "
+            "`gpuscout tune` measures it and writes the class",
+            spawned,
         )
     if processes and have >= needed:
         return (
@@ -96,6 +105,7 @@ def pydataset_fix(have: int | None, processes: bool | None, needed: int) -> tupl
             "dataset = tf.data.Dataset.from_tensor_slices(raw).map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)",
         )
     return (
-        f"give the PyDataset more workers ({needed}, it has {have}) and processes",
-        f"super().__init__(workers={needed}, use_multiprocessing=True,\n                 max_queue_size={2 * needed})",
+        f"give the PyDataset more workers ({needed}, it has {have}): threads where its work waits on files "
+        "or numpy, processes of their own where it is Python (`gpuscout tune` measures both)",
+        f"super().__init__(workers={needed}, max_queue_size={2 * needed})   # threads\n" + spawned,
     )
