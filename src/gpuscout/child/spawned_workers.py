@@ -88,7 +88,6 @@ while True:
 """
 
     def __init__(self, dataset, workers):
-        import mmap
         import os
         import pickle
         import queue
@@ -97,9 +96,10 @@ while True:
         import sys
         import tempfile
         import weakref
+        from multiprocessing.connection import Connection
 
         super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=2 * workers)
-        self.inner, self._sent = dataset, {}
+        self.inner = dataset
         made = self._pickled(type(dataset), "class")
         state = self._state()
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}  # a dataset needs no GPU
@@ -117,8 +117,6 @@ while True:
                 )
             )
             theirs.close()
-            from multiprocessing.connection import Connection
-
             conn = Connection(ours.detach())
             conn.send_bytes(pickle.dumps(list(sys.path)))
             conn.send_bytes(pickle.dumps(("state", (made, state, ()))))
@@ -126,8 +124,7 @@ while True:
             self._memory.append(memory)
             self._views.append((0, None))
             self._idle.put(n)
-        self._sent = state
-        self._mmap = mmap
+        self._sent = state  # what each process holds
         self._procs = procs
         weakref.finalize(self, SpawnedWorkers._close, self._conns, procs)
 
@@ -179,6 +176,7 @@ while True:
 
     def __getitem__(self, index):
         import math
+        import mmap
         import pickle
 
         import numpy as np
@@ -199,7 +197,7 @@ while True:
             tree, places, size = payload
             mapped, view = self._views[n]
             if size != mapped:
-                view = self._mmap.mmap(self._memory[n].fileno(), size)
+                view = mmap.mmap(self._memory[n].fileno(), size)
                 self._views[n] = (size, view)
             arrays = [
                 np.frombuffer(view, dtype, math.prod(shape), at).reshape(shape).copy()
