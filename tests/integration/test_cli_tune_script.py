@@ -178,7 +178,11 @@ def test_a_gil_bound_pydataset_gets_worker_processes_never_forked_and_a_patch_th
     if row["verdict"] == "faster":  # kept: the patch writes the class and wraps the dataset, and tune ran it
         text = patch.read_text()
         assert "+class SpawnedWorkers(keras.utils.PyDataset):" in text and "SpawnedWorkers(Looping(), workers=" in text
-        assert report["patched"]["agrees"] and report["patched"]["status"] in ("ok", "stopped")
+        patched = report["patched"]
+        assert patched["status"] in ("ok", "stopped") and not patched.get("changes_training")
+        # two shared cores: the copy may run at another pace than the injection did (then it does not
+        # "agree", and says so), never train otherwise
+        assert patched.get("epoch_steps") == report["best"].get("epoch_steps")
     assert hashlib.sha256(script.read_bytes()).hexdigest() == digest  # the user's file never changes
 
 
