@@ -58,6 +58,35 @@ def test_a_shift_a_flip_and_a_scale_are_told_as_the_layers_that_draw_them():
 MEAN, STD = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])  # ImageNet's, as scripts write them
 
 
+@pytest.mark.parametrize("mode", ["reflect", "symmetric"])
+def test_the_cifar_crop_of_a_mirrored_border_is_told_with_its_mode(mode):
+    """np.pad(mode="reflect") then a random crop of the image's size (the CIFAR recipe): the border
+    is the image's own pixels, told by how it mirrors them (the edge left out, or repeated), and a
+    border that repeats the edge pixel (mode="edge", no such pad on every backend) is refused."""
+
+    def mirrored(image, rng=RNG, how=mode):
+        top, left = rng.integers(0, 9, 2)
+        out = np.pad(image, ((4, 4), (4, 4), (0, 0)), mode=how)[top : top + 40, left : left + 40]
+        return (out[:, ::-1] if rng.random() < 0.5 else out).astype("float32") / 255.0
+
+    layers, explained = identify(lambda: mirrored(IMAGE), IMAGE)
+    assert explained == TRIES
+    assert names(layers) == [("Rescaling", (1 / 255,)), ("RandomFlip", ("horizontal",)), ("RandomCropEach", (40, 40))]
+    assert layers[2].kwargs == {"pad_height": 4, "pad_width": 4, "fill_mode": mode}
+    refused, _ = identify(lambda: mirrored(IMAGE, how="edge"), IMAGE)
+    assert isinstance(refused, str) and "not a flip, crop, shift or rescale" in refused
+    # the layer draws the same: its outputs explained as the same mode, one place per image
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    pytest.importorskip("keras")
+    from gpuscout.child.fixes import RandomCropEach
+
+    layer = RandomCropEach(40, 40, pad_height=4, pad_width=4, fill_mode=mode)
+    outputs = np.asarray(layer(np.repeat(IMAGE[None].astype("float32"), 48, axis=0), training=True))
+    seen = [explain(IMAGE, out) for out in outputs]
+    assert all(s is not None for s in seen) and {s.mode for s in seen if s.dy or s.dx} == {mode}
+    assert len({(s.dy, s.dx) for s in seen}) > 10
+
+
 def test_a_normalisation_per_channel_is_told_as_keras_normalization():
     """ImageNet's mean and spread per channel: one a*x + b each, a Normalization by the mean and
     variance they stand for, in pixel units; a pad before it fills with 0 in the input's units, so

@@ -36,7 +36,8 @@ FLIP_P_VALUE = 0.001
 @dataclass(frozen=True)
 class Seen:
     """One output explained: y[r, c] = scale * flip(x)[r + dy, c + dx] + offset where that lies in
-    the input, `fill` elsewhere (None: nothing was uncovered); scale, offset and fill per channel."""
+    the input, `fill` elsewhere (None: nothing was uncovered, or it is the image's own pixels
+    mirrored at its edges: `mode`); scale, offset and fill per channel."""
 
     flip_h: bool
     flip_v: bool
@@ -46,6 +47,10 @@ class Seen:
     offset: tuple[float, ...]
     fill: tuple[float, ...] | None
     shape: tuple[int, ...]
+    # what a shift uncovered: one value ("constant"), or the image mirrored at its edges, as
+    # numpy's np.pad(mode=...) and tf.pad name them: "reflect" leaves the edge pixel out (the
+    # CIFAR crop of torchvision's and Keras' examples), "symmetric" repeats it
+    mode: str = "constant"
 
 
 @dataclass(frozen=True)
@@ -170,11 +175,31 @@ def _checked(flipped: np.ndarray, y: np.ndarray, dy: int, dx: int, flip_h: bool,
             return None
         outside = y[uncovered]  # (pixels, channels)
         if np.ptp(outside, axis=0).max() > tolerance:
-            return None  # reflected or repeated edges: not a constant fill
+            mode = _mirrored(flipped, y, dy, dx, scale, offset, tolerance)
+            if mode is None:
+                return None  # repeated edges, a wrap, noise: no one layer's fill
+            return Seen(
+                flip_h, flip_v, dy, dx, tuple(map(float, scale)), tuple(map(float, offset)), None, tuple(y.shape), mode
+            )
         fill = tuple(float(v) for v in outside[0])
     return Seen(
         flip_h, flip_v, dy, dx, tuple(float(v) for v in scale), tuple(float(v) for v in offset), fill, tuple(y.shape)
     )
+
+
+def _mirrored(flipped: np.ndarray, y: np.ndarray, dy: int, dx: int, scale, offset, tolerance: float) -> str | None:
+    """Whether the whole of `y` is `flipped` padded by its mirror image (|dy| rows, |dx| columns,
+    the edge pixel left out or repeated) and moved by (dy, dx): the mode, or None."""
+    pad = ((abs(dy), abs(dy)), (abs(dx), abs(dx)), (0, 0))
+    h, w = y.shape[:2]
+    if abs(dy) >= flipped.shape[0] or abs(dx) >= flipped.shape[1]:
+        return None  # a mirror of more rows than the image has
+    for mode in ("reflect", "symmetric"):
+        padded = np.pad(flipped, pad, mode=mode)
+        window = padded[abs(dy) + dy : abs(dy) + dy + h, abs(dx) + dx : abs(dx) + dx + w]
+        if window.shape == y.shape and np.abs(scale * window + offset - y).max() <= tolerance:
+            return mode
+    return None
 
 
 def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] | str:
@@ -219,10 +244,22 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
             geometry.append(Layer("RandomCropEach", (h, w), {}))
     else:
         fills = {s.fill for s in seen if s.fill is not None}
+        modes = {s.mode for s in seen if s.fill is not None or s.mode != "constant"}
         if len(fills) > 1:
             return "what a shift uncovers is filled with different values"
+        if len(modes) > 1:
+            return f"what a shift uncovers is filled in different ways ({', '.join(sorted(modes))})"
         most_dy, most_dx = max(abs(s.dy) for s in seen), max(abs(s.dx) for s in seen)
-        if most_dy or most_dx:
+        mode = modes.pop() if modes else "constant"
+        if (most_dy or most_dx) and mode != "constant":
+            # the image mirrored at its edges, then cropped back to its size: the same geometry, the
+            # fill the image's own pixels (before or after the values: mirroring commutes with a*x + b)
+            geometry.append(
+                Layer(
+                    "RandomCropEach", (height, width), {"pad_height": most_dy, "pad_width": most_dx, "fill_mode": mode}
+                )
+            )
+        elif most_dy or most_dx:
             fill = fills.pop() if fills else (0.0,)
             # one fill value: in the output's units (the shift after the values) or in the input's
             # (a pad before the normalisation: the shift before it)

@@ -163,19 +163,25 @@ def scaled_learning_rate(optimizer, factor, warmup_steps):
 class RandomCropEach(keras.layers.Layer):
     """A height x width crop at a random place in each image while training, the centre otherwise;
     with `pad_height`/`pad_width`, a border of `fill_value` around the image first (a random shift
-    of up to that many pixels)."""
+    of up to that many pixels), or of the image mirrored at its edges (`fill_mode` "reflect", the
+    edge pixel left out, as np.pad and tf.pad name it; "symmetric", the edge repeated)."""
 
-    def __init__(self, height, width, pad_height=0, pad_width=0, fill_value=0.0, seed=None, **kwargs):
+    def __init__(
+        self, height, width, pad_height=0, pad_width=0, fill_value=0.0, fill_mode="constant", seed=None, **kwargs
+    ):
         super().__init__(**kwargs)
         self.height, self.width, self.pad_height, self.pad_width = height, width, pad_height, pad_width
-        self.fill_value, self.seed = fill_value, seed
+        self.fill_value, self.fill_mode, self.seed = fill_value, fill_mode, seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 
     def call(self, images, training=True):
         ops = keras.ops
         if self.pad_height or self.pad_width:
             images = ops.pad(
-                images, [[0, 0], [self.pad_height] * 2, [self.pad_width] * 2, [0, 0]], constant_values=self.fill_value
+                images,
+                [[0, 0], [self.pad_height] * 2, [self.pad_width] * 2, [0, 0]],
+                mode=self.fill_mode,
+                constant_values=self.fill_value if self.fill_mode == "constant" else None,
             )
         batch, rows, cols, channels = ops.shape(images)
         if not training:
@@ -199,5 +205,6 @@ class RandomCropEach(keras.layers.Layer):
             "pad_height": self.pad_height,
             "pad_width": self.pad_width,
             "fill_value": self.fill_value,
+            "fill_mode": self.fill_mode,
             "seed": self.seed,
         }
