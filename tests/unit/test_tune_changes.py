@@ -34,6 +34,7 @@ def test_every_knob_is_a_module_of_its_own_and_every_module_a_knob():
         "cache",
         "device_batches",
         "augment_in_model",
+        "augment_inline",
         "workers",
         "process_workers",
         "prefetch",

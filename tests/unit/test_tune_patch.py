@@ -393,6 +393,87 @@ def test_augmentation_moved_into_the_model_before_its_compile(tmp_path):
     ast.parse(after)
 
 
+INLINE = """import numpy as np
+import keras
+
+
+class Images(keras.utils.PyDataset):
+    def __getitem__(self, i):
+        idx = self.order[i * 8 : (i + 1) * 8]
+        out = np.empty((8, 8, 8, 3), "float32")
+        for k, j in enumerate(idx):
+            image = self.images[j]
+            if np.random.rand() < 0.5:  # a flip of half
+                image = image[:, ::-1]
+            out[k] = image / 255
+        return out, self.labels[idx]
+
+
+def build():
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    return model
+"""
+
+
+def test_inline_augmentation_handed_as_read_and_the_model_behind_its_layers(tmp_path):
+    """augment_inline's plan and patch (tune/changes/augment_inline.py): __getitem__'s buffer and loop
+    left out (lines 8 and 9-13, by hand), its return handing self.images[idx], the model behind the
+    layers before its compile; a record whose lines are not the file's is refused, not patched."""
+    from gpuscout.tune.changes import augment_inline as inline
+
+    script = tmp_path / "train.py"
+    script.write_text(INLINE)
+
+    def record(**told):
+        events = fit_events(input_type="PyDataset", wait_s=0.8)
+        events[1]["sites"] = {"compile": {"file": str(script), "line": 19}}
+        events[-1]["sample_work"] = {
+            "file": str(script),
+            "getitem_s": 0.02,
+            "profiled": 3,
+            "lines": [{"line": 13, "share": 0.6}, {"line": 10, "share": 0.3}],
+            "inline": {
+                "file": str(script),
+                "line": 6,
+                "end_line": 14,
+                "images": "self.images",
+                "indices": "idx",
+                "removed": [[8, 8], [9, 13]],
+                "input_shape": [8, 8, 3],
+                "input_dtype": "uint8",
+                "explained": 48,
+                "layers": [{"name": "Rescaling", "args": [1 / 255]}, {"name": "RandomFlip", "args": ["horizontal"]}],
+                **told,
+            },
+        }
+        return make_watch_record(events=events)
+
+    baseline = record()
+    [made] = inline.augment_inline(baseline)
+    assert made.settings["augment_inline"]["images"] == "self.images" and "train.py:13 60%" in made.why
+    assert "was the one it read from self.images (uint8) rescaled, flipped or not" in made.why
+    assert "__getitem__ returns self.images[idx]: train.py lines 8, 9-13 left out" in made.line
+    patch = patches.make([made], baseline, tmp_path)
+    assert patch.located == ["augment_inline"], patch.unlocated
+    after = patch.texts[script.resolve()][1]
+    assert (
+        "    def __getitem__(self, i):\n"
+        "        idx = self.order[i * 8 : (i + 1) * 8]\n"
+        "        return self.images[idx], self.labels[idx]\n"
+    ) in after
+    assert (
+        "    model = keras.Sequential([keras.Input(shape=(8, 8, 3)), keras.layers.Rescaling(1 / 255), "
+        "keras.layers.RandomFlip('horizontal'), model])  # __getitem__'s augmentation, on the device\n"
+        "    model.compile("
+    ) in after
+    ast.parse(after)
+    moved = patches.make([made], record(removed=[[8, 8]]), tmp_path)
+    assert moved.located == [] and "changed since tune read it" in moved.unlocated["augment_inline"]
+    refused = inline.augment_inline(record(layers=[], why_not="its values change from call to call"))
+    assert "train.py:13 60%" in refused and "cannot be moved as layers: its values change" in refused
+
+
 ARRAYS = """import keras
 import numpy as np
 

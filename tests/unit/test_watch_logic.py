@@ -738,6 +738,21 @@ def test_a_pydatasets_advice_starts_from_the_workers_it_has():
     assert "use_multiprocessing=True" not in snippet
 
 
+def test_a_pydataset_whose_own_lines_take_the_time_is_pointed_at_augment_inline():
+    """No function of the script's takes __getitem__'s time: its hottest line is named, and tune's
+    augment_inline offered for the crop, flip and normalisation written there."""
+    from gpuscout.analysis.verdict import verdict
+    from gpuscout.record.watch import SampleWork
+
+    r = make_watch_record(events=fit_events(input_type="PyDataset", wait_s=0.6))
+    r.main.sample_work = SampleWork.model_validate(
+        {"file": "/x/train.py", "getitem_s": 0.02, "profiled": 3, "lines": [{"line": 34, "share": 0.9}]}
+    )
+    fix = next(c for c in verdict(r) if c.code == "input_bound").fix
+    assert "__getitem__'s own lines make each batch on the host (train.py:34 90% of its time)" in fix
+    assert "moves them into the model as Keras layers (augment_inline)" in fix
+
+
 def test_watch_offers_the_cache_tune_would_try():
     """The same rule as tune's (analysis/repeats.py): batches seen to repeat are kept before more
     producers are asked for; batches that differ are never."""

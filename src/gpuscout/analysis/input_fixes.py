@@ -67,6 +67,13 @@ def input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
                 f"batch on the host: {text}; or that work in the model (`gpuscout tune` tells whether it can be "
                 "Keras layers on the device)"
             )
+        elif main.sample_work is not None and main.sample_work.lines:  # its own lines take the time
+            hot = main.sample_work.lines[0]
+            text = (
+                f"__getitem__'s own lines make each batch on the host ({os.path.basename(main.sample_work.file)}:"
+                f"{hot.line} {hot.share:.0%} of its time): {text}; where they crop, flip or normalise each image, "
+                "`gpuscout tune` moves them into the model as Keras layers (augment_inline)"
+            )
         return text, code
     return (
         "parallelise, cache and prefetch the pipeline (the tf.data performance guide)",

@@ -286,6 +286,13 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
     return layers
 
 
+def as_record(layers: list[Layer] | str) -> dict:
+    """What `identify` told, as the record holds it (record.watch.AugmentLayer's fields, or why none)."""
+    if isinstance(layers, str):
+        return {"why_not": layers}
+    return {"layers": [{"name": layer.name, "args": list(layer.args), "kwargs": layer.kwargs} for layer in layers]}
+
+
 def _close(a, b) -> bool:
     return all(math.isclose(u, v, rel_tol=1e-5, abs_tol=1e-7) for u, v in zip(a, b))
 

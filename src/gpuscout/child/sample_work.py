@@ -170,7 +170,7 @@ class SampleWork:
             "lines": [{"line": line, "share": round(share, 4)} for line, share in lines[:5] if share >= 0.05],
         }
         if not self.function_s:
-            return out
+            return self._inline(out, tell)
         code, seconds = max(self.function_s.items(), key=lambda t: t[1])
         share = seconds / self.getitem_s
         function = {
@@ -184,6 +184,19 @@ class SampleWork:
         out["function"] = function
         if share >= SAMPLE_WORK_SHARE and tell:
             function.update(self.moveable(code))
+            return out
+        return self._inline(out, tell)
+
+    def _inline(self, out: dict, tell: bool) -> dict:
+        """Where no function of the script's takes the time: its own lines told as layers
+        (child/inline_augment.py), when `tell` (tune's probe; a plain watch does not call again)."""
+        if tell:
+            from gpuscout.child.inline_augment import tell as tell_inline
+
+            try:
+                out["inline"] = tell_inline(self.dataset, self.original)
+            except Exception as exc:  # the script's __getitem__ called again: said, never raised
+                out["inline"] = {"why_not": f"calling __getitem__ again raised {type(exc).__name__}: {exc}"[:300]}
         return out
 
     def moveable(self, code) -> dict:
@@ -191,7 +204,7 @@ class SampleWork:
         that do what it does; or why it cannot be moved."""
         import numpy as np
 
-        from gpuscout.child.augment_match import identify
+        from gpuscout.child.augment_match import as_record, identify
 
         found = find_function(self.owner, code)
         if isinstance(found, str):
@@ -225,11 +238,7 @@ class SampleWork:
             "input_dtype": str(arguments[image].dtype),
             "explained": explained,
         }
-        if isinstance(layers, str):
-            out["why_not"] = layers
-        else:
-            out["layers"] = [{"name": layer.name, "args": list(layer.args), "kwargs": layer.kwargs} for layer in layers]
-        return out
+        return {**out, **as_record(layers)}
 
 
 def _arguments(frame) -> dict:

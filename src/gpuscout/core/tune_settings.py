@@ -39,6 +39,9 @@ class TuneSettings:
     # augment_in_model: the function by its file and line, the argument it returns as given, the
     # input shape and the layers that do its work on the device (record.watch.SampleFunction's)
     augment_in_model: dict[str, object] | None = None
+    # augment_inline: __getitem__ by its file and def line, the attribute and indices it hands its
+    # images as read by, and the same input shape and layers (record.watch.InlineAugment's)
+    augment_inline: dict[str, object] | None = None
     data_parallel: bool = False
 
     def __bool__(self) -> bool:

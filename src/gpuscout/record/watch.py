@@ -143,6 +143,25 @@ class SampleFunction(Part):
     why_not: str | None = None
 
 
+class InlineAugment(Part):
+    """The augmentation a PyDataset's `__getitem__` does in its own lines (child/inline_augment.py):
+    the array it reads its images from and the indices it reads them by, the statements that make
+    them (its file's lines, left out where the images are handed as read), and the layers that do
+    what those lines did; or why it cannot be moved."""
+
+    file: str | None = None
+    line: int | None = None  # __getitem__'s def
+    end_line: int | None = None
+    images: str | None = None  # the array it reads them from, as its source names it: self.x, IMAGES
+    indices: str | None = None  # source text: idx, or i * self.batch_size : (i + 1) * self.batch_size
+    removed: list[list[int]] = Field(default_factory=list)  # [first, last] lines of each statement left out
+    input_shape: list[int] | None = None
+    input_dtype: str | None = None
+    explained: int | None = None  # outputs told as flips, crops, shifts and rescales
+    layers: list[AugmentLayer] = Field(default_factory=list)
+    why_not: str | None = None
+
+
 class SampleLine(Part):
     line: int
     share: float  # of __getitem__'s time
@@ -156,6 +175,7 @@ class SampleWork(Part):
     profiled: int
     lines: list[SampleLine] = Field(default_factory=list)  # its own lines, the most time first
     function: SampleFunction | None = None
+    inline: InlineAugment | None = None  # told where no function of the script's takes the time
 
 
 class Divergence(Part):

@@ -147,7 +147,7 @@ def left(
                 "the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
                 "batch) or the input moved to the device once"
             )
-        elif "augment_in_model" in kept:  # the per-image work is on the device: the rest of __getitem__ waits
+        elif kept & {"augment_in_model", "augment_inline"}:  # the per-image work is on the device now
             how = (
                 "the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
                 "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gpuscout.child.applies import (
     augment_in_model,
+    augment_inline,
     batch_size,
     cache,
     data_parallel,
@@ -31,4 +32,14 @@ from gpuscout.child.applies import (
 
 ON_KERAS = (mixed_precision, data_parallel)
 COMPILE = (jit_compile, steps_per_execution)
-FIT = (jit_compile, workers, augment_in_model, process_workers, cache, prefetch, batch_size, device_batches)
+FIT = (
+    jit_compile,
+    workers,
+    augment_in_model,
+    augment_inline,
+    process_workers,
+    cache,
+    prefetch,
+    batch_size,
+    device_batches,
+)

@@ -16,11 +16,27 @@ _compiled_with: dict[int, tuple] = {}  # compile's arguments
 _augmenting: dict[int, object] = {}  # the model that wraps it behind the layers (None until made)
 
 
+def moved() -> dict | None:
+    """The augmentation moved into the model: a function's (augment_in_model) or __getitem__'s own
+    lines' (augment_inline, child/applies/augment_inline.py); both give the input shape and layers."""
+    return tune_state.SETTINGS.augment_in_model or tune_state.SETTINGS.augment_inline
+
+
 def remember_compile(model, args: tuple, kwargs: dict) -> None:
     """compile's arguments, kept where the model is trained behind augmentation layers: the
     model that wraps it is compiled with them (the same optimizer, loss and metrics objects)."""
-    if tune_state.SETTINGS.augment_in_model:
+    if moved():
         _compiled_with[id(model)] = (args, dict(kwargs))
+
+
+def wrap(model) -> None:
+    """fit trains `model` behind the moved augmentation's layers from now on (made at first use)."""
+    _augmenting[id(model)] = None
+
+
+def can_wrap(model) -> bool:
+    """Whether the script compiled `model` where it was seen (the wrapper is compiled as it was)."""
+    return id(model) in _compiled_with
 
 
 def augments(model) -> bool:
@@ -37,17 +53,18 @@ def model_for_fit(model):
     if _augmenting[id(model)] is None:
         import keras
 
-        moved = tune_state.SETTINGS.augment_in_model
+        settings = moved()
+        assert settings is not None  # wrap() is called only where a change moved the augmentation
         from gpuscout.child import fixes
 
         layers = [
             (getattr(keras.layers, layer["name"], None) or getattr(fixes, layer["name"]))(
                 *layer["args"], **layer["kwargs"]
             )
-            for layer in moved["layers"]
+            for layer in settings["layers"]
         ]
         wrapper = keras.Sequential(
-            [keras.Input(shape=tuple(moved["input_shape"])), *layers, model], name=f"{model.name}_augmenting"
+            [keras.Input(shape=tuple(settings["input_shape"])), *layers, model], name=f"{model.name}_augmenting"
         )
         args, kwargs = _compiled_with[id(model)]
         wrapper.compile(*args, **kwargs)
@@ -58,14 +75,14 @@ def model_for_fit(model):
 
 
 def fit_input(fit: FitCall) -> None:
-    moved, x, model = tune_state.SETTINGS.augment_in_model, fit.x, fit.model
-    if moved and is_pydataset(x) and id(model) in _compiled_with:
+    function, x, model = tune_state.SETTINGS.augment_in_model, fit.x, fit.model
+    if function and is_pydataset(x) and can_wrap(model):
         from gpuscout.child.sample_work import move_into_model
 
-        where = move_into_model(x, moved)
-        _augmenting[id(model)] = None
+        where = move_into_model(x, function)
+        wrap(model)
         tune_state.applied(
             "augment_in_model",
-            f"{where} returns its {moved['argument']} as given; the model behind "
-            + ", ".join(layer["name"] for layer in moved["layers"]),
+            f"{where} returns its {function['argument']} as given; the model behind "
+            + ", ".join(layer["name"] for layer in function["layers"]),
         )

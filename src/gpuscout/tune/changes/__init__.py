@@ -7,6 +7,7 @@ from __future__ import annotations
 from gpuscout.core.errors import UsageError
 from gpuscout.tune.changes import (
     augment_in_model,
+    augment_inline,
     batch_size,
     cache,
     data_parallel,
@@ -32,6 +33,7 @@ KINDS: dict[str, ChangeKind] = {
         prefetch.KIND,
         device_batches.KIND,
         augment_in_model.KIND,
+        augment_inline.KIND,
         batch_size.KIND,
         data_parallel.KIND,
     )

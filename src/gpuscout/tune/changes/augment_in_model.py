@@ -52,7 +52,10 @@ def augment_in_model(r: WatchRecord) -> list[Change] | str:
         return "where the PyDataset's __getitem__ spends its time was not seen (not the script's own, or a tracer on)"
     function = work.function
     if function is None or function.share < SAMPLE_WORK_SHARE:
-        return f"no function of the script's takes the time of __getitem__: {hot_lines(work)}"
+        return (
+            f"no function of the script's takes the time of __getitem__ ({hot_lines(work)}): "
+            "augment_inline moves its own lines"
+        )
     where = f"{function.name} ({os.path.basename(function.file)}:{function.line})"
     if main.own_train_step:
         return (
@@ -101,7 +104,9 @@ def describe(layers: list[AugmentLayer]) -> str:
         "CenterCrop": "centre-cropped",
     }
     return ", ".join(
-        "shifted"
+        "shifted, its edges mirrored"
+        if layer.kwargs.get("fill_mode") in ("reflect", "symmetric")
+        else "shifted"
         if layer.kwargs.get("pad_height") or layer.kwargs.get("pad_width")
         else "cropped"
         if layer.name == "RandomCropEach"
@@ -151,6 +156,18 @@ def _augment_edits(where: Where) -> FileEdits:
         segment,
         next(order),
     )
+    out: dict[Path, list[Edit]] = {path: [call_edit]}
+    for file, edits in model_behind_layers(where, function.layers, function.input_shape, f"{short}'s work"):
+        out.setdefault(file, []).extend(edits)
+    return list(out.items())
+
+
+def model_behind_layers(
+    where: Where, layers: list[AugmentLayer], input_shape: list[int] | None, what: str
+) -> FileEdits:
+    """The model put behind the layers that do the moved augmentation, before the script compiles
+    it (compile then applies to the model that wraps it; the script's later uses of the name train
+    and save that), with the definition of each of gpuscout's own layers among them."""
     model_path, compile_line = site(where.sites, "compile", where.root, "compiled the model")
     model_text = original(model_path, where.originals)
     compile_call = call_at(model_text, compile_line, "compile")
@@ -158,16 +175,14 @@ def _augment_edits(where: Where) -> FileEdits:
         raise NotLocated("compile is not called on a model by name: the model cannot be wrapped before it")
     name = compile_call.func.value.id
     insert_after_imports(model_text, "", need_keras=True)  # raises where keras is not imported by that name
-    layers = ", ".join(layer.code() for layer in function.layers)
     code = (
-        f"{name} = keras.Sequential([keras.Input(shape={tuple(function.input_shape or ())}), {layers}, {name}])"
-        f"  # {short}'s work, on the device"
+        f"{name} = keras.Sequential([keras.Input(shape={tuple(input_shape or ())}), "
+        f"{', '.join(layer.code() for layer in layers)}, {name}])  # {what}, on the device"
     )
-    out: dict[Path, list[Edit]] = {path: [call_edit]}
-    out.setdefault(model_path, []).extend(before_statement(model_text, compile_call, code))
-    for layer in {layer.name for layer in function.layers if layer.own}:  # gpuscout's layer: its definition
-        out[model_path] += insert_after_imports(model_text, definition(layer), need_keras=True, name=layer)
-    return list(out.items())
+    edits = before_statement(model_text, compile_call, code)
+    for layer in {layer.name for layer in layers if layer.own}:  # gpuscout's layer: its definition
+        edits += insert_after_imports(model_text, definition(layer), need_keras=True, name=layer)
+    return [(model_path, edits)]
 
 
 def _parameter_index(text: str, function: SampleFunction) -> int | None:
