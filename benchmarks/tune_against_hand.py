@@ -3,6 +3,8 @@
 - `augmenting_images` (item 3): a ResNet-50 fed by a PyDataset whose augment() cuts, flips and
   normalises each image in Keras' default one worker thread; by hand: the crops cut on the host as
   uint8, the flip and the normalisation as Keras layers in the model, mixed_bfloat16;
+- `inline_augmenting` (issue 77): the same ResNet-50, its crop, flip and normalisation written inline
+  in __getitem__'s loop; by hand: the uint8 images handed as stored, the three as layers (float32);
 - `two_input_generator` (case 1's second script): a two-input CNN with its own train_step fed
   float32 by a plain generator; by hand: the generator read ahead in a thread, mixed_bfloat16.
 
@@ -30,6 +32,7 @@ USER_INPUT = Path(__file__).resolve().parent / "user_input"
 BY_HAND = {
     "augmenting_images": ("by-hand", "uint8 crops, layers, bf16"),
     "two_input_generator": ("hand", "read ahead, bf16"),
+    "inline_augmenting": ("by-hand", "uint8 images, crop/flip/normalise layers"),
 }
 
 
