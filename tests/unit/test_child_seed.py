@@ -39,3 +39,26 @@ def test_a_jax_child_is_seeded_as_keras_seeds_it_without_tensorflow():
     keras_own = seeded("keras.utils.set_random_seed(7)")
     assert ours["tensorflow"] is False and keras_own["tensorflow"] is True  # TensorFlow is installed here
     assert ours["numpy"] == keras_own["numpy"] and ours["kernel"] == keras_own["kernel"]
+
+
+def test_keras_is_imported_without_the_packages_no_child_uses_and_they_import_after():
+    """child/worker.import_keras hides matplotlib, pandas and scikit-learn from Keras' import (a
+    second and a half of every measuring child where they are installed, as in this suite's
+    environment), and from that import only: each is importable, and real, after it."""
+    code = (
+        "import json, sys\n"
+        "from gpuscout.child.worker import HIDDEN_FROM_KERAS, import_keras\n"
+        "keras = import_keras()\n"
+        "loaded = [name for name in HIDDEN_FROM_KERAS if name in sys.modules]\n"
+        "import pandas\n"
+        "print(json.dumps({'loaded': loaded, 'keras': keras.__name__, 'frame': pandas.DataFrame({'a': [1]}).shape}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(SRC)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"loaded": [], "keras": "keras", "frame": [1, 1]}

@@ -50,22 +50,29 @@ def set_seed(keras, seed: int) -> None:
         rng_utils.tf = installed
 
 
-def import_keras():
-    """Keras, imported with matplotlib hidden from it: Keras imports matplotlib.pyplot wherever it
-    is installed (keras/src/visualization/plot_image_gallery.py, for its image-gallery plot), and
-    gpuscout's own report installs matplotlib beside it: 0.4-1.1 s of every measuring child on the
-    CI's CPU (`python -c "import keras"` 2.6-3.3 s against 1.9-2.2 s hidden, 2026-11-27), for a plot
-    no child draws. Hidden from that one import only: a user's model file that imports matplotlib
-    later gets it (and Keras' gallery says matplotlib is missing, which no child calls)."""
-    if "matplotlib" in sys.modules:
-        import keras
+# What Keras imports wherever it is installed and no measuring child uses: matplotlib.pyplot (its
+# image-gallery plot), pandas (DataFrames as fit's input, keras/src/trainers/data_adapters/
+# array_slicing.py) and scikit-learn (its wrappers, which pull in scipy.stats). gpuscout's own
+# report and MLflow install them beside it: `import keras` took 4.5-5.0 s on the CI's CPU, 2.9-3.5 s
+# with the three hidden (2026-12-02), a second and a half of every measuring child.
+HIDDEN_FROM_KERAS = ("matplotlib", "pandas", "sklearn")
 
-        return keras
-    sys.modules["matplotlib"] = None  # `import matplotlib.pyplot` raises ImportError, which Keras expects
+
+def import_keras():
+    """Keras, imported with HIDDEN_FROM_KERAS hidden from it (each `import` of them raises
+    ImportError, which Keras expects of a package not installed). Hidden from that one import
+    only, and only where not imported yet: a user's model file that imports matplotlib later gets
+    it (and Keras' gallery says matplotlib is missing, which no child calls); gpuscout's children
+    feed fit arrays, never DataFrames."""
+    if "keras" in sys.modules:
+        return sys.modules["keras"]
+    hidden = [name for name in HIDDEN_FROM_KERAS if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))
     try:
         import keras
     finally:
-        del sys.modules["matplotlib"]
+        for name in hidden:
+            del sys.modules[name]
     return keras
 
 
