@@ -434,11 +434,13 @@ def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_augmentation_written_inline_in_getitem_is_moved_into_the_model(tmp_path):
+def test_augmentation_written_inline_in_getitem_or_a_generator_is_moved_into_the_model(tmp_path):
     """Issue 77: no function of the script's takes __getitem__'s time, its own loop does (the CIFAR
     recipe: a mirrored border, a random crop, a flip of half, per-channel normalisation). The probe
     told the loop as layers against the images it read; the change runs __getitem__ rewritten to
-    hand self.images[idx] and the model behind the layers, the same training; the patch writes both."""
+    hand self.images[idx] and the model behind the layers, the same training; the patch writes both.
+    The same loop in a generator function: the generator fit is given made again from the rewritten
+    function with its arguments."""
     script = tmp_path / "train.py"
     script.write_text((FIXTURES / "watch" / "augments.py").read_text())
     store, patch = tmp_path / "results.sqlite", tmp_path / "inline.patch"
@@ -482,6 +484,19 @@ def test_augmentation_written_inline_in_getitem_is_moved_into_the_model(tmp_path
         assert "-            image = image[top:top + SIDE, left:left + SIDE]\n" in text
         assert "RandomCropEach(32, 32, pad_height=4, pad_width=4, fill_mode='reflect'), model])" in text
         assert report["patched"]["status"] in ("ok", "stopped") and not report["patched"].get("changes_training")
+    # the same recipe in a generator function fed to fit(steps_per_epoch=)
+    result = run_cli(
+        "tune", "--json", "--steps", "60", "--only", "augment_inline", "--store", str(store), "--",
+        PY, str(script), "generator", env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    moved = json.loads(result.stdout)["rows"][0]
+    assert moved["change"] == "augment_inline" and moved["training_checked"] and moved["changes_training"] is None
+    assert moved["why"].startswith("the generator's loop makes each batch on the host"), moved["why"]
+    record = records(store)[moved["run_id"]]
+    assert record.main.augmented_in_model and record.main.input_type == "generator"
+    assert record.applied["augment_inline"].startswith("batches yields images[idx]; the model behind Normalization")
+    assert moved["verdict"] in ("faster", "no significant difference", "slower") and moved["ratio"] > 0
 
 
 @pytest.mark.slow

@@ -63,6 +63,21 @@ class Bright(Cifar):
         return np.stack([self.x[j] * self.rng.uniform(0.8, 1.2) for j in idx]), self.y[idx]
 
 
+def batches(images, labels, batch=16):
+    # a generator as scripts write one: reshuffled each pass, its own random draws per image
+    rng = np.random.default_rng(3)
+    while True:
+        order = np.random.permutation(len(images))
+        for start in range(0, len(images) - batch + 1, batch):
+            idx = order[start : start + batch]
+            xs = []
+            for j in idx:
+                top, left = rng.integers(0, 9, 2)
+                image = images[j, top : top + 24, left : left + 24]
+                xs.append(image[::-1] if rng.random() < 0.5 else image)
+            yield np.stack(xs) / 127.5 - 1.0, labels[idx]
+
+
 class TwoReturns(Cifar):
     def __getitem__(self, i):
         idx = self.order[i * self.batch_size : (i + 1) * self.batch_size]
@@ -168,3 +183,37 @@ def test_what_cannot_be_moved_says_why(module):
     assert "not a flip, crop, shift or rescale" in tell(module.Cifar("edge"), module.Cifar.__getitem__)["why_not"]
     assert "a random brightness" in tell(module.Bright(), module.Bright.__getitem__)["why_not"]
     assert "returns from more than its last line" in tell(module.TwoReturns(), module.TwoReturns.__getitem__)["why_not"]
+
+
+def test_a_generators_loop_is_told_against_what_it_read_and_its_random_state_left_as_it_was(module):
+    """A generator made by fit's caller: its function and arguments read before its first batch, its
+    batches made again with its image argument recorded (the global random state restored after),
+    told as layers; applied, a generator of the rewritten function with the same arguments."""
+    from gpuscout.child.inline_augment import generator_made, hand_generator_as_read, tell_generator
+
+    images = np.random.default_rng(4).integers(0, 256, (64, 32, 32, 3), dtype=np.uint8)
+    labels = np.arange(64) % 10
+    made = module.batches(images, labels)
+    function, arguments = generator_made(made)
+    assert function is module.batches and set(arguments) == {"images", "labels", "batch"}
+    np.random.seed(7)
+    before = np.random.get_state()[1].copy()
+    told = tell_generator(function, arguments)
+    assert np.array_equal(np.random.get_state()[1], before)  # the script's draws go on as they would have
+    assert told["generator"] and told["images"] == "images" and told["indices"] == "idx"
+    assert [(t["name"], t["args"]) for t in told["layers"]] == [
+        ("Rescaling", [2 / 255]),
+        ("RandomFlip", ["vertical"]),
+        ("RandomCropEach", [24, 24]),
+    ]
+    assert told["layers"][0]["kwargs"] == {"offset": -1.0}
+    replaced, what = hand_generator_as_read(made, told)
+    assert what == "batches yields images[idx]"
+    np.random.seed(7)
+    order = np.random.permutation(64)
+    np.random.seed(7)  # the generator draws its order at its first batch
+    x, y = next(replaced)
+    assert x.dtype == np.uint8 and np.array_equal(x, images[order[:16]]) and np.array_equal(y, labels[order[:16]])
+    started = module.batches(images, labels)
+    next(started)
+    assert generator_made(started) is None  # a generator already read cannot be made again from its start

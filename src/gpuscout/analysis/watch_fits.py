@@ -76,6 +76,7 @@ def fits_of(events: list[WatchEvent], ended_monotonic_s: float | None = None) ->
                 last_loss=e.last_loss,
                 input_repeats=e.input_repeats,
                 sample_work=e.sample_work,
+                generator_inline=e.generator_inline,
             )
     out = []
     for fit in fits.values():

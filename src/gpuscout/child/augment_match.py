@@ -286,6 +286,36 @@ def layers_for(x: np.ndarray, seen: list[Seen], out_dtype: str) -> list[Layer] |
     return layers
 
 
+def identify_batches(batches: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[Layer] | str, int]:
+    """The layers for what made each batch's images (`out`) from the images it read (`read`), as
+    `identify` tells a function called again, for batches of different images (a generator's
+    successive batches): each batch's first BATCH_SAMPLES images against their own, until TRIES."""
+    seen: list[Seen] = []
+    calls: list[list[Seen]] = []
+    out_dtype = ""
+    for read, out in batches:
+        call = []
+        for image, made in zip(read[:BATCH_SAMPLES], out[:BATCH_SAMPLES]):
+            explained = explain(image, made)
+            if explained is None:
+                return (
+                    f"an image it made (shape {tuple(out.shape)}) is not a flip, crop, shift or rescale of the one "
+                    f"it read {tuple(read.shape)} (a rotation, zoom, colour change or noise?)"
+                ), len(seen)
+            call.append(explained)
+        seen += call
+        calls.append(call)
+        out_dtype = str(out.dtype)
+        if len(seen) >= TRIES:
+            break
+    if not seen:
+        return "it made no images", 0
+    for what, key in (("flip", lambda s: (s.flip_h, s.flip_v)), ("crop or shift", lambda s: (s.dy, s.dx))):
+        if len({key(s) for s in seen}) > 1 and all(len({key(s) for s in call}) == 1 for call in calls):
+            return f"it draws one {what} for the whole batch, not one per image as the layers would", len(seen)
+    return layers_for(batches[0][0][0], seen, out_dtype), len(seen)
+
+
 def as_record(layers: list[Layer] | str) -> dict:
     """What `identify` told, as the record holds it (record.watch.AugmentLayer's fields, or why none)."""
     if isinstance(layers, str):

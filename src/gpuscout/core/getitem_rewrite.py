@@ -10,6 +10,7 @@ interpreter).
 from __future__ import annotations
 
 import ast
+import copy as copy_module
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -76,11 +77,7 @@ def _effects(statement: ast.stmt, self_name: str) -> set[str] | None:
         if not (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)):
             return None
         bound = {call.func.value.id} | set().union(*(names(a) for a in [*call.args, *call.keywords]))
-    elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-        return set()  # a docstring, a bare string
-    elif isinstance(statement, ast.Pass):
-        return set()
-    else:
+    else:  # a docstring, a pass, a return or yield, a raise: kept
         return None
     return None if self_name in bound or "<effect>" in bound else bound
 
@@ -90,7 +87,7 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     one statement, kept whole)."""
     for statement in body:
         yield statement
-        if isinstance(statement, ast.For) and not statement.orelse:
+        if isinstance(statement, (ast.For, ast.While)) and not statement.orelse:
             yield from _statements(statement.body)
         elif isinstance(statement, ast.If):
             yield from _statements(statement.body)
@@ -122,7 +119,7 @@ def _backward(body: list[ast.stmt], live: set[str], self_name: str, dead: set[in
     for the next turn); a loop or an if whose statements are all dead is dead itself."""
     live = set(live)
     for statement in reversed(body):
-        if isinstance(statement, ast.For) and not statement.orelse:
+        if isinstance(statement, (ast.For, ast.While)) and not statement.orelse:
             head = set(live)
             while True:
                 inner: set[int] = set()
@@ -130,11 +127,12 @@ def _backward(body: list[ast.stmt], live: set[str], self_name: str, dead: set[in
                 if live | before == head:
                     break
                 head = live | before
-            if all(id(s) in inner for s in statement.body) and not (_target_names(statement.target) & live):
+            target = _target_names(statement.target) if isinstance(statement, ast.For) else set()
+            if all(id(s) in inner for s in statement.body) and not (target & live):
                 dead.update(inner | {id(statement)})
             else:
                 dead.update(inner)
-                live = head | _loads(statement.iter)
+                live = head | _loads(statement.iter if isinstance(statement, ast.For) else statement.test)
         elif isinstance(statement, ast.If):
             inner = set()
             branches = _backward(statement.body, live, self_name, inner) | _backward(
@@ -169,35 +167,70 @@ def _whole_lines(statement: ast.stmt, lines: list[str], first: int) -> bool:
     return not before.strip() and (not after or after.startswith("#"))
 
 
-def rewrite(function: ast.FunctionDef, images: str, lines: list[str], first: int = 1) -> Rewrite | str:
-    """The edits that make `function` (a `__getitem__`) return `images` (source text, such as
-    "self.x[idx]") in place of the images it returns, and leave out what then reaches nothing;
-    or why it cannot be rewritten. `lines` are the file's, the function's from line `first`."""
-    if not function.args.args:
-        return "__getitem__ takes no self"
-    self_name = function.args.args[0].arg
+def handed(function: ast.FunctionDef) -> ast.Return | ast.Yield | str:
+    """The one place `function` hands its batch: a `__getitem__`'s return on its last line, or a
+    generator's one `yield` (in its loop); or why it cannot be told."""
     nested = {
         id(n)
         for d in ast.walk(function)
-        if d is not function and isinstance(d, ast.FunctionDef | ast.Lambda)
+        if d is not function and isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
         for n in ast.walk(d)
     }
-    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and id(n) not in nested]
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) and id(n) not in nested for n in ast.walk(function)):
-        return "__getitem__ yields"
+    own = [n for n in ast.walk(function) if id(n) not in nested]
+    yields = [n for n in own if isinstance(n, (ast.Yield, ast.YieldFrom))]
+    if yields:
+        statements = [n for n in own if isinstance(n, ast.Expr) and n.value in yields]
+        if len(yields) != 1 or not isinstance(yields[0], ast.Yield) or len(statements) != 1 or yields[0].value is None:
+            return "the generator yields in more than one place: which yield hands the images cannot be told"
+        return yields[0]
+    returns = [n for n in own if isinstance(n, ast.Return)]
     if len(returns) != 1 or function.body[-1] is not returns[0] or returns[0].value is None:
         return "__getitem__ returns from more than its last line: which return hands the images cannot be told"
-    value = returns[0].value
+    return returns[0]
+
+
+def rewrite(function: ast.FunctionDef, images: str, lines: list[str], first: int = 1) -> Rewrite | str:
+    """The edits that make `function` (a `__getitem__`, or a generator) hand `images` (source
+    text, such as "self.x[idx]") in place of the images it returns or yields, and leave out what
+    then reaches nothing; or why it cannot be rewritten. `lines` are the file's, the function's
+    from line `first`. A statement that changes `self` (the first parameter, where it is so named
+    or the function is a method) is always kept."""
+    if not function.args.args:
+        return "it takes no arguments"
+    self_name = (
+        function.args.args[0].arg
+        if function.args.args[0].arg in ("self", "cls") or function.name == "__getitem__"
+        else ""
+    )
+    where = handed(function)
+    if isinstance(where, str):
+        return where
+    value = where.value
+    assert value is not None  # handed() refuses a bare return or yield
     batch = isinstance(value, ast.Tuple) and len(value.elts) >= 2
-    element, others = (value.elts[0], value.elts[1:]) if isinstance(value, ast.Tuple) and batch else (value, [])
+    element = value.elts[0] if isinstance(value, ast.Tuple) and batch else value
     if isinstance(element, ast.Starred):
-        return "its return unpacks the images (*...)"
-    live = set().union(names(ast.parse(images, mode="eval")), *(names(e) for e in others))
-    left_out = _prune(function.body[:-1], live, self_name)
+        return "it hands the images unpacked (*...)"
+    # liveness on a copy whose batch holds `images` in place of the images made: what only made them
+    # then reaches nothing (the copy keeps every node's lines, which are the file's)
+    copy = copy_module.deepcopy(function)
+    spot = next(
+        n
+        for n in ast.walk(copy)
+        if isinstance(n, type(where)) and (n.lineno, n.col_offset) == (where.lineno, where.col_offset)
+    )
+    replacement = ast.parse(images, mode="eval").body
+    if isinstance(spot.value, ast.Tuple) and batch:
+        spot.value.elts[0] = replacement
+    else:
+        spot.value = replacement
+    left_out = _prune(copy.body, set(), self_name)
     gone = {id(s) for s in left_out}
-    for block in _statements(function.body[:-1]):
+    for block in _statements(copy.body):
         for inner in (
-            (block.body, block.orelse) if isinstance(block, (ast.For, ast.If)) and id(block) not in gone else ()
+            (block.body, block.orelse)
+            if isinstance(block, (ast.For, ast.While, ast.If)) and id(block) not in gone
+            else ()
         ):
             if inner and all(id(s) in gone for s in inner):
                 return f"the block on line {block.lineno} would be left with nothing"

@@ -154,6 +154,7 @@ class FitEnded(WatchEvent):
     last_loss: float | None = None
     input_repeats: dict[str, Any] | None = None
     sample_work: dict[str, Any] | None = None
+    generator_inline: dict[str, Any] | None = None  # a generator's loop told as layers (child/inline_augment)
 
 
 @dataclass(frozen=True)

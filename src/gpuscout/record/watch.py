@@ -160,6 +160,7 @@ class InlineAugment(Part):
     explained: int | None = None  # outputs told as flips, crops, shifts and rescales
     layers: list[AugmentLayer] = Field(default_factory=list)
     why_not: str | None = None
+    generator: bool = False  # a generator function's loop (its yield), not a __getitem__
 
 
 class SampleLine(Part):
@@ -239,6 +240,7 @@ class WatchedFit(Part):
     input_repeats: InputRepeats | None = None
     pipeline: list[PipelineOp] = Field(default_factory=list)  # a tf.data input: the script's calls that built it
     sample_work: SampleWork | None = None  # a PyDataset's: where its __getitem__ spends its time
+    generator_inline: InlineAugment | None = None  # a generator's: its loop's augmentation (tune's probe)
     own_train_step: bool = False  # the model's class defines its own train_step
     augmented_in_model: bool = False  # fit ran the model behind the layers that do the PyDataset's augmentation
     sites: dict[Literal["fit", "compile", "input"], CallSite] = Field(default_factory=dict)

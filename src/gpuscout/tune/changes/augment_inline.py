@@ -25,35 +25,44 @@ from gpuscout.tune.source_edits import Edit, NotLocated, at, offsets, order
 
 def augment_inline(r: WatchRecord) -> list[Change] | str:
     main = main_fit(r)
-    if main.input_type != "PyDataset":
-        return f"the input is {main.input_type}, not a PyDataset"
+    if main.input_type not in ("PyDataset", "generator"):
+        return f"the input is {main.input_type}, not a PyDataset or a generator"
     reason = not_waiting(r)
     if reason:
         return reason
-    work = main.sample_work
-    if work is None:
-        return "where the PyDataset's __getitem__ spends its time was not seen (not the script's own, or a tracer on)"
-    function = work.function
-    if function is not None and function.share >= SAMPLE_WORK_SHARE:
-        return f"{function.name} takes {function.share:.0%} of __getitem__: augment_in_model moves a function's work"
-    inline = work.inline
-    if inline is None:
-        return (
-            f"__getitem__'s own lines take its time ({hot_lines(work)}): whether they can move into the model is "
-            "told when tune runs the script (its first baseline calls __getitem__ again)"
-        )
+    if main.input_type == "generator":
+        inline, where = main.generator_inline, "the generator's loop makes each batch on the host"
+        if inline is None:
+            return (
+                "whether the generator's loop can move into the model is told when tune runs the script (its "
+                "first baseline makes its batches again)"
+            )
+    else:
+        work = main.sample_work
+        if work is None:
+            return (
+                "where the PyDataset's __getitem__ spends its time was not seen (not the script's own, or a tracer on)"
+            )
+        function = work.function
+        if function is not None and function.share >= SAMPLE_WORK_SHARE:
+            return (
+                f"{function.name} takes {function.share:.0%} of __getitem__: augment_in_model moves a function's work"
+            )
+        inline, where = work.inline, f"in __getitem__, {hot_lines(work)}"
+        if inline is None:
+            return (
+                f"__getitem__'s own lines take its time ({hot_lines(work)}): whether they can move into the model is "
+                "told when tune runs the script (its first baseline calls __getitem__ again)"
+            )
     if inline.why_not or not inline.layers:
-        return (
-            f"__getitem__'s own lines take its time ({hot_lines(work)}) and cannot be moved as layers: "
-            f"{inline.why_not or 'nothing was told'}"
-        )
+        return f"{where}, and cannot be moved as layers: {inline.why_not or 'nothing was told'}"
     if main.own_train_step:
         return "the model defines its own train_step: a model around it would train with Keras' step"
     layers = ", ".join(layer.code() for layer in inline.layers)
+    hands = "the generator yields" if inline.generator else "__getitem__ returns"
     line = (
         f"model = keras.Sequential([keras.Input(shape={tuple(inline.input_shape or ())}), {layers}, model])"
-        f"  # before compile\n# and __getitem__ returns {inline.images}[{inline.indices}]: "
-        f"{_lines(inline)} left out"
+        f"  # before compile\n# and {hands} {inline.images}[{inline.indices}]: {_lines(inline)} left out"
     )
     settings = {
         "augment_inline": {
@@ -63,12 +72,12 @@ def augment_inline(r: WatchRecord) -> list[Change] | str:
             "indices": inline.indices,
             "input_shape": inline.input_shape,
             "layers": [layer.model_dump() for layer in inline.layers],
+            **({"generator": True} if inline.generator else {}),
         }
     }
     why = (
-        f"in __getitem__, {hot_lines(work)}, and the loop waited {r.input_wait_share or 0:.0%}; each of "
-        f"{inline.explained} images it made was the one it read from {inline.images} ({inline.input_dtype}) "
-        f"{describe(inline.layers)}"
+        f"{where}, and the loop waited {r.input_wait_share or 0:.0%}; each of {inline.explained} images it made "
+        f"was the one it read from {inline.images} ({inline.input_dtype}) {describe(inline.layers)}"
     )
     return [Change("augment_inline", "augment_inline", settings, line, why)]
 
@@ -83,38 +92,45 @@ def _inline_edits(where: Where) -> FileEdits:
     """__getitem__ rewritten as the probe rewrote it (the same function, core/getitem_rewrite.py, on
     the file's original text: the lines left out, the return's images replaced), and the model
     put behind the layers before the script's compile."""
-    work = main_fit(where.baseline).sample_work
-    inline = work.inline if work else None
+    main = main_fit(where.baseline)
+    inline = (
+        main.generator_inline
+        if main.input_type == "generator"
+        else main.sample_work.inline
+        if main.sample_work
+        else None
+    )
     if inline is None or inline.file is None or inline.line is None or not inline.layers:
-        raise NotLocated("where __getitem__ reads its images was not seen")
+        raise NotLocated("where the input reads its images was not seen")
     path = Path(inline.file).resolve()
     if not path.is_file() or where.root not in path.parents:
-        raise NotLocated(f"__getitem__ is in {inline.file}, outside the script's folder {where.root}")
+        raise NotLocated(f"{inline.file} is outside the script's folder {where.root}")
     text = original(path, where.originals)
     lines = text.splitlines(keepends=True)
     function = function_at(ast.parse(text), inline.line)
     if function is None:
-        raise NotLocated(f"no __getitem__ is defined at {path.name}:{inline.line}")
+        raise NotLocated(f"no function is defined at {path.name}:{inline.line}")
     images = f"{inline.images}[{inline.indices}]"
     found = rewrite(function, images, lines, 1)
     if isinstance(found, str):
         raise NotLocated(found)
     if [list(r) for r in found.removed] != inline.removed:
-        raise NotLocated(f"{path.name} changed since tune read it: __getitem__'s lines are not those it measured")
+        raise NotLocated(f"{path.name} changed since tune read it: its lines are not those it measured")
     starts = offsets(text)
     line, col, end_line, end_col = found.replaced
     edits: list[Edit] = [(at(text, starts, line, col), at(text, starts, end_line, end_col), found.text, next(order))]
     for first, last in found.removed:
         edits.append((starts[first - 1], starts[last], "", next(order)))
     out: dict[Path, list[Edit]] = {path: edits}
-    for file, more in model_behind_layers(where, inline.layers, inline.input_shape, "__getitem__'s augmentation"):
+    what = "the generator's augmentation" if inline.generator else "__getitem__'s augmentation"
+    for file, more in model_behind_layers(where, inline.layers, inline.input_shape, what):
         out.setdefault(file, []).extend(more)
     return list(out.items())
 
 
 class AugmentInline(ChangeKind):
     name = "augment_inline"
-    rule = "a PyDataset whose __getitem__ crops, flips, shifts or rescales each image in its own lines"
+    rule = "a PyDataset's __getitem__, or a generator, that crops, flips, shifts or rescales each image in its own loop"
     input_rank = 2  # beside augment_in_model: the work removed before it is spread over workers
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:
