@@ -235,6 +235,16 @@ def test_every_output_writes_streams_its_own_files_and_names_that_fit(store, tmp
     assert sha256(store) == before
 
 
+def test_a_patch_target_where_no_write_succeeds_is_refused_before_the_session(store, tmp_path):
+    """`tune --patch /dev/full` ran the whole session (75-93 s) and then lost the diff (issue 79,
+    item 4): a target where every write fails (/dev/full, by its numbers) is one line, exit 2, before
+    the script starts; /dev/null, a stream that takes what it is given, is still written."""
+    (tmp_path / "x.py").write_text(SCRIPT)
+    full, null = run_cases([_tune(Path("/dev/full"), store), _tune(Path("/dev/null"), store)], tmp_path)
+    refused(full, "every write there fails")
+    assert null["code"] == 0, null["stderr"][-600:]
+
+
 def test_a_fifo_with_a_reader_gets_the_output_whole(store, tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

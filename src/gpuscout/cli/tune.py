@@ -340,6 +340,9 @@ def writable(path: Path, store: Path, force: bool) -> outputs.Output:
             f"--patch {path}: a Python file; the diff goes to a file of its own (train.patch), never over a script"
         )
     target = outputs.check_output(path, store, force, "--patch")
+    if target.stream is not None and outputs.always_full(path):  # the session would run, then the diff be lost
+        os.close(target.stream)
+        raise UsageError(f"--patch {path}: every write there fails (/dev/full); give a file to write the diff to")
     folder = (target.file or path).parent
     if target.file is not None and not folder.is_dir():
         raise UsageError(f"--patch {path}: no folder {folder}")

@@ -38,7 +38,7 @@ from gpuscout.core.outputs.marks import (
     SQLITE_HEADER,
     written_by_gpuscout,
 )
-from gpuscout.core.outputs.named import Output, check_output, refused_streams, write
+from gpuscout.core.outputs.named import Output, always_full, check_output, refused_streams, write
 from gpuscout.core.outputs.own import (
     append_inside,
     check_inside,
@@ -60,6 +60,7 @@ __all__ = [
     "SQLITE_HEADER",
     "Output",
     "Protected",
+    "always_full",
     "append_inside",
     "check_inside",
     "check_marked_folder",

@@ -41,6 +41,18 @@ class Output:
     stream: int | None = None
 
 
+FULL = 7  # /dev/full's minor: every write fails with ENOSPC (devices.txt)
+
+
+def always_full(path: Path) -> bool:
+    """Whether `path` is /dev/full (by its numbers, whatever its name), where no write ever succeeds."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == FULL
+
+
 def _stream_device(st: os.stat_result) -> bool:
     if not stat.S_ISCHR(st.st_mode):
         return False
