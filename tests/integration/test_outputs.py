@@ -245,6 +245,25 @@ def test_a_patch_target_where_no_write_succeeds_is_refused_before_the_session(st
     assert null["code"] == 0, null["stderr"][-600:]
 
 
+def test_a_store_named_through_a_symlink_keeps_the_side_files_of_the_one_it_reaches(store, tmp_path):
+    """`--store elsewhere/s.sqlite` (a symlink to the store): the names SQLite keeps beside the real
+    file (its -wal, -shm, -journal) are the store's too, with --force as without (issue 79, item 5:
+    `results export -o REAL-wal --force` wrote an export there)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = elsewhere / "s.sqlite"
+    link.symlink_to(store)
+    before = sha256(store)
+    sides = [store.with_name(store.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+    present = {side for side in sides if side.exists()}
+    cases = [
+        argv(side, link, *(("--force",) if (key in FORCE) else ())) for side in sides for key, argv in OUTPUTS.items()
+    ]
+    for result in run_cases(cases, tmp_path):
+        refused(result, "is the results store itself")
+    assert sha256(store) == before and {side for side in sides if side.exists()} == present
+
+
 def test_a_fifo_with_a_reader_gets_the_output_whole(store, tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

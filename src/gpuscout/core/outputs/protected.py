@@ -20,28 +20,31 @@ STORE_ITSELF = "is the results store itself (or a file SQLite or gpuscout keeps 
 
 
 class Protected:
-    """The store and what lives beside it: what no output may ever be."""
+    """The store and what lives beside it: what no output may ever be. A store named through a
+    symlink is judged as both names: SQLite keeps its side files beside the file the link reaches
+    (issue 79, item 5: `-o s.sqlite-wal` beside the real store was written)."""
 
     def __init__(self, store: Path | None) -> None:
         self.store = Path(store) if store is not None else None
         self.identities: set[tuple[int, int]] = set()
-        self.folder: tuple[int, int] | None = None
+        self.folders: dict[tuple[int, int], set[str]] = {}  # a store's folder -> the store names in it
         if self.store is None:
             return
-        for path in self._side_paths():
+        for base in dict.fromkeys([self.store, Path(os.path.realpath(self.store))]):
+            for path in self._side_paths(base):
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                self.identities.add((st.st_dev, st.st_ino))
             try:
-                st = os.stat(path)
+                st = os.stat(base.parent)
             except OSError:
                 continue
-            self.identities.add((st.st_dev, st.st_ino))
-        try:
-            st = os.stat(self.store.parent)
-            self.folder = (st.st_dev, st.st_ino)
-        except OSError:
-            pass
+            self.folders.setdefault((st.st_dev, st.st_ino), set()).add(base.name)
 
-    def _side_paths(self) -> list[Path]:
-        base = self.store
+    @staticmethod
+    def _side_paths(base: Path) -> list[Path]:
         try:  # (a path past the file system's limits has none: os.path.isdir says False)
             rescues = (
                 sorted(base.parent.glob(glob.escape(base.name) + ".unsaved-*.json"))
@@ -56,13 +59,13 @@ class Protected:
         """Why `path` (`st`: what it is, through links) must never be written, or None."""
         if st is not None and (st.st_dev, st.st_ino) in self.identities:
             return f"{STORE_ITSELF}, whatever path reaches it"
-        if self.store is not None and self.folder is not None:
+        if self.folders:
             try:
                 parent = os.stat(path.parent)
             except OSError:
                 parent = None
-            if parent is not None and (parent.st_dev, parent.st_ino) == self.folder:
-                name, store = path.name, self.store.name
+            for store in self.folders.get((parent.st_dev, parent.st_ino), ()) if parent is not None else ():
+                name = path.name
                 if name in {store + s for s in STORE_SIDE_FILES}:
                     return f"{STORE_ITSELF}: the name of one SQLite keeps beside it, which it would take for its own"
                 if name.startswith(store) and RESCUE_SUFFIX.search(name[len(store) :]):
