@@ -78,8 +78,27 @@ def test_one_line_an_unknown_error_and_bad_input(tmp_path, fake_gpu):
     assert line.returncode == 0 and "driver 550.54.15 supports CUDA up to 12.4" in " ".join(line.stdout.split())
     unknown = run_cli("doctor", "--explain", "KeyError: 'labels'", env=env)
     assert unknown.returncode == 0
-    assert unknown.stdout.startswith("no known failure in the 1 line(s) read; this machine as doctor sees it:")
+    assert unknown.stdout.startswith(
+        "no known failure in the 1 line(s) read; this machine as doctor sees it, its frameworks not started:"
+    )
     assert "gpuscout doctor — Python" in unknown.stdout  # doctor's summary instead of a guess
+    # explained first, from what is cheap to know: no framework is started for a cause that needs none
+    # (issue 79, item 10: 17-27 s and 825 MB for any log), nor for an empty one; one whose fix names
+    # the framework's build starts them
+    piped = dict(os.environ, PYTHONPATH=str(SRC), **env)
+    for log, started in (("KeyError: 'labels'", False), ("", False), (CASES[2][0], True)):
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "doctor", "--explain", "-", "--json"],
+            input=log,
+            capture_output=True,
+            text=True,
+            env=piped,
+            timeout=300,
+        )
+        told = json.loads(done.stdout)
+        assert told["doctor"]["started"] is started, (log, told["doctor"]["checks"])
+        statuses = {c["status"] for c in told["doctor"]["checks"] if c["name"] == "tensorflow"}
+        assert (statuses == {"skip"}) is not started, statuses
     missing = run_cli("doctor", "--explain", str(tmp_path / "nope.log"), env=env)
     assert (
         missing.returncode == 2 and "no such file" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1

@@ -63,16 +63,24 @@ def doctor(
     text = None if explain_input is None else _read(explain_input)
     context = _context(workload, batch_size, precision)
     console = terminal.console(stderr=True)
-    with console.status("probing NVML and each installed backend (imports take a few seconds)"):
-        report = run_doctor()
     if text is None:
-        result = DoctorResult(report)
+        with console.status("probing NVML and each installed backend (imports take a few seconds)"):
+            result = DoctorResult(run_doctor())
         emit(result, as_json)
         if result.failed:
             raise typer.Exit(1)
         return
-    found = explain(text, Machine.from_doctor(report, dict(os.environ)), context)
-    emit(Explained(found, text.count("\n") + 1, report), as_json)
+    # the log first, from what is cheap to know (NVML, the environment, which frameworks are
+    # installed); a framework is started only where a cause found needs its build (issue 79, item 10)
+    report = run_doctor(start=False)
+
+    def started() -> dict:
+        with console.status("starting each installed backend for the fix (imports take a few seconds)"):
+            report.update(run_doctor())
+        return report
+
+    found = explain(text, Machine.from_doctor(report, dict(os.environ), probe=started), context)
+    emit(Explained(found, text.count("\n") + 1 if text.strip() else 0, report), as_json)
 
 
 def _read(source: str) -> str:

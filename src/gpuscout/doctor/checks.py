@@ -66,13 +66,23 @@ def tensor_core_paths(compute_capability: str | None) -> list[str]:
     return (["fp16"] if cc >= 7.0 else []) + (["bf16", "tf32"] if cc >= 8.0 else [])
 
 
-def run_doctor() -> dict:
+def run_doctor(start: bool = True) -> dict:
+    """This machine's checks: NVML's GPUs and driver, and each installed backend started in a probe
+    child (`start`); without it (what reading a log needs first), each backend is named as installed,
+    its version read from its metadata, and not started."""
     with Nvml() as nvml:
         gpus = nvml.gpus() if nvml.available else []
         driver, cuda_driver = nvml.driver_version(), nvml.cuda_driver_version()
         nvml_error = nvml.error
     fake = os.environ.get(FAKE_PROBES_ENV)
-    if fake:
+    if not start:
+        present = [
+            b
+            for b in Backend
+            if (json.loads(Path(fake).read_text()).get(b.value) if fake else backends.is_installed(b))
+        ]
+        probes = {}
+    elif fake:
         scripted = json.loads(Path(fake).read_text())
         probes = {b: scripted[b.value] for b in Backend if scripted.get(b.value) is not None}
         present = list(probes)
@@ -86,7 +96,10 @@ def run_doctor() -> dict:
     for gpu in gpus:
         checks.extend(_gpu_checks(gpu))
     for backend in Backend:
-        checks.extend(_backend_checks(backend, probes.get(backend), gpus, cuda_driver))
+        if not start and backend in present:
+            checks.append(_unstarted(backend))
+        else:
+            checks.extend(_backend_checks(backend, probes.get(backend), gpus, cuda_driver))
     if not present:
         checks.append(
             Check(
@@ -102,7 +115,8 @@ def run_doctor() -> dict:
         "driver_version": driver,
         "cuda_driver_version": cuda_driver,
         "keras": keras,
-        "backends": [{"name": b.value, "installed": b in probes, **(probes.get(b) or {})} for b in Backend],
+        "started": start,  # the backends were started (their builds, CUDA and GPUs checked)
+        "backends": [{"name": b.value, "installed": b in present, **(probes.get(b) or {})} for b in Backend],
         "gpus": [
             {
                 **g.model_dump(),
@@ -113,6 +127,22 @@ def run_doctor() -> dict:
         ],
         "checks": [asdict(c) for c in checks],
     }
+
+
+def _unstarted(backend: Backend) -> Check:
+    name = backend.value
+    # the distributions each is installed as (TensorFlow's CPU and nightly builds have names of their own)
+    packages = ("tensorflow", "tensorflow-cpu", "tf-nightly") if backend is Backend.tensorflow else ("jax",)
+    version = ""
+    for package in packages:
+        try:
+            version = f" {importlib.metadata.version(package)}"
+            break
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return Check(
+        name, "skip", f"{name}{version} installed, not started", "`gpuscout doctor` starts it and checks its build"
+    )
 
 
 def keras_setup(env) -> dict:

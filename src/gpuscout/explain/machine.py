@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 # Environment variables that change how the frameworks take GPU memory or find CUDA
@@ -44,16 +45,64 @@ class Framework:
     cudnn_paths: list[str] = field(default_factory=list)  # where a libcudnn was found (pip package, system)
 
 
+def _frameworks(report: dict) -> dict[str, Framework]:
+    """Each started framework's facts in doctor's report (those that failed to start left out)."""
+    return {
+        b["name"]: Framework(
+            b["name"],
+            b.get("backend_version"),
+            b.get("cuda_version"),
+            b.get("cudnn_version"),
+            b.get("built_with_cuda"),
+            len(b.get("gpus") or []),
+            list(b.get("cuda_archs") or []),
+            list(b.get("cudnn_paths") or []),
+        )
+        for b in report.get("backends", [])
+        if b.get("installed") and not b.get("error")
+    }
+
+
+class LazyFrameworks(Mapping):
+    """The frameworks' facts, probed on first use: reading a log needs them only where its cause
+    does (a CUDA or cuDNN version, the build), and starting each framework takes seconds and most of
+    a gigabyte (issue 79, item 10: 17-27 s and 825 MB for any log, an empty one included)."""
+
+    def __init__(self, load: Callable[[], dict[str, Framework]]) -> None:
+        self._load, self._found = load, None
+
+    @property
+    def probed(self) -> bool:
+        return self._found is not None
+
+    def _facts(self) -> dict[str, Framework]:
+        if self._found is None:
+            self._found = self._load()
+        return self._found
+
+    def __getitem__(self, name: str) -> Framework:
+        return self._facts()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._facts())
+
+    def __len__(self) -> int:
+        return len(self._facts())
+
+
 @dataclass
 class Machine:
     driver_version: str | None = None
     cuda_driver_version: str | None = None  # the newest CUDA the driver supports
     gpus: list[Gpu] = field(default_factory=list)
-    frameworks: dict[str, Framework] = field(default_factory=dict)
+    frameworks: Mapping[str, Framework] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    installed: list[str] = field(default_factory=list)  # the frameworks installed, known without starting one
 
     @classmethod
-    def from_doctor(cls, report: dict, env: dict[str, str]) -> Machine:
+    def from_doctor(cls, report: dict, env: dict[str, str], probe: Callable[[], dict] | None = None) -> Machine:
+        """From doctor's report; where its frameworks were not started (run_doctor(start=False)),
+        `probe` starts them on first use and gives the whole report."""
         gpus = []
         for g in report.get("gpus", []):
             processes = g.get("compute_processes") or []
@@ -68,25 +117,23 @@ class Machine:
                     [p["pid"] for p in processes],
                 )
             )
-        frameworks = {}
-        for b in report.get("backends", []):
-            if b.get("installed") and not b.get("error"):
-                frameworks[b["name"]] = Framework(
-                    b["name"],
-                    b.get("backend_version"),
-                    b.get("cuda_version"),
-                    b.get("cudnn_version"),
-                    b.get("built_with_cuda"),
-                    len(b.get("gpus") or []),
-                    list(b.get("cuda_archs") or []),
-                    list(b.get("cudnn_paths") or []),
-                )
+        installed = [b["name"] for b in report.get("backends", []) if b.get("installed")]
+        if probe is not None and not report.get("started", True):
+            return cls(
+                report.get("driver_version"),
+                report.get("cuda_driver_version"),
+                gpus,
+                LazyFrameworks(lambda: _frameworks(probe())),
+                {k: v for k, v in env.items() if k in ENV_KEYS},
+                installed,
+            )
         return cls(
             report.get("driver_version"),
             report.get("cuda_driver_version"),
             gpus,
-            frameworks,
+            _frameworks(report),
             {k: v for k, v in env.items() if k in ENV_KEYS},
+            installed,
         )
 
     @classmethod

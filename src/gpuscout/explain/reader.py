@@ -24,7 +24,7 @@ def framework_of(text: str, context: Context, machine: Machine) -> str | None:
     tf, jax = "tensorflow" in lower, bool(re.search(r"\bjax(lib)?\b|xla_bridge", lower))
     if tf != jax:
         return "tensorflow" if tf else "jax"
-    installed = list(machine.frameworks)
+    installed = machine.installed or list(machine.frameworks)  # the names, known without starting either
     return installed[0] if len(installed) == 1 else None
 
 

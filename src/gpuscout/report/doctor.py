@@ -7,7 +7,7 @@ from rich.table import Table
 
 from gpuscout.report import terminal
 
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
 
 
 def print_doctor(report: dict, out=None) -> None:

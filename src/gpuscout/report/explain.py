@@ -37,7 +37,8 @@ def print_explained(explained: Explained, out: Console) -> None:
         print_explanations(out, found)
     else:
         out.print(
-            f"no known failure in the {explained.lines} line(s) read; this machine as doctor sees it:",
+            f"no known failure in the {explained.lines} line(s) read; this machine as doctor sees it"
+            + (":" if explained.report.get("started", True) else ", its frameworks not started:"),
             markup=False,
             highlight=False,
         )
