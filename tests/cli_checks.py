@@ -73,6 +73,19 @@ def recommend_from_watched(store_path: Path, fed, waited) -> None:
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in fed_doc["job"]["memory_basis"]
 
 
+def until_loop_step(proc: subprocess.Popen, steps: int, deadline_s: float = 120) -> None:
+    """Read a watched `loop.py forever` until it has printed `step N` for N >= `steps` (its windows
+    then measured, on a machine of any pace), failing past the deadline: a condition, not a time."""
+    import time
+
+    deadline = time.monotonic() + deadline_s
+    for line in proc.stdout:
+        assert time.monotonic() < deadline, f"loop.py printed no step {steps} in {deadline_s:.0f} s"
+        if line.startswith("step ") and int(line.split()[1]) >= steps:
+            return
+    raise AssertionError(f"the watch ended before loop.py's step {steps}")
+
+
 def machine_env(tmp_path, fake_gpu, **extra):
     probes = tmp_path / "probes.json"
     probes.write_text(json.dumps(PROBES))
@@ -140,6 +153,19 @@ def gpuscout(args, env, timeout=120):
 
 def gone(pid):
     return not alive(pid)
+
+
+def gone_within(pids, seconds: float = 10) -> bool:
+    """Whether every pid has ended before the deadline (waited for, not slept on: a process is
+    reaped when its parent gets to it, later on a slow machine)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def in_terminal(*args: str, columns: int = 80) -> str:

@@ -8,7 +8,7 @@ import sys
 import time
 
 from gpuscout.store import Store
-from tests.cli_checks import cli_env, gone, gpuscout
+from tests.cli_checks import cli_env, gone_within, gpuscout
 
 
 def test_oom_is_recorded_and_the_next_run_goes_on(tmp_path, store_path):
@@ -41,9 +41,8 @@ def test_timeout_kills_the_group_and_is_recorded(tmp_path, store_path):
         cli_env(tmp_path),
     )
     assert result.returncode == 1 and "timeout" in result.stdout
-    pids = map(int, (tmp_path / "pids").read_text().split())
-    time.sleep(0.2)
-    assert all(gone(p) for p in pids)
+    pids = list(map(int, (tmp_path / "pids").read_text().split()))
+    assert gone_within(pids)
     with Store(store_path) as store:
         (record,) = store.list()
     assert record.status == "timeout"
@@ -82,8 +81,7 @@ def test_ctrl_c_leaves_no_child_and_no_record(tmp_path, store_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "interrupted" in err
-    time.sleep(0.2)
-    assert all(gone(p) for p in pids)
+    assert gone_within(pids)
     with Store(store_path) as store:
         assert store.count() == 0
 

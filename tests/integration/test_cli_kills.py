@@ -17,17 +17,8 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
-from tests.cli_checks import FAKE_WORKER
+from tests.cli_checks import FAKE_WORKER, gone_within
 from tests.conftest import SRC, alive
-
-
-def gone_within(pids: list[int], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while any(alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def gpuscout(*args: str, env: dict, log: Path) -> subprocess.Popen:
@@ -181,14 +172,22 @@ if sys.argv[2] == "work":
     time.sleep(60)
 
 
+# says it has begun (what the test waits for, not a time), then outlasts the trial's code; its names
+# are its defaults: a finaliser runs when the module's globals may be gone
+def linger(open=open, marker=os.path.join(here, "lingering.log"), sleep=time.sleep):
+    with open(marker, "a") as log:
+        log.write("lingering\\n")
+    sleep(60)
+
+
 class Linger:  # the interpreter's shutdown outlasts the trial's code (a framework's finalisers)
-    def __del__(self):
-        time.sleep(60)
+    def __del__(self, linger=linger):
+        linger()
 
 
 if sys.argv[2] == "atexit":  # the script's own exit handler outlasts its code (a logger's flush, an upload)
     import atexit
-    atexit.register(time.sleep, 60)
+    atexit.register(linger)
 else:
     keep = Linger()
 print(json.dumps({"m": int(sys.argv[1])}), flush=True)
@@ -235,8 +234,7 @@ def test_a_driver_stopped_after_a_trials_code_ran_never_runs_it_again(sig, tmp_p
     path = _lingering_sweep(tmp_path, "done")
     env, log = base_env(tmp_path), tmp_path / "driver.log"
     driver = gpuscout("sweep", str(path), "--cpu-slots", "1", env=env, log=log)
-    _wait_for(tmp_path / "done.log", driver, log)
-    time.sleep(1.0)  # its atexit handlers ran; the shutdown lingers 60 s
+    _wait_for(tmp_path / "lingering.log", driver, log)  # its atexit handlers ran; the shutdown lingers 60 s
     driver.send_signal(sig)
     assert driver.wait(timeout=60) == {signal.SIGKILL: -9, signal.SIGTERM: 143, signal.SIGINT: 130}[sig]
     ((_, pid),) = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]
@@ -270,8 +268,7 @@ def test_a_driver_stopped_while_a_trials_own_exit_handler_runs_never_runs_it_aga
     path = _lingering_sweep(tmp_path, "atexit")
     env, log = base_env(tmp_path), tmp_path / "driver.log"
     driver = gpuscout("sweep", str(path), "--cpu-slots", "1", env=env, log=log)
-    _wait_for(tmp_path / "done.log", driver, log)
-    time.sleep(1.0)  # in its atexit handler
+    _wait_for(tmp_path / "lingering.log", driver, log)  # in its atexit handler
     driver.send_signal(sig)
     assert driver.wait(timeout=60) == {signal.SIGKILL: -9, signal.SIGTERM: 143}[sig]
     ((_, pid),) = [line.split() for line in (tmp_path / "started.log").read_text().splitlines()]

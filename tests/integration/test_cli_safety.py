@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
-from tests.cli_checks import one_line_exit_2
+from tests.cli_checks import one_line_exit_2, until_loop_step
 from tests.conftest import FIXTURES, SRC, alive, run_cli
 
 PY = sys.executable
@@ -89,7 +89,7 @@ def test_a_stop_signal_keeps_the_record_and_leaves_nothing_behind(sig, code, ign
     store = tmp_path / "results.sqlite"
     proc = _watch_in_background(store, ignored)
     child = int(proc.stdout.readline().split()[1])
-    time.sleep(2.5)  # a couple of one-second windows
+    until_loop_step(proc, 120)  # 3 s of its 25 ms steps: a couple of the instrumentation's one-second windows
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout.store import Store
-from tests.cli_checks import QUIET_TF, one_error_line, recommend_from_watched, stored
+from tests.cli_checks import QUIET_TF, one_error_line, recommend_from_watched, stored, until_loop_step
 from tests.conftest import FIXTURES, SRC, run_cli
 from tests.watch_records import H100, busy
 
@@ -252,7 +252,7 @@ def test_ctrl_c_is_passed_on_and_what_was_measured_is_kept(store_path):
     )
     first = proc.stdout.readline()
     child = int(first.split()[1])
-    time.sleep(2.5)  # a couple of the instrumentation's one-second windows
+    until_loop_step(proc, 120)  # 3 s of its 25 ms steps: a couple of the instrumentation's one-second windows
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
