@@ -59,6 +59,22 @@ def test_the_clock_is_the_wall_time_from_one_epoch_s_end_to_the_next():
     assert epoch_clock.epoch_clock(fit_with(), skip=3) is None
 
 
+def test_epochs_whose_samples_were_not_counted_are_read_by_steps_times_the_batch_or_not_at_all():
+    """A tf.data batch of an open shape read inside a compiled loop of several steps counts no
+    samples (0): its epochs are steps x the fit's batch, else the reference's; with neither the
+    clock is None (judged by its windows), never 0 samples/s (steps_per_execution 32 judged 1.80x
+    by its steps was called 0.00x, slower, on the TensorFlow CPU, 2026-12-02)."""
+    uncounted = fit_with()
+    uncounted.batch_size = None
+    for epoch in uncounted.epochs:
+        epoch.samples = 0
+    assert epoch_clock.epoch_clock(uncounted) is None
+    clock = epoch_clock.epoch_clock(uncounted, batch=64)  # 40 steps of 64 over 1.1 s, twice
+    assert clock.samples_per_s == pytest.approx(2 * 40 * 64 / 2.2)
+    uncounted.batch_size = 32  # the fit's own batch first
+    assert epoch_clock.epoch_clock(uncounted, batch=64).samples_per_s == pytest.approx(2 * 40 * 32 / 2.2)
+
+
 @pytest.mark.parametrize(
     ("epoch", "validation", "values"),
     [

@@ -14,13 +14,18 @@ from gpuscout.record.watch import WatchedFit
 SKIPPED = 1
 
 
-def epoch_clock(fit: WatchedFit | None, skip: int = SKIPPED) -> EpochClock | None:
-    """The fit's whole epochs, the first `skip` apart; None with no steady epoch after them."""
+def epoch_clock(fit: WatchedFit | None, skip: int = SKIPPED, batch: int | None = None) -> EpochClock | None:
+    """The fit's whole epochs, the first `skip` apart; None with no steady epoch after them, or
+    none whose samples are known. An epoch whose samples were not counted (a tf.data batch of an
+    open shape read inside a compiled loop of several steps: record.watch.WatchedEpoch.samples 0)
+    holds its steps times the fit's batch, or `batch` (the reference's, as its windows count them);
+    with neither, it has no pace to read (a 0 samples/s clock judged 1.80x as 0.00x, 2026-12-02)."""
     if fit is None or fit.custom:
         return None
     epochs = sorted(fit.epochs, key=lambda e: e.epoch)
     if len(epochs) <= skip:
         return None
+    batch = fit.batch_size or batch
     made = []
     for i, e in enumerate(epochs):
         # an epoch begins where the one before it ended (its validation and callbacks included)
@@ -30,7 +35,7 @@ def epoch_clock(fit: WatchedFit | None, skip: int = SKIPPED) -> EpochClock | Non
                 epoch=e.epoch,
                 seconds=max(0.0, e.epoch_end_monotonic_s - began),
                 steps=e.steps,
-                samples=e.samples,
+                samples=e.samples or (e.steps * batch if batch else 0),
                 training_s=max(0.0, e.end_monotonic_s - e.start_monotonic_s),
                 after_s=max(0.0, e.epoch_end_monotonic_s - e.end_monotonic_s),
                 between_s=max(0.0, e.start_monotonic_s - began),
@@ -41,6 +46,8 @@ def epoch_clock(fit: WatchedFit | None, skip: int = SKIPPED) -> EpochClock | Non
                 first_batch=e.first_batch,
             )
         )
+    if not all(e.samples for e in made[skip:]):
+        return None
     return EpochClock(skipped=skip, first=made[:skip], steady=made[skip:])
 
 

@@ -114,14 +114,16 @@ def fill_epochs(settings: dict, epoch_steps: int | None) -> int:
     return epoch_clock.SKIPPED
 
 
-def clocks(runs: list[WatchRecord], settings: dict) -> list[EpochClock]:
+def clocks(runs: list[WatchRecord], settings: dict, batch: int | None = None) -> list[EpochClock]:
+    """Each run's whole epochs, a cache's filling ones apart; `batch`: the samples of a step where
+    a run did not count them (epoch_clock.epoch_clock)."""
     return [
         c
         for r in runs
         if r.main is not None
         and (
             c := epoch_clock.epoch_clock(
-                r.main, fill_epochs(settings, r.main.epochs[0].steps if r.main.epochs else None)
+                r.main, fill_epochs(settings, r.main.epochs[0].steps if r.main.epochs else None), batch
             )
         )
         is not None
@@ -167,7 +169,7 @@ def judged(
             samples_per_s=statistics.median(windows), note=f"samples counted as steps x the baseline's batch ({batch})"
         )
     out.set(clock="windows", windows_samples_per_s=out.samples_per_s)  # until its epochs say otherwise
-    own_clocks = clocks(runs, settings)
+    own_clocks = clocks(runs, settings, own_batch)  # a larger batch's own samples, never the reference's
     if own_clocks:  # the latest run's figure by the user's clock, where it ran whole steady epochs
         latest = own_clocks[-1]
         out.set(epoch_s=latest.epoch_s, epoch_steps=latest.steady[-1].steps)
@@ -221,7 +223,7 @@ def judged(
             windows_ratio_high=c.ratio_high,
             ratio_clock="windows",
         )
-        if _by_epochs(out, own_clocks, clocks(beside, reference_settings or {}), r):
+        if _by_epochs(out, own_clocks, clocks(beside, reference_settings or {}, batch), r):
             out.set(ratio_clock="epochs")
         if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
             # data parallelism: the speed-up per device added, against the reference's devices
