@@ -101,3 +101,83 @@ def test_the_lease_names_the_trial_group_of_a_running_process():
     me = psutil.Process()
     assert leases.group(os.getpid()) == {"pgid": os.getpid(), "pgid_started_unix": me.create_time()}
     assert leases.group(dead_pid())["pgid_started_unix"] is None
+
+
+def test_a_trial_whose_files_say_it_ended_is_taken_from_them_whatever_the_store_missed(tmp_path):
+    """Issue 79, item 3: a trial stored `interrupted` by a stop signal that came just after it
+    ended, and one the store never took (a full disk), each with an attempt that ran to its end
+    (exit 0, its metric reported): `--resume` takes both from their files and runs neither again;
+    an interrupted trial whose attempt was stopped (no exit file) runs again, and without --resume
+    nothing is taken."""
+    from gpuscout.sweep import runner as run_lib
+    from gpuscout.sweep.expansion import expand
+    from gpuscout.sweep.resume_plan import Checked, SweepOptions, plan
+
+    sweep = SweepFile.model_validate(
+        {
+            "name": "t",
+            "command": "python t.py {x}",
+            "reports": ["acc"],
+            "metric": {"name": "acc"},
+            "space": {"x": [1, 2, 3]},
+        }
+    )
+    trials = expand(sweep)
+    checked = Checked(sweep, "h", trials, run_lib.slots_for(None, 1, 1), {}, tmp_path / "t.yaml")
+    log_root = tmp_path / "logs"
+    ended, unstored, stopped = trials
+    for trial, exit_code in ((ended, 0), (unstored, 0), (stopped, None)):
+        folder = run_lib.trial_dir(log_root, trial)
+        folder.mkdir(parents=True)
+        attempt = AttemptFiles.next_in(folder)
+        attempt.stdout.write_text(json.dumps({"acc": 0.5 + trial.index / 10}) + "\n")
+        if exit_code is not None:
+            attempt.exit.write_text(json.dumps({"returncode": exit_code, "duration_s": 0.1}))
+    with Store(tmp_path / "results.sqlite") as store:
+        for trial in (ended, stopped):
+            outcome = TrialOutcome(key=trial.key, index=trial.index, status="interrupted", params=trial.params)
+            store.finish_trial("t", trial.key, trial.index, "h", "interrupted", trial.params, outcome, "now")
+        resumed = plan(checked, SweepOptions(resume=True, cpu_slots=1, log_root=log_root), store)
+        fresh = plan(checked, SweepOptions(cpu_slots=1, log_root=log_root, dry_run=True), store)
+    taken = {r.key: (r.status, r.metrics) for r in resumed.adopted}
+    assert taken == {ended.key: ("ok", {"acc": 0.5}), unstored.key: ("ok", {"acc": 0.6})}
+    assert [t.key for t in resumed.todo] == [stopped.key]  # stopped mid-run: runs again, once
+    assert {r.key for r in fresh.adopted} == set()  # a new sweep's run takes nothing from old files
+
+
+def test_a_sweep_stopped_just_after_a_trial_ended_stores_it_ended_not_interrupted(tmp_path):
+    """The cause of issue 79's item 3a: the driver's stop handler stored every trial it had not read
+    yet as interrupted, one that had already ended by itself (exit 0, its metric) among them. Now
+    its files are read first: the ended one stored ok with its metric, the other interrupted."""
+    from gpuscout.sweep import runner as run_lib
+    from gpuscout.sweep.driver import _Hooks
+    from gpuscout.sweep.expansion import expand
+    from gpuscout.sweep.resume_plan import Display, Plan, SweepOptions
+
+    sweep = SweepFile.model_validate(
+        {
+            "name": "t",
+            "command": "python t.py {x}",
+            "reports": ["acc"],
+            "metric": {"name": "acc"},
+            "space": {"x": [1, 2]},
+        }
+    )
+    ended, working = expand(sweep)
+    log_root = tmp_path / "logs"
+    for trial in (ended, working):
+        folder = run_lib.trial_dir(log_root, trial)
+        folder.mkdir(parents=True)
+        attempt = AttemptFiles.next_in(folder)
+        attempt.stdout.write_text(json.dumps({"acc": 0.7}) + "\n" if trial is ended else "")
+        if trial is ended:
+            attempt.exit.write_text(json.dumps({"returncode": 0, "duration_s": 0.1}))
+    p = Plan(
+        sweep, "h", [ended, working], [ended, working], [], run_lib.slots_for(None, 1, 1), log_root, tmp_path / "c"
+    )
+    with Store(tmp_path / "results.sqlite") as store:
+        hooks = _Hooks(p, SweepOptions(cpu_slots=1), store, Display(), [])
+        hooks.running = {ended.key: ended, working.key: working}
+        hooks.stopped()
+        stored = {t.key: (t.status, t.result.metrics if t.result else None) for t in store.trials("t")}
+    assert stored == {ended.key: ("ok", {"acc": 0.7}), working.key: ("interrupted", {})}

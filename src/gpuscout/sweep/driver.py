@@ -21,9 +21,11 @@ from gpuscout.sweep import search as search_lib
 from gpuscout.sweep.expansion import Trial
 from gpuscout.sweep.results import CompilationCache, SweepSummary, WarmStart
 from gpuscout.sweep.resume_plan import (
+    FINISHED_BY_ITSELF,
     Display,
     Plan,
     SweepOptions,
+    adopt,
     again_statuses,
 )
 from gpuscout.sweep.summary import OWN_FILES, SUMMARY, best_of, summarise, write_tensorboard
@@ -75,16 +77,24 @@ class _Hooks(schedule.Hooks):
         self.store.renew_leases(self.p.sweep.name, sorted(self.running), self.owner["driver"])
 
     def stopped(self) -> None:
+        """The trials still running when the sweep stops, stored as interrupted (run again by
+        `--resume`), except one whose own files say it has already ended by itself with its result:
+        a signal that came between its end and its driver's reading of it (issue 79, item 3a: 1 of 9
+        SIGTERM kills ran such a trial again) must not undo a finished trial."""
         for trial in list(self.running.values()):
+            ended = adopt(self.p.sweep, trial, self.p.log_root) if self.p.sweep.command is not None else None
             self.finished(
-                run_lib.TrialResult(
+                ended
+                if ended is not None and ended.status in FINISHED_BY_ITSELF
+                else run_lib.TrialResult(
                     key=trial.key,
                     index=trial.index,
                     params=trial.params,
                     status="interrupted",
                     attempts=0,
                     message="stopped with the sweep before it reported",
-                )
+                ),
+                adopted=ended is not None and ended.status in FINISHED_BY_ITSELF,
             )
 
     def noted(self, text: str) -> None:

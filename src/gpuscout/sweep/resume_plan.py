@@ -140,7 +140,9 @@ def plan(checked: Checked, options: SweepOptions, store: Store) -> Plan:
     log_root = options.log_root or logs_folder(store.path, sweep.name)
     cache = cache_folder(store.path, log_root, named=options.log_root is not None)
     check_folder(log_root, store.path, trials, cache, named=options.log_root is not None)
-    held, adopted = _left_running(sweep, trials, stored, store.leases(sweep.name), log_root)
+    held, adopted = _left_running(
+        sweep, trials, stored, store.leases(sweep.name), log_root, options.resume or options.retry_failed
+    )
     if held:
         notes.append(
             f"{len(held)} trial(s) are running under another gpuscout sweep ({', '.join(sorted(held.values()))}): "
@@ -235,21 +237,38 @@ def again_statuses(options: SweepOptions) -> tuple[str, ...]:
     return ("running", "interrupted") + (("failed", "oom", "timeout") if options.retry_failed else ())
 
 
+# The outcomes only a trial that ran to its end gives: taken from its files where the store says
+# otherwise (interrupted, or nothing at all), never run again
+FINISHED_BY_ITSELF = ("ok",)
+
+
 def _left_running(
-    sweep: SweepFile, trials: list[Trial], stored: dict[str, StoredTrial], leases: dict, log_root: Path
+    sweep: SweepFile,
+    trials: list[Trial],
+    stored: dict[str, StoredTrial],
+    leases: dict,
+    log_root: Path,
+    resume: bool = True,
 ) -> tuple[dict[str, str], dict[str, run_lib.TrialResult]]:
     """Of the trials stored `running`: those another live driver holds (key -> who), and those
-    whose driver died after they ended by themselves (their results, from their files)."""
+    whose driver died after they ended by themselves (their results, from their files). On a
+    resume, also a trial stored `interrupted`, or not stored at all, whose files say it ran to its
+    end: a stop signal just after it ended, or a store that could not take its result (a full disk),
+    left the store behind its files (issue 79, item 3)."""
     held, adopted = {}, {}
     for trial in trials:
-        if (mine := stored.get(trial.key)) is None or mine.status != "running":
-            continue
-        lease = leases.get(trial.key)
-        if lease is not None and leases_lib.alive(*lease):
-            held[trial.key] = f"pid {lease[0].get('pid')} on {lease[0].get('host')}"
-        elif sweep.command is not None:
+        mine = stored.get(trial.key)
+        if mine is not None and mine.status == "running":
+            lease = leases.get(trial.key)
+            if lease is not None and leases_lib.alive(*lease):
+                held[trial.key] = f"pid {lease[0].get('pid')} on {lease[0].get('host')}"
+            elif sweep.command is not None:
+                result = adopt(sweep, trial, log_root)
+                if result is not None:
+                    adopted[trial.key] = result
+        elif resume and sweep.command is not None and (mine is None or mine.status == "interrupted"):
             result = adopt(sweep, trial, log_root)
-            if result is not None:
+            if result is not None and result.status in FINISHED_BY_ITSELF:
                 adopted[trial.key] = result
     return held, adopted
 
