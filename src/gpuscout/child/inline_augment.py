@@ -197,18 +197,23 @@ def tell(dataset, getitem, index: int = 0) -> dict:
         layers, explained = identify(lambda: _images_of(getitem(dataset, index)), raw_images)
     except Exception as exc:  # the script's __getitem__, called again: never our failure
         return {"why_not": f"calling __getitem__ again raised {type(exc).__name__}: {exc}"[:300]}
-    out = {
-        "file": code.co_filename,
-        "line": function.lineno,
-        "end_line": function.end_lineno,
-        "images": array,
+    return {**_told(code.co_filename, function, array, where, found, raw_images, explained), **as_record(layers)}
+
+
+def _told(file: str, node: ast.FunctionDef, images: str, where: str, found: Rewrite, read, explained: int) -> dict:
+    """What the record holds of a rewrite that hands the images as read (record.watch.InlineAugment):
+    where the function is, what it reads them from and by, the lines left out, the images' shape."""
+    return {
+        "file": file,
+        "line": node.lineno,
+        "end_line": node.end_lineno,
+        "images": images,
         "indices": where,
         "removed": [list(r) for r in found.removed],
-        "input_shape": list(raw_images.shape[1:]),
-        "input_dtype": str(raw_images.dtype),
+        "input_shape": list(read.shape[1:]),
+        "input_dtype": str(read.dtype),
         "explained": explained,
     }
-    return {**out, **as_record(layers)}
 
 
 def _image_array(value) -> bool:
@@ -418,20 +423,11 @@ def _generator_facts(made, indices, array, source, kept, node, lines, function, 
     if not _same(_images_of(raw), array[indices[0]]):
         return {"why_not": "without its augmentation, the generator reads other images: its draws are shared with it"}
     told, explained = identify_batches([(array[picked], batch) for picked, batch in zip(indices, images)])
-    out = {
-        "file": function.__code__.co_filename,
-        "line": node.lineno,
-        "end_line": node.end_lineno,
-        "images": source,
-        "indices": where,
-        "removed": [list(r) for r in found.removed],
-        "input_shape": list(array.shape[1:]),
-        "input_dtype": str(array.dtype),
-        "explained": explained,
+    return {
+        **_told(function.__code__.co_filename, node, source, where, found, array, explained),
         "generator": True,
         "told": told,
     }
-    return out
 
 
 def hand_generator_as_read(generator, settings: dict):
