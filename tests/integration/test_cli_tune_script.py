@@ -385,7 +385,7 @@ def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
     moved = report["rows"][0]
     assert moved["change"] == "augment_in_model" and moved["verdict"] == "faster" and moved["ratio_low"] > 2, moved
     assert (
-        "Images.augment (train.py:53) takes" in moved["why"] and "rescaled, flipped or not of its input" in moved["why"]
+        "Images.augment (train.py:54) takes" in moved["why"] and "rescaled, flipped or not of its input" in moved["why"]
     )
     record = records(store)[moved["run_id"]]
     assert record.main.augmented_in_model and record.main.model == "functional_augmenting"
@@ -409,8 +409,8 @@ def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
     run = json.loads(watched.stdout)["runs"][0]
     work = run["fits"][0]["sample_work"]
     assert work["function"]["name"] == "augment" and not work["function"]["layers"] and not work["function"]["why_not"]
-    assert work["lines"][0]["line"] == 61  # x = np.stack([augment(image, self.rng) ...])
-    assert "augment (train.py:29) takes" in run["verdict"][0]["fix"] and "gpuscout tune" in run["verdict"][0]["fix"]
+    assert work["lines"][0]["line"] == 62  # x = np.stack([augment(image, self.rng) ...])
+    assert "augment (train.py:30) takes" in run["verdict"][0]["fix"] and "gpuscout tune" in run["verdict"][0]["fix"]
     told = run_cli(
         "tune",
         "--json",
@@ -429,8 +429,8 @@ def test_a_pydatasets_augmentation_is_moved_into_the_model(tmp_path):
     assert told.returncode == 0, told.stderr[-3000:]
     told = json.loads(told.stdout)
     reason = next(s["reason"] for s in told["skipped"] if s["change"] == "augment_in_model")
-    assert "augment (train.py:29) takes" in reason and "random brightness" in reason and not told["rows"]
-    assert "in __getitem__, its own lines take it (train.py:61" in told["left"]
+    assert "augment (train.py:30) takes" in reason and "random brightness" in reason and not told["rows"]
+    assert "in __getitem__, its own lines take it (train.py:62" in told["left"]
 
 
 @pytest.mark.slow

@@ -189,7 +189,7 @@ def test_a_generators_loop_is_told_against_what_it_read_and_its_random_state_lef
     """A generator made by fit's caller: its function and arguments read before its first batch, its
     batches made again with its image argument recorded (the global random state restored after),
     told as layers; applied, a generator of the rewritten function with the same arguments."""
-    from gpuscout.child.inline_augment import generator_made, hand_generator_as_read, tell_generator
+    from gpuscout.child.inline_generator import generator_made, hand_generator_as_read, tell_generator
 
     images = np.random.default_rng(4).integers(0, 256, (64, 32, 32, 3), dtype=np.uint8)
     labels = np.arange(64) % 10

@@ -24,28 +24,28 @@ import sys
 from gpuscout.core.getitem_rewrite import Rewrite, function_at, names, rewrite
 
 # Where an index read cannot be told (a boolean mask, a tuple of arrays) the record is given up
-_UNREADABLE = object()
+UNREADABLE = object()
 
 
-class _Reads:
-    """The indices read from one array, in order (ints; _UNREADABLE where one cannot be told)."""
+class Reads:
+    """The indices read from one array, in order (ints; UNREADABLE where one cannot be told)."""
 
     def __init__(self) -> None:
         self.seen: list = []
 
 
-def _recording(array, reads: _Reads):
+def recording(array, reads: Reads):
     import numpy as np
 
     class Recorded(np.ndarray):
         def __getitem__(self, key):
-            _record(key, len(self), reads)
+            record_read(key, len(self), reads)
             return np.asarray(np.ndarray.__getitem__(self.view(np.ndarray), key))
 
     return array.view(Recorded)
 
 
-def _record(key, length: int, reads: _Reads) -> None:
+def record_read(key, length: int, reads: Reads) -> None:
     import numpy as np
 
     first = key[0] if isinstance(key, tuple) and key else key
@@ -56,10 +56,10 @@ def _record(key, length: int, reads: _Reads) -> None:
     elif isinstance(first, (list, np.ndarray, range)) and np.asarray(first).dtype.kind in "iu":
         reads.seen.extend(int(v) % length for v in np.asarray(first).ravel())
     else:
-        reads.seen.append(_UNREADABLE)
+        reads.seen.append(UNREADABLE)
 
 
-def _locals_at_return(call, code):
+def locals_at_return(call, code):
     """`call()` with the locals of `code`'s frame kept as it returns (its own frame only)."""
     kept: dict = {}
 
@@ -82,11 +82,11 @@ def _locals_at_return(call, code):
     return result, kept
 
 
-def _images_of(batch):
+def images_of(batch):
     return batch[0] if isinstance(batch, tuple) else batch
 
 
-def _indexing(function: ast.FunctionDef) -> set[str]:
+def indexing(function: ast.FunctionDef) -> set[str]:
     """The names the function indexes by or loops over (self.x[idx], idx[k], for j in idx)."""
     out = set()
     for node in ast.walk(function):
@@ -97,7 +97,7 @@ def _indexing(function: ast.FunctionDef) -> set[str]:
     return out
 
 
-def _index_text(
+def index_text(
     kept: dict, indices: list[int], self_name: str, index_name: str, dataset, names: tuple[str, ...], indexing: set[str]
 ) -> str | None:
     """Source text for the indices read: the local that holds them (one the function indexes by or
@@ -145,38 +145,38 @@ def tell(dataset, getitem, index: int = 0) -> dict:
         return {"why_not": "its source cannot be read"}
     self_name, index_name = function.args.args[0].arg, function.args.args[1].arg
     # the image arrays it can read: the dataset's attributes, and its module's globals it named
-    attributes = {name for name, value in vars(dataset).items() if _image_array(value)}
+    attributes = {name for name, value in vars(dataset).items() if image_array(value)}
     module = getitem.__globals__
-    named = {name for name in code.co_names if name in module and _image_array(module[name])}
+    named = {name for name in code.co_names if name in module and image_array(module[name])}
     if not attributes and not named:
         return {"why_not": "its images are not an array (N x height x width x channels) it reads by index"}
-    reads = {name: _Reads() for name in (*attributes, *named)}
+    reads = {name: Reads() for name in (*attributes, *named)}
     own = {name: vars(dataset)[name] for name in attributes}
     for name in attributes:
-        setattr(dataset, name, _recording(own[name], reads[name]))
+        setattr(dataset, name, recording(own[name], reads[name]))
     saved = {name: module[name] for name in named}
     for name in named:
-        module[name] = _recording(saved[name], reads[name])
+        module[name] = recording(saved[name], reads[name])
     try:
-        made, kept = _locals_at_return(lambda: getitem(dataset, index), code)
+        made, kept = locals_at_return(lambda: getitem(dataset, index), code)
     finally:
         for name, value in own.items():
             setattr(dataset, name, value)
         module.update(saved)
     read = {name: r.seen for name, r in reads.items() if r.seen}
-    images = _images_of(made)
+    images = images_of(made)
     if len(read) != 1:
         return {"why_not": f"it reads images from {len(read) or 'none'} of its arrays ({', '.join(read) or 'none'})"}
     ((source, indices),) = read.items()
     array = f"{self_name}.{source}" if source in attributes else source
-    if _UNREADABLE in indices:
+    if UNREADABLE in indices:
         return {"why_not": f"it reads {array} by a mask or another index that cannot be followed"}
     if not isinstance(images, np.ndarray) or images.ndim != 4 or len(images) != len(indices):
         return {
             "why_not": f"it returns {len(images) if hasattr(images, '__len__') else 'no'} images for "
             f"{len(indices)} read from {array}"
         }
-    where = _index_text(kept, indices, self_name, index_name, dataset, code.co_names, _indexing(function))
+    where = index_text(kept, indices, self_name, index_name, dataset, code.co_names, indexing(function))
     if where is None:
         return {"why_not": f"no variable of __getitem__ holds the indices it reads from {array}"}
     found = rewrite(function, f"{array}[{where}]", lines, 1)
@@ -190,17 +190,17 @@ def tell(dataset, getitem, index: int = 0) -> dict:
         if not isinstance(raw, tuple) or len(raw) != len(made):
             return {"why_not": "the rewritten __getitem__ returns another shape of batch"}
         for mine, theirs in zip(raw[1:], made[1:]):
-            if not _same(mine, theirs):
+            if not same(mine, theirs):
                 return {"why_not": "without its augmentation, __getitem__ returns other labels: they depend on it"}
-    raw_images = np.asarray(_images_of(raw))
+    raw_images = np.asarray(images_of(raw))
     try:
-        layers, explained = identify(lambda: _images_of(getitem(dataset, index)), raw_images)
+        layers, explained = identify(lambda: images_of(getitem(dataset, index)), raw_images)
     except Exception as exc:  # the script's __getitem__, called again: never our failure
         return {"why_not": f"calling __getitem__ again raised {type(exc).__name__}: {exc}"[:300]}
-    return {**_told(code.co_filename, function, array, where, found, raw_images, explained), **as_record(layers)}
+    return {**told(code.co_filename, function, array, where, found, raw_images, explained), **as_record(layers)}
 
 
-def _told(file: str, node: ast.FunctionDef, images: str, where: str, found: Rewrite, read, explained: int) -> dict:
+def told(file: str, node: ast.FunctionDef, images: str, where: str, found: Rewrite, read, explained: int) -> dict:
     """What the record holds of a rewrite that hands the images as read (record.watch.InlineAugment):
     where the function is, what it reads them from and by, the lines left out, the images' shape."""
     return {
@@ -216,13 +216,13 @@ def _told(file: str, node: ast.FunctionDef, images: str, where: str, found: Rewr
     }
 
 
-def _image_array(value) -> bool:
+def image_array(value) -> bool:
     import numpy as np
 
     return isinstance(value, np.ndarray) and value.ndim == 4 and 1 <= value.shape[-1] <= 4 and len(value) > 0
 
 
-def _same(a, b) -> bool:
+def same(a, b) -> bool:
     import numpy as np
 
     try:
@@ -267,187 +267,3 @@ def hand_images_as_read(dataset, settings: dict) -> str:
         klass.__getitem__ = compiled(found, lines, function, getitem)  # type: ignore[attr-defined]
         return f"{klass.__name__}.__getitem__ returns {images}"
     raise LookupError(f"no __getitem__ defined at {settings['file']}:{settings['line']} reaches the PyDataset")
-
-
-# A generator's batches told against what they read: as many as make augment_match.TRIES images
-GENERATOR_BATCHES = 6
-
-
-def generator_made(generator):
-    """The function a generator object was made by and the arguments it was given, read before its
-    first batch: (function, arguments), or None where it has started or its function is not one of
-    its module's or a method of its first argument's class."""
-    import inspect
-
-    if not inspect.isgenerator(generator) or inspect.getgeneratorstate(generator) != inspect.GEN_CREATED:
-        return None
-    code, frame = generator.gi_code, generator.gi_frame
-    arguments = dict(frame.f_locals)
-    for value in list(frame.f_globals.values()):
-        if getattr(value, "__code__", None) is code:
-            return value, arguments
-    owner = arguments.get(code.co_varnames[0]) if code.co_argcount else None
-    for klass in type(owner).__mro__ if owner is not None else ():
-        for value in vars(klass).values():
-            function = getattr(value, "__func__", value)
-            if getattr(function, "__code__", None) is code:
-                return function, arguments
-    return None
-
-
-def _source(code):
-    with open(code.co_filename, encoding="utf-8") as handle:
-        lines = handle.read().splitlines(keepends=True)
-    return lines, function_at(ast.parse("".join(lines)), code.co_firstlineno)
-
-
-def tell_generator(function, arguments: dict) -> dict:
-    """What a generator function yields against what it read, for the record (as `tell` is for a
-    PyDataset): its batches made again from the arguments fit's generator was made with, the image
-    arrays it reads (its arguments, its first argument's attributes where it is a method, its
-    module's globals it names) recorded, the random state as it was before and after."""
-    import random
-
-    import numpy as np
-
-    from gpuscout.child.augment_match import as_record
-
-    code = function.__code__
-    if function.__closure__:
-        return {"why_not": "the generator is defined inside another function (its closure cannot be rebuilt)"}
-    if sys.gettrace() is not None:
-        return {"why_not": "another tracer (a debugger, coverage) is on"}
-    try:
-        lines, node = _source(code)
-    except (OSError, SyntaxError, ValueError) as exc:
-        return {"why_not": f"its source cannot be read ({type(exc).__name__})"}
-    if node is None:
-        return {"why_not": "its source cannot be read"}
-    owner_name = node.args.args[0].arg if node.args.args and node.args.args[0].arg == "self" else None
-    owner = arguments.get(owner_name) if owner_name else None
-    module = function.__globals__
-    given = {name for name, value in arguments.items() if _image_array(value)}
-    attributes = {name for name, value in vars(owner).items() if _image_array(value)} if owner is not None else set()
-    named = {name for name in code.co_names if name in module and _image_array(module[name])}
-    arrays = {
-        **{name: (name, arguments[name]) for name in given},
-        **{f"{owner_name}.{name}": (name, vars(owner)[name]) for name in attributes},
-        **{name: (name, module[name]) for name in named if name not in given},
-    }
-    if not arrays:
-        return {"why_not": "its images are not an array (N x height x width x channels) it reads by index"}
-    reads = {text: _Reads() for text in arrays}
-    recorded = dict(arguments)
-    for name in given:
-        recorded[name] = _recording(arguments[name], reads[name])
-    for name in attributes:
-        setattr(owner, name, _recording(vars(owner)[name], reads[f"{owner_name}.{name}"]))
-    saved = {name: module[name] for name in named if name not in given}
-    for name in saved:
-        module[name] = _recording(saved[name], reads[name])
-    states = np.random.get_state(), random.getstate()
-    made, marks = [], []
-    try:
-        generator = function(**recorded)
-        try:
-            first, kept = _locals_at_return(lambda: next(generator), code)
-            made.append(first)
-            marks.append({text: len(r.seen) for text, r in reads.items()})
-            for _ in range(GENERATOR_BATCHES - 1):
-                try:
-                    made.append(next(generator))
-                except StopIteration:
-                    break
-                marks.append({text: len(r.seen) for text, r in reads.items()})
-        finally:
-            generator.close()
-    finally:
-        for name in attributes:
-            setattr(owner, name, arrays[f"{owner_name}.{name}"][1])
-        module.update(saved)
-    read = [text for text, r in reads.items() if r.seen]
-    if len(read) != 1:
-        np.random.set_state(states[0])
-        random.setstate(states[1])
-        return {"why_not": f"it reads images from {len(read) or 'none'} of its arrays ({', '.join(read) or 'none'})"}
-    (source,) = read
-    array = arrays[source][1]
-    starts = [0] + [m[source] for m in marks[:-1]]
-    indices = [reads[source].seen[a : m[source]] for a, m in zip(starts, marks)]
-    try:
-        out = _generator_facts(made, indices, array, source, kept, node, lines, function, arguments, states)
-    finally:
-        np.random.set_state(states[0])  # the script's random numbers go on as if nothing was called
-        random.setstate(states[1])
-    if "told" in out:
-        out.update(as_record(out.pop("told")))
-    return out
-
-
-def _generator_facts(made, indices, array, source, kept, node, lines, function, arguments, states) -> dict:
-    """The facts of `tell_generator` from the batches it made (`made`) and the indices each read,
-    from the random `states` the batches were made from."""
-    import random
-
-    import numpy as np
-
-    from gpuscout.child.augment_match import identify_batches
-
-    if any(_UNREADABLE in batch for batch in indices):
-        return {"why_not": f"it reads {source} by a mask or another index that cannot be followed"}
-    images = [_images_of(batch) for batch in made]
-    for batch, picked in zip(images, indices):
-        if not isinstance(batch, np.ndarray) or batch.ndim != 4 or len(batch) != len(picked):
-            count = len(batch) if hasattr(batch, "__len__") else "no"
-            return {"why_not": f"it yields {count} images for {len(picked)} read from {source}"}
-    where = _index_text(kept, indices[0], "", "", None, (), _indexing(node))
-    if where is None:
-        return {"why_not": f"no variable of the generator holds the indices it reads from {source}"}
-    found = rewrite(node, f"{source}[{where}]", lines, 1)
-    if isinstance(found, str):
-        return {"why_not": found}
-    # without its augmentation, from the same random state: the same images read, the same labels
-    np.random.set_state(states[0])
-    random.setstate(states[1])
-    try:
-        raw = next(compiled(found, lines, node, function)(**arguments))
-    except Exception as exc:  # the script's code without its augmentation: said, never raised
-        return {"why_not": f"the generator without its augmentation raised {type(exc).__name__}: {exc}"[:300]}
-    first = made[0]
-    if isinstance(first, tuple):
-        if not isinstance(raw, tuple) or len(raw) != len(first):
-            return {"why_not": "the rewritten generator yields another shape of batch"}
-        for mine, theirs in zip(raw[1:], first[1:]):
-            if not _same(mine, theirs):
-                return {"why_not": "without its augmentation, the generator yields other labels: they depend on it"}
-    if not _same(_images_of(raw), array[indices[0]]):
-        return {"why_not": "without its augmentation, the generator reads other images: its draws are shared with it"}
-    told, explained = identify_batches([(array[picked], batch) for picked, batch in zip(indices, images)])
-    return {
-        **_told(function.__code__.co_filename, node, source, where, found, array, explained),
-        "generator": True,
-        "told": told,
-    }
-
-
-def hand_generator_as_read(generator, settings: dict):
-    """In a run that applies the change to a generator fit is given: a new generator from the
-    rewritten function, made with the same arguments, and what was done, for the record."""
-    made = generator_made(generator)
-    if made is None:
-        raise LookupError("fit's generator has started, or its function cannot be found")
-    function, arguments = made
-    code = function.__code__
-    lines, node = _source(code)
-    if node is None or (os.path.abspath(code.co_filename), node.lineno) != (
-        os.path.abspath(str(settings["file"])),
-        int(settings["line"]),
-    ):
-        raise LookupError(f"no generator defined at {settings['file']}:{settings['line']} made fit's")
-    images = f"{settings['images']}[{settings['indices']}]"
-    found = rewrite(node, images, lines, 1)
-    if isinstance(found, str):
-        raise LookupError(found)
-    replaced = compiled(found, lines, node, function)(**arguments)
-    generator.close()
-    return replaced, f"{function.__qualname__} yields {images}"

@@ -38,7 +38,7 @@ from gpuscout.child.fit_input import (
     mark_parts,
     static_batch_size,
 )
-from gpuscout.child.inline_augment import generator_made, tell_generator
+from gpuscout.child.inline_generator import generator_made, told_for_the_record
 from gpuscout.child.input_repeats import InputRepeats, observe
 from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory_bytes, sets_learning_rate
 from gpuscout.child.sample_work import SampleWork
@@ -374,15 +374,6 @@ class FitWatch:
             args, kwargs = ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "x": x})
         return args, kwargs
 
-    def _generator_inline(self) -> dict:
-        """The generator's loop told as layers against what it read (child/inline_augment.py), after
-        the timed steps; a failure here is gpuscout's, reported once, and said in the record."""
-        try:
-            return tell_generator(*self.generator_made)
-        except Exception as exc:
-            report_failure("telling the generator's augmentation", exc)
-            return {"why_not": f"gpuscout could not read it ({type(exc).__name__})"}
-
     def end(self) -> None:
         self.training_ended()
         self.unwrap()
@@ -399,7 +390,7 @@ class FitWatch:
             last_loss=last_loss(self.last_outputs),
             **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}),
             **({"sample_work": self.sample_work.finish(TELL_AUGMENTATION)} if self.sample_work is not None else {}),
-            **({"generator_inline": self._generator_inline()} if self.generator_made is not None else {}),
+            **({"generator_inline": told_for_the_record(self.generator_made)} if self.generator_made else {}),
         )
         if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
             try:

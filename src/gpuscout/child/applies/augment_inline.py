@@ -17,7 +17,7 @@ def fit_input(fit: FitCall) -> None:
     if not inline or not can_wrap(model):
         return
     if inline.get("generator") and input_type(x) == "generator":
-        from gpuscout.child.inline_augment import hand_generator_as_read
+        from gpuscout.child.inline_generator import hand_generator_as_read
 
         fit.x, where = hand_generator_as_read(x, inline)
     elif not inline.get("generator") and is_pydataset(x):
