@@ -310,9 +310,9 @@ def identify_batches(batches: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list
             break
     if not seen:
         return "it made no images", 0
-    for what, key in (("flip", lambda s: (s.flip_h, s.flip_v)), ("crop or shift", lambda s: (s.dy, s.dx))):
-        if len({key(s) for s in seen}) > 1 and all(len({key(s) for s in call}) == 1 for call in calls):
-            return f"it draws one {what} for the whole batch, not one per image as the layers would", len(seen)
+    why = _one_draw_a_batch(calls)
+    if why:
+        return why, len(seen)
     return layers_for(batches[0][0][0], seen, out_dtype), len(seen)
 
 
@@ -379,8 +379,17 @@ def identify(call_again, x: np.ndarray) -> tuple[list[Layer] | str, int]:
             seen.append(explained)
         out_dtype = str(y.dtype)
     if batched and len(images) > 1:
-        calls = [seen[i : i + len(images)] for i in range(0, len(seen), len(images))]
-        for what, key in (("flip", lambda s: (s.flip_h, s.flip_v)), ("crop or shift", lambda s: (s.dy, s.dx))):
-            if len({key(s) for s in seen}) > 1 and all(len({key(s) for s in call}) == 1 for call in calls):
-                return f"it draws one {what} for the whole batch, not one per image as the layers would", len(seen)
+        why = _one_draw_a_batch([seen[i : i + len(images)] for i in range(0, len(seen), len(images))])
+        if why:
+            return why, len(seen)
     return layers_for(images[0], seen, out_dtype), len(seen)
+
+
+def _one_draw_a_batch(calls: list[list[Seen]]) -> str | None:
+    """Why no layer draws what these batches show, where each batch's images were all flipped, or
+    all cropped or shifted, alike while batches differ (one draw a batch, not one an image)."""
+    seen = [s for call in calls for s in call]
+    for what, key in (("flip", lambda s: (s.flip_h, s.flip_v)), ("crop or shift", lambda s: (s.dy, s.dx))):
+        if len({key(s) for s in seen}) > 1 and all(len({key(s) for s in call}) == 1 for call in calls):
+            return f"it draws one {what} for the whole batch, not one per image as the layers would"
+    return None

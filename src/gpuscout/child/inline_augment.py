@@ -82,6 +82,13 @@ def locals_at_return(call, code):
     return result, kept
 
 
+def source_of(code) -> tuple[list[str], ast.FunctionDef | None]:
+    """The lines of the file `code` was compiled from, and the function defined where it begins."""
+    with open(code.co_filename, encoding="utf-8") as handle:
+        lines = handle.read().splitlines(keepends=True)
+    return lines, function_at(ast.parse("".join(lines)), code.co_firstlineno)
+
+
 def images_of(batch):
     return batch[0] if isinstance(batch, tuple) else batch
 
@@ -136,9 +143,7 @@ def tell(dataset, getitem, index: int = 0) -> dict:
     if sys.gettrace() is not None:
         return {"why_not": "another tracer (a debugger, coverage) is on"}
     try:
-        with open(code.co_filename, encoding="utf-8") as handle:
-            lines = handle.read().splitlines(keepends=True)
-        function = function_at(ast.parse("".join(lines)), code.co_firstlineno)
+        lines, function = source_of(code)
     except (OSError, SyntaxError, ValueError) as exc:
         return {"why_not": f"its source cannot be read ({type(exc).__name__})"}
     if function is None or len(function.args.args) < 2:
@@ -255,9 +260,7 @@ def hand_images_as_read(dataset, settings: dict) -> str:
         code = getattr(getitem, "__code__", None)
         if code is None:
             continue
-        with open(code.co_filename, encoding="utf-8") as handle:
-            lines = handle.read().splitlines(keepends=True)
-        function = function_at(ast.parse("".join(lines)), code.co_firstlineno)
+        lines, function = source_of(code)
         if function is None or (os.path.abspath(code.co_filename), function.lineno) != target:
             continue
         images = f"{settings['images']}[{settings['indices']}]"

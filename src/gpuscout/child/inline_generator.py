@@ -9,7 +9,6 @@ PyDataset's form). Only the standard library and numpy are imported.
 
 from __future__ import annotations
 
-import ast
 import os
 import sys
 
@@ -24,9 +23,10 @@ from gpuscout.child.inline_augment import (
     locals_at_return,
     recording,
     same,
+    source_of,
     told,
 )
-from gpuscout.core.getitem_rewrite import function_at, rewrite
+from gpuscout.core.getitem_rewrite import rewrite
 
 # A generator's batches told against what they read: as many as make augment_match.TRIES images
 GENERATOR_BATCHES = 6
@@ -52,12 +52,6 @@ def generator_made(generator):
             if getattr(function, "__code__", None) is code:
                 return function, arguments
     return None
-
-
-def source_of(code):
-    with open(code.co_filename, encoding="utf-8") as handle:
-        lines = handle.read().splitlines(keepends=True)
-    return lines, function_at(ast.parse("".join(lines)), code.co_firstlineno)
 
 
 def tell_generator(function, arguments: dict) -> dict:
@@ -124,17 +118,16 @@ def tell_generator(function, arguments: dict) -> dict:
         for name in attributes:
             setattr(owner, name, arrays[f"{owner_name}.{name}"][1])
         module.update(saved)
-    read = [text for text, r in reads.items() if r.seen]
-    if len(read) != 1:
-        np.random.set_state(states[0])
-        random.setstate(states[1])
-        return {"why_not": f"it reads images from {len(read) or 'none'} of its arrays ({', '.join(read) or 'none'})"}
-    (source,) = read
-    array = arrays[source][1]
-    starts = [0] + [m[source] for m in marks[:-1]]
-    indices = [reads[source].seen[a : m[source]] for a, m in zip(starts, marks)]
     try:
-        out = _generator_facts(made, indices, array, source, kept, node, lines, function, arguments, states)
+        read = [text for text, r in reads.items() if r.seen]
+        if len(read) != 1:
+            return {
+                "why_not": f"it reads images from {len(read) or 'none'} of its arrays ({', '.join(read) or 'none'})"
+            }
+        (source,) = read
+        starts = [0] + [m[source] for m in marks[:-1]]
+        indices = [reads[source].seen[a : m[source]] for a, m in zip(starts, marks)]
+        out = _generator_facts(made, indices, arrays[source][1], source, kept, node, lines, function, arguments, states)
     finally:
         np.random.set_state(states[0])  # the script's random numbers go on as if nothing was called
         random.setstate(states[1])

@@ -75,19 +75,16 @@ def run_doctor(start: bool = True) -> dict:
         driver, cuda_driver = nvml.driver_version(), nvml.cuda_driver_version()
         nvml_error = nvml.error
     fake = os.environ.get(FAKE_PROBES_ENV)
-    if not start:
-        present = [
-            b
-            for b in Backend
-            if (json.loads(Path(fake).read_text()).get(b.value) if fake else backends.is_installed(b))
-        ]
-        probes = {}
-    elif fake:
-        scripted = json.loads(Path(fake).read_text())
-        probes = {b: scripted[b.value] for b in Backend if scripted.get(b.value) is not None}
-        present = list(probes)
+    scripted = json.loads(Path(fake).read_text()) if fake else None
+    if scripted is not None:
+        present = [b for b in Backend if scripted.get(b.value) is not None]
     else:
         present = [b for b in Backend if backends.is_installed(b)]
+    if not start:
+        probes = {}
+    elif scripted is not None:
+        probes = {b: scripted[b.value] for b in present}
+    else:
         with ThreadPoolExecutor(max_workers=2) as pool:
             probes = dict(zip(present, pool.map(probe_backend, present)))
 

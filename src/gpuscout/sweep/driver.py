@@ -83,18 +83,18 @@ class _Hooks(schedule.Hooks):
         SIGTERM kills ran such a trial again) must not undo a finished trial."""
         for trial in list(self.running.values()):
             ended = adopt(self.p.sweep, trial, self.p.log_root) if self.p.sweep.command is not None else None
+            if ended is not None and ended.status in FINISHED_BY_ITSELF:
+                self.finished(ended, adopted=True)
+                continue
             self.finished(
-                ended
-                if ended is not None and ended.status in FINISHED_BY_ITSELF
-                else run_lib.TrialResult(
+                run_lib.TrialResult(
                     key=trial.key,
                     index=trial.index,
                     params=trial.params,
                     status="interrupted",
                     attempts=0,
                     message="stopped with the sweep before it reported",
-                ),
-                adopted=ended is not None and ended.status in FINISHED_BY_ITSELF,
+                )
             )
 
     def noted(self, text: str) -> None:

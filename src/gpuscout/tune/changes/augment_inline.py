@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from gpuscout.core.getitem_rewrite import function_at, rewrite
-from gpuscout.record.watch import SAMPLE_WORK_SHARE, InlineAugment, WatchRecord
+from gpuscout.record.watch import SAMPLE_WORK_SHARE, InlineAugment, WatchedFit, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
 from gpuscout.tune.changes.augment_in_model import describe, hot_lines, model_behind_layers
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original
@@ -30,8 +30,9 @@ def augment_inline(r: WatchRecord) -> list[Change] | str:
     reason = not_waiting(r)
     if reason:
         return reason
+    inline = told(main)
     if main.input_type == "generator":
-        inline, where = main.generator_inline, "the generator's loop makes each batch on the host"
+        where = "the generator's loop makes each batch on the host"
         if inline is None:
             return (
                 "whether the generator's loop can move into the model is told when tune runs the script (its "
@@ -48,7 +49,7 @@ def augment_inline(r: WatchRecord) -> list[Change] | str:
             return (
                 f"{function.name} takes {function.share:.0%} of __getitem__: augment_in_model moves a function's work"
             )
-        inline, where = work.inline, f"in __getitem__, {hot_lines(work)}"
+        where = f"in __getitem__, {hot_lines(work)}"
         if inline is None:
             return (
                 f"__getitem__'s own lines take its time ({hot_lines(work)}): whether they can move into the model is "
@@ -82,6 +83,13 @@ def augment_inline(r: WatchRecord) -> list[Change] | str:
     return [Change("augment_inline", "augment_inline", settings, line, why)]
 
 
+def told(main: WatchedFit) -> InlineAugment | None:
+    """What the probe told of the input's own loop: a generator's, or a PyDataset's __getitem__'s."""
+    if main.input_type == "generator":
+        return main.generator_inline
+    return main.sample_work.inline if main.sample_work else None
+
+
 def _lines(inline: InlineAugment) -> str:
     name = os.path.basename(inline.file or "")
     spans = [f"{a}" if a == b else f"{a}-{b}" for a, b in inline.removed]
@@ -92,14 +100,7 @@ def _inline_edits(where: Where) -> FileEdits:
     """__getitem__ rewritten as the probe rewrote it (the same function, core/getitem_rewrite.py, on
     the file's original text: the lines left out, the return's images replaced), and the model
     put behind the layers before the script's compile."""
-    main = main_fit(where.baseline)
-    inline = (
-        main.generator_inline
-        if main.input_type == "generator"
-        else main.sample_work.inline
-        if main.sample_work
-        else None
-    )
+    inline = told(main_fit(where.baseline))
     if inline is None or inline.file is None or inline.line is None or not inline.layers:
         raise NotLocated("where the input reads its images was not seen")
     path = Path(inline.file).resolve()
