@@ -21,7 +21,7 @@ def test_every_format_with_its_accuracy_and_a_load_test(store_path):
         "--cpu",
         "--backend",
         "tensorflow",
-        "--format",
+        "--model-format",
         "keras,saved_model,litert,onnx",
         "--litert-variants",
         "fp32,fp16,int8",
@@ -85,10 +85,10 @@ def test_every_format_with_its_accuracy_and_a_load_test(store_path):
     "args, message",
     [
         (["--batch-sizes", "0,8"], "positive batch sizes"),
-        (["--format", "tflite"], "unknown --format 'tflite'"),
-        (["--format", "saved_model", "--precision", "mixed_bfloat16"], "exports the fp32 model"),
+        (["--format", "tflite"], "unknown --model-format 'tflite'"),
+        (["--model-format", "saved_model", "--precision", "mixed_bfloat16"], "exports the fp32 model"),
         (["--suite", "quick"], "--mode inference takes --batch-sizes"),
-        (["--litert-variants", "int4", "--format", "litert"], "unknown LiteRT variant 'int4'"),
+        (["--litert-variants", "int4", "--model-format", "litert"], "unknown LiteRT variant 'int4'"),
     ],
 )
 def test_bad_input_exits_2(store_path, args, message):

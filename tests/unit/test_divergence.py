@@ -12,8 +12,8 @@ import pytest
 
 from gpuscout.analysis import divergence
 from gpuscout.record.document import json_document
-from gpuscout.report.export import parse_document
 from gpuscout.store import Store
+from gpuscout.store.documents import parse_document
 from tests.records import fit_events, make_watch_record
 
 NAN, INF = float("nan"), float("inf")

@@ -20,8 +20,8 @@ from gpuscout.core.errors import MAX_PORT, UsageError, host_port, parse_names, p
 from gpuscout.measure.rules import MAX_STEP, step_range
 from gpuscout.recommend.jobs import MAX_DEADLINE_H, MAX_PARAMS, parse_count, parse_duration_h
 from gpuscout.record.document import json_document
-from gpuscout.report.export import parse_document
 from gpuscout.scale.cluster import check_hosts
+from gpuscout.store.documents import parse_document
 from gpuscout.sweep import expansion, spec
 from gpuscout.workloads.user import parse_shape
 from tests.records import make_record, make_watch_record

@@ -148,7 +148,7 @@ def test_records_the_store_cannot_take_are_saved_beside_it_and_stored_when_it_co
     import json
 
     from gpuscout.core.errors import RunError
-    from gpuscout.report.export import parse_document
+    from gpuscout.store.documents import parse_document
 
     with Store(store_path) as store:
         store.put(record("first"))

@@ -21,6 +21,7 @@ from gpuscout.cli.options import (
     grouped,
     measure_options,
     protocol_options,
+    renamed,
 )
 from gpuscout.core.errors import RunError, UsageError, parse_names
 from gpuscout.core.spec import PROTOCOL
@@ -67,7 +68,7 @@ Examples:
 
     gpuscout bench resnet50 --mode inference --batch-sizes 1,8,64,256 --latency-target-ms 20
 
-    gpuscout bench resnet18_cifar --mode inference --format keras,saved_model,litert --dataset digits --cpu
+    gpuscout bench resnet18_cifar --mode inference --model-format keras,saved_model,litert --dataset digits --cpu
 
     # latency under load
     gpuscout bench bert_base --mode inference --batch-sizes 1 --concurrency 8
@@ -184,17 +185,21 @@ class Inference:
     batch_sizes: Annotated[str, typer.Option("--batch-sizes", help="inference: the batch sizes of the requests.")] = (
         "1,8,32,128"
     )
-    serve_format: Annotated[
-        str,
+    model_format: Annotated[
+        str | None,
         typer.Option(
-            "--format", help="inference: keras | saved_model | litert | onnx | tensorrt, or several: keras,litert."
+            "--model-format",
+            help="inference: keras | saved_model | litert | onnx | tensorrt, or several: keras,litert "
+            "[default: keras].",
         ),
-    ] = "keras"
+    ] = None
+    # its old name: --format is an output format in every other verb (docs/options.md); still taken, and says so
+    serve_format: Annotated[str | None, typer.Option("--format", hidden=True, help="Now --model-format.")] = None
     litert_variants: Annotated[
         str,
         typer.Option(
             "--litert-variants",
-            help="inference --format litert: which conversions.",
+            help="inference --model-format litert: which conversions.",
             show_default="fp32, fp16, int8_dynamic, int8",  # with spaces: it wraps instead of being cut
         ),
     ] = "fp32,fp16,int8_dynamic,int8"
@@ -211,10 +216,13 @@ class Inference:
         ),
     ] = None
 
+    def formats(self) -> str:
+        return renamed("--format", "--model-format", self.serve_format, self.model_format) or "keras"
+
     def options(self) -> infer_lib.InferOptions:
         return infer_lib.InferOptions(
             batch_sizes=infer_lib.parse_batch_sizes(self.batch_sizes),
-            formats=parse_names(self.serve_format, "--format", "keras,onnx"),
+            formats=parse_names(self.formats(), "--model-format", "keras,onnx"),
             litert_variants=parse_names(self.litert_variants, "--litert-variants", "fp32,int8"),
             requests=self.requests,
             warmup_requests=self.warmup_requests,
@@ -272,6 +280,8 @@ def bench(
         dataset=accuracy.dataset,
         max_epochs=accuracy.max_epochs,
     )
+    if inference.mode == "training" and (inference.model_format or inference.serve_format):
+        raise UsageError("--model-format is the form an inference benchmark serves the model in: give --mode inference")
     if inference.mode == "inference":
         if (
             target.suite

@@ -1,11 +1,13 @@
-"""How a verb's result reaches the user: `emit(result, as_json)`.
+"""How a verb's result reaches the user: `emit(result, as_json)`, or `emit(result, fmt=F)`.
 
 A command reads its options, builds its request, calls its verb once and hands what came back to
 `emit`, which picks the result's two views by the result's type: its JSON document for `--json`
 (for scripts, on stdout, nothing else there) and its terminal view otherwise (report/'s). As
 hyperfine's main.rs hands its results to the exporter chosen, no command writes an `if as_json`
 branch of its own, and a new result type is one row of `_views`. The file formats of a result
-(compare's Markdown and CSV, the HTML report) are its exporters' (report/exporters/).
+(compare's Markdown and CSV, the HTML report) are its exporters' (report/exporters/); a view
+that prints one takes `fmt`. What a result says beside itself (a damaged run left out, nothing
+to compare) goes to stderr in every format, so that stdout holds the document alone.
 """
 
 from __future__ import annotations
@@ -32,15 +34,29 @@ class View:
     to_json: Callable[[Any], str]
     to_terminal: Callable[[Any, Console], None]
     stderr: bool = False
+    # the result in one of its exporters' formats (compare's markdown and csv), by name
+    to_format: Callable[[Any, str], str] | None = None
+    # what the result says beside itself, a line each, on stderr whatever the format
+    said: Callable[[Any], list[str]] | None = None
 
 
-def emit(result: object, as_json: bool) -> None:
-    """`result` as JSON on stdout, or as its terminal view."""
+def emit(result: object, as_json: bool = False, fmt: str | None = None) -> None:
+    """`result` as JSON on stdout (`as_json`, or `fmt` "json"), in another of its formats
+    (`fmt`), or as its terminal view (`fmt` "table" or None)."""
     view = view_of(type(result))
-    if as_json:
+    fmt = "json" if as_json else fmt or "table"
+    if view.said is not None:
+        err = terminal.console(stderr=True, highlight=False)
+        for line in view.said(result):
+            err.print(line, markup=False, soft_wrap=True)
+    if fmt == "json":
         typer.echo(view.to_json(result))
-    else:
+    elif fmt == "table":
         view.to_terminal(result, terminal.console(stderr=view.stderr, highlight=False))
+    elif view.to_format is not None:
+        typer.echo(view.to_format(result, fmt), nl=False)
+    else:
+        raise TypeError(f"a {type(result).__name__} has no {fmt} view: add to_format to its View")
 
 
 def view_of(kind: type) -> View:
@@ -69,6 +85,20 @@ def session_document(report: Any) -> str:
     return json.dumps({"gpuscout_version": __version__, **report.as_json()}, indent=2, default=str)
 
 
+def _compared_json(result: Any) -> str:
+    """`compare --json`: the gate's document, or the comparisons' (as `--format json` writes them)."""
+    if result.gate is not None:
+        return as_document(result.gate)
+    return _compared_as(result, "json").rstrip("\n")
+
+
+def _compared_as(result: Any, name: str) -> str:
+    """The comparisons in one of their file formats (report/exporters/)."""
+    from gpuscout.report import exporters
+
+    return exporters.get(name, "comparisons", also=("table",)).comparisons(result.comparisons)
+
+
 @cache
 def _views() -> dict[type, View]:
     """Imported when first asked: the report's modules (rich's tables, the plots') stay out of a
@@ -76,6 +106,7 @@ def _views() -> dict[type, View]:
     from gpuscout.analysis.gate import GateResult
     from gpuscout.bench import BenchResult
     from gpuscout.catalog.listing import CatalogListing
+    from gpuscout.comparison import Compared
     from gpuscout.doctor import DoctorResult, Explained
     from gpuscout.infer import InferenceResult
     from gpuscout.recommend.advice import Advice
@@ -114,6 +145,7 @@ def _views() -> dict[type, View]:
         ),
         CatalogListing: View(as_document, catalog.print_listing),
         GateResult: View(as_document, comparison.print_gate),
+        Compared: View(_compared_json, comparison.print_compared, to_format=_compared_as, said=lambda c: c.said),
         DoctorResult: View(lambda d: json.dumps(d.report, indent=2), lambda d, out: doctor.print_doctor(d.report, out)),
         Explained: View(as_document, explain.print_explained),
         SweepSummary: View(as_document, sweep.print_summary),

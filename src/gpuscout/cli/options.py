@@ -19,6 +19,7 @@ from typing import Annotated, get_type_hints
 import typer
 
 from gpuscout.catalog.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
+from gpuscout.comparison import Filters
 from gpuscout.core.errors import UsageError, parse_whole_numbers
 from gpuscout.core.spec import Protocol
 from gpuscout.measure import engine, rules
@@ -285,3 +286,34 @@ class Tracking:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         return uri, self.experiment.strip()
+
+
+def one_format(fmt: str | None, default: str, **shorthands: bool) -> str:
+    """The output format asked for: `--format F`, or one of its short forms (`--json`,
+    `--markdown`, `--csv`: `shorthands` by name), else `default`; two at once is bad input."""
+    given = [name for name, on in shorthands.items() if on]
+    if len(given) + (fmt is not None) > 1:
+        *first, last = ["--format", *(f"--{name}" for name in shorthands)]
+        raise UsageError(f"choose one of {', '.join(first)} and {last}")
+    return fmt or (given[0] if given else default)
+
+
+@dataclasses.dataclass
+class Selection:
+    """Which stored runs a comparison or a report covers."""
+
+    workload: Annotated[
+        list[str] | None, typer.Option("--workload", "-w", metavar="NAME", help="Only these workloads (repeatable).")
+    ] = None
+    gpu_name: Annotated[str | None, typer.Option("--gpu-name", help="Only runs on GPUs whose name contains this.")] = (
+        None
+    )
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", hidden=True, help="Now --gpu-name (--gpu is an index elsewhere).")
+    ] = None
+    precision: Annotated[str | None, typer.Option(help="Only this precision.")] = None
+    backend: Annotated[str | None, typer.Option(help="Only this backend.")] = None
+
+    def filters(self) -> Filters:
+        gpu = renamed("--gpu", "--gpu-name", self.gpu, self.gpu_name)
+        return Filters(tuple(self.workload or ()), gpu, self.precision, self.backend)

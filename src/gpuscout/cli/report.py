@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
-from gpuscout.cli.compare import select
-from gpuscout.cli.options import StorePath, renamed
+from gpuscout.cli.options import Selection, StorePath, grouped, one_format
+from gpuscout.cli.stored import warn_unreadable
+from gpuscout.comparison import select
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
 from gpuscout.report import exporters, terminal
@@ -21,13 +22,14 @@ Examples:
 
     gpuscout report --out report.html
 
-    gpuscout report --workload resnet50 --gpu H100 --out h100.html
+    gpuscout report --workload resnet50 --gpu-name H100 --out h100.html
 
     # PNG plots in results/report_files/
     gpuscout report --format markdown --out results/report.md
 """
 
 
+@grouped
 def report(
     run_ids: list[str] | None = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Where to write [default: report.html, or report.md]."),
@@ -35,11 +37,7 @@ def report(
         None, "--format", help="html (self-contained: opens offline) or markdown (PNG plots beside it) [default: html]."
     ),
     markdown: bool = typer.Option(False, "--markdown", help="--format markdown."),
-    workload: list[str] | None = typer.Option(None, "--workload", "-w", help="Only these workloads (repeatable)."),
-    gpu_name: str | None = typer.Option(None, "--gpu-name", help="Only runs on GPUs whose name contains this."),
-    gpu: str | None = typer.Option(None, "--gpu", hidden=True, help="Now --gpu-name (--gpu is an index elsewhere)."),
-    precision: str | None = typer.Option(None, help="Only this precision."),
-    backend: str | None = typer.Option(None, help="Only this backend."),
+    selection: Selection = Selection(),
     telemetry_run: str | None = typer.Option(
         None, help="The run whose telemetry is plotted [default: the newest with telemetry]."
     ),
@@ -49,10 +47,8 @@ def report(
     ),
     store_path: StorePath = None,
 ) -> None:
-    gpu = renamed("--gpu", "--gpu-name", gpu, gpu_name)
-    if markdown and fmt not in (None, "markdown"):
-        raise UsageError("choose one of --format and --markdown")
-    exporter = exporters.get(fmt or ("markdown" if markdown else "html"), "report")
+    filters = selection.filters()
+    exporter = exporters.get(one_format(fmt, "html", markdown=markdown), "report")
     out = out or Path(f"report{exporter.suffix}")
     from gpuscout.report import document
 
@@ -69,7 +65,8 @@ def report(
     with Store(store_path, readonly=True) as store:
         sweeps = {name: store.trials(name) for name in store.sweeps()} if not run_ids else {}
         # a store of command sweeps holds trials and no runs: its report is the sweeps'
-        records = select(store, run_ids, workload, gpu, precision, backend) if store.count() or not sweeps else []
+        records = select(store, run_ids, filters) if store.count() or not sweeps else []
+        warn_unreadable(store)
         chosen = store.get(telemetry_run) if telemetry_run else None
     if chosen is not None and not (chosen.telemetry and chosen.telemetry.samples):
         raise UsageError(f"run {chosen.id} has no telemetry samples (a CPU run or --no-telemetry)")

@@ -20,8 +20,8 @@ from gpuscout.record import STORED
 from gpuscout.record.run import SCHEMA_VERSION, Status
 from gpuscout.report import exporters, terminal
 from gpuscout.report import store as store_report
-from gpuscout.report.export import parse_document
 from gpuscout.store import Store, default_store_path, repair
+from gpuscout.store.documents import parse_document
 from gpuscout.store.migrate import migrate as migrate_store
 from gpuscout.tracking import sending as tracking
 

@@ -67,17 +67,19 @@ def check_format(name: str) -> ServeFormat:
     try:
         fmt = ServeFormat(name)
     except ValueError:
-        raise UsageError(f"unknown --format {name!r}: choose {', '.join(f.value for f in ServeFormat)}") from None
+        raise UsageError(f"unknown --model-format {name!r}: choose {', '.join(f.value for f in ServeFormat)}") from None
     needs, hint = _NEEDS.get(fmt, ((), ""))
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
-        raise UsageError(f"--format {fmt.value} is not available here ({', '.join(missing)} not installed): {hint}")
+        raise UsageError(
+            f"--model-format {fmt.value} is not available here ({', '.join(missing)} not installed): {hint}"
+        )
     if fmt is ServeFormat.tensorrt:
         import onnxruntime
 
         if "TensorrtExecutionProvider" not in onnxruntime.get_available_providers():
             raise UsageError(
-                "--format tensorrt: this ONNX Runtime has no TensorRT execution provider (it has "
+                "--model-format tensorrt: this ONNX Runtime has no TensorRT execution provider (it has "
                 f"{', '.join(onnxruntime.get_available_providers())}): {hint}"
             )
     return fmt
@@ -118,8 +120,8 @@ def plan(
                 and base.precision.value != "fp32"
             ):
                 raise UsageError(
-                    f"--format {fmt.value} exports the fp32 model; reduced precision is the LiteRT "
-                    "variants' job (--litert-variants) or --format keras with --precision"
+                    f"--model-format {fmt.value} exports the fp32 model; reduced precision is the LiteRT "
+                    "variants' job (--litert-variants) or --model-format keras with --precision"
                 )
             variants = infer.litert_variants if fmt is ServeFormat.litert else (base.precision.value,)
             for variant in variants:

@@ -77,7 +77,7 @@ def compare(
     table as the terminal shows it, and, for a tune session's changes (by="change"), the HTML
     report's plot of what each bought."""
     from gpuscout.analysis.compare import compare as compare_runs
-    from gpuscout.cli.compare import select
+    from gpuscout.comparison import Filters, select
     from gpuscout.core.errors import UsageError
     from gpuscout.notebook import display as shown
     from gpuscout.report import comparison, plots
@@ -85,7 +85,7 @@ def compare(
 
     by = by or ("run" if run_ids else "gpu")
     with Store(store, readonly=True) as opened:
-        records = select(opened, list(run_ids) or None, None, None, None, None)
+        records = select(opened, list(run_ids) or None, Filters())
     comparisons = compare_runs(records, by, baseline)
     if not comparisons:
         raise UsageError(

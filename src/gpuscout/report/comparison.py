@@ -10,6 +10,7 @@ from rich.table import Table
 from gpuscout.analysis.between_runs import BY_EPOCHS
 from gpuscout.analysis.compare import ONE_RUN_EACH, Comparison, Group
 from gpuscout.analysis.gate import GateResult
+from gpuscout.comparison import Compared
 from gpuscout.report import format as fmt
 
 
@@ -65,3 +66,14 @@ def print_gate(result: GateResult, out: Console) -> None:
     """The CI gate's verdict, a line a group (its exit status is the command's)."""
     for line in result.lines:
         out.print(line.text, markup=False, highlight=False)
+
+
+def print_compared(result: Compared, out: Console) -> None:
+    """`compare`'s answer in the terminal: the gate's lines, or a table a comparison with its notes."""
+    if result.gate is not None:
+        print_gate(result.gate, out)
+        return
+    for c in result.comparisons:
+        out.print(table(c))
+        for note in c.notes:
+            out.print(f"[yellow]note[/]: {escape(note)}", highlight=False)

@@ -21,7 +21,8 @@ HEAD_BYTES = 4096
 HTML_MARK = '<meta name="generator" content="gpuscout">'
 MARKDOWN_MARK = "<!-- written by gpuscout -->"
 PATCH_MARK = "# written by gpuscout tune"
-# An export's CSV header starts so (report/export.py CSV_COLUMNS; tests/unit/test_outputs.py holds them together)
+# An export's CSV header starts so (report/exporters/as_csv.py RUN_COLUMNS; tests/unit/test_outputs.py
+# holds them together)
 CSV_MARK = "id,kind,created_utc,"
 # A folder of gpuscout's own files (a sweep's TensorBoard logs) holds this file, so that replacing
 # the folder never removes one the user made.

@@ -1,4 +1,5 @@
-"""Machine-readable output: JSON documents and flat CSV rows, and reading a document back."""
+"""Reading a results document (`results export`'s JSON) back into typed records: `results import` and
+`compare BASE.json NEW.json` read through it, each record validated before anything uses it."""
 
 from __future__ import annotations
 
