@@ -5,6 +5,9 @@
   uint8, the flip and the normalisation as Keras layers in the model, mixed_bfloat16;
 - `inline_augmenting` (issue 77): the same ResNet-50, its crop, flip and normalisation written inline
   in __getitem__'s loop; by hand: the uint8 images handed as stored, the three as layers (float32);
+- `tfdata_augmenting` (issue 77, the tf.data form; TensorFlow backend, so the CPU: the lent GPU
+  machines carry no TensorFlow): a small CNN fed by a tf.data map that crops, flips and normalises
+  each element; by hand: the map left out, the three as layers;
 - `two_input_generator` (case 1's second script): a two-input CNN with its own train_step fed
   float32 by a plain generator; by hand: the generator read ahead in a thread, mixed_bfloat16.
 
@@ -33,7 +36,10 @@ BY_HAND = {
     "augmenting_images": ("by-hand", "uint8 crops, layers, bf16"),
     "two_input_generator": ("hand", "read ahead, bf16"),
     "inline_augmenting": ("by-hand", "uint8 images, crop/flip/normalise layers"),
+    "tfdata_augmenting": ("by-hand", "the map left out, normalise/flip/crop layers"),
 }
+# the backend each script is measured on: tf.data's own is TensorFlow
+BACKEND = {"tfdata_augmenting": "tensorflow"}
 
 
 def main() -> int:
@@ -48,7 +54,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     script = USER_INPUT / f"{args.script}.py"
     hand_arg, hand_label = BY_HAND[args.script]
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", **({"SMALL": "1"} if args.small else {}))
+    small = {"SMALL": "1"} if args.small else {}
+    env = dict(os.environ, KERAS_BACKEND=BACKEND.get(args.script, "jax"), TF_CPP_MIN_LOG_LEVEL="3", **small)
     store = str(out / "s.sqlite")
     budget = ["--budget-minutes", args.budget] if args.budget else []
     report, wall = gpuscout(

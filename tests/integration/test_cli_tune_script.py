@@ -500,6 +500,46 @@ def test_augmentation_written_inline_in_getitem_or_a_generator_is_moved_into_the
 
 
 @pytest.mark.slow
+def test_augmentation_in_a_tf_data_map_is_moved_into_the_model(tmp_path):
+    """Issue 77, the tf.data form (TensorFlow backend, on the CPU): the TensorFlow guides' CIFAR recipe
+    in `ds.map(augment)`, element by element on the host. The probe called augment again on an element
+    and told it as layers, the label coming back as given; the change builds the pipeline without the
+    map and trains the model behind the layers, the same training; the patch takes `.map(augment)` out of
+    the chain and wraps the model, and its copy runs as the injected change did."""
+    script = tmp_path / "train.py"
+    script.write_text((FIXTURES / "watch" / "augments_tfdata.py").read_text())
+    store, patch = tmp_path / "results.sqlite", tmp_path / "map.patch"
+    env = {"KERAS_BACKEND": "tensorflow", **QUIET_TF}
+    result = run_cli(
+        "tune", "--json", "--steps", "60", "--only", "augment_map", "--patch", str(patch), "--store", str(store),
+        "--", PY, str(script), env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    moved = report["rows"][0]
+    assert moved["change"] == "augment_map" and moved["training_checked"] and moved["changes_training"] is None
+    assert moved["why"].startswith("the map at train.py:45 (augment) runs on the host for each element"), moved["why"]
+    assert (
+        "was the one it was given (uint8) normalised per channel, flipped or not, shifted, its edges mirrored"
+        in moved["why"]
+    ), moved["why"]
+    record = records(store)[moved["run_id"]]
+    assert record.main.augmented_in_model and record.main.input_type == "tf.data"
+    assert not any(op.op == "map" for op in record.main.pipeline)  # built without it
+    assert record.applied["augment_map"] == (
+        "the map at train.py:45 left out; the model behind Normalization, RandomFlip, RandomCropEach"
+    )
+    # two shared cores: the pace is not judged here (docs/benchmarks.md holds it); where it was kept,
+    # the patch takes the map out and tune ran it
+    assert moved["verdict"] in ("faster", "no significant difference", "slower") and moved["ratio"] > 0
+    if moved["verdict"] == "faster":
+        text = patch.read_text()
+        assert "-train = train.map(augment).batch(B)\n+train = train.batch(B)\n" in text
+        assert "RandomCropEach(32, 32, pad_height=4, pad_width=4, fill_mode='reflect'), model])" in text
+        assert report["patched"]["status"] in ("ok", "stopped") and not report["patched"].get("changes_training")
+
+
+@pytest.mark.slow
 def test_deterministic_inputs_are_cached_under_threads_processes_and_a_generator(tmp_path):
     """Issue 45: a PyDataset with worker processes (Keras hands batches across epochs there) is
     seen to repeat, cached, and the patch written, applied to a copy and run: the copy's speed-up

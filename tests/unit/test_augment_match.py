@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpuscout.child.augment_match import TRIES, Layer, Seen, explain, identify, layers_for
-from gpuscout.record.watch import AugmentLayer
+from gpuscout.record.augment import AugmentLayer
 
 RNG = np.random.default_rng(0)
 IMAGE = RNG.integers(0, 256, (40, 40, 3), dtype=np.uint8)

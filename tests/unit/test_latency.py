@@ -43,5 +43,5 @@ def test_batch_sizes_and_formats_are_checked():
         with pytest.raises(UsageError, match="--batch-sizes"):
             parse_batch_sizes(bad)
     assert check_format("litert").value == "litert"
-    with pytest.raises(UsageError, match="unknown --format 'tflite'"):
+    with pytest.raises(UsageError, match="unknown --model-format 'tflite'"):
         check_format("tflite")

@@ -35,6 +35,7 @@ def test_every_knob_is_a_module_of_its_own_and_every_module_a_knob():
         "device_batches",
         "augment_in_model",
         "augment_inline",
+        "augment_map",
         "workers",
         "process_workers",
         "prefetch",

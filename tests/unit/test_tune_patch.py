@@ -605,3 +605,88 @@ def test_process_workers_written_as_the_class_and_fits_input_wrapped(tmp_path):
     serve = after.split('SERVE = r"""')[1].split('"""')[0]  # the workers' own program, as written
     compile(serve, "SpawnedWorkers.SERVE", "exec")
     assert "Connection(int(sys.argv[1]))" in serve
+
+
+TF_DATA_AUGMENTING = """import numpy as np
+import tensorflow as tf
+import keras
+
+
+def augment(image, label):
+    image = tf.image.random_flip_left_right(image)
+    return tf.cast(image, tf.float32) / 255.0, label
+
+
+images = np.zeros((64, 8, 8, 3), "uint8")
+ds = tf.data.Dataset.from_tensor_slices((images, np.zeros(64))).shuffle(64).map(
+    augment, num_parallel_calls=tf.data.AUTOTUNE
+).batch(8)
+model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
+model.compile("adam", "mse")
+model.fit(ds, epochs=2)
+"""
+
+
+def test_a_tf_data_maps_augmentation_moved_into_the_model(tmp_path):
+    """augment_map's plan and patch (tune/changes/augment_map.py): the random map told as layers is
+    taken out of the chain where the script wrote it (its receiver kept, the calls after it too), the
+    model put behind the layers before its compile. Not planned, with why: before the probe told it,
+    where it cannot be layers, and where fit validates on data made without it and the layers rescale."""
+    from gpuscout.tune.changes import augment_map as moving
+
+    script = tmp_path / "train.py"
+    script.write_text(TF_DATA_AUGMENTING)
+    layers = [{"name": "Rescaling", "args": [1 / 255]}, {"name": "RandomFlip", "args": ["horizontal"]}]
+
+    def record(augment=None, validation=False, validation_maps=()):
+        events = fit_events(input_type="tf.data", wait_s=0.8, backend="tensorflow")
+        events[1]["sites"] = {"compile": {"file": str(script), "line": 16}}
+        began = {"event": "watch_fit_begin", "pid": 100, "fit": 1, "began_monotonic_s": 999.0}
+        events.insert(1, {**began, "validation": validation, "validation_maps": list(validation_maps)})
+        ops = [
+            {"op": "shuffle", "file": str(script), "line": 12},
+            {"op": "map", "file": str(script), "line": 12, "parallel": True, "repeats": False, "augment": augment},
+            {"op": "batch", "file": str(script), "line": 12, "parallel": False},
+        ]
+        events.append({"event": "watch_pipeline", "pid": 100, "fit": 1, "ops": ops})
+        return make_watch_record(events=events)
+
+    told = {"function": "augment", "input_shape": [8, 8, 3], "input_dtype": "uint8", "explained": 48}
+    baseline = record({**told, "layers": layers})
+    assert baseline.main.validation is False and baseline.main.pipeline[1].augment.function == "augment"
+    [made] = moving.augment_map(baseline)
+    assert made.settings["augment_map"] == {
+        "at": f"{script}:12",
+        "function": "augment",
+        "input_shape": [8, 8, 3],
+        "layers": [
+            {"name": "Rescaling", "args": [1 / 255], "kwargs": {}},
+            {"name": "RandomFlip", "args": ["horizontal"], "kwargs": {}},
+        ],
+    }
+    assert "the map at train.py:12 (augment) runs on the host" in made.why
+    assert "was the one it was given (uint8) rescaled, flipped or not" in made.why
+    patch = patches.make([made], baseline, tmp_path)
+    assert patch.located == ["augment_map"], patch.unlocated
+    after = patch.texts[script.resolve()][1]
+    assert "ds = tf.data.Dataset.from_tensor_slices((images, np.zeros(64))).shuffle(64).batch(8)\n" in after
+    assert (
+        "model = keras.Sequential([keras.Input(shape=(8, 8, 3)), keras.layers.Rescaling(1 / 255), "
+        "keras.layers.RandomFlip('horizontal'), model])  # the map's augmentation, on the device\n"
+        "model.compile("
+    ) in after
+    ast.parse(after)
+    # not planned, each with why
+    assert "is told when tune runs the script" in moving.augment_map(record(None))
+    refused = moving.augment_map(record({**told, "why_not": "its values change from call to call"}))
+    assert refused == "the map at train.py:12 (augment) cannot be moved as layers: its values change from call to call"
+    apart = moving.augment_map(record({**told, "layers": layers}, validation=True, validation_maps=["train.py:20"]))
+    assert apart.startswith("fit validates on data made without the map at train.py:12 (its own: train.py:20)")
+    assert "the model behind Rescaling would change it too" in apart
+    # validated through the same map: left out of both, the same model reads both
+    [same] = moving.augment_map(record({**told, "layers": layers}, validation=True, validation_maps=[f"{script}:12"]))
+    assert same.knob == "augment_map"
+    # a flip alone is training-only: validation data made apart is read as before
+    flip = [layers[1]]
+    [flipped] = moving.augment_map(record({**told, "layers": flip}, validation=True, validation_maps=["train.py:20"]))
+    assert flipped.settings["augment_map"]["layers"][0]["name"] == "RandomFlip"

@@ -742,7 +742,7 @@ def test_a_pydataset_whose_own_lines_take_the_time_is_pointed_at_augment_inline(
     """No function of the script's takes __getitem__'s time: its hottest line is named, and tune's
     augment_inline offered for the crop, flip and normalisation written there."""
     from gpuscout.analysis.verdict import verdict
-    from gpuscout.record.watch import SampleWork
+    from gpuscout.record.augment import SampleWork
 
     r = make_watch_record(events=fit_events(input_type="PyDataset", wait_s=0.6))
     r.main.sample_work = SampleWork.model_validate(

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from gpuscout.record.watch import SAMPLE_WORK_SHARE, WatchedFit
+from gpuscout.record.augment import SAMPLE_WORK_SHARE, behind_layers
+from gpuscout.record.watch import WatchedFit
 
 
 def input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
@@ -51,8 +52,7 @@ def input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
                 f"{work.name} ({os.path.basename(work.file)}:{work.line}) takes {work.share:.0%} of making each "
                 "batch, one image at a time on the host: do it in the model with Keras preprocessing layers "
                 "(on the device, the batch at once, only in training); `gpuscout tune` measures it",
-                f"model = keras.Sequential([keras.Input(shape={tuple(work.input_shape or ())}), "
-                f"{', '.join(layer.code() for layer in work.layers)}, model])  # before compile\n"
+                f"{behind_layers('model', work.input_shape, work.layers)}  # before compile\n"
                 f"# in __getitem__ (line {work.call_line}): the {work.argument} as it is, not {short}(...)"
                 + (
                     "\n# RandomCropEach: a crop per image that keeps XLA on; `gpuscout tune --patch` writes it"
@@ -75,6 +75,17 @@ def input_fix(main: WatchedFit, cores: int | None) -> tuple[str, str]:
                 "`gpuscout tune` moves them into the model as Keras layers (augment_inline)"
             )
         return text, code
+    random = next((op for op in main.pipeline if op.op == "map" and op.repeats is False), None)
+    if random is not None:  # a random map: an augmentation that layers could do on the device
+        return (
+            f"parallelise, cache and prefetch the pipeline (the tf.data performance guide); where the map at "
+            f"{os.path.basename(random.file)}:{random.line} crops, flips or rescales each image, `gpuscout tune` "
+            "moves it into the model as Keras layers (augment_map)",
+            "dataset = (dataset.cache()\n"
+            "           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
+            "           .batch(batch_size)\n"
+            "           .prefetch(tf.data.AUTOTUNE))",
+        )
     return (
         "parallelise, cache and prefetch the pipeline (the tf.data performance guide)",
         "dataset = (dataset.cache()\n"

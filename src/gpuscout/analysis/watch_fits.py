@@ -34,6 +34,7 @@ def fits_of(events: list[WatchEvent], ended_monotonic_s: float | None = None) ->
                 validation=e.validation,
                 validation_steps=e.validation_steps,
                 weighted=e.weighted,
+                validation_maps=list(e.validation_maps),
             )
         elif isinstance(e, FitAnnounced):
             fit_of(e.pid, e.fit).update(

@@ -5,6 +5,7 @@ kind, its batch size, a PyDataset's workers and batches per epoch, and where the
 
 from __future__ import annotations
 
+from gpuscout.child import tf_data
 from gpuscout.child.watch_state import is_pydataset
 
 
@@ -132,6 +133,10 @@ def training_arguments(fit, model, args: tuple, kwargs: dict) -> dict:
         "validation": given.get("validation_data") is not None or bool(given.get("validation_split")),
         "validation_steps": int(given["validation_steps"]) if given.get("validation_steps") else None,
         "weighted": given.get("sample_weight") is not None or given.get("class_weight") is not None,
+        # a tf.data validation set's maps: whether a map moved into the model shapes it too
+        "validation_maps": tf_data.map_sites(given["validation_data"])
+        if given.get("validation_data") is not None
+        else [],
     }
 
 

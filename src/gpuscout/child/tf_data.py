@@ -11,8 +11,9 @@ what a `cache()` after it needs (a random augmentation, or a shuffle before it, 
 Under `gpuscout tune -- COMMAND` the same wrappers apply the tf.data changes where the script
 wrote the calls (the TensorFlow guide's, "Better performance with the tf.data API"):
 `parallel_calls` (a map or interleave left sequential runs with
-num_parallel_calls=tf.data.AUTOTUNE) and `cache_at` (a `.cache()` right after the map at that
-file:line). What the patch writes is the same: tune/patch.py.
+num_parallel_calls=tf.data.AUTOTUNE), `cache_at` (a `.cache()` right after the map at that
+file:line) and `augment_map` (the map at its file:line left out: its augmentation runs as layers
+in the model, child/map_augment.py). What the patch writes is the same: tune/changes/.
 
 Only the standard library, TensorFlow and numpy are imported here, TensorFlow only once loaded.
 """
@@ -57,6 +58,10 @@ REPEAT_CHECKED = 4
 NOT_THE_SCRIPTS = ("tensorflow", "keras", "tf_keras", "gpuscout")
 
 _chains: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # dataset -> [op, ...]
+# What an op keeps that the record does not: the dataset it made, a map's function and its input
+KEPT = ("dataset", "function", "before")
+# The maps left out where the script wrote them (augment_map), by FILE:LINE
+SKIPPED: set[str] = set()
 
 
 def _packages() -> tuple[str, ...]:
@@ -103,6 +108,11 @@ def _wrapped(name: str, method):
                 "workers",
                 f"dataset.{name}(..., num_parallel_calls=tf.data.AUTOTUNE) where the script left it sequential",
             )
+        at = f"{site[0]}:{site[1]}" if site is not None else None
+        moved = tune_state.SETTINGS.augment_map
+        if name == "map" and moved and at is not None and moved.get("at") == at:
+            SKIPPED.add(at)  # its augmentation runs in the model (applies/augment_map.py): the map left out
+            return self
         out = method(self, *args, **kwargs)
         made = out
         if site is not None and name == "map" and tune_state.SETTINGS.cache_at == f"{site[0]}:{site[1]}":
@@ -111,15 +121,16 @@ def _wrapped(name: str, method):
         try:
             chain = list(_chains.get(self, ()))
             if site is not None:
-                chain.append(
-                    {
-                        "op": name,
-                        "file": site[0],
-                        "line": site[1],
-                        "parallel": given is not None if name in ("map", "interleave", "batch") else None,
-                        "dataset": weakref.ref(made),
-                    }
-                )
+                op = {
+                    "op": name,
+                    "file": site[0],
+                    "line": site[1],
+                    "parallel": given is not None if name in ("map", "interleave", "batch") else None,
+                    "dataset": weakref.ref(made),
+                }
+                if name == "map":  # what telling its augmentation calls again (map_augment.tell)
+                    op.update(function=kwargs.get("map_func", args[0] if args else None), before=weakref.ref(self))
+                chain.append(op)
                 if out is not made:
                     chain.append(
                         {"op": "cache", "file": site[0], "line": site[1], "parallel": None, "dataset": weakref.ref(out)}
@@ -137,10 +148,11 @@ def _wrapped(name: str, method):
     return builder
 
 
-def chain_of(dataset, check_repeats: bool = False) -> list[dict] | None:
+def chain_of(dataset, check_repeats: bool = False, tell_augmentation: bool = False) -> list[dict] | None:
     """The script's calls that built `dataset`, in order, as the record keeps them (PipelineOp);
-    with `check_repeats`, each map's elements checked to repeat and its output's size. None where
-    the dataset was not built through the wrapped methods."""
+    with `check_repeats`, each map's elements checked to repeat and its output's size; with
+    `tell_augmentation` too, each map whose elements do not repeat (a random one) told as layers
+    (map_augment.tell). None where the dataset was not built through the wrapped methods."""
     try:
         chain = _chains.get(dataset)
     except TypeError:
@@ -149,12 +161,30 @@ def chain_of(dataset, check_repeats: bool = False) -> list[dict] | None:
         return None
     out = []
     for op in chain:
-        facts = {k: v for k, v in op.items() if k != "dataset"}
+        facts = {k: v for k, v in op.items() if k not in KEPT}
         made = op["dataset"]()
         if check_repeats and op["op"] == "map" and made is not None:
             facts.update(_repeats(made))
+            before = op["before"]()
+            if tell_augmentation and facts.get("repeats") is False and before is not None and op["function"]:
+                from gpuscout.child import map_augment
+
+                try:
+                    facts["augment"] = map_augment.tell(op["function"], before)
+                except Exception as exc:  # the script's function, called as tf.data would not: said, not raised
+                    facts["augment"] = {"why_not": f"calling it again failed: {type(exc).__name__}: {str(exc)[:200]}"}
         out.append(facts)
     return out
+
+
+def map_sites(dataset) -> list[str]:
+    """The FILE:LINE of each of the script's maps that built `dataset` (fit's validation data):
+    whether a map left out of the training pipeline is left out of it too."""
+    try:
+        chain = _chains.get(dataset) or []
+    except TypeError:
+        return []
+    return [f"{op['file']}:{op['line']}" for op in chain if op["op"] == "map"]
 
 
 def _repeats(dataset) -> dict:

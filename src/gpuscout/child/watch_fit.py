@@ -394,6 +394,6 @@ class FitWatch:
         )
         if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
             try:
-                emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS))
+                emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS, TELL_AUGMENTATION))
             except Exception as exc:
                 report_failure("reading the tf.data pipeline", exc)

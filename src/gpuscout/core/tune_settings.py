@@ -42,6 +42,9 @@ class TuneSettings:
     # augment_inline: __getitem__ by its file and def line, the attribute and indices it hands its
     # images as read by, and the same input shape and layers (record.watch.InlineAugment's)
     augment_inline: dict[str, object] | None = None
+    # augment_map: a tf.data map by its FILE:LINE ("at"), left out where the script wrote it, and the
+    # input shape and layers that do its work on the device (record.watch.MapAugment's)
+    augment_map: dict[str, object] | None = None
     data_parallel: bool = False
 
     def __bool__(self) -> bool:

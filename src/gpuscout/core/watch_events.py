@@ -57,6 +57,7 @@ class FitBegan(WatchEvent):
     validation: bool = False
     validation_steps: int | None = None
     weighted: bool = False
+    validation_maps: list[str] = field(default_factory=list)  # a tf.data validation set's maps, FILE:LINE
 
 
 @dataclass(frozen=True)

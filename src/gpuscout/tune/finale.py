@@ -147,6 +147,11 @@ def left(
                 "the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
                 "batch) or the input moved to the device once"
             )
+        elif "augment_map" in kept:  # the map's per-element work is on the device now
+            how = (
+                "the map's augmentation runs in the model now; what waits is the rest of the pipeline: its other "
+                "maps in parallel (num_parallel_calls=tf.data.AUTOTUNE), a cache() of what repeats, prefetch"
+            )
         elif kept & {"augment_in_model", "augment_inline"}:  # the per-image work is on the device now
             how = (
                 "the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "

@@ -37,7 +37,9 @@ class Declared:
         return cls(
             batch=int(settings["batch_size"]) if settings.get("batch_size") else None,
             rate=bool(settings.get("learning_rate_factor")),
-            inputs=bool(settings.get("augment_in_model") or settings.get("augment_inline")),
+            inputs=bool(
+                settings.get("augment_in_model") or settings.get("augment_inline") or settings.get("augment_map")
+            ),
             draws=bool(settings.get("device_batches") or settings.get("workers") or settings.get("process_workers")),
         )
 

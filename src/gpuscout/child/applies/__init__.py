@@ -18,6 +18,7 @@ from __future__ import annotations
 from gpuscout.child.applies import (
     augment_in_model,
     augment_inline,
+    augment_map,
     batch_size,
     cache,
     data_parallel,
@@ -37,6 +38,7 @@ FIT = (
     workers,
     augment_in_model,
     augment_inline,
+    augment_map,
     process_workers,
     cache,
     prefetch,

@@ -17,9 +17,11 @@ _augmenting: dict[int, object] = {}  # the model that wraps it behind the layers
 
 
 def moved() -> dict | None:
-    """The augmentation moved into the model: a function's (augment_in_model) or __getitem__'s own
-    lines' (augment_inline, child/applies/augment_inline.py); both give the input shape and layers."""
-    return tune_state.SETTINGS.augment_in_model or tune_state.SETTINGS.augment_inline
+    """The augmentation moved into the model: a function's (augment_in_model), __getitem__'s own
+    lines' (augment_inline, child/applies/augment_inline.py) or a tf.data map's (augment_map,
+    child/applies/augment_map.py); each gives the input shape and layers."""
+    settings = tune_state.SETTINGS
+    return settings.augment_in_model or settings.augment_inline or settings.augment_map
 
 
 def remember_compile(model, args: tuple, kwargs: dict) -> None:

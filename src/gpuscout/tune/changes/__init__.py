@@ -8,6 +8,7 @@ from gpuscout.core.errors import UsageError
 from gpuscout.tune.changes import (
     augment_in_model,
     augment_inline,
+    augment_map,
     batch_size,
     cache,
     data_parallel,
@@ -34,6 +35,7 @@ KINDS: dict[str, ChangeKind] = {
         device_batches.KIND,
         augment_in_model.KIND,
         augment_inline.KIND,
+        augment_map.KIND,
         batch_size.KIND,
         data_parallel.KIND,
     )

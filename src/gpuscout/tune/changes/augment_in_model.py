@@ -16,14 +16,8 @@ import os
 from pathlib import Path
 
 from gpuscout.analysis.repeats import definition
-from gpuscout.record.watch import (
-    SAMPLE_WORK_SHARE,
-    AugmentLayer,
-    CallSite,
-    SampleFunction,
-    SampleWork,
-    WatchRecord,
-)
+from gpuscout.record.augment import SAMPLE_WORK_SHARE, AugmentLayer, SampleFunction, SampleWork, behind_layers
+from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.source_edits import (
@@ -72,10 +66,8 @@ def augment_in_model(r: WatchRecord) -> list[Change] | str:
             f"{where} takes {function.share:.0%} of __getitem__ and cannot be moved as layers: "
             f"{function.why_not or 'nothing was told'}"
         )
-    layers = ", ".join(layer.code() for layer in function.layers)
-    shape = tuple(function.input_shape or ())
     line = (
-        f"model = keras.Sequential([keras.Input(shape={shape}), {layers}, model])  # before compile\n"
+        f"{behind_layers('model', function.input_shape, function.layers)}  # before compile\n"
         f"# and in __getitem__ (line {function.call_line}), {function.name.split('.')[-1]}(...) replaced by its "
         f"{function.argument}"
     )
@@ -175,10 +167,7 @@ def model_behind_layers(
         raise NotLocated("compile is not called on a model by name: the model cannot be wrapped before it")
     name = compile_call.func.value.id
     insert_after_imports(model_text, "", need_keras=True)  # raises where keras is not imported by that name
-    code = (
-        f"{name} = keras.Sequential([keras.Input(shape={tuple(input_shape or ())}), "
-        f"{', '.join(layer.code() for layer in layers)}, {name}])  # {what}, on the device"
-    )
+    code = f"{behind_layers(name, input_shape, layers)}  # {what}, on the device"
     edits = before_statement(model_text, compile_call, code)
     for layer in {layer.name for layer in layers if layer.own}:  # gpuscout's layer: its definition
         edits += insert_after_imports(model_text, definition(layer), need_keras=True, name=layer)

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from gpuscout.core.getitem_rewrite import function_at, rewrite
-from gpuscout.record.watch import SAMPLE_WORK_SHARE, InlineAugment, WatchedFit, WatchRecord
+from gpuscout.record.augment import SAMPLE_WORK_SHARE, InlineAugment, behind_layers
+from gpuscout.record.watch import WatchedFit, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
 from gpuscout.tune.changes.augment_in_model import describe, hot_lines, model_behind_layers
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original
@@ -59,11 +60,10 @@ def augment_inline(r: WatchRecord) -> list[Change] | str:
         return f"{where}, and cannot be moved as layers: {inline.why_not or 'nothing was told'}"
     if main.own_train_step:
         return "the model defines its own train_step: a model around it would train with Keras' step"
-    layers = ", ".join(layer.code() for layer in inline.layers)
     hands = "the generator yields" if inline.generator else "__getitem__ returns"
     line = (
-        f"model = keras.Sequential([keras.Input(shape={tuple(inline.input_shape or ())}), {layers}, model])"
-        f"  # before compile\n# and {hands} {inline.images}[{inline.indices}]: {_lines(inline)} left out"
+        f"{behind_layers('model', inline.input_shape, inline.layers)}  # before compile\n"
+        f"# and {hands} {inline.images}[{inline.indices}]: {_lines(inline)} left out"
     )
     settings = {
         "augment_inline": {
