@@ -217,3 +217,21 @@ def test_a_generators_loop_is_told_against_what_it_read_and_its_random_state_lef
     started = module.batches(images, labels)
     next(started)
     assert generator_made(started) is None  # a generator already read cannot be made again from its start
+
+
+def one_pass(images, labels, batch=16):
+    for start in range(0, len(images) - batch + 1, batch):
+        yield images[start : start + batch] / 255.0, labels[start : start + batch]
+
+
+def test_a_generator_that_yields_nothing_when_made_again_is_said_in_the_record():
+    """Made again from its arguments, a generator whose images were used up by its first run yields
+    nothing: told as the reason, not raised as gpuscout's own failure; the random state left as it was."""
+    from gpuscout.child.inline_generator import tell_generator
+
+    images = np.random.default_rng(4).integers(0, 256, (64, 32, 32, 3), dtype=np.uint8)
+    np.random.seed(3)
+    before = np.random.get_state()[1].copy()
+    told = tell_generator(one_pass, {"images": images, "labels": np.arange(64), "batch": 128})
+    assert told == {"why_not": "made again from the arguments fit's generator was made with, it yielded nothing"}
+    assert np.array_equal(np.random.get_state()[1], before)

@@ -103,7 +103,12 @@ def tell_generator(function, arguments: dict) -> dict:
     try:
         generator = function(**recorded)
         try:
-            first, kept = locals_at_return(lambda: next(generator), code)
+            try:
+                first, kept = locals_at_return(lambda: next(generator), code)
+            except StopIteration:  # the script's to tell, not gpuscout's failure: said in the record
+                np.random.set_state(states[0])
+                random.setstate(states[1])
+                return {"why_not": "made again from the arguments fit's generator was made with, it yielded nothing"}
             made.append(first)
             marks.append({text: len(r.seen) for text, r in reads.items()})
             for _ in range(GENERATOR_BATCHES - 1):
