@@ -218,3 +218,34 @@ def test_a_watched_script_before_and_after_a_fix_is_grouped_by_its_command():
         math.sqrt(1.0 * 1.02 / (0.5 * 0.51))
     )
     assert compare(GOLDEN, "command") == []  # benchmarks have no command line
+
+
+def test_a_runs_interval_comes_from_the_windows_its_value_does_and_an_empty_run_is_left_out():
+    """Issue 79.7: a record whose summary disagreed with its windows (an edited export, the summary's
+    interval 1e297) was shown as 1.000 [1.1e297-8.8e297]: value and interval are both read from the
+    windows now. A run of 0 samples/s windows has no place on a ratio's log scale: left out with a
+    note, with no numpy warning on the way."""
+    import warnings
+
+    one = GOLDEN_BY_ID["a100bf16b256"]
+    odd = one.model_copy(
+        update={
+            "id": "odd",
+            "throughput": one.throughput.model_copy(update={"ci95_low": 1.1e297, "ci95_high": 8.8e297}),
+        }
+    )
+    other = one.model_copy(update={"id": "other"})
+    (c,) = compare([odd, other], "run")
+    base = c.groups[0]
+    assert base.ci95_low <= base.value <= base.ci95_high and base.ci95_high < 1e6
+    empty = one.model_copy(
+        update={"id": "empty", "windows": [w.model_copy(update={"throughput": 0.0}) for w in one.windows]}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (c,) = compare([odd, other, empty], "run")
+    assert [g.label for g in c.groups] == ["odd", "other"]
+    assert "left out, read as no throughput (0 images/s): run empty" in c.notes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compare([odd, empty], "run") == []  # nothing left to compare it with

@@ -169,6 +169,66 @@ def test_json_a_user_gives_is_read_within_bounds_or_refused(text):
     inputs.bounded(value, "f.json", "a results file")  # what it returned is within them
 
 
+def _nesting_one_character_at_a_time(text: str) -> int:
+    """The scan nesting() was before it ran in C (issue 79.6): its reference."""
+    depth = deepest = 0
+    in_string, escaped, quote = False, False, ""
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                in_string = False
+        elif char in "\"'":
+            in_string, quote = True, char
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+@SETTINGS
+@given(st.text(alphabet="[]{}\"'\\a\n", max_size=60))
+@example("a\n[[a'\"a[\\}\n]{[\\")  # a string left open after a last backslash: the rest is in it
+def test_nesting_is_the_depth_outside_strings(text):
+    assert inputs.nesting(text) == _nesting_one_character_at_a_time(text)
+
+
+def test_a_long_list_of_values_is_checked_whole_and_each_kind_of_value_by_its_own_bound():
+    """bounded() checks a list of one kind of value in one pass (issue 79.6: an export's millions of
+    telemetry values); what it refuses is what one value at a time refused, named the same way."""
+    values = [1.5] * 100_000
+    assert inputs.bounded({"samples": values, 3: "a YAML number key"}, "f", "a file") is not None
+    for bad, said in (
+        ([*values, math.inf], "holds inf, not a finite number"),
+        ([1, 2, 2**64], "holds the integer 18446744073709551616"),
+        (["a", "b" * (inputs.MAX_STRING_CHARS + 1)], "holds a string of 65,537 characters"),
+        ({"k" * (inputs.MAX_STRING_CHARS + 1): 1}, "holds a string of 65,537 characters"),
+        ([1.5, "x", {"deep": [[math.nan]]}], "holds nan, not a finite number"),
+    ):
+        try:
+            inputs.bounded(bad, "f", "a file")
+        except UsageError as exc:
+            assert said in str(exc), exc
+        else:
+            raise AssertionError(f"{str(bad)[:40]} passed")
+    assert inputs.bounded([*values, math.inf, math.nan], "f", "a file", readings=True)  # a loss's readings pass
+    nested = [[[[]]]]
+    for _ in range(inputs.MAX_DEPTH - 4):
+        nested = [nested]
+    assert inputs.bounded(nested, "f", "a file") is nested  # 200 levels
+    try:
+        inputs.bounded([nested], "f", "a file")
+    except UsageError as exc:
+        assert f"nests deeper than {inputs.MAX_DEPTH} levels" in str(exc)
+    else:
+        raise AssertionError("201 levels passed")
+
+
 @SETTINGS
 @given(st.text(max_size=200))
 def test_yaml_a_user_gives_is_read_within_bounds_or_refused(text):
@@ -314,3 +374,27 @@ def test_an_imported_record_keeps_every_fields_bounds_or_is_refused(where, value
     assert data.get("batch_size") is None or data["batch_size"] >= 1
     for field in ("samples_per_s", "step_time_s", "duration_s", "peak_memory_bytes", "compile_s", "mfu"):
         assert data.get(field) is None or data[field] >= 0
+
+
+def test_an_unknown_field_is_refused_before_the_records_values_and_quoted_cut():
+    """Issue 79.6: a record's key that no field takes is said before its values are validated (a
+    large record's took seconds), and an error quotes a value's first characters, never the whole of
+    a list of millions (str() of one took seconds and gigabytes)."""
+    for record in (make_record("run00001", fixed_steps=10), make_watch_record()):
+        doc = json.loads(json_document([record]))
+        doc["runs"][0].update(junk=[1.5] * 1_000_000, batch_size="not a number")
+        try:
+            parse_document(json.dumps(doc), "x.json")
+        except UsageError as exc:
+            said = str(exc)
+            assert "junk: Extra inputs are not permitted (got '[1.5, 1.5, 1.5" in said and len(said) < 250, said
+        else:
+            raise AssertionError("an unknown field was imported")
+    doc = json.loads(json_document([make_record("run00001", fixed_steps=10)]))
+    doc["runs"][0]["windows"][0]["steps"] = [7] * 1_000_000  # a bad value: pydantic's error, cut as well
+    try:
+        parse_document(json.dumps(doc), "x.json")
+    except UsageError as exc:
+        assert "windows.0.steps" in str(exc) and len(str(exc)) < 250, exc
+    else:
+        raise AssertionError("a list where a count is due was imported")

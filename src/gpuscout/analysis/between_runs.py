@@ -65,8 +65,12 @@ def run_interval(record: StoredRecord, how: str) -> tuple[float | None, float | 
 
         assert record.kind == "watch" and record.clock is not None
         return rate_ci95(record.clock)
-    t = record.throughput
-    return (t.ci95_low, t.ci95_high) if t else (None, None)
+    # from the windows the value is the median of, not the stored summary's interval: a record
+    # whose summary disagrees with its windows (an edited export) drew a ratio of 1.000 with an
+    # interval of 1e297 (issue 79.7)
+    from gpuscout.analysis.stats import median_ci95
+
+    return median_ci95(np.asarray(window_values(record), dtype=float))
 
 
 def centre(values: list[float]) -> float:

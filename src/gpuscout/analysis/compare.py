@@ -270,6 +270,14 @@ def compare(
             labels.remove(first)
             labels.insert(0, first)
         how = between_runs.basis(runs)
+        # a run read as no throughput at all (0 samples/s windows) has no place on the ratio's log scale
+        empty = sorted(r.id for r in runs if not _positive(between_runs.run_value(r, how)))
+        if empty:
+            by_label = {k: [r for r in v if r.id not in empty] for k, v in by_label.items()}
+            by_label = {k: v for k, v in by_label.items() if v}
+            labels = [label for label in labels if label in by_label]
+            if len(labels) < 2 or (first is not None and labels[0] != first):
+                continue
         groups = [_group(label, by_label[label], how) for label in labels]
         for g in groups[1:]:
             _judge(g, groups[0])
@@ -282,6 +290,8 @@ def compare(
             groups=groups,
             basis=how,
         )
+        if empty:
+            comparison.notes.append(f"left out, read as no throughput (0 {runs[0].unit}): run {', '.join(empty)}")
         if any(g.verdict == ONE_RUN_EACH for g in groups):
             comparison.notes.append(
                 "one run a side: its ratio is one process against another, and unchanged runs of one script "
@@ -302,6 +312,10 @@ def compare(
             f"methodology versions {sorted(versions)} are compared only within their own version"
         )
     return comparisons
+
+
+def _positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
 
 
 def _said(value: object) -> str:

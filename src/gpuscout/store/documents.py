@@ -11,8 +11,9 @@ from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
 from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.migrate import MigrationError, upgrade
-from gpuscout.record.run import SCHEMA_VERSION
-from gpuscout.store.rows import problem
+from gpuscout.record.run import SCHEMA_VERSION, RunRecord
+from gpuscout.record.watch import WatchRecord
+from gpuscout.store.rows import problem, shown
 
 
 def parse_document(text: str, origin: str) -> list[StoredRecord]:
@@ -49,6 +50,12 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
         )
         if not isinstance(raw, dict):
             raise UsageError(f"{origin}: {name} is not a record (a JSON object): nothing was imported")
+        unknown = _unknown_field(raw, version)
+        if unknown:  # said before the record's values are validated (a large one takes seconds)
+            raise UsageError(
+                f"{origin}: {name}: {unknown}: Extra inputs are not permitted (got {shown(raw[unknown])!r}): "
+                "nothing was imported"
+            )
         try:
             records.append(STORED.validate_python(upgrade(raw, version)))
         except ValidationError as exc:
@@ -61,3 +68,16 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
     if len(ids) != len(set(ids)):
         raise UsageError(f"{origin} holds the same run id twice: nothing was imported")
     return records
+
+
+# A record's fields by its kind: what a top-level key must be one of
+_FIELDS = {"benchmark": set(RunRecord.model_fields), "watch": set(WatchRecord.model_fields)}
+
+
+def _unknown_field(raw: dict, version: int) -> str | None:
+    """A top-level key of a record of this schema that its kind has no field for (an older schema's
+    keys are the migration's to read)."""
+    fields = _FIELDS.get(raw.get("kind", "benchmark"))
+    if version != SCHEMA_VERSION or fields is None:
+        return None
+    return next((key for key in raw if key not in fields), None)

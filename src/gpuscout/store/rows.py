@@ -3,6 +3,8 @@ record parsed from its JSON, and the first thing wrong in one that does not vali
 
 from __future__ import annotations
 
+import reprlib
+
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
@@ -35,8 +37,18 @@ def problem(exc: ValidationError) -> str:
     if loc and loc[0] in ("benchmark", "watch"):  # the record's kind, which the union put first
         loc = loc[1:]
     where = ".".join(str(p) for p in loc) or "record"
-    got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
+    got = "" if first["type"] == "missing" else f" (got {shown(first.get('input'))!r})"
     return f"{where}: {first['msg']}{got}"
+
+
+# A value as an error line quotes it: its first characters, a long list or mapping cut before it is
+# written out whole (str() of an imported record's 25 million values took seconds and gigabytes)
+_SHOWN = reprlib.Repr()  # keywords from Python 3.12 on
+_SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlevel = 16, 8, 60, 60, 3
+
+
+def shown(value: object) -> str:
+    return (value if isinstance(value, str) else _SHOWN.repr(value))[:60]
 
 
 def parse_record(text: str) -> StoredRecord:
