@@ -152,4 +152,142 @@ CASES = [
         ["--xla_tpu_spmd_rng_bit_generator_unsafe=1"],
         ["take --xla_tpu_spmd_rng_bit_generator_unsafe=1 out of XLA_FLAGS", "LIBTPU_INIT_ARGS"],
     ),
+    # issue 78: the script's own mistakes, each line as Keras 3.15 printed it here (tests/fixtures/explain/
+    # keras_errors.py makes them; a slow test makes them again with the installed Keras), and two public logs
+    (
+        "ValueError: Arguments `target` and `output` must have the same shape. Received: target.shape=(32,), "
+        "output.shape=(32, 10)",
+        "loss_integer_labels",
+        ["labels of shape (32,) with outputs of shape (32, 10)"],
+        ["loss='sparse_categorical_crossentropy'", "keras.utils.to_categorical(y, 10)"],
+    ),
+    (
+        "ValueError: Argument `output` must have rank (ndim) `target.ndim - 1`. Received: target.shape=(32, 10), "
+        "output.shape=(32, 10)",
+        "loss_one_hot_labels",
+        ["labels of shape (32, 10)"],
+        ["loss='categorical_crossentropy'", "y.argmax(axis=-1)"],
+    ),
+    (
+        "Received a label value of 10 which is outside the valid range of [0, 10).  Label values: 10 10 10",
+        "label_out_of_range",
+        ["a label of 10 reached a loss over 10 classes"],
+        ["y - 1", "11 units", "NaN loss"],
+    ),
+    (
+        'Invalid input shape for input Tensor("data:0", shape=(32, 28, 28), dtype=float32) with name '
+        "'keras_tensor_6' and path ''. Expected shape (None, 784), but input has incompatible shape (32, 28, 28)",
+        "input_shape_mismatch",
+        ["(None, 784)", "(32, 28, 28)"],
+        ["keras.layers.Flatten()", "x.reshape(len(x), 784)"],
+    ),
+    (
+        "ValueError: Data cardinality is ambiguous. Make sure all arrays contain the same number of samples.'x' "
+        "sizes: 64",
+        "data_cardinality",
+        ["different lengths"],
+        ["len(x) == len(y)"],
+    ),
+    (
+        "ValueError: Failed to convert a NumPy array to a Tensor (Unsupported object type float).",
+        "object_array",
+        ["dtype object"],
+        ["astype('float32')"],
+    ),
+    (
+        "/x/keras/src/trainers/epoch_iterator.py:164: UserWarning: Your input ran out of data; interrupting "
+        "training. Make sure that your dataset or generator can generate at least `steps_per_epoch * epochs` batches.",
+        "ran_out_of_data",
+        ["stopped early"],
+        ["dataset.repeat()", "steps_per_epoch"],
+    ),
+    (
+        "ValueError: Could not interpret loss identifier: sparse_categorical_crosentropy",
+        "unknown_identifier",
+        ["'sparse_categorical_crosentropy'"],
+        ["spell it 'sparse_categorical_crossentropy'"],
+    ),
+    (
+        "ValueError: You must call `compile()` before using the model.",
+        "not_compiled",
+        ["never compiled"],
+        ["model.compile(optimizer='adam'"],
+    ),
+    (
+        "ValueError: Invalid filepath extension for saving. Please add either a `.keras` extension for the native "
+        "Keras format (recommended) or a `.h5` extension. Use `model.export(filepath)` if you want to export a "
+        "SavedModel for use with TFLite/TFServing/etc. Received: filepath=out/model.",
+        "save_path_extension",
+        ["out/model"],
+        ["model.save('out/model.keras')", "model.export('out/model')", "model.weights.h5"],
+    ),
+    (
+        "ValueError: File format not supported: filepath=saved/cnn. Keras 3 only supports V3 `.keras` files and "
+        "legacy H5 format files (`.h5` extension).",
+        "load_saved_model_folder",
+        ["saved/cnn"],
+        ["keras.layers.TFSMLayer('saved/cnn', call_endpoint='serving_default')", "tf_keras"],
+    ),
+    (
+        "TypeError: Could not locate class 'Scale'. Make sure custom classes and functions are decorated with "
+        "`@keras.saving.register_keras_serializable()`.",
+        "custom_object_unknown",
+        ["custom class Scale"],
+        ["@keras.saving.register_keras_serializable()", "custom_objects={'Scale': Scale}"],
+    ),
+    (
+        "ValueError: Unknown variable: <Variable path=sequential_11/dense_18/kernel, shape=(8, 10), dtype=float32>. "
+        "This optimizer can only be called for the variables it was originally built with. When working with a "
+        "new set of variables, you should recreate a new optimizer instance.",
+        "optimizer_reused",
+        ["the same object was given to another model"],
+        ["its own optimizer"],
+    ),
+    (
+        "ValueError: You tried to call `count_params` on layer 'net', but the layer isn't built. You can build it "
+        "manually via: `layer.build(input_shape)`.",
+        "model_not_built",
+        ["first call"],
+        ["keras.Input(shape=...)", "model(x[:1])"],
+    ),
+    (
+        "ValueError: A KerasTensor cannot be used as input to a TensorFlow function. A KerasTensor is a symbolic "
+        "placeholder for a shape and dtype, used when constructing Keras Functional models or Keras Functions.",
+        "keras_tensor_in_tf_function",
+        ["keras.Input's symbolic tensor"],
+        ["keras.ops.sum for tf.reduce_sum", "keras.layers.Layer"],
+    ),
+    (
+        "jax.errors.TracerBoolConversionError: Attempted boolean conversion of traced array with shape bool[].",
+        "jax_tracer_value",
+        ["TracerBoolConversionError"],
+        ["keras.ops.where", "run_eagerly=True"],
+    ),
+    (
+        "/usr/lib/python3.11/multiprocessing/popen_fork.py:66: RuntimeWarning: os.fork() was called. os.fork() is "
+        "incompatible with multithreaded code, and JAX is multithreaded, so this will likely lead to a deadlock.",
+        "fork_after_jax",
+        ["use_multiprocessing=True"],
+        ["use_multiprocessing=False", "get_context('spawn')", "process_workers"],
+    ),
+    (
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:",
+        "graph_execution_error",
+        ["Detected at node"],
+        ["run_eagerly=True"],
+    ),
+    (
+        "2020-11-11 10:46:37.467224: E tensorflow/stream_executor/cuda/cuda_driver.cc:314] failed call to cuInit: "
+        "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",
+        "cuda_init_failed",
+        ["CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"],
+        ["NVML sees 1 GPU(s)", "docker run --gpus all"],
+    ),
+    (
+        "2024-05-10 11:33:15.185131: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT Warning: "
+        "Could not find TensorRT",
+        "tensorrt_not_found",
+        ["never need it"],
+        ["nothing to fix for training", "TF_CPP_MIN_LOG_LEVEL=2"],
+    ),
 ]

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli_checks import machine_env
 from tests.conftest import SRC, run_cli
 from tests.explain_cases import CASES
@@ -130,3 +132,69 @@ def test_a_loaders_named_dependency_and_a_failed_download_through_the_cli(tmp_pa
     assert set(found) == {"library_dependency_missing", "download_failed"}
     assert "libcublas.so.11 is the missing one" in found["library_dependency_missing"]["cause"]
     assert f"{tmp_path / 'keras'}/datasets/mnist.npz" in found["download_failed"]["fix"]
+
+
+def _cases_of(log: str) -> dict[str, str]:
+    """Each case's part of the log keras_errors.py printed, by case name."""
+    parts, name, lines = {}, None, []
+    for line in log.splitlines():
+        if line.startswith("=== end "):
+            parts[name] = "\n".join(lines)
+            name, lines = None, []
+        elif line.startswith("=== "):
+            name, lines = line[4:], []
+        elif name is not None:
+            lines.append(line)
+    return parts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_the_errors_keras_users_paste_made_for_real_are_each_explained_with_their_line(tmp_path, fake_gpu, backend):
+    """Issue 78: every mistake tests/fixtures/explain/keras_errors.py makes with the installed Keras on
+    this backend, its traceback as Python printed it, piped to `doctor --explain -`: its own family
+    named with its cause and a fix, and the line of the script the traceback points at (where the
+    error has a traceback); a message that drifts in a new Keras fails here first."""
+    from tests.conftest import FIXTURES
+
+    script = FIXTURES / "explain" / "keras_errors.py"
+    made = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    cases = _cases_of(made.stderr)
+    expected = _expected()
+    assert cases and set(cases) <= set(expected), sorted(cases)
+    env = dict(os.environ, PYTHONPATH=str(SRC), **machine_env(tmp_path, fake_gpu))
+    for name, log in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuscout", "doctor", "--explain", "-", "--json"],
+            input=log,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, (name, done.stderr)
+        found = {e["code"]: e for e in json.loads(done.stdout)["explanations"]}
+        assert expected[name] in found, (name, sorted(found), log[-600:])
+        explained = found[expected[name]]
+        assert explained["cause"] and "<" not in explained["cause"] and explained["fix"], (name, explained)
+        if "Traceback" in log and name not in ("custom_object_unknown", "fork_after_jax"):
+            assert "keras_errors.py:" in explained["fix"], (name, explained["fix"])  # the script's own line
+
+
+def _expected() -> dict[str, str]:
+    import ast
+
+    from tests.conftest import FIXTURES
+
+    # the fixture's table alone, read without running the script (which imports Keras)
+    text = (FIXTURES / "explain" / "keras_errors.py").read_text()
+    start = text.index("EXPECTED = {")
+    table = text[start : text.index("}\n", start) + 1]
+    return ast.literal_eval(table.split("=", 1)[1].strip())

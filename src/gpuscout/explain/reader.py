@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from gpuscout.explain.machine import Context, Machine
@@ -28,6 +29,51 @@ def framework_of(text: str, context: Context, machine: Machine) -> str | None:
     return installed[0] if len(installed) == 1 else None
 
 
+# A traceback's frame, as Python prints it and as IPython does ("Cell In[20], line 1")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)|^\s*Cell In\[(?P<cell>\d+)\], line (?P<cline>\d+)')
+# Frames that are not the user's: installed packages, Python itself, gpuscout's instrumentation
+_NOT_USERS = re.compile(r"[/\\](?:site|dist)-packages[/\\]|^<frozen|[/\\]lib[/\\]python3\.\d+[/\\]|[/\\]gpuscout[/\\]")
+# A warning as Python's warnings module prints it: its own file and line are where it was raised,
+# and it has no traceback (the frames around it are another error's)
+_WARNING = re.compile(r"^(?P<file>\S+?):(?P<line>\d+): \w*Warning: ")
+# Terminal colours some messages carry (Keras 3 prints an exception's detail in bold)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# How far a traceback's frames are looked for around the error line (a Graph execution error lists
+# its frames after the message; tracebacks of a few dozen frames are common)
+SITE_LINES = 120
+
+
+def user_site(lines: list[str], index: int) -> str | None:
+    """The user's own code the traceback of the error on line `index` points at: the last frame of a
+    file outside the installed packages before it (else the first after it, for a TensorFlow
+    graph's 'defined at' list), as "train.py:46 (`model.fit(x, y)`)"."""
+    warned = _WARNING.match(lines[index].strip())
+    if warned:  # no traceback: the line is the warning's own place, where that is the user's code
+        file = warned.group("file")
+        return None if _NOT_USERS.search(file) else f"{os.path.basename(file)}:{warned.group('line')}"
+    before = range(index - 1, max(-1, index - SITE_LINES), -1)
+    after = range(index + 1, min(len(lines), index + SITE_LINES))
+    for indices in (before, after):
+        for i in indices:
+            if lines[i].startswith("Traceback (most recent call last)"):
+                break  # another traceback's frames, before or after this one
+            match = _FRAME.match(lines[i])
+            if match is None:
+                continue
+            file = match.group("file")
+            if file is not None and _NOT_USERS.search(file):
+                continue
+            where = (
+                f"{os.path.basename(file)}:{match.group('line')}"
+                if file
+                else (f"cell {match.group('cell')}, line {match.group('cline')}")
+            )
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            shown = code if code and not _FRAME.match(lines[i + 1]) and not code.startswith("^") else ""
+            return f"{where} (`{shown[:80]}`)" if shown else where
+    return None
+
+
 def _evidence(line: str, match: re.Match) -> str:
     line = line.strip()
     if len(line) <= EVIDENCE_CHARS:
@@ -41,7 +87,9 @@ def explain(text: str, machine: Machine, context: Context | None = None) -> list
     that follow from a root found in the same text (`echo_of`)."""
     context = context or Context()
     framework = framework_of(text, context, machine)
-    lines = [line[:MAX_LINE_CHARS] for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    lines = [
+        _ANSI.sub("", line[:MAX_LINE_CHARS]) for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    ]
     found: dict[str, tuple[int, re.Match, str, int]] = {}  # code -> (line index, match, line, occurrences)
     classes = failure_classes()
     for index, line in enumerate(lines):
@@ -60,6 +108,9 @@ def explain(text: str, machine: Machine, context: Context | None = None) -> list
             continue
         index, match, line, count = found[failure.code]
         facts = {k: v for k, v in match.groupdict().items() if v is not None}
+        site = user_site(lines, index)
+        if site:
+            facts["site"] = site
         root = next((code for code in failure.echo_of if code in found), None)
         fix = (
             f"follows from {root} (line {found[root][0] + 1}): its fix applies"

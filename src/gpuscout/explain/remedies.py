@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from gpuscout.explain import script_remedies
 from gpuscout.explain.machine import Context, Framework, Machine
 from gpuscout.explain.memory_remedies import out_of_memory
 
@@ -294,5 +295,6 @@ FIXERS: dict[str, Callable[[dict, Machine, Context, str | None], str]] = {
         nccl_cuda,
         download_by_hand,
         xla_flag_unknown,
+        *script_remedies.FIXERS,  # the script's own mistakes (issue 78)
     )
 }
