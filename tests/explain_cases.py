@@ -290,4 +290,26 @@ CASES = [
         ["never need it"],
         ["nothing to fix for training", "TF_CPP_MIN_LOG_LEVEL=2"],
     ),
+    (
+        "Detected unsupported operations when trying to compile graph __inference_one_step_on_data_527[] on "
+        "XLA_CPU_JIT: PyFunc (No registered 'PyFunc' OpKernel for XLA_CPU_JIT devices compatible with node "
+        "{{node sequential_1/numpy_1/PyFunc}}){{node sequential_1/numpy_1/PyFunc}}",
+        "xla_unsupported_op",
+        ["holds PyFunc", "on the CPU"],
+        ["jit_compile=False", "dataset.map"],
+    ),
+    (
+        "/x/keras/src/trainers/data_adapters/py_dataset_adapter.py:121: UserWarning: Your `PyDataset` class should "
+        "call `super().__init__(**kwargs)` in its constructor. `**kwargs` can include `workers`, "
+        "`use_multiprocessing`, `max_queue_size`. Do not pass these arguments to `fit()`, as they will be ignored.",
+        "pydataset_super_not_called",
+        ["one thread"],
+        ["super().__init__(**kwargs)", "fit(workers=...) does nothing"],
+    ),
+    (
+        "ValueError: None values not supported.",
+        "labels_missing",
+        ["the labels"],
+        ["(inputs, labels)"],
+    ),
 ]

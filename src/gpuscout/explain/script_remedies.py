@@ -233,6 +233,31 @@ def graph_execution_error(facts: dict, machine: Machine, context: Context, name:
     )
 
 
+def xla_unsupported_op(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    op = facts.get("op", "the op")
+    return (
+        f"{at_site(facts)}compile without XLA (model.compile(..., jit_compile=False), or 'auto', Keras' default, "
+        f"which turns it off where it cannot compile), or write what {op} does with TensorFlow or keras.ops "
+        "operations; a Python function belongs in the input pipeline (dataset.map), not the model"
+    )
+
+
+def pydataset_super_not_called(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    return (
+        "begin the PyDataset's __init__ with super().__init__(**kwargs) and give it workers=N (threads; "
+        "use_multiprocessing=True for processes, not under jax) and max_queue_size there: fit(workers=...) "
+        "does nothing in Keras 3"
+    )
+
+
+def labels_missing(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
+    return (
+        f"{at_site(facts)}make the input yield (inputs, labels): a PyDataset's __getitem__ and a generator "
+        "return a tuple x, y (and a weight); a dataset of inputs alone trains only a model compiled without "
+        "a loss, or one whose train_step computes it"
+    )
+
+
 def cuda_init_failed(facts: dict, machine: Machine, context: Context, name: str | None) -> str:
     seen = machine.env.get("CUDA_VISIBLE_DEVICES")
     visible = f"CUDA_VISIBLE_DEVICES is {seen!r} here: unset it or name a GPU that exists; " if seen is not None else ""
@@ -269,6 +294,9 @@ FIXERS = (
     jax_tracer_value,
     fork_after_jax,
     graph_execution_error,
+    xla_unsupported_op,
+    pydataset_super_not_called,
+    labels_missing,
     cuda_init_failed,
     tensorrt_not_found,
 )
