@@ -80,7 +80,10 @@ def test_recommend_ranks_with_reasons_as_json(tmp_path):
             "no GPU in the catalog trains decoder 70B",
         ),
         (("--params", "1B", "--deadline", "12h"), "--deadline needs the job's size"),
-        (("--workload", "mlp", "--deadline", "soon", "--dataset-size", "10"), "--deadline must be a positive duration"),
+        (
+            ("--workload", "mlp", "--deadline", "soon", "--dataset-size", "10"),
+            "--deadline must be a duration like 20s, 6m, 1.5h or 3d",
+        ),
         (("--workload", "mlp", "--scenario", "cloud"), "unknown --scenario 'cloud'"),
     ],
 )

@@ -85,7 +85,7 @@ def test_every_format_with_its_accuracy_and_a_load_test(store_path):
     "args, message",
     [
         (["--batch-sizes", "0,8"], "positive batch sizes"),
-        (["--format", "tflite"], "unknown --model-format 'tflite'"),
+        (["--model-format", "tflite"], "unknown --model-format 'tflite'"),
         (["--model-format", "saved_model", "--precision", "mixed_bfloat16"], "exports the fp32 model"),
         (["--suite", "quick"], "--mode inference takes --batch-sizes"),
         (["--litert-variants", "int4", "--model-format", "litert"], "unknown LiteRT variant 'int4'"),

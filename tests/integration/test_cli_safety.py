@@ -154,14 +154,11 @@ def test_bad_numbers_files_ids_and_grids_are_one_line_and_change_nothing(stored_
         "space:\n" + "".join(f"  {axis}: {list(range(1000))}\n" for axis in "abcd")
     )
     cases = [
-        (
-            ("bench", "mlp", "--cpu", "--timeout", "nan"),
-            "--timeout takes a finite number from 0 to 9,007,199,254,740,992, got nan",
-        ),
+        (("bench", "mlp", "--cpu", "--timeout", "nan"), "--timeout must be a duration like 20s, 6m, 1.5h or 3d"),
         (("bench", "mlp", "--cpu", "--window-seconds", "inf"), "--window-seconds takes a finite number"),
         (
             ("tune", "mlp", "--cpu", "--budget-minutes", "-3"),
-            "--budget-minutes takes a finite number from 0 to 9,007,199,254,740,992, got -3.0",
+            "--budget-minutes must be a duration like 20s, 6m, 1.5h or 3d (a bare number is minutes), got '-3'",
         ),
         (("recommend", "--workload", "resnet50", "--epochs", "nan"), "--epochs takes a finite number"),
         (("recommend", "--workload", "resnet50", "--epochs", "1e308"), "--epochs takes a finite number from 0 to"),

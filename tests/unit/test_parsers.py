@@ -10,6 +10,7 @@ import math
 import os
 import string
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -398,3 +399,56 @@ def test_an_unknown_field_is_refused_before_the_records_values_and_quoted_cut():
         assert "windows.0.steps" in str(exc) and len(str(exc)) < 250, exc
     else:
         raise AssertionError("a list where a count is due was imported")
+
+
+def test_one_grammar_for_durations_with_each_options_bare_unit():
+    """Issue 78: 20s, 6m, 1.5h, 3d and sums of them on every option; a bare number in the unit the option
+    was documented in (so an old command line means what it meant), worked by hand."""
+    from gpuscout.core import durations
+
+    for text, bare, seconds in (
+        ("20s", "s", 20),
+        ("6m", "s", 360),
+        ("1.5h", "m", 5400),
+        ("3d", "h", 259200),
+        ("1h30m", "s", 5400),
+        ("1d12h", "h", 129600),
+        ("90", "s", 90),
+        ("90", "m", 5400),
+        ("12", "h", 43200),
+        (".5m", "s", 30),
+        (1800.0, "s", 1800),
+    ):
+        assert durations.seconds(text, "--x", bare=bare) == seconds, text
+    for bad in ("", "0", "0s", "5x", "-3", "1.5.2h", "m", "3 d h", True, "inf", "nan"):
+        try:
+            durations.seconds(bad, "--x")
+        except UsageError as exc:
+            assert str(exc).startswith("--x must be"), exc
+        else:
+            raise AssertionError(f"{bad!r} was taken")
+    try:
+        durations.seconds("11000d", "--x")
+    except UsageError as exc:
+        assert "is more than 3650d" in str(exc)
+    assert [durations.spoken(s) for s in (1800, 5400, 360, 45, 900, 259200)] == [
+        "30m",
+        "1.5h",
+        "6m",
+        "45s",
+        "15m",
+        "3d",
+    ]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.decimals(0, 999, places=2), st.sampled_from("smhd")), min_size=1, max_size=4))
+def test_a_duration_is_the_sum_of_its_parts(parts):
+    from gpuscout.core import durations
+
+    text = "".join(f"{number}{unit}" for number, unit in parts)
+    total = sum(float(number) * durations.UNITS[unit] for number, unit in parts)
+    try:
+        assert durations.seconds(text, "--x") == pytest.approx(total)
+    except UsageError:
+        assert total <= 0 or total > durations.MOST_S

@@ -245,3 +245,15 @@ def test_a_dry_runs_first_tpe_proposals_are_the_ones_the_sweep_starts_with(tmp_p
         )
         == 2
     )  # never more than the sweep's trials
+
+
+def test_a_trials_timeout_takes_the_duration_grammar_and_a_bare_number_stays_seconds():
+    """Issue 78: `timeout_s: 30m` in a sweep file is 1800 seconds, as --timeout 30m is; 3600 stays 3600;
+    a malformed duration is refused naming the field."""
+    from pydantic import ValidationError
+
+    assert sweep(timeout_s="30m").timeout_s == 1800
+    assert sweep(timeout_s="1h30m").timeout_s == 5400
+    assert sweep(timeout_s=3600).timeout_s == 3600
+    with pytest.raises(ValidationError, match="timeout_s must be a duration like 20s, 6m, 1.5h or 3d"):
+        sweep(timeout_s="half an hour")

@@ -23,6 +23,7 @@ from gpuscout.cli.options import (
     protocol_options,
     renamed,
 )
+from gpuscout.core import durations
 from gpuscout.core.errors import RunError, UsageError, parse_names
 from gpuscout.core.spec import PROTOCOL
 from gpuscout.measure import engine, plans
@@ -142,9 +143,13 @@ class RunConfig:
     ] = "synthetic"
     pipeline_cost: Annotated[int, typer.Option(help="pipeline mode: augmentation passes per sample (host cost).")] = 1
     repeats: Annotated[int, typer.Option(help="Independent runs (fresh processes) of each workload.")] = 1
-    timeout: Annotated[float, typer.Option(help="Seconds before a run is killed and recorded as timeout.")] = (
-        engine.DEFAULT_TIMEOUT_S
-    )
+    timeout: Annotated[
+        str,
+        typer.Option(
+            metavar="DURATION",
+            help="How long a run may take before it is killed and recorded as timeout (bare: seconds).",
+        ),
+    ] = durations.spoken(engine.DEFAULT_TIMEOUT_S)
     telemetry: Annotated[
         bool, typer.Option("--telemetry/--no-telemetry", help="Sample GPU telemetry (NVML) during runs.")
     ] = True

@@ -20,6 +20,7 @@ import typer
 
 from gpuscout.catalog.pricing import DEFAULT_AMORTISE_YEARS, DEFAULT_USD_PER_KWH, PricingOptions
 from gpuscout.comparison import Filters
+from gpuscout.core import durations
 from gpuscout.core.errors import UsageError, parse_whole_numbers
 from gpuscout.core.spec import Protocol
 from gpuscout.measure import engine, rules
@@ -225,10 +226,12 @@ class Pricing:
         return PricingOptions(self.price, self.provider, self.owned, self.amortise_years, kwh).check()
 
 
-def measure_options(timeout: float, telemetry: bool, pricing: Pricing | None = None) -> engine.MeasureOptions:
-    rules.above_zero("--timeout", timeout, " seconds")
+def measure_options(timeout: str, telemetry: bool, pricing: Pricing | None = None) -> engine.MeasureOptions:
+    """The engine's options: --timeout (a duration, bare seconds: core/durations.py), telemetry, pricing."""
     return engine.MeasureOptions(
-        timeout_s=timeout, telemetry=telemetry, pricing=pricing.options() if pricing else PricingOptions()
+        timeout_s=durations.seconds(timeout, "--timeout"),
+        telemetry=telemetry,
+        pricing=pricing.options() if pricing else PricingOptions(),
     )
 
 

@@ -27,6 +27,7 @@ from gpuscout.cli.options import (
     renamed,
 )
 from gpuscout.cli.session_report import save_and_show
+from gpuscout.core import durations
 from gpuscout.core.errors import UsageError, parse_positive_ints
 from gpuscout.core.spec import PROTOCOL, BatchNormStats
 from gpuscout.report.progress import run_bars
@@ -140,8 +141,13 @@ class ScaleConfig:
         ),
     ] = False
     timeout: Annotated[
-        float, typer.Option(help="Seconds before a run (a hung collective) is killed and recorded as timeout.")
-    ] = scale_lib.DEFAULT_TIMEOUT_S
+        str,
+        typer.Option(
+            metavar="DURATION",
+            help="How long a run (a hung collective) may take before it is killed and recorded as timeout (bare: "
+            "seconds).",
+        ),
+    ] = durations.spoken(scale_lib.DEFAULT_TIMEOUT_S)
     fit_check: Annotated[
         bool, typer.Option("--fit-check/--no-fit-check", help="Refuse per-GPU batches clearly over the GPU's memory.")
     ] = True

@@ -25,7 +25,7 @@ from gpuscout.cli.options import (
     renamed,
 )
 from gpuscout.cli.session_report import save_and_show
-from gpuscout.core import outputs
+from gpuscout.core import durations, outputs
 from gpuscout.core.errors import UsageError, parse_names
 from gpuscout.measure import engine
 from gpuscout.report import terminal
@@ -37,6 +37,8 @@ from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
 from gpuscout.tracking import sending as tracking
 from gpuscout.tune.changes import CHANGES
+from gpuscout.tune.runs import SCRIPT_BUDGET_S
+from gpuscout.tune.workload_tune import WORKLOAD_BUDGET_S
 
 if TYPE_CHECKING:  # imported where they run: planning a session loads none of their frameworks
     from gpuscout.measure.command import Command
@@ -98,15 +100,17 @@ class TuneConfig:
     backend: Annotated[str, typer.Option(help="auto | tensorflow | jax.")] = "auto"
     parts: Annotated[str, typer.Option(help="Which parts to run: ablation, batch, input.")] = ",".join(tune_lib.PARTS)
     budget_minutes: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--budget-minutes",
-            help="The session's time in minutes; the search stops before overrunning it [default: 30 for a "
-            "workload, 6 for a command].",
+            metavar="DURATION",
+            help=f"The session's time (20m, 1.5h; a bare number is minutes); the search stops before overrunning "
+            f"it [default: {durations.spoken(WORKLOAD_BUDGET_S)} for a workload, {durations.spoken(SCRIPT_BUDGET_S)} "
+            "for a command].",
         ),
     ] = None
     # its old name: --budget was minutes here and dollars in recommend (issue 62, one vocabulary)
-    budget: Annotated[float | None, typer.Option("--budget", hidden=True, help="Now --budget-minutes.")] = None
+    budget: Annotated[str | None, typer.Option("--budget", hidden=True, help="Now --budget-minutes.")] = None
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", "-b", help="The batch of the ablation [default: the workload's].")
     ] = None
@@ -117,7 +121,9 @@ class TuneConfig:
         str | None, typer.Option(help="Your tf.data pipeline: file.py:make_dataset (returns a batched Dataset).")
     ] = None
     pipeline_cost: Annotated[int, typer.Option(help="Augmentation passes per sample of the built-in pipeline.")] = 1
-    timeout: Annotated[float, typer.Option(help="Seconds before one run is killed.")] = engine.DEFAULT_TIMEOUT_S
+    timeout: Annotated[
+        str, typer.Option(metavar="DURATION", help="How long one run may take before it is killed (bare: seconds).")
+    ] = durations.spoken(engine.DEFAULT_TIMEOUT_S)
     steps: Annotated[
         int | None,
         typer.Option(
@@ -147,6 +153,11 @@ class TuneConfig:
         ),
     ] = False
 
+    def budget_s(self, default_s: float) -> float:
+        """The session's budget in seconds: --budget-minutes (or its old name, said), else `default_s`."""
+        given = renamed("--budget", "--budget-minutes", self.budget, self.budget_minutes)
+        return default_s if given is None else durations.seconds(given, "--budget-minutes", bare="m")
+
 
 TuneProtocol = protocol_options(tune_lib.TUNE_PROTOCOL)
 
@@ -160,7 +171,6 @@ def tune(
     store_path: StorePath = None,
     as_json: AsJson = False,
 ) -> None:
-    config.budget_minutes = renamed("--budget", "--budget-minutes", config.budget, config.budget_minutes)
     target = track.target(store_path)
     if _command_given() or (config.target and config.target[0].endswith(".ipynb")):
         return tune_command(config, store_path, as_json, target)  # a notebook file is a command of its own
@@ -180,7 +190,7 @@ def tune(
     options = tune_lib.TuneOptions(
         backend=config.backend,
         parts=parse_names(config.parts, "--parts", "ablation,batch"),
-        budget_s=(30.0 if config.budget_minutes is None else config.budget_minutes) * 60,
+        budget_s=config.budget_s(WORKLOAD_BUDGET_S),
         protocol=protocol.settings(),
         device=device.choice(),
         measure=measure_options(config.timeout, telemetry=True),
@@ -225,7 +235,7 @@ def script_request(config: TuneConfig, store_path: Path | None) -> ScriptRequest
     from gpuscout.tune import runs, script
 
     rules.at_least("--steps", config.steps, 1)
-    minutes = 6.0 if config.budget_minutes is None else config.budget_minutes
+    minutes = config.budget_s(SCRIPT_BUDGET_S) / 60
     if minutes < 1:
         raise UsageError(f"--budget-minutes {minutes:g} is too small for the baseline and one change: give 1 or more")
     if (
@@ -246,7 +256,12 @@ def script_request(config: TuneConfig, store_path: Path | None) -> ScriptRequest
     patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")
     options = runs.ScriptOptions(
-        steps=config.steps, budget_s=minutes * 60, only=only, skip=skip, patch=patch.given if patch else None
+        steps=config.steps,
+        budget_s=minutes * 60,
+        only=only,
+        skip=skip,
+        patch=patch.given if patch else None,
+        timeout_s=durations.seconds(config.timeout, "--timeout"),
     )
     baseline = _stored_baseline(resolved.given, store_path)
     least = runs.least_budget_s(baseline.duration_s) if baseline is not None else None

@@ -201,8 +201,8 @@ def loads_json(text_: str, origin: str, what: str, *, readings: bool = False) ->
         # no scan before parsing: json's C parser stops a nesting past Python's recursion limit
         # (RecursionError, a line), and bounded() refuses one past MAX_DEPTH
         value = parse(text_)
-    except RecursionError:
-        raise UsageError(f"{origin} nests too deeply to read: not {what}") from None
+    except RecursionError:  # past Python's recursion limit, so past MAX_DEPTH too: said as bounded() says it
+        raise UsageError(f"{origin} nests deeper than {MAX_DEPTH} levels: not {what}") from None
     except Unbounded as exc:
         raise UsageError(f"{origin}: {exc}: not {what}") from None
     return bounded(value, origin, what, readings=readings)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuscout.core import backends
+from gpuscout.core import backends, durations
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import BF16_COMPUTE_CAPABILITY, Backend, Distribution, Precision
 from gpuscout.telemetry.nvml import Nvml
@@ -90,20 +90,10 @@ def above_zero(option: str, value: float | None, unit: str = "") -> None:
         raise UsageError(f"{option} must be > 0{unit}, got {value:g}")
 
 
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
-
-
 def duration_s(option: str, text: str | None) -> float | None:
-    """'90', '90s', '10m', '1h30m' as seconds (> 0); None stays None."""
-    if text is None:
-        return None
-    match = _DURATION.fullmatch(text.strip().lower())
-    if not text.strip() or not match or not any(match.groups()):
-        raise UsageError(f"{option} must be a duration like 90s, 10m or 1h30m, got {text!r}")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    total = 3600 * hours + 60 * minutes + seconds
-    above_zero(option, total, " seconds")
-    return total
+    """A duration option (core/durations.py: '90', '90s', '10m', '1h30m'; bare seconds) as seconds;
+    None stays None."""
+    return None if text is None else durations.seconds(text, option)
 
 
 # No step count past 2^53 (every integer below it is exact as a float: cli's MAX_OPTION)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpuscout.analysis import device_causes
 from gpuscout.analysis import watch as analysis
-from gpuscout.core import outputs, signals, tune_settings, watch_events
+from gpuscout.core import durations, outputs, signals, tune_settings, watch_events
 from gpuscout.core.errors import UsageError
 from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
@@ -57,6 +57,9 @@ LIMIT_GRACE_S = 30.0
 STOP_GRACE_S = 10.0
 TAIL_BYTES = 8000
 
+# How a run the watchdog ended begins its note (tune reads it: a baseline that never ended is no baseline)
+TIMED_OUT = "killed after"
+
 
 @dataclass(frozen=True)
 class WatchOptions:
@@ -84,6 +87,8 @@ class WatchOptions:
     tell_augmentation: bool = False
     # the name the run is listed and compared by (--label; the notebook magic's too) [default: the script's]
     label: str | None = None
+    # a run that takes longer is killed, its whole process group, and recorded failed with why (tune's --timeout)
+    timeout_s: float | None = None
 
     def settings(self, trace_dir: Path | None) -> dict[str, str]:
         """The instrumentation's environment (read by gpuscout.child.watch_hook)."""
@@ -212,7 +217,7 @@ def watch_command(
             finished = process.run(
                 command.argv,
                 env=env,
-                timeout_s=None,
+                timeout_s=options.timeout_s,
                 stdout=view.stdout(),
                 stderr=tail,
                 on_event=on_event,
@@ -224,11 +229,12 @@ def watch_command(
                 last_events=(EXITING_EVENT,),
             )
             returncode, duration_s, interrupted = finished.returncode, finished.duration_s, finished.interrupted
-            lingered = finished.lingered
+            lingered, timed_out = finished.lingered, finished.timed_out
         except OSError as exc:
             raise UsageError(f"cannot start {command.argv[0]!r}: {exc.strerror or exc}") from None
         except KeyboardInterrupt:  # a second Ctrl-C: the command was stopped at once
             returncode, duration_s, interrupted, lingered = None, time.monotonic() - limits.started, True, False
+            timed_out = False
         finally:
             ended_monotonic_s = time.monotonic()
             cancel.set()  # ends the limits thread
@@ -239,12 +245,16 @@ def watch_command(
             devices, note = trace_kernels.read(Path(event.dir), event.last_step - event.first_step + 1)
             seen[i] = dataclasses.replace(event, devices=devices, kernels_note=note)
     notes = [attribution.note] if attribution and attribution.note else []
+    if timed_out:  # the watchdog, not the script: said, and the run is a failed one
+        notes.append(f"{TIMED_OUT} {durations.spoken(options.timeout_s or 0)} (--timeout): it had not ended")
     if lingered:  # all its code had run, then its interpreter did not exit: gpuscout stopped it
         returncode, note = after_lingering(seen)
         notes.append(note)
     status = (
         "interrupted"
         if interrupted
+        else "failed"
+        if timed_out
         else "stopped"
         if limits.reached
         else "ok"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from gpuscout import workloads
 from gpuscout.analysis import scaling
 from gpuscout.catalog import predict
+from gpuscout.core import durations
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
 from gpuscout.recommend.measured import MeasuredRun
@@ -97,14 +98,8 @@ MAX_DEADLINE_H = 10 * 365 * 24
 
 
 def parse_duration_h(text: str) -> float:
-    """'12h', '90m', '2d', '3600s' (hours without a unit) -> hours."""
-    match = re.fullmatch(rf"\s*({DECIMAL})\s*([smhd]?)\s*", text)
-    if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"--deadline must be a positive duration like 12h, 90m or 2d, got {text[:40]!r}")
-    hours = float(match.group(1)) * {"s": 1 / 3600, "m": 1 / 60, "h": 1, "": 1, "d": 24}[match.group(2)]
-    if hours > MAX_DEADLINE_H:
-        raise UsageError(f"--deadline {text[:40]} is more than ten years: give one like 12h, 90m or 2d")
-    return hours
+    """'12h', '90m', '2d', '3600s', '1d12h' (hours without a unit, core/durations.py) -> hours."""
+    return durations.seconds(text, "--deadline", bare="h", most_s=MAX_DEADLINE_H * 3600) / 3600
 
 
 def is_half(precision: Precision) -> bool:

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuscout.core import inputs
+from gpuscout.core import durations, inputs
 from gpuscout.core.errors import UsageError
 
 # What a workload sweep may vary or fix: `gpuscout bench` options, by their names in BenchOptions
@@ -169,7 +169,9 @@ class SweepFile(BaseModel):
     space: dict[str, Any] = Field(min_length=1)
     strategy: Strategy = Strategy()
     early_stop: EarlyStop | None = None
-    timeout_s: float = Field(default=3600.0, gt=0, le=365 * 86400)  # a year: past it no timeout means anything
+    # a trial's time limit: a duration (30m, 1.5h: core/durations.py) or a bare number of seconds; a year at
+    # most: past it no timeout means anything
+    timeout_s: float = Field(default=3600.0, gt=0, le=365 * 86400)
     retries: int = Field(default=0, ge=0, le=100)
     trials_per_gpu: int = Field(default=1, ge=1, le=64)
     max_consecutive_failures: int = Field(default=5, ge=1, le=1_000_000)
@@ -183,6 +185,17 @@ class SweepFile(BaseModel):
     # the script's frameworks (executor/warm.py), instead of a new interpreter importing them again:
     # seconds a trial, which a pruned trial paid before it trained. False: each its own interpreter.
     warm_start: bool = True
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        """`timeout_s: 30m` as 1800 seconds, the grammar of every duration option; a number stays one."""
+        if isinstance(value, str):
+            try:
+                return durations.seconds(value, "timeout_s")
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("name")
     @classmethod

@@ -28,6 +28,10 @@ PARTS = ("ablation", "batch", "input")
 TUNE_PROTOCOL = Protocol(warmup_steps=5, windows=3, window_steps=5, window_seconds=1.0)
 
 
+# `tune WORKLOAD`'s session when no --budget-minutes is given
+WORKLOAD_BUDGET_S = 30 * 60
+
+
 @dataclass
 class TuneOptions(RunRequest):
     """What `gpuscout tune --workload` was asked (the run's common part: measure/request.py; the
@@ -36,7 +40,7 @@ class TuneOptions(RunRequest):
     protocol: Protocol = TUNE_PROTOCOL
     fit_check: bool = False  # the batch search finds what fits by running it
     parts: tuple[str, ...] = PARTS
-    budget_s: float = 30 * 60
+    budget_s: float = WORKLOAD_BUDGET_S
     device: rules.DeviceChoice = field(default_factory=rules.DeviceChoice)
     max_batch: int | None = None
     pipeline: str | None = None  # the user's file.py:make_dataset
