@@ -171,3 +171,27 @@ def test_a_command_killed_with_9_ends_its_guard_the_same_way_without_a_traceback
     written = json.loads(status.read_text())
     assert finished.returncode == -signal.SIGKILL and (written["returncode"], written["warm"]) == (-9, False)
     assert "Traceback" not in err.read_text()
+
+
+def test_the_guard_tells_a_process_ending_on_a_cpu_from_one_asleep_in_its_work():
+    """executor/guard.py's grace when its parent dies: a process running (finishing its last act) is
+    given up to ENDING_MOST_S, one asleep is killed at ENDING_S: /proc's state says which."""
+    import subprocess
+    import sys
+
+    from gpuscout.executor import guard
+
+    asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while guard.on_a_cpu(asleep.pid) or not guard.on_a_cpu(busy.pid):  # both past their start
+            assert time.monotonic() < deadline, "the two processes never settled"
+            time.sleep(0.05)
+        assert not guard.on_a_cpu(asleep.pid) and guard.on_a_cpu(busy.pid)
+        assert not guard.on_a_cpu(2**22 + 17)  # no such process: not on a CPU
+        assert guard.ENDING_S < guard.ENDING_MOST_S <= 3.0  # bounded: no child outlives gpuscout for long
+    finally:
+        for process in (asleep, busy):
+            process.kill()
+            process.wait()
