@@ -311,7 +311,7 @@ def test_pid_attaches_to_a_running_process_through_nvml(store_path, fake_gpu):
         ([], "no command to watch"),
         (["--", "no-such-program-xyz"], "command not found: 'no-such-program-xyz'"),
         (["--steps", "0", "--", "true"], "--steps must be >= 1, got 0"),
-        (["--duration", "10x", "--", "true"], "--duration must be a duration like 90s"),
+        (["--duration", "10x", "--", "true"], "--duration must be a duration like 20s, 6m, 1.5h or 3d"),
         (["--trace-steps", "9:3", "--", "true"], "--trace-steps must be FIRST:LAST"),
         (["--pid", "1", "--", "true"], "--pid watches a process already running"),
         (["--pid", "999999999"], "--pid 999999999: no such process"),

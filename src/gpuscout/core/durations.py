@@ -31,7 +31,7 @@ def seconds(value: str | float | int, what: str, bare: str = "s", most_s: float 
     parts = _ONE.findall(compact) or [(compact, bare)]
     total = sum(float(number) * UNITS[unit] for number, unit in parts)
     if total <= 0:
-        raise UsageError(f"{what} must be longer than nothing, got {text[:40]!r}")
+        raise UsageError(f"{what} must be > 0, got {text[:40]!r}")
     if not math.isfinite(total) or total > most_s:
         raise UsageError(f"{what} {text[:40]} is more than {spoken(most_s)}: give one like 20s, 6m, 1.5h or 3d")
     return total
