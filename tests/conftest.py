@@ -104,7 +104,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """Run the real `gpuscout` CLI in a fresh interpreter, as a user would (in `cwd` when given)."""
     full_env = dict(
-        os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)
+        os.environ, COLUMNS="", PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)
     )
     full_env.pop("GPUSCOUT_FAKE_NVML", None)
     full_env.pop("GPUSCOUT_WORKER", None)

@@ -3,7 +3,6 @@ HTML report in a real headless browser."""
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -13,6 +12,7 @@ import jsonschema
 import pytest
 
 from gpuscout.store import Store
+from tests.cli_checks import BROWSER_FLAGS, browser, opened_in_browser
 from tests.conftest import FIXTURES, run_cli
 
 RESULTS = FIXTURES / "results"
@@ -253,58 +253,25 @@ def test_the_markdown_report_writes_its_plots_beside_it(store, tmp_path):
     assert all(f"report_files/{p.name}" in text for p in pngs) and "| a100bf16b256 |" in text
 
 
-def _browser():
-    return next((p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None)
-
-
 def test_the_report_renders_in_a_headless_browser_without_errors(store, tmp_path):
-    browser = _browser()
-    if browser is None:
-        if os.environ.get("GPUSCOUT_SKIP_BROWSER") == "1":
-            pytest.skip("GPUSCOUT_SKIP_BROWSER=1 and no Chromium")
-        pytest.fail("no Chromium: run `python3 scripts/ensure_browser.py` (the README's test command does)")
     out = tmp_path / "report.html"
     assert run_cli("report", "--out", str(out), "--store", str(store)).returncode == 0
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=5000",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run(
-        [browser, *flags, "--window-size=1280,4000", "--dump-dom", out.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    expected = re.search(r'data-plots-expected="(\d+)"', dom.stdout)
-    rendered = re.search(r'data-plots-rendered="(\d+)"', dom.stdout)
-    assert expected and rendered, "the report's self-check did not run"
-    assert int(expected.group(1)) == 6 and rendered.group(1) == expected.group(1)
-    assert re.search(r'<pre id="js-errors"></pre>', dom.stdout), "a script error was caught on the page"
-    # at 1280 px: no horizontal scroll, no label on top of another, no tick label twice in a plot
-    layout = re.search(r'<pre id="layout" hidden="">(.*?)</pre>', dom.stdout, re.S)
-    for check in ("horizontal-scroll", "label-overlaps", "repeated-ticks"):
-        found = re.search(rf'data-{check}="(\d+)"', dom.stdout)
-        assert found and found.group(1) == "0", (check, layout and layout.group(1)[:2000])
-    assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror", dom.stderr)
+    plots, _ = opened_in_browser(out, tmp_path / "profile")
+    assert plots == 6
     shot = tmp_path / "report.png"
     subprocess.run(
-        [browser, *flags, "--window-size=1300,4000", f"--screenshot={shot}", out.as_uri()],
+        [browser(), *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1300,4000",
+         f"--screenshot={shot}", out.as_uri()],
         capture_output=True,
         timeout=120,
-    )
+    )  # fmt: skip
     assert shot.exists() and shot.stat().st_size > 50_000  # a rendered page, not a blank one
 
 
-def test_every_verbs_tables_in_a_log_keep_each_row_on_one_line(store):
-    """COLUMNS=80 and a pipe (what `gpuscout ... | tee log` gets): tables are laid out for a log, one
-    line per row, so no number is split across lines."""
+def test_every_verbs_tables_in_a_log_keep_each_row_on_one_line_and_a_set_columns_is_honoured(store):
+    """A pipe with no COLUMNS (what `gpuscout ... | tee log` gets from a shell, which does not export
+    it): tables are laid out for a log, one line per row. `COLUMNS=80 gpuscout ... | less` asks for
+    80 columns (issue 78): no line past 80, and every number of the log's rows still whole on one."""
     first = json.loads(run_cli("results", "list", "--json", "--store", str(store)).stdout)["runs"][0]["id"]
     for args in (
         ["catalog"],
@@ -313,13 +280,18 @@ def test_every_verbs_tables_in_a_log_keep_each_row_on_one_line(store):
         ["results", "show", first],
         ["compare", "--by", "gpu"],
         ["bench", "--list"],
+        ["doctor"],
     ):
-        proc = (
-            run_cli(*args, "--store", str(store), env={"COLUMNS": "80"})
-            if args[0] != "catalog"
-            else run_cli(*args, env={"COLUMNS": "80"})
-        )
-        assert proc.returncode == 0, (args, proc.stderr[-2000:])
-        rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
+        where = ["--store", str(store)] if args[0] not in ("catalog", "doctor") else []
+        log, narrow = (run_cli(*args, *where, env={"COLUMNS": columns}) for columns in ("", "80"))
+        assert log.returncode == 0 and narrow.returncode == 0, (args, log.stderr[-2000:], narrow.stderr[-2000:])
+        rows = [line for line in log.stdout.splitlines() if line.startswith("│")]
         continued = [line for line in rows if not line.split("│")[1].strip()]
         assert not continued, (args, continued[:3])
+        wide = [line for line in narrow.stdout.splitlines() if len(line) > 80]
+        assert not wide, (args, wide[:3])
+        # each row is still there, every word of its first cell whole (wrapped between words, never
+        # inside one: tests/unit/test_terminal.py holds every number so at any width)
+        words = {word for line in rows for word in line.split("│")[1].split()}
+        shown = set(re.split(r"[\s│┃:]+", narrow.stdout))
+        assert words <= shown, (args, sorted(words - shown)[:5])

@@ -31,7 +31,7 @@ def gpuscout(*args: str, env: dict, log: Path) -> subprocess.Popen:
 
 
 def base_env(tmp_path: Path, **extra) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200", GPUSCOUT_STORE=str(tmp_path / "s.sqlite"), **extra)
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="", GPUSCOUT_STORE=str(tmp_path / "s.sqlite"), **extra)
     env.pop("GPUSCOUT_FAKE_NVML", None)
     return env
 

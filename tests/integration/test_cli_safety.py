@@ -69,7 +69,7 @@ def test_outputs_never_overwrite_the_store_or_a_file_gpuscout_did_not_write(stor
 
 def _watch_in_background(store: Path, ignore_sigint: bool) -> subprocess.Popen:
     """gpuscout watch of an endless loop, started as a shell's background job would be."""
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="")
     return subprocess.Popen(
         [PY, "-m", "gpuscout", "watch", "--quiet", "--store", str(store), "--", PY, LOOP, "forever", "0"],
         stdout=subprocess.PIPE,
@@ -112,7 +112,7 @@ def test_bytes_that_are_not_utf8_never_lose_a_record(tmp_path):
     folder = Path(os.fsdecode(bytes(tmp_path) + b"/dir\xff"))
     folder.mkdir()
     store = tmp_path / "results.sqlite"
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="")
     done = subprocess.run(
         [
             os.fsencode(PY),

@@ -90,7 +90,7 @@ def test_jax_data_parallel_per_replica_and_global_batchnorm_strong_scaling(store
         "--store",
         str(store_path),
     ]
-    result = run_cli(*args, env={"COLUMNS": "200"})
+    result = run_cli(*args, env={"COLUMNS": ""})
     assert result.returncode == 0, result.stderr
     assert "strong scaling on logical CPU devices" in result.stdout and "batch norm per GPU" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ 2 "))

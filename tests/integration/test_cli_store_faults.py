@@ -96,7 +96,7 @@ import json, os, subprocess, sys
 mount, out = sys.argv[1], sys.argv[2]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount], check=True)
 store, filler = os.path.join(mount, "results.sqlite"), os.path.join(mount, "filler")
-env = dict(os.environ, GPUSCOUT_WORKER={worker!r}, COLUMNS="200")
+env = dict(os.environ, GPUSCOUT_WORKER={worker!r}, COLUMNS="")
 seen = {{}}
 
 def gpuscout(name, *args, **extra):

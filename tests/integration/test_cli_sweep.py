@@ -191,7 +191,7 @@ def test_resume_after_the_driver_is_killed_runs_each_trial_once(tmp_path, store_
         space: {{x: [1, 2, 3, 4, 5, 6], pause: [1.5]}}
     """,
     )
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="")
     driver = subprocess.Popen(
         [sys.executable, "-m", "gpuscout", "sweep", str(sweep), "--cpu-slots", "1", "--store", str(store_path)],
         env=env,
@@ -536,7 +536,7 @@ def test_a_trial_ended_by_a_full_disk_is_gpuscouts_failure_and_resume_runs_it(tm
     )
     script = tmp_path / "full.py"
     script.write_text(FULL)
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="")
     filled = subprocess.run(
         [
             "unshare",

@@ -55,7 +55,7 @@ def test_successive_halving_prunes_the_hopeless_keeps_the_best_and_resumes_after
     # first hopeless trial, second to arrive, runs to its end; every later one is cut at the first rung
     lrs = [GOOD[0], HOPELESS[0], GOOD[1], HOPELESS[1], GOOD[2], HOPELESS[2], HOPELESS[3], *GOOD[3:]]
     sh = sweep_file(tmp_path, "sh", "early_stop: {kind: successive_halving, grace_epochs: 1, reduction_factor: 3}", lrs)
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200", **ENV)
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="", **ENV)
     driver = subprocess.Popen(
         [sys.executable, "-m", "gpuscout", "sweep", str(sh), "--cpu-slots", "1", "--store", str(store_path)],
         env=env,

@@ -49,13 +49,49 @@ def test_a_table_that_fits_keeps_its_words_whole_and_wraps_text_between_them():
     assert all(len(line) <= 60 for line in text.splitlines())
 
 
-def test_output_that_is_not_a_terminal_is_laid_out_for_a_log(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")
+def test_output_that_is_not_a_terminal_is_laid_out_for_a_log_unless_columns_asks_for_a_width(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
     out = terminal.console(file=io.StringIO())
     assert not out.is_terminal and out.width == terminal.LOG_WIDTH
     out.print(wide_table())
     rows = [line for line in out.file.getvalue().splitlines() if line.startswith("│")]
     assert len(rows) == 1 and all(n in rows[0] for n in NUMBERS)  # one line per row
+    # `COLUMNS=80 gpuscout catalog | less` (issue 78): the 80-column layout, every number whole
+    for columns, width in (("80", 80), ("", terminal.LOG_WIDTH), ("wide", terminal.LOG_WIDTH)):
+        monkeypatch.setenv("COLUMNS", columns)
+        out = terminal.console(file=io.StringIO())
+        assert out.width == width, columns
+    monkeypatch.setenv("COLUMNS", "80")
+    out = terminal.console(file=io.StringIO())
+    out.print(wide_table())
+    text = out.file.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80 and all(n in text for n in NUMBERS)
+
+
+def test_a_name_kept_whole_is_wrapped_around_never_inside():
+    names = ["A100 PCIe 40GB", "RTX 6000 Ada Generation", "Jetson AGX Orin 64GB"]
+    for width in (30, 44, 80):
+        out = terminal.Terminal(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+        out.print(f"also trains it: {', '.join(terminal.kept_whole(names))} (--top 25 shows them)", markup=False)
+        text = out.file.getvalue()
+        assert terminal.KEEP not in text and max(len(line) for line in text.splitlines()) <= width
+        assert all(name in text.splitlines()[i] for name in names for i in [_line_of(text, name)]), text
+    assert terminal.KEEP not in "".join(names)
+
+
+def _line_of(text: str, name: str) -> int:
+    """The line `name` starts on (its first word), to hold that the whole name is there."""
+    return next(i for i, line in enumerate(text.splitlines()) if name.split()[0] in line.split())
+
+
+def test_counts_agree_with_their_nouns():
+    from gpuscout.core.units import counted
+
+    assert counted(1, "trial") == "1 trial" and counted(2, "trial") == "2 trials"
+    assert counted(0, "run") == "0 runs" and counted(1_024, "step") == "1,024 steps"
+    assert counted(1, "worker process", "worker processes") == "1 worker process"
+    assert counted(3, "worker process", "worker processes") == "3 worker processes"
+    assert counted(1.5, "epoch") == "1.5 epochs" and counted(1.0, "epoch") == "1 epoch"
 
 
 def test_detail_columns_are_left_out_before_a_table_is_stacked_and_it_says_which():
@@ -87,3 +123,14 @@ def test_a_table_at_the_edge_keeps_its_border_and_its_long_ids_whole():
     lines = text.splitlines()
     assert max(len(line) for line in lines) == edge and all(line.endswith(("┃", "│", "┓", "┩", "┘")) for line in lines)
     assert "jetson_agx_orin_64gb" in text
+
+
+def test_a_watch_of_one_worker_says_one_worker():
+    """issue 78: "PyDataset (1 worker threads)"."""
+    from gpuscout.report.watch import _input
+    from tests.records import fit_events, make_watch_record
+
+    record = make_watch_record(events=fit_events(wait_s=0.3, input_type="PyDataset"))
+    for workers, processes, said in ((1, False, "1 worker thread)"), (4, True, "4 worker processes)")):
+        record.main.input_workers, record.main.input_multiprocessing = workers, processes
+        assert _input(record.main) == f"PyDataset ({said}"

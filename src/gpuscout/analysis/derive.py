@@ -26,6 +26,7 @@ from gpuscout.catalog.pricing import PricingOptions, cost_figures, hourly_cost
 from gpuscout.core.provenance import relevant_env, utc_now
 from gpuscout.core.spec import DataMode, RunSpec, Task
 from gpuscout.core.spec import Distribution as DistributionKind
+from gpuscout.core.units import counted
 from gpuscout.core.versions import METHODOLOGY_VERSION, __version__
 from gpuscout.record.child import ChildOutcome, ChildResult, ChildWindow, FrameworkInfo, InferencePoint
 from gpuscout.record.run import (
@@ -288,7 +289,7 @@ def _time_to_accuracy(spec: RunSpec, result: ChildResult, outcome: ChildOutcome)
     if not tta.reached:
         out["status"] = "not_reached"
         out["error"] = ErrorDetail(
-            message=f"validation accuracy {tta.best_val_accuracy:.4f} after {tta.epochs} epochs, "
+            message=f"validation accuracy {tta.best_val_accuracy:.4f} after {counted(tta.epochs, 'epoch')}, "
             f"target {spec.to_accuracy.target}",
             stderr_tail="",
             returncode=outcome.returncode if outcome.returncode is not None else 0,

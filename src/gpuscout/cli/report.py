@@ -11,6 +11,7 @@ from gpuscout.cli.stored import warn_unreadable
 from gpuscout.comparison import select
 from gpuscout.core import outputs
 from gpuscout.core.errors import UsageError
+from gpuscout.core.units import counted
 from gpuscout.report import exporters, terminal
 from gpuscout.store import Store, default_store_path
 
@@ -84,4 +85,4 @@ def report(
                 outputs.replace_inside(assets, name, data, store_file, "the report's plot", ("png",), force=force)
         outputs.write(target, written.text)
     plotted = f", {len(written.files)} plot files" if beside else ""
-    err.print(f"wrote {out} ({len(records)} runs{plotted})", markup=False)
+    err.print(f"wrote {out} ({counted(len(records), 'run')}{plotted})", markup=False)

@@ -14,7 +14,7 @@ that, and each is said in one sentence with what to do:
 from __future__ import annotations
 
 from gpuscout.catalog import predict
-from gpuscout.core.units import about
+from gpuscout.core.units import about, counted
 from gpuscout.recommend.jobs import STATE_BYTES_PER_PARAM, Job
 from gpuscout.recommend.ranking import Row
 
@@ -90,7 +90,7 @@ def _host_capped(job: Job, fitting: list[Row], rows: list[Row]) -> str | None:
         f"{said} {job.unit}/s, and every GPU reaches {HOST_CAPPED_SHARE:.0%} of that."
         if len(near) == len(fitting)
         else f"The input and host cap this training at {said} {job.unit}/s: {len(near)} of the "
-        f"{len(fitting)} GPUs reach {HOST_CAPPED_SHARE:.0%} of that, and a faster one buys little."
+        f"{counted(len(fitting), 'GPU')} reach {HOST_CAPPED_SHARE:.0%} of that, and a faster one buys little."
     )
     return f"{which}{take} fix the input first to use a faster one."
 

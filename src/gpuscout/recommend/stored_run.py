@@ -9,6 +9,7 @@ from gpuscout.catalog import Catalog, GpuSpec
 from gpuscout.catalog import match as catalog_match
 from gpuscout.core.errors import UsageError
 from gpuscout.core.spec import Precision
+from gpuscout.core.units import counted
 from gpuscout.recommend.measured import MeasuredRun, Split
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
@@ -74,7 +75,7 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
     timed = bool(r.steady and r.samples_per_s)
     if main is not None and main.steps and not r.steady:
         raise UsageError(
-            f"run {r.id} stopped before its first timing window ({main.steps} steps): nothing was timed; "
+            f"run {r.id} stopped before its first timing window ({counted(main.steps, 'step')}): nothing was timed; "
             "watch it with more --steps"
         )
     spread = r.window_samples_per_s()

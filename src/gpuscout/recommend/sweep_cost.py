@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from gpuscout import catalog as catalog_lib
 from gpuscout.analysis import stats
 from gpuscout.catalog import Catalog, GpuSpec
+from gpuscout.core.units import counted
 from gpuscout.core.units import seconds as fmt_seconds
 from gpuscout.measure.command import workload_of
 from gpuscout.recommend.jobs import Job
@@ -71,7 +72,7 @@ class MeasuredSweep:
             else f"none pruned, {fmt_seconds(self.trial_s)} each (mean)"
         )
         return (
-            f"measured by sweep {self.name}: {self.trials} trials{where}, {each}; "
+            f"measured by sweep {self.name}: {counted(self.trials, 'trial')}{where}, {each}; "
             f"{self.efficiency:.0%} parallel efficiency on {self.slots} slot{'s' if self.slots > 1 else ''}"
         )
 

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuscout import workloads
+from gpuscout.core.units import counted
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.report import format as fmt
@@ -90,7 +91,7 @@ def print_bench(console: Console, records: list[RunRecord], summaries: list[dict
     for s in summaries:
         t = s["throughput"]
         console.print(
-            f"across {t['n']} runs of {s['workload']} ({s['backend']} {s['precision']}): "
+            f"across {counted(t['n'], 'run')} of {s['workload']} ({s['backend']} {s['precision']}): "
             f"{t['method'].replace('_', ' ')} {fmt.number(t['centre'])} {s['unit']}, "
             f"range {fmt.number(t['min'])}–{fmt.number(t['max'])}, CV {fmt.percent(t['cv'], 2)}",
             markup=False,
@@ -115,9 +116,9 @@ def accuracy_line(r: RunRecord) -> str:
     tta = r.time_to_accuracy
     curve = ", ".join(f"{p.val_accuracy:.3f}" for p in tta.curve)
     head = (
-        f"reached {tta.target:g} in {fmt.seconds(tta.seconds)} ({tta.epochs} epochs)"
+        f"reached {tta.target:g} in {fmt.seconds(tta.seconds)} ({counted(tta.epochs, 'epoch')})"
         if tta.reached
-        else f"did not reach {tta.target:g} in {tta.epochs} epochs (best {tta.best_val_accuracy:.4f})"
+        else f"did not reach {tta.target:g} in {counted(tta.epochs, 'epoch')} (best {tta.best_val_accuracy:.4f})"
     )
     return f"time to accuracy {r.id} {r.workload}: {head}; validation accuracy by epoch: {curve}"
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuscout import recommend as rec
+from gpuscout.core.units import counted
 from gpuscout.recommend import from_run, sweep_cost
 from gpuscout.recommend.advice import Advice
 from gpuscout.recommend.caveats import rough
@@ -57,14 +58,15 @@ def print_ranking(
         stale = sum(1 for r in rows if r.hourly is not None and r.hourly.stale)
         out.print(
             f"{job.unit}/s: measured in your store, published, or predicted from other GPUs (docs/catalog.md)"
-            + (f"; {stale} of {len(rows)} prices are over a year old" if stale else "")
+            + (f"; {stale} of {len(rows)} prices {'is' if stale == 1 else 'are'} over a year old" if stale else "")
             + ". --long: each row's range, memory and why; --json: everything.",
             **plain,
         )
     unpriced = [r for r in rows if r.fits and r.hourly is None and r.throughput is not None]
     if unpriced:
         out.print(
-            f"no price known for {', '.join(r.gpu.short_name for r in unpriced)}: ranked after the priced "
+            f"no price known for {', '.join(terminal.kept_whole([r.gpu.short_name for r in unpriced]))}: ranked "
+            "after the priced "
             "GPUs, by speed; add their price in a --catalog file (docs/catalog.md) to rank them by cost",
             **plain,
         )
@@ -85,7 +87,8 @@ FASTER_WORTH_SAYING = 1.25
 
 
 def _conclusion(rows: list[rec.Row]) -> str | None:
-    """Best value (the ranking's first) and the fastest, in one line."""
+    """Best value (the ranking's first) and the fastest, a line each: at 80 columns one line of both
+    broke inside a GPU's name (issue 78: "Fastest: 1x B200 180GB" / "(HGX)")."""
     ranked = [r for r in rows if _ranked(r) and r.throughput is not None]
     if not ranked:
         return "No GPU in the catalog fits this job within the limits given: see each row's why with --long."
@@ -95,11 +98,12 @@ def _conclusion(rows: list[rec.Row]) -> str | None:
     def said(r: rec.Row) -> str:
         parts = [fmt.seconds(r.hours * 3600) if r.hours is not None else None, _cost(r)]
         figures = ", ".join(p for p in parts if p and p != fmt.DASH)
-        return f"{r.gpus}x {r.gpu.short_name}" + (f" ({figures}, {r.throughput.basis})" if figures else "")
+        name = terminal.kept_whole([f"{r.gpus}x {r.gpu.short_name}"])[0]
+        return name + (f" ({figures}, {r.throughput.basis})" if figures else "")
 
     line = f"Best value: {said(best)}."
     if fastest.throughput.throughput > FASTER_WORTH_SAYING * best.throughput.throughput:
-        line += f" Fastest: {said(fastest)}."
+        line += f"\nFastest: {said(fastest)}."
     return line
 
 
@@ -197,7 +201,7 @@ def print_sweep(estimate: sweep_cost.SweepEstimate) -> None:
         if estimate.here_h is not None
         else f"unknown on the {estimate.here} (the training's size is not known)"
     )
-    line = f"{estimate.trials} trials: {here}"
+    line = f"{counted(estimate.trials, 'trial')}: {here}"
     if fastest is not None:
         line += f"; {_option(fastest)} (fastest)"
     if cheapest is not None and cheapest is not fastest:
@@ -206,7 +210,7 @@ def print_sweep(estimate: sweep_cost.SweepEstimate) -> None:
     out.print(f"Sweep basis: {estimate.basis}.", **plain)
     if not estimate.options:
         return
-    table = Table(title=f"a sweep of {estimate.trials} trials", title_justify="left", header_style="bold")
+    table = Table(title=f"a sweep of {counted(estimate.trials, 'trial')}", title_justify="left", header_style="bold")
     for name in ("GPUs", "trials/GPU", "one trial", "wall time", "cost"):
         table.add_column(name, overflow="fold")
     kinds: list[str] = []
@@ -245,7 +249,7 @@ def print_advice(advice: Advice, out: Console) -> None:
         advice.rows, advice.job, advice.constraints, advice.notes, fix_first, advice.long, advice.top, advice.lead
     )
     if advice.unpriced:
-        names = ", ".join(dict.fromkeys(r.gpu.short_name for r in advice.unpriced))
+        names = ", ".join(terminal.kept_whole(list(dict.fromkeys(r.gpu.short_name for r in advice.unpriced))))
         out.print(
             f"also trains it, with no price in the catalog to rank by: {names} "
             f"(--top {len(advice.rows)} shows them; --json has every row)",

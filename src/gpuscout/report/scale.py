@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gpuscout.core.units import counted
 from gpuscout.report import format as fmt
 from gpuscout.scale.results import ClusterPlan, Merged, ScaleReport, WorkerDone
 
@@ -137,7 +138,7 @@ def print_merged(merged: Merged, out: Console) -> None:
         return
     t = record.throughput
     out.print(
-        f"cluster {record.cluster.id}: {record.workload} on {d.workers} workers, "
+        f"cluster {record.cluster.id}: {record.workload} on {counted(d.workers, 'worker')}, "
         f"{record.devices} devices, global batch {record.batch_size}: {fmt.number(t.median)} {t.unit}"
         f"{_ci(t.ci95_low, t.ci95_high, 0)}; stored as run {record.id} "
         f"(workers' runs {', '.join(d.worker_run_ids)})",

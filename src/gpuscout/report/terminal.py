@@ -1,7 +1,10 @@
 """Where gpuscout's text goes: a terminal of any width, or a log (a pipe, `| tee`, a file).
 
-- Not a terminal: laid out for a log, LOG_WIDTH wide whatever COLUMNS says, so a table row is
-  one line a script or a reader can follow (grep finds a run's whole row).
+- Not a terminal: laid out for a log, LOG_WIDTH wide, so a table row is one line a script or a
+  reader can follow (grep finds a run's whole row); unless COLUMNS is set in the environment, which
+  a shell does not export by itself: `COLUMNS=80 gpuscout catalog | less` is asked for a reader of 80
+  columns and gets the terminal's layout at that width (issue 78: rows of ~230 characters wrapped
+  unreadably in `less`).
 - A table is printed as a table only when every column can be as wide as its longest word (a
   number, an id, a path), so that no number is ever split across lines. Where it cannot, the
   columns marked as detail (`detail()`) are left out first, and one line says which; only a table
@@ -13,6 +16,8 @@ each of the tables.
 """
 
 from __future__ import annotations
+
+import os
 
 from rich.console import Console
 from rich.segment import Segment
@@ -106,6 +111,34 @@ def without_detail(table: Table) -> tuple[Table, list[str]]:
     return narrow, left
 
 
+def kept_whole(items: list[str]) -> list[str]:
+    """`items` (GPU names, paths) each marked to be wrapped around, never inside (`Terminal.print`
+    reads the mark): "RTX 6000 Ada Generation" is one name, and at 80 columns it broke after
+    "RTX" (issue 78)."""
+    return [item.replace(" ", KEEP) for item in items]
+
+
+# A space inside an item kept whole: a character of Unicode's private use area, which no text of
+# ours holds, swapped back for a space as the lines are laid out (rich breaks at every whitespace
+# character, a no-break space included)
+KEEP = "\ue000"
+
+
+def _laid_out(text: str, width: int) -> str:
+    """`text` broken into lines of at most `width` at its spaces, never at a KEEP."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "\n".join(lines).replace(KEEP, " ")
+
+
 class Terminal(Console):
     def render(self, renderable, options=None):
         """Every segment of text as a terminal should show it: a control character that came in
@@ -119,6 +152,9 @@ class Terminal(Console):
                 yield segment
 
     def print(self, *objects, **kwargs) -> None:
+        if len(objects) == 1 and isinstance(objects[0], str) and KEEP in objects[0]:
+            kwargs["soft_wrap"] = True
+            return super().print(_laid_out(escaped(objects[0]), self.width), **kwargs)
         objects = tuple(escaped(o) for o in objects)  # before layout: a cell is measured as it will show
         if len(objects) == 1 and isinstance(objects[0], Table) and objects[0].columns:
             table = objects[0]
@@ -177,8 +213,14 @@ class Terminal(Console):
                 super().print("")
 
 
+def asked_width() -> int | None:
+    """COLUMNS from the environment when it holds a width (rich reads it the same way)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
 def console(*, stderr: bool = False, **kwargs) -> Terminal:
     out = Terminal(stderr=stderr, **kwargs)
     if not out.is_terminal and "width" not in kwargs:
-        out.width = LOG_WIDTH
+        out.width = asked_width() or LOG_WIDTH
     return out

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from gpuscout.analysis import devices, epoch_causes, epoch_clock
 from gpuscout.analysis.device_causes import NOT_CHECKED_ON_CPU
+from gpuscout.core.units import counted
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report.explain import print_explanations
@@ -132,7 +133,7 @@ def _input(main) -> str:
     if main.input_workers is None:
         return main.input_type or fmt.DASH
     kind = "processes" if main.input_multiprocessing else "threads"
-    return f"{main.input_type} ({main.input_workers} worker {kind})"
+    return f"{main.input_type} ({counted(main.input_workers, 'worker ' + kind[:-1], 'worker ' + kind)})"
 
 
 def _callback_costs(main) -> str | None:

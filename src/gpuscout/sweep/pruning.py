@@ -47,6 +47,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from gpuscout.core.units import counted
+
 Curve = dict[int, float]  # epoch (from 1) -> the metric reported at its end
 Peers = list[tuple[int, Curve]]  # the other trials: (the sweep's trial index, its curve)
 
@@ -190,7 +192,9 @@ def patience(mine: Curve, grace: int, epochs: int, maximize: bool, metric: str) 
     improved = max(recent) > best_before if maximize else min(recent) < best_before
     if improved:
         return Verdict(False)
-    return Verdict(True, f"at epoch {done[-1]}: {metric} has not bettered {best_before:.4g} in {epochs} epochs")
+    return Verdict(
+        True, f"at epoch {done[-1]}: {metric} has not bettered {best_before:.4g} in {counted(epochs, 'epoch')}"
+    )
 
 
 def judge(stop, mine: Curve, peers: Peers, bracket: int, rungs: list[int], maximize: bool, metric: str):

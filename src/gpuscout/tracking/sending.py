@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from gpuscout.core.units import counted
 from gpuscout.record import StoredRecord
 from gpuscout.record.trial import StoredTrial
 from gpuscout.record.watch import WatchRecord
@@ -238,7 +239,7 @@ def _say(err: Console, sent: mlflow_runs.Sent) -> None:
         (mlflow_id,) = sent.runs.values()
         where, url = f"logged to MLflow as run {mlflow_id} in {sent.experiment_name!r}", sent.url(mlflow_id)
     else:
-        where, url = f"logged to MLflow: {len(sent.runs)} runs in {sent.experiment_name!r}", sent.url()
+        where, url = f"logged to MLflow: {counted(len(sent.runs), 'run')} in {sent.experiment_name!r}", sent.url()
     err.print(f"{where}{f' ({url})' if url else f' at {sent.tracking_uri}'}", markup=False)
 
 

@@ -11,6 +11,7 @@ import statistics
 
 from gpuscout.analysis import epoch_clock
 from gpuscout.analysis.compare import contrast
+from gpuscout.core.units import counted
 from gpuscout.record.epochs import EpochClock
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import same_training
@@ -54,7 +55,7 @@ def health(r: WatchRecord, baseline: WatchRecord) -> str | None:
         base = None
     if not math.isfinite(loss):
         return (
-            f"the loss is {loss} after {r.main.steps} steps (the baseline's: {base:.4g})"
+            f"the loss is {loss} after {counted(r.main.steps, 'step')} (the baseline's: {base:.4g})"
             if base is not None
             else f"the loss is {loss}"
         )
@@ -80,7 +81,7 @@ def loss_point(r: WatchRecord, baseline: WatchRecord) -> tuple[float, float, str
     if (main.batch_size or 0) <= (other.batch_size or 0) or not other.samples:
         if main.steps != other.steps or main.last_loss is None:
             return None
-        return main.last_loss, other.last_loss, f"after {main.steps} steps"
+        return main.last_loss, other.last_loss, f"after {counted(main.steps, 'step')}"
     point, seen = None, main.samples
     for window in reversed(main.windows):  # the samples seen at each window's end, latest first
         if seen < other.samples:

@@ -8,6 +8,7 @@ import ast
 import math
 from pathlib import Path
 
+from gpuscout.core.units import counted
 from gpuscout.record.watch import CallSite, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
@@ -48,7 +49,8 @@ def workers(r: WatchRecord) -> list[Change] | str:
             "workers",
             {"workers": count},
             f"super().__init__(workers={count}, use_multiprocessing=False, max_queue_size={2 * count})",
-            f"{r.input_wait_share:.0%} of the time waiting for the next batch, {main.input_workers or 1} worker(s)",
+            f"{r.input_wait_share:.0%} of the time waiting for the next batch, "
+            f"{counted(main.input_workers or 1, 'worker')}",
         )
     ]
 
