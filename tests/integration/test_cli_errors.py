@@ -1,6 +1,7 @@
 """Bad input: exit 2, one clear line, nothing run, nothing stored changed."""
 
 import hashlib
+import json
 import sqlite3
 import sys
 
@@ -119,5 +120,17 @@ def test_small_things_a_new_user_trips_over(tmp_path, store_path):
         f"command: {sys.executable} -c 'print(1)' {{x}}\nreports: [m]\nmetric: {{name: m}}\nspace:\n  x: [1, 2]\n"
     )
     dry = run_cli("sweep", str(sweep), "--cpu-slots", "1", "--dry-run", "--store", str(store_path))
-    assert dry.returncode == 0 and "sweep lr-search: 2 trial(s)" in dry.stdout, dry.stderr
+    assert dry.returncode == 0 and "sweep lr-search: 2 trials" in dry.stdout, dry.stderr
+    # --dry-run tells the early-stopping plan (issue 78): the rule, and each rung's count, in text and JSON
+    halving = tmp_path / "halving.yaml"
+    halving.write_text(
+        f"command: {sys.executable} -c 'print(1)' {{x}}\nreports: [m]\nmetric: {{name: m}}\n"
+        "space:\n  x: [1, 2, 3, 4, 5, 6, 7, 8, 9]\nearly_stop: {kind: successive_halving}\n"
+    )
+    dry = run_cli("sweep", str(halving), "--cpu-slots", "1", "--dry-run", "--store", str(store_path))
+    assert "early stopping (successive_halving): at each rung the best 1 in 3" in dry.stdout, dry.stderr
+    assert "  epoch 1: 9 trials reach it, the best 3 go on" in dry.stdout
+    dry = run_cli("sweep", str(halving), "--cpu-slots", "1", "--dry-run", "--json", "--store", str(store_path))
+    rungs = json.loads(dry.stdout)["early_stopping"]["rungs"]
+    assert [(r["epoch"], r["reach"], r["go_on"]) for r in rungs] == [(1, 9, 3), (3, 3, 1), (9, 1, 1)]
     assert "--install-completion" in run_cli("--help").stdout

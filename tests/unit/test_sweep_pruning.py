@@ -249,12 +249,12 @@ def test_the_summary_says_what_each_bracket_held_and_the_schedule_it_is_measured
     lines = stopping_lines(stopping, None, "acc")
     assert lines[0].endswith("796 of 4,800 epochs run (synchronous hyperband: 471)")
     assert lines[1] == (
-        "brackets: 8 trial(s) judged from epoch 3, 5 trial(s) judged from epoch 9, 3 trial(s) judged from epoch 27"
+        "brackets: 8 trials judged from epoch 3, 5 trials judged from epoch 9, 3 trials judged from epoch 27"
     )
     assert brackets(stopped_by({"kind": "median"}), [0, 1]) is None
     # no finished curve to read a pruned trial's chance from: said, not left out
     assert lines[-1] == (
-        "a pruned trial's chance to have won cannot be told: none of the 1 trial(s) that ran to the end stood as "
+        "a pruned trial's chance to have won cannot be told: the one trial that ran to the end did not stand as "
         "low as a pruned one where it was stopped"
     )
 
@@ -289,3 +289,46 @@ def test_a_trial_that_reported_nan_and_infinity_leaves_the_summary_whole():
     assert won is None or (won.of >= 1 and won.epoch == 1)
     assert pruning.finite({1: nan, 2: None, 3: "0.5", 4: 0.7, 5: inf}) == {4: 0.7}
     assert pruning.smoothed({1: nan, 2: 0.4, 3: inf}, 3, 2, True) == 0.4
+
+
+def test_the_dry_runs_plan_counts_each_rung_as_the_synchronous_schedule_does():
+    """issue 78: --dry-run tells at which epochs trials are judged and how many go on. By hand:
+    16 trials at factor 3 from a grace of 3: 16 reach epoch 3, 16 // 3 = 5 go on; 5 reach epoch 9,
+    one goes on and runs to the end; hyperband's brackets of 8, 5 and 3 join at 3, 9 and 27: 8 -> 2,
+    2 + 5 = 7 -> 2, 2 + 3 = 5 -> 1 (the schedule test_synchronous_hyperband_... counts 471 epochs of)."""
+    from gpuscout.report.sweep import stop_plan_lines
+    from gpuscout.sweep import stop_plan
+
+    halving = EarlyStop(kind="successive_halving", grace_epochs=3, reduction_factor=3)
+    sixteen = list(range(16))
+    planned = stop_plan.plan(halving, sixteen, [{"lr": 1, "epochs": 300}] * 16, "acc")
+    assert [(r.epoch, r.reach, r.go_on) for r in planned.rungs] == [(3, 16, 5), (9, 5, 1), (27, 1, 1)]
+    assert planned.epochs == 300 and not planned.more_rungs
+    lines = stop_plan_lines(planned)
+    assert lines[1:4] == [
+        "  epoch  3: 16 trials reach it, the best 5 go on",
+        "  epoch  9: 5 trials reach it, the best one goes on",
+        "  epoch 27: 1 trial reaches it, it runs to the end (epoch 300)",
+    ]
+    band = stop_plan.plan(EarlyStop(kind="hyperband", grace_epochs=3), sixteen, [{}] * 16, "acc")
+    assert [len(b.trials) for b in band.brackets] == [8, 5, 3]
+    assert sorted(i for b in band.brackets for i in b.trials) == sixteen
+    assert all(bracket_of(i, 3, 3) == b.bracket - 1 for b in band.brackets for i in b.trials)
+    assert [(r.epoch, r.reach, r.go_on, r.joining) for r in band.rungs] == [
+        (3, 8, 2, 0),
+        (9, 7, 2, 5),
+        (27, 5, 1, 3),
+        (81, 1, 1, 0),
+    ]
+    assert "  epoch  9: 7 trials judged (5 of them for the first time), the best 2 go on" in stop_plan_lines(band)
+    # two trials: a rung reached by fewer than the factor judges no one; no epochs known, the rungs
+    # are listed to LISTED_RUNGS and said to go on
+    two = stop_plan.plan(halving, [0, 1], [{"lr": 1}, {"lr": 2}], "acc")
+    assert [r.go_on for r in two.rungs] == [2] * stop_plan.LISTED_RUNGS and two.more_rungs and two.epochs is None
+    assert "no one judged yet" in stop_plan_lines(two)[1]
+    # patience judges from past its patience; the median from the grace, at every epoch
+    patient = stop_plan.plan(EarlyStop(kind="patience", patience_epochs=4), [0, 1], [{"epochs": 27}] * 2, "acc")
+    assert patient.first_judged_epoch == 5 and not patient.rungs
+    assert stop_plan_lines(patient)[1] == "  first judged at epoch 5 of 27"
+    middle = stop_plan.plan(EarlyStop(kind="median", grace_epochs=2), [0, 1, 2], [{}] * 3, "acc")
+    assert middle.first_judged_epoch == 2 and "from epoch 2 on" in middle.rule

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shlex
 from collections.abc import Iterator
@@ -14,12 +15,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from gpuscout.core.units import counted
 from gpuscout.measure.plans import label
 from gpuscout.record.trial import TrialOutcome
 from gpuscout.report import format as fmt
 from gpuscout.report import terminal
 from gpuscout.report.explain import print_explanations
-from gpuscout.sweep import resume_plan
+from gpuscout.sweep import resume_plan, stop_plan
 from gpuscout.sweep.expansion import argv_for
 from gpuscout.sweep.pruning import bracket_of, first_rung
 from gpuscout.sweep.results import EarlyStopSummary, SweepSummary, WarmStart
@@ -228,23 +230,27 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
 
     listing = [item(t, plan.states.get(t.key, "not run yet"), t not in plan.todo) for t in plan.trials]
     first = [item(t, "proposed first, before any result", False) for t in plan.preview]
-    if as_json:
-        document = {"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing}
-        typer.echo(json.dumps({**document, "first_proposals": first, "notes": plan.notes}, indent=2))
-        return
-    out = terminal.console(highlight=False)
     tpe = plan.sweep.strategy.kind == "tpe"
     total = plan.sweep.strategy.trials if tpe else len(plan.trials)
+    stopping = None
+    if stop is not None:
+        indexes = list(range(total)) if tpe else [t.index for t in plan.trials]
+        params = [t.params for t in [*plan.trials, *plan.preview]]
+        stopping = stop_plan.plan(stop, indexes, params, plan.sweep.metric.name)
+    if as_json:
+        document = {"sweep": plan.sweep.name, "slots": [s.label for s in plan.slots], "trials": listing}
+        extra = {"early_stopping": dataclasses.asdict(stopping) if stopping else None}
+        typer.echo(json.dumps({**document, "first_proposals": first, **extra, "notes": plan.notes}, indent=2))
+        return
+    out = terminal.console(highlight=False)
     left = total - len(plan.trials) + len(plan.todo) if tpe else len(plan.todo)
-    out.print(
-        f"sweep {plan.sweep.name}: {total} trial(s), {left} to run on {', '.join(s.label for s in plan.slots)}",
-        markup=False,
-    )
+    slots = ", ".join(s.label for s in plan.slots)
+    out.print(f"sweep {plan.sweep.name}: {counted(total, 'trial')}, {left} to run on {slots}", markup=False)
     for note in plan.notes:
         out.print(f"note: {note}", markup=False)
     if tpe:
         out.print(
-            f"strategy tpe: {plan.sweep.strategy.trials} trial(s) in all, each proposed by the sampler from "
+            f"strategy tpe: {counted(total, 'trial')} in all, each proposed by the sampler from "
             "the results before it"
             + (
                 f"; the first {len(first)}, one a slot, start before any result:"
@@ -262,7 +268,44 @@ def print_trials(plan: resume_plan.Plan, as_json: bool) -> None:
         out.print(f"  {entry['index']:4} {json.dumps(entry['params'])}  ({state})", markup=False)
         if entry["command"]:
             out.print(f"       {entry['command']}", markup=False, soft_wrap=True)
+    for line in stop_plan_lines(stopping) if stopping else ():
+        out.print(line, markup=False)
     out.print("nothing was run (--dry-run)", markup=False)
+
+
+# A hyperband bracket's trials named before "and N more": a line, not a page, for a sweep of hundreds
+NAMED_TRIALS = 12
+
+
+def stop_plan_lines(plan: stop_plan.StopPlan) -> list[str]:
+    """The early-stopping plan as --dry-run says it: the rule, then at which epochs how many trials
+    are judged and how many go on, then which trials each hyperband bracket holds."""
+    lines = [f"early stopping ({plan.kind}): {plan.rule}"]
+    if plan.rungs:
+        width = len(str(plan.rungs[-1].epoch))
+        for r in plan.rungs:
+            if r.reach == 1:
+                went = "it runs to the end" + (f" (epoch {plan.epochs})" if plan.epochs else "")
+            elif r.go_on == r.reach:
+                went = "no one judged yet (fewer trials than the factor)"
+            else:
+                went = f"the best {r.go_on} go on" if r.go_on != 1 else "the best one goes on"
+            if plan.brackets:  # hyperband: the later brackets' trials run on unjudged past the early rungs
+                joining = f" ({r.joining} of them for the first time)" if r.joining else ""
+                reach = f"{counted(r.reach, 'trial')} judged{joining}"
+            else:
+                reach = counted(r.reach, "trial") + (" reaches it" if r.reach == 1 else " reach it")
+            lines.append(f"  epoch {r.epoch:>{width}}: {reach}, {went}")
+        if plan.more_rungs:
+            lines.append("  ... and on, each rung the last times the factor, as far as the trials run")
+        lines.append("  (counts as the synchronous schedule leaves them; trials are judged again as peers arrive)")
+    elif plan.epochs is not None:
+        lines.append(f"  first judged at epoch {plan.first_judged_epoch} of {plan.epochs}")
+    for b in plan.brackets:
+        shown = ", ".join(map(str, b.trials[:NAMED_TRIALS])) or "none"
+        trials = shown + (f" and {len(b.trials) - NAMED_TRIALS} more" if len(b.trials) > NAMED_TRIALS else "")
+        lines.append(f"  bracket {b.bracket}, judged from epoch {b.judged_from_epoch}: trials {trials}")
+    return lines
 
 
 def stopping_lines(stopping: EarlyStopSummary, cost_usd: float | None, metric: str) -> list[str]:
@@ -275,16 +318,15 @@ def stopping_lines(stopping: EarlyStopSummary, cost_usd: float | None, metric: s
     money = f", {cost_usd:,.2f} $ of an estimated {cost_usd * full_h / used_h:,.2f} $" if cost_usd and used_h else ""
     sync = stopping.epochs_synchronous
     lines = [
-        f"early stopping ({stopping.kind}): {stopping.pruned} trial(s) pruned; "
+        f"early stopping ({stopping.kind}): {counted(stopping.pruned, 'trial')} pruned; "
         f"{fmt.seconds(used_h * 3600)} of slot time used of an estimated {fmt.seconds(full_h * 3600)} to run "
         f"every trial to its end{share}{money}; {stopping.epochs_run:,} of {stopping.epochs_planned:,} "
         f"epochs run" + (f" (synchronous {stopping.kind.replace('_', ' ')}: {sync:,})" if sync else "")
     ]
     if stopping.brackets:
         held = [b for b in stopping.brackets if b.trials]
-        lines.append(
-            "brackets: " + ", ".join(f"{b.trials} trial(s) judged from epoch {b.judged_from_epoch}" for b in held)
-        )
+        said = [f"{counted(b.trials, 'trial')} judged from epoch {b.judged_from_epoch}" for b in held]
+        lines.append("brackets: " + ", ".join(said))
     ranks = ", ".join(f"{r.rank} of {r.of} at epoch {r.epoch}" for r in stopping.best_rank_at_rungs)
     if ranks:
         lines.append(f"the best trial ranked {ranks}")
@@ -302,8 +344,12 @@ def stopping_lines(stopping: EarlyStopSummary, cost_usd: float | None, metric: s
             f"{won.share:.0%} (95% CI {won.share_low:.0%}-{won.share_high:.0%})"
         )
     elif stopping.pruned:  # said, not left out: the user may trust silence
+        which = (
+            "the one trial that ran to the end did not stand"
+            if stopping.finished == 1
+            else f"none of the {counted(stopping.finished, 'trial')} that ran to the end stood"
+        )
         lines.append(
-            f"a pruned trial's chance to have won cannot be told: none of the {stopping.finished} trial(s) "
-            "that ran to the end stood as low as a pruned one where it was stopped"
+            f"a pruned trial's chance to have won cannot be told: {which} as low as a pruned one where it was stopped"
         )
     return lines

@@ -101,16 +101,29 @@ def synchronous_schedule(sweep: SweepFile, indexes: list[int], epochs: int) -> i
     return synchronous_epochs([b.trials for b in brackets(sweep, indexes) or []], epochs, grid, stop.reduction_factor)
 
 
+def synchronous_counts(entering: list[int], at: list[int], factor: int) -> list[tuple[int, int]]:
+    """(trials that reach it, trials that go on) at each rung of `at` under synchronous successive
+    halving: `entering[k]` trials are first judged at rung k (successive halving: all at the
+    first; hyperband: bracket k's at the k-th) beside those that went on from the rung before; the
+    best 1/factor (at least one) go on, and a rung reached by fewer than `factor` trials judges
+    no one, as pruning.halving does."""
+    out, alive = [], 0
+    for k in range(len(at)):
+        reach = alive + (entering[k] if k < len(entering) else 0)
+        alive = reach if reach < factor else max(1, reach // factor)
+        out.append((reach, alive))
+    return out
+
+
 def synchronous_epochs(entering: list[int], epochs: int, at: list[int], factor: int) -> int:
-    """Epochs that synchronous successive halving runs: `entering[k]` trials are first judged at
-    rung k (successive halving: all at the first; hyperband: bracket k's at the k-th), the best
-    1/factor (at least one) of those at a rung go on to the next, the last ones to `epochs`; a
-    bracket past the last rung runs to the end."""
+    """Epochs that synchronous successive halving runs on synchronous_counts' trials: those that
+    reach a rung ran to it from the rung before (the new ones from the start), the last ones to
+    `epochs`; a bracket past the last rung runs to the end."""
     total, alive, done = 0, 0, 0
-    for k, rung in enumerate(at):
-        new = entering[k] if k < len(entering) else 0
+    for rung, (reach, go_on) in zip(at, synchronous_counts(entering, at, factor)):
+        new = reach - alive
         total += alive * (rung - done) + new * rung
-        alive, done = max(1, (alive + new) // factor) if alive + new else 0, rung
+        alive, done = go_on, rung
     late = sum(entering[len(at) :])
     return total + alive * (epochs - done) + late * epochs
 
