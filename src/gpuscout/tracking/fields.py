@@ -6,6 +6,11 @@ Every metric is named under `gpuscout/`: MLflow's own system metrics are `system
 (`mlflow.log_system_metrics`, through pynvml every 10 s) and a script's are its own names
 (`loss`, `val_accuracy`); ours never collide with either (issue 63), and MLflow's UI groups them
 by that prefix. A figure the run does not have is left out, never logged as 0.
+
+The windows' throughputs are the history of `gpuscout/samples_per_s` itself, a step each, and the
+run's figure its last step: MLflow's run table and compare view show a metric's latest step, and
+with the windows under a name of their own the table showed the last window (issue 78: 552.8
+where the run measured another figure). The chart reads as the windows, then where they settled.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ TAG = "gpuscout."  # tags: gpuscout.run_id, gpuscout.kind, gpuscout.verdict, ...
 # MLflow limits a param value to 6,000 characters and a tag value to 8,000 (mlflow/utils/validation.py,
 # MAX_PARAM_VAL_LENGTH and MAX_TAG_VAL_LENGTH in 3.x): a longer command is cut, with a mark
 PARAM_CHARS = 6000
+SAMPLES_PER_S = f"{PREFIX}samples_per_s"
+WINDOWS = "windows"  # of_record's own name for the windows, before they become SAMPLES_PER_S's steps
 TAG_CHARS = 8000
 
 
@@ -51,6 +58,10 @@ def of_record(record: StoredRecord) -> Logged:
     common.tags = {k: _cut(v, TAG_CHARS) for k, v in common.tags.items() if v is not None}
     common.metrics = {k: float(v) for k, v in common.metrics.items() if v is not None}
     common.series = {k: v for k, v in common.series.items() if v}
+    figure = common.metrics.get(SAMPLES_PER_S)
+    windows = common.series.pop(WINDOWS, None)
+    if windows and figure is not None:
+        common.series[SAMPLES_PER_S] = [*windows, figure]  # the figure last: what the run table shows
     return common
 
 
@@ -103,7 +114,7 @@ def _watch(record: WatchRecord) -> Logged:
             f"{PREFIX}gpu_idle_share": record.gpu_idle_share,
             f"{PREFIX}startup_s": record.startup_s,
         },
-        series={f"{PREFIX}window_samples_per_s": record.window_samples_per_s()},
+        series={WINDOWS: record.window_samples_per_s()},
         tags={
             f"{TAG}verdict": f"{first.code}: {first.message}" if first else "no cause found",
         },
@@ -131,7 +142,7 @@ def _benchmark(record: RunRecord) -> Logged:
             f"{PREFIX}usd_per_million_units": cost.usd_per_million_units if cost else None,
         },
         # each window's throughput over samples: a token workload's windows count tokens
-        series={f"{PREFIX}window_samples_per_s": [w.throughput / record.units_per_sample for w in record.windows]},
+        series={WINDOWS: [w.throughput / record.units_per_sample for w in record.windows]},
         tags={f"{TAG}flags": ", ".join(f.code for f in record.flags) or None},
     )
 
