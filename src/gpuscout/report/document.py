@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from gpuscout.core.units import counted
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.record.trial import StoredTrial
-from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
-from gpuscout.report import plots
+from gpuscout.report import plots, watched_sections
 from gpuscout.report.sections import Document, Section, TableData
 
 
@@ -96,137 +96,40 @@ def _runs(records: list[RunRecord]) -> TableData:
     )
 
 
-def _provenance(r: RunRecord) -> str:
-    shown = r.model_dump(mode="json", exclude={"telemetry": {"samples"}})
-    return json.dumps(shown, indent=2, default=str)
+# The runs whose whole record a report holds, the newest, and how much of each: a watched run's
+# record is 10-20 KB of JSON, and a store of hundreds made the report megabytes of it (issue 78);
+# `gpuscout results show ID --json` has every run's whole record
+PROVENANCE_RUNS = 40
+PROVENANCE_CHARS = 30_000
 
 
-def _watched(records: list[WatchRecord]) -> Section:
-    """Each watched script: its timeline, and one row with its figures and the verdict's first cause."""
-    section = Section(
-        "watched",
-        "Watched training scripts",
+def _provenance(r: StoredRecord) -> str:
+    shown = json.dumps(r.model_dump(mode="json", exclude={"telemetry": {"samples"}}), indent=2, default=str)
+    if len(shown) <= PROVENANCE_CHARS:
+        return shown
+    return (
+        f"{shown[:PROVENANCE_CHARS]}\n… cut at {PROVENANCE_CHARS:,} characters: `gpuscout results show {r.id} --json`"
+    )
+
+
+def _provenance_section(every: list[StoredRecord]) -> Section:
+    newest = sorted(every, key=lambda r: r.created_utc, reverse=True)[:PROVENANCE_RUNS]
+    older = len(every) - len(newest)
+    return Section(
+        "provenance",
+        "Provenance of every run",
         [
-            "`gpuscout watch`: the user's own script, each Model.fit timed window by window (about a "
-            "second each) and its GPUs sampled by NVML; the verdict ranks what slowed it. Its throughput "
-            "is its whole epochs' (validation and callbacks in: what the script's own clock reads); the "
-            "steps' own figure leaves them out."
+            "The whole record of each run (telemetry samples left out): environment, versions, "
+            "specification, windows, flags."
+            + (
+                f" The newest {PROVENANCE_RUNS} runs here; {counted(older, 'older run')}: "
+                "`gpuscout results show ID --json`."
+                if older > 0
+                else ""
+            )
         ],
+        details=[(f"{r.id} · {r.workload} · {r.gpu_label} · {r.created_utc[:19]}", _provenance(r)) for r in newest],
     )
-    rows = []
-    for r in records:
-        section.figures.append((f"{r.workload} ({r.id})", lambda r=r: plots.watch_timeline(r)))
-        t = r.telemetry
-        rows.append(
-            [
-                r.id,
-                r.created_utc[:19],
-                r.workload,
-                r.gpu_label,
-                r.status,
-                str(r.batch_size or fmt.DASH),
-                fmt.seconds(r.step_time_s),
-                fmt.number(r.clock.samples_per_s if r.clock else None),
-                fmt.number(r.samples_per_s),
-                fmt.percent(r.input_wait_share),
-                fmt.DASH if t is None or t.gpu_util_mean_pct is None else f"{t.gpu_util_mean_pct:.0f}%",
-                fmt.percent(r.mfu),
-                r.verdict[0].message if r.verdict else fmt.DASH,
-            ]
-        )
-    section.tables.append(
-        TableData(
-            "watched-runs",
-            [
-                "id",
-                "created (UTC)",
-                "script",
-                "GPU",
-                "status",
-                "batch",
-                "step",
-                "samples/s by whole epochs",
-                "the steps' samples/s",
-                "input wait",
-                "GPU busy",
-                "MFU",
-                "first cause",
-            ],
-            rows,
-        )
-    )
-    section.text.append(
-        "Beside each run, `gpuscout recommend --from RUN` with the catalog's prices: the cheapest "
-        "GPU for its whole training and the fastest one, predicted from where its step time went "
-        "(the GPU-busy share scales with the GPU; input wait and host time do not)."
-    )
-    section.tables.append(_recommended(records))
-    return section
-
-
-def _recommended(records: list[WatchRecord]) -> TableData:
-    from gpuscout import catalog as catalog_lib
-    from gpuscout.catalog.pricing import PricingOptions
-    from gpuscout.core.errors import UsageError
-    from gpuscout.recommend import from_run
-    from gpuscout.recommend.ranking import Constraints
-
-    cat = catalog_lib.load(None)
-    rows = []
-    for r in records:
-        try:
-            answer = from_run.recommendation(r, cat, Constraints(), PricingOptions())
-        except UsageError as exc:
-            rows.append([r.id, r.workload, str(exc), fmt.DASH, fmt.DASH, fmt.DASH])
-            continue
-        m = answer.measured
-        split = (
-            fmt.DASH
-            if m.split is None
-            else f"GPU {m.split.gpu_share:.0%} / input {m.split.input_share:.0%} / host {m.split.host_share:.0%}"
-        )
-        timed = [row for row in answer.rows if row.fits and row.throughput is not None]
-        priced = [row for row in timed if row.cost_usd is not None]
-        cheapest = min(priced, key=lambda row: row.cost_usd, default=None)
-        fastest = max(timed, key=lambda row: row.throughput.throughput, default=None)
-        rows.append([r.id, r.workload, split, _choice(cheapest), _choice(fastest), answer.fix_first or fmt.DASH])
-    return TableData(
-        "watched-recommend", ["id", "script", "step (measured)", "cheapest to train", "fastest", "fix first"], rows
-    )
-
-
-def _choice(row) -> str:
-    if row is None:
-        return fmt.DASH
-    t = row.throughput
-    spent = f", {fmt.seconds(row.hours * 3600)}" if row.hours is not None else ""
-    cost = f", {fmt.usd(row.cost_usd)}" if row.cost_usd is not None else ""
-    return f"{row.gpus}x {row.gpu.name}: {fmt.number(t.throughput)} samples/s ({t.basis}){spent}{cost}"
-
-
-def _tune_sessions(watched: list[WatchRecord]) -> Section | None:
-    """Each `tune -- COMMAND` session: the speed-up of each change with its interval, as compare
-    --by change computes it."""
-    from gpuscout.analysis.compare import compare
-
-    sessions = [r for r in watched if r.tune_change is not None]
-    if not sessions:
-        return None
-    ids = {r.group_id for r in sessions}
-    comparisons = compare([r for r in watched if r.group_id in ids], "change")
-    section = Section(
-        "tune",
-        "What each change bought (gpuscout tune -- COMMAND)",
-        [
-            "Each change applied to the unchanged script, against the session's baseline: the "
-            "speed-up of each run's figure (its whole epochs where every run has them, else its "
-            "windows' median), its 95% interval between runs and the significance test of "
-            "`gpuscout compare --by change` (one run against the baseline's repeated runs)."
-        ],
-    )
-    for c in comparisons:
-        section.figures.append((f"{c.workload} ({c.held.get('tune session')})", lambda c=c: plots.tune_speedups(c)))
-    return section
 
 
 def _sweeps(sweeps: dict[str, list[StoredTrial]]) -> Section:
@@ -263,9 +166,10 @@ def build(
     gpus = sorted({r.gpu_label for r in every})
     dates = sorted(r.created_utc for r in every)
     subtitle = (
-        f"{len(every)} run(s) of {len(workloads)} workload(s) on {', '.join(gpus)}, {dates[0][:10]} to {dates[-1][:10]}"
+        f"{counted(len(every), 'run')} of {counted(len(workloads), 'workload')} on {', '.join(gpus)}, "
+        f"{dates[0][:10]} to {dates[-1][:10]}"
         if every
-        else f"{len(sweeps or {})} sweep(s)"
+        else counted(len(sweeps or {}), "sweep")
     )
     sections = [Section("machines", "Machines and GPUs", tables=[_machines(every)])]
     throughput = Section(
@@ -330,8 +234,8 @@ def build(
         tele.text.append("No stored run has telemetry (CPU runs, or --no-telemetry).")
     sections.append(tele)
     if watched:
-        sections.append(_watched(watched))
-    tuned = _tune_sessions(watched)
+        sections.append(watched_sections.watched(watched))
+    tuned = watched_sections.tune_sessions(watched)
     if tuned is not None:
         sections.append(tuned)
     if sweeps:
@@ -344,17 +248,7 @@ def build(
             tables=[_runs(records)],
         )
     )
-    sections.append(
-        Section(
-            "provenance",
-            "Provenance of every run",
-            [
-                "The whole record of each run (telemetry samples left out): environment, versions, "
-                "specification, windows, flags."
-            ],
-            details=[(f"{r.id} · {r.workload} · {r.gpu_label} · {r.created_utc[:19]}", _provenance(r)) for r in every],
-        )
-    )
+    sections.append(_provenance_section(every))
     return Document(title, subtitle, sections)
 
 

@@ -113,7 +113,7 @@ FRAGMENT_CSS = """
 
 
 def render(doc: Document) -> str:
-    shown, empty = laid_out(doc)
+    shown, empty = laid_out(doc, plots.svg)
     nav = " ".join(f'<a href="#{s.section.id}">{escape(s.section.title)}</a>' for s in shown)
     parts = [
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{HTML_MARK}<title>{escape(doc.title)}</title>'
@@ -134,9 +134,10 @@ def render(doc: Document) -> str:
 
 def fragment(doc: Document) -> str:
     """The document's sections with something to show, for a notebook cell's output."""
+    sections = "".join(_sections(laid_out(doc, plots.svg)[0], filters=False))
     return (
         f'<div class="gpuscout-report"><style>{FRAGMENT_CSS}</style><h3>{escape(doc.title)}</h3>'
-        f'<p class="subtitle">{escape(doc.subtitle)}</p>{"".join(_sections(laid_out(doc)[0], filters=False))}</div>'
+        f'<p class="subtitle">{escape(doc.subtitle)}</p>{sections}</div>'
     )
 
 
@@ -147,9 +148,10 @@ def _sections(shown: list[Shown], filters: bool) -> list[str]:
         section = s.section
         parts.append(f'<section id="{section.id}"><h2>{escape(section.title)}</h2>')
         parts.extend(f'<p class="note">{escape(t)}</p>' for t in s.text)
+        parts.extend(_table(t, filters) for t in section.summary)
         parts.extend(
-            f'<figure class="plot">{plots.svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>'
-            for caption, fig in s.figures
+            f'<figure class="plot">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
+            for caption, svg in s.figures
         )
         parts.extend(_table(t, filters) for t in section.tables)
         parts.extend(

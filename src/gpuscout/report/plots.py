@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # no display: files and strings only
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import EngFormatter, ScalarFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, ScalarFormatter  # noqa: E402
 
 from gpuscout.record.run import RunRecord  # noqa: E402
 from gpuscout.record.trial import StoredTrial
@@ -61,12 +61,22 @@ def readable_ticks(fig: Figure) -> None:
                 axis.set_major_formatter(EngFormatter(sep=""))
 
 
+# Bars in one throughput chart: the fastest configurations, past which a chart is a wall of labels
+# (a bar is 0.32 in: hundreds of runs made a figure metres tall); the runs table has every run
+MOST_BARS = 30
+
+
 def throughput_by_config(records: list[RunRecord], workload: str) -> Figure | None:
-    """Median throughput of each configuration of one workload, with its 95% CI as error bars."""
-    runs = [r for r in ok_runs(records) if r.workload == workload]
+    """Median throughput of each configuration of one workload (its newest run), with its 95% CI as
+    error bars; the fastest MOST_BARS configurations where there are more."""
+    newest: dict[str, RunRecord] = {}
+    for r in sorted((r for r in ok_runs(records) if r.workload == workload), key=lambda r: r.created_utc):
+        newest[config_label(r)] = r
+    runs = sorted(newest.values(), key=lambda r: r.throughput.median)
     if not runs:
         return None
-    runs.sort(key=lambda r: r.throughput.median)
+    shown_of = f" (the fastest {MOST_BARS} of {len(runs)} configurations)" if len(runs) > MOST_BARS else ""
+    runs = runs[-MOST_BARS:]
     ids = short_ids(runs)
     labels = [f"{config_label(r)} [{ids[r.id]}]" for r in runs]
     medians = [r.throughput.median for r in runs]
@@ -76,7 +86,7 @@ def throughput_by_config(records: list[RunRecord], workload: str) -> Figure | No
     ax.barh(range(len(runs)), medians, xerr=[low, high], color="#4C72B0", ecolor="black", capsize=3)
     ax.set_yticks(range(len(runs)), labels)
     ax.set_xlabel(f"throughput ({runs[0].unit}), median of windows, 95% CI")
-    ax.set_title(f"{workload}: throughput by configuration")
+    ax.set_title(f"{workload}: throughput by configuration, its newest run{shown_of}")
     return fig
 
 
@@ -324,8 +334,17 @@ def png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def ratio_said(g) -> str:
+    """A change's speed-up as a label says it: '1.23x [1.10-1.37]', or '0.76x' without an interval."""
+    ci = f" [{g.ratio_low:.2f}–{g.ratio_high:.2f}]" if g.ratio_low is not None and g.ratio_high is not None else ""
+    return f"{g.ratio:.2f}x{ci}"
+
+
 def tune_speedups(comparison) -> Figure | None:
-    """One `tune -- COMMAND` session: each change's speed-up over the baseline, with its 95% CI."""
+    """One `tune -- COMMAND` session: each change's speed-up over the baseline, a bar from 1.0 (the
+    baseline) to its ratio on a linear axis, its 95% interval drawn, each named by its change and
+    its figure. A log axis labelled "2x10^0" and "6x10^-1", its bars drawn from the left edge, made
+    0.76x look like a gain (issue 78)."""
     groups = [g for g in comparison.groups[1:] if g.ratio is not None]
     if not groups:
         return None
@@ -335,12 +354,16 @@ def tune_speedups(comparison) -> Figure | None:
     low = [g.ratio - (g.ratio_low if g.ratio_low is not None else g.ratio) for g in groups]
     high = [(g.ratio_high if g.ratio_high is not None else g.ratio) - g.ratio for g in groups]
     colors = ["#55A868" if g.verdict == "faster" else "#C44E52" if g.verdict == "slower" else "#8C8C8C" for g in groups]
-    ax.barh([g.label for g in groups], ratios, xerr=[low, high], color=colors, capsize=3)
+    labels = [f"{g.label} ({ratio_said(g)})" for g in groups]
+    ax.barh(labels, [r - 1.0 for r in ratios], left=1.0, xerr=[low, high], color=colors, capsize=3)
     ax.axvline(1.0, color="black", lw=0.8)
-    ax.set_xscale("log")
+    ends = [r - lo for r, lo in zip(ratios, low)] + [r + hi for r, hi in zip(ratios, high)] + [1.0]
+    reach = max(abs(e - 1.0) for e in ends) * 1.1 or 0.1
+    ax.set_xlim(max(0.0, 1.0 - reach), 1.0 + reach)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:.2g}x"))
     ax.set_xlabel(
-        "speed-up over the baseline (x, log scale; bars: 95% CI; green faster, red slower, grey no "
-        "significant difference)",
+        "speed-up over the baseline (1x), whiskers its 95% CI\n"
+        "green: faster, red: slower, grey: no significant difference",
         fontsize=8,
     )
     ax.set_title(

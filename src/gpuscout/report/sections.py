@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from matplotlib.figure import Figure
 
@@ -25,6 +26,9 @@ class Section:
     text: list[str] = field(default_factory=list)
     figures: list[tuple[str, Callable[[], Figure | None]]] = field(default_factory=list)  # (caption, drawer)
     tables: list[TableData] = field(default_factory=list)
+    # tables read before its figures: a summary a row each (a script, a session) that a store of
+    # hundreds of runs is read by first (issue 78)
+    summary: list[TableData] = field(default_factory=list)
     details: list[tuple[str, str]] = field(default_factory=list)  # (summary, preformatted text)
 
 
@@ -37,10 +41,11 @@ class Document:
 
 @dataclass
 class Shown:
-    """A section with something to show, its figures drawn (caption, figure)."""
+    """A section with something to show, its figures drawn and rendered (caption, SVG text or PNG
+    bytes: what `laid_out`'s `rendered` made of each)."""
 
     section: Section
-    figures: list[tuple[str, Figure]]
+    figures: list[tuple[str, Any]]
 
     @property
     def text(self) -> list[str]:
@@ -48,14 +53,16 @@ class Shown:
         return [t for t in self.section.text if not self.figures or not t.startswith(("Shown", "Runs without"))]
 
 
-def laid_out(doc: Document) -> tuple[list[Shown], list[Section]]:
+def laid_out(doc: Document, rendered: Callable[[Figure], Any]) -> tuple[list[Shown], list[Section]]:
     """The sections with a figure, a row or a detail to show, drawn; and those with nothing, which a
     report names once under its title rather than as empty headings (issue 62: a store of watched
-    scripts had six empty sections and an empty table of all runs)."""
+    scripts had six empty sections and an empty table of all runs). Each figure is `rendered` (to
+    SVG, to PNG: plots.svg and plots.png close it) as soon as it is drawn: drawn all first, a
+    report of 41 watched runs held 41 open figures and matplotlib warned of more than 20 (issue 78)."""
     shown, empty = [], []
     for section in doc.sections:
-        figures = [(caption, fig) for caption, draw in section.figures if (fig := draw()) is not None]
-        if figures or section.details or any(t.rows for t in section.tables):
+        figures = [(caption, rendered(fig)) for caption, draw in section.figures if (fig := draw()) is not None]
+        if figures or section.details or any(t.rows for t in [*section.summary, *section.tables]):
             shown.append(Shown(section, figures))
         else:
             empty.append(section)

@@ -45,7 +45,7 @@ def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
     from gpuscout.report.sections import laid_out, not_shown
 
     images_of, lines = {}, [MARKDOWN_MARK, f"# {_inline(doc.title)}", "", _inline(doc.subtitle), ""]
-    shown, empty = laid_out(doc)
+    shown, empty = laid_out(doc, plots.png)
     if empty:
         lines += [f"Nothing in this store for {len(empty)} section(s):", ""]
         lines += [f"- {_inline(line)}" for line in not_shown(empty)] + [""]
@@ -53,11 +53,13 @@ def render(doc: Document, assets: str) -> tuple[str, dict[str, bytes]]:
         section = s.section
         lines += [f"## {section.title}", ""]
         images = []
-        for index, (caption, fig) in enumerate(s.figures):
+        for index, (caption, png) in enumerate(s.figures):
             name = f"{section.id}-{index}.png"
-            images_of[name] = plots.png(fig)
+            images_of[name] = png
             images.append(f"![{_inline(caption)}]({assets}/{name})")
         lines += s.text + [""]
+        for table in section.summary:
+            lines += _table(table) + [""]
         lines += images + ([""] if images else [])
         for table in section.tables:
             lines += _table(table) + [""]
