@@ -205,10 +205,14 @@ class Contrast:
 
 
 def contrast(windows: list[float], baseline: list[float]) -> Contrast:
-    """The ratio of medians with its interval, and the same significance test as `compare`."""
+    """The ratio of medians with its interval, and the same significance test as `compare`. Faster
+    or slower only where the test and the interval agree: the rank test can reject at p 0.038 while
+    the bootstrap interval of the medians' ratio holds 1.0, and tune printed "1.02x [0.99-1.05]
+    faster" on an H100 (docs/benchmarks.md, 2026-12-05): a verdict its own interval contradicts."""
     ratio = statistics.median(windows) / statistics.median(baseline)
     low, high = ratio_ci(windows, baseline) if len(windows) > 1 and len(baseline) > 1 else (None, None)
     different, p, test = significance(windows, baseline)
+    different = different and (low is None or high is None or not low <= 1.0 <= high)
     verdict = (
         TOO_FEW if p is None else ("faster" if ratio > 1 else "slower") if different else "no significant difference"
     )
