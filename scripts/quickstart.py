@@ -5,8 +5,8 @@ quick benchmark, on this machine's GPU or its CPU.
 Needs only Python 3.10+. With an NVIDIA driver (nvidia-smi works) it installs the `gpu` extra
 (TensorFlow with its CUDA libraries); without one, the CPU build of TensorFlow. Then:
 `gpuscout doctor`; `gpuscout watch --steps 200 -- python examples/watch_me.py` (a small CNN fed
-by a Python generator: the verdict and what to change); a benchmark of ResNet-50 in mixed bfloat16
-(mixed float16 before Ampere), or on a CPU a short ResNet-18/CIFAR run.
+by a PyDataset that augments in Python: the verdict and what to change); a benchmark of ResNet-50
+in mixed bfloat16 (mixed float16 before Ampere), or on a CPU a short ResNet-18/CIFAR run.
 """
 
 from __future__ import annotations
