@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from gpuscout.report import plots
+from gpuscout.report import plots, script_plots
 from gpuscout.report.watched_sections import TIMELINES, TUNE_CHARTS
 from gpuscout.store import Store
 from tests.cli_checks import opened_in_browser
@@ -103,7 +103,7 @@ def test_a_speed_up_chart_is_linear_around_one_with_bars_from_the_baseline():
         Group("xla", ["b"], [150.0], 150.0, 140.0, 160.0, ratio=1.5, ratio_low=1.4, ratio_high=1.6, verdict="faster"),
         Group("cache", ["c"], [76.0], 76.0, 70.0, 80.0, ratio=0.76, ratio_low=0.7, ratio_high=0.8, verdict="slower"),
     ]
-    fig = plots.tune_speedups(Comparison("train.py", "samples/s", "change", {"tune session": "t"}, 1, groups))
+    fig = script_plots.tune_speedups(Comparison("train.py", "samples/s", "change", {"tune session": "t"}, 1, groups))
     ax = fig.axes[0]
     assert ax.get_xscale() == "linear"
     bars = sorted(ax.patches, key=lambda b: b.get_width())

@@ -80,7 +80,7 @@ def compare(
     from gpuscout.comparison import Filters, select
     from gpuscout.core.errors import UsageError
     from gpuscout.notebook import display as shown
-    from gpuscout.report import comparison, plots
+    from gpuscout.report import comparison, plots, script_plots
     from gpuscout.store import Store
 
     by = by or ("run" if run_ids else "gpu")
@@ -100,7 +100,7 @@ def compare(
                 console.print(f"note: {note}", markup=False, highlight=False)
 
     text, html = shown.printed(draw)
-    figures = [plots.tune_speedups(c) for c in comparisons] if by == "change" else []
+    figures = [script_plots.tune_speedups(c) for c in comparisons] if by == "change" else []
     html += "".join(f'<figure style="margin:0">{plots.svg(f)}</figure>' for f in figures if f is not None)
     result = shown.Shown(text, html)
     if display:

@@ -71,7 +71,7 @@ def printed(draw) -> tuple[str, str]:
 
 def watched(record: WatchRecord, store: str | Path | None = None) -> Shown:
     """A watch's verdict as `gpuscout watch` prints it, its timeline plot, and where it is stored."""
-    from gpuscout.report import plots
+    from gpuscout.report import plots, script_plots
     from gpuscout.report.watch import print_watch
     from gpuscout.store import default_store_path
 
@@ -80,7 +80,7 @@ def watched(record: WatchRecord, store: str | Path | None = None) -> Shown:
         f"stored as {record.id} in {Path(store) if store else default_store_path()}; what it would take on "
         f"every GPU: gpuscout recommend --from {record.id}"
     )
-    figure = plots.watch_timeline(record)
+    figure = script_plots.watch_timeline(record)
     plot = f'<figure style="margin:0">{plots.svg(figure)}</figure>' if figure is not None else ""
     return Shown(
         text + where + "\n", f'<div class="gpuscout-watch">{html}{plot}<p style="color:#555">{escape(where)}</p></div>'

@@ -10,7 +10,7 @@ from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.record.trial import StoredTrial
 from gpuscout.report import format as fmt
-from gpuscout.report import plots, watched_sections
+from gpuscout.report import plots, script_plots, watched_sections
 from gpuscout.report.sections import Document, Section, TableData
 
 
@@ -142,7 +142,7 @@ def _sweeps(sweeps: dict[str, list[StoredTrial]]) -> Section:
         ],
     )
     for name, trials in sweeps.items():
-        section.figures.append((name, lambda n=name, t=trials: plots.sweep_curves(n, t)))
+        section.figures.append((name, lambda n=name, t=trials: script_plots.sweep_curves(n, t)))
     return section
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from gpuscout.core.units import counted
 from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
-from gpuscout.report import plots
+from gpuscout.report import script_plots
 from gpuscout.report.sections import Section, TableData
 
 # How many scripts get a timeline, and how many tune sessions a chart: each figure is ~25 KB of SVG
@@ -50,7 +50,9 @@ def watched(records: list[WatchRecord]) -> Section:
     plain = {name: [r for r in runs if r.group_id not in sessions] for name, runs in by_script.items()}
     newest = sorted((runs[0] for runs in plain.values() if runs), key=lambda r: r.created_utc, reverse=True)
     for r in newest[:TIMELINES]:
-        section.figures.append((f"{r.workload}: its newest watched run ({r.id})", lambda r=r: plots.watch_timeline(r)))
+        section.figures.append(
+            (f"{r.workload}: its newest watched run ({r.id})", lambda r=r: script_plots.watch_timeline(r))
+        )
     left = len(newest) - TIMELINES
     section.text.append(
         "A timeline for each script's newest watched run"
@@ -198,7 +200,7 @@ def tune_sessions(watched: list[WatchRecord]) -> Section | None:
         when = began.get(session, "")[:16].replace("T", " ")
         if index < TUNE_CHARTS:
             caption = f"{c.workload}: tune session {session}, {when} UTC"
-            section.figures.append((caption, lambda c=c: plots.tune_speedups(c)))
+            section.figures.append((caption, lambda c=c: script_plots.tune_speedups(c)))
         changes = [g for g in c.groups[1:] if g.ratio is not None]
         best = max(changes, key=lambda g: g.ratio, default=None)
         rows.append(
@@ -208,7 +210,7 @@ def tune_sessions(watched: list[WatchRecord]) -> Section | None:
                 c.workload,
                 str(len(changes)),
                 best.label if best else fmt.DASH,
-                plots.ratio_said(best) if best else fmt.DASH,
+                script_plots.ratio_said(best) if best else fmt.DASH,
                 best.verdict if best else fmt.DASH,
             ]
         )
