@@ -321,11 +321,15 @@ def test_the_dry_runs_plan_counts_each_rung_as_the_synchronous_schedule_does():
         (81, 1, 1, 0),
     ]
     assert "  epoch  9: 7 trials judged (5 of them for the first time), the best 2 go on" in stop_plan_lines(band)
-    # two trials: a rung reached by fewer than the factor judges no one; no epochs known, the rungs
-    # are listed to LISTED_RUNGS and said to go on
+    # two trials: a rung reached by fewer than the factor judges no one, and no later one will: they
+    # run to the end, said once
     two = stop_plan.plan(halving, [0, 1], [{"lr": 1}, {"lr": 2}], "acc")
-    assert [r.go_on for r in two.rungs] == [2] * stop_plan.LISTED_RUNGS and two.more_rungs and two.epochs is None
-    assert "no one judged yet" in stop_plan_lines(two)[1]
+    assert [(r.reach, r.go_on) for r in two.rungs] == [(2, 2)] and not two.more_rungs and two.epochs is None
+    said = "  epoch 3: 2 trials reach it, too few to judge (fewer than 3): they run to the end"
+    assert stop_plan_lines(two)[1] == said
+    # no epochs known and enough trials: LISTED_RUNGS rungs at most, and said to go on
+    many = stop_plan.plan(halving, list(range(300)), [{}] * 300, "acc")
+    assert [r.reach for r in many.rungs] == [300, 100, 33, 11, 3] and many.more_rungs
     # patience judges from past its patience; the median from the grace, at every epoch
     patient = stop_plan.plan(EarlyStop(kind="patience", patience_epochs=4), [0, 1], [{"epochs": 27}] * 2, "acc")
     assert patient.first_judged_epoch == 5 and not patient.rungs

@@ -284,13 +284,17 @@ def stop_plan_lines(plan: stop_plan.StopPlan) -> list[str]:
     if plan.rungs:
         width = len(str(plan.rungs[-1].epoch))
         for r in plan.rungs:
+            end = f" (epoch {plan.epochs})" if plan.epochs else ""
             if r.reach == 1:
-                went = "it runs to the end" + (f" (epoch {plan.epochs})" if plan.epochs else "")
+                went = f"it runs to the end{end}"
             elif r.go_on == r.reach:
-                went = "no one judged yet (fewer trials than the factor)"
+                last = r is plan.rungs[-1] and not plan.more_rungs
+                went = f"too few to judge (fewer than {plan.factor}): " + (
+                    f"they run to the end{end}" if last else "all go on"
+                )
             else:
                 went = f"the best {r.go_on} go on" if r.go_on != 1 else "the best one goes on"
-            if plan.brackets:  # hyperband: the later brackets' trials run on unjudged past the early rungs
+            if plan.brackets and r.go_on != r.reach:  # hyperband: later brackets run on unjudged past early rungs
                 joining = f" ({r.joining} of them for the first time)" if r.joining else ""
                 reach = f"{counted(r.reach, 'trial')} judged{joining}"
             else:

@@ -46,6 +46,7 @@ class StopPlan:
     brackets: list[BracketPlan] = field(default_factory=list)  # hyperband's
     first_judged_epoch: int = 1
     more_rungs: bool = False  # the rungs go on past those listed (no `epochs` parameter bounds them)
+    factor: int | None = None  # halving's and hyperband's: 1 in this many go on at a rung
 
 
 def epochs_of(params: list[dict[str, Any]]) -> int | None:
@@ -67,12 +68,13 @@ def rung_epochs(stop: EarlyStop, epochs: int | None) -> tuple[list[int], bool]:
 
 
 def survivors(entering: list[int], epochs: list[int], factor: int) -> list[Rung]:
-    """The synchronous schedule's counts at each rung, listed up to the first rung that one trial
-    reaches and no bracket joins after: it runs to the end."""
+    """The synchronous schedule's counts at each rung, listed up to the first rung that fewer trials
+    than the factor reach with no bracket joining after: no rung judges them again, and they run
+    to the end."""
     out = []
     for k, (epoch, (reach, go_on)) in enumerate(zip(epochs, synchronous_counts(entering, epochs, factor))):
         out.append(Rung(epoch, reach, go_on, entering[k] if 0 < k < len(entering) else 0))
-        if reach <= 1 and k + 1 >= len(entering):
+        if reach < factor and k + 1 >= len(entering):
             break
     return out
 
@@ -102,15 +104,17 @@ def plan(stop: EarlyStop, trials: list[int], params: list[dict[str, Any]], metri
             f"Optuna's HyperbandPruner: brackets of successive halving from epoch {g}, factor {f}, each "
             "bracket judged among its own trials as they arrive"
         )
-        return StopPlan(stop.kind, rule, epochs, survivors([len(trials)], rung_list, f), first_judged_epoch=g)
+        return StopPlan(stop.kind, rule, epochs, survivors([len(trials)], rung_list, f), first_judged_epoch=g, factor=f)
     rule = f"at each rung the best 1 in {f} of the trials that reached it go on{best_of}"
     if stop.kind == "successive_halving":
         rungs = survivors([len(trials)], rung_list, f)
-        return StopPlan(stop.kind, rule, epochs, rungs, first_judged_epoch=g, more_rungs=more and rungs[-1].reach > 1)
+        return StopPlan(
+            stop.kind, rule, epochs, rungs, first_judged_epoch=g, more_rungs=more and rungs[-1].reach >= f, factor=f
+        )
     held: dict[int, list[int]] = {}
     for index in trials:
         held.setdefault(bracket_of(index, stop.brackets, f), []).append(index)
     brackets = [BracketPlan(b + 1, first_rung(stop, b), held.get(b, [])) for b in range(stop.brackets)]
     rungs = survivors([len(b.trials) for b in brackets], rung_list, f)
     rule += "; a trial is judged only from its bracket's first rung on, against every trial that reached the rung"
-    return StopPlan(stop.kind, rule, epochs, rungs, brackets, g, more and rungs[-1].reach > 1)
+    return StopPlan(stop.kind, rule, epochs, rungs, brackets, g, more and rungs[-1].reach >= f, f)
