@@ -17,22 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from watch_on_gpu import run  # beside it: each command's output saved, its time said
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "watch_me.py"
-
-
-def run(name: str, argv: list[str], env: dict, out: Path) -> subprocess.CompletedProcess:
-    began = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-    (out / f"{name}.stdout.txt").write_text(proc.stdout)
-    (out / f"{name}.stderr.txt").write_text(proc.stderr[-200_000:])
-    print(f"-- {name}: exit {proc.returncode} in {time.monotonic() - began:.0f} s", flush=True)
-    return proc
 
 
 def main() -> int:

@@ -283,8 +283,8 @@ def stop_plan_lines(plan: stop_plan.StopPlan) -> list[str]:
     lines = [f"early stopping ({plan.kind}): {plan.rule}"]
     if plan.rungs:
         width = len(str(plan.rungs[-1].epoch))
+        end = f" (epoch {plan.epochs})" if plan.epochs else ""
         for r in plan.rungs:
-            end = f" (epoch {plan.epochs})" if plan.epochs else ""
             if r.reach == 1:
                 went = f"it runs to the end{end}"
             elif r.go_on == r.reach:

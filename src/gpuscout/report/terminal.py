@@ -18,6 +18,7 @@ each of the tables.
 from __future__ import annotations
 
 import os
+import textwrap
 
 from rich.console import Console
 from rich.segment import Segment
@@ -125,18 +126,10 @@ KEEP = "\ue000"
 
 
 def _laid_out(text: str, width: int) -> str:
-    """`text` broken into lines of at most `width` at its spaces, never at a KEEP."""
-    lines: list[str] = []
-    for paragraph in text.split("\n"):
-        line = ""
-        for word in paragraph.split(" "):
-            if line and len(line) + 1 + len(word) > width:
-                lines.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
-        lines.append(line)
-    return "\n".join(lines).replace(KEEP, " ")
+    """`text` broken into lines of at most `width` at its spaces, never at a KEEP (which textwrap
+    does not take for whitespace); a word longer than the line is left whole."""
+    wrap = textwrap.TextWrapper(width, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(wrap.fill(paragraph) for paragraph in text.split("\n")).replace(KEEP, " ")
 
 
 class Terminal(Console):

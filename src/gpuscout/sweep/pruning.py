@@ -171,6 +171,15 @@ def first_rung(stop, bracket: int) -> int:
     return stop.grace_epochs * stop.reduction_factor**bracket
 
 
+def rungs_until(stop, epochs: int) -> list[int]:
+    """grace x factor^k up to `epochs`: the rungs of halving and hyperband (first_rung of each k)."""
+    out, rung = [], stop.grace_epochs
+    while rung <= epochs:
+        out.append(rung)
+        rung *= stop.reduction_factor
+    return out
+
+
 def bracket_of(index: int, brackets: int, factor: int) -> int:
     """The bracket of the sweep's trial `index` (from 0)."""
     point, edge = ((index + 1) * GOLDEN) % 1.0, 0.0

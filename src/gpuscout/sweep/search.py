@@ -218,9 +218,4 @@ def halving_rungs(sweep: SweepFile, epochs: int) -> list[int]:
     """grace x factor^k up to `epochs`: halving's and hyperband's rungs, and where the summary
     gives the best trial's rank under every rule (under median, one rank an epoch made a line of
     65 ranks for a sweep of 70 epochs)."""
-    stop = sweep.early_stop
-    out, rung = [], stop.grace_epochs
-    while rung <= epochs:
-        out.append(rung)
-        rung *= stop.reduction_factor
-    return out
+    return pruning.rungs_until(sweep.early_stop, epochs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuscout.sweep.pruning import MEDIAN_PEERS, bracket_of, first_rung
+from gpuscout.sweep.pruning import MEDIAN_PEERS, bracket_of, first_rung, rungs_until
 from gpuscout.sweep.spec import EarlyStop
 from gpuscout.sweep.stopping import synchronous_counts
 
@@ -57,14 +57,11 @@ def epochs_of(params: list[dict[str, Any]]) -> int | None:
 
 
 def rung_epochs(stop: EarlyStop, epochs: int | None) -> tuple[list[int], bool]:
-    """grace x factor^k up to `epochs` (LISTED_RUNGS of them where `epochs` is unknown), and
-    whether more follow."""
-    out: list[int] = []
-    rung = stop.grace_epochs
-    while (epochs is None and len(out) < LISTED_RUNGS) or (epochs is not None and rung <= epochs):
-        out.append(rung)
-        rung *= stop.reduction_factor
-    return out, epochs is None
+    """The rungs up to `epochs` (LISTED_RUNGS of them where `epochs` is unknown), and whether more
+    follow."""
+    if epochs is None:
+        return [first_rung(stop, k) for k in range(LISTED_RUNGS)], True
+    return rungs_until(stop, epochs), False
 
 
 def survivors(entering: list[int], epochs: list[int], factor: int) -> list[Rung]:
