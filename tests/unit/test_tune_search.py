@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from gpuscout.tune import budget as budget_module
-from gpuscout.tune import judging, script, search, trials
+from gpuscout.tune import judging, remainder, script, search, trials
 from gpuscout.tune.change import Change, Plan
 from gpuscout.tune.changes import replaced
 from tests.records import fit_events, make_watch_record
@@ -62,7 +62,7 @@ def test_a_change_that_pays_only_after_another_is_found_in_the_second_round():
     assert [t.change.name for t in found.path] == ["cache", "mixed_precision"]
     assert found.rounds == 3  # the third tried steps_per_execution on top of both: nothing
     first = {t.change.name: t.row for t in found.trials if t.round == 1}
-    assert first["cache"].verdict == "faster" and first["cache"].kept
+    assert first["cache"].verdict == "faster" and first["cache"].chosen
     assert first["mixed_precision"].verdict == "no significant difference"
     second = next(t.row for t in found.trials if t.round == 2 and t.change is MIXED)
     assert second.on == "cache" and second.setting == "cache+mixed_precision"
@@ -122,11 +122,10 @@ def test_judged_pools_each_side():
 
 def test_what_is_left_after_the_cache_is_not_more_workers():
     """After the cache is kept no batch is made any more: the sentence never asks for workers."""
-    from gpuscout.tune import finale
     from tests.records import fit_events, make_watch_record
 
     cached = make_watch_record(events=fit_events(input_type="PyDataset", wait_s=0.4))  # 40% waiting
-    said = finale.left(cached, cached, kept={"cache"})
+    said = remainder.left(cached, cached, kept={"cache"})
     assert (
         said.startswith(
             "the best setting still waits on input 40% of the time: a fix there could buy at most 1.67x more"
@@ -134,7 +133,7 @@ def test_what_is_left_after_the_cache_is_not_more_workers():
         and "the batches are kept" in said
         and "worker" not in said
     )
-    assert "worker processes" in finale.left(cached, cached, kept=set())  # threads under the GIL: processes
+    assert "worker processes" in remainder.left(cached, cached, kept=set())  # threads under the GIL: processes
 
 
 def test_the_final_block_is_kept_back_only_once_a_change_wins():
@@ -161,21 +160,27 @@ def test_the_final_block_is_kept_back_only_once_a_change_wins():
         "mixed_precision: the --budget-minutes was spent" in spent
         and "steps_per_execution_8: the --budget-minutes was spent" in spent
     )
-    # the 34 s left hold a baseline run and the best (30.8 s), not the closing baseline run: the one
-    # before the best stands for both
-    from gpuscout.tune import finale
+    # the 34 s left hold one baseline run and one of the best (30.8 s) after the search: one run a
+    # side says nothing of how far runs fall apart, so nothing is kept, and the report says why
+    from gpuscout.tune import confirm, finale
 
     class Session:
         patch = None
+        probe = None
 
     final = finale.measure(run, found, Session(), budget, STEPS)
-    assert final.best is not None and final.before is final.after
-    assert final.before not in found.path[0].beside and budget.left_s() >= 0
-    # with no room even for those, the best's own run against round 1's baseline runs, nothing run
+    checked = final.confirmed
+    assert len(checked.baseline) == 1 and len(checked.best) == 1 and budget.left_s() >= 0
+    assert checked.baseline[0] not in found.path[0].beside and checked.verdict == confirm.UNDECIDED
+    assert confirm.explained(checked).startswith("undecided: the --budget-minutes held 1 and 1 runs")
+    best = finale._best(found, checked, BATCH)
+    assert best.kept is False and finale.summary(found, best, checked).startswith("nothing kept: ")
+    # with room for no run of the best, its round's row, undecided: never kept on the round's evidence
     budget.started -= budget.left_s() - 25.0
     again = finale.measure(run, found, Session(), budget, STEPS)
-    assert again.best is found.path[0].runs[-1] and again.after is found.path[0].beside[-1]
-    assert again.before is found.path[0].beside[0] and budget.left_s() == pytest.approx(25.0, abs=0.5)
+    assert again.best is None and len(again.confirmed.baseline) == 1
+    row = finale._best(found, again.confirmed, BATCH)
+    assert row.kept is False and row.ratio == found.path[0].row.ratio and row.confirmation.startswith("undecided")
 
 
 def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_and_price():
@@ -236,25 +241,25 @@ def test_a_pace_change_that_loses_leaves_the_others_on_the_same_reference():
 def test_what_is_left_is_always_said_the_gpu_idle_or_float32_on_tensor_cores():
     """Issue 60: after a winner that waits on nothing, 'left' said nothing beside a GPU 17% busy,
     and nothing of float32 on an H100 (84% busy)."""
-    from gpuscout.tune import finale
 
     idle = make_watch_record(
         events=fit_events(wait_s=0.0, policy="mixed_bfloat16", batch=32), gpus=[H100], samples=[busy(17)]
     )
-    said = finale.left(idle, idle, kept={"jit_compile"})
+    said = remainder.left(idle, idle, kept={"jit_compile"})
     assert said.startswith("the GPU is busy 17% of the time at batch 32: more work per step (a larger batch")
     fp32 = make_watch_record(events=fit_events(wait_s=0.0, policy="float32"), gpus=[H100], samples=[busy(84)])
-    assert "float32 on a GPU with tensor cores (compute capability 9.0)" in finale.left(fp32, fp32, kept=set())
+    assert "float32 on a GPU with tensor cores (compute capability 9.0)" in remainder.left(fp32, fp32, kept=set())
     # kept it: the step's own compute is what is left, with its shares
-    assert finale.left(fp32, fp32, kept={"mixed_precision"}).startswith(
+    assert remainder.left(fp32, fp32, kept={"mixed_precision"}).startswith(
         "the step's own compute: the GPU is busy 84% of the time (input wait 0%, host work between steps"
     )
 
 
-def test_a_best_far_past_the_baseline_runs_no_final_block():
+def test_a_best_far_past_the_baseline_runs_once_after_its_choice():
     """Outcome.clear: the kept path at 10x (its interval's low end past CLEAR_RATIO) is no host's
-    drift: the final block runs nothing (with --patch: the best again and the copy beside it), and
-    the best's own run is set against round 1's baseline run."""
+    drift: the final block starts from round 1's warm baseline runs and one run of the best after
+    its choice. A pace change's round has one baseline run beside it (the one after: nothing warm
+    ran before it), so one pair more, the best first, settles it."""
     from gpuscout.tune import finale
 
     ran = []
@@ -264,22 +269,23 @@ def test_a_best_far_past_the_baseline_runs_no_final_block():
         return record(10000.0 if config.changes else 1000.0)
 
     found = search.search(
-        run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0), search.Budget(3600), 3, STEPS
+        run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0), search.Budget(3600), 4, STEPS
     )
     assert found.clear and found.path[0].row.ratio_low > trials.CLEAR_RATIO
-    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
-    assert search._kept_back(found, 3, search.Budget(3600), STEPS) == []
+    assert len(search._kept_back(found, 5, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
+    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 1
     del ran[:]
 
     class Session:
         patch = None
+        probe = None
 
     final = finale.measure(run, found, Session(), search.Budget(3600), STEPS)
-    assert ran == [] and final.best is found.path[-1].runs[-1] and final.before is found.path[0].beside[-1]
-    assert final.after is final.before
-    assert "over round 1's baseline run" in finale.summary(
-        found, judging.judged(JIT, [final.best], [final.before], BATCH)
-    )
+    assert ran == ["jit_compile (confirming)", "jit_compile (confirming)", "baseline again"]
+    assert final.confirmed.confirmed and final.baseline[0] is found.path[0].beside[0]
+    best = finale._best(found, final.confirmed, BATCH)
+    assert best.kept and best.test == "welch-t on 2+2 runs" and best.ratio == pytest.approx(10.0, rel=0.02)
+    assert finale.summary(found, best, final.confirmed).startswith("baseline -> +jit_compile: 10.0")
 
 
 def test_a_larger_batch_trains_the_samples_of_its_reference():
@@ -346,37 +352,29 @@ def test_a_kept_run_plans_with_the_tf_data_maps_the_probe_checked():
 
 def test_the_patched_copy_agrees_within_its_interval_or_the_baseline_s_drift_and_at_its_steps():
     """Issue 74: 2.95x against 2.07x was called agreeing (within a blanket 10%). Now the copy agrees
-    where its figure's interval meets the best's, or the two are as close as the baseline's own
-    two runs; never where it trains other steps an epoch, whatever its speed."""
+    where its speed-up's interval between runs meets the best's (both against the same baseline
+    runs), or the two are as close as two runs of one setting here; never where it trains other
+    steps an epoch, whatever its speed."""
     from gpuscout.tune import finale
     from gpuscout.tune.results import Judged
 
-    def at(rate, low=None, high=None, steps=40, **more):
+    def at(ratio, low=None, high=None, steps=40, **more):
         return Judged(
-            change="x",
-            run_id="r",
-            status="ok",
-            clock="epochs",
-            samples_per_s=rate,
-            ci95_low=low,
-            ci95_high=high,
-            epoch_steps=steps,
-            **more,
+            change="x", run_id="r", status="ok", ratio=ratio, ratio_low=low, ratio_high=high, epoch_steps=steps, **more
         )
 
-    best = at(28_600, 28_000, 29_100)
-    assert finale._disagreement(best, at(28_900, 28_500, 29_300), drift=0.0) is None  # intervals meet
-    assert finale._disagreement(best, at(27_000, 26_900, 27_100), drift=0.07) is None  # 5.6%: as runs here spread
-    apart = finale._disagreement(best, at(27_000, 26_900, 27_100), drift=0.02)
+    best = at(2.86, 2.80, 2.91)
+    assert finale._disagreement(best, at(2.89, 2.85, 2.93), drift=0.0) is None  # intervals meet
+    assert finale._disagreement(best, at(2.70, 2.69, 2.71), drift=0.07) is None  # 5.6%: as runs here spread
+    apart = finale._disagreement(best, at(2.70, 2.69, 2.71), drift=0.02)
     assert apart == (
-        "27,000 samples/s against 28,600 samples/s, 6% apart, beyond both intervals and the spread of two runs of "
-        "one setting here (2%)"
+        "2.70x against 2.86x, 6% apart, beyond both intervals and the spread of two runs of one setting here (2%)"
     )
     # issue 74's figures: 2.95x against 2.07x is never within the noise of runs 1% apart
     assert finale._disagreement(at(2.07, 2.0, 2.1), at(2.95, 2.9, 3.0), drift=0.01)
     # as fast, but 64 steps an epoch where the injected change trained 40: another training
     assert "64 steps an epoch where the injected changes trained 40" in finale._disagreement(
-        best, at(28_600, 28_000, 29_100, steps=64), drift=0.0
+        best, at(2.86, 2.80, 2.91, steps=64), drift=0.0
     )
     assert finale._disagreement(best, at(None), drift=0.0) == "its speed could not be read"
 
@@ -409,17 +407,16 @@ def test_a_larger_batch_measured_again_trains_its_own_count():
 def test_what_is_left_does_not_advise_processes_measured_no_faster():
     """A GIL-bound PyDataset on a 16-core H100 host: 16 worker processes ran 0.42x of one thread
     (docs/benchmarks.md); what is left then names the work moved into the model, not processes."""
-    from gpuscout.tune import finale
 
     waiting = make_watch_record(events=fit_events(wait_s=0.9, input_type="PyDataset"))
     waiting.main.input_multiprocessing = False
-    assert "worker processes, or the work moved into the model" in finale.left(None, waiting, set())
-    said = finale.left(None, waiting, set(), slower=("process_workers_16",))
+    assert "worker processes, or the work moved into the model" in remainder.left(None, waiting, set())
+    said = remainder.left(None, waiting, set(), slower=("process_workers_16",))
     assert "worker processes measured no faster (process_workers_16" in said and "preprocessing layers" in said
-    spawned = finale.left(None, waiting, {"process_workers"})
+    spawned = remainder.left(None, waiting, {"process_workers"})
     assert "made in worker processes; what waits is their pace" in spawned
     # once the augmentation runs in the model, the advice is about what is left of __getitem__, not it
-    moved = finale.left(None, waiting, {"augment_in_model"}, slower=("process_workers_2",))
+    moved = remainder.left(None, waiting, {"augment_in_model"}, slower=("process_workers_2",))
     assert "the augmentation runs in the model now" in moved and "preprocessing layers" not in moved
 
 
@@ -481,7 +478,7 @@ def test_a_change_the_input_caps_is_measured_beside_an_input_change_that_won_not
     assert "mixed_precision" not in ran
     [pair] = [t for t in found.trials if t.round == 2]
     assert pair.change.knob == "combined" and pair.config.name == "prefetch+mixed_precision"
-    assert pair.row.on == "baseline" and abs(pair.row.ratio - 1.4) < 0.05 and pair.row.kept
+    assert pair.row.on == "baseline" and abs(pair.row.ratio - 1.4) < 0.05 and pair.row.chosen
     assert found.best.knobs == {"prefetch", "mixed_precision"} and found.rounds == 2
 
 
@@ -538,3 +535,4 @@ def test_the_spread_of_a_setting_s_runs_is_the_noise_two_figures_agree_within():
     runs = [tagged(1000.0), tagged(1200.0), tagged(2000.0, "cache"), tagged(2040.0, "cache"), tagged(900.0, "spe")]
     assert finale.drift(runs) == pytest.approx((200 / 2200 + 40 / 4040) / 2, rel=1e-3)
     assert finale.drift(runs[:1]) == 0.0
+

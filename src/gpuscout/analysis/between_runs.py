@@ -148,16 +148,27 @@ def run_test(baseline: list[float], candidate: list[float]) -> RunTest | None:
 def runs_to_decide(tested: RunTest, threshold: float) -> int | None:
     """About how many runs a side would decide a gate at `threshold` (a ratio, 1 - PCT/100), were
     the ratio and each side's spread between runs what they were: the fewest n whose Welch
-    interval at n a side (welch: t(0.975, df) * sqrt((vb + vc) / n) on the log scale, with df =
-    (vb + vc)^2 / ((vb^2 + vc^2) / (n - 1))), clears the gap that decides (the test run_test makes, at n a side).
-    A ratio at or above the threshold passes once the interval's low end clears the threshold; one
+    interval at n a side clears the gap that decides (the test run_test makes, at n a side). A
+    ratio at or above the threshold passes once the interval's low end clears the threshold; one
     below it fails once the interval's high end clears 1 (a significant slowdown). None: no count
     up to MOST_RUNS would (the ratio on the threshold, or the spread many times the gap)."""
+    d = math.log(tested.ratio)
+    return _fewest_runs(d - math.log(threshold) if d >= math.log(threshold) else -d, tested.log_variances)
+
+
+def runs_to_settle(tested: RunTest, line: float) -> int | None:
+    """About how many runs a side would put the ratio's interval wholly on one side of `line` (tune's
+    confirmation: above CONFIRM_MARGIN, or under it), were the ratio and the spreads what they were;
+    None where no count up to MOST_RUNS would."""
+    return _fewest_runs(abs(math.log(tested.ratio) - math.log(line)), tested.log_variances)
+
+
+def _fewest_runs(gap: float, log_variances: tuple[float, float]) -> int | None:
+    """The fewest n a side whose Welch half-interval, t(0.975, df) * sqrt((vb + vc) / n) on the log
+    scale with df = (vb + vc)^2 / ((vb^2 + vc^2) / (n - 1)), is within `gap`; None up to MOST_RUNS."""
     from scipy.stats import t as student_t  # lazily: see analysis/stats.py
 
-    d = math.log(tested.ratio)
-    gap = d - math.log(threshold) if d >= math.log(threshold) else -d
-    vb, vc = tested.log_variances
+    vb, vc = log_variances
     if gap <= 0 or vb + vc <= 0:
         return None
     for n in range(2, MOST_RUNS + 1):

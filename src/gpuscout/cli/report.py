@@ -73,7 +73,11 @@ def report(
         raise UsageError(f"run {chosen.id} has no telemetry samples (a CPU run or --no-telemetry)")
     if chosen is None:
         chosen = document.newest_with_telemetry(records)
-    doc = document.build(records, chosen, title, sweeps)
+    from gpuscout.cli.session_report import saved_bests
+    from gpuscout.report.watched_sections import tune_groups
+
+    decided = saved_bests(store_file, tune_groups([r for r in records if r.kind == "watch"]))
+    doc = document.build(records, chosen, title, sweeps, decided)
     err = terminal.console(stderr=True)
     with err.status(f"drawing the report of {len(records)} run(s)…"):
         written = exporter.report(doc, assets.name if assets else "")

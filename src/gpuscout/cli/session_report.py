@@ -38,3 +38,27 @@ def save_and_show(report: Any, verb: str, store_path: Path, as_json: bool) -> Pa
     if saved is not None and not as_json:
         err.print(f"runs stored in {store_path}; the report in {saved}", markup=False)
     return saved
+
+
+def saved_bests(store_path: Path, sessions: set[str]) -> dict[str, Any]:
+    """The best setting of each `tune -- COMMAND` session among `sessions` whose report was saved
+    beside the store (tune/SESSION.json): its one figure, confirmed between runs, which the HTML
+    report shows as the terminal and --json did. A report missing, unreadable or of another shape
+    is left out: the report then reads that session from its runs alone."""
+    import json
+
+    from pydantic import ValidationError
+
+    from gpuscout.tune.results import Judged
+
+    where = store_path.parent / "tune"
+    found = {}
+    for session in sorted(sessions):
+        path = where / f"{session}.json"
+        try:
+            best = json.loads(path.read_text()).get("best") if path.is_file() else None
+            if isinstance(best, dict) and best.get("confirmation"):
+                found[session] = Judged.model_validate(best)
+        except (OSError, ValueError, AttributeError, ValidationError):
+            continue
+    return found

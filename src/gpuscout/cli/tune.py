@@ -323,7 +323,13 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
             "speedup_ci95_high": best.ratio_high if best else None,
             "wall_s": report.wall_s,
         },
-        params={"command": " ".join(report.command), "steps": str(report.steps), "kept": ",".join(report.path)},
+        params={
+            "command": " ".join(report.command),
+            "steps": str(report.steps),
+            "kept": ",".join(report.path),
+            "chosen": ",".join(report.chosen),
+            "confirmation": (best.confirmation or "") if best else "",
+        },
         diff=report.diff,
     )
     if report.diff:

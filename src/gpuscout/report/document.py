@@ -12,6 +12,7 @@ from gpuscout.record.trial import StoredTrial
 from gpuscout.report import format as fmt
 from gpuscout.report import plots, script_plots, watched_sections
 from gpuscout.report.sections import Document, Section, TableData
+from gpuscout.tune.results import Judged
 
 
 def _machines(records: list[RunRecord]) -> TableData:
@@ -157,8 +158,10 @@ def build(
     telemetry_run: RunRecord | None,
     title: str = "gpuscout report",
     sweeps: dict[str, list[StoredTrial]] | None = None,
+    decided: dict[str, Judged] | None = None,
 ) -> Document:
-    """The report of benchmark runs and watched scripts alike; each section uses the kind it is about."""
+    """The report of benchmark runs and watched scripts alike; each section uses the kind it is about.
+    `decided`: by tune session, its best setting as its saved report holds it (its one figure)."""
     every = records
     watched = [r for r in every if r.kind == "watch"]
     records = [r for r in every if r.kind == "benchmark"]
@@ -235,7 +238,7 @@ def build(
     sections.append(tele)
     if watched:
         sections.append(watched_sections.watched(watched))
-    tuned = watched_sections.tune_sessions(watched)
+    tuned = watched_sections.tune_sessions(watched, decided or {})
     if tuned is not None:
         sections.append(tuned)
     if sweeps:

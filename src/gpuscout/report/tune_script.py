@@ -93,20 +93,32 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
         soft_wrap=True,
     )
     table = Table(
-        title="each change against the runs of the setting it was added to, before and after it", title_justify="left"
+        title="each change against the runs of the setting it was added to, before and after it (the "
+        "search's pick; kept only where runs after the search confirm it)",
+        title_justify="left",
     )
     for column in ("round", "change", "on", "samples/s", "speed-up (95% CI)", "input wait", "training"):
         table.add_column(column, no_wrap=column in ("samples/s", "speed-up (95% CI)", "input wait"))
     for row in report.rows:
-        mark = " (kept)" if row.kept else ""
         table.add_row(
             str(row.round if row.round is not None else ""),
-            Text(row.change + mark),
+            Text(row.change + (" (chosen)" if row.chosen else "")),
             Text(row.on or "baseline"),
             fmt.number(row.samples_per_s, 0) if row.samples_per_s else fmt.DASH,
             _gain(row),
             fmt.percent(row.input_wait_share),
             Text(_health(row) + (" (measured again: the host was noisy)" if row.remeasured else "")),
+        )
+    best = report.best
+    if best is not None and best.confirmation:  # the session's one figure: runs after the search
+        table.add_row(
+            "final",
+            Text(f"{best.change} ({'kept' if best.kept else 'not kept'})"),
+            Text("baseline"),
+            fmt.number(best.samples_per_s, 0) if best.samples_per_s else fmt.DASH,
+            _gain(best),
+            fmt.percent(best.input_wait_share),
+            Text(f"{_health(best)}; {best.confirmation}"),
         )
     out.print(table)
     for row in report.rows:
@@ -117,11 +129,21 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
                 Text(f"note: {row.change}: no whole epoch ran, so its steps and batches an epoch were not compared"),
                 soft_wrap=True,
             )
-    best, copy = report.best, report.patched
+    copy = report.patched
+    kept = best is not None and bool(best.kept)
     out.print(
-        Text(report.summary + (_whole_fit(best) if best else ""), style="bold green" if best else "bold"),
+        Text(report.summary + (_whole_fit(best) if kept else ""), style="bold green" if kept else "bold"),
         soft_wrap=True,
     )
+    if best is not None and not kept and best.windows_ratio is not None:
+        out.print(
+            Text(
+                f"note: inside its runs, {best.change}'s training steps read {best.windows_ratio:.2f}x: windows "
+                "and epochs of one run agree with each other far better than runs do, so they locate a cause "
+                "and never decide a gain"
+            ),
+            soft_wrap=True,
+        )
     if copy is not None:
         epoch = (
             f", {copy.epoch_steps:,} steps an epoch, {fmt.seconds(copy.epoch_s)} an epoch against the injected "
@@ -136,7 +158,7 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
             ),
             soft_wrap=True,
         )
-    if best is not None and best.line:
+    if kept and best.line:
         out.print(Text("write these lines:"), soft_wrap=True)
         for line in best.line.splitlines():  # code is never wrapped
             out.print(Text(f"    {line}", style="green"), soft_wrap=True)

@@ -16,6 +16,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.report import format as fmt
 from gpuscout.report import script_plots
 from gpuscout.report.sections import Section, TableData
+from gpuscout.tune.results import Judged
 
 # How many scripts get a timeline, and how many tune sessions a chart: each figure is ~25 KB of SVG
 # and a screen of scrolling; past these a table row says what a figure would (`gpuscout report
@@ -169,9 +170,11 @@ def _choice(row) -> str:
     return f"{row.gpus}x {row.gpu.name}: {fmt.number(t.throughput)} samples/s ({t.basis}){spent}{cost}"
 
 
-def tune_sessions(watched: list[WatchRecord]) -> Section | None:
+def tune_sessions(watched: list[WatchRecord], decided: dict[str, Judged]) -> Section | None:
     """Each `tune -- COMMAND` session: a row with its best change, and (the newest TUNE_CHARTS) a
-    chart of what each change bought, as `compare --by change` computes it."""
+    chart of what each change bought, as `compare --by change` computes it. `decided`: by session,
+    the best setting its saved report holds: its figure is the one confirmed between runs after the
+    search, the same the terminal, --json and MLflow showed, in the row and on its bar."""
     from gpuscout.analysis.compare import compare
 
     sessions = tune_groups(watched)
@@ -191,6 +194,8 @@ def tune_sessions(watched: list[WatchRecord]) -> Section | None:
             "speed-up of each run's figure (its whole epochs where every run has them, else its "
             "windows' median), its 95% interval between runs and the significance test of "
             "`gpuscout compare --by change` (one run against the baseline's repeated runs). "
+            "The setting a session kept, or chose and did not keep, is read as the session decided it: "
+            "its runs after the search against the baseline's, alternating. "
             "The bars start at 1.0, the baseline: right of it faster, left of it slower."
         ],
     )
@@ -198,11 +203,16 @@ def tune_sessions(watched: list[WatchRecord]) -> Section | None:
     for index, c in enumerate(comparisons):
         session = c.held.get("tune session", "")
         when = began.get(session, "")[:16].replace("T", " ")
+        final = decided.get(session)
+        if final is not None:
+            _as_decided(c, final)
         if index < TUNE_CHARTS:
             caption = f"{c.workload}: tune session {session}, {when} UTC"
             section.figures.append((caption, lambda c=c: script_plots.tune_speedups(c)))
         changes = [g for g in c.groups[1:] if g.ratio is not None]
-        best = max(changes, key=lambda g: g.ratio, default=None)
+        best = next((g for g in changes if final is not None and g.label.startswith(_setting(final))), None) or max(
+            changes, key=lambda g: g.ratio, default=None
+        )
         rows.append(
             [
                 session,
@@ -219,6 +229,24 @@ def tune_sessions(watched: list[WatchRecord]) -> Section | None:
             f"Charts for the newest {TUNE_CHARTS} sessions; {counted(len(comparisons) - TUNE_CHARTS, 'session')} "
             "more in the table."
         )
-    headers = ["session", "began (UTC)", "script", "changes", "fastest change", "speed-up [95% CI]", "verdict"]
+    headers = ["session", "began (UTC)", "script", "changes", "best change", "speed-up [95% CI]", "verdict"]
     section.summary.append(TableData("tune-sessions", headers, rows))
     return section
+
+
+def _setting(final: Judged) -> str:
+    """The name the session's runs of its best setting carry (a combined setting's joined names)."""
+    return final.setting or final.change
+
+
+def _as_decided(comparison, final: Judged) -> None:
+    """The best setting's group of a session's comparison given the session's own figure: the
+    ratio and interval between its runs after the search and the baseline's, and its decision."""
+    name = _setting(final)
+    group = next((g for g in comparison.groups[1:] if g.label == name), None)
+    if group is None or final.ratio is None:
+        return
+    group.ratio, group.ratio_low, group.ratio_high = final.ratio, final.ratio_low, final.ratio_high
+    group.p_value, group.test = final.p_value, final.test
+    group.verdict = final.verdict or group.verdict
+    group.label = f"{name} ({'kept' if final.kept else 'not kept'})"

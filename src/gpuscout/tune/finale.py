@@ -1,6 +1,7 @@
-"""After the search: the best setting against the baseline run again on both sides of it (the
-total a user gets, from runs taken together), the patched copy beside it, what is left, and the
-session's report."""
+"""After the search: the chosen setting confirmed or not against the baseline between runs made
+after its choice (tune/confirm.py), the patched copy beside them where it is confirmed, and the
+session's report, whose one figure (the table's final row, the summary, --json, the saved report,
+the HTML report and MLflow) is that confirmation's."""
 
 from __future__ import annotations
 
@@ -9,83 +10,65 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from gpuscout.analysis import repeats
-from gpuscout.analysis.device_causes import FP16_CC, precision_of
-from gpuscout.analysis.untimed import STARVED_UTIL_PCT
-from gpuscout.analysis.verdict import INPUT_HIGHLY
+from gpuscout.analysis.between_runs import BY_EPOCHS, RunTest, run_test
 from gpuscout.core.provenance import utc_now
-from gpuscout.core.spec import Precision
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
-from gpuscout.tune import judging, search
+from gpuscout.tune import confirm, judging
 from gpuscout.tune import patch as patches
 from gpuscout.tune.budget import Budget, Steps
-from gpuscout.tune.changes import augment_in_model as augment
+from gpuscout.tune.remainder import left
 from gpuscout.tune.results import Judged, PatchMade, Skipped, TuneScriptReport
 from gpuscout.tune.trials import Config, Outcome
 
-# The final block: the baseline, the best setting, the baseline again (and the patched copy
-# between them, with --patch).
-FINAL_RUNS = search.FINAL_RUNS
 # Verdicts of a change that bought nothing: its advice is not given again in what is left
 NOT_FASTER = ("slower", "no significant difference")
-# A remainder worth saying: the best setting still waits on input or the host this share of the time
-LEFT_SHARE = INPUT_HIGHLY  # 20%
 
 
 @dataclass
 class Final:
-    before: WatchRecord | None  # the baseline run before the best (round 1's: Outcome.clear)
-    after: WatchRecord | None
-    best: WatchRecord | None = None
+    """The runs after the search: the baseline's the best is set against (warm ones: never the cold
+    probe), the confirmation between runs, and the patched copy."""
+
+    baseline: list[WatchRecord]
+    confirmed: confirm.Confirmed | None = None
     copy: WatchRecord | None = None
     patch: patches.Patch | None = None
     copy_note: str | None = None
 
+    @property
+    def best(self) -> WatchRecord | None:
+        """The chosen setting's latest run after its choice."""
+        return self.confirmed.best[-1] if self.confirmed and self.confirmed.best else None
+
+
+def warm_baselines(found: Outcome) -> list[WatchRecord]:
+    """The search's warm baseline runs (round 1's references beside its candidates), in order."""
+    seen: dict[str, WatchRecord] = {}
+    for t in found.trials:
+        if not t.reference.changes:
+            seen.update({r.id: r for r in t.beside})
+    return list(seen.values())
+
 
 def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final:
-    """baseline, best, [patched copy], baseline: every comparison with the two baseline runs, the
-    baseline at its own count of steps and the best at the one its round ran (their speeds
-    compare as samples/s; their losses were compared in the rounds, where they compare).
-
-    Each run starts only where the --budget-minutes still holds it, and the block gives way in
-    this order: the closing baseline run (the one before stands for both), then the best's own
-    run (its latest, in its round, set against round 1's baseline runs: one change kept in round 1
-    was judged against them already), then the patched copy (the diff is still written, and the
-    report says it was not run). A path kept CLEAR_RATIO past the baseline runs no block: its
-    best's latest run against round 1's baseline run (with --patch, the best run again and the
-    copy beside it, so the two are compared, not the host's drift since the best's round: a busy
-    CI moved a 13x cache 10% in two minutes)."""
-    best_steps = found.path[-1].steps if found.path else steps.base
-    base_s, best_s = budget.cost("baseline", steps.base), budget.cost(found.best.name, best_steps)
+    """Nothing chosen: the baseline once more, where the budget holds it (whether the host
+    drifted). A setting chosen: confirmed or not between runs made after its choice, the baseline
+    and it alternately (tune/confirm.py), and with --patch, where it is confirmed, the patched copy
+    (the diff is still written where the budget ends first, and the report says it was not run)."""
+    base_s = budget.cost("baseline", steps.base)
+    if not found.path:
+        warm = warm_baselines(found)
+        closing = [run(Config(), "baseline again", steps.base)] if budget.allows([base_s]) else []
+        return Final(baseline=(warm + closing) or [session.probe])
+    best_steps = found.path[-1].steps
+    best_s = budget.cost(found.best.name, best_steps)
     copy = session.patch is not None
-    if not found.path:  # nothing to compare: once is enough to see whether the host drifted
-        if budget.allows([base_s]):
-            before = run(Config(), "baseline again", steps.base)
-            return Final(before=before, after=before)
-        last = next((r for t in reversed(found.trials) for r in reversed(t.beside)), None) or session.probe
-        return Final(before=last, after=last)
-    round_one = found.path[0].beside[-1]  # round 1's reference is the baseline
-    if found.clear:
-        final = Final(before=round_one, after=round_one, best=found.path[-1].runs[-1])
-        if copy and budget.allows([best_s] * 2):
-            final.best = run(found.best, f"{found.best.name} (best)", best_steps)
-        if copy:
-            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
-        return final
-    if not budget.allows([base_s, best_s] + [best_s] * copy):  # round 1's baseline runs, the best's latest run
-        kept = found.path[-1]
-        final = Final(before=found.path[0].beside[0], after=round_one, best=kept.runs[-1])
-        if copy:
-            final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
-        return final
-    before = run(Config(), "baseline again", steps.base)
-    final = Final(before=before, after=before)
-    final.best = run(found.best, f"{found.best.name} (best)", best_steps)
-    if copy:
+    batch = session.probe.batch_size if session.probe else None
+    checked = confirm.confirm(run, found, budget, steps.base, best_steps, batch, [best_s] * copy)
+    final = Final(baseline=checked.baseline or warm_baselines(found) or [found.path[0].beside[-1]], confirmed=checked)
+    if copy and checked.confirmed:
         final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
-    if budget.allows([base_s]):
-        final.after = run(Config(), "baseline again", steps.base)
     return final
 
 
@@ -115,154 +98,30 @@ def _patched_copy(session, found: Outcome, run, count: int, budget: Budget, cost
         shutil.rmtree(into, ignore_errors=True)
 
 
-def left(
-    best: WatchRecord | None,
-    probe: WatchRecord,
-    kept: set[str],
-    slower: tuple[str, ...] = (),
-    skipped: dict[str, str] | None = None,
-) -> str:
-    """What the best setting still waits on, the most a fix there could buy, and what would buy it:
-    the input or the host where they hold it LEFT_SHARE of the time, else a GPU busy less than a
-    starved one's share, else float32 on tensor cores that mixed precision was not kept for, else
-    the step's compute, with its shares: always said (issue 60: 'left' was empty beside a GPU 17%
-    busy). `slower`: the changes measured no faster, whose advice is not given again (processes for
-    a GIL-bound PyDataset ran 0.42x on a 16-core H100 host); `skipped`: by knob, why a change was
-    not tried or not kept (it changes the training): advice for one says so, never just the change
-    (issue 74: "left: ... fewer host calls (steps_per_execution)" beside "not tried:
-    steps_per_execution: ...")."""
-    r = best or probe
-    wait, outside = r.input_wait_share or 0, r.outside_step_share or 0
-    if max(wait, outside) < LEFT_SHARE:
-        return _device_left(r, kept)
-    share, what = (wait, "input") if wait >= outside else (outside, "the loop's host work between steps")
-    most = 1 / (1 - share)
-    main = r.main
-    if what == "input":
-        keep = repeats.keepable(probe.main, probe.env.host_memory_bytes) if probe.main else "not checked"
-        if "cache" not in kept and isinstance(keep, repeats.Keepable):
-            how = f"the batches repeat ({keep.evidence}): make them once and keep them"
-        elif "cache" in kept:  # nothing is made any more: what waits is handing kept batches over
-            how = (
-                "the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
-                "batch) or the input moved to the device once"
-            )
-        elif "augment_map" in kept:  # the map's per-element work is on the device now
-            how = (
-                "the map's augmentation runs in the model now; what waits is the rest of the pipeline: its other "
-                "maps in parallel (num_parallel_calls=tf.data.AUTOTUNE), a cache() of what repeats, prefetch"
-            )
-        elif kept & {"augment_in_model", "augment_inline"}:  # the per-image work is on the device now
-            how = (
-                "the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
-                "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
-                "the device once and sliced there"
-            )
-        elif "process_workers" in kept:  # made outside the GIL now: what waits is their pace and the hand-over
-            how = (
-                "the PyDataset's batches are made in worker processes; what waits is their pace (more of them, "
-                "where the host has idle cores) and handing each batch over: the per-sample work moved into the "
-                "model (Keras preprocessing layers, on the device), or fewer, larger batches"
-            )
-        elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
-            measured = next((name for name in slower if name.startswith("process_workers_")), None)
-            how = (
-                "the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "
-                f"({measured}: each batch is handed over at a cost of its own): the per-sample work "
-                "moved into the model (Keras preprocessing layers, on the device) or written as array operations"
-                if measured
-                else "the PyDataset's work runs in threads under the GIL: worker processes, "
-                "or the work moved into the model"
-            )
-            work = probe.main.sample_work if probe.main else None
-            if work is not None:  # the exact lines (issue 60): what to move, by hand where tune could not
-                how += f"; in __getitem__, {augment.hot_lines(work)}"
-        elif main is not None and main.input_type == "generator":
-            how = "one Python thread makes every batch: a PyDataset with worker processes, or tf.data"
-        else:
-            how = "a faster pipeline: its per-batch work in parallel (tf.data map with AUTOTUNE), or done once"
-    else:
-        how = _host_left(kept, slower, skipped or {})
-    return (
-        f"the best setting still waits on {what} {share:.0%} of the time: a fix there could buy at most "
-        f"{most:.2f}x more; {how}"
-    )
-
-
-def _host_left(kept: set[str], slower: tuple[str, ...], skipped: dict[str, str]) -> str:
-    """What the loop's host work between steps is left to, given what steps_per_execution did."""
-    calls = "less work in callbacks and between steps"
-    if "steps_per_execution" in kept:
-        return f"steps_per_execution is kept; what is left is {calls} (Keras' own, a callback's)"
-    measured = next((name for name in slower if name.startswith("steps_per_execution")), None)
-    if measured:
-        return f"fewer host calls measured no faster ({measured}): {calls}"
-    if "steps_per_execution" in skipped:
-        return f"{calls}; fewer host calls (steps_per_execution) were {skipped['steps_per_execution']}"
-    return f"fewer host calls (steps_per_execution) or {calls}"
-
-
-def _device_left(r: WatchRecord, kept: set[str]) -> str:
-    """What holds a setting back on the device, where the host does not: a GPU that idles, a step
-    in float32 on tensor cores, else the step's own compute, with the shares measured."""
-    main = r.main
-    if r.gpu_idle_share is not None and 1 - r.gpu_idle_share < STARVED_UTIL_PCT / 100:
-        busy = 1 - r.gpu_idle_share
-        batch = f" at batch {r.batch_size}" if r.batch_size else ""
-        return (
-            f"the GPU is busy {busy:.0%} of the time{batch}: more work per step (a larger batch, "
-            "steps_per_execution) or a faster host loop would give it more; at most "
-            f"{1 / max(busy, 0.01):.1f}x where the step scales with it"
-        )
-    if (
-        main is not None
-        and r.gpu is not None
-        and precision_of(main.precision_policy) is Precision.fp32
-        and "mixed_precision" not in kept
-        and r.gpu.compute_capability
-        and float(r.gpu.compute_capability) >= FP16_CC
-    ):
-        return (
-            f"the step runs in float32 on a GPU with tensor cores (compute capability {r.gpu.compute_capability}"
-            "): mixed precision was not kept, or not measured within the budget"
-        )
-    shares = f"input wait {r.input_wait_share or 0:.0%}, host work between steps {r.outside_step_share or 0:.0%}"
-    if r.gpu_idle_share is not None:
-        return (
-            f"the step's own compute: the GPU is busy {1 - r.gpu_idle_share:.0%} of the time ({shares}); "
-            "a faster GPU or fewer FLOPs per sample is what is left"
-        )
-    return f"the step's own compute ({shares}): a GPU, or fewer FLOPs per sample, is what is left"
-
-
 def report(
     session, found: Outcome, final: Final, probe: WatchRecord, steps: Steps, records: list[WatchRecord], budget: Budget
 ) -> TuneScriptReport:
     batch = probe.batch_size
-    beside = [final.before] if final.before is final.after else [final.before, final.after]
+    checked = final.confirmed
+    confirmed = checked is not None and checked.confirmed
+    for t in found.path:  # a change is kept only where the runs after the search confirm it
+        t.row.kept = confirmed
     rows = [t.row for t in sorted(found.trials, key=lambda t: (t.round, -(t.row.ratio or 0)))]
-    best = (
-        judging.judged(found.best.as_change(), [final.best], beside, batch, found.best.settings)
-        if final.best
-        else found.path[0].row.model_copy()
-        if found.path
-        else None
-    )  # round 1's judgement, where the budget ended
-    copy = (
-        judging.judged(found.best.as_change(), [final.copy], beside, batch, found.best.settings) if final.copy else None
-    )
-    if best and copy:
-        copy.change = "patched copy"
-        if (copy.note or "").startswith("nothing in this script to apply"):
-            # the copy has the change written in it: nothing is injected into it
-            copy = Judged.model_validate(copy.model_dump(exclude={"note"}, exclude_unset=True))
+    best = _best(found, checked, batch)
+    copy = _copy(found, final, checked, batch) if best and final.copy else None
+    if copy is not None:
         apart = _disagreement(best, copy, drift([r for r in records if r is not final.copy]))
         copy.agrees = apart is None
         if apart and not final.copy_note:
             final.copy_note = f"the patched copy does not do what the injected changes did: {apart}"
-    kept = found.best.knobs  # a pair kept (search._pairs) names both its knobs
+    if session.patch is not None and checked is not None and not confirmed:
+        final.copy_note = f"no diff: {found.best.name} was {checked.verdict}, so nothing is handed over"
+    kept = found.best.knobs if confirmed else set()  # a pair kept (search._pairs) names both its knobs
     not_faster = tuple(t.change.name for t in found.trials if t.row.verdict in NOT_FASTER)
-    first = probe if final.after is final.before else final.before  # the baseline run before the last one
+    if checked is not None and checked.verdict == confirm.NOT_CONFIRMED:
+        not_faster += (found.best.name,)
+    warm = final.baseline
+    first, last = (warm[-2], warm[-1]) if len(warm) > 1 else (warm[-1], warm[-1])
     return TuneScriptReport(
         session=session.context.group_id,
         created_utc=utc_now(),
@@ -272,12 +131,15 @@ def report(
         epoch_steps=None if session.no_epochs else steps.epoch,
         no_epochs=session.no_epochs,
         baseline=judging.row(None, probe, probe),
-        baseline_again=judging.row(None, final.after, first),
-        noisy=judging.noisy(first, final.after),
+        baseline_again=judging.row(None, last, first),
+        noisy=confirm.spread_note(checked, batch)
+        if checked and len(checked.baseline) > 1
+        else judging.noisy(first, last),
         rows=rows,
         # the script's own training diverged: what every speed figure then measures is said first
         diverged=next((c for c in probe.verdict if c.code == "loss_not_finite"), None),
-        path=[t.change.name for t in found.path],
+        path=[t.change.name for t in found.path] if confirmed else [],
+        chosen=[t.change.name for t in found.path],
         rounds=found.rounds,
         best=best,
         patched=copy,
@@ -288,12 +150,14 @@ def report(
             note=final.copy_note,
         )
         if final.patch is not None
+        else PatchMade(file=str(session.patch), located=[], unlocated={}, note=final.copy_note)
+        if session.patch is not None and found.path
         else None,
         diff=final.patch.diff(session.root) if final.patch is not None else None,
         skipped=[Skipped(change=s.knob, reason=s.reason) for s in found.skipped],
-        summary=summary(found, best),
+        summary=summary(found, best, checked),
         left=left(
-            final.best or (found.path[-1].runs[-1] if found.path else None),
+            final.best if confirmed else None,
             probe,
             kept,
             not_faster,
@@ -326,49 +190,84 @@ def drift(records: list[WatchRecord]) -> float:
     return statistics.median(spreads) if spreads else 0.0
 
 
+def _best(found: Outcome, checked: confirm.Confirmed | None, batch: int | None) -> Judged | None:
+    """The chosen setting's row: its runs after the choice against the baseline's beside them, the
+    speed-up and its interval those runs' test (the one figure of the session: table, summary,
+    JSON, report and MLflow); the windows' and epochs' pooled figures stay beside it as diagnosis.
+    Where no run of it could be made after the choice, its round's row, said undecided."""
+    if checked is None:
+        return None
+    if not checked.best:
+        row = found.path[-1].row.model_copy()
+        return row.set(kept=False, confirmation=confirm.explained(checked))
+    row = judging.judged(found.best.as_change(), checked.best, checked.baseline, batch, found.best.settings)
+    row.set(kept=checked.confirmed, chosen=True, setting=found.best.name, confirmation=confirm.explained(checked))
+    return _between_runs(row, checked.tested, checked.basis)
+
+
+def _copy(found: Outcome, final: Final, checked: confirm.Confirmed | None, batch: int | None) -> Judged | None:
+    """The patched copy's row: its one run against the confirmation's baseline runs, as a new
+    observation against their spread (between_runs.run_test's prediction-t)."""
+    if checked is None or final.copy is None:
+        return None
+    copy = judging.judged(found.best.as_change(), [final.copy], checked.baseline, batch, found.best.settings)
+    copy.change = "patched copy"
+    if (copy.note or "").startswith("nothing in this script to apply"):
+        # the copy has the change written in it: nothing is injected into it
+        copy = Judged.model_validate(copy.model_dump(exclude={"note"}, exclude_unset=True))
+    base, _ = checked.values(batch)
+    value = confirm.run_figure(final.copy, found.best.settings, batch, checked.basis)
+    return _between_runs(copy, run_test(base, [value]) if value and all(base) else None, checked.basis)
+
+
+def _between_runs(row: Judged, tested: RunTest | None, basis: str) -> Judged:
+    """The row's speed-up, interval, test and verdict those of the test between runs (none: as it was)."""
+    if tested is None:
+        return row
+    return row.set(
+        ratio=tested.ratio,
+        ratio_low=tested.ratio_low,
+        ratio_high=tested.ratio_high,
+        p_value=tested.p_value,
+        test=tested.test,
+        verdict=confirm.verdict_of(tested),
+        ratio_clock="epochs" if basis == BY_EPOCHS else "windows",
+    )
+
+
 def _disagreement(best: Judged, copy: Judged, drift: float) -> str | None:
     """Why the patched copy does not do what the injected changes did, or None where it does: it
-    trains as many steps an epoch (and, against the baseline, the same training), and its figure
-    is the best's within the two figures' noise: their intervals overlap, or they are as close as
-    two runs of one setting are on this host (`drift`). By the same clock: the epochs' where both
-    have them."""
+    trains as many steps an epoch (and, against the baseline, the same training), and its speed-up
+    is the best's within the two figures' noise: their intervals between runs overlap, or they are
+    as close as two runs of one setting are on this host (`drift`). Both against the same baseline
+    runs, by the same clock."""
     if copy.changes_training:
         return copy.changes_training
     if best.epoch_steps and copy.epoch_steps and best.epoch_steps != copy.epoch_steps:
         return f"it trains {copy.epoch_steps:,} steps an epoch where the injected changes trained {best.epoch_steps:,}"
-    same_clock = best.clock == copy.clock
-    if same_clock:
-        mine, theirs = (
-            (copy.samples_per_s, copy.ci95_low, copy.ci95_high),
-            (
-                best.samples_per_s,
-                best.ci95_low,
-                best.ci95_high,
-            ),
-        )
-    else:  # against the same baseline runs: their speed-ups
-        mine, theirs = (copy.ratio, copy.ratio_low, copy.ratio_high), (best.ratio, best.ratio_low, best.ratio_high)
+    mine, theirs = (copy.ratio, copy.ratio_low, copy.ratio_high), (best.ratio, best.ratio_low, best.ratio_high)
     if not mine[0] or not theirs[0]:
         return "its speed could not be read"
     apart = abs(mine[0] / theirs[0] - 1)
     if apart <= drift or (None not in (*mine, *theirs) and mine[1] <= theirs[2] and theirs[1] <= mine[2]):
         return None
-    shown = (lambda v: f"{v:,.0f} samples/s") if same_clock else (lambda v: f"{v:.2f}x")
     return (
-        f"{shown(mine[0])} against {shown(theirs[0])}, {apart:.0%} apart, beyond both intervals and the "
+        f"{mine[0]:.2f}x against {theirs[0]:.2f}x, {apart:.0%} apart, beyond both intervals and the "
         f"spread of two runs of one setting here ({drift:.0%})"
     )
 
 
-def summary(found: Outcome, best: Judged | None) -> str:
+def summary(found: Outcome, best: Judged | None, checked: confirm.Confirmed | None = None) -> str:
     if not found.path:
         return "no change was faster with significance against the baseline runs beside it"
     path = " -> ".join(["baseline", *("+" + t.change.name for t in found.path)])
-    if best is None or best.ratio is None:
-        return f"kept {path}"
-    interval = f" [{best.ratio_low:.2f}-{best.ratio_high:.2f}]" if best.ratio_low is not None else ""
-    against = (
-        "round 1's baseline run (too far past it for drift to matter)" if found.clear else "the baseline run beside it"
-    )
-    clock = "by whole epochs" if best.ratio_clock == "epochs" else "by the training steps' windows"
-    return f"{path}: {best.ratio:.2f}x{interval} over {against} ({best.verdict}, {clock})"
+    figure = ""
+    if best is not None and best.ratio is not None:
+        interval = f" [{best.ratio_low:.2f}-{best.ratio_high:.2f}]" if best.ratio_low is not None else ""
+        clock = "whole epochs" if best.ratio_clock == "epochs" else "the training steps' windows"
+        figure = f"{best.ratio:.2f}x{interval} between runs by {clock}"
+    if checked is not None and checked.confirmed:
+        return f"{path}: {figure}, {confirm.explained(checked)}"
+    why = confirm.explained(checked) if checked is not None else "not confirmed"
+    measured = f" ({figure})" if figure else ""
+    return f"nothing kept: {path} was chosen in its round, then {why}{measured}"

@@ -70,7 +70,9 @@ class Judged(BaseModel):
     run_ids: list[str] | None = None
     noisy: str | None = None  # the reference runs beside it disagreed
     remeasured: bool | None = None
-    kept: bool | None = None
+    chosen: bool | None = None  # the search picked it in its round (tune/search.py)
+    kept: bool | None = None  # ... and runs after the search confirmed it (tune/confirm.py)
+    confirmation: str | None = None  # the best: confirmed | not confirmed | undecided, and why
     agrees: bool | None = None  # the patched copy: its speed-up agrees with the injection's
 
     def set(self, **fields) -> Judged:
@@ -123,7 +125,8 @@ class TuneScriptReport(BaseModel):
     noisy: str | None  # the baseline's two runs disagreed
     rows: list[Judged]
     diverged: Cause | None  # the script's own training diverged: watch's loss_not_finite cause
-    path: list[str]  # the changes kept, in order
+    path: list[str]  # the changes kept, in order: chosen by the search and confirmed between runs after it
+    chosen: list[str] = Field(default_factory=list)  # the changes the search chose, kept or not
     rounds: int
     best: Judged | None
     patched: Judged | None

@@ -196,7 +196,7 @@ def _session(session: Session) -> TuneScriptReport:
             f"{script.MIN_RUN_EPOCHS} of them a run would not fit the session"
         )
     records = [probe]
-    reserve = finale.FINAL_RUNS + bool(session.patch)
+    reserve = search.FINAL_RUNS + bool(session.patch)
     # one change measured against the baseline, and the closing baseline run: what a session needs
     if not budget.allows([budget.cost("baseline", steps.base)] * (SESSION_RUNS - 1)):
         spent = options.budget_s - budget.left_s()

@@ -52,8 +52,9 @@ CUT_FLOOR_S = 10.0
 PAIRED_AT_MOST = 3
 # Leading candidates measured again when the reference runs beside them disagreed.
 REMEASURE = 2
-# The final block (tune/finale.py): the baseline, the best setting, the baseline again
-FINAL_RUNS = 3
+# The final block (tune/confirm.py): the chosen setting and the baseline alternately, the fewest
+# runs a side whose spread says anything (confirm.CONFIRM_FIRST); more only where those do not settle it
+FINAL_RUNS = 4
 # What it runs when no change won: the baseline once more
 CLOSING_RUNS = 1
 
@@ -111,7 +112,7 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
                 continue  # the pace change did not win: the others, on the same reference
             break
         kept = leaders[0]
-        kept.row.kept = True
+        kept.row.chosen = True  # kept only once runs after the search confirm it (tune/confirm.py)
         out.path.append(kept)
         reference, reference_runs = kept.config, list(kept.runs)
         # the next round plans from the kept setting's own run; whether the input repeats was
@@ -236,8 +237,8 @@ def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list
     base = budget.cost("baseline", steps.base)
     leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or _may_win(t, budget)), None)
     best = budget.cost(leading.config.name, leading.steps) if leading else base
-    if out.clear:  # the best and the patched copy beside it, with --patch (Outcome.clear)
-        return [best] * (2 if reserve > FINAL_RUNS else 0)
+    if out.clear:  # one run of the best after its choice, and the patched copy with --patch (Outcome.clear)
+        return [best] * (2 if reserve > FINAL_RUNS else 1)
     runs = reserve if winning else min(reserve, CLOSING_RUNS)
     baselines = min(runs, 2)
     return [base] * baselines + [best] * max(0, runs - baselines)

@@ -1,0 +1,152 @@
+"""tune's confirmation (tune/confirm.py) on records made by hand: the setting the search chose and
+the baseline run alternately after the search, each run one value, tested between runs; kept only
+where that test clears the margin. No process runs: `run` returns a record of the rate asked."""
+
+import math
+
+import pytest
+from scipy.stats import t as student_t
+
+from gpuscout.tune import confirm, finale, search, trials
+from gpuscout.tune.change import Change, Plan
+from tests.unit.test_tune_search import BATCH, STEPS, record
+
+THREADS = Change("workers_2_threads", "workers", {"workers": 2}, "workers=2", "the input waits")
+CACHE = Change("cache", "cache", {"cache": True}, "model.fit(CachedBatches(dataset), ...)", "repeats")
+
+
+def chosen(change: Change, ratio_low: float = 1.3) -> trials.Outcome:
+    """A search outcome whose round chose `change` (its runs and the baseline runs beside it)."""
+    trial = trials.Trial(1, change, trials.Config((change,)), trials.Config(), 300)
+    trial.runs, trial.beside = [record(1440.0)], [record(1000.0), record(1000.0)]
+    trial.judge(BATCH)
+    trial.row.ratio_low = ratio_low  # what the round's pooled windows said
+    trial.row.chosen = True
+    return trials.Outcome(path=[trial], trials=[trial], rounds=1)
+
+
+def runner(base: list[float], best: list[float]):
+    """Runs whose rates come from each side's list in turn; the names asked, in order."""
+    asked, sides = [], {"base": iter(base), "best": iter(best)}
+
+    def run(config, name, steps, command=None, at_most_s=None):
+        asked.append(name)
+        return record(next(sides["best" if config.changes else "base"]), jitter=0.0)
+
+    return run, asked
+
+
+def test_a_large_gain_is_confirmed_by_two_runs_a_side_taken_alternately():
+    """ABAB, who goes first alternating: the baseline, the setting, the setting, the baseline."""
+    run, asked = runner([1000.0, 1010.0], [9000.0, 9100.0])
+    out = confirm.confirm(run, chosen(CACHE), search.Budget(3600), 300, 300, BATCH, [])
+    assert asked == ["baseline again", "cache (confirming)", "cache (confirming)", "baseline again"]
+    assert out.verdict == confirm.CONFIRMED and out.tested.ratio_low > 8
+
+
+def test_the_figure_is_the_ratio_of_the_runs_geometric_means_with_welch_s_interval():
+    """By hand: logs of 1000 and 1040 against 1200 and 1260; the ratio exp(mean difference), the
+    interval exp(d -+ t(0.975, df) * se) with Welch's se and degrees of freedom."""
+    run, _ = runner([1000.0, 1040.0], [1200.0, 1260.0])
+    out = confirm.confirm(run, chosen(THREADS), search.Budget(3600), 300, 300, BATCH, [])
+    lb, lc = [math.log(1000), math.log(1040)], [math.log(1200), math.log(1260)]
+    d = sum(lc) / 2 - sum(lb) / 2
+    vb, vc = (lb[0] - lb[1]) ** 2 / 2, (lc[0] - lc[1]) ** 2 / 2
+    se = math.sqrt(vb / 2 + vc / 2)
+    df = (vb / 2 + vc / 2) ** 2 / ((vb / 2) ** 2 + (vc / 2) ** 2)
+    half = student_t.ppf(0.975, df) * se
+    assert out.tested.ratio == pytest.approx(math.exp(d))
+    assert out.tested.ratio_low == pytest.approx(math.exp(d - half))
+    assert out.tested.ratio_high == pytest.approx(math.exp(d + half))
+    assert out.tested.ratio == pytest.approx(math.sqrt(1200 * 1260) / math.sqrt(1000 * 1040))
+
+
+def test_a_change_that_buys_nothing_is_never_kept_on_a_noisy_host():
+    """Issue 86, item 1: the round picked threads at 1.44x from one lucky run; the runs after the
+    search spread 8% either way around the baseline's pace. Not kept, and the runs stop once the
+    projection says more would not settle it (or at MOST_RUNS a side)."""
+    noise = [1.0, 1.08, 0.93, 1.05, 0.95, 1.02, 0.97, 1.06, 0.94, 1.01, 0.99, 1.04]
+    run, asked = runner([1000 * n for n in noise], [1000 * n for n in reversed(noise)])
+    found = chosen(THREADS)
+    out = confirm.confirm(run, found, search.Budget(3600), 300, 300, BATCH, [])
+    assert out.verdict != confirm.CONFIRMED, out
+    assert len(asked) <= 2 * confirm.MOST_RUNS
+    said = confirm.explained(out)
+    assert said.startswith(("undecided", "not confirmed")), said
+
+
+def test_a_small_real_gain_takes_more_runs_and_is_confirmed():
+    """6% faster on a host whose runs spread 1.5%: two runs a side do not settle it, more do."""
+    base = [1000.0, 1015.0, 990.0, 1008.0, 996.0, 1004.0]
+    run, asked = runner(base, [1.06 * b for b in reversed(base)])
+    out = confirm.confirm(run, chosen(THREADS), search.Budget(3600), 300, 300, BATCH, [])
+    assert out.verdict == confirm.CONFIRMED and len(asked) > 4, (asked, out)
+
+
+def test_the_budget_ending_first_leaves_it_undecided_and_says_how_many_runs_would_settle_it():
+    """Runs of 20 s and 85 s left: four runs, not six; undecided, with the projection."""
+    noise = [1000.0, 1030.0, 1000.0, 1030.0]  # 5% faster: two runs a side leave it open, four would not
+    run, asked = runner(noise, [1.05 * n for n in reversed(noise)])
+    budget = search.Budget(85.0)  # each run is charged its 20 s as it ends (budget.seen)
+
+    def charged(config, name, steps, command=None, at_most_s=None):
+        budget.started -= 20.0
+        return run(config, name, steps)
+
+    out = confirm.confirm(charged, chosen(THREADS), budget, 300, 300, BATCH, [])
+    assert len(asked) == 4 and out.verdict == confirm.UNDECIDED
+    said = confirm.explained(out)
+    assert "--budget-minutes held 2 and 2 runs" in said and "runs a side would settle it" in said, said
+
+
+def test_a_setting_far_past_the_baseline_runs_once_against_round_one_s_warm_baseline_runs():
+    """Outcome.clear (3x by its round's low end): round 1's two warm baseline runs (never the probe)
+    and one run of the setting after its choice settle it."""
+    run, asked = runner([], [10_000.0])
+    found = chosen(CACHE, ratio_low=9.0)
+    assert found.clear
+    out = confirm.confirm(run, found, search.Budget(3600), 300, 300, BATCH, [])
+    assert asked == ["cache (confirming)"] and out.confirmed
+    assert out.baseline == found.path[0].beside and out.tested.test.startswith("prediction-t on 1+2")
+
+
+def test_a_failed_run_of_the_setting_is_not_confirmed():
+    def run(config, name, steps, command=None, at_most_s=None):
+        made = record(3000.0 if config.changes else 1000.0)
+        return made.model_copy(update={"status": "failed"}) if config.changes else made
+
+    out = confirm.confirm(run, chosen(CACHE), search.Budget(3600), 300, 300, BATCH, [])
+    assert out.verdict == confirm.NOT_CONFIRMED and "ended failed" in out.reason
+
+
+def test_the_session_keeps_only_what_is_confirmed_with_one_figure():
+    """The whole session on hand-made runs: the round chose threads at 1.44x (a lucky run); the runs
+    after the search read the baseline's pace. Nothing kept, no path, no lines to write, and the
+    best row's figure is the one between runs, the same in the summary."""
+    rates = iter([1000.0, 1000.0, 1440.0, 1000.0])  # probe, warm baseline, threads, baseline again
+
+    def run(config, name, steps, command=None, at_most_s=None):
+        rate = next(rates, None)
+        if rate is None:
+            rate = 1000.0 * (1.0 + 0.03 * (-1) ** len(ran))
+        ran.append(name)
+        return record(rate)
+
+    ran: list[str] = []
+    probe = run(trials.Config(), "baseline", 300)
+    budget = search.Budget(3600)
+    budget.seen(probe)
+    found = search.search(run, lambda f, k: Plan(changes=[THREADS] if not k else []), probe, budget, 4, STEPS)
+    assert [t.change.name for t in found.path] == ["workers_2_threads"] and found.path[0].row.chosen
+
+    class Session:
+        patch = None
+
+    Session.probe = probe
+    final = finale.measure(run, found, Session(), budget, STEPS)
+    best = finale._best(found, final.confirmed, BATCH)
+    assert not final.confirmed.confirmed and best.kept is False and not found.path[0].row.kept
+    assert best.ratio == pytest.approx(final.confirmed.tested.ratio) and best.ratio < 1.1
+    said = finale.summary(found, best, final.confirmed)
+    assert said.startswith("nothing kept: baseline -> +workers_2_threads was chosen in its round, then ")
+    assert f"{best.ratio:.2f}x [{best.ratio_low:.2f}-{best.ratio_high:.2f}]" in said
