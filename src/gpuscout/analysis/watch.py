@@ -44,6 +44,7 @@ class Observed:
     record_id: str
     created_utc: str
     cwd: str | None = None
+    script_sha256: str | None = None  # the script file's bytes when it ran (measure/command.script_digest)
     attached_pid: int | None = None
     limit: str | None = None
     interrupted_by: str | None = None
@@ -78,6 +79,7 @@ def derive(seen: Observed) -> WatchRecord:
         "workload": seen.workload,
         "command": seen.command,
         "cwd": seen.cwd,
+        "script_sha256": seen.script_sha256,
         "attached_pid": seen.attached_pid,
         "status": seen.status,
         "exit_code": seen.exit_code,

@@ -28,6 +28,7 @@ from gpuscout.cli.session_report import save_and_show
 from gpuscout.core import durations, outputs
 from gpuscout.core.errors import UsageError, parse_names
 from gpuscout.measure import engine
+from gpuscout.measure.command import Command, same_script
 from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.report.tune import print_tune
@@ -263,7 +264,7 @@ def script_request(config: TuneConfig, store_path: Path | None) -> ScriptRequest
         patch=patch.given if patch else None,
         timeout_s=durations.seconds(config.timeout, "--timeout"),
     )
-    baseline = _stored_baseline(resolved.given, store_path)
+    baseline = _stored_baseline(resolved, store_path)
     least = runs.least_budget_s(baseline.duration_s) if baseline is not None else None
     if least is not None and options.budget_s < least and not config.dry_run:  # before the script starts
         raise UsageError(
@@ -340,13 +341,21 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
         )
 
 
-def _stored_baseline(command: list[str], store_path: Path | None):
-    """The latest stored watch of this command, unchanged (a tune session's runs of a change have
-    the same command), that timed its steps: what a dry run plans from. None where there is none."""
+def _stored_baseline(command: Command, store_path: Path | None):
+    """The latest stored watch of this script, unchanged (a tune session's runs of a change have
+    the same command), that timed its steps: what a dry run plans from and what prices the budget.
+    A run is this script's by its file, never by the command's words: the same words in a folder
+    where they reach another file, or the same file since edited, are another script
+    (measure/command.same_script). None where there is none."""
     if not (store_path or default_store_path()).exists():
         return None
+    here = os.getcwd()
     with Store(store_path, readonly=True) as store:
-        stored = [r for r in store.list(kind="watch") if r.command == command and r.windows and r.tune_change is None]
+        stored = [
+            r
+            for r in store.list(kind="watch")
+            if r.windows and r.tune_change is None and same_script(command, here, r.command, r.cwd, r.script_sha256)
+        ]
     return max(stored, key=lambda r: r.created_utc, default=None)
 
 

@@ -239,5 +239,40 @@ class Instrumentation:
     def __enter__(self) -> Instrumentation:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def script_file(command: Command, cwd: Path | str) -> Path | None:
+    """The script file a Python command runs, resolved from the folder it runs in; None for a shell
+    line, -m, -c, or a program that is not Python."""
+    found = None if command.shell else script_of(command.argv)
+    return (Path(cwd) / found).resolve() if found else None
+
+
+def script_digest(command: Command, cwd: Path | str) -> str | None:
+    """The SHA-256 of the script's bytes, where the command runs one that can be read: with its
+    resolved path, what makes a stored run this script's (issue 86: another folder's train.py, run
+    by the same words, planned a session and priced its budget)."""
+    import hashlib
+
+    path = script_file(command, cwd)
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
+    except OSError:
+        return None
+
+
+def same_script(
+    command: Command, cwd: Path | str, stored_command: list[str], stored_cwd: str | None, stored_digest: str | None
+) -> bool:
+    """Whether a stored run ran this command's script: the same words (the arguments), in a folder
+    that resolves the script to the same file, whose bytes were the same. A command with no script
+    file (a shell line, -m) is its words in the same folder."""
+    if stored_command != command.given or stored_cwd is None:
+        return False
+    mine = script_file(command, cwd)
+    if mine is None:
+        return Path(stored_cwd).resolve() == Path(cwd).resolve()
+    theirs = script_file(command, stored_cwd)
+    return theirs == mine and stored_digest is not None and stored_digest == script_digest(command, cwd)

@@ -41,7 +41,14 @@ from gpuscout.core.watch_events import (
 )
 from gpuscout.executor import process
 from gpuscout.measure import engine, trace_kernels
-from gpuscout.measure.command import EXITING_EVENT, Command, Instrumentation, after_lingering, compilation_cache_env
+from gpuscout.measure.command import (
+    EXITING_EVENT,
+    Command,
+    Instrumentation,
+    after_lingering,
+    compilation_cache_env,
+    script_digest,
+)
 from gpuscout.measure.gpus import GpuWatch, visible_gpus
 from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
@@ -182,6 +189,7 @@ def watch_command(
     """Run the command to its end (or its limit, or Ctrl-C), then store and return its record."""
     record_id = uuid.uuid4().hex[:12]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    digest = script_digest(command, os.getcwd())  # the bytes it starts with: which script the run is of
     trace_dir = (
         outputs.own_folder(store.path.parent / "traces" / record_id, store.path, "the trace's folder")
         if options.trace_steps
@@ -282,6 +290,7 @@ def watch_command(
         record_id=record_id,
         created_utc=created,
         cwd=storable(os.getcwd()),
+        script_sha256=digest,
         limit=limits.reached and f"{limits.reached} ({options.limit})",
         interrupted_by=signals.name(),
         tune_change=options.change,

@@ -1,0 +1,68 @@
+"""A stored run belongs to a script by its file, never by the command's words (issue 86, item 4):
+in a second folder whose train.py is another file, `tune --dry-run` planned from the first folder's
+stored watch of `python train.py`, and the budget check priced the session by that other script's
+59 s run. The runs are stored by hand here; the CLI is the real one."""
+
+import hashlib
+
+from gpuscout.measure.command import resolve, same_script
+from gpuscout.store import Store
+from tests.conftest import run_cli
+from tests.records import fit_events, make_watch_record
+
+TRAIN = "import keras\nprint('train')\n"
+
+
+def stored_watch(store, folder, text: str, duration_s: float = 59.0):
+    """A watch of `python train.py` run in `folder` when train.py held `text`."""
+    record = make_watch_record(
+        f"watch{abs(hash((str(folder), text))) % 10**8:08d}",
+        fit_events(),
+        cwd=str(folder),
+        script_sha256=hashlib.sha256(text.encode()).hexdigest(),
+    ).model_copy(update={"duration_s": duration_s})
+    with Store(store) as s:
+        s.keep([record])
+    return record
+
+
+def test_a_run_is_this_script_s_by_its_resolved_file_and_its_bytes(tmp_path, monkeypatch):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, text in ((first, TRAIN), (second, "print('another')\n")):
+        folder.mkdir()
+        (folder / "train.py").write_text(text)
+    monkeypatch.chdir(first)  # resolve checks the script is there
+    command = resolve(["python", "train.py"])
+    digest = hashlib.sha256(TRAIN.encode()).hexdigest()
+    assert same_script(command, first, ["python", "train.py"], str(first), digest)
+    assert not same_script(command, second, ["python", "train.py"], str(first), digest)  # another file
+    assert not same_script(command, first, ["python", "train.py", "--fast"], str(first), digest)  # its arguments
+    assert not same_script(command, first, ["python", "train.py"], str(first), None)  # stored before digests
+    (first / "train.py").write_text(TRAIN + "# edited\n")
+    assert not same_script(command, first, ["python", "train.py"], str(first), digest)  # the file since edited
+    # a script named by its full path is the same file from any folder
+    full = resolve(["python", str(second / "train.py")])
+    there = hashlib.sha256(b"print('another')\n").hexdigest()
+    assert same_script(full, first, full.given, str(second), there)
+
+
+def test_another_folder_s_train_py_is_not_planned_from_nor_priced_by_this_one_s_runs(tmp_path):
+    store = tmp_path / "runs.db"
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, text in ((first, TRAIN), (second, "print('another')\n")):
+        folder.mkdir()
+        (folder / "train.py").write_text(text)
+    ran = stored_watch(store, first, TRAIN)
+    here = run_cli("tune", "--dry-run", "--store", str(store), "--", "python", "train.py", cwd=first)
+    assert here.returncode == 0 and f"from the stored watch {ran.id}" in here.stdout, here.stdout + here.stderr
+    there = run_cli("tune", "--dry-run", "--store", str(store), "--", "python", "train.py", cwd=second)
+    assert there.returncode == 0 and "no stored watch of `python train.py`" in there.stdout, there.stdout
+    # the budget is priced by this script's runs only: the other folder's 59 s run refuses nothing here
+    priced = run_cli(
+        "tune", "--budget-minutes", "1", "--store", str(store), "--", "python", "train.py", cwd=second, timeout=300
+    )  # it runs: the other train.py calls no fit, which is its own finding (exit 1)
+    assert priced.returncode == 1 and "called no Model.fit" in priced.stderr, priced.stderr
+    refused = run_cli(
+        "tune", "--budget-minutes", "1", "--store", str(store), "--", "python", "train.py", cwd=first, timeout=120
+    )
+    assert refused.returncode == 2 and "a run of this command took 59 s" in refused.stderr, refused.stderr
