@@ -37,12 +37,12 @@ m.fit(Slow(), epochs=3)
 """
 
 
-def baseline(path, input_type="PyDataset", fit_line=24, backend="jax"):
+def baseline(path, input_type="PyDataset", fit_line=24, backend="jax", input_line=6):
     events = fit_events(input_type=input_type, backend=backend)
     events[1]["sites"] = {
         "fit": {"file": str(path), "line": fit_line},
         "compile": {"file": str(path), "line": 22},
-        "input": {"file": str(path), "line": 6, "name": "__init__"},
+        "input": {"file": str(path), "line": input_line, "name": "__init__"},
     }
     return make_watch_record(events=events)
 
@@ -132,10 +132,11 @@ def test_wraps_nest_in_order_and_what_cannot_be_located_is_said(tmp_path):
         tmp_path,
     )
     after = made.texts[script.resolve()][1]
-    assert "m.fit(read_ahead(replayed(batches(), period=5)), steps_per_epoch=5, **extra)" in after
-    assert made.unlocated == {
-        "batch_size_x2": "the call passes **kwargs: where a keyword lands cannot be read from the source"
-    }
+    # a keyword the call may also forward is set in the mapping it forwards, over the caller's
+    assert (
+        "m.fit(read_ahead(replayed(batches(), period=5)), steps_per_epoch=5, **{**extra, 'batch_size': 128})" in after
+    )
+    assert made.unlocated == {}
     outside = tmp_path / "sub"
     outside.mkdir()
     elsewhere = patches.make([change("jit_compile", "jit_compile", jit_compile=True)], baseline(script), outside)
@@ -690,3 +691,29 @@ def test_a_tf_data_maps_augmentation_moved_into_the_model(tmp_path):
     flip = [layers[1]]
     [flipped] = moving.augment_map(record({**told, "layers": flip}, validation=True, validation_maps=["train.py:20"]))
     assert flipped.settings["augment_map"]["layers"][0]["name"] == "RandomFlip"
+
+
+def test_workers_reach_the_idiomatic_pydataset_through_the_kwargs_it_forwards(tmp_path):
+    """Issue 86, item 3: `def __init__(self, batch_size=128, **kwargs): super().__init__(**kwargs)`,
+    as Keras' guides and examples/watch_me.py write a PyDataset, got no patch. The keywords are set
+    in the mapping the call forwards, and the patched class runs: its batches made by 2 threads,
+    whether its caller passes workers too or not."""
+    from tests.conftest import ROOT
+
+    script = tmp_path / "watch_me.py"
+    script.write_text((ROOT / "examples" / "watch_me.py").read_text())
+    line = next(i for i, text in enumerate(script.read_text().splitlines(), 1) if "def __init__" in text)
+    where = baseline(script, input_line=line)
+    made = patches.make([change("workers_2_threads", "workers", workers=2)], where, tmp_path)
+    assert made.located == ["workers_2_threads"] and not made.unlocated, made.unlocated
+    after = made.texts[script.resolve()][1]
+    assert "super().__init__(**{**kwargs, 'workers': 2, 'use_multiprocessing': False, 'max_queue_size': 4})" in after, (
+        after
+    )
+    assert after.splitlines()[line - 1].strip() == "def __init__(self, batch_size=128, **kwargs):"
+    namespace: dict = {}
+    exec(compile(after[: after.index("model = keras.Sequential")], str(script), "exec"), namespace)
+    for made_by in (namespace["Batches"](), namespace["Batches"](workers=1, max_queue_size=1)):
+        assert (made_by.workers, made_by.use_multiprocessing, made_by.max_queue_size) == (2, False, 4)
+        images, labels = made_by[0]
+        assert images.shape == (128, 32, 32, 1) and labels.shape == (128,)

@@ -137,9 +137,19 @@ def set_keywords(text: str, call: ast.Call, values: dict[str, str]) -> list[Edit
                     next(order),
                 )
             )
-    if missing:
-        if any(k.arg is None for k in call.keywords):
-            raise NotLocated("the call passes **kwargs: where a keyword lands cannot be read from the source")
+    forwarded = [k.value for k in call.keywords if k.arg is None]
+    if missing and forwarded:
+        # `super().__init__(**kwargs)`, as Keras' guides write a PyDataset (issue 86): each keyword set
+        # in the mapping the call forwards, over whatever the caller put there, so that a caller who
+        # passes it too is not a "multiple values" TypeError
+        mapping = forwarded[-1]
+        source = ast.get_source_segment(text, mapping) or ""
+        if not isinstance(mapping, ast.Name | ast.Attribute | ast.Call | ast.Subscript):
+            source = f"({source})"
+        merged = ", ".join(f"{k!r}: {v}" for k, v in missing.items())
+        start, stop = _span(text, starts, mapping)
+        edits.append((start, stop, f"{{**{source}, {merged}}}", next(order)))
+    elif missing:
         end = at(text, starts, call.end_lineno, call.end_col_offset) - 1  # the `)`
         before = text[:end].rstrip()
         added = ", ".join(f"{k}={v}" for k, v in missing.items())
