@@ -536,3 +536,15 @@ def test_the_spread_of_a_setting_s_runs_is_the_noise_two_figures_agree_within():
     assert finale.drift(runs) == pytest.approx((200 / 2200 + 40 / 4040) / 2, rel=1e-3)
     assert finale.drift(runs[:1]) == 0.0
 
+
+def test_a_cold_first_run_never_decides_that_whole_epochs_do_not_fit():
+    """Issue 86, item 5: the probe's step of 964 ms (cold) against 226 ms warm, an epoch of 16
+    steps: by the probe 4 epochs take 62 s (past EPOCH_RUN_AT_MOST_S), by a warm run 14.5 s. The
+    probe's pace alone never says no where a warm run within COLD_FACTOR could say yes; --steps and
+    a pace many times past it are left as they are."""
+    steps = search.Steps(32, epoch=16, epoch_samples=512)
+    assert not steps.fits(0.964) and steps.fits(0.226)
+    assert steps.cold_misfit(0.964)
+    assert not steps.cold_misfit(0.226)  # it fits as it is
+    assert not steps.cold_misfit(0.964 * budget_module.COLD_FACTOR * 1.1)  # no cold start makes 5x
+    assert not search.Steps(32, fixed=True, epoch=16, epoch_samples=512).cold_misfit(0.964)

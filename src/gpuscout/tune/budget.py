@@ -66,6 +66,11 @@ class Budget:
         return sum(costs_s) <= self.left_s()
 
 
+# How much slower a cold first run's step may be than a warm one's: 964 ms against 226 ms (4.3x)
+# for a generator-fed CNN beside other work on a 2-core CPU (issue 86, item 5)
+COLD_FACTOR = 5.0
+
+
 @dataclass(frozen=True)
 class Steps:
     """How many training steps each run trains: `fixed` (--steps) for all, else each round sized
@@ -100,6 +105,12 @@ class Steps:
         """Whether runs at `step_s` a step (its wall time) hold MIN_RUN_EPOCHS whole epochs."""
         epoch = epoch or self.epoch
         return bool(epoch) and step_s * epoch * script.MIN_RUN_EPOCHS <= script.EPOCH_RUN_AT_MOST_S
+
+    def cold_misfit(self, step_s: float) -> bool:
+        """Whether a cold run's `step_s` says whole epochs do not fit where a warm run's may: not
+        fixed by --steps, and within COLD_FACTOR of fitting (a pace many times past it is no cold
+        start's doing, and a warm run would not change the answer)."""
+        return not self.fixed and not self.fits(step_s) and self.fits(step_s / COLD_FACTOR)
 
     def whole(self, count: int, least_epochs: int = 0, epoch: int | None = None) -> int:
         """`count` rounded up to whole epochs of `epoch` steps (the script's), `least_epochs` at

@@ -186,6 +186,17 @@ def _session(session: Session) -> TuneScriptReport:
         epoch_samples=epoch[1] if known else None,
     )
     step_s = epoch_step_s(probe, budget.paces["baseline"].step_s)
+    warm = None
+    if known and step_s and steps.cold_misfit(step_s) and budget.allows([budget.cost("baseline", steps.base)] * 4):
+        # the probe ran cold (caches, the page cache, the compilation cache, clocks): its pace never
+        # decides how runs are sized; a warm run says whether whole epochs fit (issue 86: 964 ms a
+        # step in the cold first run against 226 ms warm dropped a session to windows)
+        warm = session.run("baseline (warm)", steps.base, None, next(counter), 0)
+        if warm.status == "interrupted":
+            raise KeyboardInterrupt
+        if warm.ok and warm.main is not None and warm.windows:
+            budget.seen(warm)
+            step_s = epoch_step_s(warm, budget.paces["baseline"].step_s)
     if known and step_s and steps.fits(step_s):
         steps = replace(steps, base=steps.whole(steps.base))
     else:  # the baseline's runs count steps; a faster setting's may yet hold whole epochs (Steps.of)
@@ -195,7 +206,7 @@ def _session(session: Session) -> TuneScriptReport:
             else f"the baseline's epoch of {epoch[0]:,} steps takes about {epoch[0] * (step_s or 0):.0f} s: "
             f"{script.MIN_RUN_EPOCHS} of them a run would not fit the session"
         )
-    records = [probe]
+    records = [probe, *([warm] if warm else [])]
     reserve = search.FINAL_RUNS + bool(session.patch)
     # one change measured against the baseline, and the closing baseline run: what a session needs
     if not budget.allows([budget.cost("baseline", steps.base)] * (SESSION_RUNS - 1)):
