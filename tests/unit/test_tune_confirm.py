@@ -150,3 +150,21 @@ def test_the_session_keeps_only_what_is_confirmed_with_one_figure():
     said = finale.summary(found, best, final.confirmed)
     assert said.startswith("nothing kept: baseline -> +workers_2_threads was chosen in its round, then ")
     assert f"{best.ratio:.2f}x [{best.ratio_low:.2f}-{best.ratio_high:.2f}]" in said
+
+
+def test_the_patched_copy_is_one_run_against_the_spread_the_session_saw():
+    """By hand: the copy's 5,000 samples/s against baseline runs of 1,000 and 1,040, the spread
+    pooled with the best's runs of 5,100 and 4,900 (each about its own mean), 2 degrees of freedom:
+    t = d / (s * sqrt(1 + 1/2)). Against the two baseline runs alone it would have one (t 12.7)."""
+    from gpuscout.analysis.between_runs import one_run_test
+
+    tested = one_run_test([1000.0, 1040.0], 5000.0, [[5100.0, 4900.0]])
+    lb, lc = [math.log(1000), math.log(1040)], [math.log(5100), math.log(4900)]
+    ss = sum((v - sum(g) / 2) ** 2 for g in (lb, lc) for v in g)
+    s = math.sqrt(ss / 2)
+    d = math.log(5000) - sum(lb) / 2
+    half = student_t.ppf(0.975, 2) * s * math.sqrt(1.5)
+    assert tested.ratio == pytest.approx(math.exp(d))
+    assert (tested.ratio_low, tested.ratio_high) == pytest.approx((math.exp(d - half), math.exp(d + half)))
+    assert tested.test == "prediction-t on 1+2 runs, the spread of 4" and tested.ratio_low > 3
+    assert one_run_test([1000.0], 5000.0, []) is None  # no spread to judge it by

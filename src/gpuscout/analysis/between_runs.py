@@ -145,6 +145,31 @@ def run_test(baseline: list[float], candidate: list[float]) -> RunTest | None:
     )
 
 
+def one_run_test(baseline: list[float], value: float, beside: list[list[float]]) -> RunTest | None:
+    """One run (tune's patched copy) against the baseline's runs, as a new observation, the spread
+    between runs pooled from the baseline's and each group in `beside` (the best setting's runs,
+    measured in the same alternation): each group's log values about their own mean, with
+    sum(n - 1) degrees of freedom. A single run against two baseline runs alone has one degree of
+    freedom (t = 12.7): pooled with the best's runs it is judged on the spread the session saw."""
+    from scipy.stats import t as student_t  # lazily: see analysis/stats.py
+
+    groups = [np.log(np.asarray(g, dtype=float)) for g in (baseline, *beside) if len(g) > 1]
+    df = sum(len(g) - 1 for g in groups)
+    if not baseline or df < 1 or value <= 0:
+        return None
+    variance = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df
+    lb = np.log(np.asarray(baseline, dtype=float))
+    diff = math.log(value) - float(lb.mean())
+    se = math.sqrt(variance * (1 + 1 / len(lb)))
+    if se == 0:
+        p, half = (1.0 if diff == 0 else 0.0), 0.0
+    else:
+        p = float(2 * student_t.sf(abs(diff / se), df))
+        half = float(student_t.ppf(0.975, df)) * se
+    test = f"prediction-t on 1+{len(lb)} runs, the spread of {sum(len(g) for g in groups)}"
+    return RunTest(math.exp(diff), math.exp(diff - half), math.exp(diff + half), p, test, (variance, variance))
+
+
 def runs_to_decide(tested: RunTest, threshold: float) -> int | None:
     """About how many runs a side would decide a gate at `threshold` (a ratio, 1 - PCT/100), were
     the ratio and each side's spread between runs what they were: the fewest n whose Welch

@@ -10,7 +10,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from gpuscout.analysis.between_runs import BY_EPOCHS, RunTest, run_test
+from gpuscout.analysis.between_runs import BY_EPOCHS, RunTest, one_run_test
 from gpuscout.core.provenance import utc_now
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
@@ -207,7 +207,7 @@ def _best(found: Outcome, checked: confirm.Confirmed | None, batch: int | None) 
 
 def _copy(found: Outcome, final: Final, checked: confirm.Confirmed | None, batch: int | None) -> Judged | None:
     """The patched copy's row: its one run against the confirmation's baseline runs, as a new
-    observation against their spread (between_runs.run_test's prediction-t)."""
+    observation against the spread of the confirmation's runs (between_runs.one_run_test)."""
     if checked is None or final.copy is None:
         return None
     copy = judging.judged(found.best.as_change(), [final.copy], checked.baseline, batch, found.best.settings)
@@ -217,7 +217,9 @@ def _copy(found: Outcome, final: Final, checked: confirm.Confirmed | None, batch
         copy = Judged.model_validate(copy.model_dump(exclude={"note"}, exclude_unset=True))
     base, _ = checked.values(batch)
     value = confirm.run_figure(final.copy, found.best.settings, batch, checked.basis)
-    return _between_runs(copy, run_test(base, [value]) if value and all(base) else None, checked.basis)
+    best = [confirm.run_figure(r, found.best.settings, batch, checked.basis) for r in checked.best]
+    tested = one_run_test(base, value, [best]) if value and all(base) and all(best) else None
+    return _between_runs(copy, tested, checked.basis)
 
 
 def _between_runs(row: Judged, tested: RunTest | None, basis: str) -> Judged:

@@ -139,7 +139,7 @@ def _shuffle(fits: list[WatchedFit], references: list[WatchedFit]) -> list[str]:
 def _content(fits: list[WatchedFit], references: list[WatchedFit], declared: Declared) -> list[str]:
     """The first batch of the first epoch, where every reference run fed the same one (a seeded
     script): a candidate that feeds another feeds other data, or in another order."""
-    if declared.batch is not None or declared.inputs or declared.draws:
+    if declared.batch is not None or declared.inputs or declared.draws or any(_queued(f) for f in references):
         return []
     marks = [f.epochs[0].first_batch for f in references if f.epochs and f.epochs[0].epoch == 1]
     if len(marks) < 2 or None in marks or len(set(marks)) > 1:
@@ -150,6 +150,16 @@ def _content(fits: list[WatchedFit], references: list[WatchedFit], declared: Dec
                 f"its first batch holds other samples than the script's (the same in each of its {len(marks)} runs)"
             ]
     return []
+
+
+def _queued(fit: WatchedFit) -> bool:
+    """Whether Keras fed the fit's PyDataset through its OrderedEnqueuer (workers > 1, or processes):
+    that enqueuer shuffles the batches' order in a thread of its own, from the `random` module's
+    one stream (keras/src/trainers/data_adapters/py_dataset_adapter.py, OrderedEnqueuer._run),
+    while the main thread draws from it too, so which batch comes first depends on the timing of
+    the two threads: two runs of a seeded script fed the same first batch on a quiet host and not
+    beside a busy one (issue 86, item 6: the cache was called "changes the training")."""
+    return fit.input_type == "PyDataset" and ((fit.input_workers or 1) > 1 or bool(fit.input_multiprocessing))
 
 
 def _plan(fit: WatchedFit, reference: WatchedFit) -> list[str]:
