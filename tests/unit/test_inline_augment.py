@@ -57,6 +57,34 @@ class Globals:
         return np.stack(xs).astype("float32") / 255, np.array(ys)
 
 
+B = 8
+ORDER = np.random.default_rng(3).permutation(64)
+
+
+class Expression:  # the source indexed by an expression of a global batch size (issue 86, item 7)
+    def __getitem__(self, i):
+        xs, ys = [], []
+        for j in range(B):
+            img = X[i * B + j]
+            xs.append(img[:, ::-1] if np.random.rand() < 0.5 else img)
+            ys.append(Y[i * B + j])
+        return np.stack(xs).astype("float32") / 255, np.array(ys)
+
+
+class Permuted:  # ... through an index array of its own: X[self.order[i * n + j]], n a local
+    def __init__(self):
+        self.order = ORDER
+
+    def __getitem__(self, i):
+        n = len(self.order) // 8
+        xs, ys = [], []
+        for j in range(n):
+            img = X[self.order[i * n + j]]
+            xs.append(img[:, ::-1] if np.random.rand() < 0.5 else img)
+            ys.append(Y[self.order[i * n + j]])
+        return np.stack(xs).astype("float32") / 255, np.array(ys)
+
+
 class Bright(Cifar):
     def __getitem__(self, i):
         idx = self.order[i * self.batch_size : (i + 1) * self.batch_size]
@@ -138,6 +166,25 @@ def test_images_read_from_a_global_by_a_range_of_the_batch_index(module):
     hand_images_as_read(dataset, told)
     x, y = dataset[3]
     assert np.array_equal(x, module.X[24:32]) and np.array_equal(y, np.arange(24, 32))
+
+
+def test_images_read_by_an_index_expression_are_told_and_handed_as_read(module):
+    """Issue 86, item 7: `X[i * B + j]` with B a module global, and `X[self.order[i * n + j]]` with n
+    a local: neither left a variable holding the indices read. Both are written as the slice of the
+    batch index (of the index array), and the rewritten __getitem__ reads the same samples."""
+    dataset = module.Expression()
+    told = tell(dataset, module.Expression.__getitem__)
+    assert told.get("indices") == "i * B : (i + 1) * B", told
+    assert names(told) == [("Rescaling", [1 / 255], {}), ("RandomFlip", ["horizontal"], {})]
+    hand_images_as_read(dataset, told)
+    x, y = dataset[3]
+    assert np.array_equal(x, module.X[24:32]) and np.array_equal(y, np.arange(24, 32))
+    permuted = module.Permuted()
+    told = tell(permuted, module.Permuted.__getitem__, index=2)
+    assert told.get("indices") == "self.order[i * n : (i + 1) * n]", told
+    hand_images_as_read(permuted, told)
+    x, y = permuted[5]
+    assert np.array_equal(x, module.X[module.ORDER[40:48]]) and np.array_equal(y, module.ORDER[40:48])
 
 
 def test_rewrite_keeps_what_the_return_reads_and_leaves_out_the_rest():

@@ -105,11 +105,21 @@ def indexing(function: ast.FunctionDef) -> set[str]:
 
 
 def index_text(
-    kept: dict, indices: list[int], self_name: str, index_name: str, dataset, names: tuple[str, ...], indexing: set[str]
+    kept: dict,
+    indices: list[int],
+    self_name: str,
+    index_name: str,
+    dataset,
+    names: tuple[str, ...],
+    indexing: set[str],
+    module: dict | None = None,
 ) -> str | None:
     """Source text for the indices read: the local that holds them (one the function indexes by or
-    loops over), or a slice of the batch index by the dataset's batch size where they are its
-    contiguous range."""
+    loops over); else a slice of the batch index by a batch size (`i * self.bs : (i + 1) * self.bs`)
+    where they are its contiguous range, or that slice of an index array where they are its
+    entries (`self.order[i * B : (i + 1) * B]`: issue 86, a loop that reads `src[i * B + j]` or
+    `src[order[i * B + j]]`). A batch size is the dataset's attribute, a module global the function
+    names, or a local it kept; an index array the dataset's attribute or such a global."""
     import numpy as np
 
     for name, value in kept.items():
@@ -120,13 +130,34 @@ def index_text(
             if given.ndim == 1 and given.dtype.kind in "iu" and np.array_equal(given, indices):
                 return name
     index = kept.get(index_name)
-    if not indices or indices != list(range(indices[0], indices[0] + len(indices))) or not isinstance(index, int):
+    if not indices or not isinstance(index, int) or isinstance(index, bool):
         return None
+    module = module or {}
     named = {name: getattr(dataset, name, None) for name in names}  # its class's too (bs = 8 on the class)
-    for attribute, size in {**vars(dataset), **named}.items():
-        if isinstance(size, int) and not isinstance(size, bool) and size == len(indices) and index * size == indices[0]:
-            return f"{index_name} * {self_name}.{attribute} : ({index_name} + 1) * {self_name}.{attribute}"
+    owned = {f"{self_name}.{k}": v for k, v in {**(vars(dataset) if dataset is not None else {}), **named}.items()}
+    found = {k: module[k] for k in names if k in module}
+    local = {k: v for k, v in kept.items() if k not in (self_name, index_name)}
+    count = len(indices)
+    sizes = [t for t, v in (*owned.items(), *found.items(), *local.items()) if _whole(v) and v == count]
+    orders = [
+        t
+        for t, v in (*owned.items(), *found.items())
+        if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iu" and len(v) >= count
+    ]
+    contiguous = indices == list(range(indices[0], indices[0] + count))
+    for size in sizes:
+        span = f"{index_name} * {size} : ({index_name} + 1) * {size}"
+        if contiguous and index * count == indices[0]:
+            return span
+        for order in orders:
+            value = owned.get(order, found.get(order))
+            if np.array_equal(value[index * count : (index + 1) * count], indices):
+                return f"{order}[{span}]"
     return None
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def tell(dataset, getitem, index: int = 0) -> dict:
@@ -181,7 +212,9 @@ def tell(dataset, getitem, index: int = 0) -> dict:
             "why_not": f"it returns {len(images) if hasattr(images, '__len__') else 'no'} images for "
             f"{len(indices)} read from {array}"
         }
-    where = index_text(kept, indices, self_name, index_name, dataset, code.co_names, indexing(function))
+    where = index_text(
+        kept, indices, self_name, index_name, dataset, code.co_names, indexing(function), getitem.__globals__
+    )
     if where is None:
         return {"why_not": f"no variable of __getitem__ holds the indices it reads from {array}"}
     found = rewrite(function, f"{array}[{where}]", lines, 1)
