@@ -47,13 +47,20 @@ def test_a_tensorflow_pydataset_that_waits_on_a_cpu():
     planned = script.plan(r)
     # a batch waits 0.6 s / 50 = 12 ms against 20 - 12 = 8 ms of the rest of a step: ceil(12 / 8) + 1 = 3 workers
     # threads, and processes of new interpreters (never Keras' forked ones: process_workers)
-    assert [c.name for c in planned.changes] == ["workers_3_threads", "process_workers_3"]
+    # and, after the input's fixes, fewer host calls: part of the 12 ms wait is each step's hand-over, and
+    # the step's own 8 ms is short (issue 86: 1.8x on an H100 for a generator waiting 56% of the time)
+    assert [c.name for c in planned.changes] == [
+        "workers_3_threads",
+        "process_workers_3",
+        "steps_per_execution_6",
+        "steps_per_execution_30",
+    ]
+    assert "steps of 8.0 ms; the loop waits for input 60% of the time" in planned.changes[2].why
     spawned = next(c for c in planned.changes if c.knob == "process_workers")
     assert spawned.settings == {"process_workers": 3} and "SpawnedWorkers(dataset, workers=3)" in spawned.line
     skipped = {s.knob: s.reason for s in planned.skipped}
     assert "Keras turns XLA off on a CPU-only TensorFlow" in skipped["jit_compile"]
     assert skipped["mixed_precision"] == "no GPU: mixed precision buys nothing on a CPU"
-    assert skipped["steps_per_execution"].startswith("the loop waits for input (60%")
     assert script.plan(r, only=("workers",), skip=()).skipped == []
     assert [c.name for c in script.plan(r, only=("process_workers",)).changes] == ["process_workers_3"]
     assert [s.reason for s in script.plan(r, skip=("workers",)).skipped if s.knob == "workers"] == ["--skip"]
