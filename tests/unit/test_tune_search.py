@@ -548,3 +548,26 @@ def test_a_cold_first_run_never_decides_that_whole_epochs_do_not_fit():
     assert not steps.cold_misfit(0.226)  # it fits as it is
     assert not steps.cold_misfit(0.964 * budget_module.COLD_FACTOR * 1.1)  # no cold start makes 5x
     assert not search.Steps(32, fixed=True, epoch=16, epoch_samples=512).cold_misfit(0.964)
+
+
+def test_a_change_that_lost_is_measured_first_again_once_what_it_depends_on_is_kept():
+    """Issue 86, item 8: bf16 measured no faster at the script's batch, then a batch 4x larger was
+    kept; the next round measures bf16 again before anything else (its worth grows with the step's
+    work: MixedPrecision.depends_on), so a budget that ends the round does not leave it unmeasured."""
+    larger = Change("batch_size_x4", "batch_size", {"batch_size": BATCH * 4}, "batch_size=256", "idle GPU")
+    order = []
+
+    def run(config, name, steps, command=None, at_most_s=None):
+        order.append(name)
+        return record(2000.0 if "batch_size" in config.knobs else 1000.0)
+
+    planned = []
+
+    def plan(facts, kept):  # round 1: bf16 and the batch; after it, fewer host calls listed first
+        planned.append(1)
+        return Plan(changes=[MIXED, larger] if len(planned) == 1 else [SPE, MIXED, larger])
+
+    found = search.search(run, plan, record(1000.0), search.Budget(3600), 4, STEPS)
+    second = [t.change.name for t in found.trials if t.round == 2]
+    assert second == ["mixed_precision", "steps_per_execution_8"], second
+    assert found.path[0].change.name == "batch_size_x4"

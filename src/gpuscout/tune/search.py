@@ -28,7 +28,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging, script
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change, Plan, Skip
-from gpuscout.tune.changes import INPUT_FIRST, replaced
+from gpuscout.tune.changes import DEPENDS, INPUT_FIRST, replaced
 from gpuscout.tune.trials import REPEATABLE, SLOWER_CUT, Config, Outcome, Trial
 
 # Candidates between two runs of their reference: each is then at most one run away from one
@@ -85,7 +85,7 @@ def search(run: Runner, plan: Planner, probe: WatchRecord, budget: Budget, reser
             out.skipped += planned.skipped
         if reference.knobs & set(INPUT_FIRST):  # the input changed: what it capped is worth a run now
             planned.changes += [c for c in planned.deferred if c.knob not in reference.knobs]
-        candidates = [c for c in planned.changes if reference.plus(c).name not in tried]
+        candidates = _again_first([c for c in planned.changes if reference.plus(c).name not in tried], out, reference)
         if not candidates:
             break
         pace = [c for c in candidates if c.knob in PACE_FIRST and c.knob not in reference.knobs]
@@ -187,6 +187,22 @@ class Measuring:
             trial.judge(self.batch)
             trial.row.remeasured = True
         return sorted((t for t in leaders if t.faster), key=lambda t: -t.row.ratio)
+
+
+def _again_first(candidates: list[Change], out: Outcome, reference: Config) -> list[Change]:
+    """The round's candidates, those first that measured no faster on an earlier setting and whose
+    worth a knob kept since then alters (ChangeKind.depends_on): where a budget ends the round,
+    the change the setting made worth measuring again is measured (issue 86: bf16 lost at batch 32
+    and was never tried at the batch of 512 kept after it)."""
+    lost = [t for t in out.trials if t.row is not None and not t.faster]
+
+    def again(change: Change) -> bool:
+        return any(
+            t.change.knob == change.knob and set(DEPENDS.get(change.knob, ())) & (reference.knobs - t.config.knobs)
+            for t in lost
+        )
+
+    return sorted(candidates, key=lambda c: not again(c))
 
 
 def _pairs(trials: list[Trial], deferred: list[Change], reference: Config, tried: set[str]) -> list:

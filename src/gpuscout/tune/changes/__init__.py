@@ -48,6 +48,10 @@ REPLACES = {name: k.replaces for name, k in KINDS.items() if k.replaces}
 INPUT_FIRST = tuple(k.name for k in sorted(KINDS.values(), key=lambda k: k.input_rank or 0) if k.input_rank is not None)
 
 
+# By knob, the knobs whose change alters what it can buy (ChangeKind.depends_on)
+DEPENDS = {name: k.depends_on for name, k in KINDS.items() if k.depends_on}
+
+
 def replaced(knobs: set[str]) -> set[str]:
     """The knobs a setting of these knobs has made moot (REPLACES)."""
     return {gone for knob in knobs for gone in REPLACES.get(knob, ())}
@@ -61,4 +65,15 @@ def kind(name: str) -> ChangeKind:
         raise UsageError(f"unknown change {name!r}: choose from {', '.join(CHANGES)}") from None
 
 
-__all__ = ["CHANGES", "INPUT_FIRST", "KINDS", "REPLACES", "replaced", "ChangeKind", "FileEdits", "Where", "kind"]
+__all__ = [
+    "CHANGES",
+    "DEPENDS",
+    "INPUT_FIRST",
+    "KINDS",
+    "REPLACES",
+    "replaced",
+    "ChangeKind",
+    "FileEdits",
+    "Where",
+    "kind",
+]

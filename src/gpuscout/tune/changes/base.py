@@ -88,6 +88,10 @@ class ChangeKind(ABC):
     # The knobs a change of this kind takes the place of: dropped from a setting it joins, and not
     # planned again on top of it (worker processes make a dataset's own threads idle)
     replaces: tuple[str, ...] = ()
+    # The knobs that change what a change of this kind can buy: one that measured no faster on a
+    # setting is tried first again once one of these joins the setting (mixed precision judged on a
+    # batch of 32 says nothing of a batch of 512: issue 86, a ViT's bf16 never measured again)
+    depends_on: tuple[str, ...] = ()
 
     @abstractmethod
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | Deferred | str:
