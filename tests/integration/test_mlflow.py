@@ -163,6 +163,11 @@ def test_a_watch_a_tune_session_and_a_sweep_in_mlflow(server, tmp_path):
     assert parent.data.tags["gpuscout.session"] == report["session"]
     assert parent.data.metrics["gpuscout/baseline_samples_per_s"] == pytest.approx(report["baseline"]["samples_per_s"])
     assert {"gpuscout/tune.json", "gpuscout/tune.txt"} <= _artifacts(server, parent.info.run_id)
+    best = report["best"]
+    if best is not None and best.get("ratio") is not None:  # the session's one figure: its confirmation's
+        assert parent.data.metrics["gpuscout/speedup"] == pytest.approx(best["ratio"])
+        assert parent.data.metrics["gpuscout/speedup_ci95_low"] == pytest.approx(best["ratio_low"])
+        assert parent.data.params["gpuscout.confirmation"] == best["confirmation"]
     with Store(store) as opened:  # the session's own link, beside each run's
         assert [link.tracker_run_id for link in opened.tracked(f"session:{report['session']}")] == [parent.info.run_id]
 
