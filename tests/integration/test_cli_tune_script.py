@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -106,6 +107,9 @@ def test_jit_and_a_larger_batch_on_a_jax_script(tmp_path):
     html = tmp_path / "report.html"
     assert run_cli("report", "--out", str(html), "--store", str(store)).returncode == 0
     assert "What each change bought" in html.read_text() and "<svg" in html.read_text()
+    best = report["best"]  # the report's row is the session's one figure, read from its saved report
+    said = f"{best['ratio']:.2f}x [{best['ratio_low']:.2f}–{best['ratio_high']:.2f}]"
+    assert said in html.read_text() and f"{best['ratio']:.2f}x [" in report["summary"], said
     plan = run_cli("tune", "--dry-run", "--store", str(store), "--", PY, str(script), "nojit", env=env)
     assert plan.returncode == 0 and f"from the stored watch {report['baseline_again']['run_id']}" in plan.stdout
     assert "would try jit_compile" in plan.stdout and "nothing was run" in plan.stdout
@@ -638,8 +642,13 @@ def test_bad_tune_input(tmp_path):
     # before the script starts (issue 60), with the least budget that would do
     from tests.records import make_watch_record
 
-    stored = make_watch_record("slow0001").model_copy(
-        update={"command": [PY, loop, "unmarked", "5"], "duration_s": 100.0}
+    stored = make_watch_record("slow0001").model_copy(  # this script's: its file and bytes (same_script)
+        update={
+            "command": [PY, loop, "unmarked", "5"],
+            "duration_s": 100.0,
+            "cwd": os.getcwd(),
+            "script_sha256": hashlib.sha256(Path(loop).read_bytes()).hexdigest(),
+        }
     )
     slow = tmp_path / "slow.sqlite"
     with Store(slow) as s:
@@ -743,3 +752,30 @@ def test_tunes_timeout_kills_a_run_that_never_ends_and_says_so(tmp_path):
     assert time.monotonic() - started < 300  # the hang is 600 s
     (record,) = records(store).values()
     assert record.status == "failed" and any(n.startswith("killed after 15s") for n in record.notes)
+
+
+@pytest.mark.slow
+def test_validation_that_takes_most_of_the_epoch_is_run_at_a_larger_batch(tmp_path):
+    """Issue 86: validation a large share of each epoch (4,096 samples validated at the training's
+    batch of 64 after 8 steps): fit's validation_batch_size at 4x, the same training (its fewer
+    validation batches declared), and, where it is kept, the patch written on fit's line and its
+    copy run."""
+    script, digest = copy_script(tmp_path)
+    patch = tmp_path / "train.patch"
+    result = run_cli(
+        "tune", "--json", "--only", "validation_batch", "--patch", str(patch), "--store", str(tmp_path / "s.sqlite"),
+        "--", PY, str(script), "validated", env={"KERAS_BACKEND": "jax", **QUIET_TF},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    (row,) = report["rows"]
+    assert row["change"] == "validation_batch_x4" and "validation takes" in row["why"], row
+    assert row["applied"] == {"validation_batch": "model.fit(..., validation_batch_size=256)"}, row
+    assert row["training_checked"] and not row.get("changes_training"), row
+    assert hashlib.sha256(script.read_bytes()).hexdigest() == digest  # the user's file is never written
+    if report["path"] != ["validation_batch_x4"]:  # two shared cores: kept only where runs confirm it
+        assert report["best"] is None or report["best"]["kept"] is False, report["summary"]
+        return
+    assert "validation_data=(x, y), epochs=10_000, verbose=0, validation_batch_size=256)" in patch.read_text()
+    copy = report["patched"]
+    assert copy["status"] in ("ok", "stopped") and not copy.get("changes_training"), copy

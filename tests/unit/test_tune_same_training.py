@@ -180,3 +180,43 @@ def test_without_whole_epochs_nothing_is_compared_and_that_is_said():
     assert same_training.differences([none], [record_of(fit_with())]) == []
     assert not same_training.checked([none], [record_of(fit_with())])
     assert same_training.checked([record_of(fit_with())], [record_of(fit_with())])
+
+
+def validated(validation_s: float, **fields):
+    """A run whose three epochs of 1.1 s each (the first apart) validate for `validation_s` of them,
+    on arrays unless `fields` (WatchedFit's) say otherwise."""
+    fit = fit_with()
+    epochs = [e.model_copy(update={"validation_s": validation_s}) for e in fit.epochs]
+    fit = fit.model_copy(update={"epochs": epochs, "validation": True, "validation_input": "numpy", **fields})
+    return record_of(fit).model_copy(update={"clock": epoch_clock.epoch_clock(fit)})
+
+
+def test_validation_at_a_larger_batch_where_it_is_a_large_share_of_the_epoch():
+    """Issue 86: validation a large share of an epoch, on arrays: fit's validation_batch_size at 4x
+    the batch, the same training (fewer validation batches are declared); where it is a small share,
+    on a dataset that batches itself, or counted by validation_steps, why not."""
+    from gpuscout.tune.changes import validation_batch
+
+    (change,) = validation_batch.validation_batch(validated(0.3))  # 0.3 s of 1.1 s: 27%
+    assert (
+        change.settings == {"validation_batch_size": 256} and change.line == "model.fit(..., validation_batch_size=256)"
+    )
+    assert change.why == "validation takes 27% of an epoch, at the training's batch of 64"
+    assert (
+        validation_batch.validation_batch(validated(0.1))
+        == "validation takes 9% of an epoch: a larger batch there buys little"
+    )
+    assert "fit batches only arrays" in validation_batch.validation_batch(validated(0.3, validation_input="tf.data"))
+    assert "counts batches" in validation_batch.validation_batch(validated(0.3, validation_steps=10))
+    assert validation_batch.validation_batch(validated(0.3, validation_batch_size=128)).startswith("already")
+    # fewer, larger validation batches are what it declares: not another training; anything else still is
+    script_runs = [validated(0.3) for _ in range(2)]
+    declared = same_training.Declared.of(change.settings)
+    assert (
+        same_training.differences([validated(0.3, validation=True, validation_steps=None)], script_runs, declared) == []
+    )
+    larger = record_of(fit_with(validation=3).model_copy(update={"validation": True}))  # 3 batches, not 10
+    assert same_training.differences([larger], script_runs, declared) == []
+    assert same_training.differences([larger], script_runs) == [
+        "validates on 3 batches an epoch where the script validates on 10"
+    ]  # undeclared, it is another training

@@ -35,6 +35,8 @@ def fits_of(events: list[WatchEvent], ended_monotonic_s: float | None = None) ->
                 validation_steps=e.validation_steps,
                 weighted=e.weighted,
                 validation_maps=list(e.validation_maps),
+                validation_input=e.validation_input,
+                validation_batch_size=e.validation_batch_size,
             )
         elif isinstance(e, FitAnnounced):
             fit_of(e.pid, e.fit).update(

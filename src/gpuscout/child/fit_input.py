@@ -117,6 +117,11 @@ def input_type(x) -> str:
     return name
 
 
+def _first(data):
+    """validation_data's inputs: the first of an (x, y) tuple, or the data itself."""
+    return data[0] if isinstance(data, tuple) and data else data
+
+
 def training_arguments(fit, model, args: tuple, kwargs: dict) -> dict:
     """What fit was told that decides the training a tune change must keep (tune/same_training.py):
     its shuffle as given (None: not given), whether it validates, its validation_steps, and whether
@@ -133,6 +138,16 @@ def training_arguments(fit, model, args: tuple, kwargs: dict) -> dict:
         "validation": given.get("validation_data") is not None or bool(given.get("validation_split")),
         "validation_steps": int(given["validation_steps"]) if given.get("validation_steps") else None,
         "weighted": given.get("sample_weight") is not None or given.get("class_weight") is not None,
+        # what validates: arrays (validation_split's too) are batched by fit at validation_batch_size,
+        # a dataset, generator or PyDataset by itself (tune's validation_batch)
+        "validation_input": (
+            input_type(_first(given["validation_data"]))
+            if given.get("validation_data") is not None
+            else "numpy"
+            if given.get("validation_split")
+            else None
+        ),
+        "validation_batch_size": int(given["validation_batch_size"]) if given.get("validation_batch_size") else None,
         # a tf.data validation set's maps: whether a map moved into the model shapes it too
         "validation_maps": tf_data.map_sites(given["validation_data"])
         if given.get("validation_data") is not None

@@ -46,6 +46,7 @@ class TuneSettings:
     # input shape and layers that do its work on the device (record.watch.MapAugment's)
     augment_map: dict[str, object] | None = None
     data_parallel: bool = False
+    validation_batch_size: int | None = None  # fit's validation_batch_size (arrays validated)
 
     def __bool__(self) -> bool:
         """Whether any change is asked for (a plain watch asks none)."""

@@ -58,6 +58,8 @@ class FitBegan(WatchEvent):
     validation_steps: int | None = None
     weighted: bool = False
     validation_maps: list[str] = field(default_factory=list)  # a tf.data validation set's maps, FILE:LINE
+    validation_input: str | None = None  # what validates: numpy (arrays), tf.data, PyDataset, generator
+    validation_batch_size: int | None = None  # fit's, where given
 
 
 @dataclass(frozen=True)

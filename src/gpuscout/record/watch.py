@@ -139,6 +139,8 @@ class WatchedFit(Part):
     validation_steps: int | None = None  # fit's validation_steps
     weighted: bool = False  # sample_weight or class_weight given
     validation_maps: list[str] = Field(default_factory=list)  # a tf.data validation set's maps, FILE:LINE
+    validation_input: str | None = None  # what validates: numpy (arrays, validation_split's), tf.data, ...
+    validation_batch_size: int | None = None  # fit's validation_batch_size, where given
     strategy: str | None = None  # DataParallel, MirroredStrategy, ... (None: one device)
     replicas: int = 1  # devices the step ran on; batch_size is the global batch, split over them
     devices: int | None = None  # devices the framework could train on (None: not known, a record before this)

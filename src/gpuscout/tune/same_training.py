@@ -31,6 +31,7 @@ class Declared:
     # a PyDataset's workers, threads or processes: Keras' queue draws its order where one worker's
     # loop draws another, [7, 8, 1, 5, ...] against [9, 4, 8, 6, ...] from one seed)
     draws: bool = False
+    validation: bool = False  # the validation's batches are larger (validation_batch): fewer of them
 
     @classmethod
     def of(cls, settings: dict) -> Declared:
@@ -41,6 +42,7 @@ class Declared:
                 settings.get("augment_in_model") or settings.get("augment_inline") or settings.get("augment_map")
             ),
             draws=bool(settings.get("device_batches") or settings.get("workers") or settings.get("process_workers")),
+            validation=bool(settings.get("validation_batch_size")),
         )
 
 
@@ -94,7 +96,7 @@ def _epochs(fits: list[WatchedFit], references: list[WatchedFit], declared: Decl
 def _validation(fits: list[WatchedFit], references: list[WatchedFit], declared: Declared) -> list[str]:
     """Validation steps an epoch against the reference's; with a declared batch, not compared:
     fit validates at its batch_size (validation_batch_size's default), the same data in fewer steps."""
-    if declared.batch is not None:
+    if declared.batch is not None or declared.validation:
         return []
     counted = _most(e.validation_steps for f in references for e in f.epochs if e.validation_steps is not None)
     if counted is None:

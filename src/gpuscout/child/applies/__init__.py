@@ -28,6 +28,7 @@ from gpuscout.child.applies import (
     prefetch,
     process_workers,
     steps_per_execution,
+    validation_batch,
     workers,
 )
 
@@ -44,4 +45,5 @@ FIT = (
     prefetch,
     batch_size,
     device_batches,
+    validation_batch,
 )

@@ -18,6 +18,7 @@ from gpuscout.tune.changes import (
     prefetch,
     process_workers,
     steps_per_execution,
+    validation_batch,
     workers,
 )
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where
@@ -38,6 +39,7 @@ KINDS: dict[str, ChangeKind] = {
         augment_map.KIND,
         batch_size.KIND,
         data_parallel.KIND,
+        validation_batch.KIND,
     )
 }
 # The knobs (`--only`, `--skip`, Change.knob)

@@ -1,0 +1,13 @@
+"""validation_batch: fit validates its arrays at a larger batch (validation_batch_size)."""
+
+from __future__ import annotations
+
+from gpuscout.child import tune_state
+from gpuscout.child.applies.call import FitCall
+
+
+def fit_input(fit: FitCall) -> None:
+    size = tune_state.SETTINGS.validation_batch_size
+    if size:  # planned only where fit validates arrays (tune/changes/validation_batch.py)
+        fit.kwargs["validation_batch_size"] = int(size)
+        tune_state.applied("validation_batch", f"model.fit(..., validation_batch_size={int(size)})")
