@@ -53,6 +53,52 @@ def _whole_fit(row: Judged) -> str:
     return f"; over the script's whole fit, its first epochs as they ran: {row.whole_fit_ratio:.2f}x"
 
 
+# Narrower than this, the table leaves out its "on" and "input wait" columns (the change says what it
+# was added to) so that 80 columns hold a row without cutting a change's name
+WIDE = 110
+
+
+def _table(report: TuneScriptReport, narrow: bool) -> Table:
+    """Each change's row in the rounds, then the session's one figure: the final row, the chosen
+    setting against the baseline between runs after the search."""
+    table = Table(
+        title="each change against runs of the setting it was added to, before and after it; "
+        "what a round chose is kept only where later runs confirm it",
+        title_justify="left",
+    )
+    columns = ("round", "change", "samples/s", "speed-up (95% CI)", "training")
+    if not narrow:
+        columns = ("round", "change", "on", "samples/s", "speed-up (95% CI)", "input wait", "training")
+    for column in columns:  # a change's name folds rather than losing its end to an ellipsis
+        table.add_column(
+            column,
+            no_wrap=column in ("round", "samples/s", "speed-up (95% CI)", "input wait"),
+            overflow="fold" if column == "change" else "ellipsis",
+        )
+    rows = [
+        (str(r.round if r.round is not None else ""), r, r.change + (" (chosen)" if r.chosen else ""), _health(r))
+        for r in report.rows
+    ]
+    best = report.best
+    if best is not None and best.confirmation:
+        rows.append(("final", best, f"{best.change} ({'kept' if best.kept else 'not kept'})", _health(best)))
+    for number, row, name, health in rows:
+        on = row.on or "baseline"
+        if row.remeasured:
+            health += " (measured again: the host was noisy)"
+        cells = {
+            "round": number,
+            "change": Text(name if not narrow or on == "baseline" else f"{name} on {on}"),
+            "on": Text(on),
+            "samples/s": fmt.number(row.samples_per_s, 0) if row.samples_per_s else fmt.DASH,
+            "speed-up (95% CI)": _gain(row),
+            "input wait": fmt.percent(row.input_wait_share),
+            "training": Text(health),
+        }
+        table.add_row(*(cells[c] for c in columns))
+    return table
+
+
 def print_tune_script(report: TuneScriptReport, out: Console) -> None:
     base = report.baseline
     runs = (
@@ -92,35 +138,7 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
         ),
         soft_wrap=True,
     )
-    table = Table(
-        title="each change against the runs of the setting it was added to, before and after it (the "
-        "search's pick; kept only where runs after the search confirm it)",
-        title_justify="left",
-    )
-    for column in ("round", "change", "on", "samples/s", "speed-up (95% CI)", "input wait", "training"):
-        table.add_column(column, no_wrap=column in ("samples/s", "speed-up (95% CI)", "input wait"))
-    for row in report.rows:
-        table.add_row(
-            str(row.round if row.round is not None else ""),
-            Text(row.change + (" (chosen)" if row.chosen else "")),
-            Text(row.on or "baseline"),
-            fmt.number(row.samples_per_s, 0) if row.samples_per_s else fmt.DASH,
-            _gain(row),
-            fmt.percent(row.input_wait_share),
-            Text(_health(row) + (" (measured again: the host was noisy)" if row.remeasured else "")),
-        )
-    best = report.best
-    if best is not None and best.confirmation:  # the session's one figure: runs after the search
-        table.add_row(
-            "final",
-            Text(f"{best.change} ({'kept' if best.kept else 'not kept'})"),
-            Text("baseline"),
-            fmt.number(best.samples_per_s, 0) if best.samples_per_s else fmt.DASH,
-            _gain(best),
-            fmt.percent(best.input_wait_share),
-            Text(f"{_health(best)}; {best.confirmation}"),
-        )
-    out.print(table)
+    out.print(_table(report, narrow=out.width < WIDE))
     for row in report.rows:
         if row.clock_note:
             out.print(Text(f"note: {row.change}: {row.clock_note}"), soft_wrap=True)
@@ -129,7 +147,7 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
                 Text(f"note: {row.change}: no whole epoch ran, so its steps and batches an epoch were not compared"),
                 soft_wrap=True,
             )
-    copy = report.patched
+    best, copy = report.best, report.patched
     kept = best is not None and bool(best.kept)
     out.print(
         Text(report.summary + (_whole_fit(best) if kept else ""), style="bold green" if kept else "bold"),
