@@ -66,3 +66,24 @@ def test_another_folder_s_train_py_is_not_planned_from_nor_priced_by_this_one_s_
         "tune", "--budget-minutes", "1", "--store", str(store), "--", "python", "train.py", cwd=first, timeout=120
     )
     assert refused.returncode == 2 and "a run of this command took 59 s" in refused.stderr, refused.stderr
+
+
+def test_a_patch_path_that_leads_to_the_script_is_refused_whatever_link_leads_there(tmp_path):
+    """Issue 87, item 1: `--patch link.patch --force`, link.patch a symbolic link to the script being
+    tuned, wrote the diff over the script and said "(your files are unchanged)". The path is judged
+    by the file it reaches: refused in one line, exit 2, the script untouched, nothing run."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    link = tmp_path / "link.patch"
+    link.symlink_to(script)
+    plain = tmp_path / "trainer"  # a script whose name has no .py: still the script tune runs
+    plain.write_text(TRAIN)
+    (tmp_path / "plain.patch").symlink_to(plain)
+    for target, patch in ((script, link), (plain, tmp_path / "plain.patch")):
+        done = run_cli(
+            "tune", "--patch", str(patch), "--force", "--store", str(tmp_path / "s.db"), "--", "python", str(target),
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 2 and "through a link" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and target.read_text() == TRAIN
+    assert not (tmp_path / "s.db").exists()

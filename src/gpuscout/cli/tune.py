@@ -254,7 +254,9 @@ def script_request(config: TuneConfig, store_path: Path | None) -> ScriptRequest
     both = sorted(set(only) & set(skip))
     if both:
         raise UsageError(f"--only and --skip both name {', '.join(both)}: tune a change or skip it, not both")
-    patch = writable(config.patch, store_path or default_store_path(), config.force) if config.patch else None
+    named = commands.script_of(list(config.target or []))  # checked before the command is: its words are
+    script = Path(named).resolve() if named else None
+    patch = writable(config.patch, store_path or default_store_path(), config.force, script) if config.patch else None
     resolved = commands.resolve(config.target or [], verb="tune")
     options = runs.ScriptOptions(
         steps=config.steps,
@@ -359,15 +361,20 @@ def _stored_baseline(command: Command, store_path: Path | None):
     return max(stored, key=lambda r: r.created_utc, default=None)
 
 
-def writable(path: Path, store: Path, force: bool) -> outputs.Output:
+def writable(path: Path, store: Path, force: bool, script: Path | None = None) -> outputs.Output:
     """--patch FILE can be written, checked before anything runs as every output is (core/outputs:
-    never the store, never a file gpuscout did not write without --force); a Python file never."""
+    never the store, never a file gpuscout did not write without --force); a Python file never, nor
+    the script tuned (`script`, resolved), judged by the file the path reaches: a link to the script
+    had the diff written over it with --force (issue 87, item 1)."""
     path = path.expanduser()
     if os.path.isdir(path):
         raise UsageError(f"--patch {path}: a folder, not a file to write the diff to")
-    if path.suffix == ".py":
+    real = Path(os.path.realpath(path))  # the file a write reaches, whatever link leads there
+    if real.suffix == ".py" or (script is not None and real == script):
+        reached = f" ({real}, through a link)" if real != path.absolute() else ""
         raise UsageError(
-            f"--patch {path}: a Python file; the diff goes to a file of its own (train.patch), never over a script"
+            f"--patch {path}: {'the script tune runs' if real == script else 'a Python file'}{reached}; the diff "
+            "goes to a file of its own (train.patch), never over a script"
         )
     target = outputs.check_output(path, store, force, "--patch")
     if target.stream is not None and outputs.always_full(path):  # the session would run, then the diff be lost
