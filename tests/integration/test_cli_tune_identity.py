@@ -4,6 +4,7 @@ stored watch of `python train.py`, and the budget check priced the session by th
 59 s run. The runs are stored by hand here; the CLI is the real one."""
 
 import hashlib
+import sys
 
 from gpuscout.measure.command import resolve, same_script
 from gpuscout.store import Store
@@ -87,3 +88,27 @@ def test_a_patch_path_that_leads_to_the_script_is_refused_whatever_link_leads_th
         assert done.returncode == 2 and "through a link" in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and target.read_text() == TRAIN
     assert not (tmp_path / "s.db").exists()
+
+
+def test_tune_s_settings_left_in_the_environment_never_reach_a_plain_watch(tmp_path):
+    """Issue 87, item 2: GPUSCOUT_TUNE kept by a shell switched a plain watch's measuring off (exit 0,
+    'called no Model.fit') or crashed it ({"batch_size": -5}: a traceback of ours, nothing stored).
+    gpuscout sets and clears its instrumentation's variables itself: the watch measures as ever and
+    says in one note that it ignored the variable."""
+    import json
+
+    from tests.cli_checks import QUIET_TF
+    from tests.conftest import FIXTURES
+
+    store = tmp_path / "s.db"
+    for value in ('{"batch_size": -5}', "not json", '{"jit_compile": true}'):
+        done = run_cli(
+            "watch", "--json", "--steps", "20", "--store", str(store), "--",
+            sys.executable, str(FIXTURES / "watch" / "tune_me.py"), "ordered",
+            env={"GPUSCOUT_TUNE": value, "GPUSCOUT_WATCH_STEPS": "3", "KERAS_BACKEND": "jax", **QUIET_TF},
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        (run,) = json.loads(done.stdout)["runs"]
+        assert run["fits"][0]["steps"] >= 20 and not run["applied"], run["fits"][0]["steps"]  # --steps, not the env's 3
+        assert any("GPUSCOUT_TUNE in your environment is tune's own" in n for n in run["notes"]), run["notes"]

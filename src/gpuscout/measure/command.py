@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuscout.core.errors import UsageError
+from gpuscout.core.tune_settings import ENV as TUNE_VARIABLE
 from gpuscout.core.watch_events import Exiting, WatchEvent
 from gpuscout.executor import process, scratch
 
@@ -229,9 +230,13 @@ class Instrumentation:
         (self.folder / "gpuscout").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
 
     def env(self, base: dict[str, str], settings: dict[str, str]) -> dict[str, str]:
-        """`base` with the instrumentation on its PYTHONPATH (first) and its `settings`."""
+        """`base` with the instrumentation on its PYTHONPATH (first) and its `settings`. The
+        instrumentation's own variables come from `settings` alone: one left in the user's
+        environment (a shell that kept tune's GPUSCOUT_TUNE, a job that copied it) switched a plain
+        watch's measuring off or crashed it (issue 87, item 2)."""
         path = os.pathsep.join(p for p in (str(self.folder), base.get("PYTHONPATH", "")) if p)
-        return {**base, "PYTHONPATH": path, **settings}
+        own = {k: v for k, v in base.items() if not is_instrumentation_variable(k)}
+        return {**own, "PYTHONPATH": path, **settings}
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -241,6 +246,12 @@ class Instrumentation:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def is_instrumentation_variable(name: str) -> bool:
+    """A variable gpuscout sets for its instrumentation (GPUSCOUT_WATCH_*, GPUSCOUT_TUNE): never taken
+    from the user's environment."""
+    return name.startswith("GPUSCOUT_WATCH_") or name == TUNE_VARIABLE
 
 
 def script_file(command: Command, cwd: Path | str) -> Path | None:

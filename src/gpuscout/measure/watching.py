@@ -253,6 +253,12 @@ def watch_command(
             devices, note = trace_kernels.read(Path(event.dir), event.last_step - event.first_step + 1)
             seen[i] = dataclasses.replace(event, devices=devices, kernels_note=note)
     notes = [attribution.note] if attribution and attribution.note else []
+    if not options.change_settings and os.environ.get(
+        tune_settings.ENV
+    ):  # cleared for the script (Instrumentation.env)
+        notes.append(
+            f"{tune_settings.ENV} in your environment is tune's own setting for its runs: this plain watch ignored it"
+        )
     if timed_out:  # the watchdog, not the script: said, and the run is a failed one
         notes.append(f"{TIMED_OUT} {durations.spoken(options.timeout_s or 0)} (--timeout): it had not ended")
     if lingered:  # all its code had run, then its interpreter did not exit: gpuscout stopped it
