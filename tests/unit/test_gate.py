@@ -145,3 +145,19 @@ def test_a_ratio_next_to_the_threshold_says_no_count_of_runs_up_to_a_hundred_wou
     [line] = result.lines
     assert result.exit_code == EXIT_UNDECIDED and line.runs_needed is None
     assert "more than 100 runs a side would be needed at the spread seen" in line.text
+
+
+def test_a_gate_at_zero_percent_fails_any_slowdown_the_runs_show_and_passes_none_they_hide():
+    """Issue 87, item 6: `--fail-slower 0` was refused ("between 0 and 100, got 0") where docs/ci.md
+    allows 0-100. At 0 the threshold is the ratio 1.0: a slowdown of 2% with runs 1% apart fails,
+    unchanged runs pass only where the interval's low end is at 1 or more, and 100 is still refused."""
+    from gpuscout.comparison import CompareRequest
+    from gpuscout.core.errors import UsageError
+
+    CompareRequest(fail_slower_pct=0.0)
+    with pytest.raises(UsageError, match="from 0 up to 100"):
+        CompareRequest(fail_slower_pct=100.0)
+    slower = sides(spread(1000, 0.005), spread(980, 0.005), pct=0.0)
+    assert slower.exit_code == EXIT_SLOWER, slower.lines[0].text
+    alike = sides(spread(1000, 0.005), spread(1000, 0.005), pct=0.0)
+    assert alike.exit_code != EXIT_SLOWER  # nothing slower: never failed

@@ -54,8 +54,11 @@ class CompareRequest:
 
     def __post_init__(self) -> None:
         if self.fail_slower_pct is not None:
-            if not 0 < self.fail_slower_pct < 100:
-                raise UsageError(f"--fail-slower takes a percentage between 0 and 100, got {self.fail_slower_pct:g}")
+            # 0: any slowdown the runs show fails (docs/ci.md: a PCT of 0-100); 100 would pass a run of 0 samples/s
+            if not 0 <= self.fail_slower_pct < 100:
+                raise UsageError(
+                    f"--fail-slower takes a percentage from 0 up to 100 (not 100), got {self.fail_slower_pct:g}"
+                )
             if self.fmt not in ("table", "json"):
                 raise UsageError("--fail-slower says its verdict as text, or as JSON with --json")
         if self.files and (self.by not in (None, "side") or self.baseline is not None):
