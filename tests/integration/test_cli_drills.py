@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from gpuscout.tune.changes import CHANGES
 from tests.cli_checks import refused, run_cases, sha256
 from tests.conftest import FIXTURES, SRC, run_cli
 from tests.records import make_record
@@ -189,6 +190,8 @@ def test_the_options_that_cannot_mean_anything_are_refused_one_line_each(store, 
         (["tune", "--only", "", "--dry-run", "--", PY, str(script)], "--only is empty"),
         (["tune", "--only", ",", "--dry-run", "--", PY, str(script)], "--only ',' names nothing"),
         (["tune", "--skip", "cache,cache", "--dry-run", "--", PY, str(script)], "--skip lists cache twice"),
+        # issue 87, item 5: a 26 s baseline ran and was stored before this refusal
+        (["tune", "--skip", ",".join(CHANGES), "--", PY, str(script)], "--skip leaves no change to try (it names all"),
         (["tune", "--steps", "100000000000000000000", "--", PY, str(script)], "--steps takes a finite number from 0"),
         (["tune", "--", PY, str(tmp_path / "missing.py")], "missing.py: no such file"),
         (["tune", "--", PY, str(tmp_path)], "is a folder without a __main__.py"),

@@ -112,3 +112,20 @@ def test_tune_s_settings_left_in_the_environment_never_reach_a_plain_watch(tmp_p
         (run,) = json.loads(done.stdout)["runs"]
         assert run["fits"][0]["steps"] >= 20 and not run["applied"], run["fits"][0]["steps"]  # --steps, not the env's 3
         assert any("GPUSCOUT_TUNE in your environment is tune's own" in n for n in run["notes"]), run["notes"]
+
+
+def test_a_dry_run_with_json_prints_its_plan_as_json(tmp_path):
+    """Issue 87, item 4: `tune --dry-run --json` printed text (docs/options.md: JSON on stdout,
+    nothing else there): the plan from this script's stored watch, or the rules without one."""
+    import json
+
+    store = tmp_path / "runs.db"
+    (tmp_path / "train.py").write_text(TRAIN)
+    none = run_cli("tune", "--dry-run", "--json", "--store", str(store), "--", "python", "train.py", cwd=tmp_path)
+    plan = json.loads(none.stdout)
+    assert plan["baseline"] is None and {r["change"] for r in plan["rules"]} >= {"jit_compile", "validation_batch"}
+    ran = stored_watch(store, tmp_path, TRAIN)
+    done = run_cli("tune", "--dry-run", "--json", "--store", str(store), "--", "python", "train.py", cwd=tmp_path)
+    plan = json.loads(done.stdout)
+    assert plan["baseline"] == ran.id and plan["command"] == "python train.py" and not plan["rules"]
+    assert {s["change"] for s in plan["skipped"]} | {c["knob"] for c in plan["changes"]} >= {"jit_compile", "cache"}

@@ -128,7 +128,7 @@ def _views() -> dict[type, View]:
     from gpuscout.scale.results import ClusterPlan, Merged, ScaleReport, WorkerDone
     from gpuscout.store.repair import CheckReport, SalvageReport
     from gpuscout.sweep.results import SweepSummary
-    from gpuscout.tune.results import TuneScriptReport
+    from gpuscout.tune.results import ScriptPlan, TuneScriptReport
     from gpuscout.tune.workload_results import WorkloadTuneReport
 
     return {
@@ -156,5 +156,6 @@ def _views() -> dict[type, View]:
         WorkerDone: View(as_document, scale.print_worker, stderr=True),
         Merged: View(as_document, scale.print_merged),
         TuneScriptReport: View(session_document, tune_script.print_tune_script),
+        ScriptPlan: View(as_document, tune_script.print_plan),
         WorkloadTuneReport: View(session_document, tune.print_tune),
     }

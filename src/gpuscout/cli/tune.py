@@ -14,6 +14,7 @@ import typer
 
 from gpuscout import tune as tune_lib
 from gpuscout.cli import session_report
+from gpuscout.cli.emit import emit
 from gpuscout.cli.options import (
     AsJson,
     Device,
@@ -32,7 +33,7 @@ from gpuscout.measure.command import Command, same_script
 from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.report.tune import print_tune
-from gpuscout.report.tune_script import print_plan, print_tune_script
+from gpuscout.report.tune_script import print_tune_script
 from gpuscout.report.watch_live import view_for
 from gpuscout.store import Store, default_store_path
 from gpuscout.telemetry.nvml import Nvml
@@ -254,6 +255,8 @@ def script_request(config: TuneConfig, store_path: Path | None) -> ScriptRequest
     both = sorted(set(only) & set(skip))
     if both:
         raise UsageError(f"--only and --skip both name {', '.join(both)}: tune a change or skip it, not both")
+    if not [k for k in CHANGES if (not only or k in only) and k not in skip]:  # before a baseline runs for nothing
+        raise UsageError(f"--skip leaves no change to try (it names all {len(CHANGES)}): skip fewer, or --only some")
     named = commands.script_of(list(config.target or []))  # checked before the command is: its words are
     script = Path(named).resolve() if named else None
     patch = writable(config.patch, store_path or default_store_path(), config.force, script) if config.patch else None
@@ -285,8 +288,7 @@ def tune_command(config: TuneConfig, store_path, as_json: bool, target: tuple[st
     request = script_request(config, store_path)
     resolved, options, patch, baseline = request.resolved, request.options, request.patch, request.baseline
     if config.dry_run:  # reads the store if there is one; writes nothing, runs nothing
-        planned = script.plan(baseline, options.only, options.skip) if baseline else None
-        print_plan(planned, baseline.id if baseline else None, " ".join(resolved.given), terminal.console())
+        emit(script.dry_run(" ".join(resolved.given), baseline, options.only, options.skip), as_json)
         return
     err = terminal.console(stderr=True, highlight=False)
     session_report.folder("tune", store_path or default_store_path(), make=False)

@@ -8,8 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscout.report import format as fmt
-from gpuscout.tune.changes import KINDS
-from gpuscout.tune.results import Judged, TuneScriptReport
+from gpuscout.tune.results import Judged, ScriptPlan, TuneScriptReport
 
 
 def _gain(row: Judged) -> str:
@@ -207,32 +206,29 @@ def print_tune_script(report: TuneScriptReport, out: Console) -> None:
     )
 
 
-def print_plan(plan, baseline_id: str | None, command: str, out: Console) -> None:
+def print_plan(plan: ScriptPlan, out: Console) -> None:
     """--dry-run: each change and why it applies or not, from a stored watch of the command."""
-    if baseline_id is None:
+    if plan.baseline is None:
         out.print(
             Text(
-                f"no stored watch of `{command}`: the baseline run decides which changes apply. The "
+                f"no stored watch of `{plan.command}`: the baseline run decides which changes apply. The "
                 "changes and what makes each worth trying:"
             ),
             soft_wrap=True,
         )
-        for name, when in PLAN_RULES:
-            out.print(Text(f"  {name}: {when}"), soft_wrap=True)
+        for rule in plan.rules:
+            out.print(Text(f"  {rule.change}: {rule.when}"), soft_wrap=True)
         return
-    out.print(Text(f"from the stored watch {baseline_id} of `{command}`:"), soft_wrap=True)
+    out.print(Text(f"from the stored watch {plan.baseline} of `{plan.command}`:"), soft_wrap=True)
     for change in plan.changes:
-        out.print(Text(f"  would try {change.name}: {change.why}  ->  {change.line.splitlines()[0]}"), soft_wrap=True)
+        out.print(Text(f"  would try {change.change}: {change.why}  ->  {change.line.splitlines()[0]}"), soft_wrap=True)
     for skipped in plan.skipped:
-        out.print(Text(f"  not {skipped.knob}: {skipped.reason}"), soft_wrap=True)
+        out.print(Text(f"  not {skipped.change}: {skipped.reason}"), soft_wrap=True)
     out.print(
         Text(
             "then, round after round, the changes the fastest setting's run makes worth trying on top of it, "
-            "each between runs of that setting; and the best against the baseline again; nothing was run"
+            "each between runs of that setting; what a round chose is kept only where runs after the search "
+            "confirm it against the baseline; nothing was run"
         ),
         soft_wrap=True,
     )
-
-
-# When each kind of change is tried, as each says (tune/changes/)
-PLAN_RULES = tuple((k.name, k.rule) for k in KINDS.values())

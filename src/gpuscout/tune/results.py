@@ -140,3 +140,39 @@ class TuneScriptReport(BaseModel):
 
     def as_json(self) -> dict:
         return self.model_dump(mode="json", exclude_unset=True)
+
+
+class PlannedChange(BaseModel):
+    """A change `tune --dry-run` would try, and why: what the stored watch showed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    change: str
+    knob: str
+    why: str
+    line: str  # the code a user writes for it
+
+
+class Rule(BaseModel):
+    """When a kind of change is tried (tune/changes/: its `rule`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    change: str
+    when: str
+
+
+class ScriptPlan(BaseModel):
+    """`tune --dry-run -- COMMAND`: what the session would try first, from the latest stored watch of
+    this script (`baseline`); without one, when each change is tried (`rules`). Nothing runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str
+    baseline: str | None  # the stored watch planned from
+    changes: list[PlannedChange]
+    skipped: list[Skipped]  # change: why it would not be tried
+    rules: list[Rule]  # without a stored watch: when each change is tried
+
+    def as_json(self) -> dict:
+        return self.model_dump(mode="json")

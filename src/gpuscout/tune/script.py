@@ -28,6 +28,7 @@ from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Deferred, Plan, Skip
 from gpuscout.tune.changes import CHANGES, INPUT_FIRST, KINDS
+from gpuscout.tune.results import PlannedChange, Rule, ScriptPlan, Skipped
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
 # warm-up window and at least 4 steady windows of WINDOW_S even for a change 4x faster.
@@ -97,3 +98,24 @@ def plan(
 # A compiled step of a small batch left the H100 idle 70-80% of the time (the debugging-settings
 # ViT, docs/benchmarks.md): the largest batch tried first, where a budget may end the round
 MORE_WORK_FIRST = ("jit_compile", "batch_size", "steps_per_execution", "device_batches")
+
+
+def dry_run(command: str, baseline: WatchRecord | None, only: tuple[str, ...], skip: tuple[str, ...]) -> ScriptPlan:
+    """`tune --dry-run`: the first round's plan from the latest stored watch of the script, or,
+    without one, when each change is tried. Nothing runs."""
+    if baseline is None:
+        return ScriptPlan(
+            command=command,
+            baseline=None,
+            changes=[],
+            skipped=[],
+            rules=[Rule(change=k.name, when=k.rule) for k in KINDS.values()],
+        )
+    planned = plan(baseline, only, skip)
+    return ScriptPlan(
+        command=command,
+        baseline=baseline.id,
+        changes=[PlannedChange(change=c.name, knob=c.knob, why=c.why, line=c.line) for c in planned.changes],
+        skipped=[Skipped(change=s.knob, reason=s.reason) for s in planned.skipped],
+        rules=[],
+    )
