@@ -107,6 +107,10 @@ def test_a_setting_far_past_the_baseline_runs_once_against_round_one_s_warm_base
     assert found.clear
     out = confirm.confirm(run, found, search.Budget(3600), 300, 300, BATCH, [])
     assert asked == ["cache (confirming)"] and out.confirmed
+    assert confirm.explained(out) == (
+        "confirmed by 1 run of it after the search against 2 baseline runs (2 of round 1's: past 3x, no drift "
+        "between them matters)"
+    )
     assert out.baseline == found.path[0].beside and out.tested.test.startswith("prediction-t on 1+2")
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscout.analysis.between_runs import BY_EPOCHS, BY_WINDOWS, RunTest, run_test, runs_to_settle
+from gpuscout.core.units import counted
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
 from gpuscout.tune.budget import Budget
@@ -68,6 +69,7 @@ class Confirmed:
     verdict: str = UNDECIDED
     reason: str = ""
     needed: int | None = None  # about how many runs a side would settle it, where undecided
+    from_round_one: int = 0  # the baseline's runs taken from round 1 (a setting 3x past it: Outcome.clear)
 
     @property
     def confirmed(self) -> bool:
@@ -113,6 +115,7 @@ def confirm(
     best = found.best
     if found.clear:  # round 1's warm baseline runs (never the cold probe), and one run of its own
         out.baseline = [r for r in found.path[0].beside if r.ok]
+        out.from_round_one = len(out.baseline)
     pair = 0
     while True:
         order: tuple[Config, ...] = (best, Config()) if pair % 2 else (Config(), best)
@@ -183,6 +186,12 @@ def _beyond(out: Confirmed) -> str:
 def explained(out: Confirmed) -> str:
     """The verdict in a sentence, with the reason where it is not confirmed."""
     if out.confirmed:
+        if out.from_round_one:
+            return (
+                f"confirmed by {counted(len(out.best), 'run')} of it after the search against "
+                f"{counted(len(out.baseline), 'baseline run')} ({out.from_round_one} of round 1's: past 3x, no drift "
+                "between them matters)"
+            )
         return f"confirmed by {len(out.baseline)} and {len(out.best)} runs, alternating"
     why = out.reason or _beyond(out)
     if out.verdict == UNDECIDED and out.needed and "would settle" not in why:
