@@ -32,7 +32,12 @@ def tune_groups(records: list[WatchRecord]) -> set[str]:
 
 
 def watched(records: list[WatchRecord]) -> Section:
-    """Each watched script: a summary row, its newest run's timeline, then every run a row."""
+    """Each watched script: a summary row, its newest run's timeline, then every run a row. A run
+    that ended well but called no fit (`watch -- python -c "print()"`) has nothing to show: it is
+    counted, not given rows (issue 87: five such runs were five junk rows); a run that failed
+    before its fit is a finding and keeps its row."""
+    idle = [r for r in records if r.ok and not r.fits]
+    records = [r for r in records if not (r.ok and not r.fits)]
     section = Section(
         "watched",
         "Watched training scripts",
@@ -61,6 +66,12 @@ def watched(records: list[WatchRecord]) -> Section:
         + "; every run is a row below, and `gpuscout report RUN_ID` draws any run's own."
     )
     section.tables.append(_runs(records, sessions))
+    if idle:
+        section.text.append(
+            f"{counted(len(idle), 'run')} whose command called no Keras fit (nothing to time) "
+            f"{'is' if len(idle) == 1 else 'are'} left out of these tables; `gpuscout results list --kind watch` "
+            "lists every run."
+        )
     section.text.append(
         "Beside each script's newest watched run, `gpuscout recommend --from RUN` with the catalog's "
         "prices: the cheapest GPU for its whole training and the fastest one, predicted from where its "
