@@ -161,3 +161,22 @@ def test_a_gate_at_zero_percent_fails_any_slowdown_the_runs_show_and_passes_none
     assert slower.exit_code == EXIT_SLOWER, slower.lines[0].text
     alike = sides(spread(1000, 0.005), spread(1000, 0.005), pct=0.0)
     assert alike.exit_code != EXIT_SLOWER  # nothing slower: never failed
+
+
+def test_a_run_that_read_no_throughput_is_never_passed_over_in_silence():
+    """Issue 87, item 7: a new run whose windows read 0 samples/s was left out without a word and,
+    beside three normal runs, the gate exited 0. It is left out of the ratio still (no place on a
+    log scale), and the gate cannot pass: exit 3, its line naming the run."""
+    base = [run(f"base{i:04d}", m) for i, m in enumerate(spread(1000, 0.005))]
+    new = [run(f"new{i:05d}", m) for i, m in enumerate(spread(1000, 0.005))]
+    dead = run("new00009", 1000).model_copy(
+        update={"windows": [w.model_copy(update={"throughput": 0.0}) for w in new[0].windows]}
+    )
+    records = [*base, *new, dead]
+    where = {r.id: "base.json" if r.id.startswith("base") else "new.json" for r in records}
+    result = gate(compare(records, "side", "base.json", where), records, 5.0)
+    assert result.exit_code == EXIT_UNDECIDED
+    (said,) = [line for line in result.lines if line.candidate == "new00009"]
+    assert said.text.startswith("cannot decide: mlp: run new00009 read no throughput (0 samples/s)"), said.text
+    # the runs that measured pass on their own
+    assert sides(spread(1000, 0.005), spread(1000, 0.005)).exit_code == 0

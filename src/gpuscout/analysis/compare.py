@@ -117,6 +117,7 @@ class Comparison:
     groups: list[Group]
     basis: str = between_runs.BY_WINDOWS  # how each run was read: between_runs.BY_EPOCHS or BY_WINDOWS
     notes: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)  # runs left out: read as no throughput at all
 
     def to_dict(self) -> dict:
         return {**asdict(self), "groups": [asdict(g) for g in self.groups]}
@@ -295,6 +296,7 @@ def compare(
             basis=how,
         )
         if empty:
+            comparison.empty = empty
             comparison.notes.append(f"left out, read as no throughput (0 {runs[0].unit}): run {', '.join(empty)}")
         if any(g.verdict == ONE_RUN_EACH for g in groups):
             comparison.notes.append(

@@ -83,6 +83,15 @@ def gate(comparisons: list[Comparison], records: list[StoredRecord], fail_slower
         base = c.groups[0]
         for g in c.groups[1:]:
             out.lines.append(_line(c, base, g, fail_slower_pct, _machines(base, g, by_id)))
+        if c.empty:  # a run that measured nothing is no evidence of speed either way: never a pass (issue 87)
+            out.lines.append(
+                GateLine(
+                    "undecided", c.workload, base.label, ", ".join(c.empty), None, None, None, None, None, None,
+                    f"cannot decide: {c.workload}: run {', '.join(c.empty)} read no throughput (0 {c.unit}), "
+                    "and a run that measured nothing is not a pass; see why it did (gpuscout results show RUN) "
+                    "and measure it again",
+                )
+            )  # fmt: skip
     if not out.lines:
         out.lines.append(
             GateLine(
