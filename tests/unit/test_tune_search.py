@@ -272,8 +272,9 @@ def test_a_best_far_past_the_baseline_runs_once_after_its_choice():
         run, lambda f, k: Plan(changes=[JIT] if not k else []), record(1000.0), search.Budget(3600), 4, STEPS
     )
     assert found.clear and found.path[0].row.ratio_low > trials.CLEAR_RATIO
-    assert len(search._kept_back(found, 5, search.Budget(3600), STEPS)) == 2  # the best and the copy, with --patch
-    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 1
+    # the same block as any winner's kept back: on a noisy host a 6x path spent the rest on round 2 (H100)
+    assert len(search._kept_back(found, 5, search.Budget(3600), STEPS)) == 5
+    assert len(search._kept_back(found, 4, search.Budget(3600), STEPS)) == 4
     del ran[:]
 
     class Session:
@@ -284,7 +285,11 @@ def test_a_best_far_past_the_baseline_runs_once_after_its_choice():
     assert ran == ["jit_compile (confirming)", "jit_compile (confirming)", "baseline again"]
     assert final.confirmed.confirmed and final.baseline[0] is found.path[0].beside[0]
     best = finale._best(found, final.confirmed, BATCH)
-    assert best.kept and best.test == "welch-t on 2+2 runs" and best.ratio == pytest.approx(10.0, rel=0.02)
+    assert (
+        best.kept
+        and best.test == "pooled-t on 2+2 runs, the spread of 4"
+        and best.ratio == pytest.approx(10.0, rel=0.02)
+    )
     assert finale.summary(found, best, final.confirmed).startswith("baseline -> +jit_compile: 10.0")
 
 

@@ -145,28 +145,34 @@ def run_test(baseline: list[float], candidate: list[float]) -> RunTest | None:
     )
 
 
-def one_run_test(baseline: list[float], value: float, beside: list[list[float]]) -> RunTest | None:
-    """One run (tune's patched copy) against the baseline's runs, as a new observation, the spread
-    between runs pooled from the baseline's and each group in `beside` (the best setting's runs,
-    measured in the same alternation): each group's log values about their own mean, with
-    sum(n - 1) degrees of freedom. A single run against two baseline runs alone has one degree of
-    freedom (t = 12.7): pooled with the best's runs it is judged on the spread the session saw."""
+def pooled_test(baseline: list[float], candidate: list[float], beside: list[list[float]]) -> RunTest | None:
+    """The candidate's runs against the baseline's, the spread between runs pooled from both sides
+    and each group in `beside` (runs of other settings measured in the same session, each group
+    of one setting at one count): every group's log values about their own mean, with sum(n - 1)
+    degrees of freedom, as Student's pooled t does. tune's confirmation judges so: on a log scale
+    a host's noise multiplies every setting's pace alike, and two runs a side under Welch keep one
+    degree of freedom (t = 12.7) where the side whose runs agree carries none of the spread; a 6x
+    setting on an H100 read [0.26-139] that way (docs/benchmarks.md). One candidate run (tune's
+    patched copy) is a new observation against that spread. None without a spread to judge by."""
     from scipy.stats import t as student_t  # lazily: see analysis/stats.py
 
-    groups = [np.log(np.asarray(g, dtype=float)) for g in (baseline, *beside) if len(g) > 1]
+    if not baseline or not candidate or min(baseline + candidate) <= 0:
+        return None
+    lb, lc = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
+    groups = [g for g in (lb, lc, *(np.log(np.asarray(v, dtype=float)) for v in beside if min(v, default=0) > 0))]
+    groups = [g for g in groups if len(g) > 1]
     df = sum(len(g) - 1 for g in groups)
-    if not baseline or df < 1 or value <= 0:
+    if df < 1:
         return None
     variance = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df
-    lb = np.log(np.asarray(baseline, dtype=float))
-    diff = math.log(value) - float(lb.mean())
-    se = math.sqrt(variance * (1 + 1 / len(lb)))
+    diff = float(lc.mean() - lb.mean())
+    se = math.sqrt(variance * (1 / len(lb) + 1 / len(lc)))
     if se == 0:
         p, half = (1.0 if diff == 0 else 0.0), 0.0
     else:
         p = float(2 * student_t.sf(abs(diff / se), df))
         half = float(student_t.ppf(0.975, df)) * se
-    test = f"prediction-t on 1+{len(lb)} runs, the spread of {sum(len(g) for g in groups)}"
+    test = f"pooled-t on {len(lc)}+{len(lb)} runs, the spread of {sum(len(g) for g in groups)}"
     return RunTest(math.exp(diff), math.exp(diff - half), math.exp(diff + half), p, test, (variance, variance))
 
 

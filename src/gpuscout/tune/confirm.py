@@ -12,8 +12,9 @@ So nothing is kept on the round's evidence. After the search, the chosen setting
 baseline are run alternately (ABAB, who goes first alternating: a drift of the host weighs on
 both sides alike), each run one value by the user's clock (its whole steady epochs, validation and
 callbacks in; its windows' median only where a run held no whole epoch), and the two sides are
-tested as `compare` and its CI gate test them (analysis/between_runs.run_test: Welch's t on the
-runs' log values, the ratio of their geometric means with its interval). Sequentially:
+tested between runs (analysis/between_runs.pooled_test: the ratio of their geometric means, its
+interval from the spread between runs on the log scale, pooled from both sides and from the other
+settings the session ran more than once, each about its own mean). Sequentially:
 
 - confirmed where the interval's low end clears CONFIRM_MARGIN;
 - not confirmed where its high end falls under it (no gain worth the change);
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuscout.analysis.between_runs import BY_EPOCHS, BY_WINDOWS, RunTest, run_test, runs_to_settle
+from gpuscout.analysis.between_runs import BY_EPOCHS, BY_WINDOWS, RunTest, pooled_test, runs_to_settle
 from gpuscout.core.units import counted
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
@@ -70,10 +71,23 @@ class Confirmed:
     reason: str = ""
     needed: int | None = None  # about how many runs a side would settle it, where undecided
     from_round_one: int = 0  # the baseline's runs taken from round 1 (a setting 3x past it: Outcome.clear)
+    # the session's other settings run more than once at one count (runs, the setting's settings):
+    # their spread is pooled into the test's
+    beside: list[tuple[list[WatchRecord], dict[str, Any]]] = field(default_factory=list)
 
     @property
     def confirmed(self) -> bool:
         return self.verdict == CONFIRMED
+
+    def spread_groups(self, batch: int | None) -> list[list[float]]:
+        """Each repeated setting's runs' figures (none of the two sides' own runs), read as `basis`."""
+        own = {r.id for r in (*self.baseline, *self.best)}
+        groups = []
+        for runs, settings in self.beside:
+            values = [run_figure(r, settings, batch, self.basis) for r in runs if r.id not in own]
+            if len(values) > 1 and all(values):
+                groups.append(values)
+        return groups
 
     def values(self, batch: int | None) -> tuple[list[float], list[float]]:
         """(the baseline's runs' figures, the best's), each run read as `basis`."""
@@ -100,6 +114,19 @@ def basis_of(runs: list[tuple[WatchRecord, dict[str, Any]]], batch: int | None) 
     return BY_EPOCHS if runs and held else BY_WINDOWS
 
 
+def repeated(found: Outcome) -> list[tuple[list[WatchRecord], dict[str, Any]]]:
+    """The session's settings run more than once at one count in the search (a reference beside its
+    candidates, a leader measured again), each group its runs and the setting's settings: the
+    spread the confirmation pools (never the cold probe, which no trial holds)."""
+    groups: dict[tuple[str, int], tuple[dict[str, WatchRecord], dict[str, Any]]] = {}
+    for t in found.trials:
+        for config, runs in ((t.reference, t.beside), (t.config, t.runs)):
+            for r in runs:
+                if r.ok and r.main is not None and not r.main.stopped_by_limit:
+                    groups.setdefault((config.name, r.main.steps), ({}, config.settings))[0][r.id] = r
+    return [(list(runs.values()), settings) for runs, settings in groups.values() if len(runs) > 1]
+
+
 def confirm(
     run: Callable[..., WatchRecord],
     found: Outcome,
@@ -108,10 +135,11 @@ def confirm(
     best_steps: int,
     batch: int | None,
     kept_back: list[float],
+    beside: list[tuple[list[WatchRecord], dict[str, Any]]] | None = None,
 ) -> Confirmed:
     """The chosen setting (`found.best`) and the baseline run alternately until the test between
     them settles, the budget (less `kept_back`, the patched copy) ends, or MOST_RUNS a side."""
-    out = Confirmed(found.best)
+    out = Confirmed(found.best, beside=beside or [])
     best = found.best
     if found.clear:  # round 1's warm baseline runs (never the cold probe), and one run of its own
         out.baseline = [r for r in found.path[0].beside if r.ok]
@@ -158,10 +186,10 @@ def _settled(out: Confirmed, batch: int | None, final: bool) -> Confirmed:
     if not all(base + best):
         out.verdict, out.reason = NOT_CONFIRMED, "a run's speed could not be read"
         return out
-    out.tested = run_test(base, best) if base and best else None
+    out.tested = pooled_test(base, best, out.spread_groups(batch)) if base and best else None
     if out.tested is None:
         out.verdict = UNDECIDED
-        out.reason = out.reason or "one run a side: nothing says how far runs fall apart here"
+        out.reason = out.reason or "one run a side, and no setting run twice: nothing says how far runs fall apart here"
         return out
     if out.tested.ratio_low >= CONFIRM_MARGIN:
         out.verdict, out.reason, out.needed = CONFIRMED, "", None

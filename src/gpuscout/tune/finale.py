@@ -10,7 +10,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from gpuscout.analysis.between_runs import BY_EPOCHS, RunTest, one_run_test
+from gpuscout.analysis.between_runs import BY_EPOCHS, RunTest, pooled_test
 from gpuscout.core.provenance import utc_now
 from gpuscout.executor import scratch
 from gpuscout.record.watch import WatchRecord
@@ -65,7 +65,9 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
     best_s = budget.cost(found.best.name, best_steps)
     copy = session.patch is not None
     batch = session.probe.batch_size if session.probe else None
-    checked = confirm.confirm(run, found, budget, steps.base, best_steps, batch, [best_s] * copy)
+    checked = confirm.confirm(
+        run, found, budget, steps.base, best_steps, batch, [best_s] * copy, beside=confirm.repeated(found)
+    )
     final = Final(baseline=checked.baseline or warm_baselines(found) or [found.path[0].beside[-1]], confirmed=checked)
     if copy and checked.confirmed:
         final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
@@ -207,7 +209,7 @@ def _best(found: Outcome, checked: confirm.Confirmed | None, batch: int | None) 
 
 def _copy(found: Outcome, final: Final, checked: confirm.Confirmed | None, batch: int | None) -> Judged | None:
     """The patched copy's row: its one run against the confirmation's baseline runs, as a new
-    observation against the spread of the confirmation's runs (between_runs.one_run_test)."""
+    observation against the spread of the confirmation's runs (between_runs.pooled_test)."""
     if checked is None or final.copy is None:
         return None
     copy = judging.judged(found.best.as_change(), [final.copy], checked.baseline, batch, found.best.settings)
@@ -218,7 +220,8 @@ def _copy(found: Outcome, final: Final, checked: confirm.Confirmed | None, batch
     base, _ = checked.values(batch)
     value = confirm.run_figure(final.copy, found.best.settings, batch, checked.basis)
     best = [confirm.run_figure(r, found.best.settings, batch, checked.basis) for r in checked.best]
-    tested = one_run_test(base, value, [best]) if value and all(base) and all(best) else None
+    others = [best, *checked.spread_groups(batch)]
+    tested = pooled_test(base, [value], others) if value and all(base) and all(best) else None
     return _between_runs(copy, tested, checked.basis)
 
 
