@@ -65,8 +65,10 @@ def main() -> int:
         env,
         out,
     )  # fmt: skip
-    kept = [line for line in tuned.stdout.splitlines() if "kept" in line or "speed-up" in line or "best" in line]
-    rows.append(("tune", f"exit {tuned.returncode}", "", " | ".join(kept[:3])[:160]))
+    # the session's summary line: what it kept (confirmed between runs after the search) and its figure
+    said = ("baseline ->", "nothing kept", "no change was faster")
+    summary = next((line for line in tuned.stdout.splitlines() if line.startswith(said)), "")
+    rows.append(("tune", f"exit {tuned.returncode}", "", summary[:300]))
     bench = run(
         "bench", [*gpuscout, "bench", "resnet50", "--precision", "mixed_bfloat16", "--store", str(store)], env, out
     )
