@@ -193,3 +193,6 @@ def test_a_noisy_host_s_large_gain_is_decided_by_the_spread_the_session_saw():
     assert run_test(base, best).ratio_low < 1.01  # Welch: undecided
     decided = pooled_test(base, best, [again])
     assert decided.ratio_low > 3 and decided.test == "pooled-t on 2+2 runs, the spread of 6"
+    # round 1's three warm baseline runs (confirm.warm_baselines) and the one run of it the budget held
+    one = pooled_test([4482.0, 3368.0, 4157.0], [23324.0], [])
+    assert one.ratio_low > 2 and one.test == "pooled-t on 1+3 runs, the spread of 3"

@@ -114,6 +114,16 @@ def basis_of(runs: list[tuple[WatchRecord, dict[str, Any]]], batch: int | None) 
     return BY_EPOCHS if runs and held else BY_WINDOWS
 
 
+def warm_baselines(found: Outcome) -> list[WatchRecord]:
+    """The search's warm baseline runs (the references beside candidates added to the baseline),
+    in the order they ran; never the cold probe, which no trial holds."""
+    seen: dict[str, WatchRecord] = {}
+    for t in found.trials:
+        if not t.reference.changes:
+            seen.update({r.id: r for r in t.beside})
+    return list(seen.values())
+
+
 def repeated(found: Outcome) -> list[tuple[list[WatchRecord], dict[str, Any]]]:
     """The session's settings run more than once at one count in the search (a reference beside its
     candidates, a leader measured again), each group its runs and the setting's settings: the
@@ -142,7 +152,8 @@ def confirm(
     out = Confirmed(found.best, beside=beside or [])
     best = found.best
     if found.clear:  # round 1's warm baseline runs (never the cold probe), and one run of its own
-        out.baseline = [r for r in found.path[0].beside if r.ok]
+        counts = {r.main.steps for r in found.path[0].beside if r.main is not None}
+        out.baseline = [r for r in warm_baselines(found) if r.ok and r.main is not None and r.main.steps in counts]
         out.from_round_one = len(out.baseline)
     pair = 0
     while True:

@@ -42,15 +42,6 @@ class Final:
         return self.confirmed.best[-1] if self.confirmed and self.confirmed.best else None
 
 
-def warm_baselines(found: Outcome) -> list[WatchRecord]:
-    """The search's warm baseline runs (round 1's references beside its candidates), in order."""
-    seen: dict[str, WatchRecord] = {}
-    for t in found.trials:
-        if not t.reference.changes:
-            seen.update({r.id: r for r in t.beside})
-    return list(seen.values())
-
-
 def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final:
     """Nothing chosen: the baseline once more, where the budget holds it (whether the host
     drifted). A setting chosen: confirmed or not between runs made after its choice, the baseline
@@ -58,7 +49,7 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
     (the diff is still written where the budget ends first, and the report says it was not run)."""
     base_s = budget.cost("baseline", steps.base)
     if not found.path:
-        warm = warm_baselines(found)
+        warm = confirm.warm_baselines(found)
         closing = [run(Config(), "baseline again", steps.base)] if budget.allows([base_s]) else []
         return Final(baseline=(warm + closing) or [session.probe])
     best_steps = found.path[-1].steps
@@ -68,7 +59,9 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
     checked = confirm.confirm(
         run, found, budget, steps.base, best_steps, batch, [best_s] * copy, beside=confirm.repeated(found)
     )
-    final = Final(baseline=checked.baseline or warm_baselines(found) or [found.path[0].beside[-1]], confirmed=checked)
+    final = Final(
+        baseline=checked.baseline or confirm.warm_baselines(found) or [found.path[0].beside[-1]], confirmed=checked
+    )
     if copy and checked.confirmed:
         final.patch, final.copy, final.copy_note = _patched_copy(session, found, run, best_steps, budget, best_s)
     return final
