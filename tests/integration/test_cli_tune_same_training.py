@@ -111,8 +111,8 @@ def test_tune_s_patch_of_steps_per_execution_keeps_forty_steps_an_epoch(tmp_path
     for r in stored.values():
         assert {e.steps for e in r.main.epochs} == {40} and {e.validation_steps for e in r.main.epochs} == {10}
     assert all(not row.get("changes_training") and row["training_checked"] for row in report["rows"])
-    if report["best"] is None:  # a noisy host may find neither faster: then there is no patch to check
-        pytest.skip("no steps_per_execution was faster on this host: nothing patched to check")
+    if report["best"] is None or not report["best"].get("kept"):  # a noisy host: nothing kept, nothing patched
+        pytest.skip(f"no steps_per_execution was kept on this host: {report['summary']}")
     value = int(re.search(r"steps_per_execution=(\d+)", patch.read_text()).group(1))
     assert 40 % value == 0 and 10 % value == 0
     copy = stored[report["patched"]["run_id"]]
