@@ -20,16 +20,36 @@ QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def watched(tmp_path, mode: str, steps: int, backend: str = "jax", change: dict | None = None):
-    """A watch of tune_me.py in `mode` for `steps` steps (whole epochs of 64 or 40 before it), with
-    `change` injected as tune injects it: its stored record."""
+    """A watch of tune_me.py in `mode` for `steps` steps (whole epochs of 64 or 40 before it): through
+    the CLI, or, with `change`, injected as tune injects it (the parent's watch_command with the
+    change's settings: a user's environment never carries them, issue 87): its stored record."""
     script = tmp_path / "train.py"
     if not script.exists():
         script.write_text((FIXTURES / "watch" / "tune_me.py").read_text())
     store = tmp_path / f"{mode}-{len(list(tmp_path.glob('*.sqlite')))}.sqlite"
-    env = {"KERAS_BACKEND": backend, **QUIET, **({"GPUSCOUT_TUNE": json.dumps(change)} if change else {})}
+    if change:
+        return _injected(store, [PY, str(script), mode], steps, backend, change)
+    env = {"KERAS_BACKEND": backend, **QUIET}
     done = run_cli("watch", "--steps", str(steps), "--store", str(store), "--", PY, str(script), mode, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     (record,) = records(store).values()
+    return record
+
+
+def _injected(store, argv: list[str], steps: int, backend: str, change: dict):
+    from gpuscout.measure import engine
+    from gpuscout.measure.command import resolve
+    from gpuscout.measure.watching import WatchOptions, watch_command
+    from gpuscout.report.watch_live import view_for
+    from gpuscout.store import Store
+    from gpuscout.telemetry.nvml import Nvml
+
+    options = WatchOptions(steps=steps, change="injected", change_settings=change)
+    with pytest.MonkeyPatch.context() as env, Nvml() as nvml, Store(store) as opened:
+        env.setenv("KERAS_BACKEND", backend)
+        env.setenv("TF_CPP_MIN_LOG_LEVEL", QUIET["TF_CPP_MIN_LOG_LEVEL"])
+        record = watch_command(resolve(argv), options, engine.Session(nvml), opened, view_for(True, True))
+    assert record.ok, record.error
     return record
 
 
