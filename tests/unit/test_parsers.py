@@ -452,3 +452,19 @@ def test_a_duration_is_the_sum_of_its_parts(parts):
         assert durations.seconds(text, "--x") == pytest.approx(total)
     except UsageError:
         assert total <= 0 or total > durations.MOST_S
+
+
+def test_a_document_key_gpuscout_never_writes_is_refused_before_its_runs_are_read():
+    """Issue 87, item 10: `{"junk": -Infinity, ...}` beside the runs was imported as if it were not
+    there. A results document's own keys are the few gpuscout writes (the versions, a bench's
+    summaries, an inference run's latency verdicts, a rescued store's origin): anything else is
+    said in one line, its value cut, and nothing is imported. Those it writes still import."""
+    record = make_record("run00001", fixed_steps=10)
+    doc = json.loads(json_document([record]))
+    for stray in (float("-inf"), [1.5] * 1_000_000):
+        with pytest.raises(UsageError) as refused:
+            parse_document(json.dumps({**doc, "junk": stray}, allow_nan=True), "x.json")
+        said = str(refused.value)
+        assert said.startswith("x.json: 'junk' is no key of a gpuscout results file (got ") and len(said) < 250, said
+    (imported,) = parse_document(json_document([record], summaries=[]), "x.json")
+    assert imported.id == "run00001"

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from gpuscout.core import inputs
 from gpuscout.core.errors import UsageError
+from gpuscout.core.outputs.marks import RESCUE_KEY
 from gpuscout.record import STORED, StoredRecord
 from gpuscout.record.migrate import MigrationError, upgrade
 from gpuscout.record.run import SCHEMA_VERSION, RunRecord
@@ -40,6 +41,12 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
             f"{origin} has results schema {version}, newer than this gpuscout's "
             f"({SCHEMA_VERSION}): upgrade gpuscout to import it"
         )
+    stray = next((key for key in doc if key not in DOCUMENT_KEYS), None) if version == SCHEMA_VERSION else None
+    if stray is not None:  # said before any record is read, its value cut (issue 87: -Infinity was accepted)
+        raise UsageError(
+            f"{origin}: {stray!r} is no key of a gpuscout results file (got {shown(doc[stray])!r}): "
+            "not a file gpuscout wrote, nothing was imported"
+        )
     runs = doc["runs"]
     if not isinstance(runs, list):
         raise UsageError(f"{origin}: 'runs' must be a list of records")
@@ -70,6 +77,11 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
     return records
 
 
+# What a results document holds beside its runs: the versions (record/document.json_document), a
+# bench's summaries and an inference run's latency verdicts (their --json), a rescued store's origin
+DOCUMENT_KEYS = frozenset(
+    {"gpuscout_version", "schema_version", "runs", "summaries", "latency_targets", RESCUE_KEY, "reason"}
+)
 # A record's fields by its kind: what a top-level key must be one of
 _FIELDS = {"benchmark": set(RunRecord.model_fields), "watch": set(WatchRecord.model_fields)}
 
