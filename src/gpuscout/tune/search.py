@@ -253,9 +253,12 @@ def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list
     base = budget.cost("baseline", steps.base)
     leading = out.path[-1] if out.path else next((t for t in out.trials if t.faster or _may_win(t, budget)), None)
     best = budget.cost(leading.config.name, leading.steps) if leading else base
-    # a path far past the baseline (Outcome.clear) keeps back the same block: round 1's baseline runs
-    # and one of its own settle it on a quiet host, but on a noisy one (an H100 whose baseline runs
-    # fell 33% apart) a 6x path spent its budget on round 2 and was left undecided after one run
+    if out.clear:
+        # a path far past the baseline (Outcome.clear) starts from round 1's warm baseline runs: two
+        # runs of its own (and the copy) are kept back. One alone, on an H100 whose baseline runs fell
+        # 33% apart, left a 6x path undecided; the whole block of two a side left round 2 unrun in a
+        # session that then settled on one run and ended with a minute unspent (docs/benchmarks.md)
+        return [best] * (2 + (reserve > FINAL_RUNS))
     runs = reserve if winning else min(reserve, CLOSING_RUNS)
     baselines = min(runs, 2)
     return [base] * baselines + [best] * max(0, runs - baselines)
