@@ -6,7 +6,7 @@ stored watch of `python train.py`, and the budget check priced the session by th
 import hashlib
 import sys
 
-from gpuscout.measure.command import resolve, same_script
+from gpuscout.measure.command import ScriptIdentity, resolve
 from gpuscout.store import Store
 from tests.conftest import run_cli
 from tests.records import fit_events, make_watch_record
@@ -35,16 +35,20 @@ def test_a_run_is_this_script_s_by_its_resolved_file_and_its_bytes(tmp_path, mon
     monkeypatch.chdir(first)  # resolve checks the script is there
     command = resolve(["python", "train.py"])
     digest = hashlib.sha256(TRAIN.encode()).hexdigest()
-    assert same_script(command, first, ["python", "train.py"], str(first), digest)
-    assert not same_script(command, second, ["python", "train.py"], str(first), digest)  # another file
-    assert not same_script(command, first, ["python", "train.py", "--fast"], str(first), digest)  # its arguments
-    assert not same_script(command, first, ["python", "train.py"], str(first), None)  # stored before digests
+    assert ScriptIdentity.of(command, first).ran(["python", "train.py"], str(first), digest)
+    assert not ScriptIdentity.of(command, second).ran(["python", "train.py"], str(first), digest)  # another file
+    assert not ScriptIdentity.of(command, first).ran(
+        ["python", "train.py", "--fast"], str(first), digest
+    )  # its arguments
+    assert not ScriptIdentity.of(command, first).ran(["python", "train.py"], str(first), None)  # stored before digests
     (first / "train.py").write_text(TRAIN + "# edited\n")
-    assert not same_script(command, first, ["python", "train.py"], str(first), digest)  # the file since edited
+    assert not ScriptIdentity.of(command, first).ran(
+        ["python", "train.py"], str(first), digest
+    )  # the file since edited
     # a script named by its full path is the same file from any folder
     full = resolve(["python", str(second / "train.py")])
     there = hashlib.sha256(b"print('another')\n").hexdigest()
-    assert same_script(full, first, full.given, str(second), there)
+    assert ScriptIdentity.of(full, first).ran(full.given, str(second), there)
 
 
 def test_another_folder_s_train_py_is_not_planned_from_nor_priced_by_this_one_s_runs(tmp_path):

@@ -642,7 +642,7 @@ def test_bad_tune_input(tmp_path):
     # before the script starts (issue 60), with the least budget that would do
     from tests.records import make_watch_record
 
-    stored = make_watch_record("slow0001").model_copy(  # this script's: its file and bytes (same_script)
+    stored = make_watch_record("slow0001").model_copy(  # this script's: its file and bytes (ScriptIdentity)
         update={
             "command": [PY, loop, "unmarked", "5"],
             "duration_s": 100.0,

@@ -29,7 +29,7 @@ from gpuscout.cli.session_report import save_and_show
 from gpuscout.core import durations, outputs
 from gpuscout.core.errors import UsageError, parse_names
 from gpuscout.measure import engine
-from gpuscout.measure.command import Command, same_script
+from gpuscout.measure.command import Command, ScriptIdentity
 from gpuscout.report import terminal
 from gpuscout.report.progress import run_bars
 from gpuscout.report.tune import print_tune
@@ -350,15 +350,15 @@ def _stored_baseline(command: Command, store_path: Path | None):
     the same command), that timed its steps: what a dry run plans from and what prices the budget.
     A run is this script's by its file, never by the command's words: the same words in a folder
     where they reach another file, or the same file since edited, are another script
-    (measure/command.same_script). None where there is none."""
+    (measure/command.ScriptIdentity). None where there is none."""
     if not (store_path or default_store_path()).exists():
         return None
-    here = os.getcwd()
+    script = ScriptIdentity.of(command, os.getcwd())  # the file digested once, not once a stored run
     with Store(store_path, readonly=True) as store:
         stored = [
             r
             for r in store.list(kind="watch")
-            if r.windows and r.tune_change is None and same_script(command, here, r.command, r.cwd, r.script_sha256)
+            if r.windows and r.tune_change is None and script.ran(r.command, r.cwd, r.script_sha256)
         ]
     return max(stored, key=lambda r: r.created_utc, default=None)
 

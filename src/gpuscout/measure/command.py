@@ -274,16 +274,28 @@ def script_digest(command: Command, cwd: Path | str) -> str | None:
         return None
 
 
-def same_script(
-    command: Command, cwd: Path | str, stored_command: list[str], stored_cwd: str | None, stored_digest: str | None
-) -> bool:
-    """Whether a stored run ran this command's script: the same words (the arguments), in a folder
+@dataclass(frozen=True)
+class ScriptIdentity:
+    """What makes a stored run this command's (issue 86: another folder's train.py, run by the same
+    words, planned a session and priced its budget): the same words (the arguments), run in a folder
     that resolves the script to the same file, whose bytes were the same. A command with no script
-    file (a shell line, -m) is its words in the same folder."""
-    if stored_command != command.given or stored_cwd is None:
-        return False
-    mine = script_file(command, cwd)
-    if mine is None:
-        return Path(stored_cwd).resolve() == Path(cwd).resolve()
-    theirs = script_file(command, stored_cwd)
-    return theirs == mine and stored_digest is not None and stored_digest == script_digest(command, cwd)
+    file (a shell line, -m) is its words in the same folder. The file is read and digested once,
+    however many stored runs it is held against."""
+
+    command: Command
+    cwd: Path
+    path: Path | None
+    digest: str | None
+
+    @classmethod
+    def of(cls, command: Command, cwd: Path | str) -> ScriptIdentity:
+        return cls(command, Path(cwd).resolve(), script_file(command, cwd), script_digest(command, cwd))
+
+    def ran(self, stored_command: list[str], stored_cwd: str | None, stored_digest: str | None) -> bool:
+        """Whether a stored run (its command, folder and script digest) ran this script."""
+        if stored_command != self.command.given or stored_cwd is None:
+            return False
+        if self.path is None:
+            return Path(stored_cwd).resolve() == self.cwd
+        theirs = script_file(self.command, stored_cwd)
+        return theirs == self.path and stored_digest is not None and stored_digest == self.digest

@@ -217,7 +217,7 @@ class WatchRecord(Part):
     command: list[str]
     cwd: str | None = None
     # the SHA-256 of the script file's bytes as it ran (a Python command's; None for a shell line, -m,
-    # a notebook cell): with `cwd` and `command`, which script a run is of (measure/command.same_script)
+    # a notebook cell): with `cwd` and `command`, which script a run is of (measure/command.ScriptIdentity)
     script_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     attached_pid: int | None = None
     status: Literal["ok", "failed", "stopped", "interrupted"]  # stopped: by --steps/--duration, as asked

@@ -97,20 +97,26 @@ class Confirmed:
         )
 
 
+def _own_batch(settings: dict[str, Any], batch: int | None) -> int | None:
+    """The samples of a step where a run did not count them: the baseline's batch, never for a
+    setting with a batch of its own (judging.judged's own_batch)."""
+    return None if "batch_size" in settings else batch
+
+
 def run_figure(r: WatchRecord, settings: dict[str, Any], batch: int | None, basis: str) -> float:
     """One run's one value: samples/s over its whole steady epochs (a cache's filling ones left
     out), or the median of its steady windows."""
     if basis == BY_EPOCHS:
-        clock = judging.clocks([r], settings, None if "batch_size" in settings else batch)
+        clock = judging.clocks([r], settings, _own_batch(settings, batch))
         return float(clock[0].samples_per_s or 0.0) if clock else 0.0
-    windows = judging.rates(r, None if "batch_size" in settings else batch, judging.fill_steps(settings))
+    windows = judging.rates(r, _own_batch(settings, batch), judging.fill_steps(settings))
     return float(statistics.median(windows)) if windows else 0.0
 
 
 def basis_of(runs: list[tuple[WatchRecord, dict[str, Any]]], batch: int | None) -> str:
-    """By whole epochs where every run compared held a steady one, else by the windows: every run
-    of a test is read the same way (between_runs.basis)."""
-    held = all(judging.clocks([r], settings, batch) for r, settings in runs)
+    """By whole epochs where every run compared held a steady one (read as run_figure reads it),
+    else by the windows: every run of a test is read the same way (between_runs.basis)."""
+    held = all(judging.clocks([r], settings, _own_batch(settings, batch)) for r, settings in runs)
     return BY_EPOCHS if runs and held else BY_WINDOWS
 
 
