@@ -759,12 +759,14 @@ def test_validation_that_takes_most_of_the_epoch_is_run_at_a_larger_batch(tmp_pa
     """Issue 86: validation a large share of each epoch (4,096 samples validated at the training's
     batch of 64 after 8 steps): fit's validation_batch_size at 4x, the same training (its fewer
     validation batches declared), and, where it is kept, the patch written on fit's line and its
-    copy run."""
+    copy run. Fifty whole epochs a run (--steps 400): sized by the round's pace they were 650, and the
+    test took two minutes."""
     script, digest = copy_script(tmp_path)
     patch = tmp_path / "train.patch"
     result = run_cli(
-        "tune", "--json", "--only", "validation_batch", "--patch", str(patch), "--store", str(tmp_path / "s.sqlite"),
-        "--", PY, str(script), "validated", env={"KERAS_BACKEND": "jax", **QUIET_TF},
+        "tune", "--json", "--steps", "400", "--only", "validation_batch", "--patch", str(patch),
+        "--store", str(tmp_path / "s.sqlite"), "--", PY, str(script), "validated",
+        env={"KERAS_BACKEND": "jax", **QUIET_TF},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
