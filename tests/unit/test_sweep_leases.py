@@ -145,6 +145,38 @@ def test_a_trial_whose_files_say_it_ended_is_taken_from_them_whatever_the_store_
     assert {r.key for r in fresh.adopted} == set()  # a new sweep's run takes nothing from old files
 
 
+def test_a_trial_that_ended_failed_as_its_driver_died_runs_again_and_one_that_finished_is_taken(tmp_path):
+    """Issue 87, item 9: kill -9 of a warm sweep a second into a trial; the trial ended in its
+    guard's grace, failed (its metric never reported), and `--resume` stored it failed instead of
+    running it. Under a dead driver's lease, only an attempt that ran to its end (exit 0, its
+    metric) is taken from its files; one that ended failed runs again, once."""
+    from gpuscout.sweep import runner as run_lib
+    from gpuscout.sweep.expansion import expand
+    from gpuscout.sweep.resume_plan import Checked, SweepOptions, plan
+
+    sweep = SweepFile.model_validate(
+        {"name": "t", "command": "python t.py {x}", "reports": ["acc"], "metric": {"name": "acc"}}
+        | {"space": {"x": [1, 2]}}
+    )
+    trials = expand(sweep)
+    checked = Checked(sweep, "h", trials, run_lib.slots_for(None, 1, 1), {}, tmp_path / "t.yaml")
+    log_root = tmp_path / "logs"
+    finished, killed = trials
+    for trial, exit_code, report in ((finished, 0, '{"acc": 0.9}\n'), (killed, -15, "")):
+        folder = run_lib.trial_dir(log_root, trial)
+        folder.mkdir(parents=True)
+        attempt = AttemptFiles.next_in(folder)
+        attempt.stdout.write_text(report)
+        attempt.exit.write_text(json.dumps({"returncode": exit_code, "duration_s": 1.0}))
+    gone = {**leases.me(), "pid": dead_pid()}  # the driver killed with -9: its lease left behind
+    with Store(tmp_path / "results.sqlite") as store:
+        for trial in trials:
+            assert store.claim_trial("t", trial.key, trial.index, "h", trial.params, gone, "now", leases.alive, ())
+        resumed = plan(checked, SweepOptions(resume=True, cpu_slots=1, log_root=log_root), store)
+    assert {r.key: (r.status, r.metrics) for r in resumed.adopted} == {finished.key: ("ok", {"acc": 0.9})}
+    assert [t.key for t in resumed.todo] == [killed.key]
+
+
 def test_a_sweep_stopped_just_after_a_trial_ended_stores_it_ended_not_interrupted(tmp_path):
     """The cause of issue 79's item 3a: the driver's stop handler stored every trial it had not read
     yet as interrupted, one that had already ended by itself (exit 0, its metric) among them. Now

@@ -238,7 +238,10 @@ def again_statuses(options: SweepOptions) -> tuple[str, ...]:
 
 
 # The outcomes only a trial that ran to its end gives: taken from its files where the store says
-# otherwise (interrupted, or nothing at all), never run again
+# otherwise (interrupted, running under a dead driver, or nothing at all), never run again. Any
+# other end is run again: a trial that ended as its driver died may have ended because it died (a
+# warm trial killed a second into its run ended failed in its guard's grace, its metric never
+# reported, and was stored failed: issue 87, item 9)
 FINISHED_BY_ITSELF = ("ok",)
 
 
@@ -251,7 +254,7 @@ def _left_running(
     resume: bool = True,
 ) -> tuple[dict[str, str], dict[str, run_lib.TrialResult]]:
     """Of the trials stored `running`: those another live driver holds (key -> who), and those
-    whose driver died after they ended by themselves (their results, from their files). On a
+    whose driver died after they ran to their end (their results, from their files). On a
     resume, also a trial stored `interrupted`, or not stored at all, whose files say it ran to its
     end: a stop signal just after it ended, or a store that could not take its result (a full disk),
     left the store behind its files (issue 79, item 3)."""
@@ -264,7 +267,7 @@ def _left_running(
                 held[trial.key] = f"pid {lease[0].get('pid')} on {lease[0].get('host')}"
             elif sweep.command is not None:
                 result = adopt(sweep, trial, log_root)
-                if result is not None:
+                if result is not None and result.status in FINISHED_BY_ITSELF:
                     adopted[trial.key] = result
         elif resume and sweep.command is not None and (mine is None or mine.status == "interrupted"):
             result = adopt(sweep, trial, log_root)
