@@ -59,6 +59,19 @@ def test_each_real_message_gets_its_cause_and_this_machines_fix(message, code, i
         assert words in found.fix, (words, found.fix)
 
 
+def test_each_message_is_found_on_its_line_among_thousands_of_others():
+    """The whole text is searched once for each class before the lines are (issue 87, item 10: a
+    200 MB log took 10 s): a message amid other lines, its pattern anchored at a line's end or
+    not, is found on its own line, once."""
+    noise = [f"I1207 12:00:{i % 60:02d}.000 step {i} loss 0.{i}" for i in range(2000)]
+    for message, code, _, _ in CASES:
+        text = "\n".join([*noise, message.strip(), *noise])
+        jax = "jax" in message or "stream_executor_util" in message
+        found = {e.code: e for e in explain(text, machine(only="jax" if jax else "tensorflow"))}
+        lines = message.strip().count("\n") + 1
+        assert code in found and len(noise) < found[code].line <= len(noise) + lines, code
+
+
 def test_every_class_in_the_table_has_a_case_here():
     assert {c.code for c in failure_classes()} == {case[1] for case in CASES}
     assert len(CASES) >= 30  # issue 78: thirty families or more
