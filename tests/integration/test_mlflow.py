@@ -130,10 +130,14 @@ def test_a_watch_a_tune_session_and_a_sweep_in_mlflow(server, tmp_path):
         "gpuscout/report.html",
         "gpuscout/record.json",
     }
-    # the windows, then the run's figure last: the run table's value is the figure (issue 78)
+    # its epochs (or windows), then the run's figure last: the run table's value is the figure (issue 78)
     history = _client(server).get_metric_history(own.info.run_id, "gpuscout/samples_per_s")
     steps = [m.value for m in sorted(history, key=lambda m: m.step)]
-    assert steps == pytest.approx([*record.window_samples_per_s(), record.samples_per_s])
+    by_epochs = [e.samples_per_s for e in record.clock.steady] if record.clock else record.window_rates()
+    assert steps == pytest.approx([*by_epochs, record.samples_per_s])
+    history = _client(server).get_metric_history(own.info.run_id, "gpuscout/windows_samples_per_s")
+    steps = [m.value for m in sorted(history, key=lambda m: m.step)]
+    assert steps == pytest.approx([*record.window_rates(), record.windows_samples_per_s])
     shown = run_cli("results", "show", record.id, "--store", str(store))
     assert f"MLflow: your script's own run {own.info.run_id} at {server}" in shown.stdout
 

@@ -62,7 +62,7 @@ def overlap(a, b) -> bool:
     """Two records' throughput agrees: 95% CIs overlapping, or fastest steady windows within RUN_TO_RUN."""
     if a.throughput.ci95_low <= b.throughput.ci95_high and b.throughput.ci95_low <= a.throughput.ci95_high:
         return True
-    return abs(max(a.window_samples_per_s()) / max(b.window_samples_per_s()) - 1) <= RUN_TO_RUN
+    return abs(max(a.window_rates()) / max(b.window_rates()) - 1) <= RUN_TO_RUN
 
 
 @pytest.mark.slow
@@ -133,7 +133,7 @@ def test_a_cell_watched_in_a_live_kernel_says_what_watch_says_of_the_script(tmp_
     codes = [[c.code for c in r.verdict][:1] for r in (in_kernel, script_record, file_record)]
     assert codes[0] == codes[1] == codes[2] == ["input_bound"], codes
     assert overlap(in_kernel, script_record), [
-        (r.throughput.median, r.throughput.ci95_low, r.throughput.ci95_high, max(r.window_samples_per_s()))
+        (r.throughput.median, r.throughput.ci95_low, r.throughput.ci95_high, max(r.window_rates()))
         for r in (in_kernel, script_record)
     ]
 

@@ -63,7 +63,7 @@ def with_split(record: WatchRecord, samples_per_s: float, gpu: float, input_wait
     telemetry = record.telemetry.model_copy(update={"gpu_util_mean_pct": 100 * gpu})
     return record.model_copy(
         update={
-            "samples_per_s": samples_per_s,
+            "windows_samples_per_s": samples_per_s,  # the steps alone: what the split is of
             "input_wait_share": input_wait,
             "outside_step_share": 0.0,
             "telemetry": telemetry,

@@ -166,7 +166,7 @@ def test_tokens_throughput_counts_tokens_and_samples_are_sequences():
     (r,) = derive(spec, ChildOutcome("ok", result), _ctx())
     assert r.units_per_sample == 64 and r.unit == "tokens/s"
     assert r.throughput.median == pytest.approx(40 * 64) and r.samples_per_s == pytest.approx(40)
-    assert r.window_samples_per_s() == pytest.approx([40.0, 40.0, 40.0])
+    assert r.window_rates() == pytest.approx([40.0, 40.0, 40.0])
 
 
 def test_telemetry_is_summarised_over_the_windows_and_flags_throttling():

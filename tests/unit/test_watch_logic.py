@@ -639,7 +639,7 @@ def test_watch_figures_and_the_ci_are_of_the_steady_windows():
     assert r.step_time_s == pytest.approx(4.0 / 200)  # four steady windows: 200 steps in 4 s
     assert r.samples_per_s == pytest.approx(3200) and r.throughput.n == 4
     assert r.throughput.ci95_low == r.throughput.ci95_high == pytest.approx(3200)  # identical steady windows
-    assert r.window_samples_per_s() == [pytest.approx(3200)] * 4
+    assert r.window_rates() == [pytest.approx(3200)] * 4
 
 
 def test_start_up_ends_at_the_first_sustained_gpu_activity():

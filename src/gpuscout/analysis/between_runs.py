@@ -54,7 +54,7 @@ def window_values(r: StoredRecord) -> list[float]:
     """A run's steady windows' throughputs (samples/s for a watched script)."""
     fallback = [r.throughput.median] if r.throughput else []
     if r.kind == "watch":  # samples/s per window: for one batch size, the step times' order reversed
-        return r.window_samples_per_s() or fallback
+        return r.window_rates() or fallback
     return [w.throughput for w in r.windows] or fallback
 
 

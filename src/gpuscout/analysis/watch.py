@@ -114,7 +114,10 @@ def derive(seen: Observed) -> WatchRecord:
         "schema_version": SCHEMA_VERSION,
     }
     record.update(throughput_of(main, entry, steady))
-    record["clock"] = epoch_clock(main)
+    clock = record["clock"] = epoch_clock(main)
+    # one headline (record/watch.py): the whole epochs' where the fit ran them, else the windows'
+    record["samples_per_s"] = (clock.samples_per_s if clock else None) or record.get("windows_samples_per_s")
+    record.setdefault("windows_samples_per_s", None)
     record.update(_telemetry(seen, steady))
     made = WatchRecord(**record)
     return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})
@@ -145,7 +148,7 @@ def summary(events: list[WatchEvent]) -> TrialSteps | None:
         steps=main.steps,
         batch_size=main.batch_size,
         step_time_s=figures["step_time_s"],
-        samples_per_s=figures.get("samples_per_s"),
+        samples_per_s=figures.get("windows_samples_per_s"),
         input_wait_share=figures["input_wait_share"],
         outside_step_share=figures["outside_step_share"],
         compile_s=main.compile_s,

@@ -91,7 +91,7 @@ def throughput_of(main: WatchedFit | None, entry: GpuSpec | None, steady: list[W
     }
     if counted:
         summary = summarize([w.samples_per_s for w in counted])
-        out.update(throughput=Throughput(**summary.to_dict(), unit="samples/s"), samples_per_s=summary.median)
+        out.update(throughput=Throughput(**summary.to_dict(), unit="samples/s"), windows_samples_per_s=summary.median)
         if main.forward_flops_per_sample:
             achieved = achieved_tflops(3 * main.forward_flops_per_sample, summary.median)
             utilisation, peak, _ = mfu(achieved, entry, precision_of(main.precision_policy))

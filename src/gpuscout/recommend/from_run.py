@@ -226,7 +226,7 @@ def one_device_peer(record: WatchRecord, watches: list[WatchRecord]) -> WatchRec
         return (
             r.id != record.id
             and r.ok
-            and bool(r.samples_per_s)
+            and bool(r.windows_samples_per_s)
             and r.workload == record.workload
             and r.main is not None
             and r.main.replicas == 1
@@ -252,10 +252,10 @@ def _spread(record: WatchRecord, m: MeasuredRun, job: Job, watches: list[WatchRe
     if peer is None:
         eff, why = ranking.efficiency(job, gpu, n)
         return replace(m, efficiency=eff, efficiency_basis=why or "efficiency assumed")
-    eff = record.samples_per_s / (n * peer.samples_per_s)
+    eff = record.windows_samples_per_s / (n * peer.windows_samples_per_s)
     why = (
-        f"{eff:.0%} data-parallel efficiency measured: {record.samples_per_s:,.0f} samples/s on {n} against "
-        f"{peer.samples_per_s:,.0f} on one (run {peer.id})"
+        f"{eff:.0%} data-parallel efficiency measured: {record.windows_samples_per_s:,.0f} samples/s on {n} against "
+        f"{peer.windows_samples_per_s:,.0f} on one (run {peer.id})"
     )
     for k in ranking.GPU_COUNTS:
         if k > 1 and (k == n or (gpu.id, k) not in job.scaling):  # at n, the script's own over a scale session's

@@ -72,13 +72,13 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
     devices = len(r.gpus) if r.gpus else (1 if r.gpu else 0)
     if main is not None and main.replicas > 1:  # the step's own count (a CPU split into devices has no GPUs)
         devices = main.replicas
-    timed = bool(r.steady and r.samples_per_s)
+    timed = bool(r.steady and r.windows_samples_per_s)
     if main is not None and main.steps and not r.steady:
         raise UsageError(
             f"run {r.id} stopped before its first timing window ({counted(main.steps, 'step')}): nothing was timed; "
             "watch it with more --steps"
         )
-    spread = r.window_samples_per_s()
+    spread = r.window_rates()
     flops = 3 * main.forward_flops_per_sample if main and main.forward_flops_per_sample else None
     overhead = [e.epoch_end_monotonic_s - e.end_monotonic_s for e in (main.epochs if main else [])]
     clock = r.clock
@@ -95,9 +95,9 @@ def _from_watch(r: WatchRecord, catalog: Catalog) -> MeasuredRun:
         gpu=gpu,
         device_label=r.gpu_label,
         devices=max(1, devices),
-        samples_per_s=r.samples_per_s if timed else None,
-        samples_per_s_low=min(spread) if timed and spread else r.samples_per_s,
-        samples_per_s_high=max(spread) if timed and spread else r.samples_per_s,
+        samples_per_s=r.windows_samples_per_s if timed else None,
+        samples_per_s_low=min(spread) if timed and spread else r.windows_samples_per_s,
+        samples_per_s_high=max(spread) if timed and spread else r.windows_samples_per_s,
         split=_split(util, r.input_wait_share, r.outside_step_share, r.gpu is not None) if timed else None,
         training_flops_per_sample=flops,
         command=list(r.command),
@@ -136,7 +136,7 @@ def _from_bench(r: RunRecord, catalog: Catalog) -> MeasuredRun:
             f"(recommend --workload {r.workload} --scenario infer ranks serving)"
         )
     gpu = _gpu(r.gpu.name if r.gpu else None, r.gpu.catalog_id if r.gpu else None, catalog)
-    spread = r.window_samples_per_s()
+    spread = r.window_rates()
     util = r.telemetry.gpu_util_mean_pct if r.telemetry else None
     return MeasuredRun(
         run_id=r.id,

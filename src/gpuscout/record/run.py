@@ -340,6 +340,6 @@ class RunRecord(Part):
         stats = self.spec.batchnorm_stats
         return stats.value if stats else None
 
-    def window_samples_per_s(self) -> list[float]:
+    def window_rates(self) -> list[float]:
         """The windows' throughputs in samples/s."""
         return [w.throughput / self.units_per_sample for w in self.windows]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gpuscout.record.augment import InlineAugment, MapAugment, SampleWork
 from gpuscout.record.child import Part
@@ -241,8 +241,19 @@ class WatchRecord(Part):
     # time settles, as bench discards its warm-up steps): every figure below is of the rest.
     warmup_windows: int = 0
     warmup_steps: int = 0
-    throughput: Throughput | None = None
-    samples_per_s: Amount | None = None
+    throughput: Throughput | None = None  # the steady windows' samples/s: median and 95% interval
+    # The run's headline, the one figure every output shows (terminal, --json, export, MLflow,
+    # report): by its whole steady epochs (`clock`) where it ran them, the user's own clock with
+    # validation and callbacks in; else the windows' median (issue 87: two headlines had diverged 2x)
+    samples_per_s: Amount | None = Field(
+        default=None,
+        description="the headline, as the terminal shows it: samples/s over the main fit's whole steady epochs "
+        "(validation and callbacks in) where it ran them, else windows_samples_per_s",
+    )
+    # The steady windows' median, the training steps alone (what the windows locate causes by)
+    windows_samples_per_s: Amount | None = Field(
+        default=None, description="the steady timing windows' median samples/s: the training steps alone"
+    )
     # The main fit's whole epochs, the first left out (analysis/epoch_clock.py): the user's own clock.
     # None: fewer than two whole epochs ran (or a record before this)
     clock: EpochClock | None = None
@@ -268,6 +279,24 @@ class WatchRecord(Part):
     methodology_version: int
     schema_version: int = SCHEMA_VERSION
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_headline(cls, data):
+        """A record stored before the headline was one figure (no `windows_samples_per_s`) held the
+        windows' median as `samples_per_s`: read, it is moved to its own name and the headline made
+        from the record's own epochs, as analysis/watch.py makes it now."""
+        if isinstance(data, dict) and "windows_samples_per_s" not in data and "samples_per_s" in data:
+            data = {**data, "windows_samples_per_s": data["samples_per_s"]}
+            clock = data.get("clock")
+            if isinstance(clock, dict):
+                try:
+                    clock = EpochClock.model_validate(clock)
+                except ValueError:
+                    return data  # the field's own validation names what is wrong
+            if isinstance(clock, EpochClock) and clock.samples_per_s:
+                data["samples_per_s"] = clock.samples_per_s
+        return data
+
     @property
     def ok(self) -> bool:
         return self.status in ("ok", "stopped")
@@ -291,5 +320,5 @@ class WatchRecord(Part):
         """The windows the figures are of: warm-up and the profiler's traced steps left out."""
         return untraced(self.windows)[self.warmup_windows :]
 
-    def window_samples_per_s(self) -> list[float]:
+    def window_rates(self) -> list[float]:
         return [w.samples_per_s for w in self.steady if w.samples_per_s is not None]

@@ -276,12 +276,9 @@ def row(r: WatchRecord) -> list[str]:
     """A watched script in `results list`: id, created, workload, config, batch, device, status, throughput."""
     main = r.main
     config = f"watch {main.backend} {main.precision_policy}" if main and main.backend else f"watch ({r.mode})"
-    # the user's clock where it has whole epochs (_throughput), else the steps' own, named so
-    by_epochs = r.clock.samples_per_s if r.clock else None
+    # the headline: the user's clock where it has whole epochs, else the steps' own, named so
     rate = (
-        f"{fmt.number(by_epochs)} samples/s"
-        if by_epochs
-        else f"{fmt.number(r.samples_per_s)} samples/s (steps)"
+        f"{fmt.number(r.samples_per_s)} samples/s" + ("" if r.clock and r.clock.samples_per_s else " (steps)")
         if r.samples_per_s
         else fmt.DASH
     )

@@ -85,7 +85,7 @@ def _scripts(by_script: dict[str, list[WatchRecord]], sessions: set[str]) -> Tab
     rows = []
     for name, runs in by_script.items():
         newest = runs[0]
-        rates = [r.clock.samples_per_s if r.clock else r.samples_per_s for r in runs]
+        rates = [r.samples_per_s for r in runs]
         best = max((v for v in rates if v is not None), default=None)
         rows.append(
             [
@@ -117,7 +117,7 @@ def _runs(records: list[WatchRecord], sessions: set[str]) -> TableData:
                 str(r.batch_size or fmt.DASH),
                 fmt.seconds(r.step_time_s),
                 fmt.number(r.clock.samples_per_s if r.clock else None),
-                fmt.number(r.samples_per_s),
+                fmt.number(r.windows_samples_per_s),
                 fmt.percent(r.input_wait_share),
                 fmt.DASH if t is None or t.gpu_util_mean_pct is None else f"{t.gpu_util_mean_pct:.0f}%",
                 r.verdict[0].message if r.verdict else fmt.DASH,

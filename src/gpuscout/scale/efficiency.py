@@ -53,9 +53,7 @@ def analyse(
 ) -> ScaleReport:
     """The scaling table and the verdict from the records of each count; with `alone` (GPU -> its
     one-GPU run), each count is judged against the slowest of its GPUs alone."""
-    rates = {
-        g: (a.samples_per_s, a.window_samples_per_s()) for g, a in (alone or {}).items() if a.ok and a.samples_per_s
-    }
+    rates = {g: (a.samples_per_s, a.window_rates()) for g, a in (alone or {}).items() if a.ok and a.samples_per_s}
     base = records.get(1)
     base_ok = base is not None and base.ok
     connection = interconnect(links)
@@ -104,15 +102,13 @@ def analyse(
         point.allreduce_estimate_s = scaling.allreduce_s(params, n, gbs) if device_kind == "gpu" else None
         if t and base_ok:
             ratio = scaling.speedup(r.samples_per_s, base.samples_per_s)
-            low, high = ratio_ci(r.window_samples_per_s(), base.window_samples_per_s()) if n > 1 else (1.0, 1.0)
+            low, high = ratio_ci(r.window_rates(), base.window_rates()) if n > 1 else (1.0, 1.0)
             point.speedup = Speedup(ratio=ratio, ci95_low=low, ci95_high=high)
             point.efficiency = Efficiency(value=scaling.efficiency(ratio, n), ci95_low=low / n, ci95_high=high / n)
             point.outside_compute_s, point.outside_compute_share = scaling.outside_compute(
                 r.step_time_s, base.step_time_s, n, mode
             )
-            each = scaling.against_each_alone(
-                r.samples_per_s, r.window_samples_per_s(), list(gpu_ids[:n]), rates, ratio_ci
-            )
+            each = scaling.against_each_alone(r.samples_per_s, r.window_rates(), list(gpu_ids[:n]), rates, ratio_ci)
             if each:  # judged against what its GPUs do alone; outside compute from the slowest
                 point.each_alone = EachAlone(**each)
                 slowest = alone[point.each_alone.slowest_gpu]

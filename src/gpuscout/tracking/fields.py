@@ -7,16 +7,19 @@ Every metric is named under `gpuscout/`: MLflow's own system metrics are `system
 (`loss`, `val_accuracy`); ours never collide with either (issue 63), and MLflow's UI groups them
 by that prefix. A figure the run does not have is left out, never logged as 0.
 
-The windows' throughputs are the history of `gpuscout/samples_per_s` itself, a step each, and the
-run's figure its last step: MLflow's run table and compare view show a metric's latest step, and
-with the windows under a name of their own the table showed the last window (issue 78: 552.8
-where the run measured another figure). The chart reads as the windows, then where they settled.
+A metric's history ends on the run's figure: MLflow's run table and compare view show a metric's
+latest step, and a history that ended elsewhere showed the last window (issue 78: 552.8 where
+the run measured another figure). `gpuscout/samples_per_s` is the run's headline, the figure the
+terminal shows (a watched run's whole epochs where it ran them, issue 87): its history is a
+benchmark's windows, or a watched run's steady epochs, then the figure.
+`gpuscout/windows_samples_per_s` is a watched run's windows, then their median: the steps alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuscout.analysis.epoch_clock import rate_ci95
 from gpuscout.record import StoredRecord
 from gpuscout.record.run import RunRecord
 from gpuscout.record.trial import StoredTrial, TrialOutcome
@@ -28,7 +31,7 @@ TAG = "gpuscout."  # tags: gpuscout.run_id, gpuscout.kind, gpuscout.verdict, ...
 # MAX_PARAM_VAL_LENGTH and MAX_TAG_VAL_LENGTH in 3.x): a longer command is cut, with a mark
 PARAM_CHARS = 6000
 SAMPLES_PER_S = f"{PREFIX}samples_per_s"
-WINDOWS = "windows"  # of_record's own name for the windows, before they become SAMPLES_PER_S's steps
+WINDOWS_SAMPLES_PER_S = f"{PREFIX}windows_samples_per_s"
 TAG_CHARS = 8000
 
 
@@ -58,10 +61,11 @@ def of_record(record: StoredRecord) -> Logged:
     common.tags = {k: _cut(v, TAG_CHARS) for k, v in common.tags.items() if v is not None}
     common.metrics = {k: float(v) for k, v in common.metrics.items() if v is not None}
     common.series = {k: v for k, v in common.series.items() if v}
-    figure = common.metrics.get(SAMPLES_PER_S)
-    windows = common.series.pop(WINDOWS, None)
-    if windows and figure is not None:
-        common.series[SAMPLES_PER_S] = [*windows, figure]  # the figure last: what the run table shows
+    for name, steps in list(common.series.items()):
+        if name in (SAMPLES_PER_S, WINDOWS_SAMPLES_PER_S):  # the figure last: what the run table shows
+            figure = common.metrics.get(name)
+            common.series[name] = [*steps, figure] if figure is not None else []
+    common.series = {k: v for k, v in common.series.items() if v}
     return common
 
 
@@ -98,6 +102,7 @@ def _common(record: StoredRecord) -> Logged:
 
 def _watch(record: WatchRecord) -> Logged:
     main = record.main
+    by_epochs = record.clock is not None and bool(record.clock.samples_per_s)
     first = record.verdict[0] if record.verdict else None
     return Logged(
         name="",
@@ -113,8 +118,13 @@ def _watch(record: WatchRecord) -> Logged:
             f"{PREFIX}outside_step_share": record.outside_step_share,
             f"{PREFIX}gpu_idle_share": record.gpu_idle_share,
             f"{PREFIX}startup_s": record.startup_s,
+            WINDOWS_SAMPLES_PER_S: record.windows_samples_per_s,
+            **_headline_interval(record),
         },
-        series={WINDOWS: record.window_samples_per_s()},
+        series={
+            SAMPLES_PER_S: [e.samples_per_s for e in record.clock.steady] if by_epochs else record.window_rates(),
+            WINDOWS_SAMPLES_PER_S: record.window_rates(),
+        },
         tags={
             f"{TAG}verdict": f"{first.code}: {first.message}" if first else "no cause found",
         },
@@ -142,9 +152,18 @@ def _benchmark(record: RunRecord) -> Logged:
             f"{PREFIX}usd_per_million_units": cost.usd_per_million_units if cost else None,
         },
         # each window's throughput over samples: a token workload's windows count tokens
-        series={WINDOWS: [w.throughput / record.units_per_sample for w in record.windows]},
+        series={SAMPLES_PER_S: [w.throughput / record.units_per_sample for w in record.windows]},
         tags={f"{TAG}flags": ", ".join(f.code for f in record.flags) or None},
     )
+
+
+def _headline_interval(record: WatchRecord) -> dict[str, float | None]:
+    """The 95% interval of a watched run's headline where it is its whole epochs' (their bootstrap,
+    analysis/epoch_clock.py; none from one epoch), replacing the windows' one _common logged."""
+    if record.clock is None or not record.clock.samples_per_s:
+        return {}
+    low, high = rate_ci95(record.clock)
+    return {f"{PREFIX}samples_per_s_ci95_low": low, f"{PREFIX}samples_per_s_ci95_high": high}
 
 
 def _per_sample(record: StoredRecord, value: float | None) -> float | None:

@@ -21,7 +21,7 @@ def throughput(record: RunRecord | None) -> float | None:
 def speedup(record: RunRecord | None, baseline: RunRecord | None) -> Speedup | None:
     if not throughput(record) or not throughput(baseline):
         return None
-    low, high = ratio_ci(record.window_samples_per_s(), baseline.window_samples_per_s())
+    low, high = ratio_ci(record.window_rates(), baseline.window_rates())
     return Speedup(ratio=record.samples_per_s / baseline.samples_per_s, ci95_low=low, ci95_high=high)
 
 

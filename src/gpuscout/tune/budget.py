@@ -49,7 +49,7 @@ class Budget:
         if clock and clock.epoch_s and epoch_steps:
             step = clock.epoch_s / epoch_steps
         self.paces[name] = (
-            Pace(max(0.0, took - steps * step), step, record.samples_per_s, epoch_steps)
+            Pace(max(0.0, took - steps * step), step, record.windows_samples_per_s, epoch_steps)
             if steps and step
             else Pace(took, 0.0)
         )

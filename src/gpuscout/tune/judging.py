@@ -153,7 +153,7 @@ def judged(
         run_id=r.id,
         status=r.status,
         applied=r.applied,
-        samples_per_s=r.samples_per_s,
+        samples_per_s=r.windows_samples_per_s,
         ci95_low=r.throughput.ci95_low if r.throughput else None,
         ci95_high=r.throughput.ci95_high if r.throughput else None,
         step_time_s=r.step_time_s,
@@ -165,7 +165,7 @@ def judged(
     )
     own_batch = batch if change is None or "batch_size" not in change.settings else None
     windows = [w for run in runs for w in rates(run, own_batch, fill_steps(settings))]
-    if windows and not r.samples_per_s:  # counted from steps: say so, and show the figure
+    if windows and not r.windows_samples_per_s:  # counted from steps: say so, and show the figure
         out.set(
             samples_per_s=statistics.median(windows), note=f"samples counted as steps x the baseline's batch ({batch})"
         )

@@ -271,7 +271,7 @@ def _may_win(trial: Trial, budget: Budget) -> bool:
     if trial.beside:
         return False
     pace = budget.paces.get(trial.reference.name)
-    rate = trial.runs[-1].samples_per_s if trial.runs else None
+    rate = trial.runs[-1].windows_samples_per_s if trial.runs else None
     return not (rate and pace and pace.samples_per_s and rate < pace.samples_per_s * (1 - judging.NOISY_SHARE))
 
 

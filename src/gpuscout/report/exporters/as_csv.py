@@ -28,7 +28,8 @@ RUN_COLUMNS = (
     "throughput_ci95_low",
     "throughput_ci95_high",
     "throughput_cv",
-    "samples_per_s",
+    "samples_per_s",  # the headline: a watched run's whole epochs where it ran them (record/watch.py)
+    "windows_samples_per_s",  # watched runs: the steady windows' median, the steps alone
     "step_time_s",
     "epoch_time_s",
     "compile_s",
