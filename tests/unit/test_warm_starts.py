@@ -269,3 +269,23 @@ def test_a_forked_trial_finalises_its_objects_after_its_atexit_handlers(tmp_path
             assert (tmp_path / f"order-{cuda}").read_text() == "atexit\nfinalised\n"
     finally:
         starts.close()
+
+
+def test_tune_keeps_at_most_its_few_warm_interpreters_and_each_imports_what_earlier_runs_did(tmp_path):
+    """tune's series of runs (measure/series.py): a warm interpreter for each environment, at most
+    `most` alive (the one used longest ago closed for a new one), each importing the frameworks an
+    earlier run said it imported, which the scan of the script's top did not find."""
+    script = tmp_path / "train.py"
+    script.write_text("import os\nprint(os.getpid())\nimport numpy\n")  # code first: the scan finds nothing
+    assert warm.preloads(str(script)) == ([], [])
+    starts = warm.WarmStarts(tmp_path, frozenset(), most=2)
+    argv = [sys.executable, str(script)]
+    try:
+        made = [starts._zygote(argv, {**os.environ, "SETTING": name}, ("numpy",)) for name in ("a", "b")]
+        assert [z.imported for z in made] == [["numpy"], ["numpy"]]
+        assert starts._zygote(argv, {**os.environ, "SETTING": "a"}, ()) is made[0]  # a used again: b is oldest
+        third = starts._zygote(argv, {**os.environ, "SETTING": "c"}, ())
+        assert made[1].closed.is_set() and not made[0].closed.is_set() and not third.closed.is_set()
+        assert made[1].process.wait(timeout=30) is not None  # its interpreter ended with it
+    finally:
+        starts.close()

@@ -58,6 +58,7 @@ class Observed:
     # bench/tune measurements of mixed precision on this GPU kind: (speedup, what it was measured on)
     precision_reference: tuple[float, str] | None = None
     ended_monotonic_s: float | None = None  # when the command ended (the child's clock is the same)
+    warm_start: bool = False  # forked from a warm interpreter (measure/series.py)
 
 
 def derive(seen: Observed) -> WatchRecord:
@@ -97,6 +98,7 @@ def derive(seen: Observed) -> WatchRecord:
         if seen.status == "failed"
         else None,
         "instrumented": any(isinstance(e, Hooked) for e in seen.events),
+        "warm_start": seen.warm_start,
         "tune_change": seen.tune_change,
         "applied": {e.change: e.detail for e in seen.events if isinstance(e, Applied)},
         "fits": fits,

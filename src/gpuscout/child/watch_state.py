@@ -122,7 +122,7 @@ def halt() -> None:
     (a notebook's kernel: jupyter_client starts it in a session of its own) ends as soon as the
     process that started it has been ended."""
     stop_trace()
-    emit("watch_halt", steps=STATE.steps)
+    emit("watch_halt", steps=STATE.steps, frameworks=frameworks.imported())
     if STATE.silent:  # nobody to end it: end here, running nothing more
         os._exit(0)
     try:

@@ -213,6 +213,7 @@ class Halted(WatchEvent):
 
     KIND: ClassVar[str] = "watch_halt"
     steps: int
+    frameworks: list[str] = field(default_factory=list)  # as Exiting's: what a warm interpreter imports next
 
 
 @dataclass(frozen=True)

@@ -324,13 +324,16 @@ class WarmStarts:
     with (`per_trial`: the variables that differ between trials and are read only once a trial
     runs, such as CUDA_VISIBLE_DEVICES: none of them is set while the frameworks are imported)."""
 
-    def __init__(self, log_folder: Path, per_trial: frozenset[str]) -> None:
+    def __init__(self, log_folder: Path, per_trial: frozenset[str], most: int | None = None) -> None:
         self.log_folder, self.per_trial = log_folder, per_trial
+        # `most`: how many may live at once; the one used longest ago is closed for a new one (tune
+        # runs one command at a time, under as many environments as it has settings)
+        self.most = most
         self.zygotes: dict[tuple, Zygote | None] = {}  # None: it could not be started (trials start cold)
         self.made: list[Zygote] = []  # kept after close(), for the summary
         self.lock = threading.Lock()
 
-    def _zygote(self, argv: list[str], env: dict[str, str]) -> Zygote | None:
+    def _zygote(self, argv: list[str], env: dict[str, str], known: tuple[str, ...] = ()) -> Zygote | None:
         if not hasattr(os, "fork") or sys.platform != "linux":  # macOS: frameworks are not fork-safe
             return None
         found = python_script(argv, env)
@@ -340,8 +343,14 @@ class WarmStarts:
         shared = {k: v for k, v in env.items() if k not in self.per_trial}
         key = (python, os.path.realpath(script), tuple(sorted(shared.items())))
         with self.lock:
-            if key not in self.zygotes:
+            if key in self.zygotes:
+                self.zygotes[key] = self.zygotes.pop(key)  # the latest used last
+            else:
+                live = [k for k, z in self.zygotes.items() if z is not None and not z.closed.is_set()]
+                for old in live[: len(live) - self.most + 1] if self.most else []:
+                    self.zygotes.pop(old).close()  # type: ignore[union-attr]
                 modules, settings = preloads(script)
+                modules += [m for m in known if m in FRAMEWORKS and m not in modules]
                 log = self.log_folder / f"warm-python-{len(self.zygotes) + 1}.log"
                 try:
                     self.zygotes[key] = Zygote(python, modules, with_settings(shared, settings), log)
@@ -350,9 +359,10 @@ class WarmStarts:
                     self.zygotes[key] = None
             return self.zygotes[key]
 
-    def starter(self, argv: list[str], env: dict[str, str]) -> Starter | None:
-        """How executor/process.run starts `argv` warm, or None: a cold start."""
-        zygote = self._zygote(argv, env)
+    def starter(self, argv: list[str], env: dict[str, str], known: tuple[str, ...] = ()) -> Starter | None:
+        """How executor/process.run starts `argv` warm, or None: a cold start. `known`: frameworks an
+        earlier run of the script said it imported, which a new warm interpreter imports too."""
+        zygote = self._zygote(argv, env, known)
         return Starter(zygote, argv) if zygote is not None and not zygote.refused else None
 
     def summary(self) -> dict | None:

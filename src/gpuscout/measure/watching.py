@@ -30,6 +30,7 @@ from gpuscout.core.provenance import relevant_env
 from gpuscout.core.text import storable
 from gpuscout.core.watch_events import (
     CustomLoopStarted,
+    Exiting,
     FitAnnounced,
     FitBegan,
     Halted,
@@ -50,6 +51,7 @@ from gpuscout.measure.command import (
     script_digest,
 )
 from gpuscout.measure.gpus import GpuWatch, visible_gpus
+from gpuscout.measure.series import Runs
 from gpuscout.measure.view import View
 from gpuscout.record.watch import WatchRecord
 from gpuscout.store import Store, StoreError
@@ -184,9 +186,16 @@ class _Tail:
 
 
 def watch_command(
-    command: Command, options: WatchOptions, session: engine.Session, store: Store, view: View
+    command: Command,
+    options: WatchOptions,
+    session: engine.Session,
+    store: Store,
+    view: View,
+    runs: Runs | None = None,
 ) -> WatchRecord:
-    """Run the command to its end (or its limit, or Ctrl-C), then store and return its record."""
+    """Run the command to its end (or its limit, or Ctrl-C), then store and return its record.
+    `runs`: what a series of runs of the command shares (tune's session): its instrumentation,
+    and a warm interpreter for each environment the runs are started under."""
     record_id = uuid.uuid4().hex[:12]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     digest = script_digest(command, os.getcwd())  # the bytes it starts with: which script the run is of
@@ -219,8 +228,9 @@ def watch_command(
         view.started(command, pid, gpus)
         threading.Thread(target=_enforce, args=(limits, cancel), daemon=True, name="gpuscout-limits").start()
 
-    with Instrumentation() as instrumentation:
+    with contextlib.nullcontext(runs.instrumentation) if runs else Instrumentation() as instrumentation:
         env = instrumentation.env(dict(os.environ), options.settings(trace_dir))
+        warm = runs.starter(command, env) if runs else None
         try:
             finished = process.run(
                 command.argv,
@@ -235,6 +245,7 @@ def watch_command(
                 forward_interrupt=True,
                 stop_now=limits.halted,
                 last_events=(EXITING_EVENT,),
+                start=warm,
             )
             returncode, duration_s, interrupted = finished.returncode, finished.duration_s, finished.interrupted
             lingered, timed_out = finished.lingered, finished.timed_out
@@ -248,6 +259,11 @@ def watch_command(
             cancel.set()  # ends the limits thread
             view.stopped()
     used, samples, attribution = gpus.stop() if gpus is not None else ([], [], None)
+    if warm is not None and warm.lost and runs is not None:  # its warm interpreter died: gpuscout's failure
+        return watch_command(command, options, session, store, view, runs.cold())
+    ended = next((e for e in seen if isinstance(e, Exiting | Halted)), None)
+    if runs is not None and ended is not None:  # the frameworks it imported: the next warm interpreters' too
+        runs.heard(ended.frameworks)
     for i, event in enumerate(seen):  # each GPU's kernels in the trace, read now that the script no longer runs
         if isinstance(event, TraceWritten) and event.ok:
             devices, note = trace_kernels.read(Path(event.dir), event.last_step - event.first_step + 1)
@@ -308,6 +324,7 @@ def watch_command(
         notes=storable(notes),
         precision_reference=_reference(store, used, seen),
         ended_monotonic_s=ended_monotonic_s,
+        warm_start=bool(warm and warm.used),
     )
     record = analysis.derive(observed)
     store.keep([record])  # saved beside the store if it cannot take it; named when the command ends

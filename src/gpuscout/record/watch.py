@@ -227,6 +227,9 @@ class WatchRecord(Part):
     limit: str | None = None  # what stopped it (--steps, --duration)
     interrupted_by: str | None = None  # the signal that stopped gpuscout (SIGINT: Ctrl-C; SIGTERM: kill, a scheduler)
     instrumented: bool  # the hook ran in a Python process of the command
+    # forked from a warm interpreter that had imported the script's frameworks under the run's own
+    # environment (tune's runs after the first: measure/series.py); its duration holds no imports
+    warm_start: bool = False
     # `gpuscout tune -- COMMAND`: the change this run made (None: the baseline, or a plain watch),
     # and what the instrumentation applied for it, as it said (change -> the line it stands for)
     tune_change: str | None = None

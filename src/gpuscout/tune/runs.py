@@ -16,6 +16,7 @@ from gpuscout.core.errors import RunError, UsageError
 from gpuscout.executor import scratch
 from gpuscout.measure import engine
 from gpuscout.measure.command import Command, script_of
+from gpuscout.measure.series import Runs
 from gpuscout.measure.view import View
 from gpuscout.measure.watching import TIMED_OUT, WatchOptions, watch_command
 from gpuscout.record.watch import WatchRecord
@@ -61,6 +62,8 @@ class Session:
     # touch (the weights' initializers, the baseline's step when it runs again) is compiled once
     cache: Path | None = None
     probe: WatchRecord | None = None  # the first baseline run: its facts and call sites
+    # the runs' shared instrumentation and warm interpreters (measure/series.py)
+    runs: Runs | None = None
     no_epochs: str | None = None  # why the baseline's runs count steps, not whole epochs (budget.Steps)
 
     @property
@@ -116,7 +119,10 @@ class Session:
             tell_augmentation=check_repeats,
             timeout_s=self.options.timeout_s,
         )
-        record = watch_command(command or self.command, options, self.context, self.store, self.view())
+        # the probe starts cold: it alone checks repeats and tells augmentation, so no later run
+        # could start from an interpreter made for it
+        shared = self.runs.cold() if check_repeats and self.runs else self.runs
+        record = watch_command(command or self.command, options, self.context, self.store, self.view(), shared)
         self.progress.ended(name, record)
         return record
 
@@ -135,10 +141,14 @@ def tune_script(session: Session) -> TuneScriptReport:
     """The whole session; the report (each round's rows, the path kept, the best against the
     baseline, the patched copy, what is left, the changes not tried and why)."""
     session.cache = scratch.make("tunecache")  # swept up if gpuscout dies
+    warm_logs = scratch.make("tunewarm")  # the warm interpreters' own output
+    session.runs = Runs.begin(warm_logs)
     try:
         return _session(session)
     finally:
+        session.runs.close()
         shutil.rmtree(session.cache, ignore_errors=True)
+        shutil.rmtree(warm_logs, ignore_errors=True)
 
 
 def _sources(session: Session) -> dict[Path, str]:
