@@ -149,20 +149,22 @@ def test_a_trial_that_ended_failed_as_its_driver_died_runs_again_and_one_that_fi
     """Issue 87, item 9: kill -9 of a warm sweep a second into a trial; the trial ended in its
     guard's grace, failed (its metric never reported), and `--resume` stored it failed instead of
     running it. Under a dead driver's lease, only an attempt that ran to its end (exit 0, its
-    metric) is taken from its files; one that ended failed runs again, once."""
+    metric) or that reported the metric before its guard ended it (its work done, only its exit
+    cut) is taken from its files; one that ended failed without it runs again, once."""
     from gpuscout.sweep import runner as run_lib
     from gpuscout.sweep.expansion import expand
     from gpuscout.sweep.resume_plan import Checked, SweepOptions, plan
 
     sweep = SweepFile.model_validate(
         {"name": "t", "command": "python t.py {x}", "reports": ["acc"], "metric": {"name": "acc"}}
-        | {"space": {"x": [1, 2]}}
+        | {"space": {"x": [1, 2, 3]}}
     )
     trials = expand(sweep)
     checked = Checked(sweep, "h", trials, run_lib.slots_for(None, 1, 1), {}, tmp_path / "t.yaml")
     log_root = tmp_path / "logs"
-    finished, killed = trials
-    for trial, exit_code, report in ((finished, 0, '{"acc": 0.9}\n'), (killed, -15, "")):
+    finished, killed, reported = trials
+    cases = ((finished, 0, '{"acc": 0.9}\n'), (killed, -9, ""), (reported, -9, '{"acc": 0.8}\n'))
+    for trial, exit_code, report in cases:
         folder = run_lib.trial_dir(log_root, trial)
         folder.mkdir(parents=True)
         attempt = AttemptFiles.next_in(folder)
@@ -173,7 +175,8 @@ def test_a_trial_that_ended_failed_as_its_driver_died_runs_again_and_one_that_fi
         for trial in trials:
             assert store.claim_trial("t", trial.key, trial.index, "h", trial.params, gone, "now", leases.alive, ())
         resumed = plan(checked, SweepOptions(resume=True, cpu_slots=1, log_root=log_root), store)
-    assert {r.key: (r.status, r.metrics) for r in resumed.adopted} == {finished.key: ("ok", {"acc": 0.9})}
+    taken = {r.key: r.metrics for r in resumed.adopted}
+    assert taken == {finished.key: {"acc": 0.9}, reported.key: {"acc": 0.8}}
     assert [t.key for t in resumed.todo] == [killed.key]
 
 

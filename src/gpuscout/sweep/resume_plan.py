@@ -238,11 +238,17 @@ def again_statuses(options: SweepOptions) -> tuple[str, ...]:
 
 
 # The outcomes only a trial that ran to its end gives: taken from its files where the store says
-# otherwise (interrupted, running under a dead driver, or nothing at all), never run again. Any
-# other end is run again: a trial that ended as its driver died may have ended because it died (a
-# warm trial killed a second into its run ended failed in its guard's grace, its metric never
-# reported, and was stored failed: issue 87, item 9)
+# otherwise (interrupted, or nothing at all), never run again.
 FINISHED_BY_ITSELF = ("ok",)
+
+
+def _ended_with_its_work(sweep: SweepFile, result: run_lib.TrialResult) -> bool:
+    """Whether a trial whose driver died is taken from its files: it ran to its end, or it reported
+    the sweep's metric before its guard ended it with the driver (its side effect done, only its
+    exit cut: run again, it would run twice). One that ended without it may have ended because its
+    driver died (a warm trial killed a second into its run was stored failed, its metric never
+    reported: issue 87, item 9): it runs again."""
+    return result.status in FINISHED_BY_ITSELF or sweep.metric.name in result.metrics
 
 
 def _left_running(
@@ -267,7 +273,7 @@ def _left_running(
                 held[trial.key] = f"pid {lease[0].get('pid')} on {lease[0].get('host')}"
             elif sweep.command is not None:
                 result = adopt(sweep, trial, log_root)
-                if result is not None and result.status in FINISHED_BY_ITSELF:
+                if result is not None and _ended_with_its_work(sweep, result):
                     adopted[trial.key] = result
         elif resume and sweep.command is not None and (mine is None or mine.status == "interrupted"):
             result = adopt(sweep, trial, log_root)
