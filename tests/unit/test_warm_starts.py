@@ -289,3 +289,11 @@ def test_tune_keeps_at_most_its_few_warm_interpreters_and_each_imports_what_earl
         assert made[1].process.wait(timeout=30) is not None  # its interpreter ended with it
     finally:
         starts.close()
+
+
+def test_the_settings_applied_as_keras_loads_are_the_childs_keras_hooks():
+    """A run with one of these starts cold (measure/series.py): the list is the child's own."""
+    from gpuscout.child import applies
+    from gpuscout.core.tune_settings import AT_KERAS_IMPORT
+
+    assert {m.__name__.rsplit(".", 1)[1] for m in applies.ON_KERAS} == set(AT_KERAS_IMPORT)

@@ -15,6 +15,11 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 ENV = "GPUSCOUT_TUNE"
+# The settings applied as Keras' package loads (child/applies' ON_KERAS hooks: a precision policy,
+# a distribution). A run with one starts cold: a warm interpreter imports Keras before any run is
+# forked from it (measure/series.py), so the hook would run there, its word to gpuscout lost and,
+# for a distribution, the devices opened before the fork.
+AT_KERAS_IMPORT = ("mixed_precision", "data_parallel")
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ imports. What a run is timed by, its whole epochs after the first, holds no impo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscout.core.tune_settings import AT_KERAS_IMPORT
 from gpuscout.executor.warm import Starter, WarmStarts
 from gpuscout.measure.command import Command, Instrumentation
 
@@ -38,10 +40,11 @@ class Runs:
         """`log_folder`: where each warm interpreter's own output goes (what failed, if one did)."""
         return cls(Instrumentation(), WarmStarts(log_folder, frozenset(), MOST_WARM) if warm else None)
 
-    def starter(self, command: Command, env: dict[str, str]) -> Starter | None:
-        """How a run of `command` under `env` starts warm; None: cold (a shell line, a command that
-        is not `python SCRIPT`, a script that sets its environment in code: executor/warm.py)."""
-        if self.warm is None or command.shell:
+    def starter(self, command: Command, env: dict[str, str], settings: Mapping[str, object] | None) -> Starter | None:
+        """How a run of `command` under `env` with tune's `settings` starts warm; None: cold (a
+        setting applied as Keras loads, a shell line, a command that is not `python SCRIPT`, a
+        script that sets its environment in code: executor/warm.py)."""
+        if self.warm is None or command.shell or any((settings or {}).get(k) for k in AT_KERAS_IMPORT):
             return None
         return self.warm.starter(command.argv, env, tuple(self.frameworks))
 

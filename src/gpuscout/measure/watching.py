@@ -230,7 +230,7 @@ def watch_command(
 
     with contextlib.nullcontext(runs.instrumentation) if runs else Instrumentation() as instrumentation:
         env = instrumentation.env(dict(os.environ), options.settings(trace_dir))
-        warm = runs.starter(command, env) if runs else None
+        warm = runs.starter(command, env, options.change_settings) if runs else None
         try:
             finished = process.run(
                 command.argv,

@@ -27,9 +27,9 @@ def parse_document(text: str, origin: str) -> list[StoredRecord]:
         shape = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{origin} is not JSON ({exc.msg}, line {exc.lineno}): not a gpuscout results file") from None
-    except RecursionError:  # nested past Python's limit: the checking parse words it
-        shape = {"runs": None, "schema_version": None}
-    if not isinstance(shape, dict) or "runs" not in shape or "schema_version" not in shape:
+    except (RecursionError, ValueError):  # nested past Python's limit, 5,000 digits: the checking parse words it
+        shape = None
+    if shape is not None and not (isinstance(shape, dict) and "runs" in shape and "schema_version" in shape):
         doc = shape
     else:
         doc = inputs.loads_json(text, origin, "a gpuscout results file", readings=True)
