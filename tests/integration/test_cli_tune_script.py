@@ -321,8 +321,9 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "jax", "GPUSCOUT_FAKE_NVML": str(fake_gpu()), **QUIET_TF}
     result = run_cli(
-        "tune", "--json", "--only", "mixed_precision", "--store", str(store), "--", PY, str(script), "custom", env=env
-    )  # steps: as many as the first baseline's 10 s of training ran
+        "tune", "--json", "--only", "mixed_precision", "--steps", "320", "--store", str(store), "--",
+        PY, str(script), "custom", env=env,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     broken = report["rows"][0]
