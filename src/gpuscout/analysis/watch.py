@@ -24,7 +24,7 @@ from gpuscout.core.watch_events import (
 from gpuscout.record.child import ChildWindow
 from gpuscout.record.run import Environment, ErrorDetail, GpuInfo, TelemetrySample
 from gpuscout.record.trial import TrialSteps
-from gpuscout.record.watch import Trace, WatchedFit, WatchRecord, WatchWindow, untraced
+from gpuscout.record.watch import Trace, WatchedFit, WatchRecord, WatchWindow, headline, untraced
 
 
 @dataclass
@@ -116,10 +116,9 @@ def derive(seen: Observed) -> WatchRecord:
         "schema_version": SCHEMA_VERSION,
     }
     record.update(throughput_of(main, entry, steady))
-    clock = record["clock"] = epoch_clock(main)
-    # one headline (record/watch.py): the whole epochs' where the fit ran them, else the windows'
-    record["samples_per_s"] = (clock.samples_per_s if clock else None) or record.get("windows_samples_per_s")
+    record["clock"] = epoch_clock(main)
     record.setdefault("windows_samples_per_s", None)
+    record["samples_per_s"] = headline(record["clock"], record["windows_samples_per_s"])
     record.update(_telemetry(seen, steady))
     made = WatchRecord(**record)
     return made.model_copy(update={"verdict": verdict(made, seen.other_pids, seen.precision_reference)})

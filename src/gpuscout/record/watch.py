@@ -203,6 +203,12 @@ class Trace(Part):
     kernels_note: str | None = None  # why the kernels were not read
 
 
+def headline(clock: EpochClock | None, windows_samples_per_s: float | None) -> float | None:
+    """A watched run's one figure (`WatchRecord.samples_per_s`): its whole steady epochs' where it
+    ran them, else its steady windows' median."""
+    return (clock.samples_per_s if clock else None) or windows_samples_per_s
+
+
 class WatchRecord(Part):
     """A watched training script, as stored."""
 
@@ -296,9 +302,14 @@ class WatchRecord(Part):
                     clock = EpochClock.model_validate(clock)
                 except ValueError:
                     return data  # the field's own validation names what is wrong
-            if isinstance(clock, EpochClock) and clock.samples_per_s:
-                data["samples_per_s"] = clock.samples_per_s
+            if isinstance(clock, EpochClock):
+                data["samples_per_s"] = headline(clock, data["windows_samples_per_s"])
         return data
+
+    @property
+    def by_epochs(self) -> bool:
+        """Whether the headline is its whole epochs' (else its windows')."""
+        return self.clock is not None and bool(self.clock.samples_per_s)
 
     @property
     def ok(self) -> bool:

@@ -278,7 +278,7 @@ def row(r: WatchRecord) -> list[str]:
     config = f"watch {main.backend} {main.precision_policy}" if main and main.backend else f"watch ({r.mode})"
     # the headline: the user's clock where it has whole epochs, else the steps' own, named so
     rate = (
-        f"{fmt.number(r.samples_per_s)} samples/s" + ("" if r.clock and r.clock.samples_per_s else " (steps)")
+        f"{fmt.number(r.samples_per_s)} samples/s" + ("" if r.by_epochs else " (steps)")
         if r.samples_per_s
         else fmt.DASH
     )

@@ -60,11 +60,10 @@ def of_record(record: StoredRecord) -> Logged:
     common.params = {f"{TAG}{k}": _cut(v, PARAM_CHARS) for k, v in common.params.items() if v is not None}
     common.tags = {k: _cut(v, TAG_CHARS) for k, v in common.tags.items() if v is not None}
     common.metrics = {k: float(v) for k, v in common.metrics.items() if v is not None}
-    common.series = {k: v for k, v in common.series.items() if v}
-    for name, steps in list(common.series.items()):
-        if name in (SAMPLES_PER_S, WINDOWS_SAMPLES_PER_S):  # the figure last: what the run table shows
+    for name in (SAMPLES_PER_S, WINDOWS_SAMPLES_PER_S):  # the figure last: what the run table shows
+        if common.series.get(name):  # a history of none is none
             figure = common.metrics.get(name)
-            common.series[name] = [*steps, figure] if figure is not None else []
+            common.series[name] = [*common.series[name], figure] if figure is not None else []
     common.series = {k: v for k, v in common.series.items() if v}
     return common
 
@@ -102,7 +101,6 @@ def _common(record: StoredRecord) -> Logged:
 
 def _watch(record: WatchRecord) -> Logged:
     main = record.main
-    by_epochs = record.clock is not None and bool(record.clock.samples_per_s)
     first = record.verdict[0] if record.verdict else None
     return Logged(
         name="",
@@ -122,7 +120,9 @@ def _watch(record: WatchRecord) -> Logged:
             **_headline_interval(record),
         },
         series={
-            SAMPLES_PER_S: [e.samples_per_s for e in record.clock.steady] if by_epochs else record.window_rates(),
+            SAMPLES_PER_S: [e.samples_per_s for e in record.clock.steady]
+            if record.clock and record.by_epochs
+            else record.window_rates(),
             WINDOWS_SAMPLES_PER_S: record.window_rates(),
         },
         tags={
@@ -160,7 +160,7 @@ def _benchmark(record: RunRecord) -> Logged:
 def _headline_interval(record: WatchRecord) -> dict[str, float | None]:
     """The 95% interval of a watched run's headline where it is its whole epochs' (their bootstrap,
     analysis/epoch_clock.py; none from one epoch), replacing the windows' one _common logged."""
-    if record.clock is None or not record.clock.samples_per_s:
+    if record.clock is None or not record.by_epochs:
         return {}
     low, high = rate_ci95(record.clock)
     return {f"{PREFIX}samples_per_s_ci95_low": low, f"{PREFIX}samples_per_s_ci95_high": high}
