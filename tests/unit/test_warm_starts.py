@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -297,3 +298,41 @@ def test_the_settings_applied_as_keras_loads_are_the_childs_keras_hooks():
     from gpuscout.core.tune_settings import AT_KERAS_IMPORT
 
     assert {m.__name__.rsplit(".", 1)[1] for m in applies.ON_KERAS} == set(AT_KERAS_IMPORT)
+
+
+def _zygote_on(sock) -> warm.Zygote:
+    """A Zygote whose interpreter is the test: its socket's other end, answered by hand."""
+    zygote = warm.Zygote.__new__(warm.Zygote)
+    zygote.sock, zygote.lock, zygote.ids = sock, threading.Lock(), iter(range(1, 100))
+    zygote.children, zygote.answers, zygote.abandoned = {}, {}, set()
+    zygote.changed, zygote.refused, zygote.ready, zygote.died = threading.Condition(), None, {}, False
+    zygote.closed, zygote.process = threading.Event(), None
+    threading.Thread(target=zygote._read, daemon=True).start()
+    return zygote
+
+
+def test_a_forked_trial_that_ended_before_its_starter_looked_is_never_started_again(tmp_path):
+    """Issue 87, item 8's drill (a sweep on a full disk, 2 of 28 tries): a trial that ended at
+    once was reaped, and left the zygote's children, before its starter woke; the starter found
+    no child, said "not started", and the trial was started cold as well: its side effect done
+    twice, both runs' output in one log. The answer carries the child itself, ended or not."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = _zygote_on(ours)
+    # the interpreter's answer and the child's end, both read before the starter looks
+    theirs.send(json.dumps({"started": 1, "pid": 424242}).encode())
+    theirs.send(json.dumps({"exited": 424242, "status": 0}).encode())
+    with zygote.changed:
+        assert zygote.changed.wait_for(lambda: 1 in zygote.answers and not zygote.children, 60)
+    out = (tmp_path / "out.log").open("w")
+    child = zygote.start(["python", "train.py"], {}, out, out, out.fileno(), None)
+    assert child is not None and child.pid == 424242 and child.poll() == 0  # forked, and ended: once
+    message, fds, _, _ = socket.recv_fds(theirs, 1 << 16, 8)  # the request was made, with its files
+    assert json.loads(message)["start"] == 1 and len(fds) == 3
+    for fd in fds:
+        os.close(fd)
+    # a request the zygote refused: None, so the starter starts it cold (it was never forked)
+    theirs.send(json.dumps({"started": 2, "error": "no"}).encode())
+    assert zygote.start(["python", "train.py"], {}, out, out, out.fileno(), None) is None
+    zygote.closed.set()
+    ours.close()
+    theirs.close()

@@ -13,6 +13,7 @@ do (scanned, never run), then whatever frameworks a finished trial reports it im
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import json
 import os
@@ -185,8 +186,10 @@ class Zygote:
     def __init__(self, python: str, modules: list[str], env: dict[str, str], log: Path) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.lock, self.ids = threading.Lock(), itertools.count(1)
-        self.children: dict[int, WarmChild] = {}
-        self.answers: dict[int, dict] = {}
+        self.children: dict[int, WarmChild] = {}  # forked and not yet reaped, by pid
+        # each start request's answer: its child (which may have ended already), or None (refused)
+        self.answers: dict[int, WarmChild | None] = {}
+        self.abandoned: set[int] = set()  # requests whose answer came too late: started cold instead
         self.changed = threading.Condition()
         self.ready: dict | None = None
         self.refused: str | None = None
@@ -252,9 +255,17 @@ class Zygote:
                     self.ready = message
                     self.refused = self.refused or message.get("refused")
                 elif "started" in message:
-                    if "pid" in message:
-                        self.children[message["pid"]] = WarmChild(message["pid"])
-                    self.answers[message["started"]] = message
+                    # The child itself goes with the answer: a trial that ends at once is reaped
+                    # (and left `children`) before its starter wakes, and a starter that then found
+                    # no child started it cold a second time (issue 87, item 8's drill: a trial's
+                    # side effect done twice, both runs' output in one log)
+                    child = WarmChild(message["pid"]) if "pid" in message else None
+                    if child is not None and message["started"] in self.abandoned:
+                        with contextlib.suppress(OSError):  # its starter gave up and started it cold
+                            os.killpg(child.pid, signal.SIGKILL)  # its group (the zygote made it one)
+                    elif child is not None:
+                        self.children[child.pid] = child
+                    self.answers[message["started"]] = child
                 elif "exited" in message and message["exited"] in self.children:
                     self.children.pop(message["exited"]).ended(os.waitstatus_to_exitcode(message["status"]))
                 self.changed.notify_all()
@@ -276,9 +287,9 @@ class Zygote:
                 if opened:
                     os.close(fd)
         with self.changed:
-            self.changed.wait_for(lambda: ident in self.answers or self.refused is not None, START_S)
-            answer = self.answers.pop(ident, {})
-            return self.children.get(answer["pid"]) if "pid" in answer else None
+            if not self.changed.wait_for(lambda: ident in self.answers or self.refused is not None, START_S):
+                self.abandoned.add(ident)
+            return self.answers.pop(ident, None)
 
     def preload(self, modules: list[str]) -> None:
         """Import these too, for the trials started after (a finished trial's frameworks)."""
