@@ -571,3 +571,82 @@ def test_a_trial_ended_by_a_full_disk_is_gpuscouts_failure_and_resume_runs_it(tm
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [(s, r["metrics"]) for _, s, r in trials(store_path)] == [("ok", {"score": x}) for x in (1, 2, 3)]
     assert json.loads(resumed.stdout)["run_now"] == 3
+
+
+# Issue 87, item 8: a store and a sweep on one small disk (a tmpfs in a mount namespace) that a
+# trial fills as it ends, then freed and resumed; the store is copied out before the namespace goes
+FILLED = """
+import json, sqlite3, subprocess, sys
+from pathlib import Path
+disk, copy, argv = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+first = subprocess.run(argv, capture_output=True, text=True)
+(disk / "filler").unlink()
+second = subprocess.run(argv + ["--resume"], capture_output=True, text=True)
+with sqlite3.connect(disk / "results.sqlite") as db, sqlite3.connect(copy) as out:
+    db.backup(out)
+print(json.dumps([[first.returncode, first.stderr], [second.returncode, second.stderr, second.stdout]]))
+"""
+# The trial: its side effect (a line per run), its score, then, trial 2 only, the disk filled
+FILLER = """import json, sys
+x = int(sys.argv[1])
+open(sys.argv[2], "a").write(f"{x}\\n")
+print(json.dumps({"score": x}), flush=True)
+if x == 2:
+    with open(sys.argv[3], "wb") as f:
+        try:
+            while True:
+                f.write(bytes(65536))
+                f.flush()
+        except OSError:
+            pass
+"""
+
+
+def test_a_trial_that_ended_ok_as_it_filled_the_disk_is_never_run_again(tmp_path):
+    """Issue 87, item 8 (third round): the store and the sweep's folder on one disk, which trial 2
+    fills as it ends (a checkpoint too many). Its guard could not write its exit file, said it
+    exited 1, and `--resume` ran it again. The exit and done files are now reserved before a trial
+    runs: the first run stops on the full store with one line, and once there is room, `--resume`
+    takes trial 2 from its files and runs only trial 3. Each trial's side effect happens once."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    probe = subprocess.run(
+        ["unshare", "-m", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace for a small file system here: {probe.stderr.strip()[-300:]}")
+    (tmp_path / "trial.py").write_text(FILLER)
+    (tmp_path / "drill.py").write_text(FILLED)
+    side = tmp_path / "ran.txt"
+    command = f"{sys.executable} {tmp_path / 'trial.py'} {{x}} {side} {disk / 'filler'}"
+    sweep = write(
+        tmp_path,
+        f"""
+        name: filled
+        command: {json.dumps(command)}
+        reports: [score]
+        metric: {{name: score}}
+        space: {{x: [1, 2, 3]}}
+    """,
+    )
+    store = disk / "results.sqlite"
+    argv = ["-m", "gpuscout", "sweep", str(sweep), "--cpu-slots", "1", "--json", "--store", str(store)]
+    drill = subprocess.run(
+        ["unshare", "-m", sys.executable, str(tmp_path / "drill.py"), str(disk), str(tmp_path / "copy.sqlite")]
+        + [sys.executable, *argv],
+        env=dict(os.environ, PYTHONPATH=str(SRC), COLUMNS=""),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert drill.returncode == 0, drill.stderr[-3000:]
+    (first_rc, first_err), (second_rc, second_err, second_out) = json.loads(drill.stdout)
+    assert first_rc == 1 and "Traceback" not in first_err and "is full" in first_err, first_err[-2000:]
+    assert second_rc == 0, second_err[-3000:]
+    ran = side.read_text().split()
+    assert ran == ["1", "2", "3"], (ran, first_err, second_out, drill.stderr)  # trial 2 once: taken from its files
+    assert [(s, r["metrics"]) for _, s, r in trials(tmp_path / "copy.sqlite")] == [
+        ("ok", {"score": x}) for x in (1, 2, 3)
+    ]
+    assert json.loads(second_out)["run_now"] == 1

@@ -9,7 +9,9 @@ import sys
 import time
 
 import psutil
+import pytest
 
+from gpuscout.executor import guard
 from gpuscout.record.trial import TrialOutcome
 from gpuscout.store import Store
 from gpuscout.sweep import leases
@@ -95,6 +97,35 @@ def test_a_rerun_never_takes_the_interrupted_attempts_results(tmp_path):
     third.exit.write_text(json.dumps({"returncode": 0, "duration_s": 0.2, "warm": True}))
     _, adopted, _ = finished_attempt(SWEEP, tmp_path)
     assert (adopted.status, adopted.warm) == ("ok", True)
+
+
+def test_a_reserved_status_reads_unwritten_until_its_writer_fills_its_room(tmp_path):
+    """Issue 87, item 8: the exit and done files are reserved before the trial runs, so a trial
+    that fills the disk still leaves the word that it finished. A reservation alone is no word:
+    the attempt is not taken as finished; written in place, it is, and nothing of the
+    placeholder is left in it."""
+    files = AttemptFiles.next_in(tmp_path)
+    files.stdout.write_text(json.dumps({"acc": 0.97}) + "\n")
+    files.reserve()
+    assert files.exit.stat().st_size == guard.RESERVED_BYTES == files.done.stat().st_size
+    assert finished_attempt(SWEEP, tmp_path) is None and files.code_done() is None
+    inode = files.exit.stat().st_ino
+    assert guard.write_whole(str(files.exit), json.dumps({"returncode": 0, "duration_s": 0.5}))
+    assert files.exit.stat().st_ino == inode  # in place: no new file, so no new block on a full disk
+    assert json.loads(files.exit.read_text()) == {"returncode": 0, "duration_s": 0.5}
+    _, attempt, duration_s = finished_attempt(SWEEP, tmp_path)
+    assert (attempt.status, attempt.metrics, duration_s) == ("ok", {"acc": 0.97}, 0.5)
+    with pytest.raises(FileExistsError):
+        files.reserve()  # a reservation is a new file, never one that was there
+    # a text longer than the room, or a file never reserved: through a temporary file, renamed
+    longer = json.dumps({"returncode": 1, "pad": "x" * guard.RESERVED_BYTES})
+    assert guard.write_whole(str(files.exit), longer) and files.exit.read_text() == longer
+    assert files.exit.stat().st_ino != inode and sorted(p.name for p in tmp_path.iterdir()) == [
+        "done-1.json",
+        "exit-1.json",
+        "stdout-1.log",
+    ]
+    assert not guard.write_whole(str(tmp_path / "gone" / "exit-9.json"), "{}")  # said, never raised
 
 
 def test_the_lease_names_the_trial_group_of_a_running_process():

@@ -13,6 +13,7 @@ import sys
 import time
 
 from gpuscout.core import events, frameworks
+from gpuscout.executor.guard import write_whole
 
 WINDOW_S = float(os.environ.get("GPUSCOUT_WATCH_WINDOW_S", "1.0"))
 # Windows of this many steps instead of WINDOW_S seconds (`tune`: every run of a session has the
@@ -179,24 +180,19 @@ def mark_done(uncaught: BaseException | None, phase: str) -> None:
     try:
         if not path or os.getppid() != os.getpgid(0):
             return
-        partial = f"{path}.{os.getpid()}.partial"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with open(fd, "w", encoding="utf-8") as handle:
-            handle.write(
-                json.dumps(
-                    {
-                        "pid": os.getpid(),
-                        "uncaught": type(uncaught).__name__ if uncaught else None,
-                        "phase": phase,
-                        "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    }
-                )
-            )
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(partial, path)
-    except OSError:  # the trial's folder is gone: the guard's exit status still says how it ended
-        pass
+    except OSError:
+        return
+    write_whole(  # in the room the sweep reserved for it (executor/guard.reserve): a full disk takes it
+        path,
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "uncaught": type(uncaught).__name__ if uncaught else None,
+                "phase": phase,
+                "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        ),
+    )
 
 
 def on_interrupt(signum, frame) -> None:

@@ -11,8 +11,10 @@ The guard is invisible otherwise: COMMAND inherits its environment and file desc
 exit status is the guard's (the same code, or death by the same signal), Ctrl-C sent to the group
 reaches COMMAND (the guard ignores it and waits). A COMMAND that cannot be started is reported on
 gpuscout's event channel as {"event": "exec_failed", "errno": N, "message": ...}, exit 127.
-When STATUS_FILE is not "-", the exit status is written there (atomically) before the guard
-exits: a sweep resumed after gpuscout died learns that a trial finished.
+When STATUS_FILE is not "-", the exit status is written there (whole) before the guard exits:
+a sweep resumed after gpuscout died learns that a trial finished. Where the sweep reserved the
+file before the trial started (reserve), it is written in place, so a disk the trial filled
+still takes it; a status that cannot be written never changes the exit status.
 
 Standard library only, started with -I -S: it must start in milliseconds and import nothing of
 the environment it guards.
@@ -150,19 +152,81 @@ FORKED = False
 
 
 def write_status(path: str, status: int) -> None:
-    code = os.waitstatus_to_exitcode(status)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(
+    """The command's exit status, for a sweep resumed after its driver died; never raises (the
+    guard's own exit status is the command's, whatever the disk does)."""
+    write_whole(
+        path,
+        json.dumps(
             {
-                "returncode": code,
+                "returncode": os.waitstatus_to_exitcode(status),
                 "duration_s": time.monotonic() - STARTED,
                 "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "warm": FORKED,
-            },
-            handle,
-        )
-    os.replace(tmp, path)
+            }
+        ),
+    )
+
+
+# A status file's room, kept for it before the command runs: a full disk (issue 87, item 8: a
+# trial that filled it lost its exit-N.json and ran again on --resume) cannot refuse a write that
+# needs no new block. JSON ignores the spaces that pad it; a status of 4 fields is under 200 bytes.
+RESERVED_BYTES = 512
+RESERVED = json.dumps({"reserved": True})
+
+
+def reserve(path: str) -> None:
+    """`path` made now, a new file (never through a link), holding a placeholder that readers take
+    for "not written yet" and the room for what write_whole puts there later. OSError if it cannot."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, RESERVED.encode().ljust(RESERVED_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_whole(path: str, text: str) -> bool:
+    """`text` as `path`'s content, whole or not at all: in place where reserve() kept room for it
+    (padded with spaces to that room, so nothing of the placeholder is left), else through a
+    temporary file renamed over it. False where neither could be done (nothing half written)."""
+    data = text.encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            room = os.fstat(fd).st_size
+            if len(data) <= room:
+                # one call of under a page: whole, or not at all
+                if os.pwrite(fd, data.ljust(room), 0) == room:
+                    os.fsync(fd)
+                    return True
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(partial, path)
+        return True
+    except OSError:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ the trial's own Python process, child/watch_state.mark_done) and, the moment the
 exit-N.json (written by the guard, executor/guard.py). So a trial run again never mixes its
 attempts' reports, and a sweep resumed after its driver died learns from exit-N.json, or from
 done-N.json when the driver died while the trial's interpreter was shutting down, that an attempt
-finished, and takes its result from these files instead of running it again.
+finished, and takes its result from these files instead of running it again. Both are reserved
+(executor/guard.reserve) before the trial runs and written in place, so a trial that fills the disk
+still leaves them (issue 87, item 8).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gpuscout.core import outputs, watch_events
 from gpuscout.core.failures import classify_failure
 from gpuscout.core.units import reading
 from gpuscout.core.watch_events import EpochEnded, WatchEvent
+from gpuscout.executor import guard
 from gpuscout.executor.local import STDERR_TAIL_CHARS
 from gpuscout.record.run import RunRecord
 from gpuscout.record.trial import TrialSteps, TrialTelemetry
@@ -119,11 +122,13 @@ class AttemptFiles:
         return CODE_DONE_NOTE if said.get("phase") != "body" else STOPPED_IN_EXIT_NOTE
 
     def _done(self) -> dict | None:
-        try:
-            said = json.loads(self.done.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return said if isinstance(said, dict) else {}
+        return _written(self.done)
+
+    def reserve(self) -> None:
+        """The room of the attempt's exit and done files, kept before the trial runs: a trial that
+        fills the disk still leaves the files that say it finished (executor/guard.reserve)."""
+        for path in (self.exit, self.done):
+            guard.reserve(str(path))
 
     @classmethod
     def next_in(cls, folder: Path) -> AttemptFiles:
@@ -144,6 +149,17 @@ class AttemptFiles:
             return []
         lines = self.events.read_text(encoding="utf-8", errors="replace").splitlines()
         return [e for e in map(watch_events.decode, lines) if e is not None]
+
+
+def _written(path: Path) -> dict | None:
+    """What a status file says; None while it holds only its reserved room (or is not there)."""
+    try:
+        said = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(said, dict):
+        return {}
+    return None if said.get("reserved") else said
 
 
 def numbers(folder: Path) -> list[int]:
@@ -257,19 +273,19 @@ def finished_attempt(sweep: SweepFile, folder: Path) -> tuple[AttemptFiles, Atte
     if last is None:
         return None
     files = AttemptFiles(folder, last)
-    try:
-        status = json.loads(files.exit.read_text(encoding="utf-8"))
-        returncode, duration_s, warm = status["returncode"], float(status.get("duration_s") or 0.0), status.get("warm")
-    except (OSError, ValueError, KeyError, TypeError):
-        returncode = files.code_done()
-        if returncode is None:
-            return None
+    status = _written(files.exit) or {}
+    returncode = status.get("returncode")
+    if isinstance(returncode, int):
         attempt = judge(sweep, files, returncode)
-        attempt.message = attempt.message or files.done_note()
-        return files, attempt, _duration_from_files(files)
+        attempt.warm = status.get("warm") is True  # its guard's word (a status file of an older gpuscout has none)
+        return files, attempt, number(status.get("duration_s")) or 0.0
+    # its guard did not write it (ended with the driver): the trial's own done file may say more
+    returncode = files.code_done()
+    if returncode is None:
+        return None
     attempt = judge(sweep, files, returncode)
-    attempt.warm = warm is True  # its guard's word (a status file of an older gpuscout has none)
-    return files, attempt, duration_s
+    attempt.message = attempt.message or files.done_note()
+    return files, attempt, _duration_from_files(files)
 
 
 # Said of a trial whose driver stopped while the trial's own exit handlers (atexit) ran: all of its

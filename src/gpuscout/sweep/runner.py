@@ -217,6 +217,7 @@ class TrialRunner:
             )
         )
         with files.open_log("stdout") as out, files.open_log("stderr") as err:
+            files.reserve()  # an OSError (no room even now) is gpuscout's: run() says so
             try:
                 if lines is not None:
                     lines.start()
