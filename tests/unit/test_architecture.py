@@ -83,3 +83,32 @@ def test_a_flag_shows_no_type_in_help_and_an_option_keeps_its_own():
         text = CliRunner().invoke(app, [verb, "--help"], env={"COLUMNS": "80"}).output
         assert "<bool>" not in text and "--help" in text, verb
     assert "<str>" in CliRunner().invoke(app, ["compare", "--help"], env={"COLUMNS": "80"}).output
+
+
+def knob_literals(tune: Path, knobs: set[str]) -> list[str]:
+    """Each string literal that is a change's name (a knob) in tune's modules outside tune/changes/:
+    a policy kept about a change by its name, away from the change."""
+    found = []
+    for path in sorted(tune.rglob("*.py")):
+        if "changes" in path.relative_to(tune).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in knobs:
+                found.append(f"{path.relative_to(tune.parent)}:{node.lineno} {node.value!r}")
+    return found
+
+
+def test_a_change_is_known_by_name_only_in_its_own_modules(tmp_path):
+    """Issue 88: what a change is (its order in a round, whether it repeats, what it alters of the
+    training, the advice once it is kept) is its ChangeKind's; the planner, the search, judging,
+    same_training and the remainder read the kinds and typed settings, never a change's name. A
+    policy written by name outside tune/changes/ is named here, the test's own plant included."""
+    from gpuscout.tune.changes import CHANGES
+
+    tune = SRC / "gpuscout" / "tune"
+    assert knob_literals(tune, set(CHANGES)) == []
+    planted = tmp_path / "tune"
+    (planted / "changes").mkdir(parents=True)
+    (planted / "changes" / "cache.py").write_text('NAME = "cache"\n')  # its own module: fine
+    (planted / "search.py").write_text('PACE_FIRST = ("jit_compile",)\n')
+    assert knob_literals(planted, set(CHANGES)) == ["tune/search.py:1 'jit_compile'"]

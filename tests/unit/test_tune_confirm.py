@@ -7,6 +7,7 @@ import math
 import pytest
 from scipy.stats import t as student_t
 
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.tune import confirm, finale, search, trials
 from gpuscout.tune.change import Change, Plan
 from tests.unit.test_tune_search import BATCH, STEPS, record
@@ -62,7 +63,9 @@ def test_the_figure_is_the_ratio_of_the_runs_geometric_means_with_the_pooled_int
     # another setting run twice in the session (3000, 3060): 3 degrees of freedom, its square added
     again = [record(3000.0, jitter=0.0), record(3060.0, jitter=0.0)]
     run, _ = runner([1000.0, 1040.0], [1200.0, 1260.0])
-    wider = confirm.confirm(run, chosen(THREADS), search.Budget(3600), 300, 300, BATCH, [], beside=[(again, {})])
+    wider = confirm.confirm(
+        run, chosen(THREADS), search.Budget(3600), 300, 300, BATCH, [], beside=[(again, TuneSettings())]
+    )
     ss += 2 * ((math.log(3060) - math.log(3000)) / 2) ** 2
     half = student_t.ppf(0.975, 3) * math.sqrt(ss / 3)
     assert wider.tested.ratio_low == pytest.approx(math.exp(d - half))

@@ -211,7 +211,7 @@ def test_validation_at_a_larger_batch_where_it_is_a_large_share_of_the_epoch():
     assert validation_batch.validation_batch(validated(0.3, validation_batch_size=128)).startswith("already")
     # fewer, larger validation batches are what it declares: not another training; anything else still is
     script_runs = [validated(0.3) for _ in range(2)]
-    declared = same_training.Declared.of(change.settings)
+    declared = same_training.Declared.of(change.tuned)
     assert (
         same_training.differences([validated(0.3, validation=True, validation_steps=None)], script_runs, declared) == []
     )

@@ -8,9 +8,10 @@ import pytest
 
 from gpuscout.analysis.compare import contrast
 from gpuscout.record.watch import InputRepeats
-from gpuscout.tune import judging, larger_batch, script
+from gpuscout.tune import judging, script
 from gpuscout.tune.changes import cache as cache_change
 from gpuscout.tune.changes import device_batches as device_change
+from gpuscout.tune.changes import larger_batch
 from gpuscout.tune.changes import prefetch as prefetch_change
 from gpuscout.tune.changes import workers as workers_change
 from tests.records import fit_events, make_watch_record

@@ -9,7 +9,7 @@ import pytest
 from gpuscout.tune import budget as budget_module
 from gpuscout.tune import judging, remainder, script, search, trials
 from gpuscout.tune.change import Change, Plan
-from gpuscout.tune.changes import replaced
+from gpuscout.tune.changes import REPEATABLE, replaced
 from tests.records import fit_events, make_watch_record
 from tests.watch_records import H100, busy
 
@@ -52,7 +52,7 @@ def test_a_change_that_pays_only_after_another_is_found_in_the_second_round():
     ran = []
 
     def run(config, name, steps, at_most_s=None):
-        s = config.settings
+        s = config.values
         rate = min(3000.0 if "cache" in s else 1000.0, 3000.0 if "mixed_precision" in s else 1800.0)
         ran.append(config.name)
         return record(rate)
@@ -195,7 +195,7 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
     ran = []
 
     def run(config, name, steps, at_most_s=None):
-        s = config.settings
+        s = config.values
         rate = (10000.0 if "jit_compile" in s else 100.0) * (1.5 if {"jit_compile", "mixed_precision"} <= set(s) else 1)
         ran.append((config.name, steps))
         made = record(rate, steps=steps)
@@ -224,7 +224,7 @@ def test_a_change_that_multiplies_the_pace_runs_first_and_the_rest_at_its_pace_a
 
 def test_a_pace_change_that_loses_leaves_the_others_on_the_same_reference():
     def run(config, name, steps, at_most_s=None):
-        return record(1500.0 if "cache" in config.settings else 1000.0)
+        return record(1500.0 if "cache" in config.values else 1000.0)
 
     found = search.search(
         run,
@@ -328,16 +328,16 @@ def test_more_workers_are_tried_on_top_of_workers_that_won_while_the_input_still
     kept = trials.Config((CACHE, threads))
     assert kept.plus(more).name == "cache+workers_8_threads"
     assert kept.plus(processes).name == "cache+process_workers_8"
-    assert kept.plus(processes).settings == {"cache": True, "process_workers": 8}
+    assert kept.plus(processes).values == {"cache": True, "process_workers": 8}
     waiting = make_watch_record(events=fit_events(wait_s=0.31, input_type="PyDataset"))
     waiting.main.input_workers = 7
-    offered = script.plan(waiting, skip=tuple(kept.knobs - set(trials.REPEATABLE))).changes
+    offered = script.plan(waiting, skip=tuple(kept.knobs - set(REPEATABLE))).changes
     assert [c.name for c in offered if c.knob in ("workers", "process_workers")] == [
         "workers_8_threads",
         "process_workers_8",
     ]
     spawned = kept.plus(processes)
-    skip = (spawned.knobs - set(trials.REPEATABLE)) | replaced(spawned.knobs)  # as search.search plans
+    skip = (spawned.knobs - set(REPEATABLE)) | replaced(spawned.knobs)  # as search.search plans
     assert not [c for c in script.plan(waiting, skip=tuple(skip)).changes if c.knob in ("workers", "process_workers")]
 
 
@@ -395,7 +395,7 @@ def test_a_larger_batch_measured_again_trains_its_own_count():
         ran.append((config.name, steps))
         if not config.changes:
             return record(next(references), steps=steps)
-        return record(2000.0, steps=steps, batch=config.settings["batch_size"])
+        return record(2000.0, steps=steps, batch=config.values["batch_size"])
 
     found = search.search(
         run,
@@ -433,7 +433,7 @@ def test_a_candidate_far_slower_than_its_reference_is_stopped_and_judged_on_what
 
     def run(config, name, steps, at_most_s=None):
         asked[name] = at_most_s
-        if "steps_per_execution" in config.settings:  # 10x slower: stopped at 3x, after 91 of its 300 steps
+        if "steps_per_execution" in config.values:  # 10x slower: stopped at 3x, after 91 of its 300 steps
             slow = record(100.0, steps=90)
             main = slow.main.model_copy(update={"stopped_by_limit": True})
             return slow.model_copy(update={"fits": [main], "applied": {"steps_per_execution": "set"}})
@@ -476,7 +476,7 @@ def test_a_change_the_input_caps_is_measured_beside_an_input_change_that_won_not
 
     def run(config, name, steps, at_most_s=None):
         ran.append(config.name)
-        s = config.settings
+        s = config.values
         return record({(): 1000.0, ("prefetch",): 1010.0, ("mixed_precision",): 960.0}.get(tuple(s), 1400.0))
 
     found = search.search(run, plan_deferred, record(1000.0), search.Budget(3600), 3, STEPS)
@@ -491,7 +491,7 @@ def test_a_change_the_input_caps_is_tried_on_top_of_an_input_change_kept():
     """Read-ahead kept (1.3x); the deferred bf16 is then a candidate on top of it (1.4x more)."""
 
     def run(config, name, steps, at_most_s=None):
-        s = config.settings
+        s = config.values
         return record(1000.0 * (1.3 if "prefetch" in s else 1) * (1.4 if "mixed_precision" in s else 1))
 
     found = search.search(run, plan_deferred, record(1000.0), search.Budget(3600), 3, STEPS)

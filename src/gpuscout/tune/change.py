@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscout.analysis.verdict import INPUT_BOUND_SHARE
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.record.watch import WatchRecord
 
 
@@ -21,6 +22,11 @@ class Change:
     settings: dict[str, Any]
     line: str  # the line to write in the script
     why: str  # what in the baseline made it worth trying
+
+    @property
+    def tuned(self) -> TuneSettings:
+        """Its settings typed: read by attribute, never by a key that is some change's name."""
+        return TuneSettings.from_dict(self.settings)
 
 
 @dataclass

@@ -36,9 +36,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuscout.analysis.between_runs import BY_EPOCHS, BY_WINDOWS, RunTest, pooled_test, runs_to_settle
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.core.units import counted
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
@@ -73,7 +73,7 @@ class Confirmed:
     from_round_one: int = 0  # the baseline's runs taken from round 1 (a setting 3x past it: Outcome.clear)
     # the session's other settings run more than once at one count (runs, the setting's settings):
     # their spread is pooled into the test's
-    beside: list[tuple[list[WatchRecord], dict[str, Any]]] = field(default_factory=list)
+    beside: list[tuple[list[WatchRecord], TuneSettings]] = field(default_factory=list)
 
     @property
     def confirmed(self) -> bool:
@@ -92,18 +92,18 @@ class Confirmed:
     def values(self, batch: int | None) -> tuple[list[float], list[float]]:
         """(the baseline's runs' figures, the best's), each run read as `basis`."""
         return (
-            [run_figure(r, {}, batch, self.basis) for r in self.baseline],
+            [run_figure(r, TuneSettings(), batch, self.basis) for r in self.baseline],
             [run_figure(r, self.setting.settings, batch, self.basis) for r in self.best],
         )
 
 
-def _own_batch(settings: dict[str, Any], batch: int | None) -> int | None:
+def _own_batch(settings: TuneSettings, batch: int | None) -> int | None:
     """The samples of a step where a run did not count them: the baseline's batch, never for a
     setting with a batch of its own (judging.judged's own_batch)."""
-    return None if "batch_size" in settings else batch
+    return None if settings.batch_size is not None else batch
 
 
-def run_figure(r: WatchRecord, settings: dict[str, Any], batch: int | None, basis: str) -> float:
+def run_figure(r: WatchRecord, settings: TuneSettings, batch: int | None, basis: str) -> float:
     """One run's one value: samples/s over its whole steady epochs (a cache's filling ones left
     out), or the median of its steady windows."""
     if basis == BY_EPOCHS:
@@ -113,7 +113,7 @@ def run_figure(r: WatchRecord, settings: dict[str, Any], batch: int | None, basi
     return float(statistics.median(windows)) if windows else 0.0
 
 
-def basis_of(runs: list[tuple[WatchRecord, dict[str, Any]]], batch: int | None) -> str:
+def basis_of(runs: list[tuple[WatchRecord, TuneSettings]], batch: int | None) -> str:
     """By whole epochs where every run compared held a steady one (read as run_figure reads it),
     else by the windows: every run of a test is read the same way (between_runs.basis)."""
     held = all(judging.clocks([r], settings, _own_batch(settings, batch)) for r, settings in runs)
@@ -130,11 +130,11 @@ def warm_baselines(found: Outcome) -> list[WatchRecord]:
     return list(seen.values())
 
 
-def repeated(found: Outcome) -> list[tuple[list[WatchRecord], dict[str, Any]]]:
+def repeated(found: Outcome) -> list[tuple[list[WatchRecord], TuneSettings]]:
     """The session's settings run more than once at one count in the search (a reference beside its
     candidates, a leader measured again), each group its runs and the setting's settings: the
     spread the confirmation pools (never the cold probe, which no trial holds)."""
-    groups: dict[tuple[str, int], tuple[dict[str, WatchRecord], dict[str, Any]]] = {}
+    groups: dict[tuple[str, int], tuple[dict[str, WatchRecord], TuneSettings]] = {}
     for t in found.trials:
         for config, runs in ((t.reference, t.beside), (t.config, t.runs)):
             for r in runs:
@@ -151,7 +151,7 @@ def confirm(
     best_steps: int,
     batch: int | None,
     kept_back: list[float],
-    beside: list[tuple[list[WatchRecord], dict[str, Any]]] | None = None,
+    beside: list[tuple[list[WatchRecord], TuneSettings]] | None = None,
 ) -> Confirmed:
     """The chosen setting (`found.best`) and the baseline run alternately until the test between
     them settles, the budget (less `kept_back`, the patched copy) ends, or MOST_RUNS a side."""
@@ -198,7 +198,9 @@ def confirm(
 
 def _settled(out: Confirmed, batch: int | None, final: bool) -> Confirmed:
     """The test of the runs so far, and its verdict; `final`: no more runs will be made."""
-    out.basis = basis_of([(r, {}) for r in out.baseline] + [(r, out.setting.settings) for r in out.best], batch)
+    out.basis = basis_of(
+        [(r, TuneSettings()) for r in out.baseline] + [(r, out.setting.settings) for r in out.best], batch
+    )
     base, best = out.values(batch)
     if not all(base + best):
         out.verdict, out.reason = NOT_CONFIRMED, "a run's speed could not be read"

@@ -70,7 +70,7 @@ def measure(run, found: Outcome, session, budget: Budget, steps: Steps) -> Final
 def _patched_copy(session, found: Outcome, run, count: int, budget: Budget, cost_s: float):
     """The diff of the best setting, and a run of the script's copy with it applied (no change
     injected): what a user who applies the patch gets; run where the budget holds it (`cost_s`)."""
-    changes = list(found.best.changes)  # a batch kept twice: the later one only (trials.REPEATABLE)
+    changes = list(found.best.changes)  # a batch kept twice: the later one only (ChangeKind.repeatable)
     root = session.root
     made = patches.make(changes, session.probe, root)
     if not made.texts:

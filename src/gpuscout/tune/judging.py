@@ -11,6 +11,7 @@ import statistics
 
 from gpuscout.analysis import epoch_clock
 from gpuscout.analysis.compare import contrast
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.core.units import counted
 from gpuscout.record.epochs import EpochClock
 from gpuscout.record.watch import WatchRecord
@@ -99,13 +100,13 @@ def row(change: Change | None, r: WatchRecord, baseline: WatchRecord) -> Judged:
     return judged(change, [r], [baseline], baseline.batch_size)
 
 
-def fill_steps(settings: dict) -> int:
+def fill_steps(settings: TuneSettings) -> int:
     """The steps a setting's cache takes to fill (its first period, or epoch, of batches); 0
     without a cache (tune/changes/cache.py puts them in its settings)."""
-    return int(settings.get("fill_steps") or 0) if settings.get("cache") else 0
+    return (settings.fill_steps or 0) if settings.cache else 0
 
 
-def fill_epochs(settings: dict, epoch_steps: int | None) -> int:
+def fill_epochs(settings: TuneSettings, epoch_steps: int | None) -> int:
     """The leading epochs a setting's runs spend starting (left out of their pace): the first,
     which compiles; with a cache, every epoch that still fills it (a generator replayed every
     `period` batches over epochs of fewer steps fills for several)."""
@@ -115,7 +116,7 @@ def fill_epochs(settings: dict, epoch_steps: int | None) -> int:
     return epoch_clock.SKIPPED
 
 
-def clocks(runs: list[WatchRecord], settings: dict, batch: int | None = None) -> list[EpochClock]:
+def clocks(runs: list[WatchRecord], settings: TuneSettings, batch: int | None = None) -> list[EpochClock]:
     """Each run's whole epochs, a cache's filling ones apart; `batch`: the samples of a step where
     a run did not count them (epoch_clock.epoch_clock)."""
     return [
@@ -136,15 +137,15 @@ def judged(
     runs: list[WatchRecord],
     beside: list[WatchRecord],
     batch: int | None,
-    settings: dict | None = None,
-    reference_settings: dict | None = None,
+    settings: TuneSettings | None = None,
+    reference_settings: TuneSettings | None = None,
 ) -> Judged:
     """A setting's runs against the reference runs beside them. Judged by the user's clock where
     both sides ran whole steady epochs (MIN_EPOCHS of them pooled), else by the steady windows;
     the windows' figures stand beside the epochs' either way. `settings`: the whole setting the
     runs ran (its cache's fill epochs are left out of its pace); default: the change's own."""
     r = runs[-1]
-    settings = settings if settings is not None else (change.settings if change else {})
+    settings = settings if settings is not None else (change.tuned if change else TuneSettings())
     out = Judged(
         change=change.name if change else "baseline",
         knob=change.knob if change else None,
@@ -163,7 +164,7 @@ def judged(
         last_loss=r.main.last_loss if r.main else None,
         steps=r.main.steps if r.main else 0,
     )
-    own_batch = batch if change is None or "batch_size" not in change.settings else None
+    own_batch = batch if change is None or change.tuned.batch_size is None else None
     windows = [w for run in runs for w in rates(run, own_batch, fill_steps(settings))]
     if windows and not r.windows_samples_per_s:  # counted from steps: say so, and show the figure
         out.set(
@@ -189,10 +190,7 @@ def judged(
     if change is not None and missing:
         out.set(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
     elif (
-        change is not None
-        and "mixed_precision" in change.settings
-        and r.main
-        and r.main.precision_policy in (None, "float32")
+        change is not None and change.tuned.mixed_precision and r.main and r.main.precision_policy in (None, "float32")
     ):  # what fit ran, whatever was set
         out.set(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
     failed = next((run for run in runs if not run.ok), None)
@@ -209,7 +207,7 @@ def judged(
             ),
         )
         return out
-    base = [w for run in beside for w in rates(run, batch, fill_steps(reference_settings or {}))]
+    base = [w for run in beside for w in rates(run, batch, fill_steps(reference_settings or TuneSettings()))]
     if change is not None and base:
         c = contrast(windows, base)
         out.set(
@@ -224,7 +222,7 @@ def judged(
             windows_ratio_high=c.ratio_high,
             ratio_clock="windows",
         )
-        if _by_epochs(out, own_clocks, clocks(beside, reference_settings or {}, batch), r):
+        if _by_epochs(out, own_clocks, clocks(beside, reference_settings or TuneSettings(), batch), r):
             out.set(ratio_clock="epochs")
         if r.main and r.main.replicas > 1 and beside[0].main and r.main.replicas > beside[0].main.replicas:
             # data parallelism: the speed-up per device added, against the reference's devices
@@ -232,7 +230,7 @@ def judged(
     problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
     out.set(healthy=not problems, health=problems[0] if problems else None)
     if change is not None and beside:
-        different = same_training.differences(runs, beside, same_training.Declared.of(change.settings))
+        different = same_training.differences(runs, beside, same_training.Declared.of(change.tuned))
         out.set(
             changes_training="; ".join(different) or None,
             training_checked=same_training.checked(runs, beside),

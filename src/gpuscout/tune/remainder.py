@@ -10,6 +10,7 @@ from gpuscout.analysis.untimed import STARVED_UTIL_PCT
 from gpuscout.analysis.verdict import INPUT_HIGHLY
 from gpuscout.core.spec import Precision
 from gpuscout.record.watch import WatchRecord
+from gpuscout.tune.changes import KINDS, ChangeKind
 from gpuscout.tune.changes import augment_in_model as augment
 
 # A remainder worth saying: the best setting still waits on input or the host this share of the time
@@ -41,32 +42,13 @@ def left(
     main = r.main
     if what == "input":
         keep = repeats.keepable(probe.main, probe.env.host_memory_bytes) if probe.main else "not checked"
-        if "cache" not in kept and isinstance(keep, repeats.Keepable):
+        after = _input_left(kept)
+        if after is None and isinstance(keep, repeats.Keepable):
             how = f"the batches repeat ({keep.evidence}): make them once and keep them"
-        elif "cache" in kept:  # nothing is made any more: what waits is handing kept batches over
-            how = (
-                "the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
-                "batch) or the input moved to the device once"
-            )
-        elif "augment_map" in kept:  # the map's per-element work is on the device now
-            how = (
-                "the map's augmentation runs in the model now; what waits is the rest of the pipeline: its other "
-                "maps in parallel (num_parallel_calls=tf.data.AUTOTUNE), a cache() of what repeats, prefetch"
-            )
-        elif kept & {"augment_in_model", "augment_inline"}:  # the per-image work is on the device now
-            how = (
-                "the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
-                "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
-                "the device once and sliced there"
-            )
-        elif "process_workers" in kept:  # made outside the GIL now: what waits is their pace and the hand-over
-            how = (
-                "the PyDataset's batches are made in worker processes; what waits is their pace (more of them, "
-                "where the host has idle cores) and handing each batch over: the per-sample work moved into the "
-                "model (Keras preprocessing layers, on the device), or fewer, larger batches"
-            )
+        elif after is not None:
+            how = after
         elif main is not None and main.input_type == "PyDataset" and not main.input_multiprocessing:
-            measured = next((name for name in slower if name.startswith("process_workers_")), None)
+            measured = next((name for name in slower if name.startswith(f"{_processes().name}_")), None)
             how = (
                 "the PyDataset's work runs in threads under the GIL, and worker processes measured no faster "
                 f"({measured}: each batch is handed over at a cost of its own): the per-sample work "
@@ -90,17 +72,35 @@ def left(
     )
 
 
+def _input_left(kept: set[str]) -> str | None:
+    """What the input still waits on after the kept changes, in the words of the kept kind that
+    removed the most (the lowest input_rank with words of its own: ChangeKind.input_left)."""
+    saying = [KINDS[k] for k in kept if k in KINDS and KINDS[k].input_left]
+    first = min(saying, key=lambda k: k.input_rank or 0, default=None)
+    return first.input_left if first is not None else None
+
+
+def _processes() -> ChangeKind:
+    """The kind that makes a PyDataset's batches outside the GIL: the advice for a GIL-bound one."""
+    return next(k for k in KINDS.values() if k.outside_gil)
+
+
 def _host_left(kept: set[str], slower: tuple[str, ...], skipped: dict[str, str]) -> str:
-    """What the loop's host work between steps is left to, given what steps_per_execution did."""
-    calls = "less work in callbacks and between steps"
-    if "steps_per_execution" in kept:
-        return f"steps_per_execution is kept; what is left is {calls} (Keras' own, a callback's)"
-    measured = next((name for name in slower if name.startswith("steps_per_execution")), None)
+    """What the loop's host work between steps is left to, given what the change that takes the
+    host's calls away (ChangeKind.fewer_calls: steps_per_execution) did."""
+    calls, name = "less work in callbacks and between steps", _fewer_calls().name
+    if name in kept:
+        return f"{name} is kept; what is left is {calls} (Keras' own, a callback's)"
+    measured = next((n for n in slower if n.startswith(name)), None)
     if measured:
         return f"fewer host calls measured no faster ({measured}): {calls}"
-    if "steps_per_execution" in skipped:
-        return f"{calls}; fewer host calls (steps_per_execution) were {skipped['steps_per_execution']}"
-    return f"fewer host calls (steps_per_execution) or {calls}"
+    if name in skipped:
+        return f"{calls}; fewer host calls ({name}) were {skipped[name]}"
+    return f"fewer host calls ({name}) or {calls}"
+
+
+def _fewer_calls() -> ChangeKind:
+    return next(k for k in KINDS.values() if k.fewer_calls)
 
 
 def _device_left(r: WatchRecord, kept: set[str]) -> str:
@@ -119,7 +119,7 @@ def _device_left(r: WatchRecord, kept: set[str]) -> str:
         main is not None
         and r.gpu is not None
         and precision_of(main.precision_policy) is Precision.fp32
-        and "mixed_precision" not in kept
+        and not any(KINDS[k].tensor_cores for k in kept if k in KINDS)
         and r.gpu.compute_capability
         and float(r.gpu.compute_capability) >= FP16_CC
     ):

@@ -232,7 +232,7 @@ def _session(session: Session) -> TuneScriptReport:
     def run(
         config: Config, name: str, count: int, command: Command | None = None, at_most_s: float | None = None
     ) -> WatchRecord:
-        whole = steps.is_whole(count, config.settings.get("batch_size") or probe.batch_size, probe.batch_size)
+        whole = steps.is_whole(count, config.settings.batch_size or probe.batch_size, probe.batch_size)
         record = session.run(
             name, count, config.as_change(), next(counter), 0, command=command, at_most_s=at_most_s, whole_epochs=whole
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.record.watch import WatchedFit, WatchRecord
 
 
@@ -34,15 +35,13 @@ class Declared:
     validation: bool = False  # the validation's batches are larger (validation_batch): fewer of them
 
     @classmethod
-    def of(cls, settings: dict) -> Declared:
+    def of(cls, settings: TuneSettings) -> Declared:
         return cls(
-            batch=int(settings["batch_size"]) if settings.get("batch_size") else None,
-            rate=bool(settings.get("learning_rate_factor")),
-            inputs=bool(
-                settings.get("augment_in_model") or settings.get("augment_inline") or settings.get("augment_map")
-            ),
-            draws=bool(settings.get("device_batches") or settings.get("workers") or settings.get("process_workers")),
-            validation=bool(settings.get("validation_batch_size")),
+            batch=settings.batch_size or None,
+            rate=bool(settings.learning_rate_factor),
+            inputs=bool(settings.augment_in_model or settings.augment_inline or settings.augment_map),
+            draws=bool(settings.device_batches or settings.workers or settings.process_workers),
+            validation=bool(settings.validation_batch_size),
         )
 
 

@@ -27,7 +27,7 @@ from gpuscout.analysis.verdict import INPUT_HIGHLY
 from gpuscout.core.errors import UsageError
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Deferred, Plan, Skip
-from gpuscout.tune.changes import CHANGES, INPUT_FIRST, KINDS
+from gpuscout.tune.changes import CHANGES, INPUT_FIRST, KINDS, MORE_WORK_FIRST, SPREADS
 from gpuscout.tune.results import PlannedChange, Rule, ScriptPlan, Skipped
 
 # Training time the first baseline runs (after its compile) to set every run's step count: a
@@ -91,13 +91,8 @@ def plan(
             key=lambda c: MORE_WORK_FIRST.index(c.knob) if c.knob in MORE_WORK_FIRST else len(MORE_WORK_FIRST)
         )
     if baseline.verdict and baseline.verdict[0].code == "devices_unused":  # the idle devices the largest saving:
-        out.changes.sort(key=lambda c: c.knob != "data_parallel")  # spread first: the budget may end the round
+        out.changes.sort(key=lambda c: c.knob not in SPREADS)  # spread first: the budget may end the round
     return out
-
-
-# A compiled step of a small batch left the H100 idle 70-80% of the time (the debugging-settings
-# ViT, docs/benchmarks.md): the largest batch tried first, where a budget may end the round
-MORE_WORK_FIRST = ("jit_compile", "batch_size", "steps_per_execution", "device_batches")
 
 
 def dry_run(command: str, baseline: WatchRecord | None, only: tuple[str, ...], skip: tuple[str, ...]) -> ScriptPlan:

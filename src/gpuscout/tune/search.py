@@ -24,21 +24,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging, script
 from gpuscout.tune.budget import Budget, Steps
 from gpuscout.tune.change import Change, Plan, Skip
-from gpuscout.tune.changes import DEPENDS, INPUT_FIRST, replaced
-from gpuscout.tune.trials import REPEATABLE, SLOWER_CUT, Config, Outcome, Trial
+from gpuscout.tune.changes import DEPENDS, INPUT_FIRST, PACE_FIRST, REPEATABLE, replaced
+from gpuscout.tune.trials import SLOWER_CUT, Config, Outcome, Trial
 
 # Candidates between two runs of their reference: each is then at most one run away from one
 # reference run and two from the other.
 INTERLEAVE = 3
-# Changes that multiply the step's pace: measured first, in a round of their own, and made the base
-# before the changes whose worth depends on the step they are added to (mixed precision or a batch
-# measured on an op-by-op step say nothing of the compiled one; issue 60: 211x from jit_compile on a
-# small ViT left op by op, H200).
-PACE_FIRST = ("jit_compile",)
 # A candidate is stopped at SLOWER_CUT times its reference's training time (tune/trials.py), but
 # never before this much training: below it the cut saves seconds, and a loaded host's pause (a
 # collection, another process on 2 cores) can triple a sub-second run (CI cut a compiled MLP
@@ -235,13 +231,15 @@ def _long_enough(steps: Steps, budget: Budget, reference: Config, candidates: li
     1.2 epochs, measured a cache mostly while it filled)."""
     fill = max((judging.fill_steps(reference.plus(c).settings) for c in candidates), default=0)
     epoch = steps.epoch
-    least = judging.fill_epochs({"cache": True, "fill_steps": fill}, epoch) + script.MIN_RUN_EPOCHS - 1 if fill else 0
+    least = (
+        judging.fill_epochs(TuneSettings(cache=True, fill_steps=fill), epoch) + script.MIN_RUN_EPOCHS - 1 if fill else 0
+    )
     count = steps.of(budget, reference.name, least)
     return count if epoch or not fill else max(count, 2 * fill)
 
 
 def _batch_of(config: Config, script_batch: int | None) -> int | None:
-    return config.settings.get("batch_size") or script_batch
+    return config.settings.batch_size or script_batch
 
 
 def _kept_back(out: Outcome, reserve: int, budget: Budget, steps: Steps) -> list[float]:

@@ -7,18 +7,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gpuscout.core.tune_settings import TuneSettings
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune import judging
 from gpuscout.tune.change import Change, Skip
-from gpuscout.tune.changes import replaced
+from gpuscout.tune.changes import REPEATABLE, replaced
 from gpuscout.tune.results import Judged
 
-# Changes tried again on top of themselves while they keep winning, the later replacing the earlier
-# in the setting: a larger batch where the last one paid (x2 and x4 stopped a compiled MLP at 0.41
-# of the batch of 1,024 by hand, issue 60), and more workers (or processes) where the input still
-# waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried). A
-# change also replaces the knobs its kind names (tune/changes REPLACES: processes for threads).
-REPEATABLE = ("batch_size", "workers")
 # A candidate is stopped once it has trained this many times its reference's training time, and
 # judged on the steps it ran (its windows are of its own steps: a third of them is still four or
 # more): a change 7x slower (the augmentation moved into the model on a CPU) ran 76 s of a 3-minute
@@ -42,14 +37,20 @@ class Config:
         return "baseline" if not self.changes else "+".join(c.name for c in self.changes)
 
     @property
-    def settings(self) -> dict:
+    def values(self) -> dict:
+        """Its changes' settings together, as a run carries them (Change.settings)."""
         return {k: v for c in self.changes for k, v in c.settings.items()}
+
+    @property
+    def settings(self) -> TuneSettings:
+        return TuneSettings.from_dict(self.values)
 
     @property
     def knobs(self) -> set[str]:
         return {c.knob for c in self.changes}
 
     def plus(self, change: Change) -> Config:
+        # a repeatable kind replaces its earlier self; a kind also replaces the knobs it names (REPLACES)
         gone = replaced({change.knob}) | ({change.knob} & set(REPEATABLE))
         kept = tuple(c for c in self.changes if c.knob not in gone)
         return Config(kept + (change,))
@@ -63,7 +64,7 @@ class Config:
         return Change(
             self.name,
             "combined",
-            self.settings,
+            self.values,
             "\n\n".join(c.line for c in self.changes),
             " + ".join(c.name for c in self.changes),
         )

@@ -52,6 +52,16 @@ INPUT_FIRST = tuple(k.name for k in sorted(KINDS.values(), key=lambda k: k.input
 
 # By knob, the knobs whose change alters what it can buy (ChangeKind.depends_on)
 DEPENDS = {name: k.depends_on for name, k in KINDS.items() if k.depends_on}
+# The knobs measured first, in a round of their own (ChangeKind.paces)
+PACE_FIRST = tuple(name for name, k in KINDS.items() if k.paces)
+# The knobs that put more work in each call, in the order a round tries them (ChangeKind.work_rank)
+MORE_WORK_FIRST = tuple(
+    k.name for k in sorted(KINDS.values(), key=lambda k: k.work_rank or 0) if k.work_rank is not None
+)
+# The knobs that spread the step over idle devices (ChangeKind.spreads)
+SPREADS = tuple(name for name, k in KINDS.items() if k.spreads)
+# The knobs tried again on top of themselves (ChangeKind.repeatable)
+REPEATABLE = tuple(name for name, k in KINDS.items() if k.repeatable)
 
 
 def replaced(knobs: set[str]) -> set[str]:
@@ -72,7 +82,11 @@ __all__ = [
     "DEPENDS",
     "INPUT_FIRST",
     "KINDS",
+    "MORE_WORK_FIRST",
+    "PACE_FIRST",
+    "REPEATABLE",
     "REPLACES",
+    "SPREADS",
     "replaced",
     "ChangeKind",
     "FileEdits",

@@ -107,6 +107,14 @@ def describe(layers: list[AugmentLayer]) -> str:
     )
 
 
+# What the input waits on once the per-image work runs in the model (augment_inline's too)
+PER_IMAGE_LEFT = (
+    "the augmentation runs in the model now; what waits is the rest of __getitem__ (gathering each "
+    "batch) and Keras handing it over: fewer, larger batches from the PyDataset, or its images moved to "
+    "the device once and sliced there"
+)
+
+
 def hot_lines(work: SampleWork) -> str:
     """The lines of __getitem__ that take its time, with their shares: what to move by hand."""
     name = os.path.basename(work.file)
@@ -195,6 +203,7 @@ class AugmentInModel(ChangeKind):
     name = "augment_in_model"
     rule = "a PyDataset whose __getitem__ spends its time in per-image work that Keras layers do"
     input_rank = 2
+    input_left = PER_IMAGE_LEFT
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:
         return augment_in_model(baseline)

@@ -19,7 +19,7 @@ from gpuscout.core.getitem_rewrite import function_at, rewrite
 from gpuscout.record.augment import SAMPLE_WORK_SHARE, InlineAugment, behind_layers
 from gpuscout.record.watch import WatchedFit, WatchRecord
 from gpuscout.tune.change import Change, not_waiting
-from gpuscout.tune.changes.augment_in_model import describe, hot_lines, model_behind_layers
+from gpuscout.tune.changes.augment_in_model import PER_IMAGE_LEFT, describe, hot_lines, model_behind_layers
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original
 from gpuscout.tune.source_edits import Edit, NotLocated, at, offsets, order
 
@@ -133,6 +133,7 @@ class AugmentInline(ChangeKind):
     name = "augment_inline"
     rule = "a PyDataset's __getitem__, or a generator, that crops, flips, shifts or rescales each image in its own loop"
     input_rank = 2  # beside augment_in_model: the work removed before it is spread over workers
+    input_left = PER_IMAGE_LEFT
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:
         return augment_inline(baseline)

@@ -137,6 +137,10 @@ class AugmentMap(ChangeKind):
     name = "augment_map"
     rule = "a tf.data map that crops, flips, shifts or rescales each image at random on the host"
     input_rank = 2  # beside the other augmentation moves: the work removed before it is spread over workers
+    input_left = (  # the map's per-element work is on the device now
+        "the map's augmentation runs in the model now; what waits is the rest of the pipeline: its other "
+        "maps in parallel (num_parallel_calls=tf.data.AUTOTUNE), a cache() of what repeats, prefetch"
+    )
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:
         return augment_map(baseline)

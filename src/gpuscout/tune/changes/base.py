@@ -92,6 +92,35 @@ class ChangeKind(ABC):
     # setting is tried first again once one of these joins the setting (mixed precision judged on a
     # batch of 32 says nothing of a batch of 512: issue 86, a ViT's bf16 never measured again)
     depends_on: tuple[str, ...] = ()
+    # Multiplies the step's pace: measured first, in a round of its own, and made the base before
+    # the changes whose worth depends on the step they are added to (mixed precision or a batch
+    # measured on an op-by-op step say nothing of the compiled one; issue 60: 211x from jit_compile
+    # on a small ViT left op by op, H200)
+    paces: bool = False
+    # Puts more work in each of the host's calls: where a GPU idle most of the time waits on those
+    # calls, not the input, a round tries these first, in this order (None: not one of them). A
+    # compiled step of a small batch left the H100 idle 70-80% of the time (the debugging-settings
+    # ViT, docs/benchmarks.md): the largest batch tried first, where a budget may end the round
+    work_rank: int | None = None
+    # Spreads the step over devices the run left idle: tried first where the run left some unused
+    # (the largest saving; the budget may end the round)
+    spreads: bool = False
+    # Tried again on top of itself while it keeps winning, the later replacing the earlier in the
+    # setting: a larger batch where the last one paid (x2 and x4 stopped a compiled MLP at 0.41 of
+    # the batch of 1,024 by hand, issue 60), and more workers (or processes) where the input still
+    # waits (7 threads left an augmenting PyDataset waiting 31% of the time, processes untried)
+    repeatable: bool = False
+    # What the input still waits on once a change of this kind is kept, in the words of the advice
+    # that follows "the best setting still waits on input" (tune/remainder.py; None: nothing of its
+    # own to say). Where several are kept, the lowest input_rank's is said (the work removed first).
+    input_left: str | None = None
+    # Takes the host's calls between steps away (tune/remainder.py says what is left once it is kept,
+    # measured no faster, or not tried)
+    fewer_calls: bool = False
+    # Makes a PyDataset's batches outside the GIL (worker processes): what a GIL-bound one is told of
+    outside_gil: bool = False
+    # Moves the step onto tensor cores (a float32 step on a GPU that has them names it)
+    tensor_cores: bool = False
 
     @abstractmethod
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | Deferred | str:

@@ -1,5 +1,5 @@
 """A larger batch of in-memory arrays, as far as memory and the epoch let it grow, with the learning
-rate scaled and warmed up for it (tune/larger_batch.py): written as fit's batch_size and the rate
+rate scaled and warmed up for it (tune/changes/larger_batch.py): written as fit's batch_size and the rate
 set after compile."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from gpuscout.analysis.repeats import definition
 from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, original, site
-from gpuscout.tune.larger_batch import larger_batches
+from gpuscout.tune.changes.larger_batch import larger_batches
 from gpuscout.tune.source_edits import NotLocated, after_statement, call_at, insert_after_imports, set_keywords
 
 
@@ -42,6 +42,8 @@ def rate_edits(settings: dict[str, Any], where: Where) -> FileEdits:
 
 class BatchSize(ChangeKind):
     name = "batch_size"
+    work_rank = 1
+    repeatable = True
     rule = "in-memory arrays, where twice and four times the batch fit in memory"
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:

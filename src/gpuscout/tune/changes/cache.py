@@ -46,6 +46,10 @@ class Cache(ChangeKind):
     name = "cache"
     rule = "a PyDataset or generator that keeps the loop waiting and makes the same batches again (hashed)"
     input_rank = 0
+    input_left = (  # nothing is made any more: what waits is handing kept batches over
+        "the batches are kept; what is left is Keras handing each over: fewer, larger steps (a larger "
+        "batch) or the input moved to the device once"
+    )
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:
         return cache(baseline)

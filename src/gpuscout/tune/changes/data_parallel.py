@@ -13,7 +13,7 @@ from gpuscout.record.watch import WatchRecord
 from gpuscout.tune.change import Change
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where, main_fit, original, site
 from gpuscout.tune.changes.batch_size import rate_edits
-from gpuscout.tune.larger_batch import epoch_steps, fit_batches, learning_rate
+from gpuscout.tune.changes.larger_batch import epoch_steps, fit_batches, learning_rate
 from gpuscout.tune.source_edits import Edit, call_at, insert_after_imports, offsets, order, set_keywords
 
 
@@ -94,6 +94,7 @@ def _after_device_settings(text: str, code: str) -> list[Edit]:
 
 class DataParallel(ChangeKind):
     name = "data_parallel"
+    spreads = True
     rule = "the framework sees more devices than the step runs on"
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:

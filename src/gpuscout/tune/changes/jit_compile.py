@@ -39,7 +39,7 @@ def graph(r: WatchRecord) -> list[Change]:
     """A model left with run_eagerly=True: every step runs op by op in Python (Keras' debugging
     mode). The step compiled again, with XLA where Keras would use it (jax; TensorFlow on a GPU
     outside tf.distribute), else as TensorFlow's graph: the same pace-multiplying change as
-    jit_compile, measured first (search.PACE_FIRST)."""
+    jit_compile, measured first (ChangeKind.paces)."""
     main = main_fit(r)
     xla = main.backend == "jax" or (r.gpu is not None and not main.strategy)
     settings = {"run_eagerly": False, **({"jit_compile": True} if xla else {})}
@@ -77,6 +77,8 @@ def eager_assignments(text: str) -> list[Edit]:
 
 class JitCompile(ChangeKind):
     name = "jit_compile"
+    paces = True
+    work_rank = 0
     rule = "the step runs without XLA (on tensorflow: only on a GPU, where Keras itself would compile)"
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:

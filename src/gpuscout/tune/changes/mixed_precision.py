@@ -54,6 +54,7 @@ class MixedPrecision(ChangeKind):
     rule = "float32 on a GPU with tensor cores (compute capability 7.0 or more)"
     # what tensor cores buy grows with the work of a step: a compiled step, a larger batch
     depends_on = ("jit_compile", "batch_size", "device_batches")
+    tensor_cores = True
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | Deferred | str:
         return precision(baseline)

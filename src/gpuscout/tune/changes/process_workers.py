@@ -39,6 +39,12 @@ class ProcessWorkers(ChangeKind):
     name = "process_workers"
     rule = "a PyDataset that keeps the loop waiting: its batches made in new interpreters, never forked"
     input_rank = 3  # beside workers: threads and processes are two ways to the same producers
+    input_left = (  # made outside the GIL now: what waits is their pace and the hand-over
+        "the PyDataset's batches are made in worker processes; what waits is their pace (more of them, "
+        "where the host has idle cores) and handing each batch over: the per-sample work moved into the "
+        "model (Keras preprocessing layers, on the device), or fewer, larger batches"
+    )
+    outside_gil = True
     replaces = ("workers",)  # the dataset's own threads do nothing once processes make its batches
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:

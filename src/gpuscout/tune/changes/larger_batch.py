@@ -8,25 +8,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpuscout.record.watch import WatchRecord
+from gpuscout.record.watch import WatchedFit, WatchRecord
 from gpuscout.tune.change import Change
 
 # Memory a larger batch may plan to use, of the GPU's (the rest: fragmentation, the framework's own).
 BATCH_MEMORY_SHARE = 0.9
 
 
-def fit_batches(main) -> bool:
+def fit_batches(main: WatchedFit | None) -> bool:
     """fit cuts the batches itself (in-memory arrays and a batch_size): a change can set their size."""
-    return main.input_type in ("numpy", "jax array") and bool(main.batch_size)
+    return main is not None and main.input_type in ("numpy", "jax array") and bool(main.batch_size)
 
 
 def larger_batches(r: WatchRecord, script_batch: int | None = None) -> list[Change] | str:
     """Larger batches, as far as memory and the data allow (batch_factors), each with the learning
     rate scaled for it (learning_rate): a setting that is a larger batch already gets the next
-    ones (trials.REPEATABLE). Named by their factor over the script's own batch."""
+    ones (ChangeKind.repeatable). Named by their factor over the script's own batch."""
     main = r.main
-    if not fit_batches(main):
-        return f"the input ({main.input_type}) comes in batches of its own: fit's batch_size does not change them"
+    if main is None or not main.batch_size or not fit_batches(main):
+        kind = main.input_type if main is not None else None
+        return f"the input ({kind}) comes in batches of its own: fit's batch_size does not change them"
     most = most_batch_factor(r)
     if isinstance(most, str):
         return most
@@ -70,6 +71,8 @@ def most_batch_factor(r: WatchRecord) -> int | str:
     at most in proportion to the batch: the weights' share does not) and keeps MIN_EPOCH_STEPS
     steps an epoch; a reason where not even x2 does."""
     main = r.main
+    if main is None or not main.batch_size:
+        return "the run's batch is not known: no larger one is planned"
     most = 2**20
     if r.gpu is not None:
         peak, total = main.peak_memory_bytes, r.gpu.memory_total_bytes
@@ -86,21 +89,21 @@ def most_batch_factor(r: WatchRecord) -> int | str:
                 f"an epoch holds {samples:,} samples: a batch of {2 * main.batch_size} would leave fewer than "
                 f"{MIN_EPOCH_STEPS} steps an epoch"
             )
-    return 2 ** int(math.log2(most))
+    return int(2 ** int(math.log2(most)))
 
 
-def epoch_samples(main) -> int | None:
+def epoch_samples(main: WatchedFit) -> int | None:
     return main.steps_per_epoch * main.batch_size if main.steps_per_epoch and main.batch_size else None
 
 
-def epoch_steps(main, batch: int) -> int | None:
+def epoch_steps(main: WatchedFit, batch: int) -> int | None:
     samples = epoch_samples(main)
     return max(1, samples // batch) if samples else None
 
 
 @dataclass(frozen=True)
 class Rate:
-    settings: dict  # learning_rate_factor and warmup_steps, for child/tune_overrides.py
+    settings: dict[str, float | int]  # learning_rate_factor and warmup_steps, for child/tune_overrides.py
     line: str  # what the changed line says of it
 
 
@@ -111,7 +114,7 @@ class Rate:
 LINEAR_RATE_OPTIMIZERS = ("SGD",)
 
 
-def learning_rate(main, factor: float, warmup_steps: int | None) -> Rate:
+def learning_rate(main: WatchedFit, factor: float, warmup_steps: int | None) -> Rate:
     """The learning rate for a batch `factor` times the script's: scaled by the rule for its
     optimizer, reached by a linear warm-up over one epoch of the new batch (Goyal et al. 2017,
     section 2.2, warm up from the rate as it was), as the measured runs train it and the patch
