@@ -21,8 +21,12 @@ CHANGES_DIR = Path(changes.__file__).parent
 
 
 def test_every_knob_is_a_module_of_its_own_and_every_module_a_knob():
-    modules = sorted(p.stem for p in CHANGES_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
-    assert modules == sorted(changes.CHANGES)
+    stems = [p.stem for p in CHANGES_DIR.glob("*.py") if p.stem not in ("__init__", "base")]
+    modules = {stem: importlib.import_module(f"gpuscout.tune.changes.{stem}") for stem in stems}
+    assert sorted(stem for stem, m in modules.items() if hasattr(m, "KIND")) == sorted(changes.CHANGES)
+    # the one helper beside the kinds: a larger batch's memory, factors and rate, which batch_size
+    # and data_parallel (its batch times the devices) share
+    assert {stem for stem, m in modules.items() if not hasattr(m, "KIND")} == {"larger_batch"}
     for name in changes.CHANGES:
         kind = importlib.import_module(f"gpuscout.tune.changes.{name}").KIND
         assert isinstance(kind, ChangeKind) and kind.name == name and changes.kind(name) is kind
@@ -99,6 +103,11 @@ def test_every_change_has_its_applier_in_the_child_and_each_applier_a_hook_order
     assert sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "call")) == sorted(changes.CHANGES)
     hooked = {m.__name__.rsplit(".", 1)[1] for m in (*applies.ON_KERAS, *applies.COMPILE, *applies.FIT)}
     assert hooked == set(changes.CHANGES)
+    # found, not listed: each says its place (ORDER), one place each, and every hook runs them in it
+    orders = [m.ORDER for m in applies.APPLIERS]
+    assert len(set(orders)) == len(orders) and orders == sorted(orders) and len(orders) == len(changes.CHANGES)
+    for hook in (applies.ON_KERAS, applies.COMPILE, applies.FIT):
+        assert [m.ORDER for m in hook] == sorted(m.ORDER for m in hook)
     for module in applies.ON_KERAS:
         assert callable(module.on_keras)
     for module in applies.COMPILE:

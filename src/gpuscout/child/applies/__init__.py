@@ -7,43 +7,27 @@ ask for it:
 - `compile_kwargs(kwargs) -> kwargs`: `Model.compile`'s keywords;
 - `fit_input(fit)`: one `Model.fit` call (applies/call.py's FitCall), its input and keywords.
 
-The orders below are the hooks' (child/tune_overrides.py calls them so): where two changes meet
-in one call, which must come first (a larger batch before the arrays are cut into device slices;
-a cache before reading ahead, which then reads the cached batches; the augmentation moved out of
-the dataset before it is sent to worker processes).
+Each module says its place in the hooks it defines (`ORDER`, with why it is there); the modules
+are found here, not listed, so a new change's applier is its one module. Where two changes meet in
+one call, the order says which comes first (a larger batch before the arrays are cut into device
+slices; a cache before reading ahead, which then reads the cached batches; the augmentation moved
+out of the dataset before it is sent to worker processes).
 """
 
 from __future__ import annotations
 
-from gpuscout.child.applies import (
-    augment_in_model,
-    augment_inline,
-    augment_map,
-    batch_size,
-    cache,
-    data_parallel,
-    device_batches,
-    jit_compile,
-    mixed_precision,
-    prefetch,
-    process_workers,
-    steps_per_execution,
-    validation_batch,
-    workers,
-)
+import importlib
+import pkgutil
+from types import ModuleType
 
-ON_KERAS = (mixed_precision, data_parallel)
-COMPILE = (jit_compile, steps_per_execution)
-FIT = (
-    jit_compile,
-    workers,
-    augment_in_model,
-    augment_inline,
-    augment_map,
-    process_workers,
-    cache,
-    prefetch,
-    batch_size,
-    device_batches,
-    validation_batch,
-)
+
+def _appliers() -> list[ModuleType]:
+    """This package's modules that apply a change (those with an ORDER), in that order."""
+    found = [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
+    return sorted((m for m in found if hasattr(m, "ORDER")), key=lambda m: m.ORDER)
+
+
+APPLIERS = _appliers()
+ON_KERAS = tuple(m for m in APPLIERS if hasattr(m, "on_keras"))
+COMPILE = tuple(m for m in APPLIERS if hasattr(m, "compile_kwargs"))
+FIT = tuple(m for m in APPLIERS if hasattr(m, "fit_input"))

@@ -8,6 +8,10 @@ from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 from gpuscout.child.watch_state import is_pydataset
 
+# Its place in the hooks it defines (child/applies): the augmentation moved out of the dataset before it is sent to
+# worker processes
+ORDER = 30
+
 # By id(model), not on the model: an attribute of a Keras model is tracked, and a wrapper kept on
 # the model it wraps makes each the other's layer (building it then recursed without end)
 _compiled_with: dict[int, tuple] = {}  # compile's arguments

@@ -11,6 +11,10 @@ from gpuscout.child.applies.call import FitCall
 from gpuscout.child.fit_input import input_type
 from gpuscout.child.watch_state import is_pydataset
 
+# Its place in the hooks it defines (child/applies): beside augment_in_model: moved out before the dataset is sent
+# to processes
+ORDER = 31
+
 
 def fit_input(fit: FitCall) -> None:
     inline, x, model = tune_state.SETTINGS.augment_inline, fit.x, fit.model

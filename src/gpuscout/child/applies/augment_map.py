@@ -11,6 +11,10 @@ from gpuscout.child.applies.augment_in_model import can_wrap, wrap
 from gpuscout.child.applies.call import FitCall
 from gpuscout.child.fit_input import input_type
 
+# Its place in the hooks it defines (child/applies): beside the other augmentation moves: out of the map before the
+# pipeline is changed
+ORDER = 32
+
 
 def fit_input(fit: FitCall) -> None:
     moved, model = tune_state.SETTINGS.augment_map, fit.model

@@ -7,6 +7,9 @@ from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 from gpuscout.child.watch_state import is_pydataset
 
+# Its place in the hooks it defines (child/applies): a cache before reading ahead, which then reads the cached batches
+ORDER = 50
+
 
 def fit_input(fit: FitCall) -> None:
     if tune_state.SETTINGS.cache:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from gpuscout.child import tune_state
 
+# Its place in the hooks it defines (child/applies): a distribution opened as Keras loads, before any layer exists
+ORDER = 1
+
 
 def on_keras() -> None:
     """The step on every device, each batch split across them: jax, Keras' DataParallel set before

@@ -5,6 +5,9 @@ from __future__ import annotations
 from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 
+# Its place in the hooks it defines (child/applies): the arrays, at their batch, moved to the device and sliced there
+ORDER = 80
+
 
 def fit_input(fit: FitCall) -> None:
     if tune_state.SETTINGS.device_batches:

@@ -6,6 +6,10 @@ from __future__ import annotations
 from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 
+# Its place in the hooks it defines (child/applies): compile's keywords first, and at fit the step compiled before
+# the input is changed
+ORDER = 10
+
 
 def compile_kwargs(kwargs: dict) -> dict:
     if tune_state.SETTINGS.run_eagerly is False:  # before jit: Keras turns XLA off under run_eagerly=True

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from gpuscout.child import tune_state
 
+# Its place in the hooks it defines (child/applies): a policy set as Keras loads, before any layer exists
+ORDER = 0
+
 
 def on_keras() -> None:
     """Keras' model module has just been executed: no layer exists yet."""

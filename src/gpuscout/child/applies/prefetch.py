@@ -5,6 +5,9 @@ from __future__ import annotations
 from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 
+# Its place in the hooks it defines (child/applies): reading ahead of what the cache and workers make
+ORDER = 60
+
 
 def fit_input(fit: FitCall) -> None:
     if not tune_state.SETTINGS.prefetch:

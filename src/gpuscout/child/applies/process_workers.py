@@ -9,6 +9,10 @@ from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 from gpuscout.child.watch_state import is_pydataset
 
+# Its place in the hooks it defines (child/applies): the dataset, once its augmentation is moved out, made in worker
+# processes
+ORDER = 40
+
 
 def fit_input(fit: FitCall) -> None:
     count, x = tune_state.SETTINGS.process_workers, fit.x

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from gpuscout.child import tune_state
 
+# Its place in the hooks it defines (child/applies): compile's keywords, after XLA's
+ORDER = 15
+
 
 def compile_kwargs(kwargs: dict) -> dict:
     spe = tune_state.SETTINGS.steps_per_execution

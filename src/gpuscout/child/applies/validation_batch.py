@@ -5,6 +5,9 @@ from __future__ import annotations
 from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 
+# Its place in the hooks it defines (child/applies): the validation's keywords, last: nothing after it reads them
+ORDER = 90
+
 
 def fit_input(fit: FitCall) -> None:
     size = tune_state.SETTINGS.validation_batch_size

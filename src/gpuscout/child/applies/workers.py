@@ -7,6 +7,9 @@ from gpuscout.child import tune_state
 from gpuscout.child.applies.call import FitCall
 from gpuscout.child.watch_state import is_pydataset
 
+# Its place in the hooks it defines (child/applies): a dataset's threads, before its work is moved or sent anywhere
+ORDER = 20
+
 
 def fit_input(fit: FitCall) -> None:
     workers, x = tune_state.SETTINGS.workers, fit.x
