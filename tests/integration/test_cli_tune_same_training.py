@@ -93,8 +93,18 @@ def test_batches_no_longer_reshuffled_are_seen_and_device_batches_keep_fit_s(tmp
     ]
     sliced = watched(tmp_path, "other", 200, change={"device_batches": True})
     assert "device_batches" in sliced.applied and "shuffle=True" in sliced.applied["device_batches"]
+    assert sliced.main.input_type == "generator"  # the arrays moved to the device once, fed in device slices
     assert [e.steps for e in sliced.main.epochs] == [64] * 3 and {e.samples for e in sliced.main.epochs} == {4096}
     assert same_training.differences([sliced], script_runs, same_training.Declared(draws=True)) == []
+
+
+def test_a_tf_data_pipeline_is_autotuned_and_prefetched_where_prefetch_is_asked(tmp_path):
+    """prefetch on a tf.data input (TensorFlow injects a prefetch of its own by default: what this
+    buys is tune's to measure): the pipeline fit reads is the script's, autotuned, its maps parallel
+    and in order, prefetched, and the run trains through it."""
+    tuned = watched(tmp_path, "tfdata", 64, backend="tensorflow", change={"prefetch": True})
+    assert tuned.applied["prefetch"].startswith("fit(tuned_pipeline(dataset), ...)"), tuned.applied
+    assert tuned.main.input_type == "tf.data" and tuned.main.steps >= 64 and tuned.ok
 
 
 @pytest.mark.slow

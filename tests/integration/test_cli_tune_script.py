@@ -226,11 +226,11 @@ def test_a_tf_data_map_is_made_parallel_and_cached_where_the_script_built_it(tmp
     store = tmp_path / "results.sqlite"
     env = {"KERAS_BACKEND": "tensorflow", **QUIET_TF}
     # a tf.data map with no prefetch of its own, left sequential, whose elements repeat (issue 60,
-    # item 6): changed where the script built it (child/tf_data.py). prefetch applies autotuning,
-    # parallel maps and a prefetch (TensorFlow injects one by default: what it buys is measured,
-    # not assumed); parallel_calls runs the map with num_parallel_calls=AUTOTUNE; cache puts a
-    # cache() right after the map, which the baseline saw make the same elements twice. The patch
-    # writes the winner where the map is, and its copy runs as fast
+    # item 6): changed where the script built it (child/tf_data.py). parallel_calls runs the map with
+    # num_parallel_calls=AUTOTUNE; cache puts a cache() right after the map, which the baseline saw
+    # make the same elements twice. The patch writes the winner where the map is, and its copy runs
+    # as fast. (prefetch's autotuning of this pipeline, once a third candidate here and half again
+    # the session's runs, is test_cli_tune_same_training's injected run)
     patch = tmp_path / "tfdata.patch"
     piped = run_cli(
         "tune",
@@ -238,7 +238,7 @@ def test_a_tf_data_map_is_made_parallel_and_cached_where_the_script_built_it(tmp
         "--steps",
         "150",
         "--only",
-        "prefetch,workers,cache,jit_compile,mixed_precision",
+        "workers,cache,jit_compile,mixed_precision",
         "--patch",
         str(patch),
         "--store",
@@ -252,11 +252,6 @@ def test_a_tf_data_map_is_made_parallel_and_cached_where_the_script_built_it(tmp
     assert piped.returncode == 0, piped.stderr[-3000:]
     report = json.loads(piped.stdout)
     rows = {r["change"]: r for r in report["rows"] if r["round"] == 1}
-    assert "prefetch" in records(store)[rows["prefetch"]["run_id"]].applied and rows["prefetch"]["verdict"] in (
-        "faster",
-        "slower",
-        "no significant difference",
-    )
     assert "num_parallel_calls=tf.data.AUTOTUNE" in records(store)[rows["parallel_calls"]["run_id"]].applied["workers"]
     assert rows["parallel_calls"]["verdict"] == "faster"  # ten 10 ms sleeps at once
     cache = rows["cache"]
@@ -332,30 +327,17 @@ def test_a_change_that_breaks_the_script_is_a_row_of_its_own(tmp_path, fake_gpu)
     assert report["summary"].startswith("no change was faster") and report["best"] is None
     again = records(store)[report["baseline_again"]["run_id"]]
     assert again.status == "stopped" and again.main.steps == report["steps"] >= 32  # the session went on, as many steps
-    # on a script whose layers take it, the policy is set in the child before the first layer: its fit says so;
-    # its in-memory arrays are moved to the (here: CPU) device once and fed to fit in device slices
+    # on a script whose layers take it, the policy is set in the child before the first layer: its fit says
+    # so (64 steps: what is checked is the policy the run trained under, not what it buys on a CPU; device
+    # batches, once tried here too, are test_cli_tune_same_training's)
     fine = run_cli(
-        "tune",
-        "--json",
-        "--steps",
-        "150",
-        "--only",
-        "mixed_precision,device_batches",
-        "--store",
-        str(store),
-        "--",
-        PY,
-        str(script),
-        "nojit",
-        env=env,
-    )
+        "tune", "--json", "--steps", "64", "--only", "mixed_precision", "--store", str(store), "--",
+        PY, str(script), "nojit", env=env,
+    )  # fmt: skip
     assert fine.returncode == 0, fine.stderr[-3000:]
     rows = {r["change"]: r for r in json.loads(fine.stdout)["rows"] if r["round"] == 1}
     mixed = rows["mixed_precision"]
     assert records(store)[mixed["run_id"]].main.precision_policy == "mixed_bfloat16"
-    moved = records(store)[rows["device_batches"]["run_id"]]
-    assert "device_batches" in moved.applied and moved.main.input_type == "generator"
-    assert rows["device_batches"]["verdict"] in ("faster", "slower", "no significant difference")
     assert mixed["verdict"] in ("faster", "slower", "no significant difference")  # a CPU: measured, not promised
 
 
