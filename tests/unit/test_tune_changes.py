@@ -27,6 +27,9 @@ def test_every_knob_is_a_module_of_its_own_and_every_module_a_knob():
     # the one helper beside the kinds: a larger batch's memory, factors and rate, which batch_size
     # and data_parallel (its batch times the devices) share
     assert {stem for stem, m in modules.items() if not hasattr(m, "KIND")} == {"larger_batch"}
+    # found, not listed by hand: each kind says its place in a plan, one place each
+    places = [k.listed for k in changes.KINDS.values()]
+    assert places == sorted(places) and len(set(places)) == len(places)
     for name in changes.CHANGES:
         kind = importlib.import_module(f"gpuscout.tune.changes.{name}").KIND
         assert isinstance(kind, ChangeKind) and kind.name == name and changes.kind(name) is kind

@@ -1,47 +1,24 @@
-"""The changes tune makes, one module each (tune/changes/base.py: what a kind holds), in the order
-a plan lists them. A new change is a module here with its KIND, a line below, its applier in the
-child (child/tune_overrides.py, keyed by its settings), and its tests."""
+"""The changes tune makes, one module each (tune/changes/base.py: what a kind holds), found here
+(a module with a KIND) and listed in the order their kinds say (ChangeKind.listed). A new change is
+a module here, its applier in the child (child/applies/NAME.py, keyed by its settings), its
+settings' fields (core/tune_settings.py), and its tests."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from gpuscout.core.errors import UsageError
-from gpuscout.tune.changes import (
-    augment_in_model,
-    augment_inline,
-    augment_map,
-    batch_size,
-    cache,
-    data_parallel,
-    device_batches,
-    jit_compile,
-    mixed_precision,
-    prefetch,
-    process_workers,
-    steps_per_execution,
-    validation_batch,
-    workers,
-)
 from gpuscout.tune.changes.base import ChangeKind, FileEdits, Where
 
-KINDS: dict[str, ChangeKind] = {
-    k.name: k
-    for k in (
-        jit_compile.KIND,
-        mixed_precision.KIND,
-        steps_per_execution.KIND,
-        workers.KIND,
-        process_workers.KIND,
-        cache.KIND,
-        prefetch.KIND,
-        device_batches.KIND,
-        augment_in_model.KIND,
-        augment_inline.KIND,
-        augment_map.KIND,
-        batch_size.KIND,
-        data_parallel.KIND,
-        validation_batch.KIND,
-    )
-}
+
+def _kinds() -> list[ChangeKind]:
+    """Every kind of this package (its modules' KIND; a helper module has none), in plan order."""
+    found = [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
+    return sorted((m.KIND for m in found if hasattr(m, "KIND")), key=lambda k: k.listed)
+
+
+KINDS: dict[str, ChangeKind] = {k.name: k for k in _kinds()}
 # The knobs (`--only`, `--skip`, Change.knob)
 CHANGES = tuple(KINDS)
 # The changes to the input, in the order a round tries them while the input caps the step

@@ -201,6 +201,7 @@ def _parameter_index(text: str, function: SampleFunction) -> int | None:
 
 class AugmentInModel(ChangeKind):
     name = "augment_in_model"
+    listed = 80
     rule = "a PyDataset whose __getitem__ spends its time in per-image work that Keras layers do"
     input_rank = 2
     input_left = PER_IMAGE_LEFT

@@ -131,6 +131,7 @@ def _inline_edits(where: Where) -> FileEdits:
 
 class AugmentInline(ChangeKind):
     name = "augment_inline"
+    listed = 90
     rule = "a PyDataset's __getitem__, or a generator, that crops, flips, shifts or rescales each image in its own loop"
     input_rank = 2  # beside augment_in_model: the work removed before it is spread over workers
     input_left = PER_IMAGE_LEFT

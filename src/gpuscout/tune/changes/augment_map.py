@@ -135,6 +135,7 @@ def _map_edits(change: Change, where: Where) -> FileEdits:
 
 class AugmentMap(ChangeKind):
     name = "augment_map"
+    listed = 100
     rule = "a tf.data map that crops, flips, shifts or rescales each image at random on the host"
     input_rank = 2  # beside the other augmentation moves: the work removed before it is spread over workers
     input_left = (  # the map's per-element work is on the device now

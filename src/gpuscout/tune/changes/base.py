@@ -82,6 +82,9 @@ class ChangeKind(ABC):
 
     name: str  # the knob: what --only and --skip name, Change.knob
     rule: str  # when it is tried, in a line: the dry run's plan without a baseline
+    # Its place in a plan, the dry run and --help (tune/changes/__init__.py finds the kinds): the
+    # compiled step first, what changes its arithmetic, then the input's changes, the batch, the devices
+    listed: int
     # The order a round tries the input's changes in while the input caps the step (None: not an
     # input change): the one that removes the work before those that spread it
     input_rank: int | None = None

@@ -42,6 +42,7 @@ def rate_edits(settings: dict[str, Any], where: Where) -> FileEdits:
 
 class BatchSize(ChangeKind):
     name = "batch_size"
+    listed = 110
     work_rank = 1
     repeatable = True
     rule = "in-memory arrays, where twice and four times the batch fit in memory"

@@ -44,6 +44,7 @@ def cache(r: WatchRecord) -> list[Change] | str:
 
 class Cache(ChangeKind):
     name = "cache"
+    listed = 50
     rule = "a PyDataset or generator that keeps the loop waiting and makes the same batches again (hashed)"
     input_rank = 0
     input_left = (  # nothing is made any more: what waits is handing kept batches over

@@ -94,6 +94,7 @@ def _after_device_settings(text: str, code: str) -> list[Edit]:
 
 class DataParallel(ChangeKind):
     name = "data_parallel"
+    listed = 120
     spreads = True
     rule = "the framework sees more devices than the step runs on"
 

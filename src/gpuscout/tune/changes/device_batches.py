@@ -92,6 +92,7 @@ def _device_batches_edits(where: Where) -> FileEdits:
 
 class DeviceBatches(ChangeKind):
     name = "device_batches"
+    listed = 70
     work_rank = 3
     rule = "in-memory arrays given to fit on jax, on a GPU: moved to it once, fed in device slices"
     input_rank = 1

@@ -77,6 +77,7 @@ def eager_assignments(text: str) -> list[Edit]:
 
 class JitCompile(ChangeKind):
     name = "jit_compile"
+    listed = 0
     paces = True
     work_rank = 0
     rule = "the step runs without XLA (on tensorflow: only on a GPU, where Keras itself would compile)"

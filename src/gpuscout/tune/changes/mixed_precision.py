@@ -51,6 +51,7 @@ def precision(r: WatchRecord) -> list[Change] | Deferred | str:
 
 class MixedPrecision(ChangeKind):
     name = "mixed_precision"
+    listed = 10
     rule = "float32 on a GPU with tensor cores (compute capability 7.0 or more)"
     # what tensor cores buy grows with the work of a step: a compiled step, a larger batch
     depends_on = ("jit_compile", "batch_size", "device_batches")

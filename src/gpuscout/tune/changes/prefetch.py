@@ -34,6 +34,7 @@ def prefetch(r: WatchRecord) -> list[Change] | str:
 
 class Prefetch(ChangeKind):
     name = "prefetch"
+    listed = 60
     rule = "a tf.data dataset or a generator that keeps the loop waiting"
     input_rank = 4
 

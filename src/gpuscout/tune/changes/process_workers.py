@@ -37,6 +37,7 @@ def process_workers(r: WatchRecord) -> list[Change] | str:
 
 class ProcessWorkers(ChangeKind):
     name = "process_workers"
+    listed = 40
     rule = "a PyDataset that keeps the loop waiting: its batches made in new interpreters, never forked"
     input_rank = 3  # beside workers: threads and processes are two ways to the same producers
     input_left = (  # made outside the GIL now: what waits is their pace and the hand-over

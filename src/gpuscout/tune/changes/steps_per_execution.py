@@ -107,6 +107,7 @@ def tiling(main: WatchedFit) -> tuple[list[int], str | None] | str:
 
 class StepsPerExecution(ChangeKind):
     name = "steps_per_execution"
+    listed = 20
     work_rank = 2
     fewer_calls = True
     rule = "steps under 25 ms, or a host-bound loop (8 and 32, each the nearest that divides the epoch's steps)"

@@ -55,6 +55,7 @@ def validation_batch(r: WatchRecord) -> list[Change] | str:
 
 class ValidationBatch(ChangeKind):
     name = "validation_batch"
+    listed = 130
     rule = f"validation {VALIDATION_SHARE:.0%} of an epoch or more, on arrays (fit's validation_batch_size, {FACTOR}x)"
 
     def plan(self, baseline: WatchRecord, script_batch: int | None) -> list[Change] | str:

@@ -129,6 +129,7 @@ def _super_init(text: str, def_line: int) -> ast.Call:
 
 class Workers(ChangeKind):
     name = "workers"
+    listed = 30
     repeatable = True  # more threads where the input still waits
     rule = "a PyDataset that keeps the loop waiting (threads); a tf.data map left sequential"
     input_rank = 3
