@@ -4,6 +4,7 @@ from them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -27,16 +28,7 @@ def fits_of(events: list[WatchEvent], ended_monotonic_s: float | None = None) ->
     for e in events:
         if isinstance(e, FitBegan):
             fit_of(e.pid, e.fit).update(
-                began=e.began_monotonic_s,
-                batch_size=e.batch_size,
-                epochs_planned=e.epochs,
-                shuffle=e.shuffle,
-                validation=e.validation,
-                validation_steps=e.validation_steps,
-                weighted=e.weighted,
-                validation_maps=list(e.validation_maps),
-                validation_input=e.validation_input,
-                validation_batch_size=e.validation_batch_size,
+                {k: getattr(e, k) for k in BEGUN}, began=e.began_monotonic_s, epochs_planned=e.epochs
             )
         elif isinstance(e, FitAnnounced):
             fit_of(e.pid, e.fit).update(
@@ -98,35 +90,17 @@ def fits_of(events: list[WatchEvent], ended_monotonic_s: float | None = None) ->
     return out
 
 
-# The announced fit's fields that its record keeps under the same name
-ANNOUNCED = (
-    "backend",
-    "keras_version",
-    "model",
-    "params",
-    "batch_size",
-    "batch_bytes",
-    "input_type",
-    "precision_policy",
-    "compute_dtype",
-    "jit_compile",
-    "steps_per_execution",
-    "strategy",
-    "compile_s",
-    "flops_coverage",
-    "steps_per_epoch",
-    "input_in_graph",
-    "input_workers",
-    "input_multiprocessing",
-    "sync_callbacks",
-    "rate_callback",
-    "optimizer",
-    "learning_rate",
-    "augmented_in_model",
-    "own_train_step",
-    "run_eagerly",
-    "devices",
-)
+def _same_named(event: type, apart: set[str]) -> tuple[str, ...]:
+    """The event's fields that its fit's record keeps under the same name: each fact declared in
+    the event and the record, never a third time in a copy here (issue 88: a fit's validation
+    maps were declared in four files). `apart`: those the record keeps otherwise."""
+    return tuple(f.name for f in dataclasses.fields(event) if f.name in WatchedFit.model_fields and f.name not in apart)
+
+
+# Kept otherwise: pid keys the fit; an event's `epochs` is the count fit was asked for (the record's
+# epochs_planned: its `epochs` are those run); replicas default to one; sites only where seen
+BEGUN = _same_named(FitBegan, {"pid", "epochs"})
+ANNOUNCED = _same_named(FitAnnounced, {"pid", "epochs", "replicas", "sites"})
 
 
 def log_value(value: Any) -> LogValue:
