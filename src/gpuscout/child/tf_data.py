@@ -52,6 +52,11 @@ PARALLEL_AT = {"map": 1, "interleave": 3, "batch": 2}
 # Elements of a map's output compared between two passes: what tells a deterministic step from a
 # random one (two passes of a random augmentation differ in their first element)
 REPEAT_CHECKED = 4
+# ... but at least this many where an element is one image (a map before batch()): a random flip
+# is one coin an image, and four images came out the same in both passes one time in 16 (a unit
+# test's flake, 2026-12-07): the map was taken for deterministic, its augmentation for cacheable.
+# 32 coins: one time in four billion.
+IMAGES_CHECKED = 32
 # Packages whose calls are not the script's own: TensorFlow's and Keras' data adapters build maps
 # of their own, and gpuscout's fixes wrap the dataset fit is given. Told by where each package is
 # installed, not by a folder's name (a user's project may well live in a folder called keras)
@@ -187,8 +192,17 @@ def map_sites(dataset) -> list[str]:
     return [f"{op['file']}:{op['line']}" for op in chain if op["op"] == "map"]
 
 
+def _checked(dataset) -> int:
+    """How many of a map's elements two passes compare: REPEAT_CHECKED, or IMAGES_CHECKED where
+    each element is one image (height, width, channels)."""
+    spec = dataset.element_spec
+    first = spec[0] if isinstance(spec, tuple) and spec else spec
+    rank = getattr(getattr(first, "shape", None), "rank", None)
+    return max(REPEAT_CHECKED, IMAGES_CHECKED) if rank == 3 else REPEAT_CHECKED
+
+
 def _repeats(dataset) -> dict:
-    """Whether a map's output repeats: its first REPEAT_CHECKED elements made twice, compared by
+    """Whether a map's output repeats: its first elements (_checked) made twice, compared by
     digest (child/input_repeats.py), and how many elements it makes (its cardinality: endless, or
     None where TensorFlow cannot tell) and their bytes."""
     import tensorflow as tf
@@ -199,7 +213,8 @@ def _repeats(dataset) -> dict:
     try:
         count = int(tf.data.experimental.cardinality(dataset).numpy())
         facts.update(elements=count if count >= 0 else None, endless=count == tf.data.INFINITE_CARDINALITY)
-        passes = [[batch_digest(e) for e in dataset.take(REPEAT_CHECKED).as_numpy_iterator()] for _ in range(2)]
+        checked = _checked(dataset)
+        passes = [[batch_digest(e) for e in dataset.take(checked).as_numpy_iterator()] for _ in range(2)]
     except (Unhashable, tf.errors.OpError, TypeError, ValueError) as exc:
         facts["repeats_note"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         return facts
