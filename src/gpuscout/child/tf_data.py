@@ -198,7 +198,7 @@ def _checked(dataset) -> int:
     spec = dataset.element_spec
     first = spec[0] if isinstance(spec, tuple) and spec else spec
     rank = getattr(getattr(first, "shape", None), "rank", None)
-    return max(REPEAT_CHECKED, IMAGES_CHECKED) if rank == 3 else REPEAT_CHECKED
+    return IMAGES_CHECKED if rank == 3 else REPEAT_CHECKED
 
 
 def _repeats(dataset) -> dict:

@@ -175,8 +175,8 @@ RESERVED = json.dumps({"reserved": True})
 
 
 def reserve(path: str) -> None:
-    """`path` made now, a new file (never through a link), holding a placeholder that readers take
-    for "not written yet" and the room for what write_whole puts there later. OSError if it cannot."""
+    """`path` made now, a new file (never through a link), holding the RESERVED marker (readers take
+    it for "not written yet") and the room for what write_whole puts there later. OSError if it cannot."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         _write_all(fd, RESERVED.encode().ljust(RESERVED_BYTES))
@@ -187,8 +187,10 @@ def reserve(path: str) -> None:
 
 def write_whole(path: str, text: str) -> bool:
     """`text` as `path`'s content, whole or not at all: in place where reserve() kept room for it
-    (padded with spaces to that room, so nothing of the placeholder is left), else through a
-    temporary file renamed over it. False where neither could be done (nothing half written)."""
+    (padded with spaces to that room, so nothing of the marker is left), else through a temporary
+    file renamed over it. False where neither could be done (nothing half written). core/outputs'
+    replace_whole and write_all do the same for the package; the guard runs with -I -S and imports
+    none of it."""
     data = text.encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

@@ -260,12 +260,15 @@ class Zygote:
                     # no child started it cold a second time (issue 87, item 8's drill: a trial's
                     # side effect done twice, both runs' output in one log)
                     child = WarmChild(message["pid"]) if "pid" in message else None
-                    if child is not None and message["started"] in self.abandoned:
-                        with contextlib.suppress(OSError):  # its starter gave up and started it cold
-                            os.killpg(child.pid, signal.SIGKILL)  # its group (the zygote made it one)
-                    elif child is not None:
-                        self.children[child.pid] = child
-                    self.answers[message["started"]] = child
+                    if message["started"] in self.abandoned:  # its starter gave up and started it cold
+                        self.abandoned.discard(message["started"])
+                        if child is not None:
+                            with contextlib.suppress(OSError):  # its group (the zygote made it one)
+                                os.killpg(child.pid, signal.SIGKILL)
+                    else:
+                        if child is not None:
+                            self.children[child.pid] = child
+                        self.answers[message["started"]] = child
                 elif "exited" in message and message["exited"] in self.children:
                     self.children.pop(message["exited"]).ended(os.waitstatus_to_exitcode(message["status"]))
                 self.changed.notify_all()

@@ -145,7 +145,8 @@ def judged(
     the windows' figures stand beside the epochs' either way. `settings`: the whole setting the
     runs ran (its cache's fill epochs are left out of its pace); default: the change's own."""
     r = runs[-1]
-    settings = settings if settings is not None else (change.tuned if change else TuneSettings())
+    own = change.tuned if change else TuneSettings()  # the change's own settings, read once
+    settings = settings if settings is not None else own
     out = Judged(
         change=change.name if change else "baseline",
         knob=change.knob if change else None,
@@ -164,7 +165,7 @@ def judged(
         last_loss=r.main.last_loss if r.main else None,
         steps=r.main.steps if r.main else 0,
     )
-    own_batch = batch if change is None or change.tuned.batch_size is None else None
+    own_batch = batch if own.batch_size is None else None
     windows = [w for run in runs for w in rates(run, own_batch, fill_steps(settings))]
     if windows and not r.windows_samples_per_s:  # counted from steps: say so, and show the figure
         out.set(
@@ -190,7 +191,7 @@ def judged(
     if change is not None and missing:
         out.set(note=f"nothing in this script to apply {', '.join(sorted(missing))} to")
     elif (
-        change is not None and change.tuned.mixed_precision and r.main and r.main.precision_policy in (None, "float32")
+        change is not None and own.mixed_precision and r.main and r.main.precision_policy in (None, "float32")
     ):  # what fit ran, whatever was set
         out.set(note="the policy was set, but the model trained in float32 (a layer or the script set its own)")
     failed = next((run for run in runs if not run.ok), None)
@@ -230,7 +231,7 @@ def judged(
     problems = [p for run in runs if (p := health(run, beside[0] if beside else run))]
     out.set(healthy=not problems, health=problems[0] if problems else None)
     if change is not None and beside:
-        different = same_training.differences(runs, beside, same_training.Declared.of(change.tuned))
+        different = same_training.differences(runs, beside, same_training.Declared.of(own))
         out.set(
             changes_training="; ".join(different) or None,
             training_checked=same_training.checked(runs, beside),
