@@ -213,9 +213,16 @@ def test_a_generator_is_read_ahead(tmp_path):
         env=env,
     )  # tensorflow reads a generator ahead itself
     assert read_ahead.returncode == 0, read_ahead.stderr[-3000:]
-    prefetch = json.loads(read_ahead.stdout)["rows"][0]
-    # significantly faster, by a tenth or more (reading ahead overlaps a 10 ms batch with a 10 ms step)
-    assert prefetch["change"] == "prefetch" and prefetch["verdict"] == "faster" and prefetch["ratio"] > 1.1
+    report = json.loads(read_ahead.stdout)
+    prefetch, baseline = report["rows"][0], report["baseline"]
+    # reading ahead overlaps the generator's 10 ms sleep with the step: the loop waits for its input
+    # a fraction of what it did (0.9% against 37% beside the suite). The wait is what this test
+    # holds; the pace on two shared cores is not (CI once saw one slow epoch leave the first run
+    # undecided: the search measures such a run again, tests/unit/test_tune_search.py, and
+    # docs/benchmarks.md holds the speed-up)
+    assert prefetch["change"] == "prefetch" and "prefetch" in prefetch["applied"]
+    assert prefetch["input_wait_share"] < baseline["input_wait_share"] / 2, (prefetch, baseline)
+    assert prefetch["verdict"] != "slower" and prefetch["healthy"] and not prefetch["changes_training"]
 
 
 @pytest.mark.slow

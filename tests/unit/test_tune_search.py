@@ -93,6 +93,30 @@ def test_a_noisy_reference_has_the_leaders_measured_again():
     assert cache.row.verdict == "faster" and [t.change for t in found.path] == [CACHE]
 
 
+def test_a_change_one_run_left_undecided_but_far_ahead_is_measured_again_before_it_is_let_go():
+    """Read-ahead at 1,500 samples/s against a reference at 1,000, but its one run caught a busy
+    neighbour (windows from 150 to 2,850): the rank test cannot tell it from the reference. Its
+    median is 1.5x, past PROMISING: it runs again, beside the reference again, and the pooled
+    runs keep it. A change whose one run sits inside the host's drift (1.05x) is not run again."""
+    runs = {"cache": iter([record(1500.0, jitter=0.9), record(1500.0)])}
+
+    def run(config, name, steps, at_most_s=None):
+        if not config.changes:
+            return record(1000.0)
+        return next(runs["cache"]) if config.knobs == {"cache"} else record(1000.0, jitter=0.3)
+
+    found = search.search(
+        run, lambda f, k: Plan(changes=[CACHE, SPE] if not k else []), record(1000.0), search.Budget(3600), 0, STEPS
+    )
+    first = judging.judged(CACHE, found.trials[0].runs[:1], found.trials[0].beside[:2], BATCH)
+    assert first.verdict == "no significant difference" and first.ratio >= search.PROMISING  # one run: open
+    cache = next(t for t in found.trials if t.change is CACHE)
+    assert cache.row.remeasured and not cache.row.noisy and len(cache.runs) == 2 and len(cache.beside) == 3
+    assert cache.row.verdict == "faster" and [t.change for t in found.path] == [CACHE]
+    spe = next(t for t in found.trials if t.change is SPE)
+    assert spe.row.verdict == "no significant difference" and not spe.row.remeasured and len(spe.runs) == 1
+
+
 def test_the_budget_stops_the_search_and_says_what_was_left():
     def run(config, name, steps, at_most_s=None):
         made = record(1000.0)

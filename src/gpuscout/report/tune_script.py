@@ -84,7 +84,8 @@ def _table(report: TuneScriptReport, narrow: bool) -> Table:
     for number, row, name, health in rows:
         on = row.on or "baseline"
         if row.remeasured:
-            health += " (measured again: the host was noisy)"
+            why = "the host was noisy" if row.noisy else "one run left it open"
+            health += f" (measured again: {why})"
         cells = {
             "round": number,
             "change": Text(name if not narrow or on == "baseline" else f"{name} on {on}"),

@@ -46,8 +46,15 @@ CUT_FLOOR_S = 10.0
 # CNN waiting 88-91% of the time ran 1.01x with read-ahead alone, 0.96x with bf16 alone and 1.40x with
 # both (docs/benchmarks.md): neither alone is kept, so only the pair finds it.
 PAIRED_AT_MOST = 3
-# Leading candidates measured again when the reference runs beside them disagreed.
+# Leading candidates measured again when the reference runs beside them disagreed; as many
+# undecided ones measured again where their one run's median is PROMISING or more.
 REMEASURE = 2
+# One candidate run (three epochs) against the reference's two is a weak test: on a loaded CI
+# runner a generator's read-ahead, 1.9x on the same tree beside the suite, came out "no significant
+# difference" from one slow epoch (Mann-Whitney 3 against 6: one epoch past two reference epochs
+# gives p 0.095). A median this far ahead, beyond a host's drift (judging.NOISY_SHARE), is measured
+# once more before it is let go: the fix that matters is never missed on one run's say.
+PROMISING = 1 + judging.NOISY_SHARE
 # The final block (tune/confirm.py): the chosen setting and the baseline alternately, the fewest
 # runs a side whose spread says anything (confirm.CONFIRM_FIRST); more only where those do not settle it
 FINAL_RUNS = 4
@@ -162,12 +169,15 @@ class Measuring:
 
     def leaders(self, trials: list[Trial]) -> list[Trial]:
         """The round's faster trials, fastest first; where the reference runs beside them disagreed
-        (a noisy host), the REMEASURE leading ones measured again first."""
+        (a noisy host), the REMEASURE leading ones measured again first, and so are the REMEASURE
+        undecided ones whose run was PROMISING."""
         reference, budget, out = self.reference, self.budget, self.out
         leaders = sorted((t for t in trials if t.faster), key=lambda t: -t.row.ratio)
-        if not any(t.row.noisy for t in leaders):
+        again = leaders[:REMEASURE] if any(t.row.noisy for t in leaders) else []
+        again += sorted((t for t in trials if _promising(t)), key=lambda t: -t.row.ratio)[:REMEASURE]
+        if not again:
             return leaders
-        for trial in leaders[:REMEASURE]:
+        for trial in again:
             if not budget.allows(
                 [
                     budget.cost(trial.config.name, trial.steps),
@@ -182,7 +192,22 @@ class Measuring:
             trial.beside.append(_ran(self.run, reference, f"{reference.name} again", budget, self.count, out))
             trial.judge(self.batch)
             trial.row.remeasured = True
-        return sorted((t for t in leaders if t.faster), key=lambda t: -t.row.ratio)
+        return sorted((t for t in trials if t.faster), key=lambda t: -t.row.ratio)
+
+
+def _promising(trial: Trial) -> bool:
+    """Undecided on its one run, with a median PROMISING or more ahead and nothing else against it
+    (its training healthy and the same, its steps all run)."""
+    row = trial.row
+    return (
+        row is not None
+        and row.verdict == "no significant difference"
+        and (row.ratio or 0) >= PROMISING
+        and row.healthy is not False
+        and not row.changes_training
+        and not row.remeasured
+        and all(r.main is not None and not r.main.stopped_by_limit for r in trial.runs)
+    )
 
 
 def _again_first(candidates: list[Change], out: Outcome, reference: Config) -> list[Change]:
