@@ -52,10 +52,11 @@ def set_seed(keras, seed: int) -> None:
 
 # What Keras imports wherever it is installed and no measuring child uses: matplotlib.pyplot (its
 # image-gallery plot), pandas (DataFrames as fit's input, keras/src/trainers/data_adapters/
-# array_slicing.py) and scikit-learn (its wrappers, which pull in scipy.stats). gpuscout's own
-# report and MLflow install them beside it: `import keras` took 4.5-5.0 s on the CI's CPU, 2.9-3.5 s
-# with the three hidden (2026-12-02), a second and a half of every measuring child.
-HIDDEN_FROM_KERAS = ("matplotlib", "pandas", "sklearn")
+# array_slicing.py), scikit-learn (its wrappers, which pull in scipy.stats) and IPython (the saved
+# file editor's notebook display, keras/src/saving/file_editor.py). gpuscout's own report, MLflow
+# and the notebook extra install them beside it: `import keras` took 4.5-5.0 s on the CI's CPU,
+# 2.9-3.5 s with the first three hidden (2026-12-02); IPython was 0.23 s more (2026-12-08).
+HIDDEN_FROM_KERAS = ("matplotlib", "pandas", "sklearn", "IPython")
 
 
 def import_keras():
