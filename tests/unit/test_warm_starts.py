@@ -1,4 +1,4 @@
-"""Warm starts (executor/warm.py, executor/zygote.py): what the scan of a script preloads, which
+"""Warm starts (executor/warm.py, warm_scan.py, zygote.py): what the scan of a script preloads, which
 commands are forked, and a forked trial that is, to itself and to gpuscout, the cold
 `python SCRIPT ARGS` it stands for. numpy is the framework here (a real one, quick to import)."""
 
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout.executor import process, warm
+from gpuscout.executor import process, warm, warm_scan
 from tests.conftest import alive
 
 
 def scan(tmp_path: Path, text: str):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(text))
-    return warm.preloads(str(script))
+    return warm_scan.preloads(str(script))
 
 
 def test_the_scan_preloads_the_frameworks_imported_before_anything_runs(tmp_path):
@@ -52,7 +52,7 @@ def test_the_scan_preloads_the_frameworks_imported_before_anything_runs(tmp_path
     assert modules == ["tensorflow", "keras", "jax", "numpy"]  # pandas comes after code that ran
     assert scan(tmp_path, "import keras\n")[0] == ["keras", "tensorflow"]  # Keras imports it to seed it
     assert settings == [("KERAS_BACKEND", "jax", True), ("TF_CPP_MIN_LOG_LEVEL", "2", False)]
-    assert warm.with_settings({"KERAS_BACKEND": "torch"}, settings) == {
+    assert warm_scan.with_settings({"KERAS_BACKEND": "torch"}, settings) == {
         "KERAS_BACKEND": "torch",  # setdefault: the environment's own value wins, as in the script
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
@@ -77,11 +77,11 @@ def test_only_python_running_a_script_is_forked(tmp_path):
     script = tmp_path / "t.py"
     script.write_text("")
     env = {"PATH": os.environ["PATH"]}
-    assert warm.python_script([sys.executable, str(script), "--lr", "1"], env) == (sys.executable, str(script))
-    assert warm.python_script([sys.executable, "-m", "train"], env) is None
-    assert warm.python_script([sys.executable, str(tmp_path / "missing.py")], env) is None
-    assert warm.python_script(["/bin/sh", "-c", f"python {script}"], env) is None
-    assert warm.python_script(["bash", str(script)], env) is None
+    assert warm_scan.python_script([sys.executable, str(script), "--lr", "1"], env) == (sys.executable, str(script))
+    assert warm_scan.python_script([sys.executable, "-m", "train"], env) is None
+    assert warm_scan.python_script([sys.executable, str(tmp_path / "missing.py")], env) is None
+    assert warm_scan.python_script(["/bin/sh", "-c", f"python {script}"], env) is None
+    assert warm_scan.python_script(["bash", str(script)], env) is None
 
 
 TRIAL = """import sys
@@ -134,7 +134,7 @@ def test_a_forked_trial_is_the_script_its_command_names(tmp_path, monkeypatch):
     script = tmp_path / "code" / "trial.py"
     script.write_text("import numpy\n" + TRIAL)
     monkeypatch.chdir(tmp_path)
-    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}))
+    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}).__contains__)
     try:
         # made by a thread that ends at once (a sweep's slot thread): the zygote must outlive it
         maker = threading.Thread(
@@ -176,6 +176,45 @@ def test_a_forked_trial_is_the_script_its_command_names(tmp_path, monkeypatch):
     assert starts.summary()["refused"] == []  # ended by close(): no failure of its own
 
 
+def test_one_warm_interpreter_serves_every_setting_each_fork_reading_its_own(tmp_path, monkeypatch):
+    """tune's runs of one session (measure/series.py): the instrumentation is imported in the
+    zygote under none of gpuscout's own variables, and each fork reads its run's (tune's settings,
+    the steps, the windows) again once it holds the run's environment: one interpreter for a
+    session's settings and step counts, none of them leaking from one run into the next."""
+    from gpuscout.core.tune_settings import ENV, TuneSettings
+    from gpuscout.measure.command import Instrumentation, is_instrumentation_variable
+
+    script = tmp_path / "trial.py"
+    script.write_text(
+        "import numpy\nimport json\nfrom gpuscout.child import tune_state, watch_state\n"
+        "limits = watch_state.LIMITS\n"
+        "print(json.dumps([limits.max_steps, limits.window_steps, limits.check_repeats, "
+        "tune_state.SETTINGS.jit_compile, tune_state.SETTINGS.batch_size]))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    asked = [
+        ({"GPUSCOUT_WATCH_STEPS": "150", "GPUSCOUT_WATCH_WINDOW_STEPS": "8"}, TuneSettings(jit_compile=True)),
+        ({"GPUSCOUT_WATCH_STEPS": "60", "GPUSCOUT_WATCH_REPEATS": "0"}, TuneSettings(batch_size=128)),
+        ({}, TuneSettings()),
+    ]
+    seen = []
+    with Instrumentation() as instrumentation:
+        starts = warm.WarmStarts(tmp_path, is_instrumentation_variable)
+        try:
+            for variables, settings in asked:
+                env = instrumentation.env(dict(os.environ), {**variables, ENV: settings.to_json()})
+                argv = [sys.executable, str(script)]
+                starter = starts.starter(argv, env)
+                with open(tmp_path / "out", "wb") as out:
+                    finished = process.run(argv, env=env, stdout=out, stderr=out, start=starter, timeout_s=60)
+                assert finished.returncode == 0 and starter is not None and starter.used, "forked, not cold"
+                seen.append(json.loads((tmp_path / "out").read_text().splitlines()[-1]))
+            assert len(starts.zygotes) == 1  # one interpreter for the three settings and step counts
+        finally:
+            starts.close()
+    assert seen == [[150, 8, True, True, None], [60, None, False, False, 128], [None, None, True, False, None]]
+
+
 def test_no_forked_trial_outlives_gpuscout_killed_with_9(tmp_path):
     """gpuscout -> the zygote's guard -> the zygote -> the trial's guard -> the trial: kill -9 at
     the top, and each layer's guard ends the one below."""
@@ -188,7 +227,7 @@ def test_no_forked_trial_outlives_gpuscout_killed_with_9(tmp_path):
             import os, sys
             from pathlib import Path
             from gpuscout.executor import process, warm
-            starts = warm.WarmStarts(Path({str(tmp_path)!r}), frozenset())
+            starts = warm.WarmStarts(Path({str(tmp_path)!r}), frozenset().__contains__)
             argv = [sys.executable, {str(script)!r}, "sleep", {str(tmp_path / "pid")!r}]
             process.run(argv, env=dict(os.environ), timeout_s=120, stdout=None, stderr=None,
                         start=starts.starter(argv, dict(os.environ)))
@@ -218,7 +257,7 @@ def test_a_trial_whose_warm_interpreter_dies_is_lost_not_failed(tmp_path):
 
     script = tmp_path / "trial.py"
     script.write_text(TRIAL)
-    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}))
+    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}).__contains__)
     pidfile = tmp_path / "pid"
     outcome = {}
     runner = threading.Thread(
@@ -262,7 +301,7 @@ def test_a_forked_trial_finalises_its_objects_after_its_atexit_handlers(tmp_path
     keep the exit handlers, gpuscout's exit event among them, from running first."""
     script = tmp_path / "order.py"
     script.write_text(ORDER)
-    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}))
+    starts = warm.WarmStarts(tmp_path, frozenset({"CUDA_VISIBLE_DEVICES", "LEFT_OPEN"}).__contains__)
     try:
         for cuda in ("0", "1"):
             finished, starter, *_ = run_trial(starts, script, [str(tmp_path / f"order-{cuda}")], tmp_path, cuda)
@@ -278,8 +317,8 @@ def test_tune_keeps_at_most_its_few_warm_interpreters_and_each_imports_what_earl
     earlier run said it imported, which the scan of the script's top did not find."""
     script = tmp_path / "train.py"
     script.write_text("import os\nprint(os.getpid())\nimport numpy\n")  # code first: the scan finds nothing
-    assert warm.preloads(str(script)) == ([], [])
-    starts = warm.WarmStarts(tmp_path, frozenset(), most=2)
+    assert warm_scan.preloads(str(script)) == ([], [])
+    starts = warm.WarmStarts(tmp_path, frozenset().__contains__, most=2)
     argv = [sys.executable, str(script)]
     try:
         made = [starts._zygote(argv, {**os.environ, "SETTING": name}, ("numpy",)) for name in ("a", "b")]

@@ -8,10 +8,23 @@ from __future__ import annotations
 import os
 
 from gpuscout.child.watch_state import emit
+from gpuscout.core import events
 from gpuscout.core.tune_settings import TuneSettings
 
 SETTINGS = TuneSettings.from_env(os.environ)
 _said: set[str] = set()
+
+
+def read_environment() -> None:
+    """This run's settings from its environment as it is now (a warm interpreter's fork, once it
+    holds the run's environment: one interpreter serves every setting of a tune session that
+    Keras' import does not read, core/tune_settings.AT_KERAS_IMPORT)."""
+    global SETTINGS
+    SETTINGS = TuneSettings.from_env(os.environ)
+    _said.clear()
+
+
+events.on_environment(read_environment)
 
 
 def settings() -> TuneSettings:

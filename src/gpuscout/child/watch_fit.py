@@ -6,7 +6,7 @@ Its `train_function` is wrapped so that:
   the input wait, exactly, on both backends (Keras' own Python path for an iterator that is not a
   tf.data one runs the same compiled one-step function);
 - the time between two calls is the loop's time outside the step (callbacks, bookkeeping);
-- every WINDOW_S seconds it waits for the last step's outputs, so the window's length (and the
+- every LIMITS.window_s seconds it waits for the last step's outputs, so the window's length (and the
   time per step) is the device's, not the dispatch's: one synchronisation a second, not per step;
 - where a callback of the user's makes Keras wait for each step's logs (one that is not
   `async_safe` and has a batch-end hook: Keras then converts the logs to Python numbers after
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from gpuscout.child import tf_data
+from gpuscout.child import tf_data, watch_state
 from gpuscout.child.applies.augment_in_model import augments
 from gpuscout.child.callback_times import CallbackTimes, waits_for_logs
 from gpuscout.child.fit_input import (
@@ -44,11 +44,7 @@ from gpuscout.child.model_facts import model_facts, optimizer_facts, peak_memory
 from gpuscout.child.sample_work import SampleWork
 from gpuscout.child.step_outputs import last_loss, log_value, step_logs, wait_for
 from gpuscout.child.watch_state import (
-    CHECK_REPEATS,
     STATE,
-    TELL_AUGMENTATION,
-    WINDOW_S,
-    WINDOW_STEPS,
     emit,
     halt,
     interrupted_again,
@@ -113,6 +109,7 @@ class FitWatch:
     """One Model.fit call: its windows, epochs and the model's facts."""
 
     def __init__(self, model, x, callbacks=(), site: dict | None = None) -> None:
+        self.limits = limits = watch_state.LIMITS  # what gpuscout asked of this run
         STATE.fits += 1
         self.site = site
         self.index, self.model, self.x = STATE.fits, model, x
@@ -124,14 +121,14 @@ class FitWatch:
         # do a PyDataset's epochs, or a generator's stream, repeat? (could they be kept: cache)
         self.repeats = (
             InputRepeats(batches_per_epoch(x))
-            if CHECK_REPEATS and input_type(x) in ("PyDataset", "generator")
+            if limits.check_repeats and input_type(x) in ("PyDataset", "generator")
             else None
         )
         self.unobserve = lambda: None
         # where a PyDataset's __getitem__ spends its time (what moving its work into the model needs)
-        self.sample_work = SampleWork.watching(x) if CHECK_REPEATS and input_type(x) == "PyDataset" else None
+        self.sample_work = SampleWork.watching(x) if limits.check_repeats and input_type(x) == "PyDataset" else None
         # a generator's function and arguments, read before its first batch: its loop told as layers at the end
-        self.generator_made = generator_made(x) if TELL_AUGMENTATION and input_type(x) == "generator" else None
+        self.generator_made = generator_made(x) if limits.tell_augmentation and input_type(x) == "generator" else None
         self.original_train_function = self.original_test_function = None
         self.batch_size = self.batch_bytes = None
         self.batches = self.samples = 0
@@ -260,7 +257,7 @@ class FitWatch:
             STATE.timed_from = STATE.timed_from or now
             self.announce(compile_s=now - start)
             self.open_window(now)
-        elif (self.batches - self.window[1] >= WINDOW_STEPS) if WINDOW_STEPS else (now - self.window[0] >= WINDOW_S):
+        elif self.limits.window_ends(self.batches - self.window[1], now - self.window[0]):
             self.close_window()
             self.open_window(time.monotonic())
         self.last_end = time.monotonic()
@@ -375,6 +372,7 @@ class FitWatch:
         return args, kwargs
 
     def end(self) -> None:
+        told = self.limits.tell_augmentation  # the function told as layers (tune's first baseline)
         self.training_ended()
         self.unwrap()
         self.unobserve()
@@ -389,11 +387,12 @@ class FitWatch:
             stopped_by_limit=STATE.limit_reached,
             last_loss=last_loss(self.last_outputs),
             **({"input_repeats": self.repeats.counts()} if self.repeats is not None else {}),
-            **({"sample_work": self.sample_work.finish(TELL_AUGMENTATION)} if self.sample_work is not None else {}),
+            **({"sample_work": self.sample_work.finish(told)} if self.sample_work is not None else {}),
             **({"generator_inline": told_for_the_record(self.generator_made)} if self.generator_made else {}),
         )
         if input_type(self.x) == "tf.data":  # after the timed steps: its repeat check makes elements again
             try:
-                emit("watch_pipeline", fit=self.index, ops=tf_data.chain_of(self.x, CHECK_REPEATS, TELL_AUGMENTATION))
+                ops = tf_data.chain_of(self.x, self.limits.check_repeats, told)
+                emit("watch_pipeline", fit=self.index, ops=ops)
             except Exception as exc:
                 report_failure("reading the tf.data pipeline", exc)

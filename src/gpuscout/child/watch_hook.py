@@ -23,13 +23,11 @@ import sys
 import threading
 import time
 
-from gpuscout.child import mlflow_run, tf_data, tune_overrides
+from gpuscout.child import mlflow_run, tf_data, tune_overrides, watch_state
 from gpuscout.child.fit_input import training_arguments
 from gpuscout.child.watch_fit import FitWatch
 from gpuscout.child.watch_state import (
     STATE,
-    WHOLE_EPOCHS,
-    WINDOW_S,
     emit,
     halt,
     interrupted_again,
@@ -70,7 +68,7 @@ def make_callback(fit: FitWatch):
 
         def on_epoch_end(self, epoch, logs=None):  # the last callback: the user's have run
             fit.epoch_end(epoch, logs)
-            if WHOLE_EPOCHS and limit_reached(epoch_end=True):
+            if watch_state.LIMITS.whole_epochs and limit_reached(epoch_end=True):
                 fit.end()
                 halt()
 
@@ -222,7 +220,7 @@ def instrument_tf_data(module) -> None:
 
 
 class CustomSteps:
-    """gpuscout.watch.step() in a training loop of the script's own: windows of WINDOW_S between
+    """gpuscout.watch.step() in a training loop of the script's own: windows of LIMITS.window_s between
     calls. The first call ends the first step (it holds the compilation): windows start there.
     What is left of the last window is sent when the process exits."""
 
@@ -249,7 +247,7 @@ class CustomSteps:
             self.counted = self.counted and samples is not None
             self.samples += samples or 0
             self.last = now
-            if now - self.start >= WINDOW_S:
+            if now - self.start >= watch_state.LIMITS.window_s:
                 self.flush()
         if trace_toggles(STATE.steps + 1):  # --trace-steps: the traced steps get a window of their own
             self.flush()

@@ -11,30 +11,74 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gpuscout.core import events, frameworks
 from gpuscout.executor.guard import write_whole
 
-WINDOW_S = float(os.environ.get("GPUSCOUT_WATCH_WINDOW_S", "1.0"))
-# Windows of this many steps instead of WINDOW_S seconds (`tune`: every run of a session has the
-# same steps, and so the same number of windows however fast a change makes it)
-WINDOW_STEPS = int(os.environ.get("GPUSCOUT_WATCH_WINDOW_STEPS", "0")) or None
-# Whether a Python input's batches repeat is checked (child/input_repeats.py); tune's runs after its
-# first baseline turn it off
-CHECK_REPEATS = os.environ.get("GPUSCOUT_WATCH_REPEATS", "1") != "0"
-# tune's first baseline: the PyDataset's per-sample function called again to tell it as layers
-TELL_AUGMENTATION = os.environ.get("GPUSCOUT_WATCH_AUGMENTATION") == "1"
-MAX_STEPS = int(os.environ.get("GPUSCOUT_WATCH_STEPS", "0")) or None
-# tune's runs of whole epochs: the --steps limit is met at the end of the epoch that reaches it
-# (its validation and callbacks run), so every epoch of the run is whole and timed as the user's
-# clock times it; past twice the steps it is met wherever the run is (an epoch far longer than
-# the one asked for: a change that made it so)
-WHOLE_EPOCHS = os.environ.get("GPUSCOUT_WATCH_WHOLE_EPOCHS") == "1"
-MAX_SECONDS = float(os.environ.get("GPUSCOUT_WATCH_SECONDS", "0")) or None
-TRACE = os.environ.get("GPUSCOUT_WATCH_TRACE")  # "first:last" training steps to trace
-TRACE_DIR = os.environ.get("GPUSCOUT_WATCH_TRACE_DIR")
-# (first, last), parsed once: every training step asks whether the profiler starts or stops before the next
-TRACE_STEPS = tuple(int(part) for part in TRACE.split(":")) if TRACE and TRACE_DIR else None
+
+@dataclass(frozen=True)
+class Limits:
+    """What gpuscout asked of this run in its environment (GPUSCOUT_WATCH_*): read as the process
+    starts, and again (read_environment) when a warm interpreter's fork becomes a run
+    (executor/zygote.py), whose environment is then the run's own."""
+
+    window_s: float = 1.0
+    # windows of this many steps instead of window_s seconds (`tune`: every run of a session has the
+    # same steps, and so the same number of windows however fast a change makes it)
+    window_steps: int | None = None
+    # whether a Python input's batches repeat is checked (child/input_repeats.py); tune's runs after
+    # its first baseline turn it off
+    check_repeats: bool = True
+    # tune's first baseline: the PyDataset's per-sample function called again to tell it as layers
+    tell_augmentation: bool = False
+    max_steps: int | None = None
+    # tune's runs of whole epochs: the --steps limit is met at the end of the epoch that reaches it
+    # (its validation and callbacks run), so every epoch of the run is whole and timed as the user's
+    # clock times it; past twice the steps it is met wherever the run is (an epoch far longer than
+    # the one asked for: a change that made it so)
+    whole_epochs: bool = False
+    max_seconds: float | None = None
+    trace_dir: str | None = None
+    # (first, last) training steps to trace, parsed once: every training step asks whether the
+    # profiler starts or stops before the next
+    trace_steps: tuple[int, int] | None = None
+
+    def window_ends(self, steps: int, seconds: float) -> bool:
+        """Whether a window that has run `steps` training steps in `seconds` is full."""
+        return steps >= self.window_steps if self.window_steps else seconds >= self.window_s
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Limits:
+        trace, trace_dir = env.get("GPUSCOUT_WATCH_TRACE"), env.get("GPUSCOUT_WATCH_TRACE_DIR")
+        first, _, last = (trace or "").partition(":")
+        return cls(
+            window_s=float(env.get("GPUSCOUT_WATCH_WINDOW_S", "1.0")),
+            window_steps=int(env.get("GPUSCOUT_WATCH_WINDOW_STEPS", "0")) or None,
+            check_repeats=env.get("GPUSCOUT_WATCH_REPEATS", "1") != "0",
+            tell_augmentation=env.get("GPUSCOUT_WATCH_AUGMENTATION") == "1",
+            max_steps=int(env.get("GPUSCOUT_WATCH_STEPS", "0")) or None,
+            whole_epochs=env.get("GPUSCOUT_WATCH_WHOLE_EPOCHS") == "1",
+            max_seconds=float(env.get("GPUSCOUT_WATCH_SECONDS", "0")) or None,
+            trace_dir=trace_dir,
+            trace_steps=(int(first), int(last)) if trace and trace_dir else None,
+        )
+
+
+LIMITS = Limits.from_env(os.environ)
+
+
+def read_environment() -> None:
+    """This process's limits from its environment as it is now (a warm interpreter's fork, once it
+    holds the run's environment)."""
+    global LIMITS
+    LIMITS = Limits.from_env(os.environ)
+
+
+events.on_environment(read_environment)
+
+
 # A process halted at the limit waits this long for gpuscout to end its process group, then
 # ends itself (gpuscout gone, or a process of the script that has no channel to it).
 HALT_WAIT_S = 60.0
@@ -93,17 +137,21 @@ def report_failure(where: str, exc: BaseException) -> None:
 
 
 def limit_reached(epoch_end: bool = False) -> str | None:
-    """Why the run stops here, or None; `epoch_end`: called at an epoch's end (WHOLE_EPOCHS)."""
+    """Why the run stops here, or None; `epoch_end`: called at an epoch's end (Limits.whole_epochs)."""
     if STATE.limit_reached:
         return "already"
     reason = None
-    steps = MAX_STEPS if not WHOLE_EPOCHS or epoch_end or MAX_STEPS is None else 2 * MAX_STEPS
+    limits = LIMITS
+    asked = limits.max_steps
+    steps = asked if not limits.whole_epochs or epoch_end or asked is None else 2 * asked
     if steps is not None and STATE.steps >= steps:
         reason = f"{steps} training steps" + (", at the end of an epoch" if epoch_end else "")
     elif (
-        MAX_SECONDS is not None and STATE.timed_from is not None and time.monotonic() - STATE.timed_from >= MAX_SECONDS
+        limits.max_seconds is not None
+        and STATE.timed_from is not None
+        and time.monotonic() - STATE.timed_from >= limits.max_seconds
     ):
-        reason = f"{MAX_SECONDS:g} s of training"
+        reason = f"{limits.max_seconds:g} s of training"
     if reason:
         STATE.limit_reached = True
         emit("watch_limit", reason=reason, steps=STATE.steps)
@@ -215,9 +263,9 @@ def interrupted_again() -> None:
 def trace_toggles(step: int) -> bool:
     """Whether the profiler starts or stops before `step` (the timing windows close around it: the
     profiler's start-up and the traced steps' overhead are not the script's step time)."""
-    if TRACE_STEPS is None:
+    if LIMITS.trace_steps is None:
         return False
-    first, last = TRACE_STEPS
+    first, last = LIMITS.trace_steps
     return (step == first and not STATE.tracing) or (step == last + 1 and STATE.tracing)
 
 
@@ -225,7 +273,7 @@ def trace(step: int) -> None:
     """Start or stop the framework's profiler at the steps --trace-steps asked for."""
     if not trace_toggles(step):
         return
-    first, last = TRACE_STEPS
+    first, last = LIMITS.trace_steps or (0, 0)
     try:
         import keras
 
@@ -236,11 +284,11 @@ def trace(step: int) -> None:
 
                 # the perfetto JSON beside the xplane: gpuscout reads each GPU's kernels from it
                 # (measure/trace_kernels.py) after the run
-                jax.profiler.start_trace(TRACE_DIR, create_perfetto_trace=True)
+                jax.profiler.start_trace(LIMITS.trace_dir, create_perfetto_trace=True)
             else:
                 import tensorflow as tf
 
-                tf.profiler.experimental.start(TRACE_DIR)
+                tf.profiler.experimental.start(LIMITS.trace_dir)
             STATE.tracing = True
         else:
             stop_trace()
@@ -248,7 +296,7 @@ def trace(step: int) -> None:
         STATE.tracing = False
         emit(
             "watch_trace",
-            dir=TRACE_DIR,
+            dir=LIMITS.trace_dir,
             first_step=first,
             last_step=last,
             ok=False,
@@ -270,5 +318,5 @@ def stop_trace() -> None:
         import tensorflow as tf
 
         tf.profiler.experimental.stop()
-    first, last = TRACE_STEPS
-    emit("watch_trace", dir=TRACE_DIR, first_step=first, last_step=last, ok=True, message=None)
+    first, last = LIMITS.trace_steps or (0, 0)
+    emit("watch_trace", dir=LIMITS.trace_dir, first_step=first, last_step=last, ok=True, message=None)

@@ -27,6 +27,21 @@ EVENTS_ID_ENV = "GPUSCOUT_EVENTS_ID"
 TRIAL_DONE_ENV = "GPUSCOUT_TRIAL_DONE"
 
 _channel = None
+# What the child's modules read of their environment once, at import (the instrumentation's
+# limits, tune's settings): read again when a warm interpreter's fork becomes a run
+# (executor/zygote.py sets the run's environment, then calls environment_changed)
+_readers: list[Callable[[], None]] = []
+
+
+def on_environment(read: Callable[[], None]) -> None:
+    """Child side: `read` runs again whenever this process takes another environment."""
+    _readers.append(read)
+
+
+def environment_changed() -> None:
+    """Child side: this process now runs under another environment (a fork given a run's own)."""
+    for read in _readers:
+        read()
 
 
 def pipe_id(fd: int) -> str:

@@ -6,29 +6,28 @@ None where a cold start is the only faithful one: a command that is not `python 
 that changes its environment in code before importing a framework other than by plain literals,
 a platform without fork, an interpreter whose imports opened a GPU. What the zygote preloads is
 what the script imports at its top, before any statement that could change what those imports
-do (scanned, never run), then whatever frameworks a finished trial reports it imported besides
+do (scanned, never run: executor/warm_scan.py), then whatever frameworks a finished trial reports it imported besides
 (Keras imports TensorFlow itself to seed it, for one).
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import itertools
 import json
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gpuscout.core.frameworks import FRAMEWORKS
 from gpuscout.executor.process import GUARD, stop_group
+from gpuscout.executor.warm_scan import preloads, python_script, with_settings
 from gpuscout.executor.zygote import SOCKET_FD_ENV
 
 ZYGOTE = Path(__file__).resolve().parent / "zygote.py"
@@ -37,7 +36,6 @@ ZYGOTE = Path(__file__).resolve().parent / "zygote.py"
 READY_S = 180.0
 # How long a start request may wait for the zygote's answer (a preload of a learned module runs first)
 START_S = 120.0
-PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 
 
 def how_it_ended(process: subprocess.Popen) -> str:
@@ -74,100 +72,6 @@ class WarmChild:
         if self.returncode is None:
             self.returncode = returncode
         self._ended.set()
-
-
-def python_script(argv: list[str], env: dict[str, str]) -> tuple[str, str] | None:
-    """(the interpreter, the script) of `python SCRIPT ARGS...`; None for any other command."""
-    if len(argv) < 2 or argv[1].startswith("-") or not os.path.isfile(argv[1]):
-        return None
-    python = shutil.which(argv[0], path=env.get("PATH"))
-    if python is None or not PYTHON.fullmatch(os.path.basename(argv[0])):
-        return None
-    return python, argv[1]
-
-
-Setting = tuple[str, str, bool]  # (variable, value, only if unset): os.environ[K] = V, or setdefault
-
-
-def preloads(script: str) -> tuple[list[str], list[Setting]]:
-    """The frameworks `script` imports before it runs anything that could change those imports,
-    and the environment it sets as literals before them (`os.environ["KERAS_BACKEND"] = "jax"`),
-    both in order. The scan stops at the first other statement, or at a literal setting that
-    follows a framework's import (that import saw the environment without it)."""
-    try:
-        tree = ast.parse(Path(script).read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return [], []
-    modules: list[str] = []
-    settings: list[Setting] = []
-    for statement in tree.body:
-        imports = _imports(statement)
-        if imports is not None:
-            modules += [m for m in imports if m in FRAMEWORKS and m not in modules]
-            continue
-        setting = _literal_setting(statement)
-        if setting is not None:
-            if modules:  # those imports saw the environment without it
-                break
-            settings.append(setting)
-            continue
-        definition = isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        if definition and not statement.decorator_list:  # a decorator runs code
-            continue
-        if isinstance(statement, ast.Expr | ast.Assign | ast.AnnAssign) and isinstance(statement.value, ast.Constant):
-            continue  # a docstring, SEED = 0
-        break
-    if "keras" in modules and "tensorflow" not in modules:
-        # Keras imports TensorFlow itself wherever it is installed, whatever the backend: to seed it
-        # (keras.utils.set_random_seed), to read tf.data input; 0.9 s of each trial on 2 cores. The
-        # zygote leaves it out where it is not installed.
-        modules.append("tensorflow")
-    return modules, settings
-
-
-def with_settings(env: dict[str, str], settings: list[Setting]) -> dict[str, str]:
-    """`env` as the script's literal settings leave it."""
-    env = dict(env)
-    for key, value, only_if_unset in settings:
-        if not (only_if_unset and key in env):
-            env[key] = value
-    return env
-
-
-def _imports(statement: ast.stmt) -> list[str] | None:
-    """The top-level packages an import statement (or a `try:` of imports only) names."""
-    if isinstance(statement, ast.Import):
-        return [alias.name.split(".")[0] for alias in statement.names]
-    if isinstance(statement, ast.ImportFrom):
-        return [statement.module.split(".")[0]] if statement.level == 0 and statement.module else []
-    if isinstance(statement, ast.Try) and not statement.orelse and not statement.finalbody:
-        inner = [_imports(s) for s in statement.body]
-        return None if any(i is None for i in inner) else [m for i in inner for m in i]
-    return None
-
-
-def _literal_setting(statement: ast.stmt) -> Setting | None:
-    """(key, value, only if unset) of `os.environ[K] = V` or `os.environ.setdefault(K, V)` with
-    string literals."""
-
-    def is_environ(node: ast.expr) -> bool:
-        return isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
-
-    def text(node: ast.expr) -> str | None:
-        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        target = statement.targets[0]
-        if isinstance(target, ast.Subscript) and is_environ(target.value):
-            key, value = text(target.slice), text(statement.value)
-            return (key, value, False) if key is not None and value is not None else None
-    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-        call = statement.value
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "setdefault" and is_environ(call.func.value):
-            if len(call.args) == 2 and not call.keywords:
-                key, value = text(call.args[0]), text(call.args[1])
-                return (key, value, True) if key is not None and value is not None else None
-    return None
 
 
 def _fd(sink) -> tuple[int, bool]:
@@ -335,10 +239,10 @@ class Starter:
 
 class WarmStarts:
     """The zygotes of one sweep, one for each interpreter, script and environment its trials run
-    with (`per_trial`: the variables that differ between trials and are read only once a trial
-    runs, such as CUDA_VISIBLE_DEVICES: none of them is set while the frameworks are imported)."""
+    with (`per_trial`: whether a variable differs between trials and is read only once a trial runs,
+    as CUDA_VISIBLE_DEVICES, or again by a fork (core/events.on_environment): never at an import)."""
 
-    def __init__(self, log_folder: Path, per_trial: frozenset[str], most: int | None = None) -> None:
+    def __init__(self, log_folder: Path, per_trial: Callable[[str], bool], most: int | None = None) -> None:
         self.log_folder, self.per_trial = log_folder, per_trial
         # `most`: how many may live at once; the one used longest ago is closed for a new one (tune
         # runs one command at a time, under as many environments as it has settings)
@@ -347,14 +251,16 @@ class WarmStarts:
         self.made: list[Zygote] = []  # kept after close(), for the summary
         self.lock = threading.Lock()
 
-    def _zygote(self, argv: list[str], env: dict[str, str], known: tuple[str, ...] = ()) -> Zygote | None:
+    def _zygote(
+        self, argv: list[str], env: dict[str, str], known: tuple[str, ...] = (), like: str | None = None
+    ) -> Zygote | None:
         if not hasattr(os, "fork") or sys.platform != "linux":  # macOS: frameworks are not fork-safe
             return None
         found = python_script(argv, env)
         if found is None:
             return None
-        python, script = found
-        shared = {k: v for k, v in env.items() if k not in self.per_trial}
+        python, script = found[0], like or found[1]
+        shared = {k: v for k, v in env.items() if not self.per_trial(k)}
         key = (python, os.path.realpath(script), tuple(sorted(shared.items())))
         with self.lock:
             if key in self.zygotes:
@@ -373,10 +279,13 @@ class WarmStarts:
                     self.zygotes[key] = None
             return self.zygotes[key]
 
-    def starter(self, argv: list[str], env: dict[str, str], known: tuple[str, ...] = ()) -> Starter | None:
+    def starter(
+        self, argv: list[str], env: dict[str, str], known: tuple[str, ...] = (), like: str | None = None
+    ) -> Starter | None:
         """How executor/process.run starts `argv` warm, or None: a cold start. `known`: frameworks an
-        earlier run of the script said it imported, which a new warm interpreter imports too."""
-        zygote = self._zygote(argv, env, known)
+        earlier run of the script said it imported, which a new warm interpreter imports too;
+        `like`: the script whose interpreter serves this one (a copy of it: the same imports)."""
+        zygote = self._zygote(argv, env, known, like)
         return Starter(zygote, argv) if zygote is not None and not zygote.refused else None
 
     def summary(self) -> dict | None:

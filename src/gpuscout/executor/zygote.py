@@ -190,6 +190,7 @@ def become_trial(conn: socket.socket, request: dict, fds: list[int], handlers: d
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ.update(events.channel_env(channel))
+    events.environment_changed()  # what the instrumentation read at import, read from the run's own
     os.chdir(request["cwd"])
     script = request["argv"][1]
     sys.argv = request["argv"][1:]

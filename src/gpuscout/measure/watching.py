@@ -264,6 +264,8 @@ def watch_command(
     ended = next((e for e in seen if isinstance(e, Exiting | Halted)), None)
     if runs is not None and ended is not None:  # the frameworks it imported: the next warm interpreters' too
         runs.heard(ended.frameworks)
+        if warm is not None:  # and the one it forked from, for the next runs (those past the scan of its top)
+            warm.learn(ended.frameworks)
     for i, event in enumerate(seen):  # each GPU's kernels in the trace, read now that the script no longer runs
         if isinstance(event, TraceWritten) and event.ok:
             devices, note = trace_kernels.read(Path(event.dir), event.last_step - event.first_step + 1)

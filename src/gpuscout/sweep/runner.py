@@ -126,7 +126,7 @@ class TrialRunner:
         self.instrumentation = Instrumentation()  # `close()` removes its folder
         self.cache = cache if sweep.compilation_cache else None
         # one runner for the sweep's trials (warm_start=False: a Ray task's runner serves one trial)
-        self.warm = warm.WarmStarts(log_root, PER_TRIAL_ENV) if sweep.warm_start and warm_start else None
+        self.warm = warm.WarmStarts(log_root, PER_TRIAL_ENV.__contains__) if sweep.warm_start and warm_start else None
 
     def close(self) -> None:
         if self.warm is not None:

@@ -81,12 +81,15 @@ class Session:
         return Path(self.script).resolve().parent if self.script else Path.cwd().resolve()
 
     def copied(self, into: Path) -> Command | None:
-        """The command with its script taken from `into` (a patched copy of the script's folder)."""
+        """The command with its script taken from `into` (a patched copy of the script's folder),
+        forked from the script's own warm interpreter where it has one."""
         found = self.script
         if found is None:
             return None
         argv = list(self.command.argv)
-        argv[argv.index(found)] = str(into / Path(found).resolve().relative_to(self.root))
+        argv[argv.index(found)] = copy = str(into / Path(found).resolve().relative_to(self.root))
+        if self.runs is not None:
+            self.runs.copies[copy] = found
         return replace(self.command, argv=argv)
 
     def run(
@@ -119,10 +122,10 @@ class Session:
             tell_augmentation=check_repeats,
             timeout_s=self.options.timeout_s,
         )
-        # the probe starts cold: it alone checks repeats and tells augmentation, so no later run
-        # could start from an interpreter made for it
-        shared = self.runs.cold() if check_repeats and self.runs else self.runs
-        record = watch_command(command or self.command, options, self.context, self.store, self.view(), shared)
+        # the probe too forks from the session's warm interpreter: it alone checks repeats and
+        # tells augmentation, which the fork reads from its own environment (measure/series.py);
+        # what it imports past the scan of the script's top is imported there for the next runs
+        record = watch_command(command or self.command, options, self.context, self.store, self.view(), self.runs)
         self.progress.ended(name, record)
         return record
 
